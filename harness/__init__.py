@@ -1,0 +1,26 @@
+"""lch-harness: long-context evaluation for lm-evaluation-harness.
+
+Public API (importing it does not import torch until used):
+
+* :func:`apply_pic` / :func:`remove_pic` — Position ID Compression on a loaded HF causal LM.
+* :func:`tasks_path` — our lm-eval task folder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("apply_pic", "remove_pic", "pic_settings"):
+        from harness.models import pic_patch
+
+        return getattr(pic_patch, name)
+    if name == "tasks_path":
+        from harness.plugin import tasks_path
+
+        return tasks_path
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

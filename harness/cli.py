@@ -1,0 +1,86 @@
+"""``lch``: the harness command line.
+
+* ``lch eval ...``      drop-in for ``lm_eval ...`` (same flags and outputs) with our models registered
+                        and our task folder included next to any ``--include_path`` of the user's;
+                        ``lch eval --tasks list`` lists every task, ours included.
+* ``lch tasks-path``    prints our task folder, for ``lm_eval --include_path "$(lch tasks-path)"``.
+* ``lch demo``          the embedded offline demo (see :mod:`harness.demo`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.plugin import register, tasks_path
+
+
+def _is_task_list_request(argv: list[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg == "--tasks" and i + 1 < len(argv) and argv[i + 1] == "list":
+            return True
+        if arg == "--tasks=list":
+            return True
+    return False
+
+
+def _user_include_path(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--include_path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--include_path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def run_lm_eval(argv: list[str]) -> None:
+    """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
+    register()
+    from lm_eval._cli.harness import HarnessCLI
+    from lm_eval.utils import setup_logging
+
+    if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
+        user = _user_include_path(argv)
+        argv = ["ls", "tasks"] + (["--include_path", user] if user else [])
+    setup_logging()
+    saved_argv = sys.argv
+    sys.argv = ["lm-eval", *argv]
+    try:
+        cli = HarnessCLI()
+        args = cli.parse_args()
+        if hasattr(args, "include_path"):
+            # TaskManager accepts a list: ours first, the user's after (later paths override).
+            args.include_path = [tasks_path()] + ([args.include_path] if args.include_path else [])
+        cli.execute(args)
+    finally:
+        sys.argv = saved_argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "eval":
+        run_lm_eval(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="lch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("eval", help="lm_eval drop-in (all lm_eval flags)", add_help=False)
+    sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path")
+    demo = sub.add_parser("demo", help="offline demo: tiny model, synthetic documents, PIC variants side by side")
+    demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
+    demo.add_argument("--docs", type=int, default=4, help="number of synthetic documents")
+    demo.add_argument("--words", type=int, default=1500, help="words per document")
+    args = parser.parse_args(argv)
+    if args.command == "tasks-path":
+        print(tasks_path())
+        return 0
+    if args.command == "demo":
+        from harness.demo import run_demo
+
+        run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
+        return 0
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

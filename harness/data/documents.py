@@ -1,0 +1,75 @@
+"""Long-document loaders: Hugging Face datasets first, local files for offline use.
+
+``load_documents`` returns rows ``{"doc_id": int, "text": str}``. Local ``data_files`` may be a
+``.jsonl``/``.json`` file (one object per row, text in ``text_field``), a ``.txt`` file (one document),
+or a folder of such files (read in sorted order).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+
+class MissingDataError(RuntimeError):
+    """Data that must be fetched by hand; the message is one line saying what and where."""
+
+
+def _read_local(path: Path, text_field: str) -> list[str]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json", ".txt"))
+        return [text for f in files for text in _read_local(f, text_field)]
+    if path.suffix == ".txt":
+        return [path.read_text(encoding="utf-8")]
+    if path.suffix in (".jsonl", ".json"):
+        raw = path.read_text(encoding="utf-8")
+        rows = json.loads(raw) if path.suffix == ".json" else [json.loads(l) for l in raw.splitlines() if l.strip()]
+        missing = [i for i, row in enumerate(rows) if text_field not in row]
+        if missing:
+            raise ValueError(f"{path}: row {missing[0]} has no field {text_field!r}")
+        return [row[text_field] for row in rows]
+    raise ValueError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .json or .txt)")
+
+
+def load_documents(
+    data_files: str | None = None,
+    text_field: str = "text",
+    hf_dataset: str | None = None,
+    hf_name: str | None = None,
+    hf_split: str = "test",
+) -> list[dict[str, Any]]:
+    """Documents from local ``data_files`` if given, else from the HF dataset ``hf_dataset``."""
+    if data_files:
+        path = Path(data_files).expanduser()
+        if not path.exists():
+            raise MissingDataError(f"data_files={path} does not exist: put the documents there")
+        texts = _read_local(path, text_field)
+    elif hf_dataset:
+        import datasets
+
+        try:
+            ds = datasets.load_dataset(hf_dataset, hf_name, split=hf_split)
+        except Exception as err:  # network, auth or missing-cache errors all end here
+            raise MissingDataError(
+                f"could not load HF dataset {hf_dataset!r} split {hf_split!r} ({type(err).__name__}); "
+                f"download it to the HF cache, or pass --metadata '{{\"data_files\": \"<file.jsonl with "
+                f"field {text_field!r}>\"}}'"
+            ) from err
+        texts = list(ds[text_field])
+    else:
+        raise ValueError("load_documents needs data_files or hf_dataset")
+    return [{"doc_id": i, "text": t} for i, t in enumerate(texts)]
+
+
+def select_long(
+    docs: Iterable[dict[str, Any]], count_tokens: Callable[[str], int], min_tokens: int, max_docs: int | None
+) -> list[dict[str, Any]]:
+    """The first ``max_docs`` documents with at least ``min_tokens`` tokens, in order."""
+    chosen = []
+    for doc in docs:
+        if count_tokens(doc["text"]) >= min_tokens:
+            chosen.append(doc)
+            if max_docs is not None and len(chosen) >= max_docs:
+                break
+    return chosen

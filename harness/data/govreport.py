@@ -1,0 +1,37 @@
+"""GovReport documents for the perplexity tasks (SPEC.md §3: 50 documents of >= 16384 tokens)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.data.documents import load_documents, select_long
+
+
+def _tokenizer_counter(name: Any):
+    if not isinstance(name, str) or not name:
+        return None
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    return lambda text: len(tokenizer(text)["input_ids"])
+
+
+def load_govreport(**metadata: Any) -> dict:
+    """lm-eval ``custom_dataset``: ``{"test": Dataset(doc_id, text)}`` selected as the module says."""
+    import datasets
+
+    docs = load_documents(
+        data_files=metadata.get("data_files"),
+        text_field=metadata.get("text_field", "report"),
+        hf_dataset=metadata.get("hf_dataset", "ccdv/govreport-summarization"),
+        hf_name=metadata.get("hf_name"),
+        hf_split=metadata.get("hf_split", "test"),
+    )
+    num_docs = metadata.get("num_docs")
+    num_docs = int(num_docs) if num_docs is not None else None
+    count = _tokenizer_counter(metadata.get("tokenizer") or metadata.get("pretrained"))
+    if count is not None:
+        docs = select_long(docs, count, int(metadata.get("min_tokens") or 0), num_docs)
+    elif num_docs is not None:
+        docs = docs[:num_docs]
+    return {"test": datasets.Dataset.from_list(docs)}

@@ -1,0 +1,29 @@
+"""Token-level perplexity, pooled over documents.
+
+For documents ``d`` with per-token log-probabilities ``lp_{d,t}``:
+``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` (token-weighted in log space, as LongPPL pools too).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+
+def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
+    """``(-sum(logprobs), len(logprobs))`` for one document."""
+    return -math.fsum(logprobs), len(logprobs)
+
+
+def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
+    """``exp(sum nll / sum n)`` over ``(nll_sum, n_tokens)`` pairs; NaN when no token was scored."""
+    total_nll, total_n = 0.0, 0
+    for nll, n in items:
+        total_nll += nll
+        total_n += n
+    return math.exp(total_nll / total_n) if total_n else float("nan")
+
+
+def total(items: Iterable[float]) -> float:
+    """Plain sum, as an lm-eval aggregation (counts of tokens, skipped documents)."""
+    return sum(items)

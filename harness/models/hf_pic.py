@@ -1,0 +1,105 @@
+"""``hf-pic``: lm-eval's HF model with Position ID Compression and per-token log-probabilities.
+
+``--model_args`` adds to those of ``hf``:
+
+* ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
+  ``pic_initial`` (l_ic, default 4); ``pic_recent`` (l_rc, default 200);
+  ``pic_layout=paper|contiguous``; ``pic_impl=cached|reference`` (the Algorithm-1 oracle).
+* ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
+  applied to the model under the adapter.
+
+Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus
+``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lm_eval.models.huggingface import HFLM
+from tqdm import tqdm
+
+from harness.models.pic_patch import apply_pic
+from harness.models.scoring import left_pad, score_tokens
+from harness.positions.pic import check_pic_args
+
+
+class HFPicLM(HFLM):
+    """HF causal LM with a PIC variant applied in place (see module docstring)."""
+
+    def __init__(
+        self,
+        pretrained: Any,
+        pic: str = "none",
+        pic_ratio: float = 1.0,
+        pic_initial: int = 4,
+        pic_recent: int = 200,
+        pic_layout: str = "paper",
+        pic_impl: str = "cached",
+        **kwargs: Any,
+    ) -> None:
+        pic_ratio = float(pic_ratio)
+        check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
+        super().__init__(pretrained=pretrained, **kwargs)
+        self.pic = pic
+        if pic != "none":
+            apply_pic(
+                self.model, pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout, pic_impl
+            )
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
+        if self.pic != "dynamic":
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        # Dynamic PIC positions depend on each row's own length, and lm-eval right-pads these batches
+        # without an attention mask, so score one sequence per forward to stay batch-independent.
+        saved = self.batch_size_per_gpu
+        self.batch_size_per_gpu = 1
+        try:
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs=1)
+        finally:
+            self.batch_size_per_gpu = saved
+
+    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """Per-token log-probabilities of whole texts.
+
+        Each request's ``args`` is ``(text,)`` or ``(text, options)`` with options
+        ``add_special_tokens`` (default True: BOS as the tokenizer adds it), ``max_tokens`` (keep the
+        first N tokens; default: all) and ``return_offsets`` (default True: character span of each
+        token, needed to map key tokens across tokenizers). Returns per request
+        ``{"token_ids": [n], "logprobs": [n-1], "offsets": [[start, end]] * n | None}`` where
+        ``logprobs[i] = log P(token_ids[i+1] | token_ids[:i+1])`` (fp32 log-softmax).
+        Rows are sorted by length, batched ``batch_size`` at a time with left padding.
+        """
+        encoded = [self._encode_for_scoring(*req.args) for req in requests]
+        batch = self.batch_size if isinstance(self.batch_size, int) else 1
+        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]["token_ids"]))
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        results: list[dict | None] = [None] * len(encoded)
+        pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Scoring tokens")
+        for start in range(0, len(order), batch):
+            chunk = order[start : start + batch]
+            ids, mask = left_pad([encoded[i]["token_ids"] for i in chunk], pad_id, self.device)
+            for i, row in zip(chunk, score_tokens(self.model, ids, mask)):
+                results[i] = {**encoded[i], "logprobs": row.tolist()}
+            pbar.update(len(chunk))
+        pbar.close()
+        return results  # type: ignore[return-value]
+
+    def _encode_for_scoring(self, text: str, options: dict | None = None) -> dict:
+        options = dict(options or {})
+        unknown = set(options) - {"add_special_tokens", "max_tokens", "return_offsets"}
+        if unknown:
+            raise ValueError(f"token_logprobs: unknown options {sorted(unknown)}")
+        want_offsets = options.get("return_offsets", True) and self.tokenizer.is_fast
+        enc = self.tokenizer(
+            text,
+            add_special_tokens=options.get("add_special_tokens", True),
+            return_offsets_mapping=want_offsets,
+        )
+        ids = list(enc["input_ids"])
+        offsets = [list(span) for span in enc["offset_mapping"]] if want_offsets else None
+        max_tokens = options.get("max_tokens")
+        if max_tokens is not None:
+            ids = ids[: int(max_tokens)]
+            offsets = offsets[: int(max_tokens)] if offsets is not None else None
+        return {"token_ids": ids, "offsets": offsets}

@@ -1,0 +1,104 @@
+"""Tiny offline models for the demo, tests and benchmarks: no hub access.
+
+``build_tiny_model`` trains a byte-level BPE tokenizer on synthetic reports, builds a random-init
+Llama / Mistral / Qwen2 of the requested size (seeded), and saves both with ``save_pretrained`` under a
+cache folder keyed by every argument, so repeated calls reuse the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+ARCHITECTURES = ("llama", "mistral", "qwen2")
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser()
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE ``PreTrainedTokenizerFast`` with ``<s>``, ``</s>``, ``<pad>`` (BOS added)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+
+
+def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int, max_positions: int):
+    """A small config of the given architecture (no sliding window, so every PIC variant applies)."""
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
+    if arch == "llama":
+        return LlamaConfig(**common)
+    if arch == "mistral":
+        return MistralConfig(sliding_window=None, **common)
+    if arch == "qwen2":
+        return Qwen2Config(use_sliding_window=False, **common)
+    raise ValueError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+
+
+def build_tiny_model(
+    arch: str = "llama",
+    vocab_size: int = 512,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    max_positions: int = 8192,
+    seed: int = 0,
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """Folder with a tiny random-init model and its tokenizer, built once and cached."""
+    args = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                kv_heads=kv_heads, max_positions=max_positions, seed=seed, format=1)
+    key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+    folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
+    if (folder / "config.json").exists() and (folder / "tokenizer.json").exists():
+        return folder
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.data.synthetic import synthetic_reports
+
+    tokenizer = train_tokenizer(synthetic_reports(40, 400, seed=seed + 7), vocab_size)
+    config = tiny_config(arch, len(tokenizer), hidden, layers, heads, kv_heads, max_positions)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.replace(folder) if not folder.exists() else None
+    return folder
