@@ -26,6 +26,9 @@ class TokenLogprobTask(ConfigurableTask):
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
+        # Routing process_results through the config tells lm-eval the metrics are computed here, so it
+        # does not look our metric names up in its registry (and in HF evaluate) one by one.
+        config.setdefault("process_results", lambda doc, results: self.score_document(doc, results))
         super().__init__(config=config, **kwargs)
         self.OUTPUT_TYPE = TOKEN_LOGPROBS  # lm-eval's multi-rank padding keys on this
 
@@ -42,6 +45,10 @@ class TokenLogprobTask(ConfigurableTask):
             options["add_special_tokens"] = bool(meta["add_special_tokens"])
         return options
 
+    def score_document(self, doc: dict, results: list) -> dict:
+        """Metrics of one document from its ``token_logprobs`` response; subclasses define them."""
+        raise NotImplementedError
+
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Instance:
         for key in ("apply_chat_template", "chat_template"):
             kwargs.pop(key, None)
@@ -57,7 +64,7 @@ class TokenLogprobTask(ConfigurableTask):
 class PerplexityTask(TokenLogprobTask):
     """Token-level perplexity; documents shorter than metadata ``min_tokens`` are skipped and counted."""
 
-    def process_results(self, doc: dict, results: list) -> dict:
+    def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
         n_tokens = len(scored["token_ids"])
         min_tokens = int(self.task_metadata.get("min_tokens") or 0)

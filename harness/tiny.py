@@ -78,11 +78,19 @@ def build_tiny_model(
     kv_heads: int = 2,
     max_positions: int = 8192,
     seed: int = 0,
+    train_steps: int = 0,
+    train_length: int = 128,
     cache_dir: str | Path | None = None,
 ) -> Path:
-    """Folder with a tiny random-init model and its tokenizer, built once and cached."""
+    """Folder with a tiny model and its tokenizer, built once and cached.
+
+    With ``train_steps > 0`` the random-init model is trained that many AdamW steps on synthetic
+    reports in windows of ``train_length`` tokens, so that it has a real (short) training context
+    and position-dependent predictions.
+    """
     args = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
-                kv_heads=kv_heads, max_positions=max_positions, seed=seed, format=1)
+                kv_heads=kv_heads, max_positions=max_positions, seed=seed, train_steps=train_steps,
+                train_length=train_length, format=1)
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
     if (folder / "config.json").exists() and (folder / "tokenizer.json").exists():
@@ -97,8 +105,30 @@ def build_tiny_model(
     config = tiny_config(arch, len(tokenizer), hidden, layers, heads, kv_heads, max_positions)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
+    if train_steps > 0:
+        _train(model, tokenizer, train_steps, train_length, seed)
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     tmp.replace(folder) if not folder.exists() else None
     return folder
+
+
+def _train(model, tokenizer, steps: int, length: int, seed: int, batch: int = 16) -> None:
+    """A few AdamW steps of next-token prediction on synthetic reports (fixed windows)."""
+    import torch
+
+    from harness.data.synthetic import synthetic_reports
+
+    ids = tokenizer("\n".join(synthetic_reports(60, 800, seed=seed + 11)), add_special_tokens=False)["input_ids"]
+    data = torch.tensor(ids[: (len(ids) // length) * length]).view(-1, length)
+    gen = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        rows = data[torch.randint(len(data), (batch,), generator=gen)]
+        loss = model(input_ids=rows, labels=rows).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.eval()

@@ -41,6 +41,12 @@ class HFPicLM(HFLM):
         pic_ratio = float(pic_ratio)
         check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
         super().__init__(pretrained=pretrained, **kwargs)
+        accelerator = getattr(self, "accelerator", None)
+        if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1:
+            # lm-eval splits data only across several GPUs; under `accelerate launch` on CPU (or one
+            # shared GPU) every process would otherwise evaluate everything. Split there too.
+            self._rank = accelerator.process_index
+            self._world_size = accelerator.num_processes
         self.pic = pic
         if pic != "none":
             apply_pic(

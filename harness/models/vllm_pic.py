@@ -1,0 +1,93 @@
+"""``vllm-pic``: lm-eval's vLLM model with naive or NTK-aware PIC (GPU extra ``[vllm]``).
+
+vLLM builds RoPE from the HF config, so PIC is expressed as config overrides (``hf_overrides``):
+
+* naive PIC  -> linear RoPE scaling with factor ``s_cr`` (position ``m`` rotates as ``m / s_cr``);
+* NTK-aware  -> ``rope_theta`` multiplied by ``s_rr`` (paper Eq. 8).
+
+Dynamic PIC re-positions cached keys at every step, which vLLM's paged attention cannot express:
+``pic=dynamic`` fails with a pointer to ``hf-pic``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.positions.pic import check_pic_args, ntk_base
+
+try:  # lm-eval's vLLM module imports vllm at import time
+    from lm_eval.models.vllm_causallms import VLLM as _Base
+
+    _VLLM_ERROR: Exception | None = None
+except ImportError as err:  # no vllm (CPU installs): the class still imports and explains itself
+    from lm_eval.api.model import LM as _Base
+
+    _VLLM_ERROR = err
+
+
+def rope_parameters(hf_config: dict) -> dict:
+    """The RoPE parameters of an HF config dict, in the transformers>=5 ``rope_parameters`` form."""
+    params = dict(hf_config.get("rope_parameters") or {})
+    if not params:  # configs written by transformers 4.x
+        params = dict(hf_config.get("rope_scaling") or {})
+        params.setdefault("rope_theta", hf_config.get("rope_theta", 10000.0))
+    params.setdefault("rope_type", params.pop("type", "default"))
+    return params
+
+
+def vllm_pic_overrides(hf_config: dict, method: str, ratio: float) -> dict:
+    """``hf_overrides`` that make vLLM apply naive or NTK-aware PIC; ``{}`` for ``none``."""
+    check_pic_args(method, ratio)
+    if method == "dynamic":
+        raise ValueError(
+            "pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); "
+            "use --model hf-pic for Dynamic PIC"
+        )
+    if method == "none":
+        return {}
+    params = rope_parameters(hf_config)
+    if method == "naive":
+        if params["rope_type"] != "default":
+            raise ValueError(
+                f"naive PIC on vLLM needs a model with plain RoPE; this one uses {params['rope_type']!r} "
+                "scaling (use --model hf-pic, which composes both)"
+            )
+        return {"rope_parameters": {**params, "rope_type": "linear", "factor": float(ratio)}}
+    return {"rope_parameters": {**params, "rope_theta": ntk_base(float(params["rope_theta"]), ratio)}}
+
+
+def _read_hf_config(pretrained: str) -> dict:
+    local = Path(pretrained) / "config.json"
+    if local.is_file():
+        return json.loads(local.read_text())
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(pretrained).to_dict()
+
+
+class VLLMPicLM(_Base):
+    """lm-eval ``vllm`` with ``pic=none|naive|ntk`` and ``pic_ratio`` in ``--model_args``."""
+
+    def __init__(self, pretrained: str, pic: str = "none", pic_ratio: float = 1.0, **kwargs: Any) -> None:
+        overrides = vllm_pic_overrides(_read_hf_config(pretrained), pic, float(pic_ratio)) if pic != "none" else {}
+        if _VLLM_ERROR is not None:
+            raise ImportError(
+                "vllm-pic needs vLLM on a GPU machine: pip install -e '.[vllm]' (or use --model hf-pic)"
+            ) from _VLLM_ERROR
+        if overrides:
+            kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
+        self.pic = pic
+        super().__init__(pretrained=pretrained, **kwargs)
+
+    if _VLLM_ERROR is not None:  # abstract methods of LM, never reached: __init__ raises first
+
+        def loglikelihood(self, requests):  # pragma: no cover
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests):  # pragma: no cover
+            raise NotImplementedError
+
+        def generate_until(self, requests):  # pragma: no cover
+            raise NotImplementedError

@@ -1,0 +1,139 @@
+"""The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval --include_path`, accelerate."""
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.cli import main
+from harness.data.synthetic import synthetic_reports
+from harness.positions.pic import dynamic_positions
+
+BIN = Path(sys.executable).parent
+
+
+def _run(args, env=None, timeout=400):
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def docs_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("docs") / "reports.jsonl"
+    texts = synthetic_reports(5, 150, seed=5)
+    texts[2] = texts[2][:120]  # too short: must be left out by the min_tokens selection
+    path.write_text("".join(json.dumps({"report": t}) + "\n" for t in texts))
+    return path
+
+
+@pytest.fixture(scope="module")
+def user_tasks(tmp_path_factory, docs_file):
+    """A user's own task folder: a loglikelihood_rolling task on a local JSON file."""
+    folder = tmp_path_factory.mktemp("user_tasks")
+    (folder / "my_rolling.yaml").write_text(
+        "task: my_rolling\n"
+        "dataset_path: json\n"
+        f"dataset_kwargs:\n  data_files:\n    test: {docs_file}\n"
+        "output_type: loglikelihood_rolling\n"
+        "test_split: test\n"
+        "doc_to_text: ''\n"
+        "doc_to_target: '{{report}}'\n"
+        "metric_list:\n  - metric: word_perplexity\n"
+        "metadata:\n  version: 1.0\n"
+    )
+    return folder
+
+
+def test_tasks_path_prints_the_task_folder(capsys):
+    assert main(["tasks-path"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert (folder / "ppl_govreport" / "ppl_govreport.yaml").is_file()
+
+
+def test_lch_eval_tasks_list_and_plain_lm_eval_include_path(user_tasks):
+    listed = _run([str(BIN / "lch"), "eval", "--tasks", "list", "--include_path", str(user_tasks)])
+    assert "ppl_govreport" in listed and "my_rolling" in listed and "hellaswag" in listed
+    tasks_dir = _run([str(BIN / "lch"), "tasks-path"]).strip()
+    plain = _run([str(BIN / "lm_eval"), "ls", "tasks", "--include_path", tasks_dir])
+    assert "ppl_govreport" in plain
+
+
+def _expected_ppl(model_dir, docs_file, min_tokens, max_tokens, ratio, initial, recent):
+    """Pooled PPL by hand: the first docs with >= min_tokens tokens, head max_tokens, Eq. 9 positions."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    nll, count, n_docs = 0.0, 0, 0
+    for line in Path(docs_file).read_text().splitlines():
+        ids = tok(json.loads(line)["report"])["input_ids"]
+        if len(ids) < min_tokens:
+            continue
+        ids = torch.tensor([ids[:max_tokens]])
+        g = dynamic_positions(torch.arange(ids.shape[1]), ids.shape[1], ratio, initial, recent)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), position_ids=g[None]).logits[0]
+        lp = torch.log_softmax(logits[:-1].float(), -1).gather(-1, ids[0, 1:, None])
+        nll -= lp.sum().item()
+        count += lp.numel()
+        n_docs += 1
+    return math.exp(nll / count), count, n_docs
+
+
+def _results(folder):
+    files = glob.glob(str(Path(folder) / "**" / "results_*.json"), recursive=True)
+    assert len(files) == 1, files
+    return json.loads(Path(files[0]).read_text())["results"]
+
+
+def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, user_tasks, tmp_path):
+    meta = {"data_files": str(docs_file), "min_tokens": 100, "max_tokens": 160, "num_docs": 5}
+    _run([
+        str(BIN / "lch"), "eval", "--model", "hf-pic",
+        "--model_args", f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32",
+        "--device", "cpu", "--batch_size", "2", "--tasks", "ppl_govreport,my_rolling",
+        "--include_path", str(user_tasks), "--metadata", json.dumps(meta), "--output_path", str(tmp_path),
+    ])
+    results = _results(tmp_path)
+    ppl, n_tokens, n_docs = _expected_ppl(tiny_model_dir, docs_file, 100, 160, 3.0, 4, 16)
+    ours = results["ppl_govreport"]
+    assert n_docs == 4 and ours["n_docs,none"] == n_docs and ours["n_tokens,none"] == n_tokens
+    assert ours["ppl,none"] == pytest.approx(ppl, rel=1e-4)
+    assert results["my_rolling"]["word_perplexity,none"] > 1
+
+
+def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, user_tasks, tmp_path):
+    _run([
+        str(BIN / "lch"), "eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+        "--device", "cpu", "--tasks", "my_rolling", "--include_path", str(user_tasks), "--output_path", str(tmp_path),
+    ])
+    assert _results(tmp_path)["my_rolling"]["word_perplexity,none"] > 1
+
+
+def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
+    """Two CPU processes split the documents (rank 0 logs 3 of 5) and gather the same metrics."""
+    meta = {"data_files": str(docs_file), "min_tokens": 0, "max_tokens": 160, "num_docs": 5}
+    common = [
+        "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},pic=naive,pic_ratio=2,dtype=float32",
+        "--device", "cpu", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta), "--log_samples",
+    ]
+    _run([str(BIN / "lch"), "eval", *common, "--output_path", str(tmp_path / "single")])
+    _run(
+        [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533",
+         "-m", "harness.cli", "eval", *common, "--output_path", str(tmp_path / "dp")],
+        env={"ACCELERATE_USE_CPU": "true"},
+    )
+    single, dp = _results(tmp_path / "single")["ppl_govreport"], _results(tmp_path / "dp")["ppl_govreport"]
+    assert dp["n_docs,none"] == single["n_docs,none"] == 5
+    assert dp["ppl,none"] == pytest.approx(single["ppl,none"], rel=1e-6)
+    samples = glob.glob(str(tmp_path / "dp" / "**" / "samples_ppl_govreport_*.jsonl"), recursive=True)
+    doc_ids = sorted(json.loads(l)["doc_id"] for l in Path(samples[0]).read_text().splitlines())
+    assert doc_ids == [0, 1, 2, 3, 4]

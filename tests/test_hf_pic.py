@@ -1,0 +1,132 @@
+"""hf-pic through lm-eval's request API on a tiny Llama built offline."""
+
+import pytest
+import torch
+from lm_eval.api.instance import Instance
+
+from harness.data.synthetic import synthetic_reports
+from harness.models.hf_pic import HFPicLM
+from harness.positions.pic import dynamic_positions
+
+DYNAMIC = dict(pic="dynamic", pic_ratio=3.0, pic_initial=4, pic_recent=8)
+
+
+def _lm(model_dir, **kwargs):
+    return HFPicLM(pretrained=str(model_dir), device="cpu", dtype="float32", **kwargs)
+
+
+def _req(kind, *args):
+    return Instance(request_type=kind, doc={}, arguments=args, idx=0)
+
+
+def _texts():
+    reports = synthetic_reports(4, 60, seed=3)
+    return [reports[0], reports[1][:90], reports[2][:200], reports[3]]
+
+
+def _reference_logprobs(model, ids, positions=None):
+    """log P(x_t | x_<t) from one unpadded full-logits forward: the straightforward definition."""
+    ids_t = torch.tensor([ids])
+    kwargs = {"attention_mask": torch.ones_like(ids_t)}
+    if positions is not None:
+        kwargs["position_ids"] = positions[None]
+    with torch.no_grad():
+        logits = model(input_ids=ids_t, **kwargs).logits[0].float()
+    return torch.log_softmax(logits[:-1], -1).gather(-1, ids_t[0, 1:, None])[:, 0]
+
+
+def test_token_logprobs_batched_equals_unbatched_definition(tiny_model_dir):
+    lm = _lm(tiny_model_dir, batch_size=3)
+    texts = _texts()
+    out = lm.token_logprobs([_req("token_logprobs", t, {}) for t in texts])
+    for text, res in zip(texts, out):
+        ids = lm.tokenizer(text)["input_ids"]
+        assert res["token_ids"] == ids and ids[0] == lm.tokenizer.bos_token_id
+        assert len(res["logprobs"]) == len(ids) - 1 and len(res["offsets"]) == len(ids)
+        ref = _reference_logprobs(lm.model, ids)
+        assert torch.allclose(torch.tensor(res["logprobs"]), ref, atol=1e-4)
+    # offsets are character spans of the text
+    first = out[0]
+    start, end = first["offsets"][1]
+    assert texts[0][start:end].strip() and start == 0
+
+
+def test_token_logprobs_options(tiny_model_dir):
+    lm = _lm(tiny_model_dir)
+    text = _texts()[0]
+    res = lm.token_logprobs([_req("token_logprobs", text, {"max_tokens": 7, "add_special_tokens": False})])[0]
+    assert res["token_ids"] == lm.tokenizer(text, add_special_tokens=False)["input_ids"][:7]
+    assert len(res["logprobs"]) == 6
+    with pytest.raises(ValueError, match="unknown options"):
+        lm.token_logprobs([_req("token_logprobs", text, {"max_token": 7})])
+
+
+def test_token_logprobs_under_dynamic_pic_uses_each_rows_length(tiny_model_dir):
+    lm = _lm(tiny_model_dir, batch_size=4, **DYNAMIC)
+    plain = _lm(tiny_model_dir)  # unpatched copy for the reference
+    texts = _texts()
+    out = lm.token_logprobs([_req("token_logprobs", t) for t in texts])
+    for text, res in zip(texts, out):
+        ids = res["token_ids"]
+        g = dynamic_positions(torch.arange(len(ids)), len(ids), 3.0, 4, 8)
+        ref = _reference_logprobs(plain.model, ids, positions=g)
+        assert torch.allclose(torch.tensor(res["logprobs"]), ref, atol=1e-4)
+
+
+def test_pic_none_loglikelihood_matches_builtin_hf(tiny_model_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    reqs = [_req("loglikelihood", "The Agency reported that", " the program cost"),
+            _req("loglikelihood", "Section 1.", " The Bureau found")]
+    ours = _lm(tiny_model_dir, batch_size=2).loglikelihood(reqs)
+    theirs = HFLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2).loglikelihood(reqs)
+    for (a, a_greedy), (b, b_greedy) in zip(ours, theirs):
+        assert a == pytest.approx(b, abs=1e-5) and a_greedy == b_greedy
+
+
+def test_dynamic_loglikelihood_is_batch_independent(tiny_model_dir):
+    texts = _texts()
+    reqs = [_req("loglikelihood", t[:120], t[120:170]) for t in texts] + [_req("loglikelihood", "Section", " 2.")]
+    one = _lm(tiny_model_dir, batch_size=1, **DYNAMIC).loglikelihood(reqs)
+    many = _lm(tiny_model_dir, batch_size=5, **DYNAMIC).loglikelihood(reqs)
+    assert [x for x, _ in one] == pytest.approx([x for x, _ in many], abs=1e-4)
+    vanilla = _lm(tiny_model_dir, batch_size=5).loglikelihood(reqs)
+    assert max(abs(a - b) for (a, _), (b, _) in zip(one, vanilla)) > 1e-3
+
+
+def test_dynamic_generate_until_batched_equals_single(tiny_model_dir):
+    contexts = [t[:150] for t in _texts()]
+    gen = {"until": ["\n\n"], "max_gen_toks": 24, "do_sample": False}
+    reqs = [_req("generate_until", c, dict(gen)) for c in contexts]
+    batched = _lm(tiny_model_dir, batch_size=4, **DYNAMIC).generate_until(reqs)
+    single = _lm(tiny_model_dir, batch_size=1, **DYNAMIC).generate_until(
+        [_req("generate_until", c, dict(gen)) for c in contexts]
+    )
+    assert batched == single and all(isinstance(s, str) and s for s in batched)
+
+
+def test_peft_adapter_is_loaded_under_pic(tiny_model_dir, tmp_path):
+    peft = pytest.importorskip("peft")
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    lora = peft.get_peft_model(base, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    lora.save_pretrained(tmp_path / "adapter")
+    text = _texts()[0]
+    with_adapter = _lm(tiny_model_dir, peft=str(tmp_path / "adapter"), **DYNAMIC)
+    res = with_adapter.token_logprobs([_req("token_logprobs", text)])[0]
+    ids = res["token_ids"]
+    g = dynamic_positions(torch.arange(len(ids)), len(ids), 3.0, 4, 8)
+    lora.eval()
+    ref = _reference_logprobs(lora, ids, positions=g)
+    assert torch.allclose(torch.tensor(res["logprobs"]), ref, atol=1e-4)
+    no_adapter = _lm(tiny_model_dir, **DYNAMIC).token_logprobs([_req("token_logprobs", text)])[0]
+    assert max(abs(a - b) for a, b in zip(res["logprobs"], no_adapter["logprobs"])) > 1e-3
+
+
+def test_bad_pic_argument_fails_before_loading():
+    with pytest.raises(ValueError, match="allowed: none, naive, ntk, dynamic"):
+        HFPicLM(pretrained="/nonexistent/model", pic="rope")
+    with pytest.raises(ValueError, match="ratio must be > 0"):
+        HFPicLM(pretrained="/nonexistent/model", pic="naive", pic_ratio=-1)

@@ -1,0 +1,172 @@
+"""apply_pic on real HF models pinned to each variant's definition (SPEC.md §1)."""
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from harness import apply_pic, pic_settings, remove_pic
+from harness.positions.pic import dynamic_positions, positions_from_mask
+from tests.conftest import tiny_causal_lm
+
+ARCHS = ["llama", "mistral", "qwen2"]
+
+
+def _batch(batch=3, length=40, pads=(0, 5, 11), vocab=97, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (batch, length), generator=gen)
+    mask = torch.ones(batch, length, dtype=torch.long)
+    for row, pad in enumerate(pads[:batch]):
+        mask[row, :pad] = 0
+    return ids, mask
+
+
+def _masked_max_diff(a, b, mask):
+    return ((a - b) * mask[..., None]).abs().max().item()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_naive_equals_explicit_fractional_positions(arch):
+    model = tiny_causal_lm(arch)
+    ids, mask = _batch()
+    pos, _ = positions_from_mask(mask)
+    expected = model(input_ids=ids, attention_mask=mask, position_ids=pos.float() / 3.0).logits
+    apply_pic(model, "naive", ratio=3.0)
+    got = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    assert _masked_max_diff(got, expected, mask) <= 1e-5
+    plain = tiny_causal_lm(arch)(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    assert _masked_max_diff(got, plain, mask) > 1e-3  # the variant really changes the model
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("ratio", [16.0, 0.5])
+def test_ntk_equals_model_with_scaled_base(arch, ratio):
+    model = tiny_causal_lm(arch)
+    base = model.config.rope_parameters["rope_theta"]
+    scaled = tiny_causal_lm(arch)
+    scaled.config.rope_parameters = {**scaled.config.rope_parameters, "rope_theta": base * ratio}
+    reference = type(scaled)(scaled.config).eval()
+    reference.load_state_dict(model.state_dict())
+    ids, _ = _batch(batch=2, pads=(0, 0))
+    apply_pic(model, "ntk", ratio=ratio)
+    assert (model(input_ids=ids).logits - reference(input_ids=ids).logits).abs().max() <= 1e-5
+    assert (model(input_ids=ids).logits - tiny_causal_lm(arch)(input_ids=ids).logits).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["paper", "contiguous"])
+@pytest.mark.parametrize("impl", ["cached", "reference"])
+def test_dynamic_prefill_equals_explicit_eq9_positions(layout, impl):
+    model = tiny_causal_lm("llama")
+    ids, mask = _batch()
+    pos, lengths = positions_from_mask(mask)
+    g = dynamic_positions(pos, lengths[:, None], 3.0, initial=4, recent=8, layout=layout)
+    expected = model(input_ids=ids, attention_mask=mask, position_ids=g).logits
+    apply_pic(model, "dynamic", ratio=3.0, initial=4, recent=8, layout=layout, impl=impl)
+    got = model(input_ids=ids, attention_mask=mask).logits
+    assert _masked_max_diff(got, expected, mask) <= 1e-5
+
+
+def _decode_logits(model, ids, mask, steps):
+    """Prefill + greedy decode steps by hand; returns logits of every call and the tokens fed."""
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+    logits, tokens = [out.logits], []
+    for _ in range(steps):
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        tokens.append(token)
+        mask = torch.cat([mask, torch.ones_like(token)], dim=1)
+        out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
+        logits.append(out.logits)
+    return logits, tokens
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("layout", ["paper", "contiguous"])
+@pytest.mark.parametrize("batch, prompt, pads", [(1, 40, (0,)), (3, 40, (0, 5, 11)), (2, 10, (0, 3))])
+def test_dynamic_cached_matches_algorithm1_oracle(arch, layout, batch, prompt, pads):
+    """Every step of prefill + 64 decode steps, fp32, max abs diff <= 1e-4.
+
+    With l_ic = 4 and l_rc = 16 the middle grows at every step (prompt 40), or starts growing during
+    decoding (prompt 10: l_c <= l_ic + l_rc at first).
+    """
+    model = tiny_causal_lm(arch)
+    ids, mask = _batch(batch, prompt, pads)
+    settings = dict(ratio=3.0, initial=4, recent=16, layout=layout)
+    apply_pic(model, "dynamic", impl="reference", **settings)
+    oracle, tokens = _decode_logits(model, ids, mask, steps=64)
+    apply_pic(model, "dynamic", impl="cached", **settings)
+    # feed the oracle's tokens so both see the same inputs at every step
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+    diffs = [_masked_max_diff(out.logits, oracle[0], mask)]
+    for step, token in enumerate(tokens, start=1):
+        mask = torch.cat([mask, torch.ones_like(token)], dim=1)
+        out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
+        diffs.append((out.logits - oracle[step]).abs().max().item())
+    assert len(diffs) == 65 and max(diffs) <= 1e-4
+    # and the variant is not the identity: vanilla decoding differs
+    remove_pic(model)
+    full = torch.cat([ids, *tokens], dim=1)
+    vanilla_last = model(input_ids=full, attention_mask=mask).logits[:, -1:]
+    assert (vanilla_last - oracle[-1]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("layout", ["paper", "contiguous"])
+def test_dynamic_generate_matches_oracle_and_ratio_one_is_vanilla(layout):
+    model = tiny_causal_lm("llama")
+    ids, mask = _batch()
+    kwargs = dict(attention_mask=mask, max_new_tokens=48, do_sample=False, pad_token_id=0)
+    vanilla = model.generate(input_ids=ids, **kwargs)
+    apply_pic(model, "dynamic", ratio=1.0, initial=4, recent=8, layout=layout)
+    assert torch.equal(model.generate(input_ids=ids, **kwargs), vanilla)
+    apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout, impl="reference")
+    oracle = model.generate(input_ids=ids, **kwargs)
+    apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout)
+    assert torch.equal(model.generate(input_ids=ids, **kwargs), oracle)
+
+
+@pytest.mark.parametrize("method", ["naive", "ntk", "dynamic"])
+def test_remove_pic_restores_the_model(method):
+    model = tiny_causal_lm("qwen2")
+    ids, mask = _batch()
+    before = model(input_ids=ids, attention_mask=mask).logits
+    apply_pic(model, method, ratio=4.0, initial=2, recent=4)
+    assert pic_settings(model).method == method
+    changed = model(input_ids=ids, attention_mask=mask).logits
+    remove_pic(model)
+    assert pic_settings(model) is None
+    assert _masked_max_diff(changed, before, mask) > 1e-4
+    assert torch.equal(model(input_ids=ids, attention_mask=mask).logits, before)
+
+
+def test_pic_through_a_peft_adapter():
+    peft = pytest.importorskip("peft")
+    model = tiny_causal_lm("llama")
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    ids, mask = _batch()
+    pos, lengths = positions_from_mask(mask)
+    g = dynamic_positions(pos, lengths[:, None], 2.0, initial=4, recent=8)
+    expected = lora(input_ids=ids, attention_mask=mask, position_ids=g).logits
+    apply_pic(lora, "dynamic", ratio=2.0, initial=4, recent=8)
+    assert pic_settings(lora).method == "dynamic"
+    assert _masked_max_diff(lora(input_ids=ids, attention_mask=mask).logits, expected, mask) <= 1e-5
+
+
+def test_unsupported_architecture_names_the_supported_ones():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(ValueError, match="llama, mistral, qwen2"):
+        apply_pic(model, "naive", ratio=2.0)
+
+
+def test_bad_arguments_and_sliding_window():
+    model = tiny_causal_lm("llama")
+    with pytest.raises(ValueError, match="ratio must be > 0"):
+        apply_pic(model, "naive", ratio=0.0)
+    with pytest.raises(ValueError, match="allowed: none, naive, ntk, dynamic"):
+        apply_pic(model, "linear", ratio=2.0)
+    with pytest.raises(ValueError, match="impl"):
+        apply_pic(model, "dynamic", ratio=2.0, impl="fast")
+    sliding = tiny_causal_lm("mistral", sliding_window=16)
+    with pytest.raises(ValueError, match="sliding window"):
+        apply_pic(sliding, "dynamic", ratio=2.0)

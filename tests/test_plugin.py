@@ -1,0 +1,24 @@
+"""Registration with lm-eval: our models next to, never instead of, the built-in ones."""
+
+from importlib.metadata import entry_points
+
+from lm_eval.api.registry import get_model
+from lm_eval.models.huggingface import HFLM
+
+from harness.models.hf_pic import HFPicLM
+from harness.models.vllm_pic import VLLMPicLM
+from harness.plugin import register
+
+
+def test_register_adds_our_models_and_keeps_builtins():
+    register()
+    register()  # idempotent
+    assert get_model("hf-pic") is HFPicLM and issubclass(HFPicLM, HFLM)
+    assert get_model("vllm-pic") is VLLMPicLM
+    assert get_model("hf") is HFLM
+
+
+def test_entry_points_are_declared_for_plugin_aware_lm_eval():
+    declared = {ep.name: ep.value for ep in entry_points(group="lm_eval.models")}
+    assert declared["hf-pic"] == "harness.models.hf_pic:HFPicLM"
+    assert declared["vllm-pic"] == "harness.models.vllm_pic:VLLMPicLM"
