@@ -33,6 +33,16 @@ def _user_include_path(argv: list[str]) -> str | None:
     return None
 
 
+def _config_include_path(config_file: str | None) -> str | None:
+    """``include_path`` of an lm-eval ``--config`` YAML (our list would otherwise replace it)."""
+    if not config_file:
+        return None
+    import yaml
+
+    with open(config_file, encoding="utf-8") as f:
+        return (yaml.safe_load(f) or {}).get("include_path")
+
+
 def run_lm_eval(argv: list[str]) -> None:
     """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
     register()
@@ -50,7 +60,8 @@ def run_lm_eval(argv: list[str]) -> None:
         args = cli.parse_args()
         if hasattr(args, "include_path"):
             # TaskManager accepts a list: ours first, the user's after (later paths override).
-            args.include_path = [tasks_path()] + ([args.include_path] if args.include_path else [])
+            user = args.include_path or _config_include_path(getattr(args, "config", None))
+            args.include_path = [tasks_path()] + ([user] if user else [])
         cli.execute(args)
     finally:
         sys.argv = saved_argv

@@ -137,3 +137,24 @@ def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
     samples = glob.glob(str(tmp_path / "dp" / "**" / "samples_ppl_govreport_*.jsonl"), recursive=True)
     doc_ids = sorted(json.loads(l)["doc_id"] for l in Path(samples[0]).read_text().splitlines())
     assert doc_ids == [0, 1, 2, 3, 4]
+
+
+def test_config_file_include_path_is_kept(tmp_path):
+    from harness.cli import _config_include_path
+
+    config = tmp_path / "run.yaml"
+    config.write_text("model: hf\ninclude_path: /my/tasks\n")
+    assert _config_include_path(str(config)) == "/my/tasks"
+    assert _config_include_path(None) is None
+
+
+def test_demo_writes_a_summary(tmp_path):
+    from harness.demo import VARIANTS, run_demo
+
+    rows = run_demo(output=tmp_path, n_docs=2, n_words=250)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
+    assert all(r["n_docs"] == 2 and r["ppl"] > 1 for r in rows)
+    by_name = {r["variant"]: r["ppl"] for r in rows}
+    assert by_name["naive s_cr=2"] != pytest.approx(by_name["vanilla"], rel=1e-4)
+    assert len(list(tmp_path.glob("*.json"))) == len(VARIANTS) + 1

@@ -40,6 +40,7 @@ class HFPicLM(HFLM):
     ) -> None:
         pic_ratio = float(pic_ratio)
         check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
+        kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
         if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1:
