@@ -124,6 +124,18 @@ def test_dynamic_generate_matches_oracle_and_ratio_one_is_vanilla(layout):
     assert torch.equal(model.generate(input_ids=ids, **kwargs), oracle)
 
 
+def test_dynamic_cache_returned_by_a_plain_call_can_be_continued():
+    model = tiny_causal_lm("llama")
+    ids, _ = _batch(batch=1, pads=(0,))
+    results = {}
+    for impl in ("reference", "cached"):
+        apply_pic(model, "dynamic", ratio=3.0, initial=2, recent=4, impl=impl)
+        out = model(input_ids=ids)  # use_cache left to the config, as HF users do
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+        results[impl] = model(input_ids=token, past_key_values=out.past_key_values).logits
+    assert (results["cached"] - results["reference"]).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("method", ["naive", "ntk", "dynamic"])
 def test_remove_pic_restores_the_model(method):
     model = tiny_causal_lm("qwen2")

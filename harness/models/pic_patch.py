@@ -231,7 +231,10 @@ def _plan_call(state: _DynamicState, decoder: nn.Module, args: tuple, kwargs: di
     dtype = embeds.dtype if embeds is not None else decoder.get_input_embeddings().weight.dtype
 
     cache = kwargs.get("past_key_values")
-    if cache is None and kwargs.get("use_cache"):
+    use_cache = kwargs.get("use_cache")
+    if use_cache is None:  # resolved the way the decoder itself does, after this hook
+        use_cache = getattr(decoder.config, "use_cache", False) and not decoder.training
+    if cache is None and use_cache:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=decoder.config)
