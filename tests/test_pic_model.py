@@ -124,6 +124,21 @@ def test_dynamic_generate_matches_oracle_and_ratio_one_is_vanilla(layout):
     assert torch.equal(model.generate(input_ids=ids, **kwargs), oracle)
 
 
+@pytest.mark.parametrize("layout", ["paper", "contiguous"])
+def test_dynamic_beam_search_matches_oracle(layout):
+    """Beam search reorders the cache; the cached path must reorder its side buffers with it."""
+    model = tiny_causal_lm("llama")
+    ids, mask = _batch(batch=2, pads=(0, 6))
+    kwargs = dict(attention_mask=mask, max_new_tokens=30, num_beams=3, do_sample=False, pad_token_id=0,
+                  output_scores=True, return_dict_in_generate=True)
+    apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout, impl="reference")
+    oracle = model.generate(input_ids=ids, **kwargs)
+    apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout)
+    shipped = model.generate(input_ids=ids, **kwargs)
+    assert torch.equal(shipped.sequences, oracle.sequences)
+    assert torch.allclose(shipped.sequences_scores, oracle.sequences_scores, atol=1e-4)
+
+
 def test_dynamic_cache_returned_by_a_plain_call_can_be_continued():
     model = tiny_causal_lm("llama")
     ids, _ = _batch(batch=1, pads=(0,))

@@ -79,6 +79,40 @@ class _Plan:
     keep: int = 0  # cached: how many trailing pre-RoPE key columns to keep
 
 
+class _CacheSide:
+    """What the cached Dynamic PIC keeps next to an HF cache: positions of its columns and the pre-RoPE
+    keys of the last ``l_rc`` columns per layer. Batch reorders of the cache (beam search) are mirrored."""
+
+    def __init__(self, cache: Any):
+        self.positions: torch.Tensor | None = None  # [B, T] positions the cached keys are rotated at
+        self.prekeys: dict[int, torch.Tensor] = {}  # layer -> [B, H, <= l_rc, D]
+        for name, select in (
+            ("reorder_cache", lambda t, idx: t.index_select(0, idx.to(t.device))),
+            ("batch_select_indices", lambda t, idx: t[idx.to(t.device)]),
+            ("batch_repeat_interleave", lambda t, n: t.repeat_interleave(n, dim=0)),
+        ):
+            if hasattr(cache, name):
+                setattr(cache, name, self._mirrored(getattr(cache, name), select))
+
+    def _mirrored(self, method: Callable, select: Callable) -> Callable:
+        def wrapper(arg: Any) -> Any:
+            result = method(arg)
+            if self.positions is not None:
+                self.positions = select(self.positions, arg)
+            self.prekeys = {layer: select(k, arg) for layer, k in self.prekeys.items()}
+            return result
+
+        return wrapper
+
+
+def _cache_side(cache: Any) -> _CacheSide:
+    side = getattr(cache, "_lch_pic", None)
+    if side is None:
+        side = _CacheSide(cache)
+        cache._lch_pic = side
+    return side
+
+
 class _DynamicState:
     def __init__(self, settings: PicSettings, rotary: nn.Module):
         self.settings = settings
@@ -260,11 +294,12 @@ def _plan_call(state: _DynamicState, decoder: nn.Module, args: tuple, kwargs: di
         plan.cos_k, plan.sin_k = state.rotary(x, g)
     elif cache is not None:
         plan.keep = s.recent
+        side = _cache_side(cache)
         if past > 0:
-            previous = getattr(cache, "_lch_pic_positions", None)
+            previous = side.positions
             if previous is None or previous.shape != (batch, past):
                 raise ValueError(
-                    "this KV cache was not filled under Dynamic PIC (or was reordered/cropped); "
+                    "this KV cache was not filled under Dynamic PIC (or was cropped); "
                     "start generation from an empty cache"
                 )
             changed = (g[:, :past] != previous).any(0).nonzero().squeeze(-1)
@@ -276,7 +311,7 @@ def _plan_call(state: _DynamicState, decoder: nn.Module, args: tuple, kwargs: di
                 plan.changed = changed
                 plan.changed_in_buffer = changed - first_buffered
                 plan.cos_changed, plan.sin_changed = state.rotary(x, g[:, changed])
-        cache._lch_pic_positions = g
+        side.positions = g
     state.plan = plan
     return args, kwargs
 
@@ -314,7 +349,7 @@ def _dynamic_attention_forward(
             key, value = past_key_values.update(key, value, self.layer_idx)
         key = _rope(key, plan.cos_k, plan.sin_k)
     elif past_key_values is not None:
-        buffers = past_key_values.__dict__.setdefault("_lch_pic_prekeys", {})
+        buffers = past_key_values._lch_pic.prekeys
         pre_rope_new = key
         key, value = past_key_values.update(_rope(key, plan.cos_q, plan.sin_q), value, self.layer_idx)
         buffer = buffers.get(self.layer_idx)
