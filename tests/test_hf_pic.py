@@ -130,3 +130,5 @@ def test_bad_pic_argument_fails_before_loading():
         HFPicLM(pretrained="/nonexistent/model", pic="rope")
     with pytest.raises(ValueError, match="ratio must be > 0"):
         HFPicLM(pretrained="/nonexistent/model", pic="naive", pic_ratio=-1)
+    with pytest.raises(ValueError, match="allowed: cached, reference"):
+        HFPicLM(pretrained="/nonexistent/model", pic="dynamic", pic_ratio=2, pic_impl="fast")

@@ -19,7 +19,7 @@ from typing import Any
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.models.pic_patch import apply_pic
+from harness.models.pic_patch import IMPLEMENTATIONS, apply_pic
 from harness.models.scoring import left_pad, score_tokens
 from harness.positions.pic import check_pic_args
 
@@ -40,6 +40,8 @@ class HFPicLM(HFLM):
     ) -> None:
         pic_ratio = float(pic_ratio)
         check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
+        if pic_impl not in IMPLEMENTATIONS:
+            raise ValueError(f"pic_impl {pic_impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
