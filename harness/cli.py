@@ -4,6 +4,7 @@
                         and our task folder included next to any ``--include_path`` of the user's;
                         ``lch eval --tasks list`` lists every task, ours included.
 * ``lch tasks-path``    prints our task folder, for ``lm_eval --include_path "$(lch tasks-path)"``.
+* ``lch keytokens``     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
 * ``lch demo``          the embedded offline demo (see :mod:`harness.demo`).
 """
 
@@ -80,7 +81,32 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
     demo.add_argument("--docs", type=int, default=4, help="number of synthetic documents")
     demo.add_argument("--words", type=int, default=1500, help="words per document")
+    keys = sub.add_parser("keytokens", help="precompute LongPPL key tokens of a corpus (cached for every model)")
+    keys.add_argument("--evaluator", required=True, help="evaluator model: HF name or local folder")
+    keys.add_argument("--data-files", help="local .jsonl/.json/.txt file or folder (default: the HF dataset)")
+    keys.add_argument("--hf-dataset", default="ccdv/govreport-summarization")
+    keys.add_argument("--hf-split", default="test")
+    keys.add_argument("--text-field", default="report")
+    keys.add_argument("--min-tokens", type=int, default=16384)
+    keys.add_argument("--max-tokens", type=int, default=32767)
+    keys.add_argument("--num-docs", type=int, default=50)
+    keys.add_argument("--trunc-len", type=int, default=4096)
+    keys.add_argument("--sliding-window", type=int, default=1024)
+    keys.add_argument("--alpha", type=float, default=2.0)
+    keys.add_argument("--beta", type=float, default=-2.0)
+    keys.add_argument("--cache-dir", help="key-token cache folder (default ~/.cache/lch/keytokens)")
+    keys.add_argument("--evaluator-dtype", default="auto")
+    keys.add_argument("--evaluator-device", default=None)
     args = parser.parse_args(argv)
+    if args.command == "keytokens":
+        from harness.data.longppl_corpus import load_longppl_corpus
+        from harness.keytokens import KeyTokenCache
+
+        metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir") and v is not None}
+        metadata["key_cache_dir"] = args.cache_dir
+        corpus = load_longppl_corpus(**metadata)["test"]
+        print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
+        return 0
     if args.command == "tasks-path":
         print(tasks_path())
         return 0

@@ -1,28 +1,31 @@
 """lm-eval task classes for request types that lm-eval itself does not have.
 
-``TokenLogprobTask`` sends one ``token_logprobs`` request per document (served by ``hf-pic``, see
-:meth:`harness.models.hf_pic.HFPicLM.token_logprobs`). Its YAML declares
-``output_type: loglikelihood_rolling`` only to pass lm-eval's config validation; the class then
-switches the request type. Options come from the task ``metadata`` (overridable with ``--metadata``):
-``max_tokens`` (keep the first N tokens) and ``add_special_tokens``.
+Each class sends one request per document, of a type served by ``hf-pic``
+(:class:`harness.models.hf_pic.HFPicLM`): ``token_logprobs`` (per-token log-probabilities of the text)
+or ``lsm`` (long-short misalignment samples). Their YAML declares ``output_type: loglikelihood_rolling``
+only to pass lm-eval's config validation; the class then switches the request type. Options come from
+the task ``metadata`` (overridable with ``--metadata``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from harness.metrics.perplexity import nll_sum
+from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
+from harness.metrics.pooling import nll_sum
 
 TOKEN_LOGPROBS = "token_logprobs"
+LSM = "lsm"
 
 
-class TokenLogprobTask(ConfigurableTask):
-    """A task whose single request per document asks for the document's per-token log-probabilities."""
+class CustomRequestTask(ConfigurableTask):
+    """One ``REQUEST_TYPE`` request per document with arguments ``(doc_to_target(doc), options)``."""
 
-    OUTPUT_TYPE = TOKEN_LOGPROBS
+    REQUEST_TYPE = TOKEN_LOGPROBS
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
@@ -30,13 +33,37 @@ class TokenLogprobTask(ConfigurableTask):
         # does not look our metric names up in its registry (and in HF evaluate) one by one.
         config.setdefault("process_results", lambda doc, results: self.score_document(doc, results))
         super().__init__(config=config, **kwargs)
-        self.OUTPUT_TYPE = TOKEN_LOGPROBS  # lm-eval's multi-rank padding keys on this
+        self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
 
     @property
     def task_metadata(self) -> dict:
         return dict(self.config.metadata or {})
 
-    def request_options(self) -> dict:
+    def request_options(self, doc: dict) -> dict:
+        return {}
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        """Metrics of one document from its response; subclasses define them."""
+        raise NotImplementedError
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Instance:
+        for key in ("apply_chat_template", "chat_template"):
+            kwargs.pop(key, None)
+        return Instance(
+            request_type=self.REQUEST_TYPE,
+            doc=doc,
+            arguments=(self.doc_to_target(doc), self.request_options(doc)),
+            idx=0,
+            **kwargs,
+        )
+
+
+class TokenLogprobTask(CustomRequestTask):
+    """Per-token log-probabilities; metadata ``max_tokens`` and ``add_special_tokens`` pass through."""
+
+    REQUEST_TYPE = TOKEN_LOGPROBS
+
+    def request_options(self, doc: dict) -> dict:
         meta = self.task_metadata
         options: dict = {}
         if meta.get("max_tokens") is not None:
@@ -44,21 +71,6 @@ class TokenLogprobTask(ConfigurableTask):
         if meta.get("add_special_tokens") is not None:
             options["add_special_tokens"] = bool(meta["add_special_tokens"])
         return options
-
-    def score_document(self, doc: dict, results: list) -> dict:
-        """Metrics of one document from its ``token_logprobs`` response; subclasses define them."""
-        raise NotImplementedError
-
-    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Instance:
-        for key in ("apply_chat_template", "chat_template"):
-            kwargs.pop(key, None)
-        return Instance(
-            request_type=TOKEN_LOGPROBS,
-            doc=doc,
-            arguments=(self.doc_to_target(doc), self.request_options()),
-            idx=0,
-            **kwargs,
-        )
 
 
 class PerplexityTask(TokenLogprobTask):
@@ -76,3 +88,54 @@ class PerplexityTask(TokenLogprobTask):
             "n_docs": 1,
             "docs_skipped": 0,
         }
+
+
+class LongPPLTask(TokenLogprobTask):
+    """LongPPL, PPL and LongPPL-soft from key spans carried by each document (``key_json``).
+
+    The evaluated text is tokenised without special tokens (the reference's convention) unless metadata
+    ``add_special_tokens`` says otherwise. Per-document sums are pooled over documents in log space.
+    """
+
+    def request_options(self, doc: dict) -> dict:
+        # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
+        # that every model scores the same text: no second cut in the evaluated model's tokens here.
+        return {"add_special_tokens": bool(self.task_metadata.get("add_special_tokens", False))}
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        scored = results[0]
+        if scored.get("offsets") is None:
+            raise ValueError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
+        gamma = float(self.task_metadata.get("gamma", SOFT_GAMMA))
+        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])), gamma)
+        return {
+            "longppl": (stats["key_nll_sum"], stats["n_key"]),
+            "ppl": (stats["nll_sum"], stats["n_scored"]),
+            "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
+            "n_key_tokens": stats["n_key"],
+            "n_tokens": stats["n_scored"],
+            "docs_without_key_tokens": int(stats["n_key"] == 0),
+        }
+
+
+class LSMTask(CustomRequestTask):
+    """Long-short misalignment: metadata ``context_length`` (L), ``n_samples`` per document,
+    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``."""
+
+    REQUEST_TYPE = LSM
+
+    def request_options(self, doc: dict) -> dict:
+        meta = self.task_metadata
+        options = {
+            "context_length": int(meta.get("context_length", 4096)),
+            "n_samples": int(meta.get("n_samples", 16)),
+            "seed": int(meta.get("seed", 0)) + int(doc.get("doc_id", 0)),
+            "estimator": str(meta.get("estimator", "overlap")),
+        }
+        if meta.get("max_tokens") is not None:
+            options["max_tokens"] = int(meta["max_tokens"])
+        return options
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        values = results[0]["sce"]
+        return {"lsm": (float(sum(values)), len(values)), "n_samples": len(values)}

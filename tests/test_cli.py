@@ -158,3 +158,72 @@ def test_demo_writes_a_summary(tmp_path):
     by_name = {r["variant"]: r["ppl"] for r in rows}
     assert by_name["naive s_cr=2"] != pytest.approx(by_name["vanilla"], rel=1e-4)
     assert len(list(tmp_path.glob("*.json"))) == len(VARIANTS) + 1
+
+
+def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp_path):
+    """`lch keytokens` once, then `lch eval` scores another model without loading the evaluator."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.metrics.longppl import compute_longppl, find_key_tokens
+    from harness.tiny import build_tiny_model
+
+    evaluator = tmp_path / "evaluator"
+    shutil.copytree(tiny_model_dir, evaluator)
+    evaluated = build_tiny_model(vocab_size=300, train_steps=100, seed=3)
+    docs = tmp_path / "corpus.jsonl"
+    texts = synthetic_reports(3, 450, seed=30)
+    docs.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    settings = {"trunc_len": 200, "sliding_window": 50, "alpha": 0.2, "beta": -4.0}
+    cache = tmp_path / "keys"
+    _run([str(BIN / "lch"), "keytokens", "--evaluator", str(evaluator), "--data-files", str(docs),
+          "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--trunc-len", "200",
+          "--sliding-window", "50", "--alpha", "0.2", "--beta", "-4", "--cache-dir", str(cache)])
+    assert len(list(cache.glob("*.json"))) == 3
+    (evaluator / "model.safetensors").unlink()  # a warm run must not need the evaluator's weights
+    meta = {"evaluator": str(evaluator), "data_files": str(docs), "text_field": "text", "min_tokens": 300,
+            "max_tokens": 600, "key_cache_dir": str(cache), **settings}
+    _run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={evaluated},dtype=float32",
+          "--device", "cpu", "--tasks", "longppl_govreport", "--metadata", json.dumps(meta),
+          "--output_path", str(tmp_path / "out")])
+    got = _results(tmp_path / "out")["longppl_govreport"]
+
+    ev_model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    ev_tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(evaluated).eval()
+    tok = AutoTokenizer.from_pretrained(evaluated)
+    key_nll = n_key = nll = n = 0.0
+    for text in texts:
+        enc = ev_tok(text, return_offsets_mapping=True)
+        text = text[: enc["offset_mapping"][599][1]] if len(enc["input_ids"]) > 600 else text
+        out = compute_longppl(text, model, tok, key_spans=find_key_tokens(text, ev_model, ev_tok, **settings))
+        if out["n_key_token"]:
+            key_nll += math.log(out["longppl"]) * out["n_key_token"]
+            n_key += out["n_key_token"]
+        nll += math.log(out["ppl"]) * (out["n_token"] - 1)
+        n += out["n_token"] - 1
+    assert got["n_key_tokens,none"] == n_key > 0 and got["n_tokens,none"] == n
+    assert got["longppl,none"] == pytest.approx(math.exp(key_nll / n_key), rel=1e-4)
+    assert got["ppl,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
+    assert got["longppl_soft,none"] > 1
+
+
+def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.metrics.lsm import lsm_overlap
+
+    meta = {"data_files": str(docs_file), "min_tokens": 100, "num_docs": 2, "context_length": 32, "n_samples": 4}
+    _run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+          "--device", "cpu", "--tasks", "lsm_govreport", "--metadata", json.dumps(meta),
+          "--output_path", str(tmp_path)])
+    got = _results(tmp_path)["lsm_govreport"]
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    texts = [json.loads(l)["report"] for l in Path(docs_file).read_text().splitlines()]
+    texts = [t for t in texts if len(tok(t)["input_ids"]) >= 100][:2]
+    values = [v for i, t in enumerate(texts)
+              for v in lsm_overlap(model, torch.tensor(tok(t, add_special_tokens=False)["input_ids"]), 32, 4, seed=i)]
+    assert got["n_samples,none"] == 8
+    assert got["lsm,none"] == pytest.approx(sum(values) / len(values), rel=1e-5)

@@ -8,7 +8,7 @@ import pytest
 from harness.data.documents import MissingDataError, load_documents, select_long
 from harness.data.govreport import load_govreport
 from harness.data.synthetic import synthetic_reports
-from harness.metrics.perplexity import nll_sum, pooled_perplexity
+from harness.metrics.pooling import nll_sum, pooled_perplexity
 
 
 def test_pooled_perplexity_is_token_weighted():

@@ -9,16 +9,18 @@
   applied to the model under the adapter.
 
 Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus
-``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`).
+``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`) and ``lsm`` (see :meth:`HFPicLM.lsm`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from harness.metrics.lsm import lsm_direct, lsm_overlap
 from harness.models.pic_patch import IMPLEMENTATIONS, apply_pic
 from harness.models.scoring import left_pad, score_tokens
 from harness.positions.pic import check_pic_args
@@ -93,6 +95,35 @@ class HFPicLM(HFLM):
             pbar.update(len(chunk))
         pbar.close()
         return results  # type: ignore[return-value]
+
+    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """Long-short misalignment samples of whole texts (:mod:`harness.metrics.lsm`).
+
+        Each request's ``args`` is ``(text, options)`` with ``context_length`` (L), ``n_samples``,
+        ``seed``, ``estimator`` (``overlap`` default, or ``direct``) and optional ``max_tokens``. The text
+        is tokenised without special tokens (suffix windows start mid-document). Returns per request
+        ``{"sce": [one value per sample]}``.
+        """
+        estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm or self.rank != 0, desc="Long-short misalignment"):
+            text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
+            unknown = set(options) - {"context_length", "n_samples", "seed", "estimator", "max_tokens"}
+            if unknown:
+                raise ValueError(f"lsm: unknown options {sorted(unknown)}")
+            estimator = options.get("estimator", "overlap")
+            if estimator not in estimators:
+                raise ValueError(f"lsm estimator {estimator!r} is unknown; allowed: overlap, direct")
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.get("max_tokens")]
+            values = estimators[estimator](
+                self.model,
+                torch.tensor(ids, device=self.device),
+                int(options.get("context_length", 4096)),
+                int(options.get("n_samples", 16)),
+                seed=int(options.get("seed", 0)),
+            )
+            out.append({"sce": values})
+        return out
 
     def _encode_for_scoring(self, text: str, options: dict | None = None) -> dict:
         options = dict(options or {})

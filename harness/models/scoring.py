@@ -12,7 +12,7 @@ from torch import nn
 from harness.models.pic_patch import unwrap_model
 from harness.positions.pic import positions_from_mask
 
-DEFAULT_LOGIT_BUDGET = 1 << 26  # floats of [batch, chunk, vocab] logits alive at once (256 MiB fp32)
+DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once (32 MiB fp32)
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -27,38 +27,56 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "c
     return ids.to(device), mask.to(device)
 
 
-@torch.no_grad()
-def score_tokens(
-    model: nn.Module,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    logit_budget: int = DEFAULT_LOGIT_BUDGET,
-) -> list[torch.Tensor]:
-    """``log P(x_t | x_<t)`` for every real token but the first of each left-padded row.
-
-    Returns one float32 tensor of length ``n_b - 1`` per row. Position ids are the 0-based index among
-    a row's real tokens and the attention mask is always passed with them.
-    """
+@torch.inference_mode()
+def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Last hidden states of a left-padded batch; position ids from the mask, always with the mask."""
     base = unwrap_model(model)
-    decoder = base.get_decoder()
-    head = base.get_output_embeddings()
-    position_ids, lengths = positions_from_mask(attention_mask)
-    hidden = decoder(
+    position_ids, _ = positions_from_mask(attention_mask)
+    return base.get_decoder()(
         input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
     ).last_hidden_state
+
+
+@torch.inference_mode()
+def target_logprobs(
+    model: nn.Module,
+    hidden: torch.Tensor,
+    input_ids: torch.Tensor,
+    first_target: int = 1,
+    logit_budget: int = DEFAULT_LOGIT_BUDGET,
+) -> torch.Tensor:
+    """``log P(input_ids[:, t] | ...)`` for columns ``t >= first_target`` from ``hidden`` [B, T, H].
+
+    The LM head and an fp32 log-softmax run chunk by chunk over the sequence; returns float32
+    ``[B, T - first_target]``.
+    """
+    head = unwrap_model(model).get_output_embeddings()
     batch, width = input_ids.shape
-    vocab = head.out_features if hasattr(head, "out_features") else head.weight.shape[0]
+    vocab = head.weight.shape[0]
     chunk = max(1, logit_budget // max(1, batch * vocab))
-    out = torch.empty(batch, max(width - 1, 0), dtype=torch.float32, device=hidden.device)
-    for start in range(0, width - 1, chunk):
-        stop = min(width - 1, start + chunk)
-        logits = head(hidden[:, start:stop]).float()
-        logprobs = torch.log_softmax(logits, dim=-1)
-        targets = input_ids[:, start + 1 : stop + 1].unsqueeze(-1)
-        out[:, start:stop] = logprobs.gather(-1, targets).squeeze(-1)
-        del logits, logprobs
+    out = torch.empty(batch, max(width - first_target, 0), dtype=torch.float32, device=hidden.device)
+    for start in range(first_target, width, chunk):
+        stop = min(width, start + chunk)
+        logits = head(hidden[:, start - 1 : stop - 1]).float()
+        # log_softmax gathered at the targets, without a second [chunk x vocab] tensor
+        picked = logits.gather(-1, input_ids[:, start:stop].unsqueeze(-1)).squeeze(-1)
+        out[:, start - first_target : stop - first_target] = picked - torch.logsumexp(logits, dim=-1)
+        del logits
+    return out
+
+
+@torch.inference_mode()
+def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+    """``log P(x_t | x_<t)`` for every real token but the first of each left-padded row.
+
+    Returns one float32 CPU tensor of length ``n_b - 1`` per row.
+    """
+    hidden = hidden_states(model, input_ids, attention_mask)
+    out = target_logprobs(model, hidden, input_ids)
+    width = input_ids.shape[1]
+    lengths = attention_mask.sum(-1)
     rows = []
-    for b in range(batch):
+    for b in range(input_ids.shape[0]):
         n = int(lengths[b])
         rows.append(out[b, width - n :].cpu() if n > 1 else out[b, :0].cpu())
     return rows

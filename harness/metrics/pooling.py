@@ -1,7 +1,7 @@
-"""Token-level perplexity, pooled over documents.
+"""Pooling per-document sums into dataset metrics (lm-eval aggregations).
 
-For documents ``d`` with per-token log-probabilities ``lp_{d,t}``:
-``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` (token-weighted in log space, as LongPPL pools too).
+Perplexities are token-weighted in log space: for documents ``d`` with per-token log-probabilities
+``lp_{d,t}``, ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )``; LongPPL pools its key tokens the same way.
 """
 
 from __future__ import annotations
@@ -27,3 +27,12 @@ def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
 def total(items: Iterable[float]) -> float:
     """Plain sum, as an lm-eval aggregation (counts of tokens, skipped documents)."""
     return sum(items)
+
+
+def pooled_mean(items: Iterable[tuple[float, float]]) -> float:
+    """``sum(values) / sum(counts)`` over ``(sum, count)`` pairs; NaN when empty."""
+    total_sum, total_n = 0.0, 0.0
+    for value, n in items:
+        total_sum += value
+        total_n += n
+    return total_sum / total_n if total_n else float("nan")

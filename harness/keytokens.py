@@ -1,0 +1,121 @@
+"""Key tokens computed once per (evaluator, text, K, d, alpha, beta), cached on disk, reused by every model.
+
+The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by its
+name or path, or an explicit ``evaluator_id``). Loading the evaluator is deferred until a text misses the
+cache, so a warm run never loads or runs it. Reference-format span files (``[a, b];[c, d]``, one file per
+document) can be used instead of an evaluator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tqdm import tqdm
+
+from harness.metrics.longppl import KeyTokens, find_key_tokens, read_span_file
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "keytokens"
+
+
+def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float) -> str:
+    payload = json.dumps(
+        {"evaluator": evaluator_id, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+         "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
+         "beta": float(beta), "format": 1},
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class KeyTokenCache:
+    """Folder of ``<cache_key>.json`` files holding :class:`KeyTokens`."""
+
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder else default_cache_dir()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> KeyTokens | None:
+        path = self._path(key)
+        return KeyTokens.from_json(json.loads(path.read_text())) if path.exists() else None
+
+    def put(self, key: str, value: KeyTokens) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self._path(key).with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(value.to_json()))
+        tmp.replace(self._path(key))
+
+
+def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of an evaluator given by HF name or local path, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(name)
+
+
+def evaluator_id_of(name: str) -> str:
+    """Cache identity of an evaluator: the absolute path of a local folder, else the hub name."""
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.exists() else name
+
+
+def key_tokens_for_texts(
+    texts: Sequence[str],
+    evaluator: str | tuple[Any, Any],
+    trunc_len: int = 4096,
+    sliding_window: int = 1024,
+    alpha: float = 2.0,
+    beta: float = -2.0,
+    cache: KeyTokenCache | None = None,
+    evaluator_id: str | None = None,
+    loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
+) -> list[KeyTokens]:
+    """Key tokens of every text, from the cache where possible; the evaluator runs only on misses.
+
+    ``evaluator`` is a name/path (loaded with ``loader`` on the first miss) or a ``(model, tokenizer)`` pair
+    (then ``evaluator_id`` is required, since an object has no stable name).
+    """
+    if evaluator_id is None:
+        if not isinstance(evaluator, str):
+            raise ValueError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
+        evaluator_id = evaluator_id_of(evaluator)
+    cache = cache or KeyTokenCache()
+    settings = (trunc_len, sliding_window, alpha, beta)
+    results: list[KeyTokens | None] = []
+    missing = []
+    for i, text in enumerate(texts):
+        found = cache.get(cache_key(evaluator_id, text, *settings))
+        results.append(found)
+        if found is None:
+            missing.append(i)
+    if missing:
+        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator
+        for i in tqdm(missing, desc="Finding key tokens"):
+            key = find_key_tokens(texts[i], model, tokenizer, *settings)
+            cache.put(cache_key(evaluator_id, texts[i], *settings), key)
+            results[i] = key
+    return results  # type: ignore[return-value]
+
+
+def key_tokens_from_span_files(folder: str | Path, doc_ids: Sequence[int]) -> list[KeyTokens]:
+    """Reference-format span files ``<folder>/<doc_id>.txt`` (published key spans of the LongPPL authors)."""
+    from harness.data.documents import MissingDataError
+
+    out = []
+    for doc_id in doc_ids:
+        path = Path(folder) / f"{doc_id}.txt"
+        if not path.exists():
+            raise MissingDataError(f"no key-span file {path}: put one '[a, b];[c, d]' file per document there")
+        out.append(KeyTokens(read_span_file(path)))
+    return out

@@ -1,0 +1,270 @@
+"""LongPPL (paper 004, SPEC.md §3): perplexity on key tokens chosen by an evaluator model.
+
+For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
+
+* ``LCL(x_i) = log P(x_i | full context)`` from one pass over the whole document;
+* ``LSD(x_i) = LCL(x_i) - log P(x_i | short context)``, the short context being a window that starts
+  at ``s = 0, d, 2d, ...`` (``s < N - K``): window ``ids[s : s + K + d]`` (cut at the end) scores targets
+  ``s + K ... s + K + d - 1``, so each short context holds ``K .. K + d - 1`` tokens; tokens ``< K``
+  are never key tokens;
+* key token: ``LSD > alpha`` and ``LCL > beta``; key tokens become character spans (touching spans merged).
+
+The evaluated text is tokenised without special tokens; an evaluated token is a key token iff its
+character span lies inside a key span (paper Eq. 9). ``LongPPL = exp(mean key-token NLL)``,
+``PPL = exp(mean NLL)`` over all scored tokens, and ``LongPPL-soft`` weights every token's NLL by
+``min(exp(LSD), gamma)`` transferred to the evaluated tokens as a per-character average (paper Eq. 10;
+evaluator tokens before ``K`` weigh 1).
+
+Deliberate differences from the reference package ``longppl`` 0.3.0 (numbers agree otherwise):
+
+* no ``[tokens x vocab]`` logits: hidden states are scored chunk by chunk, fp32 log-softmax, short
+  windows batched;
+* the evaluated model's first token has no prediction and is never a key token (the reference would
+  index the loss array at -1 for it);
+* a last window with a single target works (the reference fails on it);
+* the first window (start 0) has the full context, so its targets get LSD = 0 exactly (the reference
+  recomputes them and gets 0 up to rounding: with alpha >= 0 no key token can differ);
+* a token inside *any* key span counts, also when offsets overlap (the reference's two-pointer walk
+  assumes disjoint sorted spans — identical on those).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+DEFAULTS = dict(trunc_len=4096, sliding_window=1024, alpha=2.0, beta=-2.0)
+SOFT_GAMMA = 5.0
+
+
+@dataclass
+class KeyTokens:
+    """Evaluator output for one text: key character spans and, for inspection, per-token LSD / LCL."""
+
+    spans: list[list[int]]
+    offsets: list[list[int]] = field(default_factory=list)  # evaluator token character spans
+    lsd: list[float | None] = field(default_factory=list)  # None for tokens < trunc_len
+    lcl: list[float | None] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"spans": self.spans, "offsets": self.offsets, "lsd": self.lsd, "lcl": self.lcl}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KeyTokens":
+        return cls(data["spans"], data.get("offsets", []), data.get("lsd", []), data.get("lcl", []))
+
+
+def merge_touching(spans: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Merge consecutive spans where one ends exactly where the next starts."""
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and merged[-1][1] == start:
+            merged[-1][1] = end
+        else:
+            merged.append([int(start), int(end)])
+    return merged
+
+
+def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of the short-context windows; targets of a window are ``start + K .. end - 1``."""
+    return [(s, min(s + trunc_len + sliding_window, n_tokens)) for s in range(0, n_tokens - trunc_len, sliding_window)]
+
+
+@torch.no_grad()
+def long_short_logprobs(
+    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
+
+    ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
+    ``batch_size`` at a time (windows of equal length share a forward). Both float32, length ``n - K``.
+    """
+    from harness.models.scoring import hidden_states, target_logprobs
+
+    if trunc_len < 1 or sliding_window < 1:
+        raise ValueError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
+    row = ids[None]
+    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
+    short = torch.empty_like(long)
+    windows = short_windows(len(ids), trunc_len, sliding_window)
+    # The first window starts at token 0, so its context *is* the full context: its targets get the
+    # long log-probabilities (LSD = 0 exactly) instead of a forward that could only add rounding noise.
+    first_end = windows[0][1] if windows else trunc_len
+    short[: first_end - trunc_len] = long[: first_end - trunc_len]
+    by_length: dict[int, list[tuple[int, int]]] = {}
+    for start, end in windows[1:]:
+        by_length.setdefault(end - start, []).append((start, end))
+    for group in by_length.values():
+        for i in range(0, len(group), batch_size):
+            chunk = group[i : i + batch_size]
+            batch = torch.stack([ids[s:e] for s, e in chunk])
+            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=trunc_len)
+            for (start, end), values in zip(chunk, lp):
+                short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
+    return long, short
+
+
+def find_key_tokens(
+    text: str,
+    evaluator_model: Any,
+    evaluator_tokenizer: Any,
+    trunc_len: int = 4096,
+    sliding_window: int = 1024,
+    alpha: float = 2.0,
+    beta: float = -2.0,
+    batch_size: int = 4,
+) -> KeyTokens:
+    """Key tokens of ``text`` under the evaluator (module docstring)."""
+    enc = evaluator_tokenizer(text, return_offsets_mapping=True)
+    offsets = [list(map(int, span)) for span in enc["offset_mapping"]]
+    n = len(enc["input_ids"])
+    lsd: list[float | None] = [None] * n
+    lcl: list[float | None] = [None] * n
+    if n <= trunc_len:
+        return KeyTokens([], offsets, lsd, lcl)
+    device = next(evaluator_model.parameters()).device
+    ids = torch.tensor(enc["input_ids"], device=device)
+    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size)
+    key_positions = []
+    for j, (lcl_j, short_j) in enumerate(zip(long.cpu().tolist(), short.cpu().tolist())):
+        pos = trunc_len + j
+        lsd[pos], lcl[pos] = lcl_j - short_j, lcl_j
+        if lsd[pos] > alpha and lcl_j > beta:
+            key_positions.append(pos)
+    return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)
+
+
+def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> np.ndarray:
+    """True for tokens whose character span lies inside some key span (paper Eq. 9)."""
+    offsets_arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    if not len(spans) or not len(offsets_arr):
+        return np.zeros(len(offsets_arr), dtype=bool)
+    spans_arr = np.asarray(sorted(map(tuple, spans)), dtype=np.int64)
+    max_end = np.maximum.accumulate(spans_arr[:, 1])  # any span starting before can contain the token
+    k = np.searchsorted(spans_arr[:, 0], offsets_arr[:, 0], side="right") - 1
+    inside = k >= 0
+    inside[inside] = max_end[k[inside]] >= offsets_arr[inside, 1]
+    return inside
+
+
+def soft_token_weights(
+    offsets: Sequence[Sequence[int]], key: KeyTokens, gamma: float = SOFT_GAMMA
+) -> np.ndarray | None:
+    """Per evaluated token, the mean over its characters of the evaluator weight ``min(exp(LSD), gamma)``.
+
+    Evaluator tokens without LSD (the first ``K``) weigh 1; a token covering no evaluator character weighs 1.
+    Returns None when the evaluator's per-token LSD is unknown (spans imported from files).
+    """
+    if not key.offsets or len(key.lsd) != len(key.offsets):
+        return None
+    length = max([e for _, e in key.offsets] + [e for _, e in offsets] + [0])
+    char_w = np.full(length, np.nan)
+    for (start, end), d in zip(key.offsets, key.lsd):
+        char_w[start:end] = 1.0 if d is None else min(math.exp(min(d, 50.0)), gamma)
+    weights = np.ones(len(offsets))
+    for i, (start, end) in enumerate(offsets):
+        covered = char_w[start:end]
+        covered = covered[~np.isnan(covered)]
+        if covered.size:
+            weights[i] = covered.mean()
+    return weights
+
+
+def document_stats(
+    logprobs: Sequence[float],
+    offsets: Sequence[Sequence[int]],
+    key: KeyTokens | Sequence[Sequence[int]],
+    gamma: float = SOFT_GAMMA,
+) -> dict[str, float]:
+    """Sums that LongPPL / PPL / LongPPL-soft pool over documents.
+
+    ``logprobs[i]`` is the log-probability of evaluated token ``i + 1`` (token 0 has none);
+    ``offsets`` are the character spans of all evaluated tokens.
+    """
+    key = key if isinstance(key, KeyTokens) else KeyTokens([list(s) for s in key])
+    nll = -np.asarray(logprobs, dtype=np.float64)
+    if len(offsets) != len(nll) + 1:
+        raise ValueError(f"{len(offsets)} offsets for {len(nll)} log-probabilities (expected one more)")
+    is_key = key_token_mask(offsets, key.spans)[1:]
+    stats = {
+        "nll_sum": float(nll.sum()),
+        "n_scored": int(nll.size),
+        "key_nll_sum": float(nll[is_key].sum()),
+        "n_key": int(is_key.sum()),
+        "soft_nll_sum": float("nan"),
+        "soft_weight_sum": float("nan"),
+    }
+    weights = soft_token_weights(offsets, key, gamma)
+    if weights is not None:
+        w = weights[1:]
+        stats["soft_nll_sum"] = float((w * nll).sum())
+        stats["soft_weight_sum"] = float(w.sum())
+    return stats
+
+
+def _exp_mean(total: float, count: float) -> float | None:
+    return math.exp(total / count) if count and not math.isnan(count) else None
+
+
+def summarize(stats: dict[str, float], n_token: int | None = None) -> dict[str, Any]:
+    """``longppl``, ``ppl``, ``longppl_soft`` (None when undefined), counts."""
+    return {
+        "longppl": _exp_mean(stats["key_nll_sum"], stats["n_key"]),
+        "ppl": _exp_mean(stats["nll_sum"], stats["n_scored"]),
+        "longppl_soft": _exp_mean(stats["soft_nll_sum"], stats["soft_weight_sum"]),
+        "n_key_token": stats["n_key"],
+        "n_token": n_token if n_token is not None else stats["n_scored"] + 1,
+    }
+
+
+@torch.no_grad()
+def compute_longppl(
+    text: str,
+    model: Any,
+    tokenizer: Any,
+    evaluator_model: Any = None,
+    evaluator_tokenizer: Any = None,
+    key_spans: KeyTokens | Sequence[Sequence[int]] | None = None,
+    trunc_len: int = 4096,
+    sliding_window: int = 1024,
+    alpha: float = 2.0,
+    beta: float = -2.0,
+    gamma: float = SOFT_GAMMA,
+) -> dict[str, Any]:
+    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
+
+    Key tokens come from ``key_spans`` (spans or a :class:`KeyTokens`) or are found with the evaluator.
+    ``longppl`` is None when the text has no key token; ``longppl_soft`` needs the evaluator's LSD.
+    """
+    from harness.models.scoring import score_tokens
+
+    if key_spans is None:
+        if evaluator_model is None or evaluator_tokenizer is None:
+            raise ValueError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
+        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    device = next(model.parameters()).device
+    ids = torch.tensor([enc["input_ids"]], device=device)
+    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].tolist()
+    stats = document_stats(logprobs, enc["offset_mapping"], key_spans, gamma)
+    return summarize(stats, n_token=len(enc["input_ids"]))
+
+
+_SPAN = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
+
+
+def read_span_file(path: str | Path) -> list[list[int]]:
+    """Key spans from a reference-format file: ``[a, b];[c, d];...`` (parsed, never evaluated)."""
+    text = Path(path).read_text(encoding="utf-8").strip()
+    return [[int(a), int(b)] for a, b in _SPAN.findall(text)]
+
+
+def write_span_file(path: str | Path, spans: Sequence[Sequence[int]]) -> None:
+    """Write spans in the reference format."""
+    Path(path).write_text(";".join(f"[{a}, {b}]" for a, b in spans), encoding="utf-8")

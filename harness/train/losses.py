@@ -1,0 +1,82 @@
+"""Losses for long-context fine-tuning of trained variants.
+
+* LongCE (paper 004, Eq. 6-7): ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)`` with
+  ``I_soft = min(exp(LSD_theta(x_i)), gamma)`` estimated by the model being trained (no gradient through
+  the weights), LSD from the same short windows as LongPPL; targets before ``K`` weigh 1.
+* LSM regulariser (paper 001): ``L = L_CE + lambda * L_misalign``, ``L_misalign`` the mean SCE between the
+  next-token distributions of two length-``L`` windows offset by ``delta`` tokens, over the overlapping
+  positions whose two context lengths both lie in ``[ceil(L/2), L]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.metrics.longppl import long_short_logprobs
+from harness.metrics.lsm import length_range, sce
+from harness.models.pic_patch import unwrap_model
+
+
+def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
+    return unwrap_model(model).get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
+def token_nll(model, input_ids: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """``-log P(x_t | x_<t)`` for targets ``1 .. T-1`` of ``input_ids`` [B, T], with gradients.
+
+    LM head and fp32 log-softmax chunk by chunk over the sequence. Returns ``[B, T-1]``.
+    """
+    hidden = _hidden(model, input_ids)
+    head = unwrap_model(model).get_output_embeddings()
+    parts = []
+    for start in range(0, input_ids.shape[1] - 1, chunk):
+        stop = min(input_ids.shape[1] - 1, start + chunk)
+        logprobs = torch.log_softmax(head(hidden[:, start:stop]).float(), dim=-1)
+        parts.append(-logprobs.gather(-1, input_ids[:, start + 1 : stop + 1, None]).squeeze(-1))
+    return torch.cat(parts, dim=1)
+
+
+def longce_weights(
+    model, input_ids: torch.Tensor, trunc_len: int = 4096, sliding_window: int = 1024, gamma: float = 5.0
+) -> torch.Tensor:
+    """Detached ``I_soft`` per target ``[B, T-1]``: ``min(exp(LSD), gamma)`` from target ``K`` on, 1 before."""
+    weights = torch.ones(input_ids.shape[0], input_ids.shape[1] - 1, device=input_ids.device)
+    if input_ids.shape[1] <= trunc_len:
+        return weights
+    with torch.no_grad():
+        for row in range(input_ids.shape[0]):
+            long, short = long_short_logprobs(model, input_ids[row], trunc_len, sliding_window)
+            weights[row, trunc_len - 1 :] = torch.clamp(torch.exp(long - short), max=gamma)
+    return weights
+
+
+def longce_loss(
+    model, input_ids: torch.Tensor, trunc_len: int = 4096, sliding_window: int = 1024, gamma: float = 5.0
+) -> torch.Tensor:
+    """LongCE of a batch ``[B, T]`` of unpadded training sequences (mean over all ``B * (T-1)`` targets)."""
+    weights = longce_weights(model, input_ids, trunc_len, sliding_window, gamma)
+    nll = token_nll(model, input_ids)
+    return (weights * nll).sum() / nll.numel()
+
+
+def lsm_regularized_loss(
+    model, input_ids: torch.Tensor, context_length: int, delta: int, lam: float = 0.1
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``CE(window A) + lam * mean SCE(A, B)`` with ``A = x[:, :L]``, ``B = x[:, delta : delta + L]``.
+
+    Returns ``(loss, {"ce": ..., "misalign": ...})``; both windows carry gradients.
+    """
+    lo, hi = length_range(context_length)
+    if not 0 < delta <= hi - lo:
+        raise ValueError(f"delta must be in 1..{hi - lo} for L = {context_length}, got {delta}")
+    if input_ids.shape[1] < hi + delta:
+        raise ValueError(f"sequences need at least L + delta = {hi + delta} tokens, got {input_ids.shape[1]}")
+    window_a = input_ids[:, :hi]
+    window_b = input_ids[:, delta : delta + hi]
+    ce = token_nll(model, window_a).mean()
+    head = unwrap_model(model).get_output_embeddings()
+    l2 = torch.arange(lo, hi - delta + 1, device=input_ids.device)  # context length in B; l1 = l2 + delta
+    logits_a = head(_hidden(model, window_a)[:, l2 + delta - 1])
+    logits_b = head(_hidden(model, window_b)[:, l2 - 1])
+    misalign = sce(logits_a, logits_b).mean()
+    return ce + lam * misalign, {"ce": float(ce), "misalign": float(misalign)}

@@ -1,0 +1,158 @@
+"""LongPPL pinned to hand-built cases, a straightforward re-implementation and the reference package."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from harness.data.synthetic import synthetic_reports
+from harness.keytokens import KeyTokenCache, key_tokens_for_texts
+from harness.metrics.longppl import (
+    KeyTokens,
+    compute_longppl,
+    document_stats,
+    find_key_tokens,
+    key_token_mask,
+    merge_touching,
+    read_span_file,
+    short_windows,
+    soft_token_weights,
+    summarize,
+    write_span_file,
+)
+from harness.tiny import build_tiny_model
+
+SETTINGS = dict(trunc_len=200, sliding_window=50, alpha=0.2, beta=-4.0)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_model_dir):
+    """Evaluator = the session's tiny Llama; evaluated = a tiny Llama with a different tokenizer."""
+    other = build_tiny_model(vocab_size=300, train_steps=100, seed=3)
+    load = lambda d: (AutoModelForCausalLM.from_pretrained(d).eval(), AutoTokenizer.from_pretrained(d))
+    return load(tiny_model_dir), load(other)
+
+
+@pytest.fixture(scope="module")
+def text():
+    return synthetic_reports(1, 450, seed=9)[0]
+
+
+def test_windows_hand_computed():
+    # n = 10, K = 4, d = 3: targets 4-6 and 7-9
+    assert short_windows(10, 4, 3) == [(0, 7), (3, 10)]
+    # n = 8: the last window is cut to one target (7)
+    assert short_windows(8, 4, 3) == [(0, 7), (3, 8)]
+    assert short_windows(4, 4, 3) == [] and short_windows(3, 4, 3) == []
+
+
+def test_span_helpers_hand_computed():
+    assert merge_touching([[0, 3], [3, 5], [7, 9], [9, 9], [10, 12]]) == [[0, 5], [7, 9], [10, 12]]
+    offsets = [[0, 0], [0, 3], [3, 5], [5, 8], [8, 9], [9, 12]]
+    assert key_token_mask(offsets, [[3, 8]]).tolist() == [False, False, True, True, False, False]
+    # a token must lie entirely inside a span; overlapping spans still count as containing it
+    assert key_token_mask(offsets, [[4, 9]]).tolist() == [False, False, False, True, True, False]
+    assert key_token_mask(offsets, [[0, 12], [2, 4]]).tolist() == [True] * 6
+    assert key_token_mask(offsets, []).tolist() == [False] * 6
+
+
+def test_document_stats_hand_computed():
+    offsets = [[0, 2], [2, 4], [4, 6], [6, 8]]
+    logprobs = [math.log(0.5), math.log(0.25), math.log(0.125)]  # of tokens 1, 2, 3
+    stats = document_stats(logprobs, offsets, [[2, 4], [6, 8]])
+    assert stats["n_key"] == 2 and stats["n_scored"] == 3
+    assert stats["key_nll_sum"] == pytest.approx(math.log(2) + math.log(8))
+    out = summarize(stats)
+    assert out["longppl"] == pytest.approx(4.0) and out["ppl"] == pytest.approx(4.0) and out["n_token"] == 4
+    assert out["longppl_soft"] is None  # spans without LSD: no soft weights
+    # the first token has no prediction and is never a key token
+    assert document_stats(logprobs, offsets, [[0, 2]])["n_key"] == 0
+
+
+def test_soft_weights_are_character_averages():
+    # evaluator tokens: [0,4) no LSD (weight 1), [4,6) LSD ln 3 -> 3, [6,8) LSD 9 -> gamma 5
+    key = KeyTokens([], offsets=[[0, 4], [4, 6], [6, 8]], lsd=[None, math.log(3.0), 9.0])
+    weights = soft_token_weights([[0, 2], [2, 5], [5, 8]], key, gamma=5.0)
+    assert weights.tolist() == pytest.approx([1.0, (1 + 1 + 3) / 3, (3 + 5 + 5) / 3])
+
+
+def _straightforward_key_positions(model, ids, trunc_len, sliding_window, alpha, beta):
+    """Full-logit re-implementation: each target's short context spelled out explicitly."""
+    with torch.no_grad():
+        full = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+        keys = []
+        for t in range(trunc_len, len(ids)):
+            start = ((t - trunc_len) // sliding_window) * sliding_window
+            short = torch.log_softmax(model(torch.tensor([ids[start:t]])).logits[0, -1].float(), -1)
+            lcl = full[t - 1, ids[t]].item()
+            if lcl - short[ids[t]].item() > alpha and lcl > beta:
+                keys.append(t)
+    return keys
+
+
+def test_key_tokens_match_straightforward_definition(models, text):
+    (ev, ev_tok), _ = models
+    ids = ev_tok(text)["input_ids"]
+    expected = _straightforward_key_positions(ev, ids, **SETTINGS)
+    assert len(expected) >= 3
+    found = find_key_tokens(text, ev, ev_tok, **SETTINGS, batch_size=3)
+    offsets = ev_tok(text, return_offsets_mapping=True)["offset_mapping"]
+    assert found.spans == merge_touching([list(offsets[p]) for p in expected])
+    assert all(v is None for v in found.lsd[: SETTINGS["trunc_len"]])
+
+
+def test_matches_reference_package_across_tokenizers(models, text):
+    ref = pytest.importorskip("longppl.longppl")
+    (ev, ev_tok), (model, tok) = models
+    assert tok("Agency")["input_ids"] != ev_tok("Agency")["input_ids"]  # really two tokenizers
+    for settings in (SETTINGS, dict(trunc_len=128, sliding_window=32, alpha=0.05, beta=-5.0)):
+        ours = compute_longppl(text, model, tok, ev, ev_tok, **settings)
+        theirs = ref.compute_longppl(text, model, ev, tok, ev_tok, **settings)
+        assert ours["n_key_token"] == theirs["n_key_token"] > 0 and ours["n_token"] == theirs["n_token"]
+        assert ours["longppl"] == pytest.approx(float(theirs["longppl"]), rel=1e-4)
+        assert ours["ppl"] == pytest.approx(float(theirs["ppl"]), rel=1e-4)
+        ref_spans = ref.find_key_token(text, ev, ev_tok, settings["trunc_len"], settings["sliding_window"],
+                                       None, settings["alpha"], settings["beta"]).tolist()
+        assert find_key_tokens(text, ev, ev_tok, **settings).spans == ref_spans
+
+
+def test_document_shorter_than_trunc_len(models):
+    (ev, ev_tok), (model, tok) = models
+    short_text = "Section 1. The Agency reported that the program cost 5 million dollars."
+    key = find_key_tokens(short_text, ev, ev_tok, trunc_len=4096)
+    assert key.spans == [] and all(v is None for v in key.lsd)
+    out = compute_longppl(short_text, model, tok, key_spans=key)
+    assert out["longppl"] is None and out["n_key_token"] == 0 and out["ppl"] > 1
+
+
+def test_cache_second_run_runs_no_evaluator(models, tmp_path):
+    (ev, ev_tok), _ = models
+    texts = synthetic_reports(2, 200, seed=12)
+    calls = []
+    hook = ev.get_decoder().register_forward_pre_hook(lambda *a: calls.append(1))
+    try:
+        cache = KeyTokenCache(tmp_path)
+        first = key_tokens_for_texts(texts, (ev, ev_tok), **SETTINGS, cache=cache, evaluator_id="ev")
+        assert calls and len(list(tmp_path.glob("*.json"))) == 2
+        calls.clear()
+        loaded = []
+        second = key_tokens_for_texts(texts, "never-loaded", **SETTINGS, cache=cache, evaluator_id="ev",
+                                      loader=lambda name: loaded.append(name))
+        assert not calls and not loaded
+        assert [k.to_json() for k in second] == [k.to_json() for k in first]
+        # any setting change is a different key
+        key_tokens_for_texts(texts[:1], (ev, ev_tok), **{**SETTINGS, "alpha": 0.6}, cache=cache, evaluator_id="ev")
+        assert calls
+    finally:
+        hook.remove()
+
+
+def test_reference_span_files(tmp_path):
+    (tmp_path / "0.txt").write_text("[12, 15];[20, 31]")
+    assert read_span_file(tmp_path / "0.txt") == [[12, 15], [20, 31]]
+    write_span_file(tmp_path / "1.txt", [[1, 2], [5, 9]])
+    assert (tmp_path / "1.txt").read_text() == "[1, 2];[5, 9]"
+    assert read_span_file(tmp_path / "1.txt") == [[1, 2], [5, 9]]
