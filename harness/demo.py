@@ -1,8 +1,10 @@
 """The embedded offline demo behind README's main command (``lch demo``).
 
-A tiny Llama and its tokenizer are built on the fly (cached), synthetic long reports are written to
-the output folder, and ``ppl_govreport`` runs through lm-eval with ``hf-pic`` once per PIC variant.
-Each run's lm-eval results JSON is saved next to ``summary.json``; a table is printed.
+Two tiny Llamas are built on the fly (cached): the evaluated model, trained on 128-token windows, and
+an evaluator for LongPPL key tokens, trained on 256-token windows with its own tokenizer. Synthetic long
+reports are written to the output folder, and ``ppl_govreport`` and ``longppl_govreport`` run through
+lm-eval with ``hf-pic`` once per PIC variant (key tokens are computed once and reused). Each run's
+lm-eval results JSON is saved next to ``summary.json``; a table is printed.
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     model_dir = build_tiny_model(train_steps=300, train_length=128)
+    evaluator_dir = build_tiny_model(train_steps=300, train_length=256, seed=1)
     docs_file = out / "synthetic_reports.jsonl"
     with docs_file.open("w", encoding="utf-8") as f:
         for text in synthetic_reports(n_docs, n_words, seed=1):
             f.write(json.dumps({"report": text}) + "\n")
-    metadata = {"data_files": str(docs_file), "min_tokens": 256, "max_tokens": 4096, "num_docs": n_docs}
+    metadata = {
+        "data_files": str(docs_file), "min_tokens": 256, "max_tokens": 4096, "num_docs": n_docs,
+        # LongPPL on tiny models: short windows of 128-191 tokens, thresholds scaled to their small LSDs
+        "evaluator": str(evaluator_dir), "trunc_len": 128, "sliding_window": 64, "alpha": 0.5, "beta": -4.0,
+        "key_cache_dir": str(out / "keytokens"),
+    }
 
     task_manager = TaskManager(include_path=tasks_path(), metadata=metadata)  # indexing is slow: once
     rows = []
@@ -45,23 +53,27 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         results = simple_evaluate(
             model="hf-pic",
             model_args=model_args,
-            tasks=["ppl_govreport"],
+            tasks=["ppl_govreport", "longppl_govreport"],
             task_manager=task_manager,
             batch_size=2,
         )
         metrics = results["results"]["ppl_govreport"]
+        longppl = results["results"]["longppl_govreport"]
         slug = name.replace(" ", "_").replace("=", "")
         (out / f"{slug}.json").write_text(
             json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8"
         )
         rows.append(
             {"variant": name, **pic_args, "ppl": metrics["ppl,none"], "n_tokens": metrics["n_tokens,none"],
-             "n_docs": metrics["n_docs,none"]}
+             "n_docs": metrics["n_docs,none"], "longppl": longppl["longppl,none"],
+             "longppl_soft": longppl["longppl_soft,none"], "n_key_tokens": longppl["n_key_tokens,none"]}
         )
     (out / "summary.json").write_text(json.dumps({"model": str(model_dir), "rows": rows}, indent=2))
-    print(f"\nppl_govreport on {n_docs} synthetic reports, tiny Llama trained on 128-token windows ({model_dir.name})")
-    print(f"{'variant':<28} {'ppl':>10} {'tokens':>8} {'docs':>5}")
+    print(f"\n{n_docs} synthetic reports; tiny Llama trained on 128-token windows ({model_dir.name}); "
+          f"LongPPL evaluator {evaluator_dir.name}")
+    print(f"{'variant':<28} {'ppl':>9} {'longppl':>9} {'longppl_soft':>13} {'key tokens':>11} {'tokens':>7}")
     for row in rows:
-        print(f"{row['variant']:<28} {row['ppl']:>10.3f} {int(row['n_tokens']):>8d} {int(row['n_docs']):>5d}")
+        print(f"{row['variant']:<28} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
+              f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}")
     print(f"results written to {out}/")
     return rows

@@ -151,10 +151,11 @@ def test_config_file_include_path_is_kept(tmp_path):
 def test_demo_writes_a_summary(tmp_path):
     from harness.demo import VARIANTS, run_demo
 
-    rows = run_demo(output=tmp_path, n_docs=2, n_words=250)
+    rows = run_demo(output=tmp_path, n_docs=2, n_words=400)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
     assert all(r["n_docs"] == 2 and r["ppl"] > 1 for r in rows)
+    assert all(r["longppl"] > 1 and r["n_key_tokens"] == rows[0]["n_key_tokens"] > 0 for r in rows)
     by_name = {r["variant"]: r["ppl"] for r in rows}
     assert by_name["naive s_cr=2"] != pytest.approx(by_name["vanilla"], rel=1e-4)
     assert len(list(tmp_path.glob("*.json"))) == len(VARIANTS) + 1

@@ -62,6 +62,22 @@ def load_documents(
     return [{"doc_id": i, "text": t} for i, t in enumerate(texts)]
 
 
+GOVREPORT = {"hf_dataset": "ccdv/govreport-summarization", "hf_split": "test", "text_field": "report"}
+
+
+def documents_from_metadata(metadata: dict[str, Any], defaults: dict[str, str] = GOVREPORT) -> list[dict[str, Any]]:
+    """:func:`load_documents` driven by lm-eval task metadata (``data_files``, ``text_field``,
+    ``hf_dataset``, ``hf_name``, ``hf_split``), GovReport by default."""
+    merged = {**defaults, **{k: v for k, v in metadata.items() if v is not None}}
+    return load_documents(
+        data_files=merged.get("data_files"),
+        text_field=merged.get("text_field", "text"),
+        hf_dataset=merged.get("hf_dataset"),
+        hf_name=merged.get("hf_name"),
+        hf_split=merged.get("hf_split", "test"),
+    )
+
+
 def select_long(
     docs: Iterable[dict[str, Any]], count_tokens: Callable[[str], int], min_tokens: int, max_docs: int | None
 ) -> list[dict[str, Any]]:

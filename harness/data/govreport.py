@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.data.documents import load_documents, select_long
+from harness.data.documents import documents_from_metadata, select_long
 
 
 def _tokenizer_counter(name: Any):
@@ -20,13 +20,7 @@ def load_govreport(**metadata: Any) -> dict:
     """lm-eval ``custom_dataset``: ``{"test": Dataset(doc_id, text)}`` selected as the module says."""
     import datasets
 
-    docs = load_documents(
-        data_files=metadata.get("data_files"),
-        text_field=metadata.get("text_field", "report"),
-        hf_dataset=metadata.get("hf_dataset", "ccdv/govreport-summarization"),
-        hf_name=metadata.get("hf_name"),
-        hf_split=metadata.get("hf_split", "test"),
-    )
+    docs = documents_from_metadata(metadata)
     num_docs = metadata.get("num_docs")
     num_docs = int(num_docs) if num_docs is not None else None
     count = _tokenizer_counter(metadata.get("tokenizer") or metadata.get("pretrained"))

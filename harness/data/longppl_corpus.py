@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.data.documents import load_documents
+from harness.data.documents import documents_from_metadata
 from harness.keytokens import KeyTokenCache, key_tokens_for_texts, key_tokens_from_span_files, load_evaluator
 
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
@@ -47,13 +47,7 @@ def load_longppl_corpus(**metadata: Any) -> dict:
     from transformers import AutoTokenizer
 
     evaluator = str(metadata.get("evaluator") or DEFAULT_EVALUATOR)
-    docs = load_documents(
-        data_files=metadata.get("data_files"),
-        text_field=metadata.get("text_field", "report"),
-        hf_dataset=metadata.get("hf_dataset", "ccdv/govreport-summarization"),
-        hf_name=metadata.get("hf_name"),
-        hf_split=metadata.get("hf_split", "test"),
-    )
+    docs = documents_from_metadata(metadata)
     length_tok = AutoTokenizer.from_pretrained(str(metadata.get("length_tokenizer") or evaluator))
     docs = select_documents(
         docs, length_tok, int(metadata.get("min_tokens") or 0), _int_or_none(metadata.get("max_tokens")),
