@@ -1,0 +1,162 @@
+"""Async judge client for OpenAI-compatible chat servers (vLLM, ``transformers serve``, OpenAI).
+
+Settings come from arguments, else the environment (``LCH_JUDGE_BASE_URL``, ``LCH_JUDGE_MODEL``,
+``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore; 429, 5xx,
+timeouts and dropped connections are retried with exponential backoff (the openai client's own retries
+are off so that every attempt is counted). Every answer is written to the cache the moment it arrives,
+keyed by the SHA-256 of the full request, so a killed run resumes where it stopped and a finished run
+re-asks nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from tqdm import tqdm
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "judge"
+
+
+@dataclass
+class JudgeSettings:
+    """Where and how to ask. ``None`` fields fall back to the environment."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    concurrency: int = 8
+    max_attempts: int = 6
+    timeout: float = 600.0
+    backoff: float = 1.0  # seconds before the first retry; doubles, with jitter
+    cache_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # more request fields (seed, top_p ...)
+
+    def resolved(self) -> "JudgeSettings":
+        base_url = self.base_url or os.environ.get("LCH_JUDGE_BASE_URL")
+        model = self.model or os.environ.get("LCH_JUDGE_MODEL")
+        if not base_url or not model:
+            raise ValueError("judge needs base_url and model (task metadata judge_base_url / judge_model, "
+                             "or LCH_JUDGE_BASE_URL / LCH_JUDGE_MODEL)")
+        api_key = self.api_key or os.environ.get("LCH_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        return JudgeSettings(base_url, model, api_key, self.temperature, self.max_tokens, self.concurrency,
+                             self.max_attempts, self.timeout, self.backoff, self.cache_dir, dict(self.extra))
+
+
+@dataclass
+class JudgeAnswer:
+    text: str | None  # None when every attempt failed
+    finish_reason: str | None = None
+    model: str | None = None  # the model name the server reported
+    fingerprint: str | None = None  # system_fingerprint, when the server sends one
+    cached: bool = False
+    error: str | None = None
+
+
+class JudgeCache:
+    """One JSON file per answered request, named by the request hash (atomic writes)."""
+
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder else default_cache_dir()
+
+    def get(self, key: str) -> dict | None:
+        path = self.folder / key[:2] / f"{key}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def put(self, key: str, value: dict) -> None:
+        path = self.folder / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(value))
+        tmp.replace(path)
+
+
+def request_body(settings: JudgeSettings, messages: Sequence[dict]) -> dict:
+    return {"model": settings.model, "messages": list(messages), "temperature": settings.temperature,
+            "max_tokens": settings.max_tokens, **settings.extra}
+
+
+def request_key(body: dict, base_url: str | None = None) -> str:
+    """Hash of everything that determines the answer (the server address is deliberately left out)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _retryable(err: Exception) -> bool:
+    import openai
+
+    if isinstance(err, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError)):
+        return True
+    if isinstance(err, openai.APIStatusError):
+        return err.status_code in (408, 409, 429) or err.status_code >= 500
+    return False
+
+
+class JudgeClient:
+    """``ask_many(list_of_messages)`` -> list of :class:`JudgeAnswer`, in order."""
+
+    def __init__(self, settings: JudgeSettings | None = None):
+        self.settings = (settings or JudgeSettings()).resolved()
+        self.cache = JudgeCache(self.settings.cache_dir)
+        self.stats = {"requests_sent": 0, "retries": 0, "cache_hits": 0, "failed": 0}
+
+    async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: Sequence[dict]) -> JudgeAnswer:
+        body = request_body(self.settings, messages)
+        key = request_key(body)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.stats["cache_hits"] += 1
+            return JudgeAnswer(**{**hit, "cached": True})
+        error = None
+        async with semaphore:
+            for attempt in range(self.settings.max_attempts):
+                try:
+                    self.stats["requests_sent"] += 1
+                    reply = await client.chat.completions.create(**body)
+                    choice = reply.choices[0]
+                    answer = {"text": choice.message.content, "finish_reason": choice.finish_reason,
+                              "model": reply.model, "fingerprint": getattr(reply, "system_fingerprint", None)}
+                    self.cache.put(key, answer)
+                    return JudgeAnswer(**answer)
+                except Exception as err:  # noqa: BLE001 - classified just below
+                    if not _retryable(err):
+                        raise
+                    error = f"{type(err).__name__}: {err}"
+                    if attempt + 1 < self.settings.max_attempts:
+                        self.stats["retries"] += 1
+                        delay = self.settings.backoff * (2 ** attempt) * (0.5 + random.random())
+                        await asyncio.sleep(delay)
+        self.stats["failed"] += 1
+        return JudgeAnswer(text=None, error=error)
+
+    async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
+        import openai
+
+        client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
+                                    timeout=self.settings.timeout, max_retries=0)
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        bar = tqdm(total=len(conversations), desc="Judging", disable=not progress)
+
+        async def one(messages: Sequence[dict]) -> JudgeAnswer:
+            answer = await self._ask(client, semaphore, messages)
+            bar.update(1)
+            return answer
+
+        try:
+            return list(await asyncio.gather(*(one(m) for m in conversations)))
+        finally:
+            bar.close()
+            await client.close()
+
+    def ask_many(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
+        """Blocking wrapper around :meth:`ask_many_async`."""
+        return asyncio.run(self.ask_many_async(conversations, progress))

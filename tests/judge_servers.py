@@ -1,0 +1,131 @@
+"""Local OpenAI-compatible judge servers for the tests: `transformers serve` with a tiny model, and a
+fault-injecting proxy in front of it. Loopback only; every loop is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def judge_model(source: Path, target: Path) -> Path:
+    """A copy of a tiny model with a chat template, as `transformers serve` needs one."""
+    from transformers import AutoTokenizer
+
+    shutil.copytree(source, target)
+    tok = AutoTokenizer.from_pretrained(target)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(target)
+    return target
+
+
+class ServedModel:
+    """`transformers serve <model>` on a free loopback port, stopped on exit."""
+
+    def __init__(self, model: Path):
+        self.model, self.port = str(model), free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "ServedModel":
+        exe = Path(sys.executable).parent / "transformers"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        self.proc = subprocess.Popen(
+            [str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("transformers serve exited during start-up")
+                time.sleep(0.5)
+        raise RuntimeError("transformers serve did not start within 120 s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+
+class FaultyProxy:
+    """HTTP proxy that answers some requests with 429 or 500, drops some connections, forwards the rest.
+
+    The fate of the k-th request is fixed by k (``pattern``), so runs are reproducible. ``forwarded``
+    counts upstream answers per request, keyed like the judge cache.
+    """
+
+    def __init__(self, upstream_port: int, pattern: str = "f4f5fdff"):
+        self.upstream = f"http://127.0.0.1:{upstream_port}"
+        self.port, self.pattern = free_port(), pattern
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.forwarded: Counter = Counter()
+        self.seen = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    async def _handle(self, request):
+        from aiohttp import ClientSession, web
+
+        body = await request.read()
+        fate = self.pattern[self.seen % len(self.pattern)]
+        self.seen += 1
+        if fate == "4":
+            return web.Response(status=429, text='{"error": "slow down"}', content_type="application/json")
+        if fate == "5":
+            return web.Response(status=500, text='{"error": "boom"}', content_type="application/json")
+        if fate == "d":
+            request.transport.close()  # a dropped connection
+            return web.Response(status=500)
+        async with ClientSession() as session:
+            async with session.post(self.upstream + request.path, data=body,
+                                    headers={"Content-Type": "application/json"}) as upstream:
+                payload = await upstream.read()
+                status = upstream.status
+        if status == 200:
+            from harness.judges.client import request_key
+
+            self.forwarded[request_key(json.loads(body))] += 1
+        return web.Response(status=status, body=payload, content_type="application/json")
+
+    async def _start(self):
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_route("POST", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    def __enter__(self) -> "FaultyProxy":
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
