@@ -5,6 +5,8 @@
                         ``lch eval --tasks list`` lists every task, ours included.
 * ``lch tasks-path``    prints our task folder, for ``lm_eval --include_path "$(lch tasks-path)"``.
 * ``lch keytokens``     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
+* ``lch judge``         re-judge the logged samples of a judged task with another judge (no regeneration).
+* ``lch gentable``      paper 000 Table 1 (Length, Tokens, Quality, CR) from several runs of a judged task.
 * ``lch demo``          the embedded offline demo (see :mod:`harness.demo`).
 """
 
@@ -97,7 +99,35 @@ def main(argv: list[str] | None = None) -> int:
     keys.add_argument("--cache-dir", help="key-token cache folder (default ~/.cache/lch/keytokens)")
     keys.add_argument("--evaluator-dtype", default="auto")
     keys.add_argument("--evaluator-device", default=None)
+    judge = sub.add_parser("judge", help="re-judge logged samples (samples_<task>_*.jsonl) with another judge")
+    judge.add_argument("samples", help="lm-eval samples file of longbench_write or hellobench_htg*")
+    judge.add_argument("--judge-base-url", required=True)
+    judge.add_argument("--judge-model", required=True)
+    judge.add_argument("--policy", default="drop", choices=["drop", "zero", "rejudge"])
+    judge.add_argument("--concurrency", type=int, default=8)
+    judge.add_argument("--judge-cache-dir", default=None)
+    judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
+    judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
+    table = sub.add_parser("gentable", help="Length / Tokens / Quality / CR table across runs (paper 000 App. A)")
+    table.add_argument("runs", nargs="+", help="lm-eval output folders (run with --log_samples)")
+    table.add_argument("--task", required=True, help="e.g. longbench_write or hellobench_htg")
+    table.add_argument("--threshold", type=float, default=0.2, help="CR at which a model uses its own samples")
     args = parser.parse_args(argv)
+    if args.command == "gentable":
+        from harness.reporting.generation_table import format_table, generation_table
+
+        print(format_table(generation_table(args.runs, args.task, args.threshold)))
+        return 0
+    if args.command == "judge":
+        import json
+
+        from harness.judged import rejudge_samples
+
+        print(json.dumps(rejudge_samples(args.samples, {
+            "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
+            "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir,
+        }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
+        return 0
     if args.command == "keytokens":
         from harness.data.longppl_corpus import load_longppl_corpus
         from harness.keytokens import KeyTokenCache

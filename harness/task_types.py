@@ -1,8 +1,9 @@
 """lm-eval task classes for request types that lm-eval itself does not have.
 
 Each class sends one request per document, of a type served by ``hf-pic``
-(:class:`harness.models.hf_pic.HFPicLM`): ``token_logprobs`` (per-token log-probabilities of the text)
-or ``lsm`` (long-short misalignment samples). Their YAML declares ``output_type: loglikelihood_rolling``
+(:class:`harness.models.hf_pic.HFPicLM`): ``token_logprobs`` (per-token log-probabilities of the text),
+``lsm`` (long-short misalignment samples) or ``generate_long`` (long-form generation that reports
+whether it ended with EOS). Their YAML declares ``output_type: loglikelihood_rolling``
 only to pass lm-eval's config validation; the class then switches the request type. Options come from
 the task ``metadata`` (overridable with ``--metadata``).
 """
@@ -20,6 +21,7 @@ from harness.metrics.pooling import nll_sum
 
 TOKEN_LOGPROBS = "token_logprobs"
 LSM = "lsm"
+GENERATE_LONG = "generate_long"
 
 
 class CustomRequestTask(ConfigurableTask):
@@ -139,3 +141,87 @@ class LSMTask(CustomRequestTask):
     def score_document(self, doc: dict, results: list) -> dict:
         values = results[0]["sce"]
         return {"lsm": (float(sum(values)), len(values)), "n_samples": len(values)}
+
+
+class LongGenerationTask(CustomRequestTask):
+    """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked).
+
+    Metadata: ``max_gen_toks``, ``do_sample`` (default greedy, as in the PIC paper), ``temperature``, the
+    judge (``judge_base_url``, ``judge_model``, ``judge_concurrency``, ``judge_policy``, ``judge_cache_dir``,
+    ``judge_temperature``, ``judge_max_tokens``).
+    """
+
+    REQUEST_TYPE = GENERATE_LONG
+    DEFAULT_MAX_GEN_TOKS = 16384
+    JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.0, 4096
+
+    def request_options(self, doc: dict) -> dict:
+        meta = self.task_metadata
+        options = {"max_gen_toks": int(meta.get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS)),
+                   "do_sample": bool(meta.get("do_sample", False))}
+        if options["do_sample"]:
+            options["temperature"] = float(meta.get("temperature", 0.8))
+        return options
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Instance:
+        for key in ("apply_chat_template", "chat_template"):
+            kwargs.pop(key, None)
+        return Instance(request_type=GENERATE_LONG, doc=doc, arguments=(ctx, self.request_options(doc)), idx=0, **kwargs)
+
+    def judge_settings(self) -> dict | None:
+        from harness.judged import judge_settings_from_metadata
+
+        return judge_settings_from_metadata(self.task_metadata, self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
+
+    @staticmethod
+    def common_metrics(result: dict) -> dict:
+        from harness.metrics.generation import distinct_n, is_corrupted, rep_n
+
+        text = result["text"]
+        return {
+            "n_tokens": result["n_tokens"],
+            "corrupted_ratio": float(is_corrupted(text, result["ended_with_eos"])),
+            "rep4": rep_n(text, 4),
+            "distinct2": distinct_n(text, 2),
+            "n_total": 1,
+        }
+
+
+class LongBenchWriteTask(LongGenerationTask):
+    """LongBench-Write: S_l, S_q (judge, official prompt loaded at run time from ``judge_prompt`` or the
+    published file), S, plus lengths and the corrupted ratio."""
+
+    DEFAULT_MAX_GEN_TOKS = 32768
+    JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.5, 1024  # the reference judge settings
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        from harness.metrics.generation import longbench_write_length, longbench_write_length_score
+
+        result = results[0]
+        length = longbench_write_length(result["text"])
+        s_l = longbench_write_length_score(float(doc["length"]), length)
+        item = {"instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
+                "judge": self.judge_settings(), "prompt_path": self.task_metadata.get("judge_prompt")}
+        return {"length": length, "length_score": s_l, "quality": item, "score": item, "n_valid": item,
+                **self.common_metrics(result)}
+
+
+class HelloBenchTask(LongGenerationTask):
+    """HelloBench HTG: NLTK length, HelloEval checklist quality with the published category weights
+    (``weights_file``; ``rescale`` for ``4 (s - 75)``), plus the corrupted ratio."""
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        from harness.data.documents import MissingDataError
+        from harness.metrics.generation import word_tokens
+
+        weights_file = self.task_metadata.get("weights_file")
+        if not weights_file:
+            raise MissingDataError("hellobench needs weights_file: the published HelloEval REGRESSION_DICT weights "
+                                   "(e.g. ../shared/data/hellobench/weighted_scores.txt)")
+        result = results[0]
+        tokens = word_tokens(result["text"])
+        judged_text = " ".join(tokens[:16000]) if len(tokens) > 15000 else " ".join(tokens)
+        item = {"instruction": doc["instruction"], "response": judged_text, "checklists": list(doc["checklists"]),
+                "category": doc["category"], "weights_file": str(weights_file),
+                "rescale": bool(self.task_metadata.get("rescale", False)), "judge": self.judge_settings()}
+        return {"length": len(tokens), "quality": item, "n_valid": item, **self.common_metrics(result)}

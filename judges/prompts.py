@@ -11,35 +11,19 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
-from pathlib import Path
 from typing import Sequence
-
-from harness.data.documents import MissingDataError
 
 LONGBENCH_WRITE_PROMPT_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/judge.txt"
 
 
 def load_longbench_write_prompt(path: str | None = None) -> str:
-    """The official LongBench-Write judge prompt text."""
-    path = path or os.environ.get("LCH_LONGBENCH_WRITE_PROMPT")
-    if path:
-        if not Path(path).is_file():
-            raise MissingDataError(f"LongBench-Write judge prompt not found at {path}")
-        return Path(path).read_text(encoding="utf-8")
-    cached = Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "longbench_write_judge.txt"
-    if not cached.is_file():
-        try:
-            with urllib.request.urlopen(LONGBENCH_WRITE_PROMPT_URL, timeout=30) as reply:
-                text = reply.read().decode("utf-8")
-        except OSError as err:
-            raise MissingDataError(
-                f"could not fetch the LongBench-Write judge prompt ({type(err).__name__}): download "
-                f"{LONGBENCH_WRITE_PROMPT_URL} and pass its path as judge_prompt (or LCH_LONGBENCH_WRITE_PROMPT)"
-            ) from err
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(text, encoding="utf-8")
-    return cached.read_text(encoding="utf-8")
+    """The official LongBench-Write judge prompt text (``path``, ``LCH_LONGBENCH_WRITE_PROMPT``, or the
+    published file, downloaded once)."""
+    from harness.data.documents import local_or_download
+
+    source = local_or_download(path or os.environ.get("LCH_LONGBENCH_WRITE_PROMPT"), LONGBENCH_WRITE_PROMPT_URL,
+                               "LongBench-Write judge prompt (judge_prompt)")
+    return source.read_text(encoding="utf-8")
 
 
 def longbench_write_messages(template: str, instruction: str, response: str) -> list[dict]:

@@ -71,7 +71,41 @@ class ServedModel:
             self.proc.wait(timeout=30)
 
 
-class FaultyProxy:
+class _LoopbackApp:
+    """An aiohttp app on a free loopback port, served from its own thread."""
+
+    route = "/{tail:.*}"
+
+    def __init__(self):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    async def _handle(self, request):  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
+
+    async def _start(self):
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_route("POST", self.route, self._handle)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+
+    def __enter__(self):
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+
+
+class FaultyProxy(_LoopbackApp):
     """HTTP proxy that answers some requests with 429 or 500, drops some connections, forwards the rest.
 
     The fate of the k-th request is fixed by k (``pattern``), so runs are reproducible. ``forwarded``
@@ -79,13 +113,11 @@ class FaultyProxy:
     """
 
     def __init__(self, upstream_port: int, pattern: str = "f4f5fdff"):
+        super().__init__()
         self.upstream = f"http://127.0.0.1:{upstream_port}"
-        self.port, self.pattern = free_port(), pattern
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.pattern = pattern
         self.forwarded: Counter = Counter()
         self.seen = 0
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     async def _handle(self, request):
         from aiohttp import ClientSession, web
@@ -111,21 +143,33 @@ class FaultyProxy:
             self.forwarded[request_key(json.loads(body))] += 1
         return web.Response(status=status, body=payload, content_type="application/json")
 
-    async def _start(self):
+
+class CannedJudge(_LoopbackApp):
+    """A minimal OpenAI-compatible chat server that always gives the same valid grades: a checklist
+    list of ``checklist_score`` per item for HelloEval prompts, ``dimensions`` for LongBench-Write ones."""
+
+    route = "/v1/chat/completions"
+
+    def __init__(self, checklist_score: float, dimensions: dict):
+        super().__init__()
+        self.checklist_score, self.dimensions = checklist_score, dimensions
+        self.requests = 0
+
+    async def _handle(self, request):
+        import re
+
         from aiohttp import web
 
-        app = web.Application()
-        app.router.add_route("POST", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
-
-    def __enter__(self) -> "FaultyProxy":
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
+        body = await request.json()
+        self.requests += 1
+        prompt = body["messages"][-1]["content"]
+        match = re.search(r"CHECKLIST \((\d+) items\)", prompt)
+        if match:
+            reply = json.dumps([{"checklist_id": i, "reason": "ok", "evaluation_score": self.checklist_score}
+                                for i in range(int(match.group(1)))])
+        else:
+            reply = "Evaluation: " + json.dumps(self.dimensions)
+        return web.json_response({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+        })

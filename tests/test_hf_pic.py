@@ -132,3 +132,26 @@ def test_bad_pic_argument_fails_before_loading():
         HFPicLM(pretrained="/nonexistent/model", pic="naive", pic_ratio=-1)
     with pytest.raises(ValueError, match="allowed: cached, reference"):
         HFPicLM(pretrained="/nonexistent/model", pic="dynamic", pic_ratio=2, pic_impl="fast")
+
+
+def test_generate_long_reports_how_generation_ended(tiny_model_dir):
+    lm = _lm(tiny_model_dir, batch_size=3, **DYNAMIC)
+    contexts = [t[:150] for t in _texts()[:3]]
+    budget = {"max_gen_toks": 12, "do_sample": False}
+    out = lm.generate_long([_req("generate_long", c, dict(budget)) for c in contexts])
+    single = _lm(tiny_model_dir, batch_size=1, **DYNAMIC).generate_long(
+        [_req("generate_long", c, dict(budget)) for c in contexts])
+    assert out == single
+    for res in out:
+        if not res["ended_with_eos"]:
+            assert res["n_tokens"] == 12
+    # make the first greedy token an end-of-sequence token: generation ends at once, with EOS
+    ids = lm.tok_batch_encode([contexts[0]])[0]
+    with torch.no_grad():
+        first = int(lm.model(ids).logits[0, -1].argmax())
+    lm.model.generation_config.eos_token_id = first
+    ended = lm.generate_long([_req("generate_long", contexts[0], dict(budget))])[0]
+    assert ended == {"text": "", "ended_with_eos": True, "n_tokens": 0}
+    stopped = lm.generate_long([_req("generate_long", contexts[1], {**budget, "until": [out[1]["text"][:3]]})])[0]
+    if out[1]["text"][:3].strip():
+        assert stopped["text"] == "" and stopped["ended_with_eos"]

@@ -36,7 +36,7 @@ def test_longbench_write_prompt_loaded_from_path():
     template = load_longbench_write_prompt(str(SHARED_DATA / "longbench_write" / "judge.txt"))
     messages = longbench_write_messages(template, "Write 100 words.", "Some words.")
     assert "Write 100 words." in messages[0]["content"] and "$INST$" not in messages[0]["content"]
-    with pytest.raises(MissingDataError, match="not found"):
+    with pytest.raises(MissingDataError, match="does not exist"):
         load_longbench_write_prompt("/nonexistent/judge.txt")
     hello = helloeval_messages("Write an essay.", "An essay.", ["Is it good?", "Is it long?"])
     assert '"checklist_id": 1' in hello[1]["content"] and "2 items" in hello[1]["content"]
@@ -116,3 +116,53 @@ def test_faults_and_a_killed_run_lose_nothing(served, tmp_path):
         assert all(proxy.forwarded[k] == 1 for k in answered_before)
         # at most the requests in flight at the kill (concurrency 4) were answered twice
         assert sum(proxy.forwarded.values()) - n <= 4
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
+def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path):
+    """Tiny model generates with Dynamic PIC, tiny model judges through `transformers serve` (its replies
+    do not parse: n_valid 0, policy zero); then `lch judge` re-judges the logged samples with another
+    judge whose grades are known, without regenerating."""
+    import glob
+
+    from harness.metrics.generation import load_hellobench_weights
+    from tests.judge_servers import CannedJudge
+
+    bin_dir = Path(sys.executable).parent
+    meta = {
+        "longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+        "hellobench_data": str(SHARED_DATA / "hellobench" / "heuristic_text_generation_2k.jsonl"),
+        "limit_docs": 3, "max_gen_toks": 16, "judge_base_url": served.base_url, "judge_model": served.model,
+        "judge_max_tokens": 8, "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"),
+        "weights_file": str(SHARED_DATA / "hellobench" / "weighted_scores.txt"), "judge_policy": "zero",
+        "judge_cache_dir": str(tmp_path / "judge-cache"),
+    }
+    out = tmp_path / "run"
+    subprocess.run([str(bin_dir / "lch"), "eval", "--model", "hf-pic", "--model_args",
+                    f"pretrained={tiny_model_dir},dtype=float32,pic=dynamic,pic_ratio=2", "--device", "cpu",
+                    "--batch_size", "3", "--tasks", "longbench_write,hellobench_htg_2k", "--log_samples",
+                    "--metadata", json.dumps(meta), "--output_path", str(out)], check=True, capture_output=True)
+    results = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["results"]
+    lbw, hb = results["longbench_write"], results["hellobench_htg_2k"]
+    for metric in ("length", "length_score", "quality", "score", "corrupted_ratio", "n_valid", "n_total", "n_tokens"):
+        assert f"{metric},none" in lbw
+    assert lbw["n_total,none"] == 3 and lbw["n_valid,none"] == 0 and lbw["quality,none"] == 0.0
+    assert lbw["score,none"] == pytest.approx(lbw["length_score,none"] / 2)
+    assert hb["n_total,none"] == 3 and hb["n_valid,none"] == 0 and hb["quality,none"] == 0.0 and hb["length,none"] > 0
+    assert 0 < len(list((tmp_path / "judge-cache").glob("*/*.json"))) <= 6  # one request per sample
+
+    samples = {t: glob.glob(str(out / "**" / f"samples_{t}_*.jsonl"), recursive=True)[0]
+               for t in ("longbench_write", "hellobench_htg_2k")}
+    with CannedJudge(0.5, DIMS) as canned:
+        args = ["--judge-base-url", canned.base_url, "--judge-model", "canned", "--judge-cache-dir", str(tmp_path / "c2")]
+        lbw2 = json.loads(subprocess.run([str(bin_dir / "lch"), "judge", samples["longbench_write"], *args],
+                                         check=True, capture_output=True, text=True).stdout)
+        hb2 = json.loads(subprocess.run([str(bin_dir / "lch"), "judge", samples["hellobench_htg_2k"], *args],
+                                        check=True, capture_output=True, text=True).stdout)
+        assert canned.requests == 6  # each sample judged once; the second and third metric hit the cache
+    expected_sq = sum(25 * (v - 1) for v in DIMS.values()) / 6
+    assert lbw2["n_valid"] == 3 and lbw2["quality"] == pytest.approx(expected_sq)
+    assert lbw2["score"] == pytest.approx((lbw["length_score,none"] + expected_sq) / 2)
+    weights = load_hellobench_weights(SHARED_DATA / "hellobench" / "weighted_scores.txt")
+    assert sum(weights["argumentative_writing"]) == pytest.approx(100)
+    assert hb2["n_valid"] == 3 and hb2["quality"] == pytest.approx(50.0)  # 0.5 on every item, weights sum to 100

@@ -8,6 +8,8 @@ or a folder of such files (read in sorted order).
 from __future__ import annotations
 
 import json
+import os
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -89,3 +91,26 @@ def select_long(
             if max_docs is not None and len(chosen) >= max_docs:
                 break
     return chosen
+
+
+def local_or_download(path: str | None, url: str, what: str) -> Path:
+    """``path`` if given (must exist), else ``url`` downloaded once into the cache (``LCH_CACHE``)."""
+    if path:
+        local = Path(path).expanduser()
+        if not local.is_file():
+            raise MissingDataError(f"{what}: {local} does not exist")
+        return local
+    cached = Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "downloads" / url.split("/")[-1]
+    if not cached.is_file():
+        try:
+            with urllib.request.urlopen(url, timeout=60) as reply:
+                data = reply.read()
+        except OSError as err:
+            raise MissingDataError(f"{what}: could not download {url} ({type(err).__name__}); fetch it and pass its path") from err
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(data)
+    return cached
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -9,7 +9,8 @@
   applied to the model under the adapter.
 
 Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus
-``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`) and ``lsm`` (see :meth:`HFPicLM.lsm`).
+``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`), ``lsm`` (see :meth:`HFPicLM.lsm`) and
+``generate_long`` (see :meth:`HFPicLM.generate_long`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,62 @@ class HFPicLM(HFLM):
             )
             out.append({"sce": values})
         return out
+
+    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """Long-form generation that reports how it ended.
+
+        Each request's ``args`` is ``(context, gen_kwargs)`` with ``max_gen_toks`` (default the model's
+        ``max_gen_toks``), ``do_sample``, ``temperature``, ``top_p`` and optional ``until`` strings.
+        Batched ``batch_size`` at a time with left padding (and an attention mask, so every PIC variant
+        sees each row's true positions). Returns per request ``{"text", "ended_with_eos", "n_tokens"}``:
+        ``ended_with_eos`` is False when the token budget ran out (a stop string counts as an end).
+        """
+        eos_ids = set(self._eos_ids())
+        batch = self.batch_size if isinstance(self.batch_size, int) else 1
+        order = sorted(range(len(requests)), key=lambda i: -len(requests[i].args[0]))
+        results: list[dict | None] = [None] * len(requests)
+        pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Generating (long)")
+        groups: dict[str, list[int]] = {}
+        for i in order:
+            groups.setdefault(repr(sorted(dict(requests[i].args[1]).items())), []).append(i)
+        for members in groups.values():
+            kwargs = dict(requests[members[0]].args[1])
+            until = kwargs.pop("until", None) or []
+            until = [until] if isinstance(until, str) else list(until)
+            max_new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
+            do_sample = bool(kwargs.pop("do_sample", False))
+            sampling = {k: kwargs.pop(k) for k in ("temperature", "top_p", "top_k") if k in kwargs} if do_sample else {}
+            for key in ("temperature", "top_p", "top_k"):
+                kwargs.pop(key, None)
+            for start in range(0, len(members), batch):
+                chunk = members[start : start + batch]
+                ids, mask = self.tok_batch_encode([requests[i].args[0] for i in chunk])
+                ids, mask = ids.to(self.device), mask.to(self.device)
+                with torch.no_grad():
+                    out = self.model.generate(
+                        input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=do_sample,
+                        pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), **sampling, **kwargs,
+                    )
+                for i, row in zip(chunk, out[:, ids.shape[1] :].tolist()):
+                    stop = next((j for j, tok in enumerate(row) if tok in eos_ids), None)
+                    tokens = row if stop is None else row[:stop]
+                    text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                    cut = min((text.find(u) for u in until if u and u in text), default=-1)
+                    results[i] = {
+                        "text": text if cut < 0 else text[:cut],
+                        "ended_with_eos": stop is not None or cut >= 0,
+                        "n_tokens": len(tokens),
+                    }
+                pbar.update(len(chunk))
+        pbar.close()
+        return results  # type: ignore[return-value]
+
+    def _eos_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return ids
 
     def _encode_for_scoring(self, text: str, options: dict | None = None) -> dict:
         options = dict(options or {})

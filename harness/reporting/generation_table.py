@@ -1,0 +1,65 @@
+"""Paper 000 Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) per model / PIC setting.
+
+Reads lm-eval output folders (``results_*.json`` + ``samples_<task>_*.jsonl`` with ``--log_samples``) of a
+judged long-form task, and averages length and quality as in paper 000 Appendix A: models with CR < 20 %
+over the non-corrupted samples shared by all compared models, the others over their own non-corrupted
+samples (both averages are kept in the rows).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.judged import sample_quality
+from harness.metrics.generation import shared_clean_average
+
+
+def _latest(folder: Path, pattern: str) -> Path:
+    found = sorted(glob.glob(str(folder / "**" / pattern), recursive=True))
+    if not found:
+        raise FileNotFoundError(f"no {pattern} under {folder} (run lm-eval with --log_samples)")
+    return Path(found[-1])
+
+
+def _label(results: dict) -> str:
+    args = results.get("config", {}).get("model_args", "")
+    args = args if isinstance(args, dict) else dict(kv.split("=", 1) for kv in str(args).split(",") if "=" in kv)
+    pic = args.get("pic", "none")
+    name = Path(str(args.get("pretrained", "model"))).name
+    return name if pic == "none" else f"{name} pic={pic} s={args.get('pic_ratio', 1)}"
+
+
+def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> list[dict[str, Any]]:
+    """One row per run: ``label``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and both averages."""
+    lengths, tokens, quality, corrupted, labels = {}, {}, {}, {}, {}
+    for run in run_dirs:
+        results = json.loads(_latest(Path(run), "results_*.json").read_text())
+        label = _label(results)
+        rows = [json.loads(l) for l in _latest(Path(run), f"samples_{task}_*.jsonl").read_text().splitlines() if l.strip()]
+        ids = [r["doc_id"] for r in rows]
+        per_quality = sample_quality([r["quality"] for r in rows])
+        labels[run] = label
+        lengths[run] = dict(zip(ids, (float(r["length"]) for r in rows)))
+        tokens[run] = dict(zip(ids, (float(r["n_tokens"]) for r in rows)))
+        corrupted[run] = dict(zip(ids, (bool(r["corrupted_ratio"]) for r in rows)))
+        # unparsed judgements count as corrupted for the quality average only
+        quality[run] = {i: q for i, q in zip(ids, per_quality) if q is not None}
+    avg_len = shared_clean_average(lengths, corrupted, threshold)
+    avg_tok = shared_clean_average(tokens, corrupted, threshold)
+    q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}
+    q_values = {run: {i: quality[run].get(i, 0.0) for i in corrupted[run]} for run in run_dirs}
+    avg_q = shared_clean_average(q_values, q_corrupted, threshold)
+    return [{"label": labels[run], "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
+             "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
+             "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
+             "quality_shared": avg_q[run]["shared"], "quality_own": avg_q[run]["own"]} for run in run_dirs]
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | Length | Tokens | Quality | CR |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['label']} | {r['length']:.1f} | {r['tokens']:.1f} | {r['quality']:.2f} | {100 * r['cr']:.1f}% |")
+    return "\n".join(lines)
