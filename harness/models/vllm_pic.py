@@ -81,6 +81,27 @@ class VLLMPicLM(_Base):
         self.pic = pic
         super().__init__(pretrained=pretrained, **kwargs)
 
+    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """The ``generate_long`` request of :class:`harness.models.hf_pic.HFPicLM` on vLLM:
+        ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string), False on ``"length"``."""
+        from vllm import SamplingParams
+
+        prompts, params = [], []
+        for req in requests:
+            context, kwargs = req.args[0], dict(req.args[1])
+            until = kwargs.get("until") or []
+            sample = bool(kwargs.get("do_sample", False))
+            params.append(SamplingParams(
+                max_tokens=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
+                temperature=float(kwargs.get("temperature", 0.8)) if sample else 0.0,
+                top_p=float(kwargs.get("top_p", 1.0)) if sample else 1.0,
+                stop=[until] if isinstance(until, str) else list(until),
+            ))
+            prompts.append(self.tok_encode(context))
+        outputs = self._model_generate(requests=prompts, generate=True, sampling_params=params)
+        return [{"text": o.outputs[0].text, "ended_with_eos": o.outputs[0].finish_reason == "stop",
+                 "n_tokens": len(o.outputs[0].token_ids)} for o in outputs]
+
     if _VLLM_ERROR is not None:  # abstract methods of LM, never reached: __init__ raises first
 
         def loglikelihood(self, requests):  # pragma: no cover
