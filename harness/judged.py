@@ -28,6 +28,18 @@ from harness.metrics.generation import (
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
+# What the servers reported while judging, per (base_url, model): model names and system fingerprints.
+PROVENANCE: dict[tuple[str, str], dict[str, set]] = {}
+
+
+def provenance(items: Sequence[dict]) -> dict[str, Any] | None:
+    """The judge behind ``items`` as configured and as the server reported it (for the results JSON)."""
+    cfg = items[0].get("judge") if items else None
+    if not cfg:
+        return None
+    seen = PROVENANCE.get((cfg["base_url"], cfg["model"]), {})
+    return {"model": cfg["model"], "base_url": cfg["base_url"], "policy": cfg["policy"],
+            "reported_models": sorted(seen.get("models", ())), "fingerprints": sorted(seen.get("fingerprints", ()))}
 
 
 def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
@@ -66,6 +78,9 @@ def _judge(items: Sequence[dict], build: Callable[[dict], list[dict]], parse: Ca
             max_tokens=cfg["max_tokens"], concurrency=cfg["concurrency"], cache_dir=cfg["cache_dir"], extra=extra,
         ))
         answers = client.ask_many([build(items[i]) for i in pending], progress=False)
+        seen = PROVENANCE.setdefault((cfg["base_url"], cfg["model"]), {"models": set(), "fingerprints": set()})
+        seen["models"].update(a.model for a in answers if a.model)
+        seen["fingerprints"].update(a.fingerprint for a in answers if a.fingerprint)
         for i, answer in zip(pending, answers):
             parsed[i] = parse(items[i], answer.text) if answer.text is not None else None
         pending = [i for i in pending if parsed[i] is None]

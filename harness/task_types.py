@@ -154,6 +154,26 @@ class LongGenerationTask(CustomRequestTask):
     REQUEST_TYPE = GENERATE_LONG
     DEFAULT_MAX_GEN_TOKS = 16384
     JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.0, 4096
+    JUDGED_METRICS = ("quality", "score", "n_valid")
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        # lm-eval dumps the task config into the results after aggregating, so recording the judge's
+        # provenance in the metadata while aggregating puts it into the results JSON.
+        for name in self.JUDGED_METRICS:
+            if name in self._aggregation_list:
+                self._aggregation_list[name] = self._recording(self._aggregation_list[name])
+
+    def _recording(self, aggregate: Any) -> Any:
+        def wrapped(items: list) -> Any:
+            from harness.judged import provenance
+
+            value = aggregate(items)
+            if isinstance(self.config.metadata, dict):
+                self.config.metadata["judge_provenance"] = provenance(items)
+            return value
+
+        return wrapped
 
     def request_options(self, doc: dict) -> dict:
         meta = self.task_metadata

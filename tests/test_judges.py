@@ -150,6 +150,9 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     assert lbw["score,none"] == pytest.approx(lbw["length_score,none"] / 2)
     assert hb["n_total,none"] == 3 and hb["n_valid,none"] == 0 and hb["quality,none"] == 0.0 and hb["length,none"] > 0
     assert 0 < len(list((tmp_path / "judge-cache").glob("*/*.json"))) <= 6  # one request per sample
+    config = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["configs"]
+    recorded = config["longbench_write"]["metadata"]["judge_provenance"]
+    assert recorded["model"] == served.model and recorded["reported_models"]  # as the server named itself
 
     samples = {t: glob.glob(str(out / "**" / f"samples_{t}_*.jsonl"), recursive=True)[0]
                for t in ("longbench_write", "hellobench_htg_2k")}
