@@ -1,0 +1,66 @@
+"""MRQA 2019 shared-task data: HF ``mrqa-workshop/mrqa`` or local files in the official MRQA jsonl format.
+
+Rows: ``{"id", "subset", "context", "question", "answers"}`` — context and question stay separate so a
+context compressor (EPL) can take the context alone.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.data.documents import MissingDataError
+
+IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
+OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
+
+
+def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
+    """Rows of an official MRQA file (an optional ``{"header": ...}`` line, then one context per line)."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "header" in record:
+            continue
+        for qa in record["qas"]:
+            rows.append({"id": qa.get("qid") or qa.get("id"), "subset": subset, "context": record["context"],
+                         "question": qa["question"], "answers": list(qa["answers"])})
+    return rows
+
+
+def load_mrqa(**metadata: Any) -> dict:
+    """``custom_dataset`` for one MRQA subset (metadata ``subset``): ``mrqa_data`` = a local official
+    jsonl file, or a folder holding ``<subset>*.jsonl``; else the HF dataset (validation = in-domain,
+    test = out-of-domain)."""
+    import datasets
+
+    subset = str(metadata["subset"])
+    local = metadata.get("mrqa_data")
+    if local:
+        path = Path(local)
+        if path.is_dir():
+            matches = sorted(path.glob(f"{subset}*.jsonl"))
+            if not matches:
+                raise MissingDataError(f"no {subset}*.jsonl in {path}: put the official MRQA file there")
+            path = matches[0]
+        elif not path.is_file():
+            raise MissingDataError(f"mrqa_data={path} does not exist")
+        rows = read_mrqa_jsonl(path, subset)
+    else:
+        split = "validation" if subset in IN_DOMAIN else "test"
+        try:
+            ds = datasets.load_dataset("mrqa-workshop/mrqa", split=split)
+        except Exception as err:  # offline or missing cache
+            raise MissingDataError(
+                f"could not load HF mrqa-workshop/mrqa ({type(err).__name__}); pass --metadata "
+                "'{\"mrqa_data\": \"<official MRQA jsonl file or folder>\"}'"
+            ) from err
+        ds = ds.filter(lambda r: r["subset"] == subset)
+        rows = [{"id": r["qid"], "subset": subset, "context": r["context"], "question": r["question"],
+                 "answers": list(r["answers"])} for r in ds]
+    if metadata.get("limit_docs") is not None:
+        rows = rows[: int(metadata["limit_docs"])]
+    return {"test": datasets.Dataset.from_list(rows)}
