@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
-import json
 import re
 
-from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS, parse_checklist_judgement
+from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS, first_literal, parse_checklist_judgement
 
 __all__ = ["parse_checklist_judgement", "parse_longbench_write_judgement"]
 
@@ -31,14 +29,9 @@ def parse_longbench_write_judgement(raw: str) -> dict[str, float] | None:
     wide = re.search(r"\{.*\}", raw, flags=re.S)
     if wide:
         blocks.append(wide.group(0))
-    for block in blocks:
-        for loads in (json.loads, ast.literal_eval):
-            try:
-                found = _valid_dimensions(loads(block))
-            except Exception:  # malformed candidates are simply skipped
-                continue
-            if found:
-                return found
+    found = first_literal(blocks, _valid_dimensions)
+    if found:
+        return found
     pairs = {}
     for dim in LONGBENCH_WRITE_DIMENSIONS:
         m = re.search(re.escape(dim) + r"\W{0,4}\s*(\d(?:\.\d+)?)", raw)

@@ -127,6 +127,20 @@ def hellobench_task_score(
     return {"score": sum(scores) / len(scores) if scores else float("nan"), "n_valid": len(scores), "n_total": total}
 
 
+def first_literal(candidates: Sequence[str], convert: Callable[[Any], Any]) -> Any:
+    """The first ``convert(value)`` that is not None, over candidate texts read as JSON, then as Python
+    literals (never executed); a candidate that fails to read or convert is skipped."""
+    for text in candidates:
+        for loads in (json.loads, ast.literal_eval):
+            try:
+                found = convert(loads(text))
+            except Exception:  # a malformed candidate just moves on to the next reading
+                continue
+            if found is not None:
+                return found
+    return None
+
+
 def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | None:
     """Checklist scores from a judge reply, or None.
 
@@ -138,16 +152,12 @@ def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | Non
     match = re.search(r"\[.*\]", raw, flags=re.S)
     if match:
         candidates.append(match.group(0))
-    for text in candidates:
-        for loads in (json.loads, ast.literal_eval):
-            try:
-                items = loads(text)
-                scores = [float(item["evaluation_score"]) for item in sorted(items, key=lambda d: int(d["checklist_id"]))]
-            except Exception:  # any malformed reply just moves on to the next parser
-                continue
-            if len(scores) == num_checklist and all(0.0 <= s <= 1.0 for s in scores):
-                return scores
-    return None
+
+    def scores_of(items: Any) -> list[float] | None:
+        scores = [float(item["evaluation_score"]) for item in sorted(items, key=lambda d: int(d["checklist_id"]))]
+        return scores if len(scores) == num_checklist and all(0.0 <= s <= 1.0 for s in scores) else None
+
+    return first_literal(candidates, scores_of)
 
 
 # --------------------------------------------------------------------------- repetition / corruption
