@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
@@ -44,8 +45,6 @@ def provenance(items: Sequence[dict]) -> dict[str, Any] | None:
 
 def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
     """The JSON-able judge settings carried by each item (None when no judge is configured)."""
-    import os
-
     base_url = meta.get("judge_base_url") or os.environ.get("LCH_JUDGE_BASE_URL")
     model = meta.get("judge_model") or os.environ.get("LCH_JUDGE_MODEL")
     if not base_url or not model:

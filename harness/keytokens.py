@@ -16,11 +16,12 @@ from typing import Any, Callable, Sequence
 
 from tqdm import tqdm
 
+from harness.cache import cache_root
 from harness.metrics.longppl import KeyTokens, find_key_tokens, read_span_file
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "keytokens"
+    return cache_root("keytokens")
 
 
 def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float) -> str:

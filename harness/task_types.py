@@ -230,6 +230,13 @@ class HelloBenchTask(LongGenerationTask):
     """HelloBench HTG: NLTK length, HelloEval checklist quality with the published category weights
     (``weights_file``; ``rescale`` for ``4 (s - 75)``), plus the corrupted ratio."""
 
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        from harness.metrics.generation import word_tokenizer_name
+
+        super().__init__(config=config, **kwargs)
+        if isinstance(self.config.metadata, dict):  # which NLTK path counted the lengths, in the results
+            self.config.metadata["length_tokenizer"] = word_tokenizer_name()
+
     def score_document(self, doc: dict, results: list) -> dict:
         from harness.data.documents import MissingDataError
         from harness.metrics.generation import word_tokens

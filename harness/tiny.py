@@ -12,11 +12,13 @@ import json
 import os
 from pathlib import Path
 
+from harness.cache import cache_root
+
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser()
+    return cache_root()
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
@@ -110,7 +112,12 @@ def build_tiny_model(
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    tmp.replace(folder) if not folder.exists() else None
+    if folder.exists():  # another process finished first: keep its copy
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.replace(folder)
     return folder
 
 

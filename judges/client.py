@@ -21,9 +21,11 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
+from harness.cache import cache_root
+
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "judge"
+    return cache_root("judge")
 
 
 @dataclass
@@ -86,7 +88,7 @@ def request_body(settings: JudgeSettings, messages: Sequence[dict]) -> dict:
             "max_tokens": settings.max_tokens, **settings.extra}
 
 
-def request_key(body: dict, base_url: str | None = None) -> str:
+def request_key(body: dict) -> str:
     """Hash of everything that determines the answer (the server address is deliberately left out)."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

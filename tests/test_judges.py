@@ -153,6 +153,7 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     config = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["configs"]
     recorded = config["longbench_write"]["metadata"]["judge_provenance"]
     assert recorded["model"] == served.model and recorded["reported_models"]  # as the server named itself
+    assert config["hellobench_htg_2k"]["metadata"]["length_tokenizer"] in ("nltk.word_tokenize", "treebank+untrained-punkt")
 
     samples = {t: glob.glob(str(out / "**" / f"samples_{t}_*.jsonl"), recursive=True)[0]
                for t in ("longbench_write", "hellobench_htg_2k")}

@@ -52,7 +52,7 @@ def test_token_nll_matches_cross_entropy():
     model = tiny_causal_lm("qwen2")
     ids = _ids(1, 30)
     expected = torch.nn.functional.cross_entropy(model(ids).logits[0, :-1], ids[0, 1:], reduction="none")
-    assert torch.allclose(token_nll(model, ids, chunk=7)[0], expected, atol=1e-5)
+    assert torch.allclose(token_nll(model, ids)[0], expected, atol=1e-5)
 
 
 def test_lsm_regularizer_value_and_gradient():
@@ -76,3 +76,16 @@ def test_lsm_regularizer_value_and_gradient():
     assert all(torch.allclose(ours[n], ref[n], atol=1e-6) for n in ours)
     with pytest.raises(ValueError, match="delta"):
         lsm_regularized_loss(model, ids, L, 9)
+
+
+def test_chunked_scoring_equals_one_chunk_with_gradients():
+    from harness.models.scoring import target_logprobs
+
+    model = tiny_causal_lm("llama")
+    ids = _ids(2, 30)
+    hidden = model.get_decoder()(input_ids=ids).last_hidden_state
+    whole = target_logprobs(model, hidden, ids, first_target=3)
+    chunked = target_logprobs(model, hidden, ids, first_target=3, logit_budget=2 * 97 * 4)  # 4 rows a chunk
+    assert chunked.shape == (2, 27) and torch.allclose(whole, chunked, atol=1e-6)
+    chunked.sum().backward()
+    assert all(p.grad is not None for p in model.lm_head.parameters())

@@ -8,10 +8,11 @@ or a folder of such files (read in sorted order).
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from harness.cache import cache_root
 
 
 class MissingDataError(RuntimeError):
@@ -100,7 +101,7 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
         if not local.is_file():
             raise MissingDataError(f"{what}: {local} does not exist")
         return local
-    cached = Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser() / "downloads" / url.split("/")[-1]
+    cached = cache_root("downloads", url.split("/")[-1])
     if not cached.is_file():
         try:
             with urllib.request.urlopen(url, timeout=60) as reply:

@@ -39,7 +39,6 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-DEFAULTS = dict(trunc_len=4096, sliding_window=1024, alpha=2.0, beta=-2.0)
 SOFT_GAMMA = 5.0
 
 

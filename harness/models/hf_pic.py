@@ -149,9 +149,9 @@ class HFPicLM(HFLM):
             until = [until] if isinstance(until, str) else list(until)
             max_new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
             do_sample = bool(kwargs.pop("do_sample", False))
-            sampling = {k: kwargs.pop(k) for k in ("temperature", "top_p", "top_k") if k in kwargs} if do_sample else {}
-            for key in ("temperature", "top_p", "top_k"):
-                kwargs.pop(key, None)
+            sampling = {k: kwargs.pop(k) for k in ("temperature", "top_p", "top_k") if k in kwargs}
+            if not do_sample:  # greedy: sampling settings would only trigger HF warnings
+                sampling = {}
             for start in range(0, len(members), batch):
                 chunk = members[start : start + batch]
                 ids, mask = self.tok_batch_encode([requests[i].args[0] for i in chunk])

@@ -37,7 +37,6 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     ).last_hidden_state
 
 
-@torch.inference_mode()
 def target_logprobs(
     model: nn.Module,
     hidden: torch.Tensor,
@@ -48,21 +47,21 @@ def target_logprobs(
     """``log P(input_ids[:, t] | ...)`` for columns ``t >= first_target`` from ``hidden`` [B, T, H].
 
     The LM head and an fp32 log-softmax run chunk by chunk over the sequence; returns float32
-    ``[B, T - first_target]``.
+    ``[B, T - first_target]``. Gradients flow when the caller has them on (training losses).
     """
     head = unwrap_model(model).get_output_embeddings()
     batch, width = input_ids.shape
     vocab = head.weight.shape[0]
     chunk = max(1, logit_budget // max(1, batch * vocab))
-    out = torch.empty(batch, max(width - first_target, 0), dtype=torch.float32, device=hidden.device)
+    parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
     for start in range(first_target, width, chunk):
         stop = min(width, start + chunk)
         logits = head(hidden[:, start - 1 : stop - 1]).float()
         # log_softmax gathered at the targets, without a second [chunk x vocab] tensor
         picked = logits.gather(-1, input_ids[:, start:stop].unsqueeze(-1)).squeeze(-1)
-        out[:, start - first_target : stop - first_target] = picked - torch.logsumexp(logits, dim=-1)
+        parts.append(picked - torch.logsumexp(logits, dim=-1))
         del logits
-    return out
+    return torch.cat(parts, dim=1)
 
 
 @torch.inference_mode()

@@ -15,25 +15,17 @@ import torch
 from harness.metrics.longppl import long_short_logprobs
 from harness.metrics.lsm import length_range, sce
 from harness.models.pic_patch import unwrap_model
+from harness.models.scoring import target_logprobs
 
 
 def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
     return unwrap_model(model).get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
-def token_nll(model, input_ids: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """``-log P(x_t | x_<t)`` for targets ``1 .. T-1`` of ``input_ids`` [B, T], with gradients.
-
-    LM head and fp32 log-softmax chunk by chunk over the sequence. Returns ``[B, T-1]``.
-    """
-    hidden = _hidden(model, input_ids)
-    head = unwrap_model(model).get_output_embeddings()
-    parts = []
-    for start in range(0, input_ids.shape[1] - 1, chunk):
-        stop = min(input_ids.shape[1] - 1, start + chunk)
-        logprobs = torch.log_softmax(head(hidden[:, start:stop]).float(), dim=-1)
-        parts.append(-logprobs.gather(-1, input_ids[:, start + 1 : stop + 1, None]).squeeze(-1))
-    return torch.cat(parts, dim=1)
+def token_nll(model, input_ids: torch.Tensor) -> torch.Tensor:
+    """``-log P(x_t | x_<t)`` for targets ``1 .. T-1`` of ``input_ids`` [B, T], with gradients
+    (the chunked fp32 scoring of :func:`harness.models.scoring.target_logprobs`). Returns ``[B, T-1]``."""
+    return -target_logprobs(model, _hidden(model, input_ids), input_ids)
 
 
 def longce_weights(

@@ -1,0 +1,13 @@
+"""The one on-disk cache root of the harness: ``$LCH_CACHE``, else ``~/.cache/lch``.
+
+Sub-folders: tiny models (top level), ``keytokens/``, ``judge/``, ``downloads/``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_root(*parts: str) -> Path:
+    return Path(os.environ.get("LCH_CACHE", Path.home() / ".cache" / "lch")).expanduser().joinpath(*parts)
