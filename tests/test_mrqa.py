@@ -50,3 +50,5 @@ def test_newsqa_task_offline(tiny_model_dir, tmp_path):
     assert got["em,none"] == pytest.approx(sum(e for e, _ in scores) / 4)
     assert got["f1,none"] == pytest.approx(sum(f for _, f in scores) / 4)
     assert "rouge1,none" in got
+    # length honesty: every prompt was counted in the model's tokens, none exceeded its 4096 positions
+    assert got["over_length,none"] == 0 and got["prompt_tokens,none"] > 50

@@ -144,7 +144,8 @@ def babilong_sample(
         raise ValueError(f"target_tokens={target_tokens} is shorter than the {task} story itself")
     if not filler:
         return {"input": story, "question": question, "target": answer}
-    per_sentence = max(1.0, sum(count_tokens(f) for f in filler[:20]) / min(20, len(filler)))
+    head = list(filler[:20])  # marginal cost per sentence (the counter may include a fixed prompt overhead)
+    per_sentence = max(1.0, (count_tokens(" ".join(head)) - count_tokens("")) / len(head))
     offset = rng.randrange(len(filler))
     pool = [filler[(offset + i) % len(filler)] for i in range(int(1.5 * target_tokens / per_sentence) + 2)]
 

@@ -1,6 +1,7 @@
 """MRQA tasks: one generate_until subtask per MRQA dataset, scored with EM / F1 / ROUGE-1 (SPEC.md §6)."""
 
 from harness.data.mrqa import load_mrqa
+from harness.generation_tasks import HonestGenerationTask
 from harness.metrics.qa import em_f1, rouge1_f1
 
 
@@ -10,4 +11,4 @@ def process_results(doc: dict, results: list) -> dict:
     return {"em": em, "f1": f1, "rouge1": rouge1_f1(prediction, doc["answers"])}
 
 
-__all__ = ["load_mrqa", "process_results"]
+__all__ = ["HonestGenerationTask", "load_mrqa", "process_results"]

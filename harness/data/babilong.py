@@ -1,0 +1,158 @@
+"""BABILong samples and prompts: HF ``RMT-team/babilong`` (config = length, split = task), local files, or
+the offline generator of :mod:`harness.data.babi`.
+
+The prompt has the official structure — instruction, worked examples, post-prompt, then the context in
+``<context>`` tags and the question::
+
+    {instruction}\\n\\n{examples}\\n\\n{post_prompt}\\n\\n<context>\\n{context}\\n</context>\\n\\nQuestion: {question}
+
+with our own wording (:data:`PROMPTS`; examples for qa1-qa5 come from the offline generator). The official
+wording can be loaded at run time from a JSON file (``prompts_file``: ``{"qa1": {"instruction": ...,
+"examples": ..., "post_prompt": ...}, ...}``).
+
+Sources (metadata ``source``):
+
+* ``hf`` (default): ``RMT-team/babilong`` (or ``hf_dataset``, e.g. ``RMT-team/babilong-1k-samples``);
+* a local folder: ``<folder>/<length>/<task>.jsonl`` (or ``.json``) with fields ``input``, ``question``,
+  ``target`` (the HF columns);
+* ``synthetic``: qa1-qa5 stories spread through filler sentences (``filler``: a text file/folder, an HF
+  essay id, or ``synthetic`` prose), fitted so that prompt + generation budget <= ``N * 1024`` tokens of
+  the evaluated tokenizer for length ``Nk`` (``0k``: the story alone).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.data.documents import MissingDataError, read_jsonl
+
+HF_DATASET = "RMT-team/babilong"
+BUDGET = 20  # generated tokens, as the official evaluation
+TEMPLATE = "{instruction}\n\n{examples}\n\n{post_prompt}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
+
+_TOPICS = {
+    "qa1": "where people are", "qa2": "where objects are", "qa3": "where objects were before",
+    "qa4": "how places lie relative to each other", "qa5": "who gave what to whom",
+}
+PROMPTS: dict[str, dict[str, str]] = {
+    task: {
+        "instruction": ("The context below is a long text with a few short facts mixed into it. "
+                        + (f"The facts describe {_TOPICS[task]}. " if task in _TOPICS else "")
+                        + "Use only those facts to answer the question."),
+        "post_prompt": "Reply with one short sentence that gives the answer and stop.",
+    }
+    for task in (f"qa{i}" for i in range(1, 21))
+}
+
+
+def _examples(task: str) -> str:
+    from harness.data.babi import GENERATORS, babi_story
+
+    if task not in GENERATORS:
+        return ""
+    shots = []
+    for seed in (-1,):
+        facts, question, answer = babi_story(task, seed)
+        shots.append(f"<example>\n{' '.join(facts)}\nQuestion: {question}\nAnswer: The answer is {answer}.\n</example>")
+    return "\n".join(shots)
+
+
+@lru_cache(maxsize=4)
+def _prompts_file(path: str) -> dict:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise MissingDataError(f"BABILong prompts_file {file} does not exist")
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
+def format_prompt(task: str, context: str, question: str, prompts_file: str | None = None) -> str:
+    parts = dict(PROMPTS[task], examples=_examples(task))
+    if prompts_file:
+        parts.update(_prompts_file(prompts_file).get(task, {}))
+    return TEMPLATE.format(context=context.strip(), question=question, **parts)
+
+
+def length_tokens(label: str) -> int:
+    """``"4k"`` -> 4096 (the synthetic generator's budget for that length)."""
+    if not (label.endswith("k") and label[:-1].isdigit()):
+        raise ValueError(f"BABILong length {label!r} must look like 0k, 1k, 4k, 32k ...")
+    return int(label[:-1]) * 1024
+
+
+def _local(folder: Path, length: str, task: str) -> list[dict]:
+    for suffix in (".jsonl", ".json"):
+        path = folder / length / f"{task}{suffix}"
+        if path.is_file():
+            rows = read_jsonl(path) if suffix == ".jsonl" else json.loads(path.read_text(encoding="utf-8"))
+            return [{"input": r["input"], "question": r["question"], "target": r["target"]} for r in rows]
+    raise MissingDataError(f"BABILong: {folder}/{length}/{task}.jsonl does not exist")
+
+
+def _hf(name: str, length: str, task: str) -> list[dict]:
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(name, length, split=task)
+    except Exception as err:  # network, auth or missing-cache errors all end here
+        raise MissingDataError(
+            f"BABILong: HF {name} ({length}, {task}) is not in the HF cache ({type(err).__name__}); download it, "
+            "pass --metadata '{\"source\": \"<folder>/<length>/<task>.jsonl\"}', or \"synthetic\" for qa1-qa5") from err
+    return [{"input": r["input"], "question": r["question"], "target": r["target"]} for r in ds]
+
+
+def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any, filler: str,
+               prompts_file: str | None) -> list[dict]:
+    from harness.data.babi import babilong_sample
+    from harness.data.haystacks import essay_sentences
+
+    budget = length_tokens(length)
+    sentences = essay_sentences(filler) if budget else ()
+    rows = []
+    for i in range(num_samples):
+        from harness.data.babi import babi_story
+
+        question = babi_story(task, seed + i)[1]
+
+        def tokens(context: str) -> int:
+            return counter(format_prompt(task, context, question, prompts_file)) + BUDGET
+
+        if budget:
+            rows.append({**babilong_sample(task, seed + i, budget, tokens, sentences), "prompt_budget": budget})
+        else:
+            facts, question, answer = babi_story(task, seed + i)
+            rows.append({"input": " ".join(facts), "question": question, "target": answer})
+    return rows
+
+
+def dataset_from_metadata(metadata: dict) -> dict:
+    """lm-eval ``custom_dataset`` for metadata ``babilong_task`` at every length of ``lengths``."""
+    import datasets
+
+    from harness.generation_tasks import parse_lengths
+
+    task = metadata["babilong_task"]
+    source = str(metadata.get("source") or "hf")
+    lengths = [str(x) for x in parse_lengths(metadata.get("lengths"), ["0k"])]
+    prompts_file = metadata.get("prompts_file")
+    num_samples = metadata.get("num_samples")
+    rows = []
+    for length in lengths:
+        if source == "synthetic":
+            from harness.data.prompt_length import counter_from_metadata
+
+            part = _synthetic(task, length, int(num_samples or 100), int(metadata.get("seed", 0)),
+                              counter_from_metadata(metadata), str(metadata.get("filler") or "synthetic"), prompts_file)
+        elif source == "hf":
+            part = _hf(str(metadata.get("hf_dataset") or HF_DATASET), length, task)
+        else:
+            part = _local(Path(source).expanduser(), length, task)
+        if num_samples is not None:
+            part = part[: int(num_samples)]
+        for i, row in enumerate(part):
+            rows.append({"index": i, "task": task, "length": length, "prompt_budget": row.get("prompt_budget", 0),
+                         "input": row["input"], "question": row["question"], "target": row["target"],
+                         "prompt": format_prompt(task, row["input"], row["question"], prompts_file)})
+    return {"test": datasets.Dataset.from_list(rows)}

@@ -1,0 +1,171 @@
+"""Text sources for RULER's synthetic tasks: noise, essays, word lists and QA documents.
+
+* Noise: a fixed paragraph written here, repeated.
+* Essays: a local text file or folder (``.txt`` / ``.jsonl`` / ``.json`` with a ``text`` field), the HF
+  dataset ``baber/paul_graham_essays``, or ``synthetic`` (seeded prose made in code, for offline smoke runs).
+* Words: the noun / adjective / verb lists of the ``wonderwords`` package (RULER's own word source).
+* QA: SQuAD v2 (official ``dev-v2.0.json`` or HF ``rajpurkar/squad_v2``) and HotpotQA (official
+  ``hotpot_dev_distractor_v1.json`` or HF ``hotpotqa/hotpot_qa`` ``distractor``), or ``synthetic``.
+  Each becomes ``QACorpus(documents, questions)`` where a question carries the indices of its gold
+  documents, as RULER builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from harness.data.documents import MissingDataError, load_documents
+
+NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
+SYNTHETIC = "synthetic"
+ESSAYS_HF = "baber/paul_graham_essays"
+SQUAD_HF = ("rajpurkar/squad_v2", None, "validation")
+HOTPOT_HF = ("hotpotqa/hotpot_qa", "distractor", "validation")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of whitespace-normalised text, split after . ! ? before a capital or opening mark.
+
+    Deliberately not NLTK Punkt: its model is a download, and needle positions only need plausible
+    sentence boundaries, not linguistic ones."""
+    return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
+
+
+@lru_cache(maxsize=1)
+def word_lists() -> dict[str, tuple[str, ...]]:
+    """Sorted, lower-case, alphabetic nouns / adjectives / verbs from ``wonderwords``."""
+    from wonderwords import RandomWord
+
+    rw = RandomWord()
+    return {
+        cat: tuple(sorted({w.lower() for w in rw.filter(include_categories=[cat]) if w.isalpha()}))
+        for cat in ("noun", "adjective", "verb")
+    }
+
+
+def common_words() -> tuple[str, ...]:
+    lists = word_lists()
+    return tuple(sorted(set(lists["noun"]) | set(lists["adjective"]) | set(lists["verb"])))
+
+
+def synthetic_prose(n_sentences: int, seed: int = 0) -> str:
+    """Seeded filler prose: ``The <adj> <noun> <verb>s near the <noun>.`` style sentences."""
+    rng = random.Random(f"prose-{seed}")
+    w = word_lists()
+    patterns = ("The {a} {n} {v}s near the {n2}.", "A {a} {n} can {v} the {n2}.", "Every {n} wants to {v} a {a} {n2}.",
+                "Nobody saw the {a} {n} {v} by the {n2}.")
+    return " ".join(
+        rng.choice(patterns).format(a=rng.choice(w["adjective"]), n=rng.choice(w["noun"]), v=rng.choice(w["verb"]),
+                                    n2=rng.choice(w["noun"]))
+        for _ in range(n_sentences)
+    )
+
+
+@lru_cache(maxsize=4)
+def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
+    """Sentences of the essay haystack named by ``source`` (see module docstring)."""
+    if source == SYNTHETIC:
+        return tuple(split_sentences(synthetic_prose(20000)))
+    if Path(source).expanduser().exists():
+        docs = load_documents(data_files=source)
+    elif source == ESSAYS_HF:
+        try:
+            docs = load_documents(hf_dataset=source, hf_split="train")
+        except MissingDataError:
+            raise MissingDataError(
+                f"RULER essays: {ESSAYS_HF} is not in the HF cache; download it, or pass --metadata "
+                "'{\"essays\": \"<folder of .txt essays>\"}' (or \"synthetic\" for a smoke run)") from None
+    else:
+        raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r}")
+    sentences = tuple(s for d in docs for s in split_sentences(d["text"]))
+    if not sentences:
+        raise ValueError(f"RULER essays: {source} holds no text")
+    return sentences
+
+
+@dataclass(frozen=True)
+class QACorpus:
+    documents: tuple[str, ...]
+    questions: tuple[tuple[str, tuple[str, ...], tuple[int, ...]], ...]  # (question, answers, gold doc ids)
+
+
+def _corpus(pairs: list[tuple[str, list[str], list[str]]]) -> QACorpus:
+    """Deduplicate documents; ``pairs`` = (question, answers, gold document texts)."""
+    index: dict[str, int] = {}
+    questions = []
+    for question, answers, golds in pairs:
+        ids = tuple(index.setdefault(doc, len(index)) for doc in golds)
+        if answers:
+            questions.append((question, tuple(answers), ids))
+    return QACorpus(tuple(index), tuple(questions))
+
+
+def _squad_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
+    """Official SQuAD v2 JSON ``data`` articles -> answerable questions (impossible ones skipped)."""
+    pairs = []
+    for article in rows:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                if not qa.get("is_impossible", False) and qa["answers"]:
+                    pairs.append((qa["question"], [a["text"] for a in qa["answers"]], [paragraph["context"]]))
+    return pairs
+
+
+def _hotpot_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
+    """HotpotQA rows (official ``[[title, sentences], ...]`` or HF ``{"title": [...], "sentences": [...]}``)
+    -> each question with all of its paragraphs (gold and distractor) as its documents, as RULER does."""
+    pairs = []
+    for row in rows:
+        ctx = row["context"]
+        paragraphs = list(zip(ctx["title"], ctx["sentences"])) if isinstance(ctx, dict) else [tuple(p) for p in ctx]
+        pairs.append((row["question"], [row["answer"]], [f"{t}\n{''.join(s)}" for t, s in paragraphs]))
+    return pairs
+
+
+def _synthetic_qa(n: int = 300) -> QACorpus:
+    """Seeded stand-in QA for offline smoke runs: each document states one project's code word."""
+    w = word_lists()
+    rng = random.Random("synthetic-qa")
+    pairs = []
+    for i in range(n):
+        project = f"{rng.choice(w['adjective'])}-{rng.choice(w['noun'])}-{i}"
+        answer = rng.choice(w["noun"])
+        doc = f"{synthetic_prose(4, seed=i)} The code word of project {project} is {answer}. {synthetic_prose(3, seed=-i - 1)}"
+        pairs.append((f"What is the code word of project {project}?", [answer], [doc]))
+    return _corpus(pairs)
+
+
+@lru_cache(maxsize=4)
+def load_qa(dataset: str, source: str | None = None) -> QACorpus:
+    """``dataset`` = ``squad`` or ``hotpotqa``; ``source`` = local official JSON, ``synthetic`` or None (HF)."""
+    if dataset not in ("squad", "hotpotqa"):
+        raise ValueError(f"RULER QA dataset {dataset!r} is unknown; allowed: squad, hotpotqa")
+    if source == SYNTHETIC:
+        return _synthetic_qa()
+    to_pairs = _squad_pairs if dataset == "squad" else _hotpot_pairs
+    if source:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise MissingDataError(f"RULER {dataset}: {path} does not exist; put the official dev JSON there")
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return _corpus(to_pairs(raw["data"] if dataset == "squad" else raw))
+    name, config, split = SQUAD_HF if dataset == "squad" else HOTPOT_HF
+    try:
+        import datasets
+
+        rows = list(datasets.load_dataset(name, config, split=split))
+    except Exception as err:  # network, auth or missing-cache errors all end here
+        raise MissingDataError(
+            f"RULER {dataset}: HF {name} is not in the HF cache ({type(err).__name__}); download it or pass "
+            f"--metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'") from err
+    if dataset == "squad":  # HF rows are flat: one question per row, answers as {"text": [...]}
+        pairs = [(r["question"], list(r["answers"]["text"]), [r["context"]]) for r in rows if r["answers"]["text"]]
+        return _corpus(pairs)
+    return _corpus(to_pairs(rows))

@@ -1,0 +1,13 @@
+"""BABILong tasks (``lch_babilong``): data from :mod:`harness.data.babilong`, scoring in :class:`BabilongTask`."""
+
+from harness.data.babilong import dataset_from_metadata
+from harness.generation_tasks import BabilongTask, quiet_missing_length_warnings
+
+quiet_missing_length_warnings()
+
+
+def babilong_dataset(**metadata):
+    return dataset_from_metadata(metadata)
+
+
+__all__ = ["BabilongTask", "babilong_dataset"]

@@ -1,0 +1,13 @@
+"""RULER tasks (``lch_ruler``): data from :mod:`harness.data.ruler`, scoring in :class:`RulerTask`."""
+
+from harness.data.ruler import dataset_from_metadata
+from harness.generation_tasks import RulerTask, quiet_missing_length_warnings
+
+quiet_missing_length_warnings()
+
+
+def ruler_dataset(**metadata):
+    return dataset_from_metadata(metadata)
+
+
+__all__ = ["RulerTask", "ruler_dataset"]

@@ -1,0 +1,87 @@
+"""BABILong prompts, loaders (local official columns, HF failure message, offline generator) and the
+lch_babilong tasks in lm-eval with per-length scores."""
+
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.data import babilong
+from harness.data.documents import MissingDataError
+from harness.metrics.babilong import TASK_LABELS, compare_answers
+from tests.test_ruler import run_lch_eval
+
+
+def test_prompt_has_the_official_structure(tmp_path):
+    prompt = babilong.format_prompt("qa2", "Mary went to the garden. Mary took the milk.", "Where is the milk?")
+    head, rest = prompt.split("\n\n<context>\n")
+    assert head.startswith(babilong.PROMPTS["qa2"]["instruction"])
+    assert "<example>" in head and "</example>" in head and head.endswith(babilong.PROMPTS["qa2"]["post_prompt"])
+    assert rest == "Mary went to the garden. Mary took the milk.\n</context>\n\nQuestion: Where is the milk?"
+    official = tmp_path / "prompts.json"
+    official.write_text(json.dumps({"qa2": {"instruction": "INSTR", "examples": "EX", "post_prompt": "POST"}}))
+    loaded = babilong.format_prompt("qa2", "ctx", "q?", str(official))
+    assert loaded == "INSTR\n\nEX\n\nPOST\n\n<context>\nctx\n</context>\n\nQuestion: q?"
+    assert "<example>" not in babilong.format_prompt("qa7", "ctx", "q?")  # no generator, no invented examples
+
+
+def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
+    (tmp_path / "4k").mkdir()
+    rows = [{"input": "Daniel went to the office.", "question": "Where is Daniel?", "target": "office", "extra": 1}]
+    (tmp_path / "4k" / "qa1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["4k"], "source": str(tmp_path)})["test"]
+    assert ds[0]["target"] == "office" and ds[0]["length"] == "4k" and ds[0]["prompt"].endswith("Where is Daniel?")
+    with pytest.raises(MissingDataError, match="8k/qa1"):
+        babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["8k"], "source": str(tmp_path)})
+
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("offline")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(MissingDataError, match="RMT-team/babilong"):
+        babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["4k"]})
+
+
+@pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
+def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
+    from harness.data.prompt_length import PromptCounter, load_tokenizer
+
+    meta = {"babilong_task": task, "lengths": ["0k", "2k"], "source": "synthetic", "num_samples": 2,
+            "pretrained": str(tiny_model_dir)}
+    rows = list(babilong.dataset_from_metadata(meta)["test"])
+    assert [r["length"] for r in rows] == ["0k", "0k", "2k", "2k"]
+    count = PromptCounter(load_tokenizer(str(tiny_model_dir)))
+    for row in rows:
+        assert row["target"] in TASK_LABELS[task]
+        assert compare_answers(row["target"], f"The answer is {row['target']}.", row["question"], task)
+        if row["length"] == "2k":
+            tokens = count(row["prompt"])
+            assert tokens + babilong.BUDGET <= 2048 and tokens > 2048 * 0.8
+    # the same story at both lengths (seeded by sample index), only the filler differs
+    assert (rows[0]["question"], rows[0]["target"]) == (rows[2]["question"], rows[2]["target"])
+    assert len(rows[2]["input"]) > len(rows[0]["input"])
+
+
+def test_lch_babilong_per_length_scores(tiny_model_dir, tmp_path):
+    data = tmp_path / "data"
+    for length, filler in (("1k", ""), ("2k", "The sun was low over the fields. " * 20)):
+        (data / length).mkdir(parents=True)
+        rows = [{"input": f"{filler}Mary went to the {place}.", "question": "Where is Mary?", "target": place}
+                for place in ("garden", "kitchen", "office")]
+        (data / length / "qa1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = run_lch_eval(tmp_path / "out", f"pretrained={tiny_model_dir}", "lch_babilong_qa1",
+                       {"lengths": ["1k", "2k"], "source": str(data)})
+    got = out["results"]["lch_babilong_qa1"]
+    samples = [json.loads(l) for f in glob.glob(str(tmp_path / "out" / "**" / "samples_*.jsonl"), recursive=True)
+               for l in Path(f).read_text().splitlines()]
+    assert len(samples) == 6
+    for length in ("1k", "2k"):
+        mine = [100.0 * compare_answers(s["doc"]["target"], s["filtered_resps"][0], s["doc"]["question"], "qa1")
+                for s in samples if s["doc"]["length"] == length]
+        assert got[f"len_{length},none"] == pytest.approx(sum(mine) / 3)
+    assert got["over_length,none"] == 0 and got["prompt_tokens,none"] > 100

@@ -1,0 +1,183 @@
+"""RULER data generation (determinism, cache, exact fitting), scoring, and the lch_ruler tasks in lm-eval."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from harness.data import ruler
+from harness.data.prompt_length import PromptCounter, load_tokenizer
+from harness.generation_tasks import RulerTask
+
+SYNTHETIC = ruler.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
+
+
+@pytest.fixture(scope="module")
+def counter(tiny_model_dir):
+    return PromptCounter(load_tokenizer(str(tiny_model_dir)))
+
+
+@pytest.mark.parametrize("task", list(ruler.TASKS))
+def test_every_task_fits_its_length_exactly(task, counter):
+    length = 2048
+    spec = ruler.TASKS[task]
+    rows = ruler.generate(task, length, 3, counter, seed=7, sources=SYNTHETIC, use_cache=False)
+    assert len(rows) == 3
+    for i, row in enumerate(rows):
+        # counted independently: the prompt exactly as lm-eval joins text and answer prefix
+        prompt = f"{row['input']} {row['gen_prefix']}"
+        tokens = len(counter.tokenizer(prompt)["input_ids"])
+        assert tokens == row["prompt_tokens"]
+        assert tokens + spec.budget <= length
+        assert row["max_gen_toks"] == spec.budget
+        # and close to the budget: less than two average haystack units left over
+        builder = ruler.BUILDERS[spec.kind](
+            {**spec.params, **({"freq_common": row["freq_common"]} if "freq_common" in row else {})},
+            random.Random(f"{task}-{length}-{i}-7"), length, SYNTHETIC, row["icl_example"])
+        n, n0 = row["n_units"], builder.n_min
+        text0, _, prefix0 = builder.build(n0)
+        assert builder.build(n)[0] == row["input"]
+        if n > n0:
+            per_unit = (tokens - counter(text0, prefix0)) / (n - n0)
+            assert length - spec.budget - tokens < 2 * per_unit + 1
+        for answer in row["outputs"]:
+            assert answer in row["input"] or spec.kind == "fwe" or spec.kind == "cwe"
+
+
+def test_needles_answers_and_kinds(counter):
+    rows = ruler.generate("niah_multivalue", 2048, 2, counter, sources=SYNTHETIC, use_cache=False)
+    for row in rows:
+        assert len(row["outputs"]) == 4 and all(v.isdigit() and len(v) == 7 for v in row["outputs"])
+        for value in row["outputs"]:
+            assert f"is: {value}." in row["input"]
+        assert row["gen_prefix"].endswith("are")
+    row = ruler.generate("niah_single_3", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    assert len(row["outputs"]) == 1 and row["outputs"][0].count("-") == 4  # a UUID
+    assert row["gen_prefix"].endswith(" is")
+    row = ruler.generate("niah_multiquery", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    assert len(row["outputs"]) == 4 and ", and " in row["gen_prefix"]
+
+
+def test_vt_cwe_fwe_answers_are_right(counter):
+    vt = ruler.generate("vt", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    text = vt["input"].split("\n\n")[-1]  # after the worked example
+    value = vt["gen_prefix"].split("value ")[1].split(" ")[0]
+    assert f"VAR {vt['outputs'][0]} = {value}" in text
+    for a, b in zip(vt["outputs"], vt["outputs"][1:]):
+        assert f"VAR {b} = VAR {a}" in text
+    cwe = ruler.generate("cwe", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    listing = [line.split(". ", 1)[1] for line in cwe["input"].split("Question:")[-2].split("\n") if ". " in line]
+    counts = {w: listing.count(w) for w in set(listing)}
+    top = sorted(counts, key=lambda w: -counts[w])[:10]
+    assert set(top) == set(cwe["outputs"]) and min(counts[w] for w in top) > max(
+        c for w, c in counts.items() if w not in top)
+    fwe = ruler.generate("fwe", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    words = fwe["input"].split("\n")[-2].split()
+    counts = {w: words.count(w) for w in set(words)}
+    ranked = sorted(counts.values(), reverse=True)
+    assert [counts[w] for w in fwe["outputs"]] == ranked[:3] and ranked[2] > ranked[3]
+
+
+def test_generation_is_seeded_and_cached(counter, monkeypatch):
+    first = ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC)
+    again = ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC, use_cache=False)
+    assert first == again
+    other = ruler.generate("niah_single_1", 1024, 3, counter, seed=4, sources=SYNTHETIC, use_cache=False)
+    assert [r["outputs"] for r in other] != [r["outputs"] for r in first]
+
+    def no_generation(*args, **kwargs):
+        raise AssertionError("a cached dataset was generated again")
+
+    monkeypatch.setattr(ruler, "_fit", no_generation)
+    assert ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC) == first
+    with pytest.raises(AssertionError, match="generated again"):  # anything the data depends on is in the key
+        ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC, icl=False)
+
+
+def test_chat_template_is_counted(counter):
+    tok = counter.tokenizer
+    tok.chat_template = "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    try:
+        chat = PromptCounter(tok, chat_template=True)
+        rows = ruler.generate("niah_single_1", 1024, 2, chat, sources=SYNTHETIC, use_cache=False)
+        for row in rows:
+            rendered = tok.apply_chat_template(
+                [{"role": "user", "content": row["input"]}, {"role": "assistant", "content": row["gen_prefix"]}],
+                tokenize=False, continue_final_message=True)
+            assert "<|user|>" in rendered and rendered.rstrip().endswith(row["gen_prefix"])
+            assert len(tok(rendered)["input_ids"]) == row["prompt_tokens"] <= 1024 - 128
+    finally:
+        tok.chat_template = None
+
+
+def test_qa_from_official_files(tmp_path, counter):
+    squad = {"data": [{"title": "t", "paragraphs": [
+        {"context": f"Paragraph {i} says the colour number {i} is {c}.", "qas": [
+            {"question": f"What is colour number {i}?", "is_impossible": False, "answers": [{"text": c}, {"text": c.upper()}]},
+            {"question": "Unanswerable?", "is_impossible": True, "answers": []}]}
+        for i, c in enumerate(["red", "green", "blue", "cyan", "pink"] * 8)]}]}
+    hotpot = [{"question": f"Q{i}?", "answer": f"A{i}", "context": [[f"T{i}", [f"S{i} one. ", f"A{i} two."]], [f"U{i}", ["x."]]]}
+              for i in range(30)]
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    (tmp_path / "hotpot.json").write_text(json.dumps(hotpot))
+    sources = ruler.Sources(essays="synthetic", squad=str(tmp_path / "squad.json"), hotpotqa=str(tmp_path / "hotpot.json"))
+    row = ruler.generate("qa_squad", 1024, 1, counter, sources=sources, use_cache=False)[0]
+    assert len(row["outputs"]) == 2 and row["outputs"][0].upper() == row["outputs"][1]
+    assert row["input"].count("Document ") >= 2 and "Unanswerable" not in row["input"]
+    row = ruler.generate("qa_hotpot", 1024, 1, counter, sources=sources, use_cache=False)[0]
+    q = row["input"].rsplit("Question: ", 1)[1]
+    i = q[1:-1]
+    assert row["outputs"] == [f"A{i}"] and f"T{i}\nS{i} one. A{i} two." in row["input"] and f"U{i}\nx." in row["input"]
+
+
+def test_missing_essays_say_what_to_fetch(counter, monkeypatch):
+    from harness.data.documents import MissingDataError
+
+    with pytest.raises(MissingDataError, match="essays"):
+        ruler.generate("niah_single_2", 1024, 1, counter, sources=ruler.Sources(essays="/nonexistent/essays"),
+                       use_cache=False)
+
+
+def test_ruler_scores_follow_the_official_definitions():
+    score = RulerTask.score_sample
+    all_task = type("T", (), {"spec": ruler.TASKS["niah_multivalue"]})()
+    part_task = type("T", (), {"spec": ruler.TASKS["qa_squad"]})()
+    doc = {"outputs": ["1234567", "7654321", "Apple", "pear"]}
+    assert score(all_task, doc, " 1234567 and APPLE\x01") == 50.0  # case-insensitive, fraction of references
+    assert score(part_task, doc, "apple") == 100.0  # any reference
+    assert score(part_task, doc, "banana") == 0.0
+    assert score(all_task, {"outputs": ["a b"]}, "a\nb") == 0.0  # control characters become newlines
+
+
+def run_lch_eval(tmp_path, model_args: str, tasks: str, metadata: dict) -> dict:
+    """``lch eval`` in a subprocess, as a user runs it; returns the results JSON."""
+    import glob
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subprocess.run([str(Path(sys.executable).parent / "lch"), "eval", "--model", "hf-pic", "--model_args", model_args,
+                    "--device", "cpu", "--tasks", tasks, "--log_samples", "--output_path", str(tmp_path),
+                    "--metadata", json.dumps(metadata)], check=True, capture_output=True)
+    return json.loads(Path(glob.glob(str(tmp_path / "**" / "results_*.json"), recursive=True)[0]).read_text())
+
+
+def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
+    metadata = {"lengths": [1024, 2048], "num_samples": 1, "essays": "synthetic", "squad": "synthetic",
+                "hotpotqa": "synthetic"}
+    results = run_lch_eval(tmp_path, f"pretrained={tiny_model_dir},max_length=1500", "lch_ruler", metadata)["results"]
+    leaves = [t for t in results if t.startswith("lch_ruler_") and t != "lch_ruler_niah_m"]
+    assert len(leaves) == 13
+    for name in leaves:
+        r = results[name]
+        for key in ("score,none", "len_1024,none", "len_2048,none"):
+            assert 0.0 <= r[key] <= 100.0
+        assert r["score,none"] == pytest.approx((r["len_1024,none"] + r["len_2048,none"]) / 2)
+        # max_length=1500: the 1024 prompts fit, every 2048 prompt would be truncated, and it is reported
+        assert r["over_length,none"] == 1.0, name
+        assert r["over_target,none"] == 0.0
+    for group, members in (("lch_ruler", leaves), ("lch_ruler_niah_m", [f"lch_ruler_{t}" for t in ruler.NIAH_M])):
+        for key in ("len_1024,none", "len_2048,none"):
+            assert results[group][key] == pytest.approx(sum(results[m][key] for m in members) / len(members))
