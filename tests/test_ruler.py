@@ -91,6 +91,7 @@ def test_generation_is_seeded_and_cached(counter, monkeypatch):
         raise AssertionError("a cached dataset was generated again")
 
     monkeypatch.setattr(ruler, "_fit", no_generation)
+    monkeypatch.setattr(ruler, "_fit_additive", no_generation)
     assert ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC) == first
     with pytest.raises(AssertionError, match="generated again"):  # anything the data depends on is in the key
         ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC, icl=False)
@@ -181,3 +182,30 @@ def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
     for group, members in (("lch_ruler", leaves), ("lch_ruler_niah_m", [f"lch_ruler_{t}" for t in ruler.NIAH_M])):
         for key in ("len_1024,none", "len_2048,none"):
             assert results[group][key] == pytest.approx(sum(results[m][key] for m in members) / len(members))
+
+
+def test_additive_counts_equal_full_tokenization(counter):
+    """The segment-sum path agrees with whole-prompt tokenization, and a dirty junction is refused."""
+    seg = ruler.SegmentCounter(counter)
+    b = ruler._niah_builder(ruler.TASKS["niah_multivalue"].params, random.Random(1), 2048, SYNTHETIC, True)
+    for n in (0, 5, 40):
+        text, _, prefix = b.build(n)
+        assert seg.count(b.parts(n), prefix) == counter(text, prefix)
+    # a junction is used only where the halves tokenize to the whole; elsewhere there is no additive answer
+    sentence, dirty = "The special magic number is here, there and everywhere.", 0
+    for i in range(1, len(sentence)):
+        whole = len(counter.tokenizer(sentence)["input_ids"])
+        got = seg.count([sentence[:i], sentence[i:]], "")
+        halves = sum(len(counter.tokenizer(x, add_special_tokens=False)["input_ids"]) for x in (sentence[:i], sentence[i:]))
+        assert got == (whole if halves + 1 == whole else None)  # + 1: the BOS
+        dirty += got is None
+    assert dirty > 0
+    # and the additive fit lands where the full-tokenization search does, or one unit apart at most
+    builders = [ruler._niah_builder(ruler.TASKS["niah_single_2"].params, random.Random(f"x{i}"), 2048, SYNTHETIC, True)
+                for i in range(4)]
+    additive = ruler._fit_additive(builders, ruler.SegmentCounter(counter), 1900)
+    full = ruler._fit(builders, counter, 1900)
+    for (n_a, c_a), (n_f, c_f), b in zip(additive, full, builders):
+        assert c_a == counter(b.build(n_a)[0], b.build(n_a)[2]) <= 1900
+        assert counter(b.build(n_a + 1)[0], b.build(n_a + 1)[2]) > 1900  # the largest n that fits
+        assert n_f <= n_a

@@ -129,7 +129,7 @@ def _hotpot_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
     return pairs
 
 
-def _synthetic_qa(n: int = 300) -> QACorpus:
+def _synthetic_qa(n: int = 1000) -> QACorpus:
     """Seeded stand-in QA for offline smoke runs: each document states one project's code word."""
     w = word_lists()
     rng = random.Random("synthetic-qa")

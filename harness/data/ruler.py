@@ -117,6 +117,9 @@ class Builder:
     n_min: int
     n_max: int
     extra: dict = field(default_factory=dict)
+    # Optional: the input text of size n as consecutive segments (``"".join(parts(n)) == build(n)[0]``),
+    # each haystack item with its separator, which lets :class:`SegmentCounter` count it additively.
+    parts: Callable[[int], list[str]] | None = None
 
 
 def _random_value(rng: random.Random, kind: str) -> str:
@@ -193,11 +196,16 @@ def _niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, ic
                     distractors.append(_needle(p["value"], k, _random_value(stream, p["value"])))
             return distractors[:n]
 
-    def build(n: int) -> tuple[str, list[str], str]:
-        context = sep.join(_insert(units(n), needles, fractions))
-        return f"{head}\n{context}\n{tail}", answers, prefix
+    def parts(n: int) -> list[str]:
+        items = _insert(units(n), needles, fractions)
+        return [f"{head}\n{items[0]}", *(sep + item for item in items[1:]), f"\n{tail}"]
 
-    return Builder(build, 0, n_max)
+    def build(n: int) -> tuple[str, list[str], str]:
+        return "".join(parts(n)), answers, prefix
+
+    # distractor needles are all distinct strings, so counting them one by one costs more than counting
+    # the whole prompt: only noise and essay haystacks (repeated units) are counted additively
+    return Builder(build, 0, n_max, parts=None if p["haystack"] == "needle" else parts)
 
 
 def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str]]:
@@ -216,23 +224,28 @@ def _vt_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl:
     fractions = sorted(rng.random() for _ in statements)
     head = "Memorize the variable assignments hidden in the text below; you will be asked to trace them."
 
-    def body(stmts: list[str], fr: list[float], n: int, val: str) -> tuple[str, str]:
-        context = "\n".join(_insert([haystacks.NOISE] * n, stmts, fr))
-        return (f"{context}\nQuestion: Which variables are assigned the value {val} in the text above?",
+    def body(stmts: list[str], fr: list[float], n: int, val: str) -> tuple[list[str], str]:
+        items = _insert([haystacks.NOISE] * n, stmts, fr)
+        return ([items[0], *("\n" + item for item in items[1:]),
+                 f"\nQuestion: Which variables are assigned the value {val} in the text above?"],
                 f"Answer: The variables assigned the value {val} are:")
 
     example = ""
     if icl:  # one worked example with a short haystack, its own seeded chain
         ex_rng = random.Random(rng.random())
         ex_statements, ex_value, ex_names = _vt_chain(ex_rng, p["n_hops"])
-        ex_text, ex_prefix = body(ex_statements, sorted(ex_rng.random() for _ in ex_statements), 3, ex_value)
-        example = f"{ex_text}\n{ex_prefix} {' '.join(ex_names)}\n\n"
+        ex_parts, ex_prefix = body(ex_statements, sorted(ex_rng.random() for _ in ex_statements), 3, ex_value)
+        example = f"{''.join(ex_parts)}\n{ex_prefix} {' '.join(ex_names)}\n\n"
+    prefix = body(statements, fractions, 0, value)[1]
+
+    def parts(n: int) -> list[str]:
+        segments = body(statements, fractions, n, value)[0]
+        return [f"{head}\n\n{example}{segments[0]}", *segments[1:]]
 
     def build(n: int) -> tuple[str, list[str], str]:
-        text, prefix = body(statements, fractions, n, value)
-        return f"{head}\n\n{example}{text}", names, prefix
+        return "".join(parts(n)), names, prefix
 
-    return Builder(build, 0, max(length // 8, 16))
+    return Builder(build, 0, max(length // 8, 16), parts=parts)
 
 
 def _cwe_words(rng: random.Random, count: int) -> list[str]:
@@ -331,6 +344,115 @@ class TooShortError(ValueError):
     pass
 
 
+class SegmentCounter:
+    """Exact prompt token counts from cached per-segment counts.
+
+    A prompt rendered as ``pre + s_0 + s_1 + ... + s_k + post`` (``pre`` / ``post``: chat template and
+    answer prefix around the input) has ``specials + sum(tokens(segment))`` tokens when every junction
+    between adjacent segments is clean: ``tokens(x + y) == tokens(x) + tokens(y)``. Tokenizers built on a
+    local pre-tokenizer (byte-level BPE, Metaspace with whitespace splitting) never merge across such a
+    junction, and :meth:`count` checks every junction of every prompt it counts (each distinct pair once,
+    cached) and returns None when one is not clean, so callers fall back to full tokenization. Segment
+    and junction results are cached across samples: an essay sentence is tokenized once per run.
+    """
+
+    def __init__(self, counter: PromptCounter) -> None:
+        self.counter, self.tok = counter, counter.tokenizer
+        self._tokens: dict[str, int] = {}
+        self._clean: dict[tuple[str, str], bool] = {}
+        self._wrap: dict[str, tuple[str, str, int]] = {}
+
+    def _count_new(self, texts: list[str]) -> None:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._tokens))
+        if missing:
+            for text, ids in zip(missing, self.tok(missing, add_special_tokens=False)["input_ids"]):
+                self._tokens[text] = len(ids)
+
+    def wrapping(self, prefix: str) -> tuple[str, str, int]:
+        """``(pre, post, n_special)``: the rendered prompt is ``pre + text + post``."""
+        if prefix not in self._wrap:
+            marker = "\x00\x01\x00"
+            pre, post = self.counter.render(marker, prefix).split(marker)
+            rendered = self.counter.render("x", prefix)
+            flag = self.counter._special_kwargs(rendered)["add_special_tokens"]
+            n_special = len(self.tok(rendered, add_special_tokens=flag)["input_ids"]) - len(
+                self.tok(rendered, add_special_tokens=False)["input_ids"])
+            self._wrap[prefix] = (pre, post, n_special)
+        return self._wrap[prefix]
+
+    def count(self, segments: list[str], prefix: str) -> int | None:
+        pre, post, n_special = self.wrapping(prefix)
+        segments = [s for s in segments if s]
+        segments[0], segments[-1] = pre + segments[0], segments[-1] + post
+        pairs = list(zip(segments, segments[1:]))
+        self._count_new(segments)
+        unseen = list(dict.fromkeys(p for p in pairs if p not in self._clean))
+        if unseen:
+            self._count_new([x + y for x, y in unseen])
+            for x, y in unseen:
+                self._clean[(x, y)] = self._tokens[x + y] == self._tokens[x] + self._tokens[y]
+        if not all(self._clean[p] for p in pairs):
+            return None
+        return n_special + sum(self._tokens[s] for s in segments)
+
+
+def _fit_additive(builders: list[Builder], seg: SegmentCounter, target: int, spot_check: int = 50) -> list | None:
+    """Additive fitting for builders with ``parts``: for each, the largest ``n`` with an exact count <=
+    ``target`` (so ``n + 1`` does not fit). None if a junction is not clean or a spot check (full
+    tokenization of sample 0 and every ``spot_check``-th sample) disagrees: the caller then counts fully."""
+    results = []
+    guess, slope = None, 1.0
+    for i, b in enumerate(builders):
+        prefix = b.build(b.n_min)[2]
+
+        def count(n: int) -> int | None:
+            return seg.count(b.parts(n), prefix)
+
+        lo_c = count(b.n_min) if guess is None or guess <= b.n_min else None
+        if guess is None or guess <= b.n_min:
+            if lo_c is None:
+                return None
+            if lo_c > target:
+                raise TooShortError(f"the prompt alone needs {lo_c} tokens, more than the {target} available")
+        if guess is None:  # the first sample: per-unit cost from a short probe
+            probe = min(b.n_max, b.n_min + 16)
+            c = count(probe)
+            if c is None:
+                return None
+            slope = max((c - lo_c) / max(probe - b.n_min, 1), 1e-3)
+            guess = b.n_min + int((target - lo_c) / slope)
+        lo, hi = b.n_min, b.n_max + 1  # count(lo) <= target < count(hi)
+        n = min(max(guess, lo + 1), b.n_max) if b.n_max > lo else lo
+        if lo_c is None:  # not counted: only known to fit if nothing larger does
+            lo_c = -1
+        while hi - lo > 1:
+            c = count(n)
+            if c is None:
+                return None
+            if c <= target:
+                lo, lo_c = n, c
+                n += max(1, int((target - c) / slope))  # secant step, then kept inside (lo, hi)
+            else:
+                hi = n
+                n -= max(1, math.ceil((c - target) / slope))
+            if hi - lo > 1 and not lo < n < hi:
+                n = (lo + hi) // 2
+        guess = lo
+        if lo_c < 0:
+            lo_c = count(lo)
+            if lo_c is None:
+                return None
+            if lo_c > target:
+                raise TooShortError(f"the prompt alone needs {lo_c} tokens, more than the {target} available")
+        if i % spot_check == 0:
+            text, _, prefix = b.build(lo)
+            if seg.counter(text, prefix) != lo_c:
+                log.warning("RULER additive token count disagreed with full tokenization; counting fully")
+                return None
+        results.append((lo, lo_c))
+    return results
+
+
 def _fit(builders: list[Builder], counter: PromptCounter, target: int, chunk: int = 16) -> list[tuple[int, int]]:
     """For each builder, ``(n, prompt_tokens)`` with ``prompt_tokens <= target`` and less than one average
     unit left unused (or ``n == n_max``). Raises :class:`TooShortError` when even ``n_min`` is too long."""
@@ -359,6 +481,12 @@ def _fit(builders: list[Builder], counter: PromptCounter, target: int, chunk: in
             break
         for start in range(0, len(pending), chunk):
             batch = pending[start : start + chunk]
+            done = sorted(r[0] for r in results[max(0, batch[0] - chunk) : batch[0]] if r is not None)
+            if done:  # samples of one task fit at similar sizes: start this chunk where the last one ended
+                for b in batch:
+                    s = state[b]
+                    if s["fit"] is None and s["over"] > builders[b].n_max:
+                        s["guess"] = min(builders[b].n_max, max(builders[b].n_min, done[len(done) // 2]))
             counts = count([(b, state[b]["guess"]) for b in batch])
             for b, c in zip(batch, counts):
                 s, n = state[b], state[b]["guess"]
@@ -410,7 +538,11 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
         builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{seed}"), length, sources, icl)
                     for i in range(num_samples)]
         try:
-            fitted = _fit(builders, counter, target)
+            fitted = None
+            if builders[0].parts is not None:
+                fitted = _fit_additive(builders, SegmentCounter(counter), target)
+            if fitted is None:
+                fitted = _fit(builders, counter, target)
             break
         except TooShortError as err:
             # Short lengths: first fewer repeats of cwe's common words (they stay the most common), then
