@@ -56,35 +56,65 @@ def parse_lengths(value: Any, default: list) -> list:
     return out
 
 
-class HonestGenerationTask(ConfigurableTask):
+HONESTY_METRICS = [
+    {"metric": "prompt_tokens", "aggregation": _mean, "higher_is_better": False},
+    {"metric": "over_length", "aggregation": _sum, "higher_is_better": False},
+]
+TARGET_METRIC = {"metric": "over_target", "aggregation": _sum, "higher_is_better": False}
+
+
+class LengthHonesty:
+    """Mixin for lm-eval tasks: counts each prompt lm-eval built (``record_prompt`` from
+    ``construct_requests``) and reports ``prompt_tokens`` / ``over_length`` (``honesty`` from scoring)."""
+
+    def record_prompt(self, doc: dict, ctx: Any) -> None:
+        if not isinstance(ctx, str):
+            return
+        if getattr(self, "_counter", None) is None:
+            from harness.data.prompt_length import PromptCounter, load_tokenizer, model_max_length, tokenizer_name
+
+            self._prompt_tokens: dict[str, int] = {}
+            meta = dict(self.config.metadata or {})
+            name = tokenizer_name(meta)
+            if name is None:
+                if not getattr(self, "_warned", False):
+                    log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)
+                    self._warned = True
+                return
+            self._counter = PromptCounter(load_tokenizer(name))
+            self._max_length = model_max_length(meta)
+        self._prompt_tokens[doc_key(doc)] = self._counter.count_rendered([ctx])[0]
+
+    def honesty(self, doc: dict, budget: int, targeted: bool = False) -> dict:
+        n = getattr(self, "_prompt_tokens", {}).get(doc_key(doc))
+        if n is None:
+            return {}
+        out = {"prompt_tokens": n, "over_length": int(n + budget > self._max_length)}
+        if targeted and doc.get("prompt_budget"):
+            out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
+        return out
+
+
+class HonestGenerationTask(LengthHonesty, ConfigurableTask):
     """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` (see module docstring).
 
     Subclasses implement :meth:`score_document`; YAML may instead give ``process_results``, whose metrics
     are then extended with the honesty counts."""
 
-    TARGETED = False  # samples carry the token length they were fitted to (doc["length"])
+    TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         meta = dict(config.get("metadata") or {})
         scorer = config.get("process_results")
         self._scorer = scorer if callable(scorer) else self.score_document
-        config["process_results"] = lambda doc, results: self._score_with_honesty(doc, results)
+        config["process_results"] = lambda doc, results: {
+            **self._scorer(doc, results), **self.honesty(doc, self.max_gen_toks(doc), self.TARGETED)}
         config["metric_list"] = self.metrics(meta, list(config.get("metric_list") or []))
         super().__init__(config=config, **kwargs)
-        self._prompt_tokens: dict[str, int] = {}
-        self._counter = None
-        self._max_length: int | None = None
-        self._warned = False
 
     def metrics(self, meta: dict, declared: list) -> list[dict]:
-        out = list(declared) + [
-            {"metric": "prompt_tokens", "aggregation": _mean, "higher_is_better": False},
-            {"metric": "over_length", "aggregation": _sum, "higher_is_better": False},
-        ]
-        if self.TARGETED:
-            out.append({"metric": "over_target", "aggregation": _sum, "higher_is_better": False})
-        return out
+        return list(declared) + HONESTY_METRICS + ([TARGET_METRIC] if self.TARGETED else [])
 
     def score_document(self, doc: dict, results: list) -> dict:
         raise NotImplementedError
@@ -92,38 +122,9 @@ class HonestGenerationTask(ConfigurableTask):
     def max_gen_toks(self, doc: dict) -> int:
         return int((self.config.generation_kwargs or {}).get("max_gen_toks", 256))
 
-    def _count(self, ctx: str) -> int | None:
-        from harness.data.prompt_length import PromptCounter, load_tokenizer, model_max_length, tokenizer_name
-
-        if self._counter is None:
-            meta = dict(self.config.metadata or {})
-            name = tokenizer_name(meta)
-            if name is None:
-                if not self._warned:
-                    log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)
-                    self._warned = True
-                return None
-            self._counter = PromptCounter(load_tokenizer(name))
-            self._max_length = model_max_length(meta)
-        return self._counter.count_rendered([ctx])[0]
-
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
-        if isinstance(ctx, str):
-            n = self._count(ctx)
-            if n is not None:
-                self._prompt_tokens[doc_key(doc)] = n
+        self.record_prompt(doc, ctx)
         return super().construct_requests(doc, ctx, **kwargs)
-
-    def _score_with_honesty(self, doc: dict, results: list) -> dict:
-        metrics = dict(self._scorer(doc, results))
-        n = self._prompt_tokens.get(doc_key(doc))
-        if n is not None:
-            budget = self.max_gen_toks(doc)
-            metrics["prompt_tokens"] = n
-            metrics["over_length"] = int(n + budget > self._max_length)
-            if self.TARGETED and doc.get("prompt_budget"):
-                metrics["over_target"] = int(n + budget > int(doc["prompt_budget"]))
-        return metrics
 
 
 class PerLengthTask(HonestGenerationTask):

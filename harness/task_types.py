@@ -16,6 +16,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
+from harness.generation_tasks import HONESTY_METRICS, LengthHonesty
 from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
 
@@ -61,9 +62,26 @@ class CustomRequestTask(ConfigurableTask):
 
 
 class TokenLogprobTask(CustomRequestTask):
-    """Per-token log-probabilities; metadata ``max_tokens`` and ``add_special_tokens`` pass through."""
+    """Per-token log-probabilities; metadata ``max_tokens`` and ``add_special_tokens`` pass through.
+
+    Length honesty: ``over_length`` counts documents scored over more tokens than the model's max length
+    (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
 
     REQUEST_TYPE = TOKEN_LOGPROBS
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        config = dict(config or {})
+        config["metric_list"] = list(config.get("metric_list") or []) + [HONESTY_METRICS[1]]
+        config["process_results"] = lambda doc, results: {
+            **self.score_document(doc, results), "over_length": self.over_length(results[0])}
+        super().__init__(config=config, **kwargs)
+
+    def over_length(self, scored: dict) -> int:
+        from harness.data.prompt_length import model_max_length
+
+        if not hasattr(self, "_max_length"):
+            self._max_length = model_max_length(self.task_metadata)
+        return int(len(scored["token_ids"]) > self._max_length)
 
     def request_options(self, doc: dict) -> dict:
         meta = self.task_metadata
@@ -143,7 +161,7 @@ class LSMTask(CustomRequestTask):
         return {"lsm": (float(sum(values)), len(values)), "n_samples": len(values)}
 
 
-class LongGenerationTask(CustomRequestTask):
+class LongGenerationTask(LengthHonesty, CustomRequestTask):
     """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked).
 
     Metadata: ``max_gen_toks``, ``do_sample`` (default greedy, as in the PIC paper), ``temperature``, the
@@ -157,6 +175,10 @@ class LongGenerationTask(CustomRequestTask):
     JUDGED_METRICS = ("quality", "score", "n_valid")
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        config = dict(config or {})
+        config["metric_list"] = list(config.get("metric_list") or []) + HONESTY_METRICS
+        config["process_results"] = lambda doc, results: {
+            **self.score_document(doc, results), **self.honesty(doc, self.request_options(doc)["max_gen_toks"])}
         super().__init__(config=config, **kwargs)
         # lm-eval dumps the task config into the results after aggregating, so recording the judge's
         # provenance in the metadata while aggregating puts it into the results JSON.
@@ -186,6 +208,7 @@ class LongGenerationTask(CustomRequestTask):
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Instance:
         for key in ("apply_chat_template", "chat_template"):
             kwargs.pop(key, None)
+        self.record_prompt(doc, ctx)
         return Instance(request_type=GENERATE_LONG, doc=doc, arguments=(ctx, self.request_options(doc)), idx=0, **kwargs)
 
     def judge_settings(self) -> dict | None:

@@ -98,7 +98,8 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
     meta = {"data_files": str(docs_file), "min_tokens": 100, "max_tokens": 160, "num_docs": 5}
     _run([
         str(BIN / "lch"), "eval", "--model", "hf-pic",
-        "--model_args", f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32",
+        "--model_args", f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32"
+        ",max_length=99",
         "--device", "cpu", "--batch_size", "2", "--tasks", "ppl_govreport,my_rolling",
         "--include_path", str(user_tasks), "--metadata", json.dumps(meta), "--output_path", str(tmp_path),
     ])
@@ -107,6 +108,8 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
     ours = results["ppl_govreport"]
     assert n_docs == 4 and ours["n_docs,none"] == n_docs and ours["n_tokens,none"] == n_tokens
     assert ours["ppl,none"] == pytest.approx(ppl, rel=1e-4)
+    # every scored document (>= 100 tokens) runs past max_length=99 and is counted; skipped ones are not
+    assert ours["over_length,none"] == n_docs
     assert results["my_rolling"]["word_perplexity,none"] > 1
 
 

@@ -149,6 +149,8 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     assert lbw["n_total,none"] == 3 and lbw["n_valid,none"] == 0 and lbw["quality,none"] == 0.0
     assert lbw["score,none"] == pytest.approx(lbw["length_score,none"] / 2)
     assert hb["n_total,none"] == 3 and hb["n_valid,none"] == 0 and hb["quality,none"] == 0.0 and hb["length,none"] > 0
+    for task in (lbw, hb):  # length honesty: prompts counted in the model's tokens, none over its 4096
+        assert task["prompt_tokens,none"] > 10 and task["over_length,none"] == 0
     assert 0 < len(list((tmp_path / "judge-cache").glob("*/*.json"))) <= 6  # one request per sample
     config = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["configs"]
     recorded = config["longbench_write"]["metadata"]["judge_provenance"]
