@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("eval", help="lm_eval drop-in (all lm_eval flags)", add_help=False)
     sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path")
+    sub.add_parser("tiny-model", help="build (once, cached) the demo's tiny Llama and print its folder")
     demo = sub.add_parser("demo", help="offline demo: tiny model, synthetic documents, PIC variants side by side")
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
     demo.add_argument("--docs", type=int, default=4, help="number of synthetic documents")
@@ -136,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         metadata["key_cache_dir"] = args.cache_dir
         corpus = load_longppl_corpus(**metadata)["test"]
         print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
+        return 0
+    if args.command == "tiny-model":
+        from harness.tiny import build_tiny_model
+
+        print(build_tiny_model(train_steps=300, train_length=128))  # the demo's evaluated model
         return 0
     if args.command == "tasks-path":
         print(tasks_path())

@@ -95,6 +95,24 @@ class LengthHonesty:
         return out
 
 
+def length_tokens(length: Any) -> int:
+    """``4096`` or ``"4096"`` -> 4096; ``"4k"`` -> 4096 (k = 1024 tokens)."""
+    text = str(length).strip().lower()
+    if text.isdigit():
+        return int(text)
+    if text.endswith("k") and text[:-1].isdigit():
+        return int(text[:-1]) * 1024
+    raise ValueError(f"length {length!r} must be a token count (4096) or a k-label (4k)")
+
+
+def length_label(length: Any) -> str:
+    """BABILong's k-labels: ``"4k"`` -> ``"4k"``; 4096 -> ``"4k"``; 0 -> ``"0k"``."""
+    tokens = length_tokens(length)
+    if tokens % 1024:
+        raise ValueError(f"BABILong lengths are multiples of 1024 tokens (0k, 1k, 4k ...); got {length!r}")
+    return f"{tokens // 1024}k"
+
+
 class HonestGenerationTask(LengthHonesty, ConfigurableTask):
     """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` (see module docstring).
 
@@ -133,8 +151,13 @@ class PerLengthTask(HonestGenerationTask):
     TARGETED = True
     DEFAULT_LENGTHS: list = [4096]
 
+    @staticmethod
+    def label(length: Any) -> Any:
+        """How this task names a length (in ``len_<label>`` and ``doc["length"]``)."""
+        return length_tokens(length)
+
     def metrics(self, meta: dict, declared: list) -> list[dict]:
-        lengths = parse_lengths(meta.get("lengths"), self.DEFAULT_LENGTHS)
+        lengths = [self.label(x) for x in parse_lengths(meta.get("lengths"), self.DEFAULT_LENGTHS)]
         out = [{"metric": "score", "aggregation": _mean, "higher_is_better": True}]
         out += [{"metric": f"len_{n}", "aggregation": _mean, "higher_is_better": True} for n in lengths]
         return super().metrics(meta, declared + out)
@@ -176,6 +199,7 @@ class BabilongTask(PerLengthTask):
     """One BABILong task (metadata ``babilong_task``) scored by the official label-set rule, x 100."""
 
     DEFAULT_LENGTHS = ["0k"]
+    label = staticmethod(length_label)
 
     def score_sample(self, doc: dict, prediction: str) -> float:
         from harness.metrics.babilong import compare_answers

@@ -75,13 +75,6 @@ def format_prompt(task: str, context: str, question: str, prompts_file: str | No
     return TEMPLATE.format(context=context.strip(), question=question, **parts)
 
 
-def length_tokens(label: str) -> int:
-    """``"4k"`` -> 4096 (the synthetic generator's budget for that length)."""
-    if not (label.endswith("k") and label[:-1].isdigit()):
-        raise ValueError(f"BABILong length {label!r} must look like 0k, 1k, 4k, 32k ...")
-    return int(label[:-1]) * 1024
-
-
 def _local(folder: Path, length: str, task: str) -> list[dict]:
     for suffix in (".jsonl", ".json"):
         path = folder / length / f"{task}{suffix}"
@@ -108,6 +101,8 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     from harness.data.babi import babilong_sample
     from harness.data.haystacks import essay_sentences
 
+    from harness.generation_tasks import length_tokens
+
     budget = length_tokens(length)
     sentences = essay_sentences(filler) if budget else ()
     rows = []
@@ -131,11 +126,11 @@ def dataset_from_metadata(metadata: dict) -> dict:
     """lm-eval ``custom_dataset`` for metadata ``babilong_task`` at every length of ``lengths``."""
     import datasets
 
-    from harness.generation_tasks import parse_lengths
+    from harness.generation_tasks import length_label, parse_lengths
 
     task = metadata["babilong_task"]
     source = str(metadata.get("source") or "hf")
-    lengths = [str(x) for x in parse_lengths(metadata.get("lengths"), ["0k"])]
+    lengths = [length_label(x) for x in parse_lengths(metadata.get("lengths"), ["0k"])]
     prompts_file = metadata.get("prompts_file")
     num_samples = metadata.get("num_samples")
     rows = []
