@@ -209,3 +209,30 @@ def test_additive_counts_equal_full_tokenization(counter):
         assert c_a == counter(b.build(n_a)[0], b.build(n_a)[2]) <= 1900
         assert counter(b.build(n_a + 1)[0], b.build(n_a + 1)[2]) > 1900  # the largest n that fits
         assert n_f <= n_a
+
+
+def test_essays_from_a_local_folder_and_qa_from_hf_rows(tmp_path, counter, monkeypatch):
+    (tmp_path / "essays").mkdir()
+    (tmp_path / "essays" / "a.txt").write_text("Zebras graze on the open plain. " * 30 + "Owls hunt at night. " * 30)
+    row = ruler.generate("niah_single_2", 1024, 1, counter, sources=ruler.Sources(essays=str(tmp_path / "essays")),
+                         use_cache=False)[0]
+    assert "Zebras graze on the open plain." in row["input"] and row["outputs"][0] in row["input"]
+
+    import datasets
+
+    from harness.data import haystacks
+
+    def fake_hf(name, config=None, split=None):  # the HF column layouts of both datasets
+        if name == haystacks.SQUAD_HF[0]:
+            return [{"question": f"Q{i}?", "context": f"Doc {i} says A{i}.", "answers": {"text": [f"A{i}"], "answer_start": [0]}}
+                    for i in range(20)] + [{"question": "none?", "context": "x", "answers": {"text": [], "answer_start": []}}]
+        return [{"question": f"H{i}?", "answer": f"B{i}", "context": {"title": [f"T{i}", f"U{i}"], "sentences": [[f"B{i} is ", "here."], ["y."]]}}
+                for i in range(20)]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_hf)
+    haystacks.load_qa.cache_clear()
+    squad = haystacks.load_qa("squad")
+    assert len(squad.questions) == 20 and squad.questions[3] == ("Q3?", ("A3",), (3,))
+    hotpot = haystacks.load_qa("hotpotqa")
+    assert hotpot.questions[2][:2] == ("H2?", ("B2",)) and hotpot.documents[hotpot.questions[2][2][0]] == "T2\nB2 is here."
+    haystacks.load_qa.cache_clear()

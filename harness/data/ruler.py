@@ -35,6 +35,7 @@ import logging
 import math
 import random
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -45,7 +46,7 @@ from harness.data.prompt_length import PromptCounter
 
 log = logging.getLogger(__name__)
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 DEPTHS = tuple(round(100 * i / 39) for i in range(40))  # 40 evenly spaced needle depths, in percent
 
 
@@ -256,10 +257,20 @@ def _cwe_words(rng: random.Random, count: int) -> list[str]:
     return rng.sample(pool, count)
 
 
-def _cwe_list(words: Sequence[str], counts: Sequence[int], rng: random.Random) -> str:
-    items = [w for w, c in zip(words, counts) for _ in range(c)]
-    rng.shuffle(items)
-    return "\n".join(f"{i + 1}. {w}" for i, w in enumerate(items))
+def _order_key(seed: float, word: str, k: int) -> int:
+    """A fixed pseudo-random sort key per occurrence (splitmix64 of seed, word and k): growing the list
+    inserts items and never reshuffles it, so the token count grows smoothly with its size, which the
+    fitting search relies on. Deterministic across processes (no salted ``hash``)."""
+    x = (int(seed * (1 << 53)) ^ (zlib.crc32(word.encode()) << 20) ^ k) & 0xFFFFFFFFFFFFFFFF
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+def _cwe_list(words: Sequence[str], counts: Sequence[int], seed: float) -> str:
+    items = sorted((_order_key(seed, w, k), w) for w, c in zip(words, counts) for k in range(c))
+    return "\n".join(f"{i + 1}. {w}" for i, (_, w) in enumerate(items))
 
 
 def _cwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
@@ -274,20 +285,19 @@ def _cwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
     if icl:
         ex_rng = random.Random(rng.random())
         ex_words = _cwe_words(ex_rng, n_common + 2 * n_common)
-        ex_list = _cwe_list(ex_words, [3] * n_common + [1] * (2 * n_common), ex_rng)
+        ex_list = _cwe_list(ex_words, [3] * n_common + [1] * (2 * n_common), ex_rng.random())
         example = f"{ex_list}\n{question}\n{prefix} {' '.join(ex_words[:n_common])}\n\n"
 
     def build(n: int) -> tuple[str, list[str], str]:
-        listing = _cwe_list(words[: n_common + n], [freq_c] * n_common + [freq_u] * n, random.Random(f"{order_seed}-{n}"))
+        listing = _cwe_list(words[: n_common + n], [freq_c] * n_common + [freq_u] * n, order_seed)
         return f"{head}\n\n{example}{listing}\n{question}", list(words[:n_common]), prefix
 
     return Builder(build, 0, n_max, {"freq_common": freq_c})
 
 
-def _fwe_text(vocab: Sequence[str], top: int, alpha: float, rng: random.Random) -> str:
-    items = [w for r, w in enumerate(vocab, start=1) for _ in range(int(top * r ** -alpha))]
-    rng.shuffle(items)
-    return " ".join(items)
+def _fwe_text(vocab: Sequence[str], top: int, alpha: float, seed: float) -> str:
+    items = sorted((_order_key(seed, w, k), w) for r, w in enumerate(vocab, start=1) for k in range(int(top * r ** -alpha)))
+    return " ".join(w for _, w in items)
 
 
 def _fwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
@@ -308,10 +318,10 @@ def _fwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
     if icl:
         ex_rng = random.Random(rng.random())
         ex_vocab = vocab_of(ex_rng, 10)
-        example = f"{_fwe_text(ex_vocab, 18, alpha, ex_rng)}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
+        example = f"{_fwe_text(ex_vocab, 18, alpha, ex_rng.random())}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
 
     def build(n: int) -> tuple[str, list[str], str]:
-        text = _fwe_text(vocab, n, alpha, random.Random(f"{order_seed}-{n}"))
+        text = _fwe_text(vocab, n, alpha, order_seed)
         return f"{head}\n\n{example}{text}\n{question}", vocab[:3], prefix
 
     # 18 is the smallest top count whose int(top * r^-2) keeps ranks 1 > 2 > 3 > 4 strictly apart
@@ -500,7 +510,12 @@ def _fit(builders: list[Builder], counter: PromptCounter, target: int, chunk: in
                     continue
                 if s["fit"] is None and n <= builders[b].n_min:
                     raise TooShortError(f"the prompt alone needs {c} tokens, more than the {target} available")
-                step = (target - c) / slope  # secant step from this probe, kept inside the bracket
+                # secant step from this probe (through this sample's previous probe when there is one:
+                # units differ in size between samples), kept inside the bracket
+                prev = s.get("prev")
+                own = (c - prev[1]) / (n - prev[0]) if prev and prev[0] != n and c != prev[1] else 0.0
+                s["prev"] = (n, c)
+                step = (target - c) / (own if own > 0 else slope)
                 nxt = n + (math.floor(step) if step > 0 else -math.ceil(-step) - 1)
                 s["guess"] = min(max(nxt, fit_n + 1, builders[b].n_min), s["over"] - 1)
                 if s["guess"] <= fit_n:
