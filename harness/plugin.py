@@ -10,6 +10,7 @@ from __future__ import annotations
 MODELS = {
     "hf-pic": "harness.models.hf_pic:HFPicLM",
     "vllm-pic": "harness.models.vllm_pic:VLLMPicLM",
+    "compressor": "harness.models.compressor_lm:CompressorLM",
 }
 
 

@@ -52,3 +52,14 @@ def string_match_part(prediction: str, references: Sequence[str]) -> float:
     """RULER QA: 100 if any reference occurs in the prediction (case-insensitive), else 0."""
     pred = prediction.lower()
     return 100.0 * float(any(r.lower() in pred for r in references))
+
+
+def corpus_bleu4(pairs: Sequence[tuple[str, str]]) -> float:
+    """Corpus BLEU-4 x 100 (NLTK, uniform weights, no smoothing) of ``(reference, prediction)`` pairs,
+    whitespace tokens."""
+    from nltk.translate.bleu_score import corpus_bleu
+
+    pairs = list(pairs)
+    if not pairs:
+        return float("nan")
+    return 100.0 * corpus_bleu([[ref.split()] for ref, _ in pairs], [pred.split() for _, pred in pairs])

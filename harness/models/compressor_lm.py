@@ -1,0 +1,117 @@
+"""``compressor``: a soft-prompt context compressor as an lm-eval model (:mod:`harness.models.compressor`).
+
+``--model_args``: ``pretrained`` (base HF model), ``checkpoint`` (a folder saved by ``lch train-compressor``
+/ :meth:`Compressor.save`; without it an untrained compressor is built, for smoke tests), and overrides
+``carrier`` (icae|500x), ``layout`` (dpl|upl|epl), ``chunk_size``, ``n_memory``; ``dtype``, ``device``,
+``max_gen_toks`` (default 64).
+
+Requests:
+
+* ``generate_until``: when the document has a ``context`` field (MRQA), that text is compressed and the
+  decoder reads [memory; [LM]; prompt] where the prompt is lm-eval's context string with the document's
+  context removed (the question part). Otherwise the whole context string is compressed and the decoder
+  continues after [LM]. Greedy; ``until`` strings cut the output.
+* ``loglikelihood``: ``(context, continuation)``: log P(continuation | memory of context, [LM]).
+* ``compress_ae`` / ``compress_lm`` (paper 003 pretraining evaluation): args ``(text, {"max_tokens"})``;
+  the first ``floor(n/2)`` tokens are the context, the rest the completion. ``compress_ae`` returns
+  ``{"reference", "prediction"}`` (greedy reconstruction after [AE], as many tokens as the context),
+  ``compress_lm`` ``{"logprobs"}`` of the completion after [LM].
+
+Text is tokenised without special tokens: the memory carries the context, not a BOS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lm_eval.api.model import LM
+from tqdm import tqdm
+
+
+class CompressorLM(LM):
+    def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
+                 max_gen_toks: int = 64, batch_size: Any = 1, **overrides: Any) -> None:
+        super().__init__()
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from harness.models.compressor import Compressor, CompressorConfig
+
+        casts = {"chunk_size": int, "n_memory": int, "lora_r": int, "lora_alpha": int, "carrier": str, "layout": str}
+        unknown = set(overrides) - set(casts)
+        if unknown:
+            raise ValueError(f"compressor: unknown model args {sorted(unknown)}")
+        overrides = {k: casts[k](v) for k, v in overrides.items()}
+        base = AutoModelForCausalLM.from_pretrained(pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto")
+        self.tokenizer = AutoTokenizer.from_pretrained(pretrained)
+        if checkpoint:
+            self.compressor = Compressor.load(base, checkpoint, **overrides)
+        else:
+            self.compressor = Compressor(base, CompressorConfig(**overrides))
+        if str(device).startswith("cuda") and not torch.cuda.is_available():  # lm-eval's default device
+            device = "cpu"
+        self.compressor.to(device).eval()
+        self.device_name, self.max_gen_toks = device, int(max_gen_toks)
+
+    def _ids(self, text: str) -> torch.Tensor:
+        return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], device=self.device_name)
+
+    @torch.no_grad()
+    def loglikelihood(self, requests: list, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor loglikelihood"):
+            context, continuation = req.args
+            memory = self.compressor.compress(self._ids(context))
+            target = self._ids(continuation)
+            lp = self.compressor.target_logprobs(memory, "lm", target[:0], target)
+            out.append((float(lp.sum()), False))
+        return out
+
+    def loglikelihood_rolling(self, requests: list, disable_tqdm: bool = False) -> list[float]:
+        raise NotImplementedError("compressor: rolling loglikelihood has no context to compress; use compress_lm")
+
+    @torch.no_grad()
+    def generate_until(self, requests: list, disable_tqdm: bool = False) -> list[str]:
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor generation"):
+            ctx, gen_kwargs = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
+            doc = getattr(req, "doc", None) or {}
+            if isinstance(doc.get("context"), str) and doc["context"] in ctx:
+                context, prompt = doc["context"], ctx.replace(doc["context"], "", 1)
+            else:
+                context, prompt = ctx, ""
+            tokens = self.compressor.generate(self._ids(context), self._ids(prompt),
+                                              int(gen_kwargs.get("max_gen_toks", self.max_gen_toks)),
+                                              eos_token_id=self.tokenizer.eos_token_id)
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            for stop in gen_kwargs.get("until") or []:
+                if stop:
+                    text = text.split(stop)[0]
+            out.append(text)
+        return out
+
+    def _split(self, req: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
+        ids = self._ids(text)[: options.get("max_tokens")]
+        half = len(ids) // 2
+        if half < 1:
+            raise ValueError("compress_ae / compress_lm need texts of at least 2 tokens")
+        return ids[:half], ids[half:]
+
+    @torch.no_grad()
+    def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor reconstruction"):
+            context, _ = self._split(req)
+            tokens = self.compressor.generate(context, context[:0], len(context), task="ae")
+            out.append({"reference": self.tokenizer.decode(context.tolist()), "prediction": self.tokenizer.decode(tokens)})
+        return out
+
+    @torch.no_grad()
+    def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        out = []
+        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor completion"):
+            context, completion = self._split(req)
+            memory = self.compressor.compress(context)
+            out.append({"logprobs": self.compressor.target_logprobs(memory, "lm", completion[:0], completion).tolist()})
+        return out
