@@ -70,6 +70,35 @@ def run_lm_eval(argv: list[str]) -> None:
         sys.argv = saved_argv
 
 
+def run_regress(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from harness.reporting.regress import (BaselineError, baseline_from_run, compare, exit_code, format_table,
+                                           junit_xml, load_baseline)
+    from harness.reporting.runs import RunError, load_runs
+
+    try:
+        runs, _ = load_runs([args.run])
+        run = runs[-1]  # the latest results file of the folder
+        if args.update_baseline:
+            baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
+            Path(args.baseline).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.baseline).write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
+            print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
+            return 0
+        rows = compare(run, load_baseline(args.baseline))
+    except (RunError, BaselineError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(rows, Path(args.baseline).stem), encoding="utf-8")
+    code = exit_code(rows)
+    print("REGRESSION" if code else "OK")
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "eval":
@@ -136,7 +165,37 @@ def main(argv: list[str] | None = None) -> int:
     trainer.add_argument("--dtype", default="float32")
     trainer.add_argument("--device", default="cpu")
     trainer.add_argument("--seed", type=int, default=0)
+    board = sub.add_parser("leaderboard", help="one row per run, one column per metric: CSV + Markdown + HTML")
+    board.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    board.add_argument("-o", "--output", required=True, help="CSV path; .md and .html are written beside it")
+    board.add_argument("--sort", help="metric column to sort by, best first (e.g. lch_ruler/len_4096)")
+    board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
+    board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
+    reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
+    reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
+    reg.add_argument("--baseline", required=True, help="baseline JSON (results/baselines/NAME.json)")
+    reg.add_argument("--junit", help="write a JUnit XML report here")
+    reg.add_argument("--update-baseline", action="store_true", help="write the baseline from this run instead")
+    reg.add_argument("--abs-tol", type=float, default=0.0, help="with --update-baseline: default absolute tolerance")
+    reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
     args = parser.parse_args(argv)
+    if args.command == "leaderboard":
+        from harness.reporting.leaderboard import leaderboard, write_leaderboard
+        from harness.reporting.runs import RunError, load_runs
+
+        try:
+            runs, errors = load_runs(args.runs, on_error=args.on_error)
+        except RunError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        for message in errors:
+            print(f"skipped: {message}", file=sys.stderr)
+        columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort)
+        for path in write_leaderboard(columns, rows, args.output):
+            print(path)
+        return 0
+    if args.command == "regress":
+        return run_regress(args)
     if args.command == "train-compressor":
         from harness.train.compressor import TrainSettings, train_from_files
 

@@ -1,0 +1,97 @@
+"""``lch leaderboard``: one row per run (latest per configuration unless ``all_runs``), one column per
+metric with its stderr beside it; CSV, Markdown and a self-contained HTML table with sortable columns.
+Missing metrics are empty cells, never zeros."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.reporting.runs import Run
+
+FIXED = ["model", "checkpoint", "model_args", "date"]
+
+
+def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None) -> tuple[list[str], list[dict]]:
+    """``(columns, rows)``; rows are dicts of strings. ``sort_by`` a metric column (best first, by its
+    direction; rows without it last)."""
+    if not all_runs:
+        latest: dict[str, Run] = {}
+        for run in runs:  # runs come sorted by date
+            latest[run.key] = run
+        runs = list(latest.values())
+    metrics = sorted({m for r in runs for m in r.metrics})
+    columns = list(FIXED)
+    for m in metrics:
+        columns.append(m)
+        if any(m in r.stderrs for r in runs):
+            columns.append(f"{m}_stderr")
+    if sort_by is not None:
+        if sort_by not in metrics:
+            raise ValueError(f"--sort {sort_by!r} is not a metric of these runs; e.g. {', '.join(metrics[:5])}")
+        higher = next((r.higher_is_better[sort_by] for r in runs if sort_by in r.higher_is_better), True)
+        have = [r for r in runs if sort_by in r.metrics]
+        have.sort(key=lambda r: r.metrics[sort_by], reverse=higher)
+        runs = have + [r for r in runs if sort_by not in r.metrics]
+    rows = []
+    for run in runs:
+        row = {"model": run.model, "checkpoint": run.checkpoint, "model_args": json.dumps(run.model_args, sort_keys=True),
+               "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")}
+        for m in metrics:
+            row[m] = repr(run.metrics[m]) if m in run.metrics else ""
+            if f"{m}_stderr" in columns:
+                row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
+        rows.append(row)
+    return columns, rows
+
+
+def to_csv(columns: list[str], rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def to_markdown(columns: list[str], rows: list[dict]) -> str:
+    escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(map(escape, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(escape(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+_SORT_JS = """
+document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
+  const dir = th.dataset.dir === "asc" ? -1 : 1; th.dataset.dir = dir === 1 ? "asc" : "desc";
+  const val = r => r.cells[col].textContent, num = v => v !== "" && !isNaN(v);
+  rows.sort((a, b) => { const x = val(a), y = val(b);
+    if (x === "" || y === "") return (x === "") - (y === "");
+    return dir * (num(x) && num(y) ? x - y : x.localeCompare(y)); });
+  rows.forEach(r => body.appendChild(r)); }));
+"""
+
+
+def to_html(columns: list[str], rows: list[dict], title: str = "Leaderboard") -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(r[c])}</td>" for c in columns) + "</tr>" for r in rows)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
+            "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
+            "th{cursor:pointer;background:#eee}</style></head><body>"
+            f"<p>Click a column header to sort.</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<script>{_SORT_JS}</script></body></html>\n")
+
+
+def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path) -> list[Path]:
+    """``output`` (.csv) plus the same name with ``.md`` and ``.html``."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    paths = [output, output.with_suffix(".md"), output.with_suffix(".html")]
+    paths[0].write_text(to_csv(columns, rows), encoding="utf-8")
+    paths[1].write_text(to_markdown(columns, rows), encoding="utf-8")
+    paths[2].write_text(to_html(columns, rows), encoding="utf-8")
+    return paths

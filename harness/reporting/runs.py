@@ -1,0 +1,101 @@
+"""Reading lm-eval run folders: every ``results_*.json`` under them becomes a :class:`Run`.
+
+A metric is named ``<task>/<metric>`` (lm-eval's ``"<metric>,<filter>"`` keys with filter ``none``
+dropped, other filters kept as ``<metric>,<filter>``); its stderr, when lm-eval gives a number, sits
+beside it. Direction comes from the file's ``higher_is_better``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class RunError(ValueError):
+    """A results file that cannot be used; the message names the file."""
+
+
+@dataclass
+class Run:
+    path: Path
+    model: str
+    model_args: dict
+    date: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    stderrs: dict[str, float] = field(default_factory=dict)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The configuration: model and model_args (PIC / EPL settings included)."""
+        return f"{self.model}|{json.dumps(self.model_args, sort_keys=True)}"
+
+    @property
+    def checkpoint(self) -> str:
+        for name in ("checkpoint", "peft", "pretrained", "model"):
+            if self.model_args.get(name):
+                return str(self.model_args[name])
+        return ""
+
+
+def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
+    if "," not in key:
+        return None
+    metric, flt = key.split(",", 1)
+    is_stderr = metric.endswith("_stderr")
+    metric = metric[: -len("_stderr")] if is_stderr else metric
+    return f"{task}/{metric}" + ("" if flt == "none" else f",{flt}"), is_stderr
+
+
+def read_run(path: str | Path) -> Run:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise RunError(f"{path}: not readable JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
+        raise RunError(f"{path}: no 'results' object (not an lm-eval results file)")
+    config = data.get("config") or {}
+    model_args: Any = config.get("model_args") or {}
+    if isinstance(model_args, str):  # older lm-eval writes the CLI string
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    run = Run(path, str(config.get("model") or data.get("model_name") or "?"), dict(model_args),
+              float(data.get("date") or path.stat().st_mtime))
+    for task, values in data["results"].items():
+        if not isinstance(values, dict):
+            raise RunError(f"{path}: results[{task!r}] is not an object")
+        directions = (data.get("higher_is_better") or {}).get(task, {})
+        for key, value in values.items():
+            named = _metric_name(task, key)
+            if named is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue  # alias, name, sample_len, "N/A" stderrs
+            name, is_stderr = named
+            (run.stderrs if is_stderr else run.metrics)[name] = float(value)
+            base = name.split("/", 1)[1].split(",")[0]
+            if not is_stderr and base in directions:
+                run.higher_is_better[name] = bool(directions[base])
+    return run
+
+
+def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[Run], list[str]]:
+    """Runs of every ``results_*.json`` under ``folders`` (a results file itself also works), by date.
+    ``on_error``: ``fail`` raises :class:`RunError` on the first bad file, ``skip`` collects its message."""
+    runs, errors = [], []
+    for folder in folders:
+        folder = Path(folder)
+        files = [folder] if folder.is_file() else sorted(folder.rglob("results_*.json"))
+        if not files:
+            message = f"{folder}: no results_*.json found"
+            if on_error == "fail":
+                raise RunError(message)
+            errors.append(message)
+        for file in files:
+            try:
+                runs.append(read_run(file))
+            except RunError as err:
+                if on_error == "fail":
+                    raise
+                errors.append(str(err))
+    return sorted(runs, key=lambda r: r.date), errors

@@ -1,0 +1,102 @@
+"""lch leaderboard and lch regress on lm-eval-shaped result files built here."""
+
+from __future__ import annotations
+
+import csv
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+def write_run(folder: Path, model_args: dict, date: float, results: dict, directions: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"results_{date}.json"
+    path.write_text(json.dumps({"results": results, "higher_is_better": directions, "date": date,
+                                "config": {"model": "hf-pic", "model_args": model_args}}))
+    return path
+
+
+DIRS = {"ppl_govreport": {"ppl": False}, "lch_ruler": {"len_4096": True, "score": True}}
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    vanilla = {"pretrained": "m"}
+    dyn = {"pretrained": "m", "pic": "dynamic", "pic_ratio": 2}
+    write_run(tmp_path / "a", vanilla, 100.0, {"ppl_govreport": {"alias": "x", "ppl,none": 6.0, "ppl_stderr,none": "N/A"},
+                                              "lch_ruler": {"len_4096,none": 50.0, "len_4096_stderr,none": 2.0}}, DIRS)
+    write_run(tmp_path / "b", vanilla, 200.0, {"ppl_govreport": {"ppl,none": 5.5},
+                                              "lch_ruler": {"len_4096,none": 60.0, "len_4096_stderr,none": 1.5}}, DIRS)
+    write_run(tmp_path / "c", dyn, 150.0, {"ppl_govreport": {"ppl,none": 7.25}}, DIRS)  # no RULER: empty cells
+    return tmp_path
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
+    out = runs / "board.csv"
+    assert main(["leaderboard", str(runs / "a"), str(runs / "b"), str(runs / "c"), "-o", str(out),
+                 "--sort", "ppl_govreport/ppl"]) == 0
+    rows = read_csv(out)
+    assert list(rows[0]) == ["model", "checkpoint", "model_args", "date", "lch_ruler/len_4096",
+                             "lch_ruler/len_4096_stderr", "ppl_govreport/ppl"]
+    # run a is superseded by the later run b of the same configuration; sorted by ppl, lower first
+    assert [(r["model_args"], r["ppl_govreport/ppl"], r["lch_ruler/len_4096"], r["lch_ruler/len_4096_stderr"]) for r in rows] == [
+        (json.dumps({"pretrained": "m"}), "5.5", "60.0", "1.5"),
+        (json.dumps({"pic": "dynamic", "pic_ratio": 2, "pretrained": "m"}, sort_keys=True), "7.25", "", ""),
+    ]
+    assert rows[0]["checkpoint"] == "m" and rows[0]["date"] == "1970-01-01 00:03:20"
+    md = out.with_suffix(".md").read_text().splitlines()
+    assert md[0].startswith("| model | checkpoint") and len(md) == 4
+    page = out.with_suffix(".html").read_text()
+    assert page.count("<tr>") == 3 and "addEventListener" in page and "7.25" in page
+
+
+def test_leaderboard_all_runs_and_sort_by_a_higher_is_better_metric(runs):
+    out = runs / "all.csv"
+    assert main(["leaderboard", str(runs), "-o", str(out), "--all", "--sort", "lch_ruler/len_4096"]) == 0
+    rows = read_csv(out)
+    assert [r["lch_ruler/len_4096"] for r in rows] == ["60.0", "50.0", ""]  # best first, missing last
+
+
+def test_leaderboard_malformed_files(runs, capsys):
+    (runs / "bad").mkdir()
+    (runs / "bad" / "results_x.json").write_text("{not json")
+    assert main(["leaderboard", str(runs / "b"), str(runs / "bad"), "-o", str(runs / "x.csv")]) == 2
+    assert "results_x.json" in capsys.readouterr().err
+    assert main(["leaderboard", str(runs / "b"), str(runs / "bad"), "-o", str(runs / "x.csv"), "--on-error", "skip"]) == 0
+    assert "skipped:" in capsys.readouterr().err and len(read_csv(runs / "x.csv")) == 1
+
+
+def test_regress_exit_codes_and_junit(runs, tmp_path):
+    baseline = tmp_path / "baselines" / "vanilla.json"
+    assert main(["regress", str(runs / "b"), "--baseline", str(baseline), "--update-baseline", "--abs-tol", "0.1"]) == 0
+    saved = json.loads(baseline.read_text())
+    assert saved["metrics"]["ppl_govreport/ppl"] == {"value": 5.5, "stderr": None, "higher_is_better": False}
+    assert saved["metrics"]["lch_ruler/len_4096"]["stderr"] == 1.5
+    assert main(["regress", str(runs / "b"), "--baseline", str(baseline)]) == 0  # the same run passes
+    # run a: ppl 6.0 vs 5.5 (lower is better, beyond abs_tol 0.1): regression; RULER 50 vs 60 with
+    # tolerance 2 * sqrt(1.5^2 + 2^2) = 5: regression too
+    junit = tmp_path / "junit.xml"
+    assert main(["regress", str(runs / "a"), "--baseline", str(baseline), "--junit", str(junit)]) == 1
+    suite = ET.parse(junit).getroot()
+    assert suite.get("tests") == "2" and suite.get("failures") == "2"
+    failed = {case.get("name") for case in suite if case.find("failure") is not None}
+    assert failed == {"ppl_govreport/ppl", "lch_ruler/len_4096"}
+    # within tolerance: 57 vs 60 with tolerance 5 passes
+    write_run(runs / "d", {"pretrained": "m"}, 300.0, {"ppl_govreport": {"ppl,none": 5.55},
+                                                      "lch_ruler": {"len_4096,none": 57.0, "len_4096_stderr,none": 2.0}}, DIRS)
+    assert main(["regress", str(runs / "d"), "--baseline", str(baseline)]) == 0
+    # a baseline metric missing from the run fails the gate
+    assert main(["regress", str(runs / "c"), "--baseline", str(baseline)]) == 1
+    # unusable input
+    (tmp_path / "broken.json").write_text("[]")
+    assert main(["regress", str(runs / "b"), "--baseline", str(tmp_path / "broken.json")]) == 2
+    assert main(["regress", str(tmp_path / "nothing-here"), "--baseline", str(baseline)]) == 2
