@@ -98,7 +98,7 @@ def _hf(name: str, length: str, task: str) -> list[dict]:
 
 def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any, filler: str,
                prompts_file: str | None) -> list[dict]:
-    from harness.data.babi import babilong_sample
+    from harness.data.babi import babi_story, babilong_sample
     from harness.data.haystacks import essay_sentences
 
     from harness.generation_tasks import length_tokens
@@ -107,9 +107,7 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     sentences = essay_sentences(filler) if budget else ()
     rows = []
     for i in range(num_samples):
-        from harness.data.babi import babi_story
-
-        question = babi_story(task, seed + i)[1]
+        facts, question, answer = babi_story(task, seed + i)
 
         def tokens(context: str) -> int:
             return counter(format_prompt(task, context, question, prompts_file)) + BUDGET
@@ -117,7 +115,6 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
         if budget:
             rows.append({**babilong_sample(task, seed + i, budget, tokens, sentences), "prompt_budget": budget})
         else:
-            facts, question, answer = babi_story(task, seed + i)
             rows.append({"input": " ".join(facts), "question": question, "target": answer})
     return rows
 

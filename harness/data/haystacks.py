@@ -50,6 +50,7 @@ def word_lists() -> dict[str, tuple[str, ...]]:
     }
 
 
+@lru_cache(maxsize=1)
 def common_words() -> tuple[str, ...]:
     lists = word_lists()
     return tuple(sorted(set(lists["noun"]) | set(lists["adjective"]) | set(lists["verb"])))

@@ -37,6 +37,7 @@ import random
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -249,12 +250,17 @@ def _vt_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl:
     return Builder(build, 0, max(length // 8, 16), parts=parts)
 
 
-def _cwe_words(rng: random.Random, count: int) -> list[str]:
-    pool = list(haystacks.common_words())
+@lru_cache(maxsize=8)
+def _cwe_pool(count: int) -> tuple[str, ...]:
+    pool = haystacks.common_words()
     if count > len(pool):  # long contexts need more distinct words than the lists hold
         lists = haystacks.word_lists()
-        pool += [f"{a}-{n}" for a in lists["adjective"][:200] for n in lists["noun"][: 1 + count // 200]]
-    return rng.sample(pool, count)
+        pool += tuple(f"{a}-{n}" for a in lists["adjective"][:200] for n in lists["noun"][: 1 + count // 200])
+    return pool
+
+
+def _cwe_words(rng: random.Random, count: int) -> list[str]:
+    return rng.sample(_cwe_pool(count), count)
 
 
 def _order_key(seed: float, word: str, k: int) -> int:

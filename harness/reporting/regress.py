@@ -16,14 +16,13 @@ regression too (a gate must not pass on missing data). Exit codes: 0 nothing reg
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness.reporting.runs import Run
+from harness.reporting.runs import Run, read_json
 
 
 class BaselineError(ValueError):
@@ -45,10 +44,7 @@ class Comparison:
 
 def load_baseline(path: str | Path) -> dict:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise BaselineError(f"{path}: not readable JSON ({err})") from None
+    data = read_json(path, BaselineError)
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not metrics:
         raise BaselineError(f"{path}: no 'metrics' object")

@@ -49,12 +49,17 @@ def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
     return f"{task}/{metric}" + ("" if flt == "none" else f",{flt}"), is_stderr
 
 
+def read_json(path: Path, error: type[ValueError]) -> Any:
+    """The file's JSON, or ``error("<path>: not readable JSON (...)")``."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise error(f"{path}: not readable JSON ({err})") from None
+
+
 def read_run(path: str | Path) -> Run:
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise RunError(f"{path}: not readable JSON ({err})") from None
+    data = read_json(path, RunError)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise RunError(f"{path}: no 'results' object (not an lm-eval results file)")
     config = data.get("config") or {}
