@@ -99,6 +99,42 @@ def run_regress(args: argparse.Namespace) -> int:
     return code
 
 
+def run_correlate(args: argparse.Namespace) -> int:
+    import json
+    import re
+    from pathlib import Path
+
+    from harness.reporting.correlate import correlation, matrix_markdown, paired_values, report_markdown, scatter_png
+    from harness.reporting.runs import RunError, load_runs
+
+    out = Path(args.output)
+    try:
+        runs, _ = load_runs(args.runs)
+        if args.matrix:
+            labels, values = paired_values(runs, args.matrix)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "matrix.md").write_text(matrix_markdown(args.matrix, values, args.method), encoding="utf-8")
+            print(out / "matrix.md")
+            return 0
+        if not args.x or not args.y:
+            print("error: give --x and --y, or --matrix", file=sys.stderr)
+            return 2
+        for y_name in args.y:
+            labels, values = paired_values(runs, [args.x, y_name])
+            stats = correlation(values[:, 0], values[:, 1], args.bootstrap, args.seed)
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{y_name}_vs_{args.x}")
+            png = scatter_png(values[:, 0], values[:, 1], labels, args.x, y_name, stats, out / f"{stem}.png")
+            (out / f"{stem}.md").write_text(report_markdown(args.x, y_name, stats, labels, values, png.name), encoding="utf-8")
+            (out / f"{stem}.json").write_text(json.dumps({"x": args.x, "y": y_name, "labels": labels, **stats}, indent=1))
+            p = stats["pearson"]
+            print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
+                  f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
+    except (RunError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "eval":
@@ -178,7 +214,18 @@ def main(argv: list[str] | None = None) -> int:
     reg.add_argument("--update-baseline", action="store_true", help="write the baseline from this run instead")
     reg.add_argument("--abs-tol", type=float, default=0.0, help="with --update-baseline: default absolute tolerance")
     reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
+    corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs, plot + report")
+    corr.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    corr.add_argument("--x", help="metric on the x axis, e.g. longppl_govreport/longppl")
+    corr.add_argument("--y", nargs="+", default=[], help="metric(s) on the y axis")
+    corr.add_argument("--matrix", nargs="+", help="matrix mode: pairwise coefficients of these metrics")
+    corr.add_argument("--method", default="pearson", choices=["pearson", "spearman", "kendall"], help="matrix mode")
+    corr.add_argument("--bootstrap", type=int, default=2000)
+    corr.add_argument("--seed", type=int, default=0)
+    corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
     args = parser.parse_args(argv)
+    if args.command == "correlate":
+        return run_correlate(args)
     if args.command == "leaderboard":
         from harness.reporting.leaderboard import leaderboard, write_leaderboard
         from harness.reporting.runs import RunError, load_runs

@@ -100,3 +100,62 @@ def test_regress_exit_codes_and_junit(runs, tmp_path):
     (tmp_path / "broken.json").write_text("[]")
     assert main(["regress", str(runs / "b"), "--baseline", str(tmp_path / "broken.json")]) == 2
     assert main(["regress", str(tmp_path / "nothing-here"), "--baseline", str(baseline)]) == 2
+
+
+# LongRecipe (paper 002) Table 1, Llama3-8B-I rows: NIAH(M) and RULER of FLT / RPES / PoSE / LongRecipe at 80k
+# and 128k (the 8k FLT row included)
+NIAH_M = [82.3, 71.8, 68.8, 78.9, 73.2, 72.7, 80.1, 82.6]
+RULER = [75.7, 71.4, 69.9, 74.5, 75.8, 71.5, 75.3, 76.0]
+
+
+def test_correlation_against_scipy_and_hand_computation():
+    import math
+
+    from scipy import stats
+
+    from harness.reporting.correlate import correlation
+
+    got = correlation(NIAH_M, RULER, n_boot=500, seed=1)
+    mx, my = sum(NIAH_M) / 8, sum(RULER) / 8
+    cov = sum((a - mx) * (b - my) for a, b in zip(NIAH_M, RULER))
+    r = cov / math.sqrt(sum((a - mx) ** 2 for a in NIAH_M) * sum((b - my) ** 2 for b in RULER))
+    assert got["n"] == 8 and got["pearson"]["r"] == pytest.approx(r, abs=1e-12)
+    assert got["pearson"]["p"] == pytest.approx(stats.pearsonr(NIAH_M, RULER).pvalue)
+    assert got["spearman"]["r"] == pytest.approx(stats.spearmanr(NIAH_M, RULER).statistic)
+    assert got["kendall"]["r"] == pytest.approx(stats.kendalltau(NIAH_M, RULER).statistic)
+    for method in ("pearson", "spearman", "kendall"):
+        lo, hi = got[method]["ci"]
+        assert -1 <= lo <= got[method]["r"] <= hi <= 1
+    assert correlation(NIAH_M, RULER, n_boot=500, seed=1) == got  # seeded bootstrap
+    # a perfect negative relation (a LongPPL-vs-benchmark shape)
+    assert correlation([1, 2, 3, 4], [8, 6, 4, 2], n_boot=50)["pearson"]["r"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="at least 3"):
+        correlation([1, 2], [3, 4])
+
+
+def test_lch_correlate_writes_plot_report_and_matrix(tmp_path):
+    for i, (a, b) in enumerate(zip(NIAH_M, RULER)):
+        write_run(tmp_path / "runs" / f"r{i}", {"pretrained": f"m{i}"}, float(i),
+                  {"lch_ruler_niah_m": {"score,none": a}, "lch_ruler": {"score,none": b}},
+                  {"lch_ruler_niah_m": {"score": True}, "lch_ruler": {"score": True}})
+    write_run(tmp_path / "runs" / "partial", {"pretrained": "p"}, 9.0, {"lch_ruler": {"score,none": 1.0}},
+              {"lch_ruler": {"score": True}})  # lacks x: left out, not zero
+    out = tmp_path / "report"
+    assert main(["correlate", str(tmp_path / "runs"), "--x", "lch_ruler_niah_m/score", "--y", "lch_ruler/score",
+                 "-o", str(out), "--bootstrap", "200"]) == 0
+    stem = "lch_ruler_score_vs_lch_ruler_niah_m_score"
+    data = json.loads((out / f"{stem}.json").read_text())
+    from scipy import stats
+
+    assert data["n"] == 8 and data["pearson"]["r"] == pytest.approx(stats.pearsonr(NIAH_M, RULER).statistic)
+    png = (out / f"{stem}.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    md = (out / f"{stem}.md").read_text()
+    import re
+
+    assert "| pearson |" in md and f"![scatter]({stem}.png)" in md
+    assert re.findall(r"^\| (m\d) \|", md, flags=re.M) == [f"m{i}" for i in range(8)]  # by date
+    assert main(["correlate", str(tmp_path / "runs"), "--matrix", "lch_ruler_niah_m/score", "lch_ruler/score",
+                 "-o", str(out)]) == 0
+    assert f"{stats.pearsonr(NIAH_M, RULER).statistic:.3f}" in (out / "matrix.md").read_text()
+    assert main(["correlate", str(tmp_path / "runs"), "--x", "nope/x", "--y", "lch_ruler/score", "-o", str(out)]) == 2

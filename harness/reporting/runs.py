@@ -67,7 +67,7 @@ def read_run(path: str | Path) -> Run:
     if isinstance(model_args, str):  # older lm-eval writes the CLI string
         model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), dict(model_args),
-              float(data.get("date") or path.stat().st_mtime))
+              float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

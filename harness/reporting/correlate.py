@@ -1,0 +1,123 @@
+"""``lch correlate``: do two metrics track each other across runs (papers 001 / 004, e.g. LongPPL vs
+LongBench, Pearson -0.96)?
+
+Pearson, Spearman and Kendall (tau-b) coefficients with their p-values from scipy, n, and a percentile
+bootstrap 95 % CI per coefficient (pairs resampled with replacement, ``n_boot`` times, seeded;
+resamples whose coefficient is undefined, e.g. a constant column, are dropped). Scatter plot with run
+labels and the least-squares line; a Markdown report; a matrix mode for several metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from harness.reporting.runs import Run
+
+METHODS = ("pearson", "spearman", "kendall")
+
+
+def _coefficient(method: str, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    from scipy import stats
+
+    fn = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}[method]
+    result = fn(x, y)
+    return float(result.statistic), float(result.pvalue)
+
+
+def correlation(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed: int = 0) -> dict:
+    """``{"n", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or len(x) < 3:
+        raise ValueError(f"correlation needs two equally long series of at least 3 values (got {len(x)}, {len(y)})")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(x), size=(n_boot, len(x)))
+    out: dict = {"n": int(len(x))}
+    for method in METHODS:
+        r, p = _coefficient(method, x, y)
+        boot = []
+        for idx in draws:
+            xs, ys = x[idx], y[idx]
+            if np.ptp(xs) == 0 or np.ptp(ys) == 0:
+                continue
+            value = _coefficient(method, xs, ys)[0]
+            if not math.isnan(value):
+                boot.append(value)
+        ci = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))] if boot else [math.nan, math.nan]
+        out[method] = {"r": r, "p": p, "ci": ci}
+    return out
+
+
+def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Labels and a [runs x metrics] array of the runs that have every metric (latest per configuration)."""
+    latest: dict[str, Run] = {}
+    for run in runs:
+        latest[run.key] = run
+    chosen = [r for r in latest.values() if all(m in r.metrics for m in metrics)]
+    if len(chosen) < 3:
+        raise ValueError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
+    labels = [_label(r) for r in chosen]
+    return labels, np.array([[r.metrics[m] for m in metrics] for r in chosen])
+
+
+def _label(run: Run) -> str:
+    extra = {k: v for k, v in run.model_args.items() if k not in ("pretrained", "checkpoint", "peft", "dtype", "device")}
+    name = Path(run.checkpoint).name or run.model
+    return name + (" " + " ".join(f"{k}={v}" for k, v in sorted(extra.items())) if extra else "")
+
+
+def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
+                path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
+    ax.scatter(x, y, zorder=3)
+    for xi, yi, label in zip(x, y, labels):
+        ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if np.ptp(x) > 0:
+        slope, intercept = np.polyfit(x, y, 1)
+        grid = np.linspace(x.min(), x.max(), 50)
+        ax.plot(grid, slope * grid + intercept, linestyle="--", color="gray", zorder=2)
+    p = stats["pearson"]
+    ax.set_title(f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}", fontsize=9)
+    ax.set_xlabel(x_name)
+    ax.set_ylabel(y_name)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], values: np.ndarray,
+                    png: str | None = None) -> str:
+    lines = [f"# {y_name} vs {x_name}", "", f"n = {stats['n']} runs", "",
+             "| method | coefficient | p-value | bootstrap 95% CI |", "|---|---|---|---|"]
+    for method in METHODS:
+        s = stats[method]
+        lines.append(f"| {method} | {s['r']:.4f} | {s['p']:.3g} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] |")
+    if png:
+        lines += ["", f"![scatter]({png})"]
+    lines += ["", f"| run | {x_name} | {y_name} |", "|---|---|---|"]
+    lines += [f"| {label} | {row[0]:.6g} | {row[1]:.6g} |" for label, row in zip(labels, values)]
+    return "\n".join(lines) + "\n"
+
+
+def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "pearson") -> str:
+    """Pairwise coefficients (p-values in brackets) of every metric pair."""
+    lines = ["| | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for i, a in enumerate(metrics):
+        cells = []
+        for j in range(len(metrics)):
+            r, p = _coefficient(method, values[:, i], values[:, j]) if i != j else (1.0, 0.0)
+            cells.append(f"{r:.3f} ({p:.2g})")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
