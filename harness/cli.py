@@ -178,29 +178,32 @@ def main(argv: list[str] | None = None) -> int:
     table.add_argument("runs", nargs="+", help="lm-eval output folders (run with --log_samples)")
     table.add_argument("--task", required=True, help="e.g. longbench_write or hellobench_htg")
     table.add_argument("--threshold", type=float, default=0.2, help="CR at which a model uses its own samples")
-    trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor")
+    # Defaults (None here) come from CompressorConfig / TrainSettings (paper 003, Table 8), not repeated.
+    trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor",
+                             description="Unset options take paper 003's values (Table 8; L 510, |M| 102, LoRA 128/256) "
+                                         "or, with --init, the checkpoint's.")
     trainer.add_argument("--base", required=True, help="base HF model (name or folder)")
     trainer.add_argument("--output", required=True, help="checkpoint folder to write")
     trainer.add_argument("--stage", default="pretrain", choices=["pretrain", "finetune"])
     trainer.add_argument("--init", help="checkpoint to start from (e.g. the pretrained one for fine-tuning)")
-    trainer.add_argument("--carrier", default="icae", choices=["icae", "500x"])
-    trainer.add_argument("--layout", default="epl", choices=["dpl", "upl", "epl"])
-    trainer.add_argument("--chunk-size", type=int, default=510)
-    trainer.add_argument("--n-memory", type=int, default=102)
-    trainer.add_argument("--lora-r", type=int, default=128)
-    trainer.add_argument("--lora-alpha", type=int, default=256)
-    trainer.add_argument("--steps", type=int, default=20000)
-    trainer.add_argument("--batch-size", type=int, default=16)
+    trainer.add_argument("--carrier", choices=["icae", "500x"])
+    trainer.add_argument("--layout", choices=["dpl", "upl", "epl"])
+    trainer.add_argument("--chunk-size", type=int)
+    trainer.add_argument("--n-memory", type=int)
+    trainer.add_argument("--lora-r", type=int)
+    trainer.add_argument("--lora-alpha", type=int)
+    trainer.add_argument("--steps", type=int)
+    trainer.add_argument("--batch-size", type=int)
     trainer.add_argument("--lr", type=float, default=None, help="default 1e-4 (pretrain) / 5e-5 (finetune)")
-    trainer.add_argument("--warmup", type=int, default=300)
-    trainer.add_argument("--min-length", type=int, default=510)
-    trainer.add_argument("--max-length", type=int, default=2040)
+    trainer.add_argument("--warmup", type=int)
+    trainer.add_argument("--min-length", type=int)
+    trainer.add_argument("--max-length", type=int)
     trainer.add_argument("--data-files", help="pretraining texts (.jsonl/.json/.txt or folder); default synthetic")
     trainer.add_argument("--text-field", default="text")
     trainer.add_argument("--mrqa-data", help="fine-tuning data: an MRQA-format .jsonl file")
     trainer.add_argument("--dtype", default="float32")
     trainer.add_argument("--device", default="cpu")
-    trainer.add_argument("--seed", type=int, default=0)
+    trainer.add_argument("--seed", type=int)
     board = sub.add_parser("leaderboard", help="one row per run, one column per metric: CSV + Markdown + HTML")
     board.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
     board.add_argument("-o", "--output", required=True, help="CSV path; .md and .html are written beside it")
@@ -246,12 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train-compressor":
         from harness.train.compressor import TrainSettings, train_from_files
 
-        settings = TrainSettings(stage=args.stage, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                                 warmup=args.warmup, min_length=args.min_length, max_length=args.max_length, seed=args.seed)
-        losses = train_from_files(args.base, args.output, settings, {
-            "carrier": args.carrier, "layout": args.layout, "chunk_size": args.chunk_size, "n_memory": args.n_memory,
-            "lora_r": args.lora_r, "lora_alpha": args.lora_alpha}, init=args.init, data_files=args.data_files,
-            mrqa_data=args.mrqa_data, text_field=args.text_field, dtype=args.dtype, device=args.device)
+        given = lambda names: {n: getattr(args, n) for n in names if getattr(args, n) is not None}  # noqa: E731
+        settings = TrainSettings(stage=args.stage, **given(["steps", "batch_size", "lr", "warmup", "min_length",
+                                                            "max_length", "seed"]))
+        losses = train_from_files(args.base, args.output, settings,
+                                  given(["carrier", "layout", "chunk_size", "n_memory", "lora_r", "lora_alpha"]),
+                                  init=args.init, data_files=args.data_files, mrqa_data=args.mrqa_data,
+                                  text_field=args.text_field, dtype=args.dtype, device=args.device)
         print(f"{args.stage}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}; saved {args.output}")
         return 0
     if args.command == "gentable":

@@ -89,7 +89,7 @@ class Compressor(nn.Module):
         states, kv_parts = [], []
         start = 0
         for n, pos in zip(lengths, encoder_positions(len(ids), cfg.chunk_size, cfg.n_memory, cfg.layout)):
-            embeds = torch.cat([self._embed(ids[start : start + n]), self.memory.to(self.memory.device)]).unsqueeze(0)
+            embeds = torch.cat([self._embed(ids[start : start + n]), self.memory]).unsqueeze(0)
             start += n
             position_ids = torch.tensor([pos.context + pos.memory], device=embeds.device)
             out = self.model(inputs_embeds=embeds, position_ids=position_ids,

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.reporting.runs import Run
+from harness.reporting.runs import Run, latest_per_configuration
 
 METHODS = ("pearson", "spearman", "kendall")
 
@@ -53,10 +53,7 @@ def correlation(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed
 
 def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """Labels and a [runs x metrics] array of the runs that have every metric (latest per configuration)."""
-    latest: dict[str, Run] = {}
-    for run in runs:
-        latest[run.key] = run
-    chosen = [r for r in latest.values() if all(m in r.metrics for m in metrics)]
+    chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
     if len(chosen) < 3:
         raise ValueError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
     labels = [_label(r) for r in chosen]

@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.reporting.runs import Run
+from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["model", "checkpoint", "model_args", "date"]
 
@@ -20,10 +20,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     """``(columns, rows)``; rows are dicts of strings. ``sort_by`` a metric column (best first, by its
     direction; rows without it last)."""
     if not all_runs:
-        latest: dict[str, Run] = {}
-        for run in runs:  # runs come sorted by date
-            latest[run.key] = run
-        runs = list(latest.values())
+        runs = latest_per_configuration(runs)
     metrics = sorted({m for r in runs for m in r.metrics})
     columns = list(FIXED)
     for m in metrics:

@@ -104,3 +104,13 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
                     raise
                 errors.append(str(err))
     return sorted(runs, key=lambda r: r.date), errors
+
+
+def latest_per_configuration(runs: list[Run]) -> list[Run]:
+    """The newest run of each configuration (``Run.key``), in date order; ``runs`` must be date-sorted
+    (as :func:`load_runs` returns them)."""
+    latest: dict[str, Run] = {}
+    for run in runs:
+        latest.pop(run.key, None)  # re-insert so the order is that of the newest runs
+        latest[run.key] = run
+    return list(latest.values())

@@ -111,7 +111,8 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(base)
-    compressor = Compressor.load(model, init) if init else Compressor(model, CompressorConfig(**compressor_args))
+    # options given explicitly override the init checkpoint's (e.g. its layout); unset ones keep its values
+    compressor = Compressor.load(model, init, **compressor_args) if init else Compressor(model, CompressorConfig(**compressor_args))
     compressor.to(device)
     pretrain_tokens, qa = None, None
     if settings.stage == "pretrain":
