@@ -27,6 +27,8 @@ from typing import Any
 
 from lm_eval.api.task import ConfigurableTask
 
+from harness.data.lengths import length_label, length_tokens, parse_lengths
+
 log = logging.getLogger(__name__)
 
 
@@ -40,20 +42,6 @@ def _sum(items: list) -> float:
 
 def doc_key(doc: dict) -> str:
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def parse_lengths(value: Any, default: list) -> list:
-    """``[4096, 8192]``, ``"4096,8192"`` or ``4096`` -> list; ints where the items are integers."""
-    if value is None or value == "":
-        return list(default)
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    out = []
-    for item in items:
-        item = str(item).strip()
-        out.append(int(item) if item.isdigit() else item)
-    if not out:
-        raise ValueError("lengths is empty")
-    return out
 
 
 HONESTY_METRICS = [
@@ -93,24 +81,6 @@ class LengthHonesty:
         if targeted and doc.get("prompt_budget"):
             out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
         return out
-
-
-def length_tokens(length: Any) -> int:
-    """``4096`` or ``"4096"`` -> 4096; ``"4k"`` -> 4096 (k = 1024 tokens)."""
-    text = str(length).strip().lower()
-    if text.isdigit():
-        return int(text)
-    if text.endswith("k") and text[:-1].isdigit():
-        return int(text[:-1]) * 1024
-    raise ValueError(f"length {length!r} must be a token count (4096) or a k-label (4k)")
-
-
-def length_label(length: Any) -> str:
-    """BABILong's k-labels: ``"4k"`` -> ``"4k"``; 4096 -> ``"4k"``; 0 -> ``"0k"``."""
-    tokens = length_tokens(length)
-    if tokens % 1024:
-        raise ValueError(f"BABILong lengths are multiples of 1024 tokens (0k, 1k, 4k ...); got {length!r}")
-    return f"{tokens // 1024}k"
 
 
 class HonestGenerationTask(LengthHonesty, ConfigurableTask):

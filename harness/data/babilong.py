@@ -101,7 +101,7 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     from harness.data.babi import babi_story, babilong_sample
     from harness.data.haystacks import essay_sentences
 
-    from harness.generation_tasks import length_tokens
+    from harness.data.lengths import length_tokens
 
     budget = length_tokens(length)
     sentences = essay_sentences(filler) if budget else ()
@@ -123,7 +123,7 @@ def dataset_from_metadata(metadata: dict) -> dict:
     """lm-eval ``custom_dataset`` for metadata ``babilong_task`` at every length of ``lengths``."""
     import datasets
 
-    from harness.generation_tasks import length_label, parse_lengths
+    from harness.data.lengths import length_label, parse_lengths
 
     task = metadata["babilong_task"]
     source = str(metadata.get("source") or "hf")

@@ -598,7 +598,7 @@ def dataset_from_metadata(metadata: dict) -> dict:
     import datasets
 
     from harness.data.prompt_length import counter_from_metadata
-    from harness.generation_tasks import length_tokens, parse_lengths
+    from harness.data.lengths import length_tokens, parse_lengths
 
     lengths = [length_tokens(x) for x in parse_lengths(metadata.get("lengths") or metadata.get("max_seq_lengths"), [4096])]
     counter = counter_from_metadata(metadata)
