@@ -56,7 +56,10 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     md = out.with_suffix(".md").read_text().splitlines()
     assert md[0].startswith("| model | checkpoint") and len(md) == 4
     page = out.with_suffix(".html").read_text()
-    assert page.count("<tr>") == 3 and "addEventListener" in page and "7.25" in page
+    assert page.count("<tr>") == 3 and "addEventListener" in page
+    # HTML shows 6 significant digits and sorts by the full value; model_args as words, JSON as tooltip
+    assert "<td data-v='7.25'>7.25</td>" in page and "<td data-v='60.0'>60</td>" in page
+    assert ">pic=dynamic pic_ratio=2</td>" in page and "title='{&quot;pic&quot;: &quot;dynamic&quot;" in page
 
 
 def test_leaderboard_all_runs_and_sort_by_a_higher_is_better_metric(runs):

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.reporting.runs import Run, latest_per_configuration
+from harness.reporting.runs import Run, latest_per_configuration, split_labels
 
 METHODS = ("pearson", "spearman", "kendall")
 
@@ -56,14 +56,8 @@ def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], n
     chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
     if len(chosen) < 3:
         raise ValueError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
-    labels = [_label(r) for r in chosen]
+    labels = [r.label for r in chosen]
     return labels, np.array([[r.metrics[m] for m in metrics] for r in chosen])
-
-
-def _label(run: Run) -> str:
-    extra = {k: v for k, v in run.model_args.items() if k not in ("pretrained", "checkpoint", "peft", "dtype", "device")}
-    name = Path(run.checkpoint).name or run.model
-    return name + (" " + " ".join(f"{k}={v}" for k, v in sorted(extra.items())) if extra else "")
 
 
 def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
@@ -73,16 +67,22 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
     ax.scatter(x, y, zorder=3)
-    for xi, yi, label in zip(x, y, labels):
-        ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    middle = (x.min() + x.max()) / 2
+    shared, short = split_labels(labels)
+    for xi, yi, label in zip(x, y, short):
+        right_half = xi > middle  # labels point inwards so that they stay inside the axes
+        note = ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(-5 if right_half else 5, 4),
+                           ha="right" if right_half else "left", fontsize=7)
+        note.set_in_layout(False)  # a long label must not shrink the axes
     if np.ptp(x) > 0:
         slope, intercept = np.polyfit(x, y, 1)
         grid = np.linspace(x.min(), x.max(), 50)
         ax.plot(grid, slope * grid + intercept, linestyle="--", color="gray", zorder=2)
     p = stats["pearson"]
-    ax.set_title(f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}", fontsize=9)
+    ax.set_title((f"{shared}\n" if shared else "") +
+                 f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}", fontsize=9)
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
     ax.grid(alpha=0.3)
@@ -118,3 +118,19 @@ def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "p
             cells.append(f"{r:.3f} ({p:.2g})")
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path, n_boot: int = 2000,
+                 seed: int = 0) -> tuple[Path, dict]:
+    """Scatter PNG, Markdown and JSON of ``y_name`` vs ``x_name`` in ``output``; returns (PNG, stats)."""
+    import json
+    import re
+
+    out = Path(output)
+    labels, values = paired_values(runs, [x_name, y_name])
+    stats = correlation(values[:, 0], values[:, 1], n_boot, seed)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{y_name}_vs_{x_name}")
+    png = scatter_png(values[:, 0], values[:, 1], labels, x_name, y_name, stats, out / f"{stem}.png")
+    (out / f"{stem}.md").write_text(report_markdown(x_name, y_name, stats, labels, values, png.name), encoding="utf-8")
+    (out / f"{stem}.json").write_text(json.dumps({"x": x_name, "y": y_name, "labels": labels, **stats}, indent=1))
+    return png, stats

@@ -65,7 +65,7 @@ _SORT_JS = """
 document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click", () => {
   const body = th.closest("table").tBodies[0], rows = Array.from(body.rows);
   const dir = th.dataset.dir === "asc" ? -1 : 1; th.dataset.dir = dir === 1 ? "asc" : "desc";
-  const val = r => r.cells[col].textContent, num = v => v !== "" && !isNaN(v);
+  const val = r => r.cells[col].dataset.v ?? r.cells[col].textContent, num = v => v !== "" && !isNaN(v);
   rows.sort((a, b) => { const x = val(a), y = val(b);
     if (x === "" || y === "") return (x === "") - (y === "");
     return dir * (num(x) && num(y) ? x - y : x.localeCompare(y)); });
@@ -73,13 +73,26 @@ document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click"
 """
 
 
+def _html_cell(column: str, text: str) -> str:
+    """Numbers shown to 6 significant digits and sorted by their full value (``data-v``); model_args shown
+    as ``key=value`` words without the model path (in the checkpoint column), the JSON as a tooltip."""
+    if column == "model_args":
+        args = json.loads(text)
+        short = " ".join(f"{k}={v}" for k, v in args.items() if k not in ("pretrained", "checkpoint"))
+        return f"<td title='{html.escape(text, quote=True)}'>{html.escape(short)}</td>"
+    if column not in FIXED and text:
+        return f"<td data-v='{html.escape(text, quote=True)}'>{float(text):.6g}</td>"
+    return f"<td>{html.escape(text)}</td>"
+
+
 def to_html(columns: list[str], rows: list[dict], title: str = "Leaderboard") -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(r[c])}</td>" for c in columns) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(_html_cell(c, r[c]) for c in columns) + "</tr>" for r in rows)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
             "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
-            "th{cursor:pointer;background:#eee}</style></head><body>"
-            f"<p>Click a column header to sort.</p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            "th{cursor:pointer;background:#eee;position:sticky;top:0}td[data-v]{text-align:right}</style></head><body>"
+            f"<p>Click a column header to sort; hover model_args for the full JSON.</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
             f"<script>{_SORT_JS}</script></body></html>\n")
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 
+_NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
+
+
 class RunError(ValueError):
     """A results file that cannot be used; the message names the file."""
 
@@ -34,10 +37,36 @@ class Run:
 
     @property
     def checkpoint(self) -> str:
-        for name in ("checkpoint", "peft", "pretrained", "model"):
-            if self.model_args.get(name):
-                return str(self.model_args[name])
-        return ""
+        return checkpoint_of(self.model_args)
+
+    @property
+    def label(self) -> str:
+        return config_label(self.model, self.model_args)
+
+
+def checkpoint_of(model_args: dict) -> str:
+    """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
+    for name in ("checkpoint", "peft", "pretrained", "model"):
+        if model_args.get(name):
+            return str(model_args[name])
+    return ""
+
+
+def config_label(model: str, model_args: dict) -> str:
+    """Short name for plots: the checkpoint's folder name plus the model_args that tell variants apart
+    (PIC / EPL settings), e.g. ``Llama-3.1-8B pic=dynamic pic_ratio=4``."""
+    extra = {k: v for k, v in model_args.items() if k not in _NOT_IN_LABEL}
+    name = Path(checkpoint_of(model_args)).name or model
+    return name + (" " + " ".join(f"{k}={v}" for k, v in sorted(extra.items())) if extra else "")
+
+
+def split_labels(labels: list[str]) -> tuple[str, list[str]]:
+    """``(shared, rest)``: the words every label has (the model name when only PIC settings differ), in
+    the first label's order, and each label without them (a label left empty keeps its full text)."""
+    words = [label.split(" ") for label in labels]
+    common = set(words[0]).intersection(*words[1:]) if len(words) > 1 else set()
+    shared = " ".join(w for w in words[0] if w in common) if words else ""
+    return shared, [" ".join(w for w in ws if w not in common) or label for ws, label in zip(words, labels)]
 
 
 def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
