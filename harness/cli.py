@@ -7,6 +7,10 @@
 * ``lch keytokens``     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
 * ``lch judge``         re-judge the logged samples of a judged task with another judge (no regeneration).
 * ``lch gentable``      paper 000 Table 1 (Length, Tokens, Quality, CR) from several runs of a judged task.
+* ``lch leaderboard``   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
+* ``lch regress``       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
+* ``lch correlate``     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
+* ``lch plot``          score vs context length; generation length and quality vs PIC ratio (PNG).
 * ``lch demo``          the embedded offline demo (see :mod:`harness.demo`).
 """
 
@@ -100,11 +104,9 @@ def run_regress(args: argparse.Namespace) -> int:
 
 
 def run_correlate(args: argparse.Namespace) -> int:
-    import json
-    import re
     from pathlib import Path
 
-    from harness.reporting.correlate import correlation, matrix_markdown, paired_values, report_markdown, scatter_png
+    from harness.reporting.correlate import matrix_markdown, paired_values, write_report
     from harness.reporting.runs import RunError, load_runs
 
     out = Path(args.output)
@@ -120,18 +122,49 @@ def run_correlate(args: argparse.Namespace) -> int:
             print("error: give --x and --y, or --matrix", file=sys.stderr)
             return 2
         for y_name in args.y:
-            labels, values = paired_values(runs, [args.x, y_name])
-            stats = correlation(values[:, 0], values[:, 1], args.bootstrap, args.seed)
-            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{y_name}_vs_{args.x}")
-            png = scatter_png(values[:, 0], values[:, 1], labels, args.x, y_name, stats, out / f"{stem}.png")
-            (out / f"{stem}.md").write_text(report_markdown(args.x, y_name, stats, labels, values, png.name), encoding="utf-8")
-            (out / f"{stem}.json").write_text(json.dumps({"x": args.x, "y": y_name, "labels": labels, **stats}, indent=1))
+            png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
             p = stats["pearson"]
             print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
                   f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
     except (RunError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from harness.reporting.plots import (context_curves, pic_points_from_runs, pic_points_from_samples, pic_series,
+                                         plot_context, plot_pic)
+    from harness.reporting.runs import RunError, load_runs
+
+    try:
+        if args.kind == "context":
+            runs, _ = load_runs(args.runs)
+            curves = {task: context_curves(runs, task) for task in args.task}
+            path = plot_context(curves, args.output or "reports/context_length.png")
+            for task, by_label in curves.items():
+                for label, points in by_label.items():
+                    print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
+        else:
+            if len(args.task) != 1:
+                raise ValueError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")
+            task = args.task[0]
+            if args.appendix_a:
+                points = pic_points_from_samples(args.runs, task, args.threshold)
+            else:
+                points = pic_points_from_runs(load_runs(args.runs)[0], task, args.length_metric, args.quality_metric)
+            series = pic_series(points)
+            path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
+                            f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
+            for base, by_method in series.items():
+                for method, lines in by_method.items():
+                    for variant, line in lines.items():
+                        print(f"{base} | {method} {variant}".rstrip() + ": " + ", ".join(
+                            f"s={r:g} len={p.length} q={p.quality} cr={p.corrupted_ratio}" for r, p in line))
+    except (RunError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(path)
     return 0
 
 
@@ -226,7 +259,23 @@ def main(argv: list[str] | None = None) -> int:
     corr.add_argument("--bootstrap", type=int, default=2000)
     corr.add_argument("--seed", type=int, default=0)
     corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
+    plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
+                          description="context: score vs context length per configuration from <task>/len_<L> "
+                                      "(RULER, BABILong). pic: generation length and quality vs PIC ratio, one "
+                                      "panel per base model and method (paper 000 Fig. 1).")
+    plot.add_argument("kind", choices=["context", "pic"])
+    plot.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    plot.add_argument("--task", nargs="+", required=True,
+                      help="context: tasks / groups with len_<L> metrics (lch_ruler lch_babilong); pic: one task")
+    plot.add_argument("-o", "--output", help="PNG path (default reports/context_length.png or reports/pic_<task>.png)")
+    plot.add_argument("--length-metric", default="length", help="pic: length metric of the task (default length)")
+    plot.add_argument("--quality-metric", default="quality", help="pic: quality metric of the task (default quality)")
+    plot.add_argument("--appendix-a", action="store_true",
+                      help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
+    plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
     args = parser.parse_args(argv)
+    if args.command == "plot":
+        return run_plot(args)
     if args.command == "correlate":
         return run_correlate(args)
     if args.command == "leaderboard":

@@ -33,10 +33,11 @@ def _label(results: dict) -> str:
 
 
 def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> list[dict[str, Any]]:
-    """One row per run: ``label``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and both averages."""
-    lengths, tokens, quality, corrupted, labels = {}, {}, {}, {}, {}
+    """One row per run: ``label``, ``results_file``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and both averages."""
+    lengths, tokens, quality, corrupted, labels, files = {}, {}, {}, {}, {}, {}
     for run in run_dirs:
-        results = json.loads(_latest(Path(run), "results_*.json").read_text())
+        files[run] = _latest(Path(run), "results_*.json")
+        results = json.loads(files[run].read_text())
         label = _label(results)
         rows = [json.loads(l) for l in _latest(Path(run), f"samples_{task}_*.jsonl").read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]
@@ -52,7 +53,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}
     q_values = {run: {i: quality[run].get(i, 0.0) for i in corrupted[run]} for run in run_dirs}
     avg_q = shared_clean_average(q_values, q_corrupted, threshold)
-    return [{"label": labels[run], "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
+    return [{"label": labels[run], "results_file": str(files[run]), "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
              "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
              "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
              "quality_shared": avg_q[run]["shared"], "quality_own": avg_q[run]["own"]} for run in run_dirs]

@@ -1,0 +1,241 @@
+"""``lch plot``: the figures people expect from runs, as PNG (matplotlib, Agg).
+
+* Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration
+  (latest run; the legend drops the words all configurations share, the title shows them), one panel
+  per task or group, from the per-length metrics ``<task>/len_<L>`` that the RULER
+  (token counts) and BABILong (k-labels, 1k = 1024 tokens) tasks and groups report, with lm-eval's stderr
+  as error bars. Lengths sit at evenly spaced positions in token order (they usually double, so this
+  is a log2 axis that can also hold BABILong's ``0k``), labelled with the task's own names.
+* Generation length and quality vs PIC ratio, paper 000 Fig. 1 (:func:`pic_points_from_runs` or
+  :func:`pic_points_from_samples`, then :func:`pic_series`, :func:`plot_pic`): one panel per base model
+  and PIC method, the ratio (s_cr or s_rr) on a log axis, length on the left axis in blue, quality on the
+  right in red. A base model's run without PIC is drawn at ratio 1 on each of its lines: PIC with ratio 1
+  is the identity for all three methods (g(m) = m; base b * 1).
+
+Missing values are left out of a line, never drawn as zeros.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from harness.data.lengths import length_tokens
+from harness.reporting.runs import Run, config_label, latest_per_configuration, read_run, split_labels
+
+# hf-pic's PIC arguments and their defaults (harness.positions.pic.check_pic_args), so that a run that
+# leaves one at its default and a run that spells it out fall on the same line.
+PIC_DEFAULTS = {"pic": "none", "pic_ratio": 1.0, "pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}
+PIC_PLOT_METHODS = ("naive", "ntk", "dynamic")
+_DYNAMIC_ONLY = ("pic_initial", "pic_recent", "pic_layout")
+_RATIO_NAME = {"naive": "compression ratio s_cr", "ntk": "RoPE base scaling ratio s_rr",
+               "dynamic": "compression ratio s_cr"}
+
+
+@dataclass(frozen=True, order=True)
+class LengthPoint:
+    tokens: int
+    name: str  # the length as the task names it: "4096", "4k"
+    score: float
+    stderr: float | None = None
+
+
+def _unique(labels: Iterable[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
+def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
+    """``{configuration label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each
+    configuration; runs without any such metric are left out. Raises ``ValueError`` when no run has one."""
+    prefix = f"{task}/len_"
+    chosen, curves = [], []
+    for run in latest_per_configuration(runs):
+        points = []
+        for metric, value in run.metrics.items():
+            if not metric.startswith(prefix) or "," in metric or math.isnan(value):
+                continue
+            name = metric[len(prefix):]
+            try:
+                tokens = length_tokens(name)
+            except ValueError:
+                continue
+            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric)))
+        if points:
+            chosen.append(run.label)
+            curves.append(sorted(points))
+    if not curves:
+        raise ValueError(f"no run has per-length metrics {prefix}<length> (RULER / BABILong tasks and groups report them)")
+    return dict(zip(_unique(chosen), curves))
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path)
+    _pyplot().close(fig)
+    return path
+
+
+def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path) -> Path:
+    """Writes :func:`context_figure` as PNG."""
+    return _save(context_figure(curves_by_task), path)
+
+
+def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
+    """One panel per task: score (y) vs context length (x), one line per configuration, stderr bars."""
+    plt = _pyplot()
+    n = len(curves_by_task)
+    fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
+    for ax, (task, curves) in zip(axes[0], curves_by_task.items()):
+        names = {p.tokens: p.name for points in curves.values() for p in points}
+        order = sorted(names)
+        where = {tokens: i for i, tokens in enumerate(order)}
+        shared, short = split_labels(list(curves))
+        for label, points in zip(short, curves.values()):
+            xs = [where[p.tokens] for p in points]
+            errs = [p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0 for p in points]
+            ax.errorbar(xs, [p.score for p in points], yerr=errs if any(errs) else None, marker="o",
+                        capsize=3, label=label)
+        ax.set_xticks(range(len(order)), [names[t] for t in order])
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("score")
+        ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+@dataclass(frozen=True)
+class PicPoint:
+    model_args: dict
+    length: float | None
+    quality: float | None
+    corrupted_ratio: float | None = None  # printed beside the figure; a point with CR near 1 says little
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "length",
+                         quality_metric: str = "quality") -> list[PicPoint]:
+    """Length and quality as the results files report them (``<task>/length``: mean over all samples;
+    ``<task>/quality``: the judged mean), latest run per configuration."""
+    out = []
+    for run in latest_per_configuration(runs):
+        length = _finite(run.metrics.get(f"{task}/{length_metric}"))
+        quality = _finite(run.metrics.get(f"{task}/{quality_metric}"))
+        if length is not None or quality is not None:
+            out.append(PicPoint(run.model_args, length, quality, _finite(run.metrics.get(f"{task}/corrupted_ratio"))))
+    return out
+
+
+def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold: float = 0.2) -> list[PicPoint]:
+    """Length and quality with paper 000's Appendix-A averaging (over non-corrupted samples shared by the
+    compared runs when their corrupted ratio is below ``threshold``), from logged samples; see
+    :func:`harness.reporting.generation_table.generation_table`."""
+    from harness.reporting.generation_table import generation_table
+
+    rows = generation_table([str(d) for d in run_dirs], task, threshold)
+    return [PicPoint(read_run(row["results_file"]).model_args, _finite(row["length"]), _finite(row["quality"]),
+                     row["cr"]) for row in rows]
+
+
+def _pic_setting(model_args: dict) -> tuple[str, str, float, str]:
+    """(base model, method, ratio, variant): variant names the non-default Dynamic PIC settings."""
+    args = {**PIC_DEFAULTS, **model_args}
+    method = str(args["pic"])
+    base = config_label("", {k: v for k, v in model_args.items() if not k.startswith("pic")})
+    variant = ""
+    if method == "dynamic":
+        variant = " ".join(f"{k[4:]}={args[k]}" for k in _DYNAMIC_ONLY if str(args[k]) != str(PIC_DEFAULTS[k]))
+    return base, method, float(args["pic_ratio"]), variant
+
+
+def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tuple[float, PicPoint]]]]]:
+    """``{base model: {method: {variant: [(ratio, point)] sorted by ratio}}}``.
+
+    Runs without PIC join every line of their base model at ratio 1 unless the line has its own ratio-1
+    run. A later point of the same (base, method, variant, ratio) replaces an earlier one."""
+    lines: dict[tuple[str, str, str], dict[float, PicPoint]] = {}
+    vanilla: dict[str, PicPoint] = {}
+    for point in points:
+        base, method, ratio, variant = _pic_setting(point.model_args)
+        if method == "none":
+            vanilla[base] = point
+        elif method in PIC_PLOT_METHODS:
+            lines.setdefault((base, method, variant), {})[ratio] = point
+    if not lines:
+        raise ValueError("no run used PIC (model_args pic=naive|ntk|dynamic); nothing to plot against the ratio")
+    out: dict = {}
+    for (base, method, variant), by_ratio in lines.items():
+        if base in vanilla:
+            by_ratio.setdefault(1.0, vanilla[base])
+        out.setdefault(base, {}).setdefault(method, {})[variant] = sorted(by_ratio.items(), key=lambda kv: kv[0])
+    return out
+
+
+def plot_pic(series: dict, path: str | Path, length_name: str = "length", quality_name: str = "quality",
+             title: str = "") -> Path:
+    """Writes :func:`pic_figure` as PNG."""
+    return _save(pic_figure(series, length_name, quality_name, title), path)
+
+
+def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):
+    """Paper 000 Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
+    red quality (right axis) vs ratio (log axis); one marker / line style per Dynamic PIC variant, named
+    in a legend when a panel has several; panels without runs say so."""
+    plt = _pyplot()
+    from matplotlib.lines import Line2D
+
+    methods = [m for m in PIC_PLOT_METHODS if any(m in by_method for by_method in series.values())]
+    fig, axes = plt.subplots(len(series), len(methods), figsize=(4.6 * len(methods), 3.6 * len(series)),
+                             dpi=120, squeeze=False)
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
+    for row, (base, by_method) in zip(axes, series.items()):
+        for ax, method in zip(row, methods):
+            lines = sorted(by_method.get(method, {}).items())
+            ax.set_title(f"{base}: {method} PIC", fontsize=9)
+            if not lines:
+                ax.axis("off")
+                ax.text(0.5, 0.5, "no runs", ha="center", va="center", color="gray", transform=ax.transAxes)
+                continue
+            twin = ax.twinx()
+            variants = []
+            for i, (variant, line) in enumerate(lines):
+                marker, style = styles[i % len(styles)]
+                variants.append(Line2D([], [], color="gray", marker=marker, linestyle=style, label=variant or "default"))
+                for axis, attr, color in ((ax, "length", "tab:blue"), (twin, "quality", "tab:red")):
+                    xy = [(r, getattr(p, attr)) for r, p in line if getattr(p, attr) is not None]
+                    if xy:
+                        axis.plot(*zip(*xy), marker=marker, linestyle=style, color=color, label=f"{attr} {variant}")
+            ax.set_xscale("log", base=2)
+            ratios = sorted({r for _, line in lines for r, _ in line})
+            ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
+            ax.minorticks_off()
+            ax.set_xlabel(_RATIO_NAME[method])
+            ax.set_ylabel(length_name, color="tab:blue")
+            twin.set_ylabel(quality_name, color="tab:red")
+            ax.grid(alpha=0.3)
+            if len(variants) > 1:  # colours are told by the axis labels; the legend tells variants apart
+                ax.legend(handles=variants, fontsize=7, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -1,0 +1,191 @@
+"""lch plot: score vs context length (RULER / BABILong) and paper 000 Fig. 1 (length, quality vs PIC ratio),
+from lm-eval-shaped result files built here; the drawn data is read back from the matplotlib figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.reporting.plots import (context_curves, context_figure, pic_figure, pic_points_from_runs,
+                                     pic_points_from_samples, pic_series)
+from harness.reporting.runs import load_runs, split_labels
+from tests.test_reporting import write_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _ruler_babilong_runs(root: Path) -> Path:
+    dirs = {"lch_ruler": {"len_4096": True, "len_16384": True, "len_8192": True, "score": True},
+            "lch_babilong": {"len_0k": True, "len_2k": True, "len_4k": True}}
+    write_run(root / "old", {"pretrained": "/m/Llama"}, 1.0,
+              {"lch_ruler": {"len_4096,none": 1.0, "len_8192,none": 1.0}}, dirs)  # superseded by "vanilla"
+    write_run(root / "vanilla", {"pretrained": "/m/Llama"}, 2.0, {
+        "lch_ruler": {"score,none": 80.0, "len_16384,none": 70.0, "len_16384_stderr,none": 3.0,
+                      "len_4096,none": 90.0, "len_4096_stderr,none": 1.0, "len_8192,none": 80.0,
+                      "len_8192_stderr,none": "N/A"},
+        "lch_babilong": {"len_0k,none": 100.0, "len_4k,none": 60.0, "len_2k,none": 75.0}}, dirs)
+    write_run(root / "dyn", {"pretrained": "/m/Llama", "pic": "dynamic", "pic_ratio": 4}, 3.0, {
+        "lch_ruler": {"len_4096,none": 88.0, "len_8192,none": float("nan"), "len_16384,none": 77.5}}, dirs)
+    write_run(root / "ppl-only", {"pretrained": "/m/Other"}, 4.0, {"ppl_govreport": {"ppl,none": 5.0}},
+              {"ppl_govreport": {"ppl": False}})
+    return root
+
+
+def test_split_labels_drops_shared_words():
+    labels = ["Llama pic=none", "Llama pic=ntk pic_ratio=4", "Llama pic=naive pic_ratio=2"]
+    assert split_labels(labels) == ("Llama", ["pic=none", "pic=ntk pic_ratio=4", "pic=naive pic_ratio=2"])
+    assert split_labels(["Llama", "Llama pic=ntk"]) == ("Llama", ["Llama", "pic=ntk"])  # never empty
+    assert split_labels(["only one"]) == ("", ["only one"])
+
+
+def test_context_curves_read_per_length_metrics(tmp_path):
+    runs, _ = load_runs([_ruler_babilong_runs(tmp_path)])
+    ruler = context_curves(runs, "lch_ruler")
+    assert list(ruler) == ["Llama", "Llama pic=dynamic pic_ratio=4"]  # the ppl-only run has no curve
+    assert [(p.tokens, p.name, p.score, p.stderr) for p in ruler["Llama"]] == [
+        (4096, "4096", 90.0, 1.0), (8192, "8192", 80.0, None), (16384, "16384", 70.0, 3.0)]
+    # NaN is a missing value: left out, never drawn as a number
+    assert [(p.tokens, p.score) for p in ruler["Llama pic=dynamic pic_ratio=4"]] == [(4096, 88.0), (16384, 77.5)]
+    babilong = context_curves(runs, "lch_babilong")
+    assert [(p.tokens, p.name, p.score) for p in babilong["Llama"]] == [(0, "0k", 100.0), (2048, "2k", 75.0),
+                                                                         (4096, "4k", 60.0)]
+    with pytest.raises(ValueError, match="len_<length>"):
+        context_curves(runs, "ppl_govreport")
+
+    fig = context_figure({"lch_ruler": ruler, "lch_babilong": babilong})
+    ax_ruler, ax_babilong = fig.axes
+    # lengths at evenly spaced positions in token order, labelled with the task's names
+    assert [t.get_text() for t in ax_ruler.get_xticklabels()] == ["4096", "8192", "16384"]
+    assert [t.get_text() for t in ax_babilong.get_xticklabels()] == ["0k", "2k", "4k"]
+    drawn = {bars.get_label(): bars.lines[0].get_xydata().tolist() for bars in ax_ruler.containers}
+    # the legend drops what all configurations share (the title shows it)
+    assert drawn == {"Llama": [[0, 90.0], [1, 80.0], [2, 70.0]], "pic=dynamic pic_ratio=4": [[0, 88.0], [2, 77.5]]}
+    assert ax_ruler.get_title() == "lch_ruler\nLlama" and ax_babilong.get_title() == "lch_babilong"
+    bars = ax_ruler.containers[0].lines[2][0].get_segments()  # stderr bars; "N/A" draws none (0)
+    assert [seg[:, 1].tolist() for seg in bars] == [[89.0, 91.0], [80.0, 80.0], [67.0, 73.0]]
+
+
+def test_lch_plot_context_writes_png(tmp_path, capsys):
+    root = _ruler_babilong_runs(tmp_path / "runs")
+    out = tmp_path / "ctx.png"
+    assert main(["plot", "context", str(root), "--task", "lch_ruler", "lch_babilong", "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+    printed = capsys.readouterr().out
+    assert "lch_babilong | Llama: 0k 100, 2k 75, 4k 60" in printed
+    assert main(["plot", "context", str(root), "--task", "nope", "-o", str(out)]) == 2
+    assert "nope/len_<length>" in capsys.readouterr().err
+
+
+# Paper 000 Table 1, LLaMA-3.1-8B-Instruct columns: (ratio, Length, Quality) per method
+TABLE1 = {
+    "naive": [(0.5, 779.26, 73.91), (0.75, 959.35, 78.52), (1, 1001.86, 79.85), (2, 691.76, 71.96)],
+    "ntk": [(0.33, 770.85, 77.54), (0.67, 882.79, 79.49), (1, 1020.80, 80.97), (4, 1522.97, 82.38),
+            (16, 1802.11, 81.05)],
+    "dynamic": [(0.25, 816.65, 79.30), (0.5, 893.25, 79.15), (1, 1024.05, 81.07), (4, 1380.63, 81.31),
+                (16, 1938.24, 81.12), (128, 1961.89, 75.31)],
+}
+HB = {"hellobench_htg": {"length": True, "quality": True}}
+
+
+def _table1_runs(root: Path) -> Path:
+    date = 0.0
+    for method, rows in TABLE1.items():
+        for ratio, length, quality in rows:
+            date += 1
+            args = {"pretrained": "/m/Llama-3.1-8B-Instruct", "pic": method, "pic_ratio": ratio}
+            if method == "dynamic":
+                args["pic_initial"] = 4  # the default spelled out: same line as runs that leave it out
+            write_run(root / f"llama-{method}-{ratio}", args, date,
+                      {"hellobench_htg": {"length,none": length, "quality,none": quality}}, HB)
+    # the vanilla run of a second base model joins its lines at ratio 1; a Dynamic PIC variant with
+    # another recent window gets a line of its own; a quality-less (unjudged) run keeps its length
+    write_run(root / "qwen-vanilla", {"pretrained": "/m/Qwen"}, 100.0,
+              {"hellobench_htg": {"length,none": 958.33, "quality,none": 80.17, "corrupted_ratio,none": 0.0407}}, HB)
+    write_run(root / "qwen-dyn4", {"pretrained": "/m/Qwen", "pic": "dynamic", "pic_ratio": "4"}, 101.0,
+              {"hellobench_htg": {"length,none": 1125.13, "quality,none": 81.58}}, HB)
+    write_run(root / "qwen-dyn4-r600", {"pretrained": "/m/Qwen", "pic": "dynamic", "pic_ratio": 4, "pic_recent": 600},
+              102.0, {"hellobench_htg": {"length,none": 1200.0}}, HB)
+    return root
+
+
+def test_pic_series_reproduces_paper_table1(tmp_path):
+    runs, _ = load_runs([_table1_runs(tmp_path)])
+    series = pic_series(pic_points_from_runs(runs, "hellobench_htg"))
+    assert set(series) == {"Llama-3.1-8B-Instruct", "Qwen"}
+    llama = series["Llama-3.1-8B-Instruct"]
+    for method, rows in TABLE1.items():
+        assert list(llama[method]) == [""]  # one line per method: defaults spelled out or not
+        assert [(r, p.length, p.quality) for r, p in llama[method][""]] == [(float(a), b, c) for a, b, c in rows]
+    qwen = series["Qwen"]["dynamic"]
+    assert [(r, p.length, p.quality) for r, p in qwen[""]] == [(1.0, 958.33, 80.17), (4.0, 1125.13, 81.58)]
+    assert [(r, p.length, p.quality) for r, p in qwen["recent=600"]] == [(1.0, 958.33, 80.17), (4.0, 1200.0, None)]
+    assert set(series["Qwen"]) == {"dynamic"}
+    assert qwen[""][0][1].corrupted_ratio == 0.0407 and qwen[""][1][1].corrupted_ratio is None
+
+    fig = pic_figure(series, "length", "quality")
+    axes = fig.axes  # 2 x 3 panels, each with a twin axis for quality (added after the grid)
+    titles = [ax.get_title() for ax in axes if ax.get_title()]
+    assert titles == [f"{b}: {m} PIC" for b in ("Llama-3.1-8B-Instruct", "Qwen") for m in ("naive", "ntk", "dynamic")]
+    ntk = next(ax for ax in axes if ax.get_title() == "Llama-3.1-8B-Instruct: ntk PIC")
+    twin = next(ax for ax in axes if ax is not ntk and ax.get_position().bounds == ntk.get_position().bounds)
+    assert ntk.get_xscale() == "log"
+    assert [t.get_text() for t in ntk.get_xticklabels()] == ["0.33", "0.67", "1", "4", "16"]
+    (length_line,) = ntk.get_lines()
+    (quality_line,) = twin.get_lines()
+    assert length_line.get_xydata().tolist() == [[r, length] for r, length, _ in TABLE1["ntk"]]
+    assert quality_line.get_xydata().tolist() == [[r, q] for r, _, q in TABLE1["ntk"]]
+    assert length_line.get_color() == "tab:blue" and quality_line.get_color() == "tab:red"
+
+    with pytest.raises(ValueError, match="no run used PIC"):
+        pic_series([p for p in pic_points_from_runs(runs, "hellobench_htg") if "pic" not in p.model_args])
+
+
+def test_lch_plot_pic_writes_png(tmp_path, capsys):
+    root = _table1_runs(tmp_path / "runs")
+    out = tmp_path / "fig1.png"
+    assert main(["plot", "pic", str(root), "--task", "hellobench_htg", "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG
+    assert ("Qwen | dynamic recent=600: s=1 len=958.33 q=80.17 cr=0.0407, s=4 len=1200.0 q=None cr=None"
+            in capsys.readouterr().out)
+    assert main(["plot", "pic", str(root), "--task", "a", "b", "-o", str(out)]) == 2
+
+
+DIMS = {"Relevance": 5, "Accuracy": 5, "Coherence": 3, "Clarity": 3, "Breadth and Depth": 5, "Reading Experience": 3}
+
+
+def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
+    from tests.judge_servers import CannedJudge
+
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text("Judge this. $INST$ / $RESPONSE$")
+
+    def run(name: str, args: dict, lengths: list, corrupted: list, judge: dict) -> str:
+        folder = tmp_path / name
+        write_run(folder, {"pretrained": "/m/tiny", **args}, 1.0,
+                  {"longbench_write": {"length,none": sum(lengths) / len(lengths)}}, {})
+        rows = [{"doc_id": i, "length": n, "n_tokens": n, "corrupted_ratio": float(bad),
+                 "quality": {"instruction": f"w{i}", "response": f"t{i} {name}", "length_score": 50.0,
+                             "judge": judge, "prompt_path": str(prompt)}}
+                for i, (n, bad) in enumerate(zip(lengths, corrupted))]
+        (folder / "samples_longbench_write_1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return str(folder)
+
+    with CannedJudge(0.5, DIMS) as canned:
+        judge = {"base_url": canned.base_url, "model": "canned", "policy": "drop", "temperature": 0.5,
+                 "max_tokens": 64, "concurrency": 4, "cache_dir": str(tmp_path / "cache")}
+        vanilla = run("vanilla", {}, [100, 200, 300, 400, 500], [False] * 5, judge)
+        # 1 of 5 corrupted (CR 20 % < threshold 25 %): both runs average over the samples clean in both
+        dyn = run("dyn", {"pic": "dynamic", "pic_ratio": 2}, [110, 9999, 330, 440, 550], [False, True, False, False, False], judge)
+        points = pic_points_from_samples([vanilla, dyn], "longbench_write", threshold=0.25)
+    series = pic_series(points)
+    line = series["tiny"]["dynamic"][""]
+    expected_q = sum(25 * (v - 1) for v in DIMS.values()) / 6
+    assert [r for r, _ in line] == [1.0, 2.0]
+    assert line[0][1].length == pytest.approx((100 + 300 + 400 + 500) / 4)  # not the results file's mean 300
+    assert line[1][1].length == pytest.approx((110 + 330 + 440 + 550) / 4)
+    assert all(math.isclose(p.quality, expected_q) for _, p in line)
+    assert [p.corrupted_ratio for _, p in line] == [0.0, pytest.approx(0.2)]
