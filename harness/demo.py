@@ -4,12 +4,15 @@ Two tiny Llamas are built on the fly (cached): the evaluated model, trained on 1
 an evaluator for LongPPL key tokens, trained on 256-token windows with its own tokenizer. Synthetic long
 reports are written to the output folder, and ``ppl_govreport`` and ``longppl_govreport`` run through
 lm-eval with ``hf-pic`` once per PIC variant (key tokens are computed once and reused). Each run's
-lm-eval results JSON is saved next to ``summary.json``; a table is printed.
+lm-eval results JSON is saved under ``runs/<variant>/`` as lm-eval's ``--output_path`` would, a table is
+printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate`` make of those runs:
+``leaderboard.csv`` (+ ``.md``, ``.html``) and ``correlation/`` (LongPPL vs PPL scatter PNG and report).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 VARIANTS: list[tuple[str, dict]] = [
@@ -60,7 +63,10 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         metrics = results["results"]["ppl_govreport"]
         longppl = results["results"]["longppl_govreport"]
         slug = name.replace(" ", "_").replace("=", "")
-        (out / f"{slug}.json").write_text(
+        run_dir = out / "runs" / slug  # laid out as lm-eval's --output_path, so lch's reports read it
+        run_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
+        (run_dir / f"results_{stamp}.json").write_text(
             json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8"
         )
         rows.append(
@@ -76,4 +82,22 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         print(f"{row['variant']:<28} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
               f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}")
     print(f"results written to {out}/")
+    for path in write_reports(out / "runs", out):
+        print(f"  {path}")
     return rows
+
+
+def write_reports(runs_dir: Path, out: Path) -> list[Path]:
+    """The demo's runs as a leaderboard (CSV / Markdown / HTML, best LongPPL first) and a correlation
+    report of LongPPL vs PPL across the PIC variants (scatter PNG, Markdown, JSON)."""
+    from harness.reporting.correlate import write_report
+    from harness.reporting.leaderboard import leaderboard, write_leaderboard
+    from harness.reporting.runs import load_runs
+
+    runs, _ = load_runs([runs_dir])
+    paths = write_leaderboard(*leaderboard(runs, sort_by="longppl_govreport/longppl"), out / "leaderboard.csv")
+    png, stats = write_report(runs, "ppl_govreport/ppl", "longppl_govreport/longppl", out / "correlation")
+    p = stats["pearson"]
+    print(f"LongPPL vs PPL over {stats['n']} variants: Pearson r = {p['r']:.3f} (p = {p['p']:.3g}), "
+          f"Spearman {stats['spearman']['r']:.3f}, Kendall {stats['kendall']['r']:.3f}")
+    return paths + [png, png.with_suffix(".md")]

@@ -161,7 +161,31 @@ def test_demo_writes_a_summary(tmp_path):
     assert all(r["longppl"] > 1 and r["n_key_tokens"] == rows[0]["n_key_tokens"] > 0 for r in rows)
     by_name = {r["variant"]: r["ppl"] for r in rows}
     assert by_name["naive s_cr=2"] != pytest.approx(by_name["vanilla"], rel=1e-4)
-    assert len(list(tmp_path.glob("*.json"))) == len(VARIANTS) + 1
+    assert len(list((tmp_path / "runs").glob("*/results_*.json"))) == len(VARIANTS)
+    # the demo ends with a leaderboard and a correlation report made from its own runs
+    import csv
+
+    from scipy import stats
+
+    with (tmp_path / "leaderboard.csv").open() as f:
+        board = list(csv.DictReader(f))
+    by_longppl = sorted(rows, key=lambda r: r["longppl"])  # lower is better: best first
+    assert [float(r["longppl_govreport/longppl"]) for r in board] == [r["longppl"] for r in by_longppl]
+    assert [float(r["ppl_govreport/ppl"]) for r in board] == [r["ppl"] for r in by_longppl]
+    assert [json.loads(r["model_args"])["pic"] for r in board] == [r["pic"] for r in by_longppl]
+    report = tmp_path / "correlation" / "longppl_govreport_longppl_vs_ppl_govreport_ppl"
+    corr = json.loads(report.with_suffix(".json").read_text())
+    expected = stats.pearsonr([r["ppl"] for r in rows], [r["longppl"] for r in rows])
+    assert corr["n"] == len(VARIANTS) and corr["pearson"]["r"] == pytest.approx(expected.statistic)
+    assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # and the runs gate as checkpoints would: vanilla against its own baseline passes, naive PIC
+    # (higher PPL and LongPPL than vanilla here) fails
+    assert by_name["naive s_cr=2"] > by_name["vanilla"]
+    baseline = tmp_path / "baseline.json"
+    runs = tmp_path / "runs"
+    assert main(["regress", str(runs / "vanilla"), "--baseline", str(baseline), "--update-baseline"]) == 0
+    assert main(["regress", str(runs / "vanilla"), "--baseline", str(baseline)]) == 0
+    assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline)]) == 1
 
 
 def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp_path):
