@@ -189,3 +189,15 @@ def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
     assert line[1][1].length == pytest.approx((110 + 330 + 440 + 550) / 4)
     assert all(math.isclose(p.quality, expected_q) for _, p in line)
     assert [p.corrupted_ratio for _, p in line] == [0.0, pytest.approx(0.2)]
+
+
+def test_pic_defaults_match_hf_pic():
+    """plots.py keeps hf-pic's defaults as a literal (importing the model would pull in torch and lm-eval
+    for a plot); this pins the two together."""
+    import inspect
+
+    from harness.models.hf_pic import HFPicLM
+    from harness.reporting.plots import PIC_DEFAULTS
+
+    params = inspect.signature(HFPicLM.__init__).parameters
+    assert PIC_DEFAULTS == {name: params[name].default for name in PIC_DEFAULTS}

@@ -62,12 +62,9 @@ def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], n
 
 def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
                 path: str | Path) -> Path:
-    import matplotlib
+    from harness.reporting.plots import pyplot, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.8), dpi=120)
+    fig, ax = pyplot().subplots(figsize=(6.4, 4.8), dpi=120)
     ax.scatter(x, y, zorder=3)
     middle = (x.min() + x.max()) / 2
     shared, short = split_labels(labels)
@@ -86,12 +83,7 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_png(fig, path)
 
 
 def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], values: np.ndarray,

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.judged import sample_quality
 from harness.metrics.generation import shared_clean_average
+from harness.reporting.runs import model_args_of
 
 
 def _latest(folder: Path, pattern: str) -> Path:
@@ -24,21 +25,19 @@ def _latest(folder: Path, pattern: str) -> Path:
     return Path(found[-1])
 
 
-def _label(results: dict) -> str:
-    args = results.get("config", {}).get("model_args", "")
-    args = args if isinstance(args, dict) else dict(kv.split("=", 1) for kv in str(args).split(",") if "=" in kv)
+def _label(args: dict) -> str:
     pic = args.get("pic", "none")
     name = Path(str(args.get("pretrained", "model"))).name
     return name if pic == "none" else f"{name} pic={pic} s={args.get('pic_ratio', 1)}"
 
 
 def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> list[dict[str, Any]]:
-    """One row per run: ``label``, ``results_file``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and both averages."""
-    lengths, tokens, quality, corrupted, labels, files = {}, {}, {}, {}, {}, {}
+    """One row per run: ``label``, ``model_args``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and
+    both averages."""
+    lengths, tokens, quality, corrupted, labels, model_args = {}, {}, {}, {}, {}, {}
     for run in run_dirs:
-        files[run] = _latest(Path(run), "results_*.json")
-        results = json.loads(files[run].read_text())
-        label = _label(results)
+        model_args[run] = model_args_of(json.loads(_latest(Path(run), "results_*.json").read_text()))
+        label = _label(model_args[run])
         rows = [json.loads(l) for l in _latest(Path(run), f"samples_{task}_*.jsonl").read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]
         per_quality = sample_quality([r["quality"] for r in rows])
@@ -53,7 +52,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}
     q_values = {run: {i: quality[run].get(i, 0.0) for i in corrupted[run]} for run in run_dirs}
     avg_q = shared_clean_average(q_values, q_corrupted, threshold)
-    return [{"label": labels[run], "results_file": str(files[run]), "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
+    return [{"label": labels[run], "model_args": model_args[run], "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
              "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
              "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
              "quality_shared": avg_q[run]["shared"], "quality_own": avg_q[run]["own"]} for run in run_dirs]

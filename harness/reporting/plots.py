@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from harness.data.lengths import length_tokens
-from harness.reporting.runs import Run, config_label, latest_per_configuration, read_run, split_labels
+from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
 
-# hf-pic's PIC arguments and their defaults (harness.positions.pic.check_pic_args), so that a run that
+# hf-pic's PIC arguments and their defaults (pinned to HFPicLM by tests/test_plots.py), so that a run that
 # leaves one at its default and a run that spells it out fall on the same line.
 PIC_DEFAULTS = {"pic": "none", "pic_ratio": 1.0, "pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}
 PIC_PLOT_METHODS = ("naive", "ntk", "dynamic")
@@ -75,7 +75,8 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     return dict(zip(_unique(chosen), curves))
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,23 +85,24 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_png(fig, path: str | Path) -> Path:
+    """Lays out, writes and closes ``fig``; parent folders are created."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
 def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path) -> Path:
     """Writes :func:`context_figure` as PNG."""
-    return _save(context_figure(curves_by_task), path)
+    return save_png(context_figure(curves_by_task), path)
 
 
 def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
     """One panel per task: score (y) vs context length (x), one line per configuration, stderr bars."""
-    plt = _pyplot()
+    plt = pyplot()
     n = len(curves_by_task)
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
     for ax, (task, curves) in zip(axes[0], curves_by_task.items()):
@@ -154,8 +156,7 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
     from harness.reporting.generation_table import generation_table
 
     rows = generation_table([str(d) for d in run_dirs], task, threshold)
-    return [PicPoint(read_run(row["results_file"]).model_args, _finite(row["length"]), _finite(row["quality"]),
-                     row["cr"]) for row in rows]
+    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"]) for row in rows]
 
 
 def _pic_setting(model_args: dict) -> tuple[str, str, float, str]:
@@ -195,14 +196,14 @@ def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tup
 def plot_pic(series: dict, path: str | Path, length_name: str = "length", quality_name: str = "quality",
              title: str = "") -> Path:
     """Writes :func:`pic_figure` as PNG."""
-    return _save(pic_figure(series, length_name, quality_name, title), path)
+    return save_png(pic_figure(series, length_name, quality_name, title), path)
 
 
 def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):
     """Paper 000 Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
     red quality (right axis) vs ratio (log axis); one marker / line style per Dynamic PIC variant, named
     in a legend when a panel has several; panels without runs say so."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.lines import Line2D
 
     methods = [m for m in PIC_PLOT_METHODS if any(m in by_method for by_method in series.values())]

@@ -86,16 +86,22 @@ def read_json(path: Path, error: type[ValueError]) -> Any:
         raise error(f"{path}: not readable JSON ({err})") from None
 
 
+def model_args_of(results: dict) -> dict:
+    """``config.model_args`` of an lm-eval results object as a dict (older lm-eval writes the CLI string
+    ``"k=v,k=v"``)."""
+    model_args: Any = (results.get("config") or {}).get("model_args") or {}
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    return dict(model_args)
+
+
 def read_run(path: str | Path) -> Run:
     path = Path(path)
     data = read_json(path, RunError)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise RunError(f"{path}: no 'results' object (not an lm-eval results file)")
     config = data.get("config") or {}
-    model_args: Any = config.get("model_args") or {}
-    if isinstance(model_args, str):  # older lm-eval writes the CLI string
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
-    run = Run(path, str(config.get("model") or data.get("model_name") or "?"), dict(model_args),
+    run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
