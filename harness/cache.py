@@ -1,6 +1,7 @@
 """The one on-disk cache root of the harness: ``$LCH_CACHE``, else ``~/.cache/lch``.
 
-Sub-folders: tiny models (top level), ``keytokens/``, ``judge/``, ``downloads/``.
+Sub-folders: tiny models (top level), ``models/`` (real models, see harness.models.registry), ``keytokens/``,
+``judge/``, ``downloads/``, ``ruler/``.
 """
 
 from __future__ import annotations

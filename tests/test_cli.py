@@ -152,7 +152,7 @@ def test_config_file_include_path_is_kept(tmp_path):
 
 
 def test_demo_writes_a_summary(tmp_path):
-    from harness.demo import VARIANTS, run_demo
+    from harness.demo.tiny import VARIANTS, run_demo
 
     rows = run_demo(output=tmp_path, n_docs=2, n_words=400)
     summary = json.loads((tmp_path / "summary.json").read_text())

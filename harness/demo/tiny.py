@@ -1,4 +1,4 @@
-"""The embedded offline demo behind README's main command (``lch demo``).
+"""The tiny-model demo (``lch demo --tiny``): seconds, no real model, the whole pipeline.
 
 Two tiny Llamas are built on the fly (cached): the evaluated model, trained on 128-token windows, and
 an evaluator for LongPPL key tokens, trained on 256-token windows with its own tokenizer. Synthetic long
@@ -12,8 +12,9 @@ printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate`` m
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
+
+from harness.demo.common import save_run, slug, write_reports
 
 VARIANTS: list[tuple[str, dict]] = [
     ("vanilla", {"pic": "none"}),
@@ -27,7 +28,6 @@ VARIANTS: list[tuple[str, dict]] = [
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
-    from lm_eval.utils import handle_non_serializable
 
     from harness.data.synthetic import synthetic_reports
     from harness.plugin import register, tasks_path
@@ -62,13 +62,7 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         )
         metrics = results["results"]["ppl_govreport"]
         longppl = results["results"]["longppl_govreport"]
-        slug = name.replace(" ", "_").replace("=", "")
-        run_dir = out / "runs" / slug  # laid out as lm-eval's --output_path, so lch's reports read it
-        run_dir.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
-        (run_dir / f"results_{stamp}.json").write_text(
-            json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8"
-        )
+        save_run(results, out / "runs" / slug(name))
         rows.append(
             {"variant": name, **pic_args, "ppl": metrics["ppl,none"], "n_tokens": metrics["n_tokens,none"],
              "n_docs": metrics["n_docs,none"], "longppl": longppl["longppl,none"],
@@ -82,22 +76,11 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         print(f"{row['variant']:<28} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
               f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}")
     print(f"results written to {out}/")
-    for path in write_reports(out / "runs", out):
-        print(f"  {path}")
-    return rows
-
-
-def write_reports(runs_dir: Path, out: Path) -> list[Path]:
-    """The demo's runs as a leaderboard (CSV / Markdown / HTML, best LongPPL first) and a correlation
-    report of LongPPL vs PPL across the PIC variants (scatter PNG, Markdown, JSON)."""
-    from harness.reporting.correlate import write_report
-    from harness.reporting.leaderboard import leaderboard, write_leaderboard
-    from harness.reporting.runs import load_runs
-
-    runs, _ = load_runs([runs_dir])
-    paths = write_leaderboard(*leaderboard(runs, sort_by="longppl_govreport/longppl"), out / "leaderboard.csv")
-    png, stats = write_report(runs, "ppl_govreport/ppl", "longppl_govreport/longppl", out / "correlation")
+    paths, stats = write_reports(out / "runs", out)
     p = stats["pearson"]
     print(f"LongPPL vs PPL over {stats['n']} variants: Pearson r = {p['r']:.3f} (p = {p['p']:.3g}), "
           f"Spearman {stats['spearman']['r']:.3f}, Kendall {stats['kendall']['r']:.3f}")
-    return paths + [png, png.with_suffix(".md")]
+    for path in paths:
+        print(f"  {path}")
+    return rows
+

