@@ -188,3 +188,35 @@ def _decode(model, ids, mask, steps, feed=None):
         out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
         logits.append(out.logits)
     return logits, tokens
+
+
+def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
+    """README's main command at a small size (3 variants: a correlation needs 3 points; 1k, 1 sample, 1 essay): the summary rows equal
+    the results files, the demo group's score is the unweighted mean of its tasks' scores, the leaderboard
+    and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
+    import csv
+
+    from harness.demo.real import BABILONG_TASKS, GROUP, RULER_TASKS, VARIANTS, run_real_demo
+
+    summary = run_real_demo(tmp_path, essays=str(ESSAYS), lengths=("1k",), num_samples=1, num_docs=1,
+                            variants=VARIANTS[:3])
+    printed = capsys.readouterr().out
+    assert [r["variant"] for r in summary["rows"]] == ["vanilla", "naive s_cr=2", "ntk s_rr=4"]
+    for row in summary["rows"]:
+        results = json.loads(next((tmp_path / "runs" / row["variant"].replace(" ", "_").replace("=", ""))
+                                  .glob("results_*.json")).read_text())["results"]
+        tasks = RULER_TASKS + BABILONG_TASKS
+        assert results[GROUP]["score,none"] == pytest.approx(sum(results[t]["score,none"] for t in tasks) / len(tasks))
+        assert row["long_context_score"] == results[GROUP]["score,none"]
+        assert row["ruler"]["1k"] == pytest.approx(sum(results[t]["len_1024,none"] for t in RULER_TASKS) / len(RULER_TASKS))
+        assert row["longppl"] == results["longppl_govreport"]["longppl,none"]
+        assert row["n_tokens"] == 2047  # one essay cut to 2048 tokens; the first token has no prediction
+        line = next(l for l in printed.splitlines() if l.startswith(row["variant"]))
+        assert f"{row['longppl']:.2f}" in line and f"{row['n_key_tokens']:d}" in line.split()
+    # apple.txt (the first essay of >= 2048 tokens) has one key token at alpha 2 (observed LSD 5.24, LCL -0.15)
+    assert {r["n_key_tokens"] for r in summary["rows"]} == {1}
+    with (tmp_path / "leaderboard.csv").open() as f:
+        board = list(csv.DictReader(f))
+    assert sorted(float(r["longppl_govreport/longppl"]) for r in board) == sorted(r["longppl"] for r in summary["rows"])
+    assert (tmp_path / "context_length.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "correlation" / f"{GROUP}_score_vs_longppl_govreport_longppl.md").exists()
