@@ -51,7 +51,7 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
         from judge_servers import ServedModel, judge_model
 
-        from harness.tiny import build_tiny_model
+        from harness.models.tiny import build_tiny_model
 
         with tempfile.TemporaryDirectory() as tmp:
             model = judge_model(build_tiny_model(train_steps=300, train_length=128), Path(tmp) / "judge")

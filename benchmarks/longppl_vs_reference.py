@@ -29,7 +29,7 @@ def build_models(folder: Path) -> tuple[Path, Path]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from harness.data.synthetic import synthetic_reports
-    from harness.tiny import train_tokenizer
+    from harness.models.tiny import train_tokenizer
 
     paths = (folder / "evaluator", folder / "evaluated")
     if all((p / "config.json").exists() for p in paths):
@@ -71,7 +71,7 @@ def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()
     if impl == "ours":
-        from harness.metrics.longppl import compute_longppl
+        from harness.models.longppl import compute_longppl
 
         out = compute_longppl(text, model, tok, ev, tok, **SETTINGS)
     else:

@@ -58,7 +58,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from harness.models.pic_patch import apply_pic, remove_pic, unwrap_model  # noqa: E402
+from harness.models.pic_patch import apply_pic, remove_pic
+from harness.models.unwrap import unwrap_model  # noqa: E402
 from harness.models.scoring import hidden_states, score_tokens  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
@@ -610,9 +611,9 @@ def claim_longform(ctx: Context) -> dict:
     from transformers import StoppingCriteriaList
 
     from harness.metrics.generation import (
-        corrupted_ratio, is_corrupted, longbench_write_length, nltk_length, rep_n, shared_clean_average,
-        word_tokenizer_name,
+        corrupted_ratio, is_corrupted, longbench_write_length, rep_n, shared_clean_average,
     )
+    from harness.data.words import nltk_length, word_tokenizer_name
     from harness.models.scoring import left_pad
 
     s, tok = ctx.s, ctx.tok
@@ -740,7 +741,7 @@ def longppl_rows(ctx: Context) -> dict:
     """LongPPL / PPL of every correlation variant on the first ``longppl_tokens`` essay tokens (cached)."""
     if ctx._longppl is not None:
         return ctx._longppl
-    from harness.keytokens import KeyTokenCache, key_tokens_for_texts
+    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.metrics.longppl import document_stats, short_windows, summarize
 
     s = ctx.s
@@ -855,7 +856,8 @@ def plot_scatter(series, score, names, y_label, title, path: Path) -> Path:
 
 
 def claim_lsm(ctx: Context) -> dict:
-    from harness.metrics.lsm import length_range, lsm_overlap
+    from harness.metrics.lsm import length_range
+    from harness.models.lsm import lsm_overlap
 
     s = ctx.s
     lo, hi = length_range(s.lsm_length)
@@ -907,7 +909,7 @@ def claim_lsm(ctx: Context) -> dict:
 def claim_longppl_cost(ctx: Context) -> dict:
     from transformers import AutoModelForCausalLM
 
-    from harness.keytokens import KeyTokenCache, key_tokens_for_texts
+    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.metrics.longppl import compute_longppl
     from longppl.longppl import compute_longppl as reference_longppl
 
@@ -1282,7 +1284,7 @@ def md_cost(c: dict, s: dict) -> list[str]:
     st = c["settings"]
     out = [f"Same text ({st['tokens']} essay tokens), same settings (K={st['trunc_len']}, d={st['sliding_window']}, "
            f"alpha={st['alpha']}, beta={st['beta']}), same evaluator (a second copy of the vanilla model). Ours: "
-           "`harness.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` per "
+           "`harness.models.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` per "
            "variant. Reference: `longppl.compute_longppl(text, model, evaluator, ...)` per variant.", "",
            "| variant | ours s | reference s | LongPPL ours | LongPPL ref | key tokens ours / ref | PPL ours | PPL ref |",
            "|---|---|---|---|---|---|---|---|"]

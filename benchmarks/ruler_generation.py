@@ -32,7 +32,7 @@ SAMPLES = 500  # lm-eval's RULER tasks generate 500 samples per task and length,
 def prepare(workdir: Path) -> dict:
     """Tokenizer, essay text and QA files in the official formats, all made here."""
     from harness.data import haystacks
-    from harness.tiny import train_tokenizer
+    from harness.models.tiny import train_tokenizer
 
     tok_dir = workdir / "tokenizer"
     essays = workdir / "essays.txt"

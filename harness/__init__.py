@@ -20,7 +20,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(pic_patch, name)
     if name == "tasks_path":
-        from harness.plugin import tasks_path
+        from harness.lmeval.plugin import tasks_path
 
         return tasks_path
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

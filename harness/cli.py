@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.plugin import register, tasks_path
+from harness.lmeval.plugin import register, tasks_path
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "judge":
         import json
 
-        from harness.judged import rejudge_samples
+        from harness.judges.stage import rejudge_samples
 
         print(json.dumps(rejudge_samples(args.samples, {
             "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
@@ -351,16 +351,16 @@ def main(argv: list[str] | None = None) -> int:
         }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
         return 0
     if args.command == "keytokens":
-        from harness.data.longppl_corpus import load_longppl_corpus
-        from harness.keytokens import KeyTokenCache
+        from harness.data.longppl_corpus import corpus_documents
+        from harness.models.keytokens import KeyTokenCache, attach_key_tokens
 
         metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir") and v is not None}
         metadata["key_cache_dir"] = args.cache_dir
-        corpus = load_longppl_corpus(**metadata)["test"]
+        corpus = attach_key_tokens(corpus_documents(metadata), metadata)
         print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
         return 0
     if args.command == "tiny-model":
-        from harness.tiny import build_tiny_model
+        from harness.models.tiny import build_tiny_model
 
         print(build_tiny_model(train_steps=300, train_length=128))  # the demo's evaluated model
         return 0

@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import re
+from typing import Any, Callable, Sequence
 
-from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS, first_literal, parse_checklist_judgement
+from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS
 
 __all__ = ["parse_checklist_judgement", "parse_longbench_write_judgement"]
+
+
+def first_literal(candidates: Sequence[str], convert: Callable[[Any], Any]) -> Any:
+    """The first ``convert(value)`` that is not None, over candidate texts read as JSON, then as Python
+    literals (never executed); a candidate that fails to read or convert is skipped."""
+    for text in candidates:
+        for loads in (json.loads, ast.literal_eval):
+            try:
+                found = convert(loads(text))
+            except Exception:  # a malformed candidate just moves on to the next reading
+                continue
+            if found is not None:
+                return found
+    return None
+
+
+def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | None:
+    """Checklist scores from a judge reply, or None.
+
+    First the official parser (strip code fences, newlines and backslashes, JSON list of objects with
+    ``checklist_id`` / ``evaluation_score``, every score in [0, 1], one per checklist item); then
+    fallbacks: the first ``[...]`` block, Python-literal syntax.
+    """
+    candidates = [raw.replace("```json", "").replace("```python", "").replace("```", "").replace("\n", "").replace("\\", "")]
+    match = re.search(r"\[.*\]", raw, flags=re.S)
+    if match:
+        candidates.append(match.group(0))
+
+    def scores_of(items: Any) -> list[float] | None:
+        scores = [float(item["evaluation_score"]) for item in sorted(items, key=lambda d: int(d["checklist_id"]))]
+        return scores if len(scores) == num_checklist and all(0.0 <= s <= 1.0 for s in scores) else None
+
+    return first_literal(candidates, scores_of)
 
 
 def _valid_dimensions(obj: object) -> dict[str, float] | None:

@@ -23,7 +23,7 @@ os.environ.setdefault("LCH_MODELS", str(models_root()))
 
 def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
     """A 2-layer model of the given architecture with random weights, in eval mode, fp32."""
-    from harness.tiny import tiny_config
+    from harness.models.tiny import tiny_config
     from transformers import AutoModelForCausalLM
 
     config = tiny_config(arch, vocab_size=97, hidden=64, layers=2, heads=4, kv_heads=2, max_positions=4096)
@@ -36,13 +36,13 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
-    """Tiny models built by harness.tiny go to a per-session folder, never the user's cache."""
+    """Tiny models built by harness.models.tiny go to a per-session folder, never the user's cache."""
     os.environ["LCH_CACHE"] = str(tmp_path_factory.mktemp("lch-cache"))
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(_isolated_cache) -> Path:
-    from harness.tiny import build_tiny_model
+    from harness.models.tiny import build_tiny_model
 
     return build_tiny_model(max_positions=4096, train_steps=150)
 

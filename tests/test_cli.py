@@ -194,8 +194,8 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.metrics.longppl import compute_longppl, find_key_tokens
-    from harness.tiny import build_tiny_model
+    from harness.models.longppl import compute_longppl, find_key_tokens
+    from harness.models.tiny import build_tiny_model
 
     evaluator = tmp_path / "evaluator"
     shutil.copytree(tiny_model_dir, evaluator)
@@ -240,7 +240,7 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
 def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.metrics.lsm import lsm_overlap
+    from harness.models.lsm import lsm_overlap
 
     meta = {"data_files": str(docs_file), "min_tokens": 100, "num_docs": 2, "context_length": 32, "n_samples": 4}
     _run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",

@@ -15,17 +15,17 @@ from harness.metrics.generation import (
     hellobench_sample_score,
     hellobench_task_score,
     is_corrupted,
-    load_hellobench_weights,
     longbench_write_length,
     longbench_write_length_score,
     longbench_write_quality,
     longbench_write_total,
-    nltk_length,
-    parse_checklist_judgement,
     rep_n,
     shared_clean_average,
     shows_repetition,
 )
+from harness.data.longform import load_hellobench_weights
+from harness.data.words import nltk_length
+from harness.judges.parsing import parse_checklist_judgement
 from tests.conftest import SHARED_DATA
 
 HELLO = SHARED_DATA / "hellobench"

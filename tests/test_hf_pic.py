@@ -5,7 +5,7 @@ import torch
 from lm_eval.api.instance import Instance
 
 from harness.data.synthetic import synthetic_reports
-from harness.models.hf_pic import HFPicLM
+from harness.lmeval.hf_pic import HFPicLM
 from harness.positions.pic import dynamic_positions
 
 DYNAMIC = dict(pic="dynamic", pic_ratio=3.0, pic_initial=4, pic_recent=8)

@@ -125,7 +125,7 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     judge whose grades are known, without regenerating."""
     import glob
 
-    from harness.metrics.generation import load_hellobench_weights
+    from harness.data.longform import load_hellobench_weights
     from tests.judge_servers import CannedJudge
 
     bin_dir = Path(sys.executable).parent

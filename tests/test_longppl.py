@@ -9,21 +9,19 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.data.synthetic import synthetic_reports
-from harness.keytokens import KeyTokenCache, key_tokens_for_texts
+from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
+from harness.data.span_files import read_span_file, write_span_file
 from harness.metrics.longppl import (
     KeyTokens,
-    compute_longppl,
     document_stats,
-    find_key_tokens,
     key_token_mask,
     merge_touching,
-    read_span_file,
     short_windows,
     soft_token_weights,
     summarize,
-    write_span_file,
 )
-from harness.tiny import build_tiny_model
+from harness.models.longppl import compute_longppl, find_key_tokens
+from harness.models.tiny import build_tiny_model
 
 SETTINGS = dict(trunc_len=200, sliding_window=50, alpha=0.2, beta=-4.0)
 

@@ -196,7 +196,7 @@ def test_pic_defaults_match_hf_pic():
     for a plot); this pins the two together."""
     import inspect
 
-    from harness.models.hf_pic import HFPicLM
+    from harness.lmeval.hf_pic import HFPicLM
     from harness.reporting.plots import PIC_DEFAULTS
 
     params = inspect.signature(HFPicLM.__init__).parameters

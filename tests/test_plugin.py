@@ -5,9 +5,9 @@ from importlib.metadata import entry_points
 from lm_eval.api.registry import get_model
 from lm_eval.models.huggingface import HFLM
 
-from harness.models.hf_pic import HFPicLM
-from harness.models.vllm_pic import VLLMPicLM
-from harness.plugin import register
+from harness.lmeval.hf_pic import HFPicLM
+from harness.lmeval.vllm_pic import VLLMPicLM
+from harness.lmeval.plugin import register
 
 
 def test_register_adds_our_models_and_keeps_builtins():
@@ -20,5 +20,5 @@ def test_register_adds_our_models_and_keeps_builtins():
 
 def test_entry_points_are_declared_for_plugin_aware_lm_eval():
     declared = {ep.name: ep.value for ep in entry_points(group="lm_eval.models")}
-    assert declared["hf-pic"] == "harness.models.hf_pic:HFPicLM"
-    assert declared["vllm-pic"] == "harness.models.vllm_pic:VLLMPicLM"
+    assert declared["hf-pic"] == "harness.lmeval.hf_pic:HFPicLM"
+    assert declared["vllm-pic"] == "harness.lmeval.vllm_pic:VLLMPicLM"

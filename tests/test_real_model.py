@@ -50,7 +50,7 @@ def ruler_run(smollm2_dir, tmp_path_factory):
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from harness.plugin import register, tasks_path
+    from harness.lmeval.plugin import register, tasks_path
 
     register()
     metadata = {"pretrained": str(smollm2_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
@@ -117,7 +117,7 @@ def test_longppl_finds_key_tokens_with_the_paper_thresholds_on_essays(smollm2):
     (-8.6 with LSD 2.84), margins far above CPU rounding (~1e-5). Each key token's LCL and LSD are also
     recomputed by plain forwards over the full prefix and over the short window that scored it (SPEC §3:
     window ``ids[512:]`` for targets 1536..2047)."""
-    from harness.metrics.longppl import find_key_tokens
+    from harness.models.longppl import find_key_tokens
 
     model, tokenizer = smollm2
     text = (ESSAYS / "avg.txt").read_text(encoding="utf-8")

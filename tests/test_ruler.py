@@ -9,7 +9,7 @@ import pytest
 
 from harness.data import ruler
 from harness.data.prompt_length import PromptCounter, load_tokenizer
-from harness.generation_tasks import RulerTask
+from harness.lmeval.tasks.generation import RulerTask
 
 SYNTHETIC = ruler.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
 

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from harness.models.vllm_pic import VLLMPicLM, rope_parameters, vllm_pic_overrides
+from harness.lmeval.vllm_pic import VLLMPicLM, rope_parameters, vllm_pic_overrides
 
 V5_CONFIG = {"model_type": "llama", "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
 V4_CONFIG = {"model_type": "llama", "rope_theta": 10000.0, "rope_scaling": None}

@@ -7,9 +7,10 @@ their published location and cached.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from harness.data.documents import local_or_download, read_jsonl
+from harness.data.documents import MissingDataError, local_or_download, read_jsonl
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -47,3 +48,14 @@ def load_hellobench_htg(**metadata: Any) -> dict:
     if metadata.get("limit_docs") is not None:
         rows = rows[: int(metadata["limit_docs"])]
     return {"test": datasets.Dataset.from_list(rows)}
+
+
+def load_hellobench_weights(path: str | Path) -> dict[str, list[float]]:
+    """Per-category checklist weights from the published HelloEval ``REGRESSION_DICT`` file."""
+    from harness.metrics.generation import parse_hellobench_weights
+
+    file = Path(path)
+    if not file.is_file():
+        raise MissingDataError(f"HelloEval weights file {file} not found: pass weights_file= the published "
+                               "REGRESSION_DICT file (e.g. ../shared/data/hellobench/weighted_scores.txt)")
+    return parse_hellobench_weights(file.read_text(encoding="utf-8"))

@@ -76,7 +76,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     from lm_eval.tasks import TaskManager
 
     from harness.models.registry import fetch_model
-    from harness.plugin import register, tasks_path
+    from harness.lmeval.plugin import register, tasks_path
 
     start = time.perf_counter()
     register()

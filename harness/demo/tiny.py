@@ -30,8 +30,8 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
     from lm_eval.tasks import TaskManager
 
     from harness.data.synthetic import synthetic_reports
-    from harness.plugin import register, tasks_path
-    from harness.tiny import build_tiny_model
+    from harness.lmeval.plugin import register, tasks_path
+    from harness.models.tiny import build_tiny_model
 
     register()
     out = Path(output)

@@ -1,47 +1,15 @@
 """Long-form generation scores (SPEC.md §2): lengths, LongBench-Write S_l / S_q / S, HelloEval scores,
-repetition diagnostics and the corrupted-sample rule of paper 000 Appendix A. Pure functions."""
+repetition diagnostics and the corrupted-sample rule of paper 000 Appendix A. Pure functions: NLTK word counting lives in :mod:`harness.data.words`, reading the
+HelloEval weights file in :mod:`harness.data.longform`, judge-reply parsing in :mod:`harness.judges.parsing`."""
 
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections import Counter
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 # --------------------------------------------------------------------------- lengths
-
-
-@lru_cache(maxsize=1)
-def _word_tokenizer() -> tuple[str, Callable[[str], list[str]]]:
-    """NLTK ``word_tokenize`` when its ``punkt_tab`` data is installed; otherwise the same Treebank word
-    tokenizer over sentences from an *untrained* Punkt model, which needs no download (sentence splits
-    can then differ at abbreviations, changing counts by a token there). Returns ``(name, tokenize)``."""
-    import nltk
-    from nltk.tokenize import PunktSentenceTokenizer, TreebankWordTokenizer
-
-    try:
-        nltk.data.find("tokenizers/punkt_tab/english/")
-        return "nltk.word_tokenize", nltk.word_tokenize
-    except LookupError:
-        sentences, words = PunktSentenceTokenizer(), TreebankWordTokenizer()
-        return "treebank+untrained-punkt", lambda text: [w for s in sentences.tokenize(text) for w in words.tokenize(s)]
-
-
-def word_tokens(text: str) -> list[str]:
-    """NLTK word tokens (punctuation counts), see :func:`_word_tokenizer`."""
-    return _word_tokenizer()[1](text)
-
-
-def word_tokenizer_name() -> str:
-    return _word_tokenizer()[0]
-
-
-def nltk_length(text: str) -> int:
-    """HelloBench length: the number of NLTK word tokens of the response."""
-    return len(word_tokens(text))
 
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -88,12 +56,10 @@ def longbench_write_total(length_score: float, quality_score: float) -> float:
 # --------------------------------------------------------------------------- HelloBench / HelloEval
 
 
-def load_hellobench_weights(path: str | Path) -> dict[str, list[float]]:
-    """Per-category checklist weights from the published ``REGRESSION_DICT = {...}`` file (parsed as a
-    literal, never executed)."""
-    text = Path(path).read_text(encoding="utf-8")
-    start = text.index("{")
-    weights = ast.literal_eval(text[start : text.rindex("}") + 1])
+def parse_hellobench_weights(text: str) -> dict[str, list[float]]:
+    """Per-category checklist weights from the text of the published ``REGRESSION_DICT = {...}`` file
+    (parsed as a literal, never executed)."""
+    weights = ast.literal_eval(text[text.index("{") : text.rindex("}") + 1])
     return {k: [float(x) for x in v] for k, v in weights.items()}
 
 
@@ -125,39 +91,6 @@ def hellobench_task_score(
             s = hellobench_sample_score(category, item_scores, weights)
             scores.append(hellobench_rescale(s) if rescale else s)
     return {"score": sum(scores) / len(scores) if scores else float("nan"), "n_valid": len(scores), "n_total": total}
-
-
-def first_literal(candidates: Sequence[str], convert: Callable[[Any], Any]) -> Any:
-    """The first ``convert(value)`` that is not None, over candidate texts read as JSON, then as Python
-    literals (never executed); a candidate that fails to read or convert is skipped."""
-    for text in candidates:
-        for loads in (json.loads, ast.literal_eval):
-            try:
-                found = convert(loads(text))
-            except Exception:  # a malformed candidate just moves on to the next reading
-                continue
-            if found is not None:
-                return found
-    return None
-
-
-def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | None:
-    """Checklist scores from a judge reply, or None.
-
-    First the official parser (strip code fences, newlines and backslashes, JSON list of objects with
-    ``checklist_id`` / ``evaluation_score``, every score in [0, 1], one per checklist item); then
-    fallbacks: the first ``[...]`` block, Python-literal syntax.
-    """
-    candidates = [raw.replace("```json", "").replace("```python", "").replace("```", "").replace("\n", "").replace("\\", "")]
-    match = re.search(r"\[.*\]", raw, flags=re.S)
-    if match:
-        candidates.append(match.group(0))
-
-    def scores_of(items: Any) -> list[float] | None:
-        scores = [float(item["evaluation_score"]) for item in sorted(items, key=lambda d: int(d["checklist_id"]))]
-        return scores if len(scores) == num_checklist and all(0.0 <= s <= 1.0 for s in scores) else None
-
-    return first_literal(candidates, scores_of)
 
 
 # --------------------------------------------------------------------------- repetition / corruption

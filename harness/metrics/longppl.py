@@ -33,13 +33,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 SOFT_GAMMA = 5.0
+DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
+# The paper's key-token settings (SPEC.md §3): K, d, alpha, beta. The one source of these defaults.
+KEY_TOKEN_DEFAULTS = {"trunc_len": 4096, "sliding_window": 1024, "alpha": 2.0, "beta": -2.0}
 
 
 @dataclass
@@ -73,70 +74,6 @@ def merge_touching(spans: Sequence[Sequence[int]]) -> list[list[int]]:
 def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tuple[int, int]]:
     """``(start, end)`` of the short-context windows; targets of a window are ``start + K .. end - 1``."""
     return [(s, min(s + trunc_len + sliding_window, n_tokens)) for s in range(0, n_tokens - trunc_len, sliding_window)]
-
-
-@torch.no_grad()
-def long_short_logprobs(
-    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
-
-    ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
-    ``batch_size`` at a time (windows of equal length share a forward). Both float32, length ``n - K``.
-    """
-    from harness.models.scoring import hidden_states, target_logprobs
-
-    if trunc_len < 1 or sliding_window < 1:
-        raise ValueError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
-    row = ids[None]
-    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
-    short = torch.empty_like(long)
-    windows = short_windows(len(ids), trunc_len, sliding_window)
-    # The first window starts at token 0, so its context *is* the full context: its targets get the
-    # long log-probabilities (LSD = 0 exactly) instead of a forward that could only add rounding noise.
-    first_end = windows[0][1] if windows else trunc_len
-    short[: first_end - trunc_len] = long[: first_end - trunc_len]
-    by_length: dict[int, list[tuple[int, int]]] = {}
-    for start, end in windows[1:]:
-        by_length.setdefault(end - start, []).append((start, end))
-    for group in by_length.values():
-        for i in range(0, len(group), batch_size):
-            chunk = group[i : i + batch_size]
-            batch = torch.stack([ids[s:e] for s, e in chunk])
-            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=trunc_len)
-            for (start, end), values in zip(chunk, lp):
-                short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
-    return long, short
-
-
-def find_key_tokens(
-    text: str,
-    evaluator_model: Any,
-    evaluator_tokenizer: Any,
-    trunc_len: int = 4096,
-    sliding_window: int = 1024,
-    alpha: float = 2.0,
-    beta: float = -2.0,
-    batch_size: int = 4,
-) -> KeyTokens:
-    """Key tokens of ``text`` under the evaluator (module docstring)."""
-    enc = evaluator_tokenizer(text, return_offsets_mapping=True)
-    offsets = [list(map(int, span)) for span in enc["offset_mapping"]]
-    n = len(enc["input_ids"])
-    lsd: list[float | None] = [None] * n
-    lcl: list[float | None] = [None] * n
-    if n <= trunc_len:
-        return KeyTokens([], offsets, lsd, lcl)
-    device = next(evaluator_model.parameters()).device
-    ids = torch.tensor(enc["input_ids"], device=device)
-    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size)
-    key_positions = []
-    for j, (lcl_j, short_j) in enumerate(zip(long.cpu().tolist(), short.cpu().tolist())):
-        pos = trunc_len + j
-        lsd[pos], lcl[pos] = lcl_j - short_j, lcl_j
-        if lsd[pos] > alpha and lcl_j > beta:
-            key_positions.append(pos)
-    return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)
 
 
 def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> np.ndarray:
@@ -222,48 +159,35 @@ def summarize(stats: dict[str, float], n_token: int | None = None) -> dict[str, 
     }
 
 
-@torch.no_grad()
-def compute_longppl(
-    text: str,
-    model: Any,
-    tokenizer: Any,
-    evaluator_model: Any = None,
-    evaluator_tokenizer: Any = None,
-    key_spans: KeyTokens | Sequence[Sequence[int]] | None = None,
-    trunc_len: int = 4096,
-    sliding_window: int = 1024,
-    alpha: float = 2.0,
-    beta: float = -2.0,
-    gamma: float = SOFT_GAMMA,
-) -> dict[str, Any]:
-    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
-
-    Key tokens come from ``key_spans`` (spans or a :class:`KeyTokens`) or are found with the evaluator.
-    ``longppl`` is None when the text has no key token; ``longppl_soft`` needs the evaluator's LSD.
-    """
-    from harness.models.scoring import score_tokens
-
-    if key_spans is None:
-        if evaluator_model is None or evaluator_tokenizer is None:
-            raise ValueError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
-        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta)
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    device = next(model.parameters()).device
-    ids = torch.tensor([enc["input_ids"]], device=device)
-    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].tolist()
-    stats = document_stats(logprobs, enc["offset_mapping"], key_spans, gamma)
-    return summarize(stats, n_token=len(enc["input_ids"]))
-
-
 _SPAN = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
 
 
-def read_span_file(path: str | Path) -> list[list[int]]:
-    """Key spans from a reference-format file: ``[a, b];[c, d];...`` (parsed, never evaluated)."""
-    text = Path(path).read_text(encoding="utf-8").strip()
-    return [[int(a), int(b)] for a, b in _SPAN.findall(text)]
+def parse_spans(text: str) -> list[list[int]]:
+    """Key spans from reference-format text: ``[a, b];[c, d];...`` (parsed, never evaluated)."""
+    return [[int(a), int(b)] for a, b in _SPAN.findall(text.strip())]
 
 
-def write_span_file(path: str | Path, spans: Sequence[Sequence[int]]) -> None:
-    """Write spans in the reference format."""
-    Path(path).write_text(";".join(f"[{a}, {b}]" for a, b in spans), encoding="utf-8")
+def format_spans(spans: Sequence[Sequence[int]]) -> str:
+    """Spans in the reference format (the inverse of :func:`parse_spans`)."""
+    return ";".join(f"[{a}, {b}]" for a, b in spans)
+
+
+def select_key_tokens(
+    offsets: Sequence[Sequence[int]], long: Sequence[float], short: Sequence[float], trunc_len: int,
+    alpha: float, beta: float,
+) -> KeyTokens:
+    """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``.
+
+    ``LSD_i = long_i - short_i``, ``LCL_i = long_i``; token ``i`` is key iff ``LSD_i > alpha`` and
+    ``LCL_i > beta``; key tokens become character spans (touching spans merged)."""
+    n = len(offsets)
+    lsd: list[float | None] = [None] * n
+    lcl: list[float | None] = [None] * n
+    key_positions = []
+    for j, (lcl_j, short_j) in enumerate(zip(long, short)):
+        pos = trunc_len + j
+        lsd[pos], lcl[pos] = lcl_j - short_j, lcl_j
+        if lsd[pos] > alpha and lcl_j > beta:
+            key_positions.append(pos)
+    offsets = [list(map(int, span)) for span in offsets]
+    return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from harness.models.unwrap import unwrap_model
 from harness.positions.pic import (
     check_pic_args,
     dynamic_positions,
@@ -118,12 +119,6 @@ class _DynamicState:
         self.settings = settings
         self.rotary = rotary
         self.plan: _Plan | None = None
-
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """The ``PreTrainedModel`` under a PEFT wrapper (or the model itself)."""
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
 
 
 def _decoder(model: nn.Module) -> nn.Module:

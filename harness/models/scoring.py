@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from harness.models.pic_patch import unwrap_model
+from harness.models.unwrap import unwrap_model
 from harness.positions.pic import positions_from_mask
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once (32 MiB fp32)

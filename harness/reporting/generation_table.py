@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.judged import sample_quality
+from harness.judges.stage import sample_quality
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.runs import model_args_of
 

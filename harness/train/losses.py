@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.metrics.longppl import long_short_logprobs
+from harness.models.longppl import long_short_logprobs
 from harness.metrics.lsm import length_range, sce
-from harness.models.pic_patch import unwrap_model
+from harness.models.unwrap import unwrap_model
 from harness.models.scoring import target_logprobs
 
 

@@ -82,7 +82,7 @@ class VLLMPicLM(_Base):
         super().__init__(pretrained=pretrained, **kwargs)
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        """The ``generate_long`` request of :class:`harness.models.hf_pic.HFPicLM` on vLLM:
+        """The ``generate_long`` request of :class:`harness.lmeval.hf_pic.HFPicLM` on vLLM:
         ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string), False on ``"length"``."""
         from vllm import SamplingParams
 

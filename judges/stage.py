@@ -16,6 +16,7 @@ import os
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
+from harness.data.longform import load_hellobench_weights
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -23,7 +24,6 @@ from harness.metrics.generation import (
     LONGBENCH_WRITE_DIMENSIONS,
     hellobench_sample_score,
     hellobench_rescale,
-    load_hellobench_weights,
     longbench_write_quality,
 )
 

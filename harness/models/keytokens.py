@@ -2,8 +2,8 @@
 
 The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by its
 name or path, or an explicit ``evaluator_id``). Loading the evaluator is deferred until a text misses the
-cache, so a warm run never loads or runs it. Reference-format span files (``[a, b];[c, d]``, one file per
-document) can be used instead of an evaluator.
+cache, so a warm run never loads or runs it. Reference-format span files (:mod:`harness.data.span_files`) can be
+used instead of an evaluator.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from harness.cache import cache_root
-from harness.metrics.longppl import KeyTokens, find_key_tokens, read_span_file
+from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, KeyTokens
+from harness.models.longppl import find_key_tokens
 
 
 def default_cache_dir() -> Path:
@@ -74,10 +75,10 @@ def evaluator_id_of(name: str) -> str:
 def key_tokens_for_texts(
     texts: Sequence[str],
     evaluator: str | tuple[Any, Any],
-    trunc_len: int = 4096,
-    sliding_window: int = 1024,
-    alpha: float = 2.0,
-    beta: float = -2.0,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
     cache: KeyTokenCache | None = None,
     evaluator_id: str | None = None,
     loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
@@ -109,14 +110,28 @@ def key_tokens_for_texts(
     return results  # type: ignore[return-value]
 
 
-def key_tokens_from_span_files(folder: str | Path, doc_ids: Sequence[int]) -> list[KeyTokens]:
-    """Reference-format span files ``<folder>/<doc_id>.txt`` (published key spans of the LongPPL authors)."""
-    from harness.data.documents import MissingDataError
+def key_token_settings(metadata: dict) -> dict:
+    """K, d, alpha, beta from task metadata, the paper's defaults (:data:`KEY_TOKEN_DEFAULTS`) otherwise."""
+    types = {"trunc_len": int, "sliding_window": int, "alpha": float, "beta": float}
+    return {k: types[k](metadata.get(k, v) if metadata.get(k) is not None else v) for k, v in KEY_TOKEN_DEFAULTS.items()}
 
-    out = []
-    for doc_id in doc_ids:
-        path = Path(folder) / f"{doc_id}.txt"
-        if not path.exists():
-            raise MissingDataError(f"no key-span file {path}: put one '[a, b];[c, d]' file per document there")
-        out.append(KeyTokens(read_span_file(path)))
-    return out
+
+def attach_key_tokens(docs: list[dict], metadata: dict) -> list[dict]:
+    """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when metadata
+    ``key_spans_dir`` is set, else from the evaluator (metadata ``evaluator``, cached)."""
+    from harness.data.span_files import key_tokens_from_span_files
+
+    if metadata.get("key_spans_dir"):
+        keys = key_tokens_from_span_files(metadata["key_spans_dir"], [d["doc_id"] for d in docs])
+    else:
+        keys = key_tokens_for_texts(
+            [d["text"] for d in docs],
+            str(metadata.get("evaluator") or DEFAULT_EVALUATOR),
+            **key_token_settings(metadata),
+            cache=KeyTokenCache(metadata.get("key_cache_dir")),
+            evaluator_id=metadata.get("evaluator_id"),
+            loader=lambda name: load_evaluator(
+                name, str(metadata.get("evaluator_dtype", "auto")), metadata.get("evaluator_device")
+            ),
+        )
+    return [{**d, "key_json": json.dumps(k.to_json())} for d, k in zip(docs, keys)]

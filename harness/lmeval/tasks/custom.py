@@ -1,7 +1,7 @@
 """lm-eval task classes for request types that lm-eval itself does not have.
 
 Each class sends one request per document, of a type served by ``hf-pic``
-(:class:`harness.models.hf_pic.HFPicLM`): ``token_logprobs`` (per-token log-probabilities of the text),
+(:class:`harness.lmeval.hf_pic.HFPicLM`): ``token_logprobs`` (per-token log-probabilities of the text),
 ``lsm`` (long-short misalignment samples) or ``generate_long`` (long-form generation that reports
 whether it ended with EOS). Their YAML declares ``output_type: loglikelihood_rolling``
 only to pass lm-eval's config validation; the class then switches the request type. Options come from
@@ -16,7 +16,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
-from harness.generation_tasks import HONESTY_METRICS, LengthHonesty
+from harness.lmeval.tasks.generation import HONESTY_METRICS, LengthHonesty
 from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
 
@@ -188,7 +188,7 @@ class LongGenerationTask(LengthHonesty, CustomRequestTask):
 
     def _recording(self, aggregate: Any) -> Any:
         def wrapped(items: list) -> Any:
-            from harness.judged import provenance
+            from harness.judges.stage import provenance
 
             value = aggregate(items)
             if isinstance(self.config.metadata, dict):
@@ -212,7 +212,7 @@ class LongGenerationTask(LengthHonesty, CustomRequestTask):
         return Instance(request_type=GENERATE_LONG, doc=doc, arguments=(ctx, self.request_options(doc)), idx=0, **kwargs)
 
     def judge_settings(self) -> dict | None:
-        from harness.judged import judge_settings_from_metadata
+        from harness.judges.stage import judge_settings_from_metadata
 
         return judge_settings_from_metadata(self.task_metadata, self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
 
@@ -254,7 +254,7 @@ class HelloBenchTask(LongGenerationTask):
     (``weights_file``; ``rescale`` for ``4 (s - 75)``), plus the corrupted ratio."""
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        from harness.metrics.generation import word_tokenizer_name
+        from harness.data.words import word_tokenizer_name
 
         super().__init__(config=config, **kwargs)
         if isinstance(self.config.metadata, dict):  # which NLTK path counted the lengths, in the results
@@ -262,7 +262,7 @@ class HelloBenchTask(LongGenerationTask):
 
     def score_document(self, doc: dict, results: list) -> dict:
         from harness.data.documents import MissingDataError
-        from harness.metrics.generation import word_tokens
+        from harness.data.words import word_tokens
 
         weights_file = self.task_metadata.get("weights_file")
         if not weights_file:

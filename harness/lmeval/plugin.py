@@ -8,9 +8,9 @@ classes through the ``lm_eval.models`` entry points declared in pyproject.toml.
 from __future__ import annotations
 
 MODELS = {
-    "hf-pic": "harness.models.hf_pic:HFPicLM",
-    "vllm-pic": "harness.models.vllm_pic:VLLMPicLM",
-    "compressor": "harness.models.compressor_lm:CompressorLM",
+    "hf-pic": "harness.lmeval.hf_pic:HFPicLM",
+    "vllm-pic": "harness.lmeval.vllm_pic:VLLMPicLM",
+    "compressor": "harness.lmeval.compressor_lm:CompressorLM",
 }
 
 

@@ -21,7 +21,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.metrics.lsm import lsm_direct, lsm_overlap
+from harness.models.lsm import lsm_direct, lsm_overlap
 from harness.models.pic_patch import IMPLEMENTATIONS, apply_pic
 from harness.models.scoring import left_pad, score_tokens
 from harness.positions.pic import check_pic_args

@@ -1,0 +1,107 @@
+"""LongPPL estimators (paper 004): the evaluator's long / short log-probabilities, key tokens of a text,
+and LongPPL of a text under a model. The formulas (LSD, LCL, selection, pooling) live in
+:mod:`harness.metrics.longppl`; this module runs the forwards."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from harness.metrics.longppl import (
+    KEY_TOKEN_DEFAULTS,
+    SOFT_GAMMA,
+    KeyTokens,
+    document_stats,
+    select_key_tokens,
+    short_windows,
+    summarize,
+)
+from harness.models.scoring import hidden_states, score_tokens, target_logprobs
+
+
+@torch.no_grad()
+def long_short_logprobs(
+    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
+
+    ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
+    ``batch_size`` at a time (windows of equal length share a forward). Both float32, length ``n - K``.
+    """
+    if trunc_len < 1 or sliding_window < 1:
+        raise ValueError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
+    row = ids[None]
+    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
+    short = torch.empty_like(long)
+    windows = short_windows(len(ids), trunc_len, sliding_window)
+    # The first window starts at token 0, so its context *is* the full context: its targets get the
+    # long log-probabilities (LSD = 0 exactly) instead of a forward that could only add rounding noise.
+    first_end = windows[0][1] if windows else trunc_len
+    short[: first_end - trunc_len] = long[: first_end - trunc_len]
+    by_length: dict[int, list[tuple[int, int]]] = {}
+    for start, end in windows[1:]:
+        by_length.setdefault(end - start, []).append((start, end))
+    for group in by_length.values():
+        for i in range(0, len(group), batch_size):
+            chunk = group[i : i + batch_size]
+            batch = torch.stack([ids[s:e] for s, e in chunk])
+            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=trunc_len)
+            for (start, end), values in zip(chunk, lp):
+                short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
+    return long, short
+
+
+def find_key_tokens(
+    text: str,
+    evaluator_model: Any,
+    evaluator_tokenizer: Any,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    batch_size: int = 4,
+) -> KeyTokens:
+    """Key tokens of ``text`` under the evaluator (module docstring)."""
+    enc = evaluator_tokenizer(text, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    n = len(enc["input_ids"])
+    if n <= trunc_len:
+        return select_key_tokens(offsets, [], [], trunc_len, alpha, beta)
+    device = next(evaluator_model.parameters()).device
+    ids = torch.tensor(enc["input_ids"], device=device)
+    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size)
+    return select_key_tokens(offsets, long.cpu().tolist(), short.cpu().tolist(), trunc_len, alpha, beta)
+
+
+
+
+@torch.no_grad()
+def compute_longppl(
+    text: str,
+    model: Any,
+    tokenizer: Any,
+    evaluator_model: Any = None,
+    evaluator_tokenizer: Any = None,
+    key_spans: KeyTokens | Sequence[Sequence[int]] | None = None,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    gamma: float = SOFT_GAMMA,
+) -> dict[str, Any]:
+    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
+
+    Key tokens come from ``key_spans`` (spans or a :class:`KeyTokens`) or are found with the evaluator.
+    ``longppl`` is None when the text has no key token; ``longppl_soft`` needs the evaluator's LSD.
+    """
+    if key_spans is None:
+        if evaluator_model is None or evaluator_tokenizer is None:
+            raise ValueError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
+        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    device = next(model.parameters()).device
+    ids = torch.tensor([enc["input_ids"]], device=device)
+    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].tolist()
+    stats = document_stats(logprobs, enc["offset_mapping"], key_spans, gamma)
+    return summarize(stats, n_token=len(enc["input_ids"]))
