@@ -143,7 +143,7 @@ def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
 
 
 def test_config_file_include_path_is_kept(tmp_path):
-    from harness.cli import _config_include_path
+    from harness.lmeval.cli import _config_include_path
 
     config = tmp_path / "run.yaml"
     config.write_text("model: hf\ninclude_path: /my/tasks\n")

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from harness.judges.stage import judge_samples_file
 from harness.reporting.generation_table import format_table, generation_table
 from tests.judge_servers import CannedJudge
 
@@ -19,7 +20,9 @@ def _run(folder, pic, lengths, corrupted, judge, prompt):
         item = {"instruction": f"write {i}", "response": f"text {i} {pic}", "length_score": 50.0,
                 "judge": judge, "prompt_path": str(prompt)}
         rows.append({"doc_id": i, "length": length, "n_tokens": 2 * length, "corrupted_ratio": float(bad), "quality": item})
-    (folder / "samples_longbench_write_1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = folder / "samples_longbench_write_1.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge_samples_file(samples)  # the judge stage writes judgements_longbench_write_1.jsonl beside it
     return str(folder)
 
 

@@ -158,6 +158,7 @@ DIMS = {"Relevance": 5, "Accuracy": 5, "Coherence": 3, "Clarity": 3, "Breadth an
 
 
 def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
+    from harness.judges.stage import judge_samples_file
     from tests.judge_servers import CannedJudge
 
     prompt = tmp_path / "judge.txt"
@@ -171,7 +172,9 @@ def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
                  "quality": {"instruction": f"w{i}", "response": f"t{i} {name}", "length_score": 50.0,
                              "judge": judge, "prompt_path": str(prompt)}}
                 for i, (n, bad) in enumerate(zip(lengths, corrupted))]
-        (folder / "samples_longbench_write_1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        samples = folder / "samples_longbench_write_1.jsonl"
+        samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        judge_samples_file(samples)  # the judge stage; the plot then reads judgement files only
         return str(folder)
 
     with CannedJudge(0.5, DIMS) as canned:

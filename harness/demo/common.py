@@ -1,21 +1,8 @@
-"""What both demos share: saving an lm-eval results dict as ``--output_path`` would, and the reports."""
+"""What both demos share: run names and the reports."""
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from pathlib import Path
-
-
-def save_run(results: dict, run_dir: Path) -> Path:
-    """Write ``results`` as ``<run_dir>/results_<date>.json`` (lm-eval's layout, so ``lch`` reports read it)."""
-    from lm_eval.utils import handle_non_serializable
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
-    path = run_dir / f"results_{stamp}.json"
-    path.write_text(json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8")
-    return path
 
 
 def slug(name: str) -> str:

@@ -30,7 +30,7 @@ import json
 import time
 from pathlib import Path
 
-from harness.demo.common import save_run, slug, write_reports
+from harness.demo.common import slug, write_reports
 
 MODEL = "smollm2-135m"
 VARIANTS: list[tuple[str, dict]] = [
@@ -72,14 +72,10 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                   num_samples: int = 2, num_docs: int = 2, doc_tokens: int = 2048,
                   variants: list[tuple[str, dict]] | None = None) -> dict:
     """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
-
+    from harness.lmeval.run import evaluate, save_run, task_manager
     from harness.models.registry import fetch_model
-    from harness.lmeval.plugin import register, tasks_path
 
     start = time.perf_counter()
-    register()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     model_dir = fetch_model(MODEL)
@@ -96,13 +92,12 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         "data_files": str(essays_dir), "min_tokens": doc_tokens, "max_tokens": doc_tokens, "num_docs": num_docs,
         "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
     }
-    task_manager = TaskManager(include_path=[tasks_path(), str(group_dir)], metadata=metadata)
+    manager = task_manager([str(group_dir)], metadata)
     rows = []
     for name, pic_args in variants or VARIANTS:
         t0 = time.perf_counter()
         model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
-        results = simple_evaluate(model="hf-pic", model_args=model_args, tasks=[GROUP, "longppl_govreport"],
-                                  task_manager=task_manager, batch_size=4, apply_chat_template=True)
+        results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4, apply_chat_template=True)
         save_run(results, out / "runs" / slug(name))
         rows.append(summary_row(name, pic_args, results["results"], lengths, time.perf_counter() - t0))
     paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl")

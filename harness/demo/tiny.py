@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.demo.common import save_run, slug, write_reports
+from harness.demo.common import slug, write_reports
 
 VARIANTS: list[tuple[str, dict]] = [
     ("vanilla", {"pic": "none"}),
@@ -26,14 +26,10 @@ VARIANTS: list[tuple[str, dict]] = [
 
 
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
-
     from harness.data.synthetic import synthetic_reports
-    from harness.lmeval.plugin import register, tasks_path
+    from harness.lmeval.run import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
 
-    register()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     model_dir = build_tiny_model(train_steps=300, train_length=128)
@@ -49,17 +45,11 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         "key_cache_dir": str(out / "keytokens"),
     }
 
-    task_manager = TaskManager(include_path=tasks_path(), metadata=metadata)  # indexing is slow: once
+    manager = task_manager(metadata=metadata)  # indexing is slow: once
     rows = []
     for name, pic_args in VARIANTS:
         model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
-        results = simple_evaluate(
-            model="hf-pic",
-            model_args=model_args,
-            tasks=["ppl_govreport", "longppl_govreport"],
-            task_manager=task_manager,
-            batch_size=2,
-        )
+        results = evaluate(model_args, ["ppl_govreport", "longppl_govreport"], manager, batch_size=2)
         metrics = results["results"]["ppl_govreport"]
         longppl = results["results"]["longppl_govreport"]
         save_run(results, out / "runs" / slug(name))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 # --------------------------------------------------------------------------- lengths
 

@@ -19,7 +19,6 @@ The estimators that run a model live in :mod:`harness.models.lsm`:
 from __future__ import annotations
 
 import math
-import random
 
 import torch
 

@@ -24,6 +24,11 @@ def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
     return math.exp(total_nll / total_n) if total_n else float("nan")
 
 
+def mean(items: Sequence[float]) -> float:
+    """Plain mean, as an lm-eval aggregation; NaN when no document reported the metric."""
+    return sum(items) / len(items) if items else math.nan
+
+
 def total(items: Iterable[float]) -> float:
     """Plain sum, as an lm-eval aggregation (counts of tokens, skipped documents)."""
     return sum(items)

@@ -1,7 +1,8 @@
 """Paper 000 Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) per model / PIC setting.
 
 Reads lm-eval output folders (``results_*.json`` + ``samples_<task>_*.jsonl`` with ``--log_samples``) of a
-judged long-form task, and averages length and quality as in paper 000 Appendix A: models with CR < 20 %
+judged long-form task and the per-sample judgements ``lch judge`` wrote beside the samples
+(``judgements_<task>_*.jsonl``; reporting never calls a judge), and averages length and quality as in paper 000 Appendix A: models with CR < 20 %
 over the non-corrupted samples shared by all compared models, the others over their own non-corrupted
 samples (both averages are kept in the rows).
 """
@@ -13,7 +14,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.judges.stage import sample_quality
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.runs import model_args_of
 
@@ -23,6 +23,16 @@ def _latest(folder: Path, pattern: str) -> Path:
     if not found:
         raise FileNotFoundError(f"no {pattern} under {folder} (run lm-eval with --log_samples)")
     return Path(found[-1])
+
+
+def read_judgements(samples_file: Path) -> dict[Any, float | None]:
+    """Per-sample judged quality by ``doc_id`` from the judgements file beside ``samples_file``."""
+    path = samples_file.with_name("judgements_" + samples_file.name[len("samples_"):])
+    if not path.exists():
+        raise FileNotFoundError(f"no judgements for {samples_file}: run `lch judge {samples_file} --judge-base-url URL "
+                                "--judge-model NAME` first (answers are cached, so judged samples are not re-asked)")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return {row["doc_id"]: row["quality"] for row in rows}
 
 
 def _label(args: dict) -> str:
@@ -38,9 +48,11 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     for run in run_dirs:
         model_args[run] = model_args_of(json.loads(_latest(Path(run), "results_*.json").read_text()))
         label = _label(model_args[run])
-        rows = [json.loads(l) for l in _latest(Path(run), f"samples_{task}_*.jsonl").read_text().splitlines() if l.strip()]
+        samples_file = _latest(Path(run), f"samples_{task}_*.jsonl")
+        rows = [json.loads(l) for l in samples_file.read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]
-        per_quality = sample_quality([r["quality"] for r in rows])
+        judged = read_judgements(samples_file)
+        per_quality = [judged.get(i) for i in ids]
         labels[run] = label
         lengths[run] = dict(zip(ids, (float(r["length"]) for r in rows)))
         tokens[run] = dict(zip(ids, (float(r["n_tokens"]) for r in rows)))

@@ -9,7 +9,7 @@ from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
-from harness.lmeval.tasks.custom import CompressAETask, CompressLMTask
+from harness.lmeval.tasks.compress import CompressAETask, CompressLMTask
 
 
 def load_texts(**metadata):

@@ -2,6 +2,6 @@
 
 from harness.lmeval.datasets import longppl_corpus
 from harness.metrics.pooling import pooled_perplexity, total
-from harness.lmeval.tasks.custom import LongPPLTask
+from harness.lmeval.tasks.logprob import LongPPLTask
 
 __all__ = ["LongPPLTask", "longppl_corpus", "pooled_perplexity", "total"]

@@ -2,6 +2,6 @@
 
 from harness.data.govreport import load_govreport
 from harness.metrics.pooling import pooled_mean, total
-from harness.lmeval.tasks.custom import LSMTask
+from harness.lmeval.tasks.logprob import LSMTask
 
 __all__ = ["LSMTask", "load_govreport", "pooled_mean", "total"]

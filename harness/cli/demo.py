@@ -1,0 +1,28 @@
+"""``lch demo``: the README's main command (SmolLM2-135M-Instruct under PIC variants; ``--tiny``: tiny models)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    demo = sub.add_parser("demo", help="offline demo: SmolLM2-135M-Instruct under PIC variants (RULER, BABILong, "
+                                       "PPL, LongPPL), leaderboard, plot, correlations")
+    demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
+    demo.add_argument("--essays", help="folder of .txt essays (default $LCH_ESSAYS or shared/data/paul_graham_essays)")
+    demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
+    demo.add_argument("--docs", type=int, default=4, help="--tiny: number of synthetic documents")
+    demo.add_argument("--words", type=int, default=1500, help="--tiny: words per document")
+    demo.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tiny:
+        from harness.demo.tiny import run_demo
+
+        run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
+    else:
+        from harness.demo.real import run_real_demo
+
+        run_real_demo(output=args.output, essays=args.essays)
+    return 0

@@ -1,0 +1,46 @@
+"""``lch judge`` (the judge stage on logged samples) and ``lch gentable`` (paper 000 Table 1 from files)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    judge = sub.add_parser("judge", help="judge logged samples (samples_<task>_*.jsonl); writes judgements beside them")
+    judge.add_argument("samples", help="lm-eval samples file of longbench_write or hellobench_htg*")
+    judge.add_argument("--judge-base-url", required=True)
+    judge.add_argument("--judge-model", required=True)
+    judge.add_argument("--policy", default="drop", choices=["drop", "zero", "rejudge"])
+    judge.add_argument("--concurrency", type=int, default=8)
+    judge.add_argument("--judge-cache-dir", default=None)
+    judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
+    judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
+    judge.set_defaults(run=run_judge)
+    table = sub.add_parser("gentable", help="Length / Tokens / Quality / CR table across runs (paper 000 App. A)")
+    table.add_argument("runs", nargs="+", help="lm-eval output folders (run with --log_samples, then lch judge)")
+    table.add_argument("--task", required=True, help="e.g. longbench_write or hellobench_htg")
+    table.add_argument("--threshold", type=float, default=0.2, help="CR at which a model uses its own samples")
+    table.set_defaults(run=run_gentable)
+
+
+def run_judge(args: argparse.Namespace) -> int:
+    from harness.judges.stage import judge_samples_file
+
+    print(json.dumps(judge_samples_file(args.samples, {
+        "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
+        "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir,
+    }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
+    return 0
+
+
+def run_gentable(args: argparse.Namespace) -> int:
+    from harness.reporting.generation_table import format_table, generation_table
+
+    try:
+        print(format_table(generation_table(args.runs, args.task, args.threshold)))
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

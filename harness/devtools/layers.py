@@ -1,0 +1,188 @@
+"""The package's layers and the imports between them: ``python -m harness.devtools.layers`` prints the
+layer graph as the code has it and exits 1 when a module imports a layer it may not.
+
+Layers, lowest first (a layer may import only the layers listed in its ``may_import``):
+
+* ``base``: paths of the on-disk caches.
+* ``pure``: position and metric math (PIC / EPL positions, LongPPL / LSM / long-form / QA formulas,
+  pooling). Tensors and arrays allowed; no model, no transformers, no lm-eval, no file or network I/O.
+* ``data``: loaders of benchmark data, tokenizer-based length fitting (transformers tokenizers only).
+* ``models``: torch + transformers: scoring, the LongPPL / LSM estimators, PIC, compressors, training.
+* ``judging``: the judge stage (OpenAI-compatible client, official prompts, reply parsers).
+* ``lmeval``: the only layer that imports ``lm_eval``: plugin, model classes, task classes, task folder.
+* ``reporting``: reads results files (and logged samples / judgements) only.
+* ``app``: the CLI, the demos, these dev tools and the package's public API.
+
+Imports count wherever they are written (also inside functions): a lazy import is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    packages: tuple[str, ...]
+    may_import: tuple[str, ...]
+    forbidden_libraries: tuple[str, ...] = ()
+
+
+LAYERS = (
+    Layer("base", ("harness.cache",), ()),
+    Layer("pure", ("harness.positions", "harness.metrics"), ("base",),
+          ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
+           "pathlib", "urllib", "shutil", "tempfile", "subprocess")),
+    Layer("data", ("harness.data",), ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
+    Layer("models", ("harness.models", "harness.train"), ("base", "pure", "data"), ("lm_eval", "openai")),
+    Layer("judging", ("harness.judges",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
+    Layer("lmeval", ("harness.lmeval", "harness.tasks"), ("base", "pure", "data", "models", "judging")),
+    Layer("reporting", ("harness.reporting",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
+    Layer("app", ("harness.cli", "harness.demo", "harness.devtools", "harness"),
+          ("base", "pure", "data", "models", "judging", "lmeval", "reporting")),
+)
+BY_NAME = {layer.name: layer for layer in LAYERS}
+# Calls that read or write files: none may appear in the pure layer.
+IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes", "urlopen"})
+# Source folders of the installed packages (pyproject.toml maps harness.tasks and harness.judges).
+SOURCES = {"harness": "harness", "harness.tasks": "tasks", "harness.judges": "judges"}
+
+
+def layer_of(module: str) -> Layer | None:
+    """The layer of a ``harness`` module (longest package prefix), None for other modules."""
+    best: tuple[int, Layer] | None = None
+    for layer in LAYERS:
+        for package in layer.packages:
+            if module == package or module.startswith(package + "."):
+                if best is None or len(package) > best[0]:
+                    best = (len(package), layer)
+    return best[1] if best else None
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """``{module name: file}`` of every module of the installed packages under the repository ``root``."""
+    out: dict[str, Path] = {}
+    for package, folder in SOURCES.items():
+        base = root / folder
+        for path in sorted(base.rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str, path: Path) -> tuple[set[str], set[str]]:
+    """``(imported modules, names of I/O calls)`` of one source file; ``from x import y`` counts ``x.y``
+    when that is a module of ours (else ``x``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    calls: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node, path.name == "__init__.py")
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names if target.startswith("harness"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in IO_CALLS:
+                calls.add(name)
+    return found, calls
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """``{module: the harness modules and top-level libraries it imports}``."""
+    files = module_files(root)
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        found, _ = imports_of(module, path)
+        ours = {m for m in found if m in files}
+        libraries = {m.split(".")[0] for m in found if not m.startswith("harness")}
+        graph[module] = ours | libraries
+    return graph
+
+
+def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None = None) -> list[str]:
+    """One line per import a module's layer may not make (and per I/O call in the pure layer)."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        layer = layer_of(module)
+        if layer is None:
+            continue
+        for target in sorted(targets):
+            other = layer_of(target)
+            if other is not None:
+                if other.name != layer.name and other.name not in layer.may_import:
+                    out.append(f"{module} ({layer.name}) imports {target} ({other.name})")
+            elif target.split(".")[0] in layer.forbidden_libraries:
+                out.append(f"{module} ({layer.name}) imports {target}, which the {layer.name} layer may not")
+        for call in sorted((io_calls or {}).get(module, ())):
+            if layer.name == "pure":
+                out.append(f"{module} (pure) calls {call}(): the pure layer does no I/O")
+    return out
+
+
+def layer_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], int]:
+    """``{(layer, imported layer): number of module imports}`` between different layers."""
+    edges: dict[tuple[str, str], int] = {}
+    for module, targets in graph.items():
+        src = layer_of(module)
+        for target in targets:
+            dst = layer_of(target)
+            if src and dst and src.name != dst.name:
+                edges[(src.name, dst.name)] = edges.get((src.name, dst.name), 0) + 1
+    return edges
+
+
+def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
+    """The import graph of the repository at ``root`` and its violations."""
+    files = module_files(root)
+    graph = import_graph(root)
+    io_calls = {module: imports_of(module, path)[1] for module, path in files.items()}
+    return graph, violations(graph, io_calls)
+
+
+def rules() -> list[str]:
+    """One line per layer: ``name: packages -> layers it may import`` (docs/ARCHITECTURE.md quotes these)."""
+    return [f"{layer.name}: {', '.join(layer.packages)} -> {', '.join(layer.may_import) or '(nothing)'}"
+            for layer in LAYERS]
+
+
+def render(graph: dict[str, set[str]], problems: list[str]) -> str:
+    """The rules, the imports found between layers (module imports per pair) and the violations."""
+    edges = layer_edges(graph)
+    lines = ["Layers (name: packages -> may import):", *(f"  {line}" for line in rules()), "",
+             "Imports found (layer -> imported layer: module imports):"]
+    for layer in LAYERS:
+        found = ", ".join(f"{dst} {n}" for (src, dst), n in sorted(edges.items()) if src == layer.name)
+        lines.append(f"  {layer.name} -> {found or '(none)'}")
+    lines.append("")
+    lines.append(f"{len(graph)} modules; " + ("no violations" if not problems else f"{len(problems)} violations:"))
+    lines.extend(f"  {p}" for p in problems)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    root = Path(argv[0]) if argv else Path(__file__).resolve().parents[2]
+    graph, problems = check(root)
+    print(render(graph, problems))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""``lch eval``: lm-eval's own command line with our models registered and our task folder included."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.lmeval.plugin import register, tasks_path
+
+
+def _is_task_list_request(argv: list[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg == "--tasks" and i + 1 < len(argv) and argv[i + 1] == "list":
+            return True
+        if arg == "--tasks=list":
+            return True
+    return False
+
+
+def _user_include_path(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == "--include_path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--include_path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _config_include_path(config_file: str | None) -> str | None:
+    """``include_path`` of an lm-eval ``--config`` YAML (our list would otherwise replace it)."""
+    if not config_file:
+        return None
+    import yaml
+
+    with open(config_file, encoding="utf-8") as f:
+        return (yaml.safe_load(f) or {}).get("include_path")
+
+
+def run_lm_eval(argv: list[str]) -> None:
+    """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
+    register()
+    from lm_eval._cli.harness import HarnessCLI
+    from lm_eval.utils import setup_logging
+
+    if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
+        user = _user_include_path(argv)
+        argv = ["ls", "tasks"] + (["--include_path", user] if user else [])
+    setup_logging()
+    saved_argv = sys.argv
+    sys.argv = ["lm-eval", *argv]
+    try:
+        cli = HarnessCLI()
+        args = cli.parse_args()
+        if hasattr(args, "include_path"):
+            # TaskManager accepts a list: ours first, the user's after (later paths override).
+            user = args.include_path or _config_include_path(getattr(args, "config", None))
+            args.include_path = [tasks_path()] + ([user] if user else [])
+        cli.execute(args)
+    finally:
+        sys.argv = saved_argv

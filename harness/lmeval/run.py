@@ -1,0 +1,42 @@
+"""Running lm-eval from Python (the demos): our models registered, our task folder included, results saved
+in lm-eval's ``--output_path`` layout so that the ``lch`` reports read them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None) -> Any:
+    """An lm-eval ``TaskManager`` over our tasks (plus ``extra_paths``) with ``metadata`` for every task.
+    Indexing the task folders is slow: build it once per run of several evaluations."""
+    from lm_eval.tasks import TaskManager
+
+    from harness.lmeval.plugin import register, tasks_path
+
+    register()
+    paths = [tasks_path(), *map(str, extra_paths)]
+    return TaskManager(include_path=paths if len(paths) > 1 else paths[0], metadata=metadata)
+
+
+def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-pic", **kwargs: Any) -> dict:
+    """``lm_eval.simple_evaluate`` of ``model`` (default our ``hf-pic``) on ``tasks``."""
+    from lm_eval import simple_evaluate
+
+    from harness.lmeval.plugin import register
+
+    register()
+    return simple_evaluate(model=model, model_args=model_args, tasks=tasks, task_manager=manager, **kwargs)
+
+
+def save_run(results: dict, run_dir: Path) -> Path:
+    """Write ``results`` as ``<run_dir>/results_<date>.json`` (lm-eval's layout, so ``lch`` reports read it)."""
+    from lm_eval.utils import handle_non_serializable
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
+    path = run_dir / f"results_{stamp}.json"
+    path.write_text(json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8")
+    return path

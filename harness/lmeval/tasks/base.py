@@ -1,0 +1,146 @@
+"""The one base of our lm-eval task classes: the plumbing every task of ours shares, written once.
+
+lm-eval builds a task from its YAML (``class: !function utils.<Class>``) and then asks it for requests,
+per-document metrics and aggregations. :class:`LchTask` owns what all our tasks need from that:
+
+* the YAML's ``class`` key is dropped before lm-eval validates the config;
+* per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
+  YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
+  metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
+* requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request (``generate_until`` ...); otherwise one
+  ``REQUEST_TYPE`` request per document with arguments :meth:`request_arguments` (a request type our
+  ``hf-pic`` model serves; the YAML's ``output_type`` only passes lm-eval's validation);
+* the generation budget lives in one place, ``generation_kwargs["max_gen_toks"]``, set by
+  :meth:`configure` and read by :meth:`generation_budget`;
+* length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
+  the evaluated model's tokenizer and reported as ``prompt_tokens`` / ``over_length`` (and
+  ``over_target`` for samples fitted to a length, ``TARGETED``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from harness.metrics.pooling import mean, total
+
+log = logging.getLogger(__name__)
+
+HONESTY_METRICS = [
+    {"metric": "prompt_tokens", "aggregation": mean, "higher_is_better": False},
+    {"metric": "over_length", "aggregation": total, "higher_is_better": False},
+]
+TARGET_METRIC = {"metric": "over_target", "aggregation": total, "higher_is_better": False}
+
+
+def doc_key(doc: dict) -> str:
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class LchTask(ConfigurableTask):
+    """Base of every task class of ours (module docstring)."""
+
+    REQUEST_TYPE: str | None = None  # None: lm-eval's own request for the YAML output_type
+    COUNTS_PROMPT = False  # count each prompt lm-eval built (length honesty)
+    TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
+    DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        yaml_scorer = config.get("process_results")
+        self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
+        # Routing process_results through the config tells lm-eval the metrics are computed here, so it
+        # does not look our metric names up in its registry (and in HF evaluate) one by one.
+        config["process_results"] = self.process_document
+        self.configure(config)
+        meta = dict(config.get("metadata") or {})
+        config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(meta)
+        super().__init__(config=config, **kwargs)
+        if self.REQUEST_TYPE is not None:
+            self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
+
+    # ------------------------------------------------------------------ hooks for subclasses
+
+    def configure(self, config: dict) -> None:
+        """Adjust the config (in place) before lm-eval reads it, e.g. set ``generation_kwargs``."""
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        """Metric specs the class adds to the YAML's ``metric_list``."""
+        specs = list(HONESTY_METRICS) if self.COUNTS_PROMPT else []
+        return specs + ([TARGET_METRIC] if self.TARGETED else [])
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        """Metrics of one document from its response(s)."""
+        raise NotImplementedError(f"{type(self).__name__} needs score_document or a YAML process_results")
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        """Metrics every document gets besides its score (length honesty)."""
+        return self.honesty(doc) if self.COUNTS_PROMPT else {}
+
+    def request_arguments(self, doc: dict, ctx: Any) -> tuple:
+        """Arguments of the ``REQUEST_TYPE`` request of one document."""
+        return (self.doc_to_target(doc), self.request_options(doc))
+
+    def request_options(self, doc: dict) -> dict:
+        return {}
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def task_metadata(self) -> dict:
+        return dict(self.config.metadata or {})
+
+    def process_document(self, doc: dict, results: list) -> dict:
+        scorer = self._yaml_scorer or self.score_document
+        return {**scorer(doc, results), **self.extra_document_metrics(doc, results)}
+
+    def generation_budget(self) -> int:
+        """``max_gen_toks`` of this task's generations (set in :meth:`configure`)."""
+        return int((self.config.generation_kwargs or {}).get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS))
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
+        if self.COUNTS_PROMPT:
+            self.record_prompt(doc, ctx)
+        if self.REQUEST_TYPE is None:
+            return super().construct_requests(doc, ctx, **kwargs)
+        for key in ("apply_chat_template", "chat_template"):  # lm-eval passes them; our requests take none
+            kwargs.pop(key, None)
+        return Instance(request_type=self.REQUEST_TYPE, doc=doc, arguments=self.request_arguments(doc, ctx), idx=0,
+                        **kwargs)
+
+    # ------------------------------------------------------------------ length honesty
+
+    def record_prompt(self, doc: dict, ctx: Any) -> None:
+        """Count the exact prompt lm-eval built for ``doc`` in the evaluated model's tokenizer."""
+        if not isinstance(ctx, str):
+            return
+        if getattr(self, "_counter", None) is None:
+            from harness.data.prompt_length import PromptCounter, load_tokenizer, model_max_length, tokenizer_name
+
+            self._prompt_tokens: dict[str, int] = {}
+            name = tokenizer_name(self.task_metadata)
+            if name is None:
+                if not getattr(self, "_warned", False):
+                    log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)
+                    self._warned = True
+                return
+            self._counter = PromptCounter(load_tokenizer(name))
+            self._max_length = model_max_length(self.task_metadata)
+        self._prompt_tokens[doc_key(doc)] = self._counter.count_rendered([ctx])[0]
+
+    def honesty(self, doc: dict) -> dict:
+        """``prompt_tokens``; ``over_length`` = prompt + budget > max_length; ``over_target`` = prompt +
+        budget > the length the sample was fitted to (TARGETED tasks)."""
+        n = getattr(self, "_prompt_tokens", {}).get(doc_key(doc))
+        if n is None:
+            return {}
+        budget = self.generation_budget()
+        out = {"prompt_tokens": n, "over_length": int(n + budget > self._max_length)}
+        if self.TARGETED and doc.get("prompt_budget"):
+            out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
+        return out

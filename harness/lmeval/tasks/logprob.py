@@ -1,0 +1,115 @@
+"""Tasks scored from per-token log-probabilities (``token_logprobs``) and LSM samples (``lsm``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.lmeval.tasks.base import HONESTY_METRICS, LchTask
+from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, SOFT_GAMMA, KeyTokens, document_stats
+from harness.metrics.pooling import nll_sum
+
+TOKEN_LOGPROBS = "token_logprobs"
+LSM = "lsm"
+
+
+class TokenLogprobTask(LchTask):
+    """Per-token log-probabilities; metadata ``max_tokens`` and ``add_special_tokens`` pass through.
+
+    Length honesty: ``over_length`` counts documents scored over more tokens than the model's max length
+    (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
+
+    REQUEST_TYPE = TOKEN_LOGPROBS
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        return [HONESTY_METRICS[1]]
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        from harness.data.prompt_length import model_max_length
+
+        if not hasattr(self, "_max_length"):
+            self._max_length = model_max_length(self.task_metadata)
+        return {"over_length": int(len(results[0]["token_ids"]) > self._max_length)}
+
+    def request_options(self, doc: dict) -> dict:
+        meta = self.task_metadata
+        options: dict = {}
+        if meta.get("max_tokens") is not None:
+            options["max_tokens"] = int(meta["max_tokens"])
+        if meta.get("add_special_tokens") is not None:
+            options["add_special_tokens"] = bool(meta["add_special_tokens"])
+        return options
+
+
+class PerplexityTask(TokenLogprobTask):
+    """Token-level perplexity; documents shorter than metadata ``min_tokens`` are skipped and counted."""
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        scored = results[0]
+        n_tokens = len(scored["token_ids"])
+        min_tokens = int(self.task_metadata.get("min_tokens") or 0)
+        if n_tokens < min_tokens:
+            return {"ppl": (0.0, 0), "n_tokens": 0, "n_docs": 0, "docs_skipped": 1}
+        return {
+            "ppl": nll_sum(scored["logprobs"]),
+            "n_tokens": len(scored["logprobs"]),
+            "n_docs": 1,
+            "docs_skipped": 0,
+        }
+
+
+class LongPPLTask(TokenLogprobTask):
+    """LongPPL, PPL and LongPPL-soft from key spans carried by each document (``key_json``).
+
+    The evaluated text is tokenised without special tokens (the reference's convention) unless metadata
+    ``add_special_tokens`` says otherwise. Per-document sums are pooled over documents in log space. The
+    key-token settings in effect (the paper's defaults, :data:`KEY_TOKEN_DEFAULTS`, unless the metadata
+    sets them) are written into the task metadata, so the results JSON records them.
+    """
+
+    def configure(self, config: dict) -> None:
+        meta = dict(config.get("metadata") or {})
+        config["metadata"] = {"evaluator": DEFAULT_EVALUATOR, **KEY_TOKEN_DEFAULTS, "gamma": SOFT_GAMMA, **meta}
+
+    def request_options(self, doc: dict) -> dict:
+        # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
+        # that every model scores the same text: no second cut in the evaluated model's tokens here.
+        return {"add_special_tokens": bool(self.task_metadata.get("add_special_tokens", False))}
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        scored = results[0]
+        if scored.get("offsets") is None:
+            raise ValueError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
+        gamma = float(self.task_metadata["gamma"])
+        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])), gamma)
+        return {
+            "longppl": (stats["key_nll_sum"], stats["n_key"]),
+            "ppl": (stats["nll_sum"], stats["n_scored"]),
+            "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
+            "n_key_tokens": stats["n_key"],
+            "n_tokens": stats["n_scored"],
+            "docs_without_key_tokens": int(stats["n_key"] == 0),
+        }
+
+
+class LSMTask(LchTask):
+    """Long-short misalignment: metadata ``context_length`` (L), ``n_samples`` per document,
+    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``."""
+
+    REQUEST_TYPE = LSM
+
+    def request_options(self, doc: dict) -> dict:
+        meta = self.task_metadata
+        options: dict[str, Any] = {
+            "context_length": int(meta.get("context_length", 4096)),
+            "n_samples": int(meta.get("n_samples", 16)),
+            "seed": int(meta.get("seed", 0)) + int(doc.get("doc_id", 0)),
+            "estimator": str(meta.get("estimator", "overlap")),
+        }
+        if meta.get("max_tokens") is not None:
+            options["max_tokens"] = int(meta["max_tokens"])
+        return options
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        values = results[0]["sce"]
+        return {"lsm": (float(sum(values)), len(values)), "n_samples": len(values)}
