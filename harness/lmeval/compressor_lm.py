@@ -3,13 +3,14 @@
 ``--model_args``: ``pretrained`` (base HF model), ``checkpoint`` (a folder saved by ``lch train-compressor``
 / :meth:`Compressor.save`; without it an untrained compressor is built, for smoke tests), and overrides
 ``carrier`` (icae|500x), ``layout`` (dpl|upl|epl), ``chunk_size``, ``n_memory``; ``dtype``, ``device``,
-``max_gen_toks`` (default 64).
+``max_gen_toks`` (default 64), ``context_field`` (default ``context``: the document field whose text is
+compressed; empty: always compress the whole prompt).
 
 Requests:
 
-* ``generate_until``: when the document has a ``context`` field (MRQA), that text is compressed and the
-  decoder reads [memory; [LM]; prompt] where the prompt is lm-eval's context string with the document's
-  context removed (the question part). Otherwise the whole context string is compressed and the decoder
+* ``generate_until``: when the document's ``context_field`` holds a text that lm-eval's prompt contains
+  (MRQA's ``context``), that text is compressed and the decoder reads [memory; [LM]; prompt] where the
+  prompt is lm-eval's prompt with that text removed (the question part). Otherwise the whole context string is compressed and the decoder
   continues after [LM]. Greedy; ``until`` strings cut the output.
 * ``loglikelihood``: ``(context, continuation)``: log P(continuation | memory of context, [LM]).
 * ``compress_ae`` / ``compress_lm`` (paper 003 pretraining evaluation): args ``(text, {"max_tokens"})``;
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 class CompressorLM(LM):
     def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
-                 max_gen_toks: int = 64, batch_size: Any = 1, **overrides: Any) -> None:
+                 max_gen_toks: int = 64, batch_size: Any = 1, context_field: str = "context", **overrides: Any) -> None:
         super().__init__()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -52,6 +53,7 @@ class CompressorLM(LM):
             device = "cpu"
         self.compressor.to(device).eval()
         self.device_name, self.max_gen_toks = device, int(max_gen_toks)
+        self.context_field = str(context_field)
 
     def _ids(self, text: str) -> torch.Tensor:
         return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], device=self.device_name)
@@ -76,8 +78,9 @@ class CompressorLM(LM):
         for req in tqdm(requests, disable=disable_tqdm, desc="Compressor generation"):
             ctx, gen_kwargs = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
             doc = getattr(req, "doc", None) or {}
-            if isinstance(doc.get("context"), str) and doc["context"] in ctx:
-                context, prompt = doc["context"], ctx.replace(doc["context"], "", 1)
+            field = doc.get(self.context_field) if self.context_field else None
+            if isinstance(field, str) and field in ctx:
+                context, prompt = field, ctx.replace(field, "", 1)
             else:
                 context, prompt = ctx, ""
             tokens = self.compressor.generate(self._ids(context), self._ids(prompt),
