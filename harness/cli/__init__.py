@@ -40,10 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         return evaluate.run_eval(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "run", None) is None:
+    if getattr(args, "handler", None) is None:
         parser.print_help()
         return 2
-    return args.run(args)
+    return args.handler(args)
 
 
 if __name__ == "__main__":

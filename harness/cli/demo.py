@@ -13,7 +13,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
     demo.add_argument("--docs", type=int, default=4, help="--tiny: number of synthetic documents")
     demo.add_argument("--words", type=int, default=1500, help="--tiny: words per document")
-    demo.set_defaults(run=run)
+    demo.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

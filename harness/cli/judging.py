@@ -17,12 +17,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--judge-cache-dir", default=None)
     judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
     judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
-    judge.set_defaults(run=run_judge)
+    judge.set_defaults(handler=run_judge)
     table = sub.add_parser("gentable", help="Length / Tokens / Quality / CR table across runs (paper 000 App. A)")
     table.add_argument("runs", nargs="+", help="lm-eval output folders (run with --log_samples, then lch judge)")
     table.add_argument("--task", required=True, help="e.g. longbench_write or hellobench_htg")
     table.add_argument("--threshold", type=float, default=0.2, help="CR at which a model uses its own samples")
-    table.set_defaults(run=run_gentable)
+    table.set_defaults(handler=run_gentable)
 
 
 def run_judge(args: argparse.Namespace) -> int:

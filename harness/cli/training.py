@@ -32,7 +32,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     trainer.add_argument("--dtype", default="float32")
     trainer.add_argument("--device", default="cpu")
     trainer.add_argument("--seed", type=int)
-    trainer.set_defaults(run=run)
+    trainer.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
