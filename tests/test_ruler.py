@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -126,7 +127,14 @@ def test_qa_from_official_files(tmp_path, counter):
     sources = ruler.Sources(essays="synthetic", squad=str(tmp_path / "squad.json"), hotpotqa=str(tmp_path / "hotpot.json"))
     row = ruler.generate("qa_squad", 1024, 1, counter, sources=sources, use_cache=False)[0]
     assert len(row["outputs"]) == 2 and row["outputs"][0].upper() == row["outputs"][1]
-    assert row["input"].count("Document ") >= 2 and "Unanswerable" not in row["input"]
+    # as many documents as fit: the largest n whose prompt (as lm-eval joins it) fits, found by trying every n
+    builder = ruler.BUILDERS["qa"](ruler.TASKS["qa_squad"].params, random.Random("qa_squad-1024-0-42"), 1024, sources, True)
+    prompts = {n: "{0} {2}".format(*builder.build(n)) for n in range(builder.n_min, builder.n_max + 1)}
+    most = max(n for n, prompt in prompts.items() if len(counter.tokenizer(prompt)["input_ids"]) <= 1024 - 32)
+    shown = [p["context"] for p in squad["data"][0]["paragraphs"] if p["context"] in row["input"]]
+    assert row["input"].count("Document ") == len(shown) == most
+    gold = int(row["input"].rsplit("colour number ", 1)[1].rstrip("?"))  # the question's paragraph
+    assert f"Paragraph {gold} says" in row["input"] and "Unanswerable" not in row["input"]
     row = ruler.generate("qa_hotpot", 1024, 1, counter, sources=sources, use_cache=False)[0]
     q = row["input"].rsplit("Question: ", 1)[1]
     i = q[1:-1]
@@ -152,6 +160,15 @@ def test_ruler_scores_follow_the_official_definitions():
     assert score(all_task, {"outputs": ["a b"]}, "a\nb") == 0.0  # control characters become newlines
 
 
+def _ruler_match(prediction: str, references: list[str], part: bool) -> float:
+    """RULER's scoring written out: control characters become newlines, then case-insensitive containment of
+    each reference; string_match_part scores 100 if any reference is contained, string_match_all the
+    percentage of references contained."""
+    pred = re.sub(r"[\x00-\x1f]", "\n", prediction.strip()).strip().lower()
+    found = [ref.lower() in pred for ref in references]
+    return 100.0 * (float(any(found)) if part else sum(found) / len(found))
+
+
 def run_lch_eval(tmp_path, model_args: str, tasks: str, metadata: dict) -> dict:
     """``lch eval`` in a subprocess, as a user runs it; returns the results JSON."""
     import glob
@@ -173,8 +190,15 @@ def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
     assert len(leaves) == 13
     for name in leaves:
         r = results[name]
-        for key in ("score,none", "len_1024,none", "len_2048,none"):
-            assert 0.0 <= r[key] <= 100.0
+        # every score re-derived from the logged generations: one sample per length, RULER's string match
+        samples = [json.loads(line) for path in tmp_path.rglob(f"samples_{name}_*.jsonl")
+                   if re.fullmatch(rf"samples_{name}_\d{{4}}-.*\.jsonl", path.name) for line in path.read_text().splitlines()]
+        assert sorted(s["doc"]["length"] for s in samples) == [1024, 2048]
+        part = name in ("lch_ruler_qa_squad", "lch_ruler_qa_hotpot")
+        expected = {s["doc"]["length"]: _ruler_match(s["filtered_resps"][0], s["doc"]["outputs"], part) for s in samples}
+        assert r["len_1024,none"] == pytest.approx(expected[1024])
+        assert r["len_2048,none"] == pytest.approx(expected[2048])
+        assert r["score,none"] == pytest.approx((expected[1024] + expected[2048]) / 2)
         assert r["score,none"] == pytest.approx((r["len_1024,none"] + r["len_2048,none"]) / 2)
         # max_length=1500: the 1024 prompts fit, every 2048 prompt would be truncated, and it is reported
         assert r["over_length,none"] == 1.0, name
@@ -192,14 +216,21 @@ def test_additive_counts_equal_full_tokenization(counter):
         text, _, prefix = b.build(n)
         assert seg.count(b.parts(n), prefix) == counter(text, prefix)
     # a junction is used only where the halves tokenize to the whole; elsewhere there is no additive answer
-    sentence, dirty = "The special magic number is here, there and everywhere.", 0
+    sentence, dirty = "The special magic number is here, there and everywhere.", set()
     for i in range(1, len(sentence)):
         whole = len(counter.tokenizer(sentence)["input_ids"])
         got = seg.count([sentence[:i], sentence[i:]], "")
         halves = sum(len(counter.tokenizer(x, add_special_tokens=False)["input_ids"]) for x in (sentence[:i], sentence[i:]))
         assert got == (whole if halves + 1 == whole else None)  # + 1: the BOS
-        dirty += got is None
-    assert dirty > 0
+        if got is None:
+            dirty.add(i)
+    # expected from the pre-tokenizer alone: byte-level BPE never merges across pre-tokens, so every cut between
+    # two pre-tokens is clean, and cutting a word that is one token makes two tokens of it, so those cuts are dirty
+    pieces = counter.tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str(sentence)
+    assert dirty.isdisjoint(end for _, (_, end) in pieces)
+    one_token = [(a, b) for _, (a, b) in pieces if len(counter.tokenizer(sentence[a:b], add_special_tokens=False)["input_ids"]) == 1]
+    cuts = {i for a, b in one_token for i in range(a + 1, b)}
+    assert cuts == {1, 2} and cuts <= dirty  # "The" is one token here
     # and the additive fit lands where the full-tokenization search does, or one unit apart at most
     builders = [ruler._niah_builder(ruler.TASKS["niah_single_2"].params, random.Random(f"x{i}"), 2048, SYNTHETIC, True)
                 for i in range(4)]

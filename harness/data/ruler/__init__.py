@@ -1,0 +1,129 @@
+"""RULER's 13 synthetic tasks: seeded sample generation fitted to a token budget, cached on disk.
+
+Task definitions follow RULER (Hsieh et al., 2024; SPEC.md §6); all prompt wording is our own.
+
+* ``niah_*``: needles ``One special magic <value kind> for <key> is: <value>.`` hidden at depths drawn
+  from 40 evenly spaced percentages in a haystack of noise, essays or distractor needles; keys are
+  adjective-noun words or UUIDs, values 7-digit numbers, words or UUIDs; several keys (multikey), values
+  per key (multivalue) or queried keys (multiquery).
+* ``vt``: one chain of 4 hops ``VAR X = 12345``, ``VAR Y = VAR X``... in noise; answer: every variable.
+* ``cwe``: a numbered word list, 10 common words x 30 and the rest x 3; answer: the 10 common words.
+* ``fwe``: coded words with Zipf counts (alpha 2); answer: the three most frequent.
+* ``qa_squad`` / ``qa_hotpot``: the gold paragraphs among distractor paragraphs; answer: the gold answers.
+
+**Fitting.** Every sample draws its content (keys, values, depths, word choices) from
+``random.Random(f"{task}-{length}-{index}-{seed}")`` first; only the haystack size ``n`` (noise units,
+essay sentences, distractor needles, uncommon words, top-word count or documents) is then searched. A
+sample is accepted at the ``n`` whose prompt, counted exactly by :class:`~harness.data.prompt_length.
+PromptCounter` (the evaluated tokenizer, chat template included when declared), satisfies
+``prompt_tokens + budget <= length`` and leaves less than one average haystack unit unused. The search
+starts from a linear model of tokens-vs-``n`` calibrated on two probes and corrects by secant steps
+inside a bracket; all samples of one (task, length) are counted in batched tokenizer calls, so a sample
+typically costs one or two tokenizations. lm-eval's generator instead grows the haystack in fixed steps,
+re-tokenising the whole prompt each time, and shrinks by a fixed step per sample.
+
+**Cache.** Samples are stored under ``<cache>/ruler/`` keyed by a hash of everything they depend on (task,
+length, sample count, seed, tokenizer and chat-template fingerprint, haystack sources, generator version):
+a second run reads them and generates nothing.
+
+Modules: :mod:`.catalogue` (the tasks), :mod:`.builders` (one seeded sample per task kind),
+:mod:`.fitting` (the size searches), :mod:`.cache` (the row cache); this module assembles them into
+:func:`generate` and lm-eval's :func:`dataset_from_metadata`.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness.data import haystacks
+from harness.data.prompt_length import PromptCounter
+from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
+from harness.data.ruler.cache import cache_path, read_rows, write_rows
+from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
+from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
+
+__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "SegmentCounter", "Sources",
+           "TaskSpec", "TooShortError", "dataset_from_metadata", "generate"]
+
+# The single-module names of the fitting searches and the niah builder, kept for tests and callers.
+# generate() calls the searches through these module attributes, so patching them here takes effect.
+_fit_additive = fit_additive
+_fit = fit_full
+_niah_builder = niah_builder
+
+_ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
+
+
+def generate(task: str, length: int, num_samples: int, counter: PromptCounter, seed: int = 42,
+             sources: Sources | None = None, icl: bool = True, use_cache: bool = True) -> list[dict[str, Any]]:
+    """``num_samples`` RULER samples of ``task`` fitted to ``length`` tokens (prompt + generation budget).
+
+    Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``)."""
+    if task not in TASKS:
+        raise ValueError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
+    spec, sources = TASKS[task], sources or Sources()
+    path = cache_path(task, spec, length, num_samples, seed, icl, counter, sources)
+    if use_cache:
+        cached = read_rows(path)
+        if cached is not None:
+            return cached
+    builders, fitted, icl = _fit_samples(task, spec, length, num_samples, counter, seed, sources, icl)
+    rows = []
+    for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
+        text, outputs, prefix = b.build(n)
+        rows.append({"index": i, "task": task, "input": text, "outputs": outputs, "gen_prefix": prefix,
+                     "length": length, "prompt_budget": length, "prompt_tokens": tokens, "max_gen_toks": spec.budget,
+                     "n_units": n, "icl_example": icl and spec.kind in _ICL_KINDS, **b.extra})
+    if use_cache:
+        write_rows(path, rows)
+    return rows
+
+
+def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
+                 sources: Sources, icl: bool) -> tuple[list[Builder], list[tuple[int, int]], bool]:
+    """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example.
+
+    When even the smallest haystack does not fit (short lengths), first fewer repeats of cwe's common words
+    (they stay the most common), then no worked example; the rows record both."""
+    target = length - spec.budget
+    params = dict(spec.params)
+    while True:
+        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{seed}"), length, sources, icl)
+                    for i in range(num_samples)]
+        try:
+            fitted = None
+            if builders[0].parts is not None:
+                fitted = _fit_additive(builders, SegmentCounter(counter), target)
+            if fitted is None:
+                fitted = _fit(builders, counter, target)
+            return builders, fitted, icl
+        except TooShortError as err:
+            if spec.kind == "cwe" and params["freq_common"] > params["freq_uncommon"] + 1:
+                params["freq_common"] = max(params["freq_uncommon"] + 1, params["freq_common"] // 2)
+                continue
+            if icl and spec.kind in _ICL_KINDS:
+                icl = False
+                continue
+            raise TooShortError(f"RULER {task} at length {length}: {err}") from None
+
+
+def dataset_from_metadata(metadata: dict) -> dict:
+    """lm-eval ``custom_dataset``: samples of metadata ``ruler_task`` at every length of ``lengths`` (or
+    lm-eval's name ``max_seq_lengths``; default 4096). Other keys: ``num_samples`` (500), ``seed`` (42),
+    ``essays``, ``squad``, ``hotpotqa`` (see :class:`Sources`), ``icl_example`` (true), ``chat_template``
+    (set it when running with ``--apply_chat_template``), ``tokenizer`` / ``pretrained``."""
+    import datasets
+
+    from harness.data.lengths import length_tokens, parse_lengths
+    from harness.data.prompt_length import counter_from_metadata
+
+    lengths = [length_tokens(x) for x in parse_lengths(metadata.get("lengths") or metadata.get("max_seq_lengths"), [4096])]
+    counter = counter_from_metadata(metadata)
+    sources = Sources(essays=metadata.get("essays") or haystacks.ESSAYS_HF, squad=metadata.get("squad"),
+                      hotpotqa=metadata.get("hotpotqa"))
+    rows = [row for length in lengths
+            for row in generate(metadata["ruler_task"], int(length), int(metadata.get("num_samples", 500)), counter,
+                                seed=int(metadata.get("seed", 42)), sources=sources,
+                                icl=bool(metadata.get("icl_example", True)))]
+    return {"test": datasets.Dataset.from_list(rows)}
