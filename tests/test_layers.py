@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.devtools.layers import check, layer_of, rules, violations
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,3 +79,12 @@ def test_architecture_states_the_rules_and_the_command_prints_them():
     done = subprocess.run([sys.executable, "-m", "harness.devtools.layers"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert all(line in done.stdout for line in rules()) and "no violations" in done.stdout
+
+
+def test_every_package_is_shipped():
+    """pyproject.toml lists packages explicitly: a new subpackage missing there would be left out of the wheel."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "harness").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
