@@ -144,31 +144,57 @@ class FaultyProxy(_LoopbackApp):
         return web.Response(status=status, body=payload, content_type="application/json")
 
 
+def longbench_write_reply(dimensions: dict) -> str:
+    """A LongBench-Write judge reply the official parser reads: the six 1-5 scores as a JSON object."""
+    return "Evaluation: " + json.dumps(dimensions)
+
+
+def checklist_reply(scores) -> str:
+    """A HelloEval judge reply: one ``{checklist_id, reason, evaluation_score}`` object per checklist item."""
+    return json.dumps([{"checklist_id": i, "reason": "ok", "evaluation_score": s} for i, s in enumerate(scores)])
+
+
+UNPARSABLE = "I cannot grade this response."  # neither judge parser finds grades in it
+
+
 class CannedJudge(_LoopbackApp):
-    """A minimal OpenAI-compatible chat server that always gives the same valid grades: a checklist
-    list of ``checklist_score`` per item for HelloEval prompts, ``dimensions`` for LongBench-Write ones."""
+    """A minimal OpenAI-compatible chat server with known grades.
+
+    By default every request gets the same valid grades: a checklist list of ``checklist_score`` per item
+    for HelloEval prompts, ``dimensions`` for LongBench-Write ones. ``grade(prompt, body)`` (optional)
+    gives per-request replies: ``prompt`` is the text of the last message (instruction and response are
+    in it, so a marker in the response picks the grades), ``body`` the whole request (``body.get("seed")``
+    tells a re-judging pass); it returns the reply text, or None for the default reply.
+    ``requests`` counts the requests; ``bodies`` keeps them in arrival order."""
 
     route = "/v1/chat/completions"
 
-    def __init__(self, checklist_score: float, dimensions: dict):
+    def __init__(self, checklist_score: float = 0.5, dimensions: dict | None = None, grade=None):
         super().__init__()
-        self.checklist_score, self.dimensions = checklist_score, dimensions
+        self.checklist_score, self.dimensions, self.grade = checklist_score, dimensions, grade
         self.requests = 0
+        self.bodies: list[dict] = []
 
-    async def _handle(self, request):
+    def default_reply(self, prompt: str) -> str:
         import re
 
+        match = re.search(r"CHECKLIST \((\d+) items\)", prompt)
+        if match:
+            return checklist_reply([self.checklist_score] * int(match.group(1)))
+        if self.dimensions is None:
+            raise ValueError("CannedJudge got a LongBench-Write prompt but has no dimensions to answer with")
+        return longbench_write_reply(self.dimensions)
+
+    async def _handle(self, request):
         from aiohttp import web
 
         body = await request.json()
         self.requests += 1
+        self.bodies.append(body)
         prompt = body["messages"][-1]["content"]
-        match = re.search(r"CHECKLIST \((\d+) items\)", prompt)
-        if match:
-            reply = json.dumps([{"checklist_id": i, "reason": "ok", "evaluation_score": self.checklist_score}
-                                for i in range(int(match.group(1)))])
-        else:
-            reply = "Evaluation: " + json.dumps(self.dimensions)
+        reply = self.grade(prompt, body) if self.grade is not None else None
+        if reply is None:
+            reply = self.default_reply(prompt)
         return web.json_response({
             "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],

@@ -172,3 +172,53 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     weights = load_hellobench_weights(SHARED_DATA / "hellobench" / "weighted_scores.txt")
     assert sum(weights["argumentative_writing"]) == pytest.approx(100)
     assert hb2["n_valid"] == 3 and hb2["quality"] == pytest.approx(50.0)  # 0.5 on every item, weights sum to 100
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
+def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, tmp_path, monkeypatch):
+    """lm-eval (in this process) runs longbench_write on 3 documents with a canned judge whose grades differ
+    per sample; quality, score and n_valid all aggregate from one judging: one judge() call, 3
+    conversations through the client (cache hits included, so a metric re-judging from the cache would
+    show), 3 requests at the server. Grades: the k-th distinct instruction to arrive gets
+    [5, 4, 3, 2, 1, 3] (quality 50), all 2 (25), all 5 (100): S_q = 175 / 3 whatever the order."""
+    from harness.judges import stage
+    from harness.judges.client import JudgeClient
+    from harness.lmeval.run import evaluate, task_manager
+    from tests.judge_servers import CannedJudge, longbench_write_reply
+
+    names = ("Relevance", "Accuracy", "Coherence", "Clarity", "Breadth and Depth", "Reading Experience")
+    cycle = [dict(zip(names, s)) for s in ((5, 4, 3, 2, 1, 3), (2,) * 6, (5,) * 6)]
+    given: dict[str, dict] = {}  # judge prompt -> grades
+
+    def grade(prompt: str, body: dict) -> str:
+        given.setdefault(prompt, cycle[len(given) % 3])
+        return longbench_write_reply(given[prompt])
+
+    judge_calls, conversations = [], []
+    real_judge, real_ask = stage.judge, JudgeClient.ask_many
+    monkeypatch.setattr(stage, "judge", lambda items: judge_calls.append(len(items)) or real_judge(items))
+    monkeypatch.setattr(JudgeClient, "ask_many",
+                        lambda self, convs, progress=True: conversations.extend(convs) or real_ask(self, convs, progress))
+    with CannedJudge(grade=grade) as canned:
+        meta = {  # as in test_judged_tasks_end_to_end_then_rejudged, with the canned judge
+            "longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+            "limit_docs": 3, "max_gen_toks": 16, "judge_base_url": canned.base_url, "judge_model": "canned",
+            "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"), "judge_policy": "drop",
+            "judge_cache_dir": str(tmp_path / "judge-cache"), "pretrained": str(tiny_model_dir),
+        }
+        out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, ["longbench_write"],
+                       task_manager(metadata=meta), device="cpu", batch_size=3, log_samples=True)
+        assert canned.requests == 3
+    assert judge_calls == [3] and len(conversations) == 3
+    assert len(list((tmp_path / "judge-cache").glob("*/*.json"))) == 3
+    samples = out["samples"]["longbench_write"]
+    assert len(samples) == 3
+    for sample in samples:  # each sample's instruction went to the judge in exactly one request
+        assert sum(sample["doc"]["prompt"] in p for p in given) == 1
+    lbw = out["results"]["longbench_write"]
+    s_q = (50 + 25 + 100) / 3
+    s_l = sum(s["length_score"] for s in samples) / 3
+    assert lbw["n_valid,none"] == 3 and lbw["n_total,none"] == 3
+    assert lbw["quality,none"] == pytest.approx(s_q)
+    assert lbw["score,none"] == pytest.approx((s_l + s_q) / 2) and lbw["length_score,none"] == pytest.approx(s_l)
+    assert out["configs"]["longbench_write"]["metadata"]["judge_provenance"]["reported_models"] == ["canned-judge"]

@@ -158,8 +158,30 @@ DIMS = {"Relevance": 5, "Accuracy": 5, "Coherence": 3, "Clarity": 3, "Breadth an
 
 
 def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
+    """Every sample gets its own LongBench-Write grades (per-sample quality = mean over the six dimensions of
+    25 (score - 1)), so the quality of each point shows which samples it was averaged over."""
+    import re
+
     from harness.judges.stage import judge_samples_file
-    from tests.judge_servers import CannedJudge
+    from tests.judge_servers import CannedJudge, longbench_write_reply
+
+    names = ("Relevance", "Accuracy", "Coherence", "Clarity", "Breadth and Depth", "Reading Experience")
+
+    def dims(*scores: int) -> dict:  # one number: all six dimensions
+        return dict(zip(names, scores * 6 if len(scores) == 1 else scores))
+
+    grades = {
+        # per-sample quality 100, 0, 75, 50, (100+75+50+25+0+50)/6 = 50
+        "vanilla": [dims(5), dims(1), dims(4), dims(3), dims(5, 4, 3, 2, 1, 3)],
+        # 25, 100 (corrupted), (50+25+50+25+50+25)/6 = 37.5, 300/6 = 50, 75
+        "dyn": [dims(2), dims(5), dims(3, 2, 3, 2, 3, 2), dims(1, 2, 3, 4, 5, 3), dims(4)],
+        # 75, 100, 25, 100 (corrupted), 100 (corrupted)
+        "ntk": [dims(4), dims(5), dims(2), dims(5), dims(5)],
+    }
+
+    def grade(prompt: str, body: dict) -> str:
+        m = re.search(r"/ t(\d+) (\w+)", prompt)
+        return longbench_write_reply(grades[m.group(2)][int(m.group(1))])
 
     prompt = tmp_path / "judge.txt"
     prompt.write_text("Judge this. $INST$ / $RESPONSE$")
@@ -177,30 +199,36 @@ def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
         judge_samples_file(samples)  # the judge stage; the plot then reads judgement files only
         return str(folder)
 
-    with CannedJudge(0.5, DIMS) as canned:
+    with CannedJudge(0.5, DIMS, grade=grade) as canned:
         judge = {"base_url": canned.base_url, "model": "canned", "policy": "drop", "temperature": 0.5,
                  "max_tokens": 64, "concurrency": 4, "cache_dir": str(tmp_path / "cache")}
         vanilla = run("vanilla", {}, [100, 200, 300, 400, 500], [False] * 5, judge)
         # 1 of 5 corrupted (CR 20 % < threshold 25 %): both runs average over the samples clean in both
         dyn = run("dyn", {"pic": "dynamic", "pic_ratio": 2}, [110, 9999, 330, 440, 550], [False, True, False, False, False], judge)
         points = pic_points_from_samples([vanilla, dyn], "longbench_write", threshold=0.25)
+        # a third run with 2 of 5 corrupted (CR 40 % >= 25 %): its own clean samples 0, 1, 2; shared now 0, 2
+        ntk = run("ntk", {"pic": "ntk", "pic_ratio": 2}, [120, 240, 360, 480, 600], [False, False, False, True, True], judge)
+        points3 = pic_points_from_samples([vanilla, dyn, ntk], "longbench_write", threshold=0.25)
+        assert canned.requests == 15  # each sample judged once; the plots read the judgement files
     series = pic_series(points)
     line = series["tiny"]["dynamic"][""]
-    expected_q = sum(25 * (v - 1) for v in DIMS.values()) / 6
     assert [r for r, _ in line] == [1.0, 2.0]
     assert line[0][1].length == pytest.approx((100 + 300 + 400 + 500) / 4)  # not the results file's mean 300
     assert line[1][1].length == pytest.approx((110 + 330 + 440 + 550) / 4)
-    assert all(math.isclose(p.quality, expected_q) for _, p in line)
+    # Was `quality == expected_q` for both points, true only because every sample had the same grades.
+    # vanilla: shared samples 0, 2, 3, 4: (100 + 75 + 50 + 50) / 4 = 68.75 (own five: 275 / 5 = 55)
+    assert line[0][1].quality == pytest.approx(68.75)
+    # dyn: shared = own clean samples 0, 2, 3, 4: (25 + 37.5 + 50 + 75) / 4 = 46.875 (with sample 1: 57.5)
+    assert line[1][1].quality == pytest.approx(46.875)
     assert [p.corrupted_ratio for _, p in line] == [0.0, pytest.approx(0.2)]
 
-
-def test_pic_defaults_match_hf_pic():
-    """plots.py keeps hf-pic's defaults as a literal (importing the model would pull in torch and lm-eval
-    for a plot); this pins the two together."""
-    import inspect
-
-    from harness.lmeval.hf_pic import HFPicLM
-    from harness.reporting.plots import PIC_DEFAULTS
-
-    params = inspect.signature(HFPicLM.__init__).parameters
-    assert PIC_DEFAULTS == {name: params[name].default for name in PIC_DEFAULTS}
+    series3 = pic_series(points3)
+    dyn_line, ntk_line = series3["tiny"]["dynamic"][""], series3["tiny"]["ntk"][""]
+    assert dyn_line[0][1] is ntk_line[0][1]  # the vanilla run at ratio 1 of both lines
+    van3, dyn3, ntk3 = dyn_line[0][1], dyn_line[1][1], ntk_line[1][1]
+    # vanilla (CR 0) and dyn (CR 20 % < 25 %) use the shared samples 0, 2
+    assert (van3.length, van3.quality) == (pytest.approx((100 + 300) / 2), pytest.approx((100 + 75) / 2))  # own: 55
+    assert (dyn3.length, dyn3.quality) == (pytest.approx((110 + 330) / 2), pytest.approx((25 + 37.5) / 2))  # own: 46.875
+    # ntk (CR 40 %) uses its own clean samples 0, 1, 2: quality (75 + 100 + 25) / 3 (shared 0, 2: 50)
+    assert (ntk3.length, ntk3.quality) == (pytest.approx((120 + 240 + 360) / 3), pytest.approx(200 / 3))
+    assert ntk3.corrupted_ratio == pytest.approx(0.4)
