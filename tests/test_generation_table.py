@@ -168,12 +168,6 @@ def test_unparsed_judgement_is_dropped_and_corrupts_quality_only(tmp_path):
     assert ra["quality"] == pytest.approx(53.125) and rb["quality"] == pytest.approx(50.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "generation_table decides shared vs own for quality from the ratio of samples that are corrupted OR "
-    "unparsed (q_corrupted), not from the run's corrupted ratio: a run with CR 0 % and 1 of 5 judgements "
-    "unparsed averages quality over its own samples, against SPEC §2 (CR < 20 % -> shared) and its own "
-    "row's cr (harness/reporting/generation_table.py:64-66: avg_q = shared_clean_average(q_values, q_corrupted, "
-    "threshold))"))
 def test_unparsed_judgements_do_not_change_the_runs_corrupted_ratio_rule(tmp_path):
     """a: no corrupted sample (CR 0 %), its judgement of sample 2 unparsed; b: sample 4 corrupted (CR 20 %).
     Quality samples clean for both: 0, 1, 3. a must use them (CR 0 % < 20 %): (100 + 0 + 75) / 3 = 58.33;

@@ -64,6 +64,8 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}
     q_values = {run: {i: quality[run].get(i, 0.0) for i in corrupted[run]} for run in run_dirs}
     avg_q = shared_clean_average(q_values, q_corrupted, threshold)
+    for run in run_dirs:  # shared or own is the run's choice by its corrupted ratio, not by its judge's parse rate
+        avg_q[run]["used"] = avg_q[run]["shared"] if avg_len[run]["corrupted_ratio"] < threshold else avg_q[run]["own"]
     return [{"label": labels[run], "model_args": model_args[run], "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
              "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
              "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
