@@ -31,6 +31,7 @@ from harness.judges.parsing import parse_checklist_judgement, parse_longbench_wr
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
 from harness.metrics.generation import (
     LONGBENCH_WRITE_DIMENSIONS,
+    hellobench_rescale,
     hellobench_sample_score,
     hellobench_task_score,
     longbench_write_quality,
@@ -137,12 +138,14 @@ def _policy_filled(items: Sequence[dict], judged: Judgements) -> list[Any]:
 
 
 def sample_quality(items: Sequence[dict], judged: Judgements) -> list[float | None]:
-    """Per-sample judged quality (None when unparsed and the policy drops it): HelloEval ``s_i``, or for
-    LongBench-Write the mean over the six dimensions of ``25 (score - 1)`` (whose mean over samples is S_q)."""
+    """Per-sample judged quality (None when unparsed and the policy drops it): HelloEval ``s_i`` (rescaled
+    ``4 (s_i - 75)`` when the items say ``rescale``, as the task's quality is), or for LongBench-Write the
+    mean over the six dimensions of ``25 (score - 1)`` (whose mean over samples is S_q)."""
     filled = _policy_filled(items, judged)
     if is_hellobench(items):
-        return [None if p is None else hellobench_sample_score(it["category"], p, _weights(it["weights_file"]))
-                for it, p in zip(items, filled)]
+        scores = [None if p is None else hellobench_sample_score(it["category"], p, _weights(it["weights_file"]))
+                  for it, p in zip(items, filled)]
+        return [hellobench_rescale(s) if s is not None and it.get("rescale") else s for s, it in zip(scores, items)]
     return [None if p is None else longbench_write_quality([p]) for p in filled]
 
 

@@ -96,14 +96,16 @@ def test_hellobench_quality_uses_each_categorys_weights(tmp_path):
         assert canned.requests == 4
         # rescale on: the same requests (answered from the cache), s_i rescaled before the mean
         rescaled_items = hellobench_items(HB_PICKS, settings, rescale=True)
-        rescaled = task_scores(rescaled_items, judge(rescaled_items))
+        rescaled_judged = judge(rescaled_items)
+        rescaled = task_scores(rescaled_items, rescaled_judged)
         assert canned.requests == 4
     assert out["n_valid"] == 4 and out["n_total"] == 4
     assert out["quality"] == pytest.approx(sum(expected) / 4)
     assert out["quality"] == pytest.approx(43.60081, abs=1e-4)
     rows = read_judgements(tmp_path / "judgements_hellobench_htg_2k_1.jsonl")
     assert [r["parsed"] for r in rows] == HB_GRADES
-    assert [r["quality"] for r in rows] == pytest.approx(expected)  # per-sample s_i (never rescaled)
+    assert [r["quality"] for r in rows] == pytest.approx(expected)  # per-sample s_i (rescale off)
+    assert sample_quality(rescaled_items, rescaled_judged) == pytest.approx([4 * (s - 75) for s in expected])
     assert rescaled["n_valid"] == 4
     assert rescaled["quality"] == pytest.approx(sum(4 * (s - 75) for s in expected) / 4)
     assert rescaled["quality"] == pytest.approx(-125.59674, abs=1e-4)
