@@ -85,9 +85,16 @@ def test_incremental_decoding_equals_a_full_pass(tiny_model_dir, carrier):
 @pytest.mark.parametrize("carrier", ["icae", "500x"])
 def test_gradients_reach_memory_specials_and_lora(tiny_model_dir, carrier):
     comp = make(tiny_model_dir, carrier=carrier, layout="epl").train()
-    loss = comp.loss(torch.arange(3, 20), torch.arange(20, 26), alpha=0.5)
+    context, completion = torch.arange(3, 20), torch.arange(20, 26)
+    loss = comp.loss(context, completion, alpha=0.5)
     loss.backward()
-    assert torch.isfinite(loss)
+    # the joint pretraining loss: half the mean NLL of reconstructing the context after [AE], half the
+    # mean NLL of the completion after [LM], on the same compression (no dropout: the same numbers again)
+    with torch.no_grad():
+        memory = comp.compress(context)
+        ae = -comp.target_logprobs(memory, "ae", context[:0], context).mean()
+        lm = -comp.target_logprobs(memory, "lm", context[:0], completion).mean()
+    torch.testing.assert_close(loss.detach(), 0.5 * ae + 0.5 * lm)
     assert comp.memory.grad.abs().sum() > 0 and comp.ae_token.grad.abs().sum() > 0 and comp.lm_token.grad.abs().sum() > 0
     # ICAE reads the encoder's last hidden states: every LoRA matrix matters. 500x reads only the memory
     # keys/values of each layer, so the last layer's query adapter cannot matter and gets no gradient.

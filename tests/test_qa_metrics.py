@@ -43,14 +43,25 @@ def _official_rule(target, output, question, labels):
     return found == wanted
 
 
+# Released BABILong predictions (gemini-3-flash, 4k, ../shared/data/babilong/gemini-3-flash_<task>_4k.csv:
+# columns target / output / question). Under the official answer rule (SPEC.md §6, BABILong's
+# compare_answers) the correct counts are these; they were counted with a separate script that re-implements
+# the official preprocess_output / compare_answers (including its no-op split on "Question") and agree
+# with the accuracies quoted for this fixture: 0.995, 0.842, 0.700, 0.974, 0.942.
+RELEASED_CORRECT = {"qa1": (995, 1000, 0.995), "qa2": (841, 999, 0.842), "qa3": (699, 999, 0.700),
+                    "qa4": (973, 999, 0.974), "qa5": (941, 999, 0.942)}
+
+
 @pytest.mark.skipif(not BABILONG.exists(), reason="../shared/data not present")
 @pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
 def test_babilong_released_predictions(task):
     rows = list(csv.DictReader((BABILONG / f"gemini-3-flash_{task}_4k.csv").open(encoding="utf-8")))
     ours = [compare_answers(r["target"], r["output"], r["question"], task) for r in rows]
     reference = [_official_rule(r["target"], r["output"], r["question"], TASK_LABELS[task]) for r in rows]
-    assert ours == reference and len(rows) >= 100
-    assert 0.3 < sum(ours) / len(ours) <= 1.0  # a strong model on 4k: most answers are right
+    assert ours == reference
+    n_correct, n, accuracy = RELEASED_CORRECT[task]
+    assert (sum(ours), len(ours)) == (n_correct, n)
+    assert sum(ours) / len(ours) == pytest.approx(accuracy, abs=5e-4)
 
 
 def test_squad_normalisation_and_em_f1():
