@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from harness.models.pic_patch import apply_pic, remove_pic
+from harness.models.pic import apply_pic, remove_pic
 from harness.models.unwrap import unwrap_model  # noqa: E402
 from harness.models.scoring import hidden_states, score_tokens  # noqa: E402
 

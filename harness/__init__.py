@@ -16,9 +16,9 @@ __all__ = ["apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__
 
 def __getattr__(name: str) -> Any:
     if name in ("apply_pic", "remove_pic", "pic_settings"):
-        from harness.models import pic_patch
+        from harness.models import pic
 
-        return getattr(pic_patch, name)
+        return getattr(pic, name)
     if name == "tasks_path":
         from harness.lmeval.plugin import tasks_path
 

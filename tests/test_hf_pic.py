@@ -84,12 +84,36 @@ def test_pic_none_loglikelihood_matches_builtin_hf(tiny_model_dir):
         assert a == pytest.approx(b, abs=1e-5) and a_greedy == b_greedy
 
 
-def test_dynamic_loglikelihood_is_batch_independent(tiny_model_dir):
+def _explicit_eq9_loglikelihood(model, tokenizer, context, continuation):
+    """log P(continuation | context) from one plain HF forward at explicit Dynamic PIC positions.
+
+    The request is tokenised as lm-eval does for causal models: trailing spaces of the context move to
+    the continuation, the context is encoded alone, and the continuation's tokens are those of the
+    encoded whole string after as many tokens as the context has. lm-eval feeds the sequence without
+    its last token (that token is only a target), so the model sees ``l_c = len(tokens) - 1`` tokens,
+    at positions ``g_{l_c}(0..l_c-1)`` (paper Eq. 9).
+    """
+    context_tokens = tokenizer(context.rstrip())["input_ids"]
+    n_context = len(context_tokens)
+    whole = context_tokens + tokenizer(context + continuation)["input_ids"][n_context:]
+    fed = torch.tensor([whole[:-1]])
+    l_c = fed.shape[1]
+    positions = dynamic_positions(torch.arange(l_c), l_c, DYNAMIC["pic_ratio"], DYNAMIC["pic_initial"],
+                                  DYNAMIC["pic_recent"])
+    with torch.no_grad():
+        logits = model(input_ids=fed, attention_mask=torch.ones_like(fed), position_ids=positions[None],
+                       use_cache=False).logits[0]
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    return sum(logprobs[n_context - 1 + j, token].item() for j, token in enumerate(whole[n_context:]))
+
+
+def test_dynamic_loglikelihood_equals_explicit_eq9_forward(tiny_model_dir):
     texts = _texts()
     reqs = [_req("loglikelihood", t[:120], t[120:170]) for t in texts] + [_req("loglikelihood", "Section", " 2.")]
-    one = _lm(tiny_model_dir, batch_size=1, **DYNAMIC).loglikelihood(reqs)
-    many = _lm(tiny_model_dir, batch_size=5, **DYNAMIC).loglikelihood(reqs)
-    assert [x for x, _ in one] == pytest.approx([x for x, _ in many], abs=1e-4)
+    one = _lm(tiny_model_dir, batch_size=5, **DYNAMIC).loglikelihood(reqs)
+    plain = _lm(tiny_model_dir)  # unpatched copy: positions are given explicitly
+    expected = [_explicit_eq9_loglikelihood(plain.model, plain.tokenizer, *req.args) for req in reqs]
+    assert [x for x, _ in one] == pytest.approx(expected, abs=1e-4)
     vanilla = _lm(tiny_model_dir, batch_size=5).loglikelihood(reqs)
     assert max(abs(a - b) for (a, _), (b, _) in zip(one, vanilla)) > 1e-3
 

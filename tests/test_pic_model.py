@@ -197,3 +197,97 @@ def test_bad_arguments_and_sliding_window():
     sliding = tiny_causal_lm("mistral", sliding_window=16)
     with pytest.raises(ValueError, match="sliding window"):
         apply_pic(sliding, "dynamic", ratio=2.0)
+
+
+def _explicit_eq9_last_logits(plain, seq, pads, ratio, initial, recent, layout):
+    """Last-token logits of an uncached plain HF forward of ``seq`` (left padding ``pads`` per row) with an
+    explicit attention mask and explicit positions ``g_{l_c}(0..l_c-1)`` (Eq. 9) for each row's own l_c."""
+    batch, total = seq.shape
+    mask = torch.ones(batch, total, dtype=torch.long)
+    positions = torch.zeros(batch, total)
+    for row, pad in enumerate(pads):
+        mask[row, :pad] = 0
+        l_c = total - pad
+        positions[row, pad:] = dynamic_positions(torch.arange(l_c), l_c, ratio, initial, recent, layout)
+    with torch.no_grad():
+        return plain(input_ids=seq, attention_mask=mask, position_ids=positions, use_cache=False).logits[:, -1]
+
+
+def _decode_vs_explicit_eq9(layers, impl, layout, steps=40):
+    """Max abs diff of the last-token logits of prefill + every greedy decode step under Dynamic PIC
+    against :func:`_explicit_eq9_last_logits` of the sequence so far. Prompt 40 > l_ic + l_rc = 4 + 16
+    and s_cr = 2, so positions move between steps (recent -> middle, and the contiguous window shift)."""
+    settings = dict(ratio=2.0, initial=4, recent=16, layout=layout)
+    model = tiny_causal_lm("llama", num_hidden_layers=layers)
+    plain = tiny_causal_lm("llama", num_hidden_layers=layers)  # same seed: same weights, never patched
+    assert len(model.model.layers) == layers
+    pads = (0, 7)
+    ids, mask = _batch(batch=2, length=40, pads=pads)
+    apply_pic(model, "dynamic", impl=impl, **settings)
+    with torch.no_grad():
+        logits, tokens = _decode_logits(model, ids, mask, steps=steps)
+    return [
+        (step_logits[:, -1] - _explicit_eq9_last_logits(plain, torch.cat([ids, *tokens[:step]], dim=1), pads,
+                                                         **settings)).abs().max().item()
+        for step, step_logits in enumerate(logits)
+    ]
+
+
+@pytest.mark.parametrize("impl", ["reference", "cached"])
+@pytest.mark.parametrize("layout", ["paper", "contiguous"])
+def test_dynamic_decode_equals_uncached_forward_at_eq9_positions_one_layer(impl, layout):
+    """Independent of the code under test (no shared plan, rotation or attention code): with one layer
+    the keys and values of the earlier tokens depend only on their embeddings, so re-rotating the cached
+    keys at g_{l_c} (Algorithm 1) equals recomputing the whole sequence at g_{l_c}, at every step."""
+    diffs = _decode_vs_explicit_eq9(layers=1, impl=impl, layout=layout)
+    assert len(diffs) == 41 and max(diffs) <= 1e-4, diffs
+
+
+@pytest.mark.parametrize("impl", ["reference", "cached"])
+def test_dynamic_prefill_equals_uncached_forward_at_eq9_positions_multi_layer(impl):
+    """With more than one layer the equality holds at the prefill only. At a decode step Algorithm 1
+    re-rotates the cached keys of layer 1 and above at the new g_{l_c}, but those keys and values were
+    computed from hidden states of earlier layers that attended at the *older* positions; a full
+    recomputation would redo those hidden states at the new positions. So decode steps differ from the
+    uncached forward by design (paper 000 Algorithm 1 does not recompute hidden states)."""
+    diffs = _decode_vs_explicit_eq9(layers=2, impl=impl, layout="paper", steps=24)
+    assert diffs[0] <= 1e-5, diffs
+    assert max(diffs[1:]) > 1e-4  # documents the difference above (positions do move in this setup)
+
+
+def test_dynamic_is_reentrant():
+    """The per-call plan travels with the call: a nested call on another cache (here from a forward hook
+    inside the outer call's first layer) does not disturb the outer call."""
+    model = tiny_causal_lm("llama")
+    ids, mask = _batch()
+    apply_pic(model, "dynamic", ratio=3.0, initial=4, recent=8)
+    expected = model(input_ids=ids, attention_mask=mask).logits
+    inner_ids, inner_mask = _batch(batch=1, length=23, pads=(0,), seed=5)
+    inner, entered = [], []
+
+    def nested(module, args, output):
+        if not entered:  # once: the nested call runs this hook too
+            entered.append(True)
+            inner.append(model(input_ids=inner_ids, attention_mask=inner_mask).logits)
+
+    handle = model.model.layers[0].register_forward_hook(nested)
+    got = model(input_ids=ids, attention_mask=mask).logits
+    handle.remove()
+    assert torch.equal(got, expected)
+    assert torch.equal(inner[0], model(input_ids=inner_ids, attention_mask=inner_mask).logits)
+
+
+@pytest.mark.parametrize("version", ["6.0.0", "6.0.0.dev0", "4.57.3"])
+def test_unsupported_transformers_version_fails_loudly(monkeypatch, version):
+    import transformers
+
+    from harness.models.pic import SUPPORTED_TRANSFORMERS, UnsupportedTransformersError
+
+    model = tiny_causal_lm("llama")
+    monkeypatch.setattr(transformers, "__version__", version)
+    low, high = SUPPORTED_TRANSFORMERS
+    with pytest.raises(UnsupportedTransformersError) as err:
+        apply_pic(model, "dynamic", ratio=2.0)
+    message = str(err.value)
+    assert "\n" not in message and f">={low},<{high}" in message and f"installed: transformers {version}" in message
+    assert pic_settings(model) is None  # nothing was patched

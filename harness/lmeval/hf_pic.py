@@ -3,8 +3,8 @@
 ``--model_args`` adds to those of ``hf``:
 
 * ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
-  ``pic_initial`` (l_ic, default 4); ``pic_recent`` (l_rc, default 200);
-  ``pic_layout=paper|contiguous``; ``pic_impl=cached|reference`` (the Algorithm-1 oracle).
+  ``pic_initial`` (l_ic); ``pic_recent`` (l_rc); ``pic_layout=paper|contiguous``;
+  ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: :data:`harness.positions.defaults.PIC_DEFAULTS`.
 * ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
   applied to the model under the adapter.
 
@@ -22,8 +22,9 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from harness.models.lsm import lsm_direct, lsm_overlap
-from harness.models.pic_patch import IMPLEMENTATIONS, apply_pic
+from harness.models.pic import DEFAULT_IMPL, IMPLEMENTATIONS, apply_pic
 from harness.models.scoring import left_pad, score_tokens
+from harness.positions.defaults import PIC_DEFAULTS
 from harness.positions.pic import check_pic_args
 
 
@@ -33,12 +34,12 @@ class HFPicLM(HFLM):
     def __init__(
         self,
         pretrained: Any,
-        pic: str = "none",
-        pic_ratio: float = 1.0,
-        pic_initial: int = 4,
-        pic_recent: int = 200,
-        pic_layout: str = "paper",
-        pic_impl: str = "cached",
+        pic: str = PIC_DEFAULTS["method"],
+        pic_ratio: float = PIC_DEFAULTS["ratio"],
+        pic_initial: int = PIC_DEFAULTS["initial"],
+        pic_recent: int = PIC_DEFAULTS["recent"],
+        pic_layout: str = PIC_DEFAULTS["layout"],
+        pic_impl: str = DEFAULT_IMPL,
         **kwargs: Any,
     ) -> None:
         pic_ratio = float(pic_ratio)

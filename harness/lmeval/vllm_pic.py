@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.positions.defaults import PIC_DEFAULTS
 from harness.positions.pic import check_pic_args, ntk_base
 
 try:  # lm-eval's vLLM module imports vllm at import time
@@ -70,7 +71,9 @@ def _read_hf_config(pretrained: str) -> dict:
 class VLLMPicLM(_Base):
     """lm-eval ``vllm`` with ``pic=none|naive|ntk`` and ``pic_ratio`` in ``--model_args``."""
 
-    def __init__(self, pretrained: str, pic: str = "none", pic_ratio: float = 1.0, **kwargs: Any) -> None:
+    def __init__(
+        self, pretrained: str, pic: str = PIC_DEFAULTS["method"], pic_ratio: float = PIC_DEFAULTS["ratio"], **kwargs: Any
+    ) -> None:
         overrides = vllm_pic_overrides(_read_hf_config(pretrained), pic, float(pic_ratio)) if pic != "none" else {}
         if _VLLM_ERROR is not None:
             raise ImportError(

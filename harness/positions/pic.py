@@ -12,6 +12,8 @@ Paper 000 (SPEC.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen
 
   With ``l_c <= l_ic + l_rc`` nothing changes.
 
+Default arguments come from :data:`harness.positions.defaults.PIC_DEFAULTS` (their one source).
+
 Positions are float32 tensors: fractional ids are legal and every caller (the model patches, the
 reference oracle, the tests) computes them through these functions, so they agree bit for bit.
 """
@@ -19,18 +21,20 @@ reference oracle, the tests) computes them through these functions, so they agre
 from __future__ import annotations
 
 import math
+
 import torch
 
-PIC_METHODS = ("none", "naive", "ntk", "dynamic")
-LAYOUTS = ("paper", "contiguous")
+from harness.positions.defaults import LAYOUTS, PIC_DEFAULTS, PIC_METHODS
+
+_RATIO, _INITIAL, _RECENT, _LAYOUT = (PIC_DEFAULTS[k] for k in ("ratio", "initial", "recent", "layout"))
 
 
 def check_pic_args(
     method: str,
-    ratio: float = 1.0,
-    initial: int = 4,
-    recent: int = 200,
-    layout: str = "paper",
+    ratio: float = _RATIO,
+    initial: int = _INITIAL,
+    recent: int = _RECENT,
+    layout: str = _LAYOUT,
 ) -> None:
     """Raise ``ValueError`` naming the bad argument and the allowed values."""
     if method not in PIC_METHODS:
@@ -61,9 +65,9 @@ def dynamic_positions(
     ids: torch.Tensor,
     length: torch.Tensor | int,
     ratio: float,
-    initial: int = 4,
-    recent: int = 200,
-    layout: str = "paper",
+    initial: int = _INITIAL,
+    recent: int = _RECENT,
+    layout: str = _LAYOUT,
 ) -> torch.Tensor:
     """Dynamic PIC positions ``g_{l_c}(m)`` for original ids ``ids`` (any shape).
 
@@ -88,7 +92,7 @@ def dynamic_positions(
 
 
 def dynamic_position_list(
-    length: int, ratio: float, initial: int = 4, recent: int = 200, layout: str = "paper"
+    length: int, ratio: float, initial: int = _INITIAL, recent: int = _RECENT, layout: str = _LAYOUT
 ) -> list[float]:
     """``g_{l_c}(0..l_c-1)`` as a Python list — the form the fixtures in the tests are written in."""
     ids = torch.arange(length)

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from harness.data.lengths import length_tokens
+from harness.positions.defaults import PIC_DEFAULTS as _PIC_DEFAULTS
 from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
 
-# hf-pic's PIC arguments and their defaults (pinned to HFPicLM by tests/test_plots.py), so that a run that
-# leaves one at its default and a run that spells it out fall on the same line.
-PIC_DEFAULTS = {"pic": "none", "pic_ratio": 1.0, "pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}
+# hf-pic's PIC arguments (``pic`` for the method, ``pic_<name>`` for the others) and their defaults, from the
+# one source hf-pic takes them from too, so that a run that leaves one at its default and a run that spells it
+# out fall on the same line.
+PIC_DEFAULTS = {("pic" if name == "method" else f"pic_{name}"): value for name, value in _PIC_DEFAULTS.items()}
 PIC_PLOT_METHODS = ("naive", "ntk", "dynamic")
 _DYNAMIC_ONLY = ("pic_initial", "pic_recent", "pic_layout")
 _RATIO_NAME = {"naive": "compression ratio s_cr", "ntk": "RoPE base scaling ratio s_rr",
