@@ -117,8 +117,6 @@ def test_qa5_answers_follow_the_gifts():
     assert forms == {"gave", "received", "did"}  # all three question forms were checked
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: _qa5 draws every gift independently, so people give objects "
-                   "that someone else holds (bAbI qa5 only lets the holder give); ~2/3 of the stories")
 def test_qa5_only_the_holder_gives():
     for seed in range(300):
         facts, _, _ = babi_story("qa5", seed)

@@ -105,9 +105,13 @@ def _qa4(rng: random.Random) -> tuple[list[str], str, str]:
 def _qa5(rng: random.Random) -> tuple[list[str], str, str]:
     while True:
         events = []
+        holder: dict[str, str] = {}  # bAbI qa5: only whoever holds an object can give it
         for _ in range(rng.randint(2, 5)):
-            giver, receiver = rng.sample(GIVERS, 2)
-            events.append((giver, rng.choice(OBJECTS), receiver))
+            obj = rng.choice(OBJECTS)
+            giver = holder.get(obj) or rng.choice(GIVERS)
+            receiver = rng.choice([p for p in GIVERS if p != giver])
+            holder[obj] = receiver
+            events.append((giver, obj, receiver))
         facts = [f"{g} gave the {o} to {r}." for g, o, r in events]
         giver, obj, receiver = events[-1]
         questions = []
