@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from harness.data.longform import load_hellobench_weights
+from harness.errors import UsageError
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -66,7 +67,7 @@ def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int
         return None
     policy = str(meta.get("judge_policy", "drop"))
     if policy not in POLICIES:
-        raise ValueError(f"judge_policy {policy!r} is unknown; allowed: {', '.join(POLICIES)}")
+        raise UsageError(f"judge_policy {policy!r} is unknown; allowed: {', '.join(POLICIES)}")
     return {
         "base_url": base_url, "model": model, "policy": policy,
         "temperature": float(meta.get("judge_temperature", temperature)),

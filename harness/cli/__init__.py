@@ -19,15 +19,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 
 from harness.cli import demo, evaluate, judging, longppl, models, reports, training
+from harness.cli.translate import translate
+from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError
 
+EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
+          "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
 COMMANDS = (evaluate, demo, models, longppl, judging, training, reports)  # help lists them in this order
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="lch", description=__doc__, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)
@@ -35,14 +42,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one ``lch`` command; a user error becomes ``lch: error: ...`` and its exit code (harness.errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("LCH_DEBUG") == "1"
+    argv = [a for a in argv if a != "--debug"]
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        print("lch: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as err:  # noqa: BLE001 (sorted below: user errors become one line, bugs keep their traceback)
+        user_error = err if isinstance(err, LchError) else translate(err)
+        if user_error is None or debug:
+            if user_error is None:
+                print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)
+            traceback.print_exc()
+            return user_error.exit_code if user_error is not None else EXIT_INTERNAL
+        print(f"lch: error: {user_error}", file=sys.stderr)
+        return user_error.exit_code
+
+
+def _run(argv: list[str]) -> int:
     if argv and argv[0] == "eval":  # every other argument is lm-eval's
         return evaluate.run_eval(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     return args.handler(args)
 
 

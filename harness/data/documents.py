@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from harness.cache import cache_root
+from harness.errors import MissingDataError
 
-
-class MissingDataError(RuntimeError):
-    """Data that must be fetched by hand; the message is one line saying what and where."""
+__all__ = ["MissingDataError", "load_documents", "local_or_download", "read_jsonl"]
 
 
 def _read_local(path: Path, text_field: str) -> list[str]:

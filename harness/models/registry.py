@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cache import cache_root
+from harness.errors import MissingDataError
 
 MARKER = "lch_model.json"
 
@@ -56,7 +57,7 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
-class ModelFetchError(RuntimeError):
+class ModelFetchError(MissingDataError):
     """A model that could not be fetched; the message is one line saying why and what to do."""
 
 

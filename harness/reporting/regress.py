@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+from harness.errors import DataFormatError
 from harness.reporting.runs import Run, read_json
 
 
-class BaselineError(ValueError):
-    pass
+class BaselineError(DataFormatError):
+    """A baseline file that cannot be used; the message names the file."""
 
 
 @dataclass

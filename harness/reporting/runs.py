@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.errors import DataFormatError
+
 
 _NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
 
 
-class RunError(ValueError):
+class RunError(DataFormatError):
     """A results file that cannot be used; the message names the file."""
 
 

@@ -24,11 +24,12 @@ from typing import NoReturn
 
 from harness.data.prompt_length import PromptCounter
 from harness.data.ruler.builders import Builder
+from harness.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 
-class TooShortError(ValueError):
+class TooShortError(UsageError):
     """The prompt does not fit the token budget even with the smallest haystack."""
 
 

@@ -16,11 +16,13 @@ from typing import Any, Callable
 
 from packaging.version import Version
 
+from harness.errors import LchError
+
 # [lowest, first unsupported): written against 5.x; the tests pass on 5.0.0 and 5.23.0.
 SUPPORTED_TRANSFORMERS = ("5.0", "6.0")
 
 
-class UnsupportedTransformersError(RuntimeError):
+class UnsupportedTransformersError(LchError, RuntimeError):
     """The installed transformers is outside :data:`SUPPORTED_TRANSFORMERS`."""
 
 

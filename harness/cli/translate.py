@@ -1,0 +1,46 @@
+"""Errors raised by lm-eval, transformers or the standard library that come from user input, recognised by
+their type and message and turned into one-line :class:`~harness.errors.LchError`\\ s. Anything not
+recognised here is treated as a bug (traceback, exit 70)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from harness.errors import DataFormatError, LchError, MissingDataError, UsageError
+
+_MODEL_NOT_FOUND = (
+    "is not a local folder and is not a valid model identifier",
+    "Repo id must be in the form",
+    "Repo id must use alphanumeric chars",
+    "does not appear to have a file named config.json",
+    "Incorrect path_or_model_id",
+    "We couldn't connect to",
+)
+
+
+def _model_name(message: str) -> str:
+    found = re.search(r"'([^']+)'", message)
+    return found.group(1) if found else "the model"
+
+
+def translate(err: BaseException) -> LchError | None:
+    """The user error behind ``err``, or None when it is not recognised as one."""
+    message = " ".join(str(err).split())
+    if isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND):
+        return MissingDataError(f"model {_model_name(message)} not found: give pretrained= a local model folder or a "
+                                "hub name (offline: `lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+    if isinstance(err, json.JSONDecodeError):
+        return DataFormatError(f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
+                               "--metadata / --model_args JSON or the data file")
+    if isinstance(err, FileNotFoundError) and err.filename:
+        return MissingDataError(f"{err.filename} does not exist: check the path")
+    if isinstance(err, ValueError) and message.startswith("Tasks not found"):
+        return UsageError(f"{message.rstrip('.')}; `lch eval --tasks list` lists every task")
+    if isinstance(err, ValueError) and "no model for this name found" in message:
+        return UsageError(f"{message} (our models: hf-pic, vllm-pic, compressor)")
+    unexpected = re.search(r"got an unexpected keyword argument '(\w+)'", message)
+    if isinstance(err, TypeError) and unexpected and "__init__" in message:
+        return UsageError(f"unknown model arg {unexpected.group(1)!r}: check --model_args against the model's "
+                          "documented arguments")
+    return None
