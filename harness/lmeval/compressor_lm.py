@@ -23,11 +23,13 @@ Text is tokenised without special tokens: the memory carries the context, not a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lm_eval.api.model import LM
 from tqdm import tqdm
+
+from harness.lmeval.response_cache import answer_with_cache
 
 
 class CompressorLM(LM):
@@ -67,6 +69,7 @@ class CompressorLM(LM):
             target = self._ids(continuation)
             lp = self.compressor.target_logprobs(memory, "lm", target[:0], target)
             out.append((float(lp.sum()), False))
+            self.cache_hook.add_partial("loglikelihood", req.args, out[-1])  # --use_cache: kept if killed
         return out
 
     def loglikelihood_rolling(self, requests: list, disable_tqdm: bool = False) -> list[float]:
@@ -91,6 +94,7 @@ class CompressorLM(LM):
                 if stop:
                     text = text.split(stop)[0]
             out.append(text)
+            self.cache_hook.add_partial("generate_until", req.args, text)  # --use_cache: kept if killed
         return out
 
     def _split(self, req: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,20 +105,22 @@ class CompressorLM(LM):
             raise ValueError("compress_ae / compress_lm need texts of at least 2 tokens")
         return ids[:half], ids[half:]
 
-    @torch.no_grad()
     def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor reconstruction"):
-            context, _ = self._split(req)
-            tokens = self.compressor.generate(context, context[:0], len(context), task="ae")
-            out.append({"reference": self.tokenizer.decode(context.tolist()), "prediction": self.tokenizer.decode(tokens)})
-        return out
+        return answer_with_cache(self, "compress_ae", requests, lambda todo, done: self._compress_ae(todo, done, disable_tqdm))
+
+    def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        return answer_with_cache(self, "compress_lm", requests, lambda todo, done: self._compress_lm(todo, done, disable_tqdm))
 
     @torch.no_grad()
-    def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm, desc="Compressor completion"):
+    def _compress_ae(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
+        for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Compressor reconstruction")):
+            context, _ = self._split(req)
+            tokens = self.compressor.generate(context, context[:0], len(context), task="ae")
+            done(j, {"reference": self.tokenizer.decode(context.tolist()), "prediction": self.tokenizer.decode(tokens)})
+
+    @torch.no_grad()
+    def _compress_lm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
+        for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Compressor completion")):
             context, completion = self._split(req)
             memory = self.compressor.compress(context)
-            out.append({"logprobs": self.compressor.target_logprobs(memory, "lm", completion[:0], completion).tolist()})
-        return out
+            done(j, {"logprobs": self.compressor.target_logprobs(memory, "lm", completion[:0], completion).tolist()})

@@ -15,12 +15,13 @@ Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import lsm_direct, lsm_overlap
 from harness.models.pic import DEFAULT_IMPL, IMPLEMENTATIONS, apply_pic
 from harness.models.scoring import left_pad, score_tokens
@@ -83,20 +84,22 @@ class HFPicLM(HFLM):
         ``logprobs[i] = log P(token_ids[i+1] | token_ids[:i+1])`` (fp32 log-softmax).
         Rows are sorted by length, batched ``batch_size`` at a time with left padding.
         """
+        return answer_with_cache(self, "token_logprobs", requests,
+                                 lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
+
+    def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         encoded = [self._encode_for_scoring(*req.args) for req in requests]
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]["token_ids"]))
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        results: list[dict | None] = [None] * len(encoded)
         pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Scoring tokens")
         for start in range(0, len(order), batch):
             chunk = order[start : start + batch]
             ids, mask = left_pad([encoded[i]["token_ids"] for i in chunk], pad_id, self.device)
             for i, row in zip(chunk, score_tokens(self.model, ids, mask)):
-                results[i] = {**encoded[i], "logprobs": row.tolist()}
+                done(i, {**encoded[i], "logprobs": row.tolist()})
             pbar.update(len(chunk))
         pbar.close()
-        return results  # type: ignore[return-value]
 
     def lsm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
         """Long-short misalignment samples of whole texts (:mod:`harness.metrics.lsm`).
@@ -106,9 +109,11 @@ class HFPicLM(HFLM):
         is tokenised without special tokens (suffix windows start mid-document). Returns per request
         ``{"sce": [one value per sample]}``.
         """
+        return answer_with_cache(self, "lsm", requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
+
+    def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
-        out = []
-        for req in tqdm(requests, disable=disable_tqdm or self.rank != 0, desc="Long-short misalignment"):
+        for j, req in enumerate(tqdm(requests, disable=disable_tqdm or self.rank != 0, desc="Long-short misalignment")):
             text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
             unknown = set(options) - {"context_length", "n_samples", "seed", "estimator", "max_tokens"}
             if unknown:
@@ -124,8 +129,7 @@ class HFPicLM(HFLM):
                 int(options.get("n_samples", 16)),
                 seed=int(options.get("seed", 0)),
             )
-            out.append({"sce": values})
-        return out
+            done(j, {"sce": values})
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
         """Long-form generation that reports how it ended.
@@ -135,11 +139,18 @@ class HFPicLM(HFLM):
         Batched ``batch_size`` at a time with left padding (and an attention mask, so every PIC variant
         sees each row's true positions). Returns per request ``{"text", "ended_with_eos", "n_tokens"}``:
         ``ended_with_eos`` is False when the token budget ran out (a stop string counts as an end).
+
+        With lm-eval's ``--use_cache`` every finished generation is stored at once, and a restarted run
+        generates only what is missing (:mod:`harness.lmeval.response_cache`; the same for the other two
+        request types).
         """
+        return answer_with_cache(self, "generate_long", requests,
+                                 lambda todo, done: self._generate_long(todo, done, disable_tqdm))
+
+    def _generate_long(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         eos_ids = set(self._eos_ids())
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
         order = sorted(range(len(requests)), key=lambda i: -len(requests[i].args[0]))
-        results: list[dict | None] = [None] * len(requests)
         pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Generating (long)")
         groups: dict[str, list[int]] = {}
         for i in order:
@@ -167,14 +178,13 @@ class HFPicLM(HFLM):
                     tokens = row if stop is None else row[:stop]
                     text = self.tokenizer.decode(tokens, skip_special_tokens=True)
                     cut = min((text.find(u) for u in until if u and u in text), default=-1)
-                    results[i] = {
+                    done(i, {
                         "text": text if cut < 0 else text[:cut],
                         "ended_with_eos": stop is not None or cut >= 0,
                         "n_tokens": len(tokens),
-                    }
+                    })
                 pbar.update(len(chunk))
         pbar.close()
-        return results  # type: ignore[return-value]
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id

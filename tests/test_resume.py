@@ -1,0 +1,119 @@
+"""Resumable runs: with lm-eval's --use_cache, a killed run restarted with the same command re-does no
+finished request of our request types (harness/lmeval/response_cache.py)."""
+
+import glob
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import CachingLM
+
+from tests.conftest import SHARED_DATA
+
+BIN = Path(sys.executable).parent
+
+
+def _requests(n: int) -> list:
+    prompts = [f"Write about topic number {i}: " + "a b c " * (3 + i) for i in range(n)]
+    return [Instance(request_type="generate_long", doc={}, arguments=(p, {"max_gen_toks": 12}), idx=0) for p in prompts]
+
+
+def test_killed_generation_resumes_without_regenerating(tiny_model_dir, tmp_path):
+    """The model is 'killed' (an exception from generate) after its second request; a new process over the
+    same cache runs generate only for the requests that had not finished, and the answers equal a plain run."""
+    from harness.lmeval.hf_pic import HFPicLM
+
+    lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1, pic="dynamic", pic_ratio=2)
+    reference = lm.generate_long(_requests(4))  # no cache: a plain call
+    calls = []
+    generate = lm.model.generate
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed while generating the third
+        return generate(*args, **kwargs)
+
+    lm.model.generate = dying
+    db = tmp_path / "cache_rank0.db"
+    with pytest.raises(KeyboardInterrupt):
+        CachingLM(lm, str(db)).generate_long(_requests(4))
+    lm.model.generate = generate
+
+    calls.clear()
+    counting = lambda *a, **k: calls.append(1) or generate(*a, **k)  # noqa: E731
+    lm.model.generate = counting
+    resumed = CachingLM(lm, str(db)).generate_long(_requests(4))
+    assert len(calls) == 2  # 4 requests, 2 finished before the kill
+    assert resumed == reference
+    calls.clear()
+    assert CachingLM(lm, str(db)).generate_long(_requests(4)) == reference and calls == []
+
+
+def test_sampled_generations_are_not_cached(tiny_model_dir, tmp_path):
+    from harness.lmeval.hf_pic import HFPicLM
+
+    lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
+    sampled = [Instance(request_type="generate_long", doc={}, arguments=("Hello there", {"max_gen_toks": 4, "do_sample": True}),
+                        idx=0)]
+    CachingLM(lm, str(tmp_path / "c.db")).generate_long(sampled)
+    with sqlite3.connect(tmp_path / "c.db") as con:
+        assert con.execute("select count(*) from unnamed").fetchone()[0] == 0
+
+
+def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
+    from harness.lmeval.hf_pic import HFPicLM
+
+    lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
+    text = "one two three four five six seven eight nine ten " * 8
+    reqs = {"token_logprobs": [Instance(request_type="token_logprobs", doc={}, arguments=(text, {}), idx=0)],
+            "lsm": [Instance(request_type="lsm", doc={}, arguments=(text, {"context_length": 16, "n_samples": 2}), idx=0)]}
+    first = {k: getattr(CachingLM(lm, str(tmp_path / "c.db")), k)(v) for k, v in reqs.items()}
+    lm.model.forward = None  # any forward now fails: the answers must come from the cache
+    again = {k: getattr(CachingLM(lm, str(tmp_path / "c.db")), k)(v) for k, v in reqs.items()}
+    assert again == first
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
+def test_lch_eval_killed_and_restarted(tiny_model_dir, tmp_path):
+    """A real `lch eval` of a generation task, SIGKILLed once some generations are stored, restarted with
+    the same command: it reports the stored ones as cached and generates only the rest."""
+    db_prefix = tmp_path / "cache" / "lbw"
+    meta = {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"), "limit_docs": 4,
+            "max_gen_toks": 48}
+    cmd = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+           "--device", "cpu", "--batch_size", "1", "--tasks", "longbench_write", "--use_cache", str(db_prefix),
+           "--metadata", json.dumps(meta), "--output_path", str(tmp_path / "out")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+    def stored() -> int:
+        files = glob.glob(str(db_prefix) + "*.db")
+        if not files:
+            return 0
+        try:
+            with sqlite3.connect(files[0]) as con:
+                return con.execute("select count(*) from unnamed").fetchone()[0]
+        except sqlite3.Error:  # table not created yet
+            return 0
+
+    deadline = time.time() + 300
+    while stored() < 1 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = stored()
+    assert 1 <= done_before < 4, f"kill came too late or too early: {done_before} stored"
+    rerun = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"generate_long: {done_before} of 4 responses from the response cache" in rerun.stderr
+    assert stored() == 4
+    results = json.loads(Path(glob.glob(str(tmp_path / "out" / "**" / "results_*.json"), recursive=True)[0]).read_text())
+    assert results["results"]["longbench_write"]["n_total,none"] == 4
