@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from tqdm import tqdm
 
 from harness.cache import cache_root
+from harness.errors import UsageError
 
 
 def default_cache_dir() -> Path:
@@ -48,7 +49,7 @@ class JudgeSettings:
         base_url = self.base_url or os.environ.get("LCH_JUDGE_BASE_URL")
         model = self.model or os.environ.get("LCH_JUDGE_MODEL")
         if not base_url or not model:
-            raise ValueError("judge needs base_url and model (task metadata judge_base_url / judge_model, "
+            raise UsageError("judge needs base_url and model (task metadata judge_base_url / judge_model, "
                              "or LCH_JUDGE_BASE_URL / LCH_JUDGE_MODEL)")
         api_key = self.api_key or os.environ.get("LCH_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         return JudgeSettings(base_url, model, api_key, self.temperature, self.max_tokens, self.concurrency,

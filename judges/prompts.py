@@ -13,6 +13,8 @@ import json
 import os
 from typing import Sequence
 
+from harness.errors import UsageError
+
 LONGBENCH_WRITE_PROMPT_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/judge.txt"
 
 
@@ -28,7 +30,7 @@ def load_longbench_write_prompt(path: str | None = None) -> str:
 
 def longbench_write_messages(template: str, instruction: str, response: str) -> list[dict]:
     if "$INST$" not in template or "$RESPONSE$" not in template:
-        raise ValueError("the LongBench-Write judge prompt must contain $INST$ and $RESPONSE$")
+        raise UsageError("the LongBench-Write judge prompt must contain $INST$ and $RESPONSE$")
     return [{"role": "user", "content": template.replace("$INST$", instruction).replace("$RESPONSE$", response)}]
 
 

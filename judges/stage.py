@@ -25,8 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from harness.data.documents import read_jsonl
 from harness.data.longform import load_hellobench_weights
-from harness.errors import UsageError
+from harness.errors import DataFormatError, MissingDataError, UsageError
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -187,10 +188,17 @@ def judge_samples_file(
     (temperature and max_tokens stay as logged). Each row of the written file: ``doc_id``, ``judge``
     (model), ``parsed`` (None when unparsable), ``quality`` (per-sample quality, see
     :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts."""
-    rows = [json.loads(line) for line in Path(samples_file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not Path(samples_file).is_file():
+        raise MissingDataError(f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
+                               "lm-eval wrote with --log_samples")
+    rows = read_jsonl(samples_file, "an lm-eval samples file")
+    if not rows:
+        raise UsageError(f"{samples_file} holds no samples")
+    bad = next((i for i, row in enumerate(rows) if not isinstance(row.get("quality"), dict) or "doc_id" not in row), None)
+    if bad is not None:
+        raise DataFormatError(f"{samples_file}: sample {bad} has no judged item ('quality'): give the samples file of a "
+                              "judged task (longbench_write, hellobench_htg*) logged with --log_samples")
     items = [dict(row["quality"]) for row in rows]
-    if not items:
-        raise ValueError(f"{samples_file} holds no samples")
     overrides = {k: v for k, v in (judge_overrides or {}).items() if v is not None}
     for item in items:
         base = item.get("judge") or {"temperature": 0.0, "max_tokens": 1024, "policy": "drop", "concurrency": 8,

@@ -115,7 +115,11 @@ def test_generate_names_the_task_and_length_when_too_short(counter):
     with pytest.raises(TooShortError) as err:
         generate("niah_single_2", 150, 1, counter, sources=SYNTHETIC, use_cache=False)
     assert str(err.value) == (f"RULER niah_single_2 at length 150: the prompt alone needs {alone} tokens, "
-                              f"more than the {150 - 128} available")
+                              f"more than the {150 - 128} available (the answer budget takes 128); use a longer length")
+    with pytest.raises(TooShortError) as err:  # a length the answer budget alone fills
+        generate("niah_single_2", 100, 1, counter, sources=SYNTHETIC, use_cache=False)
+    assert str(err.value) == ("RULER niah_single_2 at length 100: the answer budget alone takes 128 tokens; use "
+                              "lengths well above it (e.g. 1k or more)")
 
 
 def test_a_dirty_junction_hands_over_to_full_counting(counter):

@@ -25,15 +25,22 @@ import traceback
 
 from harness.cli import demo, evaluate, judging, longppl, models, reports, training
 from harness.cli.translate import translate
-from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError
+from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError, UsageError
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
 COMMANDS = (evaluate, demo, models, longppl, judging, training, reports)  # help lists them in this order
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are our one-line user errors (argparse prints the usage and exits)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}; see `{self.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lch", description=__doc__, epilog=EPILOG,
+    parser = _Parser(prog="lch", description=__doc__, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

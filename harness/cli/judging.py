@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -38,9 +37,5 @@ def run_judge(args: argparse.Namespace) -> int:
 def run_gentable(args: argparse.Namespace) -> int:
     from harness.reporting.generation_table import format_table, generation_table
 
-    try:
-        print(format_table(generation_table(args.runs, args.task, args.threshold)))
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    print(format_table(generation_table(args.runs, args.task, args.threshold)))
     return 0

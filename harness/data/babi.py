@@ -18,6 +18,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Sequence
 
+from harness.errors import UsageError
+
 PEOPLE = ("Mary", "John", "Daniel", "Sandra")
 PLACES = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
 OBJECTS = ("apple", "football", "milk")
@@ -132,7 +134,7 @@ GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str]]] = {
 def babi_story(task: str, seed: int) -> tuple[list[str], str, str]:
     """``(facts, question, answer)`` of one story, deterministic in ``seed``."""
     if task not in GENERATORS:
-        raise ValueError(f"offline bAbI generator covers {', '.join(GENERATORS)}; got {task!r}")
+        raise UsageError(f"offline bAbI generator covers {', '.join(GENERATORS)}; got {task!r}")
     return GENERATORS[task](random.Random(f"{task}-{seed}"))
 
 
@@ -145,7 +147,7 @@ def babilong_sample(
     rng = random.Random(f"filler-{task}-{seed}")
     story = " ".join(facts)
     if count_tokens(story) > target_tokens:
-        raise ValueError(f"target_tokens={target_tokens} is shorter than the {task} story itself")
+        raise UsageError(f"target_tokens={target_tokens} is shorter than the {task} story itself")
     if not filler:
         return {"input": story, "question": question, "target": answer}
     head = list(filler[:20])  # marginal cost per sentence (the counter may include a fixed prompt overhead)

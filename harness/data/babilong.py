@@ -100,7 +100,6 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
                prompts_file: str | None) -> list[dict]:
     from harness.data.babi import babi_story, babilong_sample
     from harness.data.haystacks import essay_sentences
-
     from harness.data.lengths import length_tokens
 
     budget = length_tokens(length)

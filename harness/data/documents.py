@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from harness.cache import cache_root
-from harness.errors import MissingDataError
+from harness.errors import DataFormatError, MissingDataError, UsageError
 
-__all__ = ["MissingDataError", "load_documents", "local_or_download", "read_jsonl"]
+__all__ = ["MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 
 
 def _read_local(path: Path, text_field: str) -> list[str]:
@@ -25,13 +25,14 @@ def _read_local(path: Path, text_field: str) -> list[str]:
     if path.suffix == ".txt":
         return [path.read_text(encoding="utf-8")]
     if path.suffix in (".jsonl", ".json"):
-        raw = path.read_text(encoding="utf-8")
-        rows = json.loads(raw) if path.suffix == ".json" else [json.loads(l) for l in raw.splitlines() if l.strip()]
+        rows = read_json(path) if path.suffix == ".json" else read_jsonl(path)
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise DataFormatError(f"{path}: expected a JSON list of objects with field {text_field!r}")
         missing = [i for i, row in enumerate(rows) if text_field not in row]
         if missing:
-            raise ValueError(f"{path}: row {missing[0]} has no field {text_field!r}")
+            raise UsageError(f"{path}: row {missing[0]} has no field {text_field!r}")
         return [row[text_field] for row in rows]
-    raise ValueError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .json or .txt)")
+    raise UsageError(f"{path}: unsupported file type {path.suffix!r} (use .jsonl, .json or .txt)")
 
 
 def load_documents(
@@ -60,7 +61,7 @@ def load_documents(
             ) from err
         texts = list(ds[text_field])
     else:
-        raise ValueError("load_documents needs data_files or hf_dataset")
+        raise UsageError("load_documents needs data_files or hf_dataset")
     return [{"doc_id": i, "text": t} for i, t in enumerate(texts)]
 
 
@@ -112,5 +113,28 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
     return cached
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+def read_json(path: str | Path) -> Any:
+    """A JSON file, or a :class:`DataFormatError` naming the file and where it stops being JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataFormatError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); fix or replace the file") from None
+
+
+def read_jsonl(path: str | Path, what: str = "JSON Lines") -> list[dict[str, Any]]:
+    """Rows of a JSON Lines file (blank lines skipped); a line that is not a JSON object is a
+    :class:`DataFormatError` naming the file and the line."""
+    path = Path(path)
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFormatError(f"{path}:{number}: not {what} ({err.msg}); each line must be one JSON object") from None
+        if not isinstance(row, dict):
+            raise DataFormatError(f"{path}:{number}: not {what} (a {type(row).__name__}, not a JSON object)")
+        rows.append(row)
+    return rows

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.documents import documents_from_metadata, select_long
+from harness.errors import UsageError
 
 
 def _tokenizer_counter(name: Any):
@@ -28,4 +29,7 @@ def load_govreport(**metadata: Any) -> dict:
         docs = select_long(docs, count, int(metadata.get("min_tokens") or 0), num_docs)
     elif num_docs is not None:
         docs = docs[:num_docs]
+    if not docs:
+        raise UsageError(f"no document has {int(metadata.get('min_tokens') or 0)} tokens or more: lower min_tokens or "
+                         "give longer documents")
     return {"test": datasets.Dataset.from_list(docs)}

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.data.documents import MissingDataError, load_documents
+from harness.errors import UsageError
 
 NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
 SYNTHETIC = "synthetic"
@@ -87,7 +88,7 @@ def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
         raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r}")
     sentences = tuple(s for d in docs for s in split_sentences(d["text"]))
     if not sentences:
-        raise ValueError(f"RULER essays: {source} holds no text")
+        raise UsageError(f"RULER essays: {source} holds no text")
     return sentences
 
 
@@ -147,7 +148,7 @@ def _synthetic_qa(n: int = 1000) -> QACorpus:
 def load_qa(dataset: str, source: str | None = None) -> QACorpus:
     """``dataset`` = ``squad`` or ``hotpotqa``; ``source`` = local official JSON, ``synthetic`` or None (HF)."""
     if dataset not in ("squad", "hotpotqa"):
-        raise ValueError(f"RULER QA dataset {dataset!r} is unknown; allowed: squad, hotpotqa")
+        raise UsageError(f"RULER QA dataset {dataset!r} is unknown; allowed: squad, hotpotqa")
     if source == SYNTHETIC:
         return _synthetic_qa()
     to_pairs = _squad_pairs if dataset == "squad" else _hotpot_pairs

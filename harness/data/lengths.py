@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.errors import UsageError
+
 
 def parse_lengths(value: Any, default: list) -> list:
     """``[4096, 8192]``, ``"4096,8192"`` or ``4096`` -> list; ints where the items are integers."""
@@ -18,7 +20,7 @@ def parse_lengths(value: Any, default: list) -> list:
         item = str(item).strip()
         out.append(int(item) if item.isdigit() else item)
     if not out:
-        raise ValueError("lengths is empty")
+        raise UsageError("lengths is empty")
     return out
 
 
@@ -29,12 +31,12 @@ def length_tokens(length: Any) -> int:
         return int(text)
     if text.endswith("k") and text[:-1].isdigit():
         return int(text[:-1]) * 1024
-    raise ValueError(f"length {length!r} must be a token count (4096) or a k-label (4k)")
+    raise UsageError(f"length {length!r} must be a token count (4096) or a k-label (4k)")
 
 
 def length_label(length: Any) -> str:
     """BABILong's k-labels: ``"4k"`` -> ``"4k"``; 4096 -> ``"4k"``; 0 -> ``"0k"``."""
     tokens = length_tokens(length)
     if tokens % 1024:
-        raise ValueError(f"BABILong lengths are multiples of 1024 tokens (0k, 1k, 4k ...); got {length!r}")
+        raise UsageError(f"BABILong lengths are multiples of 1024 tokens (0k, 1k, 4k ...); got {length!r}")
     return f"{tokens // 1024}k"

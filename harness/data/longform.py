@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, local_or_download, read_jsonl
+from harness.errors import UsageError
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -40,7 +41,7 @@ def load_hellobench_htg(**metadata: Any) -> dict:
 
     variant = str(metadata.get("variant") or "")
     if variant not in HELLOBENCH_URLS:
-        raise ValueError(f"hellobench variant {variant!r} is unknown; allowed: '', 2k, 4k, 8k, 16k")
+        raise UsageError(f"hellobench variant {variant!r} is unknown; allowed: '', 2k, 4k, 8k, 16k")
     path = metadata.get("hellobench_data") or metadata.get("data_files")
     rows = read_jsonl(local_or_download(path, HELLOBENCH_URLS[variant], "HelloBench HTG data (hellobench_data)"))
     keep = ("id", "category", "instruction", "checklists")

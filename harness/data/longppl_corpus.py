@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.data.documents import documents_from_metadata
-
+from harness.errors import UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
 
 
@@ -46,7 +46,10 @@ def corpus_documents(metadata: dict) -> list[dict]:
     docs = documents_from_metadata(metadata)
     evaluator = str(metadata.get("evaluator") or DEFAULT_EVALUATOR)
     length_tok = AutoTokenizer.from_pretrained(str(metadata.get("length_tokenizer") or evaluator))
-    return select_documents(
-        docs, length_tok, int(metadata.get("min_tokens") or 0), _int_or_none(metadata.get("max_tokens")),
-        _int_or_none(metadata.get("num_docs")),
-    )
+    min_tokens = int(metadata.get("min_tokens") or 0)
+    chosen = select_documents(docs, length_tok, min_tokens, _int_or_none(metadata.get("max_tokens")),
+                              _int_or_none(metadata.get("num_docs")))
+    if not chosen:
+        raise UsageError(f"none of the {len(docs)} documents has {min_tokens} tokens or more: lower min_tokens or "
+                         "give longer documents")
+    return chosen

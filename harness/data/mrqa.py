@@ -6,11 +6,11 @@ context compressor (EPL) can take the context alone.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import MissingDataError
+from harness.data.documents import MissingDataError, read_jsonl
+from harness.errors import DataFormatError
 
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
@@ -19,12 +19,11 @@ OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtrac
 def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
     """Rows of an official MRQA file (an optional ``{"header": ...}`` line, then one context per line)."""
     rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
+    for number, record in enumerate(read_jsonl(path, "an MRQA file"), start=1):
         if "header" in record:
             continue
+        if "context" not in record or not isinstance(record.get("qas"), list):
+            raise DataFormatError(f"{path}: record {number} has no 'context' and 'qas': not an official MRQA file")
         for qa in record["qas"]:
             rows.append({"id": qa.get("qid") or qa.get("id"), "subset": subset, "context": record["context"],
                          "question": qa["question"], "answers": list(qa["answers"])})

@@ -14,6 +14,8 @@ import json
 from functools import lru_cache
 from typing import Any, Sequence
 
+from harness.errors import UsageError
+
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's HFLM fallback when neither model_args nor the config give one
 
 
@@ -30,7 +32,7 @@ class PromptCounter:
 
     def __init__(self, tokenizer: Any, chat_template: bool = False) -> None:
         if chat_template and not getattr(tokenizer, "chat_template", None):
-            raise ValueError("chat_template=true but the tokenizer has no chat template")
+            raise UsageError("chat_template=true but the tokenizer has no chat template")
         self.tokenizer = tokenizer
         self.chat_template = bool(chat_template)
 
@@ -96,7 +98,7 @@ def counter_from_metadata(metadata: dict) -> PromptCounter:
     the run uses ``--apply_chat_template``."""
     name = tokenizer_name(metadata)
     if name is None:
-        raise ValueError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
+        raise UsageError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
                          "pretrained=<model> (or tokenizer=<name>)")
     return PromptCounter(load_tokenizer(name), bool(metadata.get("chat_template", False)))
 

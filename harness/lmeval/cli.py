@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from harness.lmeval.metadata import check_metadata
 from harness.lmeval.plugin import register, tasks_path
 
 
@@ -54,6 +55,9 @@ def run_lm_eval(argv: list[str]) -> None:
             # TaskManager accepts a list: ours first, the user's after (later paths override).
             user = args.include_path or _config_include_path(getattr(args, "config", None))
             args.include_path = [tasks_path()] + ([user] if user else [])
+        if getattr(args, "metadata", None) and getattr(args, "tasks", None):
+            tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks)
+            check_metadata(args.metadata, [t.strip() for t in tasks if t.strip()], tasks_path())
         cli.execute(args)
     finally:
         sys.argv = saved_argv

@@ -29,6 +29,8 @@ import torch
 from lm_eval.api.model import LM
 from tqdm import tqdm
 
+from harness.errors import UsageError
+from harness.lmeval.model_args import check_model_path
 from harness.lmeval.response_cache import answer_with_cache
 
 
@@ -40,10 +42,13 @@ class CompressorLM(LM):
 
         from harness.models.compressor import Compressor, CompressorConfig
 
+        check_model_path(pretrained)
+        if checkpoint:
+            check_model_path(checkpoint, "checkpoint", local=True)
         casts = {"chunk_size": int, "n_memory": int, "lora_r": int, "lora_alpha": int, "carrier": str, "layout": str}
         unknown = set(overrides) - set(casts)
         if unknown:
-            raise ValueError(f"compressor: unknown model args {sorted(unknown)}")
+            raise UsageError(f"compressor: unknown model args {sorted(unknown)}")
         overrides = {k: casts[k](v) for k, v in overrides.items()}
         base = AutoModelForCausalLM.from_pretrained(pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto")
         self.tokenizer = AutoTokenizer.from_pretrained(pretrained)
@@ -102,7 +107,7 @@ class CompressorLM(LM):
         ids = self._ids(text)[: options.get("max_tokens")]
         half = len(ids) // 2
         if half < 1:
-            raise ValueError("compress_ae / compress_lm need texts of at least 2 tokens")
+            raise UsageError("compress_ae / compress_lm need texts of at least 2 tokens")
         return ids[:half], ids[half:]
 
     def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[dict]:

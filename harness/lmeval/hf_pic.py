@@ -21,6 +21,8 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from harness.errors import UsageError
+from harness.lmeval.model_args import check_model_path
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import lsm_direct, lsm_overlap
 from harness.models.pic import DEFAULT_IMPL, IMPLEMENTATIONS, apply_pic
@@ -43,10 +45,15 @@ class HFPicLM(HFLM):
         pic_impl: str = DEFAULT_IMPL,
         **kwargs: Any,
     ) -> None:
-        pic_ratio = float(pic_ratio)
+        check_model_path(pretrained)
+        try:
+            pic_ratio, pic_initial, pic_recent = float(pic_ratio), int(pic_initial), int(pic_recent)
+        except (TypeError, ValueError):
+            raise UsageError(f"pic_ratio must be a number and pic_initial / pic_recent integers; got {pic_ratio!r}, "
+                             f"{pic_initial!r}, {pic_recent!r}") from None
         check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
         if pic_impl not in IMPLEMENTATIONS:
-            raise ValueError(f"pic_impl {pic_impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+            raise UsageError(f"pic_impl {pic_impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
@@ -90,7 +97,11 @@ class HFPicLM(HFLM):
     def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         encoded = [self._encode_for_scoring(*req.args) for req in requests]
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
-        order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]["token_ids"]))
+        for i, enc in enumerate(encoded):
+            if len(enc["token_ids"]) < 2:  # nothing to predict (an empty or one-token text): no forward
+                done(i, {**enc, "logprobs": []})
+        order = sorted((i for i, enc in enumerate(encoded) if len(enc["token_ids"]) >= 2),
+                       key=lambda i: -len(encoded[i]["token_ids"]))
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Scoring tokens")
         for start in range(0, len(order), batch):
@@ -117,10 +128,10 @@ class HFPicLM(HFLM):
             text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
             unknown = set(options) - {"context_length", "n_samples", "seed", "estimator", "max_tokens"}
             if unknown:
-                raise ValueError(f"lsm: unknown options {sorted(unknown)}")
+                raise UsageError(f"lsm: unknown options {sorted(unknown)}")
             estimator = options.get("estimator", "overlap")
             if estimator not in estimators:
-                raise ValueError(f"lsm estimator {estimator!r} is unknown; allowed: overlap, direct")
+                raise UsageError(f"lsm estimator {estimator!r} is unknown; allowed: overlap, direct")
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.get("max_tokens")]
             values = estimators[estimator](
                 self.model,
@@ -197,7 +208,7 @@ class HFPicLM(HFLM):
         options = dict(options or {})
         unknown = set(options) - {"add_special_tokens", "max_tokens", "return_offsets"}
         if unknown:
-            raise ValueError(f"token_logprobs: unknown options {sorted(unknown)}")
+            raise UsageError(f"token_logprobs: unknown options {sorted(unknown)}")
         want_offsets = options.get("return_offsets", True) and self.tokenizer.is_fast
         enc = self.tokenizer(
             text,

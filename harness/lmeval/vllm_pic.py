@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
 from harness.positions.defaults import PIC_DEFAULTS
 from harness.positions.pic import check_pic_args, ntk_base
 
@@ -42,7 +43,7 @@ def vllm_pic_overrides(hf_config: dict, method: str, ratio: float) -> dict:
     """``hf_overrides`` that make vLLM apply naive or NTK-aware PIC; ``{}`` for ``none``."""
     check_pic_args(method, ratio)
     if method == "dynamic":
-        raise ValueError(
+        raise UsageError(
             "pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); "
             "use --model hf-pic for Dynamic PIC"
         )
@@ -51,7 +52,7 @@ def vllm_pic_overrides(hf_config: dict, method: str, ratio: float) -> dict:
     params = rope_parameters(hf_config)
     if method == "naive":
         if params["rope_type"] != "default":
-            raise ValueError(
+            raise UsageError(
                 f"naive PIC on vLLM needs a model with plain RoPE; this one uses {params['rope_type']!r} "
                 "scaling (use --model hf-pic, which composes both)"
             )

@@ -10,6 +10,8 @@ answer is correct iff exactly the target remains — or, for a list target (a ",
 
 from __future__ import annotations
 
+from harness.errors import UsageError
+
 TASK_LABELS: dict[str, tuple[str, ...]] = {
     **{f"qa{i}": ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office") for i in (1, 2, 3, 4, 11, 12, 13)},
     "qa5": ("Bill", "Fred", "Jeff", "Mary", "apple", "football", "milk"),
@@ -39,7 +41,7 @@ def first_sentence(output: str) -> str:
 def compare_answers(target: str, output: str, question: str, task: str) -> bool:
     """True iff ``output`` answers ``question`` with ``target`` under the official rule for ``task``."""
     if task not in TASK_LABELS:
-        raise ValueError(f"BABILong task {task!r} is unknown; allowed: qa1 .. qa20")
+        raise UsageError(f"BABILong task {task!r} is unknown; allowed: qa1 .. qa20")
     labels = {label.lower() for label in TASK_LABELS[task]}
     answer, question, target = first_sentence(output), question.lower(), target.lower()
     found = {label for label in labels if label in answer} - {label for label in labels if label in question}

@@ -9,6 +9,8 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
+from harness.errors import UsageError
+
 # --------------------------------------------------------------------------- lengths
 
 
@@ -26,7 +28,7 @@ def longbench_write_length_score(required_length: float, text_or_length: str | i
     ``100 max(0, 1 - (l/l' - 1)/2)``; ``l' = 0`` scores 0."""
     produced = text_or_length if isinstance(text_or_length, int) else longbench_write_length(text_or_length)
     if required_length <= 0:
-        raise ValueError(f"required_length must be > 0, got {required_length}")
+        raise UsageError(f"required_length must be > 0, got {required_length}")
     if produced == 0:
         return 0.0
     if produced > required_length:

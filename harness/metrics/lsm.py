@@ -22,6 +22,8 @@ import math
 
 import torch
 
+from harness.errors import UsageError
+
 
 def sce(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """Symmetric cross-entropy of ``softmax(logits_p)`` and ``softmax(logits_q)`` over the last dim (fp32)."""
@@ -33,7 +35,7 @@ def sce(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
 def length_range(context_length: int) -> tuple[int, int]:
     """``(ceil(L/2), L)``: the admissible suffix lengths."""
     if context_length < 2:
-        raise ValueError(f"LSM context_length must be >= 2, got {context_length}")
+        raise UsageError(f"LSM context_length must be >= 2, got {context_length}")
     return math.ceil(context_length / 2), context_length
 
 

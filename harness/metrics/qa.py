@@ -7,6 +7,8 @@ import string
 from collections import Counter
 from typing import Sequence
 
+from harness.errors import UsageError
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
@@ -29,7 +31,7 @@ def _f1(prediction: str, gold: str) -> float:
 def em_f1(prediction: str, gold_answers: Sequence[str]) -> tuple[float, float]:
     """``(EM, F1)`` x 100, each the max over the gold answers."""
     if not gold_answers:
-        raise ValueError("em_f1 needs at least one gold answer")
+        raise UsageError("em_f1 needs at least one gold answer")
     em = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in gold_answers)
     return 100.0 * em, 100.0 * max(_f1(prediction, g) for g in gold_answers)
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.errors import UsageError
 from harness.models.scoring import target_logprobs
 from harness.positions.epl import CARRIERS, LAYOUTS, chunk_lengths, decoder_positions, encoder_positions
 
@@ -42,9 +43,9 @@ class CompressorConfig:
 
     def __post_init__(self) -> None:
         if self.carrier not in CARRIERS:
-            raise ValueError(f"carrier {self.carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
+            raise UsageError(f"carrier {self.carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
         if self.layout not in LAYOUTS:
-            raise ValueError(f"layout {self.layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+            raise UsageError(f"layout {self.layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
 
 
 @dataclass

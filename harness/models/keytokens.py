@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from harness.cache import cache_root
+from harness.errors import UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, KeyTokens
 from harness.models.longppl import find_key_tokens
 
@@ -90,7 +91,7 @@ def key_tokens_for_texts(
     """
     if evaluator_id is None:
         if not isinstance(evaluator, str):
-            raise ValueError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
+            raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
         evaluator_id = evaluator_id_of(evaluator)
     cache = cache or KeyTokenCache()
     settings = (trunc_len, sliding_window, alpha, beta)

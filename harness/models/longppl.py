@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
+from harness.errors import UsageError
 from harness.metrics.longppl import (
     KEY_TOKEN_DEFAULTS,
     SOFT_GAMMA,
@@ -30,7 +31,7 @@ def long_short_logprobs(
     ``batch_size`` at a time (windows of equal length share a forward). Both float32, length ``n - K``.
     """
     if trunc_len < 1 or sliding_window < 1:
-        raise ValueError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
+        raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
     long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
     short = torch.empty_like(long)
@@ -97,7 +98,7 @@ def compute_longppl(
     """
     if key_spans is None:
         if evaluator_model is None or evaluator_tokenizer is None:
-            raise ValueError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
+            raise UsageError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
         key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     device = next(model.parameters()).device

@@ -7,6 +7,7 @@ import random
 
 import torch
 
+from harness.errors import UsageError
 from harness.metrics.lsm import delta_distribution, length_range, sce
 from harness.models.scoring import hidden_states
 from harness.models.unwrap import unwrap_model
@@ -18,7 +19,7 @@ def _head(model):
 
 def _check_length(n_tokens: int, needed: int) -> None:
     if n_tokens < needed:
-        raise ValueError(f"LSM needs documents of at least {needed} tokens, got {n_tokens}")
+        raise UsageError(f"LSM needs documents of at least {needed} tokens, got {n_tokens}")
 
 
 @torch.no_grad()

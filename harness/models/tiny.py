@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from harness.cache import cache_root
+from harness.errors import UsageError
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 
@@ -68,7 +69,7 @@ def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int
         return MistralConfig(sliding_window=None, **common)
     if arch == "qwen2":
         return Qwen2Config(use_sliding_window=False, **common)
-    raise ValueError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+    raise UsageError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
 
 
 def build_tiny_model(

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.errors import UsageError
+
 LAYOUTS = ("dpl", "upl", "epl")
 CARRIERS = ("icae", "500x")
 DECODER_TASKS = ("ae", "lm", "qa")
@@ -36,11 +38,11 @@ DECODER_TASKS = ("ae", "lm", "qa")
 
 def _check(layout: str, chunk_size: int, n_memory: int, n_context: int) -> None:
     if layout not in LAYOUTS:
-        raise ValueError(f"layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+        raise UsageError(f"layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
     if chunk_size < 1 or n_memory < 1:
-        raise ValueError(f"chunk_size and n_memory must be >= 1 (got {chunk_size}, {n_memory})")
+        raise UsageError(f"chunk_size and n_memory must be >= 1 (got {chunk_size}, {n_memory})")
     if n_context < 1:
-        raise ValueError("the context needs at least one token")
+        raise UsageError("the context needs at least one token")
 
 
 def chunk_lengths(n_context: int, chunk_size: int) -> list[int]:
@@ -95,9 +97,9 @@ def decoder_positions(n_context: int, chunk_size: int, n_memory: int, layout: st
     context for AE, the completion for LM, question + answer for QA)."""
     _check(layout, chunk_size, n_memory, n_context)
     if carrier not in CARRIERS:
-        raise ValueError(f"carrier {carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
+        raise UsageError(f"carrier {carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
     if task not in DECODER_TASKS:
-        raise ValueError(f"decoder task {task!r} is unknown; allowed: {', '.join(DECODER_TASKS)}")
+        raise UsageError(f"decoder task {task!r} is unknown; allowed: {', '.join(DECODER_TASKS)}")
     chunks = encoder_positions(n_context, chunk_size, n_memory, layout)
     n_mem_total = len(chunks) * n_memory
     if layout == "epl":

@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from harness.errors import UsageError
 from harness.positions.defaults import LAYOUTS, PIC_DEFAULTS, PIC_METHODS
 
 _RATIO, _INITIAL, _RECENT, _LAYOUT = (PIC_DEFAULTS[k] for k in ("ratio", "initial", "recent", "layout"))
@@ -38,17 +39,17 @@ def check_pic_args(
 ) -> None:
     """Raise ``ValueError`` naming the bad argument and the allowed values."""
     if method not in PIC_METHODS:
-        raise ValueError(f"pic method {method!r} is unknown; allowed: {', '.join(PIC_METHODS)}")
+        raise UsageError(f"pic method {method!r} is unknown; allowed: {', '.join(PIC_METHODS)}")
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not math.isfinite(ratio):
-        raise ValueError(f"pic ratio must be a finite number > 0, got {ratio!r}")
+        raise UsageError(f"pic ratio must be a finite number > 0, got {ratio!r}")
     if ratio <= 0:
-        raise ValueError(f"pic ratio must be > 0 (ratios below 1 expand positions), got {ratio!r}")
+        raise UsageError(f"pic ratio must be > 0 (ratios below 1 expand positions), got {ratio!r}")
     if int(initial) != initial or initial < 0:
-        raise ValueError(f"pic initial (l_ic) must be an integer >= 0, got {initial!r}")
+        raise UsageError(f"pic initial (l_ic) must be an integer >= 0, got {initial!r}")
     if int(recent) != recent or recent < 0:
-        raise ValueError(f"pic recent (l_rc) must be an integer >= 0, got {recent!r}")
+        raise UsageError(f"pic recent (l_rc) must be an integer >= 0, got {recent!r}")
     if layout not in LAYOUTS:
-        raise ValueError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+        raise UsageError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
 
 
 def naive_positions(ids: torch.Tensor, ratio: float) -> torch.Tensor:
@@ -88,7 +89,7 @@ def dynamic_positions(
         recent_pos = m + shift
         out = torch.where(is_middle, middle, recent_pos)
         return torch.where(m < initial, m, out)
-    raise ValueError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+    raise UsageError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
 
 
 def dynamic_position_list(

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from harness.errors import UsageError
 from harness.reporting.runs import Run, latest_per_configuration, split_labels
 
 METHODS = ("pearson", "spearman", "kendall")
@@ -32,7 +33,7 @@ def correlation(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed
     """``{"n", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or len(x) < 3:
-        raise ValueError(f"correlation needs two equally long series of at least 3 values (got {len(x)}, {len(y)})")
+        raise UsageError(f"correlation needs two equally long series of at least 3 values (got {len(x)}, {len(y)})")
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(x), size=(n_boot, len(x)))
     out: dict = {"n": int(len(x))}
@@ -55,7 +56,7 @@ def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], n
     """Labels and a [runs x metrics] array of the runs that have every metric (latest per configuration)."""
     chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
     if len(chosen) < 3:
-        raise ValueError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
+        raise UsageError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
     labels = [r.label for r in chosen]
     return labels, np.array([[r.metrics[m] for m in metrics] for r in chosen])
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.runs import model_args_of
 
@@ -21,7 +22,7 @@ from harness.reporting.runs import model_args_of
 def _latest(folder: Path, pattern: str) -> Path:
     found = sorted(glob.glob(str(folder / "**" / pattern), recursive=True))
     if not found:
-        raise FileNotFoundError(f"no {pattern} under {folder} (run lm-eval with --log_samples)")
+        raise MissingDataError(f"no {pattern} under {folder} (run lm-eval with --log_samples)")
     return Path(found[-1])
 
 
@@ -29,7 +30,7 @@ def read_judgements(samples_file: Path) -> dict[Any, float | None]:
     """Per-sample judged quality by ``doc_id`` from the judgements file beside ``samples_file``."""
     path = samples_file.with_name("judgements_" + samples_file.name[len("samples_"):])
     if not path.exists():
-        raise FileNotFoundError(f"no judgements for {samples_file}: run `lch judge {samples_file} --judge-base-url URL "
+        raise MissingDataError(f"no judgements for {samples_file}: run `lch judge {samples_file} --judge-base-url URL "
                                 "--judge-model NAME` first (answers are cached, so judged samples are not re-asked)")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {row["doc_id"]: row["quality"] for row in rows}

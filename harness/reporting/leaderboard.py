@@ -11,6 +11,7 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.errors import UsageError
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["model", "checkpoint", "model_args", "date"]
@@ -29,7 +30,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
             columns.append(f"{m}_stderr")
     if sort_by is not None:
         if sort_by not in metrics:
-            raise ValueError(f"--sort {sort_by!r} is not a metric of these runs; e.g. {', '.join(metrics[:5])}")
+            raise UsageError(f"--sort {sort_by!r} is not a metric of these runs; e.g. {', '.join(metrics[:5])}")
         higher = next((r.higher_is_better[sort_by] for r in runs if sort_by in r.higher_is_better), True)
         have = [r for r in runs if sort_by in r.metrics]
         have.sort(key=lambda r: r.metrics[sort_by], reverse=higher)

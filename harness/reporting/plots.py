@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from harness.data.lengths import length_tokens
+from harness.errors import UsageError
 from harness.positions.defaults import PIC_DEFAULTS as _PIC_DEFAULTS
 from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
 
@@ -73,7 +74,7 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
             chosen.append(run.label)
             curves.append(sorted(points))
     if not curves:
-        raise ValueError(f"no run has per-length metrics {prefix}<length> (RULER / BABILong tasks and groups report them)")
+        raise UsageError(f"no run has per-length metrics {prefix}<length> (RULER / BABILong tasks and groups report them)")
     return dict(zip(_unique(chosen), curves))
 
 
@@ -186,7 +187,7 @@ def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tup
         elif method in PIC_PLOT_METHODS:
             lines.setdefault((base, method, variant), {})[ratio] = point
     if not lines:
-        raise ValueError("no run used PIC (model_args pic=naive|ntk|dynamic); nothing to plot against the ratio")
+        raise UsageError("no run used PIC (model_args pic=naive|ntk|dynamic); nothing to plot against the ratio")
     out: dict = {}
     for (base, method, variant), by_ratio in lines.items():
         if base in vanilla:

@@ -129,7 +129,8 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
         folder = Path(folder)
         files = [folder] if folder.is_file() else sorted(folder.rglob("results_*.json"))
         if not files:
-            message = f"{folder}: no results_*.json found"
+            message = (f"{folder}: no results_*.json found (give the folders lm-eval wrote with --output_path)"
+                       if folder.exists() else f"{folder} does not exist: give lm-eval output folders")
             if on_error == "fail":
                 raise RunError(message)
             errors.append(message)

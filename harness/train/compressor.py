@@ -19,6 +19,8 @@ from typing import Iterator
 import torch
 from tqdm import tqdm
 
+from harness.errors import UsageError
+
 
 @dataclass
 class TrainSettings:
@@ -41,7 +43,7 @@ def pretrain_windows(token_lists: list[list[int]], settings: TrainSettings) -> I
     rng = random.Random(settings.seed)
     usable = [t for t in token_lists if len(t) >= 2]
     if not usable:
-        raise ValueError("no training text has 2 tokens or more")
+        raise UsageError("no training text has 2 tokens or more")
     while True:
         tokens = rng.choice(usable)
         size = min(len(tokens), rng.randint(settings.min_length, settings.max_length))
@@ -68,14 +70,14 @@ def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] 
     device = compressor.memory.device
     if settings.stage == "pretrain":
         if not pretrain_tokens:
-            raise ValueError("pretraining needs texts")
+            raise UsageError("pretraining needs texts")
         windows = pretrain_windows(pretrain_tokens, settings)
     elif settings.stage == "finetune":
         if not qa:
-            raise ValueError("fine-tuning needs QA examples")
+            raise UsageError("fine-tuning needs QA examples")
         rng = random.Random(settings.seed)
     else:
-        raise ValueError(f"stage {settings.stage!r} is unknown; allowed: pretrain, finetune")
+        raise UsageError(f"stage {settings.stage!r} is unknown; allowed: pretrain, finetune")
     compressor.train()
     losses = []
     for _ in tqdm(range(settings.steps), disable=not progress, desc=f"Compressor {settings.stage}"):
@@ -127,7 +129,7 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
         from harness.data.mrqa import read_mrqa_jsonl
 
         if not mrqa_data:
-            raise ValueError("fine-tuning needs --mrqa-data (an MRQA-format .jsonl file)")
+            raise UsageError("fine-tuning needs --mrqa-data (an MRQA-format .jsonl file)")
         qa = qa_examples(read_mrqa_jsonl(mrqa_data, Path(mrqa_data).stem), tokenizer)
     losses = train(compressor, settings, pretrain_tokens, qa)
     compressor.save(output)

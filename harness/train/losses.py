@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import torch
 
-from harness.models.longppl import long_short_logprobs
+from harness.errors import UsageError
 from harness.metrics.lsm import length_range, sce
-from harness.models.unwrap import unwrap_model
+from harness.models.longppl import long_short_logprobs
 from harness.models.scoring import target_logprobs
+from harness.models.unwrap import unwrap_model
 
 
 def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
@@ -60,9 +61,9 @@ def lsm_regularized_loss(
     """
     lo, hi = length_range(context_length)
     if not 0 < delta <= hi - lo:
-        raise ValueError(f"delta must be in 1..{hi - lo} for L = {context_length}, got {delta}")
+        raise UsageError(f"delta must be in 1..{hi - lo} for L = {context_length}, got {delta}")
     if input_ids.shape[1] < hi + delta:
-        raise ValueError(f"sequences need at least L + delta = {hi + delta} tokens, got {input_ids.shape[1]}")
+        raise UsageError(f"sequences need at least L + delta = {hi + delta} tokens, got {input_ids.shape[1]}")
     window_a = input_ids[:, :hi]
     window_b = input_ids[:, delta : delta + hi]
     ce = token_nll(model, window_a).mean()

@@ -7,9 +7,10 @@ the first half is the context, the rest the completion).
 
 from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
+from harness.lmeval.aggregations import perplexity
+from harness.lmeval.tasks.compress import CompressAETask, CompressLMTask
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
-from harness.lmeval.tasks.compress import CompressAETask, CompressLMTask
 
 
 def load_texts(**metadata):
@@ -24,4 +25,4 @@ def load_texts(**metadata):
     return {"test": datasets.Dataset.from_list([{"doc_id": i, "text": t} for i, t in enumerate(texts)])}
 
 
-__all__ = ["CompressAETask", "CompressLMTask", "corpus_bleu4", "load_texts", "pooled_perplexity", "total"]
+__all__ = ["perplexity", "CompressAETask", "CompressLMTask", "corpus_bleu4", "load_texts", "pooled_perplexity", "total"]

@@ -1,7 +1,8 @@
 """longppl_govreport: LongPPL / PPL / LongPPL-soft on GovReport (SPEC.md §3). See README.md here."""
 
+from harness.lmeval.aggregations import perplexity
 from harness.lmeval.custom_datasets import longppl_corpus
-from harness.metrics.pooling import pooled_perplexity, total
 from harness.lmeval.tasks.logprob import LongPPLTask
+from harness.metrics.pooling import pooled_perplexity, total
 
-__all__ = ["LongPPLTask", "longppl_corpus", "pooled_perplexity", "total"]
+__all__ = ["perplexity", "LongPPLTask", "longppl_corpus", "pooled_perplexity", "total"]

@@ -9,7 +9,8 @@ When the evaluated model's tokenizer is known (``pretrained`` / ``tokenizer`` in
 """
 
 from harness.data.govreport import load_govreport
-from harness.metrics.pooling import pooled_perplexity, total
+from harness.lmeval.aggregations import perplexity
 from harness.lmeval.tasks.logprob import PerplexityTask
+from harness.metrics.pooling import pooled_perplexity, total
 
-__all__ = ["PerplexityTask", "load_govreport", "pooled_perplexity", "total"]
+__all__ = ["perplexity", "PerplexityTask", "load_govreport", "pooled_perplexity", "total"]

@@ -42,6 +42,7 @@ from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
 from harness.data.ruler.cache import cache_path, read_rows, write_rows
 from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
 from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
+from harness.errors import UsageError
 
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "SegmentCounter", "Sources",
            "TaskSpec", "TooShortError", "dataset_from_metadata", "generate"]
@@ -61,7 +62,7 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
 
     Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``)."""
     if task not in TASKS:
-        raise ValueError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
+        raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
     spec, sources = TASKS[task], sources or Sources()
     path = cache_path(task, spec, length, num_samples, seed, icl, counter, sources)
     if use_cache:
@@ -87,6 +88,9 @@ def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, count
     When even the smallest haystack does not fit (short lengths), first fewer repeats of cwe's common words
     (they stay the most common), then no worked example; the rows record both."""
     target = length - spec.budget
+    if target <= 0:
+        raise TooShortError(f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
+                            f"use lengths well above it (e.g. 1k or more)")
     params = dict(spec.params)
     while True:
         builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{seed}"), length, sources, icl)
@@ -105,7 +109,8 @@ def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, count
             if icl and spec.kind in _ICL_KINDS:
                 icl = False
                 continue
-            raise TooShortError(f"RULER {task} at length {length}: {err}") from None
+            raise TooShortError(f"RULER {task} at length {length}: {err} (the answer budget takes {spec.budget}); "
+                                "use a longer length") from None
 
 
 def dataset_from_metadata(metadata: dict) -> dict:

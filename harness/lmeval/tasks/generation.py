@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from harness.data.lengths import length_label, length_tokens, parse_lengths
+from harness.errors import UsageError
 from harness.lmeval.tasks.base import LchTask
 from harness.metrics.pooling import mean
 
@@ -71,7 +72,7 @@ class RulerTask(PerLengthTask):
 
         name = (config.get("metadata") or {}).get("ruler_task")
         if name not in TASKS:
-            raise ValueError(f"RULER task metadata ruler_task={name!r} is unknown")
+            raise UsageError(f"RULER task metadata ruler_task={name!r} is unknown")
         self.spec = TASKS[name]
         config["generation_kwargs"] = {"until": [], "do_sample": False, "max_gen_toks": self.spec.budget}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from harness.errors import UsageError
 from harness.lmeval.tasks.base import HONESTY_METRICS, LchTask
 from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
@@ -48,7 +49,7 @@ class PerplexityTask(TokenLogprobTask):
         scored = results[0]
         n_tokens = len(scored["token_ids"])
         min_tokens = int(self.task_metadata.get("min_tokens") or 0)
-        if n_tokens < min_tokens:
+        if n_tokens < min_tokens or not scored["logprobs"]:  # too short, or nothing to predict
             return {"ppl": (0.0, 0), "n_tokens": 0, "n_docs": 0, "docs_skipped": 1}
         return {
             "ppl": nll_sum(scored["logprobs"]),
@@ -78,8 +79,11 @@ class LongPPLTask(TokenLogprobTask):
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
+        if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
+            return {"longppl": (0.0, 0), "ppl": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
+                    "docs_without_key_tokens": 0, "docs_skipped": 1}
         if scored.get("offsets") is None:
-            raise ValueError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
+            raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
         gamma = float(self.task_metadata["gamma"])
         stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])), gamma)
         return {
@@ -89,6 +93,7 @@ class LongPPLTask(TokenLogprobTask):
             "n_key_tokens": stats["n_key"],
             "n_tokens": stats["n_scored"],
             "docs_without_key_tokens": int(stats["n_key"] == 0),
+            "docs_skipped": 0,
         }
 
 

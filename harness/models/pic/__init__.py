@@ -19,6 +19,7 @@ from typing import Callable
 
 from torch import nn
 
+from harness.errors import UsageError
 from harness.models.pic.compat import (
     SUPPORTED_TRANSFORMERS,
     UnsupportedTransformersError,
@@ -46,12 +47,12 @@ class _Installed:
 def _decoder(model: nn.Module) -> nn.Module:
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(
+        raise UsageError(
             f"PIC supports model types {', '.join(SUPPORTED_MODEL_TYPES)}; got {model_type!r}"
         )
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
     if not hasattr(decoder, "rotary_emb") or not hasattr(decoder, "layers"):
-        raise ValueError(f"{type(model).__name__} has no decoder with rotary_emb and layers")
+        raise UsageError(f"{type(model).__name__} has no decoder with rotary_emb and layers")
     return decoder
 
 
@@ -90,7 +91,7 @@ def apply_pic(
     """
     check_pic_args(method, ratio, initial, recent, layout)
     if impl not in IMPLEMENTATIONS:
-        raise ValueError(f"pic impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+        raise UsageError(f"pic impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
     check_transformers_version()
     base = unwrap_model(model)
     decoder = _decoder(base)

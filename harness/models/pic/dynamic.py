@@ -35,6 +35,7 @@ from torch import nn
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from harness.errors import UsageError
 from harness.models.pic.attention import PLAN_KWARG, pic_attention_forward
 from harness.models.pic.rope import rotate
 from harness.models.pic.settings import PicSettings
@@ -113,7 +114,7 @@ def install_dynamic(decoder: nn.Module, settings: PicSettings) -> list[Callable[
     """Hook the decoder and replace its attention forwards; returns the undo functions."""
     config = decoder.config
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
-        raise ValueError(
+        raise UsageError(
             "Dynamic PIC needs full attention; this model uses a sliding window "
             f"({config.sliding_window}). Load it with sliding_window=None or use naive/ntk PIC."
         )
@@ -132,11 +133,11 @@ def install_dynamic(decoder: nn.Module, settings: PicSettings) -> list[Callable[
 def _pic_layers(cache: Any, n_layers: int, impl: str, past: int) -> list[PicLayer]:
     """The cache's layers as :class:`PicLayer` s: installed into an empty cache, checked in a filled one."""
     if not isinstance(cache, DynamicCache):
-        raise ValueError(f"Dynamic PIC needs a transformers DynamicCache; got {type(cache).__name__}")
+        raise UsageError(f"Dynamic PIC needs a transformers DynamicCache; got {type(cache).__name__}")
     if past == 0:
         cache.layers[:] = [PicLayer(impl) for _ in range(n_layers)]
     elif not all(isinstance(layer, PicLayer) and layer.impl == impl for layer in cache.layers[:n_layers]):
-        raise ValueError(
+        raise UsageError(
             f"this KV cache was not filled under Dynamic PIC with impl={impl!r}; start from an empty cache"
         )
     return cache.layers
@@ -168,7 +169,7 @@ def plan_call(settings: PicSettings, rotary: nn.Module, decoder: nn.Module, args
     if mask is None:
         mask = torch.ones(batch, total, dtype=torch.long, device=device)
     elif mask.dim() != 2 or mask.shape[-1] != total:
-        raise ValueError(
+        raise UsageError(
             "Dynamic PIC derives positions from a 2D attention mask covering cached and new tokens; "
             f"got shape {tuple(mask.shape)} for {past} cached + {t_new} new tokens"
         )
@@ -181,7 +182,7 @@ def plan_call(settings: PicSettings, rotary: nn.Module, decoder: nn.Module, args
     if cache is not None:
         first = _pic_layers(cache, len(decoder.layers), s.impl, past)[0]
         if past > 0 and (first.positions is None or first.positions.shape != (batch, past)):
-            raise ValueError(
+            raise UsageError(
                 "this KV cache was not filled under Dynamic PIC (or was cropped); start from an empty cache"
             )
         if s.impl == "cached":

@@ -1,0 +1,192 @@
+"""Bad input, as a new user would give it, through `lch`: each case ends in exactly one line
+`lch: error: <what is wrong ...>` on stderr, exit 2, no traceback, and no results file written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from tests.conftest import SHARED_DATA
+
+BIN = Path(sys.executable).parent
+REPORT = "The committee reviewed the program and its budget in detail over several sessions. " * 40
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bad-input")
+    files = {
+        "good": ("corpus.jsonl", "".join(json.dumps({"report": REPORT}) + "\n" for _ in range(2))),
+        "not_jsonl": ("broken.jsonl", json.dumps({"report": REPORT}) + "\n{this is not json\n"),
+        "no_field": ("fields.jsonl", json.dumps({"body": REPORT}) + "\n"),
+        "empty_doc": ("empty.jsonl", json.dumps({"report": ""}) + "\n"),
+        "csv": ("corpus.csv", "report\nhello\n"),
+        "samples_bad": ("samples_longbench_write_1.jsonl", "not a samples file\n"),
+        "samples_unjudged": ("samples_ppl_govreport_1.jsonl", json.dumps({"doc_id": 0, "ppl": [1.0, 2]}) + "\n"),
+        "baseline_bad": ("baseline.json", "{not json"),
+    }
+    out = {}
+    for key, (name, text) in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+        out[key] = root / name
+    (root / "runs-empty").mkdir()
+    out["runs_empty"] = root / "runs-empty"
+    out["root"] = root
+    return out
+
+
+def _eval(model_args: str, tasks: str, metadata: dict | None = None, model: str = "hf-pic", out: Path | None = None):
+    argv = ["eval", "--model", model, "--model_args", model_args, "--device", "cpu", "--tasks", tasks]
+    if metadata is not None:
+        argv += ["--metadata", json.dumps(metadata)]
+    if out is not None:
+        argv += ["--output_path", str(out)]
+    return argv
+
+
+def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
+    """(case id, argv, regex the error line must match after 'lch: error: ')."""
+    ppl = {"min_tokens": 10, "num_docs": 2}
+    good = str(d["good"])
+    return [
+        # model args
+        ("pic-unknown", _eval(f"pretrained={tiny},pic=bogus", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic method 'bogus' is unknown; allowed: none, naive, ntk, dynamic"),
+        ("pic-ratio-zero", _eval(f"pretrained={tiny},pic=naive,pic_ratio=0", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic ratio must be > 0"),
+        ("pic-ratio-negative", _eval(f"pretrained={tiny},pic=ntk,pic_ratio=-2", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic ratio must be > 0"),
+        ("pic-ratio-text", _eval(f"pretrained={tiny},pic=naive,pic_ratio=two", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic_ratio must be a number"),
+        ("pic-layout", _eval(f"pretrained={tiny},pic=dynamic,pic_layout=spiral", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic layout 'spiral' is unknown"),
+        ("pic-impl", _eval(f"pretrained={tiny},pic=dynamic,pic_impl=fast", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pic_impl 'fast' is unknown"),
+        ("model-folder-missing", _eval("pretrained=/no/such/model", "ppl_govreport", {"data_files": good, **ppl}),
+         r"pretrained=/no/such/model does not exist: give a model folder or a hub name"),
+        ("compressor-checkpoint-missing", _eval(f"pretrained={tiny},checkpoint=/no/ckpt", "compress_lm", {"num_docs": 1},
+                                                model="compressor"),
+         r"checkpoint=/no/ckpt does not exist"),
+        ("compressor-unknown-arg", _eval(f"pretrained={tiny},chunksize=8", "compress_lm", {"num_docs": 1}, model="compressor"),
+         r"compressor: unknown model args \['chunksize'\]"),
+        # tasks and their metadata
+        ("unknown-task", _eval(f"pretrained={tiny}", "ppl_govreprot", {"data_files": good}),
+         r"Tasks not found: ppl_govreprot.*lch eval --tasks list"),
+        ("metadata-typo", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "num_doc": 2}),
+         r"--metadata key 'num_doc' is not read by any of these tasks; did you mean num_docs"),
+        ("data-missing", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": "/no/such/corpus.jsonl"}),
+         r"data_files=/no/such/corpus.jsonl does not exist"),
+        ("data-not-jsonl", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["not_jsonl"]), **ppl}),
+         r"broken.jsonl:2: not JSON Lines .*each line must be one JSON object"),
+        ("data-no-field", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["no_field"]), **ppl}),
+         r"fields.jsonl: row 0 has no field 'report'"),
+        ("data-csv", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["csv"]), **ppl}),
+         r"unsupported file type '.csv'"),
+        ("no-long-document", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "min_tokens": 10 ** 6}),
+         r"no document has 1000000 tokens or more: lower min_tokens"),
+        ("empty-document", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["empty_doc"]), "min_tokens": 0}),
+         r"none of the 1 documents could be scored"),
+        ("longppl-no-long-document", _eval(f"pretrained={tiny}", "longppl_govreport",
+                                           {"data_files": good, "evaluator": tiny, "min_tokens": 10 ** 6}),
+         r"none of the 2 documents has 1000000 tokens or more"),
+        ("ruler-length-unparseable", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1", {"lengths": "long"}),
+         r"length 'long' must be a token count \(4096\) or a k-label \(4k\)"),
+        ("ruler-length-too-short", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1", {"lengths": [100]}),
+         r"RULER niah_single_1 at length 100: the answer budget alone takes 128 tokens"),
+        ("babilong-length", _eval(f"pretrained={tiny}", "lch_babilong_qa1", {"lengths": ["1500"]}),
+         r"BABILong lengths are multiples of 1024 tokens"),
+        ("judge-policy", _eval(f"pretrained={tiny}", "longbench_write",
+                               {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+                                "limit_docs": 1, "max_gen_toks": 2, "judge_base_url": "http://127.0.0.1:9/v1",
+                                "judge_model": "m", "judge_policy": "lenient"}),
+         r"judge_policy 'lenient' is unknown; allowed: drop, zero, rejudge"),
+        # judges
+        ("judge-samples-missing", ["judge", "/no/samples.jsonl", "--judge-base-url", "http://x", "--judge-model", "m"],
+         r"samples file /no/samples.jsonl does not exist"),
+        ("judge-samples-malformed", ["judge", str(d["samples_bad"]), "--judge-base-url", "http://x", "--judge-model", "m"],
+         r"samples_longbench_write_1.jsonl:1: not an lm-eval samples file"),
+        ("judge-samples-unjudged", ["judge", str(d["samples_unjudged"]), "--judge-base-url", "http://x", "--judge-model", "m"],
+         r"sample 0 has no judged item \('quality'\)"),
+        ("judge-missing-args", ["judge", str(d["samples_bad"])],
+         r"lch judge: the following arguments are required: --judge-base-url, --judge-model"),
+        # models
+        ("models-unknown", ["models", "fetch", "llama-70b"], r"unknown model 'llama-70b'|llama-70b"),
+        ("models-no-name", ["models", "fetch"], r"lch models fetch: give a model name"),
+        # reporting
+        ("leaderboard-no-runs", ["leaderboard", str(d["runs_empty"]), "-o", str(d["root"] / "lb.csv")],
+         r"runs-empty: no results_\*.json found"),
+        ("leaderboard-missing-folder", ["leaderboard", "/no/runs", "-o", str(d["root"] / "lb2.csv")],
+         r"/no/runs does not exist: give lm-eval output folders"),
+        ("regress-bad-baseline", ["regress", str(d["runs_empty"]), "--baseline", str(d["baseline_bad"])],
+         r"runs-empty: no results_\*.json found"),
+        ("correlate-no-axes", ["correlate", str(d["runs_empty"])], r"no results_\*.json found|give --x and --y"),
+        ("gentable-no-samples", ["gentable", str(d["runs_empty"]), "--task", "longbench_write"],
+         r"no results_\*.json under .*runs-empty \(run lm-eval with --log_samples\)"),
+        ("plot-kind", ["plot", "bars", str(d["runs_empty"]), "--task", "x"], r"lch plot: argument kind: invalid choice"),
+        # training
+        ("train-finetune-no-data", ["train-compressor", "--base", tiny, "--output", str(d["root"] / "ckpt"),
+                                    "--stage", "finetune", "--steps", "1"],
+         r"fine-tuning needs --mrqa-data"),
+        ("train-base-missing", ["train-compressor", "--base", "/no/base", "--output", str(d["root"] / "ckpt2"), "--steps", "1"],
+         r"model /no/base not found|/no/base does not exist"),
+        ("keytokens-evaluator-missing", ["keytokens", "--evaluator", "/no/evaluator", "--data-files", good,
+                                         "--text-field", "report", "--min-tokens", "10"],
+         r"/no/evaluator"),
+    ]
+
+
+def test_bad_input_table(tiny_model_dir, data, tmp_path, capsys):
+    cases = _cases(str(tiny_model_dir), data)
+    assert len(cases) >= 25
+    failures = []
+    for case, argv, pattern in cases:
+        out = tmp_path / case
+        if argv[0] == "eval":
+            argv = argv + ["--output_path", str(out)]
+        code = main(argv)
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if line.startswith("lch: error: ")]
+        problems = []
+        if code != 2:
+            problems.append(f"exit {code}")
+        if len(errors) != 1:
+            problems.append(f"{len(errors)} error lines")
+        elif not re.search(pattern, errors[0][len("lch: error: "):]):
+            problems.append(f"message {errors[0]!r} does not match {pattern!r}")
+        if "Traceback" in err:
+            problems.append("a traceback")
+        if list(out.rglob("results_*.json")) + list(out.rglob("samples_*.jsonl")):
+            problems.append("a results file was written")
+        if problems:
+            failures.append(f"{case}: {', '.join(problems)}\n{err[-800:]}")
+    assert not failures, "\n\n".join(failures)
+
+
+def test_real_process_gives_one_line_and_debug_gives_the_traceback(data):
+    """Through the installed `lch` executable: stderr is the one line; --debug adds the traceback."""
+    args = [str(BIN / "lch"), "judge", str(data["samples_bad"]), "--judge-base-url", "http://x", "--judge-model", "m"]
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"lch: error: {data['samples_bad']}:1: not an lm-eval samples file "
+                                        "(Expecting value); each line must be one JSON object"]
+    debug = subprocess.run(args + ["--debug"], capture_output=True, text=True)
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataFormatError" in debug.stderr
+
+
+def test_an_internal_error_keeps_its_traceback(monkeypatch, capsys):
+    """A bug is not dressed up as a user error: traceback and exit 70."""
+    from harness.cli import reports
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(reports, "run_leaderboard", broken)
+    assert main(["leaderboard", "x", "-o", "y.csv"]) == 70
+    err = capsys.readouterr().err
+    assert "lch: internal error" in err and "Traceback" in err and "ZeroDivisionError: a bug" in err
