@@ -88,6 +88,34 @@ def _expected_ppl(model_dir, docs_file, min_tokens, max_tokens, ratio, initial, 
     return math.exp(nll / count), count, n_docs
 
 
+def _word_perplexity_by_hand(model_dir, docs_file, max_length, positions):
+    """lm-eval's loglikelihood_rolling + word_perplexity, written out: each report's tokens as the tokenizer
+    gives them (its BOS included) are predicted in disjoint chunks of max_length, each chunk scored by one
+    forward over the max_length tokens before its last target (the first one starts at the BOS prefix),
+    with ``positions(window length)`` as position ids; exp(-sum loglik / sum words), words = pieces
+    between runs of whitespace."""
+    import re
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    loglik, words = 0.0, 0
+    for line in Path(docs_file).read_text().splitlines():
+        text = json.loads(line)["report"]
+        ids = tok(text)["input_ids"]
+        sequence = [tok.bos_token_id] + ids
+        for start in range(0, len(ids), max_length):
+            end = min(start + max_length, len(ids))
+            window = sequence[max(0, end - max_length) : end]
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([window]), position_ids=positions(len(window))[None]).logits[0]
+            lp = torch.log_softmax(logits[-(end - start) :].double(), -1)
+            loglik += lp.gather(-1, torch.tensor(ids[start:end])[:, None]).sum().item()
+        words += len(re.split(r"\s+", text))
+    return math.exp(-loglik / words)
+
+
 def _results(folder):
     files = glob.glob(str(Path(folder) / "**" / "results_*.json"), recursive=True)
     assert len(files) == 1, files
@@ -110,15 +138,24 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
     assert ours["ppl,none"] == pytest.approx(ppl, rel=1e-4)
     # every scored document (>= 100 tokens) runs past max_length=99 and is counted; skipped ones are not
     assert ours["over_length,none"] == n_docs
-    assert results["my_rolling"]["word_perplexity,none"] > 1
+    # the user's loglikelihood_rolling task, by hand: lm-eval's rolling windows of max_length=99 tokens,
+    # each forward under Dynamic PIC positions of its own length (s_cr 3, l_ic 4, l_rc 16, SPEC.md §1)
+    def dynamic(n):
+        m = torch.arange(n, dtype=torch.float32)
+        return torch.where((m >= 4) & (m < n - 16), m / 3, m)
+
+    expected = _word_perplexity_by_hand(tiny_model_dir, docs_file, 99, dynamic)
+    assert results["my_rolling"]["word_perplexity,none"] == pytest.approx(expected, rel=1e-4)
 
 
-def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, user_tasks, tmp_path):
+def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, docs_file, user_tasks, tmp_path):
     _run([
         str(BIN / "lch"), "eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
         "--device", "cpu", "--tasks", "my_rolling", "--include_path", str(user_tasks), "--output_path", str(tmp_path),
     ])
-    assert _results(tmp_path)["my_rolling"]["word_perplexity,none"] > 1
+    # lm-eval's own HF model, max_length 4096 from the config: each report is one window, plain positions
+    expected = _word_perplexity_by_hand(tiny_model_dir, docs_file, 4096, lambda n: torch.arange(n))
+    assert _results(tmp_path)["my_rolling"]["word_perplexity,none"] == pytest.approx(expected, rel=1e-4)
 
 
 def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
@@ -157,8 +194,61 @@ def test_demo_writes_a_summary(tmp_path):
     rows = run_demo(output=tmp_path, n_docs=2, n_words=400)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
-    assert all(r["n_docs"] == 2 and r["ppl"] > 1 for r in rows)
-    assert all(r["longppl"] > 1 and r["n_key_tokens"] == rows[0]["n_key_tokens"] > 0 for r in rows)
+    # every variant's PPL and LongPPL by hand: the demo's reports, plain forwards of its model with the
+    # variant's position ids (SPEC.md §1; hf-pic's l_ic = 4, l_rc = 200) or, for NTK, RoPE base x s_rr;
+    # key tokens found again by its evaluator (settings from the run's task metadata)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.longppl import find_key_tokens
+
+    run = json.loads(next((tmp_path / "runs" / "vanilla").rglob("results_*.json")).read_text())
+    meta = run["configs"]["longppl_govreport"]["metadata"]
+
+    def positions(n, pic="none", pic_ratio=1.0, pic_layout="paper"):
+        m = torch.arange(n, dtype=torch.float32)
+        if pic == "naive":
+            return m / pic_ratio
+        if pic != "dynamic":
+            return m
+        initial, b = 4, n - 200
+        middle = (m >= initial) & (m < b)
+        if pic_layout == "paper":
+            return torch.where(middle, m / pic_ratio, m)
+        squeezed = torch.where(middle, initial + (m - initial) / pic_ratio, initial + (b - initial) / pic_ratio + (m - b))
+        return torch.where(m < initial, m, squeezed)
+
+    def nll(model, ids, variant):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids]), position_ids=positions(len(ids), **variant)[None]).logits[0]
+        return -torch.log_softmax(logits[:-1].double(), -1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+    tok = AutoTokenizer.from_pretrained(summary["model"])
+    ev_tok = AutoTokenizer.from_pretrained(meta["evaluator"])
+    ev_model = AutoModelForCausalLM.from_pretrained(meta["evaluator"]).eval()
+    texts = [json.loads(l)["report"] for l in (tmp_path / "synthetic_reports.jsonl").read_text().splitlines()]
+    ppl_docs = [tok(t)["input_ids"][:4096] for t in texts if len(tok(t)["input_ids"]) >= 256]
+    key_docs = []  # (evaluated ids without BOS, key mask of tokens 1..n-1): inside a key span of the evaluator
+    for t in texts:
+        assert 256 <= len(ev_tok(t)["input_ids"]) <= 4096  # selected, not cut
+        spans = find_key_tokens(t, ev_model, ev_tok, **{k: meta[k] for k in ("trunc_len", "sliding_window", "alpha", "beta")}).spans
+        enc = tok(t, add_special_tokens=False, return_offsets_mapping=True)
+        key_docs.append((enc["input_ids"], torch.tensor([any(a <= s and e <= b for a, b in spans)
+                                                         for s, e in enc["offset_mapping"][1:]])))
+    assert len(ppl_docs) == 2
+    for (name, variant), row in zip(VARIANTS, rows):
+        model = AutoModelForCausalLM.from_pretrained(summary["model"], dtype=torch.float32).eval()
+        if variant["pic"] == "ntk":
+            rotary = model.model.rotary_emb
+            d = 2 * rotary.inv_freq.numel()
+            base = model.config.rope_parameters["rope_theta"] * variant["pic_ratio"]
+            rotary.inv_freq.copy_(1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        doc_nll = [nll(model, ids, variant) for ids in ppl_docs]
+        key_nll = [nll(model, ids, variant)[is_key] for ids, is_key in key_docs]
+        n_key = sum(x.numel() for x in key_nll)
+        assert row["n_docs"] == 2 and row["n_tokens"] == sum(x.numel() for x in doc_nll) and row["n_key_tokens"] == n_key
+        assert row["ppl"] == pytest.approx(math.exp(sum(x.sum().item() for x in doc_nll) / row["n_tokens"]), rel=1e-4), name
+        assert row["longppl"] == pytest.approx(math.exp(sum(x.sum().item() for x in key_nll) / n_key), rel=1e-4), name
+    assert n_key > 0  # LongPPL was defined
     by_name = {r["variant"]: r["ppl"] for r in rows}
     assert by_name["naive s_cr=2"] != pytest.approx(by_name["vanilla"], rel=1e-4)
     assert len(list((tmp_path / "runs").glob("*/results_*.json"))) == len(VARIANTS)
@@ -221,20 +311,36 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     ev_tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(evaluated).eval()
     tok = AutoTokenizer.from_pretrained(evaluated)
-    key_nll = n_key = nll = n = 0.0
+    key_nll = n_key = nll = n = soft_nll = soft_weight = 0.0
     for text in texts:
         enc = ev_tok(text, return_offsets_mapping=True)
         text = text[: enc["offset_mapping"][599][1]] if len(enc["input_ids"]) > 600 else text
-        out = compute_longppl(text, model, tok, key_spans=find_key_tokens(text, ev_model, ev_tok, **settings))
+        key = find_key_tokens(text, ev_model, ev_tok, **settings)
+        out = compute_longppl(text, model, tok, key_spans=key)
         if out["n_key_token"]:
             key_nll += math.log(out["longppl"]) * out["n_key_token"]
             n_key += out["n_key_token"]
         nll += math.log(out["ppl"]) * (out["n_token"] - 1)
         n += out["n_token"] - 1
+        # LongPPL-soft by hand: each evaluated token (after the first) weighs the mean, over its characters,
+        # of the evaluator's min(exp(LSD), 5) (1 for its first trunc_len tokens, which have no LSD, and
+        # for a token covering no evaluator character); exp(weighted NLL sum / weight sum), pooled
+        char_weight = {}
+        for (a, b), lsd in zip(key.offsets, key.lsd):
+            for c in range(a, b):
+                char_weight[c] = 1.0 if lsd is None else (5.0 if lsd > math.log(5.0) else math.exp(lsd))
+        ev = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = torch.tensor([ev["input_ids"]])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), -1).gather(-1, ids[0, 1:, None])[:, 0]
+        for (a, b), token_lp in zip(ev["offset_mapping"][1:], lp.tolist()):
+            covered = [char_weight[c] for c in range(a, b) if c in char_weight]
+            weight = sum(covered) / len(covered) if covered else 1.0
+            soft_nll, soft_weight = soft_nll - weight * token_lp, soft_weight + weight
     assert got["n_key_tokens,none"] == n_key > 0 and got["n_tokens,none"] == n
     assert got["longppl,none"] == pytest.approx(math.exp(key_nll / n_key), rel=1e-4)
     assert got["ppl,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
-    assert got["longppl_soft,none"] > 1
+    assert got["longppl_soft,none"] == pytest.approx(math.exp(soft_nll / soft_weight), rel=1e-4)
 
 
 def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
