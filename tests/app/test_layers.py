@@ -9,7 +9,7 @@ import pytest
 
 from harness.devtools.layers import check, layer_of, rules, violations
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_tree_has_no_layer_violations():

@@ -12,7 +12,7 @@ import pytest
 from harness.data import babilong
 from harness.data.documents import MissingDataError
 from harness.metrics.babilong import TASK_LABELS, compare_answers
-from tests.test_ruler import run_lch_eval
+from tests.data.test_ruler import run_lch_eval
 
 
 def test_prompt_has_the_official_structure(tmp_path):

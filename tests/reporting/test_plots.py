@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.reporting.plots import (context_curves, context_figure, pic_figure, pic_points_from_runs,
                                      pic_points_from_samples, pic_series)
 from harness.reporting.runs import load_runs, split_labels
-from tests.test_reporting import write_run
+from tests.reporting.test_reporting import write_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
