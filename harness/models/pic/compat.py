@@ -6,7 +6,7 @@ attention forward that :mod:`harness.models.pic.attention` replaces, the cache l
 written against and tested on the versions in :data:`SUPPORTED_TRANSFORMERS`; :func:`apply_pic` calls
 :func:`check_transformers_version` first, so another version fails at once with a one-line error
 instead of computing something subtly different. Widen the range only after running
-tests/test_pic_model.py on the new version (and reading the diff of ``modeling_llama.py``,
+tests/models/test_pic_model.py on the new version (and reading the diff of ``modeling_llama.py``,
 ``modeling_mistral.py``, ``modeling_qwen2.py`` and ``cache_utils.py``).
 """
 
