@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -68,6 +69,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "dynamic_pic_decode.json"))
     args = parser.parse_args()
 
+    load_before = os.getloadavg()  # CPU timings on a shared machine are only comparable when it was quiet
     model = build_model(args.device, getattr(torch, args.dtype))
     ids = torch.randint(3, 32000, (1, args.prompt), generator=torch.Generator().manual_seed(1)).to(args.device)
     rows = {}
@@ -81,7 +83,8 @@ def main() -> None:
     result = {
         "setup": {**vars(args), "threads": torch.get_num_threads(), "torch": torch.__version__,
                   "machine": platform.processor() or platform.machine(),
-                  "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None},
+                  "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+                  "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}},
         "decode_tokens_per_s": rows,
         "ratios": {
             "shipped_vs_vanilla": rows["dynamic_shipped"] / rows["vanilla"],
