@@ -45,7 +45,6 @@ class HFPicLM(HFLM):
         pic_impl: str = DEFAULT_IMPL,
         **kwargs: Any,
     ) -> None:
-        check_model_path(pretrained)
         try:
             pic_ratio, pic_initial, pic_recent = float(pic_ratio), int(pic_initial), int(pic_recent)
         except (TypeError, ValueError):
@@ -54,6 +53,7 @@ class HFPicLM(HFLM):
         check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
         if pic_impl not in IMPLEMENTATIONS:
             raise UsageError(f"pic_impl {pic_impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+        check_model_path(pretrained)  # after the argument checks, still before loading
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
