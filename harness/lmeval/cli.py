@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from harness.lmeval.metadata import check_metadata
+from harness.lmeval.model_args import PREFLIGHT
 from harness.lmeval.plugin import register, tasks_path
 
 
@@ -40,7 +41,7 @@ def run_lm_eval(argv: list[str]) -> None:
     """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
     register()
     from lm_eval._cli.harness import HarnessCLI
-    from lm_eval.utils import setup_logging
+    from lm_eval.utils import setup_logging, simple_parse_args_string
 
     if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
         user = _user_include_path(argv)
@@ -55,6 +56,10 @@ def run_lm_eval(argv: list[str]) -> None:
             # TaskManager accepts a list: ours first, the user's after (later paths override).
             user = args.include_path or _config_include_path(getattr(args, "config", None))
             args.include_path = [tasks_path()] + ([user] if user else [])
+        preflight = PREFLIGHT.get(getattr(args, "model", None))
+        if preflight is not None:
+            model_args = args.model_args if isinstance(args.model_args, dict) else simple_parse_args_string(args.model_args or "")
+            preflight(dict(model_args or {}))
         if getattr(args, "metadata", None) and getattr(args, "tasks", None):
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks)
             check_metadata(args.metadata, [t.strip() for t in tasks if t.strip()], tasks_path())

@@ -30,7 +30,7 @@ from lm_eval.api.model import LM
 from tqdm import tqdm
 
 from harness.errors import UsageError
-from harness.lmeval.model_args import check_model_path
+from harness.lmeval.model_args import COMPRESSOR_OVERRIDES, check_compressor_args
 from harness.lmeval.response_cache import answer_with_cache
 
 
@@ -42,14 +42,8 @@ class CompressorLM(LM):
 
         from harness.models.compressor import Compressor, CompressorConfig
 
-        check_model_path(pretrained)
-        if checkpoint:
-            check_model_path(checkpoint, "checkpoint", local=True)
-        casts = {"chunk_size": int, "n_memory": int, "lora_r": int, "lora_alpha": int, "carrier": str, "layout": str}
-        unknown = set(overrides) - set(casts)
-        if unknown:
-            raise UsageError(f"compressor: unknown model args {sorted(unknown)}")
-        overrides = {k: casts[k](v) for k, v in overrides.items()}
+        check_compressor_args({"pretrained": pretrained, "checkpoint": checkpoint, **overrides})
+        overrides = {k: COMPRESSOR_OVERRIDES[k](v) for k, v in overrides.items()}
         base = AutoModelForCausalLM.from_pretrained(pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto")
         self.tokenizer = AutoTokenizer.from_pretrained(pretrained)
         if checkpoint:

@@ -22,13 +22,12 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from harness.errors import UsageError
-from harness.lmeval.model_args import check_model_path
+from harness.lmeval.model_args import check_hf_pic_args
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import lsm_direct, lsm_overlap
-from harness.models.pic import DEFAULT_IMPL, IMPLEMENTATIONS, apply_pic
+from harness.models.pic import DEFAULT_IMPL, apply_pic
 from harness.models.scoring import left_pad, score_tokens
 from harness.positions.defaults import PIC_DEFAULTS
-from harness.positions.pic import check_pic_args
 
 
 class HFPicLM(HFLM):
@@ -45,15 +44,9 @@ class HFPicLM(HFLM):
         pic_impl: str = DEFAULT_IMPL,
         **kwargs: Any,
     ) -> None:
-        try:
-            pic_ratio, pic_initial, pic_recent = float(pic_ratio), int(pic_initial), int(pic_recent)
-        except (TypeError, ValueError):
-            raise UsageError(f"pic_ratio must be a number and pic_initial / pic_recent integers; got {pic_ratio!r}, "
-                             f"{pic_initial!r}, {pic_recent!r}") from None
-        check_pic_args(pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout)  # before loading
-        if pic_impl not in IMPLEMENTATIONS:
-            raise UsageError(f"pic_impl {pic_impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
-        check_model_path(pretrained)  # after the argument checks, still before loading
+        pic_ratio, pic_initial, pic_recent = check_hf_pic_args(  # before loading
+            {"pretrained": pretrained, "pic": pic, "pic_ratio": pic_ratio, "pic_initial": pic_initial,
+             "pic_recent": pic_recent, "pic_layout": pic_layout, "pic_impl": pic_impl})
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
