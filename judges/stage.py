@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 from harness.data.documents import read_jsonl
 from harness.data.longform import load_hellobench_weights
+from harness.data.run_files import judgements_path
 from harness.errors import DataFormatError, MissingDataError, UsageError
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
@@ -42,7 +43,6 @@ from harness.metrics.generation import (
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
-JUDGEMENTS_PREFIX = "judgements_"  # judgements_<task>_<date>.jsonl beside samples_<task>_<date>.jsonl
 
 
 @dataclass
@@ -169,13 +169,6 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
     quality = longbench_write_quality([p for p in filled if p is not None])
     s_l = sum(it["length_score"] for it in items) / len(items)
     return {"quality": quality, "score": longbench_write_total(s_l, quality), "length_score": s_l, "n_valid": n_valid}
-
-
-def judgements_path(samples_file: str | Path) -> Path:
-    """``judgements_<task>_<date>.jsonl`` beside ``samples_<task>_<date>.jsonl``."""
-    path = Path(samples_file)
-    name = path.name[len("samples_"):] if path.name.startswith("samples_") else path.name
-    return path.with_name(JUDGEMENTS_PREFIX + name)
 
 
 def judge_samples_file(

@@ -113,8 +113,7 @@ def key_tokens_for_texts(
 
 def key_token_settings(metadata: dict) -> dict:
     """K, d, alpha, beta from task metadata, the paper's defaults (:data:`KEY_TOKEN_DEFAULTS`) otherwise."""
-    types = {"trunc_len": int, "sliding_window": int, "alpha": float, "beta": float}
-    return {k: types[k](metadata.get(k, v) if metadata.get(k) is not None else v) for k, v in KEY_TOKEN_DEFAULTS.items()}
+    return {k: type(v)(v if metadata.get(k) is None else metadata[k]) for k, v in KEY_TOKEN_DEFAULTS.items()}
 
 
 def attach_key_tokens(docs: list[dict], metadata: dict) -> list[dict]:

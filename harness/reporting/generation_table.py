@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.data.run_files import judgements_path
 from harness.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.runs import model_args_of
@@ -28,7 +29,7 @@ def _latest(folder: Path, pattern: str) -> Path:
 
 def read_judgements(samples_file: Path) -> dict[Any, float | None]:
     """Per-sample judged quality by ``doc_id`` from the judgements file beside ``samples_file``."""
-    path = samples_file.with_name("judgements_" + samples_file.name[len("samples_"):])
+    path = judgements_path(samples_file)
     if not path.exists():
         raise MissingDataError(f"no judgements for {samples_file}: run `lch judge {samples_file} --judge-base-url URL "
                                 "--judge-model NAME` first (answers are cached, so judged samples are not re-asked)")

@@ -14,7 +14,6 @@ from typing import Any
 
 from harness.errors import DataFormatError
 
-
 _NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
 
 

@@ -168,18 +168,25 @@ def test_longbench_write_varying_grades_give_the_mean_of_sample_qualities(tmp_pa
                       "length_score": pytest.approx(50.0), "n_valid": 5}
 
 
-def test_policy_drop_leaves_an_unparsed_sample_out(tmp_path):
-    """Sample 2's reply does not parse: out of S_q (the mean of the 4 others), n_valid 4; S_l still over
-    all 5 samples; quality None in the judgements file."""
+def judge_with_sample_2_unparsable(tmp_path, policy: str) -> dict:
+    """`judge_samples_file` over the five LongBench-Write samples, sample 2's reply unparsable; policies
+    drop and zero ask each sample once."""
     def grade(prompt: str, body: dict) -> str:
         i = marker(prompt)
         return UNPARSABLE if i == 2 else longbench_write_reply(LBW_GRADES[i])
 
     with CannedJudge(grade=grade) as canned:
         samples = write_samples(tmp_path / "samples_longbench_write_1.jsonl",
-                                lbw_items(tmp_path, judge_settings(canned, tmp_path, "drop")))
+                                lbw_items(tmp_path, judge_settings(canned, tmp_path, policy)))
         out = judge_samples_file(samples)
-        assert canned.requests == 5  # policy drop asks once
+        assert canned.requests == 5
+    return out
+
+
+def test_policy_drop_leaves_an_unparsed_sample_out(tmp_path):
+    """Sample 2's reply does not parse: out of S_q (the mean of the 4 others), n_valid 4; S_l still over
+    all 5 samples; quality None in the judgements file."""
+    out = judge_with_sample_2_unparsable(tmp_path, "drop")
     s_q = (LBW_Q[0] + LBW_Q[1] + LBW_Q[3] + LBW_Q[4]) / 4  # (50 + 25 + 58.33 + 50) / 4 = 45.83
     assert out["n_valid"] == 4 and out["n_total"] == 5
     assert out["quality"] == pytest.approx(s_q) and out["length_score"] == pytest.approx(50.0)
@@ -192,15 +199,7 @@ def test_policy_drop_leaves_an_unparsed_sample_out(tmp_path):
 def test_policy_zero_scores_an_unparsed_sample_as_the_lowest_grade(tmp_path):
     """Sample 2's reply does not parse: scored 1 on every dimension (quality 0) and kept in the mean;
     n_valid counts the 4 parsed samples."""
-    def grade(prompt: str, body: dict) -> str:
-        i = marker(prompt)
-        return UNPARSABLE if i == 2 else longbench_write_reply(LBW_GRADES[i])
-
-    with CannedJudge(grade=grade) as canned:
-        samples = write_samples(tmp_path / "samples_longbench_write_1.jsonl",
-                                lbw_items(tmp_path, judge_settings(canned, tmp_path, "zero")))
-        out = judge_samples_file(samples)
-        assert canned.requests == 5  # policy zero asks once
+    out = judge_with_sample_2_unparsable(tmp_path, "zero")
     s_q = (LBW_Q[0] + LBW_Q[1] + 0.0 + LBW_Q[3] + LBW_Q[4]) / 5  # 183.33 / 5 = 36.67
     assert out["n_valid"] == 4 and out["n_total"] == 5
     assert out["quality"] == pytest.approx(s_q) and out["score"] == pytest.approx((50 + s_q) / 2)

@@ -19,6 +19,7 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -95,6 +96,13 @@ class LchTask(ConfigurableTask):
     def task_metadata(self) -> dict:
         return dict(self.config.metadata or {})
 
+    @functools.cached_property
+    def max_length(self) -> int:
+        """The evaluated model's max length, resolved as lm-eval's HF model does."""
+        from harness.data.prompt_length import model_max_length
+
+        return model_max_length(self.task_metadata)
+
     def process_document(self, doc: dict, results: list) -> dict:
         scorer = self._yaml_scorer or self.score_document
         return {**scorer(doc, results), **self.extra_document_metrics(doc, results)}
@@ -120,7 +128,7 @@ class LchTask(ConfigurableTask):
         if not isinstance(ctx, str):
             return
         if getattr(self, "_counter", None) is None:
-            from harness.data.prompt_length import PromptCounter, load_tokenizer, model_max_length, tokenizer_name
+            from harness.data.prompt_length import PromptCounter, load_tokenizer, tokenizer_name
 
             self._prompt_tokens: dict[str, int] = {}
             name = tokenizer_name(self.task_metadata)
@@ -130,7 +138,6 @@ class LchTask(ConfigurableTask):
                     self._warned = True
                 return
             self._counter = PromptCounter(load_tokenizer(name))
-            self._max_length = model_max_length(self.task_metadata)
         self._prompt_tokens[doc_key(doc)] = self._counter.count_rendered([ctx])[0]
 
     def honesty(self, doc: dict) -> dict:
@@ -140,7 +147,7 @@ class LchTask(ConfigurableTask):
         if n is None:
             return {}
         budget = self.generation_budget()
-        out = {"prompt_tokens": n, "over_length": int(n + budget > self._max_length)}
+        out = {"prompt_tokens": n, "over_length": int(n + budget > self.max_length)}
         if self.TARGETED and doc.get("prompt_budget"):
             out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
         return out

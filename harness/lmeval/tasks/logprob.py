@@ -26,11 +26,7 @@ class TokenLogprobTask(LchTask):
         return [HONESTY_METRICS[1]]
 
     def extra_document_metrics(self, doc: dict, results: list) -> dict:
-        from harness.data.prompt_length import model_max_length
-
-        if not hasattr(self, "_max_length"):
-            self._max_length = model_max_length(self.task_metadata)
-        return {"over_length": int(len(results[0]["token_ids"]) > self._max_length)}
+        return {"over_length": int(len(results[0]["token_ids"]) > self.max_length)}
 
     def request_options(self, doc: dict) -> dict:
         meta = self.task_metadata
