@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.conftest import SHARED_DATA
 
 BIN = Path(sys.executable).parent
 REPORT = "The committee reviewed the program and its budget in detail over several sessions. " * 40
@@ -30,6 +29,8 @@ def data(tmp_path_factory) -> dict[str, Path]:
         "samples_bad": ("samples_longbench_write_1.jsonl", "not a samples file\n"),
         "samples_unjudged": ("samples_ppl_govreport_1.jsonl", json.dumps({"doc_id": 0, "ppl": [1.0, 2]}) + "\n"),
         "baseline_bad": ("baseline.json", "{not json"),
+        "lbw": ("lbw.jsonl", json.dumps({"prompt": "Write a 3000-word report on rivers.", "type": "Report",
+                                         "length": 3000}) + "\n"),
     }
     out = {}
     for key, (name, text) in files.items():
@@ -102,7 +103,7 @@ def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("babilong-length", _eval(f"pretrained={tiny}", "lch_babilong_qa1", {"lengths": ["1500"]}),
          r"BABILong lengths are multiples of 1024 tokens"),
         ("judge-policy", _eval(f"pretrained={tiny}", "longbench_write",
-                               {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+                               {"longbench_write_data": str(d["lbw"]),
                                 "limit_docs": 1, "max_gen_toks": 2, "judge_base_url": "http://127.0.0.1:9/v1",
                                 "judge_model": "m", "judge_policy": "lenient"}),
          r"judge_policy 'lenient' is unknown; allowed: drop, zero, rejudge"),

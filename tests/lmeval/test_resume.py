@@ -15,8 +15,6 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import CachingLM
 
-from tests.conftest import SHARED_DATA
-
 BIN = Path(sys.executable).parent
 
 
@@ -81,12 +79,14 @@ def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
     assert again == first
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
 def test_lch_eval_killed_and_restarted(tiny_model_dir, tmp_path):
     """A real `lch eval` of a generation task, SIGKILLed once some generations are stored, restarted with
     the same command: it reports the stored ones as cached and generates only the rest."""
     db_prefix = tmp_path / "cache" / "lbw"
-    meta = {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"), "limit_docs": 4,
+    data = tmp_path / "lbw.jsonl"  # LongBench-Write rows (the task keeps required lengths > 2000)
+    data.write_text("".join(json.dumps({"prompt": f"Write a 3000-word report on topic {i}.", "type": "Report",
+                                        "length": 3000}) + "\n" for i in range(4)))
+    meta = {"longbench_write_data": str(data), "limit_docs": 4,
             "max_gen_toks": 48}
     cmd = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
            "--device", "cpu", "--batch_size", "1", "--tasks", "longbench_write", "--use_cache", str(db_prefix),
