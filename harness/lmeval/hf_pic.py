@@ -4,9 +4,16 @@
 
 * ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
   ``pic_initial`` (l_ic); ``pic_recent`` (l_rc); ``pic_layout=paper|contiguous``;
-  ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: :data:`harness.positions.defaults.PIC_DEFAULTS`.
+  ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: the variant file (below), else
+  :data:`harness.positions.defaults.PIC_DEFAULTS`.
+* ``rope_base=`` gives the model that RoPE base (``none``: its own) before any PIC variant.
 * ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
   applied to the model under the adapter.
+* A trained variant's ``lch_variant.json`` (in the ``peft`` folder, else the ``pretrained`` folder) sets
+  the defaults of the PIC and RoPE args: the inference it was trained for is applied unless a model arg
+  says otherwise (each override is logged as a warning; ``pic=none`` is the paper's standard inference).
+  What was applied is recorded in the results (``config.lch_inference`` / ``lch_variant`` /
+  ``lch_evaluated_as``).
 
 Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus
 ``token_logprobs`` (see :meth:`HFPicLM.token_logprobs`), ``lsm`` (see :meth:`HFPicLM.lsm`) and
@@ -15,19 +22,22 @@ Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
+from harness.data.variants import evaluated_as, inference_words
 from harness.errors import UsageError
 from harness.lmeval.model_args import check_hf_pic_args
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import lsm_direct, lsm_overlap
-from harness.models.pic import DEFAULT_IMPL, apply_pic
+from harness.models.pic import DEFAULT_IMPL, apply_pic, set_rope_base
 from harness.models.scoring import left_pad, score_tokens
-from harness.positions.defaults import PIC_DEFAULTS
+
+log = logging.getLogger(__name__)
 
 
 class HFPicLM(HFLM):
@@ -36,17 +46,25 @@ class HFPicLM(HFLM):
     def __init__(
         self,
         pretrained: Any,
-        pic: str = PIC_DEFAULTS["method"],
-        pic_ratio: float = PIC_DEFAULTS["ratio"],
-        pic_initial: int = PIC_DEFAULTS["initial"],
-        pic_recent: int = PIC_DEFAULTS["recent"],
-        pic_layout: str = PIC_DEFAULTS["layout"],
+        pic: str | None = None,
+        pic_ratio: float | None = None,
+        pic_initial: int | None = None,
+        pic_recent: int | None = None,
+        pic_layout: str | None = None,
+        rope_base: float | str | None = None,
         pic_impl: str = DEFAULT_IMPL,
         **kwargs: Any,
     ) -> None:
-        pic_ratio, pic_initial, pic_recent = check_hf_pic_args(  # before loading
-            {"pretrained": pretrained, "pic": pic, "pic_ratio": pic_ratio, "pic_initial": pic_initial,
-             "pic_recent": pic_recent, "pic_layout": pic_layout, "pic_impl": pic_impl})
+        resolved = check_hf_pic_args(  # before loading
+            {"pretrained": pretrained, "peft": kwargs.get("peft"), "pic": pic, "pic_ratio": pic_ratio,
+             "pic_initial": pic_initial, "pic_recent": pic_recent, "pic_layout": pic_layout,
+             "rope_base": rope_base, "pic_impl": pic_impl})
+        self.variant, inference = resolved["variant"], resolved["inference"]
+        for override in resolved["overrides"]:
+            log.warning("model_arg %s overrides the variant file of %s (%s)", override,
+                        kwargs.get("peft") or pretrained, self.variant.describe())
+        if self.variant is not None:
+            log.info("variant %s: evaluating with %s", self.variant.describe(), inference_words(inference))
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
@@ -55,11 +73,22 @@ class HFPicLM(HFLM):
             # shared GPU) every process would otherwise evaluate everything. Split there too.
             self._rank = accelerator.process_index
             self._world_size = accelerator.num_processes
-        self.pic = pic
-        if pic != "none":
-            apply_pic(
-                self.model, pic, pic_ratio, int(pic_initial), int(pic_recent), pic_layout, pic_impl
-            )
+        self.inference = inference
+        self.pic = inference["pic"]
+        if inference["rope_base"] is not None:
+            set_rope_base(self.model, inference["rope_base"])
+        if self.pic != "none":
+            apply_pic(self.model, self.pic, inference["pic_ratio"], inference["pic_initial"], inference["pic_recent"],
+                      inference["pic_layout"], inference["pic_impl"])
+
+    def get_model_info(self) -> dict:
+        """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings
+        in force), ``lch_variant`` (the checkpoint's variant file, if any) and ``lch_evaluated_as`` (words)."""
+        info = super().get_model_info()
+        info["lch_inference"] = dict(self.inference)
+        info["lch_variant"] = self.variant.to_json() if self.variant is not None else None
+        info["lch_evaluated_as"] = evaluated_as(self.variant, self.inference)
+        return info
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if self.pic != "dynamic":

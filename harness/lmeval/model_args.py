@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.data.variants import INFERENCE_KEYS, read_variant, standard_inference
 from harness.errors import MissingDataError, UsageError
 from harness.models.pic import IMPLEMENTATIONS
-from harness.positions.defaults import PIC_DEFAULTS
-from harness.positions.pic import check_pic_args
+from harness.positions.defaults import check_pic_args
 
 
 def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -> None:
@@ -23,21 +23,39 @@ def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -
                                "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
 
 
-def check_hf_pic_args(args: dict) -> tuple[float, int, int]:
-    """Validate hf-pic's PIC args (then the model folder); returns ``(ratio, initial, recent)`` as numbers."""
-    ratio, initial, recent = (args.get(k, PIC_DEFAULTS[d]) for k, d in
-                              (("pic_ratio", "ratio"), ("pic_initial", "initial"), ("pic_recent", "recent")))
-    try:
-        ratio, initial, recent = float(ratio), int(initial), int(recent)
-    except (TypeError, ValueError):
-        raise UsageError(f"pic_ratio must be a number and pic_initial / pic_recent integers; got {ratio!r}, "
-                         f"{initial!r}, {recent!r}") from None
-    check_pic_args(args.get("pic", PIC_DEFAULTS["method"]), ratio, initial, recent, args.get("pic_layout", PIC_DEFAULTS["layout"]))
+def check_hf_pic_args(args: dict) -> dict[str, Any]:
+    """Validate hf-pic's inference args (then the model folder) and resolve them against the variant file
+    (``lch_variant.json``) of the adapter (``peft=``) or the model folder: explicit args win, key by key,
+    then the variant's, then the standard inference. Returns ``{"inference": {...}, "variant": Variant |
+    None, "overrides": ["pic=none (variant: dynamic)", ...]}``; ``inference`` has the keys of
+    :data:`harness.data.variants.INFERENCE_KEYS` plus ``pic_impl``."""
+    explicit = {k: args[k] for k in INFERENCE_KEYS if args.get(k) is not None}
+    for key, kind, what in (("pic_ratio", float, "a number"), ("pic_initial", int, "an integer"),
+                            ("pic_recent", int, "an integer"), ("rope_base", float, "a number or none")):
+        if key not in explicit:
+            continue
+        if key == "rope_base" and str(explicit[key]).lower() == "none":
+            explicit[key] = None
+            continue
+        try:
+            explicit[key] = kind(explicit[key])
+        except (TypeError, ValueError):
+            raise UsageError(f"{key} must be {what}; got {explicit[key]!r}") from None
+    if explicit.get("rope_base") is not None and explicit["rope_base"] <= 0:
+        raise UsageError(f"rope_base must be > 0, got {explicit['rope_base']}")
+    for key in ("pretrained", "peft"):
+        check_model_path(args.get(key), key)
+    variant = read_variant(args.get("peft")) or read_variant(args.get("pretrained"))
+    base = variant.inference if variant else standard_inference()
+    inference = {**base, **explicit}
+    check_pic_args(inference["pic"], inference["pic_ratio"], inference["pic_initial"], inference["pic_recent"],
+                   inference["pic_layout"])
     impl = args.get("pic_impl", "cached")
     if impl not in IMPLEMENTATIONS:
         raise UsageError(f"pic_impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
-    check_model_path(args.get("pretrained"))
-    return ratio, initial, recent
+    overrides = [f"{k}={explicit[k]} (variant: {base[k]})" for k in explicit
+                 if variant is not None and explicit[k] != base[k]]
+    return {"inference": {**inference, "pic_impl": impl}, "variant": variant, "overrides": overrides}
 
 
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}

@@ -12,12 +12,16 @@ Dynamic PIC re-positions cached keys at every step, which vLLM's paged attention
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from harness.data.variants import evaluated_as
 from harness.errors import UsageError
-from harness.positions.defaults import PIC_DEFAULTS
+from harness.lmeval.model_args import check_hf_pic_args
 from harness.positions.pic import check_pic_args, ntk_base
+
+log = logging.getLogger(__name__)
 
 try:  # lm-eval's vLLM module imports vllm at import time
     from lm_eval.models.vllm_causallms import VLLM as _Base
@@ -69,21 +73,48 @@ def _read_hf_config(pretrained: str) -> dict:
     return AutoConfig.from_pretrained(pretrained).to_dict()
 
 
-class VLLMPicLM(_Base):
-    """lm-eval ``vllm`` with ``pic=none|naive|ntk`` and ``pic_ratio`` in ``--model_args``."""
+def with_rope_base(hf_config: dict, base: float | None) -> dict:
+    """The config dict with RoPE base ``base`` (unchanged for ``None``)."""
+    if base is None:
+        return hf_config
+    return {**hf_config, "rope_parameters": {**rope_parameters(hf_config), "rope_theta": float(base)}}
 
-    def __init__(
-        self, pretrained: str, pic: str = PIC_DEFAULTS["method"], pic_ratio: float = PIC_DEFAULTS["ratio"], **kwargs: Any
-    ) -> None:
-        overrides = vllm_pic_overrides(_read_hf_config(pretrained), pic, float(pic_ratio)) if pic != "none" else {}
+
+class VLLMPicLM(_Base):
+    """lm-eval ``vllm`` with ``pic=none|naive|ntk``, ``pic_ratio`` and ``rope_base`` in ``--model_args``;
+    a variant file (``lch_variant.json``) in ``lora_local_path`` or ``pretrained`` sets their defaults as
+    in ``hf-pic``."""
+
+    def __init__(self, pretrained: str, pic: str | None = None, pic_ratio: float | None = None,
+                 rope_base: float | str | None = None, **kwargs: Any) -> None:
+        resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), "pic": pic,
+                                      "pic_ratio": pic_ratio, "rope_base": rope_base})
+        inference, variant = resolved["inference"], resolved["variant"]
+        for override in resolved["overrides"]:
+            log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
+        if variant is not None and inference["pic"] == "dynamic":
+            raise UsageError(f"this checkpoint is {variant.describe()}, which expects Dynamic PIC; vLLM cannot run it: "
+                             "use --model hf-pic, or pass pic=none for standard inference")
+        config = with_rope_base(_read_hf_config(pretrained), inference["rope_base"])
+        overrides = vllm_pic_overrides(config, inference["pic"], inference["pic_ratio"])
+        if not overrides and inference["rope_base"] is not None:
+            overrides = {"rope_parameters": config["rope_parameters"]}
         if _VLLM_ERROR is not None:
             raise ImportError(
                 "vllm-pic needs vLLM on a GPU machine: pip install -e '.[vllm]' (or use --model hf-pic)"
             ) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
-        self.pic = pic
+        self.pic, self.inference, self.variant = inference["pic"], inference, variant
         super().__init__(pretrained=pretrained, **kwargs)
+
+    def get_model_info(self) -> dict:
+        """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""
+        info = super().get_model_info() if hasattr(super(), "get_model_info") else {}
+        info["lch_inference"] = dict(self.inference)
+        info["lch_variant"] = self.variant.to_json() if self.variant is not None else None
+        info["lch_evaluated_as"] = evaluated_as(self.variant, self.inference)
+        return info
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
         """The ``generate_long`` request of :class:`harness.lmeval.hf_pic.HFPicLM` on vLLM:

@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.reporting.runs import Run, latest_per_configuration
 
-FIXED = ["model", "checkpoint", "model_args", "date"]
+FIXED = ["model", "checkpoint", "variant", "model_args", "date"]
 
 
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None) -> tuple[list[str], list[dict]]:
@@ -37,7 +37,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         runs = have + [r for r in runs if sort_by not in r.metrics]
     rows = []
     for run in runs:
-        row = {"model": run.model, "checkpoint": run.checkpoint, "model_args": json.dumps(run.model_args, sort_keys=True),
+        row = {"model": run.model, "checkpoint": run.checkpoint, "variant": run.variant, "model_args": json.dumps(run.model_args, sort_keys=True),
                "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")}
         for m in metrics:
             row[m] = repr(run.metrics[m]) if m in run.metrics else ""

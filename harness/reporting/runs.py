@@ -30,6 +30,7 @@ class Run:
     metrics: dict[str, float] = field(default_factory=dict)
     stderrs: dict[str, float] = field(default_factory=dict)
     higher_is_better: dict[str, bool] = field(default_factory=dict)
+    variant: str = ""  # what was evaluated, in words (``config.lch_evaluated_as`` written by hf-pic / vllm-pic)
 
     @property
     def key(self) -> str:
@@ -103,7 +104,8 @@ def read_run(path: str | Path) -> Run:
         raise RunError(f"{path}: no 'results' object (not an lm-eval results file)")
     config = data.get("config") or {}
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
-              float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime))
+              float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
+              variant=str(config.get("lch_evaluated_as") or ""))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

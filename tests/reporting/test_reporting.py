@@ -12,11 +12,14 @@ import pytest
 from harness.cli import main
 
 
-def write_run(folder: Path, model_args: dict, date: float, results: dict, directions: dict) -> Path:
+def write_run(folder: Path, model_args: dict, date: float, results: dict, directions: dict,
+              evaluated_as: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"results_{date}.json"
-    path.write_text(json.dumps({"results": results, "higher_is_better": directions, "date": date,
-                                "config": {"model": "hf-pic", "model_args": model_args}}))
+    config = {"model": "hf-pic", "model_args": model_args}
+    if evaluated_as is not None:  # hf-pic writes it (results of older versions have none)
+        config["lch_evaluated_as"] = evaluated_as
+    path.write_text(json.dumps({"results": results, "higher_is_better": directions, "date": date, "config": config}))
     return path
 
 
@@ -31,7 +34,8 @@ def runs(tmp_path):
                                               "lch_ruler": {"len_4096,none": 50.0, "len_4096_stderr,none": 2.0}}, DIRS)
     write_run(tmp_path / "b", vanilla, 200.0, {"ppl_govreport": {"ppl,none": 5.5},
                                               "lch_ruler": {"len_4096,none": 60.0, "len_4096_stderr,none": 1.5}}, DIRS)
-    write_run(tmp_path / "c", dyn, 150.0, {"ppl_govreport": {"ppl,none": 7.25}}, DIRS)  # no RULER: empty cells
+    write_run(tmp_path / "c", dyn, 150.0, {"ppl_govreport": {"ppl,none": 7.25}}, DIRS,  # no RULER: empty cells
+              evaluated_as="Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)")
     return tmp_path
 
 
@@ -45,7 +49,7 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     assert main(["leaderboard", str(runs / "a"), str(runs / "b"), str(runs / "c"), "-o", str(out),
                  "--sort", "ppl_govreport/ppl"]) == 0
     rows = read_csv(out)
-    assert list(rows[0]) == ["model", "checkpoint", "model_args", "date", "lch_ruler/len_4096",
+    assert list(rows[0]) == ["model", "checkpoint", "variant", "model_args", "date", "lch_ruler/len_4096",
                              "lch_ruler/len_4096_stderr", "ppl_govreport/ppl"]
     # run a is superseded by the later run b of the same configuration; sorted by ppl, lower first
     assert [(r["model_args"], r["ppl_govreport/ppl"], r["lch_ruler/len_4096"], r["lch_ruler/len_4096_stderr"]) for r in rows] == [
@@ -53,6 +57,7 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
         (json.dumps({"pic": "dynamic", "pic_ratio": 2, "pretrained": "m"}, sort_keys=True), "7.25", "", ""),
     ]
     assert rows[0]["checkpoint"] == "m" and rows[0]["date"] == "1970-01-01 00:03:20"
+    assert [r["variant"] for r in rows] == ["", "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)"]
     md = out.with_suffix(".md").read_text().splitlines()
     assert md[0].startswith("| model | checkpoint") and len(md) == 4
     page = out.with_suffix(".html").read_text()

@@ -32,7 +32,7 @@ from harness.positions.pic import check_pic_args
 
 __all__ = [
     "DEFAULT_IMPL", "IMPLEMENTATIONS", "SUPPORTED_MODEL_TYPES", "SUPPORTED_TRANSFORMERS", "PicSettings",
-    "UnsupportedTransformersError", "apply_pic", "pic_settings", "remove_pic",
+    "UnsupportedTransformersError", "apply_pic", "pic_settings", "remove_pic", "rope_base", "set_rope_base",
 ]
 
 _ATTR = "_lch_pic"  # set on the unwrapped model while PIC is applied
@@ -70,6 +70,26 @@ def remove_pic(model: nn.Module) -> nn.Module:
         for undo in reversed(installed.undo):
             undo()
         delattr(base, _ATTR)
+    return model
+
+
+def rope_base(model: nn.Module) -> float:
+    """The RoPE base the model's rotary embedding uses now (NTK-aware PIC not counted)."""
+    from harness.models.pic.rope import rope_base_of
+
+    return rope_base_of(_decoder(unwrap_model(model)).rotary_emb)  # NTK's patch works on a config copy
+
+
+def set_rope_base(model: nn.Module, base: float) -> nn.Module:
+    """Give the model RoPE base ``base`` for good (as if loaded with ``rope_theta = base``); a PIC
+    variant applied afterwards (e.g. NTK-aware PIC multiplies it) works on top of it. Apply it before
+    :func:`apply_pic`. Returns ``model``."""
+    from harness.models.pic.rope import set_rope_base as rebuild
+
+    base_model = unwrap_model(model)
+    if getattr(base_model, _ATTR, None) is not None:
+        raise UsageError("set the RoPE base before applying PIC (remove_pic first)")
+    rebuild(_decoder(base_model).rotary_emb, float(base))
     return model
 
 

@@ -52,3 +52,24 @@ def patch_ntk(rotary: nn.Module, ratio: float) -> Callable[[], None]:
         rotary.inv_freq, rotary.original_inv_freq, rotary.attention_scaling = saved
 
     return undo
+
+
+def rope_base_of(rotary: nn.Module) -> float:
+    """The RoPE base ``b`` the rotary embedding was built with (its config's ``rope_theta``)."""
+    return float(rotary.config.rope_parameters["rope_theta"])
+
+
+def set_rope_base(rotary: nn.Module, base: float) -> None:
+    """Rebuild the rotary embedding with RoPE base ``base``, permanently: the model then behaves as if it
+    had been loaded with ``rope_theta = base`` (the config is updated too, so a saved full checkpoint
+    carries it). LongRecipe and other context extensions train and evaluate at a larger base."""
+    if not base > 0:
+        raise ValueError(f"rope base must be > 0, got {base}")
+    params = dict(rotary.config.rope_parameters)
+    params["rope_theta"] = float(base)
+    rotary.config.rope_parameters = params
+    device = rotary.inv_freq.device
+    inv_freq, scaling = rope_init_function(rotary)(rotary.config, device=device)
+    rotary.inv_freq = inv_freq.to(device=device, dtype=rotary.inv_freq.dtype)
+    rotary.original_inv_freq = rotary.inv_freq.clone()
+    rotary.attention_scaling = scaling
