@@ -23,8 +23,9 @@ os.environ.setdefault("LCH_MODELS", str(models_root()))
 
 def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
     """A 2-layer model of the given architecture with random weights, in eval mode, fp32."""
-    from harness.models.tiny import tiny_config
     from transformers import AutoModelForCausalLM
+
+    from harness.models.tiny import tiny_config
 
     config = tiny_config(arch, vocab_size=97, hidden=64, layers=2, heads=4, kv_heads=2, max_positions=4096)
     for key, value in overrides.items():

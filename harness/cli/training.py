@@ -1,11 +1,21 @@
-"""``lch train-compressor``: pretrain (AE + LM) or fine-tune (QA) a soft-prompt compressor (paper 003)."""
+"""``lch train <recipe>`` (trained variants: PIC-SFT, LongCE, LSM-regularised, LongRecipe; ``merge``) and
+``lch train-compressor`` (paper 003's soft-prompt compressors)."""
 
 from __future__ import annotations
 
 import argparse
 
+RECIPE_HELP = {
+    "pic-sft": "SFT with Position ID Compression (paper 000): --pic naive|ntk|dynamic, or none for plain SFT",
+    "sft": "plain SFT on instruction data (the control of PIC-SFT)",
+    "longce": "LongCE (paper 004): CE re-weighted by the model's own long-context gain",
+    "lsm-reg": "CE + lambda * long-short misalignment (paper 001)",
+    "longrecipe": "LongRecipe (paper 002): impactful sentences at skip positions; --stage replay; then `merge`",
+}
+
 
 def add(sub: argparse._SubParsersAction) -> None:
+    add_train(sub)
     # Defaults (None here) come from CompressorConfig / TrainSettings (paper 003, Table 8), not repeated.
     trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor",
                              description="Unset options take paper 003's values (Table 8; L 510, |M| 102, LoRA 128/256) "
@@ -33,6 +43,106 @@ def add(sub: argparse._SubParsersAction) -> None:
     trainer.add_argument("--device", default="cpu")
     trainer.add_argument("--seed", type=int)
     trainer.set_defaults(handler=run)
+
+
+def add_train(sub: argparse._SubParsersAction) -> None:
+    train = sub.add_parser("train", help="train a variant (pic-sft, sft, longce, lsm-reg, longrecipe) or merge",
+                           description="Writes an adapter (or full model) with lch_variant.json, which `lch eval "
+                                       "--model hf-pic` applies. Recipes and defaults: docs/training.md.")
+    recipes = train.add_subparsers(dest="recipe", metavar="RECIPE", required=True)
+    for name, text in RECIPE_HELP.items():
+        p = recipes.add_parser(name, help=text, description=text + ". Unset optimiser options take the recipe's "
+                                                                     "paper defaults (docs/training.md).")
+        _common_options(p)
+        if name in ("pic-sft", "sft"):
+            p.add_argument("--segment-length", type=int, default=256, help="Dynamic PIC-SFT segment (tokens)")
+            p.add_argument("--prompt-field", default="instruction")
+            p.add_argument("--response-field", default="response")
+            p.add_argument("--no-chat-template", dest="chat_template", action="store_false",
+                           help="plain 'prompt\\n\\nanswer' instead of the tokenizer's chat template")
+        if name == "longce":
+            p.add_argument("--gamma", type=float, default=5.0)
+            p.add_argument("--short-context", type=int, default=4096, help="K: tokens of the short context")
+            p.add_argument("--sliding-window", type=int, default=1024, help="d: step of the short windows")
+        if name == "lsm-reg":
+            p.add_argument("--lam", type=float, default=0.1, help="lambda of the misalignment term")
+            p.add_argument("--context-length", type=int, default=512, help="L: window length")
+            p.add_argument("--delta", type=int, help="offset of the second window (default L/4)")
+        if name == "longrecipe":
+            p.add_argument("--stage", default="extend", choices=["extend", "replay"])
+            p.add_argument("--target-length", type=int, help="L^: the context the positions cover")
+            p.add_argument("--train-length", type=int, help="tokens kept per example (default 30%% of L^)")
+            p.add_argument("--max-skip", type=int, help="M: skips drawn from 0..M (default: spread over L^)")
+            p.add_argument("--top-fraction", type=float, default=0.2)
+            p.add_argument("--extended-model", help="H' of the impactful-token analysis (default: base at --rope-base)")
+            p.add_argument("--init", help="adapter to continue (the replay stage)")
+        p.set_defaults(handler=run_train)
+    merge = recipes.add_parser("merge", help="merge a tuned model with its original (paper 002 Eq. 8)")
+    merge.add_argument("--base", required=True, help="the original model")
+    merge.add_argument("--tuned", required=True, help="the tuned adapter or checkpoint folder")
+    merge.add_argument("--output", required=True)
+    merge.add_argument("--weights", type=float, nargs=2, default=[0.5, 0.5], metavar=("L1", "L2"),
+                       help="weights of the original and the tuned model (default 0.5 0.5)")
+    merge.add_argument("--dtype", default="float32")
+    merge.set_defaults(handler=run_merge)
+
+
+def _common_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="base HF model (folder or hub name)")
+    p.add_argument("--data", required=True, help="local .jsonl / .json / .txt / folder, or an HF dataset name")
+    p.add_argument("--output", required=True, help="folder for the adapter, checkpoints and loss log")
+    p.add_argument("--split", default="train", help="split of an HF dataset")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--pic", default="none", choices=["none", "naive", "ntk", "dynamic"])
+    p.add_argument("--pic-ratio", type=float, help="s_cr (naive/dynamic, default 2) or s_rr (ntk, default 16)")
+    p.add_argument("--pic-initial", type=int, help="l_ic (default 10, paper 000's PIC-SFT)")
+    p.add_argument("--pic-recent", type=int, help="l_rc (default 600, paper 000's PIC-SFT)")
+    p.add_argument("--pic-layout", default="paper", choices=["paper", "contiguous"])
+    p.add_argument("--rope-base", type=float, help="train (and evaluate) at this RoPE base")
+    p.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut)")
+    p.add_argument("--seq-len", type=int, default=1024, help="text chunk length (longce, replay)")
+    p.add_argument("--heldout", type=float, default=0.1, help="fraction of rows held out for the loss before/after")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--warmup", type=float, help="< 1: ratio of the steps; >= 1: steps")
+    p.add_argument("--epochs", type=float)
+    p.add_argument("--max-steps", type=int, default=-1, help="stop after this many optimiser steps")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    p.add_argument("--lora-r", type=int, default=8)
+    p.add_argument("--lora-alpha", type=int, default=16)
+    p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
+    p.add_argument("--save-steps", type=int, default=50)
+    p.add_argument("--log-steps", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output")
+    p.add_argument("--quiet", dest="progress", action="store_false", help="no progress bars")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
+    from harness.train.config import TrainConfig
+    from harness.train.run import train_recipe
+
+    names = {f.name for f in fields(TrainConfig)}
+    cfg = TrainConfig(**{k: v for k, v in vars(args).items() if k in names})
+    summary = train_recipe(cfg)
+    before, after = summary["heldout_loss_before"], summary["heldout_loss_after"]
+    heldout = f"held-out loss {before:.4f} -> {after:.4f}" if before is not None else "no held-out rows"
+    print(f"{summary['variant']}: {summary['steps']} steps in {summary['train_seconds']:.0f} s, {heldout}; "
+          f"saved {summary['output']}")
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from harness.train.merge import merge
+
+    out = merge(args.base, args.tuned, args.output, tuple(args.weights), args.dtype)
+    print(f"merged {args.weights[0]:g} x {args.base} + {args.weights[1]:g} x {args.tuned} -> {out}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

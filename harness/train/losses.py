@@ -3,6 +3,7 @@
 * LongCE (paper 004, Eq. 6-7): ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)`` with
   ``I_soft = min(exp(LSD_theta(x_i)), gamma)`` estimated by the model being trained (no gradient through
   the weights), LSD from the same short windows as LongPPL; targets before ``K`` weigh 1.
+* masked CE (SFT, PIC-SFT, LongRecipe): the mean of ``-log P`` over the target tokens of a padded batch.
 * LSM regulariser (paper 001): ``L = L_CE + lambda * L_misalign``, ``L_misalign`` the mean SCE between the
   next-token distributions of two length-``L`` windows offset by ``delta`` tokens, over the overlapping
   positions whose two context lengths both lie in ``[ceil(L/2), L]``.
@@ -17,6 +18,7 @@ from harness.metrics.lsm import length_range, sce
 from harness.models.longppl import long_short_logprobs
 from harness.models.scoring import target_logprobs
 from harness.models.unwrap import unwrap_model
+from harness.positions.pic import positions_from_mask
 
 
 def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
@@ -27,6 +29,22 @@ def token_nll(model, input_ids: torch.Tensor) -> torch.Tensor:
     """``-log P(x_t | x_<t)`` for targets ``1 .. T-1`` of ``input_ids`` [B, T], with gradients
     (the chunked fp32 scoring of :func:`harness.models.scoring.target_logprobs`). Returns ``[B, T-1]``."""
     return -target_logprobs(model, _hidden(model, input_ids), input_ids)
+
+
+def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
+               position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sum of -log P(x_t | x_<t), number of targets)`` over the targets ``t >= 1`` with ``loss_mask`` and
+    ``attention_mask`` set, for a padded batch ``[B, T]``; with gradients. Position ids default to each
+    row's own ``0 .. n-1`` (from the mask); they are always passed with the mask (a PIC patch on the
+    model changes what the rotary embedding makes of them)."""
+    if position_ids is None:
+        position_ids, _ = positions_from_mask(attention_mask)
+    hidden = unwrap_model(model).get_decoder()(
+        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+    ).last_hidden_state
+    logprobs = target_logprobs(model, hidden, input_ids)
+    mask = (loss_mask[:, 1:] * attention_mask[:, 1:]).to(logprobs.dtype)
+    return -(logprobs * mask).sum(), mask.sum()
 
 
 def longce_weights(
@@ -72,4 +90,4 @@ def lsm_regularized_loss(
     logits_a = head(_hidden(model, window_a)[:, l2 + delta - 1])
     logits_b = head(_hidden(model, window_b)[:, l2 - 1])
     misalign = sce(logits_a, logits_b).mean()
-    return ce + lam * misalign, {"ce": float(ce), "misalign": float(misalign)}
+    return ce + lam * misalign, {"ce": ce.item(), "misalign": misalign.item()}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.data.documents import MissingDataError
 from harness.judges.client import JudgeCache, JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
-from harness.data.documents import MissingDataError
 from tests.conftest import SHARED_DATA
 from tests.judge_servers import FaultyProxy, ServedModel, judge_model
 

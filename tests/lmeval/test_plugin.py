@@ -6,8 +6,8 @@ from lm_eval.api.registry import get_model
 from lm_eval.models.huggingface import HFLM
 
 from harness.lmeval.hf_pic import HFPicLM
-from harness.lmeval.vllm_pic import VLLMPicLM
 from harness.lmeval.plugin import register
+from harness.lmeval.vllm_pic import VLLMPicLM
 
 
 def test_register_adds_our_models_and_keeps_builtins():

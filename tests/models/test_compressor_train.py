@@ -92,11 +92,9 @@ def test_train_then_evaluate_under_dpl_and_epl(tiny_model_dir, tmp_path):
     assert (tmp_path / "pre" / "adapter_config.json").exists() and (tmp_path / "pre" / "compressor_embeddings.pt").exists()
     subprocess.run([str(BIN / "lch"), "train-compressor", *common, "--stage", "finetune", "--init", str(tmp_path / "pre"),
                     "--output", str(tmp_path / "ft"), "--mrqa-data", str(SAMPLE)], check=True, capture_output=True)
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-
-    from transformers import AutoModelForCausalLM
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)  # completion = the text's tokens after the first half
     texts = synthetic_reports(2, 60, seed=0)

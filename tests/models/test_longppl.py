@@ -8,9 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness.data.synthetic import synthetic_reports
-from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
 from harness.data.span_files import read_span_file, write_span_file
+from harness.data.synthetic import synthetic_reports
 from harness.metrics.longppl import (
     KeyTokens,
     document_stats,
@@ -20,6 +19,7 @@ from harness.metrics.longppl import (
     soft_token_weights,
     summarize,
 )
+from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
 from harness.models.longppl import compute_longppl, find_key_tokens
 from harness.models.tiny import build_tiny_model
 

@@ -6,6 +6,9 @@ import math
 import numpy as np
 import pytest
 
+from harness.data.longform import load_hellobench_weights
+from harness.data.words import nltk_length
+from harness.judges.parsing import parse_checklist_judgement
 from harness.metrics.generation import (
     corrupted_ratio,
     distinct_n,
@@ -23,9 +26,6 @@ from harness.metrics.generation import (
     shared_clean_average,
     shows_repetition,
 )
-from harness.data.longform import load_hellobench_weights
-from harness.data.words import nltk_length
-from harness.judges.parsing import parse_checklist_judgement
 from tests.conftest import SHARED_DATA
 
 HELLO = SHARED_DATA / "hellobench"

@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.reporting.plots import (context_curves, context_figure, pic_figure, pic_points_from_runs,
-                                     pic_points_from_samples, pic_series)
+from harness.reporting.plots import (
+    context_curves,
+    context_figure,
+    pic_figure,
+    pic_points_from_runs,
+    pic_points_from_samples,
+    pic_series,
+)
 from harness.reporting.runs import load_runs, split_labels
 from tests.reporting.test_reporting import write_run
 

@@ -1,0 +1,324 @@
+"""``lch train <recipe>``: load the model, build the recipe's examples, train with transformers' ``Trainer``
+(LoRA through peft, or full fine-tuning), and save weights + ``lch_variant.json`` + a loss log.
+
+The positions the model trains with are the inference the variant expects: PIC is applied to the model
+(:func:`harness.models.pic.apply_pic`) and the RoPE base set (:func:`harness.models.pic.set_rope_base`)
+before training, exactly as ``hf-pic`` does before evaluating; LongRecipe passes its own position ids.
+
+The ``Trainer`` is used, not a hand-written loop, for what it already does: optimiser and schedule,
+gradient accumulation, progress bar, checkpoints every ``save_steps`` that ``--resume`` continues from
+(optimizer, scheduler and RNG state included), and multi-GPU data parallel under ``accelerate launch``.
+Only ``compute_loss`` is ours (the recipe's loss, fp32 log-softmax chunk by chunk).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from tqdm import tqdm
+from transformers import Trainer, TrainerCallback, TrainingArguments
+
+from harness.data.variants import Variant, read_variant, write_variant
+from harness.errors import UsageError
+from harness.train.config import TrainConfig, check_config, expected_inference
+from harness.train.examples import (
+    dynamic_sft_examples,
+    encode_instruction,
+    require,
+    sft_examples,
+    split_heldout,
+    text_chunks,
+)
+from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll
+
+LOSS_LOG = "loss_log.jsonl"
+SUMMARY = "training_summary.json"
+
+
+class ExampleDataset(torch.utils.data.Dataset):
+    def __init__(self, examples: list[dict]):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.examples[i]
+
+
+def collate(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask``, ``loss_mask`` and ``position_ids`` (each row's own
+    ``0 .. n-1`` unless the example carries position ids)."""
+    width = max(len(r["input_ids"]) for r in rows)
+    out = {name: torch.zeros(len(rows), width, dtype=torch.long)
+           for name in ("input_ids", "attention_mask", "loss_mask", "position_ids")}
+    out["input_ids"].fill_(pad_id)
+    for b, row in enumerate(rows):
+        n = len(row["input_ids"])
+        out["input_ids"][b, :n] = torch.tensor(row["input_ids"])
+        out["attention_mask"][b, :n] = 1
+        out["loss_mask"][b, :n] = torch.tensor(row["loss_mask"])
+        out["position_ids"][b, :n] = torch.tensor(row.get("position_ids") or list(range(n)))
+    return out
+
+
+def recipe_loss(cfg: TrainConfig) -> Callable[[Any, dict], tuple[torch.Tensor, dict[str, float]]]:
+    """The recipe's training loss on a collated batch: ``(loss, parts to log)``."""
+    if cfg.recipe == "longce":
+        return lambda model, b: (longce_loss(model, b["input_ids"], cfg.short_context, cfg.sliding_window, cfg.gamma), {})
+    if cfg.recipe == "lsm-reg":
+        return lambda model, b: lsm_regularized_loss(model, b["input_ids"], cfg.context_length, cfg.delta, cfg.lam)
+
+    def ce(model, b):
+        total, count = masked_nll(model, b["input_ids"], b["attention_mask"], b["loss_mask"], b["position_ids"])
+        return total / count.clamp(min=1), {}
+
+    return ce
+
+
+class RecipeTrainer(Trainer):
+    """``Trainer`` whose loss is the recipe's; extra loss parts (e.g. ``ce`` / ``misalign``) are logged."""
+
+    def __init__(self, *args: Any, loss_fn: Callable, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.loss_fn = loss_fn
+        self._parts: dict[str, list[float]] = {}
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, parts = self.loss_fn(model, inputs)
+        for k, v in parts.items():
+            self._parts.setdefault(k, []).append(float(v))
+        return (loss, None) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        if "loss" in logs:
+            for k, values in self._parts.items():
+                logs[k] = sum(values) / len(values)
+            self._parts = {}
+        super().log(logs, *args, **kwargs)
+
+
+class VariantCallback(TrainerCallback):
+    """Writes the loss log line by line and the variant file into every checkpoint (so any checkpoint
+    is evaluated with the right inference)."""
+
+    def __init__(self, output: Path, variant: Variant):
+        self.output, self.variant = output, variant
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if logs and "loss" in logs and state.is_world_process_zero:
+            with (self.output / LOSS_LOG).open("a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + "\n")
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            write_variant(self.output / f"checkpoint-{state.global_step}", self.variant)
+
+
+@torch.no_grad()
+def heldout_loss(model, examples: list[dict], pad_id: int, progress: bool = False) -> float | None:
+    """Token-weighted mean ``-log P`` of the held-out examples' targets, under the training positions
+    (CE only: the recipes' extra terms are not part of it, so every recipe is compared on the same scale)."""
+    if not examples:
+        return None
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0.0
+    for ex in tqdm(examples, disable=not progress, desc="Held-out loss"):
+        b = {k: v.to(device) for k, v in collate([ex], pad_id).items()}
+        s, n = masked_nll(model, b["input_ids"], b["attention_mask"], b["loss_mask"], b["position_ids"])
+        total, count = total + float(s), count + float(n)
+    model.train(was_training)
+    return total / count if count else None
+
+
+def load_model(cfg: TrainConfig):
+    """The model (eval mode, as loaded) and tokenizer, with the RoPE base set."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.pic import set_rope_base
+
+    try:
+        dtype = getattr(torch, cfg.dtype)
+    except AttributeError:
+        raise UsageError(f"--dtype {cfg.dtype!r} is not a torch dtype (float32, bfloat16, float16)") from None
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if cfg.rope_base is not None:
+        set_rope_base(model, cfg.rope_base)
+    return model, tokenizer
+
+
+def add_adapter(model, cfg: TrainConfig):
+    if cfg.full:
+        return model
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if cfg.init:
+        return PeftModel.from_pretrained(model, cfg.init, is_trainable=True)
+    targets = [t.strip() for t in cfg.lora_targets.split(",") if t.strip()]
+    return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
+                                            target_modules=targets, task_type="CAUSAL_LM"))
+
+
+def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list[dict], dict]:
+    """``(train, heldout, summary)`` examples of the recipe (rows are split before examples are cut, so
+    no held-out text is trained on). LongRecipe's analysis may set the model's RoPE base."""
+    from harness.data.documents import load_documents
+    from harness.data.instructions import load_rows
+
+    info: dict[str, Any] = {}
+    if cfg.recipe in ("sft", "pic-sft"):
+        rows = load_rows(cfg.data, cfg.split)
+        train_rows, held_rows = split_heldout(rows, cfg.heldout, cfg.seed)
+
+        def make(rows_: list[dict], offset: int) -> list[dict]:
+            out = []
+            for i, row in enumerate(rows_):
+                prompt, answer = encode_instruction(tokenizer, row, f"{cfg.data} row {offset + i}", cfg.chat_template,
+                                                    cfg.prompt_field, cfg.response_field)
+                if cfg.pic == "dynamic":
+                    out += dynamic_sft_examples(prompt, answer, cfg.segment_length, cfg.max_length)
+                else:
+                    out += sft_examples(prompt, answer, cfg.max_length)
+            return out
+
+        train, held = make(train_rows, 0), make(held_rows, 0)
+        info.update(rows=len(rows), heldout_rows=len(held_rows))
+        return require(train, f"{cfg.data} gave no instruction example (prompts longer than --max-length?)"), held, info
+
+    texts = [d["text"] for d in load_documents(data_files=cfg.data, text_field=cfg.text_field)] \
+        if Path(cfg.data).expanduser().exists() else [r[cfg.text_field] for r in load_rows(cfg.data, cfg.split)]
+    train_texts, held_texts = split_heldout(texts, cfg.heldout, cfg.seed)
+    info.update(rows=len(texts), heldout_rows=len(held_texts))
+    enc = lambda ts: [tokenizer(t, add_special_tokens=False)["input_ids"][: cfg.max_length] for t in ts]  # noqa: E731
+    if cfg.recipe == "longce":
+        length = cfg.seq_len
+    elif cfg.recipe == "lsm-reg":
+        length = cfg.context_length + cfg.delta
+    elif cfg.stage == "replay":
+        length = cfg.seq_len
+    else:
+        return longrecipe_split(cfg, tokenizer, model, train_texts, held_texts, info)
+    train, held = text_chunks(enc(train_texts), length), text_chunks(enc(held_texts), length)
+    return require(train, f"no text in {cfg.data} has {length} tokens (lower --seq-len / --context-length)"), held, info
+
+
+def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts, info) -> tuple[list, list, dict]:
+    """LongRecipe's examples: impactful-token analysis between the base (H) and the extended model (H':
+    ``--extended-model``, else the base at ``--rope-base``), then sentences at skip positions."""
+    from harness.models.pic import rope_base, set_rope_base
+    from harness.train.impactful import document_logits, longrecipe_examples, tokenized_documents
+
+    if cfg.extended_model is None and cfg.rope_base is None:
+        raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
+                         "--rope-base (the extended RoPE base) or --extended-model")
+    train_docs = tokenized_documents(tokenizer, train_texts, cfg.max_length)
+    held_docs = tokenized_documents(tokenizer, held_texts, cfg.max_length)
+    docs = train_docs + held_docs
+    train_length = cfg.train_length or max(2, int(0.3 * cfg.target_length))  # paper 002: 30 % of L^
+    extended_base = rope_base(model)
+    if cfg.rope_base is not None:  # the model came with the extended base: score H at the original one
+        from transformers import AutoConfig
+
+        set_rope_base(model, AutoConfig.from_pretrained(cfg.model).rope_parameters["rope_theta"])
+    base_logits = document_logits(model, docs, "Impactful tokens (base H)", cfg.progress)
+    if cfg.rope_base is not None:
+        set_rope_base(model, extended_base)
+    if cfg.extended_model:
+        from transformers import AutoModelForCausalLM
+
+        extended = AutoModelForCausalLM.from_pretrained(cfg.extended_model, dtype=next(model.parameters()).dtype)
+        extended_logits = document_logits(extended, docs, "Impactful tokens (extended H')", cfg.progress)
+        del extended
+    else:
+        extended_logits = document_logits(model, docs, "Impactful tokens (extended H')", cfg.progress)
+    n = len(train_docs)
+    common = dict(train_length=train_length, target_length=cfg.target_length, max_skip=cfg.max_skip,
+                  fraction=cfg.top_fraction, seed=cfg.seed)
+    train, summary = longrecipe_examples(train_docs, base_logits[:n], extended_logits[:n], **common)
+    held, _ = longrecipe_examples(held_docs, base_logits[n:], extended_logits[n:], anchors=summary.pop("anchors"), **common)
+    info.update(summary, train_length=train_length)
+    return require(train, "no LongRecipe example (no sentence with an impactful token fits --train-length)"), held, info
+
+
+def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
+    """Run ``lch train``; returns (and writes as ``training_summary.json``) what happened."""
+    cfg = check_config(cfg)
+    output = Path(cfg.output).expanduser()
+    init_variant = read_variant(cfg.init) if cfg.init else None
+    if init_variant is not None and cfg.rope_base is None:
+        cfg.rope_base = init_variant.inference.get("rope_base")
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_model(cfg)
+    train, held, info = build_examples(cfg, tokenizer, model)
+    model = add_adapter(model, cfg)
+    if cfg.pic != "none":
+        from harness.models.pic import apply_pic
+
+        apply_pic(model, cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout)
+    variant = Variant(base_model=cfg.model, recipe=cfg.recipe, settings={**cfg.settings(), **cfg.extra},
+                      inference=expected_inference(cfg))
+    if init_variant is not None:
+        variant.settings["init"] = {"path": cfg.init, "recipe": init_variant.recipe}
+    pad_id = tokenizer.pad_token_id
+    before = heldout_loss(model, held, pad_id, cfg.progress)
+
+    has_checkpoint = any(output.glob("checkpoint-*"))
+    if output.exists() and not cfg.resume and (has_checkpoint or (output / LOSS_LOG).exists()):
+        raise UsageError(f"{output} holds an earlier training run: add --resume to continue it, or pick a new --output")
+    output.mkdir(parents=True, exist_ok=True)
+    args = TrainingArguments(
+        output_dir=str(output), per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.default("lr"), warmup_steps=cfg.default("warmup"), num_train_epochs=cfg.default("epochs"),
+        max_steps=cfg.max_steps, weight_decay=cfg.default("weight_decay"),
+        adam_beta1=cfg.default("betas")[0], adam_beta2=cfg.default("betas")[1],
+        logging_steps=cfg.log_steps, save_steps=cfg.save_steps, save_total_limit=2, report_to="none",
+        remove_unused_columns=False, seed=cfg.seed, disable_tqdm=not cfg.progress,
+        use_cpu=not torch.cuda.is_available(), bf16=cfg.dtype == "bfloat16" and torch.cuda.is_available(),
+        dataloader_num_workers=0,
+    )
+    trainer = RecipeTrainer(model=model, args=args, train_dataset=ExampleDataset(train),
+                            data_collator=lambda rows: collate(rows, pad_id), loss_fn=recipe_loss(cfg),
+                            callbacks=[VariantCallback(output, variant)])
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=True if cfg.resume and has_checkpoint else None)
+    seconds = time.perf_counter() - start
+    after = heldout_loss(model, held, pad_id, cfg.progress)
+
+    if trainer.is_world_process_zero():
+        (model.save_pretrained if not cfg.full else _save_full(model))(str(output))
+        tokenizer.save_pretrained(str(output))
+        write_variant(output, variant)
+    losses = [json.loads(line)["loss"] for line in (output / LOSS_LOG).read_text().splitlines()] \
+        if (output / LOSS_LOG).exists() else []
+    summary = {
+        "recipe": cfg.recipe, "variant": variant.describe(), "output": str(output),
+        "train_examples": len(train), "heldout_examples": len(held), "data": info,
+        "steps": trainer.state.global_step, "train_seconds": round(seconds, 2),
+        "steps_per_second": round(trainer.state.global_step / seconds, 4) if seconds else None,
+        "train_loss": result.training_loss, "first_logged_loss": losses[0] if losses else None,
+        "last_logged_loss": losses[-1] if losses else None,
+        "heldout_loss_before": before, "heldout_loss_after": after,
+        "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 3) if torch.cuda.is_available() else None,
+    }
+    if trainer.is_world_process_zero():
+        (output / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _save_full(model) -> Callable[[str], None]:
+    """Full fine-tuning saves the plain HF model (PIC patches are forward overrides, never saved)."""
+    from harness.models.unwrap import unwrap_model
+
+    return unwrap_model(model).save_pretrained
+

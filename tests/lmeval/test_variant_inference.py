@@ -1,0 +1,90 @@
+"""A trained variant is evaluated with the inference it was trained for: ``hf-pic`` reads the adapter's
+``lch_variant.json``, explicit model args override it with a warning, and the results record it."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import random
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.data.synthetic import synthetic_reports
+from harness.lmeval.hf_pic import HFPicLM
+from harness.models.pic import PicSettings, pic_settings, rope_base
+from harness.train.config import TrainConfig
+from harness.train.run import train_recipe
+
+
+@pytest.fixture(scope="module")
+def adapters(tiny_model_dir, tmp_path_factory):
+    """A Dynamic PIC-SFT adapter (s_cr 2, l_ic 4, l_rc 16) and a LongRecipe one (RoPE base 40000), one step each."""
+    root = tmp_path_factory.mktemp("variants")
+    rng = random.Random(1)
+    words = "the agency reviewed funding and costs of each program in the report".split()
+    text = lambda n: " ".join(rng.choice(words) for _ in range(n)) + "."  # noqa: E731
+    (root / "inst.jsonl").write_text("".join(json.dumps({"instruction": f"Report {i}.", "response": text(80)}) + "\n"
+                                             for i in range(4)))
+    (root / "texts.jsonl").write_text("".join(json.dumps({"text": " ".join(text(9) for _ in range(20))}) + "\n"
+                                              for _ in range(3)))
+    common = dict(model=str(tiny_model_dir), max_steps=1, heldout=0.0, progress=False, lr=1e-2)
+    train_recipe(TrainConfig(recipe="pic-sft", data=str(root / "inst.jsonl"), output=str(root / "dyn"), pic="dynamic",
+                             pic_ratio=2.0, pic_initial=4, pic_recent=16, segment_length=32, **common))
+    train_recipe(TrainConfig(recipe="longrecipe", data=str(root / "texts.jsonl"), output=str(root / "lr"),
+                             target_length=1024, rope_base=40000.0, **common))
+    return root
+
+
+def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, adapters, caplog):
+    lm = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), device="cpu")
+    assert pic_settings(lm.model) == PicSettings("dynamic", 2.0, 4, 16, "paper", "cached")
+    assert lm.get_model_info()["lch_evaluated_as"] == "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)"
+
+    with caplog.at_level(logging.WARNING, logger="harness.lmeval.hf_pic"):
+        plain = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), pic="none", device="cpu")
+    assert pic_settings(plain.model) is None  # the paper's standard inference of a PIC-SFT model
+    assert plain.get_model_info()["lch_evaluated_as"] == ("Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16), "
+                                                          "evaluated with standard inference")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"model_arg pic=none (variant: dynamic) overrides the variant file of {adapters / 'dyn'} "
+        "(Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16))"]
+
+    other = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), pic_ratio="3", device="cpu")
+    assert pic_settings(other.model) == PicSettings("dynamic", 3.0, 4, 16, "paper", "cached")  # one key overridden
+
+    longrecipe = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "lr"), device="cpu")
+    assert rope_base(longrecipe.model) == 40000.0 and pic_settings(longrecipe.model) is None
+
+
+def _ppl_run(tiny_model_dir, docs: Path, out: Path, model_args: str) -> dict:
+    meta = {"data_files": str(docs), "min_tokens": 60, "max_tokens": 120, "num_docs": 2}
+    assert main(["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},{model_args}",
+                 "--device", "cpu", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
+                 "--output_path", str(out)]) == 0
+    files = glob.glob(str(out / "**" / "results_*.json"), recursive=True)
+    assert len(files) == 1
+    return json.loads(Path(files[0]).read_text())
+
+
+def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 150, seed=3)))
+    adapter = adapters / "dyn"
+    auto = _ppl_run(tiny_model_dir, docs, tmp_path / "auto", f"peft={adapter}")
+    explicit = _ppl_run(tiny_model_dir, docs, tmp_path / "explicit",
+                        f"peft={adapter},pic=dynamic,pic_ratio=2,pic_initial=4,pic_recent=16")
+    plain = _ppl_run(tiny_model_dir, docs, tmp_path / "plain", f"peft={adapter},pic=none")
+    ppl = lambda r: r["results"]["ppl_govreport"]["ppl,none"]  # noqa: E731
+    assert ppl(auto) == ppl(explicit) != ppl(plain)
+    config = auto["config"]
+    assert config["lch_evaluated_as"] == "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)"
+    assert {k: config["lch_inference"][k] for k in ("pic", "pic_ratio", "pic_initial", "pic_recent")} == \
+        {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 16}
+    assert config["lch_variant"]["recipe"] == "pic-sft"
+    assert plain["config"]["lch_inference"]["pic"] == "none"
+    assert main(["leaderboard", str(tmp_path / "auto"), str(tmp_path / "plain"), "-o", str(tmp_path / "board.csv")]) == 0
+    board = (tmp_path / "board.csv").read_text()
+    assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board
