@@ -67,8 +67,8 @@ def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:
 
 
 def split_heldout(rows: list, fraction: float, seed: int) -> tuple[list, list]:
-    """``(train, heldout)``: ``ceil``-free, seeded row split; at least one held-out row when ``fraction > 0``
-    and there are two rows or more."""
+    """``(train, heldout)``: a seeded split, ``round(fraction * n)`` rows held out (at least one when ``fraction > 0``
+    and there are two rows or more)."""
     if fraction <= 0 or len(rows) < 2:
         return list(rows), []
     order = list(range(len(rows)))

@@ -84,10 +84,11 @@ def lsm_regularized_loss(
         raise UsageError(f"sequences need at least L + delta = {hi + delta} tokens, got {input_ids.shape[1]}")
     window_a = input_ids[:, :hi]
     window_b = input_ids[:, delta : delta + hi]
-    ce = token_nll(model, window_a).mean()
+    hidden_a = _hidden(model, window_a)  # one forward of A serves its CE and its distributions
+    ce = -target_logprobs(model, hidden_a, window_a).mean()
     head = unwrap_model(model).get_output_embeddings()
     l2 = torch.arange(lo, hi - delta + 1, device=input_ids.device)  # context length in B; l1 = l2 + delta
-    logits_a = head(_hidden(model, window_a)[:, l2 + delta - 1])
+    logits_a = head(hidden_a[:, l2 + delta - 1])
     logits_b = head(_hidden(model, window_b)[:, l2 - 1])
     misalign = sce(logits_a, logits_b).mean()
     return ce + lam * misalign, {"ce": ce.item(), "misalign": misalign.item()}

@@ -14,16 +14,17 @@ Only ``compute_loss`` is ours (the recipe's loss, fp32 log-softmax chunk by chun
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from tqdm import tqdm
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from harness.data.variants import Variant, read_variant, write_variant
-from harness.errors import UsageError
+from harness.errors import DataFormatError, UsageError
 from harness.train.config import TrainConfig, check_config, expected_inference
 from harness.train.examples import (
     dynamic_sft_examples,
@@ -148,6 +149,8 @@ def load_model(cfg: TrainConfig):
     except AttributeError:
         raise UsageError(f"--dtype {cfg.dtype!r} is not a torch dtype (float32, bfloat16, float16)") from None
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    if torch.cuda.is_available():  # this process's GPU (under `accelerate launch`, one per process)
+        model.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -177,12 +180,12 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
     info: dict[str, Any] = {}
     if cfg.recipe in ("sft", "pic-sft"):
         rows = load_rows(cfg.data, cfg.split)
-        train_rows, held_rows = split_heldout(rows, cfg.heldout, cfg.seed)
+        train_rows, held_rows = split_heldout(list(range(len(rows))), cfg.heldout, cfg.seed)
 
-        def make(rows_: list[dict], offset: int) -> list[dict]:
+        def make(indices: list[int]) -> list[dict]:
             out = []
-            for i, row in enumerate(rows_):
-                prompt, answer = encode_instruction(tokenizer, row, f"{cfg.data} row {offset + i}", cfg.chat_template,
+            for i in indices:
+                prompt, answer = encode_instruction(tokenizer, rows[i], f"{cfg.data} row {i}", cfg.chat_template,
                                                     cfg.prompt_field, cfg.response_field)
                 if cfg.pic == "dynamic":
                     out += dynamic_sft_examples(prompt, answer, cfg.segment_length, cfg.max_length)
@@ -190,12 +193,17 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
                     out += sft_examples(prompt, answer, cfg.max_length)
             return out
 
-        train, held = make(train_rows, 0), make(held_rows, 0)
+        train, held = make(train_rows), make(held_rows)
         info.update(rows=len(rows), heldout_rows=len(held_rows))
         return require(train, f"{cfg.data} gave no instruction example (prompts longer than --max-length?)"), held, info
 
-    texts = [d["text"] for d in load_documents(data_files=cfg.data, text_field=cfg.text_field)] \
-        if Path(cfg.data).expanduser().exists() else [r[cfg.text_field] for r in load_rows(cfg.data, cfg.split)]
+    if Path(cfg.data).expanduser().exists():
+        texts = [d["text"] for d in load_documents(data_files=cfg.data, text_field=cfg.text_field)]
+    else:
+        rows = load_rows(cfg.data, cfg.split)
+        if any(not isinstance(r.get(cfg.text_field), str) for r in rows):
+            raise DataFormatError(f"{cfg.data}: rows need a text field {cfg.text_field!r} (use --text-field)")
+        texts = [r[cfg.text_field] for r in rows]
     train_texts, held_texts = split_heldout(texts, cfg.heldout, cfg.seed)
     info.update(rows=len(texts), heldout_rows=len(held_texts))
     enc = lambda ts: [tokenizer(t, add_special_tokens=False)["input_ids"][: cfg.max_length] for t in ts]  # noqa: E731
@@ -288,6 +296,8 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     trainer = RecipeTrainer(model=model, args=args, train_dataset=ExampleDataset(train),
                             data_collator=lambda rows: collate(rows, pad_id), loss_fn=recipe_loss(cfg),
                             callbacks=[VariantCallback(output, variant)])
+    if not cfg.progress:  # --quiet: no per-step dicts on stdout either (the loss log keeps them)
+        trainer.remove_callback(PrinterCallback)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
