@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--only", help="comma-separated run names")
     parser.add_argument("--work", default="/tmp/lch-train-bench")
+    parser.add_argument("--table-only", action="store_true", help="rebuild the table from the saved runs")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.model is None:
@@ -95,7 +96,7 @@ def main() -> None:
     if args.child:
         child(args.child, args.model, args.steps, work)
         return
-    names = args.only.split(",") if args.only else list(RUNS)
+    names = [] if args.table_only else args.only.split(",") if args.only else list(RUNS)
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     runs = dict(previous.get("runs", {}))
     for name in names:
@@ -114,7 +115,8 @@ def main() -> None:
         if name not in runs:
             continue
         r = runs[name]
-        row = {"run": name, "variant": r["variant"], "steps": r["steps"], "steps_per_s": r["steps_per_second"],
+        variant = "plain CE (LongCE with K = seq_len: weights 1)" if name.startswith("ce_") else r["variant"]
+        row = {"run": name, "variant": variant, "steps": r["steps"], "steps_per_s": r["steps_per_second"],
                "peak_rss_gb": r["peak_rss_gb"], "heldout_before": r["heldout_loss_before"],
                "heldout_after": r["heldout_loss_after"], "train_s": r["train_seconds"], "reference": ref}
         if ref and ref in runs:

@@ -43,16 +43,16 @@ def check_hf_pic_args(args: dict) -> dict[str, Any]:
             raise UsageError(f"{key} must be {what}; got {explicit[key]!r}") from None
     if explicit.get("rope_base") is not None and explicit["rope_base"] <= 0:
         raise UsageError(f"rope_base must be > 0, got {explicit['rope_base']}")
+    given = {**standard_inference(), **explicit}  # the args' own values first, before any file is read
+    check_pic_args(given["pic"], given["pic_ratio"], given["pic_initial"], given["pic_recent"], given["pic_layout"])
+    impl = args.get("pic_impl", "cached")
+    if impl not in IMPLEMENTATIONS:
+        raise UsageError(f"pic_impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
     for key in ("pretrained", "peft"):
         check_model_path(args.get(key), key)
     variant = read_variant(args.get("peft")) or read_variant(args.get("pretrained"))
     base = variant.inference if variant else standard_inference()
-    inference = {**base, **explicit}
-    check_pic_args(inference["pic"], inference["pic_ratio"], inference["pic_initial"], inference["pic_recent"],
-                   inference["pic_layout"])
-    impl = args.get("pic_impl", "cached")
-    if impl not in IMPLEMENTATIONS:
-        raise UsageError(f"pic_impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+    inference = {**base, **explicit}  # each key valid on its own (the file is checked when read)
     overrides = [f"{k}={explicit[k]} (variant: {base[k]})" for k in explicit
                  if variant is not None and explicit[k] != base[k]]
     return {"inference": {**inference, "pic_impl": impl}, "variant": variant, "overrides": overrides}

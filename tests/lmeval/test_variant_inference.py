@@ -48,7 +48,7 @@ def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, ad
     assert pic_settings(plain.model) is None  # the paper's standard inference of a PIC-SFT model
     assert plain.get_model_info()["lch_evaluated_as"] == ("Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16), "
                                                           "evaluated with standard inference")
-    assert [r.getMessage() for r in caplog.records] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "harness.lmeval.hf_pic"] == [
         f"model_arg pic=none (variant: dynamic) overrides the variant file of {adapters / 'dyn'} "
         "(Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16))"]
 
