@@ -59,8 +59,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from harness.models.pic import apply_pic, remove_pic
-from harness.models.unwrap import unwrap_model  # noqa: E402
 from harness.models.scoring import hidden_states, score_tokens  # noqa: E402
+from harness.models.unwrap import unwrap_model  # noqa: E402
 
 SHARED = ROOT.parent / "shared"
 ESSAYS = SHARED / "data" / "paul_graham_essays"
@@ -610,10 +610,14 @@ class _TokenBar:
 def claim_longform(ctx: Context) -> dict:
     from transformers import StoppingCriteriaList
 
-    from harness.metrics.generation import (
-        corrupted_ratio, is_corrupted, longbench_write_length, rep_n, shared_clean_average,
-    )
     from harness.data.words import nltk_length, word_tokenizer_name
+    from harness.metrics.generation import (
+        corrupted_ratio,
+        is_corrupted,
+        longbench_write_length,
+        rep_n,
+        shared_clean_average,
+    )
     from harness.models.scoring import left_pad
 
     s, tok = ctx.s, ctx.tok
@@ -741,8 +745,8 @@ def longppl_rows(ctx: Context) -> dict:
     """LongPPL / PPL of every correlation variant on the first ``longppl_tokens`` essay tokens (cached)."""
     if ctx._longppl is not None:
         return ctx._longppl
-    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.metrics.longppl import document_stats, short_windows, summarize
+    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
 
     s = ctx.s
     text = ctx.text_of(s.longppl_tokens)
@@ -907,11 +911,11 @@ def claim_lsm(ctx: Context) -> dict:
 
 
 def claim_longppl_cost(ctx: Context) -> dict:
+    from longppl.longppl import compute_longppl as reference_longppl
     from transformers import AutoModelForCausalLM
 
-    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.metrics.longppl import compute_longppl
-    from longppl.longppl import compute_longppl as reference_longppl
+    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
 
     s = ctx.s
     names = ["vanilla", "naive s_cr=2", "ntk s_rr=4", "dynamic s_cr=2", "naive s_cr=4"]

@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -100,8 +101,6 @@ def main() -> None:
     previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     runs = dict(previous.get("runs", {}))
     for name in names:
-        import shutil
-
         shutil.rmtree(work / name, ignore_errors=True)
         done = subprocess.run([sys.executable, __file__, "--child", name, "--model", args.model, "--steps", str(args.steps),
                                "--work", str(work)], capture_output=True, text=True)

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataFormatError
-from harness.positions.defaults import PIC_DEFAULTS, PIC_METHODS, check_pic_args
+from harness.errors import DataFormatError, UsageError
+from harness.positions.defaults import PIC_DEFAULTS, check_pic_args
 
 VARIANT_FILE = "lch_variant.json"
 FORMAT_VERSION = 1
@@ -122,27 +122,47 @@ def evaluated_as(variant: Variant | None, applied: dict[str, Any]) -> str:
     return f"{variant.describe()}, evaluated with {inference_words(applied)}"
 
 
+def parse_inference(values: dict[str, Any]) -> dict[str, Any]:
+    """The given inference values converted (ratio float, l_ic / l_rc int, ``rope_base`` float or ``None``
+    from ``"none"``) and checked; raises :class:`UsageError` naming the key. Used for the variant file and
+    for ``hf-pic`` / ``vllm-pic`` model args alike."""
+    out = dict(values)
+    for key, kind, what in (("pic_ratio", float, "a number"), ("pic_initial", int, "an integer"),
+                            ("pic_recent", int, "an integer"), ("rope_base", float, "a number or none")):
+        if key not in out or out[key] is None:
+            continue
+        if key == "rope_base" and str(out[key]).lower() == "none":
+            out[key] = None
+            continue
+        try:
+            out[key] = kind(out[key])
+        except (TypeError, ValueError):
+            raise UsageError(f"{key} must be {what}; got {out[key]!r}") from None
+    if out.get("rope_base") is not None and out["rope_base"] <= 0:
+        raise UsageError(f"rope_base must be > 0, got {out['rope_base']}")
+    full = {**standard_inference(), **out}
+    check_pic_args(full["pic"], full["pic_ratio"], full["pic_initial"], full["pic_recent"], full["pic_layout"])
+    return out
+
+
 def check_inference(inference: Any, where: str) -> dict[str, Any]:
-    """A complete, validated ``inference`` block (missing keys take the standard values)."""
+    """A complete, validated ``inference`` block of a variant file (missing keys take the standard values)."""
     if not isinstance(inference, dict):
         raise DataFormatError(f"{where}: 'inference' must be an object with keys {', '.join(INFERENCE_KEYS)}")
     unknown = set(inference) - set(INFERENCE_KEYS)
     if unknown:
         raise DataFormatError(f"{where}: unknown inference keys {sorted(unknown)}; allowed: {', '.join(INFERENCE_KEYS)}")
-    out = {**standard_inference(), **inference}
-    if out["pic"] not in PIC_METHODS:
-        raise DataFormatError(f"{where}: inference pic {out['pic']!r} is unknown; allowed: {', '.join(PIC_METHODS)}")
     try:
-        out["pic_ratio"], out["pic_initial"], out["pic_recent"] = (
-            float(out["pic_ratio"]), int(out["pic_initial"]), int(out["pic_recent"]))
-        if out["rope_base"] is not None:
-            out["rope_base"] = float(out["rope_base"])
-            if out["rope_base"] <= 0:
-                raise ValueError("rope_base must be positive")
-        check_pic_args(out["pic"], out["pic_ratio"], out["pic_initial"], out["pic_recent"], out["pic_layout"])
-    except (TypeError, ValueError) as err:
-        raise DataFormatError(f"{where}: bad inference settings ({str(err).splitlines()[0]})") from None
-    return out
+        return {**standard_inference(), **parse_inference(inference)}
+    except ValueError as err:
+        raise DataFormatError(f"{where}: bad inference settings ({err})") from None
+
+
+def results_info(variant: Variant | None, applied: dict[str, Any]) -> dict[str, Any]:
+    """What a model class adds to lm-eval's results ``config``: ``lch_inference`` (the PIC / RoPE settings
+    in force), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words)."""
+    return {"lch_inference": dict(applied), "lch_variant": variant.to_json() if variant is not None else None,
+            "lch_evaluated_as": evaluated_as(variant, applied)}
 
 
 def variant_path(folder: str | Path) -> Path:

@@ -29,7 +29,7 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.data.variants import evaluated_as, inference_words
+from harness.data.variants import inference_words, results_info
 from harness.errors import UsageError
 from harness.lmeval.model_args import check_hf_pic_args
 from harness.lmeval.response_cache import answer_with_cache
@@ -84,11 +84,7 @@ class HFPicLM(HFLM):
     def get_model_info(self) -> dict:
         """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings
         in force), ``lch_variant`` (the checkpoint's variant file, if any) and ``lch_evaluated_as`` (words)."""
-        info = super().get_model_info()
-        info["lch_inference"] = dict(self.inference)
-        info["lch_variant"] = self.variant.to_json() if self.variant is not None else None
-        info["lch_evaluated_as"] = evaluated_as(self.variant, self.inference)
-        return info
+        return {**super().get_model_info(), **results_info(self.variant, self.inference)}
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if self.pic != "dynamic":

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.data.variants import INFERENCE_KEYS, read_variant, standard_inference
+from harness.data.variants import INFERENCE_KEYS, parse_inference, read_variant, standard_inference
 from harness.errors import MissingDataError, UsageError
 from harness.models.pic import IMPLEMENTATIONS
-from harness.positions.defaults import check_pic_args
 
 
 def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -> None:
@@ -29,22 +28,7 @@ def check_hf_pic_args(args: dict) -> dict[str, Any]:
     then the variant's, then the standard inference. Returns ``{"inference": {...}, "variant": Variant |
     None, "overrides": ["pic=none (variant: dynamic)", ...]}``; ``inference`` has the keys of
     :data:`harness.data.variants.INFERENCE_KEYS` plus ``pic_impl``."""
-    explicit = {k: args[k] for k in INFERENCE_KEYS if args.get(k) is not None}
-    for key, kind, what in (("pic_ratio", float, "a number"), ("pic_initial", int, "an integer"),
-                            ("pic_recent", int, "an integer"), ("rope_base", float, "a number or none")):
-        if key not in explicit:
-            continue
-        if key == "rope_base" and str(explicit[key]).lower() == "none":
-            explicit[key] = None
-            continue
-        try:
-            explicit[key] = kind(explicit[key])
-        except (TypeError, ValueError):
-            raise UsageError(f"{key} must be {what}; got {explicit[key]!r}") from None
-    if explicit.get("rope_base") is not None and explicit["rope_base"] <= 0:
-        raise UsageError(f"rope_base must be > 0, got {explicit['rope_base']}")
-    given = {**standard_inference(), **explicit}  # the args' own values first, before any file is read
-    check_pic_args(given["pic"], given["pic_ratio"], given["pic_initial"], given["pic_recent"], given["pic_layout"])
+    explicit = parse_inference({k: args[k] for k in INFERENCE_KEYS if args.get(k) is not None})  # before any file
     impl = args.get("pic_impl", "cached")
     if impl not in IMPLEMENTATIONS:
         raise UsageError(f"pic_impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")

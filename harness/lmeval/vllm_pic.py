@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from harness.data.variants import evaluated_as
+from harness.data.variants import results_info
 from harness.errors import UsageError
 from harness.lmeval.model_args import check_hf_pic_args
 from harness.positions.pic import check_pic_args, ntk_base
@@ -110,11 +110,8 @@ class VLLMPicLM(_Base):
 
     def get_model_info(self) -> dict:
         """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""
-        info = super().get_model_info() if hasattr(super(), "get_model_info") else {}
-        info["lch_inference"] = dict(self.inference)
-        info["lch_variant"] = self.variant.to_json() if self.variant is not None else None
-        info["lch_evaluated_as"] = evaluated_as(self.variant, self.inference)
-        return info
+        base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
+        return {**base, **results_info(self.variant, self.inference)}
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
         """The ``generate_long`` request of :class:`harness.lmeval.hf_pic.HFPicLM` on vLLM:

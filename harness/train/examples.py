@@ -32,15 +32,6 @@ def encode_instruction(tokenizer, row: dict[str, Any], where: str, chat_template
     return bos + enc(text + "\n\n"), enc(answer) + eos
 
 
-def sft_examples(prompt: list[int], answer: list[int], max_length: int | None = None) -> list[dict]:
-    """One example: the prompt, then the answer (cut at its end to fit ``max_length``); loss on the answer."""
-    if max_length is not None:
-        if len(prompt) >= max_length:
-            return []
-        answer = answer[: max_length - len(prompt)]
-    return [{"input_ids": prompt + answer, "loss_mask": [0] * len(prompt) + [1] * len(answer)}] if answer else []
-
-
 def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: int,
                          max_length: int | None = None) -> list[dict]:
     """Dynamic PIC-SFT (paper 000 Fig. 2): one example per answer segment, cut from the end; the input is
@@ -54,6 +45,12 @@ def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: i
         ids = prompt + answer[:end]
         out.append({"input_ids": ids, "loss_mask": [0] * (len(prompt) + start) + [1] * (end - start)})
     return out
+
+
+def sft_examples(prompt: list[int], answer: list[int], max_length: int | None = None) -> list[dict]:
+    """One example: the prompt, then the answer (cut at its end to fit ``max_length``); loss on the answer
+    (the Dynamic split with one segment)."""
+    return dynamic_sft_examples(prompt, answer, max(1, len(answer)), max_length)
 
 
 def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:

@@ -25,6 +25,7 @@ from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArgu
 
 from harness.data.variants import Variant, read_variant, write_variant
 from harness.errors import DataFormatError, UsageError
+from harness.models.pic import apply_pic, set_rope_base
 from harness.train.config import TrainConfig, check_config, expected_inference
 from harness.train.examples import (
     dynamic_sft_examples,
@@ -121,17 +122,19 @@ class VariantCallback(TrainerCallback):
 
 
 @torch.no_grad()
-def heldout_loss(model, examples: list[dict], pad_id: int, progress: bool = False) -> float | None:
+def heldout_loss(model, examples: list[dict], pad_id: int, batch_size: int = 1, progress: bool = False) -> float | None:
     """Token-weighted mean ``-log P`` of the held-out examples' targets, under the training positions
-    (CE only: the recipes' extra terms are not part of it, so every recipe is compared on the same scale)."""
+    (CE only: the recipes' extra terms are not part of it, so every recipe is compared on the same scale).
+    Batched like training, longest first (right padding, each row at its own positions)."""
     if not examples:
         return None
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
+    ordered = sorted(examples, key=lambda ex: -len(ex["input_ids"]))
     total, count = 0.0, 0.0
-    for ex in tqdm(examples, disable=not progress, desc="Held-out loss"):
-        b = {k: v.to(device) for k, v in collate([ex], pad_id).items()}
+    for start in tqdm(range(0, len(ordered), batch_size), disable=not progress, desc="Held-out loss"):
+        b = {k: v.to(device) for k, v in collate(ordered[start : start + batch_size], pad_id).items()}
         s, n = masked_nll(model, b["input_ids"], b["attention_mask"], b["loss_mask"], b["position_ids"])
         total, count = total + float(s), count + float(n)
     model.train(was_training)
@@ -139,10 +142,8 @@ def heldout_loss(model, examples: list[dict], pad_id: int, progress: bool = Fals
 
 
 def load_model(cfg: TrainConfig):
-    """The model (eval mode, as loaded) and tokenizer, with the RoPE base set."""
+    """The model (eval mode, as loaded, at its own RoPE base) and tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from harness.models.pic import set_rope_base
 
     try:
         dtype = getattr(torch, cfg.dtype)
@@ -154,8 +155,6 @@ def load_model(cfg: TrainConfig):
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if cfg.rope_base is not None:
-        set_rope_base(model, cfg.rope_base)
     return model, tokenizer
 
 
@@ -173,7 +172,7 @@ def add_adapter(model, cfg: TrainConfig):
 
 def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list[dict], dict]:
     """``(train, heldout, summary)`` examples of the recipe (rows are split before examples are cut, so
-    no held-out text is trained on). LongRecipe's analysis may set the model's RoPE base."""
+    no held-out text is trained on). ``model`` is at its own RoPE base (LongRecipe's analysis needs it)."""
     from harness.data.documents import load_documents
     from harness.data.instructions import load_rows
 
@@ -222,7 +221,6 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
 def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts, info) -> tuple[list, list, dict]:
     """LongRecipe's examples: impactful-token analysis between the base (H) and the extended model (H':
     ``--extended-model``, else the base at ``--rope-base``), then sentences at skip positions."""
-    from harness.models.pic import rope_base, set_rope_base
     from harness.train.impactful import document_logits, longrecipe_examples, tokenized_documents
 
     if cfg.extended_model is None and cfg.rope_base is None:
@@ -232,21 +230,16 @@ def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts
     held_docs = tokenized_documents(tokenizer, held_texts, cfg.max_length)
     docs = train_docs + held_docs
     train_length = cfg.train_length or max(2, int(0.3 * cfg.target_length))  # paper 002: 30 % of L^
-    extended_base = rope_base(model)
-    if cfg.rope_base is not None:  # the model came with the extended base: score H at the original one
-        from transformers import AutoConfig
-
-        set_rope_base(model, AutoConfig.from_pretrained(cfg.model).rope_parameters["rope_theta"])
     base_logits = document_logits(model, docs, "Impactful tokens (base H)", cfg.progress)
-    if cfg.rope_base is not None:
-        set_rope_base(model, extended_base)
     if cfg.extended_model:
         from transformers import AutoModelForCausalLM
 
         extended = AutoModelForCausalLM.from_pretrained(cfg.extended_model, dtype=next(model.parameters()).dtype)
-        extended_logits = document_logits(extended, docs, "Impactful tokens (extended H')", cfg.progress)
+        extended_logits = document_logits(extended.to(next(model.parameters()).device), docs,
+                                          "Impactful tokens (extended H')", cfg.progress)
         del extended
-    else:
+    else:  # H' = the model at the extended base (which it then trains at)
+        set_rope_base(model, cfg.rope_base)
         extended_logits = document_logits(model, docs, "Impactful tokens (extended H')", cfg.progress)
     n = len(train_docs)
     common = dict(train_length=train_length, target_length=cfg.target_length, max_skip=cfg.max_skip,
@@ -261,27 +254,26 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     """Run ``lch train``; returns (and writes as ``training_summary.json``) what happened."""
     cfg = check_config(cfg)
     output = Path(cfg.output).expanduser()
+    has_checkpoint = any(output.glob("checkpoint-*"))
+    if output.exists() and not cfg.resume and (has_checkpoint or (output / LOSS_LOG).exists()):
+        raise UsageError(f"{output} holds an earlier training run: add --resume to continue it, or pick a new --output")
     init_variant = read_variant(cfg.init) if cfg.init else None
     if init_variant is not None and cfg.rope_base is None:
         cfg.rope_base = init_variant.inference.get("rope_base")
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model(cfg)
     train, held, info = build_examples(cfg, tokenizer, model)
+    if cfg.rope_base is not None:
+        set_rope_base(model, cfg.rope_base)
     model = add_adapter(model, cfg)
     if cfg.pic != "none":
-        from harness.models.pic import apply_pic
-
         apply_pic(model, cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout)
-    variant = Variant(base_model=cfg.model, recipe=cfg.recipe, settings={**cfg.settings(), **cfg.extra},
+    variant = Variant(base_model=cfg.model, recipe=cfg.recipe, settings=cfg.settings(),
                       inference=expected_inference(cfg))
     if init_variant is not None:
         variant.settings["init"] = {"path": cfg.init, "recipe": init_variant.recipe}
     pad_id = tokenizer.pad_token_id
-    before = heldout_loss(model, held, pad_id, cfg.progress)
-
-    has_checkpoint = any(output.glob("checkpoint-*"))
-    if output.exists() and not cfg.resume and (has_checkpoint or (output / LOSS_LOG).exists()):
-        raise UsageError(f"{output} holds an earlier training run: add --resume to continue it, or pick a new --output")
+    before = heldout_loss(model, held, pad_id, cfg.batch_size, cfg.progress)
     output.mkdir(parents=True, exist_ok=True)
     args = TrainingArguments(
         output_dir=str(output), per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
@@ -303,10 +295,10 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=True if cfg.resume and has_checkpoint else None)
     seconds = time.perf_counter() - start
-    after = heldout_loss(model, held, pad_id, cfg.progress)
+    after = heldout_loss(model, held, pad_id, cfg.batch_size, cfg.progress)
 
     if trainer.is_world_process_zero():
-        (model.save_pretrained if not cfg.full else _save_full(model))(str(output))
+        model.save_pretrained(str(output))  # the adapter, or the full model (PIC patches are never saved)
         tokenizer.save_pretrained(str(output))
         write_variant(output, variant)
     losses = [json.loads(line)["loss"] for line in (output / LOSS_LOG).read_text().splitlines()] \
@@ -324,11 +316,3 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     if trainer.is_world_process_zero():
         (output / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
-
-
-def _save_full(model) -> Callable[[str], None]:
-    """Full fine-tuning saves the plain HF model (PIC patches are forward overrides, never saved)."""
-    from harness.models.unwrap import unwrap_model
-
-    return unwrap_model(model).save_pretrained
-
