@@ -4,10 +4,11 @@ inference each trained variant expects (written to its ``lch_variant.json``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.data.variants import standard_inference
-from harness.errors import UsageError
+from harness.errors import MissingDataError, UsageError
 from harness.positions.defaults import check_pic_args
 
 RECIPES = ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe")
@@ -144,6 +145,12 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
         raise UsageError("--stage replay is LongRecipe's second stage: give --init <the extended adapter>")
     if cfg.recipe == "longrecipe" and cfg.stage == "extend" and not cfg.target_length:
         raise UsageError("longrecipe needs --target-length (L^, the context the positions should cover)")
+    if cfg.recipe == "longrecipe" and cfg.stage == "extend" and cfg.extended_model is None and cfg.rope_base is None:
+        raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
+                         "--rope-base (the extended RoPE base) or --extended-model")
+    data = Path(cfg.data).expanduser()
+    if not data.exists() and (data.suffix in (".jsonl", ".json", ".txt") or cfg.data.startswith(("/", ".", "~"))):
+        raise MissingDataError(f"{data} does not exist: give a .jsonl file of training rows (or an HF dataset name)")
     if not 0 <= cfg.heldout < 1:
         raise UsageError(f"--heldout must be a fraction in [0, 1), got {cfg.heldout}")
     for name in ("batch_size", "grad_accum", "segment_length", "seq_len", "save_steps", "log_steps"):

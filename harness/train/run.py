@@ -223,9 +223,6 @@ def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts
     ``--extended-model``, else the base at ``--rope-base``), then sentences at skip positions."""
     from harness.train.impactful import document_logits, longrecipe_examples, tokenized_documents
 
-    if cfg.extended_model is None and cfg.rope_base is None:
-        raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
-                         "--rope-base (the extended RoPE base) or --extended-model")
     train_docs = tokenized_documents(tokenizer, train_texts, cfg.max_length)
     held_docs = tokenized_documents(tokenizer, held_texts, cfg.max_length)
     docs = train_docs + held_docs
