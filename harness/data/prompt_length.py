@@ -104,11 +104,12 @@ def counter_from_metadata(metadata: dict) -> PromptCounter:
 
 
 def model_max_length(metadata: dict) -> int:
-    """The context length lm-eval's HF model truncates to: ``max_length`` from the model args, else the
-    model config (``max_position_embeddings``, ``n_positions``, ``n_ctx``), else the tokenizer's
+    """The context length lm-eval's HF model truncates to: ``max_length`` from the model args (or vLLM's
+    ``max_model_len``), else the model config (``max_position_embeddings``, ``n_positions``, ``n_ctx``), else the tokenizer's
     ``model_max_length`` when it is a real value, else 2048 (HFLM's rule)."""
-    if metadata.get("max_length"):
-        return int(metadata["max_length"])
+    for key in ("max_length", "max_model_len"):
+        if metadata.get(key):
+            return int(metadata[key])
     name = metadata.get("pretrained") or metadata.get("model")
     if isinstance(name, str) and name:
         try:

@@ -30,10 +30,10 @@ from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
 from harness.data.variants import inference_words, results_info
-from harness.errors import UsageError
 from harness.lmeval.model_args import check_hf_pic_args
+from harness.lmeval.request_options import LsmOptions, encode_for_scoring
 from harness.lmeval.response_cache import answer_with_cache
-from harness.models.lsm import lsm_direct, lsm_overlap
+from harness.models.lsm import hf_runner, lsm_direct, lsm_overlap
 from harness.models.pic import DEFAULT_IMPL, apply_pic, set_rope_base
 from harness.models.scoring import left_pad, score_tokens
 
@@ -113,7 +113,7 @@ class HFPicLM(HFLM):
                                  lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
 
     def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
-        encoded = [self._encode_for_scoring(*req.args) for req in requests]
+        encoded = [encode_for_scoring(self.tokenizer, *req.args) for req in requests]
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
         for i, enc in enumerate(encoded):
             if len(enc["token_ids"]) < 2:  # nothing to predict (an empty or one-token text): no forward
@@ -142,22 +142,12 @@ class HFPicLM(HFLM):
 
     def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
+        runner = hf_runner(self.model)
         for j, req in enumerate(tqdm(requests, disable=disable_tqdm or self.rank != 0, desc="Long-short misalignment")):
-            text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
-            unknown = set(options) - {"context_length", "n_samples", "seed", "estimator", "max_tokens"}
-            if unknown:
-                raise UsageError(f"lsm: unknown options {sorted(unknown)}")
-            estimator = options.get("estimator", "overlap")
-            if estimator not in estimators:
-                raise UsageError(f"lsm estimator {estimator!r} is unknown; allowed: overlap, direct")
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.get("max_tokens")]
-            values = estimators[estimator](
-                self.model,
-                torch.tensor(ids, device=self.device),
-                int(options.get("context_length", 4096)),
-                int(options.get("n_samples", 16)),
-                seed=int(options.get("seed", 0)),
-            )
+            options = LsmOptions.from_request(req.args[1] if len(req.args) > 1 else {})
+            ids = self.tokenizer(req.args[0], add_special_tokens=False)["input_ids"][: options.max_tokens]
+            values = estimators[options.estimator](runner, torch.tensor(ids, device=self.device),
+                                                   options.context_length, options.n_samples, seed=options.seed)
             done(j, {"sce": values})
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
@@ -221,22 +211,3 @@ class HFPicLM(HFLM):
         if self.tokenizer.eos_token_id is not None:
             ids.append(self.tokenizer.eos_token_id)
         return ids
-
-    def _encode_for_scoring(self, text: str, options: dict | None = None) -> dict:
-        options = dict(options or {})
-        unknown = set(options) - {"add_special_tokens", "max_tokens", "return_offsets"}
-        if unknown:
-            raise UsageError(f"token_logprobs: unknown options {sorted(unknown)}")
-        want_offsets = options.get("return_offsets", True) and self.tokenizer.is_fast
-        enc = self.tokenizer(
-            text,
-            add_special_tokens=options.get("add_special_tokens", True),
-            return_offsets_mapping=want_offsets,
-        )
-        ids = list(enc["input_ids"])
-        offsets = [list(span) for span in enc["offset_mapping"]] if want_offsets else None
-        max_tokens = options.get("max_tokens")
-        if max_tokens is not None:
-            ids = ids[: int(max_tokens)]
-            offsets = offsets[: int(max_tokens)] if offsets is not None else None
-        return {"token_ids": ids, "offsets": offsets}

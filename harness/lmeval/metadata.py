@@ -85,6 +85,7 @@ METADATA_KEYS: dict[str, str] = {
     "pretrained": "model (model args are merged into the metadata)",
     "tokenizer": "tokenizer (model arg)",
     "max_length": "model max length (model arg)",
+    "max_model_len": "vLLM engine length (model arg)",
     "model": "model name",
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.variants import INFERENCE_KEYS, parse_inference, read_variant, standard_inference
-from harness.errors import MissingDataError, UsageError
+from harness.errors import DataFormatError, MissingDataError, UsageError
 from harness.models.pic import IMPLEMENTATIONS
 
 
@@ -56,4 +56,77 @@ def check_compressor_args(args: dict) -> None:
         check_model_path(args["checkpoint"], "checkpoint", local=True)
 
 
-PREFLIGHT = {"hf-pic": check_hf_pic_args, "compressor": check_compressor_args}
+VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}
+DYNAMIC_ON_VLLM = ("pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
+                   "--model hf-pic for Dynamic PIC")  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
+
+
+def vllm_known_args() -> set[str]:
+    """Model args vllm-pic passes on: lm-eval's ``VLLM`` parameters, ``vllm.LLM``'s and vLLM's engine args."""
+    import dataclasses
+    import inspect
+
+    from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
+
+    base, error = lm_eval_vllm_class()
+    if base is None:
+        raise unavailable(error)
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
+
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    for function in (base.__init__, LLM.__init__):
+        known |= {name for name, p in inspect.signature(function).parameters.items()
+                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+    return known | {"device"}  # lm-eval passes --device; its vLLM model drops it with a warning
+
+
+def check_vllm_pic_args(args: dict) -> None:
+    """vllm-pic's args before vLLM loads anything: the inference args and the variant file as hf-pic's (and
+    pic=dynamic refused), vLLM importable, every other arg one that lm-eval's vLLM model or vLLM's engine
+    takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`)."""
+    resolved = check_hf_pic_args({"pretrained": args.get("pretrained"), "peft": args.get("lora_local_path"),
+                                  **{k: args[k] for k in VLLM_PIC_ARGS if k in args}})
+    if resolved["inference"]["pic"] == "dynamic":
+        raise UsageError(DYNAMIC_ON_VLLM)
+    unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
+    if unknown:
+        hint = " (Dynamic PIC's settings: use --model hf-pic)" if unknown & {"pic_initial", "pic_recent", "pic_layout", "pic_impl"} else ""
+        raise UsageError(f"vllm-pic: unknown model args {sorted(unknown)}{hint}; it takes lm-eval's vllm args, vLLM's "
+                         "engine args and pic / pic_ratio / rope_base")
+    check_vllm_model(args.get("pretrained"))
+
+
+def check_vllm_model(pretrained: Any) -> None:
+    """A local model folder that vLLM could not load, refused before it tries: no ``config.json``, an
+    architecture this vLLM does not support, or a safetensors file whose header does not read."""
+    if not isinstance(pretrained, str) or not Path(pretrained).expanduser().is_dir():
+        return  # a hub name: vLLM resolves it
+    import json
+
+    folder = Path(pretrained).expanduser()
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise MissingDataError(f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter goes "
+                               "in lora_local_path=)")
+    try:
+        architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
+    except ValueError:
+        raise DataFormatError(f"{config_file}: not readable JSON") from None
+    from vllm import ModelRegistry
+
+    if architectures and not set(architectures) & set(ModelRegistry.get_supported_archs()):
+        raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
+                         "this vLLM supports; use --model hf-pic")
+    from safetensors import SafetensorError, safe_open
+
+    for weights in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(weights), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as err:
+            raise DataFormatError(f"{weights} is not a readable safetensors file ({err}): the model folder is damaged; "
+                                  "fetch or save the model again") from None
+
+
+PREFLIGHT = {"hf-pic": check_hf_pic_args, "compressor": check_compressor_args, "vllm-pic": check_vllm_pic_args}

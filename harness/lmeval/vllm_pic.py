@@ -1,4 +1,4 @@
-"""``vllm-pic``: lm-eval's vLLM model with naive or NTK-aware PIC (GPU extra ``[vllm]``).
+"""``vllm-pic``: lm-eval's vLLM model with naive or NTK-aware PIC, serving every request type of our tasks.
 
 vLLM builds RoPE from the HF config, so PIC is expressed as config overrides (``hf_overrides``):
 
@@ -7,6 +7,21 @@ vLLM builds RoPE from the HF config, so PIC is expressed as config overrides (``
 
 Dynamic PIC re-positions cached keys at every step, which vLLM's paged attention cannot express:
 ``pic=dynamic`` fails with a pointer to ``hf-pic``.
+
+Request types: lm-eval's own (``loglikelihood``, ``loglikelihood_rolling``, ``generate_until``, inherited)
+and ours, with the options and responses of ``hf-pic`` (:mod:`harness.lmeval.request_options`):
+
+* ``token_logprobs`` from vLLM's ``prompt_logprobs`` (:mod:`harness.models.vllm_scoring`). A text longer
+  than the engine's ``max_model_len - 1`` tokens is scored in windows of that many tokens advancing by
+  half a window (:mod:`harness.positions.windows`): each token is scored once, from at least half a
+  window of context, and never at a position past the engine's length (pass a larger ``max_model_len``
+  to score a long text in one pass, as hf-pic does);
+* ``lsm`` on a second engine with vLLM's pooling runner (final hidden states) and this engine's LM head;
+  built on the first ``lsm`` request, and not available with ``data_parallel_size`` > 1;
+* ``generate_long``: ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string).
+
+Finished responses of our request types are stored in lm-eval's ``--use_cache`` database as they come,
+as in hf-pic (:mod:`harness.lmeval.response_cache`).
 """
 
 from __future__ import annotations
@@ -14,23 +29,30 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import torch
+from tqdm import tqdm
 
 from harness.data.variants import results_info
 from harness.errors import UsageError
-from harness.lmeval.model_args import check_hf_pic_args
+from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, check_vllm_pic_args
+from harness.lmeval.request_options import LsmOptions, encode_for_scoring
+from harness.lmeval.response_cache import answer_with_cache
+from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
+from harness.models.lsm import lsm_direct, lsm_overlap
 from harness.positions.pic import check_pic_args, ntk_base
+from harness.positions.windows import scoring_windows
 
 log = logging.getLogger(__name__)
 
-try:  # lm-eval's vLLM module imports vllm at import time
-    from lm_eval.models.vllm_causallms import VLLM as _Base
-
-    _VLLM_ERROR: Exception | None = None
-except ImportError as err:  # no vllm (CPU installs): the class still imports and explains itself
+_VLLM, _VLLM_ERROR = lm_eval_vllm_class()
+if _VLLM is not None:
+    _Base = _VLLM
+else:  # no vLLM (the project's CPU venv): the class still imports and explains itself
     from lm_eval.api.model import LM as _Base
 
-    _VLLM_ERROR = err
+DOCS_PER_CALL = 16  # documents per vLLM call of our scoring requests: responses are stored as each call ends
 
 
 def rope_parameters(hf_config: dict) -> dict:
@@ -47,10 +69,7 @@ def vllm_pic_overrides(hf_config: dict, method: str, ratio: float) -> dict:
     """``hf_overrides`` that make vLLM apply naive or NTK-aware PIC; ``{}`` for ``none``."""
     check_pic_args(method, ratio)
     if method == "dynamic":
-        raise UsageError(
-            "pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); "
-            "use --model hf-pic for Dynamic PIC"
-        )
+        raise UsageError(DYNAMIC_ON_VLLM)
     if method == "none":
         return {}
     params = rope_parameters(hf_config)
@@ -80,15 +99,26 @@ def with_rope_base(hf_config: dict, base: float | None) -> dict:
     return {**hf_config, "rope_parameters": {**rope_parameters(hf_config), "rope_theta": float(base)}}
 
 
+def long_generation_response(completion: Any) -> dict:
+    """``{"text", "ended_with_eos", "n_tokens"}`` of a vLLM ``CompletionOutput``, as hf-pic counts them:
+    vLLM keeps the EOS token it stopped on in ``token_ids`` (``stop_reason`` None), hf-pic does not count it.
+    (A stop string ends vLLM's generation where it appears; hf-pic generates on and cuts the text there.)"""
+    ended = completion.finish_reason == "stop"
+    n_tokens = len(completion.token_ids) - int(ended and completion.stop_reason is None)
+    return {"text": completion.text, "ended_with_eos": ended, "n_tokens": n_tokens}
+
+
 class VLLMPicLM(_Base):
     """lm-eval ``vllm`` with ``pic=none|naive|ntk``, ``pic_ratio`` and ``rope_base`` in ``--model_args``;
     a variant file (``lch_variant.json``) in ``lora_local_path`` or ``pretrained`` sets their defaults as
-    in ``hf-pic``."""
+    in ``hf-pic``. Serves our request types too (module docstring)."""
 
     def __init__(self, pretrained: str, pic: str | None = None, pic_ratio: float | None = None,
                  rope_base: float | str | None = None, **kwargs: Any) -> None:
-        resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), "pic": pic,
-                                      "pic_ratio": pic_ratio, "rope_base": rope_base})
+        given = {k: v for k, v in (("pic", pic), ("pic_ratio", pic_ratio), ("rope_base", rope_base)) if v is not None}
+        if _VLLM_ERROR is None:
+            check_vllm_pic_args({"pretrained": pretrained, **given, **kwargs})
+        resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), **given})
         inference, variant = resolved["inference"], resolved["variant"]
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
@@ -100,12 +130,11 @@ class VLLMPicLM(_Base):
         if not overrides and inference["rope_base"] is not None:
             overrides = {"rope_parameters": config["rope_parameters"]}
         if _VLLM_ERROR is not None:
-            raise ImportError(
-                "vllm-pic needs vLLM on a GPU machine: pip install -e '.[vllm]' (or use --model hf-pic)"
-            ) from _VLLM_ERROR
+            raise unavailable(_VLLM_ERROR) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
         self.pic, self.inference, self.variant = inference["pic"], inference, variant
+        self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
         super().__init__(pretrained=pretrained, **kwargs)
 
     def get_model_info(self) -> dict:
@@ -113,9 +142,109 @@ class VLLMPicLM(_Base):
         base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
         return {**base, **results_info(self.variant, self.inference)}
 
+    # ------------------------------------------------------------------ running the engine
+
+    def _run(self, prompts: list[list[int]], params: list) -> list:
+        """``RequestOutput`` of each token prompt: the engine in this process, or lm-eval's data-parallel
+        replicas (``_model_generate``) when ``data_parallel_size`` > 1."""
+        if self.data_parallel_size > 1:
+            return self._model_generate(requests=prompts, generate=True, sampling_params=params)
+        from vllm import TokensPrompt
+
+        return self.model.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=params,
+                                   use_tqdm=False, lora_request=self.lora_request)
+
+    # ------------------------------------------------------------------ token_logprobs
+
+    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """:meth:`harness.lmeval.hf_pic.HFPicLM.token_logprobs` on vLLM (windows past ``max_model_len``:
+        module docstring)."""
+        return answer_with_cache(self, "token_logprobs", requests,
+                                 lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
+
+    def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
+        from vllm import SamplingParams
+
+        from harness.models.vllm_scoring import prompt_token_logprobs
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        window = self.max_length - 1  # vLLM keeps room for one generated token
+        encoded = [encode_for_scoring(self.tokenizer, *req.args) for req in requests]
+        windows = [scoring_windows(len(enc["token_ids"]), window) for enc in encoded]
+        for enc, cut in zip(encoded, windows):
+            if len(cut) > 1:
+                log.warning("token_logprobs: a text of %d tokens is longer than max_model_len - 1 = %d tokens: scored in "
+                            "%d windows", len(enc["token_ids"]), window, len(cut))
+        pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Scoring tokens (vLLM)")
+        for chunk in self._chunks(len(requests)):
+            jobs = [(i, w) for i in chunk for w in windows[i]]
+            prompts = [encoded[i]["token_ids"][w.start : w.stop] for i, w in jobs]
+            outputs = self._run(prompts, [params] * len(prompts)) if prompts else []
+            logprobs: dict[int, list[float]] = {i: [] for i in chunk}
+            for (i, w), prompt, output in zip(jobs, prompts, outputs):
+                values = prompt_token_logprobs(output, prompt)  # targets w.start + 1 .. w.stop - 1
+                logprobs[i].extend(values[w.first_target - w.start - 1 :])
+            for i in chunk:
+                done(i, {**encoded[i], "logprobs": logprobs[i]})
+            pbar.update(len(chunk))
+        pbar.close()
+
+    def _chunks(self, n: int) -> list[range]:
+        """Request indices in calls of :data:`DOCS_PER_CALL` (each call's responses are stored as it ends);
+        one call under data parallelism, whose replicas lm-eval starts anew for every call."""
+        size = n if self.data_parallel_size > 1 else DOCS_PER_CALL
+        return [range(start, min(n, start + size)) for start in range(0, n, max(1, size))]
+
+    # ------------------------------------------------------------------ lsm
+
+    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+        """:meth:`harness.lmeval.hf_pic.HFPicLM.lsm` on vLLM (a pooling engine beside this one: module
+        docstring); the same draws as hf-pic for the same seed."""
+        return answer_with_cache(self, "lsm", requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
+
+    def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
+        from harness.models.vllm_scoring import vllm_lsm_runner
+
+        if self.data_parallel_size > 1:
+            raise UsageError("lsm on vllm-pic needs data_parallel_size=1 (it runs a pooling engine beside the "
+                             "generating one); use tensor_parallel_size, or --model hf-pic")
+        runner = vllm_lsm_runner(self.model, self._pooling_engine(), self.lora_request)
+        estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
+        for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Long-short misalignment (vLLM)")):
+            options = LsmOptions.from_request(req.args[1] if len(req.args) > 1 else {})
+            if options.context_length > self.max_length:
+                raise UsageError(f"lsm context_length {options.context_length} is longer than this engine's "
+                                 f"max_model_len {self.max_length}: pass max_model_len={options.context_length} in "
+                                 "--model_args")
+            ids = self.tokenizer(req.args[0], add_special_tokens=False)["input_ids"][: options.max_tokens]
+            done(j, {"sce": estimators[options.estimator](runner, torch.tensor(ids), options.context_length,
+                                                          options.n_samples, seed=options.seed)})
+
+    def _pooling_engine(self) -> Any:
+        if self._pooling is None:
+            from vllm import LLM
+
+            from harness.models.vllm_scoring import pooling_engine_args
+
+            log.info("lsm: starting a pooling engine beside the generating one (final hidden states)")
+            args = pooling_engine_args({**self.model_args, "max_model_len": self.max_length})
+            if self.lora_request is not None:
+                args.update(enable_lora=True, max_lora_rank=self.model_args.get("max_lora_rank", 16))
+            self._pooling = LLM(**args)
+        return self._pooling
+
+    # ------------------------------------------------------------------ generate_long
+
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
         """The ``generate_long`` request of :class:`harness.lmeval.hf_pic.HFPicLM` on vLLM:
-        ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string), False on ``"length"``."""
+        ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string), False on ``"length"``.
+        A prompt longer than ``max_model_len`` minus its budget is cut from the left as lm-eval's
+        ``generate_until`` does (with a warning); the task's ``over_length`` counts it."""
+        return answer_with_cache(self, "generate_long", requests,
+                                 lambda todo, done: self._generate_long(todo, done, disable_tqdm))
+
+    def _generate_long(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
+        from lm_eval.models.utils import maybe_truncate
         from vllm import SamplingParams
 
         prompts, params = [], []
@@ -123,16 +252,22 @@ class VLLMPicLM(_Base):
             context, kwargs = req.args[0], dict(req.args[1])
             until = kwargs.get("until") or []
             sample = bool(kwargs.get("do_sample", False))
+            prompt, budget = maybe_truncate(self.tok_encode(context), max_gen_toks=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
+                                            max_model_len=self.max_length, side="left", verbose=True)
+            prompts.append(prompt)
             params.append(SamplingParams(
-                max_tokens=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
+                max_tokens=budget,
                 temperature=float(kwargs.get("temperature", 0.8)) if sample else 0.0,
                 top_p=float(kwargs.get("top_p", 1.0)) if sample else 1.0,
                 stop=[until] if isinstance(until, str) else list(until),
             ))
-            prompts.append(self.tok_encode(context))
-        outputs = self._model_generate(requests=prompts, generate=True, sampling_params=params)
-        return [{"text": o.outputs[0].text, "ended_with_eos": o.outputs[0].finish_reason == "stop",
-                 "n_tokens": len(o.outputs[0].token_ids)} for o in outputs]
+        pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Generating (long, vLLM)")
+        for chunk in self._chunks(len(requests)):
+            outputs = self._run([prompts[i] for i in chunk], [params[i] for i in chunk])
+            for i, out in zip(chunk, outputs):
+                done(i, long_generation_response(out.outputs[0]))
+            pbar.update(len(chunk))
+        pbar.close()
 
     if _VLLM_ERROR is not None:  # abstract methods of LM, never reached: __init__ raises first
 

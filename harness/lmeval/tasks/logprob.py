@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from harness.errors import UsageError
+from harness.lmeval.request_options import LsmOptions
 from harness.lmeval.tasks.base import HONESTY_METRICS, LchTask
 from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
@@ -95,21 +95,17 @@ class LongPPLTask(TokenLogprobTask):
 
 class LSMTask(LchTask):
     """Long-short misalignment: metadata ``context_length`` (L), ``n_samples`` per document,
-    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``."""
+    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``;
+    defaults and checks are :class:`~harness.lmeval.request_options.LsmOptions`."""
 
     REQUEST_TYPE = LSM
 
     def request_options(self, doc: dict) -> dict:
         meta = self.task_metadata
-        options: dict[str, Any] = {
-            "context_length": int(meta.get("context_length", 4096)),
-            "n_samples": int(meta.get("n_samples", 16)),
-            "seed": int(meta.get("seed", 0)) + int(doc.get("doc_id", 0)),
-            "estimator": str(meta.get("estimator", "overlap")),
-        }
-        if meta.get("max_tokens") is not None:
-            options["max_tokens"] = int(meta["max_tokens"])
-        return options
+        given = {key: meta[key] for key in ("context_length", "n_samples", "estimator", "max_tokens")
+                 if meta.get(key) is not None}
+        seed = int(meta.get("seed") or 0) + int(doc.get("doc_id", 0))
+        return LsmOptions.from_request({**given, "seed": seed}).as_request()
 
     def score_document(self, doc: dict, results: list) -> dict:
         values = results[0]["sce"]
