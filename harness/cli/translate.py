@@ -39,8 +39,27 @@ def translate(err: BaseException) -> LchError | None:
         return UsageError(f"{message.rstrip('.')}; `lch eval --tasks list` lists every task")
     if isinstance(err, ValueError) and "no model for this name found" in message:
         return UsageError(f"{message} (our models: hf-pic, vllm-pic, compressor)")
+    engine_args = _engine_config_error(err)
+    if engine_args is not None:
+        return engine_args
     unexpected = re.search(r"got an unexpected keyword argument '(\w+)'", message)
     if isinstance(err, TypeError) and unexpected and "__init__" in message:
         return UsageError(f"unknown model arg {unexpected.group(1)!r}: check --model_args against the model's "
                           "documented arguments")
     return None
+
+
+def _engine_config_error(err: BaseException) -> UsageError | None:
+    """vLLM validates its engine args as pydantic dataclasses (``ModelConfig``, ``VllmConfig`` ...): a
+    ``ValidationError`` with such a title is a bad ``--model_args`` value, recognised by type and title."""
+    if type(err).__name__ != "ValidationError" or not type(err).__module__.startswith("pydantic"):
+        return None
+    title = str(getattr(err, "title", ""))
+    if not title.endswith("Config"):
+        return None
+    first = err.errors()[0] if err.errors() else {}  # type: ignore[attr-defined]
+    loc = first.get("loc") or ()
+    where = str(loc[0]) if loc and not str(loc[0]).startswith("function") else ""  # the field, not its validators
+    message = str(first.get("msg", err)).removeprefix("Value error, ").rstrip(".")
+    return UsageError(f"vLLM refused the engine args ({title}{': ' + where if where else ''}): {message}; "
+                      "check --model_args")

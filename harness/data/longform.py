@@ -30,6 +30,9 @@ def load_longbench_write(**metadata: Any) -> dict:
     rows = read_jsonl(local_or_download(path, LONGBENCH_WRITE_URL, "LongBench-Write data (longbench_write_data)"))
     threshold = float(metadata.get("min_required_length", 2000))
     kept = [{"doc_id": i, **r} for i, r in enumerate(rows) if float(r["length"]) > threshold]
+    if not kept:
+        raise UsageError(f"no row of the LongBench-Write data asks for more than {threshold:g} words "
+                         "(min_required_length): lower min_required_length in --metadata, or give the full data")
     if metadata.get("limit_docs") is not None:
         kept = kept[: int(metadata["limit_docs"])]
     return {"test": datasets.Dataset.from_list(kept)}

@@ -7,6 +7,7 @@ import sys
 from harness.lmeval.metadata import check_metadata
 from harness.lmeval.model_args import PREFLIGHT
 from harness.lmeval.plugin import register, tasks_path
+from harness.lmeval.request_types import check_model_serves
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -37,11 +38,18 @@ def _config_include_path(config_file: str | None) -> str | None:
         return (yaml.safe_load(f) or {}).get("include_path")
 
 
+def _model_args(args) -> dict:
+    from lm_eval.utils import simple_parse_args_string
+
+    model_args = getattr(args, "model_args", None)
+    return dict((model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")) or {})
+
+
 def run_lm_eval(argv: list[str]) -> None:
     """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
     register()
     from lm_eval._cli.harness import HarnessCLI
-    from lm_eval.utils import setup_logging, simple_parse_args_string
+    from lm_eval.utils import setup_logging
 
     if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
         user = _user_include_path(argv)
@@ -58,11 +66,13 @@ def run_lm_eval(argv: list[str]) -> None:
             args.include_path = [tasks_path()] + ([user] if user else [])
         preflight = PREFLIGHT.get(getattr(args, "model", None))
         if preflight is not None:
-            model_args = args.model_args if isinstance(args.model_args, dict) else simple_parse_args_string(args.model_args or "")
-            preflight(dict(model_args or {}))
-        if getattr(args, "metadata", None) and getattr(args, "tasks", None):
+            preflight(_model_args(args))
+        if getattr(args, "tasks", None):
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks)
-            check_metadata(args.metadata, [t.strip() for t in tasks if t.strip()], tasks_path())
+            tasks = [t.strip() for t in tasks if t.strip()]
+            check_model_serves(getattr(args, "model", None), tasks, tasks_path(), _model_args(args))
+            if getattr(args, "metadata", None):
+                check_metadata(args.metadata, tasks, tasks_path())
         cli.execute(args)
     finally:
         sys.argv = saved_argv

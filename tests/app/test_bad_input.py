@@ -55,7 +55,7 @@ def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
     """(case id, argv, regex the error line must match after 'lch: error: ')."""
     ppl = {"min_tokens": 10, "num_docs": 2}
     good = str(d["good"])
-    return [
+    return _vllm_cases(tiny, good) + [
         # model args
         ("pic-unknown", _eval(f"pretrained={tiny},pic=bogus", "ppl_govreport", {"data_files": good, **ppl}),
          r"pic method 'bogus' is unknown; allowed: none, naive, ntk, dynamic"),
@@ -107,6 +107,17 @@ def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
                                 "limit_docs": 1, "max_gen_toks": 2, "judge_base_url": "http://127.0.0.1:9/v1",
                                 "judge_model": "m", "judge_policy": "lenient"}),
          r"judge_policy 'lenient' is unknown; allowed: drop, zero, rejudge"),
+        ("longbench-write-no-row", _eval(f"pretrained={tiny}", "longbench_write",
+                                         {"longbench_write_data": str(d["lbw"]), "min_required_length": 5000}),
+         r"no row of the LongBench-Write data asks for more than 5000 words \(min_required_length\)"),
+        # models that do not serve a task's requests (refused before any model loads)
+        ("hf-on-ppl", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, **ppl}, model="hf"),
+         r"ppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model hf-pic or "
+         r"--model vllm-pic"),
+        ("hf-pic-on-compressor-task", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1,compress_ae", {"num_docs": 1}),
+         r"compress_ae sends compress_ae requests, which the hf-pic model does not serve: use --model compressor"),
+        ("compressor-on-group", _eval(f"pretrained={tiny}", "lsm_govreport", {"data_files": good}, model="compressor"),
+         r"lsm_govreport sends lsm requests, which the compressor model does not serve"),
         # judges
         ("judge-samples-missing", ["judge", "/no/samples.jsonl", "--judge-base-url", "http://x", "--judge-model", "m"],
          r"samples file /no/samples.jsonl does not exist"),
@@ -130,6 +141,9 @@ def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
         ("gentable-no-samples", ["gentable", str(d["runs_empty"]), "--task", "longbench_write"],
          r"no results_\*.json under .*runs-empty \(run lm-eval with --log_samples\)"),
         ("plot-kind", ["plot", "bars", str(d["runs_empty"]), "--task", "x"], r"lch plot: argument kind: invalid choice"),
+        ("agree-missing-run", ["agree", "/no/run-a", str(d["runs_empty"])], r"/no/run-a does not exist: give two lm-eval "
+                                                                          r"output folders"),
+        ("agree-no-results", ["agree", str(d["runs_empty"]), str(d["runs_empty"])], r"runs-empty: no results_\*.json found"),
         # training
         ("train-finetune-no-data", ["train-compressor", "--base", tiny, "--output", str(d["root"] / "ckpt"),
                                     "--stage", "finetune", "--steps", "1"],
@@ -154,6 +168,19 @@ def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
                                          "--text-field", "report", "--min-tokens", "10"],
          r"model /no/evaluator not found: give pretrained= a local model folder or a hub name"),
     ]
+
+
+def _vllm_cases(tiny: str, good: str) -> list[tuple[str, list[str], str]]:
+    """vllm-pic where vLLM is not installed (the project's CPU venv); the vLLM environment's own bad input is in
+    tests/lmeval/test_vllm_engine.py."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        return []
+    return [("vllm-pic-without-vllm", _eval(f"pretrained={tiny},pic=ntk,pic_ratio=2", "ppl_govreport",
+                                            {"data_files": good}, model="vllm-pic"),
+             r"vllm-pic needs vLLM, which is not installed here: .* build the CPU vLLM environment once with "
+             r"`lch vllm-env`")]
 
 
 def test_bad_input_table(tiny_model_dir, data, tmp_path, capsys):

@@ -1,0 +1,109 @@
+"""Which request types our tasks send and which models serve them, checked before any model loads.
+
+lm-eval hands each request to the model method named like its type (``getattr(lm, request_type)``), so a
+model without that method fails only after it has loaded, minutes into a run, with an ``AttributeError``.
+``lch eval`` reads the request type of every task of the run from our task folder (the YAML's ``class``:
+its ``REQUEST_TYPE``, else the YAML's ``output_type``; groups: the union of their members) and refuses
+the run in one line when the model does not serve one of them, naming the models that do.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.errors import UsageError
+
+LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
+SCORING_TYPES = frozenset({"token_logprobs", "lsm", "generate_long"})
+COMPRESSOR_TYPES = frozenset({"compress_ae", "compress_lm"})
+
+# What each model serves: lm-eval's built-in models and ours (a model class serves a request type when it
+# has the method of that name; tests/lmeval/test_request_types.py holds this table against the classes).
+SERVED: dict[str, frozenset[str]] = {
+    "hf": LM_EVAL_TYPES,
+    "vllm": LM_EVAL_TYPES,
+    "hf-pic": LM_EVAL_TYPES | SCORING_TYPES,
+    "vllm-pic": LM_EVAL_TYPES | SCORING_TYPES,
+    "compressor": LM_EVAL_TYPES | COMPRESSOR_TYPES,
+}
+_PREFERRED = ("hf-pic", "vllm-pic", "compressor")  # the order models are suggested in
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # `!function utils.X` is kept as its text, which names the task class
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
+    return Loader
+
+
+def _read_config(path: Path) -> dict:
+    """A task YAML with its ``include`` (a file of the same folder) merged under it."""
+    import yaml
+
+    config = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
+    base = config.get("include")
+    if isinstance(base, str):
+        config = {**_read_config(path.parent / base), **{k: v for k, v in config.items() if k != "include"}}
+    return config
+
+
+def _class_request_type(folder: Path, reference: str) -> str | None:
+    """``REQUEST_TYPE`` of the class a YAML names (``!function utils.RulerTask``)."""
+    module, _, name = reference.split(" ", 1)[1].rpartition(".")
+    task_class = getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name)
+    return getattr(task_class, "REQUEST_TYPE", None)
+
+
+@functools.lru_cache(maxsize=4)
+def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
+    """``{task or group name: request types it sends}`` for every task and group of a task folder."""
+    tasks: dict[str, frozenset[str]] = {}
+    groups: dict[str, list[str]] = {}
+    for path in sorted(Path(tasks_dir).rglob("*.yaml")):
+        config = _read_config(path)
+        if isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
+            groups[config["group"]] = [t for t in config["task"] if isinstance(t, str)]
+        elif isinstance(config.get("task"), str):
+            cls = config.get("class")
+            request = _class_request_type(path.parent, cls) if isinstance(cls, str) else None
+            tasks[config["task"]] = frozenset({request or str(config.get("output_type", "generate_until"))})
+
+    def members(name: str, seen: frozenset[str] = frozenset()) -> frozenset[str]:
+        if name in tasks:
+            return tasks[name]
+        if name in seen or name not in groups:
+            return frozenset()
+        return frozenset().union(*(members(m, seen | {name}) for m in groups[name]))
+
+    return {**tasks, **{group: members(group) for group in groups}}
+
+
+def serving_models(request_type: str) -> list[str]:
+    """Our models that serve ``request_type``, in the order they are suggested."""
+    return [m for m in _PREFERRED if request_type in SERVED[m]]
+
+
+def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str | Path,
+                       model_args: dict | None = None) -> None:
+    """Raise :class:`UsageError` when ``model`` (one of :data:`SERVED`) cannot serve a request type that
+    one of ``tasks`` sends; tasks that are not ours and models we do not know are left to lm-eval."""
+    if model not in SERVED:
+        return
+    known = task_request_types(str(tasks_dir))
+    for task in tasks:
+        for request_type in sorted(known.get(task, ())):
+            if request_type not in SERVED[model]:
+                others = " or ".join(f"--model {m}" for m in serving_models(request_type))
+                raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
+                                 f"use {others}")
+            if model == "vllm-pic" and request_type == "lsm" and int((model_args or {}).get("data_parallel_size", 1)) > 1:
+                raise UsageError(f"{task} sends lsm requests, which vllm-pic serves with data_parallel_size=1 only "
+                                 "(a pooling engine runs beside the generating one): use tensor_parallel_size, "
+                                 "or --model hf-pic")

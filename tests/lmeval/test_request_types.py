@@ -1,0 +1,55 @@
+"""Which request types our tasks send and which models serve them: the table that `lch eval` checks before
+any model loads, held against the model classes and the task folder."""
+
+import pytest
+
+from harness.errors import UsageError
+from harness.lmeval.plugin import tasks_path
+from harness.lmeval.request_types import SERVED, check_model_serves, task_request_types
+
+
+@pytest.mark.parametrize("model, cls", [("hf-pic", "harness.lmeval.hf_pic:HFPicLM"),
+                                        ("compressor", "harness.lmeval.compressor_lm:CompressorLM"),
+                                        ("hf", "lm_eval.models.huggingface:HFLM")])
+def test_served_table_matches_the_classes(model, cls):
+    """A model serves a request type when its class has the method lm-eval calls for it."""
+    import importlib
+
+    module, name = cls.split(":")
+    model_class = getattr(importlib.import_module(module), name)
+    every_type = set().union(*SERVED.values())
+    assert {t for t in every_type if callable(getattr(model_class, t, None))} == set(SERVED[model])
+
+
+def test_request_types_of_our_tasks_and_groups():
+    known = task_request_types(tasks_path())
+    expected = {"ppl_govreport": {"token_logprobs"}, "longppl_govreport": {"token_logprobs"}, "lsm_govreport": {"lsm"},
+                "longbench_write": {"generate_long"}, "hellobench_htg_8k": {"generate_long"},
+                "lch_ruler": {"generate_until"}, "lch_ruler_niah_m": {"generate_until"}, "lch_babilong": {"generate_until"},
+                "mrqa": {"generate_until"}, "compress_ae": {"compress_ae"}, "compress_lm": {"compress_lm"}}
+    assert {task: set(known[task]) for task in expected} == expected
+
+
+@pytest.mark.parametrize("model, task, message", [
+    ("hf", "ppl_govreport", "ppl_govreport sends token_logprobs requests, which the hf model does not serve: use "
+                            "--model hf-pic or --model vllm-pic"),
+    ("vllm", "longbench_write", "longbench_write sends generate_long requests, which the vllm model does not serve: "
+                                "use --model hf-pic or --model vllm-pic"),
+    ("hf-pic", "compress_lm", "compress_lm sends compress_lm requests, which the hf-pic model does not serve: use "
+                              "--model compressor"),
+    ("compressor", "lsm_govreport", "lsm_govreport sends lsm requests, which the compressor model does not serve: use "
+                                    "--model hf-pic or --model vllm-pic"),
+])
+def test_unserved_requests_are_refused_naming_the_models_that_serve_them(model, task, message):
+    with pytest.raises(UsageError) as err:
+        check_model_serves(model, ["lch_ruler_niah_single_1", task], tasks_path())
+    assert str(err.value) == message
+
+
+def test_what_is_served_or_unknown_passes():
+    for model in ("hf-pic", "vllm-pic"):
+        check_model_serves(model, ["ppl_govreport", "lsm_govreport", "longbench_write", "lch_ruler"], tasks_path())
+    check_model_serves("hf", ["lch_ruler", "mrqa", "arc_easy"], tasks_path())  # lm-eval's own types; not our task
+    check_model_serves("some-plugin-model", ["ppl_govreport"], tasks_path())  # a model we do not know: lm-eval decides
+    with pytest.raises(UsageError, match="data_parallel_size=1 only"):
+        check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {"data_parallel_size": 2})
