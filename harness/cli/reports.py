@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from harness.errors import UsageError
+from harness.reporting.agreement import Tolerances
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -50,6 +51,24 @@ def add(sub: argparse._SubParsersAction) -> None:
                       help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
     plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
     plot.set_defaults(handler=run_plot)
+    agree = sub.add_parser("agree", help="agreement of two runs of the same tasks (engines, dtypes): exit 0 agree, 1 differ",
+                           description="Pairs the logged samples (--log_samples) of two runs by document: exact-match "
+                                       "rate of generations and their first diverging token, per-token log-probability "
+                                       "differences, per-sample score deltas with a paired test, aggregate metric "
+                                       "deltas. Exit 0 when every shared task agrees within the tolerances, 1 when one "
+                                       "does not, 2 on unusable input.")
+    agree.add_argument("run_a", help="lm-eval output folder (its latest results_*.json) or a results file")
+    agree.add_argument("run_b", help="the run to compare with A")
+    agree.add_argument("-o", "--output", help="write OUTPUT.md and OUTPUT.json (default: Markdown on stdout only)")
+    agree.add_argument("--tokenizer", help="tokenizer for diverging tokens (default: run A's model; 'none': characters)")
+    defaults = Tolerances()
+    agree.add_argument("--min-exact-match", type=float, default=defaults.min_exact_match,
+                       help=f"share of identical generations needed (default {defaults.min_exact_match:g})")
+    agree.add_argument("--max-logprob-diff", type=float, default=defaults.max_logprob_diff,
+                       help=f"largest allowed per-token log-probability difference (default {defaults.max_logprob_diff:g})")
+    agree.add_argument("--max-rel-diff", type=float, default=defaults.max_rel_diff,
+                       help=f"largest allowed relative difference of a task metric (default {defaults.max_rel_diff:g})")
+    agree.set_defaults(handler=run_agree)
 
 
 def run_leaderboard(args: argparse.Namespace) -> int:
@@ -156,3 +175,35 @@ def run_plot(args: argparse.Namespace) -> int:
                         f"s={r:g} len={p.length} q={p.quality} cr={p.corrupted_ratio}" for r, p in line))
     print(path)
     return 0
+
+
+def run_agree(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.reporting.agreement import agreement, to_json, to_markdown
+    from harness.files import write_text_atomic
+
+    tolerances = Tolerances(args.min_exact_match, args.max_logprob_diff, args.max_rel_diff)
+    report = agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a))
+    markdown = to_markdown(report)
+    if args.output:
+        for suffix, text in ((".md", markdown), (".json", to_json(report))):
+            write_text_atomic(Path(args.output + suffix), text)
+    print(markdown, end="")
+    return 0 if report["agrees"] else 1
+
+
+def _diff_tokenizer(name: str | None, run: str):
+    """The tokenizer that locates diverging tokens: ``name``, else run A's model's; None for characters."""
+    from harness.reporting.agreement import model_tokenizer_name
+
+    name = name or model_tokenizer_name(run)
+    if not name or name == "none":
+        return None
+    from harness.data.prompt_length import load_tokenizer
+
+    try:
+        return load_tokenizer(name)
+    except (OSError, ValueError):
+        print(f"lch agree: tokenizer {name} does not load here: diverging characters are shown instead", file=sys.stderr)
+        return None

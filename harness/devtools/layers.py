@@ -33,7 +33,7 @@ class Layer:
 
 
 LAYERS = (
-    Layer("base", ("harness.cache", "harness.errors"), ()),
+    Layer("base", ("harness.cache", "harness.errors", "harness.files"), ()),
     Layer("pure", ("harness.positions", "harness.metrics"), ("base",),
           ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
            "pathlib", "urllib", "shutil", "tempfile", "subprocess")),

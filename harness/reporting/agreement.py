@@ -1,0 +1,339 @@
+"""``lch agree RUN_A RUN_B``: how far two runs of the same tasks agree, task by task and sample by sample.
+
+Two runs of one model on two engines (hf-pic vs vllm-pic) or in two dtypes should give the same answers;
+users report that they often do not. For every task both runs logged (``--log_samples``), documents are
+paired by ``doc_id`` (their ``doc_hash`` must match: the same input) and compared by what the task's
+responses are:
+
+* generations (``generate_until``, ``generate_long``): exact-match rate of the texts and, for each pair that
+  differs, the first diverging token (in the tokenizer of run A's model when it loads, else the first
+  diverging character);
+* per-token log-probabilities (``token_logprobs``): the token ids must be equal; the largest and mean
+  absolute log-probability difference per token;
+* LSM samples (``lsm``) and log-likelihoods (``loglikelihood``): the largest absolute difference;
+* per-sample scores (the numeric metrics lm-eval logs per document; ``[sum, count]`` pairs as their
+  ratio): means, their difference and a paired test (exact McNemar for 0/1-valued scores, Wilcoxon
+  signed-rank otherwise; p = 1 when no pair differs);
+* the task's aggregate metrics from the results files: absolute and relative difference.
+
+A task agrees when its generations match at least ``min_exact_match`` of the time, no token log-probability
+differs by more than ``max_logprob_diff``, and no aggregate metric differs by more than ``max_rel_diff``
+relatively (or ``max_abs_diff`` absolutely, for metrics near zero). The report is Markdown and JSON;
+``lch agree`` exits 0 when every shared task agrees and 1 otherwise, so it gates CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataFormatError, UsageError
+from harness.reporting.runs import RunError, read_json
+
+_KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """When two runs count as agreeing (module docstring); defaults fit fp32 on two engines."""
+
+    min_exact_match: float = 1.0
+    max_logprob_diff: float = 1e-3
+    max_rel_diff: float = 1e-4
+    max_abs_diff: float = 1e-6
+
+
+@dataclass
+class ScoreComparison:
+    metric: str
+    n: int
+    mean_a: float
+    mean_b: float
+    delta: float
+    test: str
+    p_value: float
+
+
+@dataclass
+class Divergence:
+    doc_id: Any
+    index: int  # token (or character) index of the first difference
+    unit: str  # "token" or "char"
+    a: str
+    b: str
+    context: str  # the text both share just before it
+
+
+@dataclass
+class TaskAgreement:
+    task: str
+    kind: str
+    n_paired: int
+    n_unpaired: int = 0
+    n_input_mismatch: int = 0
+    exact_match: float | None = None
+    divergences: list[Divergence] = field(default_factory=list)
+    max_logprob_diff: float | None = None
+    mean_logprob_diff: float | None = None
+    token_mismatch: int = 0
+    max_value_diff: float | None = None
+    scores: list[ScoreComparison] = field(default_factory=list)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    agrees: bool = True
+    reasons: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------- reading runs
+
+
+def _run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
+    """The newest results file of a run folder (or the file given) and its samples files by task."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: give two lm-eval output folders (or results_*.json files)")
+    results = path if path.is_file() else max(path.rglob("results_*.json"), default=None, key=lambda p: p.name)
+    if results is None:
+        raise UsageError(f"{path}: no results_*.json found (give the folder lm-eval wrote with --output_path)")
+    stamp = results.name[len("results_"):-len(".json")]
+    samples = {}
+    for file in results.parent.glob(f"samples_*_{stamp}.jsonl"):
+        samples[file.name[len("samples_"):-len(f"_{stamp}.jsonl")]] = file
+    if not samples:
+        raise UsageError(f"{results.parent}: no samples_*_{stamp}.jsonl beside {results.name}; run lm-eval with "
+                         "--log_samples to compare runs sample by sample")
+    return results, samples
+
+
+def _read_samples(path: Path) -> dict[Any, dict]:
+    rows: dict[Any, dict] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFormatError(f"{path}:{number}: not a JSON line ({err.msg})") from None
+        if not isinstance(row, dict) or "doc_id" not in row:
+            raise DataFormatError(f"{path}:{number}: not an lm-eval sample (no doc_id)")
+        rows[row["doc_id"]] = row
+    return rows
+
+
+def _response(sample: dict) -> Any:
+    """The first response of a sample, our request types' dicts parsed back from lm-eval's repr."""
+    resps = sample.get("resps") or [[None]]
+    value = resps[0][0] if isinstance(resps[0], list) and resps[0] else resps[0]
+    if isinstance(value, str) and value.startswith("{'"):
+        try:
+            parsed = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            return value
+        if isinstance(parsed, dict) and any(keys <= set(parsed) for keys in _KINDS.values()):
+            return parsed
+    return value
+
+
+def _kind(response: Any) -> str:
+    if isinstance(response, dict):
+        return next(kind for kind, keys in _KINDS.items() if keys <= set(response))
+    if isinstance(response, str):
+        return "generation"
+    if isinstance(response, (list, tuple)) and response and isinstance(response[0], (int, float)):
+        return "loglikelihood"
+    return "other"
+
+
+def _score_values(sample: dict) -> dict[str, float]:
+    out = {}
+    for name in sample.get("metrics") or []:
+        value = sample.get(name)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            out[name] = float(value)
+        elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]:
+            out[name] = float(value[0]) / float(value[1])
+    return out
+
+
+# ----------------------------------------------------------------------------------------- comparing
+
+
+def _paired_test(a: list[float], b: list[float]) -> tuple[str, float]:
+    from scipy import stats
+
+    diffs = [x - y for x, y in zip(a, b)]
+    if not any(diffs):
+        return "none (no pair differs)", 1.0
+    values = set(a) | set(b)
+    if len(values) <= 2:  # a 0/1 (or 0/100) score: exact McNemar on the discordant pairs
+        high = max(values)
+        a_only = sum(1 for x, y in zip(a, b) if x == high and y != high)
+        b_only = sum(1 for x, y in zip(a, b) if y == high and x != high)
+        return "McNemar (exact)", float(stats.binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    return "Wilcoxon signed-rank", float(stats.wilcoxon(a, b, zero_method="zsplit").pvalue)
+
+
+def _divergence(doc_id: Any, a: str, b: str, tokenizer: Any) -> Divergence:
+    if tokenizer is not None:
+        ids_a, ids_b = tokenizer.encode(a, add_special_tokens=False), tokenizer.encode(b, add_special_tokens=False)
+        i = next((k for k, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y), min(len(ids_a), len(ids_b)))
+        piece = lambda ids: tokenizer.decode(ids[i : i + 1]) if i < len(ids) else "<end>"  # noqa: E731
+        shared = tokenizer.decode(ids_a[max(0, i - 8) : i])
+        return Divergence(doc_id, i, "token", piece(ids_a), piece(ids_b), shared)
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return Divergence(doc_id, i, "char", a[i : i + 1] or "<end>", b[i : i + 1] or "<end>", a[max(0, i - 30) : i])
+
+
+def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, metrics_b: dict,
+                 tol: Tolerances, tokenizer: Any = None) -> TaskAgreement:
+    """The agreement of one task's samples and aggregate metrics (module docstring)."""
+    shared = [d for d in samples_a if d in samples_b]
+    pairs = [(samples_a[d], samples_b[d]) for d in shared
+             if samples_a[d].get("doc_hash") == samples_b[d].get("doc_hash")]
+    kinds = {_kind(_response(a)) for a, _ in pairs} or {"none"}
+    out = TaskAgreement(task, "/".join(sorted(kinds)), len(pairs),
+                        n_unpaired=len(set(samples_a) ^ set(samples_b)), n_input_mismatch=len(shared) - len(pairs))
+    same, diffs, value_diffs = 0, [], []
+    for a, b in pairs:
+        ra, rb = _response(a), _response(b)
+        kind = _kind(ra)
+        if kind in ("generation", "generate_long"):
+            ta, tb = (ra["text"], rb["text"]) if kind == "generate_long" else (ra, rb)
+            if ta == tb:
+                same += 1
+            else:
+                out.divergences.append(_divergence(a["doc_id"], ta, tb, tokenizer))
+        elif kind == "token_logprobs":
+            if ra["token_ids"] != rb["token_ids"]:
+                out.token_mismatch += 1
+                continue
+            diffs.extend(abs(x - y) for x, y in zip(ra["logprobs"], rb["logprobs"]))
+        elif kind == "lsm":
+            value_diffs.extend(abs(x - y) for x, y in zip(ra["sce"], rb["sce"]))
+        elif kind == "loglikelihood":
+            value_diffs.append(abs(float(ra[0]) - float(rb[0])))
+    if kinds & {"generation", "generate_long"} and pairs:
+        out.exact_match = same / len(pairs)
+    if diffs:
+        out.max_logprob_diff, out.mean_logprob_diff = max(diffs), sum(diffs) / len(diffs)
+    if value_diffs:
+        out.max_value_diff = max(value_diffs)
+    scores_a = [_score_values(a) for a, _ in pairs]
+    scores_b = [_score_values(b) for _, b in pairs]
+    for name in sorted(set().union(*scores_a) if scores_a else ()):
+        both = [(x[name], y[name]) for x, y in zip(scores_a, scores_b) if name in x and name in y]
+        if not both:
+            continue
+        va, vb = [x for x, _ in both], [y for _, y in both]
+        test, p = _paired_test(va, vb)
+        out.scores.append(ScoreComparison(name, len(both), sum(va) / len(va), sum(vb) / len(vb),
+                                          sum(vb) / len(vb) - sum(va) / len(va), test, p))
+    for key in sorted(set(metrics_a) & set(metrics_b)):
+        x, y = metrics_a[key], metrics_b[key]
+        if (isinstance(x, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or "_stderr" in key
+                or key.startswith("sample_len")):
+            continue
+        rel = abs(y - x) / abs(x) if x else (0.0 if y == x else math.inf)
+        out.metrics[key.split(",")[0] if key.endswith(",none") else key] = {"a": x, "b": y, "delta": y - x, "rel": rel}
+    _verdict(out, tol)
+    return out
+
+
+def _verdict(out: TaskAgreement, tol: Tolerances) -> None:
+    if out.n_paired == 0:
+        out.reasons.append("no document of one run matches a document of the other")
+    if out.n_input_mismatch:
+        out.reasons.append(f"{out.n_input_mismatch} documents differ between the runs (doc_hash)")
+    if out.exact_match is not None and out.exact_match < tol.min_exact_match:
+        out.reasons.append(f"generations identical for {out.exact_match:.1%} of documents (< {tol.min_exact_match:.1%})")
+    if out.token_mismatch:
+        out.reasons.append(f"{out.token_mismatch} documents were tokenised differently")
+    if out.max_logprob_diff is not None and out.max_logprob_diff > tol.max_logprob_diff:
+        out.reasons.append(f"a token log-probability differs by {out.max_logprob_diff:.3g} (> {tol.max_logprob_diff:g})")
+    for name, m in out.metrics.items():
+        if m["rel"] > tol.max_rel_diff and abs(m["delta"]) > tol.max_abs_diff:
+            out.reasons.append(f"{name} differs by {m['rel']:.3g} relatively ({m['a']:.6g} vs {m['b']:.6g})")
+    out.agrees = not out.reasons
+
+
+def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances(),
+              tokenizer: Any = None) -> dict[str, Any]:
+    """Compare two runs (module docstring): ``{"a", "b", "tolerances", "tasks": [TaskAgreement], "only_a",
+    "only_b", "agrees"}``."""
+    results_a, files_a = _run_files(run_a)
+    results_b, files_b = _run_files(run_b)
+    data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
+    tasks = []
+    for task in sorted(set(files_a) & set(files_b)):
+        tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),
+                                  (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
+                                  tol, tokenizer))
+    if not tasks:
+        raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
+                         f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")
+    return {"a": _describe(results_a, data_a), "b": _describe(results_b, data_b), "tolerances": asdict(tol),
+            "tasks": tasks, "only_a": sorted(set(files_a) - set(files_b)), "only_b": sorted(set(files_b) - set(files_a)),
+            "agrees": all(t.agrees for t in tasks)}
+
+
+def _describe(results: Path, data: dict) -> dict:
+    config = data.get("config") or {}
+    return {"results": str(results), "model": config.get("model"), "model_args": config.get("model_args"),
+            "evaluated_as": config.get("lch_evaluated_as")}
+
+
+def model_tokenizer_name(run: str | Path) -> str | None:
+    """The tokenizer (or model) a run's model args name, to locate diverging tokens."""
+    results, _ = _run_files(run)
+    config = read_json(results, RunError).get("config") or {}
+    args = config.get("model_args") or {}
+    if isinstance(args, str):
+        args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+    return args.get("tokenizer") or args.get("pretrained")
+
+
+# ----------------------------------------------------------------------------------------- writing
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "" if x is None else f"{x:.{digits}g}"
+
+
+def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
+    a, b = report["a"], report["b"]
+    lines = [f"# Agreement of two runs: {'agree' if report['agrees'] else 'DISAGREE'}", "",
+             f"- A: `{a['results']}` ({a['model']}{', ' + a['evaluated_as'] if a['evaluated_as'] else ''})",
+             f"- B: `{b['results']}` ({b['model']}{', ' + b['evaluated_as'] if b['evaluated_as'] else ''})",
+             f"- tolerances: {', '.join(f'{k} {v:g}' for k, v in report['tolerances'].items())}", "",
+             "| task | kind | paired | identical generations | max abs logprob diff | max abs value diff | verdict |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for t in report["tasks"]:
+        exact = "" if t.exact_match is None else f"{t.exact_match:.1%}"
+        verdict = "agree" if t.agrees else "differ: " + "; ".join(t.reasons)
+        lines.append(f"| {t.task} | {t.kind} | {t.n_paired} | {exact} | {_fmt(t.max_logprob_diff)} | "
+                     f"{_fmt(t.max_value_diff)} | {verdict} |")
+    for t in report["tasks"]:
+        lines += ["", f"## {t.task}", "", "| metric | A | B | B - A | relative |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {k} | {m['a']:.6g} | {m['b']:.6g} | {m['delta']:.3g} | {m['rel']:.3g} |" for k, m in t.metrics.items()]
+        if t.scores:
+            lines += ["", "| per-sample score | n | mean A | mean B | B - A | paired test | p |",
+                      "|---|---:|---:|---:|---:|---|---:|"]
+            lines += [f"| {s.metric} | {s.n} | {s.mean_a:.6g} | {s.mean_b:.6g} | {s.delta:.3g} | {s.test} | {s.p_value:.3g} |"
+                      for s in t.scores]
+        if t.divergences:
+            lines += ["", f"First diverging {t.divergences[0].unit} of differing generations "
+                          f"({len(t.divergences)}; {min(max_divergences, len(t.divergences))} shown):", ""]
+            lines += [f"- doc {d.doc_id}, {d.unit} {d.index}: after `{d.context!r}` A has `{d.a!r}`, B has `{d.b!r}`"
+                      for d in t.divergences[:max_divergences]]
+    if report["only_a"] or report["only_b"]:
+        lines += ["", f"Tasks in one run only: A {report['only_a']}, B {report['only_b']}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(report: dict[str, Any]) -> str:
+    return json.dumps({**report, "tasks": [asdict(t) for t in report["tasks"]]}, indent=1, default=str) + "\n"
