@@ -177,8 +177,8 @@ def judge_samples_file(
 ) -> dict[str, Any]:
     """Judge the logged samples of a long-form task and write their judgements beside them (``lch judge``).
 
-    ``judge_overrides`` replaces base_url, model, policy, concurrency, cache_dir of the logged judge settings
-    (temperature and max_tokens stay as logged). Each row of the written file: ``doc_id``, ``judge``
+    ``judge_overrides`` replaces base_url, model, policy, concurrency, cache_dir (and max_tokens, when given)
+    of the logged judge settings; temperature stays as logged. Each row of the written file: ``doc_id``, ``judge``
     (model), ``parsed`` (None when unparsable), ``quality`` (per-sample quality, see
     :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts."""
     if not Path(samples_file).is_file():

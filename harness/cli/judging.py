@@ -14,6 +14,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--policy", default="drop", choices=["drop", "zero", "rejudge"])
     judge.add_argument("--concurrency", type=int, default=8)
     judge.add_argument("--judge-cache-dir", default=None)
+    judge.add_argument("--max-tokens", type=int, default=None,
+                       help="judge reply budget in tokens (default: as logged with the samples, else 1024)")
     judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
     judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
     judge.set_defaults(handler=run_judge)
@@ -29,7 +31,7 @@ def run_judge(args: argparse.Namespace) -> int:
 
     print(json.dumps(judge_samples_file(args.samples, {
         "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
-        "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir,
+        "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir, "max_tokens": args.max_tokens,
     }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
     return 0
 
