@@ -103,7 +103,23 @@ def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str |
                 others = " or ".join(f"--model {m}" for m in serving_models(request_type))
                 raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
                                  f"use {others}")
-            if model == "vllm-pic" and request_type == "lsm" and int((model_args or {}).get("data_parallel_size", 1)) > 1:
-                raise UsageError(f"{task} sends lsm requests, which vllm-pic serves with data_parallel_size=1 only "
-                                 "(a pooling engine runs beside the generating one): use tensor_parallel_size, "
-                                 "or --model hf-pic")
+            if model == "vllm-pic" and request_type == "lsm":
+                _check_vllm_lsm(task, model_args or {})
+
+
+LSM_GPU_MEMORY = 0.45  # each of vllm-pic's two engines (generating, pooling) when a run has lsm requests
+
+
+def _check_vllm_lsm(task: str, model_args: dict) -> None:
+    """vllm-pic answers ``lsm`` with a pooling engine beside its generating one: one process (no data
+    parallelism), and on a GPU room for both (each takes its ``gpu_memory_utilization`` share)."""
+    if int(model_args.get("data_parallel_size", 1)) > 1:
+        raise UsageError(f"{task} sends lsm requests, which vllm-pic serves with data_parallel_size=1 only (a pooling "
+                         "engine runs beside the generating one): use tensor_parallel_size, or --model hf-pic")
+    import torch
+
+    share = float(model_args.get("gpu_memory_utilization", 0.9))
+    if torch.cuda.is_available() and share > LSM_GPU_MEMORY:
+        raise UsageError(f"{task} sends lsm requests, for which vllm-pic starts a second (pooling) engine on the same "
+                         f"GPU: pass gpu_memory_utilization={LSM_GPU_MEMORY} (or less) in --model_args so that both fit "
+                         f"(now {share:g})")

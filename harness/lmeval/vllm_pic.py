@@ -99,6 +99,22 @@ def with_rope_base(hf_config: dict, base: float | None) -> dict:
     return {**hf_config, "rope_parameters": {**rope_parameters(hf_config), "rope_theta": float(base)}}
 
 
+def _ray_with_gpu_slots(slots: int) -> None:
+    """lm-eval runs each data-parallel replica as a Ray task that asks for ``tensor_parallel_size`` GPUs; a
+    machine without GPUs (the CPU build of vLLM) has none, so the tasks would wait forever. There, start Ray
+    with that many logical GPU slots (Ray resources are labels; vLLM's CPU build never uses a GPU). lm-eval
+    shuts Ray down after every call, so this runs before each one. (Done here, not by patching lm-eval: its
+    data-parallel path offers no hook for Ray's resources.)"""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_gpus=slots, include_dashboard=False)
+
+
 def long_generation_response(completion: Any) -> dict:
     """``{"text", "ended_with_eos", "n_tokens"}`` of a vLLM ``CompletionOutput``, as hf-pic counts them:
     vLLM keeps the EOS token it stopped on in ``token_ids`` (``stop_reason`` None), hf-pic does not count it.
@@ -144,6 +160,11 @@ class VLLMPicLM(_Base):
 
     # ------------------------------------------------------------------ running the engine
 
+    def _model_generate(self, requests: list, generate: bool = False, sampling_params: Any = None) -> list:
+        if self.data_parallel_size > 1:
+            _ray_with_gpu_slots(self.data_parallel_size * self.tensor_parallel_size)
+        return super()._model_generate(requests=requests, generate=generate, sampling_params=sampling_params)
+
     def _run(self, prompts: list[list[int]], params: list) -> list:
         """``RequestOutput`` of each token prompt: the engine in this process, or lm-eval's data-parallel
         replicas (``_model_generate``) when ``data_parallel_size`` > 1."""
@@ -167,7 +188,7 @@ class VLLMPicLM(_Base):
 
         from harness.models.vllm_scoring import prompt_token_logprobs
 
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False, flat_logprobs=True)
         window = self.max_length - 1  # vLLM keeps room for one generated token
         encoded = [encode_for_scoring(self.tokenizer, *req.args) for req in requests]
         windows = [scoring_windows(len(enc["token_ids"]), window) for enc in encoded]

