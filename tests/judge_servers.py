@@ -71,6 +71,40 @@ class ServedModel:
             self.proc.wait(timeout=30)
 
 
+class VllmServer:
+    """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``) for ``model`` on a
+    free loopback port, run by a vLLM environment (:class:`harness.models.vllm_env.VllmEnv`); stopped on exit."""
+
+    def __init__(self, env, model: Path, max_model_len: int = 4096, start_timeout: float = 300):
+        self.env, self.model, self.port = env, str(model), free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.max_model_len, self.start_timeout = max_model_len, start_timeout
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "VllmServer":
+        self.proc = subprocess.Popen(
+            [str(self.env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", self.model, "--host",
+             "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", str(self.max_model_len),
+             "--enforce-eager"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**self.env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"})
+        deadline = time.time() + self.start_timeout
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
+                return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"vLLM server exited during start-up: {self.proc.stderr.read()[-2000:]}")
+                time.sleep(1)
+        self.__exit__()
+        raise RuntimeError(f"vLLM server did not become healthy within {self.start_timeout:.0f} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+
+
 class _LoopbackApp:
     """An aiohttp app on a free loopback port, served from its own thread."""
 

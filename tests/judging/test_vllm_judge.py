@@ -12,15 +12,13 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import SHARED_DATA
-from tests.judge_servers import free_port
+from tests.judge_servers import VllmServer
 
 JUDGE_PROMPT = Path(os.environ.get("LCH_LONGBENCH_WRITE_PROMPT") or SHARED_DATA / "longbench_write" / "judge.txt")
 pytestmark = pytest.mark.skipif(not JUDGE_PROMPT.is_file(), reason=f"needs the official LongBench-Write judge prompt "
@@ -35,29 +33,8 @@ LBW_ROWS = [
 
 @pytest.fixture(scope="module")
 def vllm_server(vllm_env, smollm2_dir):
-    """``python -m vllm.entrypoints.openai.api_server`` on a free loopback port (stopped at the end)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(vllm_env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(smollm2_dir),
-         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
-         "--enforce-eager"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        env={**vllm_env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"})
-    deadline = time.time() + 300
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"vLLM server exited during start-up: {proc.stderr.read()[-2000:]}")
-                if time.time() > deadline:
-                    pytest.fail("vLLM server did not become healthy within 300 s")
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    with VllmServer(vllm_env, smollm2_dir) as server:
+        yield server.base_url
 
 
 def samples_file(folder: Path, model: Path) -> Path:
