@@ -38,6 +38,22 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
     return AutoModelForCausalLM.from_config(config).eval()
 
 
+def progress(request, tag: str):
+    """A function that prints ``[tag] message`` on the terminal at once, past pytest's output capture (so
+    that a long one-time fetch or build is visible while it runs)."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+
+    def write(message: str) -> None:
+        if reporter is None or capture is None:
+            print(f"[{tag}] {message}", flush=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"[{tag}] {message}")
+
+    return write
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Tiny models built by harness.models.tiny go to a per-session folder, never the user's cache."""
@@ -57,8 +73,7 @@ def smollm2_dir(request) -> Path:
     with the progress shown; the real-model tests skip with the reason when no source is reachable."""
     from harness.models.registry import ModelFetchError, fetch_model, is_fetched
 
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    write = (lambda msg: reporter.write_line(f"[smollm2-135m] {msg}")) if reporter else print
+    write = progress(request, "smollm2-135m")
     if not is_fetched("smollm2-135m"):
         write("not in the model cache: fetching it once for the real-model tests")
     try:
@@ -90,8 +105,7 @@ def vllm_env(request):
         from importlib.metadata import version
 
         return VllmEnv(Path(sys.prefix), Path(sys.executable), version("vllm"), version("transformers"))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    write = (lambda msg: reporter.write_line(f"[vllm-env] {msg}")) if reporter else print
+    write = progress(request, "vllm-env")
     if read_marker(Path(os.environ["LCH_VLLM_ENV"])) is None:
         write("no CPU vLLM environment on this machine: building it once for the vLLM tests")
     try:

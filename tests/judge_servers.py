@@ -39,54 +39,22 @@ def judge_model(source: Path, target: Path) -> Path:
     return target
 
 
-class ServedModel:
-    """`transformers serve <model>` on a free loopback port, stopped on exit."""
+class _ServerProcess:
+    """An OpenAI-compatible server process on a free loopback port, healthy on entry, stopped on exit."""
 
-    def __init__(self, model: Path):
-        self.model, self.port = str(model), free_port()
+    name = "server"
+
+    def __init__(self, model: Path, start_timeout: float):
+        self.model, self.port, self.start_timeout = str(model), free_port(), start_timeout
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "ServedModel":
-        exe = Path(sys.executable).parent / "transformers"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        self.proc = subprocess.Popen(
-            [str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2)
-                return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("transformers serve exited during start-up")
-                time.sleep(0.5)
-        raise RuntimeError("transformers serve did not start within 120 s")
+    def command(self) -> tuple[list[str], dict]:  # pragma: no cover - defined by subclasses
+        raise NotImplementedError
 
-    def __exit__(self, *exc) -> None:
-        if self.proc:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-
-
-class VllmServer:
-    """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``) for ``model`` on a
-    free loopback port, run by a vLLM environment (:class:`harness.models.vllm_env.VllmEnv`); stopped on exit."""
-
-    def __init__(self, env, model: Path, max_model_len: int = 4096, start_timeout: float = 300):
-        self.env, self.model, self.port = env, str(model), free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.max_model_len, self.start_timeout = max_model_len, start_timeout
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> "VllmServer":
-        self.proc = subprocess.Popen(
-            [str(self.env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", self.model, "--host",
-             "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", str(self.max_model_len),
-             "--enforce-eager"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env={**self.env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"})
+    def __enter__(self):
+        cmd, env = self.command()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + self.start_timeout
         while time.time() < deadline:
             try:
@@ -94,15 +62,45 @@ class VllmServer:
                 return self
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"vLLM server exited during start-up: {self.proc.stderr.read()[-2000:]}")
-                time.sleep(1)
+                    raise RuntimeError(f"{self.name} exited during start-up: {self.proc.stderr.read()[-2000:]}")
+                time.sleep(0.5)
         self.__exit__()
-        raise RuntimeError(f"vLLM server did not become healthy within {self.start_timeout:.0f} s")
+        raise RuntimeError(f"{self.name} did not become healthy within {self.start_timeout:.0f} s")
 
     def __exit__(self, *exc) -> None:
         if self.proc:
             self.proc.terminate()
             self.proc.wait(timeout=60)
+
+
+class ServedModel(_ServerProcess):
+    """`transformers serve <model>` (this environment's transformers)."""
+
+    name = "transformers serve"
+
+    def __init__(self, model: Path):
+        super().__init__(model, start_timeout=120)
+
+    def command(self) -> tuple[list[str], dict]:
+        exe = Path(sys.executable).parent / "transformers"
+        return ([str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
+                {**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+class VllmServer(_ServerProcess):
+    """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``, fp32, eager) run by a
+    vLLM environment (:class:`harness.models.vllm_env.VllmEnv`)."""
+
+    name = "vLLM server"
+
+    def __init__(self, env, model: Path, max_model_len: int = 4096, start_timeout: float = 300):
+        super().__init__(model, start_timeout)
+        self.env, self.max_model_len = env, max_model_len
+
+    def command(self) -> tuple[list[str], dict]:
+        return ([str(self.env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", self.model, "--host",
+                 "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", str(self.max_model_len),
+                 "--enforce-eager"], {**self.env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"})
 
 
 class _LoopbackApp:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
 from harness.reporting.runs import RunError, read_json
 
@@ -109,18 +110,11 @@ def _run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
 
 
 def _read_samples(path: Path) -> dict[Any, dict]:
-    rows: dict[Any, dict] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(f"{path}:{number}: not a JSON line ({err.msg})") from None
-        if not isinstance(row, dict) or "doc_id" not in row:
-            raise DataFormatError(f"{path}:{number}: not an lm-eval sample (no doc_id)")
-        rows[row["doc_id"]] = row
-    return rows
+    rows = read_jsonl(path, "an lm-eval samples file")
+    bad = next((i for i, row in enumerate(rows) if "doc_id" not in row), None)
+    if bad is not None:
+        raise DataFormatError(f"{path}: sample {bad} has no doc_id (not an lm-eval samples file)")
+    return {row["doc_id"]: row for row in rows}
 
 
 def _response(sample: dict) -> Any:
