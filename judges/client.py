@@ -141,8 +141,46 @@ class JudgeClient:
         self.stats["failed"] += 1
         return JudgeAnswer(text=None, error=error)
 
+    def check_server(self) -> None:
+        """One ``GET <base_url>/models`` before the first request that is not cached: an OpenAI-compatible
+        server (vLLM, OpenAI) answers with a JSON model list. Nothing listening, a 4xx (no such endpoint, a
+        refused key) or a page that is not JSON is a :class:`UsageError` naming the URL, instead of every
+        request failing after its retries and the judged metrics coming out empty; a 5xx is left to the
+        requests' own retries (``transformers serve`` offline answers 500 here: it lists hub models)."""
+        import urllib.error
+        import urllib.request
+
+        url = self.settings.base_url.rstrip("/") + "/models"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.settings.api_key}"})
+        hint = ("start an OpenAI-compatible server (e.g. python -m vllm.entrypoints.openai.api_server --model M) "
+                "or fix the judge base URL (it ends in /v1)")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                body = json.loads(reply.read().decode("utf-8", "replace"))
+        except urllib.error.HTTPError as err:
+            if err.code >= 500:  # a server that is there but failed (transformers serve offline lists the hub): ask
+                return
+            if err.code in (401, 403):
+                raise UsageError(f"the judge server at {self.settings.base_url} refused the API key (HTTP {err.code}): "
+                                 "set LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
+            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models "
+                             f"answered HTTP {err.code}): {hint}") from None
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise UsageError(f"no judge server answers at {self.settings.base_url} ({reason}): {hint}") from None
+        except ValueError:
+            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models did "
+                             f"not answer JSON): {hint}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models has "
+                             f"no model list): {hint}")
+
     async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
         import openai
+
+        bodies = [request_body(self.settings, messages) for messages in conversations]
+        if any(self.cache.get(request_key(body)) is None for body in bodies):
+            self.check_server()  # answers from the cache need no server
 
         client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
                                     timeout=self.settings.timeout, max_retries=0)

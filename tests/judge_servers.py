@@ -114,6 +114,12 @@ class _LoopbackApp:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
+    async def _models(self, request):
+        """The OpenAI model list the judge client checks for before its first request."""
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [{"id": "test-judge", "object": "model"}]})
+
     async def _handle(self, request):  # pragma: no cover - defined by subclasses
         raise NotImplementedError
 
@@ -122,6 +128,7 @@ class _LoopbackApp:
 
         app = web.Application()
         app.router.add_route("POST", self.route, self._handle)
+        app.router.add_route("GET", "/v1/models", self._models)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.port).start()

@@ -36,10 +36,29 @@ def data(tmp_path_factory) -> dict[str, Path]:
     for key, (name, text) in files.items():
         (root / name).write_text(text, encoding="utf-8")
         out[key] = root / name
+    item = {"instruction": "Write an essay.", "response": "An essay.", "checklists": ["Is it an essay?"],
+            "category": "argumentative_writing", "weights_file": "w.txt", "rescale": False, "judge": None}
+    (root / "samples_hellobench_htg_1.jsonl").write_text(json.dumps({"doc_id": 0, "quality": item}) + "\n")
+    out["samples_judged"] = root / "samples_hellobench_htg_1.jsonl"
     (root / "runs-empty").mkdir()
     out["runs_empty"] = root / "runs-empty"
     out["root"] = root
     return out
+
+
+@pytest.fixture(scope="module")
+def not_a_judge():
+    """A plain static-file HTTP server (GET /v1/models is a 404): what a wrong judge URL often points at."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(Path(__file__).parent))
+    handler.log_message = lambda *args: None
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
 
 
 def _eval(model_args: str, tasks: str, metadata: dict | None = None, model: str = "hf-pic", out: Path | None = None):
@@ -51,11 +70,21 @@ def _eval(model_args: str, tasks: str, metadata: dict | None = None, model: str 
     return argv
 
 
-def _cases(tiny: str, d: dict[str, Path]) -> list[tuple[str, list[str], str]]:
+def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, list[str], str]]:
     """(case id, argv, regex the error line must match after 'lch: error: ')."""
+    from tests.judge_servers import free_port
+
     ppl = {"min_tokens": 10, "num_docs": 2}
     good = str(d["good"])
+    nobody = f"http://127.0.0.1:{free_port()}/v1"
     return _vllm_cases(tiny, good) + [
+        ("judge-not-openai", ["judge", str(d["samples_judged"]), "--judge-base-url", not_a_judge, "--judge-model", "m",
+                              "--judge-cache-dir", str(d["root"] / "jc1")],
+         r"the judge server at http://127.0.0.1:\d+/v1 is not OpenAI-compatible \(GET /models answered HTTP 404\): "
+         r"start an OpenAI-compatible server"),
+        ("judge-nobody-listening", ["judge", str(d["samples_judged"]), "--judge-base-url", nobody, "--judge-model", "m",
+                                    "--judge-cache-dir", str(d["root"] / "jc2")],
+         r"no judge server answers at http://127.0.0.1:\d+/v1 \(.*\): start an OpenAI-compatible server"),
         # model args
         ("pic-unknown", _eval(f"pretrained={tiny},pic=bogus", "ppl_govreport", {"data_files": good, **ppl}),
          r"pic method 'bogus' is unknown; allowed: none, naive, ntk, dynamic"),
@@ -183,8 +212,8 @@ def _vllm_cases(tiny: str, good: str) -> list[tuple[str, list[str], str]]:
              r"`lch vllm-env`")]
 
 
-def test_bad_input_table(tiny_model_dir, data, tmp_path, capsys):
-    cases = _cases(str(tiny_model_dir), data)
+def test_bad_input_table(tiny_model_dir, data, not_a_judge, tmp_path, capsys):
+    cases = _cases(str(tiny_model_dir), data, not_a_judge)
     assert len(cases) >= 25
     failures = []
     for case, argv, pattern in cases:
