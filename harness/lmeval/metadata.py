@@ -90,27 +90,11 @@ METADATA_KEYS: dict[str, str] = {
 }
 
 
-def _yaml_loader() -> Any:
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)  # !function tags: not needed here
-    return Loader
-
-
 def our_task_names(tasks_dir: str | Path) -> set[str]:
     """Task and group names defined by the YAMLs of our task folder."""
-    import yaml
+    from harness.lmeval.request_types import task_request_types
 
-    names: set[str] = set()
-    for path in Path(tasks_dir).rglob("*.yaml"):
-        config = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
-        for key in ("task", "group"):
-            if isinstance(config.get(key), str):
-                names.add(config[key])
-    return names
+    return set(task_request_types(str(tasks_dir)))
 
 
 def check_metadata(metadata: dict | None, tasks: Iterable[str], tasks_dir: str | Path) -> None:

@@ -56,9 +56,20 @@ def check_compressor_args(args: dict) -> None:
         check_model_path(args["checkpoint"], "checkpoint", local=True)
 
 
-VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}
+VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
 DYNAMIC_ON_VLLM = ("pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
-                   "--model hf-pic for Dynamic PIC")  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
+                   "--model hf-pic for Dynamic PIC")
+
+
+def refuse_dynamic_on_vllm(resolved: dict[str, Any]) -> None:
+    """Dynamic PIC (asked for, or expected by the checkpoint's variant file) is refused on vLLM in one line."""
+    if resolved["inference"]["pic"] != "dynamic":
+        return
+    variant = resolved["variant"]
+    if variant is not None and variant.inference.get("pic") == "dynamic" and not any("pic=" in o for o in resolved["overrides"]):
+        raise UsageError(f"this checkpoint is {variant.describe()}, which expects Dynamic PIC; vLLM cannot run it: "
+                         "use --model hf-pic, or pass pic=none for standard inference")
+    raise UsageError(DYNAMIC_ON_VLLM)
 
 
 def vllm_known_args() -> set[str]:
@@ -81,20 +92,21 @@ def vllm_known_args() -> set[str]:
     return known | {"device"}  # lm-eval passes --device; its vLLM model drops it with a warning
 
 
-def check_vllm_pic_args(args: dict) -> None:
+def check_vllm_pic_args(args: dict) -> dict[str, Any]:
     """vllm-pic's args before vLLM loads anything: the inference args and the variant file as hf-pic's (and
     pic=dynamic refused), vLLM importable, every other arg one that lm-eval's vLLM model or vLLM's engine
-    takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`)."""
+    takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`). Returns what
+    :func:`check_hf_pic_args` resolves."""
     resolved = check_hf_pic_args({"pretrained": args.get("pretrained"), "peft": args.get("lora_local_path"),
                                   **{k: args[k] for k in VLLM_PIC_ARGS if k in args}})
-    if resolved["inference"]["pic"] == "dynamic":
-        raise UsageError(DYNAMIC_ON_VLLM)
+    refuse_dynamic_on_vllm(resolved)
     unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
     if unknown:
         hint = " (Dynamic PIC's settings: use --model hf-pic)" if unknown & {"pic_initial", "pic_recent", "pic_layout", "pic_impl"} else ""
         raise UsageError(f"vllm-pic: unknown model args {sorted(unknown)}{hint}; it takes lm-eval's vllm args, vLLM's "
                          "engine args and pic / pic_ratio / rope_base")
     check_vllm_model(args.get("pretrained"))
+    return resolved
 
 
 def check_vllm_model(pretrained: Any) -> None:

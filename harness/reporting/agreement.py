@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
-from harness.reporting.runs import RunError, read_json
+from harness.reporting.runs import RunError, model_args_of, read_json
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
 
@@ -189,12 +189,12 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
     shared = [d for d in samples_a if d in samples_b]
     pairs = [(samples_a[d], samples_b[d]) for d in shared
              if samples_a[d].get("doc_hash") == samples_b[d].get("doc_hash")]
-    kinds = {_kind(_response(a)) for a, _ in pairs} or {"none"}
+    responses = [(_response(a), _response(b)) for a, b in pairs]  # parsed once: token_logprobs reprs are long
+    kinds = {_kind(ra) for ra, _ in responses} or {"none"}
     out = TaskAgreement(task, "/".join(sorted(kinds)), len(pairs),
                         n_unpaired=len(set(samples_a) ^ set(samples_b)), n_input_mismatch=len(shared) - len(pairs))
     same, diffs, value_diffs = 0, [], []
-    for a, b in pairs:
-        ra, rb = _response(a), _response(b)
+    for (a, _), (ra, rb) in zip(pairs, responses):
         kind = _kind(ra)
         if kind in ("generation", "generate_long"):
             ta, tb = (ra["text"], rb["text"]) if kind == "generate_long" else (ra, rb)
@@ -284,10 +284,7 @@ def _describe(results: Path, data: dict) -> dict:
 def model_tokenizer_name(run: str | Path) -> str | None:
     """The tokenizer (or model) a run's model args name, to locate diverging tokens."""
     results, _ = _run_files(run)
-    config = read_json(results, RunError).get("config") or {}
-    args = config.get("model_args") or {}
-    if isinstance(args, str):
-        args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+    args = model_args_of(read_json(results, RunError))
     return args.get("tokenizer") or args.get("pretrained")
 
 

@@ -88,3 +88,20 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
     assert main(["leaderboard", str(tmp_path / "auto"), str(tmp_path / "plain"), "-o", str(tmp_path / "board.csv")]) == 0
     board = (tmp_path / "board.csv").read_text()
     assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board
+
+
+def test_vllm_refuses_a_dynamic_variant_naming_it(adapters, tiny_model_dir):
+    """A Dynamic PIC-SFT checkpoint on vllm-pic: the variant is named and hf-pic / pic=none suggested; an
+    explicit pic=dynamic gets the plain Dynamic-on-vLLM line (both before vLLM is imported)."""
+    from harness.errors import UsageError
+    from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, refuse_dynamic_on_vllm
+
+    resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
+    with pytest.raises(UsageError, match=r"this checkpoint is Dynamic PIC-SFT .* which expects Dynamic PIC; vLLM cannot "
+                                         r"run it: use --model hf-pic, or pass pic=none for standard inference"):
+        refuse_dynamic_on_vllm(resolved)
+    with pytest.raises(UsageError) as err:
+        refuse_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(tiny_model_dir), "pic": "dynamic"}))
+    assert str(err.value) == DYNAMIC_ON_VLLM
+    refuse_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn"),
+                                              "pic": "none"}))  # standard inference: allowed

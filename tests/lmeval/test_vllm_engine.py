@@ -35,11 +35,9 @@ import json, sys
 from types import SimpleNamespace as R
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
     from harness.lmeval.vllm_pic import VLLMPicLM
-    model, text_file, pic = sys.argv[1], sys.argv[2], sys.argv[3]
-    args = {} if pic == "none" else {"pic": pic, "pic_ratio": 2.0}
-    lm = VLLMPicLM(pretrained=model, dtype="float32", enforce_eager=True, max_model_len=256, **args)
+    model, text_file, prompts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    lm = VLLMPicLM(pretrained=model, dtype="float32", enforce_eager=True, max_model_len=256, pic="naive", pic_ratio=2.0)
     text = open(text_file).read()
-    prompts = json.loads(sys.argv[4])
     out = {
         "token_logprobs": lm.token_logprobs([R(args=(text, {"add_special_tokens": False, "max_tokens": 600}))]),
         "generate_long": lm.generate_long([R(args=(p, {"max_gen_toks": n})) for p, n in prompts]),
@@ -151,7 +149,7 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
     chat = lambda q: tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,  # noqa: E731
                                                    add_generation_prompt=True)
     prompts = [[chat("What is the capital of France?"), 40], [chat("Write a story about a dragon."), 12]]
-    done = run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), "naive", json.dumps(prompts)],
+    done = run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), json.dumps(prompts)],
                env=vllm_env.environ())
     got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
     try:
