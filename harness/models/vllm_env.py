@@ -114,8 +114,14 @@ def ensure_vllm_env(root: Path | None = None, log: Callable[[str], None] = print
     docstring). Raises :class:`VllmEnvError` naming the failed step."""
     root = vllm_env_root() if root is None else root
     checkout = source_checkout()
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(root.with_name(root.name + ".lock"))):
+    lock = root.with_name(root.name + ".lock")
+    try:  # filelock waits forever on a lock file it cannot create: find that out first
+        root.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch(exist_ok=True)
+    except OSError as err:
+        raise VllmEnvError(f"vllm-env: cannot write the environment's folder {root} ({err.strerror or err}): give "
+                           "--root (or $LCH_VLLM_ENV) a folder you can write") from None
+    with FileLock(str(lock)):
         marker = read_marker(root)
         if marker is None:
             if root.exists():

@@ -63,3 +63,12 @@ def test_runtime_environment_defaults_never_override(monkeypatch):
     assert env.environ({"VLLM_CPU_KVCACHE_SPACE": "8"}) == {"VLLM_CPU_KVCACHE_SPACE": "8",
                                                              "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert env.command("eval", "--tasks", "x") == [sys.executable, "-m", "harness.cli", "eval", "--tasks", "x"]
+
+
+def test_an_unwritable_folder_is_one_line_not_a_wait(tmp_path):
+    """filelock would wait forever on a lock file it cannot create: the folder is checked first."""
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(vllm_env.VllmEnvError, match=r"vllm-env: cannot write the environment's folder .*file/env .*: "
+                                                    r"give --root \(or \$LCH_VLLM_ENV\) a folder you can write"):
+        vllm_env.ensure_vllm_env(blocked / "env", log=lambda msg: None)
