@@ -24,16 +24,18 @@ os.environ.setdefault("LCH_MODELS", str(models_root()))
 os.environ.setdefault("LCH_VLLM_ENV", str(vllm_env_root()))
 
 
-def tiny_causal_lm(arch: str = "llama", seed: int = 0, **overrides):
-    """A 2-layer model of the given architecture with random weights, in eval mode, fp32."""
+def tiny_causal_lm(arch: str = "llama", seed: int = 0, layers: int = 2, **overrides):
+    """A ``layers``-layer model of the given architecture with random weights, in eval mode, fp32."""
     from transformers import AutoModelForCausalLM
 
     from harness.models.tiny import tiny_config
 
-    config = tiny_config(arch, vocab_size=97, hidden=64, layers=2, heads=4, kv_heads=2, max_positions=4096)
+    config = tiny_config(arch, vocab_size=97, hidden=64, heads=4, kv_heads=2, max_positions=4096,
+                         layers=layers)
     for key, value in overrides.items():
         setattr(config, key, value)
-    config._attn_implementation = overrides.get("_attn_implementation", "sdpa")
+    # Gemma 2's attention soft-capping has no sdpa kernel in transformers: it runs eager, as when loaded
+    config._attn_implementation = overrides.get("_attn_implementation", "eager" if arch == "gemma2" else "sdpa")
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config).eval()
 

@@ -19,8 +19,8 @@ from torch import nn
 
 from harness.errors import UsageError
 from harness.metrics.lsm import delta_distribution, length_range, sce
+from harness.models.head import output_logits
 from harness.models.scoring import hidden_states
-from harness.models.unwrap import unwrap_model
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,8 @@ class LsmRunner:
 
 def hf_runner(model: nn.Module) -> LsmRunner:
     """The runner of an HF causal LM (PIC applied or not, PEFT-wrapped or not)."""
-    head = unwrap_model(model).get_output_embeddings()
-    return LsmRunner(lambda windows: hidden_states(model, windows, torch.ones_like(windows)), head)
+    return LsmRunner(lambda windows: hidden_states(model, windows, torch.ones_like(windows)),
+                     lambda hidden: output_logits(model, hidden))
 
 
 def _runner(model: nn.Module | LsmRunner) -> LsmRunner:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from harness.models.head import output_logits
 from harness.models.unwrap import unwrap_model
 from harness.positions.pic import positions_from_mask
 
@@ -49,14 +50,13 @@ def target_logprobs(
     The LM head and an fp32 log-softmax run chunk by chunk over the sequence; returns float32
     ``[B, T - first_target]``. Gradients flow when the caller has them on (training losses).
     """
-    head = unwrap_model(model).get_output_embeddings()
     batch, width = input_ids.shape
-    vocab = head.weight.shape[0]
+    vocab = unwrap_model(model).get_output_embeddings().weight.shape[0]
     chunk = max(1, logit_budget // max(1, batch * vocab))
     parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
     for start in range(first_target, width, chunk):
         stop = min(width, start + chunk)
-        logits = head(hidden[:, start - 1 : stop - 1]).float()
+        logits = output_logits(model, hidden[:, start - 1 : stop - 1])
         # log_softmax gathered at the targets, without a second [chunk x vocab] tensor
         picked = logits.gather(-1, input_ids[:, start:stop].unsqueeze(-1)).squeeze(-1)
         parts.append(picked - torch.logsumexp(logits, dim=-1))

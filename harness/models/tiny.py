@@ -1,7 +1,7 @@
 """Tiny offline models for the demo, tests and benchmarks: no hub access.
 
 ``build_tiny_model`` trains a byte-level BPE tokenizer on synthetic reports, builds a random-init
-Llama / Mistral / Qwen2 of the requested size (seeded), and saves both with ``save_pretrained`` under a
+model of the requested architecture and size (any RoPE family of ``ARCHITECTURES``) (seeded), and saves both with ``save_pretrained`` under a
 cache folder keyed by every argument, so repeated calls reuse the same files.
 """
 
@@ -11,12 +11,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 from harness.cache import cache_root
 from harness.errors import UsageError
-
-ARCHITECTURES = ("llama", "mistral", "qwen2")
-
 
 def default_cache_dir() -> Path:
     return cache_root()
@@ -46,10 +44,52 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     )
 
 
-def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int, max_positions: int):
-    """A small config of the given architecture (no sliding window, so every PIC variant applies)."""
-    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+def _hybrid(layers: int, first: str, last: str) -> list[str]:
+    """Layer types ending with one ``last`` layer (so a test can isolate the single PIC layer)."""
+    return [first] * (layers - 1) + [last]
 
+
+# Per family: the config class name and what a tiny config of it needs beyond the common fields. Hybrid
+# families get their layer kinds (sliding / full, RoPE / no RoPE) with the full-attention RoPE layer last.
+_FAMILIES: dict[str, tuple[str, Callable[[int, int], dict]]] = {
+    "llama": ("LlamaConfig", lambda layers, hd: {}),
+    "mistral": ("MistralConfig", lambda layers, hd: {"sliding_window": None}),
+    "mixtral": ("MixtralConfig", lambda layers, hd: {"sliding_window": None, "num_local_experts": 4,
+                                                     "num_experts_per_tok": 2}),
+    "qwen2": ("Qwen2Config", lambda layers, hd: {"use_sliding_window": False}),
+    "qwen3": ("Qwen3Config", lambda layers, hd: {"head_dim": hd, "use_sliding_window": False}),
+    "qwen3_moe": ("Qwen3MoeConfig", lambda layers, hd: {"head_dim": hd, "num_experts": 4, "num_experts_per_tok": 2,
+                                                         "moe_intermediate_size": 2 * hd, "norm_topk_prob": True}),
+    "glm": ("GlmConfig", lambda layers, hd: {"head_dim": hd}),  # partial (half) interleaved rotary
+    "glm4": ("Glm4Config", lambda layers, hd: {"head_dim": hd}),
+    "gemma2": ("Gemma2Config", lambda layers, hd: {
+        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8,
+        "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
+        "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}),
+    "gemma3_text": ("Gemma3TextConfig", lambda layers, hd: {
+        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8,
+        "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
+    "phi3": ("Phi3Config", lambda layers, hd: {
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}),
+    "olmo2": ("Olmo2Config", lambda layers, hd: {}),  # q/k norms over all heads
+    "smollm3": ("SmolLM3Config", lambda layers, hd: {"no_rope_layers": _hybrid(layers, 0, 1),
+                                                     "use_sliding_window": False}),
+    "granite": ("GraniteConfig", lambda layers, hd: {"embedding_multiplier": 12.0, "logits_scaling": 2.0,
+                                                     "residual_multiplier": 1.0, "attention_multiplier": 1.0}),
+}
+ARCHITECTURES = tuple(_FAMILIES)
+
+
+def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int, max_positions: int):
+    """A small config of the given architecture (model type) in which every PIC variant applies: no
+    sliding window where the family can go without one; hybrid families keep their layer kinds."""
+    import transformers
+
+    if arch not in _FAMILIES:
+        raise UsageError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+    name, extra = _FAMILIES[arch]
     common = dict(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -63,13 +103,7 @@ def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int
         pad_token_id=0,
         tie_word_embeddings=False,
     )
-    if arch == "llama":
-        return LlamaConfig(**common)
-    if arch == "mistral":
-        return MistralConfig(sliding_window=None, **common)
-    if arch == "qwen2":
-        return Qwen2Config(use_sliding_window=False, **common)
-    raise UsageError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+    return getattr(transformers, name)(**{**common, **extra(layers, hidden // heads)})
 
 
 def build_tiny_model(

@@ -11,6 +11,7 @@ from torch import nn
 from tqdm import tqdm
 
 from harness.metrics.impactful import anchor_types, select_sentences, sentence_ranges
+from harness.models.head import finish_logits
 from harness.models.unwrap import unwrap_model
 from harness.positions.training import auto_max_skip, skip_positions
 
@@ -29,7 +30,7 @@ def actual_token_logits(model: nn.Module, ids: list[int]) -> torch.Tensor:
     logits = (hidden[0, :-1].float() * rows.float()).sum(-1)
     if getattr(head, "bias", None) is not None:
         logits = logits + head.bias[x[0, 1:]].float()
-    return logits
+    return finish_logits(base.config, logits)
 
 
 def tokenized_documents(tokenizer, texts: list[str], max_tokens: int | None = None) -> list[tuple[list[int], list[str]]]:

@@ -16,6 +16,7 @@ import torch
 from harness.errors import UsageError
 from harness.metrics.lsm import length_range, sce
 from harness.models.longppl import long_short_logprobs
+from harness.models.head import output_logits
 from harness.models.scoring import target_logprobs
 from harness.models.unwrap import unwrap_model
 from harness.positions.pic import positions_from_mask
@@ -86,9 +87,8 @@ def lsm_regularized_loss(
     window_b = input_ids[:, delta : delta + hi]
     hidden_a = _hidden(model, window_a)  # one forward of A serves its CE and its distributions
     ce = -target_logprobs(model, hidden_a, window_a).mean()
-    head = unwrap_model(model).get_output_embeddings()
     l2 = torch.arange(lo, hi - delta + 1, device=input_ids.device)  # context length in B; l1 = l2 + delta
-    logits_a = head(hidden_a[:, l2 + delta - 1])
-    logits_b = head(_hidden(model, window_b)[:, l2 - 1])
+    logits_a = output_logits(model, hidden_a[:, l2 + delta - 1])
+    logits_b = output_logits(model, _hidden(model, window_b)[:, l2 - 1])
     misalign = sce(logits_a, logits_b).mean()
     return ce + lam * misalign, {"ce": ce.item(), "misalign": misalign.item()}

@@ -3,10 +3,11 @@
 ``apply_pic(model, method, ...)`` makes plain ``model(...)`` and ``model.generate(...)`` follow a PIC
 variant; ``remove_pic(model)`` restores the model exactly; ``pic_settings(model)`` tells which is applied.
 
-* ``naive`` / ``ntk`` change the rotary embedding only (:mod:`~harness.models.pic.rope`).
-* ``dynamic``: positions depend on each row's total length, so a decoder pre-hook computes them once
-  per call and the attention forwards are replaced (:mod:`~harness.models.pic.dynamic`,
-  :mod:`~harness.models.pic.attention`).
+Every variant reaches the model the same way (:mod:`~harness.models.pic.hooks`): a decoder pre-hook
+computes the call's positions and ``(cos, sin)`` once, and attention pre-hooks give them to the
+full-attention RoPE layers (:mod:`~harness.models.pic.layers`: which layers, on every RoPE family of
+transformers 5.x), whose own ``forward`` does the rest. Dynamic PIC adds cache layers that re-rotate
+cached keys as the length grows (:mod:`~harness.models.pic.dynamic`).
 
 Defaults come from :data:`harness.positions.defaults.PIC_DEFAULTS`; the transformers versions the
 patches support from :mod:`~harness.models.pic.compat`, checked when a variant is applied.
@@ -14,6 +15,7 @@ patches support from :mod:`~harness.models.pic.compat`, checked when a variant i
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -25,13 +27,14 @@ from harness.models.pic.compat import (
     UnsupportedTransformersError,
     check_transformers_version,
 )
-from harness.models.pic.settings import DEFAULT_IMPL, IMPLEMENTATIONS, SUPPORTED_MODEL_TYPES, PicSettings
+from harness.models.pic.layers import TESTED_MODEL_TYPES, RopeLayout, rope_layout
+from harness.models.pic.settings import DEFAULT_IMPL, IMPLEMENTATIONS, PicSettings
 from harness.models.unwrap import unwrap_model
 from harness.positions.defaults import PIC_DEFAULTS
 from harness.positions.pic import check_pic_args
 
 __all__ = [
-    "DEFAULT_IMPL", "IMPLEMENTATIONS", "SUPPORTED_MODEL_TYPES", "SUPPORTED_TRANSFORMERS", "PicSettings",
+    "DEFAULT_IMPL", "IMPLEMENTATIONS", "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "PicSettings",
     "UnsupportedTransformersError", "apply_pic", "pic_settings", "remove_pic", "rope_base", "set_rope_base",
 ]
 
@@ -44,16 +47,19 @@ class _Installed:
     undo: list[Callable[[], None]] = field(default_factory=list)
 
 
-def _decoder(model: nn.Module) -> nn.Module:
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise UsageError(
-            f"PIC supports model types {', '.join(SUPPORTED_MODEL_TYPES)}; got {model_type!r}"
+def _layout(model: nn.Module) -> RopeLayout:
+    layout = rope_layout(model)
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in TESTED_MODEL_TYPES and model_type not in _WARNED:
+        _WARNED.add(model_type)
+        warnings.warn(
+            f"PIC on model type {model_type!r} follows the same mechanism but is not covered by the tests "
+            f"(tested: {', '.join(TESTED_MODEL_TYPES)})", stacklevel=3,
         )
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
-    if not hasattr(decoder, "rotary_emb") or not hasattr(decoder, "layers"):
-        raise UsageError(f"{type(model).__name__} has no decoder with rotary_emb and layers")
-    return decoder
+    return layout
+
+
+_WARNED: set[str | None] = set()
 
 
 def pic_settings(model: nn.Module) -> PicSettings | None:
@@ -77,7 +83,8 @@ def rope_base(model: nn.Module) -> float:
     """The RoPE base the model's rotary embedding uses now (NTK-aware PIC not counted)."""
     from harness.models.pic.rope import rope_base_of
 
-    return rope_base_of(_decoder(unwrap_model(model)).rotary_emb)  # NTK's patch works on a config copy
+    layout = rope_layout(unwrap_model(model))
+    return rope_base_of(layout.decoder.rotary_emb, layout.layer_type)  # NTK's copy is not the model's
 
 
 def set_rope_base(model: nn.Module, base: float) -> nn.Module:
@@ -89,7 +96,8 @@ def set_rope_base(model: nn.Module, base: float) -> nn.Module:
     base_model = unwrap_model(model)
     if getattr(base_model, _ATTR, None) is not None:
         raise UsageError("set the RoPE base before applying PIC (remove_pic first)")
-    rebuild(_decoder(base_model).rotary_emb, float(base))
+    layout = rope_layout(base_model)
+    rebuild(layout.decoder, layout.layer_type, float(base))
     return model
 
 
@@ -102,7 +110,7 @@ def apply_pic(
     layout: str = PIC_DEFAULTS["layout"],
     impl: str = DEFAULT_IMPL,
 ) -> nn.Module:
-    """Patch a loaded HF causal LM (Llama / Mistral / Qwen2, optionally PEFT-wrapped) in place.
+    """Apply PIC to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in place.
 
     ``method``: ``none | naive | ntk | dynamic``; ``ratio`` is ``s_cr`` (naive, dynamic) or ``s_rr``
     (ntk); ``initial``/``recent`` are ``l_ic``/``l_rc`` and ``layout`` is ``paper`` (Eq. 9) or
@@ -114,18 +122,13 @@ def apply_pic(
         raise UsageError(f"pic impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
     check_transformers_version()
     base = unwrap_model(model)
-    decoder = _decoder(base)
+    rope = _layout(base)
     remove_pic(model)
     settings = PicSettings(method, float(ratio), int(initial), int(recent), layout, impl)
     installed = _Installed(settings)
-    if method in ("naive", "ntk"):
-        from harness.models.pic.rope import patch_naive, patch_ntk
+    if method != "none":
+        from harness.models.pic.hooks import install
 
-        patch = patch_naive if method == "naive" else patch_ntk
-        installed.undo.append(patch(decoder.rotary_emb, settings.ratio))
-    elif method == "dynamic":
-        from harness.models.pic.dynamic import install_dynamic
-
-        installed.undo.extend(install_dynamic(decoder, settings))
+        installed.undo.extend(install(rope, settings))
     setattr(base, _ATTR, installed)
     return model

@@ -1,75 +1,74 @@
-"""RoPE arithmetic, and the two PIC variants that only change the rotary embedding (SPEC.md §1).
+"""RoPE arithmetic on a family's own functions (SPEC.md §1).
 
-* naive: the rotary embedding sees ``position_ids / s_cr``;
-* NTK-aware: ``inv_freq`` is rebuilt with base ``b * s_rr`` by the model's own RoPE initialiser.
-
-Each ``patch_*`` returns the function that undoes it.
+* NTK-aware PIC rotates with base ``b * s_rr``: :func:`rebased_rotary` builds a second rotary embedding of
+  the model's own class from a config copy whose RoPE base is multiplied (so rope types such as llama3,
+  longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers take their ``(cos, sin)``
+  from it.
+* :func:`rotate` / :func:`unrotate` apply the family's ``apply_rotary_pos_emb`` forwards and backwards.
+  The inverse of ``x cos + R(x) sin`` (``R`` rotates each pair by 90 degrees, so ``R(R(x)) = -x``, in the
+  rotate-half and the interleaved layout alike; un-rotated dimensions of partial rotary pass through) is
+  the same rotation with ``(cos, -sin) / (cos^2 + sin^2)``; the divisor undoes a rope type's attention
+  scaling. It is computed in fp32.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from harness.models.pic.compat import rope_init_function
-from harness.positions.pic import naive_positions, ntk_base
+
+def rotate(apply_rotary: Callable[..., Any], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``x`` [B, H, T, D] rotated by the family's function at ``cos``/``sin`` [B, T, d]."""
+    return apply_rotary(x, x, cos, sin)[1]
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE on ``x`` [B, H, T, D] with per-row ``cos``/``sin`` [B, T, D] (HF's rotate-half convention)."""
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
+def unrotate(apply_rotary: Callable[..., Any], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The pre-RoPE ``x`` (fp32) of keys the family's function rotated at ``cos``/``sin``."""
+    c, s = cos.float(), sin.float()
+    norm = c * c + s * s
+    return apply_rotary(x.float(), x.float(), c / norm, -s / norm)[1]
 
 
-def patch_naive(rotary: nn.Module, ratio: float) -> Callable[[], None]:
-    original = rotary.forward
-
-    def forward(x: torch.Tensor, position_ids: torch.Tensor):
-        return original(x, naive_positions(position_ids, ratio))
-
-    rotary.forward = forward
-    return lambda: delattr(rotary, "forward")
+def _rope_params(config: Any, layer_type: str | None) -> dict:
+    params = config.rope_parameters
+    return params[layer_type] if layer_type is not None and "rope_theta" not in params else params
 
 
-def patch_ntk(rotary: nn.Module, ratio: float) -> Callable[[], None]:
-    config = copy.deepcopy(rotary.config)
+def _with_base(config: Any, layer_type: str | None, base: float) -> None:
+    """Set the RoPE base of ``layer_type``'s parameters (or the only ones) in ``config``."""
     params = dict(config.rope_parameters)
-    params["rope_theta"] = ntk_base(params["rope_theta"], ratio)
+    if layer_type is not None and "rope_theta" not in params:
+        params[layer_type] = {**params[layer_type], "rope_theta": float(base)}
+    else:
+        params["rope_theta"] = float(base)
     config.rope_parameters = params
-    device = rotary.inv_freq.device
-    inv_freq, scaling = rope_init_function(rotary)(config, device=device)
-    saved = (rotary.inv_freq, rotary.original_inv_freq, rotary.attention_scaling)
-    rotary.inv_freq = inv_freq.to(device=device, dtype=saved[0].dtype)
-    rotary.original_inv_freq = rotary.inv_freq.clone()
-    rotary.attention_scaling = scaling
-
-    def undo() -> None:
-        rotary.inv_freq, rotary.original_inv_freq, rotary.attention_scaling = saved
-
-    return undo
 
 
-def rope_base_of(rotary: nn.Module) -> float:
-    """The RoPE base ``b`` the rotary embedding was built with (its config's ``rope_theta``)."""
-    return float(rotary.config.rope_parameters["rope_theta"])
+def rope_base_of(rotary: nn.Module, layer_type: str | None) -> float:
+    """The RoPE base ``b`` of the PIC layers (their config's ``rope_theta``)."""
+    return float(_rope_params(rotary.config, layer_type)["rope_theta"])
 
 
-def set_rope_base(rotary: nn.Module, base: float) -> None:
-    """Rebuild the rotary embedding with RoPE base ``base``, permanently: the model then behaves as if it
-    had been loaded with ``rope_theta = base`` (the config is updated too, so a saved full checkpoint
-    carries it). LongRecipe and other context extensions train and evaluate at a larger base."""
+def _device(rotary: nn.Module) -> torch.device:
+    return next(iter(rotary.buffers())).device
+
+
+def rebased_rotary(rotary: nn.Module, layer_type: str | None, ratio: float) -> nn.Module:
+    """A rotary embedding of the model's class at base ``b * ratio`` (NTK-aware PIC)."""
+    config = copy.deepcopy(rotary.config)
+    _with_base(config, layer_type, rope_base_of(rotary, layer_type) * ratio)
+    return type(rotary)(config).to(_device(rotary))  # some families take no device argument
+
+
+def set_rope_base(decoder: nn.Module, layer_type: str | None, base: float) -> None:
+    """Give the decoder RoPE base ``base`` for good (its full-attention layers): the config is updated and
+    the rotary embedding rebuilt from it, so the model behaves, and saves, as if loaded with
+    ``rope_theta = base``. LongRecipe and other context extensions train and evaluate at a larger base."""
     if not base > 0:
         raise ValueError(f"rope base must be > 0, got {base}")
-    params = dict(rotary.config.rope_parameters)
-    params["rope_theta"] = float(base)
-    rotary.config.rope_parameters = params
-    device = rotary.inv_freq.device
-    inv_freq, scaling = rope_init_function(rotary)(rotary.config, device=device)
-    rotary.inv_freq = inv_freq.to(device=device, dtype=rotary.inv_freq.dtype)
-    rotary.original_inv_freq = rotary.inv_freq.clone()
-    rotary.attention_scaling = scaling
+    rotary = decoder.rotary_emb
+    _with_base(rotary.config, layer_type, base)
+    decoder.rotary_emb = type(rotary)(rotary.config).to(_device(rotary))

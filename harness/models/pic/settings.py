@@ -1,4 +1,4 @@
-"""What a PIC variant applied to a model is, and what the patches support (no transformers import)."""
+"""What a PIC variant applied to a model is (no transformers import)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from harness.positions.defaults import PIC_DEFAULTS
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 IMPLEMENTATIONS = ("cached", "reference")  # Dynamic PIC: the shipped fast path, paper Algorithm 1
 DEFAULT_IMPL = IMPLEMENTATIONS[0]
 
