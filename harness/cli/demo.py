@@ -1,15 +1,19 @@
-"""``lch demo``: the README's main command (SmolLM2-135M-Instruct under PIC variants; ``--tiny``: tiny models)."""
+"""``lch demo``: the README's main command (a registry model under PIC variants; ``--tiny``: tiny models)."""
 
 from __future__ import annotations
 
 import argparse
 
+from harness.demo.real import DEFAULT_MODEL, DEMO_MODELS
+
 
 def add(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="offline demo: SmolLM2-135M-Instruct under PIC variants (RULER, BABILong, "
-                                       "PPL, LongPPL), leaderboard, plot, correlations")
+    demo = sub.add_parser("demo", help="offline demo: a real model (SmolLM2-135M-Instruct or Gemma 3 270M) under PIC "
+                                       "variants (RULER, BABILong, PPL, LongPPL), leaderboard, plot, correlations")
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
     demo.add_argument("--essays", help="folder of .txt essays (default $LCH_ESSAYS or shared/data/paul_graham_essays)")
+    demo.add_argument("--model", default=DEFAULT_MODEL, choices=list(DEMO_MODELS),
+                      help=f"registry model to run (default {DEFAULT_MODEL})")
     demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
     demo.add_argument("--docs", type=int, default=4, help="--tiny: number of synthetic documents")
     demo.add_argument("--words", type=int, default=1500, help="--tiny: words per document")
@@ -24,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from harness.demo.real import run_real_demo
 
-        run_real_demo(output=args.output, essays=args.essays)
+        run_real_demo(output=args.output, essays=args.essays, model=args.model)
     return 0

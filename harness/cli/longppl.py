@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.metrics.longppl import KEY_TOKEN_DEFAULTS
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +21,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     keys.add_argument("--sliding-window", type=int, default=KEY_TOKEN_DEFAULTS["sliding_window"])
     keys.add_argument("--alpha", type=float, default=KEY_TOKEN_DEFAULTS["alpha"])
     keys.add_argument("--beta", type=float, default=KEY_TOKEN_DEFAULTS["beta"])
+    keys.add_argument("--short-start", choices=SHORT_STARTS, default=KEY_TOKEN_DEFAULTS["short_start"],
+                      help="how short windows start: the text's own tokens (reference) or the evaluator's BOS")
     keys.add_argument("--cache-dir", help="key-token cache folder (default ~/.cache/lch/keytokens)")
     keys.add_argument("--evaluator-dtype", default="auto")
     keys.add_argument("--evaluator-device", default=None)

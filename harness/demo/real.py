@@ -1,22 +1,27 @@
-"""README's main command (``lch demo``): SmolLM2-135M-Instruct under four PIC variants, offline.
+"""README's main command (``lch demo``): a registry model under four PIC variants, offline.
 
-The model comes from the registry (:mod:`harness.models.registry`, fetched and converted on first use).
-Each variant runs once through lm-eval (``hf-pic``, fp32, CPU, greedy) on:
+``--model`` picks the model (:data:`DEMO_MODELS`): SmolLM2-135M-Instruct (default; Llama, 8k window,
+instruction-tuned) or Gemma 3 270M (base; gemma3_text, 32k window). It comes from the registry
+(:mod:`harness.models.registry`, fetched and converted on first use). Each variant runs once through
+lm-eval (``hf-pic``, fp32, CPU, greedy) on:
 
 * RULER ``niah_single_1`` (noise haystack) / ``niah_single_2`` (essay haystack) and BABILong ``qa1`` at 1k
-  and 2k tokens, with the chat template (an instruct model; samples are fitted with the template counted),
-  essays as RULER's essay haystack and BABILong's filler, 2 samples per task and length (prefill of a 2k
-  prompt takes ~5 s on 2 cores; ``vt`` is left out: this model answers it with 30 tokens of haystack);
-* PPL and LongPPL on essays cut to 2048 tokens (``longppl_govreport`` pointed at the essays).
+  and 2k tokens, essays as RULER's essay haystack and BABILong's filler, 2 samples per task and length.
+  An instruct model gets its chat template (samples fitted with the template counted); a base model gets
+  the plain prompt ending in the answer prefix. (``vt`` is left out: SmolLM2 answers it with 30 tokens
+  of haystack);
+* PPL and LongPPL on 4 essays cut to 2048 tokens (``longppl_govreport`` pointed at the essays).
 
 LongPPL settings, and why: the evaluator is the vanilla model itself. Paper 004 warns that a model is no
 judge of *itself*, but here the evaluated models are PIC variants of it: the key tokens are those whose
 prediction the unmodified model improves by more than ``alpha`` nats with more than ``K`` tokens of
 context, and LongPPL asks whether a variant still predicts *those* tokens. The paper's thresholds
-(``alpha = 2``, ``beta = -2``) are kept; the windows are scaled to the documents (``K = 1024``,
-``d = 512`` on 2048 tokens, where the paper has 4096 / 1024 on 16k-32k tokens), so the second half of
-each document can hold key tokens. Key tokens are computed once and cached; their count is printed next
-to every LongPPL.
+(``alpha = 2``, ``beta = -2``) are kept; the windows are scaled to 2048-token documents: ``K = d = 256``
+(the paper has 4096 / 1024 on 16k-32k tokens). With ``K = 1024, d = 512`` SmolLM2 finds 1-2 key tokens
+per essay, too few for a LongPPL to mean anything; with ``K = d = 256`` it finds 6-8 per essay (short
+contexts of 256-511 tokens), so a few dozen over the 4 essays. Gemma 3 depends on its BOS token, so its
+short windows start with BOS (``short_start=bos``, docs/longppl.md). Key tokens are computed once and
+cached; their count is printed next to every LongPPL.
 
 The group ``lch_demo_long_context`` (written next to the runs) averages the RULER and BABILong scores,
 which the demo correlates with PPL and LongPPL across the variants. Everything stays below the model's
@@ -30,9 +35,25 @@ import json
 import time
 from pathlib import Path
 
+from dataclasses import dataclass
+
 from harness.demo.common import slug, write_reports
 
-MODEL = "smollm2-135m"
+
+@dataclass(frozen=True)
+class DemoModel:
+    """A registry model the demo can run, and how it is prompted."""
+
+    title: str
+    chat_template: bool  # instruction-tuned: prompts through its chat template
+    short_start: str  # how LongPPL's short windows start (harness.metrics.longppl.KEY_TOKEN_DEFAULTS)
+
+
+DEMO_MODELS = {
+    "smollm2-135m": DemoModel("SmolLM2-135M-Instruct", chat_template=True, short_start="text"),
+    "gemma3-270m": DemoModel("Gemma 3 270M (base)", chat_template=False, short_start="bos"),
+}
+DEFAULT_MODEL = "smollm2-135m"
 VARIANTS: list[tuple[str, dict]] = [
     ("vanilla", {"pic": "none"}),
     ("naive s_cr=2", {"pic": "naive", "pic_ratio": 2.0}),
@@ -42,7 +63,7 @@ VARIANTS: list[tuple[str, dict]] = [
 RULER_TASKS = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
 BABILONG_TASKS = ["lch_babilong_qa1"]
 GROUP = "lch_demo_long_context"
-LONGPPL = {"trunc_len": 1024, "sliding_window": 512, "alpha": 2.0, "beta": -2.0}
+LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": 2.0, "beta": -2.0}
 
 
 def essays_folder(explicit: str | None = None) -> Path:
@@ -69,16 +90,21 @@ def group_yaml(tasks: list[str]) -> str:
 
 
 def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
-                  num_samples: int = 2, num_docs: int = 2, doc_tokens: int = 2048,
-                  variants: list[tuple[str, dict]] | None = None) -> dict:
+                  num_samples: int = 2, num_docs: int = 4, doc_tokens: int = 2048,
+                  variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
     """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
+    from harness.errors import UsageError
+
+    if model not in DEMO_MODELS:
+        raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
+    demo_model = DEMO_MODELS[model]
     from harness.lmeval.run import evaluate, save_run, task_manager
     from harness.models.registry import fetch_model
 
     start = time.perf_counter()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = fetch_model(MODEL)
+    model_dir = fetch_model(model)
     essays_dir = essays_folder(essays)
     group_dir = out / "tasks"
     group_dir.mkdir(exist_ok=True)
@@ -87,22 +113,27 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         "pretrained": str(model_dir),  # lm-eval's CLI merges model_args into task metadata; tasks size prompts by it
         # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
         "lengths": list(lengths), "num_samples": num_samples, "essays": str(essays_dir), "source": "synthetic",
-        "filler": str(essays_dir), "chat_template": True,
+        "filler": str(essays_dir), "chat_template": demo_model.chat_template,
         # PPL / LongPPL: essays cut to doc_tokens; the vanilla model as evaluator (module docstring)
         "data_files": str(essays_dir), "min_tokens": doc_tokens, "max_tokens": doc_tokens, "num_docs": num_docs,
         "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
+        "short_start": demo_model.short_start,
     }
     manager = task_manager([str(group_dir)], metadata)
     rows = []
     for name, pic_args in variants or VARIANTS:
         t0 = time.perf_counter()
         model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
-        results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4, apply_chat_template=True)
+        results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4,
+                           apply_chat_template=demo_model.chat_template)
         save_run(results, out / "runs" / slug(name))
         rows.append(summary_row(name, pic_args, results["results"], lengths, time.perf_counter() - t0))
-    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl")
+    headline = [f"{GROUP}/score", *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
+                "longppl_govreport/longppl", "longppl_govreport/ppl", "longppl_govreport/n_key_tokens"]
+    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl", headline=headline)
     paths += long_context_reports(out)
-    summary = {"model": str(model_dir), "lengths": list(lengths), "num_samples": num_samples,
+    summary = {"model": str(model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
+               "lengths": list(lengths), "num_samples": num_samples,
                "num_docs": num_docs, "doc_tokens": doc_tokens, "longppl_settings": LONGPPL, "rows": rows,
                "longppl_vs_ppl": stats, "seconds": round(time.perf_counter() - start, 1)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
@@ -153,10 +184,11 @@ def format_summary(summary: dict) -> str:
     labels = list(rows[0]["ruler"])
     head = (f"{'variant':<16}" + "".join(f"{'RULER ' + l:>10}" for l in labels)
             + "".join(f"{'bAbI ' + l:>9}" for l in labels) + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}")
-    lines = [f"\nSmolLM2-135M-Instruct, {summary['num_samples']} samples per RULER/BABILong task and length, "
+    lines = [f"\n{summary['title']}, {summary['num_samples']} samples per RULER/BABILong task and length, "
              f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
              f"(LongPPL: vanilla model as evaluator, K={LONGPPL['trunc_len']}, d={LONGPPL['sliding_window']}, "
-             f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']})", head]
+             f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']}, short windows start with "
+             f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)", head]
     for r in rows:
         lines.append(f"{r['variant']:<16}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
                      + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)

@@ -36,6 +36,7 @@ METADATA_KEYS: dict[str, str] = {
     "length_tokenizer": "tokenizer that cuts documents (default: the evaluator's)",
     "trunc_len": "K: short-context length of the key-token test",
     "sliding_window": "d: stride of the short windows",
+    "short_start": "how LongPPL short windows start: text (reference) or bos",
     "alpha": "LSD threshold of key tokens",
     "beta": "LCL threshold of key tokens",
     "gamma": "LongPPL-soft weight cap",

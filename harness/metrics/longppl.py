@@ -7,7 +7,9 @@ For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
   at ``s = 0, d, 2d, ...`` (``s < N - K``): window ``ids[s : s + K + d]`` (cut at the end) scores targets
   ``s + K ... s + K + d - 1``, so each short context holds ``K .. K + d - 1`` tokens; tokens ``< K``
   are never key tokens;
-* key token: ``LSD > alpha`` and ``LCL > beta``; key tokens become character spans (touching spans merged).
+* key token: ``LSD > alpha`` and ``LCL > beta``; key tokens become character spans (touching spans merged);
+* a short window starts with the text's own tokens (the reference) or, with ``short_start="bos"``, with
+  the evaluator's BOS token before them.
 
 The evaluated text is tokenised without special tokens; an evaluated token is a key token iff its
 character span lies inside a key span (paper Eq. 9). ``LongPPL = exp(mean key-token NLL)``,
@@ -40,7 +42,11 @@ import numpy as np
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
 # The paper's key-token settings (SPEC.md §3): K, d, alpha, beta. The one source of these defaults.
-KEY_TOKEN_DEFAULTS = {"trunc_len": 4096, "sliding_window": 1024, "alpha": 2.0, "beta": -2.0}
+# ``short_start``: how a short window starts: "text" (the reference package: the text's own tokens, sliced
+# from the document's ids, so never a BOS) or "bos" (the evaluator's BOS token first, as the long pass
+# starts when its tokenizer adds one: pick it for BOS-dependent evaluators such as Gemma; docs/longppl.md).
+KEY_TOKEN_DEFAULTS = {"trunc_len": 4096, "sliding_window": 1024, "alpha": 2.0, "beta": -2.0, "short_start": "text"}
+SHORT_STARTS = ("text", "bos")
 
 
 @dataclass

@@ -26,13 +26,14 @@ def default_cache_dir() -> Path:
     return cache_root("keytokens")
 
 
-def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float) -> str:
-    payload = json.dumps(
-        {"evaluator": evaluator_id, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-         "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
-         "beta": float(beta), "format": 1},
-        sort_keys=True,
-    )
+def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float,
+              short_start: str = KEY_TOKEN_DEFAULTS["short_start"]) -> str:
+    fields = {"evaluator": evaluator_id, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+              "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
+              "beta": float(beta), "format": 1}
+    if short_start != KEY_TOKEN_DEFAULTS["short_start"]:  # keys cached before the option stay valid
+        fields["short_start"] = short_start
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -80,6 +81,7 @@ def key_tokens_for_texts(
     sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
     alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
     beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
     cache: KeyTokenCache | None = None,
     evaluator_id: str | None = None,
     loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
@@ -94,7 +96,7 @@ def key_tokens_for_texts(
             raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
         evaluator_id = evaluator_id_of(evaluator)
     cache = cache or KeyTokenCache()
-    settings = (trunc_len, sliding_window, alpha, beta)
+    settings = (trunc_len, sliding_window, alpha, beta, short_start)
     results: list[KeyTokens | None] = []
     missing = []
     for i, text in enumerate(texts):
@@ -112,7 +114,7 @@ def key_tokens_for_texts(
 
 
 def key_token_settings(metadata: dict) -> dict:
-    """K, d, alpha, beta from task metadata, the paper's defaults (:data:`KEY_TOKEN_DEFAULTS`) otherwise."""
+    """K, d, alpha, beta, short_start from task metadata, the paper's defaults (:data:`KEY_TOKEN_DEFAULTS`) otherwise."""
     return {k: type(v)(v if metadata.get(k) is None else metadata[k]) for k, v in KEY_TOKEN_DEFAULTS.items()}
 
 

@@ -11,6 +11,7 @@ import torch
 from harness.errors import UsageError
 from harness.metrics.longppl import (
     KEY_TOKEN_DEFAULTS,
+    SHORT_STARTS,
     SOFT_GAMMA,
     KeyTokens,
     document_stats,
@@ -23,12 +24,14 @@ from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
 @torch.no_grad()
 def long_short_logprobs(
-    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4
+    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4,
+    bos_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
 
     ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
-    ``batch_size`` at a time (windows of equal length share a forward). Both float32, length ``n - K``.
+    ``batch_size`` at a time (windows of equal length share a forward), each preceded by ``bos_id`` when
+    given. Both float32, length ``n - K``.
     """
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
@@ -47,7 +50,11 @@ def long_short_logprobs(
         for i in range(0, len(group), batch_size):
             chunk = group[i : i + batch_size]
             batch = torch.stack([ids[s:e] for s, e in chunk])
-            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=trunc_len)
+            first = trunc_len
+            if bos_id is not None:
+                batch = torch.cat([torch.full_like(batch[:, :1], bos_id), batch], dim=1)
+                first += 1
+            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=first)
             for (start, end), values in zip(chunk, lp):
                 short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
     return long, short
@@ -61,9 +68,12 @@ def find_key_tokens(
     sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
     alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
     beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
     batch_size: int = 4,
 ) -> KeyTokens:
-    """Key tokens of ``text`` under the evaluator (module docstring)."""
+    """Key tokens of ``text`` under the evaluator (module docstring); ``short_start`` is ``text`` or ``bos``
+    (:data:`~harness.metrics.longppl.KEY_TOKEN_DEFAULTS`)."""
+    bos_id = _short_window_bos(evaluator_tokenizer, short_start)
     enc = evaluator_tokenizer(text, return_offsets_mapping=True)
     offsets = enc["offset_mapping"]
     n = len(enc["input_ids"])
@@ -71,8 +81,18 @@ def find_key_tokens(
         return select_key_tokens(offsets, [], [], trunc_len, alpha, beta)
     device = next(evaluator_model.parameters()).device
     ids = torch.tensor(enc["input_ids"], device=device)
-    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size)
+    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size, bos_id)
     return select_key_tokens(offsets, long.cpu().tolist(), short.cpu().tolist(), trunc_len, alpha, beta)
+
+
+def _short_window_bos(tokenizer: Any, short_start: str) -> int | None:
+    if short_start not in SHORT_STARTS:
+        raise UsageError(f"short_start {short_start!r} is unknown; allowed: {', '.join(SHORT_STARTS)}")
+    if short_start == "text":
+        return None
+    if tokenizer.bos_token_id is None:
+        raise UsageError("short_start=bos needs an evaluator tokenizer with a BOS token; this one has none")
+    return int(tokenizer.bos_token_id)
 
 
 
@@ -90,6 +110,7 @@ def compute_longppl(
     alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
     beta: float = KEY_TOKEN_DEFAULTS["beta"],
     gamma: float = SOFT_GAMMA,
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
 ) -> dict[str, Any]:
     """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
 
@@ -99,7 +120,8 @@ def compute_longppl(
     if key_spans is None:
         if evaluator_model is None or evaluator_tokenizer is None:
             raise UsageError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
-        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta)
+        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta,
+                                    short_start)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     device = next(model.parameters()).device
     ids = torch.tensor([enc["input_ids"]], device=device)

