@@ -488,6 +488,14 @@ def claim_ppl_vs_length(ctx: Context) -> dict:
             ctx.forward_seconds[f"vanilla last {s.baseline_context} @ {length}"] = round(time.perf_counter() - t0, 1)
         baseline[length] = exp_mean_nll(lp[-tail:])
 
+    # bits per character of the same tail characters: comparable across tokenizers
+    for variant in PIC_FOUR:
+        for length in lengths:
+            chars = tail_chars(ctx, length, tail)
+            rows[variant][length]["tail_bpc"] = rows[variant][length]["tail_ppl"] and (
+                tail * math.log(rows[variant][length]["tail_ppl"]) / math.log(2) / chars)
+    gemma = gemma_reference(ctx, lengths, tail)
+
     longest = max(lengths)
     inside = max([L for L in lengths if L <= WINDOW])
     ref = baseline[longest]
@@ -517,6 +525,12 @@ def claim_ppl_vs_length(ctx: Context) -> dict:
     for variant in PIC_FOUR:
         log(f"{variant:<16}" + "".join(f"{fmt(r['ppl']):>8} /{fmt(r['tail_ppl']):>8}" for r in rows[variant].values()))
     log(f"{'reference':<16}" + "".join(f"{'':>8} /{fmt(baseline[L]):>8}" for L in lengths))
+    log(f"tail bits per character (the same characters for every model; Gemma 3 270M reads all of them inside its "
+        f"32k window):")
+    for variant in PIC_FOUR:
+        log(f"{variant:<16}" + "".join(f"{rows[variant][L]['tail_bpc']:>18.3f}" for L in lengths))
+    if gemma.get("tail_bpc"):
+        log(f"{'Gemma 3 270M':<16}" + "".join(f"{gemma['tail_bpc'][str(L)]:>18.3f}" for L in lengths))
     for v, d in verdicts.items():
         log(f"  {v:<16} tail PPL at {longest}: {fmt(d['tail_ppl_longest'])} = {d['ratio_to_reference']:.2f}x "
             f"the reference -> {d['verdict']}")
@@ -531,11 +545,47 @@ def claim_ppl_vs_length(ctx: Context) -> dict:
         "lengths": lengths, "tail": tail, "baseline_context": s.baseline_context,
         "rows": {v: {str(L): r for L, r in d.items()} for v, d in rows.items()},
         "reference_tail_ppl": {str(L): v for L, v in baseline.items()},
+        "gemma_reference": gemma,
         "per_variant": verdicts,
         "rule": "vanilla blows up: tail PPL at the longest length >= 2x the reference (vanilla on the same "
                 "tokens with a short in-window context); a PIC variant holds: <= 1.5x the reference",
         "png": png.name,
     }
+
+
+def tail_chars(ctx: Context, length: int, tail: int) -> int:
+    """Characters covered by tokens ``length - tail .. length - 1`` of the essay stream."""
+    return ctx.offsets[length - 1][1] - ctx.offsets[length - tail][0]
+
+
+def gemma_reference(ctx: Context, lengths: list[int], tail: int) -> dict:
+    """Gemma 3 270M (32k window, vanilla) scoring the same text: bits per character of each length's tail
+    characters (its tokens whose span lies inside them), from one causal forward over the longest text."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.registry import ModelFetchError, fetch_model
+
+    try:
+        folder = fetch_model("gemma3-270m")
+    except ModelFetchError as err:
+        return {"skipped": str(err)}
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = ctx.text_of(max(lengths))
+    enc = tok(text, return_offsets_mapping=True)  # with Gemma's BOS
+    ids = torch.tensor([enc["input_ids"]])
+    t0 = time.perf_counter()
+    with layer_bar(model, "Gemma 3 reference", ids.shape[1]):
+        lp = score_tokens(model, ids, torch.ones_like(ids))[0]  # tokens 1..n-1
+    ctx.forward_seconds[f"gemma3-270m @ {ids.shape[1]} tokens"] = round(time.perf_counter() - t0, 1)
+    spans = enc["offset_mapping"][1:]
+    bpc = {}
+    for length in lengths:
+        first, last = ctx.offsets[length - tail][0], ctx.offsets[length - 1][1]
+        nats = -sum(v for v, (a, b) in zip(lp.tolist(), spans) if a >= first and b <= last)
+        bpc[str(length)] = nats / math.log(2) / (last - first)
+    del model
+    return {"model": str(folder), "tokens": ids.shape[1], "tail_bpc": bpc}
 
 
 def max_position_id(variant: str, length: int) -> float:
@@ -1209,6 +1259,17 @@ def md_ppl(c: dict, s: dict) -> list[str]:
         out.append(f"| {v} | " + " | ".join(f"{fmt(rows[str(L)]['ppl'])} / {fmt(rows[str(L)]['tail_ppl'])}"
                                             for L in lengths) + " |")
     out.append("| reference (tail) | " + " | ".join(fmt(c["reference_tail_ppl"][str(L)]) for L in lengths) + " |")
+    gemma = c.get("gemma_reference") or {}
+    if "tail_bpc" in next(iter(c["rows"].values()))[str(lengths[0])]:
+        out += ["", f"Bits per character of the same last-{c['tail']}-token characters (comparable across "
+                "tokenizers). Gemma 3 270M reads every length inside its 32k window: the in-window reference "
+                "of another model on the same text.", "",
+                "| model / variant | " + " | ".join(str(L) for L in lengths) + " |", "|---|" + "---|" * len(lengths)]
+        for v, rows in c["rows"].items():
+            out.append(f"| SmolLM2 {v} | " + " | ".join(f"{rows[str(L)]['tail_bpc']:.3f}" for L in lengths) + " |")
+        if gemma.get("tail_bpc"):
+            out.append("| Gemma 3 270M (vanilla) | " + " | ".join(f"{gemma['tail_bpc'][str(L)]:.3f}" for L in lengths)
+                       + " |")
     out += ["", f"Rule: {c['rule']}.", "",
             "| variant | tail PPL at longest | x reference | largest position id | verdict |", "|---|---|---|---|---|"]
     for v, d in c["per_variant"].items():

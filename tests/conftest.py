@@ -40,6 +40,21 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, layers: int = 2, **overri
     return AutoModelForCausalLM.from_config(config).eval()
 
 
+def assert_key_tokens_recomputed(model, keys, ids: list[int], index: list[int], short_context) -> None:
+    """Each key token ``i`` of ``index``: its LCL equals a plain forward's log-prob of ``ids[i]`` after
+    ``ids[:i]``, its LSD that minus the log-prob after ``short_context(i)`` (a token tensor)."""
+    def logprob(context: torch.Tensor, target: int) -> float:
+        with torch.no_grad():
+            logits = model(input_ids=context[None]).logits[0, -1].float()
+        return torch.log_softmax(logits, -1)[target].item()
+
+    ids_t = torch.tensor(ids)
+    for i in index:
+        full = logprob(ids_t[:i], ids[i])
+        assert keys.lcl[i] == pytest.approx(full, abs=2e-3)
+        assert keys.lsd[i] == pytest.approx(full - logprob(short_context(i), ids[i]), abs=2e-3)
+
+
 def progress(request, tag: str):
     """A function that prints ``[tag] message`` on the terminal at once, past pytest's output capture (so
     that a long one-time fetch or build is visible while it runs)."""

@@ -80,10 +80,10 @@ def to_markdown(columns: list[str], rows: list[dict], headline: list[str] | None
         if unknown:
             raise UsageError(f"headline metrics {', '.join(unknown)} are not columns of this leaderboard")
         metrics = headline
-    shown = ["model", "variant", "settings", *metrics]
+    shown = ["checkpoint", "variant", "settings", *metrics]
     lines = ["| " + " | ".join(map(escape, shown)) + " |", "|" + "---|" * len(shown)]
     for r in rows:
-        cells = [Path(r["model"]).name if r["model"] else "", r["variant"], _short_args(r["model_args"])]
+        cells = [Path(r["checkpoint"]).name if r["checkpoint"] else r["model"], r["variant"], _short_args(r["model_args"])]
         cells += [_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics]
         lines.append("| " + " | ".join(map(escape, cells)) + " |")
     return "\n".join(lines) + "\n"

