@@ -157,7 +157,7 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
         ("judge-missing-args", ["judge", str(d["samples_bad"])],
          r"lch judge: the following arguments are required: --judge-base-url, --judge-model"),
         # models
-        ("models-unknown", ["models", "fetch", "llama-70b"], r"unknown model 'llama-70b'; known: smollm2-135m"),
+        ("models-unknown", ["models", "fetch", "llama-70b"], r"unknown model 'llama-70b'; known: gemma3-270m, smollm2-135m"),
         ("models-no-name", ["models", "fetch"], r"lch models fetch: give a model name"),
         # reporting
         ("leaderboard-no-runs", ["leaderboard", str(d["runs_empty"]), "-o", str(d["root"] / "lb.csv")],

@@ -154,3 +154,33 @@ def test_reference_span_files(tmp_path):
     write_span_file(tmp_path / "1.txt", [[1, 2], [5, 9]])
     assert (tmp_path / "1.txt").read_text() == "[1, 2];[5, 9]"
     assert read_span_file(tmp_path / "1.txt") == [[1, 2], [5, 9]]
+
+
+@pytest.mark.parametrize("short_start", ["text", "bos"])
+def test_short_window_start_against_plain_forwards(models, text, short_start):
+    """Every LSD equals LCL minus the log-prob of a plain forward over the token's short window: the slice
+    ``ids[s:i]`` (``text``) or the tokenizer's BOS followed by it (``bos``), s the window that scores i."""
+    (ev, ev_tok), _ = models
+    keys = find_key_tokens(text, ev, ev_tok, **SETTINGS, short_start=short_start)
+    ids = ev_tok(text)["input_ids"]
+    bos = [ev_tok.bos_token_id] if short_start == "bos" else []
+    K, d = SETTINGS["trunc_len"], SETTINGS["sliding_window"]
+    with torch.no_grad():
+        for i in range(K + d, len(ids), 37):  # a spread of targets past the first window
+            start = (i - K) // d * d
+            window = torch.tensor([bos + ids[start:i]])
+            short = torch.log_softmax(ev(input_ids=window).logits[0, -1].float(), -1)[ids[i]].item()
+            assert keys.lsd[i] == pytest.approx(keys.lcl[i] - short, abs=1e-4)
+
+
+def test_short_start_bos_differs_and_is_cached_apart(models, text, tmp_path):
+    (ev, ev_tok), _ = models
+    found = {s: find_key_tokens(text, ev, ev_tok, **SETTINGS, short_start=s) for s in ("text", "bos")}
+    assert found["text"].lcl == found["bos"].lcl and found["text"].lsd != found["bos"].lsd
+    cache = KeyTokenCache(tmp_path)
+    for s in ("text", "bos"):
+        got = key_tokens_for_texts([text], (ev, ev_tok), **SETTINGS, short_start=s, cache=cache, evaluator_id="ev")
+        assert got[0].lsd == found[s].lsd
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    with pytest.raises(ValueError, match="short_start 'eos' is unknown; allowed: text, bos"):
+        find_key_tokens(text, ev, ev_tok, **SETTINGS, short_start="eos")

@@ -234,3 +234,24 @@ def test_pic_through_peft_and_remove(arch):
     remove_pic(lora)
     with torch.no_grad():
         assert torch.equal(lora(input_ids=ids, attention_mask=mask).logits, before)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_set_rope_base_changes_the_full_attention_base_in_place(arch):
+    """LongRecipe's larger base: the PIC layers' base (Gemma 3: the global type only) is rebuilt in place
+    (the same module, so hooks on it stay), and the model equals one loaded with that base."""
+    from harness.models.pic import rope_base, set_rope_base
+
+    model = tiny_causal_lm(arch)
+    rotary = model.model.rotary_emb
+    base = rope_base(model)
+    assert base == (1e6 if arch == "gemma3_text" else model.config.rope_parameters["rope_theta"])
+    set_rope_base(model, base * 8)
+    assert model.model.rotary_emb is rotary and rope_base(model) == base * 8
+    if arch == "gemma3_text":
+        assert model.config.rope_parameters["sliding_attention"]["rope_theta"] == 1e4
+    expected = _rebased(tiny_causal_lm(arch), 8.0)
+    ids, mask = _batch()
+    with torch.no_grad():
+        assert _masked_max(model(input_ids=ids, attention_mask=mask).logits,
+                           expected(input_ids=ids, attention_mask=mask).logits, mask) <= 1e-5

@@ -65,9 +65,21 @@ def _config(tiny_model_dir, data, tmp_path, name, **extra) -> TrainConfig:
 
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_positions_seen_while_training(tiny_model_dir, data, tmp_path, monkeypatch, name):
-    """One optimiser step; every rotary call made in training mode is checked against the formula."""
-    calls = []
+    """One optimiser step; every rotation applied in training mode (the ``(cos, sin)`` the attention layers
+    hand to the model's ``apply_rotary_pos_emb``; for LongRecipe also the position ids the rotary embedding
+    is called with) is checked against the formula."""
+    from transformers.models.llama import modeling_llama
+
+    calls, applied = [], []
     load = train_run.load_model
+    rotate = modeling_llama.apply_rotary_pos_emb
+
+    def watch_rotation(q, k, cos, sin, *args, **kwargs):
+        if torch.is_grad_enabled():  # the training step (the held-out loss runs without gradients)
+            applied.append(cos.detach().double())
+        return rotate(q, k, cos, sin, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_llama, "apply_rotary_pos_emb", watch_rotation)
 
     def load_and_watch(cfg):
         model, tokenizer = load(cfg)
@@ -87,31 +99,30 @@ def test_positions_seen_while_training(tiny_model_dir, data, tmp_path, monkeypat
 
     config = AutoConfig.from_pretrained(tiny_model_dir)
     base, dim = float(config.rope_parameters["rope_theta"]), config.hidden_size // config.num_attention_heads
-    assert calls
-    if name == "dynamic":
-        # the Dynamic PIC plan rotates at g_{l_c} (Eq. 9, l_c = the example's whole length); the decoder's own
-        # call on plain ids is unused by the patched attention. One training forward: one plan call.
-        plans = [c for c in calls if c[0]]
-        assert len(plans) == 1
-        n = plans[0][1].shape[-1]
-        m = torch.arange(n, dtype=torch.float64)
-        g = torch.where((m >= 4) & (m < n - 16), m / 2.0, m)
-        assert n > 4 + 16  # the middle is compressed in this example
-        torch.testing.assert_close(plans[0][2][0], _rope(g, base, dim), atol=1e-5, rtol=0)
-        return
-    for _, ids, cos in calls:
-        n = cos.shape[1]
-        if name == "longrecipe":
+    layers = config.num_hidden_layers
+    assert calls and applied
+    if name == "longrecipe":  # skip positions, at the LongRecipe base, as the rotary embedding is called
+        for _, ids, cos in calls:
             pos = ids[0].double()
             steps = pos[1:] - pos[:-1]
             assert pos[0] == 0 and pos[-1] < 2048
             assert bool(((steps == 1) | (steps >= 2)).all()) and int((steps >= 2).sum()) >= 2  # sentences skip ahead
             torch.testing.assert_close(cos[0], _rope(pos, 40000.0, dim), atol=1e-5, rtol=0)
-            continue
-        expected = {"naive": (torch.arange(n) / 2.0, base), "ntk": (torch.arange(n), base * 4.0)}.get(name, (torch.arange(n), base))
+        assert len(applied) == layers * len(calls)
+        return
+    for cos in applied:
+        n = cos.shape[1]
+        m = torch.arange(n, dtype=torch.float64)
+        expected = {
+            "naive": (m / 2.0, base), "ntk": (m, base * 4.0),
+            # Eq. 9, l_c = the example's whole length: the middle compressed by 2
+            "dynamic": (torch.where((m >= 4) & (m < n - 16), m / 2.0, m), base),
+        }.get(name, (m, base))
         torch.testing.assert_close(cos[0], _rope(expected[0], expected[1], dim), atol=1e-5, rtol=0)
+    if name == "dynamic":  # one training forward, every layer at the same g_{l_c}, with a compressed middle
+        assert len(applied) == layers and applied[0].shape[1] > 4 + 16
     if name == "lsm-reg":  # one forward of window A (its CE and distributions) and one of window B, each at 0 .. L-1
-        assert [c[2].shape[1] for c in calls] == [64, 64]
+        assert [c.shape[1] for c in applied] == [64] * (2 * layers)
 
 
 def test_dynamic_split_examples_are_prefixes_with_the_loss_on_one_segment(tiny_model_dir, data):
