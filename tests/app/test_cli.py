@@ -361,3 +361,20 @@ def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
               for v in lsm_overlap(model, torch.tensor(tok(t, add_special_tokens=False)["input_ids"]), 32, 4, seed=i)]
     assert got["n_samples,none"] == 8
     assert got["lsm,none"] == pytest.approx(sum(values) / len(values), rel=1e-5)
+
+
+def test_help_is_plain_text():
+    """Descriptions come from docstrings: no reST markup reaches the terminal, in lch's help or any command's."""
+    import argparse
+    import re
+
+    from harness.cli import build_parser, plain_text
+
+    assert plain_text("``lch eval`` runs :func:`~harness.apply_pic` and :mod:`harness.cli`") == \
+        "lch eval runs harness.apply_pic and harness.cli"
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    helps = [parser.format_help()] + [sub.format_help() for sub in commands.values()]
+    assert len(helps) > 15
+    for text in helps:
+        assert not re.search(r"``|:(func|mod|class|data|meth):`", text), text[:200]
