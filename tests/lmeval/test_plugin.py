@@ -22,3 +22,13 @@ def test_entry_points_are_declared_for_plugin_aware_lm_eval():
     declared = {ep.name: ep.value for ep in entry_points(group="lm_eval.models")}
     assert declared["hf-pic"] == "harness.lmeval.hf_pic:HFPicLM"
     assert declared["vllm-pic"] == "harness.lmeval.vllm_pic:VLLMPicLM"
+
+
+def test_task_folder_is_declared_for_lm_evals_task_plugins():
+    """The installed distribution declares ``lm_eval.tasks`` -> a callable returning our task folder."""
+    from importlib.metadata import entry_points
+    from pathlib import Path
+
+    (point,) = [p for p in entry_points(group="lm_eval.tasks") if p.name == "lch"]
+    folder = Path(point.load()())
+    assert (folder / "longppl_govreport" / "longppl_govreport.yaml").is_file()
