@@ -8,11 +8,11 @@ claim is one function below and is recorded even when it fails or is skipped:
   past the 8192-token window, for vanilla, naive PIC (s_cr=2), NTK-aware PIC (s_rr=4) and Dynamic PIC
   (s_cr=2, l_ic=4, l_rc=200). Vanilla should blow up past the window, the PIC variants should not.
 * ``longform`` (paper 000): greedy answers to LongBench-Write prompts (required length > 2000 words) for
-  vanilla, NTK-aware and Dynamic PIC: length, EOS rate, corrupted ratio (SPEC.md section 2).
+  vanilla, NTK-aware and Dynamic PIC: length, EOS rate, corrupted ratio (docs/formulas.md §2).
 * ``longppl`` (paper 004): LongPPL and PPL of the variants against a long-context score (our own
   needle-in-essays retrieval accuracy, greedy), Pearson / Spearman with bootstrap CIs.
 * ``lsm`` (paper 001): long-short misalignment of the same variants against the same score.
-* ``longppl_cost`` (this project, SPEC.md section 3): LongPPL of 5 evaluated variants with one evaluator,
+* ``longppl_cost`` (this project, docs/formulas.md §3): LongPPL of 5 evaluated variants with one evaluator,
   key tokens computed once and cached (ours) vs the ``longppl`` 0.3.0 package called once per variant.
 * ``epl`` (paper 003): AE reconstruction BLEU of a briefly trained ICAE compressor under DPL vs EPL.
 
@@ -73,7 +73,7 @@ TITLES = {
     "longform": "PIC lengthens long-form answers without more corruption (paper 000)",
     "longppl": "LongPPL tracks long-context ability, PPL does not (paper 004)",
     "lsm": "LSM tracks long-context ability (paper 001)",
-    "longppl_cost": "LongPPL for 5 models: cached key tokens vs the longppl package (SPEC 3)",
+    "longppl_cost": "LongPPL for 5 models: cached key tokens vs the longppl package (docs/formulas.md §3)",
     "epl": "EPL beats DPL on AE reconstruction (paper 003)",
 }
 
@@ -1277,7 +1277,7 @@ def md_ppl(c: dict, s: dict) -> list[str]:
                    f"{d['max_position_id']:.0f} | {d['verdict']} |")
     out += ["", "Largest position id: what the document's last tokens get (trained range 0..8191). NTK-aware PIC keeps "
             "the ids but multiplies the RoPE base, which stretches the slowest rotations; Dynamic PIC's Eq. 9 (the "
-            "'paper' layout, SPEC 1) compresses only the middle and keeps the last l_rc = 200 tokens at their "
+            "'paper' layout, docs/formulas.md §1) compresses only the middle and keeps the last l_rc = 200 tokens at their "
             "original ids, so past the window those tokens are out of range by construction (the 'contiguous' "
             "layout would shift them down; not run here).", ""]
     return out
@@ -1287,7 +1287,7 @@ def md_longform(c: dict, s: dict) -> list[str]:
     out = [f"Prompts: {len(c['prompts'])} English LongBench-Write prompts with required length > 2000 words "
            f"(evenly spaced in the file), chat template, greedy, at most {s['gen_tokens']} new tokens (CPU budget; "
            f"the paper lets models write until EOS). Words = LongBench-Write length (ASCII words); "
-           f"corrupted = stopped by the budget and repetitive (SPEC 2). {c['budget_note']}.", "",
+           f"corrupted = stopped by the budget and repetitive (docs/formulas.md §2). {c['budget_note']}.", "",
            "| variant | mean tokens | mean words | EOS rate | corrupted | rep-4 | tokens x vanilla | verdict |",
            "|---|---|---|---|---|---|---|---|"]
     for v, d in c["variants"].items():

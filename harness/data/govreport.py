@@ -1,4 +1,4 @@
-"""GovReport documents for the perplexity tasks (SPEC.md §3: 50 documents of >= 16384 tokens)."""
+"""GovReport documents for the perplexity tasks (docs/formulas.md §3: 50 documents of >= 16384 tokens)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Documents for the LongPPL tasks (their key tokens are attached by :mod:`harness.models.keytokens`).
 
-Selection (SPEC.md §3 GovReport protocol by default): the first ``num_docs`` documents with at least
+Selection (docs/formulas.md §3 GovReport protocol by default): the first ``num_docs`` documents with at least
 ``min_tokens`` tokens under ``length_tokenizer`` (default: the evaluator's tokenizer, special tokens
 included), each cut to the text of its first ``max_tokens`` tokens, so that the evaluator and every
 evaluated model score exactly the same text.

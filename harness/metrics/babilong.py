@@ -1,4 +1,4 @@
-"""BABILong official answer scoring (SPEC.md §6), as a pure function.
+"""BABILong official answer scoring (docs/formulas.md §6), as a pure function.
 
 The output is lower-cased and cut to its first sentence (text before the first "."), then at "<context>"
 and at "<example>". The official code also cuts at "Question" *after* lower-casing, which can never

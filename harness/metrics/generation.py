@@ -1,4 +1,4 @@
-"""Long-form generation scores (SPEC.md §2): lengths, LongBench-Write S_l / S_q / S, HelloEval scores,
+"""Long-form generation scores (docs/formulas.md §2): lengths, LongBench-Write S_l / S_q / S, HelloEval scores,
 repetition diagnostics and the corrupted-sample rule of paper 000 Appendix A. Pure functions: NLTK word counting lives in :mod:`harness.data.words`, reading the
 HelloEval weights file in :mod:`harness.data.longform`, judge-reply parsing in :mod:`harness.judges.parsing`."""
 
@@ -151,7 +151,7 @@ def shows_repetition(text: str) -> bool:
 
 
 def is_corrupted(text: str, ended_with_eos: bool) -> bool:
-    """Corrupted sample (SPEC.md §2): stopped by the token budget (no EOS / finish_reason "length")
+    """Corrupted sample (docs/formulas.md §2): stopped by the token budget (no EOS / finish_reason "length")
     *and* its text shows repetition."""
     return (not ended_with_eos) and shows_repetition(text)
 

@@ -1,4 +1,4 @@
-"""LongPPL (paper 004, SPEC.md §3): perplexity on key tokens chosen by an evaluator model.
+"""LongPPL (paper 004, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model.
 
 For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
 
@@ -41,7 +41,7 @@ import numpy as np
 
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
-# The paper's key-token settings (SPEC.md §3): K, d, alpha, beta. The one source of these defaults.
+# The paper's key-token settings (docs/formulas.md §3): K, d, alpha, beta. The one source of these defaults.
 # ``short_start``: how a short window starts: "text" (the reference package: the text's own tokens, sliced
 # from the document's ids, so never a BOS) or "bos" (the evaluator's BOS token first, as the long pass
 # starts when its tokenizer adds one: pick it for BOS-dependent evaluators such as Gemma; docs/longppl.md).

@@ -1,4 +1,4 @@
-"""Extractive-QA scores (MRQA / SQuAD conventions, SPEC.md §6) and RULER string matching."""
+"""Extractive-QA scores (MRQA / SQuAD conventions, docs/formulas.md §6) and RULER string matching."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The defaults of Position ID Compression (paper 000, SPEC.md §1): the one place they are written.
+"""The defaults of Position ID Compression (paper 000, docs/formulas.md §1): the one place they are written.
 
 Torch-free on purpose, so that light modules (reporting, plots) can read them without importing a
 tensor library. Keys are the argument names of :func:`harness.models.pic.apply_pic`:

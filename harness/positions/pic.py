@@ -1,6 +1,6 @@
 """Position ID Compression (PIC) position layouts — pure functions, no model code.
 
-Paper 000 (SPEC.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
+Paper 000 (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
 
 * Naive PIC:     ``m -> m / s_cr``.
 * NTK-aware PIC: ids unchanged; the RoPE base ``b`` becomes ``b * s_rr`` (see :func:`ntk_base`).

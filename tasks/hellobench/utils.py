@@ -1,4 +1,4 @@
-"""hellobench_htg(_2k/_4k/_8k/_16k): HelloBench heuristic text generation with HelloEval (SPEC.md §2)."""
+"""hellobench_htg(_2k/_4k/_8k/_16k): HelloBench heuristic text generation with HelloEval (docs/formulas.md §2)."""
 
 from harness.data.longform import load_hellobench_htg
 from harness.lmeval.tasks.longform import HelloBenchTask

@@ -1,4 +1,4 @@
-"""longbench_write: LongBench-Write with the official judge prompt (SPEC.md §2). See README.md here."""
+"""longbench_write: LongBench-Write with the official judge prompt (docs/formulas.md §2). See README.md here."""
 
 from harness.data.longform import load_longbench_write
 from harness.lmeval.tasks.longform import LongBenchWriteTask

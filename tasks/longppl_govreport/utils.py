@@ -1,4 +1,4 @@
-"""longppl_govreport: LongPPL / PPL / LongPPL-soft on GovReport (SPEC.md §3). See README.md here."""
+"""longppl_govreport: LongPPL / PPL / LongPPL-soft on GovReport (docs/formulas.md §3). See README.md here."""
 
 from harness.lmeval.aggregations import perplexity
 from harness.lmeval.custom_datasets import longppl_corpus

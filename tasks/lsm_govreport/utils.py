@@ -1,4 +1,4 @@
-"""lsm_govreport: long-short misalignment on GovReport documents (SPEC.md §4). See README.md here."""
+"""lsm_govreport: long-short misalignment on GovReport documents (docs/formulas.md §4). See README.md here."""
 
 from harness.data.govreport import load_govreport
 from harness.lmeval.tasks.logprob import LSMTask

@@ -1,4 +1,4 @@
-"""MRQA tasks: one generate_until subtask per MRQA dataset, scored with EM / F1 / ROUGE-1 (SPEC.md §6)."""
+"""MRQA tasks: one generate_until subtask per MRQA dataset, scored with EM / F1 / ROUGE-1 (docs/formulas.md §6)."""
 
 from harness.data.mrqa import load_mrqa
 from harness.lmeval.tasks.generation import HonestGenerationTask

@@ -1,4 +1,4 @@
-"""ppl_govreport: token-level perplexity on GovReport (SPEC.md §3 protocol).
+"""ppl_govreport: token-level perplexity on GovReport (docs/formulas.md §3 protocol).
 
 Metadata (``--metadata`` JSON; model_args are merged in by lm-eval): ``data_files`` (local
 .jsonl/.json/.txt or folder; default: the HF dataset), ``text_field``, ``hf_dataset``, ``hf_split``,

@@ -139,7 +139,7 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
     # every scored document (>= 100 tokens) runs past max_length=99 and is counted; skipped ones are not
     assert ours["over_length,none"] == n_docs
     # the user's loglikelihood_rolling task, by hand: lm-eval's rolling windows of max_length=99 tokens,
-    # each forward under Dynamic PIC positions of its own length (s_cr 3, l_ic 4, l_rc 16, SPEC.md §1)
+    # each forward under Dynamic PIC positions of its own length (s_cr 3, l_ic 4, l_rc 16, docs/formulas.md §1)
     def dynamic(n):
         m = torch.arange(n, dtype=torch.float32)
         return torch.where((m >= 4) & (m < n - 16), m / 3, m)
@@ -195,7 +195,7 @@ def test_demo_writes_a_summary(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
     # every variant's PPL and LongPPL by hand: the demo's reports, plain forwards of its model with the
-    # variant's position ids (SPEC.md §1; hf-pic's l_ic = 4, l_rc = 200) or, for NTK, RoPE base x s_rr;
+    # variant's position ids (docs/formulas.md §1; hf-pic's l_ic = 4, l_rc = 200) or, for NTK, RoPE base x s_rr;
     # key tokens found again by its evaluator (settings from the run's task metadata)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

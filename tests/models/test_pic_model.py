@@ -1,4 +1,4 @@
-"""apply_pic on real HF models pinned to each variant's definition (SPEC.md §1)."""
+"""apply_pic on real HF models pinned to each variant's definition (docs/formulas.md §1)."""
 
 import pytest
 import torch

@@ -115,7 +115,7 @@ def test_longppl_finds_key_tokens_with_the_paper_thresholds_on_essays(smollm2):
     Observed: exactly two key tokens, "gi" + " scripts" of "cgi scripts" (a term the essay used earlier), LSD
     5.40 / 4.72 and LCL -1.04 / -0.30; the nearest non-key tokens miss by 0.31 nats (LSD 1.69) or by LCL
     (-8.6 with LSD 2.84), margins far above CPU rounding (~1e-5). Each key token's LCL and LSD are also
-    recomputed by plain forwards over the full prefix and over the short window that scored it (SPEC §3:
+    recomputed by plain forwards over the full prefix and over the short window that scored it (docs/formulas.md §3:
     window ``ids[512:]`` for targets 1536..2047)."""
     from harness.models.longppl import find_key_tokens
 

@@ -1,4 +1,4 @@
-"""EPL position layouts: SPEC.md §5's fixture table (the paper's Tables 1-3) cell by cell, the partial
+"""EPL position layouts: docs/formulas.md §5's fixture table (the paper's Tables 1-3) cell by cell, the partial
 last chunk, and the two properties that define UPL and CPL."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def _official_rule(target, output, question, labels):
 
 
 # Released BABILong predictions (gemini-3-flash, 4k, ../shared/data/babilong/gemini-3-flash_<task>_4k.csv:
-# columns target / output / question). Under the official answer rule (SPEC.md §6, BABILong's
+# columns target / output / question). Under the official answer rule (docs/formulas.md §6, BABILong's
 # compare_answers) the correct counts are these; they were counted with a separate script that re-implements
 # the official preprocess_output / compare_answers (including its no-op split on "Question") and agree
 # with the accuracies quoted for this fixture: 0.995, 0.842, 0.700, 0.974, 0.942.

@@ -1,5 +1,5 @@
 """Positions and selections of the trained variants, against hand-computed cases (paper 000 Fig. 2,
-paper 002 Eq. 4 / Eq. 7, SPEC.md §7)."""
+paper 002 Eq. 4 / Eq. 7, docs/formulas.md §7)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_dynamic_split_cuts_equal_segments_from_the_end():
 
 
 def test_skip_positions_follow_eq7_with_the_skips_drawn():
-    # M = 0: every later segment starts at pos(prev) + |prev| + 0 + 1 (SPEC.md §7 as written)
+    # M = 0: every later segment starts at pos(prev) + |prev| + 0 + 1 (docs/formulas.md §7 as written)
     kept, pos = skip_positions([3, 2, 4], 0, 100, random.Random(0))
     assert kept == 3 and pos == [0, 1, 2, 4, 5, 7, 8, 9, 10]
     # M = 5: the same recursion with g_i drawn from 0..5 in segment order (one draw per later segment)

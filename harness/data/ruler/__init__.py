@@ -1,6 +1,6 @@
 """RULER's 13 synthetic tasks: seeded sample generation fitted to a token budget, cached on disk.
 
-Task definitions follow RULER (Hsieh et al., 2024; SPEC.md §6); all prompt wording is our own.
+Task definitions follow RULER (Hsieh et al., 2024; docs/formulas.md §6); all prompt wording is our own.
 
 * ``niah_*``: needles ``One special magic <value kind> for <key> is: <value>.`` hidden at depths drawn
   from 40 evenly spaced percentages in a haystack of noise, essays or distractor needles; keys are

@@ -4,7 +4,7 @@ A builder function ``(params, rng, length, sources, icl) -> Builder`` draws ever
 (keys, values, needle depths, word choices, which documents) from ``rng`` at once; the returned
 :class:`Builder` then renders the sample for any haystack size ``n`` in ``[n_min, n_max]`` without drawing
 again, so that the fitting search (:mod:`harness.data.ruler.fitting`) can try sizes freely and the chosen
-sample depends only on the seed and ``n``. Prompt wording is our own (SPEC.md §6).
+sample depends only on the seed and ``n``. Prompt wording is our own (docs/formulas.md §6).
 """
 
 from __future__ import annotations

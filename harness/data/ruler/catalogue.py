@@ -1,5 +1,5 @@
 """The catalogue of RULER's 13 synthetic tasks: for each, the kind of sample it generates, the builder
-parameters, the generation budget (tokens reserved for the answer, SPEC.md §6) and the scoring rule.
+parameters, the generation budget (tokens reserved for the answer, docs/formulas.md §6) and the scoring rule.
 
 Pure data, no I/O: the lm-eval task classes read budgets and metrics from :data:`TASKS` without generating
 anything. :data:`GENERATOR_VERSION` is part of every cache key (see :mod:`harness.data.ruler.cache`): bump it
@@ -20,7 +20,7 @@ class TaskSpec:
     answer, and ``metric`` (``string_match_all`` or ``string_match_part``) scores it."""
 
     kind: str  # niah | vt | cwe | fwe | qa
-    budget: int  # generation budget in tokens (SPEC.md §6)
+    budget: int  # generation budget in tokens (docs/formulas.md §6)
     params: dict = field(default_factory=dict)
     metric: str = "string_match_all"
 

@@ -1,4 +1,4 @@
-"""Position ID Compression on a loaded Hugging Face causal LM, in place (paper 000, SPEC.md §1).
+"""Position ID Compression on a loaded Hugging Face causal LM, in place (paper 000, docs/formulas.md §1).
 
 ``apply_pic(model, method, ...)`` makes plain ``model(...)`` and ``model.generate(...)`` follow a PIC
 variant; ``remove_pic(model)`` restores the model exactly; ``pic_settings(model)`` tells which is applied.

@@ -9,7 +9,7 @@
    ``position_embeddings`` it was given by the plan's. The family's own ``forward`` then rotates,
    normalises, caches and attends as it always does.
 
-Positions per method (SPEC.md §1), for the new tokens of the call:
+Positions per method (docs/formulas.md §1), for the new tokens of the call:
 
 * naive: the positions the decoder would use (``position_ids``, else ``cache_position``, else
   ``past + arange``) divided by ``s_cr``;

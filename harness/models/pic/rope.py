@@ -1,4 +1,4 @@
-"""RoPE arithmetic on a family's own functions (SPEC.md §1).
+"""RoPE arithmetic on a family's own functions (docs/formulas.md §1).
 
 * NTK-aware PIC rotates with base ``b * s_rr``: :func:`rebased_rotary` builds a second rotary embedding of
   the model's own class from a config copy whose RoPE base is multiplied (so rope types such as llama3,
