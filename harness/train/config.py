@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.data.variants import standard_inference
 from harness.errors import MissingDataError, UsageError
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.positions.defaults import check_pic_args
 
 RECIPES = ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe")
@@ -60,10 +61,11 @@ class TrainConfig:
     segment_length: int = SEGMENT_LENGTH  # Dynamic PIC-SFT
     seq_len: int = 1024  # text chunk length (longce, longrecipe replay); lsm-reg uses L + delta
     heldout: float = 0.1  # fraction of rows held out for the before / after loss
-    # longce (paper 004): gamma, short context K, sliding window d (weights re-estimated by the model every step)
-    gamma: float = 5.0
-    short_context: int = 4096
-    sliding_window: int = 1024
+    # longce (paper 004): gamma, short context K, sliding window d (weights re-estimated by the model every step);
+    # LongPPL's defaults, written once in harness.metrics.longppl
+    gamma: float = SOFT_GAMMA
+    short_context: int = KEY_TOKEN_DEFAULTS["trunc_len"]
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"]
     # lsm-reg (paper 001)
     lam: float = 0.1
     context_length: int = 512

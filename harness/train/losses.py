@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from harness.errors import UsageError
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.metrics.lsm import length_range, sce
 from harness.models.longppl import long_short_logprobs
 from harness.models.head import output_logits
@@ -49,7 +50,8 @@ def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, los
 
 
 def longce_weights(
-    model, input_ids: torch.Tensor, trunc_len: int = 4096, sliding_window: int = 1024, gamma: float = 5.0
+    model, input_ids: torch.Tensor, trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"], gamma: float = SOFT_GAMMA,
 ) -> torch.Tensor:
     """Detached ``I_soft`` per target ``[B, T-1]``: ``min(exp(LSD), gamma)`` from target ``K`` on, 1 before."""
     weights = torch.ones(input_ids.shape[0], input_ids.shape[1] - 1, device=input_ids.device)
@@ -63,7 +65,8 @@ def longce_weights(
 
 
 def longce_loss(
-    model, input_ids: torch.Tensor, trunc_len: int = 4096, sliding_window: int = 1024, gamma: float = 5.0
+    model, input_ids: torch.Tensor, trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"], gamma: float = SOFT_GAMMA,
 ) -> torch.Tensor:
     """LongCE of a batch ``[B, T]`` of unpadded training sequences (mean over all ``B * (T-1)`` targets)."""
     weights = longce_weights(model, input_ids, trunc_len, sliding_window, gamma)

@@ -378,3 +378,31 @@ def test_help_is_plain_text():
     assert len(helps) > 15
     for text in helps:
         assert not re.search(r"``|:(func|mod|class|data|meth):`", text), text[:200]
+
+
+def test_train_options_take_their_defaults_from_the_config_only():
+    """`lch train` writes no default of its own: an option not given is not passed, so TrainConfig's applies;
+    LongCE's K / d / gamma are LongPPL's, in the config and in the loss functions alike."""
+    import inspect
+    from dataclasses import fields
+
+    from harness.cli import build_parser
+    from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
+    from harness.train.config import TrainConfig
+    from harness.train.losses import longce_loss, longce_weights
+
+    for recipe in ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe"):
+        ns = build_parser().parse_args(["train", recipe, "--model", "m", "--data", "d", "--output", "o"])
+        assert set(vars(ns)) == {"command", "handler", "recipe", "model", "data", "output"}
+    given = build_parser().parse_args(["train", "longce", "--model", "m", "--data", "d", "--output", "o",
+                                       "--gamma", "3", "--quiet", "--full"])
+    assert (given.gamma, given.progress, given.full) == (3.0, False, True)
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    paper = (KEY_TOKEN_DEFAULTS["trunc_len"], KEY_TOKEN_DEFAULTS["sliding_window"], SOFT_GAMMA)
+    assert (defaults["short_context"], defaults["sliding_window"], defaults["gamma"]) == paper == (4096, 1024, 5.0)
+    for loss in (longce_loss, longce_weights):
+        params = inspect.signature(loss).parameters
+        assert (params["trunc_len"].default, params["sliding_window"].default, params["gamma"].default) == paper
+    from harness.cli.training import _default
+
+    assert _default("gamma") == " (default 5.0)" and _default("pic_ratio") == ""  # help reads the same defaults
