@@ -20,7 +20,7 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -60,26 +60,66 @@ class Judgements:
         return sum(p is not None for p in self.parsed)
 
 
+@dataclass(frozen=True)
+class JudgeConfig:
+    """How a task's samples are judged: the server, the model, the parse-failure policy and the request
+    settings. Its defaults are the one place judge defaults are written; items carry it as JSON."""
+
+    base_url: str | None = None
+    model: str | None = None
+    policy: str = "drop"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    concurrency: int = 8
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise UsageError(f"judge_policy {self.policy!r} is unknown; allowed: {', '.join(POLICIES)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, values: dict | None) -> "JudgeConfig":
+        """A config from logged settings (missing keys take the defaults, unknown ones are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in names})
+
+
 def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
-    """The JSON-able judge settings carried by each item (None when no judge is configured)."""
+    """The JSON-able judge settings carried by each item (None when no judge is configured); ``temperature``
+    and ``max_tokens`` are the task's own (the benchmark's reference judge settings)."""
     base_url = meta.get("judge_base_url") or os.environ.get("LCH_JUDGE_BASE_URL")
     model = meta.get("judge_model") or os.environ.get("LCH_JUDGE_MODEL")
     if not base_url or not model:
         return None
-    policy = str(meta.get("judge_policy", "drop"))
-    if policy not in POLICIES:
-        raise UsageError(f"judge_policy {policy!r} is unknown; allowed: {', '.join(POLICIES)}")
-    return {
-        "base_url": base_url, "model": model, "policy": policy,
-        "temperature": float(meta.get("judge_temperature", temperature)),
-        "max_tokens": int(meta.get("judge_max_tokens", max_tokens)),
-        "concurrency": int(meta.get("judge_concurrency", 8)),
-        "cache_dir": meta.get("judge_cache_dir"),
-    }
+    defaults = JudgeConfig()
+    return JudgeConfig(
+        base_url=base_url, model=model, policy=str(meta.get("judge_policy", defaults.policy)),
+        temperature=float(meta.get("judge_temperature", temperature)),
+        max_tokens=int(meta.get("judge_max_tokens", max_tokens)),
+        concurrency=int(meta.get("judge_concurrency", defaults.concurrency)),
+        cache_dir=meta.get("judge_cache_dir"),
+    ).to_json()
+
+
+KINDS = ("longbench_write", "hellobench")
+
+
+def item_kind(items: Sequence[dict]) -> str:
+    """What the items are: their ``kind`` (written by the tasks); samples logged before items said their
+    kind are recognised by HelloBench's checklists."""
+    if not items:
+        return KINDS[0]
+    kind = items[0].get("kind") or ("hellobench" if "checklists" in items[0] else "longbench_write")
+    if kind not in KINDS:
+        raise DataFormatError(f"judged item kind {kind!r} is unknown; known: {', '.join(KINDS)}")
+    return kind
 
 
 def is_hellobench(items: Sequence[dict]) -> bool:
-    return bool(items) and "checklists" in items[0]
+    return item_kind(items) == "hellobench"
 
 
 @lru_cache(maxsize=4)
@@ -102,10 +142,11 @@ def _conversation_and_parser(items: Sequence[dict]) -> tuple[Callable[[dict], li
 
 def judge(items: Sequence[dict]) -> Judgements:
     """Ask the judge configured in ``items[0]["judge"]`` about every item, concurrently (module docstring)."""
-    if not items or items[0].get("judge") is None:
+    config = JudgeConfig.from_json(items[0].get("judge")) if items and items[0].get("judge") else None
+    if config is None or not config.base_url or not config.model:
         log.warning("no judge configured (judge_base_url / judge_model): judged metrics are NaN")
         return Judgements([None] * len(items), None)
-    cfg = items[0]["judge"]
+    cfg = config.to_json()
     build, parse = _conversation_and_parser(items)
     parsed: list[Any] = [None] * len(items)
     models: set[str] = set()
@@ -194,9 +235,7 @@ def judge_samples_file(
     items = [dict(row["quality"]) for row in rows]
     overrides = {k: v for k, v in (judge_overrides or {}).items() if v is not None}
     for item in items:
-        base = item.get("judge") or {"temperature": 0.0, "max_tokens": 1024, "policy": "drop", "concurrency": 8,
-                                     "cache_dir": None}
-        item["judge"] = {**base, **overrides}
+        item["judge"] = JudgeConfig.from_json({**(item.get("judge") or {}), **overrides}).to_json()
         if prompt_path:
             item["prompt_path"] = prompt_path
         if weights_file:

@@ -237,3 +237,23 @@ def test_policy_rejudge_asks_only_the_failed_samples_again_with_a_new_seed(tmp_p
     with CannedJudge(grade=grade) as again:
         items = lbw_items(tmp_path, {**judge_settings(again, tmp_path, "rejudge")})
         assert judge(items).parsed == judged.parsed and again.requests == 0
+
+
+def test_judge_config_owns_its_defaults_and_items_say_their_kind():
+    import pytest
+
+    from harness.errors import DataFormatError, UsageError
+    from harness.judges.stage import JudgeConfig, item_kind, judge_settings_from_metadata
+
+    meta = {"judge_base_url": "http://x/v1", "judge_model": "m"}
+    assert judge_settings_from_metadata(meta, 0.5, 1024) == {
+        "base_url": "http://x/v1", "model": "m", "policy": "drop", "temperature": 0.5, "max_tokens": 1024,
+        "concurrency": 8, "cache_dir": None}
+    assert JudgeConfig.from_json({"model": "m", "unknown": 1}) == JudgeConfig(model="m")
+    with pytest.raises(UsageError, match="judge_policy 'maybe' is unknown; allowed: drop, zero, rejudge"):
+        judge_settings_from_metadata({**meta, "judge_policy": "maybe"}, 0.0, 10)
+    assert item_kind([{"kind": "hellobench"}]) == "hellobench"
+    assert item_kind([{"kind": "longbench_write", "checklists": []}]) == "longbench_write"  # the kind decides
+    assert item_kind([{"checklists": [1]}]) == "hellobench"  # logged before items said their kind
+    with pytest.raises(DataFormatError, match="judged item kind 'essay' is unknown"):
+        item_kind([{"kind": "essay"}])

@@ -107,7 +107,7 @@ class LongBenchWriteTask(LongGenerationTask):
         result = results[0]
         length = longbench_write_length(result["text"])
         s_l = longbench_write_length_score(float(doc["length"]), length)
-        item = {"instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
+        item = {"kind": "longbench_write", "instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
                 "judge": self.judge_settings(), "prompt_path": self.task_metadata.get("judge_prompt")}
         return {"length": length, "length_score": s_l, **dict.fromkeys(self.JUDGED_METRICS, item),
                 **self.common_metrics(result)}
@@ -135,7 +135,8 @@ class HelloBenchTask(LongGenerationTask):
         result = results[0]
         tokens = word_tokens(result["text"])
         judged_text = " ".join(tokens[:16000]) if len(tokens) > 15000 else " ".join(tokens)
-        item = {"instruction": doc["instruction"], "response": judged_text, "checklists": list(doc["checklists"]),
+        item = {"kind": "hellobench", "instruction": doc["instruction"], "response": judged_text,
+                "checklists": list(doc["checklists"]),
                 "category": doc["category"], "weights_file": str(weights_file),
                 "rescale": bool(self.task_metadata.get("rescale", False)), "judge": self.judge_settings()}
         return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}
