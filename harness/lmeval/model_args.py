@@ -72,6 +72,33 @@ def refuse_dynamic_on_vllm(resolved: dict[str, Any]) -> None:
     raise UsageError(DYNAMIC_ON_VLLM)
 
 
+def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -> None:
+    """naive / NTK PIC on vLLM goes through vLLM's RoPE settings, which change every layer; a model with
+    sliding-window or no-RoPE layers (Gemma 2 / 3, SmolLM3, Mistral v0.1) gets PIC on its full-attention RoPE
+    layers only under hf-pic (docs/pic.md). Refused in one line instead of computing something else."""
+    method = resolved["inference"]["pic"]
+    if method not in ("naive", "ntk") or not isinstance(pretrained, str):
+        return
+    config_file = Path(pretrained).expanduser() / "config.json"
+    if not config_file.is_file():
+        return  # a hub name, or a folder check_vllm_model refuses
+    import json
+
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except ValueError:
+        return  # check_vllm_model says why
+    types = config.get("layer_types") or []
+    kept = [t for t in types if t != "full_attention"]
+    if 0 in (config.get("no_rope_layers") or []):
+        kept.append("no-RoPE")
+    if not types and config.get("sliding_window") and config.get("use_sliding_window", True):
+        kept.append("sliding_attention")
+    if kept:
+        raise UsageError(f"vllm-pic would apply {method} PIC to every layer through vLLM's RoPE settings, but this model "
+                         f"has layers PIC leaves alone ({', '.join(sorted(set(kept)))}; docs/pic.md): use --model hf-pic")
+
+
 def vllm_known_args() -> set[str]:
     """Model args vllm-pic passes on: lm-eval's ``VLLM`` parameters, ``vllm.LLM``'s and vLLM's engine args."""
     import dataclasses
@@ -100,6 +127,7 @@ def check_vllm_pic_args(args: dict) -> dict[str, Any]:
     resolved = check_hf_pic_args({"pretrained": args.get("pretrained"), "peft": args.get("lora_local_path"),
                                   **{k: args[k] for k in VLLM_PIC_ARGS if k in args}})
     refuse_dynamic_on_vllm(resolved)
+    refuse_partial_rope_pic_on_vllm(resolved, args.get("pretrained"))
     unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
     if unknown:
         hint = " (Dynamic PIC's settings: use --model hf-pic)" if unknown & {"pic_initial", "pic_recent", "pic_layout", "pic_impl"} else ""

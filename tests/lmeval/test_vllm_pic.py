@@ -94,3 +94,29 @@ def test_the_environment_builder_writes_a_dist_alias(tmp_path):
     write_dist_alias(tmp_path, "0.32.0")
     found = [(d.metadata["Name"], d.version) for d in metadata.distributions(path=[str(tmp_path)])]
     assert found == [("vllm", "0.32.0+cpu")]
+
+
+@pytest.mark.parametrize("config, kept", [
+    ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, "sliding_attention"),  # Gemma 3
+    ({"no_rope_layers": [1, 1, 1, 0]}, "no-RoPE"),  # SmolLM3
+    ({"sliding_window": 4096}, "sliding_attention"),  # Mistral v0.1: every layer slides
+    ({"sliding_window": 4096, "use_sliding_window": False}, None),  # Qwen2 with the window off
+    ({"layer_types": ["full_attention"] * 4}, None),
+    ({}, None),  # Llama
+])
+def test_naive_and_ntk_on_vllm_refuse_models_with_layers_pic_leaves_alone(tmp_path, config, kept):
+    """vLLM's RoPE overrides change every layer; hf-pic changes full-attention RoPE layers only (docs/pic.md)."""
+    import json
+
+    from harness.errors import UsageError
+    from harness.lmeval.model_args import refuse_partial_rope_pic_on_vllm
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    for method in ("naive", "ntk", "none"):
+        resolved = {"inference": {"pic": method}}
+        if kept is None or method == "none":
+            refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
+            continue
+        with pytest.raises(UsageError, match=rf"^vllm-pic would apply {method} PIC to every layer .*\({kept}; "
+                                             r"docs/pic.md\): use --model hf-pic$"):
+            refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
