@@ -1,6 +1,17 @@
 """Training of the trained variants: losses (LongCE, LSM regulariser, masked CE), ``lch train`` recipes
-(:mod:`harness.train.run`), adapter merging (:mod:`harness.train.merge`) and the compressor trainer."""
+(:mod:`harness.train.run`), adapter merging (:mod:`harness.train.merge`) and the compressor trainer.
 
-from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll, token_nll
+The losses are imported on first use, so that ``harness.train.config`` (read by ``lch``'s parser for its
+help text) does not load torch."""
+
+from typing import Any
 
 __all__ = ["longce_loss", "lsm_regularized_loss", "masked_nll", "token_nll"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from harness.train import losses
+
+        return getattr(losses, name)
+    raise AttributeError(f"module 'harness.train' has no attribute {name!r}")

@@ -406,3 +406,12 @@ def test_train_options_take_their_defaults_from_the_config_only():
     from harness.cli.training import _default
 
     assert _default("gamma") == " (default 5.0)" and _default("pic_ratio") == ""  # help reads the same defaults
+
+
+def test_building_the_parser_loads_no_tensor_library():
+    """`lch --help` and argument errors stay fast: the parser (help defaults included) imports no torch."""
+    import subprocess
+    import sys
+
+    code = "import sys; from harness.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -47,8 +47,6 @@ class CachePlan:
     """What the PIC cache layers need for one forward call under Dynamic PIC."""
 
     apply_rotary: Callable[..., Any]  # the family's apply_rotary_pos_emb
-    cos_q: torch.Tensor  # [B, T_new, d]: rotation of the new keys (as the attention applied it)
-    sin_q: torch.Tensor
     cos_k: torch.Tensor | None = None  # reference: rotation of all T_total keys
     sin_k: torch.Tensor | None = None
     changed: torch.Tensor | None = None  # cached: cache columns whose position changed
@@ -57,10 +55,11 @@ class CachePlan:
     sin_changed: torch.Tensor | None = None
     keep: int = 0  # cached: how many trailing pre-RoPE key columns to keep
 
-    def hand_to(self, cache: Any, layer_idx: int) -> None:
-        """Give the cache layer of ``layer_idx`` this plan for its next ``update`` (no cache: nothing to do)."""
+    @staticmethod
+    def hand_to(plan: Plan, cache: Any, layer_idx: int) -> None:
+        """Give the cache layer of ``layer_idx`` the call's plan for its next ``update`` (no cache: nothing to do)."""
         if cache is not None:
-            cache.layers[layer_idx].pending = self
+            cache.layers[layer_idx].pending = plan
 
 
 class PicLayer(DynamicLayer):
@@ -76,14 +75,16 @@ class PicLayer(DynamicLayer):
         self.impl = impl
         self.prekeys: torch.Tensor | None = None  # [B, H, <= l_rc, D], fp32
         self.positions: torch.Tensor | None = None
-        self.pending: CachePlan | None = None
+        self.pending: Plan | None = None  # the call's plan, handed over by the attention pre-hook
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        plan, self.pending = self.pending, None
-        if plan is None:
+        call, self.pending = self.pending, None
+        if call is None or call.dynamic is None:
             raise RuntimeError("a Dynamic PIC cache layer was updated without a position plan")
-        pre = unrotate(plan.apply_rotary, key_states, plan.cos_q, plan.sin_q)
+        plan = call.dynamic
+        # the new keys arrive rotated at the call's positions (the family's attention rotated them)
+        pre = unrotate(plan.apply_rotary, key_states, call.cos, call.sin)
         if self.impl == "reference":  # Algorithm 1: keep pre-RoPE keys, rotate all of them every call
             keys, values = super().update(pre.to(key_states.dtype), value_states)
             return rotate(plan.apply_rotary, keys, plan.cos_k, plan.sin_k), values
@@ -186,4 +187,4 @@ def dynamic_plan(settings: PicSettings, layout: RopeLayout, rotary: nn.Module, d
     else:
         fields["cos_k"], fields["sin_k"] = layout.rotary(rotary, x, g)
     first.positions = g
-    return Plan(cos_q, sin_q, CachePlan(layout.apply_rotary, cos_q, sin_q, **fields))
+    return Plan(cos_q, sin_q, CachePlan(layout.apply_rotary, **fields))

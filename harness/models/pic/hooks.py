@@ -18,9 +18,8 @@ Positions per method (docs/formulas.md §1), for the new tokens of the call:
   KV cache also needs its keys re-rotated as ``l_c`` grows, which :mod:`~harness.models.pic.dynamic`
   adds to the plan and does in the cache layers.
 
-Nothing per call is stored on the model, so calls may interleave (threads, nested calls). The only
-transformers code replaced is none: no ``forward`` is swapped (why this is enough for Dynamic PIC is in
-:mod:`~harness.models.pic.dynamic`).
+Nothing per call is stored on the model, so calls may interleave (threads, nested calls). No transformers
+``forward`` is replaced (why this is enough for Dynamic PIC is in :mod:`~harness.models.pic.dynamic`).
 """
 
 from __future__ import annotations
@@ -99,7 +98,7 @@ def _attention_hook(is_pic: bool) -> Callable[[nn.Module, tuple, dict], tuple[tu
             )
         kwargs["position_embeddings"] = (plan.cos, plan.sin)
         if plan.dynamic is not None:
-            plan.dynamic.hand_to(kwargs.get("past_key_values"), attn.layer_idx)
+            plan.dynamic.hand_to(plan, kwargs.get("past_key_values"), attn.layer_idx)
         return args, kwargs
 
     return hook
