@@ -48,8 +48,8 @@ LAYERS = (
 BY_NAME = {layer.name: layer for layer in LAYERS}
 # Calls that read or write files: none may appear in the pure layer.
 IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes", "urlopen"})
-# Source folders of the installed packages (pyproject.toml maps harness.tasks and harness.judges).
-SOURCES = {"harness": "harness", "harness.tasks": "tasks", "harness.judges": "judges"}
+# Source folders of the installed packages: the source tree is the import tree.
+SOURCES = {"harness": "harness"}
 
 
 def layer_of(module: str) -> Layer | None:

@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [p for folder in ("harness", "tasks", "judges") for p in (ROOT / folder).rglob("*")
+SOURCES = [p for folder in ("harness",) for p in (ROOT / folder).rglob("*")
            if p.suffix in (".py", ".md", ".yaml") and p.is_file()]
 
 

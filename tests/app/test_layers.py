@@ -28,13 +28,13 @@ def test_the_review_findings_would_fail():
         "harness.models.hf_pic": {"harness.metrics.lsm", "lm_eval"},  # ... and the model importing them back
         "harness.data.longppl_corpus": {"harness.models.keytokens"},  # a loader running the evaluator
         "harness.reporting.generation_table": {"harness.judges.stage"},  # reporting reaching the judge
-        "harness.judges.stage": {"harness.lmeval.tasks.base"},  # the judge stage inside lm-eval
+        "harness.judges.stage": {"harness.tasks.classes.base"},  # the judge stage inside lm-eval
         "harness.metrics.generation": {"pathlib"},  # a pure module reading weight files
     }
     problems = violations(before, {"harness.metrics.generation": {"read_text"}})
     assert problems == [
         "harness.data.longppl_corpus (data) imports harness.models.keytokens (models)",
-        "harness.judges.stage (judging) imports harness.lmeval.tasks.base (lmeval)",
+        "harness.judges.stage (judging) imports harness.tasks.classes.base (lmeval)",
         "harness.metrics.generation (pure) imports pathlib, which the pure layer may not",
         "harness.metrics.generation (pure) calls read_text(): the pure layer does no I/O",
         "harness.metrics.lsm (pure) imports harness.models.scoring (models)",
@@ -45,7 +45,7 @@ def test_the_review_findings_would_fail():
 
 def test_lazy_and_relative_imports_count(tmp_path):
     """A function-level import and a relative import in source files are both found."""
-    for folder in ("harness/metrics", "harness/models", "tasks", "judges"):
+    for folder in ("harness/metrics", "harness/models", "harness/tasks", "harness/judges"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "__init__.py").write_text("")
     (tmp_path / "harness/__init__.py").write_text("")
@@ -82,9 +82,13 @@ def test_architecture_states_the_rules_and_the_command_prints_them():
 
 
 def test_every_package_is_shipped():
-    """pyproject.toml lists packages explicitly: a new subpackage missing there would be left out of the wheel."""
+    """pyproject.toml finds packages by pattern: every folder with an ``__init__.py`` under harness/ must match
+    it, or it would be left out of the wheel."""
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from setuptools import find_packages
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]["find"]["include"]
+    shipped = set(find_packages(where=str(ROOT), include=include))
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "harness").rglob("__init__.py")}
-    assert found <= listed, sorted(found - listed)
+    assert "harness.judges" in found and "harness.tasks.classes" in found
+    assert found <= shipped, sorted(found - shipped)

@@ -10,7 +10,7 @@ import pytest
 
 from harness.data import ruler
 from harness.data.prompt_length import PromptCounter, load_tokenizer
-from harness.lmeval.tasks.generation import RulerTask
+from harness.tasks.classes.generation import RulerTask
 
 SYNTHETIC = ruler.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.lmeval.tasks.base import LchTask
+from harness.tasks.classes.base import LchTask
 from harness.metrics.pooling import nll_sum
 
 

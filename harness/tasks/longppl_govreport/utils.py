@@ -2,7 +2,7 @@
 
 from harness.lmeval.aggregations import perplexity
 from harness.lmeval.custom_datasets import longppl_corpus
-from harness.lmeval.tasks.logprob import LongPPLTask
+from harness.tasks.classes.logprob import LongPPLTask
 from harness.metrics.pooling import pooled_perplexity, total
 
 __all__ = ["perplexity", "LongPPLTask", "longppl_corpus", "pooled_perplexity", "total"]

@@ -1,7 +1,7 @@
 """RULER tasks (``lch_ruler``): data from :mod:`harness.data.ruler`, scoring in :class:`RulerTask`."""
 
 from harness.data.ruler import dataset_from_metadata
-from harness.lmeval.tasks.generation import RulerTask
+from harness.tasks.classes.generation import RulerTask
 
 
 def ruler_dataset(**metadata):

@@ -6,7 +6,7 @@ import json
 
 from harness.errors import UsageError
 from harness.lmeval.request_options import LsmOptions
-from harness.lmeval.tasks.base import HONESTY_METRICS, LchTask
+from harness.tasks.classes.base import HONESTY_METRICS, LchTask
 from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
 

@@ -1,6 +1,6 @@
 """lm-eval ``generate_until`` tasks with length honesty and per-length scores (RULER, BABILong, MRQA).
 
-Every prompt is counted (:class:`harness.lmeval.tasks.base.LchTask` length honesty), so truncation is
+Every prompt is counted (:class:`harness.tasks.classes.base.LchTask` length honesty), so truncation is
 never silent: ``prompt_tokens`` (mean), ``over_length`` (prompts with ``prompt_tokens + max_gen_toks >
 max_length``, i.e. those lm-eval's HF model left-truncates; ``max_length`` from the model args, else the
 model config, see :func:`harness.data.prompt_length.model_max_length`). Tasks that generate their
@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.data.lengths import length_label, length_tokens, parse_lengths
 from harness.errors import UsageError
-from harness.lmeval.tasks.base import LchTask
+from harness.tasks.classes.base import LchTask
 from harness.metrics.pooling import mean
 
 

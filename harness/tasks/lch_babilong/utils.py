@@ -1,7 +1,7 @@
 """BABILong tasks (``lch_babilong``): data from :mod:`harness.data.babilong`, scoring in :class:`BabilongTask`."""
 
 from harness.data.babilong import dataset_from_metadata
-from harness.lmeval.tasks.generation import BabilongTask
+from harness.tasks.classes.generation import BabilongTask
 
 
 def babilong_dataset(**metadata):

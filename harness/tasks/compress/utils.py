@@ -8,7 +8,7 @@ the first half is the context, the rest the completion).
 from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
 from harness.lmeval.aggregations import perplexity
-from harness.lmeval.tasks.compress import CompressAETask, CompressLMTask
+from harness.tasks.classes.compress import CompressAETask, CompressLMTask
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
 

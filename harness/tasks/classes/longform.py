@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from harness.lmeval.tasks.base import LchTask
+from harness.tasks.classes.base import LchTask
 
 GENERATE_LONG = "generate_long"
 
