@@ -71,8 +71,8 @@ def child(name: str, model: str, steps: int, work: Path) -> None:
 
     options, kind, _ = RUNS[name]
     files = data_files(work)
-    cfg = TrainConfig(model=model, data=str(files[kind]), output=str(work / name), max_steps=steps,
-                      **{**COMMON, **options})
+    cfg = TrainConfig.for_recipe(model=model, data=str(files[kind]), output=str(work / name), max_steps=steps,
+                                 **{**COMMON, **options})
     start = time.perf_counter()
     summary = train_recipe(cfg)
     summary["wall_seconds"] = round(time.perf_counter() - start, 1)

@@ -1,32 +1,29 @@
-"""What ``lch train <recipe>`` is asked to do: one dataclass, the recipes' paper defaults, and the
-inference each trained variant expects (written to its ``lch_variant.json``)."""
+"""What ``lch train <recipe>`` is asked to do: the options every recipe shares (:class:`TrainConfig`), one
+dataclass per recipe holding its own options and its papers' optimiser defaults (:data:`RECIPE_CONFIGS`),
+and the inference each trained variant expects (written to its ``lch_variant.json``).
+
+The fields are the command line: ``lch train <recipe>``'s options are generated from them
+(:mod:`harness.cli.options`). Field metadata (set through :func:`option`):
+
+- ``help``: the option's help; ``(default X)`` is added from the field;
+- ``flag``: the flag when it is not ``--field-name`` (``--quiet`` for ``progress``), ``False`` for none;
+- ``choices``: the allowed values;
+- ``record``: whether the variant file's ``settings`` record the field, a bool or a predicate of the config
+  (unset: False for the common fields, True for a recipe's own).
+
+This module stays free of torch: ``lch``'s parser reads it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.data.variants import standard_inference
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.positions.defaults import check_pic_args
-
-RECIPES = ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe")
-
-# Optimiser defaults per recipe, from the papers where they say (docs/training.md lists the sources):
-# paper 000 (PIC-SFT, LLaMA-Factory): lr 5e-5, warmup ratio 0.1, 3 epochs; paper 004 A.2 (LongCE): lr 2e-5,
-# 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95); paper 002 Table 6 (LongRecipe): lr 5e-5, and
-# its replay stage lr 5e-6 with decay 0.1. Paper 001 (LSM) gives no optimiser; LongCE's are used.
-_SFT = {"lr": 5e-5, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0, "betas": (0.9, 0.999)}
-RECIPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "sft": _SFT,
-    "pic-sft": _SFT,
-    "longce": {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0, "betas": (0.9, 0.95)},
-    "lsm-reg": {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0, "betas": (0.9, 0.95)},
-    "longrecipe": {"lr": 5e-5, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0, "betas": (0.9, 0.999)},
-    "longrecipe-replay": {"lr": 5e-6, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.1, "betas": (0.9, 0.999)},
-}
+from harness.positions.defaults import LAYOUTS, PIC_METHODS, check_pic_args
 
 # Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
 PIC_SFT_INITIAL, PIC_SFT_RECENT = 10, 600
@@ -34,98 +31,244 @@ NTK_SFT_RATIO = 16.0  # paper 000: NTK-aware PIC-SFT uses s_rr = 16
 # Not given by paper 000 (our defaults, documented): s_cr of naive / Dynamic PIC-SFT and the segment length.
 PIC_SFT_RATIO = 2.0
 SEGMENT_LENGTH = 256
+STAGES = ("extend", "replay")  # LongRecipe's stages
+
+
+def option(default: Any = MISSING, help: str = "", **metadata: Any) -> Any:
+    """A config field that is also an option of ``lch train`` (metadata keys: the module docstring)."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
+def _lora(cfg: TrainConfig) -> bool:
+    return not cfg.full
 
 
 @dataclass
 class TrainConfig:
-    """Every option of ``lch train``; ``None`` means "the recipe's default" (:data:`RECIPE_DEFAULTS`)."""
+    """The options every recipe shares. A recipe's config is a subclass adding its own fields and its
+    optimiser defaults (``OPTIMISER``: what ``lr`` / ``warmup`` / ``epochs`` / ``weight_decay`` / AdamW
+    ``betas`` are when not given, from the papers); build one with :meth:`for_recipe`."""
 
-    recipe: str
-    model: str
-    data: str
-    output: str
+    OPTIMISER: ClassVar[dict[str, Any]] = {}
+
+    recipe: str = option(flag=False)
+    model: str = option(help="base HF model (folder or hub name)")
+    data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
+    output: str = option(help="folder for the adapter, checkpoints and loss log")
     # positions during training = the inference the variant expects
-    pic: str = "none"
-    pic_ratio: float | None = None
-    pic_initial: int | None = None
-    pic_recent: int | None = None
-    pic_layout: str = "paper"
-    rope_base: float | None = None
+    pic: str = option("none", "PIC while training", choices=PIC_METHODS)
+    pic_ratio: float | None = option(None, f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
+                                           f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
+    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, paper 000's PIC-SFT)")
+    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, paper 000's PIC-SFT)")
+    pic_layout: str = option("paper", "Dynamic PIC layout", choices=LAYOUTS)
+    rope_base: float | None = option(None, "train (and evaluate) at this RoPE base")
     # data
-    split: str = "train"
-    prompt_field: str = "instruction"
-    response_field: str = "response"
-    text_field: str = "text"
-    chat_template: bool = True
-    max_length: int | None = None  # tokens per instruction example (answer truncated at its end)
-    segment_length: int = SEGMENT_LENGTH  # Dynamic PIC-SFT
-    seq_len: int = 1024  # text chunk length (longce, longrecipe replay); lsm-reg uses L + delta
-    heldout: float = 0.1  # fraction of rows held out for the before / after loss
-    # longce (paper 004): gamma, short context K, sliding window d (weights re-estimated by the model every step);
-    # LongPPL's defaults, written once in harness.metrics.longppl
-    gamma: float = SOFT_GAMMA
-    short_context: int = KEY_TOKEN_DEFAULTS["trunc_len"]
-    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"]
-    # lsm-reg (paper 001)
-    lam: float = 0.1
-    context_length: int = 512
-    delta: int | None = None
-    # longrecipe (paper 002)
-    stage: str = "extend"  # extend | replay
-    target_length: int | None = None  # L^
-    train_length: int | None = None  # tokens kept per example (paper: 30 % of L^)
-    max_skip: int | None = None  # M; None: spread the segments over L^ (harness.positions.training.auto_max_skip)
-    top_fraction: float = 0.2
-    extended_model: str | None = None  # H' for the impactful-token analysis; default: the base at rope_base
-    init: str | None = None  # an adapter to continue from (the replay stage)
-    # optimisation
-    lr: float | None = None
-    warmup: float | None = None  # < 1: ratio of the steps; >= 1: steps
-    epochs: float | None = None
-    max_steps: int = -1
-    batch_size: int = 1
-    grad_accum: int = 1
-    weight_decay: float | None = None
-    full: bool = False  # full fine-tuning instead of LoRA
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_targets: str = "q_proj,k_proj,v_proj,o_proj"
-    save_steps: int = 50
-    log_steps: int = 1
-    seed: int = 0
-    dtype: str = "float32"
-    resume: bool = False
-    progress: bool = True
+    split: str = option("train", "split of an HF dataset")
+    text_field: str = option("text", "field of the texts")
+    max_length: int | None = option(None, "tokens per example (longer ones are cut)", record=True)
+    seq_len: int = option(1024, "text chunk length (longce, replay)")  # lsm-reg uses L + delta
+    heldout: float = option(0.1, "fraction of rows held out for the loss before/after", record=True)
+    # optimisation (None: the recipe's OPTIMISER value)
+    lr: float | None = option(None, "learning rate", record=True)
+    warmup: float | None = option(None, "< 1: ratio of the steps; >= 1: steps", record=True)
+    epochs: float | None = option(None, "epochs", record=True)
+    max_steps: int = option(-1, "stop after this many optimiser steps; -1: the epochs decide", record=True)
+    batch_size: int = option(1, "examples per step", record=True)
+    grad_accum: int = option(1, "gradient accumulation steps", record=True)
+    weight_decay: float | None = option(None, "weight decay", record=True)
+    full: bool = option(False, "full fine-tuning instead of LoRA", record=True)
+    lora_r: int = option(8, "LoRA rank", record=_lora)
+    lora_alpha: int = option(16, "LoRA alpha", record=_lora)
+    lora_targets: str = option("q_proj,k_proj,v_proj,o_proj", "LoRA target modules", record=_lora)
+    save_steps: int = option(50, "checkpoint every this many steps")
+    log_steps: int = option(1, "log the loss every this many steps")
+    seed: int = option(0, "random seed", record=True)
+    dtype: str = option("float32", "weights dtype", record=True)
+    resume: bool = option(False, "continue from the last checkpoint in --output")
+    progress: bool = option(True, "no progress bars", flag="--quiet")
+
+    @classmethod
+    def for_recipe(cls, recipe: str, **options: Any) -> TrainConfig:
+        """The config of ``recipe`` (its class in :data:`RECIPE_CONFIGS`) with ``options``; an unknown recipe,
+        or an option that is not one of that recipe's, is a one-line :class:`UsageError`."""
+        klass = config_class(recipe)
+        names = {f.name for f in fields(klass)}
+        for name in options:
+            if name not in names:
+                raise UsageError(f"--{name.replace('_', '-')} is not an option of `lch train {recipe}`")
+        return klass(recipe=recipe, **options)
+
+    def optimiser(self) -> dict[str, Any]:
+        """The recipe's optimiser defaults for this config."""
+        return self.OPTIMISER
+
+    @classmethod
+    def optimiser_help(cls) -> dict[str, str]:
+        """The optimiser defaults as ``lch train <recipe> --help`` shows them."""
+        return {name: str(value) for name, value in cls.OPTIMISER.items()}
 
     def default(self, name: str) -> Any:
         """An optimiser option: the value given, else the recipe's default."""
         value = getattr(self, name, None)
-        key = "longrecipe-replay" if self.recipe == "longrecipe" and self.stage == "replay" else self.recipe
-        return RECIPE_DEFAULTS[key][name] if value is None else value
+        return self.optimiser()[name] if value is None else value
+
+    def records(self, name: str) -> bool:
+        """Whether the variant file's ``settings`` record field ``name`` (its ``record`` metadata)."""
+        f = next(f for f in fields(self) if f.name == name)
+        rule = f.metadata.get("record", name not in _COMMON)
+        return rule(self) if callable(rule) else bool(rule)
 
     def settings(self) -> dict[str, Any]:
         """What the variant file records as the recipe's settings: the data, the optimiser (defaults
-        resolved) and the options of this recipe only."""
-        common = ["data", "max_length", "heldout", "max_steps", "batch_size", "grad_accum", "full", "seed", "dtype"]
-        own = {"sft": ["chat_template", "prompt_field", "response_field"],
-               "pic-sft": ["chat_template", "prompt_field", "response_field"]
-                          + (["segment_length"] if self.pic == "dynamic" else []),
-               "longce": ["seq_len", "gamma", "short_context", "sliding_window"],
-               "lsm-reg": ["lam", "context_length", "delta"],
-               "longrecipe": ["stage"] + (["seq_len"] if self.stage == "replay" else
-                                          ["target_length", "train_length", "max_skip", "top_fraction", "extended_model"])}
-        out = {k: getattr(self, k) for k in common + own[self.recipe]}
-        if not self.full:
-            out.update(lora_r=self.lora_r, lora_alpha=self.lora_alpha, lora_targets=self.lora_targets)
-        for name in ("lr", "warmup", "epochs", "weight_decay"):
-            out[name] = self.default(name)
-        return out
+        resolved), LoRA unless ``full``, and the options of this recipe only."""
+        return {f.name: self.default(f.name) if f.name in self.optimiser() else getattr(self, f.name)
+                for f in fields(self) if self.records(f.name)}
+
+    def check(self) -> None:
+        """Refuse this recipe's contradictory options and fill its own derived defaults (one line each)."""
+
+
+_COMMON = frozenset(f.name for f in fields(TrainConfig))
+
+
+def _at_least_one(cfg: TrainConfig, *names: str) -> None:
+    for name in names:
+        if getattr(cfg, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+
+
+@dataclass
+class SftConfig(TrainConfig):
+    """``sft`` and ``pic-sft`` (paper 000): instruction rows; ``pic-sft`` with PIC while training."""
+
+    # paper 000 §4 (PIC-SFT, trained with LLaMA-Factory): lr 5e-5, warmup ratio 0.1, 3 epochs
+    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0,
+                                           "betas": (0.9, 0.999)}
+
+    chat_template: bool = option(True, "plain 'prompt\\n\\nanswer' instead of the tokenizer's chat template")
+    prompt_field: str = option("instruction", "field of the prompt")
+    response_field: str = option("response", "field of the response")
+    segment_length: int = option(SEGMENT_LENGTH, "Dynamic PIC-SFT segment (tokens)",
+                                 record=lambda cfg: cfg.pic == "dynamic")
+
+    def check(self) -> None:
+        _at_least_one(self, "segment_length")
+
+
+@dataclass
+class LongCEConfig(TrainConfig):
+    """``longce`` (paper 004): CE re-weighted by the model's own long-context gain, on text chunks of
+    ``seq_len`` tokens. gamma, short context K and sliding window d are LongPPL's defaults, written once in
+    :mod:`harness.metrics.longppl` (the weights are re-estimated by the model every step)."""
+
+    # paper 004 App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
+    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
+                                           "betas": (0.9, 0.95)}
+
+    gamma: float = option(SOFT_GAMMA, "cap of the LongCE weights")
+    short_context: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context")
+    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows")
+
+    def records(self, name: str) -> bool:
+        return name == "seq_len" or super().records(name)
+
+
+@dataclass
+class LsmRegConfig(TrainConfig):
+    """``lsm-reg`` (paper 001): CE + lambda x the misalignment of two windows of ``L`` tokens, ``delta`` apart."""
+
+    # paper 001 gives no optimiser: LongCE's are used
+    OPTIMISER: ClassVar[dict[str, Any]] = LongCEConfig.OPTIMISER
+
+    lam: float = option(0.1, "lambda of the misalignment term")
+    context_length: int = option(512, "L: window length")
+    delta: int | None = option(None, "offset of the second window (default L/4)")
+
+    def check(self) -> None:
+        if self.delta is None:  # the LSM regulariser's window offset: a quarter of L (it must be <= L - ceil(L/2))
+            self.delta = max(1, self.context_length // 4)
+
+
+def _extending(cfg: LongRecipeConfig) -> bool:
+    return cfg.stage != "replay"
+
+
+@dataclass
+class LongRecipeConfig(TrainConfig):
+    """``longrecipe`` (paper 002): impactful sentences at skip positions (``--stage extend``), then a replay
+    stage on plain text chunks (``--stage replay --init <the extended adapter>``)."""
+
+    # paper 002 Table 6: lr 5e-5; its replay stage (§5.3): lr 5e-6 with weight decay 0.1
+    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0,
+                                           "betas": (0.9, 0.999)}
+    REPLAY: ClassVar[dict[str, Any]] = {"lr": 5e-6, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.1,
+                                        "betas": (0.9, 0.999)}
+
+    stage: str = option("extend", "LongRecipe stage", choices=STAGES)
+    target_length: int | None = option(None, "L^: the context the positions cover", record=_extending)
+    train_length: int | None = option(None, "tokens kept per example (default 30% of L^)", record=_extending)
+    # M; None: spread the segments over L^ (harness.positions.training.auto_max_skip)
+    max_skip: int | None = option(None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending)
+    top_fraction: float = option(0.2, "impactful tokens per position", record=_extending)
+    extended_model: str | None = option(None, "H' of the impactful-token analysis (default: base at --rope-base)",
+                                        record=_extending)
+    # recorded by train_recipe as {"path", "recipe"} of the adapter continued
+    init: str | None = option(None, "adapter to continue (the replay stage)", record=False)
+
+    def optimiser(self) -> dict[str, Any]:
+        return self.REPLAY if self.stage == "replay" else self.OPTIMISER
+
+    @classmethod
+    def optimiser_help(cls) -> dict[str, str]:
+        replay = {name: str(value) for name, value in cls.REPLAY.items()}
+        return {name: value if replay[name] == value else f"{value}; --stage replay: {replay[name]}"
+                for name, value in super().optimiser_help().items()}
+
+    def records(self, name: str) -> bool:
+        return (name == "seq_len" and self.stage == "replay") or super().records(name)
+
+    def check(self) -> None:
+        if self.stage not in STAGES:
+            raise UsageError(f"--stage {self.stage!r} is unknown; allowed: {', '.join(STAGES)}")
+        if self.stage == "replay" and not self.init:
+            raise UsageError("--stage replay is LongRecipe's second stage: give --init <the extended adapter>")
+        if self.stage == "extend" and not self.target_length:
+            raise UsageError("longrecipe needs --target-length (L^, the context the positions should cover)")
+        if self.stage == "extend" and self.extended_model is None and self.rope_base is None:
+            raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
+                             "--rope-base (the extended RoPE base) or --extended-model")
+        if self.full and self.init:
+            raise UsageError("--init continues a LoRA adapter; it cannot be combined with --full")
+
+
+# the recipes, in the order errors list them; sft is pic-sft with --pic none (check_config switches the two)
+RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
+    "sft": SftConfig, "pic-sft": SftConfig, "longce": LongCEConfig, "lsm-reg": LsmRegConfig,
+    "longrecipe": LongRecipeConfig,
+}
+RECIPES = tuple(RECIPE_CONFIGS)
+# one line per recipe for `lch train --help`, in the order it lists them
+RECIPE_HELP = {
+    "pic-sft": "SFT with Position ID Compression (paper 000): --pic naive|ntk|dynamic, or none for plain SFT",
+    "sft": "plain SFT on instruction data (the control of PIC-SFT)",
+    "longce": "LongCE (paper 004): CE re-weighted by the model's own long-context gain",
+    "lsm-reg": "CE + lambda * long-short misalignment (paper 001)",
+    "longrecipe": "LongRecipe (paper 002): impactful sentences at skip positions; --stage replay; then `merge`",
+}
+
+
+def config_class(recipe: str) -> type[TrainConfig]:
+    """The config dataclass of ``recipe``; an unknown one is a one-line :class:`UsageError`."""
+    if recipe not in RECIPE_CONFIGS:
+        raise UsageError(f"recipe {recipe!r} is unknown; allowed: {', '.join(RECIPE_CONFIGS)}")
+    return RECIPE_CONFIGS[recipe]
 
 
 def check_config(cfg: TrainConfig) -> TrainConfig:
-    """Fill the recipe-specific PIC defaults and refuse contradictory options (one line each)."""
-    if cfg.recipe not in RECIPES:
-        raise UsageError(f"recipe {cfg.recipe!r} is unknown; allowed: {', '.join(RECIPES)}")
+    """Fill the recipe-specific PIC defaults and refuse contradictory options (one line each): the common
+    checks here, the recipe's own in its :meth:`TrainConfig.check`."""
+    config_class(cfg.recipe)  # an unknown recipe is refused
     if cfg.recipe == "pic-sft" and cfg.pic == "none":
         cfg.recipe = "sft"  # plain SFT, the control of paper 000 Table 2
     if cfg.recipe == "sft" and cfg.pic != "none":
@@ -141,27 +284,13 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
         raise UsageError(f"--rope-base must be > 0, got {cfg.rope_base}")
     if cfg.recipe == "longrecipe" and cfg.pic != "none":
         raise UsageError("longrecipe sets its own position ids; use --rope-base, not --pic")
-    if cfg.stage not in ("extend", "replay"):
-        raise UsageError(f"--stage {cfg.stage!r} is unknown; allowed: extend, replay")
-    if cfg.stage == "replay" and (cfg.recipe != "longrecipe" or not cfg.init):
-        raise UsageError("--stage replay is LongRecipe's second stage: give --init <the extended adapter>")
-    if cfg.recipe == "longrecipe" and cfg.stage == "extend" and not cfg.target_length:
-        raise UsageError("longrecipe needs --target-length (L^, the context the positions should cover)")
-    if cfg.recipe == "longrecipe" and cfg.stage == "extend" and cfg.extended_model is None and cfg.rope_base is None:
-        raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
-                         "--rope-base (the extended RoPE base) or --extended-model")
+    cfg.check()
     data = Path(cfg.data).expanduser()
     if not data.exists() and (data.suffix in (".jsonl", ".json", ".txt") or cfg.data.startswith(("/", ".", "~"))):
         raise MissingDataError(f"{data} does not exist: give a .jsonl file of training rows (or an HF dataset name)")
     if not 0 <= cfg.heldout < 1:
         raise UsageError(f"--heldout must be a fraction in [0, 1), got {cfg.heldout}")
-    for name in ("batch_size", "grad_accum", "segment_length", "seq_len", "save_steps", "log_steps"):
-        if getattr(cfg, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.delta is None:  # the LSM regulariser's window offset: a quarter of L (it must be <= L - ceil(L/2))
-        cfg.delta = max(1, cfg.context_length // 4)
-    if cfg.full and cfg.init:
-        raise UsageError("--init continues a LoRA adapter; it cannot be combined with --full")
+    _at_least_one(cfg, "batch_size", "grad_accum", "seq_len", "save_steps", "log_steps")
     return cfg
 
 

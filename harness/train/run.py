@@ -163,7 +163,7 @@ def add_adapter(model, cfg: TrainConfig):
         return model
     from peft import LoraConfig, PeftModel, get_peft_model
 
-    if cfg.init:
+    if getattr(cfg, "init", None):  # LongRecipe's replay stage continues an adapter
         return PeftModel.from_pretrained(model, cfg.init, is_trainable=True)
     targets = [t.strip() for t in cfg.lora_targets.split(",") if t.strip()]
     return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
@@ -254,7 +254,7 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     has_checkpoint = any(output.glob("checkpoint-*"))
     if output.exists() and not cfg.resume and (has_checkpoint or (output / LOSS_LOG).exists()):
         raise UsageError(f"{output} holds an earlier training run: add --resume to continue it, or pick a new --output")
-    init_variant = read_variant(cfg.init) if cfg.init else None
+    init_variant = read_variant(cfg.init) if getattr(cfg, "init", None) else None  # only longrecipe has --init
     if init_variant is not None and cfg.rope_base is None:
         cfg.rope_base = init_variant.inference.get("rope_base")
     torch.manual_seed(cfg.seed)

@@ -1,9 +1,11 @@
 """The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval --include_path`, accelerate."""
 
+import argparse
 import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -388,7 +390,7 @@ def test_train_options_take_their_defaults_from_the_config_only():
 
     from harness.cli import build_parser
     from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-    from harness.train.config import TrainConfig
+    from harness.train.config import config_class
     from harness.train.losses import longce_loss, longce_weights
 
     for recipe in ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe"):
@@ -397,14 +399,15 @@ def test_train_options_take_their_defaults_from_the_config_only():
     given = build_parser().parse_args(["train", "longce", "--model", "m", "--data", "d", "--output", "o",
                                        "--gamma", "3", "--quiet", "--full"])
     assert (given.gamma, given.progress, given.full) == (3.0, False, True)
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    defaults = {f.name: f.default for f in fields(config_class("longce"))}
     paper = (KEY_TOKEN_DEFAULTS["trunc_len"], KEY_TOKEN_DEFAULTS["sliding_window"], SOFT_GAMMA)
     assert (defaults["short_context"], defaults["sliding_window"], defaults["gamma"]) == paper == (4096, 1024, 5.0)
     for loss in (longce_loss, longce_weights):
         params = inspect.signature(loss).parameters
         assert (params["trunc_len"].default, params["sliding_window"].default, params["gamma"].default) == paper
-    from harness.cli.training import _default
+    from harness.cli.options import default_text
 
+    _default = lambda name: default_text(config_class("longce"), name)  # noqa: E731
     assert _default("gamma") == " (default 5.0)" and _default("pic_ratio") == ""  # help reads the same defaults
 
 
@@ -415,3 +418,99 @@ def test_building_the_parser_loads_no_tensor_library():
 
     code = "import sys; from harness.cli import build_parser; build_parser(); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def _recipe_parsers(parser=None) -> dict[str, argparse.ArgumentParser]:
+    from harness.cli import build_parser
+
+    parser = parser or build_parser()
+    sub = lambda p: next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: E731
+    return {name: p for name, p in sub(sub(parser)["train"]).items() if name != "merge"}
+
+
+# each recipe's own options, written here so that an option moving between configs is noticed
+OWN_OPTIONS = {
+    "sft": {"chat_template", "prompt_field", "response_field", "segment_length"},
+    "pic-sft": {"chat_template", "prompt_field", "response_field", "segment_length"},
+    "longce": {"gamma", "short_context", "sliding_window"},
+    "lsm-reg": {"lam", "context_length", "delta"},
+    "longrecipe": {"stage", "target_length", "train_length", "max_skip", "top_fraction", "extended_model", "init"},
+}
+
+
+def test_each_recipe_lists_exactly_its_config_fields_and_the_common_ones():
+    from dataclasses import fields
+
+    from harness.train.config import TrainConfig, config_class
+
+    common = {f.name for f in fields(TrainConfig)} - {"recipe"}  # the recipe is the subcommand
+    parsers = _recipe_parsers()
+    assert set(parsers) == set(OWN_OPTIONS)
+    for name, p in parsers.items():
+        dests = {a.dest for a in p._actions if a.dest != "help"}
+        assert dests == {f.name for f in fields(config_class(name))} - {"recipe"} == common | OWN_OPTIONS[name], name
+        switches = {a.option_strings[0]: (a.dest, a.const) for a in p._actions if a.nargs == 0 and a.dest != "help"}
+        expected = {"--full": ("full", True), "--resume": ("resume", True), "--quiet": ("progress", False)}
+        if name in ("sft", "pic-sft"):
+            expected["--no-chat-template"] = ("chat_template", False)
+        assert switches == expected, name
+        assert {a.dest for a in p._actions if a.required} == {"model", "data", "output"}
+
+
+def test_every_default_in_the_recipe_help_is_the_dataclass_default():
+    from dataclasses import MISSING, fields
+
+    from harness.train.config import NTK_SFT_RATIO, PIC_SFT_INITIAL, PIC_SFT_RATIO, PIC_SFT_RECENT, config_class
+
+    for name, p in _recipe_parsers().items():
+        cls = config_class(name)
+        text = " ".join(p.format_help().split())
+        actions = {a.dest: a for a in p._actions}
+        shown = 0
+        for f in fields(cls):
+            if f.name == "recipe" or actions[f.name].nargs == 0:  # switches show no default
+                continue
+            helped = actions[f.name].help % {}
+            found = re.findall(r"\(default ([^)]*)\)", helped)
+            if f.default not in (MISSING, None):
+                expected = str(f.default)
+            elif f.name in cls.OPTIMISER:  # None: the recipe's paper default
+                expected = str(cls.OPTIMISER[f.name])
+            else:  # resolved later (check_config, the recipe's check): the help says how
+                continue
+            assert len(found) == 1 and found[0].split(";")[0] == expected, (name, f.name, helped)
+            assert f"(default {found[0]})" in text
+            shown += 1
+        assert shown >= 20
+        pic = {dest: actions[dest].help for dest in ("pic_ratio", "pic_initial", "pic_recent")}
+        assert f"default {PIC_SFT_RATIO:g})" in pic["pic_ratio"] and f"default {NTK_SFT_RATIO:g})" in pic["pic_ratio"]
+        assert f"default {PIC_SFT_INITIAL}," in pic["pic_initial"] and f"default {PIC_SFT_RECENT}," in pic["pic_recent"]
+    longrecipe = " ".join(_recipe_parsers()["longrecipe"].format_help().split())
+    assert "learning rate (default 5e-05; --stage replay: 5e-06)" in longrecipe
+
+
+def test_a_field_added_to_a_recipe_config_becomes_its_option(monkeypatch):
+    """No other edit: the new field is a flag of its recipe only, with its help and default, kept out of the
+    namespace when not given, passed to the config when given, and recorded in the variant settings."""
+    from dataclasses import dataclass
+
+    from harness.cli import build_parser
+    from harness.cli.options import given_options
+    from harness.train import config
+
+    @dataclass
+    class Extended(config.LongCEConfig):
+        warm_tokens: int = config.option(7, "tokens of warm-up text")
+        fancy: bool = config.option(False, "a new switch")
+
+    monkeypatch.setitem(config.RECIPE_CONFIGS, "longce", Extended)
+    parsers = _recipe_parsers()
+    assert "--warm-tokens" in parsers["longce"].format_help() and "tokens of warm-up text (default 7)" in \
+        " ".join(parsers["longce"].format_help().split())
+    assert "--warm-tokens" not in parsers["lsm-reg"].format_help()
+    required = ["--model", "m", "--data", "d", "--output", "o"]
+    assert not {"warm_tokens", "fancy"} & set(vars(build_parser().parse_args(["train", "longce", *required])))
+    args = build_parser().parse_args(["train", "longce", *required, "--warm-tokens", "9", "--fancy"])
+    cfg = config.TrainConfig.for_recipe(**given_options(config.config_class(args.recipe), args))
+    assert isinstance(cfg, Extended) and (cfg.warm_tokens, cfg.fancy, cfg.gamma) == (9, True, 5.0)
+    assert cfg.settings()["warm_tokens"] == 9 and cfg.settings()["fancy"] is True

@@ -31,10 +31,11 @@ def adapters(tiny_model_dir, tmp_path_factory):
     (root / "texts.jsonl").write_text("".join(json.dumps({"text": " ".join(text(9) for _ in range(20))}) + "\n"
                                               for _ in range(3)))
     common = dict(model=str(tiny_model_dir), max_steps=1, heldout=0.0, progress=False, lr=1e-2)
-    train_recipe(TrainConfig(recipe="pic-sft", data=str(root / "inst.jsonl"), output=str(root / "dyn"), pic="dynamic",
-                             pic_ratio=2.0, pic_initial=4, pic_recent=16, segment_length=32, **common))
-    train_recipe(TrainConfig(recipe="longrecipe", data=str(root / "texts.jsonl"), output=str(root / "lr"),
-                             target_length=1024, rope_base=40000.0, **common))
+    train_recipe(TrainConfig.for_recipe(recipe="pic-sft", data=str(root / "inst.jsonl"), output=str(root / "dyn"),
+                                        pic="dynamic", pic_ratio=2.0, pic_initial=4, pic_recent=16, segment_length=32,
+                                        **common))
+    train_recipe(TrainConfig.for_recipe(recipe="longrecipe", data=str(root / "texts.jsonl"), output=str(root / "lr"),
+                                        target_length=1024, rope_base=40000.0, **common))
     return root
 
 
