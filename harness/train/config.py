@@ -88,6 +88,11 @@ class TrainConfig:
     resume: bool = option(False, "continue from the last checkpoint in --output")
     progress: bool = option(True, "no progress bars", flag="--quiet")
 
+    def __post_init__(self) -> None:
+        if not isinstance(self, config_class(self.recipe)):  # e.g. TrainConfig(recipe="longce", ...) itself
+            raise TypeError(f"the config of recipe {self.recipe!r} is {config_class(self.recipe).__name__}: "
+                            "build it with TrainConfig.for_recipe")
+
     @classmethod
     def for_recipe(cls, recipe: str, **options: Any) -> TrainConfig:
         """The config of ``recipe`` (its class in :data:`RECIPE_CONFIGS`) with ``options``; an unknown recipe,

@@ -260,3 +260,5 @@ def test_an_option_of_another_recipe_or_an_unknown_recipe_is_refused():
         TrainConfig.for_recipe("sft", model="m", data="d", output="o", stage="replay")
     with pytest.raises(UsageError, match=r"^recipe 'longsft' is unknown; allowed: sft, pic-sft, longce, lsm-reg, longrecipe$"):
         TrainConfig.for_recipe("longsft", model="m", data="d", output="o")
+    with pytest.raises(TypeError, match="is LongCEConfig: build it with TrainConfig.for_recipe"):
+        TrainConfig(recipe="longce", model="m", data="d", output="o")
