@@ -1,48 +1,19 @@
-"""The defaults of Position ID Compression (paper 000, docs/formulas.md §1): the one place they are written.
-
-Torch-free on purpose, so that light modules (reporting, plots) can read them without importing a
-tensor library. Keys are the argument names of :func:`harness.models.pic.apply_pic`:
-
-* ``method``: ``none`` (no PIC);
-* ``ratio``: ``s_cr`` (naive, dynamic) or ``s_rr`` (NTK); 1 is the identity for every method;
-* ``initial`` / ``recent``: ``l_ic`` / ``l_rc`` of Dynamic PIC (the paper's inference sweeps: 4 and 200);
-* ``layout``: ``paper`` (literal Eq. 9) or ``contiguous``.
-"""
+"""Names kept for ``lch train``'s option choices (``harness/cli/training.py``): ``PIC_METHODS`` (the names of
+the registered PIC methods, read when asked for) and ``LAYOUTS``. The PIC defaults and checks live in
+:class:`harness.positions.inference.Inference`; the methods in :data:`harness.positions.methods.PIC_METHODS`."""
 
 from __future__ import annotations
 
-import math
-from types import MappingProxyType
+from typing import Any
 
-from harness.errors import UsageError
+from harness.positions.inference import LAYOUTS
 
-PIC_METHODS = ("none", "naive", "ntk", "dynamic")
-LAYOUTS = ("paper", "contiguous")
-
-PIC_DEFAULTS = MappingProxyType(
-    {"method": "none", "ratio": 1.0, "initial": 4, "recent": 200, "layout": "paper"}
-)
-
-_RATIO, _INITIAL, _RECENT, _LAYOUT = (PIC_DEFAULTS[k] for k in ("ratio", "initial", "recent", "layout"))
+__all__ = ["LAYOUTS", "PIC_METHODS"]
 
 
-def check_pic_args(
-    method: str,
-    ratio: float = _RATIO,
-    initial: int = _INITIAL,
-    recent: int = _RECENT,
-    layout: str = _LAYOUT,
-) -> None:
-    """Raise ``ValueError`` naming the bad argument and the allowed values."""
-    if method not in PIC_METHODS:
-        raise UsageError(f"pic method {method!r} is unknown; allowed: {', '.join(PIC_METHODS)}")
-    if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not math.isfinite(ratio):
-        raise UsageError(f"pic ratio must be a finite number > 0, got {ratio!r}")
-    if ratio <= 0:
-        raise UsageError(f"pic ratio must be > 0 (ratios below 1 expand positions), got {ratio!r}")
-    if int(initial) != initial or initial < 0:
-        raise UsageError(f"pic initial (l_ic) must be an integer >= 0, got {initial!r}")
-    if int(recent) != recent or recent < 0:
-        raise UsageError(f"pic recent (l_rc) must be an integer >= 0, got {recent!r}")
-    if layout not in LAYOUTS:
-        raise UsageError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+def __getattr__(name: str) -> Any:
+    if name == "PIC_METHODS":
+        from harness.positions.methods import PIC_METHODS
+
+        return tuple(PIC_METHODS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

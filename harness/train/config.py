@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.variants import standard_inference
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.positions.defaults import check_pic_args
+from harness.positions.inference import Inference
 
 RECIPES = ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe")
 
@@ -136,9 +135,9 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
         cfg.pic_initial = PIC_SFT_INITIAL
     if cfg.pic_recent is None:
         cfg.pic_recent = PIC_SFT_RECENT
-    check_pic_args(cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout)
     if cfg.rope_base is not None and cfg.rope_base <= 0:
         raise UsageError(f"--rope-base must be > 0, got {cfg.rope_base}")
+    expected_inference(cfg)  # the PIC settings checked (one line naming the bad one)
     if cfg.recipe == "longrecipe" and cfg.pic != "none":
         raise UsageError("longrecipe sets its own position ids; use --rope-base, not --pic")
     if cfg.stage not in ("extend", "replay"):
@@ -165,11 +164,9 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
-def expected_inference(cfg: TrainConfig) -> dict[str, Any]:
-    """The inference the trained variant expects: the positions it was trained with."""
-    out = standard_inference()
-    if cfg.pic != "none":
-        out.update(pic=cfg.pic, pic_ratio=float(cfg.pic_ratio), pic_initial=int(cfg.pic_initial),
-                   pic_recent=int(cfg.pic_recent), pic_layout=cfg.pic_layout)
-    out["rope_base"] = None if cfg.rope_base is None else float(cfg.rope_base)
-    return out
+def expected_inference(cfg: TrainConfig) -> Inference:
+    """The inference the trained variant expects: the positions it was trained with (the PIC settings only
+    under a PIC method: plain SFT expects standard inference) and its RoPE base."""
+    inference = Inference(cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout,
+                          cfg.rope_base)
+    return inference if inference.entry.acts else Inference(rope_base=cfg.rope_base)
