@@ -88,8 +88,9 @@ class HFPicLM(HFLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if not self.inference.entry.moves_cached_keys:
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
-        # Dynamic PIC positions (those of any method that re-positions cached keys) depend on each row's own length, and lm-eval right-pads these batches
-        # without an attention mask, so score one sequence per forward to stay batch-independent.
+        # Dynamic PIC positions (any method whose cached keys move) depend on each row's own length, and lm-eval
+        # right-pads these batches without an attention mask, so score one sequence per forward to stay
+        # batch-independent.
         saved = self.batch_size_per_gpu
         self.batch_size_per_gpu = 1
         try:

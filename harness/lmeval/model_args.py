@@ -55,6 +55,8 @@ def check_compressor_args(args: dict) -> None:
 
 
 VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
+
+
 def moving_keys_on_vllm(method: str) -> str:
     """The refusal of a method that re-positions cached keys (Dynamic PIC) on vLLM."""
     return (f"pic={method} is not available on vLLM (its paged KV cache cannot re-position cached keys); use "

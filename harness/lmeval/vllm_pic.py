@@ -36,7 +36,12 @@ from tqdm import tqdm
 
 from harness.data.variants import results_info
 from harness.errors import UsageError
-from harness.lmeval.model_args import check_hf_pic_args, check_vllm_pic_args, moving_keys_on_vllm, refuse_dynamic_on_vllm
+from harness.lmeval.model_args import (
+    check_hf_pic_args,
+    check_vllm_pic_args,
+    moving_keys_on_vllm,
+    refuse_dynamic_on_vllm,
+)
 from harness.lmeval.request_options import LsmOptions, encode_for_scoring
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable

@@ -102,7 +102,8 @@ def test_effective_keeps_only_the_fields_the_method_uses(value, used):
     for field in dataclasses.fields(Inference):
         expected = getattr(value, field.name) if field.name in used else getattr(defaults, field.name)
         assert getattr(effective, field.name) == expected
-    assert Inference("none", 3.0).effective() == Inference() and Inference("ntk", 2.0, 9).effective() == Inference("ntk", 2.0)
+    assert Inference("none", 3.0).effective() == Inference()
+    assert Inference("ntk", 2.0, 9).effective() == Inference("ntk", 2.0)
 
 
 def test_words():

@@ -1,9 +1,9 @@
 """RoPE arithmetic on a family's own functions (docs/formulas.md §1).
 
 * A method of kind ``base`` (NTK-aware PIC: ``b * s_rr``) rotates with another base: :func:`rebased_rotary`
-  builds a second rotary embedding of the model's own class from a config copy with that RoPE base (so rope types such as llama3,
-  longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers take their ``(cos, sin)``
-  from it.
+  builds a second rotary embedding of the model's own class from a config copy with that RoPE base (so
+  rope types such as llama3, longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers
+  take their ``(cos, sin)`` from it.
 * :func:`rotate` / :func:`unrotate` apply the family's ``apply_rotary_pos_emb`` forwards and backwards.
   The inverse of ``x cos + R(x) sin`` (``R`` rotates each pair by 90 degrees, so ``R(R(x)) = -x``, in the
   rotate-half and the interleaved layout alike; un-rotated dimensions of partial rotary pass through) is
