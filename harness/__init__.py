@@ -2,7 +2,8 @@
 
 Public API (importing it does not import torch until used):
 
-* :func:`apply_pic` / :func:`remove_pic` — Position ID Compression on a loaded HF causal LM.
+* :func:`apply_pic` / :func:`remove_pic` / :func:`pic_settings` — Position ID Compression on a loaded HF
+  causal LM; :class:`Inference` — the PIC / RoPE settings as one value (``apply_pic(model, Inference(...))``).
 * :func:`tasks_path` — our lm-eval task folder.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
+__all__ = ["Inference", "apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -19,6 +20,10 @@ def __getattr__(name: str) -> Any:
         from harness.models import pic
 
         return getattr(pic, name)
+    if name == "Inference":
+        from harness.positions.inference import Inference
+
+        return Inference
     if name == "tasks_path":
         from harness.lmeval.plugin import tasks_path
 

@@ -5,7 +5,7 @@
 * ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
   ``pic_initial`` (l_ic); ``pic_recent`` (l_rc); ``pic_layout=paper|contiguous``;
   ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: the variant file (below), else
-  :data:`harness.positions.defaults.PIC_DEFAULTS`.
+  :class:`harness.positions.inference.Inference`'s.
 * ``rope_base=`` gives the model that RoPE base (``none``: its own) before any PIC variant.
 * ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
   applied to the model under the adapter.
@@ -29,12 +29,12 @@ import torch
 from lm_eval.models.huggingface import HFLM
 from tqdm import tqdm
 
-from harness.data.variants import inference_words, results_info
+from harness.data.variants import results_info
 from harness.lmeval.model_args import check_hf_pic_args
 from harness.lmeval.request_options import LsmOptions, encode_for_scoring
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import hf_runner, lsm_direct, lsm_overlap
-from harness.models.pic import DEFAULT_IMPL, apply_pic, set_rope_base
+from harness.models.pic import apply_pic, set_rope_base
 from harness.models.scoring import left_pad, score_tokens
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class HFPicLM(HFLM):
         pic_recent: int | None = None,
         pic_layout: str | None = None,
         rope_base: float | str | None = None,
-        pic_impl: str = DEFAULT_IMPL,
+        pic_impl: str | None = None,
         **kwargs: Any,
     ) -> None:
         resolved = check_hf_pic_args(  # before loading
@@ -64,7 +64,7 @@ class HFPicLM(HFLM):
             log.warning("model_arg %s overrides the variant file of %s (%s)", override,
                         kwargs.get("peft") or pretrained, self.variant.describe())
         if self.variant is not None:
-            log.info("variant %s: evaluating with %s", self.variant.describe(), inference_words(inference))
+            log.info("variant %s: evaluating with %s", self.variant.describe(), inference.words())
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         super().__init__(pretrained=pretrained, **kwargs)
         accelerator = getattr(self, "accelerator", None)
@@ -74,12 +74,11 @@ class HFPicLM(HFLM):
             self._rank = accelerator.process_index
             self._world_size = accelerator.num_processes
         self.inference = inference
-        self.pic = inference["pic"]
-        if inference["rope_base"] is not None:
-            set_rope_base(self.model, inference["rope_base"])
-        if self.pic != "none":
-            apply_pic(self.model, self.pic, inference["pic_ratio"], inference["pic_initial"], inference["pic_recent"],
-                      inference["pic_layout"], inference["pic_impl"])
+        self.pic = inference.method
+        if inference.rope_base is not None:
+            set_rope_base(self.model, inference.rope_base)
+        if inference.entry.acts:
+            apply_pic(self.model, inference)
 
     def get_model_info(self) -> dict:
         """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings
@@ -87,10 +86,11 @@ class HFPicLM(HFLM):
         return {**super().get_model_info(), **results_info(self.variant, self.inference)}
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
-        if self.pic != "dynamic":
+        if not self.inference.entry.moves_cached_keys:
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
-        # Dynamic PIC positions depend on each row's own length, and lm-eval right-pads these batches
-        # without an attention mask, so score one sequence per forward to stay batch-independent.
+        # Dynamic PIC positions (any method whose cached keys move) depend on each row's own length, and lm-eval
+        # right-pads these batches without an attention mask, so score one sequence per forward to stay
+        # batch-independent.
         saved = self.batch_size_per_gpu
         self.batch_size_per_gpu = 1
         try:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.data.variants import INFERENCE_KEYS, parse_inference, read_variant, standard_inference
+from harness.data.variants import read_variant
 from harness.errors import DataFormatError, MissingDataError, UsageError
-from harness.models.pic import IMPLEMENTATIONS
+from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
+from harness.positions.methods import PIC_METHODS
 
 
 def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -> None:
@@ -25,21 +26,18 @@ def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -
 def check_hf_pic_args(args: dict) -> dict[str, Any]:
     """Validate hf-pic's inference args (then the model folder) and resolve them against the variant file
     (``lch_variant.json``) of the adapter (``peft=``) or the model folder: explicit args win, key by key,
-    then the variant's, then the standard inference. Returns ``{"inference": {...}, "variant": Variant |
-    None, "overrides": ["pic=none (variant: dynamic)", ...]}``; ``inference`` has the keys of
-    :data:`harness.data.variants.INFERENCE_KEYS` plus ``pic_impl``."""
-    explicit = parse_inference({k: args[k] for k in INFERENCE_KEYS if args.get(k) is not None})  # before any file
-    impl = args.get("pic_impl", "cached")
-    if impl not in IMPLEMENTATIONS:
-        raise UsageError(f"pic_impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+    then the variant's, then :class:`Inference`'s defaults. Returns ``{"inference": Inference, "variant":
+    Variant | None, "overrides": ["pic=none (variant: dynamic)", ...]}``."""
+    explicit = Inference.fields_from(args)
+    Inference(**explicit)  # the given values checked before any file is read
     for key in ("pretrained", "peft"):
         check_model_path(args.get(key), key)
     variant = read_variant(args.get("peft")) or read_variant(args.get("pretrained"))
-    base = variant.inference if variant else standard_inference()
-    inference = {**base, **explicit}  # each key valid on its own (the file is checked when read)
-    overrides = [f"{k}={explicit[k]} (variant: {base[k]})" for k in explicit
-                 if variant is not None and explicit[k] != base[k]]
-    return {"inference": {**inference, "pic_impl": impl}, "variant": variant, "overrides": overrides}
+    base = variant.inference if variant else Inference()
+    inference = base.replace(**explicit)
+    overrides = [f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
+                 if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name)]
+    return {"inference": inference, "variant": variant, "overrides": overrides}
 
 
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
@@ -57,27 +55,38 @@ def check_compressor_args(args: dict) -> None:
 
 
 VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
-DYNAMIC_ON_VLLM = ("pic=dynamic is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
-                   "--model hf-pic for Dynamic PIC")
+
+
+def moving_keys_on_vllm(method: str) -> str:
+    """The refusal of a method that re-positions cached keys (Dynamic PIC) on vLLM."""
+    return (f"pic={method} is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
+            f"--model hf-pic for {PIC_METHODS[method].words}")
+
+
+DYNAMIC_ON_VLLM = moving_keys_on_vllm("dynamic")
 
 
 def refuse_dynamic_on_vllm(resolved: dict[str, Any]) -> None:
-    """Dynamic PIC (asked for, or expected by the checkpoint's variant file) is refused on vLLM in one line."""
-    if resolved["inference"]["pic"] != "dynamic":
+    """A method that re-positions cached keys (Dynamic PIC; asked for, or expected by the checkpoint's variant
+    file) is refused on vLLM in one line."""
+    inference: Inference = resolved["inference"]
+    if not inference.entry.moves_cached_keys:
         return
     variant = resolved["variant"]
-    if variant is not None and variant.inference.get("pic") == "dynamic" and not any("pic=" in o for o in resolved["overrides"]):
-        raise UsageError(f"this checkpoint is {variant.describe()}, which expects Dynamic PIC; vLLM cannot run it: "
-                         "use --model hf-pic, or pass pic=none for standard inference")
-    raise UsageError(DYNAMIC_ON_VLLM)
+    if (variant is not None and variant.inference.method == inference.method
+            and not any("pic=" in o for o in resolved["overrides"])):
+        raise UsageError(f"this checkpoint is {variant.describe()}, which expects {inference.entry.words}; vLLM cannot "
+                         "run it: use --model hf-pic, or pass pic=none for standard inference")
+    raise UsageError(moving_keys_on_vllm(inference.method))
 
 
 def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -> None:
     """naive / NTK PIC on vLLM goes through vLLM's RoPE settings, which change every layer; a model with
     sliding-window or no-RoPE layers (Gemma 2 / 3, SmolLM3, Mistral v0.1) gets PIC on its full-attention RoPE
     layers only under hf-pic (docs/pic.md). Refused in one line instead of computing something else."""
-    method = resolved["inference"]["pic"]
-    if method not in ("naive", "ntk") or not isinstance(pretrained, str):
+    inference: Inference = resolved["inference"]
+    method = inference.method
+    if not inference.entry.acts or inference.entry.moves_cached_keys or not isinstance(pretrained, str):
         return
     config_file = Path(pretrained).expanduser() / "config.json"
     if not config_file.is_file():

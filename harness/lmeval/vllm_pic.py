@@ -36,12 +36,17 @@ from tqdm import tqdm
 
 from harness.data.variants import results_info
 from harness.errors import UsageError
-from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, check_vllm_pic_args, refuse_dynamic_on_vllm
+from harness.lmeval.model_args import (
+    check_hf_pic_args,
+    check_vllm_pic_args,
+    moving_keys_on_vllm,
+    refuse_dynamic_on_vllm,
+)
 from harness.lmeval.request_options import LsmOptions, encode_for_scoring
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
 from harness.models.lsm import lsm_direct, lsm_overlap
-from harness.positions.pic import check_pic_args, ntk_base
+from harness.positions.inference import Inference
 from harness.positions.windows import scoring_windows
 
 log = logging.getLogger(__name__)
@@ -65,22 +70,30 @@ def rope_parameters(hf_config: dict) -> dict:
     return params
 
 
-def vllm_pic_overrides(hf_config: dict, method: str, ratio: float) -> dict:
-    """``hf_overrides`` that make vLLM apply naive or NTK-aware PIC; ``{}`` for ``none``."""
-    check_pic_args(method, ratio)
-    if method == "dynamic":
-        raise UsageError(DYNAMIC_ON_VLLM)
-    if method == "none":
+def vllm_pic_overrides(hf_config: dict, inference: Inference) -> dict:
+    """``hf_overrides`` that make vLLM apply ``inference``'s PIC method (``{}`` for ``none``), from its registry
+    entry: a ``base`` method sets ``rope_theta`` to the entry's base of it (NTK: ``b * s_rr``), a
+    ``linear_scaling`` one (naive: ``m / s_cr``) is linear RoPE scaling by the ratio. A method that
+    re-positions cached keys, or whose positions vLLM's RoPE settings cannot express, is refused."""
+    entry, method = inference.entry, inference.method
+    if entry.moves_cached_keys:
+        raise UsageError(moving_keys_on_vllm(method))
+    if not entry.acts:
         return {}
     params = rope_parameters(hf_config)
-    if method == "naive":
+    if entry.ids is not None:
+        if not entry.linear_scaling:
+            raise UsageError(f"pic={method} is not available on vLLM (its RoPE settings cannot express these "
+                             "positions); use --model hf-pic")
         if params["rope_type"] != "default":
             raise UsageError(
-                f"naive PIC on vLLM needs a model with plain RoPE; this one uses {params['rope_type']!r} "
+                f"{method} PIC on vLLM needs a model with plain RoPE; this one uses {params['rope_type']!r} "
                 "scaling (use --model hf-pic, which composes both)"
             )
-        return {"rope_parameters": {**params, "rope_type": "linear", "factor": float(ratio)}}
-    return {"rope_parameters": {**params, "rope_theta": ntk_base(float(params["rope_theta"]), ratio)}}
+        params = {**params, "rope_type": "linear", "factor": inference.ratio}
+    if entry.base is not None:
+        params = {**params, "rope_theta": entry.base(float(params["rope_theta"]), inference)}
+    return {"rope_parameters": params}
 
 
 def _read_hf_config(pretrained: str) -> dict:
@@ -138,15 +151,15 @@ class VLLMPicLM(_Base):
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
         refuse_dynamic_on_vllm(resolved)
-        config = with_rope_base(_read_hf_config(pretrained), inference["rope_base"])
-        overrides = vllm_pic_overrides(config, inference["pic"], inference["pic_ratio"])
-        if not overrides and inference["rope_base"] is not None:
+        config = with_rope_base(_read_hf_config(pretrained), inference.rope_base)
+        overrides = vllm_pic_overrides(config, inference)
+        if not overrides and inference.rope_base is not None:
             overrides = {"rope_parameters": config["rope_parameters"]}
         if _VLLM_ERROR is not None:
             raise unavailable(_VLLM_ERROR) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
-        self.pic, self.inference, self.variant = inference["pic"], inference, variant
+        self.pic, self.inference, self.variant = inference.method, inference, variant
         self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
         super().__init__(pretrained=pretrained, **kwargs)
 

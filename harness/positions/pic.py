@@ -12,7 +12,8 @@ Paper 000 (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` to
 
   With ``l_c <= l_ic + l_rc`` nothing changes.
 
-Default arguments come from :data:`harness.positions.defaults.PIC_DEFAULTS` (their one source).
+Default arguments come from :class:`harness.positions.inference.Inference` (their one source); which
+method runs which of these functions is its entry in :data:`harness.positions.methods.PIC_METHODS`.
 
 Positions are float32 tensors: fractional ids are legal and every caller (the model patches, the
 reference oracle, the tests) computes them through these functions, so they agree bit for bit.
@@ -23,22 +24,17 @@ from __future__ import annotations
 import torch
 
 from harness.errors import UsageError
-from harness.positions.defaults import LAYOUTS, PIC_DEFAULTS, check_pic_args
+from harness.positions.inference import LAYOUTS, Inference
+from harness.positions.methods import naive_ids, ntk_base
 
-__all__ = ["check_pic_args", "dynamic_position_list", "dynamic_positions", "naive_positions", "ntk_base",
-           "positions_from_mask"]
+__all__ = ["dynamic_position_list", "dynamic_positions", "naive_positions", "ntk_base", "positions_from_mask"]
 
-_RATIO, _INITIAL, _RECENT, _LAYOUT = (PIC_DEFAULTS[k] for k in ("ratio", "initial", "recent", "layout"))
+_INITIAL, _RECENT, _LAYOUT = Inference.initial, Inference.recent, Inference.layout
 
 
 def naive_positions(ids: torch.Tensor, ratio: float) -> torch.Tensor:
     """Naive PIC: ``m / s_cr`` as float32 (the same arithmetic RoPE applies to integer ids)."""
-    return ids.to(torch.float32) / ratio
-
-
-def ntk_base(base: float, ratio: float) -> float:
-    """NTK-aware PIC (paper Eq. 8): the RoPE base multiplied by ``s_rr`` — not the ``s^(d/(d-2))`` rule."""
-    return base * ratio
+    return naive_ids(ids.to(torch.float32), ratio)
 
 
 def dynamic_positions(

@@ -24,17 +24,14 @@ from typing import Iterable, Sequence
 
 from harness.data.lengths import length_tokens
 from harness.errors import UsageError
-from harness.positions.defaults import PIC_DEFAULTS as _PIC_DEFAULTS
+from harness.positions.inference import Inference
+from harness.positions.methods import PIC_METHODS
 from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
 
-# hf-pic's PIC arguments (``pic`` for the method, ``pic_<name>`` for the others) and their defaults, from the
-# one source hf-pic takes them from too, so that a run that leaves one at its default and a run that spells it
-# out fall on the same line.
-PIC_DEFAULTS = {("pic" if name == "method" else f"pic_{name}"): value for name, value in _PIC_DEFAULTS.items()}
-PIC_PLOT_METHODS = ("naive", "ntk", "dynamic")
-_DYNAMIC_ONLY = ("pic_initial", "pic_recent", "pic_layout")
-_RATIO_NAME = {"naive": "compression ratio s_cr", "ntk": "RoPE base scaling ratio s_rr",
-               "dynamic": "compression ratio s_cr"}
+
+def _plot_methods() -> list[str]:
+    """The PIC methods that get a column: every registered one that changes the model, in registry order."""
+    return [name for name, entry in PIC_METHODS.items() if entry.acts]
 
 
 @dataclass(frozen=True, order=True)
@@ -172,14 +169,15 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
 
 
 def _pic_setting(model_args: dict) -> tuple[str, str, float, str]:
-    """(base model, method, ratio, variant): variant names the non-default Dynamic PIC settings."""
-    args = {**PIC_DEFAULTS, **model_args}
-    method = str(args["pic"])
+    """(base model, method, ratio, variant): variant names the settings besides the ratio that the method
+    uses and the run did not leave at their defaults (hf-pic's, from :class:`Inference`, so that a run that
+    leaves one at its default and a run that spells it out fall on the same line)."""
+    inference = Inference.from_model_args(model_args)
     base = config_label("", {k: v for k, v in model_args.items() if not k.startswith("pic")})
-    variant = ""
-    if method == "dynamic":
-        variant = " ".join(f"{k[4:]}={args[k]}" for k in _DYNAMIC_ONLY if str(args[k]) != str(PIC_DEFAULTS[k]))
-    return base, method, float(args["pic_ratio"]), variant
+    defaults = Inference()
+    variant = " ".join(f"{name}={getattr(inference, name)}" for name in inference.entry.fields
+                       if name != "ratio" and getattr(inference, name) != getattr(defaults, name))
+    return base, inference.method, inference.ratio, variant
 
 
 def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tuple[float, PicPoint]]]]]:
@@ -191,9 +189,9 @@ def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tup
     vanilla: dict[str, PicPoint] = {}
     for point in points:
         base, method, ratio, variant = _pic_setting(point.model_args)
-        if method == "none":
+        if not PIC_METHODS[method].acts:
             vanilla[base] = point
-        elif method in PIC_PLOT_METHODS:
+        else:
             lines.setdefault((base, method, variant), {})[ratio] = point
     if not lines:
         raise UsageError("no run used PIC (model_args pic=naive|ntk|dynamic); nothing to plot against the ratio")
@@ -218,7 +216,7 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
     plt = pyplot()
     from matplotlib.lines import Line2D
 
-    methods = [m for m in PIC_PLOT_METHODS if any(m in by_method for by_method in series.values())]
+    methods = [m for m in _plot_methods() if any(m in by_method for by_method in series.values())]
     fig, axes = plt.subplots(len(series), len(methods), figsize=(4.6 * len(methods), 3.6 * len(series)),
                              dpi=120, squeeze=False)
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
@@ -243,7 +241,7 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
             ratios = sorted({r for _, line in lines for r, _ in line})
             ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
             ax.minorticks_off()
-            ax.set_xlabel(_RATIO_NAME[method])
+            ax.set_xlabel(f"{PIC_METHODS[method].ratio_words} {PIC_METHODS[method].symbol}")
             ax.set_ylabel(length_name, color="tab:blue")
             twin.set_ylabel(quality_name, color="tab:red")
             ax.grid(alpha=0.3)

@@ -20,10 +20,10 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.data.variants import standard_inference
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.positions.defaults import LAYOUTS, PIC_METHODS, check_pic_args
+from harness.positions.inference import LAYOUTS, Inference
+from harness.positions.methods import PIC_METHODS
 
 # Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
 PIC_SFT_INITIAL, PIC_SFT_RECENT = 10, 600
@@ -56,12 +56,12 @@ class TrainConfig:
     data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
     output: str = option(help="folder for the adapter, checkpoints and loss log")
     # positions during training = the inference the variant expects
-    pic: str = option("none", "PIC while training", choices=PIC_METHODS)
+    pic: str = option(Inference.method, "PIC while training", choices=tuple(PIC_METHODS))
     pic_ratio: float | None = option(None, f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
                                            f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
     pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, paper 000's PIC-SFT)")
     pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, paper 000's PIC-SFT)")
-    pic_layout: str = option("paper", "Dynamic PIC layout", choices=LAYOUTS)
+    pic_layout: str = option(Inference.layout, "Dynamic PIC layout", choices=LAYOUTS)
     rope_base: float | None = option(None, "train (and evaluate) at this RoPE base")
     # data
     split: str = option("train", "split of an HF dataset")
@@ -284,9 +284,9 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
         cfg.pic_initial = PIC_SFT_INITIAL
     if cfg.pic_recent is None:
         cfg.pic_recent = PIC_SFT_RECENT
-    check_pic_args(cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout)
     if cfg.rope_base is not None and cfg.rope_base <= 0:
         raise UsageError(f"--rope-base must be > 0, got {cfg.rope_base}")
+    expected_inference(cfg)  # the PIC settings checked (one line naming the bad one)
     if cfg.recipe == "longrecipe" and cfg.pic != "none":
         raise UsageError("longrecipe sets its own position ids; use --rope-base, not --pic")
     cfg.check()
@@ -299,11 +299,9 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     return cfg
 
 
-def expected_inference(cfg: TrainConfig) -> dict[str, Any]:
-    """The inference the trained variant expects: the positions it was trained with."""
-    out = standard_inference()
-    if cfg.pic != "none":
-        out.update(pic=cfg.pic, pic_ratio=float(cfg.pic_ratio), pic_initial=int(cfg.pic_initial),
-                   pic_recent=int(cfg.pic_recent), pic_layout=cfg.pic_layout)
-    out["rope_base"] = None if cfg.rope_base is None else float(cfg.rope_base)
-    return out
+def expected_inference(cfg: TrainConfig) -> Inference:
+    """The inference the trained variant expects: the positions it was trained with (the PIC settings only
+    under a PIC method: plain SFT expects standard inference) and its RoPE base."""
+    inference = Inference(cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout,
+                          cfg.rope_base)
+    return inference if inference.entry.acts else Inference(rope_base=cfg.rope_base)

@@ -256,17 +256,17 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
         raise UsageError(f"{output} holds an earlier training run: add --resume to continue it, or pick a new --output")
     init_variant = read_variant(cfg.init) if getattr(cfg, "init", None) else None  # only longrecipe has --init
     if init_variant is not None and cfg.rope_base is None:
-        cfg.rope_base = init_variant.inference.get("rope_base")
+        cfg.rope_base = init_variant.inference.rope_base
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_model(cfg)
     train, held, info = build_examples(cfg, tokenizer, model)
     if cfg.rope_base is not None:
         set_rope_base(model, cfg.rope_base)
     model = add_adapter(model, cfg)
-    if cfg.pic != "none":
-        apply_pic(model, cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout)
-    variant = Variant(base_model=cfg.model, recipe=cfg.recipe, settings=cfg.settings(),
-                      inference=expected_inference(cfg))
+    inference = expected_inference(cfg)
+    if inference.entry.acts:
+        apply_pic(model, inference)  # the RoPE base is the model's already (set above)
+    variant = Variant(base_model=cfg.model, recipe=cfg.recipe, settings=cfg.settings(), inference=inference)
     if init_variant is not None:
         variant.settings["init"] = {"path": cfg.init, "recipe": init_variant.recipe}
     pad_id = tokenizer.pad_token_id

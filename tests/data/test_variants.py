@@ -7,14 +7,15 @@ import json
 import pytest
 
 from harness.data.instructions import conversation
-from harness.data.variants import Variant, describe, evaluated_as, read_variant, standard_inference, write_variant
+from harness.data.variants import Variant, describe, evaluated_as, read_variant, write_variant
 from harness.errors import DataFormatError
+from harness.positions.inference import Inference
 
-DYNAMIC = {**standard_inference(), "pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 10, "pic_recent": 600}
+DYNAMIC = Inference("dynamic", ratio=2.0, initial=10, recent=600)
 
 
 def test_round_trip_and_a_folder_without_one(tmp_path):
-    variant = Variant("base/model", "pic-sft", {"segment_length": 256}, dict(DYNAMIC))
+    variant = Variant("base/model", "pic-sft", {"segment_length": 256}, DYNAMIC)
     write_variant(tmp_path / "adapter", variant)
     assert read_variant(tmp_path / "adapter") == variant
     assert read_variant(tmp_path) is None and read_variant("org/hub-name") is None and read_variant(None) is None
@@ -24,7 +25,7 @@ def test_hand_written_file_takes_standard_values_for_missing_keys(tmp_path):
     (tmp_path / "lch_variant.json").write_text(json.dumps(
         {"lch_variant": 1, "base_model": "llama", "recipe": "pic-sft", "inference": {"pic": "ntk", "pic_ratio": 16}}))
     variant = read_variant(tmp_path)
-    assert variant.inference == {**standard_inference(), "pic": "ntk", "pic_ratio": 16.0}
+    assert variant.inference == Inference("ntk", ratio=16.0)
     assert variant.describe() == "NTK-aware PIC-SFT (s_rr 16)"
 
 
@@ -48,18 +49,18 @@ def test_bad_files_name_the_file_and_the_problem(tmp_path, content, message):
 
 def test_words_for_the_leaderboard():
     assert describe("pic-sft", DYNAMIC) == "Dynamic PIC-SFT (s_cr 2, l_ic 10, l_rc 600)"
-    assert describe("sft", standard_inference()) == "SFT"
-    assert describe("longce", standard_inference()) == "LongCE"
+    assert describe("sft", Inference()) == "SFT"
+    assert describe("longce", Inference()) == "LongCE"
     merged = {"merged": {"weights": [0.5, 0.5]}}
-    assert (describe("longrecipe", {**standard_inference(), "rope_base": 40000.0}, merged)
+    assert (describe("longrecipe", Inference(rope_base=40000.0), merged)
             == "LongRecipe, RoPE base 40000, merged 0.5 / 0.5 with the original")
-    variant = Variant("m", "pic-sft", {}, dict(DYNAMIC))
-    assert evaluated_as(variant, {**DYNAMIC, "pic_impl": "cached"}) == "Dynamic PIC-SFT (s_cr 2, l_ic 10, l_rc 600)"
+    variant = Variant("m", "pic-sft", {}, DYNAMIC)
+    assert evaluated_as(variant, DYNAMIC.replace(impl="cached")) == "Dynamic PIC-SFT (s_cr 2, l_ic 10, l_rc 600)"
     # the paper's "standard inference" of a PIC-SFT checkpoint; unused ratio / l_ic / l_rc do not count
-    assert (evaluated_as(variant, {**DYNAMIC, "pic": "none"})
+    assert (evaluated_as(variant, DYNAMIC.replace(method="none"))
             == "Dynamic PIC-SFT (s_cr 2, l_ic 10, l_rc 600), evaluated with standard inference")
-    assert evaluated_as(None, standard_inference()) == "base model"
-    assert evaluated_as(None, {**standard_inference(), "pic": "naive", "pic_ratio": 4.0}) == "Naive PIC (s_cr 4)"
+    assert evaluated_as(None, Inference()) == "base model"
+    assert evaluated_as(None, Inference("naive", ratio=4.0)) == "Naive PIC (s_cr 4)"
 
 
 def test_instruction_rows_in_both_shapes():

@@ -14,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.data.synthetic import synthetic_reports
 from harness.lmeval.hf_pic import HFPicLM
-from harness.models.pic import PicSettings, pic_settings, rope_base
+from harness.models.pic import Inference, pic_settings, rope_base
 from harness.train.config import TrainConfig
 from harness.train.run import train_recipe
 
@@ -41,7 +41,7 @@ def adapters(tiny_model_dir, tmp_path_factory):
 
 def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, adapters, caplog):
     lm = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), device="cpu")
-    assert pic_settings(lm.model) == PicSettings("dynamic", 2.0, 4, 16, "paper", "cached")
+    assert pic_settings(lm.model) == Inference("dynamic", 2.0, 4, 16, "paper", impl="cached")
     assert lm.get_model_info()["lch_evaluated_as"] == "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)"
 
     with caplog.at_level(logging.WARNING, logger="harness.lmeval.hf_pic"):
@@ -54,7 +54,7 @@ def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, ad
         "(Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16))"]
 
     other = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), pic_ratio="3", device="cpu")
-    assert pic_settings(other.model) == PicSettings("dynamic", 3.0, 4, 16, "paper", "cached")  # one key overridden
+    assert pic_settings(other.model) == Inference("dynamic", 3.0, 4, 16, "paper", impl="cached")  # one key overridden
 
     longrecipe = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "lr"), device="cpu")
     assert rope_base(longrecipe.model) == 40000.0 and pic_settings(longrecipe.model) is None

@@ -5,35 +5,36 @@ import importlib.util
 import pytest
 
 from harness.lmeval.vllm_pic import VLLMPicLM, rope_parameters, vllm_pic_overrides
+from harness.positions.inference import Inference
 
 V5_CONFIG = {"model_type": "llama", "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
 V4_CONFIG = {"model_type": "llama", "rope_theta": 10000.0, "rope_scaling": None}
 
 
 def test_naive_is_linear_scaling_by_s_cr():
-    assert vllm_pic_overrides(V5_CONFIG, "naive", 4.0) == {
+    assert vllm_pic_overrides(V5_CONFIG, Inference("naive", 4.0)) == {
         "rope_parameters": {"rope_type": "linear", "rope_theta": 500000.0, "factor": 4.0}
     }
 
 
 def test_ntk_multiplies_the_base():
-    assert vllm_pic_overrides(V4_CONFIG, "ntk", 16.0) == {
+    assert vllm_pic_overrides(V4_CONFIG, Inference("ntk", 16.0)) == {
         "rope_parameters": {"rope_type": "default", "rope_theta": 160000.0}
     }
     llama3 = {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}}
-    assert vllm_pic_overrides(llama3, "ntk", 2.0)["rope_parameters"] == {
+    assert vllm_pic_overrides(llama3, Inference("ntk", 2.0))["rope_parameters"] == {
         "rope_type": "llama3", "rope_theta": 1000000.0, "factor": 8.0
     }
 
 
 def test_errors():
-    assert vllm_pic_overrides(V5_CONFIG, "none", 1.0) == {}
+    assert vllm_pic_overrides(V5_CONFIG, Inference("none", 1.0)) == {}
     with pytest.raises(ValueError, match="hf-pic"):
-        vllm_pic_overrides(V5_CONFIG, "dynamic", 2.0)
+        vllm_pic_overrides(V5_CONFIG, Inference("dynamic", 2.0))
     with pytest.raises(ValueError, match="ratio must be > 0"):
-        vllm_pic_overrides(V5_CONFIG, "naive", 0.0)
+        vllm_pic_overrides(V5_CONFIG, Inference("naive", 0.0))
     with pytest.raises(ValueError, match="plain RoPE"):
-        vllm_pic_overrides({"rope_scaling": {"type": "linear", "factor": 2.0}}, "naive", 2.0)
+        vllm_pic_overrides({"rope_scaling": {"type": "linear", "factor": 2.0}}, Inference("naive", 2.0))
     assert rope_parameters({"rope_scaling": {"type": "linear", "factor": 2.0}})["rope_type"] == "linear"
 
 
@@ -113,7 +114,7 @@ def test_naive_and_ntk_on_vllm_refuse_models_with_layers_pic_leaves_alone(tmp_pa
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     for method in ("naive", "ntk", "none"):
-        resolved = {"inference": {"pic": method}}
+        resolved = {"inference": Inference(method)}
         if kept is None or method == "none":
             refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
             continue

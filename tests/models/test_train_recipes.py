@@ -168,7 +168,7 @@ def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, 
                 "longce": ("longce", {"pic": "none"}), "lsm-reg": ("lsm-reg", {"pic": "none"}),
                 "longrecipe": ("longrecipe", {"pic": "none", "rope_base": 40000.0})}[name]
     assert variant.recipe == expected[0]
-    assert {k: variant.inference[k] for k in expected[1]} == expected[1]
+    assert {k: variant.inference.to_variant_json()[k] for k in expected[1]} == expected[1]
     assert variant.settings["lr"] == 3e-3 and variant.settings["max_steps"] == 8
     assert (out / "adapter_model.safetensors").is_file()
     assert f"held-out loss {summary['heldout_loss_before']:.4f} -> {summary['heldout_loss_after']:.4f}" in capsys.readouterr().out
@@ -208,7 +208,7 @@ def test_merge_halves_the_adapter_and_averages_full_weights(tiny_model_dir, data
         with torch.no_grad():
             torch.testing.assert_close(merged(x).logits, reference(x).logits, atol=1e-5, rtol=1e-5)
         variant = read_variant(merged_dir)
-        assert variant.recipe == "longrecipe" and variant.inference["rope_base"] == 40000.0
+        assert variant.recipe == "longrecipe" and variant.inference.rope_base == 40000.0
         assert variant.settings["merged"]["weights"] == [l1, l2]
     assert (tmp_path / "m1" / "adapter_config.json").exists() and not (tmp_path / "m2" / "adapter_config.json").exists()
 

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
+from harness.positions.inference import Inference
 from harness.positions.pic import (
-    check_pic_args,
     dynamic_position_list,
     dynamic_positions,
     naive_positions,
@@ -71,4 +71,4 @@ def test_batched_rows_use_their_own_length():
 )
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        check_pic_args(**kwargs)
+        Inference(**kwargs)

@@ -1,7 +1,9 @@
 """Position ID Compression on a loaded Hugging Face causal LM, in place (paper 000, docs/formulas.md §1).
 
-``apply_pic(model, method, ...)`` makes plain ``model(...)`` and ``model.generate(...)`` follow a PIC
-variant; ``remove_pic(model)`` restores the model exactly; ``pic_settings(model)`` tells which is applied.
+``apply_pic(model, inference)`` (an :class:`~harness.positions.inference.Inference`, or the keyword form
+``apply_pic(model, "dynamic", ratio=4, initial=4, recent=200)``) makes plain ``model(...)`` and
+``model.generate(...)`` follow a PIC variant; ``remove_pic(model)`` restores the model exactly;
+``pic_settings(model)`` tells which is applied.
 
 Every variant reaches the model the same way (:mod:`~harness.models.pic.hooks`): a decoder pre-hook
 computes the call's positions and ``(cos, sin)`` once, and attention pre-hooks give them to the
@@ -9,8 +11,9 @@ full-attention RoPE layers (:mod:`~harness.models.pic.layers`: which layers, on 
 transformers 5.x), whose own ``forward`` does the rest. Dynamic PIC adds cache layers that re-rotate
 cached keys as the length grows (:mod:`~harness.models.pic.dynamic`).
 
-Defaults come from :data:`harness.positions.defaults.PIC_DEFAULTS`; the transformers versions the
-patches support from :mod:`~harness.models.pic.compat`, checked when a variant is applied.
+What a method does (its positions or RoPE base) is its entry in :data:`harness.positions.methods.PIC_METHODS`;
+defaults and checks are :class:`~harness.positions.inference.Inference`'s; the transformers versions the
+patches support come from :mod:`~harness.models.pic.compat`, checked when a variant is applied.
 """
 
 from __future__ import annotations
@@ -28,14 +31,12 @@ from harness.models.pic.compat import (
     check_transformers_version,
 )
 from harness.models.pic.layers import TESTED_MODEL_TYPES, RopeLayout, rope_layout
-from harness.models.pic.settings import DEFAULT_IMPL, IMPLEMENTATIONS, PicSettings
 from harness.models.unwrap import unwrap_model
-from harness.positions.defaults import PIC_DEFAULTS
-from harness.positions.pic import check_pic_args
+from harness.positions.inference import Inference
 
 __all__ = [
-    "DEFAULT_IMPL", "IMPLEMENTATIONS", "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "PicSettings",
-    "UnsupportedTransformersError", "apply_pic", "pic_settings", "remove_pic", "rope_base", "set_rope_base",
+    "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "Inference", "UnsupportedTransformersError", "apply_pic",
+    "pic_settings", "remove_pic", "rope_base", "set_rope_base",
 ]
 
 _ATTR = "_lch_pic"  # set on the unwrapped model while PIC is applied
@@ -43,7 +44,7 @@ _ATTR = "_lch_pic"  # set on the unwrapped model while PIC is applied
 
 @dataclass
 class _Installed:
-    settings: PicSettings
+    inference: Inference
     undo: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -62,10 +63,10 @@ def _layout(model: nn.Module) -> RopeLayout:
 _WARNED: set[str | None] = set()
 
 
-def pic_settings(model: nn.Module) -> PicSettings | None:
-    """The PIC variant currently applied to ``model`` (``None`` if none)."""
+def pic_settings(model: nn.Module) -> Inference | None:
+    """The :class:`Inference` :func:`apply_pic` applied to ``model`` (``None`` if none)."""
     installed = getattr(unwrap_model(model), _ATTR, None)
-    return installed.settings if installed else None
+    return installed.inference if installed else None
 
 
 def remove_pic(model: nn.Module) -> nn.Module:
@@ -81,9 +82,12 @@ def remove_pic(model: nn.Module) -> nn.Module:
 
 def rope_base(model: nn.Module) -> float:
     """The RoPE base the model's rotary embedding uses now (NTK-aware PIC not counted)."""
+    return _layout_rope_base(rope_layout(unwrap_model(model)))
+
+
+def _layout_rope_base(layout: RopeLayout) -> float:
     from harness.models.pic.rope import rope_base_of
 
-    layout = rope_layout(unwrap_model(model))
     return rope_base_of(layout.decoder.rotary_emb, layout.layer_type)  # NTK's copy is not the model's
 
 
@@ -103,32 +107,49 @@ def set_rope_base(model: nn.Module, base: float) -> nn.Module:
 
 def apply_pic(
     model: nn.Module,
-    method: str,
-    ratio: float = PIC_DEFAULTS["ratio"],
-    initial: int = PIC_DEFAULTS["initial"],
-    recent: int = PIC_DEFAULTS["recent"],
-    layout: str = PIC_DEFAULTS["layout"],
-    impl: str = DEFAULT_IMPL,
+    inference: Inference | str | None = None,
+    ratio: float | None = None,
+    initial: int | None = None,
+    recent: int | None = None,
+    layout: str | None = None,
+    impl: str | None = None,
+    *,
+    method: str | None = None,
+    rope_base: float | None = None,
 ) -> nn.Module:
-    """Apply PIC to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in place.
+    """Apply an :class:`Inference` to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in
+    place: its RoPE base first (for good, as :func:`set_rope_base`; skipped when the model has it already),
+    then its PIC method (undone by :func:`remove_pic`). Re-applying replaces the previous variant.
+    Returns ``model``.
 
-    ``method``: ``none | naive | ntk | dynamic``; ``ratio`` is ``s_cr`` (naive, dynamic) or ``s_rr``
-    (ntk); ``initial``/``recent`` are ``l_ic``/``l_rc`` and ``layout`` is ``paper`` (Eq. 9) or
-    ``contiguous`` for Dynamic PIC; ``impl`` is ``cached`` or ``reference`` (Algorithm 1, the oracle).
-    Re-applying replaces the previous variant. Returns ``model``.
+    ``inference`` is an :class:`Inference`, or a method's name (``none | naive | ntk | dynamic``, also as
+    ``method=``) whose other fields are given as keywords: ``ratio`` is ``s_cr`` (naive, dynamic) or
+    ``s_rr`` (ntk); ``initial``/``recent`` are ``l_ic``/``l_rc`` and ``layout`` is ``paper`` (Eq. 9) or
+    ``contiguous`` for Dynamic PIC; ``impl`` is ``cached`` or ``reference`` (Algorithm 1, the oracle);
+    fields left out take :class:`Inference`'s defaults (keywords given with an ``Inference`` replace its
+    fields).
     """
-    check_pic_args(method, ratio, initial, recent, layout)
-    if impl not in IMPLEMENTATIONS:
-        raise UsageError(f"pic impl {impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
+    if method is not None:
+        if inference is not None:
+            raise UsageError("apply_pic: give the method once (positionally or as method=)")
+        inference = method
+    given = {name: value for name, value in (("ratio", ratio), ("initial", initial), ("recent", recent),
+                                             ("layout", layout), ("impl", impl), ("rope_base", rope_base))
+             if value is not None}
+    if isinstance(inference, Inference):
+        inference = inference.replace(**given) if given else inference
+    else:
+        inference = Inference(**({"method": inference} if inference is not None else {}), **given)
     check_transformers_version()
     base = unwrap_model(model)
     rope = _layout(base)
     remove_pic(model)
-    settings = PicSettings(method, float(ratio), int(initial), int(recent), layout, impl)
-    installed = _Installed(settings)
-    if method != "none":
+    if inference.rope_base is not None and inference.rope_base != _layout_rope_base(rope):
+        set_rope_base(model, inference.rope_base)
+    installed = _Installed(inference)
+    if inference.entry.acts:
         from harness.models.pic.hooks import install
 
-        installed.undo.extend(install(rope, settings))
+        installed.undo.extend(install(rope, inference))
     setattr(base, _ATTR, installed)
     return model

@@ -38,8 +38,8 @@ from harness.errors import UsageError
 from harness.models.pic.hooks import Plan
 from harness.models.pic.layers import RopeLayout
 from harness.models.pic.rope import rotate, unrotate
-from harness.models.pic.settings import PicSettings
-from harness.positions.pic import dynamic_positions, positions_from_mask
+from harness.positions.inference import Inference
+from harness.positions.pic import positions_from_mask
 
 
 @dataclass(frozen=True)
@@ -140,10 +140,11 @@ def _pic_layers(cache: Any, layout: RopeLayout, impl: str, past: int) -> PicLaye
     return cache.layers[layout.pic_layers[0]]
 
 
-def dynamic_plan(settings: PicSettings, layout: RopeLayout, rotary: nn.Module, decoder: nn.Module, kwargs: dict,
+def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, decoder: nn.Module, kwargs: dict,
                  batch: int, t_new: int, x: torch.Tensor) -> Plan:
-    """This call's positions ``g_{l_c}`` from the 2D attention mask, and what the cache layers need."""
-    s = settings
+    """This call's positions ``g_{l_c}`` (the method's ``ids`` of the ids and lengths of the 2D attention mask)
+    and what the cache layers need: only the last ``window`` cache columns (Dynamic: ``l_rc``) may move."""
+    entry = inference.entry
     cache = kwargs.get("past_key_values")
     use_cache = kwargs.get("use_cache")
     if use_cache is None:  # resolved the way the decoder itself does, after this hook
@@ -164,23 +165,23 @@ def dynamic_plan(settings: PicSettings, layout: RopeLayout, rotary: nn.Module, d
             f"got shape {tuple(mask.shape)} for {past} cached + {t_new} new tokens"
         )
     ids, lengths = positions_from_mask(mask)
-    g = dynamic_positions(ids, lengths[:, None], s.ratio, s.initial, s.recent, s.layout)
+    g = entry.ids(ids.to(torch.float32), lengths[:, None], inference)
     cos_q, sin_q = layout.rotary(rotary, x, g[:, past:])
     if cache is None:
         return Plan(cos_q, sin_q)
     fields: dict[str, Any] = {}
-    first = _pic_layers(cache, layout, s.impl, past)
+    first = _pic_layers(cache, layout, inference.impl, past)
     if past > 0 and (first.positions is None or first.positions.shape != (batch, past)):
         raise UsageError(
             "this KV cache was not filled under Dynamic PIC (or was cropped); start from an empty cache"
         )
-    if s.impl == "cached":
-        fields["keep"] = s.recent
+    if inference.impl == "cached":
+        window = fields["keep"] = entry.window(inference)
         changed = (g[:, :past] != first.positions).any(0).nonzero().squeeze(-1) if past else None
         if changed is not None and changed.numel():
-            first_buffered = past - min(past, s.recent)
-            if int(changed.min()) < first_buffered:  # would contradict Eq. 9; never expected
-                raise RuntimeError("Dynamic PIC: a position outside the recent window changed")
+            first_buffered = past - min(past, window)
+            if int(changed.min()) < first_buffered:  # would contradict the method's window (Eq. 9: l_rc)
+                raise RuntimeError(f"{entry.words}: a position outside the recent window changed")
             cos_changed, sin_changed = layout.rotary(rotary, x, g[:, changed])
             fields.update(changed=changed, changed_in_buffer=changed - first_buffered,
                           cos_changed=cos_changed, sin_changed=sin_changed)

@@ -9,14 +9,17 @@
    ``position_embeddings`` it was given by the plan's. The family's own ``forward`` then rotates,
    normalises, caches and attends as it always does.
 
-Positions per method (docs/formulas.md §1), for the new tokens of the call:
+What a method does is its entry in :data:`harness.positions.methods.PIC_METHODS`, and the plan follows it
+(docs/formulas.md §1), for the new tokens of the call:
 
-* naive: the positions the decoder would use (``position_ids``, else ``cache_position``, else
-  ``past + arange``) divided by ``s_cr``;
-* NTK-aware: those positions, at base ``b * s_rr``;
-* Dynamic: ``g_{l_c}`` of Eq. 9 from the 2D attention mask (left padding and per-row lengths work); the
-  KV cache also needs its keys re-rotated as ``l_c`` grows, which :mod:`~harness.models.pic.dynamic`
-  adds to the plan and does in the cache layers.
+* kind ``ids`` (naive: ``m / s_cr``): the entry's function of the positions the decoder would use
+  (``position_ids``, else ``cache_position``, else ``past + arange``);
+* kind ``base`` (NTK-aware: ``b * s_rr``): those positions, rotated by a copy of the model's rotary
+  embedding at the entry's base (both kinds may combine);
+* a method whose positions depend on the length ``l_c`` (the entry's ``window``; Dynamic: ``g_{l_c}`` of
+  Eq. 9) gets them from the 2D attention mask (left padding and per-row lengths work); the KV cache also
+  needs its keys re-rotated as ``l_c`` grows, which :mod:`~harness.models.pic.dynamic` adds to the plan
+  and does in the cache layers.
 
 Nothing per call is stored on the model, so calls may interleave (threads, nested calls). No transformers
 ``forward`` is replaced (why this is enough for Dynamic PIC is in :mod:`~harness.models.pic.dynamic`).
@@ -31,8 +34,7 @@ import torch
 from torch import nn
 
 from harness.models.pic.layers import RopeLayout
-from harness.models.pic.settings import PicSettings
-from harness.positions.pic import naive_positions
+from harness.positions.inference import Inference
 
 PLAN_KWARG = "lch_pic_plan"  # the keyword under which the per-call plan travels
 
@@ -67,19 +69,20 @@ def _given_positions(kwargs: dict, batch: int, t_new: int, device: torch.device)
     return positions.expand(batch, -1) if positions.dim() == 1 or positions.shape[0] == 1 else positions
 
 
-def plan_call(settings: PicSettings, layout: RopeLayout, rotary: Callable[[], nn.Module], decoder: nn.Module,
+def plan_call(inference: Inference, layout: RopeLayout, rotary: Callable[[], nn.Module], decoder: nn.Module,
               args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """Decoder pre-hook: compute this call's :class:`Plan` once for all layers."""
     batch, t_new, device, dtype = call_inputs(decoder, args, kwargs)
     x = torch.empty(0, dtype=dtype, device=device)
-    if settings.method == "dynamic":
+    entry = inference.entry
+    if entry.moves_cached_keys:
         from harness.models.pic.dynamic import dynamic_plan
 
-        plan = dynamic_plan(settings, layout, rotary(), decoder, kwargs, batch, t_new, x)
+        plan = dynamic_plan(inference, layout, rotary(), decoder, kwargs, batch, t_new, x)
     else:
         positions = _given_positions(kwargs, batch, t_new, device)
-        if settings.method == "naive":
-            positions = naive_positions(positions, settings.ratio)
+        if entry.ids is not None:
+            positions = entry.ids(positions.to(torch.float32), None, inference)
         cos, sin = layout.rotary(rotary(), x, positions)
         plan = Plan(cos, sin)
     kwargs[PLAN_KWARG] = plan
@@ -104,19 +107,21 @@ def _attention_hook(is_pic: bool) -> Callable[[nn.Module, tuple, dict], tuple[tu
     return hook
 
 
-def install(layout: RopeLayout, settings: PicSettings) -> list[Callable[[], None]]:
+def install(layout: RopeLayout, inference: Inference) -> list[Callable[[], None]]:
     """Hook the decoder and its attention modules; returns the undo functions."""
     decoder = layout.decoder
     undo: list[Callable[[], None]] = []
-    if settings.method == "ntk":
-        from harness.models.pic.rope import rebased_rotary
+    base_of = inference.entry.base
+    if base_of is not None:
+        from harness.models.pic.rope import rebased_rotary, rope_base_of
 
-        rebased = rebased_rotary(decoder.rotary_emb, layout.layer_type, settings.ratio)
+        base = base_of(rope_base_of(decoder.rotary_emb, layout.layer_type), inference)
+        rebased = rebased_rotary(decoder.rotary_emb, layout.layer_type, base)
         rotary: Callable[[], nn.Module] = lambda: rebased
     else:
         rotary = lambda: decoder.rotary_emb  # looked up per call: set_rope_base may rebuild it
     handle = decoder.register_forward_pre_hook(
-        lambda module, args, kwargs: plan_call(settings, layout, rotary, module, args, kwargs), with_kwargs=True
+        lambda module, args, kwargs: plan_call(inference, layout, rotary, module, args, kwargs), with_kwargs=True
     )
     undo.append(handle.remove)
     for index, layer in enumerate(decoder.layers):

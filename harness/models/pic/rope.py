@@ -1,9 +1,9 @@
 """RoPE arithmetic on a family's own functions (docs/formulas.md §1).
 
-* NTK-aware PIC rotates with base ``b * s_rr``: :func:`rebased_rotary` builds a second rotary embedding of
-  the model's own class from a config copy whose RoPE base is multiplied (so rope types such as llama3,
-  longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers take their ``(cos, sin)``
-  from it.
+* A method of kind ``base`` (NTK-aware PIC: ``b * s_rr``) rotates with another base: :func:`rebased_rotary`
+  builds a second rotary embedding of the model's own class from a config copy with that RoPE base (so
+  rope types such as llama3, longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers
+  take their ``(cos, sin)`` from it.
 * :func:`rotate` / :func:`unrotate` apply the family's ``apply_rotary_pos_emb`` forwards and backwards.
   The inverse of ``x cos + R(x) sin`` (``R`` rotates each pair by 90 degrees, so ``R(R(x)) = -x``, in the
   rotate-half and the interleaved layout alike; un-rotated dimensions of partial rotary pass through) is
@@ -56,10 +56,10 @@ def _device(rotary: nn.Module) -> torch.device:
     return next(iter(rotary.buffers())).device
 
 
-def rebased_rotary(rotary: nn.Module, layer_type: str | None, ratio: float) -> nn.Module:
-    """A rotary embedding of the model's class at base ``b * ratio`` (NTK-aware PIC)."""
+def rebased_rotary(rotary: nn.Module, layer_type: str | None, base: float) -> nn.Module:
+    """A rotary embedding of the model's class at RoPE base ``base`` (NTK-aware PIC: ``b * s_rr``)."""
     config = copy.deepcopy(rotary.config)
-    _with_base(config, layer_type, rope_base_of(rotary, layer_type) * ratio)
+    _with_base(config, layer_type, base)
     return type(rotary)(config).to(_device(rotary))  # some families take no device argument
 
 

@@ -1,0 +1,85 @@
+"""The registry of PIC methods (paper 000, docs/formulas.md §1): ``PIC_METHODS``, name -> :class:`PicMethod`,
+in the shape of transformers' ``ROPE_INIT_FUNCTIONS``.
+
+Torch-free (reporting reads it). Each entry says what the method is called, which
+:class:`~harness.positions.inference.Inference` fields it reads, and how it acts on RoPE, as math:
+
+* kind ``ids``: a function of the float32 token ids ``m`` (and, for a method whose positions depend on the
+  length, ``l_c`` per row) giving the positions RoPE rotates at — naive PIC ``m / s_cr``, Dynamic PIC
+  ``g_{l_c}(m)`` (Eq. 9);
+* kind ``base``: a function of the model's RoPE base ``b`` giving the base the PIC layers rotate with —
+  NTK-aware PIC ``b * s_rr`` (Eq. 8);
+* ``window``: for a method whose positions depend on ``l_c`` (so cached keys move as the text grows): how
+  many trailing cache columns can still move between two calls (Dynamic PIC: ``l_rc``). The model layer
+  then keeps its keys in re-rotating cache layers (``harness.models.pic.dynamic``).
+
+How to add a method: add ONE entry to :data:`PIC_METHODS` below (its words, its ratio's symbol, the fields
+it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``linear_scaling`` if its
+ids are ``m / ratio``). Nothing else changes: ``Inference`` parses, validates and describes it, ``apply_pic``
+and ``hf-pic`` apply it, ``vllm-pic`` runs it when vLLM's RoPE settings can express it (a ``base`` method,
+or ``linear_scaling``), the variant file and the plots know it. ``tests/pure/test_inference.py`` registers
+a toy method this way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from harness.positions.inference import Inference
+
+NO_PIC = "none"  # the identity method: standard inference
+
+IdsFunction = Callable[[Any, Any, "Inference"], Any]  # (m float32 [B, T], l_c [B, 1] or None, inference) -> positions
+BaseFunction = Callable[[float, "Inference"], float]  # (RoPE base b, inference) -> base the PIC layers rotate with
+
+
+@dataclass(frozen=True)
+class PicMethod:
+    """One PIC method (see the module docstring)."""
+
+    words: str  # its name in words, as leaderboards write it: "Naive PIC" ("" for none)
+    symbol: str = "s_cr"  # the ratio's symbol in words: "Naive PIC (s_cr 4)"
+    ratio_words: str = "compression ratio"  # the ratio in a plot's axis label: "compression ratio s_cr"
+    fields: tuple[str, ...] = ("ratio",)  # the Inference fields it reads (besides method, rope_base), in word order
+    ids: IdsFunction | None = None  # kind "ids"
+    base: BaseFunction | None = None  # kind "base"
+    window: Callable[["Inference"], int] | None = None  # cached keys move: trailing columns that may still move
+    linear_scaling: bool = False  # ids are m / ratio: HF's "linear" RoPE scaling by ratio (how vLLM runs it)
+
+    @property
+    def acts(self) -> bool:
+        """Whether it changes the model at all (``none`` does not)."""
+        return self.ids is not None or self.base is not None
+
+    @property
+    def moves_cached_keys(self) -> bool:
+        return self.window is not None
+
+
+def naive_ids(m: Any, ratio: float) -> Any:
+    """Naive PIC: ``m / s_cr`` (``m`` float32 ids or a number)."""
+    return m / ratio
+
+
+def ntk_base(base: float, ratio: float) -> float:
+    """NTK-aware PIC (paper Eq. 8): the RoPE base multiplied by ``s_rr`` — not the ``s^(d/(d-2))`` rule."""
+    return base * ratio
+
+
+def _dynamic_ids(m: Any, length: Any, inference: "Inference") -> Any:
+    # the tensor formula lives beside the other torch position code; imported only when positions are computed
+    from harness.positions.pic import dynamic_positions
+
+    return dynamic_positions(m, length, inference.ratio, inference.initial, inference.recent, inference.layout)
+
+
+PIC_METHODS: dict[str, PicMethod] = {
+    NO_PIC: PicMethod("", fields=()),
+    "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), linear_scaling=True),
+    "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_words="RoPE base scaling ratio",
+                     base=lambda b, inf: ntk_base(b, inf.ratio)),
+    "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
+                         window=lambda inf: inf.recent),
+}
