@@ -52,7 +52,7 @@ def _describe(tp: Any) -> str:
         words = " or ".join(_describe(a) for a in args)
         return f"{words} or none" if type(None) in typing.get_args(tp) else words
     if origin in (tuple, list):
-        return f"a list of {_describe(args[0]).removeprefix('an ').removeprefix('a ')} (e.g. 1k,2k or [1024, 2048])"
+        return f"a list ({_describe(args[0])} each; e.g. 1k,2k or [1024, 2048])"
     return {int: "an integer (int)", float: "a number (float)", bool: "true or false (bool)",
             str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
 
