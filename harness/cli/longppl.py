@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 
+from harness.data.documents import DocumentOptions
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
+    docs = DocumentOptions()  # the GovReport protocol, as longppl_govreport selects its documents
     keys = sub.add_parser("keytokens", help="precompute LongPPL key tokens of a corpus (cached for every model)")
     keys.add_argument("--evaluator", required=True, help="evaluator model: HF name or local folder")
     keys.add_argument("--data-files", help="local .jsonl/.json/.txt file or folder (default: the HF dataset)")
-    keys.add_argument("--hf-dataset", default="ccdv/govreport-summarization")
-    keys.add_argument("--hf-split", default="test")
-    keys.add_argument("--text-field", default="report")
-    keys.add_argument("--min-tokens", type=int, default=16384)
-    keys.add_argument("--max-tokens", type=int, default=32767)
-    keys.add_argument("--num-docs", type=int, default=50)
+    keys.add_argument("--hf-dataset", default=docs.hf_dataset)
+    keys.add_argument("--hf-split", default=docs.hf_split)
+    keys.add_argument("--text-field", default=docs.text_field)
+    keys.add_argument("--min-tokens", type=int, default=docs.min_tokens)
+    keys.add_argument("--max-tokens", type=int, default=docs.max_tokens)
+    keys.add_argument("--num-docs", type=int, default=docs.num_docs)
     keys.add_argument("--trunc-len", type=int, default=KEY_TOKEN_DEFAULTS["trunc_len"])
     keys.add_argument("--sliding-window", type=int, default=KEY_TOKEN_DEFAULTS["sliding_window"])
     keys.add_argument("--alpha", type=float, default=KEY_TOKEN_DEFAULTS["alpha"])
@@ -30,11 +32,14 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.data.longppl_corpus import corpus_documents
-    from harness.models.keytokens import KeyTokenCache, attach_key_tokens
+    from harness.data.longppl_corpus import CorpusOptions, corpus_documents
+    from harness.models.keytokens import KeyTokenCache, KeyTokenOptions, attach_key_tokens
+    from harness.options import parse_options
 
     metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "handler") and v is not None}
     metadata["key_cache_dir"] = args.cache_dir
-    corpus = attach_key_tokens(corpus_documents(metadata), metadata)
+    corpus_options = parse_options(CorpusOptions, metadata)
+    corpus = attach_key_tokens(corpus_documents(corpus_options), corpus_options.evaluator,
+                               parse_options(KeyTokenOptions, metadata))
     print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
     return 0

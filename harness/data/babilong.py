@@ -23,11 +23,14 @@ Sources (metadata ``source``):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.prompt_length import PromptOptions
+from harness.options import option, parse_options
 
 HF_DATASET = "RMT-team/babilong"
 BUDGET = 20  # generated tokens, as the official evaluation
@@ -46,6 +49,23 @@ PROMPTS: dict[str, dict[str, str]] = {
     }
     for task in (f"qa{i}" for i in range(1, 21))
 }
+
+
+@dataclass(frozen=True)
+class BabilongOptions(PromptOptions):
+    """Options of one BABILong task: which task, at which lengths, from which source (module docstring)."""
+
+    babilong_task: str | None = option(None, "BABILong task of a subtask YAML")
+    lengths: tuple[int | str, ...] = option(("0k",), "context lengths to generate samples at (k-labels or token counts)")
+    source: str = option("hf", "haystack / data source: hf, a local folder, or synthetic")
+    hf_dataset: str = option(HF_DATASET, "HF dataset of the samples (source hf)")
+    num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)")
+    seed: int = option(0, "random seed of sampling")
+    filler: str = option("synthetic", "BABILong filler text folder (source synthetic)")
+    prompts_file: str | None = option(None, "BABILong prompts file")
+
+    def length_list(self) -> tuple[int | str, ...]:
+        return self.lengths
 
 
 def _examples(task: str) -> str:
@@ -118,32 +138,33 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     return rows
 
 
-def dataset_from_metadata(metadata: dict) -> dict:
-    """lm-eval ``custom_dataset`` for metadata ``babilong_task`` at every length of ``lengths``."""
+def dataset(options: BabilongOptions) -> dict:
+    """lm-eval ``custom_dataset`` result for ``babilong_task`` at every length of ``lengths``."""
     import datasets
 
-    from harness.data.lengths import length_label, parse_lengths
+    from harness.data.lengths import length_label
 
-    task = metadata["babilong_task"]
-    source = str(metadata.get("source") or "hf")
-    lengths = [length_label(x) for x in parse_lengths(metadata.get("lengths"), ["0k"])]
-    prompts_file = metadata.get("prompts_file")
-    num_samples = metadata.get("num_samples")
+    task, source, prompts_file, num_samples = str(options.babilong_task), options.source, options.prompts_file, options.num_samples
     rows = []
-    for length in lengths:
+    for length in [length_label(x) for x in options.length_list()]:
         if source == "synthetic":
-            from harness.data.prompt_length import counter_from_metadata
+            from harness.data.prompt_length import counter_for
 
-            part = _synthetic(task, length, int(num_samples or 100), int(metadata.get("seed", 0)),
-                              counter_from_metadata(metadata), str(metadata.get("filler") or "synthetic"), prompts_file)
+            part = _synthetic(task, length, num_samples or 100, options.seed, counter_for(options), options.filler,
+                              prompts_file)
         elif source == "hf":
-            part = _hf(str(metadata.get("hf_dataset") or HF_DATASET), length, task)
+            part = _hf(options.hf_dataset, length, task)
         else:
             part = _local(Path(source).expanduser(), length, task)
         if num_samples is not None:
-            part = part[: int(num_samples)]
+            part = part[:num_samples]
         for i, row in enumerate(part):
             rows.append({"index": i, "task": task, "length": length, "prompt_budget": row.get("prompt_budget", 0),
                          "input": row["input"], "question": row["question"], "target": row["target"],
                          "prompt": format_prompt(task, row["input"], row["question"], prompts_file)})
     return {"test": datasets.Dataset.from_list(rows)}
+
+
+def dataset_from_metadata(metadata: dict) -> dict:
+    """:func:`dataset` of the options in lm-eval task metadata."""
+    return dataset(parse_options(BabilongOptions, metadata))

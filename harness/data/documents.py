@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from harness.cache import cache_root
 from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.options import option
 
-__all__ = ["MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
+__all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 
 
 def _read_local(path: Path, text_field: str) -> list[str]:
@@ -65,20 +67,25 @@ def load_documents(
     return [{"doc_id": i, "text": t} for i, t in enumerate(texts)]
 
 
-GOVREPORT = {"hf_dataset": "ccdv/govreport-summarization", "hf_split": "test", "text_field": "report"}
+@dataclass(frozen=True)
+class DocumentOptions:
+    """Where a document task's texts come from and which of them are scored. The defaults are the GovReport
+    protocol of docs/formulas.md §3 (50 documents of >= 16384 tokens, the head of 32767 tokens scored)."""
+
+    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents")
+    text_field: str = option("report", "field of the documents' text")
+    hf_dataset: str = option("ccdv/govreport-summarization", "HF dataset of the documents (when no data_files)")
+    hf_name: str | None = option(None, "HF dataset configuration")
+    hf_split: str = option("test", "HF dataset split")
+    min_tokens: int = option(16384, "documents shorter than this are skipped (counted in docs_skipped)")
+    max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)")
+    num_docs: int | None = option(50, "number of documents (none: all)")
 
 
-def documents_from_metadata(metadata: dict[str, Any], defaults: dict[str, str] = GOVREPORT) -> list[dict[str, Any]]:
-    """:func:`load_documents` driven by lm-eval task metadata (``data_files``, ``text_field``,
-    ``hf_dataset``, ``hf_name``, ``hf_split``), GovReport by default."""
-    merged = {**defaults, **{k: v for k, v in metadata.items() if v is not None}}
-    return load_documents(
-        data_files=merged.get("data_files"),
-        text_field=merged.get("text_field", "text"),
-        hf_dataset=merged.get("hf_dataset"),
-        hf_name=merged.get("hf_name"),
-        hf_split=merged.get("hf_split", "test"),
-    )
+def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:
+    """:func:`load_documents` of the documents the options name (``data_files``, else the HF dataset)."""
+    return load_documents(data_files=options.data_files, text_field=options.text_field, hf_dataset=options.hf_dataset,
+                          hf_name=options.hf_name, hf_split=options.hf_split)
 
 
 def select_long(

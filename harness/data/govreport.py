@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.data.documents import documents_from_metadata, select_long
+from harness.data.documents import DocumentOptions, documents_from_options, select_long
+from harness.data.prompt_length import ModelKeys
 from harness.errors import UsageError
+from harness.options import parse_options
 
 
-def _tokenizer_counter(name: Any):
-    if not isinstance(name, str) or not name:
+def _tokenizer_counter(name: str | None):
+    if not name:
         return None
     from transformers import AutoTokenizer
 
@@ -17,19 +19,24 @@ def _tokenizer_counter(name: Any):
     return lambda text: len(tokenizer(text)["input_ids"])
 
 
+def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:
+    """The first ``num_docs`` documents with at least ``min_tokens`` tokens of the evaluated tokenizer
+    (``tokenizer``, else ``pretrained``); without a known tokenizer the first ``num_docs`` documents."""
+    docs = documents_from_options(options)
+    count = _tokenizer_counter(model.tokenizer or model.pretrained)
+    if count is not None:
+        docs = select_long(docs, count, options.min_tokens, options.num_docs)
+    elif options.num_docs is not None:
+        docs = docs[: options.num_docs]
+    if not docs:
+        raise UsageError(f"no document has {options.min_tokens} tokens or more: lower min_tokens or "
+                         "give longer documents")
+    return docs
+
+
 def load_govreport(**metadata: Any) -> dict:
     """lm-eval ``custom_dataset``: ``{"test": Dataset(doc_id, text)}`` selected as the module says."""
     import datasets
 
-    docs = documents_from_metadata(metadata)
-    num_docs = metadata.get("num_docs")
-    num_docs = int(num_docs) if num_docs is not None else None
-    count = _tokenizer_counter(metadata.get("tokenizer") or metadata.get("pretrained"))
-    if count is not None:
-        docs = select_long(docs, count, int(metadata.get("min_tokens") or 0), num_docs)
-    elif num_docs is not None:
-        docs = docs[:num_docs]
-    if not docs:
-        raise UsageError(f"no document has {int(metadata.get('min_tokens') or 0)} tokens or more: lower min_tokens or "
-                         "give longer documents")
+    docs = govreport_documents(parse_options(DocumentOptions, metadata), parse_options(ModelKeys, metadata))
     return {"test": datasets.Dataset.from_list(docs)}

@@ -7,11 +7,13 @@ their published location and cached.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, local_or_download, read_jsonl
 from harness.errors import UsageError
+from harness.options import option, parse_options
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -21,36 +23,65 @@ HELLOBENCH_URLS = {
 }
 
 
+@dataclass(frozen=True)
+class LongBenchWriteData:
+    """Which LongBench-Write rows are generated."""
+
+    longbench_write_data: str | None = option(None, "LongBench-Write data file (default: downloaded once)")
+    data_files: str | None = option(None, "the data file (when no longbench_write_data)")
+    min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)")
+    limit_docs: int | None = option(None, "number of rows (default: all)")
+
+
+@dataclass(frozen=True)
+class HelloBenchData:
+    """Which HelloBench HTG prompts are generated, and the HelloEval weights that score them."""
+
+    hellobench_data: str | None = option(None, "HelloBench data file (default: downloaded once)")
+    data_files: str | None = option(None, "the data file (when no hellobench_data)")
+    variant: str = option("", "HelloBench length variant: '' or 2k / 4k / 8k / 16k", choices=tuple(HELLOBENCH_URLS))
+    limit_docs: int | None = option(None, "number of prompts (default: all)")
+    weights_file: str | None = option(None, "HelloEval category weights (published REGRESSION_DICT)")
+    rescale: bool = option(False, "HelloBench 4 (s - 75) rescaling")
+
+
 def load_longbench_write(**metadata: Any) -> dict:
-    """``custom_dataset``: rows with required ``length`` > ``min_required_length`` (default 2000, as in
-    paper 000, which reports 47 rows where a strict ``> 2000`` keeps 45)."""
+    """lm-eval ``custom_dataset``: :func:`longbench_write_dataset` of the options in the task metadata."""
+    return longbench_write_dataset(parse_options(LongBenchWriteData, metadata))
+
+
+def longbench_write_dataset(options: LongBenchWriteData) -> dict:
+    """Rows with required ``length`` > ``min_required_length`` (default 2000, as in paper 000, which
+    reports 47 rows where a strict ``> 2000`` keeps 45)."""
     import datasets
 
-    path = metadata.get("longbench_write_data") or metadata.get("data_files")
+    path = options.longbench_write_data or options.data_files
     rows = read_jsonl(local_or_download(path, LONGBENCH_WRITE_URL, "LongBench-Write data (longbench_write_data)"))
-    threshold = float(metadata.get("min_required_length", 2000))
+    threshold = options.min_required_length
     kept = [{"doc_id": i, **r} for i, r in enumerate(rows) if float(r["length"]) > threshold]
     if not kept:
         raise UsageError(f"no row of the LongBench-Write data asks for more than {threshold:g} words "
                          "(min_required_length): lower min_required_length in --metadata, or give the full data")
-    if metadata.get("limit_docs") is not None:
-        kept = kept[: int(metadata["limit_docs"])]
+    if options.limit_docs is not None:
+        kept = kept[: options.limit_docs]
     return {"test": datasets.Dataset.from_list(kept)}
 
 
 def load_hellobench_htg(**metadata: Any) -> dict:
-    """``custom_dataset``: the 123 HTG prompts (``variant`` "" or 2k / 4k / 8k / 16k)."""
+    """lm-eval ``custom_dataset``: :func:`hellobench_htg_dataset` of the options in the task metadata."""
+    return hellobench_htg_dataset(parse_options(HelloBenchData, metadata))
+
+
+def hellobench_htg_dataset(options: HelloBenchData) -> dict:
+    """The 123 HTG prompts (``variant`` "" or 2k / 4k / 8k / 16k)."""
     import datasets
 
-    variant = str(metadata.get("variant") or "")
-    if variant not in HELLOBENCH_URLS:
-        raise UsageError(f"hellobench variant {variant!r} is unknown; allowed: '', 2k, 4k, 8k, 16k")
-    path = metadata.get("hellobench_data") or metadata.get("data_files")
-    rows = read_jsonl(local_or_download(path, HELLOBENCH_URLS[variant], "HelloBench HTG data (hellobench_data)"))
+    path = options.hellobench_data or options.data_files
+    rows = read_jsonl(local_or_download(path, HELLOBENCH_URLS[options.variant], "HelloBench HTG data (hellobench_data)"))
     keep = ("id", "category", "instruction", "checklists")
     rows = [{k: r[k] for k in keep} for r in rows]
-    if metadata.get("limit_docs") is not None:
-        rows = rows[: int(metadata["limit_docs"])]
+    if options.limit_docs is not None:
+        rows = rows[: options.limit_docs]
     return {"test": datasets.Dataset.from_list(rows)}
 
 

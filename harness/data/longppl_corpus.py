@@ -8,11 +8,21 @@ evaluated model score exactly the same text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from harness.data.documents import documents_from_metadata
+from harness.data.documents import DocumentOptions, documents_from_options
 from harness.errors import UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
+from harness.options import option
+
+
+@dataclass(frozen=True)
+class CorpusOptions(DocumentOptions):
+    """The documents of a LongPPL task and the evaluator whose tokenizer cuts them."""
+
+    evaluator: str = option(DEFAULT_EVALUATOR, "evaluator model that picks key tokens (HF name or folder)")
+    length_tokenizer: str | None = option(None, "tokenizer that cuts documents (default: the evaluator's)")
 
 
 def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tuple[str, int]:
@@ -35,21 +45,14 @@ def select_documents(docs: list[dict], tokenizer: Any, min_tokens: int, max_toke
     return chosen
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def corpus_documents(metadata: dict) -> list[dict]:
+def corpus_documents(options: CorpusOptions) -> list[dict]:
     """The selected documents (``doc_id``, ``text``), each cut to ``max_tokens`` of the length tokenizer."""
     from transformers import AutoTokenizer
 
-    docs = documents_from_metadata(metadata)
-    evaluator = str(metadata.get("evaluator") or DEFAULT_EVALUATOR)
-    length_tok = AutoTokenizer.from_pretrained(str(metadata.get("length_tokenizer") or evaluator))
-    min_tokens = int(metadata.get("min_tokens") or 0)
-    chosen = select_documents(docs, length_tok, min_tokens, _int_or_none(metadata.get("max_tokens")),
-                              _int_or_none(metadata.get("num_docs")))
+    docs = documents_from_options(options)
+    length_tok = AutoTokenizer.from_pretrained(options.length_tokenizer or options.evaluator)
+    chosen = select_documents(docs, length_tok, options.min_tokens, options.max_tokens, options.num_docs)
     if not chosen:
-        raise UsageError(f"none of the {len(docs)} documents has {min_tokens} tokens or more: lower min_tokens or "
-                         "give longer documents")
+        raise UsageError(f"none of the {len(docs)} documents has {options.min_tokens} tokens or more: lower "
+                         "min_tokens or give longer documents")
     return chosen

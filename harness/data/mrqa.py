@@ -6,14 +6,25 @@ context compressor (EPL) can take the context alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
-from harness.errors import DataFormatError
+from harness.errors import DataFormatError, UsageError
+from harness.options import option, parse_options
 
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
+
+
+@dataclass(frozen=True)
+class MrqaOptions:
+    """Options of one MRQA subtask."""
+
+    subset: str | None = option(None, "MRQA subset of a subtask YAML")
+    mrqa_data: str | None = option(None, "MRQA file or folder (default: the HF dataset)")
+    limit_docs: int | None = option(None, "number of questions (default: all)")
 
 
 def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
@@ -31,13 +42,18 @@ def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
 
 
 def load_mrqa(**metadata: Any) -> dict:
-    """``custom_dataset`` for one MRQA subset (metadata ``subset``): ``mrqa_data`` = a local official
-    jsonl file, or a folder holding ``<subset>*.jsonl``; else the HF dataset (validation = in-domain,
-    test = out-of-domain)."""
+    """lm-eval ``custom_dataset``: :func:`mrqa_dataset` of the options in the task metadata."""
+    return mrqa_dataset(parse_options(MrqaOptions, metadata))
+
+
+def mrqa_dataset(options: MrqaOptions) -> dict:
+    """One MRQA subset (``subset``): ``mrqa_data`` = a local official jsonl file, or a folder holding
+    ``<subset>*.jsonl``; else the HF dataset (validation = in-domain, test = out-of-domain)."""
     import datasets
 
-    subset = str(metadata["subset"])
-    local = metadata.get("mrqa_data")
+    if not options.subset:
+        raise UsageError("MRQA needs metadata subset (one of the MRQA datasets, e.g. SQuAD)")
+    subset, local = options.subset, options.mrqa_data
     if local:
         path = Path(local)
         if path.is_dir():
@@ -60,6 +76,6 @@ def load_mrqa(**metadata: Any) -> dict:
         ds = ds.filter(lambda r: r["subset"] == subset)
         rows = [{"id": r["qid"], "subset": subset, "context": r["context"], "question": r["question"],
                  "answers": list(r["answers"])} for r in ds]
-    if metadata.get("limit_docs") is not None:
-        rows = rows[: int(metadata["limit_docs"])]
+    if options.limit_docs is not None:
+        rows = rows[: options.limit_docs]
     return {"test": datasets.Dataset.from_list(rows)}

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
 from harness.errors import UsageError
+from harness.options import option
 
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's HFLM fallback when neither model_args nor the config give one
 
@@ -76,12 +78,30 @@ class PromptCounter:
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
 
 
-def tokenizer_name(metadata: dict) -> str | None:
+@dataclass(frozen=True)
+class ModelKeys:
+    """The model args lm-eval merges into every task's metadata that our tasks read (the evaluated
+    model's tokenizer and length)."""
+
+    pretrained: str | None = option(None, "model (model args are merged into the metadata)")
+    tokenizer: str | None = option(None, "tokenizer (model arg)")
+    model: str | None = option(None, "model name")
+    max_length: int | None = option(None, "model max length (model arg)")
+    max_model_len: int | None = option(None, "vLLM engine length (model arg)")
+
+
+@dataclass(frozen=True)
+class PromptOptions(ModelKeys):
+    """Options of tasks that fit prompts to a token budget in the evaluated tokenizer (RULER, BABILong)."""
+
+    chat_template: bool = option(False, "fit samples with the chat template counted (set it with --apply_chat_template)")
+
+
+def tokenizer_name(model: ModelKeys) -> str | None:
     """The tokenizer named by the model args lm-eval merges into task metadata (``tokenizer``, then
     ``pretrained``, then ``model``)."""
-    for key in ("tokenizer", "pretrained", "model"):
-        value = metadata.get(key)
-        if isinstance(value, str) and value:
+    for value in (model.tokenizer, model.pretrained, model.model):
+        if value:
             return value
     return None
 
@@ -93,25 +113,25 @@ def load_tokenizer(name: str) -> Any:
     return AutoTokenizer.from_pretrained(name)
 
 
-def counter_from_metadata(metadata: dict) -> PromptCounter:
-    """The prompt counter of the evaluated model named in the task metadata; ``chat_template: true`` when
-    the run uses ``--apply_chat_template``."""
-    name = tokenizer_name(metadata)
+def counter_for(options: PromptOptions) -> PromptCounter:
+    """The prompt counter of the evaluated model named in the task options; ``chat_template`` when the
+    run uses ``--apply_chat_template``."""
+    name = tokenizer_name(options)
     if name is None:
         raise UsageError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
                          "pretrained=<model> (or tokenizer=<name>)")
-    return PromptCounter(load_tokenizer(name), bool(metadata.get("chat_template", False)))
+    return PromptCounter(load_tokenizer(name), options.chat_template)
 
 
-def model_max_length(metadata: dict) -> int:
+def model_max_length(model: ModelKeys) -> int:
     """The context length lm-eval's HF model truncates to: ``max_length`` from the model args (or vLLM's
     ``max_model_len``), else the model config (``max_position_embeddings``, ``n_positions``, ``n_ctx``), else the tokenizer's
     ``model_max_length`` when it is a real value, else 2048 (HFLM's rule)."""
-    for key in ("max_length", "max_model_len"):
-        if metadata.get(key):
-            return int(metadata[key])
-    name = metadata.get("pretrained") or metadata.get("model")
-    if isinstance(name, str) and name:
+    for value in (model.max_length, model.max_model_len):
+        if value:
+            return int(value)
+    name = model.pretrained or model.model
+    if name:
         try:
             from transformers import AutoConfig
 
@@ -122,7 +142,7 @@ def model_max_length(metadata: dict) -> int:
                     return int(value)
         except (OSError, ValueError):
             pass
-    name = tokenizer_name(metadata)
+    name = tokenizer_name(model)
     if name:
         try:
             value = load_tokenizer(name).model_max_length

@@ -38,6 +38,7 @@ from pathlib import Path
 from dataclasses import dataclass
 
 from harness.demo.common import slug, write_reports
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ VARIANTS: list[tuple[str, dict]] = [
 RULER_TASKS = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
 BABILONG_TASKS = ["lch_babilong_qa1"]
 GROUP = "lch_demo_long_context"
-LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": 2.0, "beta": -2.0}
+LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": KEY_TOKEN_DEFAULTS["alpha"],  # the paper's thresholds
+           "beta": KEY_TOKEN_DEFAULTS["beta"]}
 
 
 def essays_folder(explicit: str | None = None) -> Path:

@@ -40,6 +40,7 @@ from harness.metrics.generation import (
     longbench_write_quality,
     longbench_write_total,
 )
+from harness.options import option, parse_options
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
@@ -87,21 +88,38 @@ class JudgeConfig:
         return cls(**{k: v for k, v in (values or {}).items() if k in names})
 
 
+@dataclass(frozen=True)
+class JudgeOptions:
+    """The ``--metadata`` keys of a judged task: :class:`JudgeConfig` with a ``judge_`` prefix (its defaults),
+    except temperature and reply budget, whose defaults are the task's (the benchmark's reference judge)."""
+
+    judge_base_url: str | None = option(None, "OpenAI-compatible judge server URL (default $LCH_JUDGE_BASE_URL)")
+    judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
+    judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
+    judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests")
+    judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder")
+    judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)")
+    judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)")
+    judge_prompt: str | None = option(None, "LongBench-Write judge prompt file (default: the published one)")
+
+    def settings(self, temperature: float, max_tokens: int) -> dict | None:
+        """The JSON-able judge settings carried by each item (None when no judge is configured);
+        ``temperature`` and ``max_tokens`` are the task's own, used unless these options set them."""
+        base_url = self.judge_base_url or os.environ.get("LCH_JUDGE_BASE_URL")
+        model = self.judge_model or os.environ.get("LCH_JUDGE_MODEL")
+        if not base_url or not model:
+            return None
+        return JudgeConfig(
+            base_url=base_url, model=model, policy=self.judge_policy,
+            temperature=temperature if self.judge_temperature is None else self.judge_temperature,
+            max_tokens=max_tokens if self.judge_max_tokens is None else self.judge_max_tokens,
+            concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir,
+        ).to_json()
+
+
 def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
-    """The JSON-able judge settings carried by each item (None when no judge is configured); ``temperature``
-    and ``max_tokens`` are the task's own (the benchmark's reference judge settings)."""
-    base_url = meta.get("judge_base_url") or os.environ.get("LCH_JUDGE_BASE_URL")
-    model = meta.get("judge_model") or os.environ.get("LCH_JUDGE_MODEL")
-    if not base_url or not model:
-        return None
-    defaults = JudgeConfig()
-    return JudgeConfig(
-        base_url=base_url, model=model, policy=str(meta.get("judge_policy", defaults.policy)),
-        temperature=float(meta.get("judge_temperature", temperature)),
-        max_tokens=int(meta.get("judge_max_tokens", max_tokens)),
-        concurrency=int(meta.get("judge_concurrency", defaults.concurrency)),
-        cache_dir=meta.get("judge_cache_dir"),
-    ).to_json()
+    """:meth:`JudgeOptions.settings` of the options in a task's metadata."""
+    return parse_options(JudgeOptions, meta).settings(temperature, max_tokens)
 
 
 KINDS = ("longbench_write", "hellobench")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.lmeval.metadata import check_metadata
+from harness.lmeval.metadata import check_metadata, check_task_options
 from harness.lmeval.model_args import PREFLIGHT
 from harness.lmeval.plugin import register, tasks_path
 from harness.lmeval.request_types import check_model_serves
@@ -73,6 +73,8 @@ def run_lm_eval(argv: list[str]) -> None:
             check_model_serves(getattr(args, "model", None), tasks, tasks_path(), _model_args(args))
             if getattr(args, "metadata", None):
                 check_metadata(args.metadata, tasks, tasks_path())
+            # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model
+            check_task_options(getattr(args, "metadata", None), _model_args(args), tasks, tasks_path())
         cli.execute(args)
     finally:
         sys.argv = saved_argv

@@ -11,9 +11,11 @@ def longppl_corpus(**metadata: Any) -> dict:
     (:func:`harness.models.keytokens.attach_key_tokens`, computed once and cached)."""
     import datasets
 
-    from harness.data.longppl_corpus import corpus_documents
-    from harness.models.keytokens import attach_key_tokens
+    from harness.data.longppl_corpus import CorpusOptions, corpus_documents
+    from harness.models.keytokens import KeyTokenOptions, attach_key_tokens
+    from harness.options import parse_options
 
-    docs = attach_key_tokens(corpus_documents(metadata), metadata)
+    corpus = parse_options(CorpusOptions, metadata)
+    docs = attach_key_tokens(corpus_documents(corpus), corpus.evaluator, parse_options(KeyTokenOptions, metadata))
     rows = [{"doc_id": d["doc_id"], "text": d["text"], "key_json": d["key_json"]} for d in docs]
     return {"test": datasets.Dataset.from_list(rows)}

@@ -1,9 +1,17 @@
-"""The ``--metadata`` keys our tasks read, in one place, and the check ``lch eval`` runs on them.
+"""The ``--metadata`` keys our tasks read, derived from their options dataclasses, and the checks ``lch
+eval`` runs on them before lm-eval indexes tasks or loads a model.
 
 lm-eval passes ``--metadata`` (merged with ``--model_args``) to every task and its dataset function, and a
 key nobody reads is silently ignored: a typo (``num_sample``) would run the default. ``lch eval`` refuses
 keys that none of our tasks reads, with the closest known keys, when every task of the run is ours (other
-tasks may read keys of their own).
+tasks may read keys of their own); and it parses each requested task's options (its class's ``OPTIONS``,
+:mod:`harness.options`) so that a value of the wrong type fails in one line naming the task, the key and
+the type.
+
+The key table, :data:`METADATA_KEYS`, is not written by hand: it is the fields of the options dataclasses
+of every task class our YAMLs name (:func:`metadata_keys`), plus lm-eval's own keys and the model args
+lm-eval merges into the metadata (:class:`~harness.data.prompt_length.ModelKeys`). A new option is one
+field in one dataclass.
 """
 
 from __future__ import annotations
@@ -12,102 +20,81 @@ import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness.data.prompt_length import ModelKeys
 from harness.errors import UsageError
+from harness.options import option_help
 
-METADATA_KEYS: dict[str, str] = {
-    # documents (PPL, LongPPL, LSM, compressor tasks)
-    "data_files": "local .jsonl / .json / .txt file or folder of documents",
-    "text_field": "field of the documents' text",
-    "hf_dataset": "HF dataset of the documents (when no data_files)",
-    "hf_name": "HF dataset configuration",
-    "hf_split": "HF dataset split",
-    "min_tokens": "documents shorter than this are skipped (counted in docs_skipped)",
-    "max_tokens": "documents are cut to this many tokens",
-    "num_docs": "number of documents",
-    "limit_docs": "number of documents of long-form / MRQA tasks",
-    "synthetic_words": "words per synthetic document (compressor tasks without data_files)",
-    "seed": "random seed of sampling",
-    "add_special_tokens": "tokenise evaluated texts with the tokenizer's special tokens",
-    # LongPPL
-    "evaluator": "evaluator model that picks key tokens (HF name or folder)",
-    "evaluator_id": "cache identity of the evaluator",
-    "evaluator_dtype": "evaluator dtype",
-    "evaluator_device": "evaluator device",
-    "length_tokenizer": "tokenizer that cuts documents (default: the evaluator's)",
-    "trunc_len": "K: short-context length of the key-token test",
-    "sliding_window": "d: stride of the short windows",
-    "short_start": "how LongPPL short windows start: text (reference) or bos",
-    "alpha": "LSD threshold of key tokens",
-    "beta": "LCL threshold of key tokens",
-    "gamma": "LongPPL-soft weight cap",
-    "key_spans_dir": "folder of reference key-span files instead of an evaluator",
-    "key_cache_dir": "key-token cache folder",
-    # LSM
-    "context_length": "L: the training context length",
-    "n_samples": "LSM samples per document",
-    "estimator": "LSM estimator: overlap or direct",
-    # RULER / BABILong
-    "lengths": "context lengths to generate samples at (token counts or k-labels)",
-    "num_samples": "samples per length",
-    "ruler_task": "RULER task of a subtask YAML",
-    "babilong_task": "BABILong task of a subtask YAML",
-    "chat_template": "fit samples with the chat template counted",
-    "essays": "folder of essays (RULER haystack)",
-    "source": "haystack / data source (RULER, BABILong)",
-    "filler": "BABILong filler text folder",
-    "squad": "SQuAD v2 file for RULER qa_squad",
-    "hotpotqa": "HotpotQA file for RULER qa_hotpot",
-    "icl_example": "RULER worked example in the prompt",
-    "prompts_file": "BABILong prompts file",
-    "max_seq_lengths": "lengths (lm-eval RULER spelling)",
-    # long-form generation and judges
-    "longbench_write_data": "LongBench-Write data file",
-    "hellobench_data": "HelloBench data file",
-    "variant": "HelloBench length variant",
-    "weights_file": "HelloEval category weights (published REGRESSION_DICT)",
-    "rescale": "HelloBench 4 (s - 75) rescaling",
-    "max_gen_toks": "generation budget in tokens",
-    "do_sample": "sample instead of greedy decoding",
-    "temperature": "sampling temperature",
-    "judge_base_url": "OpenAI-compatible judge server URL",
-    "judge_model": "judge model name",
-    "judge_policy": "parse failures: drop, zero or rejudge",
-    "judge_concurrency": "concurrent judge requests",
-    "judge_cache_dir": "judge answer cache folder",
-    "judge_temperature": "judge temperature",
-    "judge_max_tokens": "judge reply budget",
-    "judge_prompt": "LongBench-Write judge prompt file",
-    # MRQA
-    "subset": "MRQA subset of a subtask YAML",
-    "mrqa_data": "MRQA file or folder",
-    # lm-eval's own, and model args lm-eval merges into the metadata
-    "version": "task version",
-    "min_required_length": "minimum required length (LongBench-Write)",
-    "pretrained": "model (model args are merged into the metadata)",
-    "tokenizer": "tokenizer (model arg)",
-    "max_length": "model max length (model arg)",
-    "max_model_len": "vLLM engine length (model arg)",
-    "model": "model name",
-}
+# lm-eval's own metadata keys (not options of ours)
+LM_EVAL_KEYS: dict[str, str] = {"version": "task version"}
+
+
+def metadata_keys(option_classes: Iterable[type | None]) -> dict[str, str]:
+    """``{key: help}``: the fields of these options dataclasses, lm-eval's own keys and the model keys
+    (the first help string of a key shared by several dataclasses is kept)."""
+    table: dict[str, str] = {**LM_EVAL_KEYS, **option_help(ModelKeys)}
+    for cls in option_classes:
+        if cls is not None:
+            for key, text in option_help(cls).items():
+                table.setdefault(key, text)
+    return table
+
+
+def task_option_classes(tasks_dir: str | Path) -> list[type]:
+    """The ``OPTIONS`` dataclass of every task class our task folder names, once each, in folder order."""
+    from harness.lmeval.request_types import task_folder
+
+    out: list[type] = []
+    for entry in task_folder(str(tasks_dir)).tasks.values():
+        cls = getattr(entry.task_class, "OPTIONS", None)
+        if cls is not None and cls not in out:
+            out.append(cls)
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    # METADATA_KEYS is computed on first use: it walks the task folder, which imports the task classes.
+    if name == "METADATA_KEYS":
+        from harness.lmeval.plugin import tasks_path
+
+        return metadata_keys(task_option_classes(tasks_path()))
+    raise AttributeError(name)
 
 
 def our_task_names(tasks_dir: str | Path) -> set[str]:
     """Task and group names defined by the YAMLs of our task folder."""
-    from harness.lmeval.request_types import task_request_types
+    from harness.lmeval.request_types import task_folder
 
-    return set(task_request_types(str(tasks_dir)))
+    folder = task_folder(str(tasks_dir))
+    return set(folder.tasks) | set(folder.groups)
 
 
 def check_metadata(metadata: dict | None, tasks: Iterable[str], tasks_dir: str | Path) -> None:
     """Raise :class:`UsageError` for ``--metadata`` keys none of our tasks reads (module docstring)."""
     if not metadata:
         return
+    tasks = list(tasks)
     ours = our_task_names(tasks_dir)
     if not all(task in ours for task in tasks):
         return
+    known = metadata_keys(task_option_classes(tasks_dir))
     for key in metadata:
-        if key not in METADATA_KEYS:
-            close = difflib.get_close_matches(key, METADATA_KEYS, n=3, cutoff=0.6)
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise UsageError(f"--metadata key {key!r} is not read by any of these tasks; {hint}the keys are listed in "
-                             "harness/lmeval/metadata.py (METADATA_KEYS)")
+            raise UsageError(f"--metadata key {key!r} is not read by any of these tasks; {hint}the keys are the "
+                             "fields of the tasks' options dataclasses (harness/lmeval/metadata.py: METADATA_KEYS)")
+
+
+def check_task_options(metadata: dict | None, model_args: dict | None, tasks: Iterable[str],
+                       tasks_dir: str | Path) -> None:
+    """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what
+    lm-eval will hand it (YAML metadata, then model args, then ``--metadata``); raises the parser's one-line
+    :class:`UsageError` for a value of the wrong type. Tasks that are not ours are left to lm-eval."""
+    from harness.lmeval.request_types import task_folder
+
+    folder = task_folder(str(tasks_dir))
+    for name in tasks:
+        for entry in folder.members(name):
+            read = getattr(entry.task_class, "read_options", None)
+            if read is not None:
+                read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from harness.errors import UsageError
+from harness.options import option
 
 TOKEN_LOGPROBS_OPTIONS = ("add_special_tokens", "max_tokens", "return_offsets")
 LSM_ESTIMATORS = ("overlap", "direct")
@@ -50,11 +51,11 @@ class LsmOptions:
     ``max_tokens`` (cut the document first; None: all of it). The text is tokenised without special
     tokens (suffix windows start mid-document)."""
 
-    context_length: int = 4096
-    n_samples: int = 16
-    seed: int = 0
-    estimator: str = "overlap"
-    max_tokens: int | None = None
+    context_length: int = option(4096, "L: the training context length")
+    n_samples: int = option(16, "LSM samples per document")
+    seed: int = option(0, "random seed of sampling (document i of a task uses seed + i)")
+    estimator: str = option("overlap", "LSM estimator: overlap or direct", choices=LSM_ESTIMATORS)
+    max_tokens: int | None = option(None, "cut the document to this many tokens first (none: all of it)")
 
     def __post_init__(self) -> None:
         if self.estimator not in LSM_ESTIMATORS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -54,35 +55,65 @@ def _read_config(path: Path) -> dict:
     return config
 
 
-def _class_request_type(folder: Path, reference: str) -> str | None:
-    """``REQUEST_TYPE`` of the class a YAML names (``!function utils.RulerTask``)."""
+def _task_class(folder: Path, reference: str) -> type | None:
+    """The class a YAML names (``!function utils.RulerTask``), from the folder's module."""
     module, _, name = reference.split(" ", 1)[1].rpartition(".")
-    task_class = getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name)
-    return getattr(task_class, "REQUEST_TYPE", None)
+    return getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name, None)
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of our folder as its YAML declares it: its class (None: lm-eval's ``ConfigurableTask``),
+    the request type it sends and its YAML ``metadata``."""
+
+    name: str
+    task_class: type | None
+    request_type: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskFolder:
+    """Every task and group of a task folder, read once (:func:`task_folder`)."""
+
+    tasks: dict[str, TaskEntry]
+    groups: dict[str, list[str]]
+
+    def members(self, name: str, seen: frozenset[str] = frozenset()) -> list[TaskEntry]:
+        """The tasks a task or group name runs (a group's members, recursively); [] for names not ours."""
+        if name in self.tasks:
+            return [self.tasks[name]]
+        if name in seen or name not in self.groups:
+            return []
+        return [entry for member in self.groups[name] for entry in self.members(member, seen | {name})]
 
 
 @functools.lru_cache(maxsize=4)
-def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
-    """``{task or group name: request types it sends}`` for every task and group of a task folder."""
-    tasks: dict[str, frozenset[str]] = {}
+def task_folder(tasks_dir: str) -> TaskFolder:
+    """The one walk over a task folder's YAMLs: each task's class, request type and YAML metadata, and
+    the groups (the class's ``REQUEST_TYPE``, else the YAML's ``output_type``)."""
+    tasks: dict[str, TaskEntry] = {}
     groups: dict[str, list[str]] = {}
     for path in sorted(Path(tasks_dir).rglob("*.yaml")):
         config = _read_config(path)
         if isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
             groups[config["group"]] = [t for t in config["task"] if isinstance(t, str)]
         elif isinstance(config.get("task"), str):
-            cls = config.get("class")
-            request = _class_request_type(path.parent, cls) if isinstance(cls, str) else None
-            tasks[config["task"]] = frozenset({request or str(config.get("output_type", "generate_until"))})
+            reference = config.get("class")
+            task_class = _task_class(path.parent, reference) if isinstance(reference, str) else None
+            request = getattr(task_class, "REQUEST_TYPE", None)
+            meta = config.get("metadata")
+            tasks[config["task"]] = TaskEntry(config["task"], task_class,
+                                              request or str(config.get("output_type", "generate_until")),
+                                              dict(meta) if isinstance(meta, dict) else {})
+    return TaskFolder(tasks, groups)
 
-    def members(name: str, seen: frozenset[str] = frozenset()) -> frozenset[str]:
-        if name in tasks:
-            return tasks[name]
-        if name in seen or name not in groups:
-            return frozenset()
-        return frozenset().union(*(members(m, seen | {name}) for m in groups[name]))
 
-    return {**tasks, **{group: members(group) for group in groups}}
+def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
+    """``{task or group name: request types it sends}`` for every task and group of a task folder."""
+    folder = task_folder(str(tasks_dir))
+    names = [*folder.tasks, *folder.groups]
+    return {name: frozenset(entry.request_type for entry in folder.members(name)) for name in names}
 
 
 def serving_models(request_type: str) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -18,8 +19,30 @@ from tqdm import tqdm
 
 from harness.cache import cache_root
 from harness.errors import UsageError
-from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, KeyTokens
-from harness.models.longppl import find_key_tokens
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS, KeyTokens
+from harness.options import option
+
+
+@dataclass(frozen=True)
+class KeyTokenOptions:
+    """How key tokens are found (defaults: the paper's, :data:`KEY_TOKEN_DEFAULTS`) and where they are
+    cached; the evaluator itself is named by :class:`harness.data.longppl_corpus.CorpusOptions`."""
+
+    trunc_len: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: short-context length of the key-token test")
+    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: stride of the short windows")
+    alpha: float = option(KEY_TOKEN_DEFAULTS["alpha"], "LSD threshold of key tokens")
+    beta: float = option(KEY_TOKEN_DEFAULTS["beta"], "LCL threshold of key tokens")
+    short_start: str = option(KEY_TOKEN_DEFAULTS["short_start"],
+                              "how LongPPL short windows start: text (reference) or bos", choices=SHORT_STARTS)
+    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator")
+    key_cache_dir: str | None = option(None, "key-token cache folder")
+    evaluator_id: str | None = option(None, "cache identity of the evaluator")
+    evaluator_dtype: str = option("auto", "evaluator dtype")
+    evaluator_device: str | None = option(None, "evaluator device")
+
+    def settings(self) -> dict:
+        """K, d, alpha, beta, short_start: the settings a key token depends on."""
+        return {k: getattr(self, k) for k in KEY_TOKEN_DEFAULTS}
 
 
 def default_cache_dir() -> Path:
@@ -105,6 +128,9 @@ def key_tokens_for_texts(
         if found is None:
             missing.append(i)
     if missing:
+        # imported here: the task classes read KeyTokenOptions without importing torch
+        from harness.models.longppl import find_key_tokens
+
         model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator
         for i in tqdm(missing, desc="Finding key tokens"):
             key = find_key_tokens(texts[i], model, tokenizer, *settings)
@@ -113,27 +139,20 @@ def key_tokens_for_texts(
     return results  # type: ignore[return-value]
 
 
-def key_token_settings(metadata: dict) -> dict:
-    """K, d, alpha, beta, short_start from task metadata, the paper's defaults (:data:`KEY_TOKEN_DEFAULTS`) otherwise."""
-    return {k: type(v)(v if metadata.get(k) is None else metadata[k]) for k, v in KEY_TOKEN_DEFAULTS.items()}
-
-
-def attach_key_tokens(docs: list[dict], metadata: dict) -> list[dict]:
-    """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when metadata
-    ``key_spans_dir`` is set, else from the evaluator (metadata ``evaluator``, cached)."""
+def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
+    """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when
+    ``key_spans_dir`` is set, else from ``evaluator`` (cached)."""
     from harness.data.span_files import key_tokens_from_span_files
 
-    if metadata.get("key_spans_dir"):
-        keys = key_tokens_from_span_files(metadata["key_spans_dir"], [d["doc_id"] for d in docs])
+    if options.key_spans_dir:
+        keys = key_tokens_from_span_files(options.key_spans_dir, [d["doc_id"] for d in docs])
     else:
         keys = key_tokens_for_texts(
             [d["text"] for d in docs],
-            str(metadata.get("evaluator") or DEFAULT_EVALUATOR),
-            **key_token_settings(metadata),
-            cache=KeyTokenCache(metadata.get("key_cache_dir")),
-            evaluator_id=metadata.get("evaluator_id"),
-            loader=lambda name: load_evaluator(
-                name, str(metadata.get("evaluator_dtype", "auto")), metadata.get("evaluator_device")
-            ),
+            evaluator,
+            **options.settings(),
+            cache=KeyTokenCache(options.key_cache_dir),
+            evaluator_id=options.evaluator_id,
+            loader=lambda name: load_evaluator(name, options.evaluator_dtype, options.evaluator_device),
         )
     return [{**d, "key_json": json.dumps(k.to_json())} for d, k in zip(docs, keys)]

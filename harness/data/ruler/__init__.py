@@ -34,18 +34,43 @@ Modules: :mod:`.catalogue` (the tasks), :mod:`.builders` (one seeded sample per 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from harness.data import haystacks
-from harness.data.prompt_length import PromptCounter
+from harness.data.prompt_length import PromptCounter, PromptOptions
 from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
 from harness.data.ruler.cache import cache_path, read_rows, write_rows
 from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
 from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
 from harness.errors import UsageError
+from harness.options import option, parse_options
 
-__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "SegmentCounter", "Sources",
-           "TaskSpec", "TooShortError", "dataset_from_metadata", "generate"]
+__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
+           "Sources", "TaskSpec", "TooShortError", "dataset", "dataset_from_metadata", "generate"]
+
+
+@dataclass(frozen=True)
+class RulerOptions(PromptOptions):
+    """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
+
+    ruler_task: str | None = option(None, "RULER task of a subtask YAML")
+    lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
+                                                         "k-labels; default max_seq_lengths, else 4096)")
+    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)")
+    num_samples: int = option(500, "samples per length")
+    seed: int = option(42, "random seed of sampling")
+    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic")
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)")
+    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)")
+    icl_example: bool = option(True, "RULER worked example in the prompt")
+
+    def length_list(self) -> tuple[int | str, ...]:
+        """The lengths of this run: ``lengths``, else lm-eval's ``max_seq_lengths``."""
+        return self.lengths or self.max_seq_lengths
+
+    def sources(self) -> Sources:
+        return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
 
 # The single-module names of the fitting searches and the niah builder, kept for tests and callers.
 # generate() calls the searches through these module attributes, so patching them here takes effect.
@@ -113,22 +138,22 @@ def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, count
                                 "use a longer length") from None
 
 
-def dataset_from_metadata(metadata: dict) -> dict:
-    """lm-eval ``custom_dataset``: samples of metadata ``ruler_task`` at every length of ``lengths`` (or
-    lm-eval's name ``max_seq_lengths``; default 4096). Other keys: ``num_samples`` (500), ``seed`` (42),
-    ``essays``, ``squad``, ``hotpotqa`` (see :class:`Sources`), ``icl_example`` (true), ``chat_template``
-    (set it when running with ``--apply_chat_template``), ``tokenizer`` / ``pretrained``."""
+def dataset(options: RulerOptions) -> dict:
+    """lm-eval ``custom_dataset`` result: samples of ``ruler_task`` at every length of the options
+    (:class:`RulerOptions`), fitted in the evaluated tokenizer (``tokenizer`` / ``pretrained``)."""
     import datasets
 
-    from harness.data.lengths import length_tokens, parse_lengths
-    from harness.data.prompt_length import counter_from_metadata
+    from harness.data.lengths import length_tokens
+    from harness.data.prompt_length import counter_for
 
-    lengths = [length_tokens(x) for x in parse_lengths(metadata.get("lengths") or metadata.get("max_seq_lengths"), [4096])]
-    counter = counter_from_metadata(metadata)
-    sources = Sources(essays=metadata.get("essays") or haystacks.ESSAYS_HF, squad=metadata.get("squad"),
-                      hotpotqa=metadata.get("hotpotqa"))
+    lengths = [length_tokens(x) for x in options.length_list()]
+    counter = counter_for(options)
     rows = [row for length in lengths
-            for row in generate(metadata["ruler_task"], int(length), int(metadata.get("num_samples", 500)), counter,
-                                seed=int(metadata.get("seed", 42)), sources=sources,
-                                icl=bool(metadata.get("icl_example", True)))]
+            for row in generate(str(options.ruler_task), length, options.num_samples, counter, seed=options.seed,
+                                sources=options.sources(), icl=options.icl_example)]
     return {"test": datasets.Dataset.from_list(rows)}
+
+
+def dataset_from_metadata(metadata: dict) -> dict:
+    """:func:`dataset` of the options in lm-eval task metadata."""
+    return dataset(parse_options(RulerOptions, metadata))

@@ -4,6 +4,10 @@ lm-eval builds a task from its YAML (``class: !function utils.<Class>``) and the
 per-document metrics and aggregations. :class:`LchTask` owns what all our tasks need from that:
 
 * the YAML's ``class`` key is dropped before lm-eval validates the config;
+* options: the class names its options dataclass (``OPTIONS``, composed of the data layer's, the
+  models layer's and its own), parsed once from the task metadata into :attr:`LchTask.options` (a wrong
+  value fails in one line naming the task, the key and the type); the options in effect are written back
+  into the metadata, so the results JSON records them;
 * per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
   YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
   metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
@@ -19,16 +23,19 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
+from harness.data.prompt_length import ModelKeys
 from harness.metrics.pooling import mean, total
+from harness.options import parse_options
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,7 @@ def doc_key(doc: dict) -> str:
 class LchTask(ConfigurableTask):
     """Base of every task class of ours (module docstring)."""
 
+    OPTIONS: ClassVar[type | None] = None  # the task's options dataclass (None: no options of its own)
     REQUEST_TYPE: str | None = None  # None: lm-eval's own request for the YAML output_type
     COUNTS_PROMPT = False  # count each prompt lm-eval built (length honesty)
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
@@ -58,12 +66,33 @@ class LchTask(ConfigurableTask):
         # Routing process_results through the config tells lm-eval the metrics are computed here, so it
         # does not look our metric names up in its registry (and in HF evaluate) one by one.
         config["process_results"] = self.process_document
-        self.configure(config)
         meta = dict(config.get("metadata") or {})
-        config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(meta)
+        self.model_keys, self.options = self.read_options(meta, config.get("task"))
+        config["metadata"] = {**meta, **self.options_in_effect()}
+        self.configure(config)
+        config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"]))
         super().__init__(config=config, **kwargs)
         if self.REQUEST_TYPE is not None:
             self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
+
+    @classmethod
+    def read_options(cls, metadata: dict | None, task: str | None = None) -> tuple[ModelKeys, Any]:
+        """``(model keys, OPTIONS)`` parsed from a task's metadata; :class:`~harness.errors.UsageError` in
+        one line for a value of the wrong type (``lch eval`` calls this before any model loads)."""
+        options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
+        return parse_options(ModelKeys, metadata, task), options
+
+    def options_in_effect(self) -> dict:
+        """The task's options (not the model's keys) as JSON values, None left out."""
+        if self.options is None:
+            return {}
+        model_keys = {f.name for f in dataclasses.fields(ModelKeys)}
+        out = {}
+        for f in dataclasses.fields(self.options):
+            value = getattr(self.options, f.name)
+            if f.name not in model_keys and value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
 
     # ------------------------------------------------------------------ hooks for subclasses
 
@@ -101,7 +130,7 @@ class LchTask(ConfigurableTask):
         """The evaluated model's max length, resolved as lm-eval's HF model does."""
         from harness.data.prompt_length import model_max_length
 
-        return model_max_length(self.task_metadata)
+        return model_max_length(self.model_keys)
 
     def process_document(self, doc: dict, results: list) -> dict:
         scorer = self._yaml_scorer or self.score_document
@@ -131,7 +160,7 @@ class LchTask(ConfigurableTask):
             from harness.data.prompt_length import PromptCounter, load_tokenizer, tokenizer_name
 
             self._prompt_tokens: dict[str, int] = {}
-            name = tokenizer_name(self.task_metadata)
+            name = tokenizer_name(self.model_keys)
             if name is None:
                 if not getattr(self, "_warned", False):
                     log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
-from harness.tasks.classes.base import LchTask
+from dataclasses import dataclass
+
 from harness.metrics.pooling import nll_sum
+from harness.options import option
+from harness.tasks.classes.base import LchTask
+
+
+@dataclass(frozen=True)
+class CompressOptions:
+    """The texts of a compressor task: local documents, else seeded synthetic reports."""
+
+    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents")
+    text_field: str = option("text", "field of the documents' text")
+    num_docs: int = option(100, "number of documents")
+    synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)")
+    seed: int = option(0, "random seed of the synthetic documents")
+    max_tokens: int = option(2040, "|X|: tokens of each text; the first half is the context, the rest the completion")
 
 
 class CompressAETask(LchTask):
     """Compressor reconstruction (paper 003 AE): ``bleu4`` (corpus BLEU-4 x100, NLTK) of the greedy
-    reconstruction of each text's first half; metadata ``max_tokens`` (|X|, default 2040)."""
+    reconstruction of each text's first half; options :class:`CompressOptions`."""
 
+    OPTIONS = CompressOptions
     REQUEST_TYPE = "compress_ae"
 
     def request_options(self, doc: dict) -> dict:
-        return {"max_tokens": int(self.task_metadata.get("max_tokens", 2040))}
+        return {"max_tokens": self.options.max_tokens}
 
     def score_document(self, doc: dict, results: list) -> dict:
         return {"bleu4": (results[0]["reference"], results[0]["prediction"]), "n_docs": 1}

@@ -9,7 +9,7 @@ they were fitted to, which happens when a run applies a chat template the genera
 ``--metadata '{"chat_template": true}'``).
 
 :class:`PerLengthTask` adds one score per sample length, ``len_<length>``, next to the overall ``score``;
-the lengths come from metadata ``lengths``.
+the lengths come from the options' ``lengths``.
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ import logging
 import re
 from typing import Any
 
-from harness.data.lengths import length_label, length_tokens, parse_lengths
+from harness.data.babilong import BabilongOptions
+from harness.data.lengths import length_label, length_tokens
+from harness.data.mrqa import MrqaOptions
+from harness.data.ruler import RulerOptions
 from harness.errors import UsageError
-from harness.tasks.classes.base import LchTask
 from harness.metrics.pooling import mean
+from harness.tasks.classes.base import LchTask
 
 
 class HonestGenerationTask(LchTask):
@@ -32,11 +35,18 @@ class HonestGenerationTask(LchTask):
     COUNTS_PROMPT = True
 
 
+class MrqaTask(HonestGenerationTask):
+    """One MRQA subset (options :class:`~harness.data.mrqa.MrqaOptions`), scored by the YAML's
+    ``process_results``."""
+
+    OPTIONS = MrqaOptions
+
+
 class PerLengthTask(HonestGenerationTask):
-    """Scores ``score`` and ``len_<length>`` (mean x 100 each) for documents carrying ``doc["length"]``."""
+    """Scores ``score`` and ``len_<length>`` (mean x 100 each) for documents carrying ``doc["length"]``;
+    the options have ``length_list()``."""
 
     TARGETED = True
-    DEFAULT_LENGTHS: list = [4096]
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         quiet_missing_length_warnings()
@@ -48,7 +58,7 @@ class PerLengthTask(HonestGenerationTask):
         return length_tokens(length)
 
     def extra_metrics(self, meta: dict) -> list[dict]:
-        lengths = [self.label(x) for x in parse_lengths(meta.get("lengths"), self.DEFAULT_LENGTHS)]
+        lengths = [self.label(x) for x in self.options.length_list()]
         out = [{"metric": "score", "aggregation": mean, "higher_is_better": True}]
         out += [{"metric": f"len_{n}", "aggregation": mean, "higher_is_better": True} for n in lengths]
         return out + super().extra_metrics(meta)
@@ -65,12 +75,14 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 class RulerTask(PerLengthTask):
-    """One RULER task (metadata ``ruler_task``); budget and scoring from :data:`harness.data.ruler.TASKS`."""
+    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.data.ruler.TASKS`."""
+
+    OPTIONS = RulerOptions
 
     def configure(self, config: dict) -> None:
         from harness.data.ruler import TASKS
 
-        name = (config.get("metadata") or {}).get("ruler_task")
+        name = self.options.ruler_task
         if name not in TASKS:
             raise UsageError(f"RULER task metadata ruler_task={name!r} is unknown")
         self.spec = TASKS[name]
@@ -85,9 +97,9 @@ class RulerTask(PerLengthTask):
 
 
 class BabilongTask(PerLengthTask):
-    """One BABILong task (metadata ``babilong_task``) scored by the official label-set rule, x 100."""
+    """One BABILong task (option ``babilong_task``) scored by the official label-set rule, x 100."""
 
-    DEFAULT_LENGTHS = ["0k"]
+    OPTIONS = BabilongOptions
     label = staticmethod(length_label)
 
     def score_sample(self, doc: dict, prediction: str) -> float:

@@ -3,23 +3,50 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
+from harness.data.documents import DocumentOptions
+from harness.data.longppl_corpus import CorpusOptions
 from harness.errors import UsageError
 from harness.lmeval.request_options import LsmOptions
-from harness.tasks.classes.base import HONESTY_METRICS, LchTask
-from harness.metrics.longppl import DEFAULT_EVALUATOR, KEY_TOKEN_DEFAULTS, SOFT_GAMMA, KeyTokens, document_stats
+from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
+from harness.models.keytokens import KeyTokenOptions
+from harness.options import option
+from harness.tasks.classes.base import HONESTY_METRICS, LchTask
 
 TOKEN_LOGPROBS = "token_logprobs"
 LSM = "lsm"
 
 
+@dataclass(frozen=True)
+class TokenLogprobOptions(DocumentOptions):
+    """The documents, and how the evaluated model tokenises them (``max_tokens``: the head it scores)."""
+
+    add_special_tokens: bool | None = option(None, "tokenise evaluated texts with the tokenizer's special tokens "
+                                                   "(default: the request's; LongPPL: no)")
+
+
+@dataclass(frozen=True)
+class LongPPLOptions(TokenLogprobOptions, CorpusOptions, KeyTokenOptions):
+    """The LongPPL documents, how their key tokens are found, and LongPPL-soft's weight cap."""
+
+    gamma: float = option(SOFT_GAMMA, "LongPPL-soft weight cap")
+
+
+@dataclass(frozen=True)
+class LsmTaskOptions(DocumentOptions, LsmOptions):
+    """The LSM request's options (defaults: :class:`LsmOptions`) over the documents (``max_tokens``: the
+    documents' own cut)."""
+
+
 class TokenLogprobTask(LchTask):
-    """Per-token log-probabilities; metadata ``max_tokens`` and ``add_special_tokens`` pass through.
+    """Per-token log-probabilities; options ``max_tokens`` and ``add_special_tokens`` pass through.
 
     Length honesty: ``over_length`` counts documents scored over more tokens than the model's max length
     (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
 
+    OPTIONS = TokenLogprobOptions
     REQUEST_TYPE = TOKEN_LOGPROBS
 
     def extra_metrics(self, meta: dict) -> list[dict]:
@@ -29,23 +56,21 @@ class TokenLogprobTask(LchTask):
         return {"over_length": int(len(results[0]["token_ids"]) > self.max_length)}
 
     def request_options(self, doc: dict) -> dict:
-        meta = self.task_metadata
         options: dict = {}
-        if meta.get("max_tokens") is not None:
-            options["max_tokens"] = int(meta["max_tokens"])
-        if meta.get("add_special_tokens") is not None:
-            options["add_special_tokens"] = bool(meta["add_special_tokens"])
+        if self.options.max_tokens is not None:
+            options["max_tokens"] = self.options.max_tokens
+        if self.options.add_special_tokens is not None:
+            options["add_special_tokens"] = self.options.add_special_tokens
         return options
 
 
 class PerplexityTask(TokenLogprobTask):
-    """Token-level perplexity; documents shorter than metadata ``min_tokens`` are skipped and counted."""
+    """Token-level perplexity; documents shorter than ``min_tokens`` are skipped and counted."""
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
         n_tokens = len(scored["token_ids"])
-        min_tokens = int(self.task_metadata.get("min_tokens") or 0)
-        if n_tokens < min_tokens or not scored["logprobs"]:  # too short, or nothing to predict
+        if n_tokens < self.options.min_tokens or not scored["logprobs"]:  # too short, or nothing to predict
             return {"ppl": (0.0, 0), "n_tokens": 0, "n_docs": 0, "docs_skipped": 1}
         return {
             "ppl": nll_sum(scored["logprobs"]),
@@ -58,20 +83,18 @@ class PerplexityTask(TokenLogprobTask):
 class LongPPLTask(TokenLogprobTask):
     """LongPPL, PPL and LongPPL-soft from key spans carried by each document (``key_json``).
 
-    The evaluated text is tokenised without special tokens (the reference's convention) unless metadata
+    The evaluated text is tokenised without special tokens (the reference's convention) unless
     ``add_special_tokens`` says otherwise. Per-document sums are pooled over documents in log space. The
     key-token settings in effect (the paper's defaults, :data:`KEY_TOKEN_DEFAULTS`, unless the metadata
-    sets them) are written into the task metadata, so the results JSON records them.
+    sets them) are written into the task metadata (:class:`LchTask`), so the results JSON records them.
     """
 
-    def configure(self, config: dict) -> None:
-        meta = dict(config.get("metadata") or {})
-        config["metadata"] = {"evaluator": DEFAULT_EVALUATOR, **KEY_TOKEN_DEFAULTS, "gamma": SOFT_GAMMA, **meta}
+    OPTIONS = LongPPLOptions
 
     def request_options(self, doc: dict) -> dict:
         # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
         # that every model scores the same text: no second cut in the evaluated model's tokens here.
-        return {"add_special_tokens": bool(self.task_metadata.get("add_special_tokens", False))}
+        return {"add_special_tokens": bool(self.options.add_special_tokens)}
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
@@ -80,8 +103,8 @@ class LongPPLTask(TokenLogprobTask):
                     "docs_without_key_tokens": 0, "docs_skipped": 1}
         if scored.get("offsets") is None:
             raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
-        gamma = float(self.task_metadata["gamma"])
-        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])), gamma)
+        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])),
+                               self.options.gamma)
         return {
             "longppl": (stats["key_nll_sum"], stats["n_key"]),
             "ppl": (stats["nll_sum"], stats["n_scored"]),
@@ -94,18 +117,17 @@ class LongPPLTask(TokenLogprobTask):
 
 
 class LSMTask(LchTask):
-    """Long-short misalignment: metadata ``context_length`` (L), ``n_samples`` per document,
+    """Long-short misalignment: options ``context_length`` (L), ``n_samples`` per document,
     ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``;
     defaults and checks are :class:`~harness.lmeval.request_options.LsmOptions`."""
 
+    OPTIONS = LsmTaskOptions
     REQUEST_TYPE = LSM
 
     def request_options(self, doc: dict) -> dict:
-        meta = self.task_metadata
-        given = {key: meta[key] for key in ("context_length", "n_samples", "estimator", "max_tokens")
-                 if meta.get(key) is not None}
-        seed = int(meta.get("seed") or 0) + int(doc.get("doc_id", 0))
-        return LsmOptions.from_request({**given, "seed": seed}).as_request()
+        o = self.options
+        return LsmOptions(context_length=o.context_length, n_samples=o.n_samples, seed=o.seed + int(doc.get("doc_id", 0)),
+                          estimator=o.estimator, max_tokens=o.max_tokens).as_request()
 
     def score_document(self, doc: dict, results: list) -> dict:
         values = results[0]["sce"]

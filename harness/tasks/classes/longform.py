@@ -11,21 +11,43 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
+from harness.data.longform import HelloBenchData, LongBenchWriteData
+from harness.judges.stage import JudgeOptions
+from harness.options import option
 from harness.tasks.classes.base import LchTask
 
 GENERATE_LONG = "generate_long"
 
 
+@dataclass(frozen=True)
+class GenerationOptions(JudgeOptions):
+    """How a long-form task generates, and its judge."""
+
+    max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)")
+    do_sample: bool = option(False, "sample instead of greedy decoding (default greedy, as in the PIC paper)")
+    temperature: float = option(0.8, "sampling temperature (with do_sample)")
+
+
+@dataclass(frozen=True)
+class LongBenchWriteOptions(LongBenchWriteData, GenerationOptions):
+    """LongBench-Write's rows, generation and judge."""
+
+
+@dataclass(frozen=True)
+class HelloBenchOptions(HelloBenchData, GenerationOptions):
+    """HelloBench HTG's prompts and weights, generation and judge."""
+
+
 class LongGenerationTask(LchTask):
     """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked).
 
-    Metadata: ``max_gen_toks``, ``do_sample`` (default greedy, as in the PIC paper), ``temperature``, the
-    judge (``judge_base_url``, ``judge_model``, ``judge_concurrency``, ``judge_policy``, ``judge_cache_dir``,
-    ``judge_temperature``, ``judge_max_tokens``).
+    Options: :class:`GenerationOptions` (``max_gen_toks``, ``do_sample``, ``temperature``, the judge).
     """
 
+    OPTIONS: Any = GenerationOptions
     REQUEST_TYPE = GENERATE_LONG
     COUNTS_PROMPT = True
     DEFAULT_MAX_GEN_TOKS = 16384
@@ -33,9 +55,9 @@ class LongGenerationTask(LchTask):
     JUDGED_METRICS: tuple[str, ...] = ("quality", "n_valid")
 
     def configure(self, config: dict) -> None:
-        meta = dict(config.get("metadata") or {})
+        budget = self.options.max_gen_toks
         config["generation_kwargs"] = {**(config.get("generation_kwargs") or {}),
-                                       "max_gen_toks": int(meta.get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS))}
+                                       "max_gen_toks": self.DEFAULT_MAX_GEN_TOKS if budget is None else budget}
 
     def extra_metrics(self, meta: dict) -> list[dict]:
         judged = [{"metric": name, "aggregation": self._judged_aggregation(name), "higher_is_better": True}
@@ -65,19 +87,16 @@ class LongGenerationTask(LchTask):
         return self._judged_scores
 
     def request_options(self, doc: dict) -> dict:
-        meta = self.task_metadata
-        options: dict[str, Any] = {"max_gen_toks": self.generation_budget(), "do_sample": bool(meta.get("do_sample", False))}
-        if options["do_sample"]:
-            options["temperature"] = float(meta.get("temperature", 0.8))
+        options: dict[str, Any] = {"max_gen_toks": self.generation_budget(), "do_sample": self.options.do_sample}
+        if self.options.do_sample:
+            options["temperature"] = self.options.temperature
         return options
 
     def request_arguments(self, doc: dict, ctx: Any) -> tuple:
         return (ctx, self.request_options(doc))
 
     def judge_settings(self) -> dict | None:
-        from harness.judges.stage import judge_settings_from_metadata
-
-        return judge_settings_from_metadata(self.task_metadata, self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
+        return self.options.settings(self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
 
     @staticmethod
     def common_metrics(result: dict) -> dict:
@@ -97,6 +116,7 @@ class LongBenchWriteTask(LongGenerationTask):
     """LongBench-Write: S_l, S_q (judge, official prompt loaded at run time from ``judge_prompt`` or the
     published file), S, plus lengths and the corrupted ratio."""
 
+    OPTIONS = LongBenchWriteOptions
     DEFAULT_MAX_GEN_TOKS = 32768
     JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.5, 1024  # the reference judge settings
     JUDGED_METRICS = ("quality", "score", "n_valid")
@@ -108,7 +128,7 @@ class LongBenchWriteTask(LongGenerationTask):
         length = longbench_write_length(result["text"])
         s_l = longbench_write_length_score(float(doc["length"]), length)
         item = {"kind": "longbench_write", "instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
-                "judge": self.judge_settings(), "prompt_path": self.task_metadata.get("judge_prompt")}
+                "judge": self.judge_settings(), "prompt_path": self.options.judge_prompt}
         return {"length": length, "length_score": s_l, **dict.fromkeys(self.JUDGED_METRICS, item),
                 **self.common_metrics(result)}
 
@@ -116,6 +136,8 @@ class LongBenchWriteTask(LongGenerationTask):
 class HelloBenchTask(LongGenerationTask):
     """HelloBench HTG: NLTK length, HelloEval checklist quality with the published category weights
     (``weights_file``; ``rescale`` for ``4 (s - 75)``), plus the corrupted ratio."""
+
+    OPTIONS = HelloBenchOptions
 
     def configure(self, config: dict) -> None:
         from harness.data.words import word_tokenizer_name
@@ -128,7 +150,7 @@ class HelloBenchTask(LongGenerationTask):
         from harness.data.documents import MissingDataError
         from harness.data.words import word_tokens
 
-        weights_file = self.task_metadata.get("weights_file")
+        weights_file = self.options.weights_file
         if not weights_file:
             raise MissingDataError("hellobench needs weights_file: the published HelloEval REGRESSION_DICT weights "
                                    "(e.g. ../shared/data/hellobench/weighted_scores.txt)")
@@ -138,5 +160,5 @@ class HelloBenchTask(LongGenerationTask):
         item = {"kind": "hellobench", "instruction": doc["instruction"], "response": judged_text,
                 "checklists": list(doc["checklists"]),
                 "category": doc["category"], "weights_file": str(weights_file),
-                "rescale": bool(self.task_metadata.get("rescale", False)), "judge": self.judge_settings()}
+                "rescale": self.options.rescale, "judge": self.judge_settings()}
         return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}

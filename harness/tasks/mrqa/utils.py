@@ -1,7 +1,7 @@
 """MRQA tasks: one generate_until subtask per MRQA dataset, scored with EM / F1 / ROUGE-1 (docs/formulas.md §6)."""
 
 from harness.data.mrqa import load_mrqa
-from harness.tasks.classes.generation import HonestGenerationTask
+from harness.tasks.classes.generation import MrqaTask
 from harness.metrics.qa import em_f1, rouge1_f1
 
 
@@ -11,4 +11,4 @@ def process_results(doc: dict, results: list) -> dict:
     return {"em": em, "f1": f1, "rouge1": rouge1_f1(prediction, doc["answers"])}
 
 
-__all__ = ["HonestGenerationTask", "load_mrqa", "process_results"]
+__all__ = ["MrqaTask", "load_mrqa", "process_results"]
