@@ -31,6 +31,13 @@ from tqdm import tqdm
 
 from harness.errors import UsageError
 from harness.lmeval.model_args import COMPRESSOR_OVERRIDES, check_compressor_args
+from harness.lmeval.request_options import (
+    COMPRESS_AE,
+    COMPRESS_LM,
+    REQUESTS,
+    CompletionResponse,
+    ReconstructionResponse,
+)
 from harness.lmeval.response_cache import answer_with_cache
 
 
@@ -96,30 +103,32 @@ class CompressorLM(LM):
             self.cache_hook.add_partial("generate_until", req.args, text)  # --use_cache: kept if killed
         return out
 
-    def _split(self, req: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        text, options = req.args[0], dict(req.args[1] if len(req.args) > 1 else {})
-        ids = self._ids(text)[: options.get("max_tokens")]
+    def _split(self, kind: str, req: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        text, options = REQUESTS[kind].parse(req.args)
+        ids = self._ids(text)[: options.max_tokens]
         half = len(ids) // 2
         if half < 1:
             raise UsageError("compress_ae / compress_lm need texts of at least 2 tokens")
         return ids[:half], ids[half:]
 
-    def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        return answer_with_cache(self, "compress_ae", requests, lambda todo, done: self._compress_ae(todo, done, disable_tqdm))
+    def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[ReconstructionResponse]:
+        return answer_with_cache(self, COMPRESS_AE.name, requests,
+                                 lambda todo, done: self._compress_ae(todo, done, disable_tqdm))
 
-    def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        return answer_with_cache(self, "compress_lm", requests, lambda todo, done: self._compress_lm(todo, done, disable_tqdm))
+    def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[CompletionResponse]:
+        return answer_with_cache(self, COMPRESS_LM.name, requests,
+                                 lambda todo, done: self._compress_lm(todo, done, disable_tqdm))
 
     @torch.no_grad()
     def _compress_ae(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Compressor reconstruction")):
-            context, _ = self._split(req)
+            context, _ = self._split(COMPRESS_AE.name, req)
             tokens = self.compressor.generate(context, context[:0], len(context), task="ae")
             done(j, {"reference": self.tokenizer.decode(context.tolist()), "prediction": self.tokenizer.decode(tokens)})
 
     @torch.no_grad()
     def _compress_lm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Compressor completion")):
-            context, completion = self._split(req)
+            context, completion = self._split(COMPRESS_LM.name, req)
             memory = self.compressor.compress(context)
             done(j, {"logprobs": self.compressor.target_logprobs(memory, "lm", completion[:0], completion).tolist()})

@@ -31,7 +31,15 @@ from tqdm import tqdm
 
 from harness.data.variants import results_info
 from harness.lmeval.model_args import check_hf_pic_args
-from harness.lmeval.request_options import LsmOptions, encode_for_scoring
+from harness.lmeval.request_options import (
+    GENERATE_LONG,
+    LSM,
+    TOKEN_LOGPROBS,
+    LongGenerationResponse,
+    LsmResponse,
+    TokenLogprobsResponse,
+    encode_for_scoring,
+)
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import hf_runner, lsm_direct, lsm_overlap
 from harness.models.pic import apply_pic, set_rope_base
@@ -98,22 +106,17 @@ class HFPicLM(HFLM):
         finally:
             self.batch_size_per_gpu = saved
 
-    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        """Per-token log-probabilities of whole texts.
-
-        Each request's ``args`` is ``(text,)`` or ``(text, options)`` with options
-        ``add_special_tokens`` (default True: BOS as the tokenizer adds it), ``max_tokens`` (keep the
-        first N tokens; default: all) and ``return_offsets`` (default True: character span of each
-        token, needed to map key tokens across tokenizers). Returns per request
-        ``{"token_ids": [n], "logprobs": [n-1], "offsets": [[start, end]] * n | None}`` where
-        ``logprobs[i] = log P(token_ids[i+1] | token_ids[:i+1])`` (fp32 log-softmax).
+    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[TokenLogprobsResponse]:
+        """Per-token log-probabilities of whole texts (:data:`~harness.lmeval.request_options.TOKEN_LOGPROBS`:
+        args ``(text, ScoringOptions)``, a :class:`~harness.lmeval.request_options.TokenLogprobsResponse`
+        each, ``offsets`` needed to map key tokens across tokenizers), fp32 log-softmax.
         Rows are sorted by length, batched ``batch_size`` at a time with left padding.
         """
-        return answer_with_cache(self, "token_logprobs", requests,
+        return answer_with_cache(self, TOKEN_LOGPROBS.name, requests,
                                  lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
 
     def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
-        encoded = [encode_for_scoring(self.tokenizer, *req.args) for req in requests]
+        encoded = [encode_for_scoring(self.tokenizer, *TOKEN_LOGPROBS.parse(req.args)) for req in requests]
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
         for i, enc in enumerate(encoded):
             if len(enc["token_ids"]) < 2:  # nothing to predict (an empty or one-token text): no forward
@@ -130,67 +133,59 @@ class HFPicLM(HFLM):
             pbar.update(len(chunk))
         pbar.close()
 
-    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        """Long-short misalignment samples of whole texts (:mod:`harness.metrics.lsm`).
-
-        Each request's ``args`` is ``(text, options)`` with ``context_length`` (L), ``n_samples``,
-        ``seed``, ``estimator`` (``overlap`` default, or ``direct``) and optional ``max_tokens``. The text
-        is tokenised without special tokens (suffix windows start mid-document). Returns per request
-        ``{"sce": [one value per sample]}``.
+    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[LsmResponse]:
+        """Long-short misalignment samples of whole texts (:mod:`harness.metrics.lsm`;
+        :data:`~harness.lmeval.request_options.LSM`: args ``(text, LsmOptions)``). The text is tokenised
+        without special tokens (suffix windows start mid-document).
         """
-        return answer_with_cache(self, "lsm", requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
+        return answer_with_cache(self, LSM.name, requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
 
     def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
         runner = hf_runner(self.model)
         for j, req in enumerate(tqdm(requests, disable=disable_tqdm or self.rank != 0, desc="Long-short misalignment")):
-            options = LsmOptions.from_request(req.args[1] if len(req.args) > 1 else {})
-            ids = self.tokenizer(req.args[0], add_special_tokens=False)["input_ids"][: options.max_tokens]
+            text, options = LSM.parse(req.args)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.max_tokens]
             values = estimators[options.estimator](runner, torch.tensor(ids, device=self.device),
                                                    options.context_length, options.n_samples, seed=options.seed)
             done(j, {"sce": values})
 
-    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
-        """Long-form generation that reports how it ended.
-
-        Each request's ``args`` is ``(context, gen_kwargs)`` with ``max_gen_toks`` (default the model's
-        ``max_gen_toks``), ``do_sample``, ``temperature``, ``top_p`` and optional ``until`` strings.
+    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[LongGenerationResponse]:
+        """Long-form generation that reports how it ended (:data:`~harness.lmeval.request_options.GENERATE_LONG`:
+        args ``(context, LongGenerationOptions)``; ``max_gen_toks`` None: the model's ``max_gen_toks``).
         Batched ``batch_size`` at a time with left padding (and an attention mask, so every PIC variant
-        sees each row's true positions). Returns per request ``{"text", "ended_with_eos", "n_tokens"}``:
-        ``ended_with_eos`` is False when the token budget ran out (a stop string counts as an end).
+        sees each row's true positions). ``ended_with_eos`` is False when the token budget ran out (a stop
+        string counts as an end).
 
         With lm-eval's ``--use_cache`` every finished generation is stored at once, and a restarted run
         generates only what is missing (:mod:`harness.lmeval.response_cache`; the same for the other two
         request types).
         """
-        return answer_with_cache(self, "generate_long", requests,
+        return answer_with_cache(self, GENERATE_LONG.name, requests,
                                  lambda todo, done: self._generate_long(todo, done, disable_tqdm))
 
     def _generate_long(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         eos_ids = set(self._eos_ids())
         batch = self.batch_size if isinstance(self.batch_size, int) else 1
-        order = sorted(range(len(requests)), key=lambda i: -len(requests[i].args[0]))
+        parsed = [GENERATE_LONG.parse(req.args) for req in requests]
+        order = sorted(range(len(requests)), key=lambda i: -len(parsed[i][0]))
         pbar = tqdm(total=len(order), disable=disable_tqdm or self.rank != 0, desc="Generating (long)")
-        groups: dict[str, list[int]] = {}
+        groups: dict = {}  # requests with the same options generate together
         for i in order:
-            groups.setdefault(repr(sorted(dict(requests[i].args[1]).items())), []).append(i)
-        for members in groups.values():
-            kwargs = dict(requests[members[0]].args[1])
-            until = kwargs.pop("until", None) or []
-            until = [until] if isinstance(until, str) else list(until)
-            max_new = int(kwargs.pop("max_gen_toks", self.max_gen_toks))
-            do_sample = bool(kwargs.pop("do_sample", False))
-            sampling = {k: kwargs.pop(k) for k in ("temperature", "top_p", "top_k") if k in kwargs}
-            if not do_sample:  # greedy: sampling settings would only trigger HF warnings
-                sampling = {}
+            groups.setdefault(parsed[i][1], []).append(i)
+        for options, members in groups.items():
+            until = list(options.until)
+            max_new = self.max_gen_toks if options.max_gen_toks is None else options.max_gen_toks
+            # greedy: sampling settings would only trigger HF warnings
+            sampling = {"temperature": options.temperature, "top_p": options.top_p} if options.do_sample else {}
             for start in range(0, len(members), batch):
                 chunk = members[start : start + batch]
-                ids, mask = self.tok_batch_encode([requests[i].args[0] for i in chunk])
+                ids, mask = self.tok_batch_encode([parsed[i][0] for i in chunk])
                 ids, mask = ids.to(self.device), mask.to(self.device)
                 with torch.no_grad():
                     out = self.model.generate(
-                        input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=do_sample,
-                        pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), **sampling, **kwargs,
+                        input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=options.do_sample,
+                        pad_token_id=self.tokenizer.pad_token_id, eos_token_id=sorted(eos_ids), **sampling,
                     )
                 for i, row in zip(chunk, out[:, ids.shape[1] :].tolist()):
                     stop = next((j for j, tok in enumerate(row) if tok in eos_ids), None)

@@ -2,9 +2,11 @@
 
 lm-eval hands each request to the model method named like its type (``getattr(lm, request_type)``), so a
 model without that method fails only after it has loaded, minutes into a run, with an ``AttributeError``.
-``lch eval`` reads the request type of every task of the run from our task folder (the YAML's ``class``:
-its ``REQUEST_TYPE``, else the YAML's ``output_type``; groups: the union of their members) and refuses
-the run in one line when the model does not serve one of them, naming the models that do.
+``lch eval`` reads the request type of every task of the run from our task folder (the class the YAML
+names: its ``REQUEST_TYPE``, one of our declared request types; a YAML without a class of ours: its
+``output_type``, lm-eval's own; groups: the union of their members) and refuses the run in one line when
+the model does not serve one of them, naming the models that do. Which of our models serve which of our
+request types is read from their declarations (:data:`harness.lmeval.request_options.REQUESTS`).
 """
 
 from __future__ import annotations
@@ -16,21 +18,19 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.errors import UsageError
+from harness.lmeval.request_options import REQUESTS
 
 LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
-SCORING_TYPES = frozenset({"token_logprobs", "lsm", "generate_long"})
-COMPRESSOR_TYPES = frozenset({"compress_ae", "compress_lm"})
+_PREFERRED = ("hf-pic", "vllm-pic", "compressor")  # our models, in the order they are suggested
 
-# What each model serves: lm-eval's built-in models and ours (a model class serves a request type when it
-# has the method of that name; tests/lmeval/test_request_types.py holds this table against the classes).
+# What each model serves: lm-eval's built-in models lm-eval's types, ours those too plus the request types
+# whose declarations name them (a model class serves a request type when it has the method of that name;
+# tests/lmeval/test_request_types.py holds this table against the classes).
 SERVED: dict[str, frozenset[str]] = {
     "hf": LM_EVAL_TYPES,
     "vllm": LM_EVAL_TYPES,
-    "hf-pic": LM_EVAL_TYPES | SCORING_TYPES,
-    "vllm-pic": LM_EVAL_TYPES | SCORING_TYPES,
-    "compressor": LM_EVAL_TYPES | COMPRESSOR_TYPES,
+    **{model: LM_EVAL_TYPES | {r.name for r in REQUESTS.values() if model in r.models} for model in _PREFERRED},
 }
-_PREFERRED = ("hf-pic", "vllm-pic", "compressor")  # the order models are suggested in
 
 
 def _yaml_loader() -> Any:
@@ -91,7 +91,8 @@ class TaskFolder:
 @functools.lru_cache(maxsize=4)
 def task_folder(tasks_dir: str) -> TaskFolder:
     """The one walk over a task folder's YAMLs: each task's class, request type and YAML metadata, and
-    the groups (the class's ``REQUEST_TYPE``, else the YAML's ``output_type``)."""
+    the groups (the request type: the class's ``REQUEST_TYPE``, else the YAML's ``output_type``, for
+    tasks on lm-eval's own requests)."""
     tasks: dict[str, TaskEntry] = {}
     groups: dict[str, list[str]] = {}
     for path in sorted(Path(tasks_dir).rglob("*.yaml")):

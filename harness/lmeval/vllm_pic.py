@@ -42,7 +42,15 @@ from harness.lmeval.model_args import (
     moving_keys_on_vllm,
     refuse_dynamic_on_vllm,
 )
-from harness.lmeval.request_options import LsmOptions, encode_for_scoring
+from harness.lmeval.request_options import (
+    GENERATE_LONG,
+    LSM,
+    TOKEN_LOGPROBS,
+    LongGenerationResponse,
+    LsmResponse,
+    TokenLogprobsResponse,
+    encode_for_scoring,
+)
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
 from harness.models.lsm import lsm_direct, lsm_overlap
@@ -126,7 +134,7 @@ def _ray_with_gpu_slots(slots: int) -> None:
         ray.init(num_gpus=slots, include_dashboard=False)
 
 
-def long_generation_response(completion: Any) -> dict:
+def long_generation_response(completion: Any) -> LongGenerationResponse:
     """``{"text", "ended_with_eos", "n_tokens"}`` of a vLLM ``CompletionOutput``, as hf-pic counts them:
     vLLM keeps the EOS token it stopped on in ``token_ids`` (``stop_reason`` None), hf-pic does not count it.
     (A stop string ends vLLM's generation where it appears; hf-pic generates on and cuts the text there.)"""
@@ -187,10 +195,10 @@ class VLLMPicLM(_Base):
 
     # ------------------------------------------------------------------ token_logprobs
 
-    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+    def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[TokenLogprobsResponse]:
         """:meth:`harness.lmeval.hf_pic.HFPicLM.token_logprobs` on vLLM (windows past ``max_model_len``:
         module docstring)."""
-        return answer_with_cache(self, "token_logprobs", requests,
+        return answer_with_cache(self, TOKEN_LOGPROBS.name, requests,
                                  lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
 
     def _token_logprobs(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
@@ -200,7 +208,7 @@ class VLLMPicLM(_Base):
 
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False, flat_logprobs=True)
         window = self.max_length - 1  # vLLM keeps room for one generated token
-        encoded = [encode_for_scoring(self.tokenizer, *req.args) for req in requests]
+        encoded = [encode_for_scoring(self.tokenizer, *TOKEN_LOGPROBS.parse(req.args)) for req in requests]
         windows = [scoring_windows(len(enc["token_ids"]), window) for enc in encoded]
         for enc, cut in zip(encoded, windows):
             if len(cut) > 1:
@@ -228,10 +236,10 @@ class VLLMPicLM(_Base):
 
     # ------------------------------------------------------------------ lsm
 
-    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+    def lsm(self, requests: list, disable_tqdm: bool = False) -> list[LsmResponse]:
         """:meth:`harness.lmeval.hf_pic.HFPicLM.lsm` on vLLM (a pooling engine beside this one: module
         docstring); the same draws as hf-pic for the same seed."""
-        return answer_with_cache(self, "lsm", requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
+        return answer_with_cache(self, LSM.name, requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
 
     def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         from harness.models.vllm_scoring import vllm_lsm_runner
@@ -242,12 +250,12 @@ class VLLMPicLM(_Base):
         runner = vllm_lsm_runner(self.model, self._pooling_engine(), self.lora_request)
         estimators = {"overlap": lsm_overlap, "direct": lsm_direct}
         for j, req in enumerate(tqdm(requests, disable=disable_tqdm, desc="Long-short misalignment (vLLM)")):
-            options = LsmOptions.from_request(req.args[1] if len(req.args) > 1 else {})
+            text, options = LSM.parse(req.args)
             if options.context_length > self.max_length:
                 raise UsageError(f"lsm context_length {options.context_length} is longer than this engine's "
                                  f"max_model_len {self.max_length}: pass max_model_len={options.context_length} in "
                                  "--model_args")
-            ids = self.tokenizer(req.args[0], add_special_tokens=False)["input_ids"][: options.max_tokens]
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.max_tokens]
             done(j, {"sce": estimators[options.estimator](runner, torch.tensor(ids), options.context_length,
                                                           options.n_samples, seed=options.seed)})
 
@@ -266,12 +274,12 @@ class VLLMPicLM(_Base):
 
     # ------------------------------------------------------------------ generate_long
 
-    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[dict]:
+    def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[LongGenerationResponse]:
         """The ``generate_long`` request of :class:`harness.lmeval.hf_pic.HFPicLM` on vLLM:
         ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string), False on ``"length"``.
         A prompt longer than ``max_model_len`` minus its budget is cut from the left as lm-eval's
         ``generate_until`` does (with a warning); the task's ``over_length`` counts it."""
-        return answer_with_cache(self, "generate_long", requests,
+        return answer_with_cache(self, GENERATE_LONG.name, requests,
                                  lambda todo, done: self._generate_long(todo, done, disable_tqdm))
 
     def _generate_long(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
@@ -279,18 +287,17 @@ class VLLMPicLM(_Base):
         from vllm import SamplingParams
 
         prompts, params = [], []
-        for req, encoded in zip(requests, self.tok_encode([req.args[0] for req in requests])):
-            kwargs = dict(req.args[1])
-            until = kwargs.get("until") or []
-            sample = bool(kwargs.get("do_sample", False))
-            prompt, budget = maybe_truncate(encoded, max_gen_toks=int(kwargs.get("max_gen_toks", self.max_gen_toks)),
-                                            max_model_len=self.max_length, side="left", verbose=True)
+        parsed = [GENERATE_LONG.parse(req.args) for req in requests]
+        for (_, options), encoded in zip(parsed, self.tok_encode([text for text, _ in parsed])):
+            budget = self.max_gen_toks if options.max_gen_toks is None else options.max_gen_toks
+            prompt, budget = maybe_truncate(encoded, max_gen_toks=budget, max_model_len=self.max_length, side="left",
+                                            verbose=True)
             prompts.append(prompt)
             params.append(SamplingParams(
                 max_tokens=budget,
-                temperature=float(kwargs.get("temperature", 0.8)) if sample else 0.0,
-                top_p=float(kwargs.get("top_p", 1.0)) if sample else 1.0,
-                stop=[until] if isinstance(until, str) else list(until),
+                temperature=options.temperature if options.do_sample else 0.0,
+                top_p=options.top_p if options.do_sample else 1.0,
+                stop=list(options.until),
             ))
         pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Generating (long, vLLM)")
         for chunk in self._chunks(len(requests)):

@@ -11,9 +11,11 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
 * per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
   YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
   metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
-* requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request (``generate_until`` ...); otherwise one
-  ``REQUEST_TYPE`` request per document with arguments :meth:`request_arguments` (a request type our
-  ``hf-pic`` model serves; the YAML's ``output_type`` only passes lm-eval's validation);
+* requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request for the YAML's ``output_type``
+  (``generate_until`` ...); otherwise ``REQUEST_TYPE`` names one of our declared request types
+  (:data:`harness.lmeval.request_options.REQUESTS`; checked when the class is defined), the config's
+  ``output_type`` is the lm-eval type it stands in for (filled in here: the YAML states none), and each
+  document sends one request built by the declaration from :meth:`request_text` and :meth:`request_options`;
 * the generation budget lives in one place, ``generation_kwargs["max_gen_toks"]``, set by
   :meth:`configure` and read by :meth:`generation_budget`;
 * length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
@@ -34,6 +36,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from harness.data.prompt_length import ModelKeys
+from harness.lmeval.request_options import REQUESTS, RequestOptions, RequestType
 from harness.metrics.pooling import mean, total
 from harness.options import parse_options
 
@@ -54,13 +57,27 @@ class LchTask(ConfigurableTask):
     """Base of every task class of ours (module docstring)."""
 
     OPTIONS: ClassVar[type | None] = None  # the task's options dataclass (None: no options of its own)
-    REQUEST_TYPE: str | None = None  # None: lm-eval's own request for the YAML output_type
+    REQUEST_TYPE: ClassVar[str | None] = None  # a key of REQUESTS; None: lm-eval's own request for the YAML output_type
     COUNTS_PROMPT = False  # count each prompt lm-eval built (length honesty)
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.REQUEST_TYPE is not None and cls.REQUEST_TYPE not in REQUESTS:
+            raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
+                            f"({', '.join(REQUESTS)})")
+
+    @classmethod
+    def request_declaration(cls) -> RequestType | None:
+        """The declaration of the request type this class sends (None: lm-eval's own)."""
+        return None if cls.REQUEST_TYPE is None else REQUESTS[cls.REQUEST_TYPE]
+
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
+        declaration = self.request_declaration()
+        if declaration is not None:  # lm-eval validates output_type; ours stands in for one of its types
+            config["output_type"] = declaration.output_type
         yaml_scorer = config.get("process_results")
         self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
         # Routing process_results through the config tells lm-eval the metrics are computed here, so it
@@ -113,11 +130,18 @@ class LchTask(ConfigurableTask):
         return self.honesty(doc) if self.COUNTS_PROMPT else {}
 
     def request_arguments(self, doc: dict, ctx: Any) -> tuple:
-        """Arguments of the ``REQUEST_TYPE`` request of one document."""
-        return (self.doc_to_target(doc), self.request_options(doc))
+        """Arguments of the ``REQUEST_TYPE`` request of one document, built by its declaration."""
+        declaration = self.request_declaration()
+        assert declaration is not None, "only classes with a REQUEST_TYPE build requests of ours"
+        return declaration.arguments(self.request_text(doc, ctx), self.request_options(doc))
 
-    def request_options(self, doc: dict) -> dict:
-        return {}
+    def request_text(self, doc: dict, ctx: Any) -> str:
+        """The text of one document's request (default: the YAML's ``doc_to_target``)."""
+        return self.doc_to_target(doc)
+
+    def request_options(self, doc: dict) -> RequestOptions | None:
+        """The options of one document's request: the declaration's options dataclass (None: defaults)."""
+        return None
 
     # ------------------------------------------------------------------ plumbing
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.lmeval.request_options import COMPRESS_AE, COMPRESS_LM, CompressRequestOptions
 from harness.metrics.pooling import nll_sum
 from harness.options import option
 from harness.tasks.classes.base import LchTask
@@ -26,10 +27,10 @@ class CompressAETask(LchTask):
     reconstruction of each text's first half; options :class:`CompressOptions`."""
 
     OPTIONS = CompressOptions
-    REQUEST_TYPE = "compress_ae"
+    REQUEST_TYPE = COMPRESS_AE.name
 
-    def request_options(self, doc: dict) -> dict:
-        return {"max_tokens": self.options.max_tokens}
+    def request_options(self, doc: dict) -> CompressRequestOptions:
+        return CompressRequestOptions(max_tokens=self.options.max_tokens)
 
     def score_document(self, doc: dict, results: list) -> dict:
         return {"bleu4": (results[0]["reference"], results[0]["prediction"]), "n_docs": 1}
@@ -39,7 +40,7 @@ class CompressLMTask(CompressAETask):
     """Compressor completion (paper 003 LM): pooled token perplexity ``ppl`` of each text's second half
     given the memory of its first half."""
 
-    REQUEST_TYPE = "compress_lm"
+    REQUEST_TYPE = COMPRESS_LM.name
 
     def score_document(self, doc: dict, results: list) -> dict:
         logprobs = results[0]["logprobs"]

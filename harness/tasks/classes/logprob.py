@@ -8,15 +8,12 @@ from dataclasses import dataclass
 from harness.data.documents import DocumentOptions
 from harness.data.longppl_corpus import CorpusOptions
 from harness.errors import UsageError
-from harness.lmeval.request_options import LsmOptions
+from harness.lmeval.request_options import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
 from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
 from harness.models.keytokens import KeyTokenOptions
 from harness.options import option
 from harness.tasks.classes.base import HONESTY_METRICS, LchTask
-
-TOKEN_LOGPROBS = "token_logprobs"
-LSM = "lsm"
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class TokenLogprobTask(LchTask):
     (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
 
     OPTIONS = TokenLogprobOptions
-    REQUEST_TYPE = TOKEN_LOGPROBS
+    REQUEST_TYPE = TOKEN_LOGPROBS.name
 
     def extra_metrics(self, meta: dict) -> list[dict]:
         return [HONESTY_METRICS[1]]
@@ -55,13 +52,8 @@ class TokenLogprobTask(LchTask):
     def extra_document_metrics(self, doc: dict, results: list) -> dict:
         return {"over_length": int(len(results[0]["token_ids"]) > self.max_length)}
 
-    def request_options(self, doc: dict) -> dict:
-        options: dict = {}
-        if self.options.max_tokens is not None:
-            options["max_tokens"] = self.options.max_tokens
-        if self.options.add_special_tokens is not None:
-            options["add_special_tokens"] = self.options.add_special_tokens
-        return options
+    def request_options(self, doc: dict) -> ScoringOptions:
+        return ScoringOptions.of(max_tokens=self.options.max_tokens, add_special_tokens=self.options.add_special_tokens)
 
 
 class PerplexityTask(TokenLogprobTask):
@@ -91,10 +83,10 @@ class LongPPLTask(TokenLogprobTask):
 
     OPTIONS = LongPPLOptions
 
-    def request_options(self, doc: dict) -> dict:
+    def request_options(self, doc: dict) -> ScoringOptions:
         # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
         # that every model scores the same text: no second cut in the evaluated model's tokens here.
-        return {"add_special_tokens": bool(self.options.add_special_tokens)}
+        return ScoringOptions.of(add_special_tokens=bool(self.options.add_special_tokens))
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
@@ -122,12 +114,12 @@ class LSMTask(LchTask):
     defaults and checks are :class:`~harness.lmeval.request_options.LsmOptions`."""
 
     OPTIONS = LsmTaskOptions
-    REQUEST_TYPE = LSM
+    REQUEST_TYPE = LSM.name
 
-    def request_options(self, doc: dict) -> dict:
+    def request_options(self, doc: dict) -> LsmOptions:
         o = self.options
         return LsmOptions(context_length=o.context_length, n_samples=o.n_samples, seed=o.seed + int(doc.get("doc_id", 0)),
-                          estimator=o.estimator, max_tokens=o.max_tokens).as_request()
+                          estimator=o.estimator, max_tokens=o.max_tokens)
 
     def score_document(self, doc: dict, results: list) -> dict:
         values = results[0]["sce"]

@@ -16,10 +16,9 @@ from typing import Any
 
 from harness.data.longform import HelloBenchData, LongBenchWriteData
 from harness.judges.stage import JudgeOptions
+from harness.lmeval.request_options import GENERATE_LONG, LongGenerationOptions
 from harness.options import option
 from harness.tasks.classes.base import LchTask
-
-GENERATE_LONG = "generate_long"
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ class GenerationOptions(JudgeOptions):
 
     max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)")
     do_sample: bool = option(False, "sample instead of greedy decoding (default greedy, as in the PIC paper)")
-    temperature: float = option(0.8, "sampling temperature (with do_sample)")
+    temperature: float = option(LongGenerationOptions.temperature, "sampling temperature (with do_sample)")
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class LongGenerationTask(LchTask):
     """
 
     OPTIONS: Any = GenerationOptions
-    REQUEST_TYPE = GENERATE_LONG
+    REQUEST_TYPE = GENERATE_LONG.name
     COUNTS_PROMPT = True
     DEFAULT_MAX_GEN_TOKS = 16384
     JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.0, 4096
@@ -86,14 +85,13 @@ class LongGenerationTask(LchTask):
                 self.config.metadata["judge_provenance"] = judged.provenance
         return self._judged_scores
 
-    def request_options(self, doc: dict) -> dict:
-        options: dict[str, Any] = {"max_gen_toks": self.generation_budget(), "do_sample": self.options.do_sample}
-        if self.options.do_sample:
-            options["temperature"] = self.options.temperature
-        return options
+    def request_options(self, doc: dict) -> LongGenerationOptions:
+        sampling = self.options.do_sample
+        return LongGenerationOptions.of(max_gen_toks=self.generation_budget(), do_sample=sampling,
+                                        temperature=self.options.temperature if sampling else None)
 
-    def request_arguments(self, doc: dict, ctx: Any) -> tuple:
-        return (ctx, self.request_options(doc))
+    def request_text(self, doc: dict, ctx: Any) -> str:
+        return ctx  # the prompt lm-eval built (chat template included)
 
     def judge_settings(self) -> dict | None:
         return self.options.settings(self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
