@@ -240,7 +240,8 @@ COMPRESS_AE: RequestType[CompressRequestOptions] = RequestType(
 COMPRESS_LM: RequestType[CompressRequestOptions] = RequestType(
     "compress_lm", CompressRequestOptions, CompletionResponse, "loglikelihood_rolling", ("compressor",))
 
-REQUESTS: dict[str, RequestType[Any]] = {r.name: r for r in (TOKEN_LOGPROBS, LSM, GENERATE_LONG, COMPRESS_AE, COMPRESS_LM)}
+REQUESTS: dict[str, RequestType[Any]] = {
+    r.name: r for r in (TOKEN_LOGPROBS, LSM, GENERATE_LONG, COMPRESS_AE, COMPRESS_LM)}
 
 
 def check_response(kind: str, value: Any) -> None:
