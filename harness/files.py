@@ -1,22 +1,215 @@
-"""Writing a file so that readers see the old content or the new one, never a half-written file."""
+"""On-disk writes that readers see whole or not at all, and that concurrent processes can race on harmlessly.
+
+The contract every writer of the harness follows (docs/ARCHITECTURE.md, "On-disk state"):
+
+* a file is written to a temporary name beside its target (``.<name>.<random>.tmp``, same folder, so the same
+  file system) and renamed into place with :func:`os.replace`, which is atomic on POSIX and on NFS: a reader
+  sees the old content or the new one, never a half-written file, and two writers of the same content leave
+  that content;
+* a folder is built under a temporary sibling and renamed into place by :func:`atomic_folder`; when another
+  process renamed its own copy in first, ours is discarded;
+* :func:`entry_lock` lets concurrent computations of the same entry share the work (one computes, the others
+  wait and read). It is an optimisation only: when the file system cannot lock (NFS mounted ``nolock``) or the
+  lock is not obtained in time, the caller goes on unlocked and the races above stay harmless;
+* readers treat an entry they cannot parse as missing (:func:`read_json_or_none`), so an entry truncated by a
+  writer killed before these rules existed, or by a full disk, is recomputed and overwritten;
+* temporaries left by killed writers are never read, and :func:`sweep_temporaries` deletes old ones.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
+from typing import IO, Any, Iterator
+
+log = logging.getLogger(__name__)
+
+TMP_SUFFIX = ".tmp"
+# a temporary older than this belongs to a dead writer: no writer of the harness takes this long
+STALE_TMP_SECONDS = 6 * 3600.0
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place (parents created)."""
+def _temporary_name(path: Path) -> str:
+    return f".{path.name}."
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """An open file (``mode`` ``"w"``: UTF-8 text, ``"wb"``: bytes) whose content replaces ``path`` when the block
+    ends without an exception (flushed and fsynced first); on an exception the temporary is deleted and ``path``
+    is left as it was. Parent folders are created."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_writer writes with mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temporary_name(path), suffix=TMP_SUFFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; cache entries and outputs are ordinary files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place (parents created)."""
+    with atomic_writer(path, "w") as f:
+        f.write(text)
+    return Path(path)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """:func:`write_text_atomic` for bytes."""
+    with atomic_writer(path, "wb") as f:
+        f.write(data)
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, value: Any, **dumps: Any) -> Path:
+    """``value`` as JSON (``json.dumps(value, **dumps)``, a newline added when ``indent`` is given) written
+    atomically at ``path``."""
+    text = json.dumps(value, **dumps)
+    return write_text_atomic(path, text + "\n" if dumps.get("indent") is not None else text)
+
+
+def read_json_or_none(path: str | Path) -> Any | None:
+    """The JSON value at ``path``; None when the file is missing, unreadable, empty or not JSON (a partial entry
+    of a killed writer is a cache miss, never a crash)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def savefig_atomic(fig: Any, path: str | Path, **kwargs: Any) -> Path:
+    """``fig.savefig`` into a temporary beside ``path`` (format from ``path``'s suffix), renamed into place."""
+    path = Path(path)
+    kwargs.setdefault("format", path.suffix.lstrip(".") or None)
+    with atomic_writer(path, "wb") as f:
+        fig.savefig(f, **kwargs)
     return path
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | Path, replace: bool = False, prefix: str | None = None) -> Iterator[Path]:
+    """A fresh temporary sibling folder of ``path`` to fill; when the block ends without an exception it is
+    renamed to ``path``. If ``path`` exists by then (a concurrent process won, or an older folder): with
+    ``replace=False`` ours is discarded and theirs kept; with ``replace=True`` (an output the user asked to
+    overwrite) the old folder is renamed aside, ours renamed in, the old one deleted. On an exception the
+    temporary is deleted. ``prefix`` names the temporary (default ``.<name>.``, suffix ``.tmp``). Callers check
+    ``path`` for completeness before building (a folder of an older tool without the caller's completion marker
+    should be removed under :func:`entry_lock` first)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix or _temporary_name(path), suffix=TMP_SUFFIX, dir=path.parent))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, path)  # refuses an existing non-empty folder (ENOTEMPTY / EEXIST): never merges
+        except OSError:
+            if not path.exists():
+                raise
+            if not replace:
+                return  # a concurrent winner: its content is the same entry
+            old = Path(tempfile.mkdtemp(prefix=_temporary_name(path), suffix=".old" + TMP_SUFFIX, dir=path.parent))
+            os.replace(path, old / "folder")
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_files(folder: str | Path) -> Iterator[Path]:
+    """A temporary folder inside ``folder`` to save files into (e.g. ``save_pretrained``); when the block ends
+    without an exception each file in it is renamed into ``folder``, replacing a file of that name, one by one
+    (each file appears whole; the set is not one step: write the file that marks the folder complete, such as
+    a variant file, after the block). Sub-folders are moved only where ``folder`` has none of that name. For an
+    output folder that holds other things (training checkpoints) and cannot be replaced whole."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=TMP_SUFFIX, dir=folder))
+    tmp.chmod(0o755)
+    try:
+        yield tmp
+        for item in sorted(tmp.iterdir()):
+            target = folder / item.name
+            if item.is_dir() and target.is_dir():
+                raise FileExistsError(f"{target} exists: cannot stage a folder of that name over it")
+            os.replace(item, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def append_line(path: str | Path, line: str) -> None:
+    """Append ``line`` (a newline added) to a log of lines; when the log's last line was cut (a writer killed
+    mid-line), a newline first, so only that line is lost. Readers should skip lines they cannot parse."""
+    path = Path(path)
+    with path.open("a+b") as f:
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(line.encode("utf-8") + b"\n")
+
+
+@contextlib.contextmanager
+def entry_lock(path: str | Path, timeout: float = 1800.0) -> Iterator[bool]:
+    """Hold ``<path>.lock`` (a :class:`filelock.FileLock`: ``flock``, released by the kernel when the holder
+    dies, so a lock file left on disk is never stale) while computing the entry at ``path``; yields whether the
+    lock is held. When it cannot be taken within ``timeout`` seconds or the file system cannot lock, the block
+    runs unlocked (the caller's writes are atomic, so the race only duplicates work)."""
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=timeout)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except (Timeout, OSError, NotImplementedError) as err:
+        log.warning("%s: going on without the lock (%s: %s)", path, type(err).__name__, err)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+        # filelock >= 4 removes the lock file on release; older versions leave it. Removing it here can let two
+        # waiters hold "the lock" at once (one on the unlinked file): harmless, the lock only saves work.
+        with contextlib.suppress(OSError):
+            Path(lock.lock_file).unlink(missing_ok=True)
+
+
+def sweep_temporaries(folder: str | Path, older_than: float = STALE_TMP_SECONDS) -> int:
+    """Delete the temporaries (``.*.tmp`` files and folders) directly in ``folder`` last modified more than
+    ``older_than`` seconds ago: leftovers of killed writers. Returns how many were deleted; never raises."""
+    removed = 0
+    now = time.time()
+    try:
+        candidates = list(Path(folder).glob(f".*{TMP_SUFFIX}"))
+    except OSError:
+        return 0
+    for tmp in candidates:
+        try:
+            if now - tmp.lstat().st_mtime <= older_than:
+                continue
+            if tmp.is_dir() and not tmp.is_symlink():
+                shutil.rmtree(tmp)
+            else:
+                tmp.unlink()
+            removed += 1
+        except OSError:
+            pass  # a concurrent sweeper or a writer finishing: nothing to do
+    return removed

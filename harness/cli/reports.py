@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from harness.errors import UsageError
+from harness.files import write_json_atomic, write_text_atomic
 from harness.reporting.agreement import Tolerances
 
 
@@ -85,7 +86,6 @@ def run_leaderboard(args: argparse.Namespace) -> int:
 
 
 def run_regress(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from harness.reporting.regress import (
@@ -102,14 +102,13 @@ def run_regress(args: argparse.Namespace) -> int:
     run = runs[-1]  # the latest results file of the folder
     if args.update_baseline:
         baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
-        Path(args.baseline).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.baseline).write_text(json.dumps(baseline, indent=1) + "\n", encoding="utf-8")
+        write_json_atomic(args.baseline, baseline, indent=1)
         print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
         return 0
     rows = compare(run, load_baseline(args.baseline))
     print(format_table(rows))
     if args.junit:
-        Path(args.junit).write_text(junit_xml(rows, Path(args.baseline).stem), encoding="utf-8")
+        write_text_atomic(args.junit, junit_xml(rows, Path(args.baseline).stem))
     code = exit_code(rows)
     print("REGRESSION" if code else "OK")
     return code
@@ -125,8 +124,7 @@ def run_correlate(args: argparse.Namespace) -> int:
     runs, _ = load_runs(args.runs)
     if args.matrix:
         labels, values = paired_values(runs, args.matrix)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "matrix.md").write_text(matrix_markdown(args.matrix, values, args.method), encoding="utf-8")
+        write_text_atomic(out / "matrix.md", matrix_markdown(args.matrix, values, args.method))
         print(out / "matrix.md")
         return 0
     if not args.x or not args.y:
@@ -181,7 +179,6 @@ def run_agree(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from harness.reporting.agreement import agreement, to_json, to_markdown
-    from harness.files import write_text_atomic
 
     tolerances = Tolerances(args.min_exact_match, args.max_logprob_diff, args.max_rel_diff)
     report = agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a))

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from harness.cache import cache_root
 from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.files import write_bytes_atomic
 from harness.options import option
 
 __all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
@@ -115,8 +116,7 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
                 data = reply.read()
         except OSError as err:
             raise MissingDataError(f"{what}: could not download {url} ({type(err).__name__}); fetch it and pass its path") from err
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_bytes(data)
+        write_bytes_atomic(cached, data)  # concurrent downloaders each rename the same bytes in
     return cached
 
 

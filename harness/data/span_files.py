@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.data.documents import MissingDataError
+from harness.files import write_text_atomic
 from harness.metrics.longppl import KeyTokens, format_spans, parse_spans
 
 
@@ -17,7 +18,7 @@ def read_span_file(path: str | Path) -> list[list[int]]:
 
 def write_span_file(path: str | Path, spans: Sequence[Sequence[int]]) -> None:
     """Write spans in the reference format."""
-    Path(path).write_text(format_spans(spans), encoding="utf-8")
+    write_text_atomic(path, format_spans(spans))
 
 
 def key_tokens_from_span_files(folder: str | Path, doc_ids: Sequence[int]) -> list[KeyTokens]:

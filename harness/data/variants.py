@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataFormatError, UsageError
+from harness.files import write_json_atomic
 from harness.positions.inference import VARIANT_KEYS, Inference
 
 VARIANT_FILE = "lch_variant.json"
@@ -140,7 +141,4 @@ def write_variant(folder: str | Path, variant: Variant) -> Path:
     """Write ``folder/lch_variant.json`` (the folder is created); returns its path."""
     if not isinstance(variant.inference, Inference):
         raise DataFormatError(f"variant of {folder}: 'inference' must be an Inference, got {type(variant.inference).__name__}")
-    path = variant_path(folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(variant.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    return write_json_atomic(variant_path(folder), variant.to_json(), indent=2, sort_keys=True)

@@ -31,13 +31,13 @@ which the demo correlates with PPL and LongPPL across the variants. Everything s
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from dataclasses import dataclass
 
 from harness.demo.common import slug, write_reports
+from harness.files import write_json_atomic, write_text_atomic
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS
 
 
@@ -109,8 +109,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     model_dir = fetch_model(model)
     essays_dir = essays_folder(essays)
     group_dir = out / "tasks"
-    group_dir.mkdir(exist_ok=True)
-    (group_dir / f"{GROUP}.yaml").write_text(group_yaml(RULER_TASKS + BABILONG_TASKS), encoding="utf-8")
+    write_text_atomic(group_dir / f"{GROUP}.yaml", group_yaml(RULER_TASKS + BABILONG_TASKS))
     metadata = {
         "pretrained": str(model_dir),  # lm-eval's CLI merges model_args into task metadata; tasks size prompts by it
         # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
@@ -138,7 +137,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                "lengths": list(lengths), "num_samples": num_samples,
                "num_docs": num_docs, "doc_tokens": doc_tokens, "longppl_settings": LONGPPL, "rows": rows,
                "longppl_vs_ppl": stats, "seconds": round(time.perf_counter() - start, 1)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_json_atomic(out / "summary.json", summary, indent=2)
     print(format_summary(summary))
     for path in paths:
         print(f"  {path}")

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from harness.demo.common import slug, write_reports
+from harness.files import atomic_writer, write_json_atomic
 
 VARIANTS: list[tuple[str, dict]] = [
     ("vanilla", {"pic": "none"}),
@@ -35,7 +36,7 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
     model_dir = build_tiny_model(train_steps=300, train_length=128)
     evaluator_dir = build_tiny_model(train_steps=300, train_length=256, seed=1)
     docs_file = out / "synthetic_reports.jsonl"
-    with docs_file.open("w", encoding="utf-8") as f:
+    with atomic_writer(docs_file) as f:
         for text in synthetic_reports(n_docs, n_words, seed=1):
             f.write(json.dumps({"report": text}) + "\n")
     metadata = {
@@ -58,7 +59,7 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
              "n_docs": metrics["n_docs,none"], "longppl": longppl["longppl,none"],
              "longppl_soft": longppl["longppl_soft,none"], "n_key_tokens": longppl["n_key_tokens,none"]}
         )
-    (out / "summary.json").write_text(json.dumps({"model": str(model_dir), "rows": rows}, indent=2))
+    write_json_atomic(out / "summary.json", {"model": str(model_dir), "rows": rows}, indent=2)
     print(f"\n{n_docs} synthetic reports; tiny Llama trained on 128-token windows ({model_dir.name}); "
           f"LongPPL evaluator {evaluator_dir.name}")
     print(f"{'variant':<28} {'ppl':>9} {'longppl':>9} {'longppl_soft':>13} {'key tokens':>11} {'tokens':>7}")

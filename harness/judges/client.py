@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from harness.cache import cache_root
 from harness.errors import UsageError
+from harness.files import read_json_or_none, write_json_atomic
 
 
 def default_cache_dir() -> Path:
@@ -66,22 +67,24 @@ class JudgeAnswer:
     error: str | None = None
 
 
+_ANSWER_FIELDS = {"text", "finish_reason", "model", "fingerprint"}
+
+
 class JudgeCache:
-    """One JSON file per answered request, named by the request hash (atomic writes)."""
+    """One JSON file per answered request, named by the request hash. Writes are atomic
+    (:func:`harness.files.write_json_atomic`), so concurrent runs asking the same request both store the same
+    answer harmlessly (no lock: asking twice costs one request); an entry that is not a JSON object (a writer
+    killed before writes were atomic) is a miss, asked again and overwritten."""
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder) if folder else default_cache_dir()
 
     def get(self, key: str) -> dict | None:
-        path = self.folder / key[:2] / f"{key}.json"
-        return json.loads(path.read_text()) if path.exists() else None
+        value = read_json_or_none(self.folder / key[:2] / f"{key}.json")
+        return value if isinstance(value, dict) and "text" in value and set(value) <= _ANSWER_FIELDS else None
 
     def put(self, key: str, value: dict) -> None:
-        path = self.folder / key[:2] / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(value))
-        tmp.replace(path)
+        write_json_atomic(self.folder / key[:2] / f"{key}.json", value)
 
 
 def request_body(settings: JudgeSettings, messages: Sequence[dict]) -> dict:

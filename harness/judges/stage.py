@@ -29,6 +29,7 @@ from harness.data.documents import read_jsonl
 from harness.data.longform import load_hellobench_weights
 from harness.data.run_files import judgements_path
 from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.files import atomic_writer
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -261,7 +262,7 @@ def judge_samples_file(
     judged = judge(items)
     quality = sample_quality(items, judged)
     out = judgements_path(samples_file)
-    with out.open("w", encoding="utf-8") as f:
+    with atomic_writer(out) as f:  # a reader (lch gentable) never sees half a judgements file
         for row, parsed, q in zip(rows, judged.parsed, quality):
             f.write(json.dumps({"doc_id": row["doc_id"], "judge": items[0]["judge"].get("model"),
                                 "parsed": parsed, "quality": q}) + "\n")

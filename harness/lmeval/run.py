@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
+from harness.files import write_text_atomic
+
 
 def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None) -> Any:
     """An lm-eval ``TaskManager`` over our tasks (plus ``extra_paths``) with ``metadata`` for every task.
@@ -35,8 +37,7 @@ def save_run(results: dict, run_dir: Path) -> Path:
     """Write ``results`` as ``<run_dir>/results_<date>.json`` (lm-eval's layout, so ``lch`` reports read it)."""
     from lm_eval.utils import handle_non_serializable
 
-    run_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
-    path = run_dir / f"results_{stamp}.json"
-    path.write_text(json.dumps(results, indent=2, default=handle_non_serializable), encoding="utf-8")
-    return path
+    # atomic: `lch leaderboard` reading the folder while a run saves never sees half a results file
+    return write_text_atomic(run_dir / f"results_{stamp}.json",
+                             json.dumps(results, indent=2, default=handle_non_serializable))

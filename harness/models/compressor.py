@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from harness.errors import UsageError
+from harness.files import staged_files, write_json_atomic
 from harness.models.scoring import target_logprobs
 from harness.positions.epl import CARRIERS, LAYOUTS, chunk_lengths, decoder_positions, encoder_positions
 
@@ -185,12 +186,11 @@ class Compressor(nn.Module):
     def save(self, folder: str | Path) -> None:
         """``folder``: the peft adapter, ``compressor_embeddings.pt`` (memory, [AE], [LM]) and
         ``compressor.json`` (carrier, layout, L, |M|, LoRA settings)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(folder))
-        torch.save({"memory": self.memory.detach().cpu(), "ae_token": self.ae_token.detach().cpu(),
-                    "lm_token": self.lm_token.detach().cpu()}, folder / WEIGHTS_FILE)
-        (folder / CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=1))
+        with staged_files(folder) as staged:  # each file appears whole; compressor.json, written last, marks it done
+            self.model.save_pretrained(str(staged))
+            torch.save({"memory": self.memory.detach().cpu(), "ae_token": self.ae_token.detach().cpu(),
+                        "lm_token": self.lm_token.detach().cpu()}, staged / WEIGHTS_FILE)
+        write_json_atomic(Path(folder) / CONFIG_FILE, asdict(self.config), indent=1)
 
     @classmethod
     def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> "Compressor":

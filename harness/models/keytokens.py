@@ -8,9 +8,9 @@ used instead of an evaluator.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from harness.cache import cache_root
 from harness.errors import UsageError
+from harness.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS, KeyTokens
 from harness.options import option
 
@@ -61,23 +62,37 @@ def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int,
 
 
 class KeyTokenCache:
-    """Folder of ``<cache_key>.json`` files holding :class:`KeyTokens`."""
+    """Folder of ``<cache_key>.json`` files holding :class:`KeyTokens`, shared by concurrent processes.
+
+    Entries are written atomically (:func:`harness.files.write_json_atomic`); an entry that cannot be read (a
+    writer killed before writes were atomic, a full disk) is a miss and is overwritten. :meth:`lock` serialises
+    the computation of one entry across processes (``<cache_key>.json.lock``), so concurrent runs compute it
+    once; correctness never depends on it.
+    """
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder) if folder else default_cache_dir()
+        self._swept = False
 
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
 
     def get(self, key: str) -> KeyTokens | None:
-        path = self._path(key)
-        return KeyTokens.from_json(json.loads(path.read_text())) if path.exists() else None
+        value = read_json_or_none(self._path(key))
+        try:
+            return KeyTokens.from_json(value) if value is not None else None
+        except (KeyError, TypeError, ValueError):  # valid JSON of another shape: a miss, overwritten
+            return None
 
     def put(self, key: str, value: KeyTokens) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self._path(key).with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(value.to_json()))
-        tmp.replace(self._path(key))
+        if not self._swept:  # once per cache object: temporaries of writers killed hours ago
+            sweep_temporaries(self.folder)
+            self._swept = True
+        write_json_atomic(self._path(key), value.to_json())
+
+    def lock(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """:func:`harness.files.entry_lock` of the entry ``key``."""
+        return entry_lock(self._path(key))
 
 
 def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) -> tuple[Any, Any]:
@@ -131,11 +146,17 @@ def key_tokens_for_texts(
         # imported here: the task classes read KeyTokenOptions without importing torch
         from harness.models.longppl import find_key_tokens
 
-        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator
+        loaded: tuple[Any, Any] | None = None if isinstance(evaluator, str) else evaluator
         for i in tqdm(missing, desc="Finding key tokens"):
-            key = find_key_tokens(texts[i], model, tokenizer, *settings)
-            cache.put(cache_key(evaluator_id, texts[i], *settings), key)
-            results[i] = key
+            entry = cache_key(evaluator_id, texts[i], *settings)
+            with cache.lock(entry):
+                found = cache.get(entry)  # a concurrent run may have computed it while we waited
+                if found is None:
+                    if loaded is None:
+                        loaded = loader(evaluator)  # type: ignore[arg-type]
+                    found = find_key_tokens(texts[i], loaded[0], loaded[1], *settings)
+                    cache.put(entry, found)
+            results[i] = found
     return results  # type: ignore[return-value]
 
 

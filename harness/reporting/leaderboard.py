@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.files import write_text_atomic
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["model", "checkpoint", "variant", "model_args", "date"]
@@ -126,9 +127,8 @@ def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path,
                       headline: list[str] | None = None) -> list[Path]:
     """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics only, when given) and ``.html``."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
     paths = [output, output.with_suffix(".md"), output.with_suffix(".html")]
-    paths[0].write_text(to_csv(columns, rows), encoding="utf-8")
-    paths[1].write_text(to_markdown(columns, rows, headline), encoding="utf-8")
-    paths[2].write_text(to_html(columns, rows), encoding="utf-8")
+    write_text_atomic(paths[0], to_csv(columns, rows))
+    write_text_atomic(paths[1], to_markdown(columns, rows, headline))
+    write_text_atomic(paths[2], to_html(columns, rows))
     return paths

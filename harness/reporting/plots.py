@@ -24,6 +24,7 @@ from typing import Iterable, Sequence
 
 from harness.data.lengths import length_tokens
 from harness.errors import UsageError
+from harness.files import savefig_atomic
 from harness.positions.inference import Inference
 from harness.positions.methods import PIC_METHODS
 from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
@@ -87,10 +88,8 @@ def pyplot():
 
 def save_png(fig, path: str | Path) -> Path:
     """Lays out, writes and closes ``fig``; parent folders are created."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path)
+    path = savefig_atomic(fig, path)
     pyplot().close(fig)
     return path
 

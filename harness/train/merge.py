@@ -17,6 +17,7 @@ import torch
 
 from harness.data.variants import Variant, read_variant, write_variant
 from harness.errors import UsageError
+from harness.files import staged_files
 
 
 def is_adapter(folder: str | Path) -> bool:
@@ -44,15 +45,24 @@ def average_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], wa: f
 
 def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.5, 0.5), dtype: str = "float32") -> Path:
     """Merge ``tuned`` (an adapter over ``base``, or a full checkpoint) into ``base``; returns ``output``."""
-    from safetensors.torch import load_file, save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     l1, l2 = weights
     tuned_path, out = Path(tuned).expanduser(), Path(output).expanduser()
     if not tuned_path.is_dir():
         raise UsageError(f"{tuned_path} is not a checkpoint or adapter folder")
-    out.mkdir(parents=True, exist_ok=True)
     variant = read_variant(tuned_path) or Variant(base_model=base, recipe="unknown")
+    with staged_files(out) as staged:  # each merged file appears whole; the variant file, written last, marks it done
+        kind = _merge_into(staged, base, tuned_path, l1, l2, dtype)
+    variant.settings = {**variant.settings, "merged": {"weights": [l1, l2], "original": base, "tuned": str(tuned_path),
+                                                       "kind": kind}}
+    write_variant(out, variant)
+    return out
+
+
+def _merge_into(out: Path, base: str, tuned_path: Path, l1: float, l2: float, dtype: str) -> str:
+    """Write the merged adapter or model into the empty folder ``out``; returns what was merged (in words)."""
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     if is_adapter(tuned_path) and abs(l1 + l2 - 1.0) < 1e-9:
         weights_file = tuned_path / "adapter_model.safetensors"
         if not weights_file.is_file():
@@ -78,7 +88,4 @@ def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.
         original.save_pretrained(str(out))
         AutoTokenizer.from_pretrained(base).save_pretrained(str(out))
         kind = "full model"
-    variant.settings = {**variant.settings, "merged": {"weights": [l1, l2], "original": base, "tuned": str(tuned_path),
-                                                       "kind": kind}}
-    write_variant(out, variant)
-    return out
+    return kind

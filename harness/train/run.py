@@ -24,6 +24,7 @@ from tqdm import tqdm
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from harness.data.variants import Variant, read_variant, write_variant
+from harness.files import append_line, staged_files, write_json_atomic
 from harness.errors import DataFormatError, UsageError
 from harness.models.pic import apply_pic, set_rope_base
 from harness.train.config import TrainConfig, check_config, expected_inference
@@ -113,12 +114,25 @@ class VariantCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "loss" in logs and state.is_world_process_zero:
-            with (self.output / LOSS_LOG).open("a", encoding="utf-8") as f:
-                f.write(json.dumps({"step": state.global_step, "epoch": state.epoch, **logs}) + "\n")
+            append_line(self.output / LOSS_LOG, json.dumps({"step": state.global_step, "epoch": state.epoch, **logs}))
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             write_variant(self.output / f"checkpoint-{state.global_step}", self.variant)
+
+
+def read_losses(path: Path) -> list[float]:
+    """The logged losses of the loss log at ``path`` (none when it is missing); a line cut by a killed run is
+    skipped."""
+    if not path.exists():
+        return []
+    losses = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            losses.append(json.loads(line)["loss"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return losses
 
 
 @torch.no_grad()
@@ -295,11 +309,11 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     after = heldout_loss(model, held, pad_id, cfg.batch_size, cfg.progress)
 
     if trainer.is_world_process_zero():
-        model.save_pretrained(str(output))  # the adapter, or the full model (PIC patches are never saved)
-        tokenizer.save_pretrained(str(output))
+        with staged_files(output) as staged:  # each final file appears whole; the variant file last marks it done
+            model.save_pretrained(str(staged))  # the adapter, or the full model (PIC patches are never saved)
+            tokenizer.save_pretrained(str(staged))
         write_variant(output, variant)
-    losses = [json.loads(line)["loss"] for line in (output / LOSS_LOG).read_text().splitlines()] \
-        if (output / LOSS_LOG).exists() else []
+    losses = read_losses(output / LOSS_LOG)
     summary = {
         "recipe": cfg.recipe, "variant": variant.describe(), "output": str(output),
         "train_examples": len(train), "heldout_examples": len(held), "data": info,
@@ -311,5 +325,5 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
         "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 3) if torch.cuda.is_available() else None,
     }
     if trainer.is_world_process_zero():
-        (output / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        write_json_atomic(output / SUMMARY, summary, indent=2)
     return summary

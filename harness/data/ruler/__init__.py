@@ -40,7 +40,7 @@ from typing import Any
 from harness.data import haystacks
 from harness.data.prompt_length import PromptCounter, PromptOptions
 from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
-from harness.data.ruler.cache import cache_path, read_rows, write_rows
+from harness.data.ruler.cache import cache_path, read_rows, rows_lock, write_rows
 from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
 from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
 from harness.errors import UsageError
@@ -89,11 +89,23 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
     if task not in TASKS:
         raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
     spec, sources = TASKS[task], sources or Sources()
+    if not use_cache:
+        return _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
     path = cache_path(task, spec, length, num_samples, seed, icl, counter, sources)
-    if use_cache:
-        cached = read_rows(path)
+    cached = read_rows(path, num_samples)
+    if cached is not None:
+        return cached
+    with rows_lock(path):  # concurrent runs: one generates, the others wait and read its rows
+        cached = read_rows(path, num_samples)
         if cached is not None:
             return cached
+        rows = _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
+        write_rows(path, rows)
+    return rows
+
+
+def _build_rows(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
+                sources: Sources, icl: bool) -> list[dict[str, Any]]:
     builders, fitted, icl = _fit_samples(task, spec, length, num_samples, counter, seed, sources, icl)
     rows = []
     for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
@@ -101,8 +113,6 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
         rows.append({"index": i, "task": task, "input": text, "outputs": outputs, "gen_prefix": prefix,
                      "length": length, "prompt_budget": length, "prompt_tokens": tokens, "max_gen_toks": spec.budget,
                      "n_units": n, "icl_example": icl and spec.kind in _ICL_KINDS, **b.extra})
-    if use_cache:
-        write_rows(path, rows)
     return rows
 
 

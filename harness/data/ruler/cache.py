@@ -8,13 +8,14 @@ changing either orphans every cached file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import random
 from pathlib import Path
 from typing import Any
 
 from harness.cache import cache_root
+from harness.files import entry_lock, sweep_temporaries, write_text_atomic
 from harness.data.prompt_length import PromptCounter
 from harness.data.ruler.builders import Sources
 from harness.data.ruler.catalogue import GENERATOR_VERSION, TaskSpec
@@ -29,17 +30,33 @@ def cache_path(task: str, spec: TaskSpec, length: int, num_samples: int, seed: i
     return cache_root("ruler", f"{task}-{length}-{digest}.jsonl")
 
 
-def read_rows(path: Path) -> list[dict[str, Any]] | None:
-    """The cached rows at ``path``, or None when there are none."""
-    if not path.is_file():
+def read_rows(path: Path, expected: int | None = None) -> list[dict[str, Any]] | None:
+    """The cached rows at ``path``; None when there are none or the file is not a whole entry (unreadable, a
+    line that is not a JSON object, a missing final newline, or not ``expected`` rows: a partial file of a
+    writer killed before writes were atomic). A None entry is regenerated and overwritten by the caller."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
         return None
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    if not text.endswith("\n"):
+        return None
+    try:
+        rows = [json.loads(line) for line in text.splitlines()]
+    except ValueError:
+        return None
+    if not all(isinstance(r, dict) for r in rows) or (expected is not None and len(rows) != expected):
+        return None
+    return rows
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Stores ``rows`` at ``path`` atomically (write a temporary file, then rename): concurrent runs never
-    read a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{random.randrange(1 << 30)}")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
+    """Stores ``rows`` at ``path`` atomically (:func:`harness.files.write_text_atomic`): concurrent runs never
+    read a partial file, and two runs writing the same rows leave them."""
+    sweep_temporaries(path.parent)
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def rows_lock(path: Path) -> contextlib.AbstractContextManager[bool]:
+    """The lock under which one process generates the rows at ``path`` while concurrent ones wait and read them
+    (:func:`harness.files.entry_lock`; an optimisation, not needed for correctness)."""
+    return entry_lock(path)
