@@ -27,9 +27,12 @@ _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 
 
-def option(default: Any, help: str, choices: Iterable[str] | None = None) -> Any:
-    """A dataclass field with its default, its help string and, for a word option, the allowed values."""
-    meta: dict[str, Any] = {"help": help}
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None,
+           **metadata: Any) -> Any:
+    """A dataclass field with its default, its help string, for a word option the allowed values, and any
+    other metadata its readers use (``lch train``'s ``record`` / ``flag``: harness/train/config.py). Task
+    options, training configs and their generated command lines all declare fields with it."""
+    meta: dict[str, Any] = {"help": help, **metadata}
     if choices is not None:
         meta["choices"] = tuple(choices)
     return dataclasses.field(default=default, metadata=meta)
@@ -88,30 +91,8 @@ def _convert(value: Any, tp: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
         raise _BadValue
-    if tp is int:
-        if isinstance(value, bool):
-            raise _BadValue
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.strip())
-            except ValueError:
-                raise _BadValue from None
-        raise _BadValue
-    if tp is float:
-        if isinstance(value, bool):
-            raise _BadValue
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value.strip())
-            except ValueError:
-                raise _BadValue from None
-        raise _BadValue
+    if tp in (int, float):
+        return _number(value, tp)
     if tp is str:
         if isinstance(value, str):
             return value
@@ -158,3 +139,20 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
         if task and not str(err).startswith(prefix):
             raise UsageError(f"{prefix}{err}") from None
         raise
+
+
+def _number(value: Any, tp: type) -> int | float:
+    """``value`` as an int or a float: numbers (an int only from a whole float), or a string that parses as
+    one; never a bool (``True`` is no number a user meant)."""
+    if isinstance(value, bool):
+        raise _BadValue
+    if isinstance(value, str):
+        try:
+            return tp(value.strip())
+        except ValueError:
+            raise _BadValue from None
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int) or (tp is float and isinstance(value, float)):
+        return tp(value)
+    raise _BadValue

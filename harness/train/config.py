@@ -16,11 +16,12 @@ This module stays free of torch: ``lch``'s parser reads it.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.errors import MissingDataError, UsageError
+from harness.options import option
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.positions.inference import LAYOUTS, Inference
 from harness.positions.methods import PIC_METHODS
@@ -32,11 +33,6 @@ NTK_SFT_RATIO = 16.0  # paper 000: NTK-aware PIC-SFT uses s_rr = 16
 PIC_SFT_RATIO = 2.0
 SEGMENT_LENGTH = 256
 STAGES = ("extend", "replay")  # LongRecipe's stages
-
-
-def option(default: Any = MISSING, help: str = "", **metadata: Any) -> Any:
-    """A config field that is also an option of ``lch train`` (metadata keys: the module docstring)."""
-    return field(default=default, metadata={"help": help, **metadata})
 
 
 def _lora(cfg: TrainConfig) -> bool:
