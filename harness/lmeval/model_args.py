@@ -54,30 +54,44 @@ def check_compressor_args(args: dict) -> None:
         check_model_path(args["checkpoint"], "checkpoint", local=True)
 
 
-VLLM_PIC_ARGS = {"pic", "pic_ratio", "rope_base"}  # ours; Dynamic PIC's l_ic / l_rc / layout are hf-pic's only
+VLLM_PIC_ARGS = {"pic", "pic_ratio", "pic_initial", "pic_recent", "pic_layout", "rope_base"}  # ours (pic_impl is hf-pic's)
 
 
 def moving_keys_on_vllm(method: str) -> str:
-    """The refusal of a method that re-positions cached keys (Dynamic PIC) on vLLM."""
+    """The refusal of a method that re-positions cached keys and has no vLLM implementation."""
     return (f"pic={method} is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
             f"--model hf-pic for {PIC_METHODS[method].words}")
 
 
-DYNAMIC_ON_VLLM = moving_keys_on_vllm("dynamic")
+def _local_config(pretrained: Any) -> dict | None:
+    """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
+    import json
+
+    if not isinstance(pretrained, str):
+        return None
+    config_file = Path(pretrained).expanduser() / "config.json"
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else None
+    except ValueError:
+        return None  # check_vllm_model says why
 
 
-def refuse_dynamic_on_vllm(resolved: dict[str, Any]) -> None:
-    """A method that re-positions cached keys (Dynamic PIC; asked for, or expected by the checkpoint's variant
-    file) is refused on vLLM in one line."""
+def check_dynamic_on_vllm(resolved: dict[str, Any], args: dict) -> None:
+    """A method that re-positions cached keys (asked for, or expected by the checkpoint's variant file) on
+    vLLM: Dynamic PIC runs through :mod:`harness.models.vllm_dynamic_pic` on Llama models, with the engine
+    settings it needs (a contradicting engine arg, another architecture: one line); another such method is
+    refused in one line."""
     inference: Inference = resolved["inference"]
     if not inference.entry.moves_cached_keys:
         return
-    variant = resolved["variant"]
-    if (variant is not None and variant.inference.method == inference.method
-            and not any("pic=" in o for o in resolved["overrides"])):
-        raise UsageError(f"this checkpoint is {variant.describe()}, which expects {inference.entry.words}; vLLM cannot "
-                         "run it: use --model hf-pic, or pass pic=none for standard inference")
-    raise UsageError(moving_keys_on_vllm(inference.method))
+    if inference.method != "dynamic":
+        raise UsageError(moving_keys_on_vllm(inference.method))
+    from harness.models.vllm_dynamic_pic import check_architecture, engine_settings
+
+    config = _local_config(args.get("pretrained"))
+    if config is not None:
+        check_architecture(config)
+    engine_settings(args, config or {})
 
 
 def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -> None:
@@ -135,13 +149,13 @@ def check_vllm_pic_args(args: dict) -> dict[str, Any]:
     :func:`check_hf_pic_args` resolves."""
     resolved = check_hf_pic_args({"pretrained": args.get("pretrained"), "peft": args.get("lora_local_path"),
                                   **{k: args[k] for k in VLLM_PIC_ARGS if k in args}})
-    refuse_dynamic_on_vllm(resolved)
+    check_dynamic_on_vllm(resolved, args)
     refuse_partial_rope_pic_on_vllm(resolved, args.get("pretrained"))
     unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
     if unknown:
-        hint = " (Dynamic PIC's settings: use --model hf-pic)" if unknown & {"pic_initial", "pic_recent", "pic_layout", "pic_impl"} else ""
+        hint = " (pic_impl: use --model hf-pic)" if "pic_impl" in unknown else ""
         raise UsageError(f"vllm-pic: unknown model args {sorted(unknown)}{hint}; it takes lm-eval's vllm args, vLLM's "
-                         "engine args and pic / pic_ratio / rope_base")
+                         "engine args and pic / pic_ratio / pic_initial / pic_recent / pic_layout / rope_base")
     check_vllm_model(args.get("pretrained"))
     return resolved
 

@@ -5,8 +5,11 @@ vLLM builds RoPE from the HF config, so PIC is expressed as config overrides (``
 * naive PIC  -> linear RoPE scaling with factor ``s_cr`` (position ``m`` rotates as ``m / s_cr``);
 * NTK-aware  -> ``rope_theta`` multiplied by ``s_rr`` (paper Eq. 8).
 
-Dynamic PIC re-positions cached keys at every step, which vLLM's paged attention cannot express:
-``pic=dynamic`` fails with a pointer to ``hf-pic``.
+* Dynamic PIC  -> an out-of-tree model class, ``Pic<Arch>`` (:mod:`harness.models.vllm_dynamic_pic`, Llama
+  models on vLLM's CPU backend), which re-rotates the cached keys whose id moved at every step, selected by
+  ``hf_overrides`` with ``pic_ratio`` / ``pic_initial`` / ``pic_recent`` / ``pic_layout``; the engine runs
+  with ``enforce_eager=True``, prefix caching and chunked prefill off and ``max_num_batched_tokens >=
+  max_model_len`` (docs/vllm.md says why; a contradicting arg is refused in one line).
 
 Request types: lm-eval's own (``loglikelihood``, ``loglikelihood_rolling``, ``generate_until``, inherited)
 and ours, with the options and responses of ``hf-pic`` (:mod:`harness.lmeval.request_options`):
@@ -38,9 +41,9 @@ from harness.data.variants import results_info
 from harness.errors import UsageError
 from harness.lmeval.model_args import (
     check_hf_pic_args,
+    check_dynamic_on_vllm,
     check_vllm_pic_args,
     moving_keys_on_vllm,
-    refuse_dynamic_on_vllm,
 )
 from harness.lmeval.request_options import (
     GENERATE_LONG,
@@ -85,7 +88,11 @@ def vllm_pic_overrides(hf_config: dict, inference: Inference) -> dict:
     re-positions cached keys, or whose positions vLLM's RoPE settings cannot express, is refused."""
     entry, method = inference.entry, inference.method
     if entry.moves_cached_keys:
-        raise UsageError(moving_keys_on_vllm(method))
+        if method != "dynamic":
+            raise UsageError(moving_keys_on_vllm(method))
+        from harness.models.vllm_dynamic_pic import hf_overrides
+
+        return hf_overrides(hf_config, inference)
     if not entry.acts:
         return {}
     params = rope_parameters(hf_config)
@@ -144,13 +151,17 @@ def long_generation_response(completion: Any) -> LongGenerationResponse:
 
 
 class VLLMPicLM(_Base):
-    """lm-eval ``vllm`` with ``pic=none|naive|ntk``, ``pic_ratio`` and ``rope_base`` in ``--model_args``;
+    """lm-eval ``vllm`` with ``pic=none|naive|ntk|dynamic``, ``pic_ratio`` (``pic_initial`` / ``pic_recent`` /
+    ``pic_layout`` for Dynamic PIC) and ``rope_base`` in ``--model_args``;
     a variant file (``lch_variant.json``) in ``lora_local_path`` or ``pretrained`` sets their defaults as
     in ``hf-pic``. Serves our request types too (module docstring)."""
 
     def __init__(self, pretrained: str, pic: str | None = None, pic_ratio: float | None = None,
-                 rope_base: float | str | None = None, **kwargs: Any) -> None:
-        given = {k: v for k, v in (("pic", pic), ("pic_ratio", pic_ratio), ("rope_base", rope_base)) if v is not None}
+                 rope_base: float | str | None = None, pic_initial: int | None = None, pic_recent: int | None = None,
+                 pic_layout: str | None = None, **kwargs: Any) -> None:
+        given = {k: v for k, v in (("pic", pic), ("pic_ratio", pic_ratio), ("rope_base", rope_base),
+                                   ("pic_initial", pic_initial), ("pic_recent", pic_recent),
+                                   ("pic_layout", pic_layout)) if v is not None}
         if _VLLM_ERROR is None:
             resolved = check_vllm_pic_args({"pretrained": pretrained, **given, **kwargs})
         else:  # the inference args' errors first, then the import error below
@@ -158,15 +169,22 @@ class VLLMPicLM(_Base):
         inference, variant = resolved["inference"], resolved["variant"]
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
-        refuse_dynamic_on_vllm(resolved)
+        check_dynamic_on_vllm(resolved, {"pretrained": pretrained, **kwargs})
         config = with_rope_base(_read_hf_config(pretrained), inference.rope_base)
         overrides = vllm_pic_overrides(config, inference)
+        if inference.entry.moves_cached_keys and inference.rope_base is not None:
+            overrides["rope_parameters"] = config["rope_parameters"]
         if not overrides and inference.rope_base is not None:
             overrides = {"rope_parameters": config["rope_parameters"]}
         if _VLLM_ERROR is not None:
             raise unavailable(_VLLM_ERROR) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
+        if inference.entry.moves_cached_keys:  # Dynamic PIC: its class registered, the engine settings it needs
+            from harness.models.vllm_dynamic_pic import engine_settings, register
+
+            register()
+            kwargs = engine_settings(kwargs, config)
         self.pic, self.inference, self.variant = inference.method, inference, variant
         self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
         super().__init__(pretrained=pretrained, **kwargs)
@@ -244,6 +262,9 @@ class VLLMPicLM(_Base):
     def _lsm(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:
         from harness.models.vllm_scoring import vllm_lsm_runner
 
+        if self.inference.entry.moves_cached_keys:
+            raise UsageError("lsm on vllm-pic is not available with pic=dynamic yet (its pooling engine has no Dynamic "
+                             "PIC): use --model hf-pic")
         if self.data_parallel_size > 1:
             raise UsageError("lsm on vllm-pic needs data_parallel_size=1 (it runs a pooling engine beside the "
                              "generating one); use tensor_parallel_size, or --model hf-pic")

@@ -91,18 +91,25 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
     assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board
 
 
-def test_vllm_refuses_a_dynamic_variant_naming_it(adapters, tiny_model_dir):
-    """A Dynamic PIC-SFT checkpoint on vllm-pic: the variant is named and hf-pic / pic=none suggested; an
-    explicit pic=dynamic gets the plain Dynamic-on-vLLM line (both before vLLM is imported)."""
+def test_vllm_takes_a_dynamic_variant_on_llama_only(adapters, tiny_model_dir, tmp_path):
+    """A Dynamic PIC-SFT checkpoint on vllm-pic resolves to Dynamic PIC, which vLLM runs on a Llama (checked
+    before vLLM is imported); another architecture, or an engine arg that contradicts what it needs, is one line."""
+    import json
+    import shutil
+
     from harness.errors import UsageError
-    from harness.lmeval.model_args import DYNAMIC_ON_VLLM, check_hf_pic_args, refuse_dynamic_on_vllm
+    from harness.lmeval.model_args import check_dynamic_on_vllm, check_hf_pic_args
 
     resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
-    with pytest.raises(UsageError, match=r"this checkpoint is Dynamic PIC-SFT .* which expects Dynamic PIC; vLLM cannot "
-                                         r"run it: use --model hf-pic, or pass pic=none for standard inference"):
-        refuse_dynamic_on_vllm(resolved)
-    with pytest.raises(UsageError) as err:
-        refuse_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(tiny_model_dir), "pic": "dynamic"}))
-    assert str(err.value) == DYNAMIC_ON_VLLM
-    refuse_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn"),
-                                              "pic": "none"}))  # standard inference: allowed
+    assert resolved["inference"].method == "dynamic"
+    check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir)})
+    with pytest.raises(UsageError, match=r"pic=dynamic on vLLM needs enforce_eager=True"):
+        check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enforce_eager": False})
+    alien = tmp_path / "alien"
+    shutil.copytree(tiny_model_dir, alien)
+    config = json.loads((alien / "config.json").read_text())
+    (alien / "config.json").write_text(json.dumps({**config, "architectures": ["Qwen2ForCausalLM"]}))
+    with pytest.raises(UsageError, match=r"supports LlamaForCausalLM models for now; this one is Qwen2ForCausalLM: use "
+                                         r"--model hf-pic"):
+        check_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "dynamic"}), {"pretrained": str(alien)})
+    check_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "none"}), {"pretrained": str(alien)})

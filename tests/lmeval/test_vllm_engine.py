@@ -252,9 +252,12 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
 
     cases = [
         (case(f"pretrained={model},bogus_arg=1"), r"vllm-pic: unknown model args \['bogus_arg'\]; it takes"),
-        (case(f"pretrained={model},pic=naive,pic_recent=8"), r"unknown model args \['pic_recent'\] \(Dynamic PIC's "
-                                                             r"settings: use --model hf-pic\)"),
-        (case(f"pretrained={model},pic=dynamic,pic_ratio=2"), r"pic=dynamic is not available on vLLM .* use --model hf-pic"),
+        (case(f"pretrained={model},pic=naive,pic_impl=reference"), r"unknown model args \['pic_impl'\] \(pic_impl: use "
+                                                                   r"--model hf-pic\)"),
+        (case(f"pretrained={model},pic=dynamic,pic_ratio=2,enable_prefix_caching=True"),
+         r"pic=dynamic on vLLM needs enable_prefix_caching=False"),
+        (case(f"pretrained={alien},pic=dynamic,pic_ratio=2"), r"pic=dynamic on vLLM supports LlamaForCausalLM models for "
+                                                              r"now; this one is NotAModelForCausalLM: use --model hf-pic"),
         (case(f"pretrained={alien}"), r"vLLM cannot load .*alien: its architecture NotAModelForCausalLM is not one this "
                                       r"vLLM supports; use --model hf-pic"),
         (case(f"pretrained={damaged}"), r"damaged/model.safetensors is not a readable safetensors file .*fetch or save"),
