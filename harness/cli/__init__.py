@@ -24,12 +24,14 @@ from __future__ import annotations
 import argparse
 import re
 import os
+import shutil
 import sys
 import traceback
+from pathlib import Path
 
 from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
 from harness.cli.translate import translate
-from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError, UsageError
+from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LchError, UsageError
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
@@ -72,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lch: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
+        return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
     except Exception as err:  # noqa: BLE001 (sorted below: user errors become one line, bugs keep their traceback)
         user_error = err if isinstance(err, LchError) else translate(err)
         if user_error is None or debug:
@@ -83,6 +87,38 @@ def main(argv: list[str] | None = None) -> int:
         return user_error.exit_code
 
 
+OUTPUT_ARGS = ("output", "junit")  # the arguments that name what a command writes
+OUTPUT_SUFFIXES = ("", ".md", ".html", ".json")  # leaderboard / agree write beside the path given
+
+
+def _new_paths(args: argparse.Namespace) -> list[Path]:
+    """The outermost paths a command's outputs would create (the output's first missing ancestor, and
+    files beside it), recorded before the command runs."""
+    found = []
+    for name in OUTPUT_ARGS:
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or not value:
+            continue
+        for suffix in OUTPUT_SUFFIXES:
+            path = Path(value + suffix).expanduser().absolute()
+            try:
+                while not path.parent.exists() and path.parent != path:
+                    path = path.parent
+                if not path.exists():
+                    found.append(path)
+            except OSError:  # a name too long for the file system: nothing can be created there
+                continue
+    return found
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink(missing_ok=True)
+
+
 def _run(argv: list[str]) -> int:
     if argv and argv[0] == "eval":  # every other argument is lm-eval's
         return evaluate.run_eval(argv[1:])
@@ -91,7 +127,12 @@ def _run(argv: list[str]) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_USAGE
-    return args.handler(args)
+    created = _new_paths(args)
+    try:
+        return args.handler(args)
+    except Exception:
+        _remove(created)  # a failed command leaves no half-written output (an interrupted one keeps it: resume)
+        raise
 
 
 if __name__ == "__main__":

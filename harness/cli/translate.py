@@ -4,6 +4,7 @@ recognised here is treated as a bug (traceback, exit 70)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 
@@ -33,6 +34,8 @@ def translate(err: BaseException) -> LchError | None:
     if isinstance(err, json.JSONDecodeError):
         return DataFormatError(f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
                                "--metadata / --model_args JSON or the data file")
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        return UsageError(f"{err.filename or 'a path'}: file name too long for this file system")
     if isinstance(err, FileNotFoundError) and err.filename:
         return MissingDataError(f"{err.filename} does not exist: check the path")
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):

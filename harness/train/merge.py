@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from harness.data.variants import Variant, read_variant, write_variant
+from harness.models.folders import check_model_folder
 from harness.errors import UsageError
 
 
@@ -51,6 +52,10 @@ def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.
     tuned_path, out = Path(tuned).expanduser(), Path(output).expanduser()
     if not tuned_path.is_dir():
         raise UsageError(f"{tuned_path} is not a checkpoint or adapter folder")
+    if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise UsageError(f"lch train merge: --dtype {dtype!r} is not a torch dtype (e.g. float32, bfloat16)")
+    check_model_folder(base, "--base")
+    check_model_folder(tuned_path, "--tuned")
     out.mkdir(parents=True, exist_ok=True)
     variant = read_variant(tuned_path) or Variant(base_model=base, recipe="unknown")
     if is_adapter(tuned_path) and abs(l1 + l2 - 1.0) < 1e-9:
