@@ -30,7 +30,7 @@ import traceback
 from pathlib import Path
 
 from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
-from harness.cli.translate import translate
+from harness.cli.translate import given_models, translate
 from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LchError, UsageError
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
         return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
     except Exception as err:  # noqa: BLE001 (sorted below: user errors become one line, bugs keep their traceback)
-        user_error = err if isinstance(err, LchError) else translate(err)
+        user_error = err if isinstance(err, LchError) else translate(err, given_models(argv))
         if user_error is None or debug:
             if user_error is None:
                 print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)

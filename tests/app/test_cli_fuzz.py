@@ -383,3 +383,27 @@ def test_corpus_case(case, fuzz_env, tmp_path):
     if case.get("error"):
         line = [x for x in stderr.splitlines() if x.startswith("lch: error:")][-1]
         assert expand(case["error"], fuzz_env["inputs"], tmp_path) in line
+
+
+def test_a_translated_error_names_only_what_the_user_gave():
+    """An offline hub error whose text quotes a docs URL: the message names the model given, never the URL."""
+    from harness.cli.translate import given_models, translate
+
+    argv = ["eval", "--model", "hf-pic", "--model_args", "pretrained=org/my-model,pic=naive", "--tasks", "x"]
+    assert given_models(argv) == ["org/my-model"]
+    text = ("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached "
+            "files. Check your internet connection or see how to run the library in offline mode at "
+            "'https://huggingface.co/docs/transformers/installation#offline-mode'.")
+    message = str(translate(OSError(text), given_models(argv)))
+    assert "org/my-model" in message and "https://" not in message and "offline-mode" not in message
+    assert "https://" not in str(translate(OSError(text), []))
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        try:
+            raise LocalEntryNotFoundError("see 'https://huggingface.co/docs/x' for 'other/name'")
+        except LocalEntryNotFoundError as inner:
+            raise OSError("wrapped") from inner
+    except OSError as err:
+        message = str(translate(err, ["org/my-model"]))
+    assert "org/my-model" in message and "other/name" not in message and "https://" not in message
