@@ -25,6 +25,7 @@ import argparse
 import re
 import os
 import shutil
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -69,10 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("LCH_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
+    previous = _on_sigterm_interrupt()
     try:
         return _run(argv)
     except KeyboardInterrupt:
-        print("lch: interrupted", file=sys.stderr)
+        print(f"lch: error: interrupted; {interrupted_hint(argv)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
         return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
@@ -85,6 +87,42 @@ def main(argv: list[str] | None = None) -> int:
             return user_error.exit_code if user_error is not None else EXIT_INTERNAL
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C (SIGINT) is: the command stops, says what it kept, exits 130."""
+
+
+def _raise_terminated(signum: int, frame) -> None:
+    raise Terminated()
+
+
+def _on_sigterm_interrupt():
+    """Install the SIGTERM handler (main thread only); returns the previous one to restore, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def interrupted_hint(argv: list[str]) -> str:
+    """What an interrupted command kept and how to resume it, in words (one line)."""
+    command = argv[0] if argv else ""
+    if command == "eval":
+        return ("responses computed so far are kept in the --use_cache response cache: run the same command to "
+                "resume" if "--use_cache" in argv or any(a.startswith("--use_cache=") for a in argv)
+                else "nothing was kept (add --use_cache PATH to keep responses across runs); run it again")
+    if command == "judge":
+        return "the judge answers received so far are cached: run the same command to resume"
+    if command == "train" and argv[1:2] != ["merge"]:
+        return "the last checkpoint (if one was saved) is in --output: add --resume to the same command to continue"
+    if command == "models":
+        return "nothing was kept: run it again"
+    return "run the same command again"
 
 
 OUTPUT_ARGS = ("output", "junit")  # the arguments that name what a command writes
