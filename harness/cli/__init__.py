@@ -24,12 +24,15 @@ from __future__ import annotations
 import argparse
 import re
 import os
+import shutil
+import signal
 import sys
 import traceback
+from pathlib import Path
 
 from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
-from harness.cli.translate import translate
-from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, LchError, UsageError
+from harness.cli.translate import given_models, translate
+from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LchError, UsageError
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
@@ -67,13 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("LCH_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
+    previous = _on_sigterm_interrupt()
     try:
         return _run(argv)
     except KeyboardInterrupt:
-        print("lch: interrupted", file=sys.stderr)
+        print(f"lch: error: interrupted; {interrupted_hint(argv)}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
+        return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
     except Exception as err:  # noqa: BLE001 (sorted below: user errors become one line, bugs keep their traceback)
-        user_error = err if isinstance(err, LchError) else translate(err)
+        user_error = err if isinstance(err, LchError) else translate(err, given_models(argv))
         if user_error is None or debug:
             if user_error is None:
                 print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)
@@ -81,6 +87,74 @@ def main(argv: list[str] | None = None) -> int:
             return user_error.exit_code if user_error is not None else EXIT_INTERNAL
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C (SIGINT) is: the command stops, says what it kept, exits 130."""
+
+
+def _raise_terminated(signum: int, frame) -> None:
+    raise Terminated()
+
+
+def _on_sigterm_interrupt():
+    """Install the SIGTERM handler (main thread only); returns the previous one to restore, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def interrupted_hint(argv: list[str]) -> str:
+    """What an interrupted command kept and how to resume it, in words (one line)."""
+    command = argv[0] if argv else ""
+    if command == "eval":
+        return ("responses computed so far are kept in the --use_cache response cache: run the same command to "
+                "resume" if "--use_cache" in argv or any(a.startswith("--use_cache=") for a in argv)
+                else "nothing was kept (add --use_cache PATH to keep responses across runs); run it again")
+    if command == "judge":
+        return "the judge answers received so far are cached: run the same command to resume"
+    if command == "train" and argv[1:2] != ["merge"]:
+        return "the last checkpoint (if one was saved) is in --output: add --resume to the same command to continue"
+    if command == "models":
+        return "nothing was kept: run it again"
+    return "run the same command again"
+
+
+OUTPUT_ARGS = ("output", "junit")  # the arguments that name what a command writes
+OUTPUT_SUFFIXES = ("", ".md", ".html", ".json")  # leaderboard / agree write beside the path given
+
+
+def _new_paths(args: argparse.Namespace) -> list[Path]:
+    """The outermost paths a command's outputs would create (the output's first missing ancestor, and
+    files beside it), recorded before the command runs."""
+    found = []
+    for name in OUTPUT_ARGS:
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or not value:
+            continue
+        for suffix in OUTPUT_SUFFIXES:
+            path = Path(value + suffix).expanduser().absolute()
+            try:
+                while not path.parent.exists() and path.parent != path:
+                    path = path.parent
+                if not path.exists():
+                    found.append(path)
+            except OSError:  # a name too long for the file system: nothing can be created there
+                continue
+    return found
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists() or path.is_symlink():
+            path.unlink(missing_ok=True)
 
 
 def _run(argv: list[str]) -> int:
@@ -91,7 +165,12 @@ def _run(argv: list[str]) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_USAGE
-    return args.handler(args)
+    created = _new_paths(args)
+    try:
+        return args.handler(args)
+    except Exception:
+        _remove(created)  # a failed command leaves no half-written output (an interrupted one keeps it: resume)
+        raise
 
 
 if __name__ == "__main__":

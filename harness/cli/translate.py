@@ -4,6 +4,7 @@ recognised here is treated as a bug (traceback, exit 70)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 
@@ -19,20 +20,57 @@ _MODEL_NOT_FOUND = (
 )
 
 
-def _model_name(message: str) -> str:
-    found = re.findall(r"'([^']+)'", message)  # transformers quotes the name last ("... form 'a' or 'b/c': 'x'")
-    return found[-1] if found else "the model"
+_HUB_ERRORS = ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError",
+               "LocalEntryNotFoundError", "HFValidationError", "OfflineModeIsEnabled")
+_MODEL_FLAGS = ("--model", "--base", "--tuned", "--evaluator", "--init", "--tokenizer")
+_MODEL_KEYS = ("pretrained", "peft", "tokenizer", "checkpoint")
 
 
-def translate(err: BaseException) -> LchError | None:
-    """The user error behind ``err``, or None when it is not recognised as one."""
+def given_models(argv: list[str]) -> list[str]:
+    """The model names / folders the user typed: values of ``--base`` / ``--tuned`` / ``--evaluator`` ...
+    and the ``pretrained=`` / ``peft=`` / ``tokenizer=`` model args. A message names only these."""
+    names = []
+    for i, arg in enumerate(argv[:-1]):
+        value = argv[i + 1]
+        eval_model_class = arg == "--model" and argv[:1] == ["eval"]  # lm-eval's --model is a class (hf-pic)
+        if arg in _MODEL_FLAGS and not eval_model_class and not value.startswith("-"):
+            names.append(value)
+        if arg in ("--model_args", "-a"):
+            names += [v for k, _, v in (p.partition("=") for p in value.split(",")) if k.strip() in _MODEL_KEYS and v]
+    return list(dict.fromkeys(names))
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from (transformers wraps the hub's errors in an OSError)."""
+    seen: list[BaseException] = []
+    while err is not None and err not in seen:
+        seen.append(err)
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _model_not_found(models: list[str]) -> MissingDataError:
+    name = " / ".join(models) if models else "the model given"  # only what the user typed, never the message's text
+    return MissingDataError(f"model {name} not found: give pretrained= a local model folder or a hub name (offline: "
+                            "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+
+
+def translate(err: BaseException, models: list[str] | None = None) -> LchError | None:
+    """The user error behind ``err``, or None when it is not recognised as one. Recognised by type and
+    attributes first (huggingface_hub's errors anywhere in the chain, ``JSONDecodeError``'s position,
+    ``OSError``'s errno / filename), by the library's wording only where it raises a plain ``OSError``.
+    ``models``: the model names the user gave (:func:`given_models`), the only names a message may use."""
+    models = models or []
     message = " ".join(str(err).split())
+    if any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err)):
+        return _model_not_found(models)
     if isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND):
-        return MissingDataError(f"model {_model_name(message)} not found: give pretrained= a local model folder or a "
-                                "hub name (offline: `lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+        return _model_not_found(models)
     if isinstance(err, json.JSONDecodeError):
         return DataFormatError(f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
                                "--metadata / --model_args JSON or the data file")
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        return UsageError(f"{err.filename or 'a path'}: file name too long for this file system")
     if isinstance(err, FileNotFoundError) and err.filename:
         return MissingDataError(f"{err.filename} does not exist: check the path")
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):

@@ -26,7 +26,7 @@ def _read_local(path: Path, text_field: str) -> list[str]:
         files = sorted(p for p in path.iterdir() if p.suffix in (".jsonl", ".json", ".txt"))
         return [text for f in files for text in _read_local(f, text_field)]
     if path.suffix == ".txt":
-        return [path.read_text(encoding="utf-8")]
+        return [read_text(path)]
     if path.suffix in (".jsonl", ".json"):
         rows = read_json(path) if path.suffix == ".json" else read_jsonl(path)
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
@@ -120,11 +120,20 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
     return cached
 
 
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file's text; a file that is not UTF-8 (binary) is a :class:`DataFormatError` naming it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise DataFormatError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); give a text file") from None
+
+
 def read_json(path: str | Path) -> Any:
     """A JSON file, or a :class:`DataFormatError` naming the file and where it stops being JSON."""
     path = Path(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise DataFormatError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); fix or replace the file") from None
 
@@ -134,7 +143,7 @@ def read_jsonl(path: str | Path, what: str = "JSON Lines") -> list[dict[str, Any
     :class:`DataFormatError` naming the file and the line."""
     path = Path(path)
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:

@@ -45,8 +45,27 @@ def _model_args(args) -> dict:
     return dict((model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")) or {})
 
 
+def _parse_as_lch(cli):
+    """lm-eval's ``cli.parse_args()``, its argparse errors raised as our one-line ``UsageError`` (argparse would
+    print its usage and exit)."""
+    import argparse
+
+    from harness.errors import UsageError
+
+    def error(parser: argparse.ArgumentParser, message: str):
+        raise UsageError(f"lch eval: {message}; see `lch eval --help`")
+
+    original = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = error  # type: ignore[method-assign]
+    try:
+        return cli.parse_args()
+    finally:
+        argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+
+
 def run_lm_eval(argv: list[str]) -> None:
     """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
+    check_json_args(argv)
     register()
     from lm_eval._cli.harness import HarnessCLI
     from lm_eval.utils import setup_logging
@@ -59,7 +78,7 @@ def run_lm_eval(argv: list[str]) -> None:
     sys.argv = ["lm-eval", *argv]
     try:
         cli = HarnessCLI()
-        args = cli.parse_args()
+        args = _parse_as_lch(cli)
         if hasattr(args, "include_path"):
             # TaskManager accepts a list: ours first, the user's after (later paths override).
             user = args.include_path or _config_include_path(getattr(args, "config", None))
@@ -78,3 +97,25 @@ def run_lm_eval(argv: list[str]) -> None:
         cli.execute(args)
     finally:
         sys.argv = saved_argv
+
+
+def check_json_args(argv: list[str]) -> None:
+    """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse: refused in
+    one line naming the flag, before lm-eval's parser raises a bare ValueError."""
+    import json
+
+    from harness.errors import UsageError
+
+    for i, arg in enumerate(argv):
+        flag, _, value = arg.partition("=")
+        if flag not in ("--metadata", "--model_args", "-a"):
+            continue
+        if not _:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if "{" not in value:
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object with "
+                             "double quotes, e.g. '{\"num_docs\": 2}'") from None

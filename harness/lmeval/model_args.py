@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.variants import read_variant
+from harness.models.folders import check_model_folder
 from harness.errors import DataFormatError, MissingDataError, UsageError
 from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
@@ -21,6 +22,7 @@ def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -
     if looks_local and not Path(value).expanduser().exists():
         raise MissingDataError(f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
                                "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+    check_model_folder(value, arg)
 
 
 def check_hf_pic_args(args: dict) -> dict[str, Any]:
@@ -29,7 +31,10 @@ def check_hf_pic_args(args: dict) -> dict[str, Any]:
     then the variant's, then :class:`Inference`'s defaults. Returns ``{"inference": Inference, "variant":
     Variant | None, "overrides": ["pic=none (variant: dynamic)", ...]}``."""
     explicit = Inference.fields_from(args)
-    Inference(**explicit)  # the given values checked before any file is read
+    try:
+        Inference(**explicit)  # the given values checked before any file is read
+    except UsageError as err:  # named as the user gave them: the model args
+        raise UsageError(f"--model_args: {err}") from None
     for key in ("pretrained", "peft"):
         check_model_path(args.get(key), key)
     variant = read_variant(args.get("peft")) or read_variant(args.get("pretrained"))

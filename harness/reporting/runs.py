@@ -84,7 +84,7 @@ def read_json(path: Path, error: type[ValueError]) -> Any:
     """The file's JSON, or ``error("<path>: not readable JSON (...)")``."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:  # UnicodeDecodeError: a binary file
         raise error(f"{path}: not readable JSON ({err})") from None
 
 

@@ -111,6 +111,13 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
     from harness.data.documents import load_documents
     from harness.models.compressor import Compressor, CompressorConfig
 
+    from harness.models.folders import check_model_folder
+
+    if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise UsageError(f"lch train-compressor: --dtype {dtype!r} is not a torch dtype (e.g. float32, bfloat16)")
+    check_model_folder(base, "--base")
+    if init:
+        check_model_folder(init, "--init")
     model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(base)
     # options given explicitly override the init checkpoint's (e.g. its layout); unset ones keep its values

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from harness.data.variants import Variant, read_variant, write_variant
+from harness.models.folders import check_model_folder
 from harness.errors import UsageError
 from harness.files import staged_files
 
@@ -49,6 +50,10 @@ def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.
     tuned_path, out = Path(tuned).expanduser(), Path(output).expanduser()
     if not tuned_path.is_dir():
         raise UsageError(f"{tuned_path} is not a checkpoint or adapter folder")
+    if not isinstance(getattr(torch, dtype, None), torch.dtype):
+        raise UsageError(f"lch train merge: --dtype {dtype!r} is not a torch dtype (e.g. float32, bfloat16)")
+    check_model_folder(base, "--base")
+    check_model_folder(tuned_path, "--tuned")
     variant = read_variant(tuned_path) or Variant(base_model=base, recipe="unknown")
     with staged_files(out) as staged:  # each merged file appears whole; the variant file, written last, marks it done
         kind = _merge_into(staged, base, tuned_path, l1, l2, dtype)

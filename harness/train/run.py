@@ -159,10 +159,12 @@ def load_model(cfg: TrainConfig):
     """The model (eval mode, as loaded, at its own RoPE base) and tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    try:
-        dtype = getattr(torch, cfg.dtype)
-    except AttributeError:
-        raise UsageError(f"--dtype {cfg.dtype!r} is not a torch dtype (float32, bfloat16, float16)") from None
+    from harness.models.folders import check_model_folder
+
+    dtype = getattr(torch, cfg.dtype, None)
+    if not isinstance(dtype, torch.dtype):
+        raise UsageError(f"--dtype {cfg.dtype!r} is not a torch dtype (float32, bfloat16, float16)")
+    check_model_folder(cfg.model, "--model")
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
     if torch.cuda.is_available():  # this process's GPU (under `accelerate launch`, one per process)
         model.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))

@@ -1,0 +1,48 @@
+"""A model folder checked before transformers / peft read it, so that a folder with a file missing or
+corrupt is one line naming the folder and the file, not the library's traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.errors import DataFormatError, MissingDataError, UsageError
+
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+           "adapter_model.safetensors", "adapter_model.bin")
+
+
+def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
+    """``folder`` (given as ``arg``), when it is a local folder: it has a readable ``config.json`` (or
+    ``adapter_config.json``) and a weights file whose header reads; a file where a folder is wanted is refused
+    too. A hub name (nothing on disk) is left to the loader."""
+    path = Path(folder).expanduser()
+    try:
+        if not path.exists():
+            return
+    except OSError:  # a name the file system refuses (too long)
+        raise UsageError(f"{arg}={str(folder)[:80]}...: not a usable path (name too long)") from None
+    if not path.is_dir():
+        raise UsageError(f"{arg}={folder} is a file, not a model folder")
+    configs = [path / "config.json", path / "adapter_config.json"]
+    present = [c for c in configs if c.is_file()]
+    if not present:
+        raise MissingDataError(f"{arg}={folder} has no config.json: give a complete model folder")
+    for config in present:
+        try:
+            json.loads(config.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise DataFormatError(f"{config}: not valid JSON ({err}); the model folder {arg}={folder} is corrupt") from None
+    weights = [path / w for w in WEIGHTS if (path / w).is_file()]
+    if not weights:
+        raise MissingDataError(f"{arg}={folder} has no weights ({' / '.join(WEIGHTS[:3])}): give a complete model folder")
+    for file in weights:
+        if file.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            try:
+                with safe_open(str(file), framework="pt") as handle:
+                    handle.keys()
+            except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
+                raise DataFormatError(f"{file}: not a readable safetensors file ({err}); the model folder "
+                                      f"{arg}={folder} is corrupt") from None
