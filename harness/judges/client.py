@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -178,12 +179,39 @@ class JudgeClient:
             raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models has "
                              f"no model list): {hint}")
 
+    async def _check_server_off_loop(self) -> None:
+        """:meth:`check_server` in a daemon thread, awaited: the blocking probe (up to 30 s) must not hold the
+        event loop, or an interrupt (asyncio.run turns Ctrl-C into a cancellation of the main task) would wait
+        for it and then surface as the probe's error. (``asyncio.to_thread`` would still make ``asyncio.run``
+        wait for the thread at shutdown.)"""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+
+        def probe() -> None:
+            try:
+                self.check_server()
+                outcome: BaseException | None = None
+            except BaseException as err:  # noqa: BLE001 - handed to the awaiting task
+                outcome = err
+
+            def settle() -> None:
+                if not done.done():
+                    done.set_exception(outcome) if outcome is not None else done.set_result(None)
+
+            try:
+                loop.call_soon_threadsafe(settle)
+            except RuntimeError:  # the loop has closed: the run was interrupted, nobody waits any more
+                pass
+
+        threading.Thread(target=probe, name="judge-server-probe", daemon=True).start()
+        await done
+
     async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
         import openai
 
         bodies = [request_body(self.settings, messages) for messages in conversations]
         if any(self.cache.get(request_key(body)) is None for body in bodies):
-            self.check_server()  # answers from the cache need no server
+            await self._check_server_off_loop()  # answers from the cache need no server
 
         client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
                                     timeout=self.settings.timeout, max_retries=0)

@@ -28,12 +28,7 @@ def silent_server():
     server.close()
 
 
-@pytest.mark.parametrize("sig", [
-    pytest.param(signal.SIGINT, marks=pytest.mark.xfail(strict=True, reason=(
-        "asyncio.run turns SIGINT into a cancellation of the judge's main task, which waits on the blocking "
-        "GET /models probe in a thread (30 s timeout) and then reports 'no judge server answers' (exit 2): "
-        "harness/judges/client.py must let the cancellation through"))),
-    signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_judge_exits_130_with_one_line(sig, silent_server, tmp_path):
     item = {"instruction": "Write an essay.", "response": "An essay.", "checklists": ["Is it an essay?"],
             "category": "argumentative_writing", "weights_file": "w.txt", "rescale": False, "judge": None}
