@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(argv)
     except KeyboardInterrupt:
+        _close_progress_bars()
         print(f"lch: error: interrupted; {interrupted_hint(argv)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)
             traceback.print_exc()
             return user_error.exit_code if user_error is not None else EXIT_INTERNAL
+        _close_progress_bars()
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
     finally:
@@ -107,6 +109,15 @@ def _on_sigterm_interrupt():
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+def _close_progress_bars() -> None:
+    """Close the tqdm bars a stopped command left open: closed later (at exit) they would print after our
+    error line, which must be the last line of stderr."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
 
 
 def interrupted_hint(argv: list[str]) -> str:

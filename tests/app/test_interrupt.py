@@ -62,3 +62,34 @@ def test_sigterm_handler_is_restored():
     before = signal.getsignal(signal.SIGTERM)
     main(["tasks-path"])
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, tmp_path):
+    """`lch eval --use_cache` stopped by SIGINT while it scores: exit 130 and the one line; the response
+    cache it kept answers the same command run again, which then finishes (exit 0) with results."""
+    from harness.data.synthetic import synthetic_reports
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(60, 1500, seed=3)))
+    meta = {"data_files": str(docs), "min_tokens": 100, "max_tokens": 2000, "num_docs": 60}
+    command = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
+               f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=2,pic_impl=reference,dtype=float32",
+               "--device", "cpu", "--batch_size", "1", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
+               "--use_cache", str(tmp_path / "cache"), "--output_path", str(tmp_path / "out")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not list(tmp_path.glob("cache*")):
+        time.sleep(0.5)  # until the response cache exists: it is scoring
+    time.sleep(3)
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines[-1] == ("lch: error: interrupted; responses computed so far are kept in the --use_cache response "
+                         "cache: run the same command to resume")
+    assert not list((tmp_path / "out").rglob("results_*.json"))  # no results from a stopped run
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert len(list((tmp_path / "out").rglob("results_*.json"))) == 1
