@@ -38,9 +38,14 @@ def test_errors():
     assert rope_parameters({"rope_scaling": {"type": "linear", "factor": 2.0}})["rope_type"] == "linear"
 
 
-def test_dynamic_points_to_hf_pic(tiny_model_dir):
-    with pytest.raises(ValueError, match="use --model hf-pic"):
-        VLLMPicLM(pretrained=str(tiny_model_dir), pic="dynamic", pic_ratio=2.0)
+def test_dynamic_on_a_family_vllm_cannot_run_points_to_hf_pic():
+    """Dynamic PIC on vLLM runs Llama models only (harness/models/vllm_dynamic_pic.py); another family is
+    refused in one line naming hf-pic, before any vLLM import error."""
+    from harness.models.tiny import build_tiny_model
+
+    qwen2 = build_tiny_model("qwen2")
+    with pytest.raises(ValueError, match=r"pic=dynamic on vLLM supports .*Qwen2ForCausalLM.*use --model hf-pic"):
+        VLLMPicLM(pretrained=str(qwen2), pic="dynamic", pic_ratio=2.0)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM installed")
