@@ -104,6 +104,16 @@ def _convert(value: Any, tp: Any) -> Any:
     raise TypeError(f"options of type {tp!r} are not supported by harness.options")
 
 
+def convert(value: Any, tp: Any, name: str) -> Any:
+    """``value`` as type ``tp`` by the rules :func:`parse_options` applies to each field (strings parsed, no
+    bool taken for a number, no fractional float for an int); a value that does not convert is a one-line
+    :class:`UsageError`: ``{name} must be {the type in words}, got {value!r}``."""
+    try:
+        return _convert(value, tp)
+    except _BadValue:
+        raise UsageError(f"{name} must be {_describe(tp)}, got {value!r}") from None
+
+
 def _takes_str(tp: Any) -> bool:
     return tp is str or tp is Any or str in typing.get_args(tp)
 

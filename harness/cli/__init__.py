@@ -70,9 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv or os.environ.get("LCH_DEBUG") == "1"
     argv = [a for a in argv if a != "--debug"]
-    previous = _on_sigterm_interrupt()
     try:
-        return _run(argv)
+        previous = _on_sigterm_interrupt()
+        try:
+            return _run(argv)
+        finally:  # inside the outer try: an interrupt arriving while the handler is restored is still one line
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     except KeyboardInterrupt:
         _close_progress_bars()
         print(f"lch: error: interrupted; {interrupted_hint(argv)}", file=sys.stderr)
@@ -89,9 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         _close_progress_bars()
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
 class Terminated(KeyboardInterrupt):
@@ -137,26 +138,26 @@ def interrupted_hint(argv: list[str]) -> str:
 
 
 OUTPUT_ARGS = ("output", "junit")  # the arguments that name what a command writes
-OUTPUT_SUFFIXES = ("", ".md", ".html", ".json")  # leaderboard / agree write beside the path given
 
 
 def _new_paths(args: argparse.Namespace) -> list[Path]:
-    """The outermost paths a command's outputs would create (the output's first missing ancestor, and
-    files beside it), recorded before the command runs."""
+    """The outermost paths a command's outputs would create (each output's first missing ancestor), recorded
+    before the command runs. The outputs are what the subcommand declares (``set_defaults(outputs=f)``, for
+    commands that write beside the path given), else the values of :data:`OUTPUT_ARGS`."""
+    declared = getattr(args, "outputs", None)
+    outputs = declared(args) if callable(declared) else [getattr(args, name, None) for name in OUTPUT_ARGS]
     found = []
-    for name in OUTPUT_ARGS:
-        value = getattr(args, name, None)
+    for value in outputs:
         if not isinstance(value, str) or not value:
             continue
-        for suffix in OUTPUT_SUFFIXES:
-            path = Path(value + suffix).expanduser().absolute()
-            try:
-                while not path.parent.exists() and path.parent != path:
-                    path = path.parent
-                if not path.exists():
-                    found.append(path)
-            except OSError:  # a name too long for the file system: nothing can be created there
-                continue
+        path = Path(value).expanduser().absolute()
+        try:
+            while not path.parent.exists() and path.parent != path:
+                path = path.parent
+            if not path.exists():
+                found.append(path)
+        except OSError:  # a name too long for the file system: nothing can be created there
+            continue
     return found
 
 

@@ -18,7 +18,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--sort", help="metric column to sort by, best first (e.g. lch_ruler/len_4096)")
     board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
     board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
-    board.set_defaults(handler=run_leaderboard)
+    board.set_defaults(handler=run_leaderboard, outputs=_leaderboard_outputs)
     reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
     reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
     reg.add_argument("--baseline", required=True, help="baseline JSON (results/baselines/NAME.json)")
@@ -69,7 +69,17 @@ def add(sub: argparse._SubParsersAction) -> None:
                        help=f"largest allowed per-token log-probability difference (default {defaults.max_logprob_diff:g})")
     agree.add_argument("--max-rel-diff", type=float, default=defaults.max_rel_diff,
                        help=f"largest allowed relative difference of a task metric (default {defaults.max_rel_diff:g})")
-    agree.set_defaults(handler=run_agree)
+    agree.set_defaults(handler=run_agree, outputs=_agree_outputs)
+
+
+def _leaderboard_outputs(args: argparse.Namespace) -> list[str]:
+    from harness.reporting.leaderboard import leaderboard_paths
+
+    return [str(p) for p in leaderboard_paths(args.output)]
+
+
+def _agree_outputs(args: argparse.Namespace) -> list[str]:
+    return [args.output + suffix for suffix in (".md", ".json")] if args.output else []
 
 
 def run_leaderboard(args: argparse.Namespace) -> int:

@@ -31,7 +31,6 @@ from harness.positions.inference import VARIANT_KEYS, Inference
 
 VARIANT_FILE = "lch_variant.json"
 FORMAT_VERSION = 1
-INFERENCE_KEYS = VARIANT_KEYS  # the keys of the file's "inference" block
 
 
 @dataclass
@@ -90,10 +89,10 @@ def check_inference(inference: Any, where: str) -> Inference:
     """The ``inference`` block of a variant file as an :class:`Inference` (missing keys take the standard
     values); a bad block raises :class:`DataFormatError` naming ``where``."""
     if not isinstance(inference, dict):
-        raise DataFormatError(f"{where}: 'inference' must be an object with keys {', '.join(INFERENCE_KEYS)}")
-    unknown = set(inference) - set(INFERENCE_KEYS)
+        raise DataFormatError(f"{where}: 'inference' must be an object with keys {', '.join(VARIANT_KEYS)}")
+    unknown = set(inference) - set(VARIANT_KEYS)
     if unknown:
-        raise DataFormatError(f"{where}: unknown inference keys {sorted(unknown)}; allowed: {', '.join(INFERENCE_KEYS)}")
+        raise DataFormatError(f"{where}: unknown inference keys {sorted(unknown)}; allowed: {', '.join(VARIANT_KEYS)}")
     try:
         return Inference.from_variant_json(inference)
     except UsageError as err:

@@ -100,8 +100,9 @@ def run_lm_eval(argv: list[str]) -> None:
 
 
 def check_json_args(argv: list[str]) -> None:
-    """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse: refused in
-    one line naming the flag, before lm-eval's parser raises a bare ValueError."""
+    """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse, and a
+    ``key=value,...`` value must give each key once (lm-eval keeps the last and its warning fails to format):
+    refused in one line naming the flag, before lm-eval's parser sees them."""
     import json
 
     from harness.errors import UsageError
@@ -113,6 +114,10 @@ def check_json_args(argv: list[str]) -> None:
         if not _:
             value = argv[i + 1] if i + 1 < len(argv) else ""
         if "{" not in value:
+            keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise UsageError(f"{flag} gives {', '.join(twice)} more than once: give each key once")
             continue
         try:
             json.loads(value)

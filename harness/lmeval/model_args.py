@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.data.variants import read_variant
 from harness.models.folders import check_model_folder
-from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.errors import MissingDataError, UsageError
 from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
 
@@ -68,7 +68,7 @@ def moving_keys_on_vllm(method: str) -> str:
             f"--model hf-pic for {PIC_METHODS[method].words}")
 
 
-def _local_config(pretrained: Any) -> dict | None:
+def local_config(pretrained: Any) -> dict | None:
     """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
     import json
 
@@ -78,7 +78,7 @@ def _local_config(pretrained: Any) -> dict | None:
     try:
         return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else None
     except ValueError:
-        return None  # check_vllm_model says why
+        return None  # check_model_folder says why
 
 
 def check_dynamic_on_vllm(resolved: dict[str, Any], args: dict) -> None:
@@ -93,7 +93,7 @@ def check_dynamic_on_vllm(resolved: dict[str, Any], args: dict) -> None:
         raise UsageError(moving_keys_on_vllm(inference.method))
     from harness.models.vllm_dynamic_pic import check_architecture, engine_settings
 
-    config = _local_config(args.get("pretrained"))
+    config = local_config(args.get("pretrained"))
     if config is not None:
         check_architecture(config)
     engine_settings(args, config or {})
@@ -115,7 +115,7 @@ def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except ValueError:
-        return  # check_vllm_model says why
+        return  # check_model_folder says why
     types = config.get("layer_types") or []
     kept = [t for t in types if t != "full_attention"]
     if 0 in (config.get("no_rope_layers") or []):
@@ -166,35 +166,21 @@ def check_vllm_pic_args(args: dict) -> dict[str, Any]:
 
 
 def check_vllm_model(pretrained: Any) -> None:
-    """A local model folder that vLLM could not load, refused before it tries: no ``config.json``, an
-    architecture this vLLM does not support, or a safetensors file whose header does not read."""
-    if not isinstance(pretrained, str) or not Path(pretrained).expanduser().is_dir():
+    """A local model folder that vLLM could not load, refused before it tries: an adapter folder given as the
+    model, or an architecture this vLLM does not support. (Missing or corrupt files were refused already by
+    :func:`harness.models.folders.check_model_folder`, through :func:`check_hf_pic_args`.)"""
+    config = local_config(pretrained)
+    if config is None:
+        if isinstance(pretrained, str) and Path(pretrained).expanduser().is_dir():
+            raise MissingDataError(f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter "
+                                   "goes in lora_local_path=)")
         return  # a hub name: vLLM resolves it
-    import json
-
-    folder = Path(pretrained).expanduser()
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise MissingDataError(f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter goes "
-                               "in lora_local_path=)")
-    try:
-        architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures") or []
-    except ValueError:
-        raise DataFormatError(f"{config_file}: not readable JSON") from None
+    architectures = config.get("architectures") or []
     from vllm import ModelRegistry
 
     if architectures and not set(architectures) & set(ModelRegistry.get_supported_archs()):
         raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
                          "this vLLM supports; use --model hf-pic")
-    from safetensors import SafetensorError, safe_open
-
-    for weights in sorted(folder.glob("*.safetensors")):
-        try:
-            with safe_open(str(weights), framework="pt"):
-                pass
-        except (SafetensorError, OSError) as err:
-            raise DataFormatError(f"{weights} is not a readable safetensors file ({err}): the model folder is damaged; "
-                                  "fetch or save the model again") from None
 
 
 PREFLIGHT = {"hf-pic": check_hf_pic_args, "compressor": check_compressor_args, "vllm-pic": check_vllm_pic_args}

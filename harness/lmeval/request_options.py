@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from harness.errors import UsageError
-from harness.options import option
+from harness.options import convert, option
 
 LSM_ESTIMATORS = ("overlap", "direct")
 
@@ -211,7 +211,7 @@ class RequestType(Generic[O]):
             raise UsageError(f"{self.name}: unknown options {sorted(unknown)}; known: {', '.join(sorted(known))}")
         hints = typing.get_type_hints(self.options)
         try:
-            return self.options.of(**{k: _coerce(v, hints[k]) for k, v in options.items()})
+            return self.options.of(**{k: _coerce(v, hints[k], f"{self.name}: option {k}") for k, v in options.items()})
         except (TypeError, ValueError) as err:
             if isinstance(err, UsageError):
                 raise
@@ -267,24 +267,14 @@ def encode_for_scoring(tokenizer: Any, text: str, options: ScoringOptions | Mapp
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def _unwrap_optional(tp: Any) -> Any:
-    if typing.get_origin(tp) in (Union, types.UnionType):
-        members = [m for m in typing.get_args(tp) if m is not type(None)]
-        return members[0] if len(members) == 1 else tp
-    return tp
-
-
-def _coerce(value: Any, tp: Any) -> Any:
-    """A request value as its field's type, as the engines have always read them (``bool(x)``, ``int(x)``,
-    one stop string as a 1-tuple)."""
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    """A request value as its field's type (:func:`harness.options.convert`), except one stop string, which
+    stays whole as a 1-tuple (stop strings may hold commas, which the list rule would split on)."""
     if value is None:
         return None
-    tp = _unwrap_optional(tp)
-    if tp in (bool, int, float):
-        return tp(value)
-    if typing.get_origin(tp) is tuple:
-        return (value,) if isinstance(value, str) else tuple(value)
-    return value
+    if isinstance(value, str) and typing.get_origin(tp) is tuple:
+        return (value,)
+    return convert(value, tp, name)
 
 
 def _matches(value: Any, tp: Any) -> bool:

@@ -29,9 +29,7 @@ as in hf-pic (:mod:`harness.lmeval.response_cache`).
 
 from __future__ import annotations
 
-import json
 import logging
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -43,6 +41,7 @@ from harness.lmeval.model_args import (
     check_hf_pic_args,
     check_dynamic_on_vllm,
     check_vllm_pic_args,
+    local_config,
     moving_keys_on_vllm,
 )
 from harness.lmeval.request_options import (
@@ -112,9 +111,9 @@ def vllm_pic_overrides(hf_config: dict, inference: Inference) -> dict:
 
 
 def _read_hf_config(pretrained: str) -> dict:
-    local = Path(pretrained) / "config.json"
-    if local.is_file():
-        return json.loads(local.read_text())
+    local = local_config(pretrained)
+    if local is not None:
+        return local
     from transformers import AutoConfig
 
     return AutoConfig.from_pretrained(pretrained).to_dict()
@@ -162,14 +161,14 @@ class VLLMPicLM(_Base):
         given = {k: v for k, v in (("pic", pic), ("pic_ratio", pic_ratio), ("rope_base", rope_base),
                                    ("pic_initial", pic_initial), ("pic_recent", pic_recent),
                                    ("pic_layout", pic_layout)) if v is not None}
-        if _VLLM_ERROR is None:
+        if _VLLM_ERROR is None:  # every check, Dynamic PIC's included
             resolved = check_vllm_pic_args({"pretrained": pretrained, **given, **kwargs})
         else:  # the inference args' errors first, then the import error below
             resolved = check_hf_pic_args({"pretrained": pretrained, "peft": kwargs.get("lora_local_path"), **given})
+            check_dynamic_on_vllm(resolved, {"pretrained": pretrained, **kwargs})
         inference, variant = resolved["inference"], resolved["variant"]
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file (%s)", override, variant.describe())
-        check_dynamic_on_vllm(resolved, {"pretrained": pretrained, **kwargs})
         config = with_rope_base(_read_hf_config(pretrained), inference.rope_base)
         overrides = vllm_pic_overrides(config, inference)
         if inference.entry.moves_cached_keys and inference.rope_base is not None:

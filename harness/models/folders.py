@@ -27,7 +27,7 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
     configs = [path / "config.json", path / "adapter_config.json"]
     present = [c for c in configs if c.is_file()]
     if not present:
-        raise MissingDataError(f"{arg}={folder} has no config.json: give a complete model folder")
+        raise MissingDataError(f"{arg}={folder} has no config.json: give {arg}= a model folder")
     for config in present:
         try:
             json.loads(config.read_text(encoding="utf-8"))
@@ -36,13 +36,12 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
     weights = [path / w for w in WEIGHTS if (path / w).is_file()]
     if not weights:
         raise MissingDataError(f"{arg}={folder} has no weights ({' / '.join(WEIGHTS[:3])}): give a complete model folder")
-    for file in weights:
-        if file.suffix == ".safetensors":
-            from safetensors import safe_open
+    for file in sorted(set(path.glob("*.safetensors"))):  # sharded checkpoints' parts too
+        from safetensors import safe_open
 
-            try:
-                with safe_open(str(file), framework="pt") as handle:
-                    handle.keys()
-            except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
-                raise DataFormatError(f"{file}: not a readable safetensors file ({err}); the model folder "
-                                      f"{arg}={folder} is corrupt") from None
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                handle.keys()
+        except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
+            raise DataFormatError(f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
+                                  "is damaged; fetch or save the model again") from None

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import torch
 
 from harness.errors import UsageError
+from harness.options import convert
 from harness.positions.inference import Inference
 from harness.positions.pic import dynamic_positions
 
@@ -158,16 +159,18 @@ def key_index(isa: str, dtype: torch.dtype, block_size: int, head_size: int) -> 
     return index
 
 
-def rerotate_cached_keys(kv_cache: torch.Tensor, plan: PicPlan, inv_freq: torch.Tensor, isa: str) -> None:
-    """Rotate the cached keys of ``plan`` by their ``deltas``, in place, in a CPU_ATTN cache
-    ``[blocks, kv_heads, block_size, 2 * head_size]`` (:func:`key_index`)."""
+def rerotate_cached_keys(kv_cache: torch.Tensor, plan: PicPlan, delta_rotation: tuple[torch.Tensor, torch.Tensor],
+                         isa: str) -> None:
+    """Rotate the cached keys of ``plan`` by their ``deltas`` (``delta_rotation``: their ``(cos, sin)``,
+    :func:`rotation`), in place, in a CPU_ATTN cache ``[blocks, kv_heads, block_size, 2 * head_size]``
+    (:func:`key_index`)."""
     if plan.deltas.numel() == 0:
         return
     n_blocks, heads, block_size, two_head_size = kv_cache.shape
     index = key_index(isa, kv_cache.dtype, block_size, two_head_size // 2)
     flat = kv_cache.view(n_blocks, heads, block_size * two_head_size)
     where = (plan.blocks[:, None, None], torch.arange(heads)[None, :, None], index[plan.offsets][:, None, :])
-    flat[where] = rotate_half(flat[where], *rotation(plan.deltas, inv_freq))
+    flat[where] = rotate_half(flat[where], *delta_rotation)
 
 
 # ---------------------------------------------------------------------------------------------- settings
@@ -202,7 +205,7 @@ def engine_settings(engine_args: dict, hf_config: dict) -> dict:
     out = dict(engine_args)
     for key, (needed, why) in FORCED.items():
         given = out.get(key)
-        if given is not None and _truth(given) != needed:
+        if given is not None and convert(given, bool, key) != needed:
             raise UsageError(f"pic=dynamic on vLLM needs {key}={needed} ({why})")
         out[key] = needed
     if out.get("speculative_config") not in (None, {}, "None", "none"):
@@ -219,10 +222,6 @@ def engine_settings(engine_args: dict, hf_config: dict) -> dict:
     if given is None and length is not None:
         out["max_num_batched_tokens"] = int(length)
     return out
-
-
-def _truth(value: Any) -> bool:
-    return value.strip().lower() in ("1", "true", "yes") if isinstance(value, str) else bool(value)
 
 
 def _check_engine(vllm_config: Any) -> None:
@@ -258,9 +257,13 @@ def _attention_metadata() -> Any:
 
 
 class _PlanSlot:
-    """The current step's plan, shared by one model's attention layers (one slot per model instance)."""
+    """The current step's plan and its rotations, shared by one model's attention layers (one slot per model
+    instance). Every layer of a Llama rotates with the same RoPE base, so the ``(cos, sin)`` of the plan's
+    ids and deltas are computed once per step, not once per layer."""
 
     plan: PicPlan | None = None
+    id_rotation: tuple[torch.Tensor, torch.Tensor] | None = None
+    delta_rotation: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @functools.cache
@@ -282,16 +285,17 @@ def model_class(name: str) -> type:
             self.register_buffer("pic_inv_freq", rope._compute_inv_freq(rope.base).float(), persistent=False)
 
         def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor) -> torch.Tensor:
-            plan = self.plan_slot.plan
+            slot = self.plan_slot
+            plan = slot.plan
             if plan is None:
                 raise RuntimeError("Dynamic PIC: attention called outside the model's forward (no plan)")
             qkv, _ = self.qkv_proj(hidden_states)
             q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
             kv_cache = self.attn.kv_cache
             if isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4:
-                rerotate_cached_keys(kv_cache, plan, self.pic_inv_freq, self.attn.isa)
+                rerotate_cached_keys(kv_cache, plan, slot.delta_rotation, self.attn.isa)
             n = q.shape[0]
-            cos, sin = rotation(plan.ids[:n], self.pic_inv_freq)
+            cos, sin = (part[:n] for part in slot.id_rotation)
             q = rotate_half(q.view(n, -1, self.head_dim), cos, sin).view(n, -1)
             k = rotate_half(k.view(n, -1, self.head_dim), cos, sin).view(n, -1)
             output, _ = self.o_proj(self.attn(q, k, v))
@@ -311,11 +315,14 @@ def model_class(name: str) -> type:
 
         def forward(self, input_ids: Any, positions: torch.Tensor, intermediate_tensors: Any = None,
                     inputs_embeds: Any = None) -> Any:
-            self.pic_plan_slot.plan = self._plan(positions)
+            slot = self.pic_plan_slot
+            slot.plan = plan = self._plan(positions)
+            inv_freq = self.model.layers[self.model.start_layer].self_attn.pic_inv_freq
+            slot.id_rotation, slot.delta_rotation = rotation(plan.ids, inv_freq), rotation(plan.deltas, inv_freq)
             try:
                 return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
             finally:
-                self.pic_plan_slot.plan = None
+                slot.plan = slot.id_rotation = slot.delta_rotation = None
 
         def _plan(self, positions: torch.Tensor) -> PicPlan:
             metadata = _attention_metadata()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.errors import UsageError
+from harness.options import convert
 from harness.positions.methods import NO_PIC, PIC_METHODS, PicMethod
 
 LAYOUTS = ("paper", "contiguous")  # Dynamic PIC: literal Eq. 9, or monotone
@@ -150,9 +151,9 @@ class Inference:
                 continue
             if name in _CONVERSIONS:
                 kind, what = _CONVERSIONS[name]
-                try:
-                    value = kind(value)
-                except (TypeError, ValueError):
+                try:  # the rules of every option (harness.options): no bool as a number, no 4.7 as an int
+                    value = convert(value, kind, key)
+                except UsageError:
                     raise UsageError(f"{key} must be {what}; got {value!r}") from None
             out[name] = value
         return out

@@ -123,11 +123,16 @@ def to_html(columns: list[str], rows: list[dict], title: str = "Leaderboard") ->
             f"<script>{_SORT_JS}</script></body></html>\n")
 
 
+def leaderboard_paths(output: str | Path) -> list[Path]:
+    """The files :func:`write_leaderboard` writes for ``output``: it, and its name with ``.md`` and ``.html``."""
+    output = Path(output)
+    return [output, output.with_suffix(".md"), output.with_suffix(".html")]
+
+
 def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path,
                       headline: list[str] | None = None) -> list[Path]:
     """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics only, when given) and ``.html``."""
-    output = Path(output)
-    paths = [output, output.with_suffix(".md"), output.with_suffix(".html")]
+    paths = leaderboard_paths(output)
     write_text_atomic(paths[0], to_csv(columns, rows))
     write_text_atomic(paths[1], to_markdown(columns, rows, headline))
     write_text_atomic(paths[2], to_html(columns, rows))

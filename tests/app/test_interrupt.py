@@ -70,8 +70,8 @@ def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, t
     from harness.data.synthetic import synthetic_reports
 
     docs = tmp_path / "docs.jsonl"
-    docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(60, 1500, seed=3)))
-    meta = {"data_files": str(docs), "min_tokens": 100, "max_tokens": 2000, "num_docs": 60}
+    docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(300, 1500, seed=3)))
+    meta = {"data_files": str(docs), "min_tokens": 100, "max_tokens": 2000, "num_docs": 300}
     command = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
                f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=2,pic_impl=reference,dtype=float32",
                "--device", "cpu", "--batch_size", "1", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
@@ -79,8 +79,8 @@ def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, t
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not list(tmp_path.glob("cache*")):
-        time.sleep(0.5)  # until the response cache exists: it is scoring
-    time.sleep(3)
+        time.sleep(0.5)  # until the response cache exists: it is scoring (300 documents: several seconds)
+    time.sleep(1)
     assert proc.poll() is None, proc.communicate()[1][-2000:]
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

@@ -1,7 +1,6 @@
 """Judges: parsers, prompts, and the async client against a real local server, with and without faults."""
 
 import json
-import os
 import subprocess
 import sys
 import time

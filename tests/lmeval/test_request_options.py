@@ -18,7 +18,7 @@ def test_lsm_options_defaults_conversion_and_checks():
         LsmOptions.from_request({"estimator": "exact"})
     with pytest.raises(UsageError, match="context_length >= 2 and n_samples >= 1, got 1 and 16"):
         LsmOptions.from_request({"context_length": 1})
-    with pytest.raises(UsageError, match=r"lsm: bad option value"):
+    with pytest.raises(UsageError, match=r"^lsm: option n_samples must be an integer \(int\), got 'many'$"):
         LsmOptions.from_request({"n_samples": "many"})
 
 

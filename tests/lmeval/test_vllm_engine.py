@@ -241,6 +241,7 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
         folder.mkdir()
     config = json.loads((smollm2_dir / "config.json").read_text())
     (alien / "config.json").write_text(json.dumps({**config, "architectures": ["NotAModelForCausalLM"]}))
+    (alien / "model.safetensors").symlink_to(smollm2_dir / "model.safetensors")  # complete but for its architecture
     shutil.copy(smollm2_dir / "config.json", damaged / "config.json")
     (damaged / "model.safetensors").write_bytes((smollm2_dir / "model.safetensors").read_bytes()[:100_000])
     ruler = json.dumps({"lengths": [1024], "num_samples": 1, "essays": "synthetic"})

@@ -1,9 +1,7 @@
 """LongPPL pinned to hand-built cases, a straightforward re-implementation and the reference package."""
 
-import json
 import math
 
-import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -136,8 +136,6 @@ def test_dynamic_pic_cached_matches_algorithm1_on_the_real_model(smollm2):
     steps; the shipped cached path equals the Algorithm-1 reference at every step, and the prefill equals a
     plain HF forward at explicit Eq. 9 positions (independent of the patch code). Observed: both differences
     are exactly 0.0 on this CPU; 1e-4 leaves room for other kernels."""
-    from transformers import DynamicCache
-
     from harness import apply_pic, remove_pic
     from harness.positions.pic import dynamic_positions
 

@@ -4,7 +4,6 @@ from lm-eval-shaped result files built here; the drawn data is read back from th
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
