@@ -23,6 +23,7 @@ from torch import nn
 
 from harness.errors import UsageError
 from harness.files import staged_files, write_json_atomic
+from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
 from harness.positions.epl import CARRIERS, LAYOUTS, chunk_lengths, decoder_positions, encoder_positions
 
@@ -100,7 +101,7 @@ class Compressor(nn.Module):
             if cfg.carrier == "icae":
                 states.append(out.hidden_states[-1][0, n:])
             else:
-                kv_parts.append([(layer.keys[:, :, n:], layer.values[:, :, n:]) for layer in out.past_key_values.layers])
+                kv_parts.append([(layer.keys[:, :, n:], layer.values[:, :, n:]) for layer in output_cache(out).layers])
         if cfg.carrier == "icae":
             return Memory(len(ids), states=torch.cat(states))
         kv = [(torch.cat([c[i][0] for c in kv_parts], dim=2), torch.cat([c[i][1] for c in kv_parts], dim=2))
@@ -140,8 +141,8 @@ class Compressor(nn.Module):
         with self.model.disable_adapter():
             out = self.model(inputs_embeds=embeds.unsqueeze(0), position_ids=torch.tensor([positions], device=device),
                              attention_mask=torch.ones(1, total, dtype=torch.long, device=device),
-                             past_key_values=cache, use_cache=True, output_hidden_states=True)
-        return out.hidden_states[-1][0, prefix:], out.past_key_values
+                             **{cache_keyword(): cache}, use_cache=True, output_hidden_states=True)
+        return out.hidden_states[-1][0, prefix:], output_cache(out)
 
     def target_logprobs(self, memory: Memory, task: str, prompt: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """fp32 ``log P(targets | memory, special, prompt)`` per target token (prompt: the QA question)."""

@@ -17,7 +17,8 @@ from packaging.version import Version
 
 from harness.errors import LchError
 
-# [lowest, first unsupported): written against 5.x; the tests pass on 5.0.0 and 5.23.0.
+# [lowest, first unsupported): written against 5.x; the tests pass on 5.0.0, 5.23.0 and 5.24.0 (which renamed
+# past_key_values to cache: harness.models.hf_cache).
 SUPPORTED_TRANSFORMERS = ("5.0", "6.0")
 
 

@@ -7,7 +7,7 @@ keys already in the cache at the new ``g_{l_c}``. That is the job of :class:`Pic
 transformers' ``DynamicLayer`` that the decoder pre-hook installs, for the PIC layers only, into an empty
 ``DynamicCache`` (sliding-window and no-RoPE layers keep transformers' own layers). The attention
 pre-hook hands each layer its :class:`CachePlan` just before the family's ``forward`` calls
-``past_key_values.update``; the layer receives the new keys rotated, recovers their pre-RoPE values
+``cache.update`` (``past_key_values.update`` before transformers 5.24); the layer receives the new keys rotated, recovers their pre-RoPE values
 with the inverse rotation (:func:`~harness.models.pic.rope.unrotate`, fp32) and keeps what it needs:
 
 * ``impl="reference"`` is Algorithm 1 literally: the layer holds pre-RoPE keys and every call re-rotates
@@ -35,6 +35,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from harness.errors import UsageError
+from harness.models.hf_cache import cache_keyword, given_cache
 from harness.models.pic.hooks import Plan
 from harness.models.pic.layers import RopeLayout
 from harness.models.pic.rope import rotate, unrotate
@@ -145,13 +146,13 @@ def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, de
     """This call's positions ``g_{l_c}`` (the method's ``ids`` of the ids and lengths of the 2D attention mask)
     and what the cache layers need: only the last ``window`` cache columns (Dynamic: ``l_rc``) may move."""
     entry = inference.entry
-    cache = kwargs.get("past_key_values")
+    cache = given_cache(kwargs)
     use_cache = kwargs.get("use_cache")
     if use_cache is None:  # resolved the way the decoder itself does, after this hook
         use_cache = getattr(decoder.config, "use_cache", False) and not decoder.training
     if cache is None and use_cache:
         cache = DynamicCache(config=decoder.config)
-        kwargs["past_key_values"] = cache  # created here so that its PIC layers are PicLayers from the start
+        kwargs[cache_keyword()] = cache  # created here so that its PIC layers are PicLayers from the start
     past = cache.get_seq_length() if cache is not None else 0
     total = past + t_new
 

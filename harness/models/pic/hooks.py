@@ -13,7 +13,7 @@ What a method does is its entry in :data:`harness.positions.methods.PIC_METHODS`
 (docs/formulas.md §1), for the new tokens of the call:
 
 * kind ``ids`` (naive: ``m / s_cr``): the entry's function of the positions the decoder would use
-  (``position_ids``, else ``cache_position``, else ``past + arange``);
+  (``position_ids``, else ``cache_position`` (before transformers 5.24), else ``past + arange``);
 * kind ``base`` (NTK-aware: ``b * s_rr``): those positions, rotated by a copy of the model's rotary
   embedding at the entry's base (both kinds may combine);
 * a method whose positions depend on the length ``l_c`` (the entry's ``window``; Dynamic: ``g_{l_c}`` of
@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from harness.models.hf_cache import given_cache
 from harness.models.pic.layers import RopeLayout
 from harness.positions.inference import Inference
 
@@ -63,7 +64,7 @@ def _given_positions(kwargs: dict, batch: int, t_new: int, device: torch.device)
     if positions is None:
         positions = kwargs.get("cache_position")
         if positions is None:
-            cache = kwargs.get("past_key_values")
+            cache = given_cache(kwargs)
             past = cache.get_seq_length() if cache is not None else 0
             positions = torch.arange(past, past + t_new, device=device)
     return positions.expand(batch, -1) if positions.dim() == 1 or positions.shape[0] == 1 else positions
@@ -101,7 +102,7 @@ def _attention_hook(is_pic: bool) -> Callable[[nn.Module, tuple, dict], tuple[tu
             )
         kwargs["position_embeddings"] = (plan.cos, plan.sin)
         if plan.dynamic is not None:
-            plan.dynamic.hand_to(plan, kwargs.get("past_key_values"), attn.layer_idx)
+            plan.dynamic.hand_to(plan, given_cache(kwargs), attn.layer_idx)
         return args, kwargs
 
     return hook
