@@ -30,7 +30,7 @@ as in hf-pic (:mod:`harness.lmeval.response_cache`).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 from tqdm import tqdm
@@ -140,13 +140,24 @@ def _ray_with_gpu_slots(slots: int) -> None:
         ray.init(num_gpus=slots, include_dashboard=False)
 
 
-def long_generation_response(completion: Any) -> LongGenerationResponse:
-    """``{"text", "ended_with_eos", "n_tokens"}`` of a vLLM ``CompletionOutput``, as hf-pic counts them:
-    vLLM keeps the EOS token it stopped on in ``token_ids`` (``stop_reason`` None), hf-pic does not count it.
-    (A stop string ends vLLM's generation where it appears; hf-pic generates on and cuts the text there.)"""
+def long_generation_response(completion: Any, decode: Callable[[list[int]], str],
+                             until: Sequence[str]) -> LongGenerationResponse:
+    """``{"text", "ended_with_eos", "n_tokens"}`` of a vLLM ``CompletionOutput``, as hf-pic counts them.
+
+    vLLM keeps the token it stopped on in ``token_ids`` when that is EOS or another stop token
+    (``stop_reason`` None or the token id); hf-pic counts neither. The text is ``decode`` of the counted
+    tokens, cut at the first stop string, as hf-pic makes it, not vLLM's incremental ``text``: that one holds
+    back the bytes of a character cut by ``max_tokens``, where a whole decode writes U+FFFD, so the two would
+    differ on the same token ids. (A stop string ends vLLM's generation where it appears; hf-pic generates
+    on and cuts the text there, so its ``n_tokens`` may be larger.)"""
     ended = completion.finish_reason == "stop"
-    n_tokens = len(completion.token_ids) - int(ended and completion.stop_reason is None)
-    return {"text": completion.text, "ended_with_eos": ended, "n_tokens": n_tokens}
+    on_stop_token = ended and (completion.stop_reason is None or isinstance(completion.stop_reason, int))
+    tokens = list(completion.token_ids)
+    if on_stop_token and tokens:
+        tokens = tokens[:-1]
+    text = decode(tokens)
+    cut = min((text.find(u) for u in until if u and u in text), default=-1)
+    return {"text": text if cut < 0 else text[:cut], "ended_with_eos": ended, "n_tokens": len(tokens)}
 
 
 class VLLMPicLM(_Base):
@@ -319,11 +330,14 @@ class VLLMPicLM(_Base):
                 top_p=options.top_p if options.do_sample else 1.0,
                 stop=list(options.until),
             ))
+        def decode(tokens: list[int]) -> str:
+            return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
         pbar = tqdm(total=len(requests), disable=disable_tqdm, desc="Generating (long, vLLM)")
         for chunk in self._chunks(len(requests)):
             outputs = self._run([prompts[i] for i in chunk], [params[i] for i in chunk])
             for i, out in zip(chunk, outputs):
-                done(i, long_generation_response(out.outputs[0]))
+                done(i, long_generation_response(out.outputs[0], decode, parsed[i][1].until))
             pbar.update(len(chunk))
         pbar.close()
 

@@ -126,3 +126,29 @@ def test_naive_and_ntk_on_vllm_refuse_models_with_layers_pic_leaves_alone(tmp_pa
         with pytest.raises(UsageError, match=rf"^vllm-pic would apply {method} PIC to every layer .*\({kept}; "
                                              r"docs/pic.md\): use --model hf-pic$"):
             refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
+
+
+def test_long_generation_response_counts_and_decodes_as_hf_pic():
+    """vLLM's completion turned into hf-pic's response, on a byte vocabulary (token = byte, 0 = EOS) where
+    a whole decode writes U+FFFD for a character cut by max_tokens, as a byte-level BPE tokenizer does."""
+    from types import SimpleNamespace
+
+    from harness.lmeval.vllm_pic import long_generation_response
+
+    def decode(ids):
+        return bytes(i for i in ids if i != 0).decode("utf-8", errors="replace")
+
+    def completion(data, finish, reason=None):
+        return SimpleNamespace(token_ids=list(data), finish_reason=finish, stop_reason=reason)
+
+    # max_tokens cut "Café" inside the two bytes of "é": vLLM's own text would hold the byte back ("Caf")
+    cut = long_generation_response(completion("Café".encode()[:-1], "length"), decode, ())
+    assert cut == {"text": "Caf\ufffd", "ended_with_eos": False, "n_tokens": 4}
+    # EOS (stop_reason None) and another stop token (its id) are kept by vLLM, not counted by hf-pic
+    assert long_generation_response(completion(b"Hi\x00", "stop"), decode, ()) == \
+        {"text": "Hi", "ended_with_eos": True, "n_tokens": 2}
+    assert long_generation_response(completion(b"Hi\n", "stop", ord("\n")), decode, ()) == \
+        {"text": "Hi", "ended_with_eos": True, "n_tokens": 2}
+    # a stop string: vLLM stopped on the token that completed it; the text ends before it, the tokens count
+    assert long_generation_response(completion(b"ab##", "stop", "##"), decode, ("zz", "##")) == \
+        {"text": "ab", "ended_with_eos": True, "n_tokens": 4}
