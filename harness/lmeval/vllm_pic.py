@@ -30,13 +30,14 @@ as in hf-pic (:mod:`harness.lmeval.response_cache`).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Callable, Sequence
 
 import torch
 from tqdm import tqdm
 
 from harness.data.variants import results_info
-from harness.errors import UsageError
+from harness.errors import LchError, UsageError
 from harness.lmeval.model_args import (
     check_hf_pic_args,
     check_dynamic_on_vllm,
@@ -56,6 +57,7 @@ from harness.lmeval.request_options import (
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
 from harness.models.lsm import lsm_direct, lsm_overlap
+from harness.models.vllm_env import with_cpu_runtime_defaults
 from harness.positions.inference import Inference
 from harness.positions.windows import scoring_windows
 
@@ -160,6 +162,10 @@ def long_generation_response(completion: Any, decode: Callable[[list[int]], str]
     return {"text": text if cut < 0 else text[:cut], "ended_with_eos": ended, "n_tokens": len(tokens)}
 
 
+class EngineStartError(LchError, RuntimeError):
+    """vLLM's engine failed to start (vLLM raises a bare ``RuntimeError`` and logs the cause)."""
+
+
 class VLLMPicLM(_Base):
     """lm-eval ``vllm`` with ``pic=none|naive|ntk|dynamic``, ``pic_ratio`` (``pic_initial`` / ``pic_recent`` /
     ``pic_layout`` for Dynamic PIC) and ``rope_base`` in ``--model_args``;
@@ -197,7 +203,16 @@ class VLLMPicLM(_Base):
             kwargs = engine_settings(kwargs, config)
         self.pic, self.inference, self.variant = inference.method, inference, variant
         self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
-        super().__init__(pretrained=pretrained, **kwargs)
+        if not torch.cuda.is_available():  # vLLM's CPU build: the settings `lch vllm-env` documents, unless set
+            with_cpu_runtime_defaults(os.environ)
+        try:
+            super().__init__(pretrained=pretrained, **kwargs)
+        except RuntimeError as err:  # vLLM says only this; the cause is in its engine's log, printed above
+            if isinstance(err, LchError):
+                raise
+            raise EngineStartError(
+                f"vLLM's engine did not start for pretrained={pretrained} ({str(err).splitlines()[0]}); its log above "
+                "gives the cause (on CPU often memory: set VLLM_CPU_KVCACHE_SPACE=<GiB> for the KV cache)") from err
 
     def get_model_info(self) -> dict:
         """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""

@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, MutableMapping
 
 from filelock import FileLock
 
@@ -72,9 +72,18 @@ class VllmEnv:
         """Environment variables for a process of this environment on CPU (:data:`CPU_RUNTIME_ENV` as
         defaults, never overriding what is set)."""
         env = dict(os.environ if base is None else base)
-        for key, value in CPU_RUNTIME_ENV.items():
-            env.setdefault(key, value)
+        with_cpu_runtime_defaults(env)
         return env
+
+
+def with_cpu_runtime_defaults(environ: MutableMapping[str, str]) -> dict[str, str]:
+    """Put :data:`CPU_RUNTIME_ENV` into ``environ`` where unset (``os.environ`` for this process: vLLM reads
+    its variables when an engine starts); returns what was added. Without them vLLM's CPU backend reserves
+    ``gpu_memory_utilization`` (0.9) of the machine's RAM for its KV cache and refuses to start beside
+    anything else."""
+    added = {k: v for k, v in CPU_RUNTIME_ENV.items() if k not in environ}
+    environ.update(added)
+    return added
 
 
 def vllm_env_root() -> Path:

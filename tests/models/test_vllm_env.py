@@ -63,6 +63,10 @@ def test_runtime_environment_defaults_never_override(monkeypatch):
     assert env.environ({"VLLM_CPU_KVCACHE_SPACE": "8"}) == {"VLLM_CPU_KVCACHE_SPACE": "8",
                                                              "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert env.command("eval", "--tasks", "x") == [sys.executable, "-m", "harness.cli", "eval", "--tasks", "x"]
+    # vllm-pic started by hand ($(lch vllm-env)/bin/lch) puts the same defaults into its own environment
+    environ = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1", "PATH": "/bin"}
+    assert vllm_env.with_cpu_runtime_defaults(environ) == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert environ == {"VLLM_ENABLE_V1_MULTIPROCESSING": "1", "PATH": "/bin", "VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
 def test_an_unwritable_folder_is_one_line_not_a_wait(tmp_path):
