@@ -50,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
     help is plain text (descriptions come from docstrings)."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}; see `{self.prog} --help`")
+        where = "" if self.prog == "lch" else f"{self.prog}: "  # the top level is already "lch: error:"
+        raise UsageError(f"{where}{message}; see `{self.prog} --help`")
 
     def format_help(self) -> str:
         return plain_text(super().format_help())

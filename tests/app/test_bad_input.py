@@ -250,6 +250,14 @@ def test_real_process_gives_one_line_and_debug_gives_the_traceback(data):
     assert debug.returncode == 2 and "Traceback" in debug.stderr and "DataFormatError" in debug.stderr
 
 
+def test_argparse_errors_name_the_command_once(capsys):
+    """A leftover argument is reported by the top-level parser: one "lch:" prefix, not "lch: error: lch: ..."."""
+    assert main(["demo", "-o", "out"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["lch: error: unrecognized arguments: -o out; see `lch --help`"]
+    assert main(["demo", "--model", "nope"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith("lch: error: lch demo: argument --model: invalid choice")
+
+
 def test_an_internal_error_keeps_its_traceback(monkeypatch, capsys):
     """A bug is not dressed up as a user error: traceback and exit 70."""
     from harness.cli import reports
