@@ -39,6 +39,7 @@ from harness.lmeval.request_options import (
     LsmResponse,
     TokenLogprobsResponse,
     encode_for_scoring,
+    first_stop,
 )
 from harness.lmeval.response_cache import answer_with_cache
 from harness.models.lsm import hf_runner, lsm_direct, lsm_overlap
@@ -191,7 +192,7 @@ class HFPicLM(HFLM):
                     stop = next((j for j, tok in enumerate(row) if tok in eos_ids), None)
                     tokens = row if stop is None else row[:stop]
                     text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                    cut = min((text.find(u) for u in until if u and u in text), default=-1)
+                    cut = first_stop(text, until)
                     done(i, {
                         "text": text if cut < 0 else text[:cut],
                         "ended_with_eos": stop is not None or cut >= 0,

@@ -249,6 +249,12 @@ def check_response(kind: str, value: Any) -> None:
     REQUESTS[kind].check_response(value)
 
 
+def first_stop(text: str, until: Sequence[str]) -> int:
+    """Where the first of the stop strings ``until`` starts in ``text`` (-1 for none): both engines cut a
+    ``generate_long`` text there."""
+    return min((text.find(u) for u in until if u and u in text), default=-1)
+
+
 def encode_for_scoring(tokenizer: Any, text: str, options: ScoringOptions | Mapping[str, Any] | None = None) -> dict:
     """``{"token_ids", "offsets"}`` of a ``token_logprobs`` request's text under :class:`ScoringOptions`
     (a dict is parsed first): offsets are None unless asked for and the tokenizer is a fast one."""

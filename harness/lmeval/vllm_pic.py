@@ -53,6 +53,7 @@ from harness.lmeval.request_options import (
     LsmResponse,
     TokenLogprobsResponse,
     encode_for_scoring,
+    first_stop,
 )
 from harness.lmeval.response_cache import answer_with_cache
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
@@ -158,7 +159,7 @@ def long_generation_response(completion: Any, decode: Callable[[list[int]], str]
     if on_stop_token and tokens:
         tokens = tokens[:-1]
     text = decode(tokens)
-    cut = min((text.find(u) for u in until if u and u in text), default=-1)
+    cut = first_stop(text, until)
     return {"text": text if cut < 0 else text[:cut], "ended_with_eos": ended, "n_tokens": len(tokens)}
 
 
