@@ -163,8 +163,18 @@ def long_generation_response(completion: Any, decode: Callable[[list[int]], str]
     return {"text": text if cut < 0 else text[:cut], "ended_with_eos": ended, "n_tokens": len(tokens)}
 
 
+def _is_validation_error(err: BaseException) -> bool:
+    """Whether ``err`` is pydantic's ``ValidationError`` (vLLM's check of its engine args)."""
+    try:
+        from pydantic import ValidationError
+    except ImportError:
+        return False
+    return isinstance(err, ValidationError)
+
+
 class EngineStartError(LchError, RuntimeError):
-    """vLLM's engine failed to start (vLLM raises a bare ``RuntimeError`` and logs the cause)."""
+    """vLLM's engine failed to start (a ``RuntimeError`` from an engine process, whose log has the cause, or
+    vLLM's ``ValueError`` from an engine in this process, e.g. not enough memory for the KV cache)."""
 
 
 class VLLMPicLM(_Base):
@@ -208,12 +218,12 @@ class VLLMPicLM(_Base):
             with_cpu_runtime_defaults(os.environ)
         try:
             super().__init__(pretrained=pretrained, **kwargs)
-        except RuntimeError as err:  # vLLM says only this; the cause is in its engine's log, printed above
-            if isinstance(err, LchError):
-                raise
+        except (RuntimeError, ValueError) as err:  # an engine in another process: a bare RuntimeError, the
+            if isinstance(err, LchError) or _is_validation_error(err):  # cause in its log above; in this
+                raise  # process: vLLM's own error (bad engine args: pydantic's, which lch translates per field)
             raise EngineStartError(
-                f"vLLM's engine did not start for pretrained={pretrained} ({str(err).splitlines()[0]}); its log above "
-                "gives the cause (on CPU often memory: set VLLM_CPU_KVCACHE_SPACE=<GiB> for the KV cache)") from err
+                f"vLLM's engine did not start for pretrained={pretrained}: {str(err).splitlines()[0]} (vLLM's log "
+                "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)") from err
 
     def get_model_info(self) -> dict:
         """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""
