@@ -114,13 +114,13 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
         args = (torch.tensor([l_c - 1]), torch.tensor([0, 1]), torch.tensor([l_c]),
                 torch.arange(cache.shape[0])[None, :], block_size, inference)
         plan = dp.step_plan(*args)
-        deltas = dp.rotation(plan.deltas, inv_freq)
+        deltas = dp.move_rotation(plan.old_ids, plan.new_ids, inv_freq)
         dp.rerotate_cached_keys(cache, plan, deltas, isa)  # probes key_index once
         n = 300
         start = time.perf_counter()
         for _ in range(n):  # once per step: the plan and the rotations every layer shares
             step = dp.step_plan(*args)
-            dp.rotation(step.ids, inv_freq), dp.rotation(step.deltas, inv_freq)
+            dp.rotation(step.ids, inv_freq), dp.move_rotation(step.old_ids, step.new_ids, inv_freq)
         plan_ms = 1e3 * (time.perf_counter() - start) / n
         start = time.perf_counter()
         for _ in range(n):

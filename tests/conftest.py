@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
-import pytest
-import torch
+# Under pytest-xdist the workers share the machine's cores: each worker (and every process a test starts,
+# which inherits this environment) gets its share of threads instead of all of them, else two torch
+# processes oversubscribe the cores and slow each other several-fold.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = str(max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_name] = _share
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -150,3 +159,26 @@ def vllm_env(request):
         return ensure_vllm_env(log=write)
     except VllmEnvError as err:
         pytest.skip(f"vLLM tests need the CPU vLLM environment: {err}")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduler for this suite (pyproject's addopts run it on one worker per core): the tests of
+    a module that defines a module-scoped fixture (an engine, an lm-eval run) go to one worker together, so
+    that the fixture is built once; every other test goes to whichever worker is free.
+
+    Written here because xdist's own ``--dist loadgroup`` marks no group under pytest 9.2 (it renames
+    ``item._nodeid``, which pytest 9.2 no longer reads), and ``--dist loadfile`` would keep every module on
+    one worker (the Gemma tests alone take 7 minutes of one core)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(str(config.rootpath))
+
+    class ModuleFixtureScheduling(LoadScopeScheduling):
+        @functools.cache
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            path = root / module
+            shared = path.suffix == ".py" and path.is_file() and 'scope="module"' in path.read_text(encoding="utf-8")
+            return module if shared else nodeid
+
+    return ModuleFixtureScheduling(config, log)

@@ -207,6 +207,8 @@ class VLLMPicLM(_Base):
             raise unavailable(_VLLM_ERROR) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
+        if not torch.cuda.is_available():  # vLLM's CPU build: the settings `lch vllm-env` documents, unless set
+            with_cpu_runtime_defaults(os.environ)
         if inference.entry.moves_cached_keys:  # Dynamic PIC: its class registered, the engine settings it needs
             from harness.models.vllm_dynamic_pic import engine_settings, register
 
@@ -214,8 +216,6 @@ class VLLMPicLM(_Base):
             kwargs = engine_settings(kwargs, config)
         self.pic, self.inference, self.variant = inference.method, inference, variant
         self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
-        if not torch.cuda.is_available():  # vLLM's CPU build: the settings `lch vllm-env` documents, unless set
-            with_cpu_runtime_defaults(os.environ)
         try:
             super().__init__(pretrained=pretrained, **kwargs)
         except (RuntimeError, ValueError) as err:  # an engine in another process: a bare RuntimeError, the
@@ -224,6 +224,12 @@ class VLLMPicLM(_Base):
             raise EngineStartError(
                 f"vLLM's engine did not start for pretrained={pretrained}: {str(err).splitlines()[0]} (vLLM's log "
                 "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)") from err
+        if inference.entry.moves_cached_keys and self.data_parallel_size == 1:
+            from harness.models.vllm_dynamic_pic import check_no_preemption
+
+            engine = self.model.llm_engine.vllm_config
+            check_no_preemption(engine.scheduler_config.max_num_seqs, engine.model_config.max_model_len,
+                                engine.cache_config.block_size, engine.cache_config.num_gpu_blocks)
 
     def get_model_info(self) -> dict:
         """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""

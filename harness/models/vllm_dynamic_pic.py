@@ -17,7 +17,9 @@ cached tokens whenever the text grows. Per engine step (one forward):
 This is paper Algorithm 1 with a KV cache, which hf-pic's ``pic_impl=reference`` implements. It holds under
 one-shot prefill (a prompt prefilled in chunks would be Algorithm 1 fed in chunks: its earlier chunks'
 hidden states saw other ids), so the engine must run with ``enforce_eager=True``, prefix caching off
-(a shared prefix's keys are rotated for another length), chunked prefill off with
+(a shared prefix's keys are rotated for another length), no preemption (a preempted request is recomputed by
+one prefill at its final length: :func:`preemption_free_sequences` caps ``max_num_seqs`` so that the KV cache
+holds every running sequence at ``max_model_len``), chunked prefill off with
 ``max_num_batched_tokens >= max_model_len``, no speculative decoding (rejected drafts would leave keys
 re-rotated for a length never reached) and no fp8 KV cache (re-rotating quantized keys compounds error).
 :func:`engine_settings` says so before anything loads; the model class checks them again.
@@ -30,8 +32,9 @@ CPU backend (``CPU_ATTN``). vLLM is imported only inside :func:`model_class` / :
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -42,6 +45,7 @@ from harness.positions.pic import dynamic_positions
 
 # HF architecture -> the registered Dynamic PIC class that replaces it
 ARCHITECTURES = {"LlamaForCausalLM": "PicLlamaForCausalLM"}
+CPU_BLOCK_SIZE = 128  # vLLM's CPU backend's KV cache block size unless block_size is given (vllm/platforms/cpu.py)
 CONFIG_KEYS = {"ratio": "pic_ratio", "initial": "pic_initial", "recent": "pic_recent", "layout": "pic_layout"}
 # engine args the mechanism needs, and what the refusal of a contradicting value says
 FORCED = {
@@ -58,12 +62,18 @@ FORCED = {
 class PicPlan:
     """One engine step: ``ids`` float32 ``[num_input_tokens]`` (``g_{l_c}(m)`` of each scheduled token, the
     original id for padding), and the cached keys to re-rotate: kernel ``blocks`` / ``offsets`` (int64
-    ``[n]``) and ``deltas`` (float32 ``[n]``, new id minus old id)."""
+    ``[n]``) with their ids in the cache and now: ``old_ids`` / ``new_ids`` (float32 ``[n]``)."""
 
     ids: torch.Tensor
     blocks: torch.Tensor
     offsets: torch.Tensor
-    deltas: torch.Tensor
+    old_ids: torch.Tensor
+    new_ids: torch.Tensor
+
+    @property
+    def deltas(self) -> torch.Tensor:
+        """How far each moved key moves: ``new_ids - old_ids``."""
+        return self.new_ids - self.old_ids
 
 
 def dynamic_inference(config: Any) -> Inference:
@@ -73,18 +83,18 @@ def dynamic_inference(config: Any) -> Inference:
     return Inference(method="dynamic", **given)
 
 
-def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cached tokens ``m < ctx`` whose id differs between ``g_ctx`` and ``g_length``, and that difference.
+def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Cached tokens ``m < ctx`` whose id differs between ``g_ctx`` and ``g_length``: ``(m, g_ctx(m), g_length(m))``.
 
     Below ``ctx - l_rc`` a token is initial or middle for both lengths and neither layout makes those ids
     depend on ``l_c``; so only the previous recent window is examined."""
     m = torch.arange(max(0, ctx - inference.recent), ctx)
     if m.numel() == 0 or length == ctx:
-        return m[:0], torch.zeros(0)
+        return m[:0], torch.zeros(0), torch.zeros(0)
     args = (inference.ratio, inference.initial, inference.recent, inference.layout)
-    delta = dynamic_positions(m, length, *args) - dynamic_positions(m, ctx, *args)
-    keep = delta != 0
-    return m[keep], delta[keep]
+    old, new = dynamic_positions(m, ctx, *args), dynamic_positions(m, length, *args)
+    keep = new != old
+    return m[keep], old[keep], new[keep]
 
 
 def step_plan(positions: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
@@ -101,33 +111,56 @@ def step_plan(positions: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: 
     l_c = torch.repeat_interleave(torch.tensor(lengths, dtype=torch.float32), query_lens)
     ids[:n_tok] = dynamic_positions(positions[:n_tok], l_c, inference.ratio, inference.initial, inference.recent,
                                     inference.layout)
-    blocks, offsets, deltas = [], [], []
+    blocks, offsets, old_ids, new_ids = [], [], [], []
     for r in range(n_req):
         ctx = lengths[r] - (starts[r + 1] - starts[r])
-        m, delta = moved_cached_keys(ctx, lengths[r], inference)
+        m, old, new = moved_cached_keys(ctx, lengths[r], inference)
         if m.numel():
             blocks.append(block_table[r, m // block_size].long())
             offsets.append(m % block_size)
-            deltas.append(delta)
+            old_ids.append(old)
+            new_ids.append(new)
     if not blocks:
-        empty = torch.zeros(0, dtype=torch.long)
-        return PicPlan(ids, empty, empty, torch.zeros(0))
-    return PicPlan(ids, torch.cat(blocks), torch.cat(offsets), torch.cat(deltas))
+        return empty_plan(ids)
+    return PicPlan(ids, torch.cat(blocks), torch.cat(offsets), torch.cat(old_ids), torch.cat(new_ids))
+
+
+def empty_plan(ids: torch.Tensor) -> PicPlan:
+    """A plan that moves no cached key."""
+    empty = torch.zeros(0, dtype=torch.long)
+    return PicPlan(ids, empty, empty, torch.zeros(0), torch.zeros(0))
 
 
 # ---------------------------------------------------------------------------------------------- rotation
 
 
 def rotation(ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cos, sin)`` ``[n, head_size / 2]`` of float ids (fp32), as RoPE computes them."""
+    """``(cos, sin)`` ``[n, head_size / 2]`` of float ids (fp32), as RoPE computes them: angle ``id * theta_i``
+    rounded to fp32, then its cos / sin."""
     angles = ids.float()[:, None] * inv_freq[None, :]
     return angles.cos(), angles.sin()
 
 
+def move_rotation(old_ids: torch.Tensor, new_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` of the rotation that takes a key rotated at ``old_ids`` to one rotated at ``new_ids``: by
+    the difference of the two fp32 angles RoPE computes (:func:`rotation`), taken in float64.
+
+    Not the fp32 angle of ``new - old``: at ids in the thousands an fp32 angle carries a rounding error of
+    1e-4 rad or more, and the key rotated at the old angle and then by that one would differ from the key
+    rotated at the new angle by the rounding of three large angles (measured: log-probs off by 2e-4 after a
+    6k-token prompt, against 3e-5 between vanilla vLLM and HF). The exact difference of the two rounded angles
+    composes to the new rounded angle; cos / sin stay float64, and :func:`rerotate_cached_keys` rotates in
+    float64, so that a key moved every step (contiguous layout: each recent key, ``l_rc`` times) gathers only
+    the rounding of its store to the cache's dtype."""
+    old = (old_ids.float()[:, None] * inv_freq[None, :]).double()
+    new = (new_ids.float()[:, None] * inv_freq[None, :]).double()
+    return (new - old).cos(), (new - old).sin()
+
+
 def rotate_half(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotate-half (neox) RoPE of ``x`` ``[n, heads, head_size]`` with ``cos`` / ``sin`` ``[n, head_size / 2]``,
-    in fp32, returned in ``x``'s dtype."""
-    x1, x2 = x.float().chunk(2, dim=-1)
+    in fp32 (float64 with float64 ``cos`` / ``sin``), returned in ``x``'s dtype."""
+    x1, x2 = x.to(torch.promote_types(cos.dtype, torch.float32)).chunk(2, dim=-1)
     cos, sin = cos[:, None, :], sin[:, None, :]
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
 
@@ -161,10 +194,10 @@ def key_index(isa: str, dtype: torch.dtype, block_size: int, head_size: int) -> 
 
 def rerotate_cached_keys(kv_cache: torch.Tensor, plan: PicPlan, delta_rotation: tuple[torch.Tensor, torch.Tensor],
                          isa: str) -> None:
-    """Rotate the cached keys of ``plan`` by their ``deltas`` (``delta_rotation``: their ``(cos, sin)``,
-    :func:`rotation`), in place, in a CPU_ATTN cache ``[blocks, kv_heads, block_size, 2 * head_size]``
+    """Rotate the cached keys of ``plan`` from their old to their new ids (``delta_rotation``: the ``(cos, sin)``
+    of :func:`move_rotation`), in place, in a CPU_ATTN cache ``[blocks, kv_heads, block_size, 2 * head_size]``
     (:func:`key_index`)."""
-    if plan.deltas.numel() == 0:
+    if plan.old_ids.numel() == 0:
         return
     n_blocks, heads, block_size, two_head_size = kv_cache.shape
     index = key_index(isa, kv_cache.dtype, block_size, two_head_size // 2)
@@ -198,10 +231,12 @@ def hf_overrides(hf_config: dict, inference: Inference) -> dict:
             **{key: getattr(inference, field) for field, key in CONFIG_KEYS.items()}}
 
 
-def engine_settings(engine_args: dict, hf_config: dict) -> dict:
+def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, str] | None = None) -> dict:
     """The engine args Dynamic PIC needs (module docstring), added to ``engine_args``; a given value that
     contradicts them is refused in one line. ``max_num_batched_tokens`` defaults to ``max_model_len``
-    (else the model's ``max_position_embeddings``)."""
+    (else the model's ``max_position_embeddings``); ``max_num_seqs`` to :func:`preemption_free_sequences`
+    when the KV cache's size is known (``environ``: the process environment, default ``os.environ``)."""
+    environ = os.environ if environ is None else environ
     out = dict(engine_args)
     for key, (needed, why) in FORCED.items():
         given = out.get(key)
@@ -221,7 +256,72 @@ def engine_settings(engine_args: dict, hf_config: dict) -> dict:
                          f"be >= max_model_len ({length})")
     if given is None and length is not None:
         out["max_num_batched_tokens"] = int(length)
+    cap = preemption_free_sequences(out, hf_config, length, environ)
+    if cap is not None:
+        given = out.get("max_num_seqs")
+        if given is not None and int(given) > cap:
+            raise UsageError(f"pic=dynamic on vLLM runs at most {cap} sequences at once with this KV cache and "
+                             f"max_model_len={length} (more could be preempted and recomputed, which is not "
+                             f"Algorithm 1): set max_num_seqs<={cap}, a larger KV cache or a smaller max_model_len")
+        out["max_num_seqs"] = int(given) if given is not None else cap
     return out
+
+
+def kv_cache_blocks(engine_args: dict, hf_config: dict, environ: Mapping[str, str]) -> int | None:
+    """The number of KV cache blocks vLLM's CPU backend will allocate, known before it starts:
+    ``num_gpu_blocks_override`` if given, else ``bytes // (block_size * bytes_per_token)`` with the bytes from
+    ``kv_cache_memory_bytes`` or ``$VLLM_CPU_KVCACHE_SPACE`` (GiB) and ``bytes_per_token = 2 (k, v) * layers *
+    kv_heads * head_dim * dtype size``; None when the size is left to vLLM's memory profiling."""
+    if engine_args.get("num_gpu_blocks_override") is not None:
+        return int(engine_args["num_gpu_blocks_override"])
+    if engine_args.get("kv_cache_memory_bytes") is not None:
+        space = int(engine_args["kv_cache_memory_bytes"])
+    elif environ.get("VLLM_CPU_KVCACHE_SPACE", "") not in ("", "0"):
+        space = int(environ["VLLM_CPU_KVCACHE_SPACE"]) * 2**30
+    else:
+        return None
+    heads = hf_config.get("num_attention_heads", 1)
+    head_dim = hf_config.get("head_dim") or hf_config.get("hidden_size", 0) // heads
+    dtype = str(engine_args.get("dtype") or "auto")
+    if dtype == "auto":
+        dtype = str(hf_config.get("dtype") or hf_config.get("torch_dtype") or "float32")
+    size = 4 if dtype in ("float32", "float", "torch.float32") else 2
+    per_token = 2 * hf_config.get("num_hidden_layers", 1) * hf_config.get("num_key_value_heads", heads) * head_dim * size
+    return space // (kv_block_size(engine_args) * per_token)
+
+
+def kv_block_size(engine_args: dict) -> int:
+    """The KV cache block size the engine will use: the given one, else vLLM's CPU default."""
+    return int(engine_args.get("block_size") or CPU_BLOCK_SIZE)
+
+
+def preemption_free_sequences(engine_args: dict, hf_config: dict, length: int | None,
+                              environ: Mapping[str, str]) -> int | None:
+    """The most sequences that may run at once without vLLM ever preempting one: ``blocks // ceil(max_model_len
+    / block_size)`` (each running sequence may grow to ``max_model_len``); None when the cache size is unknown
+    before the engine starts. A preempted request is recomputed by one prefill of its prompt and generated
+    tokens, whose hidden states attend at the final length's ids: not Algorithm 1, whose hidden states of a
+    token saw the ids of the length at which it was made."""
+    blocks = kv_cache_blocks(engine_args, hf_config, environ)
+    if blocks is None or length is None:
+        return None
+    per_sequence = -(-int(length) // kv_block_size(engine_args))
+    if blocks < per_sequence:
+        raise UsageError(f"pic=dynamic on vLLM: a KV cache of {blocks} blocks cannot hold one sequence of "
+                         f"max_model_len={length} ({per_sequence} blocks): give a larger KV cache "
+                         "(VLLM_CPU_KVCACHE_SPACE=<GiB>) or a smaller max_model_len")
+    return blocks // per_sequence
+
+
+def check_no_preemption(max_num_seqs: int, max_model_len: int, block_size: int, num_blocks: int | None) -> None:
+    """After the engine started: its KV cache holds ``max_num_seqs`` sequences of ``max_model_len`` (vLLM never
+    preempts), else a one-line error saying which ``max_num_seqs`` would."""
+    per_sequence = -(-max_model_len // block_size)
+    if num_blocks is not None and max_num_seqs * per_sequence > num_blocks:
+        raise UsageError(f"pic=dynamic on vLLM: the engine's KV cache ({num_blocks} blocks of {block_size} tokens) "
+                         f"holds {num_blocks // per_sequence} sequences of max_model_len={max_model_len}, not "
+                         f"max_num_seqs={max_num_seqs} (more could be preempted and recomputed, which is not "
+                         f"Algorithm 1): set max_num_seqs<={num_blocks // per_sequence}")
 
 
 def _check_engine(vllm_config: Any) -> None:
@@ -312,13 +412,14 @@ def model_class(name: str) -> type:
             super().__init__(vllm_config=vllm_config, prefix=prefix,
                              layer_type=functools.partial(LlamaDecoderLayer, attn_layer_type=attention))
             self.pic_plan_slot = slot
+            self.pic_vllm_config, self.pic_checked_cache = vllm_config, False
 
         def forward(self, input_ids: Any, positions: torch.Tensor, intermediate_tensors: Any = None,
                     inputs_embeds: Any = None) -> Any:
             slot = self.pic_plan_slot
             slot.plan = plan = self._plan(positions)
             inv_freq = self.model.layers[self.model.start_layer].self_attn.pic_inv_freq
-            slot.id_rotation, slot.delta_rotation = rotation(plan.ids, inv_freq), rotation(plan.deltas, inv_freq)
+            slot.id_rotation, slot.delta_rotation = rotation(plan.ids, inv_freq), move_rotation(plan.old_ids, plan.new_ids, inv_freq)
             try:
                 return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
             finally:
@@ -327,10 +428,14 @@ def model_class(name: str) -> type:
         def _plan(self, positions: torch.Tensor) -> PicPlan:
             metadata = _attention_metadata()
             if metadata is None:  # profile / dummy run: nothing cached
-                empty = torch.zeros(0, dtype=torch.long)
-                return PicPlan(positions.to(torch.float32), empty, empty, torch.zeros(0))
+                return empty_plan(positions.to(torch.float32))
             kv_cache = self.model.layers[self.model.start_layer].self_attn.attn.kv_cache
             block_size = kv_cache.shape[2]
+            if not self.pic_checked_cache:  # the cache's size is known from the first real step on
+                config = self.pic_vllm_config
+                check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
+                                    config.cache_config.block_size, config.cache_config.num_gpu_blocks)
+                self.pic_checked_cache = True
             return step_plan(positions, metadata.query_start_loc, metadata.seq_lens, metadata.block_table, block_size,
                              self.pic_inference)
 

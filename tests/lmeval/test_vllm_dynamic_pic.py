@@ -19,8 +19,11 @@ import torch
 
 from harness.errors import UsageError
 from harness.models.vllm_dynamic_pic import (
+    check_no_preemption,
     engine_settings,
     hf_overrides,
+    kv_cache_blocks,
+    move_rotation,
     moved_cached_keys,
     rotate_half,
     rotation,
@@ -29,8 +32,8 @@ from harness.models.vllm_dynamic_pic import (
 from harness.positions.inference import Inference
 from harness.positions.pic import dynamic_positions
 
-SETTINGS = [("paper", 1), ("paper", 24), ("contiguous", 1), ("contiguous", 24), ("paper", 400)]  # (layout, l_rc)
-RATIO, INITIAL, NEW_TOKENS = 2.0, 4, 12
+RATIO, INITIAL = 2.0, 4
+SMOLLM2_LENGTHS = [1024, 2048]
 
 
 def dyn(layout: str, recent: int, ratio: float = RATIO, initial: int = INITIAL) -> Inference:
@@ -51,9 +54,11 @@ def test_moved_keys_are_the_differences_of_dynamic_positions(layout, recent):
         for grown in (ctx, ctx + 1, ctx + 7):
             m = torch.arange(ctx)
             full = dynamic_positions(m, grown, *args) - dynamic_positions(m, ctx, *args)
-            moved, delta = moved_cached_keys(ctx, grown, inference)
+            moved, old, new = moved_cached_keys(ctx, grown, inference)
             assert moved.tolist() == m[full != 0].tolist()
-            assert torch.equal(delta, full[full != 0])
+            assert torch.equal(old, dynamic_positions(moved, ctx, *args))
+            assert torch.equal(new, dynamic_positions(moved, grown, *args))
+            assert torch.equal(new - old, full[full != 0])
 
 
 def test_step_plan_ids_and_blocks():
@@ -68,44 +73,93 @@ def test_step_plan_ids_and_blocks():
     assert torch.equal(plan.ids[:1], dynamic_positions(torch.tensor([37]), 38, *args))
     assert torch.equal(plan.ids[1:10], dynamic_positions(torch.arange(9), 9, *args))
     assert plan.ids[10:].tolist() == [0.0, 0.0]
-    m, delta = moved_cached_keys(37, 38, inference)
+    m, old, new = moved_cached_keys(37, 38, inference)
     assert m.numel() > 0  # the contiguous window shifts
     assert plan.blocks.tolist() == block_table[0, m // block_size].tolist()
-    assert plan.offsets.tolist() == (m % block_size).tolist() and torch.equal(plan.deltas, delta)
+    assert plan.offsets.tolist() == (m % block_size).tolist()
+    assert torch.equal(plan.old_ids, old) and torch.equal(plan.new_ids, new)
 
 
-def test_rotation_by_the_delta_is_rotation_at_the_new_id():
-    """A key rotated at g_ctx(m), then by g_{l_c}(m) - g_ctx(m), is the key rotated at g_{l_c}(m) (fp32)."""
+def hf_rope(keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``keys`` ``[n, heads, 64]`` rotated at float ``ids`` by transformers' own Llama RoPE (theta 10000)."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    rope = LlamaRotaryEmbedding(LlamaConfig(hidden_size=128, num_attention_heads=2, head_dim=64))
+    cos, sin = rope(keys, ids[None].float())
+    rotated, _ = apply_rotary_pos_emb(keys.transpose(0, 1)[None], keys.transpose(0, 1)[None], cos, sin)
+    return rotated[0].transpose(0, 1)
+
+
+@pytest.mark.parametrize("layout,ctx,recent,ratio", [("paper", 300, 8, 2.0), ("paper", 6300, 3000, 4.0),
+                                                      ("contiguous", 6300, 200, 3.0)])
+def test_moving_a_key_gives_the_key_rotated_at_its_new_id(layout, ctx, recent, ratio):
+    """A key rotated at g_ctx(m) by transformers' Llama RoPE, then moved by :func:`move_rotation`, equals the key
+    rotated at g_{ctx+3}(m) by transformers' RoPE to within 2e-6 (fp32 keys of unit scale), at ids of hundreds
+    and of thousands. A rotation by the fp32 angle of the difference instead (``rotation(new - old)``) misses
+    by far more at ids in the thousands: the rounding of fp32 angles that large."""
     torch.manual_seed(0)
-    inference = dyn("paper", 8)
+    inference = dyn(layout, recent, ratio=ratio)
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2).float() / 64))
-    m, delta = moved_cached_keys(300, 303, inference)
+    m, old, new = moved_cached_keys(ctx, ctx + 3, inference)
     keys = torch.randn(len(m), 2, 64)
-    old = dynamic_positions(m, 300, RATIO, INITIAL, 8, "paper")
-    new = dynamic_positions(m, 303, RATIO, INITIAL, 8, "paper")
-    moved = rotate_half(rotate_half(keys, *rotation(old, inv_freq)), *rotation(delta, inv_freq))
-    assert (moved - rotate_half(keys, *rotation(new, inv_freq))).abs().max().item() < 1e-4
+    cached, target = hf_rope(keys, old), hf_rope(keys, new)
+    moved = rotate_half(cached, *move_rotation(old, new, inv_freq))
+    assert (moved - target).abs().max().item() < 2e-6
+    assert torch.equal(rotate_half(keys, *rotation(new, inv_freq)), target)  # rotation() is RoPE's own rounding
+    if ctx > 1000:
+        naive = rotate_half(cached, *rotation(new - old, inv_freq))
+        assert (naive - target).abs().max().item() > 1e-5
 
 
 def test_engine_settings_are_forced_and_contradictions_refused():
     config = {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 8192}
-    out = engine_settings({"max_model_len": "1024"}, config)
+    out = engine_settings({"max_model_len": "1024"}, config, environ={})
     assert out["enforce_eager"] is True and out["enable_prefix_caching"] is False
     assert out["enable_chunked_prefill"] is False and out["max_num_batched_tokens"] == 1024
-    assert engine_settings({}, config)["max_num_batched_tokens"] == 8192
+    assert "max_num_seqs" not in out  # the KV cache's size is left to vLLM: the model checks it when known
+    assert engine_settings({}, config, environ={})["max_num_batched_tokens"] == 8192
     for args, pattern in [({"enforce_eager": "False"}, r"needs enforce_eager=True"),
                           ({"enable_prefix_caching": True}, r"needs enable_prefix_caching=False"),
                           ({"max_model_len": 2048, "max_num_batched_tokens": 512}, r"max_num_batched_tokens=512 must be"),
                           ({"speculative_config": {"method": "ngram"}}, r"speculative decoding"),
                           ({"kv_cache_dtype": "fp8"}, r"unquantized KV cache")]:
         with pytest.raises(UsageError, match=pattern):
-            engine_settings(args, config)
+            engine_settings(args, config, environ={})
     assert hf_overrides(config, dyn("contiguous", 9)) == {"architectures": ["PicLlamaForCausalLM"], "pic_ratio": 2.0,
                                                          "pic_initial": 4, "pic_recent": 9, "pic_layout": "contiguous"}
     with pytest.raises(UsageError, match=r"supports LlamaForCausalLM models for now; this one is Qwen2ForCausalLM"):
         hf_overrides({"architectures": ["Qwen2ForCausalLM"]}, dyn("paper", 9))
     with pytest.raises(UsageError, match=r"plain full-head RoPE; this model uses 'llama3'"):
         hf_overrides({**config, "rope_parameters": {"rope_type": "llama3"}}, dyn("paper", 9))
+
+
+SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 8192, "num_hidden_layers": 30,
+                  "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576, "dtype": "bfloat16"}
+
+
+def test_kv_cache_blocks_and_the_preemption_free_batch():
+    """SmolLM2's shape (30 layers, 3 KV heads of 64): 2 * 30 * 3 * 64 = 11520 numbers a token, 46080 bytes in
+    fp32, 5898240 a block of 128; 2 GiB hold 364 blocks (728 in bf16). At max_model_len 8192 (64 blocks) that is
+    5 sequences (11 in bf16); a given max_num_seqs above it, or a cache without room for one sequence, is
+    refused; after the engine starts, a cache smaller than max_num_seqs sequences is refused too."""
+    gib2 = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert kv_cache_blocks({"dtype": "float32"}, SMOLLM2_CONFIG, gib2) == 364
+    assert kv_cache_blocks({}, SMOLLM2_CONFIG, gib2) == 728  # auto: the config's bf16
+    assert kv_cache_blocks({"kv_cache_memory_bytes": 5898240 * 3 + 7, "dtype": "float32"}, SMOLLM2_CONFIG, {}) == 3
+    assert kv_cache_blocks({"num_gpu_blocks_override": 17}, SMOLLM2_CONFIG, gib2) == 17
+    assert kv_cache_blocks({}, SMOLLM2_CONFIG, {}) is None
+    assert engine_settings({"dtype": "float32"}, SMOLLM2_CONFIG, gib2)["max_num_seqs"] == 5
+    assert engine_settings({}, SMOLLM2_CONFIG, gib2)["max_num_seqs"] == 11
+    assert engine_settings({"max_model_len": 1000, "block_size": 64}, SMOLLM2_CONFIG, gib2)["max_num_seqs"] == 91
+    assert engine_settings({"dtype": "float32", "max_num_seqs": 3}, SMOLLM2_CONFIG, gib2)["max_num_seqs"] == 3
+    with pytest.raises(UsageError, match=r"at most 5 sequences at once .* set max_num_seqs<=5"):
+        engine_settings({"dtype": "float32", "max_num_seqs": 6}, SMOLLM2_CONFIG, gib2)
+    with pytest.raises(UsageError, match=r"a KV cache of 63 blocks cannot hold one sequence of max_model_len=8192"):
+        engine_settings({"num_gpu_blocks_override": 63}, SMOLLM2_CONFIG, gib2)
+    check_no_preemption(5, 8192, 128, 320)
+    with pytest.raises(UsageError, match=r"holds 4 sequences of max_model_len=8192, not max_num_seqs=5"):
+        check_no_preemption(5, 8192, 128, 319)
 
 
 # ---------------------------------------------------------------------------------------------- vLLM lane
@@ -115,32 +169,49 @@ import gc, json, sys
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
     from vllm import SamplingParams, TokensPrompt
     from harness.lmeval.vllm_pic import VLLMPicLM
-    model, prompts, settings, new = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
-    params = SamplingParams(temperature=0.0, max_tokens=new, ignore_eos=True, logprobs=0)
+    job = json.loads(sys.argv[1])
+    params = SamplingParams(temperature=0.0, max_tokens=job["new"], ignore_eos=True, logprobs=0)
     out = []
-    for layout, recent in settings:
-        lm = VLLMPicLM(pretrained=model, dtype="float32", max_model_len=512, pic="dynamic", pic_ratio=2.0,
-                       pic_initial=4, pic_recent=recent, pic_layout=layout, seed=0)
-        got = lm.model.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
-        out.append([{"tokens": list(o.outputs[0].token_ids),
-                     "logprobs": [lp[t].logprob for t, lp in zip(o.outputs[0].token_ids, o.outputs[0].logprobs)]}
-                    for o in got])
+    for setting in job["settings"]:
+        lm = VLLMPicLM(pretrained=job["model"], dtype="float32", max_model_len=job["max_model_len"], pic="dynamic",
+                       pic_ratio=setting["ratio"], pic_initial=setting["initial"], pic_recent=setting["recent"],
+                       pic_layout=setting["layout"], seed=0, **job["engine"])
+        got = lm.model.generate([TokensPrompt(prompt_token_ids=p) for p in job["prompts"]], params, use_tqdm=False)
+        config = lm.model.llm_engine.vllm_config
+        out.append({"max_num_seqs": config.scheduler_config.max_num_seqs,
+                    "num_blocks": config.cache_config.num_gpu_blocks,
+                    "outputs": [{"tokens": list(o.outputs[0].token_ids),
+                                 "logprobs": [lp[t].logprob for t, lp in zip(o.outputs[0].token_ids,
+                                                                             o.outputs[0].logprobs)]} for o in got]})
         del lm, got
         gc.collect()
     print("RESULT " + json.dumps(out))
 """
 
 
-def hf_reference(model, prompt: list[int], inference: Inference) -> tuple[list[int], list[float]]:
-    """hf-pic's ``pic=dynamic,pic_impl=reference`` greedy generation: tokens and each one's log-probability."""
+def setting(layout: str, recent: int, ratio: float = RATIO, initial: int = INITIAL) -> dict:
+    return {"layout": layout, "recent": recent, "ratio": ratio, "initial": initial}
+
+
+def run_vllm(vllm_env, job: dict) -> list[dict]:
+    """:data:`PROBE` in the vLLM environment: per setting of ``job``, the engine's numbers and the outputs."""
+    done = subprocess.run([str(vllm_env.python), "-c", PROBE, json.dumps(job)], capture_output=True, text=True,
+                          env=vllm_env.environ(), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+
+
+def hf_reference(model, prompt: list[int], inference: Inference, new: int) -> tuple[list[int], list[float]]:
+    """hf-pic's ``pic=dynamic,pic_impl=reference`` greedy generation of ``new`` tokens: the tokens and each
+    one's log-probability (fp32 log-softmax of its step's logits)."""
     from harness import apply_pic, remove_pic
 
     apply_pic(model, inference.replace(impl="reference"))
     try:
         with torch.no_grad():
             out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                 max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                                 output_logits=True, return_dict_in_generate=True)
+                                 max_new_tokens=new, min_new_tokens=new, do_sample=False, output_logits=True,
+                                 return_dict_in_generate=True)
     finally:
         remove_pic(model)
     tokens = out.sequences[0, len(prompt):].tolist()
@@ -148,29 +219,127 @@ def hf_reference(model, prompt: list[int], inference: Inference) -> tuple[list[i
     return tokens, logprobs
 
 
-def test_vllm_dynamic_pic_equals_hf_pic_reference(vllm_env, smollm2_dir, smollm2):
-    """Every setting of :data:`SETTINGS`, a batch of a ~300- and a ~120-token prompt: vLLM's greedy tokens equal
-    hf-pic's reference token for token, log-probabilities within 1e-4."""
-    from harness.data.synthetic import synthetic_reports
-
-    model, tokenizer = smollm2
-    text = " ".join(synthetic_reports(1, 400, seed=3))
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    prompts = [ids[:300], ids[150:270]]
-    done = subprocess.run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), json.dumps(prompts),
-                           json.dumps(SETTINGS), str(NEW_TOKENS)], capture_output=True, text=True,
-                          env=vllm_env.environ(), timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+def assert_equal_to_reference(model, job: dict, got: list[dict]) -> float:
+    """Every setting x prompt of ``job``: vLLM's tokens equal hf-pic's reference token for token, and every
+    log-probability is within 1e-4; returns the largest difference."""
     worst, failures = 0.0, []
-    for (layout, recent), outputs in zip(SETTINGS, got):
-        for prompt, output in zip(prompts, outputs):
-            tokens, logprobs = hf_reference(model, prompt, dyn(layout, recent))
+    for config, run in zip(job["settings"], got):
+        for prompt, output in zip(job["prompts"], run["outputs"]):
+            tokens, logprobs = hf_reference(model, prompt, dyn(**config), job["new"])
             if output["tokens"] != tokens:
-                failures.append(f"{layout} l_rc {recent} prompt {len(prompt)}: {output['tokens']} != {tokens}")
+                first = next(i for i, (a, b) in enumerate(zip(output["tokens"], tokens)) if a != b)
+                failures.append(f"{config} prompt {len(prompt)}: first differs at new token {first}")
                 continue
             worst = max(worst, max(abs(a - b) for a, b in zip(output["logprobs"], logprobs)))
     assert not failures, "\n".join(failures)
-    print(f"\nvLLM Dynamic PIC vs hf-pic reference: {len(SETTINGS) * len(prompts)} generations of {NEW_TOKENS} tokens "
-          f"equal, max |logprob diff| {worst:.2e}")
     assert worst < 1e-4, worst
+    return worst
+
+
+def prompt_ids(tokenizer, lengths: list[int], seed: int) -> list[list[int]]:
+    """Token prompts of the given lengths, cut from different places of synthetic reports."""
+    from harness.data.synthetic import synthetic_reports
+
+    text = " ".join(synthetic_reports(1, int(max(lengths) * 1.2) + 400, seed=seed))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) > max(lengths), len(ids)
+    return [ids[(101 * i) % (len(ids) - n) :][:n] for i, n in enumerate(lengths)]
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    """A tiny trained Llama (head size 64, which vLLM's CPU attention supports; 8k positions): folder, model,
+    tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.tiny import build_tiny_model
+
+    folder = build_tiny_model(hidden=256, heads=4, kv_heads=2, train_steps=100)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    return folder, model, AutoTokenizer.from_pretrained(folder)
+
+
+def test_smollm2_long_generations_equal_hf_pic_reference(vllm_env, smollm2_dir, smollm2):
+    """SmolLM2-135M (fp32) in the setting of ``lch eval --model vllm-pic ... pic=dynamic,pic_ratio=2,
+    pic_recent=200`` (paper layout, l_ic 4), one batch of a 1k- and a 2k-token prompt, 256 new tokens each:
+    vLLM's greedy tokens equal hf-pic's Algorithm 1 token for token, every log-probability within 1e-4. (The
+    layouts, ratios and window edge cases at up to 6k tokens: the tiny Llama below; SmolLM2 at 3k tokens in
+    both layouts costs 4 minutes of the suite.)"""
+    model, tokenizer = smollm2
+    job = {"model": str(smollm2_dir), "max_model_len": 4096, "new": 256, "engine": {},
+           "prompts": prompt_ids(tokenizer, SMOLLM2_LENGTHS, seed=3), "settings": [setting("paper", 200)]}
+    worst = assert_equal_to_reference(model, job, run_vllm(vllm_env, job))
+    print(f"\nSmolLM2: {len(job['settings']) * len(job['prompts'])} generations of 256 tokens equal, max |logprob "
+          f"diff| {worst:.2e}")
+
+
+def test_tiny_llama_long_generations_equal_hf_pic_reference(vllm_env, tiny_llama):
+    """A tiny trained Llama, one batch of 1k-, 2.5k- and 6k-token prompts, 256 new tokens each, four settings:
+    both layouts, s_cr 2 / 3 / 4, l_ic 4 / 16 / 64, and the window edge cases l_rc = 1 (one key moves per
+    step), l_rc = 3000 (larger than two of the prompts) and l_rc = 7000 (larger than every prompt: nothing moves
+    until the text outgrows it). A key re-rotated twice or not at all changes the tokens."""
+    folder, model, tokenizer = tiny_llama
+    job = {"model": str(folder), "max_model_len": 8192, "new": 256, "engine": {},
+           "prompts": prompt_ids(tokenizer, [1024, 2500, 6000], seed=5),
+           "settings": [setting("paper", 1), setting("contiguous", 200, ratio=3.0, initial=16),
+                        setting("paper", 3000, ratio=4.0, initial=64), setting("contiguous", 7000)]}
+    worst = assert_equal_to_reference(model, job, run_vllm(vllm_env, job))
+    print(f"\ntiny Llama: 12 generations of 256 tokens equal, max |logprob diff| {worst:.2e}")
+
+
+def test_no_preemption_with_a_small_kv_cache(vllm_env, tiny_llama):
+    """A KV cache of 17 blocks of 128 tokens and max_model_len 1024 (8 blocks a sequence): vllm-pic runs at most
+    2 sequences at once, as :func:`kv_cache_blocks` / :func:`preemption_free_sequences` predict, so five
+    requests that together outgrow the cache are never preempted (a preempted request would be recomputed by
+    one prefill at its final length, not Algorithm 1) and each equals hf-pic's reference. Also: the block
+    count predicted from ``VLLM_CPU_KVCACHE_SPACE`` is the engine's own."""
+    folder, model, tokenizer = tiny_llama
+    job = {"model": str(folder), "max_model_len": 1024, "new": 256, "engine": {"num_gpu_blocks_override": 17},
+           "prompts": prompt_ids(tokenizer, [700, 520, 610, 450, 680], seed=7), "settings": [setting("paper", 24)]}
+    got = run_vllm(vllm_env, job)
+    assert (got[0]["max_num_seqs"], got[0]["num_blocks"]) == (2, 17)
+    assert_equal_to_reference(model, job, got)
+    probe = {**job, "prompts": job["prompts"][:1], "new": 1, "engine": {}}
+    config = json.loads((folder / "config.json").read_text())
+    expected = kv_cache_blocks({"dtype": "float32"}, config, vllm_env.environ())
+    assert run_vllm(vllm_env, probe)[0]["num_blocks"] == expected
+
+
+PLAIN_VLLM = """
+import json, sys
+if __name__ == "__main__":
+    from vllm import LLM, SamplingParams, TokensPrompt
+    job = json.loads(sys.argv[1])
+    out = {}
+    for name, seqs in (("fits", 2), ("too_many", 3)):
+        llm = LLM(model=job["model"], dtype="float32", enforce_eager=True, enable_prefix_caching=False,
+                  enable_chunked_prefill=False, max_model_len=1024, max_num_batched_tokens=1024, max_num_seqs=seqs,
+                  num_gpu_blocks_override=17, seed=0, hf_overrides=job["overrides"])
+        params = SamplingParams(temperature=0.0, max_tokens=job["new"], ignore_eos=True)
+        try:
+            got = llm.generate([TokensPrompt(prompt_token_ids=job["prompt"])], params, use_tqdm=False)
+            out[name] = list(got[0].outputs[0].token_ids)
+        except Exception as err:  # the model class stops the engine on its first step
+            out[name] = str(err).splitlines()[0]
+        del llm
+    print("RESULT " + json.dumps(out))
+"""
+
+
+def test_plain_vllm_finds_the_class_through_the_plugin_entry_point(vllm_env, tiny_llama):
+    """An engine built by plain ``vllm.LLM`` (no vllm-pic, no ``register()`` call) with the ``Pic<Arch>``
+    class named in ``hf_overrides``: vLLM's ``vllm.general_plugins`` entry point registered it, and its greedy
+    tokens equal hf-pic's reference; with ``max_num_seqs=3`` over a cache of 17 blocks (2 sequences of 1024
+    tokens) the model class refuses on its first step, naming ``max_num_seqs<=2``."""
+    folder, model, tokenizer = tiny_llama
+    inference = dyn("paper", 24)
+    prompt = prompt_ids(tokenizer, [600], seed=9)[0]
+    config = json.loads((folder / "config.json").read_text())
+    job = {"model": str(folder), "prompt": prompt, "new": 32, "overrides": hf_overrides(config, inference)}
+    done = subprocess.run([str(vllm_env.python), "-c", PLAIN_VLLM, json.dumps(job)], capture_output=True,
+                          text=True, env=vllm_env.environ(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    assert got["fits"] == hf_reference(model, prompt, inference, 32)[0]
+    assert "holds 2 sequences of max_model_len=1024, not max_num_seqs=3" in got["too_many"]
+    assert "set max_num_seqs<=2" in got["too_many"]
