@@ -83,6 +83,7 @@ def run_lm_eval(argv: list[str]) -> None:
             # TaskManager accepts a list: ours first, the user's after (later paths override).
             user = args.include_path or _config_include_path(getattr(args, "config", None))
             args.include_path = [tasks_path()] + ([user] if user else [])
+        move_run_settings(args, argv)
         preflight = PREFLIGHT.get(getattr(args, "model", None))
         if preflight is not None:
             preflight(_model_args(args))
@@ -97,6 +98,30 @@ def run_lm_eval(argv: list[str]) -> None:
         cli.execute(args)
     finally:
         sys.argv = saved_argv
+
+
+# lm-eval passes these to the model's constructor from its own flags, always (--device defaults to cuda:0), so the
+# same key in --model_args would reach the constructor twice (a TypeError in lm-eval 0.4.13, for its own `hf`
+# model too)
+RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
+
+
+def move_run_settings(args, argv: list[str]) -> None:
+    """A ``device`` / ``batch_size`` / ``max_batch_size`` given in ``--model_args`` becomes the value of lm-eval's
+    flag of that name; given both ways with different values, it is refused in one line."""
+    from harness.errors import UsageError
+
+    model_args = _model_args(args)
+    moved = {key: model_args.pop(key) for key in RUN_SETTINGS if key in model_args}
+    if not moved:
+        return
+    for key, value in moved.items():
+        flagged = any(a == f"--{key}" or a.startswith(f"--{key}=") for a in argv)
+        if flagged and str(getattr(args, key, None)) != str(value):
+            raise UsageError(f"lch eval: {key} is given twice, {value} in --model_args and {getattr(args, key)} by "
+                             f"--{key}: give it once")
+        setattr(args, key, value)
+    args.model_args = model_args
 
 
 def check_json_args(argv: list[str]) -> None:

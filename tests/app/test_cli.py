@@ -151,9 +151,12 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
 
 
 def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, docs_file, user_tasks, tmp_path):
+    """lm-eval's own ``hf`` model; the device and batch size given in --model_args, which lm-eval 0.4.13 would
+    also pass from its --device (default cuda:0) / --batch_size flags (a TypeError: lch eval moves them)."""
     _run([
-        str(BIN / "lch"), "eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
-        "--device", "cpu", "--tasks", "my_rolling", "--include_path", str(user_tasks), "--output_path", str(tmp_path),
+        str(BIN / "lch"), "eval", "--model", "hf", "--model_args",
+        f"pretrained={tiny_model_dir},dtype=float32,device=cpu,batch_size=2",
+        "--tasks", "my_rolling", "--include_path", str(user_tasks), "--output_path", str(tmp_path),
     ])
     # lm-eval's own HF model, max_length 4096 from the config: each report is one window, plain positions
     expected = _word_perplexity_by_hand(tiny_model_dir, docs_file, 4096, lambda n: torch.arange(n))
@@ -514,3 +517,22 @@ def test_a_field_added_to_a_recipe_config_becomes_its_option(monkeypatch):
     cfg = config.TrainConfig.for_recipe(**given_options(config.config_class(args.recipe), args))
     assert isinstance(cfg, Extended) and (cfg.warm_tokens, cfg.fancy, cfg.gamma) == (9, True, 5.0)
     assert cfg.settings()["warm_tokens"] == 9 and cfg.settings()["fancy"] is True
+
+
+def test_run_settings_in_model_args_move_to_lm_evals_flags():
+    """``device`` / ``batch_size`` / ``max_batch_size`` in --model_args become lm-eval's flags; the same key given
+    both ways with different values is one line."""
+    from argparse import Namespace
+
+    from harness.errors import UsageError
+    from harness.lmeval.cli import move_run_settings
+
+    args = Namespace(model_args="pretrained=m,device=cpu,batch_size=4", device=None, batch_size=1, max_batch_size=None)
+    move_run_settings(args, ["--model_args", args.model_args])
+    assert (args.model_args, args.device, args.batch_size) == ({"pretrained": "m"}, "cpu", 4)
+    same = Namespace(model_args={"pretrained": "m", "device": "cpu"}, device="cpu", batch_size=1, max_batch_size=None)
+    move_run_settings(same, ["--device", "cpu"])
+    assert (same.model_args, same.device) == ({"pretrained": "m"}, "cpu")
+    clash = Namespace(model_args="pretrained=m,device=cpu", device="cuda", batch_size=1, max_batch_size=None)
+    with pytest.raises(UsageError, match=r"device is given twice, cpu in --model_args and cuda by --device"):
+        move_run_settings(clash, ["--device=cuda"])
