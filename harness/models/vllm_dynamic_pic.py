@@ -305,23 +305,28 @@ def preemption_free_sequences(engine_args: dict, hf_config: dict, length: int | 
     blocks = kv_cache_blocks(engine_args, hf_config, environ)
     if blocks is None or length is None:
         return None
-    per_sequence = -(-int(length) // kv_block_size(engine_args))
-    if blocks < per_sequence:
+    held = sequences_held(blocks, int(length), kv_block_size(engine_args))
+    if held == 0:
         raise UsageError(f"pic=dynamic on vLLM: a KV cache of {blocks} blocks cannot hold one sequence of "
-                         f"max_model_len={length} ({per_sequence} blocks): give a larger KV cache "
-                         "(VLLM_CPU_KVCACHE_SPACE=<GiB>) or a smaller max_model_len")
-    return blocks // per_sequence
+                         f"max_model_len={length}: give a larger KV cache (VLLM_CPU_KVCACHE_SPACE=<GiB>) or a "
+                         "smaller max_model_len")
+    return held
+
+
+def sequences_held(num_blocks: int, max_model_len: int, block_size: int) -> int:
+    """How many sequences of ``max_model_len`` tokens a cache of ``num_blocks`` blocks holds at once."""
+    return num_blocks // -(-max_model_len // block_size)
 
 
 def check_no_preemption(max_num_seqs: int, max_model_len: int, block_size: int, num_blocks: int | None) -> None:
     """After the engine started: its KV cache holds ``max_num_seqs`` sequences of ``max_model_len`` (vLLM never
     preempts), else a one-line error saying which ``max_num_seqs`` would."""
-    per_sequence = -(-max_model_len // block_size)
-    if num_blocks is not None and max_num_seqs * per_sequence > num_blocks:
+    held = None if num_blocks is None else sequences_held(num_blocks, max_model_len, block_size)
+    if held is not None and max_num_seqs > held:
         raise UsageError(f"pic=dynamic on vLLM: the engine's KV cache ({num_blocks} blocks of {block_size} tokens) "
-                         f"holds {num_blocks // per_sequence} sequences of max_model_len={max_model_len}, not "
-                         f"max_num_seqs={max_num_seqs} (more could be preempted and recomputed, which is not "
-                         f"Algorithm 1): set max_num_seqs<={num_blocks // per_sequence}")
+                         f"holds {held} sequences of max_model_len={max_model_len}, not max_num_seqs={max_num_seqs} "
+                         f"(more could be preempted and recomputed, which is not Algorithm 1): set "
+                         f"max_num_seqs<={held}")
 
 
 def _check_engine(vllm_config: Any) -> None:
@@ -419,7 +424,8 @@ def model_class(name: str) -> type:
             slot = self.pic_plan_slot
             slot.plan = plan = self._plan(positions)
             inv_freq = self.model.layers[self.model.start_layer].self_attn.pic_inv_freq
-            slot.id_rotation, slot.delta_rotation = rotation(plan.ids, inv_freq), move_rotation(plan.old_ids, plan.new_ids, inv_freq)
+            slot.id_rotation = rotation(plan.ids, inv_freq)
+            slot.delta_rotation = move_rotation(plan.old_ids, plan.new_ids, inv_freq)
             try:
                 return self.model(input_ids, positions, intermediate_tensors, inputs_embeds)
             finally:
