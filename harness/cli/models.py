@@ -18,17 +18,23 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_models(args: argparse.Namespace) -> int:
+    from harness.models.model_check import StaleModelError, check_before_use
     from harness.models.registry import MODELS, fetch_model, is_fetched, model_path
 
     if args.action == "list":
         for name, spec in MODELS.items():
             state = model_path(name) if is_fetched(name) else "not fetched"
+            if is_fetched(name):
+                try:
+                    check_before_use(model_path(name))
+                except StaleModelError:
+                    state = f"{state} (stale: `lch models fetch {name}` rebuilds it)"
             print(f"{name:<16} {spec.description} [{spec.licence}] -> {state}")
         return 0
     if not args.name:
         raise UsageError(f"lch models {args.action}: give a model name ({', '.join(MODELS)})")
-    # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; progress goes to
-    # stderr so that stdout is the folder alone
+    # `path` fetches on first use (and rebuilds a stale folder) too, so `pretrained=$(lch models path NAME)` always
+    # works; progress goes to stderr so that stdout is the folder alone
     print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
     return 0
 

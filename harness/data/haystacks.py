@@ -52,6 +52,15 @@ def word_lists() -> dict[str, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=1)
+def word_lists_digest() -> str:
+    """A digest of :func:`word_lists` (a cache key part: another ``wonderwords`` release may list other words)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(word_lists(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
 def common_words() -> tuple[str, ...]:
     lists = word_lists()
     return tuple(sorted(set(lists["noun"]) | set(lists["adjective"]) | set(lists["verb"])))

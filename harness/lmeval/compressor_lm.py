@@ -38,10 +38,11 @@ from harness.lmeval.request_options import (
     CompletionResponse,
     ReconstructionResponse,
 )
-from harness.lmeval.response_cache import answer_with_cache
+from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answer_with_cache, library_versions
+from harness.models.identity import model_identity
 
 
-class CompressorLM(LM):
+class CompressorLM(ClaimsResponseCache, LM):
     def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
                  max_gen_toks: int = 64, batch_size: Any = 1, context_field: str = "context", **overrides: Any) -> None:
         super().__init__()
@@ -62,6 +63,15 @@ class CompressorLM(LM):
         self.compressor.to(device).eval()
         self.device_name, self.max_gen_toks = device, int(max_gen_toks)
         self.context_field = str(context_field)
+        self._sources = (pretrained, checkpoint, dtype, overrides)
+
+    def cache_owner(self) -> CacheOwner:
+        """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""
+        pretrained, checkpoint, dtype, overrides = self._sources
+        settings = ", ".join(f"{k}={v}" for k, v in sorted({**overrides, "context_field": self.context_field}.items()))
+        return CacheOwner(engine="compressor", model=model_identity(pretrained), adapter=model_identity(checkpoint)
+                          if checkpoint else None, inference=settings, dtype=dtype,
+                          libraries=library_versions("torch", "transformers", "peft"))
 
     def _ids(self, text: str) -> torch.Tensor:
         return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], device=self.device_name)

@@ -41,7 +41,8 @@ from harness.lmeval.request_options import (
     encode_for_scoring,
     first_stop,
 )
-from harness.lmeval.response_cache import answer_with_cache
+from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answer_with_cache, library_versions
+from harness.models.identity import model_identity
 from harness.models.lsm import hf_runner, lsm_direct, lsm_overlap
 from harness.models.pic import apply_pic, set_rope_base
 from harness.models.scoring import left_pad, score_tokens
@@ -49,7 +50,7 @@ from harness.models.scoring import left_pad, score_tokens
 log = logging.getLogger(__name__)
 
 
-class HFPicLM(HFLM):
+class HFPicLM(ClaimsResponseCache, HFLM):
     """HF causal LM with a PIC variant applied in place (see module docstring)."""
 
     def __init__(
@@ -69,6 +70,7 @@ class HFPicLM(HFLM):
              "pic_initial": pic_initial, "pic_recent": pic_recent, "pic_layout": pic_layout,
              "rope_base": rope_base, "pic_impl": pic_impl})
         self.variant, inference = resolved["variant"], resolved["inference"]
+        self._sources = (pretrained, kwargs.get("peft"))
         for override in resolved["overrides"]:
             log.warning("model_arg %s overrides the variant file of %s (%s)", override,
                         kwargs.get("peft") or pretrained, self.variant.describe())
@@ -93,6 +95,14 @@ class HFPicLM(HFLM):
         """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings
         in force), ``lch_variant`` (the checkpoint's variant file, if any) and ``lch_evaluated_as`` (words)."""
         return {**super().get_model_info(), **results_info(self.variant, self.inference)}
+
+    def cache_owner(self) -> CacheOwner:
+        """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""
+        pretrained, peft = self._sources
+        return CacheOwner(engine="hf-pic", model=model_identity(pretrained) if isinstance(pretrained, str) else
+                          type(pretrained).__name__, adapter=model_identity(peft) if peft else None,
+                          inference=self.inference.words(), dtype=str(self.model.dtype).removeprefix("torch."),
+                          libraries=library_versions("torch", "transformers", "peft"))
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if not self.inference.entry.moves_cached_keys:

@@ -9,16 +9,88 @@ not finished. Sampled generations (``do_sample``) are never cached, as lm-eval d
 Without ``--use_cache`` the hook holds no database and this is a plain call. A cached entry that is not of
 its request type's response shape (:func:`harness.lmeval.request_options.check_response`: an older or
 damaged database) counts as a miss: it is recomputed and overwritten.
+
+lm-eval keys a response by its request alone, so one database given to two runs (hf-pic then vllm-pic, another
+dtype, another PIC setting, a model folder rebuilt at the same path, another environment's libraries) would hand
+the second run the first one's answers. Our models therefore claim the database when lm-eval hands them its
+hook (:class:`ClaimsResponseCache`): the first run records its :class:`CacheOwner` in it, and a run of any other
+owner is refused in one line before it reads a response.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable
 
 from lm_eval.api.model import hash_args
 
+from harness.errors import UsageError
+from harness.models import model_check
 from harness.lmeval.request_options import check_response
+
+OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belong to (lm-eval's keys are hex hashes)
+
+
+@dataclass(frozen=True)
+class CacheOwner:
+    """What every response in a response cache depends on besides its request: the engine, the model's and the
+    adapter's content (:func:`harness.models.identity.model_identity`), the inference applied, the dtype the
+    model runs in and the versions of the libraries that compute it."""
+
+    engine: str
+    model: str
+    adapter: str | None
+    inference: str
+    dtype: str
+    libraries: str
+
+    def differences(self, other: "CacheOwner") -> list[str]:
+        """``<field> <this owner's> (this run: <other's>)`` for each field that differs."""
+        return [f"{f.name} {getattr(self, f.name)} (this run: {getattr(other, f.name)})" for f in fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+
+def library_versions(*names: str) -> str:
+    """``name version, ...`` of the installed libraries among ``names``, for :attr:`CacheOwner.libraries`."""
+    return ", ".join(f"{name} {version}" for name, version in model_check.library_versions(*names).items())
+
+
+def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
+    """Record ``owner`` in the database behind lm-eval's cache ``hook`` (none: nothing to do), or refuse, in one
+    line, a database that holds another owner's responses. A database of responses with no owner recorded (an
+    older lch) is claimed with a warning: its responses are reused as they are."""
+    db = getattr(hook, "dbdict", None)
+    if db is None:
+        return
+    where = getattr(db, "filename", "the response cache")
+    recorded = db.get(OWNER_KEY)
+    if recorded is None:
+        if len(db):
+            print(f"{where}: its responses carry no record of the model that computed them (an older lch); reusing "
+                  "them as they are", file=sys.stderr)
+        db[OWNER_KEY] = asdict(owner)
+        return
+    try:
+        theirs = CacheOwner(**recorded)
+    except TypeError:
+        theirs = None
+    if theirs != owner:
+        why = "; ".join(theirs.differences(owner)) if theirs is not None else "an unreadable owner record"
+        raise UsageError(f"--use_cache {where} holds the responses of another run ({why}): give this run its own "
+                         f"--use_cache path, or delete {where} to start it afresh")
+
+
+class ClaimsResponseCache:
+    """Mixin of our lm-eval models: claims lm-eval's response cache for :meth:`cache_owner` when lm-eval hands the
+    model its cache hook (``CachingLM`` calls ``set_cache_hook`` once, before any request)."""
+
+    def cache_owner(self) -> CacheOwner:
+        raise NotImplementedError
+
+    def set_cache_hook(self, cache_hook: Any) -> None:
+        claim_response_cache(cache_hook, self.cache_owner())
+        super().set_cache_hook(cache_hook)  # type: ignore[misc]
 
 # compute(requests, done): runs the model on requests and calls done(index, response) for each one
 Compute = Callable[[list, Callable[[int, Any], None]], None]

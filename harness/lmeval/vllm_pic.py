@@ -55,7 +55,8 @@ from harness.lmeval.request_options import (
     encode_for_scoring,
     first_stop,
 )
-from harness.lmeval.response_cache import answer_with_cache
+from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answer_with_cache, library_versions
+from harness.models.identity import model_identity
 from harness.lmeval.vllm_import import lm_eval_vllm_class, unavailable
 from harness.models.lsm import lsm_direct, lsm_overlap
 from harness.models.vllm_env import with_cpu_runtime_defaults
@@ -177,7 +178,7 @@ class EngineStartError(LchError, RuntimeError):
     vLLM's ``ValueError`` from an engine in this process, e.g. not enough memory for the KV cache)."""
 
 
-class VLLMPicLM(_Base):
+class VLLMPicLM(ClaimsResponseCache, _Base):
     """lm-eval ``vllm`` with ``pic=none|naive|ntk|dynamic``, ``pic_ratio`` (``pic_initial`` / ``pic_recent`` /
     ``pic_layout`` for Dynamic PIC) and ``rope_base`` in ``--model_args``;
     a variant file (``lch_variant.json``) in ``lora_local_path`` or ``pretrained`` sets their defaults as
@@ -215,6 +216,7 @@ class VLLMPicLM(_Base):
             register()
             kwargs = engine_settings(kwargs, config)
         self.pic, self.inference, self.variant = inference.method, inference, variant
+        self._sources = (pretrained, kwargs.get("lora_local_path"), str(kwargs.get("dtype", "auto")))
         self._pooling = None  # the pooling engine of `lsm` requests, built on the first one
         try:
             super().__init__(pretrained=pretrained, **kwargs)
@@ -235,6 +237,15 @@ class VLLMPicLM(_Base):
         """As :meth:`harness.lmeval.hf_pic.HFPicLM.get_model_info`."""
         base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
         return {**base, **results_info(self.variant, self.inference)}
+
+    def cache_owner(self) -> CacheOwner:
+        """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""
+        pretrained, lora, dtype = self._sources
+        if self.data_parallel_size == 1:  # the dtype the engine resolved (`auto` is the folder's)
+            dtype = str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
+        return CacheOwner(engine="vllm-pic", model=model_identity(pretrained), adapter=model_identity(lora) if lora
+                          else None, inference=self.inference.words(), dtype=dtype,
+                          libraries=library_versions("torch", "transformers", "vllm"))
 
     # ------------------------------------------------------------------ running the engine
 

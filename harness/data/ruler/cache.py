@@ -1,9 +1,10 @@
 """The on-disk cache of generated RULER rows: ``<cache>/ruler/<task>-<length>-<digest>.jsonl``.
 
 The digest hashes everything the rows depend on (task and its parameters, length, sample count, seed, worked
-example, tokenizer and chat-template fingerprint, haystack sources, :data:`GENERATOR_VERSION`), so a hit is
-always the rows a fresh generation would give. The key's contents and hashing are part of the cache format:
-changing either orphans every cached file.
+example, tokenizer and chat-template fingerprint (of the tokenizer as loaded here: its vocabulary, special-token
+handling and template), haystack sources, the word lists, :data:`GENERATOR_VERSION`), so a hit is always the rows
+a fresh generation would give, in whichever environment it was generated. The key's contents and hashing are part
+of the cache format: changing either orphans every cached file.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from harness.cache import cache_root
 from harness.files import entry_lock, sweep_temporaries, write_text_atomic
+from harness.data.haystacks import word_lists_digest
 from harness.data.prompt_length import PromptCounter
 from harness.data.ruler.builders import Sources
 from harness.data.ruler.catalogue import GENERATOR_VERSION, TaskSpec
@@ -25,7 +27,8 @@ def cache_path(task: str, spec: TaskSpec, length: int, num_samples: int, seed: i
                counter: PromptCounter, sources: Sources) -> Path:
     """Where the rows of ``generate(task, length, num_samples, counter, seed, sources, icl)`` are cached."""
     key = {"task": task, "spec": spec.params, "length": length, "n": num_samples, "seed": seed, "icl": icl,
-           "tokenizer": counter.fingerprint(), "sources": sources.fingerprint(spec), "version": GENERATOR_VERSION}
+           "tokenizer": counter.fingerprint(), "sources": sources.fingerprint(spec), "words": word_lists_digest(),
+           "version": GENERATOR_VERSION}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
     return cache_root("ruler", f"{task}-{length}-{digest}.jsonl")
 
