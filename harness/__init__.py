@@ -9,13 +9,13 @@ Public API (importing it does not import torch until used):
 
 from __future__ import annotations
 
-from typing import Any
-
+# nothing imported at module level: this package is imported at every interpreter start by the lm-eval plugin
+# activation (harness/lm_eval_activation.py), so it must cost next to nothing
 __version__ = "0.1.0"
 __all__ = ["Inference", "apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in ("apply_pic", "remove_pic", "pic_settings"):
         from harness.models import pic
 

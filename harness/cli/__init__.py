@@ -1,9 +1,8 @@
 """lch: the harness command line (this text is its --help, so it is plain text).
 
-  lch eval ...      drop-in for lm_eval ... (same flags and outputs) with our models registered and our
-                    task folder included next to any --include_path of the user's; lch eval --tasks list
-                    lists every task, ours included.
-  lch tasks-path    prints our task folder, for lm_eval --include_path "$(lch tasks-path)".
+  lch eval ...      drop-in for lm_eval ... (same flags and outputs; plain lm_eval finds our models and
+                    tasks too) with our checks of the run first; lch eval --tasks list lists every task.
+  lch tasks-path    prints our task folder (lm-eval finds it as a task plugin).
   lch keytokens     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
   lch judge         the judge stage: judge the logged samples of a judged task (any judge, no
                     regeneration) and write per-sample judgements beside them.

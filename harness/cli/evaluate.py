@@ -8,7 +8,7 @@ import argparse
 def add(sub: argparse._SubParsersAction) -> None:
     # `lch eval` is dispatched before argparse (every argument is lm-eval's); listed here for --help.
     sub.add_parser("eval", help="lm_eval drop-in (all lm_eval flags)", add_help=False)
-    sub.add_parser("tasks-path", help="print the task folder for lm_eval --include_path").set_defaults(handler=tasks_path)
+    sub.add_parser("tasks-path", help="print our task folder (lm-eval finds it as a task plugin)").set_defaults(handler=tasks_path)
 
 
 def run_eval(argv: list[str]) -> int:

@@ -9,10 +9,11 @@ evaluated model score exactly the same text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.data.documents import DocumentOptions, documents_from_options
-from harness.errors import UsageError
+from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
 from harness.options import option
 
@@ -50,7 +51,16 @@ def corpus_documents(options: CorpusOptions) -> list[dict]:
     from transformers import AutoTokenizer
 
     docs = documents_from_options(options)
-    length_tok = AutoTokenizer.from_pretrained(options.length_tokenizer or options.evaluator)
+    key, name = ("length_tokenizer", options.length_tokenizer) if options.length_tokenizer else ("evaluator",
+                                                                                                 options.evaluator)
+    if name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
+        raise MissingDataError(f"{key}={name} does not exist: give the {key} as a model folder or a hub name")
+    try:
+        length_tok = AutoTokenizer.from_pretrained(name)
+    except OSError:  # transformers' "not a local folder and not a valid model identifier" (offline, unknown)
+        default = " (the default evaluator, from the HF hub)" if name == DEFAULT_EVALUATOR else ""
+        raise MissingDataError(f"the tokenizer of {key}={name}{default} could not be loaded: give the {key} as a "
+                               "local model folder or a reachable hub name") from None
     chosen = select_documents(docs, length_tok, options.min_tokens, options.max_tokens, options.num_docs)
     if not chosen:
         raise UsageError(f"none of the {len(docs)} documents has {options.min_tokens} tokens or more: lower "

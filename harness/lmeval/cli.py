@@ -1,13 +1,11 @@
-"""``lch eval``: lm-eval's own command line with our models registered and our task folder included."""
+"""``lch eval``: lm-eval's own command line with our plugin discovery applied and our preflight run first."""
 
 from __future__ import annotations
 
 import sys
 
-from harness.lmeval.metadata import check_metadata, check_task_options
-from harness.lmeval.model_args import PREFLIGHT
-from harness.lmeval.plugin import register, tasks_path
-from harness.lmeval.request_types import check_model_serves
+from harness.lmeval.plugin import activate
+from harness.lmeval.preflight import as_dict, preflight
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -28,21 +26,8 @@ def _user_include_path(argv: list[str]) -> str | None:
     return None
 
 
-def _config_include_path(config_file: str | None) -> str | None:
-    """``include_path`` of an lm-eval ``--config`` YAML (our list would otherwise replace it)."""
-    if not config_file:
-        return None
-    import yaml
-
-    with open(config_file, encoding="utf-8") as f:
-        return (yaml.safe_load(f) or {}).get("include_path")
-
-
 def _model_args(args) -> dict:
-    from lm_eval.utils import simple_parse_args_string
-
-    model_args = getattr(args, "model_args", None)
-    return dict((model_args if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")) or {})
+    return as_dict(getattr(args, "model_args", None))
 
 
 def _parse_as_lch(cli):
@@ -64,9 +49,10 @@ def _parse_as_lch(cli):
 
 
 def run_lm_eval(argv: list[str]) -> None:
-    """Run lm-eval's own CLI on ``argv`` with our models and task folder registered."""
+    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied (:func:`harness.lmeval.plugin.activate`)
+    and the run's preflight (:func:`harness.lmeval.preflight.preflight`) before lm-eval indexes its tasks."""
     check_json_args(argv)
-    register()
+    activate()
     from lm_eval._cli.harness import HarnessCLI
     from lm_eval.utils import setup_logging
 
@@ -79,22 +65,11 @@ def run_lm_eval(argv: list[str]) -> None:
     try:
         cli = HarnessCLI()
         args = _parse_as_lch(cli)
-        if hasattr(args, "include_path"):
-            # TaskManager accepts a list: ours first, the user's after (later paths override).
-            user = args.include_path or _config_include_path(getattr(args, "config", None))
-            args.include_path = [tasks_path()] + ([user] if user else [])
         move_run_settings(args, argv)
-        preflight = PREFLIGHT.get(getattr(args, "model", None))
-        if preflight is not None:
-            preflight(_model_args(args))
-        if getattr(args, "tasks", None):
-            tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks)
-            tasks = [t.strip() for t in tasks if t.strip()]
-            check_model_serves(getattr(args, "model", None), tasks, tasks_path(), _model_args(args))
-            if getattr(args, "metadata", None):
-                check_metadata(args.metadata, tasks, tasks_path())
-            # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model
-            check_task_options(getattr(args, "metadata", None), _model_args(args), tasks, tasks_path())
+        if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
+            tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
+            preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
+                      getattr(args, "metadata", None))
         cli.execute(args)
     finally:
         sys.argv = saved_argv

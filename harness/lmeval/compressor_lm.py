@@ -26,7 +26,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+import lm_eval.models  # noqa: F401  (the built-in models register before ours)
 from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from harness.errors import UsageError
@@ -42,6 +44,7 @@ from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answe
 from harness.models.identity import model_identity
 
 
+@register_model("compressor")  # the name of our lm_eval.models entry point (harness.lmeval.plugin)
 class CompressorLM(ClaimsResponseCache, LM):
     def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
                  max_gen_toks: int = 64, batch_size: Any = 1, context_field: str = "context", **overrides: Any) -> None:

@@ -26,7 +26,8 @@ import logging
 from typing import Any, Callable
 
 import torch
-from lm_eval.models.huggingface import HFLM
+from lm_eval.api.registry import register_model
+from lm_eval.models.huggingface import HFLM  # (imports lm_eval.models: the built-in models register first)
 from tqdm import tqdm
 
 from harness.data.variants import results_info
@@ -50,6 +51,7 @@ from harness.models.scoring import left_pad, score_tokens
 log = logging.getLogger(__name__)
 
 
+@register_model("hf-pic")  # the name of our lm_eval.models entry point (harness.lmeval.plugin)
 class HFPicLM(ClaimsResponseCache, HFLM):
     """HF causal LM with a PIC variant applied in place (see module docstring)."""
 

@@ -1,31 +1,156 @@
-"""The one place that registers the harness with lm-eval: our model classes and our task folder.
+"""lm-eval finds our models and tasks through entry points, as its plugin loading resolves them; this module
+backports that discovery onto lm-eval releases without it.
 
-lm-eval 0.4.13 has no plugin loading, so ``register()`` adds lazy placeholders to its model registry
-(next to, never instead of, the built-in ``hf``, ``vllm`` ...). Newer lm-eval versions find the same
-classes through the ``lm_eval.models`` entry points declared in pyproject.toml.
+Our entry points (pyproject.toml):
+
+* ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class that also carries
+  lm-eval's ``@register_model`` under the same name (PR #4013 upgrades the entry point to the decorated class only
+  when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
+* ``lm_eval.tasks``: ``lch = "harness.tasks"``, the package that holds our task YAMLs (PR #4015 resolves a value
+  to the folder of the package, or of the module's file, it names, ignoring any ``:attr``, and scans it for
+  ``*.yaml`` recursively).
+
+The backport (:func:`after_models_import`, :func:`after_task_manager_import`) follows those PRs' rules for every
+entry point of the two groups, ours and other packages', and does nothing on an lm-eval that has its own
+discovery. It runs through the import hooks of :mod:`harness.lm_eval_activation` (plain ``lm_eval``) and through
+:func:`activate` (``lch eval`` and tests). Deliberately patched rather than extended: lm-eval 0.4.13 offers no
+extension point for either registry.
 """
 
 from __future__ import annotations
 
-MODELS = {
+import functools
+import importlib
+import importlib.metadata as metadata
+import importlib.util
+import inspect
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODELS_GROUP, TASKS_GROUP = "lm_eval.models", "lm_eval.tasks"
+MODELS = {  # our lm-eval model names; the entry points of pyproject.toml and the classes' @register_model agree
     "hf-pic": "harness.lmeval.hf_pic:HFPicLM",
     "vllm-pic": "harness.lmeval.vllm_pic:VLLMPicLM",
     "compressor": "harness.lmeval.compressor_lm:CompressorLM",
 }
+TASKS_PACKAGE = "harness.tasks"  # the value of our lm_eval.tasks entry point
+_MARK = "_lch_plugin_discovery"  # set on what the backport has patched, so that it patches once
 
 
 def tasks_path() -> str:
-    """Folder of our lm-eval task YAMLs (an lm-eval ``--include_path``)."""
+    """Folder of our lm-eval task YAMLs (what ``lm_eval.tasks`` discovery finds; an ``--include_path`` too)."""
     from harness.tasks import TASKS_PATH
 
     return str(TASKS_PATH)
 
 
-def register() -> None:
-    """Register our models with lm-eval's registry; idempotent."""
-    import lm_eval.models  # noqa: F401  (fills the registry with the built-in models first)
-    from lm_eval.api.registry import model_registry
+def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    try:
+        return list(metadata.entry_points(group=group))
+    except Exception as err:  # noqa: BLE001 (a broken distribution's metadata: as #4013 / #4015, a warning)
+        log.warning("Failed to read entry points for group %r: %s", group, err)
+        return []
 
-    for name, target in MODELS.items():
-        if name not in model_registry:
-            model_registry.register(name, target=target)
+
+def after_models_import(models_module: Any = None) -> list[str]:
+    """Register every ``lm_eval.models`` entry point in lm-eval's model registry, as PR #4013 does once the built-in
+    models are registered: the alias is the entry point's name; a name already registered (a built-in, an earlier
+    plugin) is kept; nothing is imported until the model is asked for. lm-eval 0.4.13 cannot hold an ``EntryPoint``
+    as a placeholder, so its ``module:attr`` text is (materialised by import and ``getattr``, and upgraded to the
+    class by its ``@register_model`` when the two name the same class). Returns the names registered; does nothing
+    on an lm-eval with its own discovery."""
+    from lm_eval.api import registry
+
+    if hasattr(registry, "load_plugins") or getattr(registry.model_registry, _MARK, False):
+        return []
+    setattr(registry.model_registry, _MARK, True)
+    added = []
+    for ep in _entry_points(MODELS_GROUP):
+        if ep.name in registry.model_registry:
+            log.debug("Plugin alias %r (group %r) ignored; already registered.", ep.name, MODELS_GROUP)
+            continue
+        try:
+            registry.model_registry.register(ep.name, target=ep.value)
+            added.append(ep.name)
+        except Exception as err:  # noqa: BLE001
+            log.warning("Failed to register plugin %r from %r: %s", ep.name, MODELS_GROUP, err)
+    return added
+
+
+def resolve_task_dir(value: str) -> Path | None:
+    """The folder an ``lm_eval.tasks`` entry point value names (PR #4015): the part before ``:`` is a module;
+    a package gives its folder, a module the folder of its file; None when neither."""
+    name = value.split(":", 1)[0].strip()
+    if not name:
+        return None
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        spec = importlib.import_module(name).__spec__
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    if spec.origin and spec.origin != "built-in":
+        return Path(spec.origin).resolve().parent
+    return None
+
+
+def plugin_task_paths() -> list[Path]:
+    """The folders of every ``lm_eval.tasks`` entry point in entry-point order, each once; one that does not
+    resolve (a missing module, a value that names no folder) is skipped with a warning (PR #4015)."""
+    found: list[Path] = []
+    for ep in _entry_points(TASKS_GROUP):
+        try:
+            folder = resolve_task_dir(ep.value)
+        except Exception as err:  # noqa: BLE001
+            log.warning("Failed to resolve task plugin %r (%s): %s", ep.name, ep.value, err)
+            continue
+        if folder is None:
+            log.warning("Task plugin %r (%s) did not resolve to a directory; skipping.", ep.name, ep.value)
+            continue
+        if folder not in found:
+            log.info("Discovered task plugin %r -> %s", ep.name, folder)
+            found.append(folder)
+    return found
+
+
+def after_task_manager_import(manager_module: Any = None) -> bool:
+    """Make every ``TaskManager`` index the ``lm_eval.tasks`` entry points' folders, as PR #4015 does: after
+    lm-eval's own tasks and before ``include_path`` (which overrides them). Returns whether it patched; nothing on
+    an lm-eval with its own discovery, or whose ``TaskManager`` takes no ``include_path``."""
+    if manager_module is None:
+        import lm_eval.tasks.manager as manager_module
+    manager = manager_module.TaskManager
+    if hasattr(manager_module, "discover_plugin_task_paths") or getattr(manager.__init__, _MARK, False):
+        return False
+    original = manager.__init__
+    if "include_path" not in inspect.signature(original).parameters:
+        log.debug("TaskManager takes no include_path: task plugins not added")
+        return False
+
+    @functools.wraps(original)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = inspect.signature(original).bind(self, *args, **kwargs)
+        given = bound.arguments.get("include_path")
+        user = [] if not given else list(given) if isinstance(given, (list, tuple)) else [given]
+        bound.arguments["include_path"] = [*plugin_task_paths(), *user] or None
+        original(*bound.args, **bound.kwargs)
+        self.include_path = given  # what the caller gave, as lm-eval records it
+
+    setattr(__init__, _MARK, True)
+    manager.__init__ = __init__
+    return True
+
+
+def activate() -> None:
+    """The backport applied in this process now (``lch eval``; tests), whether or not the start-up activation
+    ran: lm-eval's models and task manager imported and discovery added where lm-eval has none."""
+    import lm_eval.models  # noqa: F401  (the built-in models first, as lm-eval registers them)
+    import lm_eval.tasks.manager
+
+    after_models_import()
+    after_task_manager_import(lm_eval.tasks.manager)
+

@@ -12,24 +12,23 @@ from harness.files import write_text_atomic
 
 
 def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None) -> Any:
-    """An lm-eval ``TaskManager`` over our tasks (plus ``extra_paths``) with ``metadata`` for every task.
-    Indexing the task folders is slow: build it once per run of several evaluations."""
+    """An lm-eval ``TaskManager`` over lm-eval's tasks, ours (found as a task plugin) and ``extra_paths``, with
+    ``metadata`` for every task. Indexing the task folders is slow: build it once per run of several evaluations."""
     from lm_eval.tasks import TaskManager
 
-    from harness.lmeval.plugin import register, tasks_path
+    from harness.lmeval.plugin import activate
 
-    register()
-    paths = [tasks_path(), *map(str, extra_paths)]
-    return TaskManager(include_path=paths if len(paths) > 1 else paths[0], metadata=metadata)
+    activate()
+    return TaskManager(include_path=[str(p) for p in extra_paths] or None, metadata=metadata)
 
 
 def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-pic", **kwargs: Any) -> dict:
     """``lm_eval.simple_evaluate`` of ``model`` (default our ``hf-pic``) on ``tasks``."""
     from lm_eval import simple_evaluate
 
-    from harness.lmeval.plugin import register
+    from harness.lmeval.plugin import activate
 
-    register()
+    activate()
     return simple_evaluate(model=model, model_args=model_args, tasks=tasks, task_manager=manager, **kwargs)
 
 

@@ -65,6 +65,9 @@ from harness.positions.windows import scoring_windows
 
 log = logging.getLogger(__name__)
 
+import lm_eval.models  # noqa: E402,F401  (the built-in models register before ours)
+from lm_eval.api.registry import register_model  # noqa: E402
+
 _VLLM, _VLLM_ERROR = lm_eval_vllm_class()
 if _VLLM is not None:
     _Base = _VLLM
@@ -178,6 +181,7 @@ class EngineStartError(LchError, RuntimeError):
     vLLM's ``ValueError`` from an engine in this process, e.g. not enough memory for the KV cache)."""
 
 
+@register_model("vllm-pic")  # the name of our lm_eval.models entry point (harness.lmeval.plugin)
 class VLLMPicLM(ClaimsResponseCache, _Base):
     """lm-eval ``vllm`` with ``pic=none|naive|ntk|dynamic``, ``pic_ratio`` (``pic_initial`` / ``pic_recent`` /
     ``pic_layout`` for Dynamic PIC) and ``rope_base`` in ``--model_args``;

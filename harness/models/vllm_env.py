@@ -102,13 +102,16 @@ def source_checkout() -> Path:
 
 
 def dependencies_fingerprint(checkout: Path) -> str:
-    """A hash of ``pyproject.toml``'s dependency lists and entry points (installed metadata, which an editable
-    install writes once): when it changes, step 4 runs again."""
+    """A hash of ``pyproject.toml``'s dependency lists, entry points and build commands (installed metadata and the
+    ``.pth`` of the lm-eval plugin activation, which an editable install writes once): when it changes, step 4 runs
+    again."""
     import tomllib
 
-    project = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pyproject = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))
+    project = pyproject["project"]
     deps = {"dependencies": project.get("dependencies", []), "optional": project.get("optional-dependencies", {}),
-            "extras": list(EXTRAS), "entry_points": project.get("entry-points", {})}
+            "extras": list(EXTRAS), "entry_points": project.get("entry-points", {}),
+            "build": pyproject.get("tool", {}).get("setuptools", {}).get("cmdclass", {})}
     return hashlib.sha256(json.dumps(deps, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,6 +1,7 @@
 """lm-eval task folder of the harness (installed as ``harness.tasks``).
 
-Pass this folder to lm-eval with ``--include_path "$(lch tasks-path)"``; ``lch eval`` adds it itself.
+Our ``lm_eval.tasks`` entry point names this package: lm-eval's task plugin discovery (and its backport,
+:mod:`harness.lmeval.plugin`) indexes every YAML below this folder.
 """
 
 from pathlib import Path

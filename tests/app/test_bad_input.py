@@ -195,7 +195,7 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
          r"/no/adapter is not a checkpoint or adapter folder"),
         ("keytokens-evaluator-missing", ["keytokens", "--evaluator", "/no/evaluator", "--data-files", good,
                                          "--text-field", "report", "--min-tokens", "10"],
-         r"model /no/evaluator not found: give pretrained= a local model folder or a hub name"),
+         r"evaluator=/no/evaluator does not exist: give the evaluator as a model folder or a hub name"),
     ]
 
 

@@ -1,4 +1,4 @@
-"""The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval --include_path`, accelerate."""
+"""The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval`, accelerate."""
 
 import argparse
 import glob
@@ -60,12 +60,18 @@ def test_tasks_path_prints_the_task_folder(capsys):
     assert (folder / "ppl_govreport" / "ppl_govreport.yaml").is_file()
 
 
-def test_lch_eval_tasks_list_and_plain_lm_eval_include_path(user_tasks):
+def test_lch_eval_tasks_list_and_plain_lm_eval_ls_tasks(user_tasks):
+    """`lch eval --tasks list` keeps the user's --include_path beside ours; plain `lm_eval ls tasks` lists every
+    task of ours with no flag (our task folder found as an lm-eval task plugin)."""
+    from harness.lmeval.plugin import tasks_path
+    from harness.lmeval.request_types import task_folder
+
     listed = _run([str(BIN / "lch"), "eval", "--tasks", "list", "--include_path", str(user_tasks)])
     assert "ppl_govreport" in listed and "my_rolling" in listed and "hellaswag" in listed
-    tasks_dir = _run([str(BIN / "lch"), "tasks-path"]).strip()
-    plain = _run([str(BIN / "lm_eval"), "ls", "tasks", "--include_path", tasks_dir])
-    assert "ppl_govreport" in plain
+    plain = _run([str(BIN / "lm_eval"), "ls", "tasks"], env={"HF_HUB_OFFLINE": "1"})
+    listed_names = {line.split("|")[1].strip() for line in plain.splitlines() if line.count("|") > 2}
+    ours = set(task_folder(tasks_path()).tasks)
+    assert len(ours) > 40 and ours <= listed_names, sorted(ours - listed_names)
 
 
 def _expected_ppl(model_dir, docs_file, min_tokens, max_tokens, ratio, initial, recent):
@@ -182,15 +188,6 @@ def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
     samples = glob.glob(str(tmp_path / "dp" / "**" / "samples_ppl_govreport_*.jsonl"), recursive=True)
     doc_ids = sorted(json.loads(l)["doc_id"] for l in Path(samples[0]).read_text().splitlines())
     assert doc_ids == [0, 1, 2, 3, 4]
-
-
-def test_config_file_include_path_is_kept(tmp_path):
-    from harness.lmeval.cli import _config_include_path
-
-    config = tmp_path / "run.yaml"
-    config.write_text("model: hf\ninclude_path: /my/tasks\n")
-    assert _config_include_path(str(config)) == "/my/tasks"
-    assert _config_include_path(None) is None
 
 
 def test_demo_writes_a_summary(tmp_path):

@@ -33,9 +33,6 @@ def babilong_run(model_dir, declare_template: bool) -> dict:
                 "seed": 3}
     if declare_template:
         metadata["chat_template"] = True
-    from harness.lmeval.plugin import register
-
-    register()
     return simple_evaluate(model="hf-pic", model_args={"pretrained": str(model_dir), "dtype": "float32"},
                            tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata), device="cpu",
                            batch_size=4, apply_chat_template=True, log_samples=True)

@@ -1,34 +1,226 @@
-"""Registration with lm-eval: our models next to, never instead of, the built-in ones."""
+"""lm-eval finds our models and tasks through entry points, as its plugin loading resolves them; the rules of
+lm-evaluation-harness PR #4013 (models) and PR #4015 (task folders) are restated here and applied to our declared
+entry points, independently of harness/lmeval/plugin.py, which backports the same discovery onto lm-eval 0.4.13.
+Plain lm-eval then needs no flag: the command, ``python -m lm_eval`` and ``simple_evaluate`` in fresh
+interpreters (the activation of harness/lm_eval_activation.py, installed by README's install command)."""
 
-from importlib.metadata import entry_points
+from __future__ import annotations
 
-from lm_eval.api.registry import get_model
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from lm_eval.api import registry
+from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 
-from harness.lmeval.hf_pic import HFPicLM
-from harness.lmeval.plugin import register
-from harness.lmeval.vllm_pic import VLLMPicLM
+from harness.lmeval import plugin
+from harness.lmeval.request_types import task_names
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
 
 
-def test_register_adds_our_models_and_keeps_builtins():
-    register()
-    register()  # idempotent
-    assert get_model("hf-pic") is HFPicLM and issubclass(HFPicLM, HFLM)
-    assert get_model("vllm-pic") is VLLMPicLM
-    assert get_model("hf") is HFLM
+def _declared(group: str) -> dict[str, str]:
+    """``{name: value}`` of the installed distribution's entry points of ``group`` (what lm-eval reads), which
+    must be pyproject.toml's table."""
+    installed = {ep.name: ep.value for ep in importlib.metadata.distribution("lch-harness").entry_points
+                 if ep.group == group}
+    written = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][group]
+    assert installed == written, "reinstall the package: its installed entry points are not pyproject.toml's"
+    return installed
 
 
-def test_entry_points_are_declared_for_plugin_aware_lm_eval():
-    declared = {ep.name: ep.value for ep in entry_points(group="lm_eval.models")}
-    assert declared["hf-pic"] == "harness.lmeval.hf_pic:HFPicLM"
-    assert declared["vllm-pic"] == "harness.lmeval.vllm_pic:VLLMPicLM"
+def test_model_entry_points_land_on_our_decorated_classes():
+    """#4013: the registry alias is the entry point's name; loading the value gives the object it names; a class
+    that also registers itself with @register_model under that alias is accepted only when the value is exactly
+    ``<module>:<class name>`` of that class (else lm-eval refuses the collision)."""
+    declared = _declared("lm_eval.models")
+    assert declared == plugin.MODELS
+    for name, value in declared.items():
+        module, _, attr = value.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        assert isinstance(cls, type) and issubclass(cls, LM)
+        assert f"{cls.__module__}:{cls.__name__}" == value
+        assert registry.get_model(name) is cls  # its decorator registered it under the entry point's name
 
 
-def test_task_folder_is_declared_for_lm_evals_task_plugins():
-    """The installed distribution declares ``lm_eval.tasks`` -> a callable returning our task folder."""
-    from importlib.metadata import entry_points
-    from pathlib import Path
+def test_aggregation_entry_points_load_to_our_aggregations():
+    """#4014 (aggregations: the alias is the entry point's name, loading gives the function) on pooled items:
+    two documents of (nll sum, tokens) (2.0, 4) and (6.0, 4): exp(8 / 8)."""
+    import math
 
-    (point,) = [p for p in entry_points(group="lm_eval.tasks") if p.name == "lch"]
-    folder = Path(point.load()())
-    assert (folder / "longppl_govreport" / "longppl_govreport.yaml").is_file()
+    declared = _declared("lm_eval.aggregations")
+    assert sorted(declared) == ["lch_pooled_mean", "lch_token_perplexity", "lch_total"]
+    loaded = {name: importlib.metadata.EntryPoint(name, value, "lm_eval.aggregations").load()
+              for name, value in declared.items()}
+    assert loaded["lch_token_perplexity"]([(2.0, 4), (6.0, 4)]) == pytest.approx(math.e)
+    assert loaded["lch_pooled_mean"]([(3.0, 2), (5.0, 2)]) == 2.0 and loaded["lch_total"]([1, 2, 3]) == 6
+
+
+def _resolve_as_pr_4015(value: str) -> Path:
+    """#4015: the value's part before ':' is a module name; a package resolves to its folder, a plain module to
+    the folder of its file."""
+    spec = importlib.util.find_spec(value.split(":", 1)[0].strip())
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    return Path(spec.origin).resolve().parent
+
+
+def test_task_entry_point_lands_on_the_folder_of_every_task_yaml():
+    """#4015 indexes every ``*.yaml`` below the resolved folder: ours must be exactly our task YAMLs (the old
+    value, a callable in harness/lmeval, resolved to a folder without any). The backport resolves the same."""
+    (value,) = _declared("lm_eval.tasks").values()
+    folder = _resolve_as_pr_4015(value)
+    ours = sorted((ROOT / "harness" / "tasks").rglob("*.yaml"))
+    assert ours and sorted(folder.rglob("*.yaml")) == [p.resolve() for p in ours]
+    assert plugin.resolve_task_dir(value) == folder
+    assert list(_resolve_as_pr_4015("harness.lmeval.plugin:tasks_path").rglob("*.yaml")) == []
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """lm-eval's model registry as lm-eval 0.4.13 fills it (built-ins, no plugins), restored afterwards."""
+    import lm_eval.models  # noqa: F401
+
+    builtins = {k: v for k, v in registry.model_registry._objs.items() if k not in plugin.MODELS}
+    monkeypatch.setattr(registry.model_registry, "_objs", builtins)
+    monkeypatch.setattr(registry.model_registry, plugin._MARK, False, raising=False)
+    return registry.model_registry
+
+
+def _fake_entry_points(monkeypatch, points: dict[str, list[tuple[str, str]]]) -> None:
+    eps = {group: [importlib.metadata.EntryPoint(name, value, group) for name, value in items]
+           for group, items in points.items()}
+    monkeypatch.setattr(plugin.metadata, "entry_points", lambda group: eps.get(group, []))
+
+
+def test_the_backport_registers_model_plugins_lazily_and_keeps_builtins(fresh_registry, monkeypatch):
+    _fake_entry_points(monkeypatch, {"lm_eval.models": [
+        ("hf", "some_pkg:NotHF"),  # a built-in name: kept
+        ("fake-lm", "lm_eval.models.dummy:DummyLM"),  # another package's model
+        ("fake-lm", "other_pkg:Other"),  # the same name twice: the first wins
+        ("broken", "no_such_module:Model"),  # registered; fails only when asked for
+        *plugin.MODELS.items()]})
+    assert plugin.after_models_import() == ["fake-lm", "broken", *plugin.MODELS]
+    assert plugin.after_models_import() == []  # once per process
+    from lm_eval.models.dummy import DummyLM
+
+    assert registry.get_model("hf") is HFLM and registry.get_model("fake-lm") is DummyLM
+    from harness.lmeval.hf_pic import HFPicLM
+
+    assert registry.get_model("hf-pic") is HFPicLM  # the placeholder upgraded to the decorated class
+    with pytest.raises(ModuleNotFoundError):
+        registry.get_model("broken")
+
+
+def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(monkeypatch, tmp_path, caplog):
+    """Our folder indexed; a broken entry point of another package skipped with a warning; a foreign one whose
+    folder holds no YAML adds nothing; ``include_path`` still overrides a plugin's task of the same name."""
+    from lm_eval.tasks import TaskManager
+
+    plugin.activate()
+    _fake_entry_points(monkeypatch, {"lm_eval.tasks": [
+        ("broken", "no_such_package.tasks"), ("foreign", "json"), ("lch", "harness.tasks")]})
+    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+        manager = TaskManager(include_defaults=False)
+    assert "Failed to resolve task plugin 'broken' (no_such_package.tasks)" in caplog.text
+    assert task_names(plugin.tasks_path()) <= set(manager.all_tasks) | set(manager.all_groups)
+    assert manager.include_path is None  # recorded as the caller gave it
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
+                                   "test_split: test\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n")
+    overridden = TaskManager(include_defaults=False, include_path=str(mine))
+    assert overridden._index["ppl_govreport"].yaml_path == mine / "ppl.yaml"
+
+
+# ------------------------------------------------------------------ plain lm-eval, fresh interpreters
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    from harness.data.synthetic import synthetic_reports
+
+    path = tmp_path_factory.mktemp("plain") / "reports.jsonl"
+    path.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(3, 300, seed=1)))
+    return path
+
+
+def _plain(args: list[str], env: dict | None = None, timeout: int = 400) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+def _run_args(tiny_model_dir, corpus, out: Path) -> list[str]:
+    meta = {"data_files": str(corpus), "min_tokens": 1, "evaluator": str(tiny_model_dir), "trunc_len": 64,
+            "sliding_window": 32}
+    return ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu", "--tasks",
+            "ppl_govreport,longppl_govreport", "--metadata", json.dumps(meta), "--output_path", str(out)]
+
+
+def _results(out: Path) -> dict:
+    (path,) = out.rglob("results_*.json")
+    return json.loads(path.read_text())["results"]
+
+
+@pytest.mark.parametrize("command", ["lm_eval", "python -m lm_eval"])
+def test_plain_lm_eval_runs_our_model_on_our_tasks(command, tiny_model_dir, corpus, tmp_path):
+    """README's install command, then lm-eval's own command line with no flag of ours: exit 0 with results."""
+    program = [str(BIN / "lm_eval")] if command == "lm_eval" else [sys.executable, "-m", "lm_eval"]
+    done = _plain([*program, *_run_args(tiny_model_dir, corpus, tmp_path / "out")])
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = _results(tmp_path / "out")
+    assert results["ppl_govreport"]["n_docs,none"] == 3 and results["longppl_govreport"]["n_tokens,none"] > 0
+
+
+SIMPLE_EVALUATE = """
+import json, sys
+import lm_eval
+results = lm_eval.simple_evaluate(model="hf-pic", model_args=f"pretrained={sys.argv[1]}", device="cpu",
+                                  tasks=["ppl_govreport"], metadata={"data_files": sys.argv[2], "min_tokens": 1})
+print(json.dumps(results["results"]["ppl_govreport"]["n_docs,none"]))
+try:
+    lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={sys.argv[1]}", device="cpu", tasks=["ppl_govreport"])
+except Exception as err:
+    print(type(err).__name__, err)
+"""
+
+
+def test_simple_evaluate_from_python_finds_our_model_and_refuses_a_stock_one(tiny_model_dir, corpus):
+    done = _plain([sys.executable, "-c", SIMPLE_EVALUATE, str(tiny_model_dir), str(corpus)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-2:] == [
+        "3", "UsageError ppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model "
+             "hf-pic or --model vllm-pic"]
+
+
+def test_a_stock_model_on_our_task_is_one_line_before_it_loads(tiny_model_dir):
+    done = _plain([str(BIN / "lm_eval"), "--model", "hf", "--model_args", f"pretrained={tiny_model_dir}", "--device",
+                   "cpu", "--tasks", "longppl_govreport"])
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "lch: error: longppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model "
+        "hf-pic or --model vllm-pic")
+    assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr  # refused before loading
+
+
+def test_the_activation_is_installed_switched_off_and_inert_elsewhere():
+    """At start-up the activation only puts its finder on sys.meta_path (no lm-eval, no harness module beyond
+    itself imported); LCH_LM_EVAL_PLUGIN=0 switches it off; once lm-eval's registry is imported our models are
+    registered (or, switched off, not)."""
+    probe = ("import sys; finders = [type(f).__name__ for f in sys.meta_path]; "
+             "loaded = sorted(m for m in sys.modules if m.startswith(('lm_eval', 'harness', 'torch'))); "
+             "import lm_eval.api.registry as r, lm_eval.models; print(finders[0], loaded, 'hf-pic' in r.model_registry)")
+    on = _plain([sys.executable, "-c", probe])
+    assert on.stdout.split() == ["_Finder", "['harness',", "'harness.lm_eval_activation']", "True"], on.stderr
+    off = _plain([sys.executable, "-c", probe], env={"LCH_LM_EVAL_PLUGIN": "0"})
+    assert off.stdout.split()[-1] == "False" and off.stdout.split()[0] != "_Finder", off.stderr

@@ -140,17 +140,14 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     base model: the prompt ends with RULER's answer prefix). Observed: 8 of 8 needles found; each sample's
     score is RULER's rule recomputed here."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
+    from harness.lmeval.run import task_manager
 
-    from harness.lmeval.plugin import register, tasks_path
-
-    register()
     metadata = {"pretrained": str(gemma3_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": False}
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
         model="hf-pic", model_args={"pretrained": str(gemma3_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=TaskManager(include_path=tasks_path(), metadata=metadata), batch_size=4,
+        tasks=tasks, task_manager=task_manager(metadata=metadata), batch_size=4,
         log_samples=True, gen_kwargs={"max_gen_toks": 32})
     found = 0
     for task in tasks:

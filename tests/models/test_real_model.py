@@ -54,17 +54,14 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
 def ruler_run(smollm2_dir, tmp_path_factory):
     """lm-eval run of RULER niah_single_1 / niah_single_2 at 1k, 4 samples each, chat template applied."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
+    from harness.lmeval.run import task_manager
 
-    from harness.lmeval.plugin import register, tasks_path
-
-    register()
     metadata = {"pretrained": str(smollm2_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": True}
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
         model="hf-pic", model_args={"pretrained": str(smollm2_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=TaskManager(include_path=tasks_path(), metadata=metadata), batch_size=4,
+        tasks=tasks, task_manager=task_manager(metadata=metadata), batch_size=4,
         apply_chat_template=True, log_samples=True)
     return results
 
