@@ -18,13 +18,21 @@ from harness.cli import interrupted_hint
 BIN = Path(sys.executable).parent
 
 
+def _spawn(command: list[str]) -> subprocess.Popen:
+    """Start an `lch` command as a terminal would: Ctrl-C (SIGINT) at its default disposition. A process inherits
+    an ignored SIGINT across exec, and Python then installs no KeyboardInterrupt handler, so a test worker whose
+    SIGINT some library set to ignored would start children that cannot be interrupted at all."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 @pytest.fixture()
 def silent_server():
-    """A socket that accepts connections and never answers."""
+    """A socket that accepts connections and never answers; yields its URL and the socket."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
-    yield f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/v1", server
     server.close()
 
 
@@ -34,13 +42,15 @@ def test_interrupted_judge_exits_130_with_one_line(sig, silent_server, tmp_path)
             "category": "argumentative_writing", "weights_file": "w.txt", "rescale": False, "judge": None}
     samples = tmp_path / "samples_hellobench_htg_1.jsonl"
     samples.write_text(json.dumps({"doc_id": 0, "quality": item}) + "\n")
-    proc = subprocess.Popen([str(BIN / "lch"), "judge", str(samples), "--judge-base-url", silent_server,
-                             "--judge-model", "m", "--judge-cache-dir", str(tmp_path / "cache")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(8)  # imports, then waiting on the server
+    url, server = silent_server
+    proc = _spawn([str(BIN / "lch"), "judge", str(samples), "--judge-base-url", url,
+                   "--judge-model", "m", "--judge-cache-dir", str(tmp_path / "cache")])
+    server.settimeout(120)
+    connection, _ = server.accept()  # past the imports: the judge now waits on the server (its check: 30 s)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
+    connection.close()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -76,7 +86,7 @@ def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, t
                f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=2,pic_impl=reference,dtype=float32",
                "--device", "cpu", "--batch_size", "1", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
                "--use_cache", str(tmp_path / "cache"), "--output_path", str(tmp_path / "out")]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _spawn(command)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not list(tmp_path.glob("cache*")):
         time.sleep(0.5)  # until the response cache exists: it is scoring (300 documents: several seconds)
