@@ -76,7 +76,9 @@ def translate(err: BaseException, models: list[str] | None = None) -> LchError |
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):
         return UsageError(f"{message.rstrip('.')}; `lch eval --tasks list` lists every task")
     if isinstance(err, ValueError) and "no model for this name found" in message:
-        return UsageError(f"{message} (our models: hf-pic, vllm-pic, compressor)")
+        from harness.lmeval.registry import model_names
+
+        return UsageError(f"{message} (our models: {', '.join(model_names())})")
     engine_args = _engine_config_error(err)
     if engine_args is not None:
         return engine_args

@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.prompt_length import PromptOptions
-from harness.options import option, parse_options
+from harness.options import option
 
 HF_DATASET = "RMT-team/babilong"
 BUDGET = 20  # generated tokens, as the official evaluation
@@ -165,6 +165,6 @@ def dataset(options: BabilongOptions) -> dict:
     return {"test": datasets.Dataset.from_list(rows)}
 
 
-def dataset_from_metadata(metadata: dict) -> dict:
-    """:func:`dataset` of the options in lm-eval task metadata."""
-    return dataset(parse_options(BabilongOptions, metadata))
+def babilong_dataset(options: BabilongOptions, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`dataset`."""
+    return dataset(options)

@@ -7,7 +7,6 @@ from typing import Any
 from harness.data.documents import DocumentOptions, documents_from_options, select_long
 from harness.data.prompt_length import ModelKeys
 from harness.errors import UsageError
-from harness.options import parse_options
 
 
 def _tokenizer_counter(name: str | None):
@@ -34,9 +33,10 @@ def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict
     return docs
 
 
-def load_govreport(**metadata: Any) -> dict:
-    """lm-eval ``custom_dataset``: ``{"test": Dataset(doc_id, text)}`` selected as the module says."""
+def load_govreport(options: DocumentOptions, model: ModelKeys) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): ``{"test": Dataset(doc_id,
+    text)}`` selected as the module says."""
     import datasets
 
-    docs = govreport_documents(parse_options(DocumentOptions, metadata), parse_options(ModelKeys, metadata))
+    docs = govreport_documents(options, model)
     return {"test": datasets.Dataset.from_list(docs)}

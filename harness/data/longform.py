@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, local_or_download, read_jsonl
 from harness.errors import UsageError
-from harness.options import option, parse_options
+from harness.options import option
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -45,9 +45,9 @@ class HelloBenchData:
     rescale: bool = option(False, "HelloBench 4 (s - 75) rescaling")
 
 
-def load_longbench_write(**metadata: Any) -> dict:
-    """lm-eval ``custom_dataset``: :func:`longbench_write_dataset` of the options in the task metadata."""
-    return longbench_write_dataset(parse_options(LongBenchWriteData, metadata))
+def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`longbench_write_dataset`."""
+    return longbench_write_dataset(options)
 
 
 def longbench_write_dataset(options: LongBenchWriteData) -> dict:
@@ -67,9 +67,9 @@ def longbench_write_dataset(options: LongBenchWriteData) -> dict:
     return {"test": datasets.Dataset.from_list(kept)}
 
 
-def load_hellobench_htg(**metadata: Any) -> dict:
-    """lm-eval ``custom_dataset``: :func:`hellobench_htg_dataset` of the options in the task metadata."""
-    return hellobench_htg_dataset(parse_options(HelloBenchData, metadata))
+def load_hellobench_htg(options: HelloBenchData, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`hellobench_htg_dataset`."""
+    return hellobench_htg_dataset(options)
 
 
 def hellobench_htg_dataset(options: HelloBenchData) -> dict:

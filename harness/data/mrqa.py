@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.errors import DataFormatError, UsageError
-from harness.options import option, parse_options
+from harness.options import option
 
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
@@ -41,9 +41,9 @@ def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
     return rows
 
 
-def load_mrqa(**metadata: Any) -> dict:
-    """lm-eval ``custom_dataset``: :func:`mrqa_dataset` of the options in the task metadata."""
-    return mrqa_dataset(parse_options(MrqaOptions, metadata))
+def load_mrqa(options: MrqaOptions, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`mrqa_dataset`."""
+    return mrqa_dataset(options)
 
 
 def mrqa_dataset(options: MrqaOptions) -> dict:

@@ -28,11 +28,11 @@ from typing import Any, Callable
 import torch
 import lm_eval.models  # noqa: F401  (the built-in models register before ours)
 from lm_eval.api.model import LM
-from lm_eval.api.registry import register_model
 from tqdm import tqdm
 
 from harness.errors import UsageError
 from harness.lmeval.model_args import COMPRESSOR_OVERRIDES, check_compressor_args
+from harness.lmeval.registry import lch_model
 from harness.lmeval.request_options import (
     COMPRESS_AE,
     COMPRESS_LM,
@@ -44,7 +44,7 @@ from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answe
 from harness.models.identity import model_identity
 
 
-@register_model("compressor")  # the name of our lm_eval.models entry point (harness.lmeval.plugin)
+@lch_model("compressor", preflight=check_compressor_args)
 class CompressorLM(ClaimsResponseCache, LM):
     def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
                  max_gen_toks: int = 64, batch_size: Any = 1, context_field: str = "context", **overrides: Any) -> None:
@@ -72,7 +72,7 @@ class CompressorLM(ClaimsResponseCache, LM):
         """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""
         pretrained, checkpoint, dtype, overrides = self._sources
         settings = ", ".join(f"{k}={v}" for k, v in sorted({**overrides, "context_field": self.context_field}.items()))
-        return CacheOwner(engine="compressor", model=model_identity(pretrained), adapter=model_identity(checkpoint)
+        return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained), adapter=model_identity(checkpoint)
                           if checkpoint else None, inference=settings, dtype=dtype,
                           libraries=library_versions("torch", "transformers", "peft"))
 

@@ -3,10 +3,11 @@ and by ``lch eval`` before lm-eval indexes the tasks (so a typo fails in a secon
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
-from harness.data.variants import read_variant
+from harness.data.variants import Variant, read_variant
 from harness.models.folders import check_model_folder
 from harness.errors import MissingDataError, UsageError
 from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
@@ -25,24 +26,45 @@ def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -
     check_model_folder(value, arg)
 
 
-def check_hf_pic_args(args: dict) -> dict[str, Any]:
-    """Validate hf-pic's inference args (then the model folder) and resolve them against the variant file
-    (``lch_variant.json``) of the adapter (``peft=``) or the model folder: explicit args win, key by key,
-    then the variant's, then :class:`Inference`'s defaults. Returns ``{"inference": Inference, "variant":
-    Variant | None, "overrides": ["pic=none (variant: dynamic)", ...]}``."""
-    explicit = Inference.fields_from(args)
+@dataclass(frozen=True)
+class ResolvedArgs:
+    """The ``--model_args`` of a PIC model (hf-pic, vllm-pic) as one typed value: the :class:`Inference` to apply
+    (explicit args win, key by key, then the variant file's, then the defaults), the checkpoint's variant file,
+    the explicit args that override it (in words, for a warning), and every other arg: the engine's."""
+
+    inference: Inference
+    variant: Variant | None
+    overrides: tuple[str, ...]
+    engine_args: dict[str, Any]
+    pretrained: Any
+    adapter: str | None
+
+
+def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
+                       inference_keys: Iterable[str] = MODEL_ARGS.values()) -> ResolvedArgs:
+    """The one reading of a PIC model's ``--model_args`` (:class:`ResolvedArgs`): the inference args among
+    ``inference_keys`` checked (one line naming the arg), the model and adapter folders checked, the variant file
+    of the adapter (``adapter_key``) or model folder read; the other args handed on unchanged."""
+    inference_keys = set(inference_keys)
+    explicit = Inference.fields_from({k: v for k, v in args.items() if k in inference_keys})
     try:
         Inference(**explicit)  # the given values checked before any file is read
     except UsageError as err:  # named as the user gave them: the model args
         raise UsageError(f"--model_args: {err}") from None
-    for key in ("pretrained", "peft"):
-        check_model_path(args.get(key), key)
-    variant = read_variant(args.get("peft")) or read_variant(args.get("pretrained"))
+    pretrained, adapter = args.get("pretrained"), args.get(adapter_key)
+    for key, value in (("pretrained", pretrained), (adapter_key, adapter)):
+        check_model_path(value, key)
+    variant = read_variant(adapter) or read_variant(pretrained)
     base = variant.inference if variant else Inference()
-    inference = base.replace(**explicit)
-    overrides = [f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
-                 if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name)]
-    return {"inference": inference, "variant": variant, "overrides": overrides}
+    overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
+                      if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name))
+    return ResolvedArgs(base.replace(**explicit), variant, overrides,
+                        {k: v for k, v in args.items() if k not in inference_keys}, pretrained, adapter)
+
+
+def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
+    """hf-pic's model args before anything loads (:func:`resolve_model_args`; its adapter is ``peft``)."""
+    return resolve_model_args(args, "peft")
 
 
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
@@ -59,7 +81,7 @@ def check_compressor_args(args: dict) -> None:
         check_model_path(args["checkpoint"], "checkpoint", local=True)
 
 
-VLLM_PIC_ARGS = {"pic", "pic_ratio", "pic_initial", "pic_recent", "pic_layout", "rope_base"}  # ours (pic_impl is hf-pic's)
+VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)
 
 
 def moving_keys_on_vllm(method: str) -> str:
@@ -81,12 +103,12 @@ def local_config(pretrained: Any) -> dict | None:
         return None  # check_model_folder says why
 
 
-def check_dynamic_on_vllm(resolved: dict[str, Any], args: dict) -> None:
+def check_dynamic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
     """A method that re-positions cached keys (asked for, or expected by the checkpoint's variant file) on
     vLLM: Dynamic PIC runs through :mod:`harness.models.vllm_dynamic_pic` on Llama models, with the engine
     settings it needs (a contradicting engine arg, another architecture: one line); another such method is
     refused in one line."""
-    inference: Inference = resolved["inference"]
+    inference = resolved.inference
     if not inference.entry.moves_cached_keys:
         return
     if inference.method != "dynamic":
@@ -99,11 +121,11 @@ def check_dynamic_on_vllm(resolved: dict[str, Any], args: dict) -> None:
     engine_settings(args, config or {})
 
 
-def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -> None:
+def refuse_partial_rope_pic_on_vllm(resolved: ResolvedArgs, pretrained: Any) -> None:
     """naive / NTK PIC on vLLM goes through vLLM's RoPE settings, which change every layer; a model with
     sliding-window or no-RoPE layers (Gemma 2 / 3, SmolLM3, Mistral v0.1) gets PIC on its full-attention RoPE
     layers only under hf-pic (docs/pic.md). Refused in one line instead of computing something else."""
-    inference: Inference = resolved["inference"]
+    inference = resolved.inference
     method = inference.method
     if not inference.entry.acts or inference.entry.moves_cached_keys or not isinstance(pretrained, str):
         return
@@ -116,15 +138,12 @@ def refuse_partial_rope_pic_on_vllm(resolved: dict[str, Any], pretrained: Any) -
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except ValueError:
         return  # check_model_folder says why
-    types = config.get("layer_types") or []
-    kept = [t for t in types if t != "full_attention"]
-    if 0 in (config.get("no_rope_layers") or []):
-        kept.append("no-RoPE")
-    if not types and config.get("sliding_window") and config.get("use_sliding_window", True):
-        kept.append("sliding_attention")
+    from harness.models.pic.layers import kept_layers
+
+    kept = set(kept_layers(config).values())
     if kept:
         raise UsageError(f"vllm-pic would apply {method} PIC to every layer through vLLM's RoPE settings, but this model "
-                         f"has layers PIC leaves alone ({', '.join(sorted(set(kept)))}; docs/pic.md): use --model hf-pic")
+                         f"has layers PIC leaves alone ({', '.join(sorted(kept))}; docs/pic.md): use --model hf-pic")
 
 
 def vllm_known_args() -> set[str]:
@@ -147,13 +166,12 @@ def vllm_known_args() -> set[str]:
     return known | {"device"}  # lm-eval passes --device; its vLLM model drops it with a warning
 
 
-def check_vllm_pic_args(args: dict) -> dict[str, Any]:
+def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
     """vllm-pic's args before vLLM loads anything: the inference args and the variant file as hf-pic's (and
     pic=dynamic refused), vLLM importable, every other arg one that lm-eval's vLLM model or vLLM's engine
     takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`). Returns what
     :func:`check_hf_pic_args` resolves."""
-    resolved = check_hf_pic_args({"pretrained": args.get("pretrained"), "peft": args.get("lora_local_path"),
-                                  **{k: args[k] for k in VLLM_PIC_ARGS if k in args}})
+    resolved = resolve_model_args(args, "lora_local_path", VLLM_PIC_ARGS)
     check_dynamic_on_vllm(resolved, args)
     refuse_partial_rope_pic_on_vllm(resolved, args.get("pretrained"))
     unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
@@ -182,5 +200,3 @@ def check_vllm_model(pretrained: Any) -> None:
         raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
                          "this vLLM supports; use --model hf-pic")
 
-
-PREFLIGHT = {"hf-pic": check_hf_pic_args, "compressor": check_compressor_args, "vllm-pic": check_vllm_pic_args}

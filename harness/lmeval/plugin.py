@@ -3,9 +3,9 @@ backports that discovery onto lm-eval releases without it.
 
 Our entry points (pyproject.toml):
 
-* ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class that also carries
-  lm-eval's ``@register_model`` under the same name (PR #4013 upgrades the entry point to the decorated class only
-  when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
+* ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class registered under the
+  same name by :func:`harness.lmeval.registry.lch_model` (lm-eval's ``@register_model`` within; PR #4013 upgrades
+  the entry point to the decorated class only when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
 * ``lm_eval.tasks``: ``lch = "harness.tasks"``, the package that holds our task YAMLs (PR #4015 resolves a value
   to the folder of the package, or of the module's file, it names, ignoring any ``:attr``, and scans it for
   ``*.yaml`` recursively).
@@ -31,11 +31,6 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 MODELS_GROUP, TASKS_GROUP = "lm_eval.models", "lm_eval.tasks"
-MODELS = {  # our lm-eval model names; the entry points of pyproject.toml and the classes' @register_model agree
-    "hf-pic": "harness.lmeval.hf_pic:HFPicLM",
-    "vllm-pic": "harness.lmeval.vllm_pic:VLLMPicLM",
-    "compressor": "harness.lmeval.compressor_lm:CompressorLM",
-}
 TASKS_PACKAGE = "harness.tasks"  # the value of our lm_eval.tasks entry point
 _MARK = "_lch_plugin_discovery"  # set on what the backport has patched, so that it patches once
 

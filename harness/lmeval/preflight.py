@@ -17,8 +17,8 @@ import logging
 from typing import Any
 
 from harness.lmeval.metadata import check_metadata, check_task_options
-from harness.lmeval.model_args import PREFLIGHT
-from harness.lmeval.plugin import MODELS, tasks_path
+from harness.lmeval.plugin import tasks_path
+from harness.lmeval.registry import model_entry, model_names
 from harness.lmeval.request_types import check_model_serves, task_names
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def as_dict(value: Any) -> dict:
 
 def involves_us(model: Any, tasks: list[str]) -> bool:
     """Whether a run uses one of our models or one of our tasks (by name)."""
-    return (isinstance(model, str) and model in MODELS) or bool(set(tasks) & task_names(tasks_path()))
+    return (isinstance(model, str) and model in model_names()) or bool(set(tasks) & task_names(tasks_path()))
 
 
 def preflight(model: Any, model_args: Any, tasks: list[str], metadata: Any) -> None:
@@ -57,9 +57,9 @@ def preflight(model: Any, model_args: Any, tasks: list[str], metadata: Any) -> N
     if key in _passed:
         return
     name = model if isinstance(model, str) else None
-    check = PREFLIGHT.get(name)
-    if check is not None:
-        check(model_args)
+    entry = model_entry(name) if name else None
+    if entry is not None:
+        entry.preflight(model_args)
     if tasks:
         check_model_serves(name, tasks, tasks_path(), model_args)
         if metadata:

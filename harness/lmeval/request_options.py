@@ -1,5 +1,6 @@
 """Our request types, each declared once: name, arguments, options (with their defaults and checks),
-response shape, the lm-eval ``output_type`` it stands in for, and the models that serve it.
+response shape and the lm-eval ``output_type`` it stands in for (which models serve it follows from the model
+classes: :mod:`harness.lmeval.registry`).
 
 lm-eval hands a request to the model method named like its type (``getattr(lm, request_type)``) with the
 ``Instance``'s ``args``. Ours are always ``(text, options dict)``: the text (a context for
@@ -10,15 +11,16 @@ and bad values refused in one line); responses are ``TypedDict`` s (they travel 
 :func:`check_response` holds a value against its type's shape.
 
 * ``token_logprobs``: :class:`ScoringOptions` -> :class:`TokenLogprobsResponse` (stands in for
-  ``loglikelihood_rolling``; served by hf-pic, vllm-pic);
-* ``lsm``: :class:`LsmOptions` -> :class:`LsmResponse` (``loglikelihood_rolling``; hf-pic, vllm-pic);
+  ``loglikelihood_rolling``; written once in the engine core, :mod:`harness.lmeval.engine`);
+* ``lsm``: :class:`LsmOptions` -> :class:`LsmResponse` (``loglikelihood_rolling``; the engine core);
 * ``generate_long``: :class:`LongGenerationOptions` -> :class:`LongGenerationResponse` (``generate_until``;
-  hf-pic, vllm-pic);
+  the engine core);
 * ``compress_ae`` / ``compress_lm``: :class:`CompressRequestOptions` -> :class:`ReconstructionResponse` /
-  :class:`CompletionResponse` (``loglikelihood_rolling``; compressor).
+  :class:`CompletionResponse` (``loglikelihood_rolling``; the compressor's own methods).
 
 A new request type is one :class:`RequestType` in :data:`REQUESTS` (with its options dataclass and
-response ``TypedDict``) and a method of that name on each model it names.
+response ``TypedDict``) and its method: in the engine core over the engines' primitives (with the primitives it
+needs in ``EngineCore.NEEDS``), or on a model class.
 """
 
 from __future__ import annotations
@@ -181,13 +183,12 @@ class RequestType(Generic[O]):
     """One request type of ours: lm-eval calls the method ``name`` of the model with requests whose args
     are ``(text, options.as_request())``; each answer is a ``response``. ``output_type`` is the lm-eval
     type a task of ours declares to pass lm-eval's config validation (filled in by
-    :class:`harness.tasks.classes.base.LchTask`); ``models`` serve it (a method ``name`` each)."""
+    :class:`harness.tasks.classes.base.LchTask`)."""
 
     name: str
     options: type[O]
     response: type
     output_type: str
-    models: tuple[str, ...]
 
     def arguments(self, text: str, options: O | None = None) -> tuple[str, dict]:
         """The ``Instance`` arguments of one request (``options`` None: all defaults)."""
@@ -228,17 +229,15 @@ class RequestType(Generic[O]):
                 raise ValueError(f"{self.name} response: {key} is not {tp}")
 
 
-PIC_MODELS = ("hf-pic", "vllm-pic")
-
 TOKEN_LOGPROBS: RequestType[ScoringOptions] = RequestType(
-    "token_logprobs", ScoringOptions, TokenLogprobsResponse, "loglikelihood_rolling", PIC_MODELS)
-LSM: RequestType[LsmOptions] = RequestType("lsm", LsmOptions, LsmResponse, "loglikelihood_rolling", PIC_MODELS)
+    "token_logprobs", ScoringOptions, TokenLogprobsResponse, "loglikelihood_rolling")
+LSM: RequestType[LsmOptions] = RequestType("lsm", LsmOptions, LsmResponse, "loglikelihood_rolling")
 GENERATE_LONG: RequestType[LongGenerationOptions] = RequestType(
-    "generate_long", LongGenerationOptions, LongGenerationResponse, "generate_until", PIC_MODELS)
+    "generate_long", LongGenerationOptions, LongGenerationResponse, "generate_until")
 COMPRESS_AE: RequestType[CompressRequestOptions] = RequestType(
-    "compress_ae", CompressRequestOptions, ReconstructionResponse, "loglikelihood_rolling", ("compressor",))
+    "compress_ae", CompressRequestOptions, ReconstructionResponse, "loglikelihood_rolling")
 COMPRESS_LM: RequestType[CompressRequestOptions] = RequestType(
-    "compress_lm", CompressRequestOptions, CompletionResponse, "loglikelihood_rolling", ("compressor",))
+    "compress_lm", CompressRequestOptions, CompletionResponse, "loglikelihood_rolling")
 
 REQUESTS: dict[str, RequestType[Any]] = {
     r.name: r for r in (TOKEN_LOGPROBS, LSM, GENERATE_LONG, COMPRESS_AE, COMPRESS_LM)}

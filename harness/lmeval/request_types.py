@@ -5,8 +5,9 @@ model without that method fails only after it has loaded, minutes into a run, wi
 ``lch eval`` reads the request type of every task of the run from our task folder (the class the YAML
 names: its ``REQUEST_TYPE``, one of our declared request types; a YAML without a class of ours: its
 ``output_type``, lm-eval's own; groups: the union of their members) and refuses the run in one line when
-the model does not serve one of them, naming the models that do. Which of our models serve which of our
-request types is read from their declarations (:data:`harness.lmeval.request_options.REQUESTS`).
+the model does not serve one of them, naming the models that do. Which request types our models serve is
+read from our model registry (:mod:`harness.lmeval.registry`: derived from each class); any other model (lm-eval's
+``hf``, ``vllm`` ...) serves lm-eval's own types.
 """
 
 from __future__ import annotations
@@ -18,19 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.errors import UsageError
-from harness.lmeval.request_options import REQUESTS
-
-LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
-_PREFERRED = ("hf-pic", "vllm-pic", "compressor")  # our models, in the order they are suggested
-
-# What each model serves: lm-eval's built-in models lm-eval's types, ours those too plus the request types
-# whose declarations name them (a model class serves a request type when it has the method of that name;
-# tests/lmeval/test_request_types.py holds this table against the classes).
-SERVED: dict[str, frozenset[str]] = {
-    "hf": LM_EVAL_TYPES,
-    "vllm": LM_EVAL_TYPES,
-    **{model: LM_EVAL_TYPES | {r.name for r in REQUESTS.values() if model in r.models} for model in _PREFERRED},
-}
+from harness.lmeval.registry import LM_EVAL_TYPES, model_entry, models
 
 
 def _yaml_loader() -> Any:
@@ -131,40 +120,50 @@ def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
 
 
 def serving_models(request_type: str) -> list[str]:
-    """Our models that serve ``request_type``, in the order they are suggested."""
-    return [m for m in _PREFERRED if request_type in SERVED[m]]
+    """Our models that serve ``request_type``, in the order they are declared."""
+    return [entry.name for entry in models() if request_type in entry.serves]
+
+
+def served(model: str) -> frozenset[str] | None:
+    """The request types ``model`` serves: ours from the registry; another model of lm-eval's registry lm-eval's
+    own types and any of ours its class has a method for (lm-eval's own models: none); None for a model lm-eval
+    does not know either (lm-eval says so when it loads it)."""
+    entry = model_entry(model)
+    if entry is not None:
+        return entry.serves
+    try:
+        from lm_eval.api.registry import get_model
+
+        cls = get_model(model)
+    except Exception:  # noqa: BLE001 (an unknown model; or an unimportable one, e.g. vllm without vLLM)
+        from lm_eval.api.registry import model_registry
+
+        return LM_EVAL_TYPES if model in model_registry else None
+    from harness.lmeval.request_options import REQUESTS
+
+    return LM_EVAL_TYPES | {name for name in REQUESTS if callable(getattr(cls, name, None))}
 
 
 def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str | Path,
                        model_args: dict | None = None) -> None:
-    """Raise :class:`UsageError` when ``model`` (one of :data:`SERVED`) cannot serve a request type that
-    one of ``tasks`` sends; tasks that are not ours and models we do not know are left to lm-eval."""
-    if model not in SERVED:
+    """Raise :class:`UsageError` when ``model`` cannot serve a request type that one of ``tasks`` sends, naming
+    the models that do (or when the model refuses one under these model args); tasks that are not ours are left
+    to lm-eval."""
+    if not model:
         return
     known = task_request_types(str(tasks_dir))
+    needed = {r for task in tasks for r in known.get(task, ())}
+    if needed <= LM_EVAL_TYPES:
+        return
+    entry = model_entry(model)
+    serves = served(model)
+    if serves is None:
+        return
     for task in tasks:
         for request_type in sorted(known.get(task, ())):
-            if request_type not in SERVED[model]:
+            if request_type not in serves:
                 others = " or ".join(f"--model {m}" for m in serving_models(request_type))
                 raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
                                  f"use {others}")
-            if model == "vllm-pic" and request_type == "lsm":
-                _check_vllm_lsm(task, model_args or {})
-
-
-LSM_GPU_MEMORY = 0.45  # each of vllm-pic's two engines (generating, pooling) when a run has lsm requests
-
-
-def _check_vllm_lsm(task: str, model_args: dict) -> None:
-    """vllm-pic answers ``lsm`` with a pooling engine beside its generating one: one process (no data
-    parallelism), and on a GPU room for both (each takes its ``gpu_memory_utilization`` share)."""
-    if int(model_args.get("data_parallel_size", 1)) > 1:
-        raise UsageError(f"{task} sends lsm requests, which vllm-pic serves with data_parallel_size=1 only (a pooling "
-                         "engine runs beside the generating one): use tensor_parallel_size, or --model hf-pic")
-    import torch
-
-    share = float(model_args.get("gpu_memory_utilization", 0.9))
-    if torch.cuda.is_available() and share > LSM_GPU_MEMORY:
-        raise UsageError(f"{task} sends lsm requests, for which vllm-pic starts a second (pooling) engine on the same "
-                         f"GPU: pass gpu_memory_utilization={LSM_GPU_MEMORY} (or less) in --model_args so that both fit "
-                         f"(now {share:g})")
+            if entry is not None:
+                entry.check_request(task, request_type, model_args or {})

@@ -6,6 +6,8 @@ by chunk over the sequence, so peak extra memory is ``batch x chunk x vocab`` fl
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 
@@ -62,6 +64,26 @@ def target_logprobs(
         parts.append(picked - torch.logsumexp(logits, dim=-1))
         del logits
     return torch.cat(parts, dim=1)
+
+
+def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
+                        logit_budget: int = DEFAULT_LOGIT_BUDGET) -> torch.Tensor:
+    """``log P(token_ids[t] | token_ids[:t])`` for ``t >= 1`` of one row, from its final hidden states ``hidden``
+    [T, H] and ``head`` (hidden rows -> fp32 logits [m, V], the family's post-head transform included): the head
+    and the log-softmax run ``logit_budget // V`` rows at a time, so memory stays ``O(chunk x vocab)`` whatever
+    ``T`` is. Returns float32 [T - 1] on the CPU."""
+    parts = [torch.empty(0, dtype=torch.float32)]
+    targets = token_ids.reshape(-1).cpu()
+    start, chunk = 1, 1  # one row first: the head's vocabulary size is known after it
+    while start < len(targets):
+        stop = min(len(targets), start + chunk)
+        logits = head(hidden[start - 1 : stop - 1]).float().cpu()
+        picked = logits.gather(-1, targets[start:stop, None]).squeeze(-1)
+        parts.append(picked - torch.logsumexp(logits, dim=-1))
+        chunk = max(1, logit_budget // logits.shape[-1])
+        del logits
+        start = stop
+    return torch.cat(parts)
 
 
 @torch.inference_mode()

@@ -1,16 +1,17 @@
-"""Scoring on vLLM: per-token log-probabilities from ``prompt_logprobs``, and the LSM runner.
+"""The engine core's scoring primitives on vLLM (:mod:`harness.lmeval.engine`): final hidden states, the head,
+and, where no hidden states can be had, log-probabilities of given ids.
 
-* ``token_logprobs``: one request per window (:mod:`harness.positions.windows`) with
-  ``SamplingParams(max_tokens=1, prompt_logprobs=0)``; vLLM returns, for every prompt token but the first,
-  the log-probability of that token given the ones before it (fp32 log-softmax in vLLM's sampler), which is
-  exactly the ``logprobs`` list of the request.
-* ``lsm`` needs whole next-token distributions at many positions (the symmetric cross-entropy of two of
-  them), which ``prompt_logprobs`` cannot return at a sane cost (a vocabulary-sized dict per position).
-  vLLM runs one runner per engine, so a second engine with the pooling runner (``token_embed``, ``ALL``
-  pooling, no activation) returns the final hidden states of each window, and the generating engine's own
-  LM head (``compute_logits``: its vocabulary-parallel head, soft-capping and scaling included) turns the
-  rows the estimator needs into logits, through ``LLM.apply_model``. Both engines get the same model,
-  dtype, length and RoPE / PIC overrides, so positions are those of the evaluated variant.
+* Hidden states: vLLM runs one runner per engine, so a second engine beside the generating one, with the pooling
+  runner (``token_embed``, ``ALL`` pooling, no activation), returns the final hidden states of each token row
+  (:func:`pooled_hidden`). Both engines get the same model, dtype, length and RoPE / PIC overrides, so positions
+  are those of the evaluated variant.
+* The head: the generating engine's own ``compute_logits`` (its vocabulary-parallel head, soft-capping and scaling
+  included) on the rows the core asks for, through ``LLM.apply_model`` (:func:`head_logits`). The core applies it
+  a chunk of rows at a time, so scoring memory is ``O(chunk x vocab)`` whatever the text's length.
+* Log-probabilities of given ids (:func:`prompt_token_logprobs`): ``SamplingParams(max_tokens=1,
+  prompt_logprobs=0)`` returns, for every prompt token but the first, its log-probability given the ones before
+  it, but vLLM computes them from ``[tokens x vocab]`` fp32 logits and a log-softmax per prefill step; vllm-pic
+  uses it only where the pooling engine cannot run (data-parallel replicas).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from harness.models.lsm import LsmRunner
 
 POOLING_ARGS = {"runner": "pooling", "convert": "embed",
                 "pooler_config": {"task": "token_embed", "tok_pooling_type": "ALL", "use_activation": False}}
@@ -44,23 +43,29 @@ def pooling_engine_args(model_args: dict) -> dict:
     return {**args, **POOLING_ARGS}
 
 
-def vllm_lsm_runner(generating: Any, pooling: Any, lora_request: Any = None) -> LsmRunner:
-    """The :class:`~harness.models.lsm.LsmRunner` of a generating ``vllm.LLM`` (its LM head) and a pooling
-    one (final hidden states)."""
+def pooled_hidden(pooling: Any, rows: list[list[int]], lora_request: Any = None) -> list[torch.Tensor]:
+    """Final hidden states [len(row), H] (fp32, CPU) of each token row, from a pooling ``vllm.LLM``."""
     from vllm import TokensPrompt
 
-    def hidden(windows: torch.Tensor) -> torch.Tensor:
-        prompts = [TokensPrompt(prompt_token_ids=row.tolist()) for row in windows]
-        outputs = pooling.encode(prompts, pooling_task="token_embed", use_tqdm=False, lora_request=lora_request)
-        return torch.stack([out.outputs.data.float() for out in outputs])
+    outputs = pooling.encode([TokensPrompt(prompt_token_ids=row) for row in rows], pooling_task="token_embed",
+                             use_tqdm=False, lora_request=lora_request)
+    return [out.outputs.data.float().cpu() for out in outputs]
 
-    def logits(rows: torch.Tensor) -> torch.Tensor:
-        def head(model: Any) -> torch.Tensor | None:
-            device = next(model.parameters()).device
-            out = model.compute_logits(rows.to(device=device, dtype=next(model.parameters()).dtype))
-            return None if out is None else out.float().cpu()
 
-        # under tensor parallelism every rank runs the head and the first rank holds the gathered logits
-        return next(out for out in generating.apply_model(head) if out is not None)
+class _HeadOn:
+    """The function ``LLM.apply_model`` runs on each rank's model: its head on the given hidden rows. A class at
+    module level, not a closure: under tensor parallelism vLLM pickles it to its worker processes."""
 
-    return LsmRunner(hidden, logits)
+    def __init__(self, hidden: torch.Tensor) -> None:
+        self.hidden = hidden
+
+    def __call__(self, model: Any) -> torch.Tensor | None:
+        parameter = next(model.parameters())
+        out = model.compute_logits(self.hidden.to(device=parameter.device, dtype=parameter.dtype))
+        return None if out is None else out.float().cpu()
+
+
+def head_logits(generating: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """fp32 logits [m, V] of hidden rows [m, H] from the generating ``vllm.LLM``'s own head."""
+    # under tensor parallelism every rank runs the head and the first rank holds the gathered logits
+    return next(out for out in generating.apply_model(_HeadOn(hidden)) if out is not None)

@@ -17,7 +17,7 @@ from typing import Any
 from harness.data.run_files import judgements_path
 from harness.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
-from harness.reporting.runs import model_args_of
+from harness.reporting.runs import config_label, model_args_of
 
 
 def _latest(folder: Path, pattern: str) -> Path:
@@ -37,19 +37,17 @@ def read_judgements(samples_file: Path) -> dict[Any, float | None]:
     return {row["doc_id"]: row["quality"] for row in rows}
 
 
-def _label(args: dict) -> str:
-    pic = args.get("pic", "none")
-    name = Path(str(args.get("pretrained", "model"))).name
-    return name if pic == "none" else f"{name} pic={pic} s={args.get('pic_ratio', 1)}"
 
 
 def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> list[dict[str, Any]]:
     """One row per run: ``label``, ``model_args``, ``cr``, ``length``, ``tokens``, ``quality`` (as used) and
     both averages."""
-    lengths, tokens, quality, corrupted, labels, model_args = {}, {}, {}, {}, {}, {}
+    lengths, tokens, quality, corrupted, labels, model_args, applied = {}, {}, {}, {}, {}, {}, {}
     for run in run_dirs:
-        model_args[run] = model_args_of(json.loads(_latest(Path(run), "results_*.json").read_text()))
-        label = _label(model_args[run])
+        results = json.loads(_latest(Path(run), "results_*.json").read_text())
+        config = results.get("config") or {}
+        model_args[run], applied[run] = model_args_of(results), config.get("lch_inference")
+        label = config_label(str(config.get("model") or "model"), model_args[run], applied[run])
         samples_file = _latest(Path(run), f"samples_{task}_*.jsonl")
         rows = [json.loads(l) for l in samples_file.read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]
@@ -68,7 +66,8 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     avg_q = shared_clean_average(q_values, q_corrupted, threshold)
     for run in run_dirs:  # shared or own is the run's choice by its corrupted ratio, not by its judge's parse rate
         avg_q[run]["used"] = avg_q[run]["shared"] if avg_len[run]["corrupted_ratio"] < threshold else avg_q[run]["own"]
-    return [{"label": labels[run], "model_args": model_args[run], "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
+    return [{"label": labels[run], "model_args": model_args[run], "applied": applied[run],
+             "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
              "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
              "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
              "quality_shared": avg_q[run]["shared"], "quality_own": avg_q[run]["own"]} for run in run_dirs]

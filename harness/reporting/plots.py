@@ -25,9 +25,9 @@ from typing import Iterable, Sequence
 from harness.data.lengths import length_tokens
 from harness.errors import UsageError
 from harness.files import savefig_atomic
-from harness.positions.inference import Inference
+from harness.positions.inference import MODEL_ARGS, Inference
 from harness.positions.methods import PIC_METHODS
-from harness.reporting.runs import Run, config_label, latest_per_configuration, split_labels
+from harness.reporting.runs import Run, config_label, inference_of, latest_per_configuration, split_labels
 
 
 def _plot_methods() -> list[str]:
@@ -138,6 +138,7 @@ class PicPoint:
     length: float | None
     quality: float | None
     corrupted_ratio: float | None = None  # printed beside the figure; a point with CR near 1 says little
+    applied: dict | None = None  # the inference the run applied (``config.lch_inference``), if recorded
 
 
 def _finite(value: float | None) -> float | None:
@@ -153,7 +154,8 @@ def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "lengt
         length = _finite(run.metrics.get(f"{task}/{length_metric}"))
         quality = _finite(run.metrics.get(f"{task}/{quality_metric}"))
         if length is not None or quality is not None:
-            out.append(PicPoint(run.model_args, length, quality, _finite(run.metrics.get(f"{task}/corrupted_ratio"))))
+            out.append(PicPoint(run.model_args, length, quality, _finite(run.metrics.get(f"{task}/corrupted_ratio")),
+                                run.applied))
     return out
 
 
@@ -164,15 +166,19 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
     from harness.reporting.generation_table import generation_table
 
     rows = generation_table([str(d) for d in run_dirs], task, threshold)
-    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"]) for row in rows]
+    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"])
+            for row in rows]
 
 
-def _pic_setting(model_args: dict) -> tuple[str, str, float, str]:
-    """(base model, method, ratio, variant): variant names the settings besides the ratio that the method
-    uses and the run did not leave at their defaults (hf-pic's, from :class:`Inference`, so that a run that
-    leaves one at its default and a run that spells it out fall on the same line)."""
-    inference = Inference.from_model_args(model_args)
-    base = config_label("", {k: v for k, v in model_args.items() if not k.startswith("pic")})
+def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
+    """(base model, method, ratio, variant): the inference the run applied (recorded by our models, so a checkpoint
+    whose variant file applied Dynamic PIC is on the Dynamic PIC line; else from its model args); variant names
+    the settings besides the ratio that the method uses and the run did not leave at their defaults (so that a
+    run that leaves one at its default and a run that spells it out fall on the same line)."""
+    model_args = point.model_args
+    inference = inference_of(model_args, point.applied)
+    base = config_label("", {k: v for k, v in model_args.items() if k not in MODEL_ARGS.values()},
+                        Inference().to_model_args())
     defaults = Inference()
     variant = " ".join(f"{name}={getattr(inference, name)}" for name in inference.entry.fields
                        if name != "ratio" and getattr(inference, name) != getattr(defaults, name))
@@ -187,7 +193,7 @@ def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tup
     lines: dict[tuple[str, str, str], dict[float, PicPoint]] = {}
     vanilla: dict[str, PicPoint] = {}
     for point in points:
-        base, method, ratio, variant = _pic_setting(point.model_args)
+        base, method, ratio, variant = _pic_setting(point)
         if not PIC_METHODS[method].acts:
             vanilla[base] = point
         else:

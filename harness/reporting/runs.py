@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataFormatError
+from harness.positions.inference import MODEL_ARGS, Inference
 
 _NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
 
@@ -31,6 +32,13 @@ class Run:
     stderrs: dict[str, float] = field(default_factory=dict)
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     variant: str = ""  # what was evaluated, in words (``config.lch_evaluated_as`` written by hf-pic / vllm-pic)
+    applied: dict | None = None  # the inference applied, as model args (``config.lch_inference``), if recorded
+
+    @property
+    def inference(self) -> Inference:
+        """The PIC / RoPE settings the run applied: recorded by our models (a checkpoint's variant file included),
+        else read from its model args (runs that did not record it)."""
+        return inference_of(self.model_args, self.applied)
 
     @property
     def key(self) -> str:
@@ -43,7 +51,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        return config_label(self.model, self.model_args)
+        return config_label(self.model, self.model_args, self.applied)
 
 
 def checkpoint_of(model_args: dict) -> str:
@@ -54,12 +62,24 @@ def checkpoint_of(model_args: dict) -> str:
     return ""
 
 
-def config_label(model: str, model_args: dict) -> str:
-    """Short name for plots: the checkpoint's folder name plus the model_args that tell variants apart
-    (PIC / EPL settings), e.g. ``Llama-3.1-8B pic=dynamic pic_ratio=4``."""
-    extra = {k: v for k, v in model_args.items() if k not in _NOT_IN_LABEL}
+def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
+    """The inference a run applied: ``applied`` (``config.lch_inference``) when recorded, else its model args."""
+    try:
+        return Inference.from_model_args(applied if applied is not None else model_args)
+    except ValueError:  # a run of another model whose args merely share our names
+        return Inference()
+
+
+def config_label(model: str, model_args: dict, applied: dict | None = None) -> str:
+    """Short name for plots: the checkpoint's folder name plus what tells variants apart: the PIC / RoPE settings
+    applied, in words (from ``applied`` when recorded, so a checkpoint whose variant file applied Dynamic PIC says
+    so), and the other model args (EPL layout ...), e.g. ``Llama-3.1-8B Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)``."""
+    inference = inference_of(model_args, applied)
+    pic_keys = set(MODEL_ARGS.values())
+    extra = {k: v for k, v in model_args.items() if k not in _NOT_IN_LABEL and k not in pic_keys}
+    words = [] if inference.effective() == Inference() else [inference.words()]
     name = Path(checkpoint_of(model_args)).name or model
-    return name + (" " + " ".join(f"{k}={v}" for k, v in sorted(extra.items())) if extra else "")
+    return " ".join([name, *words, *(f"{k}={v}" for k, v in sorted(extra.items()))])
 
 
 def split_labels(labels: list[str]) -> tuple[str, list[str]]:
@@ -105,7 +125,8 @@ def read_run(path: str | Path) -> Run:
     config = data.get("config") or {}
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
-              variant=str(config.get("lch_evaluated_as") or ""))
+              variant=str(config.get("lch_evaluated_as") or ""),
+              applied=config.get("lch_inference") if isinstance(config.get("lch_inference"), dict) else None)
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

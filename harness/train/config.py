@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from harness.errors import MissingDataError, UsageError
 from harness.options import option
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.positions.inference import LAYOUTS, Inference
+from harness.positions.inference import LAYOUTS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
 
 # Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
@@ -298,6 +298,5 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
 def expected_inference(cfg: TrainConfig) -> Inference:
     """The inference the trained variant expects: the positions it was trained with (the PIC settings only
     under a PIC method: plain SFT expects standard inference) and its RoPE base."""
-    inference = Inference(cfg.pic, float(cfg.pic_ratio), int(cfg.pic_initial), int(cfg.pic_recent), cfg.pic_layout,
-                          cfg.rope_base)
+    inference = Inference.from_model_args({key: getattr(cfg, key) for key in VARIANT_KEYS})  # the model args' names
     return inference if inference.entry.acts else Inference(rope_base=cfg.rope_base)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.documents import MissingDataError
-from harness.data.mrqa import load_mrqa, read_mrqa_jsonl
+from harness.data.mrqa import MrqaOptions, load_mrqa, read_mrqa_jsonl
 from tests.conftest import SHARED_DATA
 
 SAMPLE = SHARED_DATA / "mrqa" / "NewsQA_sample.jsonl"
@@ -28,10 +28,10 @@ def test_official_format_with_header(tmp_path):
         {"id": "q1", "subset": "SQuAD", "context": "Paris is in France.", "question": "Where is Paris?", "answers": ["France"]},
         {"id": "q2", "subset": "SQuAD", "context": "Paris is in France.", "question": "What is in France?", "answers": ["Paris"]},
     ]
-    ds = load_mrqa(subset="SQuAD", mrqa_data=str(tmp_path))["test"]  # a folder: <subset>*.jsonl
+    ds = load_mrqa(MrqaOptions(subset="SQuAD", mrqa_data=str(tmp_path)))["test"]  # a folder: <subset>*.jsonl
     assert len(ds) == 2 and ds[0]["context"] == "Paris is in France."
     with pytest.raises(MissingDataError, match="NewsQA"):
-        load_mrqa(subset="NewsQA", mrqa_data=str(tmp_path))
+        load_mrqa(MrqaOptions(subset="NewsQA", mrqa_data=str(tmp_path)))
 
 
 def squad_em_f1(prediction, golds):

@@ -12,7 +12,13 @@ import pytest
 from harness.data import babilong
 from harness.data.documents import MissingDataError
 from harness.metrics.babilong import TASK_LABELS, compare_answers
+from harness.options import parse_options
 from tests.data.test_ruler import run_lch_eval
+
+
+def _dataset(metadata: dict) -> dict:
+    """A BABILong dataset of task metadata, as the task's ``custom_dataset`` gets it (options parsed once)."""
+    return babilong.dataset(parse_options(babilong.BabilongOptions, metadata))
 
 
 def test_prompt_has_the_official_structure(tmp_path):
@@ -32,10 +38,10 @@ def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
     (tmp_path / "4k").mkdir()
     rows = [{"input": "Daniel went to the office.", "question": "Where is Daniel?", "target": "office", "extra": 1}]
     (tmp_path / "4k" / "qa1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    ds = babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["4k"], "source": str(tmp_path)})["test"]
+    ds = _dataset({"babilong_task": "qa1", "lengths": ["4k"], "source": str(tmp_path)})["test"]
     assert ds[0]["target"] == "office" and ds[0]["length"] == "4k" and ds[0]["prompt"].endswith("Where is Daniel?")
     with pytest.raises(MissingDataError, match="8k/qa1"):
-        babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["8k"], "source": str(tmp_path)})
+        _dataset({"babilong_task": "qa1", "lengths": ["8k"], "source": str(tmp_path)})
 
     import datasets
 
@@ -44,7 +50,7 @@ def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(MissingDataError, match="RMT-team/babilong"):
-        babilong.dataset_from_metadata({"babilong_task": "qa1", "lengths": ["4k"]})
+        _dataset({"babilong_task": "qa1", "lengths": ["4k"]})
 
 
 @pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
@@ -53,7 +59,7 @@ def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
 
     meta = {"babilong_task": task, "lengths": ["0k", "2k"], "source": "synthetic", "num_samples": 2,
             "pretrained": str(tiny_model_dir)}
-    rows = list(babilong.dataset_from_metadata(meta)["test"])
+    rows = list(_dataset(meta)["test"])
     assert [r["length"] for r in rows] == ["0k", "0k", "2k", "2k"]
     count = PromptCounter(load_tokenizer(str(tiny_model_dir)))
     for row in rows:

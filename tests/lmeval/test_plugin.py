@@ -23,6 +23,7 @@ from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 
 from harness.lmeval import plugin
+from harness.lmeval.registry import model_names
 from harness.lmeval.request_types import task_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +45,7 @@ def test_model_entry_points_land_on_our_decorated_classes():
     that also registers itself with @register_model under that alias is accepted only when the value is exactly
     ``<module>:<class name>`` of that class (else lm-eval refuses the collision)."""
     declared = _declared("lm_eval.models")
-    assert declared == plugin.MODELS
+    assert list(declared) == model_names() and set(declared) == {"hf-pic", "vllm-pic", "compressor"}
     for name, value in declared.items():
         module, _, attr = value.partition(":")
         cls = getattr(importlib.import_module(module), attr)
@@ -91,7 +92,7 @@ def fresh_registry(monkeypatch):
     """lm-eval's model registry as lm-eval 0.4.13 fills it (built-ins, no plugins), restored afterwards."""
     import lm_eval.models  # noqa: F401
 
-    builtins = {k: v for k, v in registry.model_registry._objs.items() if k not in plugin.MODELS}
+    builtins = {k: v for k, v in registry.model_registry._objs.items() if k not in model_names()}
     monkeypatch.setattr(registry.model_registry, "_objs", builtins)
     monkeypatch.setattr(registry.model_registry, plugin._MARK, False, raising=False)
     return registry.model_registry
@@ -109,8 +110,8 @@ def test_the_backport_registers_model_plugins_lazily_and_keeps_builtins(fresh_re
         ("fake-lm", "lm_eval.models.dummy:DummyLM"),  # another package's model
         ("fake-lm", "other_pkg:Other"),  # the same name twice: the first wins
         ("broken", "no_such_module:Model"),  # registered; fails only when asked for
-        *plugin.MODELS.items()]})
-    assert plugin.after_models_import() == ["fake-lm", "broken", *plugin.MODELS]
+        *_declared("lm_eval.models").items()]})
+    assert plugin.after_models_import() == ["fake-lm", "broken", *model_names()]
     assert plugin.after_models_import() == []  # once per process
     from lm_eval.models.dummy import DummyLM
 

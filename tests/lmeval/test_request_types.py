@@ -5,20 +5,24 @@ import pytest
 
 from harness.errors import UsageError
 from harness.lmeval.plugin import tasks_path
-from harness.lmeval.request_types import SERVED, check_model_serves, task_request_types
+from harness.lmeval.request_types import check_model_serves, served, task_request_types
 
 
-@pytest.mark.parametrize("model, cls", [("hf-pic", "harness.lmeval.hf_pic:HFPicLM"),
-                                        ("compressor", "harness.lmeval.compressor_lm:CompressorLM"),
-                                        ("hf", "lm_eval.models.huggingface:HFLM")])
-def test_served_table_matches_the_classes(model, cls):
-    """A model serves a request type when its class has the method lm-eval calls for it."""
-    import importlib
+def test_what_each_model_serves_is_what_its_class_answers():
+    """A model serves a request type when lm-eval finds the method of that name on its class and, for the engine
+    core's requests, the class supplies the primitives they need; lm-eval's own models serve lm-eval's types."""
+    from harness.lmeval.engine import EngineCore
+    from harness.lmeval.registry import LM_EVAL_TYPES, models
+    from harness.lmeval.request_options import REQUESTS
 
-    module, name = cls.split(":")
-    model_class = getattr(importlib.import_module(module), name)
-    every_type = set().union(*SERVED.values())
-    assert {t for t in every_type if callable(getattr(model_class, t, None))} == set(SERVED[model])
+    every_type = set(REQUESTS) | LM_EVAL_TYPES
+    table = {entry.name: entry for entry in models()}
+    assert set(table) == {"hf-pic", "vllm-pic", "compressor"}
+    for entry in table.values():
+        assert {t for t in every_type if callable(getattr(entry.cls, t, None))} >= set(entry.serves)
+    assert table["hf-pic"].serves == table["vllm-pic"].serves == LM_EVAL_TYPES | set(EngineCore.NEEDS)
+    assert table["compressor"].serves == LM_EVAL_TYPES | {"compress_ae", "compress_lm"}
+    assert served("hf") == LM_EVAL_TYPES and served("no-such-model") is None
 
 
 def test_request_types_of_our_tasks_and_groups():
@@ -55,12 +59,17 @@ def test_what_is_served_or_unknown_passes():
         check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {"data_parallel_size": 2})
 
 
-def test_lsm_on_a_gpu_leaves_room_for_the_pooling_engine(monkeypatch):
+def test_scoring_on_a_gpu_leaves_room_for_the_pooling_engine(monkeypatch):
+    """lsm and token_logprobs requests are answered from a pooling engine's hidden states beside the generating
+    engine: both must fit on the GPU (token_logprobs under data parallelism come from prompt_logprobs)."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    with pytest.raises(UsageError, match=r"pass gpu_memory_utilization=0.45 \(or less\) in --model_args so that both "
-                                         r"fit \(now 0.9\)"):
-        check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {})
-    check_model_serves("vllm-pic", ["lsm_govreport"], tasks_path(), {"gpu_memory_utilization": "0.4"})
-    check_model_serves("vllm-pic", ["ppl_govreport"], tasks_path(), {})  # no lsm: one engine, vLLM's default share
+    for task, request_type in (("lsm_govreport", "lsm"), ("ppl_govreport", "token_logprobs")):
+        with pytest.raises(UsageError, match=rf"^{task} sends {request_type} requests, for which vllm-pic starts a "
+                                             r"second \(pooling\) engine on the same GPU: pass gpu_memory_utilization="
+                                             r"0.45 \(or less\) in --model_args so that both fit \(now 0.9\)$"):
+            check_model_serves("vllm-pic", [task], tasks_path(), {})
+        check_model_serves("vllm-pic", [task], tasks_path(), {"gpu_memory_utilization": "0.4"})
+    check_model_serves("vllm-pic", ["ppl_govreport"], tasks_path(), {"data_parallel_size": 2})
+    check_model_serves("vllm-pic", ["lch_ruler"], tasks_path(), {})  # generation only: one engine

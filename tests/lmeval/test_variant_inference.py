@@ -44,12 +44,12 @@ def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, ad
     assert pic_settings(lm.model) == Inference("dynamic", 2.0, 4, 16, "paper", impl="cached")
     assert lm.get_model_info()["lch_evaluated_as"] == "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)"
 
-    with caplog.at_level(logging.WARNING, logger="harness.lmeval.hf_pic"):
+    with caplog.at_level(logging.WARNING, logger="harness.lmeval.engine"):
         plain = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), pic="none", device="cpu")
     assert pic_settings(plain.model) is None  # the paper's standard inference of a PIC-SFT model
     assert plain.get_model_info()["lch_evaluated_as"] == ("Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16), "
                                                           "evaluated with standard inference")
-    assert [r.getMessage() for r in caplog.records if r.name == "harness.lmeval.hf_pic"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "harness.lmeval.engine"] == [
         f"model_arg pic=none (variant: dynamic) overrides the variant file of {adapters / 'dyn'} "
         "(Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16))"]
 
@@ -101,7 +101,7 @@ def test_vllm_takes_a_dynamic_variant_on_llama_only(adapters, tiny_model_dir, tm
     from harness.lmeval.model_args import check_dynamic_on_vllm, check_hf_pic_args
 
     resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
-    assert resolved["inference"].method == "dynamic"
+    assert resolved.inference.method == "dynamic"
     check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir)})
     with pytest.raises(UsageError, match=r"pic=dynamic on vLLM needs enforce_eager=True"):
         check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enforce_eager": False})

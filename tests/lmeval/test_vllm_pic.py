@@ -104,8 +104,8 @@ def test_the_environment_builder_writes_a_dist_alias(tmp_path):
 
 @pytest.mark.parametrize("config, kept", [
     ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, "sliding_attention"),  # Gemma 3
-    ({"no_rope_layers": [1, 1, 1, 0]}, "no-RoPE"),  # SmolLM3
-    ({"sliding_window": 4096}, "sliding_attention"),  # Mistral v0.1: every layer slides
+    ({"no_rope_layers": [1, 1, 1, 0]}, "no RoPE"),  # SmolLM3
+    ({"sliding_window": 4096}, "sliding window 4096"),  # Mistral v0.1: every layer slides
     ({"sliding_window": 4096, "use_sliding_window": False}, None),  # Qwen2 with the window off
     ({"layer_types": ["full_attention"] * 4}, None),
     ({}, None),  # Llama
@@ -115,11 +115,12 @@ def test_naive_and_ntk_on_vllm_refuse_models_with_layers_pic_leaves_alone(tmp_pa
     import json
 
     from harness.errors import UsageError
-    from harness.lmeval.model_args import refuse_partial_rope_pic_on_vllm
+    from harness.lmeval.model_args import ResolvedArgs, refuse_partial_rope_pic_on_vllm
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     for method in ("naive", "ntk", "none"):
-        resolved = {"inference": Inference(method)}
+        resolved = ResolvedArgs(inference=Inference(method), variant=None, overrides=(), engine_args={},
+                                pretrained=str(tmp_path), adapter=None)
         if kept is None or method == "none":
             refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
             continue
@@ -133,10 +134,15 @@ def test_long_generation_response_counts_and_decodes_as_hf_pic():
     a whole decode writes U+FFFD for a character cut by max_tokens, as a byte-level BPE tokenizer does."""
     from types import SimpleNamespace
 
-    from harness.lmeval.vllm_pic import long_generation_response
+    from harness.lmeval.engine import EngineCore
+    from harness.lmeval.vllm_pic import generated
 
     def decode(ids):
         return bytes(i for i in ids if i != 0).decode("utf-8", errors="replace")
+
+    def long_generation_response(completion, decode, until):  # vllm-pic's primitive, then the core's response
+        core = SimpleNamespace(tokenizer=SimpleNamespace(decode=lambda ids, skip_special_tokens: decode(ids)))
+        return EngineCore.long_generation_response(core, generated(completion), until)
 
     def completion(data, finish, reason=None):
         return SimpleNamespace(token_ids=list(data), finish_reason=finish, stop_reason=reason)

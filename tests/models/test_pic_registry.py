@@ -121,3 +121,37 @@ def test_apply_pic_sets_the_inference_rope_base_for_good():
     assert torch.equal(model(input_ids=ids).logits, reference(input_ids=ids).logits)
     remove_pic(model)  # the PIC method goes; the base stays, as set_rope_base's does
     assert rope_base(model) == 40000.0 and pic_settings(model) is None
+
+
+@pytest.mark.parametrize("arch", __import__("harness.models.tiny", fromlist=["ARCHITECTURES"]).ARCHITECTURES)
+def test_which_layers_pic_changes_is_one_rule_read_from_the_config(arch):
+    """``kept_layers`` (the config rule, which vLLM reads from config.json) agrees with each family's own modules
+    (a layer without RoPE: ``use_rope`` False; a sliding layer: the window its attention module, or for families
+    without one per layer the config, gives it), for the config object and for its JSON alike."""
+    from harness.models.pic.layers import kept_layers
+
+    model = tiny_causal_lm(arch, layers=3)
+    config = model.config
+    expected = {}
+    for index, layer in enumerate(model.get_decoder().layers):
+        attn = layer.self_attn
+        window = attn.sliding_window if hasattr(attn, "sliding_window") else getattr(config, "sliding_window", None)
+        if not getattr(attn, "use_rope", True):
+            expected[index] = "no RoPE"
+        elif window:
+            expected[index] = f"sliding window {window}"
+    assert kept_layers(config) == expected == kept_layers(config.to_dict())
+    if arch in ("gemma2", "gemma3_text"):
+        assert expected == {0: "sliding window 8", 1: "sliding window 8"}
+    if arch == "smollm3":
+        assert expected == {0: "no RoPE", 1: "no RoPE"}
+
+
+def test_a_mistral_v01_sliding_window_keeps_every_layer():
+    """Mistral v0.1 (a config sliding window, no layer types): every layer slides, none is PIC's, by both rules."""
+    from harness.models.pic.layers import kept_layers
+
+    model = tiny_causal_lm("mistral", layers=2, sliding_window=8)
+    assert kept_layers(model.config) == {0: "sliding window 8", 1: "sliding window 8"}
+    with pytest.raises(UsageError, match="no layer has full attention with RoPE"):
+        apply_pic(model, "naive", ratio=2.0)

@@ -17,6 +17,7 @@ from harness.reporting.plots import (
     pic_points_from_samples,
     pic_series,
 )
+from harness.positions.inference import Inference
 from harness.reporting.runs import load_runs, split_labels
 from tests.reporting.test_reporting import write_run
 
@@ -50,11 +51,11 @@ def test_split_labels_drops_shared_words():
 def test_context_curves_read_per_length_metrics(tmp_path):
     runs, _ = load_runs([_ruler_babilong_runs(tmp_path)])
     ruler = context_curves(runs, "lch_ruler")
-    assert list(ruler) == ["Llama", "Llama pic=dynamic pic_ratio=4"]  # the ppl-only run has no curve
+    assert list(ruler) == ["Llama", "Llama Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]  # the ppl-only run has no curve
     assert [(p.tokens, p.name, p.score, p.stderr) for p in ruler["Llama"]] == [
         (4096, "4096", 90.0, 1.0), (8192, "8192", 80.0, None), (16384, "16384", 70.0, 3.0)]
     # NaN is a missing value: left out, never drawn as a number
-    assert [(p.tokens, p.score) for p in ruler["Llama pic=dynamic pic_ratio=4"]] == [(4096, 88.0), (16384, 77.5)]
+    assert [(p.tokens, p.score) for p in ruler["Llama Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]] == [(4096, 88.0), (16384, 77.5)]
     babilong = context_curves(runs, "lch_babilong")
     assert [(p.tokens, p.name, p.score) for p in babilong["Llama"]] == [(0, "0k", 100.0), (2048, "2k", 75.0),
                                                                          (4096, "4k", 60.0)]
@@ -69,9 +70,9 @@ def test_context_curves_read_per_length_metrics(tmp_path):
     drawn = {bars.get_label(): bars.lines[0].get_xydata().tolist() for bars in ax_ruler.containers}
     # the legend drops what all configurations share (the title shows it); two series are shifted by -/+ 0.02
     # of a length step so that equal scores stay visible, each with its own marker and line style
-    assert list(drawn) == ["Llama", "pic=dynamic pic_ratio=4"]
+    assert list(drawn) == ["Llama", "Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]
     assert drawn["Llama"] == [[pytest.approx(-0.02), 90.0], [pytest.approx(0.98), 80.0], [pytest.approx(1.98), 70.0]]
-    assert drawn["pic=dynamic pic_ratio=4"] == [[pytest.approx(0.02), 88.0], [pytest.approx(2.02), 77.5]]
+    assert drawn["Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"] == [[pytest.approx(0.02), 88.0], [pytest.approx(2.02), 77.5]]
     lines = [bars.lines[0] for bars in ax_ruler.containers]
     assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_linestyle() != lines[1].get_linestyle()
     assert ax_ruler.get_title() == "lch_ruler\nLlama" and ax_babilong.get_title() == "lch_babilong"
@@ -152,6 +153,25 @@ def test_pic_series_reproduces_paper_table1(tmp_path):
 
     with pytest.raises(ValueError, match="no run used PIC"):
         pic_series([p for p in pic_points_from_runs(runs, "hellobench_htg") if "pic" not in p.model_args])
+
+
+def test_a_checkpoint_whose_variant_file_applied_dynamic_pic_is_on_the_dynamic_line(tmp_path):
+    """README's example: a Dynamic PIC-SFT checkpoint evaluated as pretrained=...,peft=ckpt (no pic arg): its
+    variant file applied Dynamic PIC (s_cr 4), which the run records; the plot and the label read that, not the
+    model args. A run without the record falls back to its model args."""
+    dyn = Inference("dynamic", ratio=4.0).to_model_args()
+    write_run(tmp_path / "ckpt", {"pretrained": "/m/Base", "peft": "/ck/dyn-sft"}, 1.0,
+              {"hellobench_htg": {"length,none": 900.0, "quality,none": 70.0}}, HB, applied=dyn)
+    write_run(tmp_path / "ckpt-vanilla", {"pretrained": "/m/Base", "peft": "/ck/dyn-sft", "pic": "none"}, 2.0,
+              {"hellobench_htg": {"length,none": 800.0, "quality,none": 60.0}}, HB, applied=Inference().to_model_args())
+    write_run(tmp_path / "old", {"pretrained": "/m/Base", "pic": "naive", "pic_ratio": 2}, 3.0,
+              {"hellobench_htg": {"length,none": 700.0, "quality,none": 50.0}}, HB)
+    runs, _ = load_runs([tmp_path])
+    series = pic_series(pic_points_from_runs(runs, "hellobench_htg"))
+    assert [(r, p.length) for r, p in series["dyn-sft"]["dynamic"][""]] == [(1.0, 800.0), (4.0, 900.0)]
+    assert [(r, p.length) for r, p in series["Base"]["naive"][""]] == [(2.0, 700.0)]
+    assert [run.label for run in runs] == ["dyn-sft Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)", "dyn-sft",
+                                           "Base Naive PIC (s_cr 2)"]
 
 
 def test_lch_plot_pic_writes_png(tmp_path, capsys):

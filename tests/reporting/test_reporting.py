@@ -13,12 +13,14 @@ from harness.cli import main
 
 
 def write_run(folder: Path, model_args: dict, date: float, results: dict, directions: dict,
-              evaluated_as: str | None = None) -> Path:
+              evaluated_as: str | None = None, applied: dict | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"results_{date}.json"
     config = {"model": "hf-pic", "model_args": model_args}
     if evaluated_as is not None:  # hf-pic writes it (results of older versions have none)
         config["lch_evaluated_as"] = evaluated_as
+    if applied is not None:  # lch_inference: the inference applied, as model args
+        config["lch_inference"] = applied
     path.write_text(json.dumps({"results": results, "higher_is_better": directions, "date": date, "config": config}))
     return path
 

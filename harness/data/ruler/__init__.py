@@ -28,7 +28,7 @@ a second run reads them and generates nothing.
 
 Modules: :mod:`.catalogue` (the tasks), :mod:`.builders` (one seeded sample per task kind),
 :mod:`.fitting` (the size searches), :mod:`.cache` (the row cache); this module assembles them into
-:func:`generate` and lm-eval's :func:`dataset_from_metadata`.
+:func:`generate` and the task's dataset builder :func:`ruler_dataset`.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from harness.data.ruler.cache import cache_path, read_rows, rows_lock, write_row
 from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
 from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
 from harness.errors import UsageError
-from harness.options import option, parse_options
+from harness.options import option
 
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
-           "Sources", "TaskSpec", "TooShortError", "dataset", "dataset_from_metadata", "generate"]
+           "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,6 @@ def dataset(options: RulerOptions) -> dict:
     return {"test": datasets.Dataset.from_list(rows)}
 
 
-def dataset_from_metadata(metadata: dict) -> dict:
-    """:func:`dataset` of the options in lm-eval task metadata."""
-    return dataset(parse_options(RulerOptions, metadata))
+def ruler_dataset(options: RulerOptions, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`dataset`."""
+    return dataset(options)

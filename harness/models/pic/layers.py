@@ -62,12 +62,32 @@ def _refuse(model: nn.Module, what: str) -> UsageError:
     return UsageError(f"PIC cannot be applied to {model_type}: {what}")
 
 
-def _window(attn: nn.Module, config: Any) -> int | None:
-    """The sliding window a layer attends within (``None``: full attention). Families with per-layer
-    types set ``self.sliding_window`` per layer; Mistral / Mixtral pass the config's to every layer."""
-    if hasattr(attn, "sliding_window"):
-        return attn.sliding_window
-    return getattr(config, "sliding_window", None)
+def kept_layers(config: Any) -> dict[int, str]:
+    """The layers PIC leaves alone, with why (``"no RoPE"``, ``"sliding window 512"``), from a model's config (a
+    transformers config or its ``config.json`` as a dict; a multimodal config's ``text_config``): the one rule of
+    which layers PIC changes, read by HF models (:func:`rope_layout`) and vLLM engines alike.
+
+    A layer keeps its positions when the config's ``no_rope_layers`` marks it 0 (SmolLM3), when ``layer_types``
+    calls it anything but ``full_attention`` (Gemma 2 / 3, Qwen2 with ``use_sliding_window``), or, in a family
+    without ``layer_types``, when the config has a ``sliding_window`` and does not switch it off with
+    ``use_sliding_window`` (Mistral v0.1)."""
+    get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
+    text = get("text_config")
+    if text is not None:
+        return kept_layers(text)
+    no_rope, types, window = get("no_rope_layers"), get("layer_types"), get("sliding_window")
+    # a config without a layer count (hand-written, partial) has as many layers as its per-layer lists
+    layers = int(get("num_hidden_layers") or max(len(no_rope or ()), len(types or ()), 1))
+    kept = {}
+    for index in range(layers):
+        if no_rope is not None and not no_rope[index]:
+            kept[index] = "no RoPE"
+        elif types:
+            if types[index] != "full_attention":
+                kept[index] = f"sliding window {window}" if window else str(types[index])
+        elif window and get("use_sliding_window", True):
+            kept[index] = f"sliding window {window}"
+    return kept
 
 
 def rope_layout(model: nn.Module) -> RopeLayout:
@@ -88,18 +108,9 @@ def rope_layout(model: nn.Module) -> RopeLayout:
         raise _refuse(model, f"{type(attn0).__module__} has no apply_rotary_pos_emb")
     config = decoder.config
     typed = "layer_type" in inspect.signature(rotary.forward).parameters
-    pic, kept, types = [], {}, set()
-    for index, layer in enumerate(layers):
-        attn = layer.self_attn
-        window = _window(attn, config)
-        if not getattr(attn, "use_rope", True):
-            kept[index] = "no RoPE"
-        elif window:
-            kept[index] = f"sliding window {window}"
-        else:
-            pic.append(index)
-            if typed:
-                types.add(config.layer_types[index])
+    kept = kept_layers(config)
+    pic = [index for index in range(len(layers)) if index not in kept]
+    types = {config.layer_types[index] for index in pic} if typed else set()
     if not pic:
         reasons = ", ".join(sorted(set(kept.values())))
         raise _refuse(

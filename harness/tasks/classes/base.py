@@ -5,9 +5,12 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
 
 * the YAML's ``class`` key is dropped before lm-eval validates the config;
 * options: the class names its options dataclass (``OPTIONS``, composed of the data layer's, the
-  models layer's and its own), parsed once from the task metadata into :attr:`LchTask.options` (a wrong
-  value fails in one line naming the task, the key and the type); the options in effect are written back
-  into the metadata, so the results JSON records them;
+  models layer's and its own), parsed once per task and run from the task metadata into
+  :attr:`LchTask.options` (a wrong value fails in one line naming the task, the key and the type; the preflight's
+  parse of the same metadata is reused); the options in effect are written back into the metadata, so the results
+  JSON records them;
+* the dataset: the YAML's ``custom_dataset`` names a builder that takes the parsed options and the model keys
+  (:meth:`LchTask.download`), never the raw metadata;
 * per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
   YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
   metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
@@ -41,6 +44,7 @@ from harness.metrics.pooling import mean, total
 from harness.options import parse_options
 
 log = logging.getLogger(__name__)
+_PARSED: dict[tuple, tuple] = {}  # (class, task, metadata JSON) -> (model keys, options): parsed once per process
 
 HONESTY_METRICS = [
     {"metric": "prompt_tokens", "aggregation": mean, "higher_is_better": False},
@@ -95,9 +99,22 @@ class LchTask(ConfigurableTask):
     @classmethod
     def read_options(cls, metadata: dict | None, task: str | None = None) -> tuple[ModelKeys, Any]:
         """``(model keys, OPTIONS)`` parsed from a task's metadata; :class:`~harness.errors.UsageError` in
-        one line for a value of the wrong type (``lch eval`` calls this before any model loads)."""
-        options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
-        return parse_options(ModelKeys, metadata, task), options
+        one line for a value of the wrong type (the preflight calls this before any model loads, and the task
+        reuses that parse: one per task, metadata and process)."""
+        key = (cls, task, json.dumps(metadata or {}, sort_keys=True, default=str))
+        if key not in _PARSED:
+            options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
+            _PARSED[key] = (parse_options(ModelKeys, metadata, task), options)
+        return _PARSED[key]
+
+    def download(self, dataset_kwargs: dict | None = None, **kwargs: Any) -> None:
+        """The dataset from the YAML's ``custom_dataset`` builder, given the parsed options and model keys (lm-eval
+        would hand it the raw metadata, after advice about ``--metadata`` keys that none of our tasks has)."""
+        build = self.config.custom_dataset
+        if callable(build):
+            self.dataset = build(self.options, self.model_keys)
+        else:
+            super().download(dataset_kwargs, **kwargs)
 
     def options_in_effect(self) -> dict:
         """The task's options (not the model's keys) as JSON values, None left out."""

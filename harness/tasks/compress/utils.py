@@ -10,15 +10,13 @@ from harness.data.synthetic import synthetic_reports
 from harness.lmeval.aggregations import perplexity
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
-from harness.options import parse_options
 from harness.tasks.classes.compress import CompressAETask, CompressLMTask, CompressOptions
 
 
-def load_texts(**metadata):
-    """lm-eval ``custom_dataset``: ``num_docs`` texts (module docstring)."""
+def load_texts(options: CompressOptions, model=None):
+    """The tasks' dataset builder: ``num_docs`` texts (module docstring)."""
     import datasets
 
-    options = parse_options(CompressOptions, metadata)
     n = options.num_docs
     if options.data_files:
         texts = [d["text"] for d in load_documents(data_files=options.data_files, text_field=options.text_field)][:n]
