@@ -182,3 +182,16 @@ def pytest_xdist_make_scheduler(config, log):
             return module if shared else nodeid
 
     return ModuleFixtureScheduling(config, log)
+
+
+# fixtures that load a real model or run a vLLM engine: their tests take minutes, the others seconds
+_HEAVY_FIXTURES = frozenset({"vllm_env", "smollm2", "smollm2_dir", "gemma3", "gemma3_dir"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules with a test that loads a real model or runs vLLM first, the rest after, each module kept whole and
+    in its own order. The scheduler above hands work out in collection order, one unit whenever a worker is
+    nearly idle, so sending the longest work first (the longest-processing-time rule) keeps the two workers
+    finishing together instead of one running a real-model test alone at the end."""
+    heavy = {item.nodeid.split("::")[0] for item in items if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))}
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in heavy)
