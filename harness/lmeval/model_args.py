@@ -84,12 +84,6 @@ def check_compressor_args(args: dict) -> None:
 VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)
 
 
-def moving_keys_on_vllm(method: str) -> str:
-    """The refusal of a method that re-positions cached keys and has no vLLM implementation."""
-    return (f"pic={method} is not available on vLLM (its paged KV cache cannot re-position cached keys); use "
-            f"--model hf-pic for {PIC_METHODS[method].words}")
-
-
 def local_config(pretrained: Any) -> dict | None:
     """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
     import json
@@ -103,47 +97,20 @@ def local_config(pretrained: Any) -> dict | None:
         return None  # check_model_folder says why
 
 
-def check_dynamic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
-    """A method that re-positions cached keys (asked for, or expected by the checkpoint's variant file) on
-    vLLM: Dynamic PIC runs through :mod:`harness.models.vllm_dynamic_pic` on Llama models, with the engine
-    settings it needs (a contradicting engine arg, another architecture: one line); another such method is
-    refused in one line."""
+def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
+    """PIC asked for (or expected by the checkpoint's variant file) on vLLM, before anything loads: a local model's
+    config one PIC runs on (:func:`harness.models.vllm_pic_config.check_pic_config`), and for Dynamic PIC the engine
+    settings it needs (a contradicting engine arg: one line)."""
     inference = resolved.inference
-    if not inference.entry.moves_cached_keys:
+    if not inference.entry.acts:
         return
-    if inference.method != "dynamic":
-        raise UsageError(moving_keys_on_vllm(inference.method))
-    from harness.models.vllm_dynamic_pic import check_architecture, engine_settings
+    from harness.models.vllm_pic_config import check_pic_config, engine_settings
 
     config = local_config(args.get("pretrained"))
     if config is not None:
-        check_architecture(config)
-    engine_settings(args, config or {})
-
-
-def refuse_partial_rope_pic_on_vllm(resolved: ResolvedArgs, pretrained: Any) -> None:
-    """naive / NTK PIC on vLLM goes through vLLM's RoPE settings, which change every layer; a model with
-    sliding-window or no-RoPE layers (Gemma 2 / 3, SmolLM3, Mistral v0.1) gets PIC on its full-attention RoPE
-    layers only under hf-pic (docs/pic.md). Refused in one line instead of computing something else."""
-    inference = resolved.inference
-    method = inference.method
-    if not inference.entry.acts or inference.entry.moves_cached_keys or not isinstance(pretrained, str):
-        return
-    config_file = Path(pretrained).expanduser() / "config.json"
-    if not config_file.is_file():
-        return  # a hub name, or a folder check_vllm_model refuses
-    import json
-
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except ValueError:
-        return  # check_model_folder says why
-    from harness.models.pic.layers import kept_layers
-
-    kept = set(kept_layers(config).values())
-    if kept:
-        raise UsageError(f"vllm-pic would apply {method} PIC to every layer through vLLM's RoPE settings, but this model "
-                         f"has layers PIC leaves alone ({', '.join(sorted(kept))}; docs/pic.md): use --model hf-pic")
+        check_pic_config(config, inference)
+    if inference.entry.moves_cached_keys:
+        engine_settings(args, config or {})
 
 
 def vllm_known_args() -> set[str]:
@@ -172,20 +139,20 @@ def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
     takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`). Returns what
     :func:`check_hf_pic_args` resolves."""
     resolved = resolve_model_args(args, "lora_local_path", VLLM_PIC_ARGS)
-    check_dynamic_on_vllm(resolved, args)
-    refuse_partial_rope_pic_on_vllm(resolved, args.get("pretrained"))
+    check_pic_on_vllm(resolved, args)
     unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
     if unknown:
         hint = " (pic_impl: use --model hf-pic)" if "pic_impl" in unknown else ""
         raise UsageError(f"vllm-pic: unknown model args {sorted(unknown)}{hint}; it takes lm-eval's vllm args, vLLM's "
                          "engine args and pic / pic_ratio / pic_initial / pic_recent / pic_layout / rope_base")
-    check_vllm_model(args.get("pretrained"))
+    check_vllm_model(args.get("pretrained"), resolved.inference)
     return resolved
 
 
-def check_vllm_model(pretrained: Any) -> None:
+def check_vllm_model(pretrained: Any, inference: Inference) -> None:
     """A local model folder that vLLM could not load, refused before it tries: an adapter folder given as the
-    model, or an architecture this vLLM does not support. (Missing or corrupt files were refused already by
+    model, an architecture this vLLM does not support, or, under PIC, one this vLLM does not build natively
+    (:func:`harness.models.vllm_pic_model.native_class`). (Missing or corrupt files were refused already by
     :func:`harness.models.folders.check_model_folder`, through :func:`check_hf_pic_args`.)"""
     config = local_config(pretrained)
     if config is None:
@@ -199,4 +166,8 @@ def check_vllm_model(pretrained: Any) -> None:
     if architectures and not set(architectures) & set(ModelRegistry.get_supported_archs()):
         raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
                          "this vLLM supports; use --model hf-pic")
+    if architectures and inference.entry.acts:
+        from harness.models.vllm_pic_model import native_class
+
+        native_class(architectures[0])
 

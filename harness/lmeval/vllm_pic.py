@@ -1,15 +1,11 @@
-"""``vllm-pic``: lm-eval's vLLM model with naive or NTK-aware PIC, serving every request type of our tasks.
+"""``vllm-pic``: lm-eval's vLLM model with PIC (naive, NTK-aware, Dynamic), serving every request type of our tasks.
 
-vLLM builds RoPE from the HF config, so PIC is expressed as config overrides (``hf_overrides``):
-
-* naive PIC  -> linear RoPE scaling with factor ``s_cr`` (position ``m`` rotates as ``m / s_cr``);
-* NTK-aware  -> ``rope_theta`` multiplied by ``s_rr`` (paper Eq. 8).
-
-* Dynamic PIC  -> an out-of-tree model class, ``Pic<Arch>`` (:mod:`harness.models.vllm_dynamic_pic`, Llama
-  models on vLLM's CPU backend), which re-rotates the cached keys whose id moved at every step, selected by
-  ``hf_overrides`` with ``pic_ratio`` / ``pic_initial`` / ``pic_recent`` / ``pic_layout``; the engine runs
-  with ``enforce_eager=True``, prefix caching and chunked prefill off and ``max_num_batched_tokens >=
-  max_model_len`` (docs/vllm.md says why; a contradicting arg is refused in one line).
+PIC runs as ``Pic<Arch>`` (:mod:`harness.models.vllm_pic_model`), vLLM's own class for the model's architecture
+whose full-attention RoPE layers rotate at PIC's positions (sliding-window and no-RoPE layers keep theirs, as on
+hf-pic), selected by ``hf_overrides`` (:func:`harness.models.vllm_pic_config.pic_overrides`). Dynamic PIC also
+re-rotates the cached keys whose id moved at every step, and runs with ``enforce_eager=True``, prefix caching and
+chunked prefill off, ``max_num_batched_tokens >= max_model_len`` and no preemption (docs/vllm.md says why; a
+contradicting arg is refused in one line).
 
 Request types: lm-eval's own (``loglikelihood``, ``loglikelihood_rolling``, ``generate_until``, inherited)
 and ours from the engine core (:mod:`harness.lmeval.engine`), with hf-pic's options and responses, over this
@@ -38,10 +34,9 @@ from harness.errors import LchError, UsageError
 from harness.lmeval.engine import EngineCore, Generated
 from harness.lmeval.model_args import (
     VLLM_PIC_ARGS,
-    check_dynamic_on_vllm,
+    check_pic_on_vllm,
     check_vllm_pic_args,
     local_config,
-    moving_keys_on_vllm,
     resolve_model_args,
 )
 from harness.lmeval.registry import lch_model
@@ -73,33 +68,11 @@ def rope_parameters(hf_config: dict) -> dict:
 
 
 def vllm_pic_overrides(hf_config: dict, inference: Inference) -> dict:
-    """``hf_overrides`` that make vLLM apply ``inference``'s PIC method (``{}`` for ``none``), from its registry
-    entry: a ``base`` method sets ``rope_theta`` to the entry's base of it (NTK: ``b * s_rr``), a
-    ``linear_scaling`` one (naive: ``m / s_cr``) is linear RoPE scaling by the ratio. A method that
-    re-positions cached keys, or whose positions vLLM's RoPE settings cannot express, is refused."""
-    entry, method = inference.entry, inference.method
-    if entry.moves_cached_keys:
-        if method != "dynamic":
-            raise UsageError(moving_keys_on_vllm(method))
-        from harness.models.vllm_dynamic_pic import hf_overrides
+    """``hf_overrides`` that make vLLM apply ``inference``'s PIC method (``{}`` for ``none``): ``Pic<Arch>`` with
+    the settings (:func:`harness.models.vllm_pic_config.pic_overrides`)."""
+    from harness.models.vllm_pic_config import pic_overrides
 
-        return hf_overrides(hf_config, inference)
-    if not entry.acts:
-        return {}
-    params = rope_parameters(hf_config)
-    if entry.ids is not None:
-        if not entry.linear_scaling:
-            raise UsageError(f"pic={method} is not available on vLLM (its RoPE settings cannot express these "
-                             "positions); use --model hf-pic")
-        if params["rope_type"] != "default":
-            raise UsageError(
-                f"{method} PIC on vLLM needs a model with plain RoPE; this one uses {params['rope_type']!r} "
-                "scaling (use --model hf-pic, which composes both)"
-            )
-        params = {**params, "rope_type": "linear", "factor": inference.ratio}
-    if entry.base is not None:
-        params = {**params, "rope_theta": entry.base(float(params["rope_theta"]), inference)}
-    return {"rope_parameters": params}
+    return pic_overrides(hf_config, inference)
 
 
 def _read_hf_config(pretrained: str) -> dict:
@@ -195,26 +168,26 @@ class VLLMPicLM(EngineCore, _Base):
             resolved = check_vllm_pic_args(model_args)
         else:  # the inference args' errors first, then the import error below
             resolved = resolve_model_args(model_args, "lora_local_path", VLLM_PIC_ARGS)
-            check_dynamic_on_vllm(resolved, model_args)
+            check_pic_on_vllm(resolved, model_args)
         self.adopt(resolved)
         inference, pretrained, kwargs = resolved.inference, resolved.pretrained, dict(resolved.engine_args)
         config = with_rope_base(_read_hf_config(pretrained), inference.rope_base)
         overrides = vllm_pic_overrides(config, inference)
-        if inference.entry.moves_cached_keys and inference.rope_base is not None:
+        if inference.rope_base is not None:  # the base the weights expect, on every layer (PIC's layers start there)
             overrides["rope_parameters"] = config["rope_parameters"]
-        if not overrides and inference.rope_base is not None:
-            overrides = {"rope_parameters": config["rope_parameters"]}
         if _VLLM_ERROR is not None:
             raise unavailable(_VLLM_ERROR) from _VLLM_ERROR
         if overrides:
             kwargs["hf_overrides"] = {**(kwargs.get("hf_overrides") or {}), **overrides}
         if not torch.cuda.is_available():  # vLLM's CPU build: the settings `lch vllm-env` documents, unless set
             with_cpu_runtime_defaults(os.environ)
-        if inference.entry.moves_cached_keys:  # Dynamic PIC: its class registered, the engine settings it needs
-            from harness.models.vllm_dynamic_pic import engine_settings, register
+        if inference.entry.acts:  # PIC's classes registered; Dynamic PIC: the engine settings it needs
+            from harness.models.vllm_pic_config import engine_settings
+            from harness.models.vllm_pic_model import register
 
-            register()
-            kwargs = engine_settings(kwargs, config)
+            register(config["architectures"][0])
+            if inference.entry.moves_cached_keys:
+                kwargs = engine_settings(kwargs, config)
         self._given_dtype = str(kwargs.get("dtype", "auto"))
         self._pooling = None  # the pooling engine of the scoring requests, built on the first one
         try:
@@ -226,7 +199,7 @@ class VLLMPicLM(EngineCore, _Base):
                 f"vLLM's engine did not start for pretrained={pretrained}: {str(err).splitlines()[0]} (vLLM's log "
                 "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)") from err
         if inference.entry.moves_cached_keys and self.data_parallel_size == 1:
-            from harness.models.vllm_dynamic_pic import check_no_preemption
+            from harness.models.vllm_pic_config import check_no_preemption
 
             engine = self.model.llm_engine.vllm_config
             check_no_preemption(engine.scheduler_config.max_num_seqs, engine.model_config.max_model_len,

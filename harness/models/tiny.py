@@ -66,8 +66,8 @@ _FAMILIES: dict[str, tuple[str, Callable[[int, int], dict]]] = {
                                                          "moe_intermediate_size": 2 * hd, "norm_topk_prob": True}),
     "glm": ("GlmConfig", lambda layers, hd: {"head_dim": hd}),  # partial (half) interleaved rotary
     "glm4": ("Glm4Config", lambda layers, hd: {"head_dim": hd}),
-    "gemma2": ("Gemma2Config", lambda layers, hd: {
-        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8,
+    "gemma2": ("Gemma2Config", lambda layers, hd: {  # tied head, as Gemma 2's (vLLM's class has no lm_head)
+        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8, "tie_word_embeddings": True,
         "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
         "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}),
     "gemma3_text": ("Gemma3TextConfig", lambda layers, hd: {
@@ -132,7 +132,7 @@ def build_tiny_model(
     """
     args = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
                 kv_heads=kv_heads, max_positions=max_positions, seed=seed, train_steps=train_steps,
-                train_length=train_length, format=1, libraries=library_versions("torch", "transformers", "tokenizers"))
+                train_length=train_length, format=2, libraries=library_versions("torch", "transformers", "tokenizers"))
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
     if _complete(folder):

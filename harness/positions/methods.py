@@ -16,9 +16,8 @@ Torch-free (reporting reads it). Each entry says what the method is called, whic
 How to add a method: add ONE entry to :data:`PIC_METHODS` below (its words, its ratio's symbol, the fields
 it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``linear_scaling`` if its
 ids are ``m / ratio``). Nothing else changes: ``Inference`` parses, validates and describes it, ``apply_pic``
-and ``hf-pic`` apply it, ``vllm-pic`` runs it when vLLM's RoPE settings can express it (a ``base`` method,
-or ``linear_scaling``), the variant file and the plots know it. ``tests/pure/test_inference.py`` registers
-a toy method this way.
+and ``hf-pic`` apply it, ``vllm-pic`` runs it (``Pic<Arch>``, harness/models/vllm_pic_model.py), the variant file
+and the plots know it. ``tests/models/test_pic_registry.py`` registers toy methods this way.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ class PicMethod:
     ids: IdsFunction | None = None  # kind "ids"
     base: BaseFunction | None = None  # kind "base"
     window: Callable[["Inference"], int] | None = None  # cached keys move: trailing columns that may still move
-    linear_scaling: bool = False  # ids are m / ratio: HF's "linear" RoPE scaling by ratio (how vLLM runs it)
+    linear_scaling: bool = False  # ids are m / ratio: positions reach ratio x further (vLLM's length limit follows)
 
     @property
     def acts(self) -> bool:

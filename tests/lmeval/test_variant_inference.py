@@ -91,25 +91,27 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
     assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board
 
 
-def test_vllm_takes_a_dynamic_variant_on_llama_only(adapters, tiny_model_dir, tmp_path):
-    """A Dynamic PIC-SFT checkpoint on vllm-pic resolves to Dynamic PIC, which vLLM runs on a Llama (checked
-    before vLLM is imported); another architecture, or an engine arg that contradicts what it needs, is one line."""
+def test_vllm_takes_a_dynamic_variant(adapters, tiny_model_dir, tmp_path):
+    """A Dynamic PIC-SFT checkpoint on vllm-pic resolves to Dynamic PIC, which vLLM runs on any architecture it
+    builds natively (checked before vLLM is imported); an engine arg that contradicts what it needs, or RoPE it
+    cannot follow, is one line."""
     import json
     import shutil
 
     from harness.errors import UsageError
-    from harness.lmeval.model_args import check_dynamic_on_vllm, check_hf_pic_args
+    from harness.lmeval.model_args import check_hf_pic_args, check_pic_on_vllm
 
     resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
     assert resolved.inference.method == "dynamic"
-    check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir)})
+    check_pic_on_vllm(resolved, {"pretrained": str(tiny_model_dir)})
     with pytest.raises(UsageError, match=r"pic=dynamic on vLLM needs enforce_eager=True"):
-        check_dynamic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enforce_eager": False})
+        check_pic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enforce_eager": False})
     alien = tmp_path / "alien"
     shutil.copytree(tiny_model_dir, alien)
     config = json.loads((alien / "config.json").read_text())
     (alien / "config.json").write_text(json.dumps({**config, "architectures": ["Qwen2ForCausalLM"]}))
-    with pytest.raises(UsageError, match=r"supports LlamaForCausalLM models for now; this one is Qwen2ForCausalLM: use "
-                                         r"--model hf-pic"):
-        check_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "dynamic"}), {"pretrained": str(alien)})
-    check_dynamic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "none"}), {"pretrained": str(alien)})
+    check_pic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "dynamic"}), {"pretrained": str(alien)})
+    (alien / "config.json").write_text(json.dumps({**config, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}))
+    with pytest.raises(UsageError, match=r"this LlamaForCausalLM uses 'yarn' RoPE: use --model hf-pic"):
+        check_pic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "dynamic"}), {"pretrained": str(alien)})
+    check_pic_on_vllm(check_hf_pic_args({"pretrained": str(alien), "pic": "none"}), {"pretrained": str(alien)})

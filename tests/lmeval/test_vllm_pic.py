@@ -1,51 +1,70 @@
-"""vllm-pic: PIC as vLLM config overrides (pure, CPU) and its import guard."""
+"""vllm-pic: PIC's overrides and pre-load checks (pure, CPU) and its import guard."""
 
 import importlib.util
 
 import pytest
 
+from harness.errors import UsageError
 from harness.lmeval.vllm_pic import VLLMPicLM, rope_parameters, vllm_pic_overrides
 from harness.positions.inference import Inference
 
-V5_CONFIG = {"model_type": "llama", "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
-V4_CONFIG = {"model_type": "llama", "rope_theta": 10000.0, "rope_scaling": None}
+V5_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 8192,
+             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+V4_CONFIG = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 10000.0, "rope_scaling": None}
+BLOCK = {"pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}  # the defaults every block carries
 
 
-def test_naive_is_linear_scaling_by_s_cr():
+def test_naive_selects_the_pic_class_and_raises_the_window_by_s_cr():
+    """Naive PIC: Pic<Arch> with the settings, and vLLM's length limit at the window the compressed ids allow
+    (8192 x 4), as linear RoPE scaling had it; the model's own RoPE parameters untouched."""
     assert vllm_pic_overrides(V5_CONFIG, Inference("naive", 4.0)) == {
-        "rope_parameters": {"rope_type": "linear", "rope_theta": 500000.0, "factor": 4.0}
-    }
+        "architectures": ["PicLlamaForCausalLM"], "max_position_embeddings": 32768,
+        "pic_inference": {"pic": "naive", "pic_ratio": 4.0, **BLOCK}}
 
 
-def test_ntk_multiplies_the_base():
+def test_ntk_and_dynamic_select_the_pic_class_and_keep_the_config():
     assert vllm_pic_overrides(V4_CONFIG, Inference("ntk", 16.0)) == {
-        "rope_parameters": {"rope_type": "default", "rope_theta": 160000.0}
-    }
-    llama3 = {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}}
-    assert vllm_pic_overrides(llama3, Inference("ntk", 2.0))["rope_parameters"] == {
-        "rope_type": "llama3", "rope_theta": 1000000.0, "factor": 8.0
-    }
+        "architectures": ["PicQwen2ForCausalLM"], "pic_inference": {"pic": "ntk", "pic_ratio": 16.0, **BLOCK}}
+    dynamic = Inference("dynamic", 2.0, initial=8, recent=100, layout="contiguous")
+    assert vllm_pic_overrides(V5_CONFIG, dynamic) == {
+        "architectures": ["PicLlamaForCausalLM"],
+        "pic_inference": {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 8, "pic_recent": 100,
+                          "pic_layout": "contiguous"}}
+    llama3 = {**V5_CONFIG, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}}
+    assert vllm_pic_overrides(llama3, Inference("ntk", 2.0))["architectures"] == ["PicLlamaForCausalLM"]
 
 
 def test_errors():
     assert vllm_pic_overrides(V5_CONFIG, Inference("none", 1.0)) == {}
-    with pytest.raises(ValueError, match="hf-pic"):
-        vllm_pic_overrides(V5_CONFIG, Inference("dynamic", 2.0))
     with pytest.raises(ValueError, match="ratio must be > 0"):
         vllm_pic_overrides(V5_CONFIG, Inference("naive", 0.0))
-    with pytest.raises(ValueError, match="plain RoPE"):
-        vllm_pic_overrides({"rope_scaling": {"type": "linear", "factor": 2.0}}, Inference("naive", 2.0))
+    with pytest.raises(UsageError, match=r"^Naive PIC on vLLM needs default or llama3 RoPE on the full-attention layers; "
+                                         r"this LlamaForCausalLM uses 'linear' RoPE: use --model hf-pic"):
+        vllm_pic_overrides({**V5_CONFIG, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": None},
+                           Inference("naive", 2.0))
+    gemma3 = {"architectures": ["Gemma3ForCausalLM"], "layer_types": ["sliding_attention", "full_attention"],
+              "rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 8.0},
+                                  "sliding_attention": {"rope_type": "default"}}}
+    with pytest.raises(UsageError, match=r"this Gemma3ForCausalLM uses 'yarn' RoPE"):  # the full-attention layers'
+        vllm_pic_overrides(gemma3, Inference("ntk", 2.0))
+    with pytest.raises(UsageError, match=r"^PIC on vLLM needs the model's architecture"):
+        vllm_pic_overrides({"model_type": "llama"}, Inference("ntk", 2.0))
+    with pytest.raises(UsageError, match=r"names PicLlamaForCausalLM, a PIC class"):
+        vllm_pic_overrides({**V5_CONFIG, "architectures": ["PicLlamaForCausalLM"]}, Inference("ntk", 2.0))
     assert rope_parameters({"rope_scaling": {"type": "linear", "factor": 2.0}})["rope_type"] == "linear"
 
 
-def test_dynamic_on_a_family_vllm_cannot_run_points_to_hf_pic():
-    """Dynamic PIC on vLLM runs Llama models only (harness/models/vllm_dynamic_pic.py); another family is
-    refused in one line naming hf-pic, before any vLLM import error."""
-    from harness.models.tiny import build_tiny_model
+def test_the_pic_class_reads_its_settings_from_the_config():
+    from types import SimpleNamespace
 
-    qwen2 = build_tiny_model("qwen2")
-    with pytest.raises(ValueError, match=r"pic=dynamic on vLLM supports .*Qwen2ForCausalLM.*use --model hf-pic"):
-        VLLMPicLM(pretrained=str(qwen2), pic="dynamic", pic_ratio=2.0)
+    from harness.models.vllm_pic_config import config_inference
+
+    overrides = vllm_pic_overrides(V5_CONFIG, Inference("dynamic", 3.0, initial=2, recent=9, layout="contiguous"))
+    assert config_inference(SimpleNamespace(**overrides)) == Inference("dynamic", 3.0, 2, 9, "contiguous")
+    with pytest.raises(ValueError, match=r"needs hf_overrides with pic_inference"):
+        config_inference(SimpleNamespace())
+    with pytest.raises(ValueError, match=r"unknown keys \['pic_impl'\]"):
+        config_inference(SimpleNamespace(pic_inference={"pic": "naive", "pic_impl": "reference"}))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM installed")
@@ -103,30 +122,29 @@ def test_the_environment_builder_writes_a_dist_alias(tmp_path):
 
 
 @pytest.mark.parametrize("config, kept", [
-    ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, "sliding_attention"),  # Gemma 3
-    ({"no_rope_layers": [1, 1, 1, 0]}, "no RoPE"),  # SmolLM3
-    ({"sliding_window": 4096}, "sliding window 4096"),  # Mistral v0.1: every layer slides
-    ({"sliding_window": 4096, "use_sliding_window": False}, None),  # Qwen2 with the window off
+    ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, None),  # Gemma 3: PIC on the last layer
+    ({"no_rope_layers": [1, 1, 1, 0]}, None),  # SmolLM3
+    ({"sliding_window": 4096, "num_hidden_layers": 2}, "sliding window 4096"),  # Mistral v0.1: every layer slides
+    ({"no_rope_layers": [0, 0], "num_hidden_layers": 2}, "no RoPE"),
     ({"layer_types": ["full_attention"] * 4}, None),
-    ({}, None),  # Llama
 ])
-def test_naive_and_ntk_on_vllm_refuse_models_with_layers_pic_leaves_alone(tmp_path, config, kept):
-    """vLLM's RoPE overrides change every layer; hf-pic changes full-attention RoPE layers only (docs/pic.md)."""
+def test_pic_on_vllm_runs_on_hybrid_models_and_refuses_one_without_a_pic_layer(tmp_path, config, kept):
+    """PIC's class changes the full-attention RoPE layers only, as hf-pic (docs/pic.md): a model with such a layer
+    is accepted whatever its other layers; one without any is refused, before vLLM is imported."""
     import json
 
-    from harness.errors import UsageError
-    from harness.lmeval.model_args import ResolvedArgs, refuse_partial_rope_pic_on_vllm
+    from harness.lmeval.model_args import ResolvedArgs, check_pic_on_vllm
 
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    for method in ("naive", "ntk", "none"):
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MistralForCausalLM"], **config}))
+    for method in ("naive", "ntk", "dynamic", "none"):
         resolved = ResolvedArgs(inference=Inference(method), variant=None, overrides=(), engine_args={},
                                 pretrained=str(tmp_path), adapter=None)
         if kept is None or method == "none":
-            refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
+            check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
             continue
-        with pytest.raises(UsageError, match=rf"^vllm-pic would apply {method} PIC to every layer .*\({kept}; "
-                                             r"docs/pic.md\): use --model hf-pic$"):
-            refuse_partial_rope_pic_on_vllm(resolved, str(tmp_path))
+        with pytest.raises(UsageError, match=rf"^{resolved.inference.entry.words} on vLLM would change nothing: no "
+                                             rf"layer of this MistralForCausalLM has full attention with RoPE \({kept}\)$"):
+            check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
 
 
 def test_long_generation_response_counts_and_decodes_as_hf_pic():

@@ -85,11 +85,11 @@ def test_vllm_and_plots_follow_the_registry(toy_methods):
     from harness.lmeval.vllm_pic import vllm_pic_overrides
     from harness.reporting.plots import PicPoint, pic_series
 
-    config = {"rope_parameters": {"rope_type": "default", "rope_theta": 100.0}}
-    assert vllm_pic_overrides(config, Inference("squared", 3.0)) == {
-        "rope_parameters": {"rope_type": "default", "rope_theta": 900.0}}
-    with pytest.raises(UsageError, match=r"^pic=knee is not available on vLLM .*use --model hf-pic$"):
-        vllm_pic_overrides(config, Inference("knee", 2.0))
+    config = {"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_type": "default", "rope_theta": 100.0}}
+    for method in ("squared", "knee"):  # vLLM's PIC class applies any method from its registry entry
+        assert vllm_pic_overrides(config, Inference(method, 3.0)) == {
+            "architectures": ["PicLlamaForCausalLM"],
+            "pic_inference": {"pic": method, "pic_ratio": 3.0, "pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}}
     points = [PicPoint({"pretrained": "/m/A", "pic": "knee", "pic_ratio": r, "pic_initial": 8}, 10.0 * r, 1.0)
               for r in (2, 4)] + [PicPoint({"pretrained": "/m/A"}, 5.0, 1.0)]
     series = pic_series(points)
