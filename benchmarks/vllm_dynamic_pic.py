@@ -42,7 +42,8 @@ import gc, json, statistics, sys, time
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
     import torch
     from vllm import SamplingParams, TokensPrompt
-    import harness.models.vllm_dynamic_pic as dp
+    import harness.models.vllm_pic_model as dp
+    import harness.models.vllm_positions as vp
     from harness.lmeval.vllm_pic import VLLMPicLM
     from harness.positions.inference import Inference
 
@@ -77,7 +78,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                 def wrapper(*args, **kwargs):
                     start = time.perf_counter()
                     result = fn(*args, **kwargs)
-                    calls[key].append((time.perf_counter() - start, int(args[1].deltas.numel()) if key != "step_plan" else int(result.deltas.numel())))
+                    calls[key].append((time.perf_counter() - start, int(args[1][0].shape[0]) if key != "step_plan" else int(result.deltas.numel())))
                     if key != "step_plan":
                         shape.setdefault("kv_cache", list(args[0].shape))
                     return result
@@ -113,18 +114,19 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                               layout=layout)
         args = (torch.tensor([l_c - 1]), torch.tensor([0, 1]), torch.tensor([l_c]),
                 torch.arange(cache.shape[0])[None, :], block_size, inference)
-        plan = dp.step_plan(*args)
-        deltas = dp.move_rotation(plan.old_ids, plan.new_ids, inv_freq)
-        dp.rerotate_cached_keys(cache, plan, deltas, isa)  # probes key_index once
+        plan = vp.step_plan(*args)
+        deltas = vp.move_rotation(plan.old_ids, plan.new_ids, inv_freq)
+        places = dp.key_places(cache, plan, isa)  # probes key_index once
+        dp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         n = 300
         start = time.perf_counter()
         for _ in range(n):  # once per step: the plan and the rotations every layer shares
-            step = dp.step_plan(*args)
-            dp.rotation(step.ids, inv_freq), dp.move_rotation(step.old_ids, step.new_ids, inv_freq)
+            step = vp.step_plan(*args)
+            vp.rotation(step.ids, inv_freq), vp.move_rotation(step.old_ids, step.new_ids, inv_freq)
         plan_ms = 1e3 * (time.perf_counter() - start) / n
         start = time.perf_counter()
         for _ in range(n):
-            dp.rerotate_cached_keys(cache, plan, deltas, isa)
+            dp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         rerot_ms = 1e3 * (time.perf_counter() - start) / n
         out["isolated"][layout] = {"moved_keys": int(plan.deltas.numel()), "step_plan_ms": plan_ms,
                                    "rerotate_ms_per_layer": rerot_ms,
