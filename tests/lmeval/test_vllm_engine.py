@@ -202,12 +202,13 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
     import shutil
 
     model = str(smollm2_dir)
-    alien, damaged, empty = tmp_path / "alien", tmp_path / "damaged", tmp_path / "empty"
-    for folder in (alien, damaged, empty):
+    alien, olmo, damaged, empty = tmp_path / "alien", tmp_path / "olmo", tmp_path / "damaged", tmp_path / "empty"
+    for folder in (alien, olmo, damaged, empty):
         folder.mkdir()
     config = json.loads((smollm2_dir / "config.json").read_text())
-    (alien / "config.json").write_text(json.dumps({**config, "architectures": ["NotAModelForCausalLM"]}))
-    (alien / "model.safetensors").symlink_to(smollm2_dir / "model.safetensors")  # complete but for its architecture
+    for folder, arch in ((alien, "NotAModelForCausalLM"), (olmo, "Olmo2ForCausalLM")):
+        (folder / "config.json").write_text(json.dumps({**config, "architectures": [arch]}))
+        (folder / "model.safetensors").symlink_to(smollm2_dir / "model.safetensors")  # complete but for its architecture
     shutil.copy(smollm2_dir / "config.json", damaged / "config.json")
     (damaged / "model.safetensors").write_bytes((smollm2_dir / "model.safetensors").read_bytes()[:100_000])
     ruler = json.dumps({"lengths": [1024], "num_samples": 1, "essays": "synthetic"})
@@ -223,8 +224,8 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
                                                                    r"--model hf-pic\)"),
         (case(f"pretrained={model},pic=dynamic,pic_ratio=2,enable_prefix_caching=True"),
          r"pic=dynamic on vLLM needs enable_prefix_caching=False"),
-        (case(f"pretrained={alien},pic=dynamic,pic_ratio=2"), r"pic=dynamic on vLLM supports LlamaForCausalLM models for "
-                                                              r"now; this one is NotAModelForCausalLM: use --model hf-pic"),
+        (case(f"pretrained={olmo},pic=dynamic,pic_ratio=2"), r"PIC on vLLM: vLLM runs Olmo2ForCausalLM through its "
+                                                             r"Transformers backend .*; use --model hf-pic$"),
         (case(f"pretrained={alien}"), r"vLLM cannot load .*alien: its architecture NotAModelForCausalLM is not one this "
                                       r"vLLM supports; use --model hf-pic"),
         (case(f"pretrained={damaged}"), r"damaged/model.safetensors is not a readable safetensors file .*fetch or save"),
