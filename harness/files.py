@@ -213,3 +213,26 @@ def sweep_temporaries(folder: str | Path, older_than: float = STALE_TMP_SECONDS)
         except OSError:
             pass  # a concurrent sweeper or a writer finishing: nothing to do
     return removed
+
+
+def writable_problem(path: str | Path, folder: bool) -> str | None:
+    """Why nothing could be written at ``path`` (a file, or a folder when ``folder``), in words, or None when it
+    can be: an existing path of the other kind, a path under a file, or a nearest existing folder that this user
+    cannot write into. Nothing is created (a check before work, not a write)."""
+    target = Path(path).expanduser().absolute()
+    if target.exists():
+        if folder and not target.is_dir():
+            return f"{target} is a file, not a folder"
+        if not folder and target.is_dir():
+            return f"{target} is a folder, not a file"
+        return None if os.access(target if folder else target.parent, os.W_OK) else f"{target} is not writable"
+    parent = target.parent
+    while not parent.exists():
+        if parent == parent.parent:
+            return f"no folder above {target} exists"
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, so nothing can be written under it"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable"
+    return None

@@ -10,6 +10,14 @@ and the value. Keys the dataclass has no field for are left alone (other groups 
 
 A missing key, a value of None, or an empty string for a field that is not a string takes the field's
 default.
+
+**Domains.** A field declares what makes sense besides its type where it is declared: ``low`` / ``high``
+(inclusive bounds of a number, or of each number of a list), ``nonempty`` (a list or a string with something in
+it), ``choices`` (words, the closest suggested for a typo). :func:`parse_options` checks them after the
+conversion, and :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs); a value
+outside is one line naming the key, the domain and the value. Relations between fields (``min_tokens <=
+max_tokens``) are the dataclass's own ``__post_init__`` checks. A bound that stands for "more work than any run
+needs" says why in its help (e.g. :data:`MAX_TOKENS`).
 """
 
 from __future__ import annotations
@@ -17,25 +25,88 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Iterable, Mapping, TypeVar, Union
+from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
 
 from harness.errors import UsageError
 
 T = TypeVar("T")
+# No released model reads more tokens than this: a length or budget above it is a typo (1e12), not a run, and
+# would only cost memory and time before anything is said.
+MAX_TOKENS = 10_000_000
+# Items a task evaluates (documents, questions, samples per length): 100,000 is about 6x the largest evaluation set
+# our tasks read (MRQA's SearchQA dev set, ~17k questions; RULER uses 500 per length, BABILong at most 1,000).
+MAX_SAMPLES = 100_000
+MAX_SEED = 2**32 - 1  # numpy's and torch's generators take seeds in [0, 2**32)
 _NONE_WORDS = frozenset({"none", "null"})
 _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None,
-           **metadata: Any) -> Any:
-    """A dataclass field with its default, its help string, for a word option the allowed values, and any
-    other metadata its readers use (``lch train``'s ``record`` / ``flag``: harness/train/config.py). Task
-    options, training configs and their generated command lines all declare fields with it."""
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
+           low: float | None = None, high: float | None = None, nonempty: bool = False, **metadata: Any) -> Any:
+    """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
+    ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``nonempty``: a list or string
+    with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
+    harness/train/config.py). Task options, training configs and their generated command lines all declare
+    fields with it."""
     meta: dict[str, Any] = {"help": help, **metadata}
     if choices is not None:
         meta["choices"] = tuple(choices)
+    for key, value in (("low", low), ("high", high)):
+        if value is not None:
+            meta[key] = value
+    if nonempty:
+        meta["nonempty"] = True
     return dataclasses.field(default=default, metadata=meta)
+
+
+def closest(word: Any, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the known name closest to ``word`` (difflib's ratio >= 0.6), else ``""``."""
+    import difflib
+
+    match = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
+    """What is wrong with ``value`` (already of the field's type) in the field's declared domain, as the end of
+    a sentence about the key (``"must be >= 1, got 0"``); None when it is inside."""
+    meta = field.metadata
+    if value is None:
+        return None
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        allowed = ", ".join(c or repr(c) for c in choices)
+        return f"{value!r} is unknown; allowed: {allowed}{closest(value, [c for c in choices if c])}"
+    if meta.get("nonempty") and isinstance(value, (str, tuple, list)) and not (value.strip() if isinstance(value, str)
+                                                                                else value):
+        return f"must not be empty, got {value!r}"
+    low, high = meta.get("low"), meta.get("high")
+    if low is None and high is None:
+        return None
+    numbers = value if isinstance(value, (tuple, list)) else (value,)
+    for number in numbers:
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            continue  # a word of a mixed list (a length label): its dataclass checks it
+        if (low is not None and number < low) or (high is not None and number > high) or number != number:
+            bound = (f"between {_bound(low)} and {_bound(high)}" if low is not None and high is not None
+                     else f">= {_bound(low)}" if low is not None else f"<= {_bound(high)}")
+            where = " (each value)" if isinstance(value, (tuple, list)) else ""
+            return f"must be {bound}{where}, got {number!r}"
+    return None
+
+
+def _bound(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
+    """Every field of the dataclass ``obj`` inside its declared domain (:func:`domain_problem`), else a one-line
+    :class:`UsageError` ``{label(name)} {problem}`` (``label``: how the user wrote the key, e.g. :func:`flag_name`)."""
+    for f in dataclasses.fields(obj):
+        problem = domain_problem(f, getattr(obj, f.name))
+        if problem:
+            raise UsageError(f"{label(f.name)} {problem}")
 
 
 def option_help(cls: type) -> dict[str, str]:
@@ -118,13 +189,24 @@ def _takes_str(tp: Any) -> bool:
     return tp is str or tp is Any or str in typing.get_args(tp)
 
 
-def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None) -> T:
+def metadata_key(name: str) -> str:
+    """How a task option is written on lm-eval's command line: ``--metadata num_docs``."""
+    return f"--metadata {name}"
+
+
+def flag_name(name: str) -> str:
+    """How an option is written as a flag of ``lch``: ``--num-docs``."""
+    return "--" + name.replace("_", "-")
+
+
+def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None,
+                  label: Callable[[str], str] = metadata_key) -> T:
     """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields.
 
-    Values are converted to the field types (module docstring); a value that does not convert, or a word
-    outside a field's ``choices``, raises :class:`UsageError` with one line naming ``task``, the key, the
-    expected type and the value. A check the dataclass makes itself (``__post_init__``) raising
-    :class:`UsageError` is re-raised with the task named."""
+    Values are converted to the field types (module docstring); a value that does not convert, or one outside
+    the field's domain (``choices``, bounds, ``nonempty``), raises :class:`UsageError` with one line naming
+    ``task``, the key as ``label`` writes it (default ``--metadata <key>``), what it must be and the value. A check
+    the dataclass makes itself (``__post_init__``) raising :class:`UsageError` is re-raised with the task named."""
     metadata = metadata or {}
     hints = typing.get_type_hints(cls)
     prefix = f"{task}: " if task else ""
@@ -138,10 +220,10 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
         try:
             value = _convert(raw, hints[f.name])
         except _BadValue:
-            raise UsageError(f"{prefix}--metadata {f.name} must be {_describe(hints[f.name])}, got {raw!r}") from None
-        choices = f.metadata.get("choices")
-        if choices is not None and value is not None and value not in choices:
-            raise UsageError(f"{prefix}--metadata {f.name} {value!r} is unknown; allowed: {', '.join(c or repr(c) for c in choices)}")
+            raise UsageError(f"{prefix}{label(f.name)} must be {_describe(hints[f.name])}, got {raw!r}") from None
+        problem = domain_problem(f, value)
+        if problem:
+            raise UsageError(f"{prefix}{label(f.name)} {problem}")
         values[f.name] = value
     try:
         return cls(**values)

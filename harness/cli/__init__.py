@@ -170,6 +170,9 @@ def _remove(paths: list[Path]) -> None:
 
 
 def _run(argv: list[str]) -> int:
+    from harness.cache import check_folder_variables
+
+    check_folder_variables()  # a cache variable naming a file fails here, in a second, for every command
     if argv and argv[0] == "eval":  # every other argument is lm-eval's
         return evaluate.run_eval(argv[1:])
     parser = build_parser()

@@ -33,13 +33,17 @@ def after_cli_import(cli_module: Any) -> None:
     @functools.wraps(original)
     def execute(self: Any, args: Any) -> Any:
         try:
+            if involves_us(getattr(args, "model", None), _tasks(args), getattr(args, "include_path", None)):
+                from harness.lmeval.preflight import check_destinations
+
+                check_destinations(getattr(args, "output_path", None))  # before the run, not after it
             return original(self, args)
         except Exception as err:
             from harness.cli import _close_progress_bars
             from harness.cli.translate import given_models, translate
             from harness.errors import LchError
 
-            if os.environ.get("LCH_DEBUG") == "1" or not involves_us(getattr(args, "model", None), _tasks(args)):
+            if os.environ.get("LCH_DEBUG") == "1" or not involves_us(getattr(args, "model", None), _tasks(args), getattr(args, "include_path", None)):
                 raise
             user_error = err if isinstance(err, LchError) else translate(err, given_models(["eval", *sys.argv[1:]]))
             if user_error is None:

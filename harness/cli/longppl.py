@@ -34,12 +34,13 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.data.longppl_corpus import CorpusOptions, corpus_documents
     from harness.models.keytokens import KeyTokenCache, KeyTokenOptions, attach_key_tokens
-    from harness.options import parse_options
+    from harness.options import flag_name, parse_options
 
     metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "handler") and v is not None}
     metadata["key_cache_dir"] = args.cache_dir
-    corpus_options = parse_options(CorpusOptions, metadata)
-    corpus = attach_key_tokens(corpus_documents(corpus_options), corpus_options.evaluator,
-                               parse_options(KeyTokenOptions, metadata))
+    # every option checked (named as the flag) before a document is read or the evaluator loads
+    corpus_options = parse_options(CorpusOptions, metadata, label=flag_name)
+    key_options = parse_options(KeyTokenOptions, metadata, label=flag_name)
+    corpus = attach_key_tokens(corpus_documents(corpus_options), corpus_options.evaluator, key_options)
     print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
     return 0

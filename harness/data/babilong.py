@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.lengths import check_lengths, length_label
 from harness.data.prompt_length import PromptOptions
-from harness.options import option
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 HF_DATASET = "RMT-team/babilong"
 BUDGET = 20  # generated tokens, as the official evaluation
@@ -55,14 +56,19 @@ PROMPTS: dict[str, dict[str, str]] = {
 class BabilongOptions(PromptOptions):
     """Options of one BABILong task: which task, at which lengths, from which source (module docstring)."""
 
-    babilong_task: str | None = option(None, "BABILong task of a subtask YAML")
-    lengths: tuple[int | str, ...] = option(("0k",), "context lengths to generate samples at (k-labels or token counts)")
+    babilong_task: str | None = option(None, "BABILong task of a subtask YAML", choices=tuple(f"qa{i}" for i in range(1, 21)))
+    lengths: tuple[int | str, ...] = option(("0k",), "context lengths to generate samples at (k-labels or token counts)", nonempty=True, low=0, high=MAX_TOKENS)
     source: str = option("hf", "haystack / data source: hf, a local folder, or synthetic")
     hf_dataset: str = option(HF_DATASET, "HF dataset of the samples (source hf)")
-    num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)")
-    seed: int = option(0, "random seed of sampling")
+    num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)", low=1, high=MAX_SAMPLES)
+    seed: int = option(0, "random seed of sampling", low=0, high=MAX_SEED)
     filler: str = option("synthetic", "BABILong filler text folder (source synthetic)")
     prompts_file: str | None = option(None, "BABILong prompts file")
+
+    def __post_init__(self) -> None:
+        check_lengths(self.lengths, self.num_samples, 0, MAX_TOKENS, MAX_SAMPLES)
+        for length in self.lengths:
+            length_label(length)  # BABILong's lengths are whole k
 
     def length_list(self) -> tuple[int | str, ...]:
         return self.lengths

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable
 from harness.cache import cache_root
 from harness.errors import DataFormatError, MissingDataError, UsageError
 from harness.files import write_bytes_atomic
-from harness.options import option
+from harness.options import MAX_SAMPLES, MAX_TOKENS, option
 
 __all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 
@@ -78,9 +78,12 @@ class DocumentOptions:
     hf_dataset: str = option("ccdv/govreport-summarization", "HF dataset of the documents (when no data_files)")
     hf_name: str | None = option(None, "HF dataset configuration")
     hf_split: str = option("test", "HF dataset split")
-    min_tokens: int = option(16384, "documents shorter than this are skipped (counted in docs_skipped)")
-    max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)")
-    num_docs: int | None = option(50, "number of documents (none: all)")
+    min_tokens: int = option(16384, "documents shorter than this are skipped (counted in docs_skipped; 0: none)",
+                             low=0, high=MAX_TOKENS)
+    # max_tokens below min_tokens is allowed on purpose: the same long documents scored on a shorter prefix
+    max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)", low=1,
+                                    high=MAX_TOKENS)
+    num_docs: int | None = option(50, "number of documents (none: all)", low=1, high=MAX_SAMPLES)
 
 
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:

@@ -34,6 +34,19 @@ def length_tokens(length: Any) -> int:
     raise UsageError(f"length {length!r} must be a token count (4096) or a k-label (4k)")
 
 
+def check_lengths(lengths: Any, per_length: int | None, low: int, high: int, max_samples: int) -> None:
+    """A task's context lengths each a token count or k-label between ``low`` and ``high`` tokens, and
+    ``per_length`` samples at every one of them at most ``max_samples`` in all (the work the task would build
+    before anything is scored); else a one-line :class:`UsageError` naming the option."""
+    for length in lengths:
+        tokens = length_tokens(length)
+        if not low <= tokens <= high:
+            raise UsageError(f"lengths must be between {low} and {high} tokens each, got {length!r}")
+    if per_length is not None and per_length * len(lengths) > max_samples:
+        raise UsageError(f"num_samples {per_length} x {len(lengths)} lengths = {per_length * len(lengths)} "
+                         f"samples, more than the {max_samples} a task builds: give fewer samples or lengths")
+
+
 def length_label(length: Any) -> str:
     """BABILong's k-labels: ``"4k"`` -> ``"4k"``; 4096 -> ``"4k"``; 0 -> ``"0k"``."""
     tokens = length_tokens(length)

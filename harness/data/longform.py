@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, local_or_download, read_jsonl
 from harness.errors import UsageError
-from harness.options import option
+from harness.options import MAX_SAMPLES, option
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -29,8 +29,8 @@ class LongBenchWriteData:
 
     longbench_write_data: str | None = option(None, "LongBench-Write data file (default: downloaded once)")
     data_files: str | None = option(None, "the data file (when no longbench_write_data)")
-    min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)")
-    limit_docs: int | None = option(None, "number of rows (default: all)")
+    min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)", low=0.0)
+    limit_docs: int | None = option(None, "number of rows (default: all)", low=1, high=MAX_SAMPLES)
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class HelloBenchData:
     hellobench_data: str | None = option(None, "HelloBench data file (default: downloaded once)")
     data_files: str | None = option(None, "the data file (when no hellobench_data)")
     variant: str = option("", "HelloBench length variant: '' or 2k / 4k / 8k / 16k", choices=tuple(HELLOBENCH_URLS))
-    limit_docs: int | None = option(None, "number of prompts (default: all)")
+    limit_docs: int | None = option(None, "number of prompts (default: all)", low=1, high=MAX_SAMPLES)
     weights_file: str | None = option(None, "HelloEval category weights (published REGRESSION_DICT)")
     rescale: bool = option(False, "HelloBench 4 (s - 75) rescaling")
 

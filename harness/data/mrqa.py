@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.errors import DataFormatError, UsageError
-from harness.options import option
+from harness.options import MAX_SAMPLES, option
 
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
@@ -22,9 +22,9 @@ OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtrac
 class MrqaOptions:
     """Options of one MRQA subtask."""
 
-    subset: str | None = option(None, "MRQA subset of a subtask YAML")
+    subset: str | None = option(None, "MRQA subset of a subtask YAML", choices=IN_DOMAIN + OUT_OF_DOMAIN)
     mrqa_data: str | None = option(None, "MRQA file or folder (default: the HF dataset)")
-    limit_docs: int | None = option(None, "number of questions (default: all)")
+    limit_docs: int | None = option(None, "number of questions (default: all)", low=1, high=MAX_SAMPLES)
 
 
 def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:

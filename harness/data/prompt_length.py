@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, Sequence
 
 from harness.errors import UsageError
-from harness.options import option
+from harness.options import MAX_TOKENS, option
 
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's HFLM fallback when neither model_args nor the config give one
 
@@ -86,8 +86,8 @@ class ModelKeys:
     pretrained: str | None = option(None, "model (model args are merged into the metadata)")
     tokenizer: str | None = option(None, "tokenizer (model arg)")
     model: str | None = option(None, "model name")
-    max_length: int | None = option(None, "model max length (model arg)")
-    max_model_len: int | None = option(None, "vLLM engine length (model arg)")
+    max_length: int | None = option(None, "model max length (model arg)", low=1, high=MAX_TOKENS)
+    max_model_len: int | None = option(None, "vLLM engine length (model arg)", low=1, high=MAX_TOKENS)
 
 
 @dataclass(frozen=True)

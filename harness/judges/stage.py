@@ -41,7 +41,7 @@ from harness.metrics.generation import (
     longbench_write_quality,
     longbench_write_total,
 )
-from harness.options import option, parse_options
+from harness.options import MAX_TOKENS, option, parse_options
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
@@ -97,10 +97,10 @@ class JudgeOptions:
     judge_base_url: str | None = option(None, "OpenAI-compatible judge server URL (default $LCH_JUDGE_BASE_URL)")
     judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
     judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
-    judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests")
+    judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests", low=1, high=1024)
     judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder")
-    judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)")
-    judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)")
+    judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)", low=0.0)
+    judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)", low=1, high=MAX_TOKENS)
     judge_prompt: str | None = option(None, "LongBench-Write judge prompt file (default: the published one)")
 
     def settings(self, temperature: float, max_tokens: int) -> dict | None:

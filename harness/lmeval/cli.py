@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from harness.lmeval.plugin import activate
-from harness.lmeval.preflight import as_dict, preflight
+from harness.lmeval.preflight import as_dict, check_destinations, preflight
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -67,9 +67,10 @@ def run_lm_eval(argv: list[str]) -> None:
         args = _parse_as_lch(cli)
         move_run_settings(args, argv)
         if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
+            check_destinations(getattr(args, "output_path", None))
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
             preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
-                      getattr(args, "metadata", None))
+                      getattr(args, "metadata", None), _user_include_path(argv))
         cli.execute(args)
     finally:
         sys.argv = saved_argv

@@ -31,7 +31,7 @@ from lm_eval.api.model import LM
 from tqdm import tqdm
 
 from harness.errors import UsageError
-from harness.lmeval.model_args import COMPRESSOR_OVERRIDES, check_compressor_args
+from harness.lmeval.model_args import check_compressor_args
 from harness.lmeval.registry import lch_model
 from harness.lmeval.request_options import (
     COMPRESS_AE,
@@ -53,8 +53,7 @@ class CompressorLM(ClaimsResponseCache, LM):
 
         from harness.models.compressor import Compressor, CompressorConfig
 
-        check_compressor_args({"pretrained": pretrained, "checkpoint": checkpoint, **overrides})
-        overrides = {k: COMPRESSOR_OVERRIDES[k](v) for k, v in overrides.items()}
+        overrides = check_compressor_args({"pretrained": pretrained, "checkpoint": checkpoint, **overrides})
         base = AutoModelForCausalLM.from_pretrained(pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto")
         self.tokenizer = AutoTokenizer.from_pretrained(pretrained)
         if checkpoint:

@@ -62,23 +62,60 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
                         {k: v for k, v in args.items() if k not in inference_keys}, pretrained, adapter)
 
 
+def refuse_unknown_args(model: str, given: Iterable[str], known: Iterable[str], passed_on: str = "") -> None:
+    """Model args of ``model`` that it does not know, refused in one line with the closest known name. With
+    ``passed_on`` (a model that hands unknown args to its loader, as lm-eval's ``hf`` hands them to
+    ``from_pretrained``), only the args that look like a typo of a known one (in our ``pic`` / ``rope`` namespace,
+    or close to a known name) are refused, and the line says what the others are for."""
+    import difflib
+
+    known = set(known)
+    for key in sorted(set(given) - known):
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75 if passed_on else 0.6)
+        if passed_on and not near and not key.startswith(("pic", "rope")):
+            continue
+        hint = f"; did you mean {near[0]}?" if near else ""
+        also = f" ({passed_on})" if passed_on else ""
+        raise UsageError(f"{model}: unknown model arg {key}{hint}{also}")
+
+
+def hf_model_args() -> set[str]:
+    """The model args lm-eval's ``hf`` model (and so hf-pic) takes by name: its constructor's parameters."""
+    import inspect
+
+    from lm_eval.models.huggingface import HFLM
+
+    return {name for name, p in inspect.signature(HFLM.__init__).parameters.items()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+
+
 def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
-    """hf-pic's model args before anything loads (:func:`resolve_model_args`; its adapter is ``peft``)."""
+    """hf-pic's model args before anything loads: a typo of a known arg refused with the closest name
+    (:func:`refuse_unknown_args`; others go on to ``from_pretrained``, as lm-eval's ``hf`` model hands them), then
+    :func:`resolve_model_args` (its adapter is ``peft``)."""
+    refuse_unknown_args("hf-pic", args, set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
+                        passed_on="other args go to transformers' from_pretrained; give a known one")
     return resolve_model_args(args, "peft")
 
 
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
-COMPRESSOR_OVERRIDES = {"chunk_size": int, "n_memory": int, "lora_r": int, "lora_alpha": int, "carrier": str, "layout": str}
+COMPRESSOR_OVERRIDES = ("chunk_size", "n_memory", "lora_r", "lora_alpha", "carrier", "layout")  # CompressorConfig's
 
 
-def check_compressor_args(args: dict) -> None:
-    """Unknown compressor args, and model / checkpoint folders that do not exist."""
-    unknown = set(args) - COMPRESSOR_ARGS - set(COMPRESSOR_OVERRIDES)
-    if unknown:
-        raise UsageError(f"compressor: unknown model args {sorted(unknown)}")
+def check_compressor_args(args: dict) -> dict[str, Any]:
+    """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
+    domains (:class:`harness.models.compressor.CompressorConfig`), before anything loads; returns the settings given,
+    converted."""
+    from harness.models.compressor import CompressorConfig
+    from harness.options import parse_options
+
+    refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))
+    given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
+    config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
     check_model_path(args.get("pretrained"))
     if args.get("checkpoint"):
         check_model_path(args["checkpoint"], "checkpoint", local=True)
+    return {key: getattr(config, key) for key in given}
 
 
 VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)
@@ -140,11 +177,9 @@ def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
     :func:`check_hf_pic_args` resolves."""
     resolved = resolve_model_args(args, "lora_local_path", VLLM_PIC_ARGS)
     check_pic_on_vllm(resolved, args)
-    unknown = set(args) - VLLM_PIC_ARGS - vllm_known_args()
-    if unknown:
-        hint = " (pic_impl: use --model hf-pic)" if "pic_impl" in unknown else ""
-        raise UsageError(f"vllm-pic: unknown model args {sorted(unknown)}{hint}; it takes lm-eval's vllm args, vLLM's "
-                         "engine args and pic / pic_ratio / pic_initial / pic_recent / pic_layout / rope_base")
+    if "pic_impl" in args:
+        raise UsageError("vllm-pic: unknown model arg pic_impl (hf-pic's Algorithm-1 oracle): use --model hf-pic")
+    refuse_unknown_args("vllm-pic", args, VLLM_PIC_ARGS | vllm_known_args())
     check_vllm_model(args.get("pretrained"), resolved.inference)
     return resolved
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from harness.errors import UsageError
-from harness.options import convert, option
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, convert, option
 
 LSM_ESTIMATORS = ("overlap", "direct")
 
@@ -77,7 +77,7 @@ class ScoringOptions(RequestOptions):
     character span when ``return_offsets`` (and the tokenizer is a fast one)."""
 
     # field order is the order tasks have always sent them in (a cache key is the JSON of the dict)
-    max_tokens: int | None = option(None, "keep the first N tokens (none: all)")
+    max_tokens: int | None = option(None, "keep the first N tokens (none: all)", low=1, high=MAX_TOKENS)
     add_special_tokens: bool = option(True, "tokenise with the tokenizer's special tokens (BOS)")
     return_offsets: bool = option(True, "each token's character span (fast tokenizers)")
 
@@ -91,18 +91,14 @@ class LsmOptions(RequestOptions):
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("context_length", "n_samples", "seed", "estimator")
 
-    context_length: int = option(4096, "L: the training context length")
-    n_samples: int = option(16, "LSM samples per document")
-    seed: int = option(0, "random seed of sampling (document i of a task uses seed + i)")
+    context_length: int = option(4096, "L: the training context length", low=2, high=MAX_TOKENS)
+    n_samples: int = option(16, "LSM samples per document", low=1, high=MAX_SAMPLES)
+    seed: int = option(0, "random seed of sampling (document i of a task uses seed + i)", low=0, high=MAX_SEED)
     estimator: str = option("overlap", "LSM estimator: overlap or direct", choices=LSM_ESTIMATORS)
-    max_tokens: int | None = option(None, "cut the document to this many tokens first (none: all of it)")
+    max_tokens: int | None = option(None, "cut the document to this many tokens first (none: all of it)", low=1, high=MAX_TOKENS)
 
     def __post_init__(self) -> None:
-        if self.estimator not in LSM_ESTIMATORS:
-            raise UsageError(f"lsm estimator {self.estimator!r} is unknown; allowed: {', '.join(LSM_ESTIMATORS)}")
-        if self.context_length < 2 or self.n_samples < 1:
-            raise UsageError(f"lsm needs context_length >= 2 and n_samples >= 1, got {self.context_length} and "
-                             f"{self.n_samples}")
+        check_domains(self, lambda name: f"lsm {name}")  # also when built from a request, not --metadata
 
     @classmethod
     def from_request(cls, options: Mapping[str, Any] | None) -> "LsmOptions":
@@ -118,10 +114,10 @@ class LongGenerationOptions(RequestOptions):
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("max_gen_toks", "do_sample")
 
-    max_gen_toks: int | None = option(None, "generation budget in tokens (none: the engine's max_gen_toks)")
+    max_gen_toks: int | None = option(None, "generation budget in tokens (none: the engine's max_gen_toks)", low=1, high=MAX_TOKENS)
     do_sample: bool = option(False, "sample instead of greedy decoding")
-    temperature: float = option(0.8, "sampling temperature (with do_sample)")
-    top_p: float = option(1.0, "nucleus sampling mass (with do_sample)")
+    temperature: float = option(0.8, "sampling temperature (with do_sample)", low=0.0)
+    top_p: float = option(1.0, "nucleus sampling mass (with do_sample)", low=0.0, high=1.0)
     until: tuple[str, ...] = option((), "stop strings")
 
 
@@ -132,7 +128,7 @@ class CompressRequestOptions(RequestOptions):
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("max_tokens",)
 
-    max_tokens: int | None = option(None, "|X|: tokens of the text (none: all)")
+    max_tokens: int | None = option(None, "|X|: tokens of the text (none: all)", low=1, high=MAX_TOKENS)
 
 
 # ---------------------------------------------------------------------------------------------- responses

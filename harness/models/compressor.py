@@ -25,6 +25,7 @@ from harness.errors import UsageError
 from harness.files import staged_files, write_json_atomic
 from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
+from harness.options import MAX_TOKENS, check_domains, option
 from harness.positions.epl import CARRIERS, LAYOUTS, chunk_lengths, decoder_positions, encoder_positions
 
 CONFIG_FILE, WEIGHTS_FILE = "compressor.json", "compressor_embeddings.pt"
@@ -35,19 +36,16 @@ class CompressorConfig:
     """``carrier`` icae|500x, ``layout`` dpl|upl|epl, chunk size L, memory count |M|, LoRA settings
     (paper 003: rank 128, alpha 256 on q and v)."""
 
-    carrier: str = "icae"
-    layout: str = "epl"
-    chunk_size: int = 510
-    n_memory: int = 102
-    lora_r: int = 128
-    lora_alpha: int = 256
-    lora_dropout: float = 0.0
+    carrier: str = option("icae", "carrier of the compressed context", choices=CARRIERS)
+    layout: str = option("epl", "position layout", choices=LAYOUTS)
+    chunk_size: int = option(510, "L: tokens per chunk", low=1, high=MAX_TOKENS)
+    n_memory: int = option(102, "|M|: memory tokens per chunk", low=1, high=MAX_TOKENS)
+    lora_r: int = option(128, "LoRA rank", low=1)
+    lora_alpha: int = option(256, "LoRA alpha", low=1)
+    lora_dropout: float = option(0.0, "LoRA dropout", low=0.0, high=1.0)
 
     def __post_init__(self) -> None:
-        if self.carrier not in CARRIERS:
-            raise UsageError(f"carrier {self.carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
-        if self.layout not in LAYOUTS:
-            raise UsageError(f"layout {self.layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+        check_domains(self)
 
 
 @dataclass

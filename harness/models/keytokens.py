@@ -22,7 +22,7 @@ from harness.cache import cache_root
 from harness.errors import UsageError
 from harness.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS, KeyTokens
-from harness.options import option
+from harness.options import MAX_TOKENS, option
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class KeyTokenOptions:
     """How key tokens are found (defaults: the paper's, :data:`KEY_TOKEN_DEFAULTS`) and where they are
     cached; the evaluator itself is named by :class:`harness.data.longppl_corpus.CorpusOptions`."""
 
-    trunc_len: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: short-context length of the key-token test")
-    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: stride of the short windows")
+    trunc_len: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: short-context length of the key-token test", low=1, high=MAX_TOKENS)
+    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: stride of the short windows", low=1, high=MAX_TOKENS)
     alpha: float = option(KEY_TOKEN_DEFAULTS["alpha"], "LSD threshold of key tokens")
     beta: float = option(KEY_TOKEN_DEFAULTS["beta"], "LCL threshold of key tokens")
     short_start: str = option(KEY_TOKEN_DEFAULTS["short_start"],

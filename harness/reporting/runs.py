@@ -163,6 +163,9 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
                 if on_error == "fail":
                     raise
                 errors.append(str(err))
+    if not runs:  # a report over nothing would be an empty file and exit 0
+        raise RunError(f"no usable lm-eval results under {', '.join(str(f) for f in folders) or 'the folders given'}"
+                       + (f" ({'; '.join(errors)})" if errors else "") + ": give folders lm-eval wrote with --output_path")
     return sorted(runs, key=lambda r: r.date), errors
 
 

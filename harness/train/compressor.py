@@ -20,21 +20,31 @@ import torch
 from tqdm import tqdm
 
 from harness.errors import UsageError
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option, parse_options
 
 
 @dataclass
 class TrainSettings:
-    stage: str = "pretrain"  # pretrain | finetune
-    steps: int = 20000
-    batch_size: int = 16
-    lr: float | None = None  # default: 1e-4 pretrain, 5e-5 finetune
-    warmup: int = 300
-    weight_decay: float = 0.1
-    clip_norm: float = 2.0
-    alpha: float = 0.5
-    min_length: int = 510
-    max_length: int = 2040
-    seed: int = 0
+    """``lch train-compressor``'s training settings (paper 003's), each within its declared domain (a value
+    outside: one line naming the flag)."""
+
+    stage: str = option("pretrain", "pretrain (AE + LM) or finetune (QA)", choices=("pretrain", "finetune"))
+    steps: int = option(20000, "optimiser steps", low=1)
+    batch_size: int = option(16, "examples per step", low=1, high=MAX_SAMPLES)
+    lr: float | None = option(None, "default: 1e-4 pretrain, 5e-5 finetune", low=0.0)
+    warmup: int = option(300, "warm-up steps", low=0)
+    weight_decay: float = option(0.1, "weight decay", low=0.0)
+    clip_norm: float = option(2.0, "gradient clipping norm", low=0.0)
+    alpha: float = option(0.5, "weight of the AE loss against the LM loss", low=0.0, high=1.0)
+    min_length: int = option(510, "|X|: fewest tokens of a pretraining window", low=2, high=MAX_TOKENS)
+    max_length: int = option(2040, "|X|: most tokens of a pretraining window", low=2, high=MAX_TOKENS)
+    seed: int = option(0, "random seed", low=0, high=MAX_SEED)
+
+    def __post_init__(self) -> None:
+        check_domains(self, flag_name)
+        if self.max_length < self.min_length:
+            raise UsageError(f"--max-length {self.max_length} is below --min-length {self.min_length}: give "
+                             "--max-length >= --min-length")
 
 
 def pretrain_windows(token_lists: list[list[int]], settings: TrainSettings) -> Iterator[tuple[list[int], list[int]]]:
@@ -118,6 +128,7 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
     check_model_folder(base, "--base")
     if init:
         check_model_folder(init, "--init")
+    parse_options(CompressorConfig, compressor_args, label=flag_name)  # the settings given, before the model loads
     model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(base)
     # options given explicitly override the init checkpoint's (e.g. its layout); unset ones keep its values

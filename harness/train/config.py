@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.errors import MissingDataError, UsageError
-from harness.options import option
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.positions.inference import LAYOUTS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
@@ -55,31 +55,31 @@ class TrainConfig:
     pic: str = option(Inference.method, "PIC while training", choices=tuple(PIC_METHODS))
     pic_ratio: float | None = option(None, f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
                                            f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
-    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, paper 000's PIC-SFT)")
-    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, paper 000's PIC-SFT)")
+    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, paper 000's PIC-SFT)", low=0, high=MAX_TOKENS)
+    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, paper 000's PIC-SFT)", low=0, high=MAX_TOKENS)
     pic_layout: str = option(Inference.layout, "Dynamic PIC layout", choices=LAYOUTS)
     rope_base: float | None = option(None, "train (and evaluate) at this RoPE base")
     # data
     split: str = option("train", "split of an HF dataset")
     text_field: str = option("text", "field of the texts")
-    max_length: int | None = option(None, "tokens per example (longer ones are cut)", record=True)
-    seq_len: int = option(1024, "text chunk length (longce, replay)")  # lsm-reg uses L + delta
-    heldout: float = option(0.1, "fraction of rows held out for the loss before/after", record=True)
+    max_length: int | None = option(None, "tokens per example (longer ones are cut)", record=True, low=1, high=MAX_TOKENS)
+    seq_len: int = option(1024, "text chunk length (longce, replay)", low=1, high=MAX_TOKENS)  # lsm-reg uses L + delta
+    heldout: float = option(0.1, "fraction of rows held out for the loss before/after", record=True, low=0.0, high=0.99)
     # optimisation (None: the recipe's OPTIMISER value)
-    lr: float | None = option(None, "learning rate", record=True)
-    warmup: float | None = option(None, "< 1: ratio of the steps; >= 1: steps", record=True)
-    epochs: float | None = option(None, "epochs", record=True)
-    max_steps: int = option(-1, "stop after this many optimiser steps; -1: the epochs decide", record=True)
-    batch_size: int = option(1, "examples per step", record=True)
-    grad_accum: int = option(1, "gradient accumulation steps", record=True)
-    weight_decay: float | None = option(None, "weight decay", record=True)
+    lr: float | None = option(None, "learning rate", record=True, low=0.0)
+    warmup: float | None = option(None, "< 1: ratio of the steps; >= 1: steps", record=True, low=0.0)
+    epochs: float | None = option(None, "epochs", record=True, low=0.0)
+    max_steps: int = option(-1, "stop after this many optimiser steps; -1: the epochs decide", record=True, low=-1)
+    batch_size: int = option(1, "examples per step", record=True, low=1, high=MAX_SAMPLES)
+    grad_accum: int = option(1, "gradient accumulation steps", record=True, low=1, high=MAX_SAMPLES)
+    weight_decay: float | None = option(None, "weight decay", record=True, low=0.0)
     full: bool = option(False, "full fine-tuning instead of LoRA", record=True)
-    lora_r: int = option(8, "LoRA rank", record=_lora)
-    lora_alpha: int = option(16, "LoRA alpha", record=_lora)
+    lora_r: int = option(8, "LoRA rank", record=_lora, low=1)
+    lora_alpha: int = option(16, "LoRA alpha", record=_lora, low=1)
     lora_targets: str = option("q_proj,k_proj,v_proj,o_proj", "LoRA target modules", record=_lora)
-    save_steps: int = option(50, "checkpoint every this many steps")
-    log_steps: int = option(1, "log the loss every this many steps")
-    seed: int = option(0, "random seed", record=True)
+    save_steps: int = option(50, "checkpoint every this many steps", low=1)
+    log_steps: int = option(1, "log the loss every this many steps", low=1)
+    seed: int = option(0, "random seed", record=True, low=0, high=MAX_SEED)
     dtype: str = option("float32", "weights dtype", record=True)
     resume: bool = option(False, "continue from the last checkpoint in --output")
     progress: bool = option(True, "no progress bars", flag="--quiet")
@@ -133,12 +133,6 @@ class TrainConfig:
 _COMMON = frozenset(f.name for f in fields(TrainConfig))
 
 
-def _at_least_one(cfg: TrainConfig, *names: str) -> None:
-    for name in names:
-        if getattr(cfg, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-
-
 @dataclass
 class SftConfig(TrainConfig):
     """``sft`` and ``pic-sft`` (paper 000): instruction rows; ``pic-sft`` with PIC while training."""
@@ -151,10 +145,7 @@ class SftConfig(TrainConfig):
     prompt_field: str = option("instruction", "field of the prompt")
     response_field: str = option("response", "field of the response")
     segment_length: int = option(SEGMENT_LENGTH, "Dynamic PIC-SFT segment (tokens)",
-                                 record=lambda cfg: cfg.pic == "dynamic")
-
-    def check(self) -> None:
-        _at_least_one(self, "segment_length")
+                                 record=lambda cfg: cfg.pic == "dynamic", low=1, high=MAX_TOKENS)
 
 
 @dataclass
@@ -167,9 +158,9 @@ class LongCEConfig(TrainConfig):
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
                                            "betas": (0.9, 0.95)}
 
-    gamma: float = option(SOFT_GAMMA, "cap of the LongCE weights")
-    short_context: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context")
-    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows")
+    gamma: float = option(SOFT_GAMMA, "cap of the LongCE weights", low=0.0)
+    short_context: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context", low=1, high=MAX_TOKENS)
+    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows", low=1, high=MAX_TOKENS)
 
     def records(self, name: str) -> bool:
         return name == "seq_len" or super().records(name)
@@ -182,9 +173,9 @@ class LsmRegConfig(TrainConfig):
     # paper 001 gives no optimiser: LongCE's are used
     OPTIMISER: ClassVar[dict[str, Any]] = LongCEConfig.OPTIMISER
 
-    lam: float = option(0.1, "lambda of the misalignment term")
-    context_length: int = option(512, "L: window length")
-    delta: int | None = option(None, "offset of the second window (default L/4)")
+    lam: float = option(0.1, "lambda of the misalignment term", low=0.0)
+    context_length: int = option(512, "L: window length", low=2, high=MAX_TOKENS)
+    delta: int | None = option(None, "offset of the second window (default L/4)", low=1, high=MAX_TOKENS)
 
     def check(self) -> None:
         if self.delta is None:  # the LSM regulariser's window offset: a quarter of L (it must be <= L - ceil(L/2))
@@ -207,11 +198,11 @@ class LongRecipeConfig(TrainConfig):
                                         "betas": (0.9, 0.999)}
 
     stage: str = option("extend", "LongRecipe stage", choices=STAGES)
-    target_length: int | None = option(None, "L^: the context the positions cover", record=_extending)
-    train_length: int | None = option(None, "tokens kept per example (default 30% of L^)", record=_extending)
+    target_length: int | None = option(None, "L^: the context the positions cover", record=_extending, low=1, high=MAX_TOKENS)
+    train_length: int | None = option(None, "tokens kept per example (default 30% of L^)", record=_extending, low=1, high=MAX_TOKENS)
     # M; None: spread the segments over L^ (harness.positions.training.auto_max_skip)
-    max_skip: int | None = option(None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending)
-    top_fraction: float = option(0.2, "impactful tokens per position", record=_extending)
+    max_skip: int | None = option(None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending, low=0, high=MAX_TOKENS)
+    top_fraction: float = option(0.2, "impactful tokens per position", record=_extending, low=0.0, high=1.0)
     extended_model: str | None = option(None, "H' of the impactful-token analysis (default: base at --rope-base)",
                                         record=_extending)
     # recorded by train_recipe as {"path", "recipe"} of the adapter continued
@@ -289,9 +280,7 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     data = Path(cfg.data).expanduser()
     if not data.exists() and (data.suffix in (".jsonl", ".json", ".txt") or cfg.data.startswith(("/", ".", "~"))):
         raise MissingDataError(f"{data} does not exist: give a .jsonl file of training rows (or an HF dataset name)")
-    if not 0 <= cfg.heldout < 1:
-        raise UsageError(f"--heldout must be a fraction in [0, 1), got {cfg.heldout}")
-    _at_least_one(cfg, "batch_size", "grad_accum", "seq_len", "save_steps", "log_steps")
+    check_domains(cfg, flag_name)  # every number inside its declared domain
     return cfg
 
 

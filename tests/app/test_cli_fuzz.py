@@ -43,6 +43,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,9 @@ settings.register_profile("lch-fast", max_examples=int(os.environ.get("LCH_FUZZ_
 settings.register_profile("lch-long", max_examples=200, deadline=300_000, derandomize=True, database=None,
                           suppress_health_check=list(HealthCheck), print_blob=True)
 PROFILE = settings.get_profile("lch-long" if LONG else "lch-fast")
+# The fast profile stubs every heavy step, so an invocation that takes longer than this is stuck or doing work
+# before its checks (a hang is a failure, not a slow test); lm-eval's and transformers' imports are cached by then.
+TIME_BOUND_S = 30.0
 CORPUS = Path(__file__).with_name("fuzz_corpus.json")
 ALLOWED_EXITS = {0, 1, 2, 130}
 
@@ -123,7 +127,43 @@ def _metadata() -> st.SearchStrategy[str]:
                                                                                         max_size=2), max_leaves=4)
     keys = st.sampled_from(sorted(METADATA_KEYS) + ["not_a_key", ""])
     return st.one_of(st.dictionaries(keys, values, max_size=3).map(json.dumps),
+                     _domain_edges(),
                      st.sampled_from(["{", "[1]", "null", "\"x\"", "{'a': 1}", "", "1"]))
+
+
+def domain_edges() -> dict[str, list]:
+    """For every task option that declares a domain (harness.options: ``low`` / ``high`` / ``nonempty`` /
+    ``choices``), the values at and just past its edges: the bounds, one past each, 0, -1, 1e12, an empty list and
+    string, and a near-miss of each word."""
+    import dataclasses
+
+    from harness.lmeval.metadata import task_option_classes
+    from harness.lmeval.plugin import tasks_path
+
+    edges: dict[str, list] = {}
+    for cls in task_option_classes(tasks_path()):
+        for f in dataclasses.fields(cls):
+            meta, values = f.metadata, []
+            for bound, step in ((meta.get("low"), -1), (meta.get("high"), 1)):
+                if bound is not None:
+                    values += [bound, bound + step]
+            if meta.get("nonempty"):
+                values += [[], ""]
+            if meta.get("choices"):
+                values += [str(c)[:-1] for c in meta["choices"] if c][:2]
+            if values:
+                edges.setdefault(f.name, []).extend(values + [0, -1, 10**12])
+    return edges
+
+
+DOMAIN_EDGES = domain_edges()
+
+
+def _domain_edges() -> st.SearchStrategy[str]:
+    """``--metadata`` with one or two options at the edges of their domains (:func:`domain_edges`)."""
+    pairs = st.sampled_from(sorted(DOMAIN_EDGES)).flatmap(lambda key: st.tuples(st.just(key),
+                                                                                 st.sampled_from(DOMAIN_EDGES[key])))
+    return st.lists(pairs, min_size=1, max_size=2).map(lambda items: json.dumps(dict(items)))
 
 
 def _judge_url() -> st.SearchStrategy[str]:
@@ -240,13 +280,17 @@ def run_checked(argv: list[str], inputs_root: Path, work: Path) -> tuple[int, st
     out, err = io.StringIO(), io.StringIO()
     old = os.getcwd()
     os.chdir(work)
+    start = time.perf_counter()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(argv))
     finally:
         os.chdir(old)
+    seconds = time.perf_counter() - start
     stderr = err.getvalue()
     problems = []
+    if not LONG and seconds > TIME_BOUND_S:
+        problems.append(f"took {seconds:.0f} s (bound {TIME_BOUND_S:.0f} s: every heavy step is stubbed)")
     if code not in ALLOWED_EXITS:
         problems.append(f"exit {code}")
     if "Traceback" in stderr:
@@ -360,6 +404,53 @@ def test_fuzz_command(command, fuzz_env):
             if LONG and command == "eval" and "--limit" not in argv:
                 argv += ["--limit", "1"]
             _report_or_fail(argv, *run_checked(argv, fuzz_env["inputs_root"], work))
+
+    check()
+
+
+FOLDER_VALUES = ("file", "under-file", "empty", "unwritable")
+
+
+def _folder_value(kind: str, inputs: dict[str, Path], root: Path) -> str:
+    if kind == "file":
+        return str(inputs["text.txt"])
+    if kind == "under-file":
+        return str(inputs["text.txt"] / "cache")
+    if kind == "empty":
+        return ""
+    folder = root / "read-only"
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o500)
+    return str(folder / "cache")
+
+
+@pytest.mark.parametrize("variable", ["LCH_CACHE", "LCH_MODELS", "LCH_VLLM_ENV"])
+def test_fuzz_folder_variables(variable, fuzz_env, monkeypatch):
+    """Every command with a folder variable that names a file, a path under a file, nothing, or a folder that
+    cannot be written: exit 2 with one line naming the variable, within the time bound, nothing left behind. (As
+    root every folder is writable: the unwritable case is then skipped.)"""
+    inputs = fuzz_env["inputs"]
+
+    @PROFILE
+    @given(data=st.data())
+    def check(data):
+        kind = data.draw(st.sampled_from(FOLDER_VALUES), label="kind")
+        if kind == "unwritable" and os.geteuid() == 0:
+            return
+        command = data.draw(st.sampled_from(sorted(c for c in COMMANDS if c)), label="command")
+        with tempfile.TemporaryDirectory(dir=fuzz_env["root"]) as folder:
+            work = Path(folder)
+            argv = data.draw(invocation(command, inputs, work), label="argv")
+            if "--help" in argv:
+                return
+            with monkeypatch.context() as mp:
+                mp.setenv(variable, _folder_value(kind, inputs, fuzz_env["root"]))
+                code, stderr, problems = run_checked(argv, fuzz_env["inputs_root"], work)
+            problems = [p for p in problems if not p.startswith("the error line names no argument")]
+            lines = [line for line in stderr.splitlines() if line.startswith("lch: error:")]
+            if code != 2 or not lines or f"${variable}" not in lines[-1]:
+                problems.append(f"exit {code}, not one line naming ${variable}")
+            _report_or_fail([f"{variable}={kind}", *argv], code, stderr, problems)
 
     check()
 

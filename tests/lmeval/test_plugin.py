@@ -225,3 +225,18 @@ def test_the_activation_is_installed_switched_off_and_inert_elsewhere():
     assert on.stdout.split() == ["_Finder", "['harness',", "'harness.lm_eval_activation']", "True"], on.stderr
     off = _plain([sys.executable, "-c", probe], env={"LCH_LM_EVAL_PLUGIN": "0"})
     assert off.stdout.split()[-1] == "False" and off.stdout.split()[0] != "_Finder", off.stderr
+
+
+def test_a_task_named_like_ours_is_checked_against_ours_lm_evals_and_the_include_path(tmp_path):
+    from harness.errors import UsageError
+    from harness.lmeval.preflight import check_task_names
+
+    check_task_names(["longppl_govreport", "lch_ruler_niah_single_1", "hellaswag"])  # ours, and lm-eval's to find
+    check_task_names(["longbench_narrativeqa"])  # lm-eval's own LongBench task shares our first word
+    with pytest.raises(UsageError, match=r"^task longppl_govreprot is unknown; did you mean longppl_govreport\? "):
+        check_task_names(["longppl_govreprot"])
+    (tmp_path / "mine.yaml").write_text("group: lch_my_suite\ntask:\n  - lch_ruler_niah_single_1\n")
+    with pytest.raises(UsageError, match=r"^task lch_my_suite is unknown"):
+        check_task_names(["lch_my_suite"])
+    check_task_names(["lch_my_suite"], str(tmp_path))  # a user's --include_path names it
+    check_task_names(["lch_my_suite"], [str(tmp_path)])

@@ -73,7 +73,8 @@ def test_parser_refuses_a_wrong_value_in_one_line(key, value, message):
 def test_a_check_of_the_dataclass_names_the_task():
     from harness.tasks.classes.logprob import LsmTaskOptions
 
-    with pytest.raises(UsageError, match=r"^lsm_govreport: lsm needs context_length >= 2"):
+    with pytest.raises(UsageError, match=r"^lsm_govreport: --metadata context_length must be between 2 and 10000000, "
+                                         r"got 1$"):
         parse_options(LsmTaskOptions, {"context_length": "1"}, task="lsm_govreport")
     with pytest.raises(UsageError, match=r"^lsm_govreport: --metadata estimator 'exact' is unknown; allowed: overlap, direct$"):
         parse_options(LsmTaskOptions, {"estimator": "exact"}, task="lsm_govreport")

@@ -219,9 +219,11 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
                 "--output_path", str(tmp_path / "out")]
 
     cases = [
-        (case(f"pretrained={model},bogus_arg=1"), r"vllm-pic: unknown model args \['bogus_arg'\]; it takes"),
-        (case(f"pretrained={model},pic=naive,pic_impl=reference"), r"unknown model args \['pic_impl'\] \(pic_impl: use "
-                                                                   r"--model hf-pic\)"),
+        (case(f"pretrained={model},bogus_arg=1"), r"^lch: error: vllm-pic: unknown model arg bogus_arg$"),
+        (case(f"pretrained={model},max_model_lenn=4096"), r"vllm-pic: unknown model arg max_model_lenn; did you mean "
+                                                          r"max_model_len\?"),
+        (case(f"pretrained={model},pic=naive,pic_impl=reference"), r"unknown model arg pic_impl \(hf-pic's Algorithm-1 "
+                                                                   r"oracle\): use --model hf-pic"),
         (case(f"pretrained={model},pic=dynamic,pic_ratio=2,enable_prefix_caching=True"),
          r"pic=dynamic on vLLM needs enable_prefix_caching=False"),
         (case(f"pretrained={olmo},pic=dynamic,pic_ratio=2"), r"PIC on vLLM: vLLM runs Olmo2ForCausalLM through its "

@@ -38,13 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.data import haystacks
+from harness.data.lengths import check_lengths
 from harness.data.prompt_length import PromptCounter, PromptOptions
 from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
 from harness.data.ruler.cache import cache_path, read_rows, rows_lock, write_rows
 from harness.data.ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
 from harness.data.ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
 from harness.errors import UsageError
-from harness.options import option
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
            "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
@@ -54,16 +55,21 @@ __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builde
 class RulerOptions(PromptOptions):
     """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
 
-    ruler_task: str | None = option(None, "RULER task of a subtask YAML")
+    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS))
     lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
                                                          "k-labels; default max_seq_lengths, else 4096)")
-    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)")
-    num_samples: int = option(500, "samples per length")
-    seed: int = option(42, "random seed of sampling")
+    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1, high=MAX_TOKENS)
+    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES)
+    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED)
     essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic")
     squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)")
     hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)")
     icl_example: bool = option(True, "RULER worked example in the prompt")
+
+    def __post_init__(self) -> None:
+        if self.lengths is not None and not self.lengths:
+            raise UsageError("lengths must not be empty, got ()")
+        check_lengths(self.length_list(), self.num_samples, 1, MAX_TOKENS, MAX_SAMPLES)
 
     def length_list(self) -> tuple[int | str, ...]:
         """The lengths of this run: ``lengths``, else lm-eval's ``max_seq_lengths``."""

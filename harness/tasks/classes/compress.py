@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from harness.lmeval.request_options import COMPRESS_AE, COMPRESS_LM, CompressRequestOptions
 from harness.metrics.pooling import nll_sum
-from harness.options import option
+from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.tasks.classes.base import LchTask
 
 
@@ -16,10 +16,10 @@ class CompressOptions:
 
     data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents")
     text_field: str = option("text", "field of the documents' text")
-    num_docs: int = option(100, "number of documents")
-    synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)")
-    seed: int = option(0, "random seed of the synthetic documents")
-    max_tokens: int = option(2040, "|X|: tokens of each text; the first half is the context, the rest the completion")
+    num_docs: int = option(100, "number of documents", low=1, high=MAX_SAMPLES)
+    synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)", low=1, high=MAX_TOKENS)
+    seed: int = option(0, "random seed of the synthetic documents", low=0, high=MAX_SEED)
+    max_tokens: int = option(2040, "|X|: tokens of each text; the first half is the context, the rest the completion", low=2, high=MAX_TOKENS)
 
 
 class CompressAETask(LchTask):

@@ -28,7 +28,7 @@ class TokenLogprobOptions(DocumentOptions):
 class LongPPLOptions(TokenLogprobOptions, CorpusOptions, KeyTokenOptions):
     """The LongPPL documents, how their key tokens are found, and LongPPL-soft's weight cap."""
 
-    gamma: float = option(SOFT_GAMMA, "LongPPL-soft weight cap")
+    gamma: float = option(SOFT_GAMMA, "LongPPL-soft weight cap", low=0.0)
 
 
 @dataclass(frozen=True)

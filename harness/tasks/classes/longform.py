@@ -17,7 +17,7 @@ from typing import Any
 from harness.data.longform import HelloBenchData, LongBenchWriteData
 from harness.judges.stage import JudgeOptions
 from harness.lmeval.request_options import GENERATE_LONG, LongGenerationOptions
-from harness.options import option
+from harness.options import MAX_TOKENS, option
 from harness.tasks.classes.base import LchTask
 
 
@@ -25,9 +25,9 @@ from harness.tasks.classes.base import LchTask
 class GenerationOptions(JudgeOptions):
     """How a long-form task generates, and its judge."""
 
-    max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)")
+    max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)", low=1, high=MAX_TOKENS)
     do_sample: bool = option(False, "sample instead of greedy decoding (default greedy, as in the PIC paper)")
-    temperature: float = option(LongGenerationOptions.temperature, "sampling temperature (with do_sample)")
+    temperature: float = option(LongGenerationOptions.temperature, "sampling temperature (with do_sample)", low=0.0)
 
 
 @dataclass(frozen=True)
