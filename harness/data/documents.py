@@ -80,10 +80,16 @@ class DocumentOptions:
     hf_split: str = option("test", "HF dataset split")
     min_tokens: int = option(16384, "documents shorter than this are skipped (counted in docs_skipped; 0: none)",
                              low=0, high=MAX_TOKENS)
-    # max_tokens below min_tokens is allowed on purpose: the same long documents scored on a shorter prefix
     max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)", low=1,
                                     high=MAX_TOKENS)
     num_docs: int | None = option(50, "number of documents (none: all)", low=1, high=MAX_SAMPLES)
+
+    def __post_init__(self) -> None:
+        # a scored document must keep min_tokens after the cut (PerplexityTask skips shorter ones), so a cut below
+        # the minimum leaves nothing to score however long the documents are
+        if self.max_tokens is not None and self.max_tokens < self.min_tokens:
+            raise UsageError(f"max_tokens {self.max_tokens} is below min_tokens {self.min_tokens}: no "
+                             "document could be both long enough and cut that short; give max_tokens >= min_tokens")
 
 
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:

@@ -128,6 +128,9 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
         ("no-long-document", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "min_tokens": 10 ** 6,
                                                                             "max_tokens": "none"}),
          r"no document has 1000000 tokens or more: lower min_tokens"),
+        ("max-below-min", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "min_tokens": 10 ** 6}),
+         r"ppl_govreport: max_tokens 32767 is below min_tokens 1000000: no document could be both long enough and cut "
+         r"that short; give max_tokens >= min_tokens$"),
         ("empty-document", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["empty_doc"]), "min_tokens": 1}),
          r"none of the 1 documents could be scored"),
         ("min-tokens-negative", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "min_tokens": -1}),

@@ -52,6 +52,8 @@ def cases(tiny: Path, root: Path) -> list[tuple[str, list[str], dict, str]]:
                                                                                              range(1, 300)],
                                                                "source": "synthetic"}), {},
          r"num_samples 500 x 299 lengths = 149500 samples, more than the 100000 a task builds"),
+        ("max below min", _eval(tiny, "ppl_govreport", {**docs, "min_tokens": 100, "max_tokens": 10}), {},
+         r"max_tokens 10 is below min_tokens 100"),
         ("no documents", _eval(tiny, "ppl_govreport", {**docs, "num_docs": 0}), {},
          r"num_docs must be between 1 and 100000, got 0$"),
         ("output under a file", _eval(tiny, "ppl_govreport", docs, out=str(a_file / "out")), {},
