@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -96,8 +97,6 @@ def test_bad_inputs_fail_in_seconds(table, capsys, monkeypatch):
             seconds = time.perf_counter() - start
         err = capsys.readouterr().err.strip().splitlines()
         line = err[-1] if err else ""
-        import re
-
         ok = code == 2 and re.search(pattern, line.removeprefix("lch: error: ")) and seconds < BOUND_S
         report.append(f"{name:<24}{seconds:6.2f} s  exit {code}  {line}")
         if not ok:

@@ -178,7 +178,7 @@ def ppl_folder(tmp_path):
         "doc_to_text: ''\n"
         "doc_to_target: text\n"
         "metric_list:\n  - metric: ppl\n    aggregation: mean\n    higher_is_better: false\n"
-        "metadata:\n  version: 1.0\n  max_tokens: 5\n")
+        "metadata:\n  version: 1.0\n  min_tokens: 1\n  max_tokens: 5\n")
     assert "output_type" not in (folder / "my_ppl.yaml").read_text()
     return folder
 
