@@ -11,13 +11,15 @@ Exit codes of ``lch``:
 * 2: something the user must fix: a bad argument, model arg, metadata key or value (:class:`UsageError`),
   a malformed file (:class:`DataFormatError`), data or a model that must be fetched first
   (:class:`MissingDataError`);
+* 3: runs put side by side that were not run alike (``lch agree``, ``lch leaderboard``, ``lch correlate``,
+  ``lch plot``, ``lch regress``: :mod:`harness.reporting.comparability`);
 * 70: an internal error (a bug: please report it with the traceback);
 * 130: interrupted.
 """
 
 from __future__ import annotations
 
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 70, 130
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
 
 class LchError(Exception):

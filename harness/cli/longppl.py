@@ -32,8 +32,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.data.longppl_corpus import CorpusOptions, corpus_documents
-    from harness.models.keytokens import KeyTokenCache, KeyTokenOptions, attach_key_tokens
+    from harness.data.longppl_corpus import CorpusOptions
+    from harness.metrics.longppl import MIN_KEY_TOKENS
+    from harness.models.keytokens import KeyTokenCache, KeyTokenOptions, key_token_corpus
     from harness.options import flag_name, parse_options
 
     metadata = {k: v for k, v in vars(args).items() if k not in ("command", "cache_dir", "handler") and v is not None}
@@ -41,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     # every option checked (named as the flag) before a document is read or the evaluator loads
     corpus_options = parse_options(CorpusOptions, metadata, label=flag_name)
     key_options = parse_options(KeyTokenOptions, metadata, label=flag_name)
-    corpus = attach_key_tokens(corpus_documents(corpus_options), corpus_options.evaluator, key_options)
-    print(f"key tokens of {len(corpus)} documents cached in {KeyTokenCache(args.cache_dir).folder}")
+    corpus = key_token_corpus(corpus_options, key_options)
+    for doc, count in zip(corpus.docs, corpus.key_counts):
+        print(f"document {doc['doc_id']}: {count} key tokens of {doc['n_tokens']}")
+    total = sum(corpus.key_counts)
+    print(f"{total} key tokens in {len(corpus.docs)} documents, cached in {KeyTokenCache(args.cache_dir).folder}"
+          + (f" (fewer than {MIN_KEY_TOKENS}: a LongPPL over them is noise)" if total < MIN_KEY_TOKENS else ""))
     return 0

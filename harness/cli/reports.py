@@ -9,6 +9,11 @@ import sys
 from harness.errors import UsageError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.reporting.agreement import Tolerances
+from harness.reporting.comparability import check_side_by_side, parse_allow
+
+
+ALLOW_HELP = ("compare runs that differ in these run-record fields anyway (comma-separated, e.g. dtype for fp32 vs "
+              "bf16); without it runs not run alike exit 3 before any verdict")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -18,14 +23,23 @@ def add(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--sort", help="metric column to sort by, best first (e.g. lch_ruler/len_4096)")
     board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
     board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
+    board.add_argument("--allow", action="append", help=ALLOW_HELP)
     board.set_defaults(handler=run_leaderboard, outputs=_leaderboard_outputs)
     reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
     reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
     reg.add_argument("--baseline", required=True, help="baseline JSON (results/baselines/NAME.json)")
     reg.add_argument("--junit", help="write a JUnit XML report here")
     reg.add_argument("--update-baseline", action="store_true", help="write the baseline from this run instead")
-    reg.add_argument("--abs-tol", type=float, default=0.0, help="with --update-baseline: default absolute tolerance")
+    reg.add_argument("--abs-tol", type=float, default=0.0,
+                     help="with --update-baseline: tolerance of scores, in their own units (points of a x100 score)")
+    reg.add_argument("--rel-tol", type=float, default=0.0,
+                     help="with --update-baseline: tolerance of perplexities, as a share of the baseline (0.01: 1%%)")
+    reg.add_argument("--all-metrics", action="store_true",
+                     help="with --update-baseline: gate bookkeeping too (token / document counts), not only scores")
     reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
+    reg.add_argument("--allow-mismatch", action="store_true",
+                     help="gate a run whose architecture, dtype, inference, length, chat template or seeds differ from "
+                          "the baseline's (refused with exit 3 otherwise)")
     reg.set_defaults(handler=run_regress)
     corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs, plot + report")
     corr.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
@@ -36,6 +50,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     corr.add_argument("--bootstrap", type=int, default=2000)
     corr.add_argument("--seed", type=int, default=0)
     corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
+    corr.add_argument("--allow", action="append", help=ALLOW_HELP)
     corr.set_defaults(handler=run_correlate)
     plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
                           description="context: score vs context length per configuration from <task>/len_<L> "
@@ -51,17 +66,20 @@ def add(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--appendix-a", action="store_true",
                       help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
     plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
+    plot.add_argument("--allow", action="append", help=ALLOW_HELP)
     plot.set_defaults(handler=run_plot)
     agree = sub.add_parser("agree", help="agreement of two runs of the same tasks (engines, dtypes): exit 0 agree, 1 differ",
                            description="Pairs the logged samples (--log_samples) of two runs by document: exact-match "
                                        "rate of generations and their first diverging token, per-token log-probability "
                                        "differences, per-sample score deltas with a paired test, aggregate metric "
                                        "deltas. Exit 0 when every shared task agrees within the tolerances, 1 when one "
-                                       "does not, 2 on unusable input.")
+                                       "does not, 2 on unusable input, 3 when the runs were not run alike (model, "
+                                       "dtype, inference, length, chat template, seeds; --allow).")
     agree.add_argument("run_a", help="lm-eval output folder (its latest results_*.json) or a results file")
     agree.add_argument("run_b", help="the run to compare with A")
     agree.add_argument("-o", "--output", help="write OUTPUT.md and OUTPUT.json (default: Markdown on stdout only)")
     agree.add_argument("--tokenizer", help="tokenizer for diverging tokens (default: run A's model; 'none': characters)")
+    agree.add_argument("--allow", action="append", help=ALLOW_HELP)
     defaults = Tolerances()
     agree.add_argument("--min-exact-match", type=float, default=defaults.min_exact_match,
                        help=f"share of identical generations needed (default {defaults.min_exact_match:g})")
@@ -89,7 +107,7 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
         print(f"skipped: {message}", file=sys.stderr)
-    columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort)
+    columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow))
     for path in write_leaderboard(columns, rows, args.output):
         print(path)
     return 0
@@ -111,11 +129,12 @@ def run_regress(args: argparse.Namespace) -> int:
     runs, _ = load_runs([args.run])
     run = runs[-1]  # the latest results file of the folder
     if args.update_baseline:
-        baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k)
+        baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k, rel_tol=args.rel_tol,
+                                     all_metrics=args.all_metrics)
         write_json_atomic(args.baseline, baseline, indent=1)
         print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
         return 0
-    rows = compare(run, load_baseline(args.baseline))
+    rows = compare(run, load_baseline(args.baseline), args.allow_mismatch)
     print(format_table(rows))
     if args.junit:
         write_text_atomic(args.junit, junit_xml(rows, Path(args.baseline).stem))
@@ -132,6 +151,7 @@ def run_correlate(args: argparse.Namespace) -> int:
 
     out = Path(args.output)
     runs, _ = load_runs(args.runs)
+    check_side_by_side(runs, parse_allow(args.allow))
     if args.matrix:
         labels, values = paired_values(runs, args.matrix)
         write_text_atomic(out / "matrix.md", matrix_markdown(args.matrix, values, args.method))
@@ -158,8 +178,10 @@ def run_plot(args: argparse.Namespace) -> int:
     )
     from harness.reporting.runs import load_runs
 
+    allow = parse_allow(args.allow)
     if args.kind == "context":
         runs, _ = load_runs(args.runs)
+        check_side_by_side(runs, allow)
         curves = {task: context_curves(runs, task) for task in args.task}
         path = plot_context(curves, args.output or "reports/context_length.png")
         for task, by_label in curves.items():
@@ -172,7 +194,9 @@ def run_plot(args: argparse.Namespace) -> int:
         if args.appendix_a:
             points = pic_points_from_samples(args.runs, task, args.threshold)
         else:
-            points = pic_points_from_runs(load_runs(args.runs)[0], task, args.length_metric, args.quality_metric)
+            runs = load_runs(args.runs)[0]
+            check_side_by_side(runs, allow)
+            points = pic_points_from_runs(runs, task, args.length_metric, args.quality_metric)
         series = pic_series(points)
         path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
                         f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
@@ -191,7 +215,8 @@ def run_agree(args: argparse.Namespace) -> int:
     from harness.reporting.agreement import agreement, to_json, to_markdown
 
     tolerances = Tolerances(args.min_exact_match, args.max_logprob_diff, args.max_rel_diff)
-    report = agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a))
+    allow = parse_allow(args.allow)  # before the tokenizer loads
+    report = agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a), allow)
     markdown = to_markdown(report)
     if args.output:
         for suffix, text in ((".md", markdown), (".json", to_json(report))):

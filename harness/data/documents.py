@@ -8,6 +8,7 @@ or a folder of such files (read in sorted order).
 from __future__ import annotations
 
 import json
+import logging
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,16 @@ class DocumentOptions:
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
             raise UsageError(f"max_tokens {self.max_tokens} is below min_tokens {self.min_tokens}: no "
                              "document could be both long enough and cut that short; give max_tokens >= min_tokens")
+
+
+def warn_fewer_documents(found: int, asked: int | None, min_tokens: int) -> None:
+    """A warning (``logging``) when fewer documents than ``num_docs`` are long enough: the run goes on over those
+    found, and its results count them (``n_docs``), but a mean over 1 document is not the mean over 50 it was
+    asked for."""
+    if asked is not None and found < asked:
+        logging.getLogger("harness.data").warning(
+            "only %d of the %d documents asked for (num_docs) have %d tokens or more: the scores rest on %d; lower "
+            "min_tokens or give more documents", found, asked, min_tokens, found)
 
 
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import DocumentOptions, documents_from_options
+from harness.data.documents import DocumentOptions, documents_from_options, warn_fewer_documents
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
 from harness.options import option
@@ -36,11 +36,13 @@ def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tup
 
 
 def select_documents(docs: list[dict], tokenizer: Any, min_tokens: int, max_tokens: int | None, num_docs: int | None) -> list[dict]:
+    """The first ``num_docs`` documents of at least ``min_tokens`` tokens, each cut to ``max_tokens``; each row
+    also carries ``n_tokens``, its length after the cut."""
     chosen = []
     for doc in docs:
         text, n = truncate_by_tokens(doc["text"], tokenizer, max_tokens)
         if n >= min_tokens:
-            chosen.append({**doc, "text": text})
+            chosen.append({**doc, "text": text, "n_tokens": n if max_tokens is None else min(n, max_tokens)})
             if num_docs is not None and len(chosen) >= num_docs:
                 break
     return chosen
@@ -65,4 +67,18 @@ def corpus_documents(options: CorpusOptions) -> list[dict]:
     if not chosen:
         raise UsageError(f"none of the {len(docs)} documents has {options.min_tokens} tokens or more: lower "
                          "min_tokens or give longer documents")
+    warn_fewer_documents(len(chosen), options.num_docs, options.min_tokens)
     return chosen
+
+
+def check_key_windows(docs: list[dict], trunc_len: int) -> None:
+    """Every document longer than the short window ``trunc_len`` (K): a token has a context longer than K only
+    after the first K tokens, so a document of at most K tokens can hold no key token and its LongPPL would be
+    empty. Checked before the evaluator runs; lengths are ``n_tokens`` of :func:`select_documents`."""
+    short = [d for d in docs if d["n_tokens"] <= trunc_len]
+    if short:
+        first = short[0]
+        raise UsageError(f"trunc_len (K) {trunc_len} is at least as long as {len(short)} of the {len(docs)} documents "
+                         f"(document {first.get('doc_id', 0)}: {first['n_tokens']} tokens): no token of them can be a "
+                         "key token; give trunc_len (and sliding_window) below the shortest document, or min_tokens "
+                         "above trunc_len")

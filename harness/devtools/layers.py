@@ -3,7 +3,7 @@ layer graph as the code has it and exits 1 when a module imports a layer it may 
 
 Layers, lowest first (a layer may import only the layers listed in its ``may_import``):
 
-* ``base``: paths of the on-disk caches, user errors, atomic writes, the task-options parser.
+* ``base``: paths of the on-disk caches, user errors, atomic writes, the task-options parser, the run record.
 * ``pure``: position and metric math (PIC / EPL positions, LongPPL / LSM / long-form / QA formulas,
   pooling). Tensors and arrays allowed; no model, no transformers, no lm-eval, no file or network I/O.
 * ``data``: loaders of benchmark data, tokenizer-based length fitting (transformers tokenizers only).
@@ -33,7 +33,7 @@ class Layer:
 
 
 LAYERS = (
-    Layer("base", ("harness.cache", "harness.errors", "harness.files", "harness.options"), ()),
+    Layer("base", ("harness.cache", "harness.errors", "harness.files", "harness.options", "harness.run_record"), ()),
     Layer("pure", ("harness.positions", "harness.metrics"), ("base",),
           ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
            "pathlib", "urllib", "shutil", "tempfile", "subprocess")),

@@ -1,12 +1,16 @@
 """Aggregations that refuse to report a meaningless number: a perplexity over no scored token is an error
-that says what to do, not a NaN with exit 0."""
+that says what to do, not a NaN with exit 0; a LongPPL over a handful of key tokens says so."""
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 from harness.errors import UsageError
+from harness.metrics.longppl import MIN_KEY_TOKENS
 from harness.metrics.pooling import pooled_perplexity
+
+log = logging.getLogger(__name__)
 
 
 def perplexity(items: Sequence[tuple[float, float]]) -> float:
@@ -15,4 +19,20 @@ def perplexity(items: Sequence[tuple[float, float]]) -> float:
     if not any(n for _, n in items):
         raise UsageError(f"none of the {len(items)} documents could be scored (each was empty or shorter than "
                          "min_tokens; docs_skipped counts them): give longer documents or lower min_tokens")
+    return pooled_perplexity(items)
+
+
+def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
+    """LongPPL: :func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(key nll_sum, n_key)``.
+    No key token in any document is an error (a LongPPL of nothing, never NaN); fewer than
+    :data:`~harness.metrics.longppl.MIN_KEY_TOKENS` is a warning with the count (``n_key_tokens`` in the results
+    holds it)."""
+    n_key = sum(n for _, n in items)
+    if not n_key:
+        raise UsageError(f"LongPPL has no key token in any of the {len(items)} documents under the evaluated "
+                         "tokenizer (key_spans_dropped counts the evaluator's spans no evaluated token lies inside): "
+                         "LongPPL means nothing here; give longer documents or lower trunc_len / sliding_window")
+    if n_key < MIN_KEY_TOKENS:
+        log.warning("LongPPL rests on %d key tokens, fewer than %d: its standard error is about 2 / sqrt(%d) nats, "
+                    "so differences between models below that are noise", n_key, MIN_KEY_TOKENS, n_key)
     return pooled_perplexity(items)

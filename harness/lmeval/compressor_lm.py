@@ -75,6 +75,12 @@ class CompressorLM(ClaimsResponseCache, LM):
                           if checkpoint else None, inference=settings, dtype=dtype,
                           libraries=library_versions("torch", "transformers", "peft"))
 
+    def run_device(self) -> str:
+        return str(self.device_name)
+
+    def model_folder(self) -> str:
+        return self._sources[0]
+
     def _ids(self, text: str) -> torch.Tensor:
         return torch.tensor(self.tokenizer(text, add_special_tokens=False)["input_ids"], device=self.device_name)
 

@@ -96,11 +96,15 @@ class EngineCore(ClaimsResponseCache):
 
     def get_model_info(self) -> dict:
         """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings in
-        force), ``lch_variant`` (the checkpoint's variant file, if any) and ``lch_evaluated_as`` (words)."""
+        force), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words) and the run
+        record ``lch_run`` (:meth:`~harness.lmeval.response_cache.ClaimsResponseCache.run_record`)."""
         from harness.data.variants import results_info
 
         base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
         return {**base, **results_info(self.variant, self.inference)}
+
+    def model_folder(self) -> Any:
+        return self.resolved.pretrained
 
     def cache_owner(self) -> CacheOwner:
         """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""

@@ -63,6 +63,9 @@ class HFPicLM(EngineCore, HFLM):
     def engine_dtype(self) -> str:
         return str(self.model.dtype).removeprefix("torch.")
 
+    def run_device(self) -> str:
+        return str(self.model.device)
+
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if not self.inference.entry.moves_cached_keys:
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)

@@ -58,8 +58,35 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
     base = variant.inference if variant else Inference()
     overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
                       if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name))
-    return ResolvedArgs(base.replace(**explicit), variant, overrides,
-                        {k: v for k, v in args.items() if k not in inference_keys}, pretrained, adapter)
+    engine_args = {k: v for k, v in args.items() if k not in inference_keys}
+    if str(engine_args.get("dtype", "auto")) == "auto":
+        saved = folder_dtype(pretrained)
+        if saved is not None:
+            engine_args["dtype"] = saved
+    return ResolvedArgs(base.replace(**explicit), variant, overrides, engine_args, pretrained, adapter)
+
+
+def folder_dtype(pretrained: Any) -> str | None:
+    """What ``dtype=auto`` means for a local model folder, the same on every engine: the dtype its ``config.json``
+    was saved in (``dtype``, or the older ``torch_dtype``), float32 when it names none (transformers' rule).
+    vLLM's own ``auto`` would run a float32 folder in half precision (bfloat16 on CPU) while transformers runs it in
+    float32, so two engines given the same args would compute different numbers. None for a model that is not a
+    local folder (a hub id, an object): its engine resolves ``auto`` itself."""
+    import json
+
+    if not isinstance(pretrained, (str, Path)):
+        return None
+    config = Path(pretrained).expanduser() / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for key in ("dtype", "torch_dtype"):
+        if isinstance(data.get(key), str) and data[key] not in ("", "auto"):
+            return data[key]
+        if isinstance(data.get("text_config"), dict) and isinstance(data["text_config"].get(key), str):
+            return data["text_config"][key]
+    return "float32"
 
 
 def refuse_unknown_args(model: str, given: Iterable[str], known: Iterable[str], passed_on: str = "") -> None:

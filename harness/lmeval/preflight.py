@@ -166,3 +166,22 @@ def after_evaluator_import(evaluator_module: Any) -> None:
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
+    if callable(getattr(evaluator_module, "get_git_commit_hash", None)):
+        # lm-eval runs `git describe` with the user's stderr, so every run outside a git checkout prints git's
+        # "fatal: not a git repository" (noise about nothing the user did); lm-eval has no switch for it, so the
+        # name its evaluator calls is replaced by the same lookup with git's stderr discarded
+        evaluator_module.get_git_commit_hash = quiet_git_commit_hash
+
+
+def quiet_git_commit_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` (``git describe --always`` in the working folder, else the commit read
+    from a ``.git`` folder above it) without git's error line on stderr."""
+    import os
+    import subprocess
+
+    try:
+        return subprocess.check_output(["git", "describe", "--always"], stderr=subprocess.DEVNULL).strip().decode()
+    except (subprocess.CalledProcessError, FileNotFoundError, OSError):
+        from lm_eval.loggers.utils import get_commit_from_path
+
+        return get_commit_from_path(os.getcwd())

@@ -28,6 +28,7 @@ from lm_eval.api.model import hash_args
 from harness.errors import UsageError
 from harness.models import model_check
 from harness.lmeval.request_options import check_response
+from harness.run_record import RunRecord
 
 OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belong to (lm-eval's keys are hex hashes)
 
@@ -83,10 +84,36 @@ def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
 
 class ClaimsResponseCache:
     """Mixin of our lm-eval models: claims lm-eval's response cache for :meth:`cache_owner` when lm-eval hands the
-    model its cache hook (``CachingLM`` calls ``set_cache_hook`` once, before any request)."""
+    model its cache hook (``CachingLM`` calls ``set_cache_hook`` once, before any request), and records what the
+    run was run with (:meth:`run_record`) in lm-eval's results."""
 
     def cache_owner(self) -> CacheOwner:
         raise NotImplementedError
+
+    def run_device(self) -> str:
+        """The device the model actually runs on (not lm-eval's ``--device``, which says cuda:0 on a CPU too)."""
+        raise NotImplementedError
+
+    def model_folder(self) -> Any:
+        """The base model's folder (or hub id, or object) this model was built from."""
+        raise NotImplementedError
+
+    def run_record(self) -> RunRecord:
+        """What this model runs with (:class:`harness.run_record.RunRecord`): the response cache's owner, the
+        device, the maximum length and the architecture (lm-eval adds batch size, seeds and chat template)."""
+        from harness.models.folders import describe_architecture
+
+        owner = self.cache_owner()
+        max_length = getattr(self, "max_length", None)
+        return RunRecord(engine=owner.engine, dtype=owner.dtype, device=self.run_device(),
+                         max_length=None if max_length is None else str(max_length), inference=owner.inference,
+                         model=owner.model, architecture=describe_architecture(self.model_folder()),
+                         adapter=owner.adapter, libraries=owner.libraries)
+
+    def get_model_info(self) -> dict:
+        """lm-eval's model info (of the class below this mixin) plus :meth:`run_record` under ``lch_run``."""
+        base = super().get_model_info() if hasattr(super(), "get_model_info") else {}  # type: ignore[misc]
+        return {**base, **self.run_record().as_info()}
 
     def set_cache_hook(self, cache_hook: Any) -> None:
         claim_response_cache(cache_hook, self.cache_owner())

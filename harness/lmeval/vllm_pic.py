@@ -210,6 +210,9 @@ class VLLMPicLM(EngineCore, _Base):
             return str(self.model.llm_engine.model_config.dtype).removeprefix("torch.")
         return self._given_dtype
 
+    def run_device(self) -> str:
+        return "cuda" if torch.cuda.is_available() else "cpu"  # vLLM's CUDA build, or its CPU build
+
     @classmethod
     def check_request(cls, task: str, request_type: str, model_args: dict) -> None:
         """Requests answered from hidden states run a pooling engine beside the generating one: on a GPU both

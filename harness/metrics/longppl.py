@@ -45,6 +45,11 @@ DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
 # ``short_start``: how a short window starts: "text" (the reference package: the text's own tokens, sliced
 # from the document's ids, so never a BOS) or "bos" (the evaluator's BOS token first, as the long pass
 # starts when its tokenizer adds one: pick it for BOS-dependent evaluators such as Gemma; docs/longppl.md).
+# A LongPPL over fewer key tokens than this is reported with a warning: it is exp(mean NLL of the key tokens),
+# whose standard error is sd(NLL) / sqrt(n); per-token NLL spreads by about 2 nats, so at n = 100 the mean is only
+# known to about 0.2 nats, a 20 % band on the perplexity, wider than most differences between models it is asked
+# to tell apart.
+MIN_KEY_TOKENS = 100
 KEY_TOKEN_DEFAULTS = {"trunc_len": 4096, "sliding_window": 1024, "alpha": 2.0, "beta": -2.0, "short_start": "text"}
 SHORT_STARTS = ("text", "bos")
 
@@ -95,6 +100,33 @@ def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[in
     return inside
 
 
+def dropped_key_spans(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> int:
+    """Key spans (of the evaluator's tokens) that no evaluated token lies inside: under another tokenizer a token
+    may straddle a span's edge, and then that key token counts for nothing (paper Eq. 9 keeps whole tokens only)."""
+    tokens = np.asarray([(s, e) for s, e in offsets if e > s], dtype=np.int64).reshape(-1, 2)  # no empty specials
+    spans_arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if not len(spans_arr):
+        return 0
+    if not len(tokens):
+        return len(spans_arr)
+    tokens = tokens[np.argsort(tokens[:, 0], kind="stable")]
+    # tokens do not overlap, so the first token starting at or after a span's start ends first: the span keeps a
+    # token iff that one ends inside it
+    first = np.searchsorted(tokens[:, 0], spans_arr[:, 0], side="left")
+    found = first < len(tokens)
+    kept = np.zeros(len(spans_arr), dtype=bool)
+    kept[found] = tokens[first[found], 1] <= spans_arr[found, 1]
+    return int((~kept).sum())
+
+
+def count_key_tokens(key: KeyTokens) -> int:
+    """Evaluator tokens inside the key spans (the spans themselves when the evaluator's offsets are unknown: spans
+    read from reference files)."""
+    if not key.offsets:
+        return len(key.spans)
+    return int(key_token_mask(key.offsets, key.spans).sum())
+
+
 def soft_token_weights(
     offsets: Sequence[Sequence[int]], key: KeyTokens, gamma: float = SOFT_GAMMA
 ) -> np.ndarray | None:
@@ -139,6 +171,7 @@ def document_stats(
         "n_scored": int(nll.size),
         "key_nll_sum": float(nll[is_key].sum()),
         "n_key": int(is_key.sum()),
+        "n_spans_dropped": dropped_key_spans(offsets, key.spans),
         "soft_nll_sum": float("nan"),
         "soft_weight_sum": float("nan"),
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.errors import DataFormatError, MissingDataError, UsageError
 
@@ -50,3 +51,22 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
     from harness.models.model_check import check_before_use
 
     check_before_use(path)
+
+
+def describe_architecture(folder: Any) -> str | None:
+    """A model folder's architecture in words, from its ``config.json`` (the text config of a multimodal one):
+    ``LlamaForCausalLM (30 layers, hidden 576, vocab 49152)``; what a regression baseline must share with the run
+    it gates (a new checkpoint of the same model keeps it). None for a model that is not a local folder."""
+    if not isinstance(folder, (str, Path)):
+        return None
+    try:
+        config = json.loads((Path(folder).expanduser() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    name = (config.get("architectures") or [config.get("model_type") or "?"])[0]
+    sizes = [f"{text[key]} {word}" if word == "layers" else f"{word} {text[key]}" for key, word in
+             (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("vocab_size", "vocab")) if key in text]
+    return f"{name} ({', '.join(sizes)})" if sizes else str(name)

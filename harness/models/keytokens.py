@@ -14,15 +14,18 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from tqdm import tqdm
 
 from harness.cache import cache_root
 from harness.errors import UsageError
 from harness.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
-from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS, KeyTokens
+from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SHORT_STARTS, KeyTokens, count_key_tokens
 from harness.options import MAX_TOKENS, option
+
+if TYPE_CHECKING:
+    from harness.data.longppl_corpus import CorpusOptions
 
 
 @dataclass(frozen=True)
@@ -186,3 +189,32 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
             dtype=options.evaluator_dtype,
         )
     return [{**d, "key_json": json.dumps(k.to_json())} for d, k in zip(docs, keys)]
+
+
+@dataclass(frozen=True)
+class KeyTokenCorpus:
+    """The documents of a LongPPL task with their key tokens (``doc_id``, ``text``, ``key_json``, ``n_tokens``) and
+    the key tokens each holds under the evaluator (:func:`harness.metrics.longppl.count_key_tokens`)."""
+
+    docs: list[dict]
+    key_counts: list[int]
+
+
+def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyTokenCorpus:
+    """The one way to a LongPPL corpus (``lch keytokens`` and the tasks' dataset builder): the documents selected
+    (:func:`harness.data.longppl_corpus.corpus_documents`), the evaluator's windows checked against their lengths
+    before it runs (:func:`harness.data.longppl_corpus.check_key_windows`; not for reference span files), the key
+    tokens attached (cached), and no key token in any document refused in one line: a LongPPL over nothing is
+    not a number to report."""
+    from harness.data.longppl_corpus import check_key_windows, corpus_documents
+
+    docs = corpus_documents(corpus)
+    if not keys.key_spans_dir:
+        check_key_windows(docs, keys.trunc_len)
+    docs = attach_key_tokens(docs, corpus.evaluator, keys)
+    counts = [count_key_tokens(KeyTokens.from_json(json.loads(d["key_json"]))) for d in docs]
+    if not sum(counts):
+        raise UsageError(f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
+                         f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
+                         f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len")
+    return KeyTokenCorpus(docs, counts)

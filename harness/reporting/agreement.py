@@ -29,11 +29,13 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
+from harness.reporting.comparability import SAME_MODEL, check_comparable
 from harness.reporting.runs import RunError, model_args_of, read_json
+from harness.run_record import FIELDS, RunRecord
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
 
@@ -141,7 +143,10 @@ def _kind(response: Any) -> str:
     return "other"
 
 
-def _score_values(sample: dict) -> dict[str, float]:
+def _score_values(sample: dict, roles: dict[str, str] | None = None) -> dict[str, float]:
+    """The sample's numeric scores by row name. A ``[sum, count]`` pair (what pooled metrics log per document) is
+    compared as its ratio and named for it: ``<metric> mean NLL`` for a perplexity (``roles``: the task's declared
+    metric roles), else ``<metric> sum / count``."""
     out = {}
     for name in sample.get("metrics") or []:
         value = sample.get(name)
@@ -150,7 +155,8 @@ def _score_values(sample: dict) -> dict[str, float]:
         if isinstance(value, (int, float)):
             out[name] = float(value)
         elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]:
-            out[name] = float(value[0]) / float(value[1])
+            label = f"{name} mean NLL" if (roles or {}).get(name) == "perplexity" else f"{name} sum / count"
+            out[label] = float(value[0]) / float(value[1])
     return out
 
 
@@ -184,8 +190,9 @@ def _divergence(doc_id: Any, a: str, b: str, tokenizer: Any) -> Divergence:
 
 
 def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, metrics_b: dict,
-                 tol: Tolerances, tokenizer: Any = None) -> TaskAgreement:
-    """The agreement of one task's samples and aggregate metrics (module docstring)."""
+                 tol: Tolerances, tokenizer: Any = None, roles: dict[str, str] | None = None) -> TaskAgreement:
+    """The agreement of one task's samples and aggregate metrics (module docstring); ``roles``: the task's
+    declared metric roles (rows of per-sample pairs are named by them)."""
     shared = [d for d in samples_a if d in samples_b]
     pairs = [(samples_a[d], samples_b[d]) for d in shared
              if samples_a[d].get("doc_hash") == samples_b[d].get("doc_hash")]
@@ -217,8 +224,8 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         out.max_logprob_diff, out.mean_logprob_diff = max(diffs), sum(diffs) / len(diffs)
     if value_diffs:
         out.max_value_diff = max(value_diffs)
-    scores_a = [_score_values(a) for a, _ in pairs]
-    scores_b = [_score_values(b) for _, b in pairs]
+    scores_a = [_score_values(a, roles) for a, _ in pairs]
+    scores_b = [_score_values(b, roles) for _, b in pairs]
     for name in sorted(set().union(*scores_a) if scores_a else ()):
         both = [(x[name], y[name]) for x, y in zip(scores_a, scores_b) if name in x and name in y]
         if not both:
@@ -256,29 +263,38 @@ def _verdict(out: TaskAgreement, tol: Tolerances) -> None:
 
 
 def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances(),
-              tokenizer: Any = None) -> dict[str, Any]:
-    """Compare two runs (module docstring): ``{"a", "b", "tolerances", "tasks": [TaskAgreement], "only_a",
-    "only_b", "agrees"}``."""
+              tokenizer: Any = None, allow: Iterable[str] = ()) -> dict[str, Any]:
+    """Compare two runs (module docstring): ``{"a", "b", "tolerances", "allowed", "tasks": [TaskAgreement],
+    "only_a", "only_b", "agrees"}``. First, whether they were run alike
+    (:data:`harness.reporting.comparability.SAME_MODEL`, but for ``allow``): :class:`NotComparable` otherwise."""
     results_a, files_a = _run_files(run_a)
     results_b, files_b = _run_files(run_b)
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
+    check_comparable({"A": RunRecord.from_results(data_a), "B": RunRecord.from_results(data_b)}, SAME_MODEL, allow)
     tasks = []
     for task in sorted(set(files_a) & set(files_b)):
         tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),
                                   (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
-                                  tol, tokenizer))
+                                  tol, tokenizer, _roles(data_a, task)))
     if not tasks:
         raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
                          f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")
     return {"a": _describe(results_a, data_a), "b": _describe(results_b, data_b), "tolerances": asdict(tol),
-            "tasks": tasks, "only_a": sorted(set(files_a) - set(files_b)), "only_b": sorted(set(files_b) - set(files_a)),
+            "allowed": sorted(allow), "tasks": tasks, "only_a": sorted(set(files_a) - set(files_b)), "only_b": sorted(set(files_b) - set(files_a)),
             "agrees": all(t.agrees for t in tasks)}
+
+
+def _roles(data: dict, task: str) -> dict[str, str]:
+    """The metric roles a task declared in its results metadata (``lch_metric_roles``; none: {})."""
+    config = (data.get("configs") or {}).get(task)
+    roles = ((config or {}).get("metadata") or {}).get("lch_metric_roles") if isinstance(config, dict) else None
+    return dict(roles) if isinstance(roles, dict) else {}
 
 
 def _describe(results: Path, data: dict) -> dict:
     config = data.get("config") or {}
     return {"results": str(results), "model": config.get("model"), "model_args": config.get("model_args"),
-            "evaluated_as": config.get("lch_evaluated_as")}
+            "evaluated_as": config.get("lch_evaluated_as"), "record": asdict(RunRecord.from_results(data))}
 
 
 def model_tokenizer_name(run: str | Path) -> str | None:
@@ -300,7 +316,8 @@ def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
     lines = [f"# Agreement of two runs: {'agree' if report['agrees'] else 'DISAGREE'}", "",
              f"- A: `{a['results']}` ({a['model']}{', ' + a['evaluated_as'] if a['evaluated_as'] else ''})",
              f"- B: `{b['results']}` ({b['model']}{', ' + b['evaluated_as'] if b['evaluated_as'] else ''})",
-             f"- tolerances: {', '.join(f'{k} {v:g}' for k, v in report['tolerances'].items())}", "",
+             f"- tolerances: {', '.join(f'{k} {v:g}' for k, v in report['tolerances'].items())}",
+             *_record_lines(a["record"], b["record"], report.get("allowed") or []), "",
              "| task | kind | paired | identical generations | max abs logprob diff | max abs value diff | verdict |",
              "|---|---|---:|---:|---:|---:|---|"]
     for t in report["tasks"]:
@@ -324,6 +341,15 @@ def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
     if report["only_a"] or report["only_b"]:
         lines += ["", f"Tasks in one run only: A {report['only_a']}, B {report['only_b']}"]
     return "\n".join(lines) + "\n"
+
+
+def _record_lines(a: dict, b: dict, allowed: list[str]) -> list[str]:
+    """What the two runs were run with: the fields they share, then those that differ (by design, such as the
+    engine, or allowed with --allow)."""
+    same = [f"{k} {a[k]}" for k in FIELDS if a.get(k) is not None and a.get(k) == b.get(k)]
+    differ = [f"{k}: A {a.get(k) or 'unrecorded'}, B {b.get(k) or 'unrecorded'}" + (" (allowed)" if k in allowed else "")
+              for k in FIELDS if a.get(k) != b.get(k)]
+    return ([f"- both run with: {'; '.join(same)}"] if same else []) + [f"- run with: {d}" for d in differ]
 
 
 def to_json(report: dict[str, Any]) -> str:

@@ -10,19 +10,24 @@ import io
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterable
 
 from harness.errors import UsageError
 from harness.files import write_text_atomic
+from harness.reporting.comparability import check_side_by_side
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["model", "checkpoint", "variant", "model_args", "date"]
 
 
-def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None) -> tuple[list[str], list[dict]]:
+def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
+                allow: Iterable[str] = ()) -> tuple[list[str], list[dict]]:
     """``(columns, rows)``; rows are dicts of strings. ``sort_by`` a metric column (best first, by its
-    direction; rows without it last)."""
+    direction; rows without it last). The runs shown must have been run alike
+    (:func:`harness.reporting.comparability.check_side_by_side`, but for ``allow``)."""
     if not all_runs:
         runs = latest_per_configuration(runs)
+    check_side_by_side(runs, allow)
     metrics = sorted({m for r in runs for m in r.metrics})
     columns = list(FIXED)
     for m in metrics:

@@ -2,16 +2,27 @@
 
 Baseline JSON (``results/baselines/NAME.json``, see ``results/README.md``)::
 
-    {"name": "...", "created": "...", "source": "<results file>",
-     "defaults": {"abs_tol": 0.0, "k": 2.0},
+    {"name": "...", "created": "...", "source": "<results file>", "run": {<run record>},
+     "defaults": {"abs_tol": 0.0, "rel_tol": 0.0, "k": 2.0},
      "metrics": {"<task>/<metric>": {"value": 12.3, "stderr": 0.4, "higher_is_better": false,
-                                      "abs_tol": 0.1, "k": 2.0}}}
+                                      "role": "perplexity", "rel_tol": 0.01, "k": 2.0}}}
 
-A metric regresses when it moves in its bad direction by more than ``max(abs_tol, k * stderr)``, where
-``stderr`` is the baseline's and the run's combined (``sqrt(s_b^2 + s_r^2)``, missing ones count 0);
-per-metric ``abs_tol`` / ``k`` override the defaults. A baseline metric absent from the run is a
-regression too (a gate must not pass on missing data). Exit codes: 0 nothing regressed, 1 regression,
-2 unusable input.
+Which metrics: a baseline holds the run's scores (every metric with a direction whose task does not declare it
+bookkeeping: ``harness.tasks.classes.base.metric_role``; token, document and sample counts describe the run, and a
+change in them is no regression of the model), or every directed metric with ``all_metrics``, or those listed.
+
+A metric regresses when it moves in its bad direction by more than its tolerance
+``max(abs_tol, rel_tol * |baseline value|, k * stderr)``: ``stderr`` is the baseline's and the run's combined
+(``sqrt(s_b^2 + s_r^2)``, missing ones count 0); ``rel_tol`` is for perplexities (a perplexity moves by a share of
+itself), ``abs_tol`` for scores, in the score's own units (points of a x100 accuracy); per-metric values override
+the defaults. With n = 1 (a single document or sample, so lm-eval gives no stderr) only ``abs_tol`` / ``rel_tol``
+stand: the gate is then exact at their default 0, which is what a deterministic run on the same machine reproduces.
+A baseline metric absent from the run is a regression too (a gate must not pass on missing data).
+
+The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.run_record`); a run
+whose configuration differs (:data:`harness.reporting.comparability.SAME_CONFIGURATION`: another architecture,
+dtype, inference, length, chat template or seeds) is refused before any metric is compared (exit 3) unless
+``allow_mismatch``. Exit codes: 0 nothing regressed, 1 regression, 2 unusable input, 3 not comparable.
 """
 
 from __future__ import annotations
@@ -23,7 +34,9 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from harness.errors import DataFormatError
+from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable
 from harness.reporting.runs import Run, read_json
+from harness.run_record import FIELDS, KEY, RunRecord
 
 
 class BaselineError(DataFormatError):
@@ -55,26 +68,50 @@ def load_baseline(path: str | Path) -> dict:
     return data
 
 
-def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0, metrics: list[str] | None = None) -> dict:
-    """A baseline holding every metric of ``run`` that has a direction (or the listed ones)."""
-    chosen = metrics or [m for m in run.metrics if m in run.higher_is_better]
+def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0, metrics: list[str] | None = None,
+                      rel_tol: float = 0.0, all_metrics: bool = False) -> dict:
+    """A baseline of ``run`` (module docstring): its scores, every directed metric with ``all_metrics``, or the
+    listed ``metrics``; ``rel_tol`` set on perplexities, ``abs_tol`` on the rest."""
+    directed = [m for m in run.metrics if m in run.higher_is_better]
+    chosen = metrics or [m for m in directed if all_metrics or run.roles.get(m) != "bookkeeping"]
     missing = [m for m in chosen if m not in run.metrics]
     if missing:
         raise BaselineError(f"{run.path}: no metric {missing[0]!r}")
+    if not chosen:
+        raise BaselineError(f"{run.path}: no score to gate on (only bookkeeping metrics: pass --all-metrics to gate "
+                            "on them)")
+
+    def spec(m: str) -> dict:
+        role = run.roles.get(m, "score")
+        return {"value": run.metrics[m], "stderr": run.stderrs.get(m), "higher_is_better": run.higher_is_better.get(m, True),
+                "role": role, **({"abs_tol": 0.0, "rel_tol": rel_tol} if role == "perplexity" else
+                                 {"abs_tol": abs_tol, "rel_tol": 0.0})}
+
     return {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
-            "defaults": {"abs_tol": abs_tol, "k": k},
-            "metrics": {m: {"value": run.metrics[m], "stderr": run.stderrs.get(m),
-                            "higher_is_better": run.higher_is_better.get(m, True)} for m in sorted(chosen)}}
+            "run": run.record.as_info()[KEY], "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
+            "metrics": {m: spec(m) for m in sorted(chosen)}}
 
 
-def compare(run: Run, baseline: dict) -> list[Comparison]:
+def baseline_record(baseline: dict) -> RunRecord:
+    """The run record a baseline keeps (an older baseline without one: every field unknown)."""
+    saved = baseline.get("run") if isinstance(baseline.get("run"), dict) else {}
+    return RunRecord(**{k: None if saved.get(k) is None else str(saved[k]) for k in FIELDS})
+
+
+def compare(run: Run, baseline: dict, allow_mismatch: bool = False) -> list[Comparison]:
+    """Each baseline metric against the run (module docstring), once the run is of the baseline's configuration
+    (:class:`~harness.reporting.comparability.NotComparable` otherwise, unless ``allow_mismatch``)."""
+    if not allow_mismatch:
+        check_comparable({"baseline": baseline_record(baseline), "run": run.record}, SAME_CONFIGURATION,
+                         override="--allow-mismatch")
     defaults = baseline.get("defaults") or {}
     out = []
     for name, spec in sorted(baseline["metrics"].items()):
         abs_tol = float(spec.get("abs_tol", defaults.get("abs_tol", 0.0)))
+        rel_tol = float(spec.get("rel_tol", defaults.get("rel_tol", 0.0)))
         k = float(spec.get("k", defaults.get("k", 2.0)))
         stderr = math.hypot(float(spec.get("stderr") or 0.0), float(run.stderrs.get(name) or 0.0))
-        tolerance = max(abs_tol, k * stderr)
+        tolerance = max(abs_tol, rel_tol * abs(float(spec["value"])), k * stderr)
         value = run.metrics.get(name)
         if value is None:
             out.append(Comparison(name, spec["value"], None, tolerance, "missing"))

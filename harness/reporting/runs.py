@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.errors import DataFormatError
 from harness.positions.inference import MODEL_ARGS, Inference
+from harness.run_record import RunRecord
 
 _NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
 
@@ -33,6 +34,10 @@ class Run:
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     variant: str = ""  # what was evaluated, in words (``config.lch_evaluated_as`` written by hf-pic / vllm-pic)
     applied: dict | None = None  # the inference applied, as model args (``config.lch_inference``), if recorded
+    record: RunRecord = field(default_factory=RunRecord)  # what the run was run with (harness.run_record)
+    # "<task>/<metric>" -> perplexity | score | bookkeeping, as our tasks declare them (config metadata
+    # "lch_metric_roles"); metrics of other tasks and of groups are not in it
+    roles: dict[str, str] = field(default_factory=dict)
 
     @property
     def inference(self) -> Inference:
@@ -117,6 +122,16 @@ def model_args_of(results: dict) -> dict:
     return dict(model_args)
 
 
+def _metric_roles(data: dict) -> dict[str, str]:
+    """``{"<task>/<metric>": role}`` declared in the results' task configs (``metadata.lch_metric_roles``)."""
+    roles = {}
+    for task, config in (data.get("configs") or {}).items():
+        declared = ((config or {}).get("metadata") or {}).get("lch_metric_roles") if isinstance(config, dict) else None
+        if isinstance(declared, dict):
+            roles.update({f"{task}/{metric}": str(role) for metric, role in declared.items()})
+    return roles
+
+
 def read_run(path: str | Path) -> Run:
     path = Path(path)
     data = read_json(path, RunError)
@@ -126,7 +141,8 @@ def read_run(path: str | Path) -> Run:
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
               variant=str(config.get("lch_evaluated_as") or ""),
-              applied=config.get("lch_inference") if isinstance(config.get("lch_inference"), dict) else None)
+              applied=config.get("lch_inference") if isinstance(config.get("lch_inference"), dict) else None,
+              record=RunRecord.from_results(data), roles=_metric_roles(data))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

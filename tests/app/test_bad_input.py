@@ -139,6 +139,10 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
                                            {"data_files": good, "evaluator": tiny, "min_tokens": 10 ** 6,
                                             "max_tokens": 10 ** 6}),
          r"none of the 2 documents has 1000000 tokens or more"),
+        ("longppl-window-longer-than-documents", _eval(f"pretrained={tiny}", "longppl_govreport",
+                                                       {"data_files": good, "evaluator": tiny, "min_tokens": 10}),
+         r"trunc_len \(K\) 4096 is at least as long as 2 of the 2 documents \(document 0: \d+ tokens\): no token of "
+         r"them can be a key token"),
         ("ruler-length-unparseable", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1", {"lengths": "long"}),
          r"length 'long' must be a token count \(4096\) or a k-label \(4k\)"),
         ("ruler-length-too-short", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1", {"lengths": [100]}),

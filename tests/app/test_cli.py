@@ -270,14 +270,18 @@ def test_demo_writes_a_summary(tmp_path):
     expected = stats.pearsonr([r["ppl"] for r in rows], [r["longppl"] for r in rows])
     assert corr["n"] == len(VARIANTS) and corr["pearson"]["r"] == pytest.approx(expected.statistic)
     assert report.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # and the runs gate as checkpoints would: vanilla against its own baseline passes, naive PIC
-    # (higher PPL and LongPPL than vanilla here) fails
+    # and the runs gate as checkpoints would: vanilla against its own baseline passes; naive PIC is another
+    # configuration (not comparable: exit 3), and compared anyway (higher PPL and LongPPL than vanilla here) fails
     assert by_name["naive s_cr=2"] > by_name["vanilla"]
     baseline = tmp_path / "baseline.json"
     runs = tmp_path / "runs"
     assert main(["regress", str(runs / "vanilla"), "--baseline", str(baseline), "--update-baseline"]) == 0
     assert main(["regress", str(runs / "vanilla"), "--baseline", str(baseline)]) == 0
-    assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline)]) == 1
+    assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline)]) == 3
+    assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline), "--allow-mismatch"]) == 1
+    # the baseline gates scores, not the run's bookkeeping
+    assert sorted(json.loads(baseline.read_text())["metrics"]) == [
+        "longppl_govreport/longppl", "longppl_govreport/longppl_soft", "longppl_govreport/ppl", "ppl_govreport/ppl"]
 
 
 def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp_path):
@@ -297,9 +301,9 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     docs.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     settings = {"trunc_len": 200, "sliding_window": 50, "alpha": 0.2, "beta": -4.0}
     cache = tmp_path / "keys"
-    _run([str(BIN / "lch"), "keytokens", "--evaluator", str(evaluator), "--data-files", str(docs),
-          "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--trunc-len", "200",
-          "--sliding-window", "50", "--alpha", "0.2", "--beta", "-4", "--cache-dir", str(cache)])
+    printed = _run([str(BIN / "lch"), "keytokens", "--evaluator", str(evaluator), "--data-files", str(docs),
+                    "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--trunc-len", "200",
+                    "--sliding-window", "50", "--alpha", "0.2", "--beta", "-4", "--cache-dir", str(cache)])
     assert len(list(cache.glob("*.json"))) == 3
     meta = {"evaluator": str(evaluator), "data_files": str(docs), "text_field": "text", "min_tokens": 300,
             "max_tokens": 600, "key_cache_dir": str(cache), **settings}
@@ -318,10 +322,17 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     model = AutoModelForCausalLM.from_pretrained(evaluated).eval()
     tok = AutoTokenizer.from_pretrained(evaluated)
     key_nll = n_key = nll = n = soft_nll = soft_weight = 0.0
-    for text in texts:
+    lines, dropped = [], 0
+    for i, text in enumerate(texts):
         enc = ev_tok(text, return_offsets_mapping=True)
         text = text[: enc["offset_mapping"][599][1]] if len(enc["input_ids"]) > 600 else text
         key = find_key_tokens(text, ev_model, ev_tok, **settings)
+        inside = lambda a, b, spans: any(s <= a and b <= e for s, e in spans)  # noqa: E731
+        lines.append(f"document {i}: {sum(inside(a, b, key.spans) for a, b in key.offsets if b > a)} key tokens of "
+                     f"{min(len(enc['input_ids']), 600)}")
+        evaluated_spans = [(a, b) for a, b in tok(text, add_special_tokens=False, return_offsets_mapping=True)[
+            "offset_mapping"] if b > a]
+        dropped += sum(not any(s <= a and b <= e for a, b in evaluated_spans) for s, e in key.spans)
         out = compute_longppl(text, model, tok, key_spans=key)
         if out["n_key_token"]:
             key_nll += math.log(out["longppl"]) * out["n_key_token"]
@@ -344,6 +355,10 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
             weight = sum(covered) / len(covered) if covered else 1.0
             soft_nll, soft_weight = soft_nll - weight * token_lp, soft_weight + weight
     assert got["n_key_tokens,none"] == n_key > 0 and got["n_tokens,none"] == n
+    assert got["key_spans_dropped,none"] == dropped  # spans of the evaluator no token of the other tokenizer fits
+    total = sum(int(line.split(": ")[1].split()[0]) for line in lines)
+    assert printed.splitlines() == lines + [f"{total} key tokens in 3 documents, cached in {cache}"
+                                            + (" (fewer than 100: a LongPPL over them is noise)" if total < 100 else "")]
     assert got["longppl,none"] == pytest.approx(math.exp(key_nll / n_key), rel=1e-4)
     assert got["ppl,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
     assert got["longppl_soft,none"] == pytest.approx(math.exp(soft_nll / soft_weight), rel=1e-4)

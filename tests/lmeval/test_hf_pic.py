@@ -179,3 +179,26 @@ def test_generate_long_reports_how_generation_ended(tiny_model_dir):
     stopped = lm.generate_long([_req("generate_long", contexts[1], {**budget, "until": [out[1]["text"][:3]]})])[0]
     if out[1]["text"][:3].strip():
         assert stopped["text"] == "" and stopped["ended_with_eos"]
+
+
+def test_dtype_auto_means_the_folders_dtype_on_every_engine(tmp_path, tiny_model_dir):
+    """vLLM's own ``auto`` runs a float32 folder in bfloat16 on CPU, transformers' in float32: the one resolver
+    hands both engines the folder's saved dtype, so the same args compute the same numbers."""
+    import json as _json
+
+    from harness.lmeval.model_args import folder_dtype, resolve_model_args
+
+    def folder(name: str, config: dict) -> str:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(_json.dumps(config))
+        return str(tmp_path / name)
+
+    assert folder_dtype(folder("bf16", {"dtype": "bfloat16"})) == "bfloat16"
+    assert folder_dtype(folder("old", {"torch_dtype": "float16"})) == "float16"
+    assert folder_dtype(folder("multimodal", {"text_config": {"dtype": "bfloat16"}})) == "bfloat16"
+    assert folder_dtype(folder("unsaid", {"model_type": "llama"})) == "float32"  # transformers' default
+    assert folder_dtype("org/name") is None and folder_dtype(object()) is None  # hub ids, objects: the engine's
+    saved = _json.loads((tiny_model_dir / "config.json").read_text())["dtype"]
+    for args in ({}, {"dtype": "auto"}):
+        assert resolve_model_args({"pretrained": str(tiny_model_dir), **args}).engine_args["dtype"] == saved
+    assert resolve_model_args({"pretrained": str(tiny_model_dir), "dtype": "bfloat16"}).engine_args["dtype"] == "bfloat16"

@@ -240,3 +240,16 @@ def test_a_task_named_like_ours_is_checked_against_ours_lm_evals_and_the_include
         check_task_names(["lch_my_suite"])
     check_task_names(["lch_my_suite"], str(tmp_path))  # a user's --include_path names it
     check_task_names(["lch_my_suite"], [str(tmp_path)])
+
+
+def test_a_run_outside_a_git_checkout_prints_no_git_error(tmp_path):
+    """lm-eval records the git commit of the working folder; outside a checkout that printed git's 'fatal: not a
+    git repository' on every run. The same lookup, quiet: None, and nothing on stderr."""
+    import subprocess
+    import sys
+
+    code = "import lm_eval.evaluator as e; print(repr(e.get_git_commit_hash()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
+    assert "fatal" not in done.stderr and "not a git repository" not in done.stderr

@@ -86,6 +86,19 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
         {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 16}
     assert config["lch_variant"]["recipe"] == "pic-sft"
     assert plain["config"]["lch_inference"]["pic"] == "none"
+    # the run record: what actually ran (lm-eval's own "device" says cuda:0 unless told; ours is the model's)
+    saved = json.loads((Path(tiny_model_dir) / "config.json").read_text())
+    record = config["lch_run"]
+    assert {k: record[k] for k in ("engine", "dtype", "device", "max_length", "architecture")} == {
+        "engine": "hf-pic", "dtype": "float32", "device": "cpu", "max_length": str(saved["max_position_embeddings"]),
+        "architecture": f"LlamaForCausalLM ({saved['num_hidden_layers']} layers, hidden {saved['hidden_size']}, "
+                        f"vocab {saved['vocab_size']})"}
+    assert record["inference"] == "Dynamic PIC (s_cr 2, l_ic 4, l_rc 16)" != plain["config"]["lch_run"]["inference"]
+    assert record["model"].startswith("sha256:") and record["adapter"].startswith("sha256:")
+    # what each metric is, for the regression gate: the perplexity, and bookkeeping that describes the run
+    assert auto["configs"]["ppl_govreport"]["metadata"]["lch_metric_roles"] == {
+        "ppl": "perplexity", "n_tokens": "bookkeeping", "n_docs": "bookkeeping", "docs_skipped": "bookkeeping",
+        "over_length": "bookkeeping"}
     assert main(["leaderboard", str(tmp_path / "auto"), str(tmp_path / "plain"), "-o", str(tmp_path / "board.csv")]) == 0
     board = (tmp_path / "board.csv").read_text()
     assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board

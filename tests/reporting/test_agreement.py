@@ -21,7 +21,8 @@ def _run(folder: Path, answers: list[str], logprobs: list[list[float]], ppl: flo
     results = {"results": {"qa": {"alias": "qa", "score,none": 100.0 * sum(a == "Paris" for a in answers) / len(answers),
                                   "score_stderr,none": "N/A"},
                            "ppl_task": {"alias": "ppl_task", "ppl,none": ppl}},
-               "config": {"model": model, "model_args": {"pretrained": "none"}, "lch_evaluated_as": "standard inference"}}
+               "config": {"model": model, "model_args": {"pretrained": "none"}, "lch_evaluated_as": "standard inference"},
+               "configs": {"ppl_task": {"metadata": {"lch_metric_roles": {"ppl": "perplexity"}}}}}
     (folder / f"results_{STAMP}.json").write_text(json.dumps(results))
     qa = [{"doc_id": i, "doc_hash": f"h{i}", "resps": [[f"The answer is {a}."]], "filtered_resps": [f"The answer is {a}."],
            "metrics": ["score"], "score": 100.0 if a == "Paris" else 0.0} for i, a in enumerate(answers)]
@@ -73,7 +74,9 @@ def test_differences_tests_and_verdict(runs):
     assert qa.metrics["score"]["delta"] == pytest.approx(100 / 6 - 100.0)
     # log-probs: the largest difference is document 4's, 0.2 * 5
     assert ppl.max_logprob_diff == pytest.approx(1.0) and ppl.mean_logprob_diff == pytest.approx(0.3)
-    ppl_score = next(s for s in ppl.scores if s.metric == "ppl")
+    # a [nll_sum, n] pair per document is compared as its ratio and named for what it holds
+    assert [s.metric for s in ppl.scores] == ["n_tokens", "ppl mean NLL"]
+    ppl_score = next(s for s in ppl.scores if s.metric == "ppl mean NLL")
     # per-document mean NLL higher in B by 0.1, ..., 0.5: every sign the same -> Wilcoxon exact p = 2 / 2 ** 5
     assert ppl_score.test == "Wilcoxon signed-rank" and ppl_score.p_value == pytest.approx(2 / 32)
     assert ppl_score.delta == pytest.approx(0.3)

@@ -92,7 +92,9 @@ def test_regress_exit_codes_and_junit(runs, tmp_path):
     baseline = tmp_path / "baselines" / "vanilla.json"
     assert main(["regress", str(runs / "b"), "--baseline", str(baseline), "--update-baseline", "--abs-tol", "0.1"]) == 0
     saved = json.loads(baseline.read_text())
-    assert saved["metrics"]["ppl_govreport/ppl"] == {"value": 5.5, "stderr": None, "higher_is_better": False}
+    # these files declare no metric roles (an older lch): every directed metric is a score, with abs_tol
+    assert saved["metrics"]["ppl_govreport/ppl"] == {"value": 5.5, "stderr": None, "higher_is_better": False,
+                                                     "role": "score", "abs_tol": 0.1, "rel_tol": 0.0}
     assert saved["metrics"]["lch_ruler/len_4096"]["stderr"] == 1.5
     assert main(["regress", str(runs / "b"), "--baseline", str(baseline)]) == 0  # the same run passes
     # run a: ppl 6.0 vs 5.5 (lower is better, beyond abs_tol 0.1): regression; RULER 50 vs 60 with
@@ -186,3 +188,41 @@ def test_markdown_headline_metrics_only(runs):
         "| m | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | pic=dynamic pic_ratio=2 | 7.25 |"]
     with pytest.raises(UsageError, match="headline metrics lch_ruler/score are not columns"):
         to_markdown(columns, rows, headline=["lch_ruler/score"])
+
+
+def _declared_run(folder: Path, ppl: float, n_docs: int, n_tokens: int) -> Path:
+    """A ppl_govreport run whose task config declares its metric roles, as our tasks write them."""
+    folder.mkdir(parents=True)
+    data = {"results": {"ppl_govreport": {"ppl,none": ppl, "n_docs,none": n_docs, "n_tokens,none": n_tokens}},
+            "higher_is_better": {"ppl_govreport": {"ppl": False, "n_docs": True, "n_tokens": True}},
+            "configs": {"ppl_govreport": {"metadata": {"lch_metric_roles": {
+                "ppl": "perplexity", "n_docs": "bookkeeping", "n_tokens": "bookkeeping"}}}},
+            "config": {"model": "hf-pic", "model_args": {"pretrained": "m"}}, "date": 1.0}
+    (folder / "results_1.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_regress_gates_scores_with_relative_tolerance_for_perplexities_and_leaves_bookkeeping(tmp_path, capsys):
+    baseline = tmp_path / "b.json"
+    base = _declared_run(tmp_path / "base", 10.0, 50, 800_000)
+    assert main(["regress", str(base), "--baseline", str(baseline), "--update-baseline", "--rel-tol", "0.01"]) == 0
+    saved = json.loads(baseline.read_text())
+    assert saved["metrics"] == {"ppl_govreport/ppl": {"value": 10.0, "stderr": None, "higher_is_better": False,
+                                                      "role": "perplexity", "abs_tol": 0.0, "rel_tol": 0.01}}
+    # one document fewer and another token count: bookkeeping, not a regression; ppl +0.9 % within 1 % of 10
+    assert main(["regress", str(_declared_run(tmp_path / "same", 10.09, 49, 790_000)), "--baseline", str(baseline)]) == 0
+    # ppl +1.1 %: beyond 0.01 x 10 = 0.1
+    assert main(["regress", str(_declared_run(tmp_path / "worse", 10.11, 50, 800_000)), "--baseline",
+                 str(baseline)]) == 1
+    every = tmp_path / "all.json"
+    assert main(["regress", str(base), "--baseline", str(every), "--update-baseline", "--all-metrics"]) == 0
+    assert sorted(json.loads(every.read_text())["metrics"]) == ["ppl_govreport/n_docs", "ppl_govreport/n_tokens",
+                                                                "ppl_govreport/ppl"]
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    (counts / "results_1.json").write_text(json.dumps({
+        "results": {"t": {"n_docs,none": 3}}, "higher_is_better": {"t": {"n_docs": True}},
+        "configs": {"t": {"metadata": {"lch_metric_roles": {"n_docs": "bookkeeping"}}}}, "config": {}, "date": 1.0}))
+    capsys.readouterr()
+    assert main(["regress", str(counts), "--baseline", str(tmp_path / "c.json"), "--update-baseline"]) == 2
+    assert "no score to gate on (only bookkeeping metrics: pass --all-metrics" in capsys.readouterr().err

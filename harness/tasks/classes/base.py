@@ -52,6 +52,21 @@ HONESTY_METRICS = [
 ]
 TARGET_METRIC = {"metric": "over_target", "aggregation": total, "higher_is_better": False}
 
+# What each metric of our tasks is, for the reports that gate on them (harness.reporting.regress): a perplexity
+# (compared relatively), bookkeeping (counts of tokens, documents, samples and of what was skipped or cut: they
+# describe the run, a change in them is no regression of the model) or a score (everything else: accuracies, points,
+# lengths, ratios, compared in their own units). Written into each task's results metadata as METRIC_ROLES_KEY.
+PERPLEXITIES = frozenset({"ppl", "longppl", "longppl_soft"})
+BOOKKEEPING = frozenset({"n_tokens", "n_docs", "docs_skipped", "n_key_tokens", "key_spans_dropped",
+                         "docs_without_key_tokens", "n_samples", "n_total", "prompt_tokens", "over_length",
+                         "over_target"})
+METRIC_ROLES_KEY = "lch_metric_roles"
+
+
+def metric_role(name: str) -> str:
+    """``perplexity``, ``bookkeeping`` or ``score`` (see :data:`PERPLEXITIES`, :data:`BOOKKEEPING`)."""
+    return "perplexity" if name in PERPLEXITIES else "bookkeeping" if name in BOOKKEEPING else "score"
+
 
 def doc_key(doc: dict) -> str:
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
@@ -92,6 +107,8 @@ class LchTask(ConfigurableTask):
         config["metadata"] = {**meta, **self.options_in_effect()}
         self.configure(config)
         config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"]))
+        config["metadata"][METRIC_ROLES_KEY] = {m["metric"]: metric_role(m["metric"]) for m in config["metric_list"]
+                                               if isinstance(m, dict) and "metric" in m}
         super().__init__(config=config, **kwargs)
         if self.REQUEST_TYPE is not None:
             self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this

@@ -92,7 +92,7 @@ class LongPPLTask(TokenLogprobTask):
         scored = results[0]
         if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
             return {"longppl": (0.0, 0), "ppl": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
-                    "docs_without_key_tokens": 0, "docs_skipped": 1}
+                    "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
         if scored.get("offsets") is None:
             raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
         stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])),
@@ -103,6 +103,7 @@ class LongPPLTask(TokenLogprobTask):
             "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
             "n_key_tokens": stats["n_key"],
             "n_tokens": stats["n_scored"],
+            "key_spans_dropped": stats["n_spans_dropped"],
             "docs_without_key_tokens": int(stats["n_key"] == 0),
             "docs_skipped": 0,
         }

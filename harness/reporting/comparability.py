@@ -1,0 +1,94 @@
+"""Whether runs put side by side were run alike: the check every report makes before any numeric verdict.
+
+Each run's :class:`harness.run_record.RunRecord` (what it was run with) is compared field by field, for the
+fields the kind of comparison needs to be equal:
+
+* :data:`SAME_MODEL` (``lch agree``): one model and one configuration computed twice, e.g. on two
+  engines. The engine, the device, the libraries and the batch size may differ: that is what such a comparison
+  measures. The model's content, its adapter, the dtype, the inference applied, the maximum length, the chat
+  template and the seeds may not: a bfloat16 run and a float32 run differ by design (0.3 in a token log-probability
+  on SmolLM2), and an agreement report that blames the engine for it misleads.
+* :data:`SAME_CONFIGURATION` (``lch regress``): a new checkpoint gated on an older one's baseline: the weights
+  differ by design, the architecture and everything the numbers are computed with may not (a SmolLM2 run gated on
+  a Gemma 3 baseline, or a bfloat16 run on a float32 one, says nothing about a regression).
+* :data:`SIDE_BY_SIDE` (``lch leaderboard``, ``lch correlate``, ``lch plot``): different models and settings on
+  purpose, but computed alike: the dtype, the chat template and the seeds.
+
+A field a run did not record (an older run, lm-eval's own model classes) is unknown and not compared. A
+difference is :class:`NotComparable`, one line naming each field and its values, exit 3; ``--allow FIELD`` compares
+such runs anyway, for deliberate comparisons (fp32 against bf16).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from harness.errors import EXIT_NOT_COMPARABLE, LchError, UsageError
+from harness.options import closest
+from harness.run_record import FIELDS, RunRecord
+
+if TYPE_CHECKING:
+    from harness.reporting.runs import Run
+
+SAME_MODEL = ("model", "adapter", "dtype", "inference", "max_length", "chat_template", "seed")
+SAME_CONFIGURATION = ("architecture", "dtype", "inference", "max_length", "chat_template", "seed")
+SIDE_BY_SIDE = ("dtype", "chat_template", "seed")
+
+
+class NotComparable(LchError):
+    """Runs that differ in what the comparison needs equal (module docstring); exit 3."""
+
+    exit_code = EXIT_NOT_COMPARABLE
+
+
+def parse_allow(names: Iterable[str] | None) -> frozenset[str]:
+    """The fields of ``--allow`` (comma-separated or repeated), each a field of the run record."""
+    allowed = frozenset(n.strip() for name in names or () for n in str(name).split(",") if n.strip())
+    for name in sorted(allowed):
+        if name not in FIELDS:
+            raise UsageError(f"--allow {name}: not a field of the run record{closest(name, FIELDS)} (fields: "
+                             f"{', '.join(FIELDS)})")
+    return allowed
+
+
+def differences(records: Mapping[str, RunRecord], fields: Iterable[str], allow: Iterable[str] = ()) -> list[str]:
+    """``"<field> <value> (<runs>) vs <value> (<runs>)"`` for each of ``fields`` (not in ``allow``) on which the
+    runs that recorded it disagree; ``records``: run name -> record."""
+    out = []
+    for field in fields:
+        if field in allow:
+            continue
+        by_value: dict[str, list[str]] = {}
+        for name, record in records.items():
+            value = getattr(record, field)
+            if value is not None:
+                by_value.setdefault(value, []).append(name)
+        if len(by_value) > 1:
+            out.append(f"{field} " + " vs ".join(f"{_short(field, value)} ({_names(names)})"
+                                                 for value, names in by_value.items()))
+    return out
+
+
+def check_comparable(records: Mapping[str, RunRecord], fields: Iterable[str], allow: Iterable[str] = (),
+                     override: str = "--allow {fields}") -> None:
+    """:class:`NotComparable` naming every difference of :func:`differences`, with the option that accepts them
+    (``override``, ``{fields}`` filled in); nothing when the runs were run alike."""
+    found = differences(records, fields, allow)
+    if found:
+        names = ",".join(d.split(" ", 1)[0] for d in found)
+        raise NotComparable(f"not comparable: {'; '.join(found)} (compare runs made alike, or pass "
+                            f"{override.format(fields=names)} to compare them anyway)")
+
+
+def _short(field: str, value: str) -> str:
+    return value[:19] if field in ("model", "adapter") and value.startswith("sha256:") else value
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
+    """:func:`check_comparable` of runs a report puts side by side (:data:`SIDE_BY_SIDE`), named by their results
+    files."""
+    check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)

@@ -1,0 +1,55 @@
+"""A LongPPL says when it means nothing: key spans lost to another tokenizer are counted, key tokens are counted,
+no key token is an error and a handful is a warning, a window as long as a document is refused up front."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from harness.data.longppl_corpus import check_key_windows
+from harness.errors import UsageError
+from harness.lmeval.aggregations import key_perplexity
+from harness.metrics.longppl import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
+
+
+def test_a_key_span_no_evaluated_token_fits_in_is_counted():
+    # evaluated tokens of "The cost rose." cut as "The| cost| rose|." (offsets), with a BOS of width 0
+    evaluated = [[0, 0], [0, 3], [3, 8], [8, 13], [13, 14]]
+    # key spans of another tokenizer: " cost" (fits token 2), "os" (inside " rose": no token fits), "rose" (" rose"
+    # starts one character before it and "." after it: none fits), "." (fits token 4)
+    spans = [[3, 8], [10, 12], [9, 13], [13, 14]]
+    assert dropped_key_spans(evaluated, spans) == 2
+    assert dropped_key_spans(evaluated, []) == 0 and dropped_key_spans([[0, 0]], [[1, 2]]) == 1
+    stats = document_stats([-1.0, -2.0, -3.0, -4.0], evaluated, spans)
+    assert stats["n_spans_dropped"] == 2 and stats["n_key"] == 2  # " cost" and "."
+
+
+def test_key_tokens_are_counted_in_the_evaluators_tokens():
+    offsets = [[0, 3], [3, 8], [8, 13], [13, 14]]
+    assert count_key_tokens(KeyTokens([[3, 14]], offsets)) == 3  # one merged span of three tokens
+    assert count_key_tokens(KeyTokens([[3, 8], [13, 14]])) == 2  # spans from files, no offsets: the spans
+
+
+def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_warning(caplog):
+    with pytest.raises(UsageError, match=r"^LongPPL has no key token in any of the 2 documents"):
+        key_perplexity([(0.0, 0), (0.0, 0)])
+    with caplog.at_level(logging.WARNING, logger="harness.lmeval.aggregations"):
+        assert key_perplexity([(3.0, 2), (1.0, 2)]) == pytest.approx(2.718281828459045)  # exp(4 / 4)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"LongPPL rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: its standard error is about 2 / sqrt(4) nats, "
+        "so differences between models below that are noise"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="harness.lmeval.aggregations"):
+        key_perplexity([(100.0, MIN_KEY_TOKENS)])
+    assert not caplog.records
+
+
+def test_a_window_as_long_as_a_document_is_refused_before_the_evaluator_runs():
+    docs = [{"doc_id": 0, "n_tokens": 5000}, {"doc_id": 1, "n_tokens": 2048}, {"doc_id": 2, "n_tokens": 4096}]
+    with pytest.raises(UsageError) as err:
+        check_key_windows(docs, 4096)
+    assert str(err.value) == ("trunc_len (K) 4096 is at least as long as 2 of the 3 documents (document 1: 2048 "
+                              "tokens): no token of them can be a key token; give trunc_len (and sliding_window) "
+                              "below the shortest document, or min_tokens above trunc_len")
+    check_key_windows(docs, 2047)
