@@ -98,6 +98,9 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _LINES = ("-", "--", "-.", ":")
 
 
+SCORE_RANGE = (0.0, 100.0)  # the range of a per-length score (<task>/len_<L>: points out of 100)
+
+
 def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path) -> Path:
     """Writes :func:`context_figure` as PNG."""
     return save_png(context_figure(curves_by_task), path)
@@ -125,7 +128,16 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
                         label=label, alpha=0.85)
         ax.set_xticks(range(len(order)), [names[t] for t in order])
         ax.set_xlabel("context length (tokens)")
-        ax.set_ylabel("score")
+        scores = [p.score for points in curves.values() for p in points]
+        if scores and all(SCORE_RANGE[0] <= v <= SCORE_RANGE[1] for v in scores):
+            # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
+            # 95 vs 100 is not drawn as a collapse; the margin keeps markers at 0 and 100 visible
+            low, high = SCORE_RANGE
+            margin = (high - low) * 0.03
+            ax.set_ylim(low - margin, high + margin)
+            ax.set_ylabel(f"score ({low:g}-{high:g})")
+        else:
+            ax.set_ylabel("score")
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

@@ -11,6 +11,7 @@ import pytest
 from harness.cli import main
 from harness.reporting.plots import (
     context_curves,
+    LengthPoint,
     context_figure,
     pic_figure,
     pic_points_from_runs,
@@ -76,6 +77,11 @@ def test_context_curves_read_per_length_metrics(tmp_path):
     lines = [bars.lines[0] for bars in ax_ruler.containers]
     assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_linestyle() != lines[1].get_linestyle()
     assert ax_ruler.get_title() == "lch_ruler\nLlama" and ax_babilong.get_title() == "lch_babilong"
+    # scores out of 100 on an axis of their whole range (3 % margin), never a zoom that makes 88 vs 90 a cliff
+    assert ax_ruler.get_ylim() == pytest.approx((-3.0, 103.0)) and ax_babilong.get_ylim() == pytest.approx((-3.0, 103.0))
+    assert ax_ruler.get_ylabel() == "score (0-100)"
+    outside = context_figure({"t": {"x": [LengthPoint(1024, "1k", 150.0)]}}).axes[0]
+    assert outside.get_ylabel() == "score" and outside.get_ylim()[1] > 150.0  # not a 0-100 score: its own range
     bars = ax_ruler.containers[0].lines[2][0].get_segments()  # stderr bars; "N/A" draws none (0)
     assert [seg[:, 1].tolist() for seg in bars] == [[89.0, 91.0], [80.0, 80.0], [67.0, 73.0]]
 
