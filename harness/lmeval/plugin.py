@@ -142,10 +142,15 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
 
 def activate() -> None:
     """The backport applied in this process now (``lch eval``; tests), whether or not the start-up activation
-    ran: lm-eval's models and task manager imported and discovery added where lm-eval has none."""
+    ran (an install into a ``--target`` folder processes no ``.pth``): lm-eval's models, task manager and evaluator
+    imported, discovery added where lm-eval has none, and the evaluator's hook applied."""
+    import lm_eval.evaluator
     import lm_eval.models  # noqa: F401  (the built-in models first, as lm-eval registers them)
     import lm_eval.tasks.manager
 
+    from harness.lmeval.preflight import after_evaluator_import
+
     after_models_import()
     after_task_manager_import(lm_eval.tasks.manager)
+    after_evaluator_import(lm_eval.evaluator)  # the preflight in simple_evaluate and the quiet git lookup
 

@@ -253,3 +253,11 @@ def test_a_run_outside_a_git_checkout_prints_no_git_error(tmp_path):
                           env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
     assert "fatal" not in done.stderr and "not a git repository" not in done.stderr
+    # where no start-up activation ran (an install into a --target folder processes no .pth), lch's own
+    # activation applies it
+    code = ("import lm_eval.evaluator as e; from harness.lmeval.plugin import activate; activate(); "
+            "print(repr(e.get_git_commit_hash()))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent), "LCH_LM_EVAL_PLUGIN": "0"})
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
+    assert "not a git repository" not in done.stderr
