@@ -21,6 +21,7 @@ from harness.errors import UsageError
 from harness.models.vllm_pic_config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
 from harness.models.vllm_positions import move_rotation, moved_cached_keys, rotate, rotation, step_plan
 from harness.positions.inference import Inference
+from tests.lmeval.pic_generation import hf_pic_generation
 from harness.positions.pic import dynamic_positions
 
 RATIO, INITIAL = 2.0, 4
@@ -192,31 +193,13 @@ def run_vllm(vllm_env, job: dict) -> list[dict]:
     return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
 
 
-def hf_reference(model, prompt: list[int], inference: Inference, new: int) -> tuple[list[int], list[float]]:
-    """hf-pic's ``pic=dynamic,pic_impl=reference`` greedy generation of ``new`` tokens: the tokens and each
-    one's log-probability (fp32 log-softmax of its step's logits)."""
-    from harness import apply_pic, remove_pic
-
-    apply_pic(model, inference.replace(impl="reference"))
-    try:
-        with torch.no_grad():
-            out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                 max_new_tokens=new, min_new_tokens=new, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True)
-    finally:
-        remove_pic(model)
-    tokens = out.sequences[0, len(prompt):].tolist()
-    logprobs = [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in zip(out.logits, tokens)]
-    return tokens, logprobs
-
-
 def assert_equal_to_reference(model, job: dict, got: list[dict]) -> float:
     """Every setting x prompt of ``job``: vLLM's tokens equal hf-pic's reference token for token, and every
     log-probability is within 1e-4; returns the largest difference."""
     worst, failures = 0.0, []
     for config, run in zip(job["settings"], got):
         for prompt, output in zip(job["prompts"], run["outputs"]):
-            tokens, logprobs = hf_reference(model, prompt, dyn(**config), job["new"])
+            tokens, logprobs = hf_pic_generation(model, prompt, dyn(**config), job["new"])
             if output["tokens"] != tokens:
                 first = next(i for i, (a, b) in enumerate(zip(output["tokens"], tokens)) if a != b)
                 failures.append(f"{config} prompt {len(prompt)}: first differs at new token {first}")
@@ -331,6 +314,6 @@ def test_plain_vllm_finds_the_class_through_the_plugin_entry_point(vllm_env, tin
                           text=True, env=vllm_env.environ(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
-    assert got["fits"] == hf_reference(model, prompt, inference, 32)[0]
+    assert got["fits"] == hf_pic_generation(model, prompt, inference, 32)[0]
     assert "holds 2 sequences of max_model_len=1024, not max_num_seqs=3" in got["too_many"]
     assert "set max_num_seqs<=2" in got["too_many"]

@@ -25,6 +25,7 @@ from harness.models.tiny import ARCHITECTURES
 from harness.models.vllm_pic_config import pic_overrides
 from harness.models.vllm_positions import rotate, rotation
 from harness.positions.inference import Inference
+from tests.lmeval.pic_generation import hf_pic_generation
 
 SETTINGS = {  # the model args of each setting on both engines
     "naive": {"pic": "naive", "pic_ratio": 2.0},
@@ -113,25 +114,6 @@ def run_vllm(vllm_env, jobs: list[dict]) -> list[dict]:
                           env=vllm_env.environ(), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
-
-
-def hf_pic_generation(model, prompt: list[int], inference: Inference, new: int) -> tuple[list[int], list[float]]:
-    """hf-pic's greedy generation of ``new`` tokens under ``inference`` (Dynamic PIC: ``pic_impl=reference``,
-    Algorithm 1): the tokens and each one's fp32 log-probability."""
-    from harness import apply_pic, remove_pic
-
-    if inference.entry.moves_cached_keys:
-        inference = inference.replace(impl="reference")
-    apply_pic(model, inference)
-    try:
-        with torch.no_grad():
-            out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                 max_new_tokens=new, min_new_tokens=new, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True)
-    finally:
-        remove_pic(model)
-    tokens = out.sequences[0, len(prompt):].tolist()
-    return tokens, [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in zip(out.logits, tokens)]
 
 
 def prompt_ids(tokenizer, lengths: list[int], seed: int) -> list[list[int]]:
