@@ -58,12 +58,12 @@ class BabilongOptions(PromptOptions):
 
     babilong_task: str | None = option(None, "BABILong task of a subtask YAML", choices=tuple(f"qa{i}" for i in range(1, 21)))
     lengths: tuple[int | str, ...] = option(("0k",), "context lengths to generate samples at (k-labels or token counts)", nonempty=True, low=0, high=MAX_TOKENS)
-    source: str = option("hf", "haystack / data source: hf, a local folder, or synthetic")
+    source: str = option("hf", "haystack / data source: hf, a local folder, or synthetic", path=True)
     hf_dataset: str = option(HF_DATASET, "HF dataset of the samples (source hf)")
     num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)", low=1, high=MAX_SAMPLES)
     seed: int = option(0, "random seed of sampling", low=0, high=MAX_SEED)
-    filler: str = option("synthetic", "BABILong filler text folder (source synthetic)")
-    prompts_file: str | None = option(None, "BABILong prompts file")
+    filler: str = option("synthetic", "BABILong filler text folder (source synthetic)", path=True)
+    prompts_file: str | None = option(None, "BABILong prompts file", path=True)
 
     def __post_init__(self) -> None:
         check_lengths(self.lengths, self.num_samples, 0, MAX_TOKENS, MAX_SAMPLES)

@@ -74,7 +74,7 @@ class DocumentOptions:
     """Where a document task's texts come from and which of them are scored. The defaults are the GovReport
     protocol of docs/formulas.md §3 (50 documents of >= 16384 tokens, the head of 32767 tokens scored)."""
 
-    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents")
+    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents", path=True)
     text_field: str = option("report", "field of the documents' text")
     hf_dataset: str = option("ccdv/govreport-summarization", "HF dataset of the documents (when no data_files)")
     hf_name: str | None = option(None, "HF dataset configuration")

@@ -27,8 +27,8 @@ HELLOBENCH_URLS = {
 class LongBenchWriteData:
     """Which LongBench-Write rows are generated."""
 
-    longbench_write_data: str | None = option(None, "LongBench-Write data file (default: downloaded once)")
-    data_files: str | None = option(None, "the data file (when no longbench_write_data)")
+    longbench_write_data: str | None = option(None, "LongBench-Write data file (default: downloaded once)", path=True)
+    data_files: str | None = option(None, "the data file (when no longbench_write_data)", path=True)
     min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)", low=0.0)
     limit_docs: int | None = option(None, "number of rows (default: all)", low=1, high=MAX_SAMPLES)
 
@@ -37,11 +37,11 @@ class LongBenchWriteData:
 class HelloBenchData:
     """Which HelloBench HTG prompts are generated, and the HelloEval weights that score them."""
 
-    hellobench_data: str | None = option(None, "HelloBench data file (default: downloaded once)")
-    data_files: str | None = option(None, "the data file (when no hellobench_data)")
+    hellobench_data: str | None = option(None, "HelloBench data file (default: downloaded once)", path=True)
+    data_files: str | None = option(None, "the data file (when no hellobench_data)", path=True)
     variant: str = option("", "HelloBench length variant: '' or 2k / 4k / 8k / 16k", choices=tuple(HELLOBENCH_URLS))
     limit_docs: int | None = option(None, "number of prompts (default: all)", low=1, high=MAX_SAMPLES)
-    weights_file: str | None = option(None, "HelloEval category weights (published REGRESSION_DICT)")
+    weights_file: str | None = option(None, "HelloEval category weights (published REGRESSION_DICT)", path=True)
     rescale: bool = option(False, "HelloBench 4 (s - 75) rescaling")
 
 

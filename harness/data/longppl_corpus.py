@@ -22,8 +22,8 @@ from harness.options import option
 class CorpusOptions(DocumentOptions):
     """The documents of a LongPPL task and the evaluator whose tokenizer cuts them."""
 
-    evaluator: str = option(DEFAULT_EVALUATOR, "evaluator model that picks key tokens (HF name or folder)")
-    length_tokenizer: str | None = option(None, "tokenizer that cuts documents (default: the evaluator's)")
+    evaluator: str = option(DEFAULT_EVALUATOR, "evaluator model that picks key tokens (HF name or folder)", path=True)
+    length_tokenizer: str | None = option(None, "tokenizer that cuts documents (default: the evaluator's)", path=True)
 
 
 def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tuple[str, int]:

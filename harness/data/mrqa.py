@@ -23,7 +23,7 @@ class MrqaOptions:
     """Options of one MRQA subtask."""
 
     subset: str | None = option(None, "MRQA subset of a subtask YAML", choices=IN_DOMAIN + OUT_OF_DOMAIN)
-    mrqa_data: str | None = option(None, "MRQA file or folder (default: the HF dataset)")
+    mrqa_data: str | None = option(None, "MRQA file or folder (default: the HF dataset)", path=True)
     limit_docs: int | None = option(None, "number of questions (default: all)", low=1, high=MAX_SAMPLES)
 
 

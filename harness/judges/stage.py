@@ -98,10 +98,10 @@ class JudgeOptions:
     judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
     judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
     judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests", low=1, high=1024)
-    judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder")
+    judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder", location=True)
     judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)", low=0.0)
     judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)", low=1, high=MAX_TOKENS)
-    judge_prompt: str | None = option(None, "LongBench-Write judge prompt file (default: the published one)")
+    judge_prompt: str | None = option(None, "LongBench-Write judge prompt file (default: the published one)", path=True)
 
     def settings(self, temperature: float, max_tokens: int) -> dict | None:
         """The JSON-able judge settings carried by each item (None when no judge is configured);

@@ -1,5 +1,7 @@
 """Aggregations that refuse to report a meaningless number: a perplexity over no scored token is an error
-that says what to do, not a NaN with exit 0; a LongPPL over a handful of key tokens says so."""
+that says what to do, not a NaN with exit 0; and, after a run, the cautions of a metric that rests on a handful of
+items (a LongPPL over 12 key tokens, a score over 1 sample: :mod:`harness.metrics.support`) written into the
+results and the log."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ import logging
 from typing import Sequence
 
 from harness.errors import UsageError
-from harness.metrics.longppl import MIN_KEY_TOKENS
 from harness.metrics.pooling import pooled_perplexity
+from harness.metrics.support import CAUTIONS_KEY, results_cautions
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,15 @@ def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
         raise UsageError(f"LongPPL has no key token in any of the {len(items)} documents under the evaluated "
                          "tokenizer (key_spans_dropped counts the evaluator's spans no evaluated token lies inside): "
                          "LongPPL means nothing here; give longer documents or lower trunc_len / sliding_window")
-    if n_key < MIN_KEY_TOKENS:
-        log.warning("LongPPL rests on %d key tokens, fewer than %d: its standard error is about 2 / sqrt(%d) nats, "
-                    "so differences between models below that are noise", n_key, MIN_KEY_TOKENS, n_key)
     return pooled_perplexity(items)
+
+
+def record_cautions(results: dict) -> dict[str, list[str]]:
+    """The cautions of a run (:func:`harness.metrics.support.results_cautions`) written into lm-eval's results object
+    under :data:`~harness.metrics.support.CAUTIONS_KEY` (``{}``: checked, none) and logged as warnings."""
+    found = results_cautions(results)
+    results[CAUTIONS_KEY] = found
+    for sentences in found.values():
+        for sentence in sentences:
+            log.warning("caution: %s", sentence)
+    return found

@@ -143,7 +143,8 @@ def check_destinations(output_path: Any) -> None:
 
 def after_evaluator_import(evaluator_module: Any) -> None:
     """Wrap ``lm_eval.evaluator.simple_evaluate`` so that a run of our models or tasks is preflighted before the
-    model loads (the import hook of ``lm_eval.evaluator``; callers that import ``simple_evaluate`` afterwards, as
+    model loads, and its results carry the cautions of metrics that rest on too little
+    (:func:`harness.lmeval.aggregations.record_cautions`) (the import hook of ``lm_eval.evaluator``; callers that import ``simple_evaluate`` afterwards, as
     lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the wrapper)."""
     original = evaluator_module.simple_evaluate
     if getattr(original, _MARK, False):
@@ -162,7 +163,14 @@ def after_evaluator_import(evaluator_module: Any) -> None:
             ours = False
         if ours:
             preflight(bound.get("model"), bound.get("model_args"), tasks, bound.get("metadata"), include_path)
-        return original(*args, **kwargs)
+        results = original(*args, **kwargs)
+        if ours and isinstance(results, dict):  # None on the ranks of a parallel run other than the first
+            # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
+            # our run.py) write this object as the results file, so what is added here is in that file
+            from harness.lmeval.aggregations import record_cautions
+
+            record_cautions(results)
+        return results
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate

@@ -39,8 +39,8 @@ class KeyTokenOptions:
     beta: float = option(KEY_TOKEN_DEFAULTS["beta"], "LCL threshold of key tokens")
     short_start: str = option(KEY_TOKEN_DEFAULTS["short_start"],
                               "how LongPPL short windows start: text (reference) or bos", choices=SHORT_STARTS)
-    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator")
-    key_cache_dir: str | None = option(None, "key-token cache folder")
+    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator", path=True)
+    key_cache_dir: str | None = option(None, "key-token cache folder", location=True)
     evaluator_id: str | None = option(None, "cache identity of the evaluator")
     evaluator_dtype: str = option("auto", "evaluator dtype")
     evaluator_device: str | None = option(None, "evaluator device")

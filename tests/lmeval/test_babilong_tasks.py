@@ -99,6 +99,13 @@ def test_lch_babilong_per_length_scores(tiny_model_dir, tmp_path):
         mine = [100.0 * compare_answers(s["doc"]["target"], s["filtered_resps"][0], s["doc"]["question"], "qa1")
                 for s in samples if s["doc"]["length"] == length]
         assert got[f"len_{length},none"] == pytest.approx(sum(mine) / 3)
+        assert got[f"n_len_{length},none"] == sum(s["doc"]["length"] == length for s in samples) == 3
+    # each score says what it rests on: 6 samples in all, 3 per length, each fewer than the stated minimum of 25
+    why = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
+    assert out["lch_cautions"] == {"lch_babilong_qa1": [
+        f"lch_babilong_qa1/score rests on 6 samples, fewer than 25: {why}",
+        f"lch_babilong_qa1/len_1k rests on 3 samples, fewer than 25: {why}",
+        f"lch_babilong_qa1/len_2k rests on 3 samples, fewer than 25: {why}"]}
     # length honesty, counted by hand: the prompt lm-eval sent is the document's prompt, in the model's
     # tokens (the tokenizer adds its BOS, as lm-eval's HF model does); none reaches 4096 - 20 tokens
     from transformers import AutoTokenizer

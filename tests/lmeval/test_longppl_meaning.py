@@ -1,5 +1,5 @@
 """A LongPPL says when it means nothing: key spans lost to another tokenizer are counted, key tokens are counted,
-no key token is an error and a handful is a warning, a window as long as a document is refused up front."""
+no key token is an error and a handful is a caution in the results, a window as long as a document is refused up front."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from harness.data.longppl_corpus import check_key_windows
 from harness.errors import UsageError
-from harness.lmeval.aggregations import key_perplexity
+from harness.lmeval.aggregations import key_perplexity, record_cautions
 from harness.metrics.longppl import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
+from harness.metrics.support import SUPPORT_KEY, documents_support, key_tokens_support
 
 
 def test_a_key_span_no_evaluated_token_fits_in_is_counted():
@@ -31,18 +32,32 @@ def test_key_tokens_are_counted_in_the_evaluators_tokens():
     assert count_key_tokens(KeyTokens([[3, 8], [13, 14]])) == 2  # spans from files, no offsets: the spans
 
 
-def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_warning(caplog):
+def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_results(caplog):
     with pytest.raises(UsageError, match=r"^LongPPL has no key token in any of the 2 documents"):
         key_perplexity([(0.0, 0), (0.0, 0)])
+    assert key_perplexity([(3.0, 2), (1.0, 2)]) == pytest.approx(2.718281828459045)  # exp(4 / 4)
+    # what a run of longppl_govreport over 4 key tokens and 2 of 3 documents asked for returns: the task's declared
+    # supports in its metadata, the counts in its results
+    supports = [key_tokens_support("longppl"), documents_support("longppl", 3), documents_support("ppl", 3)]
+    results = {"configs": {"longppl_govreport": {"metadata": {SUPPORT_KEY: [s.to_json() for s in supports]}}},
+               "results": {"longppl_govreport": {"sample_len": 2, "longppl,none": 2.7, "ppl,none": 5.0,
+                                                 "n_key_tokens,none": 4, "n_docs,none": 2}}}
     with caplog.at_level(logging.WARNING, logger="harness.lmeval.aggregations"):
-        assert key_perplexity([(3.0, 2), (1.0, 2)]) == pytest.approx(2.718281828459045)  # exp(4 / 4)
-    assert [r.getMessage() for r in caplog.records] == [
-        f"LongPPL rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: its standard error is about 2 / sqrt(4) nats, "
-        "so differences between models below that are noise"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="harness.lmeval.aggregations"):
-        key_perplexity([(100.0, MIN_KEY_TOKENS)])
-    assert not caplog.records
+        found = record_cautions(results)
+    expected = [f"longppl_govreport/longppl rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: the mean NLL of n key "
+                "tokens is known to about 2/sqrt(n) nats",
+                "longppl_govreport/longppl rests on 2 documents, fewer than 3: fewer long-enough documents were found "
+                "than num_docs asked for, so it is not the corpus asked for",
+                "longppl_govreport/ppl rests on 2 documents, fewer than 3: fewer long-enough documents were found "
+                "than num_docs asked for, so it is not the corpus asked for"]
+    assert found == {"longppl_govreport": expected} and results["lch_cautions"] == found
+    assert [r.getMessage() for r in caplog.records] == [f"caution: {e}" for e in expected]
+    # enough key tokens and every document found: nothing to say, and the results say that they were checked
+    results["results"]["longppl_govreport"].update({"n_key_tokens,none": MIN_KEY_TOKENS, "n_docs,none": 3})
+    assert record_cautions(results) == {} and results["lch_cautions"] == {}
+    # a count of zero is said as such
+    results["results"]["longppl_govreport"]["n_docs,none"] = 0
+    assert record_cautions(results)["longppl_govreport"][0] == "longppl_govreport/longppl rests on no documents: it means nothing"
 
 
 def test_a_window_as_long_as_a_document_is_refused_before_the_evaluator_runs():

@@ -99,6 +99,16 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
     assert auto["configs"]["ppl_govreport"]["metadata"]["lch_metric_roles"] == {
         "ppl": "perplexity", "n_tokens": "bookkeeping", "n_docs": "bookkeeping", "docs_skipped": "bookkeeping",
         "over_length": "bookkeeping"}
+    # what the task measured with (the regression gate compares it): the options in effect, files by their names
+    metadata = auto["configs"]["ppl_govreport"]["metadata"]
+    assert metadata["lch_configuration"] == {
+        "version": 1.0, "data_files": "docs.jsonl", "text_field": "report", "hf_dataset": "ccdv/govreport-summarization",
+        "hf_split": "test", "min_tokens": 60, "max_tokens": 120, "num_docs": 2}
+    # what the perplexity rests on: the 2 documents asked for, all found, so the results carry no caution
+    assert metadata["lch_support"] == [{"metric": "ppl", "count": "n_docs", "minimum": 2, "items": "documents",
+                                        "why": "fewer long-enough documents were found than num_docs asked for, so it "
+                                               "is not the corpus asked for"}]
+    assert auto["lch_cautions"] == {}
     assert main(["leaderboard", str(tmp_path / "auto"), str(tmp_path / "plain"), "-o", str(tmp_path / "board.csv")]) == 0
     board = (tmp_path / "board.csv").read_text()
     assert "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)," in board and "evaluated with standard inference" in board

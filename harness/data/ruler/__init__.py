@@ -61,9 +61,9 @@ class RulerOptions(PromptOptions):
     max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1, high=MAX_TOKENS)
     num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES)
     seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED)
-    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic")
-    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)")
-    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)")
+    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True)
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True)
+    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True)
     icl_example: bool = option(True, "RULER worked example in the prompt")
 
     def __post_init__(self) -> None:

@@ -21,6 +21,8 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
   document sends one request built by the declaration from :meth:`request_text` and :meth:`request_options`;
 * the generation budget lives in one place, ``generation_kwargs["max_gen_toks"]``, set by
   :meth:`configure` and read by :meth:`generation_budget`;
+* what each metric rests on (:meth:`LchTask.support`: samples, documents, key tokens) is declared in the results
+  metadata, and the run's results carry a caution where that is too little (:mod:`harness.metrics.support`);
 * length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
   the evaluated model's tokenizer and reported as ``prompt_tokens`` / ``over_length`` (and
   ``over_target`` for samples fitted to a length, ``TARGETED``).
@@ -33,6 +35,7 @@ import functools
 import hashlib
 import json
 import logging
+from pathlib import Path
 from typing import Any, ClassVar
 
 from lm_eval.api.instance import Instance
@@ -41,6 +44,7 @@ from lm_eval.api.task import ConfigurableTask
 from harness.data.prompt_length import ModelKeys
 from harness.lmeval.request_options import REQUESTS, RequestOptions, RequestType
 from harness.metrics.pooling import mean, total
+from harness.metrics.support import SUPPORT_KEY, Support, documents_support, samples_support
 from harness.options import parse_options
 
 log = logging.getLogger(__name__)
@@ -61,11 +65,15 @@ BOOKKEEPING = frozenset({"n_tokens", "n_docs", "docs_skipped", "n_key_tokens", "
                          "docs_without_key_tokens", "n_samples", "n_total", "prompt_tokens", "over_length",
                          "over_target"})
 METRIC_ROLES_KEY = "lch_metric_roles"
+CONFIGURATION_KEY = "lch_configuration"  # in a task's results metadata: LchTask.configuration()
 
 
 def metric_role(name: str) -> str:
-    """``perplexity``, ``bookkeeping`` or ``score`` (see :data:`PERPLEXITIES`, :data:`BOOKKEEPING`)."""
-    return "perplexity" if name in PERPLEXITIES else "bookkeeping" if name in BOOKKEEPING else "score"
+    """``perplexity``, ``bookkeeping`` or ``score`` (see :data:`PERPLEXITIES`, :data:`BOOKKEEPING`; the per-length
+    sample counts ``n_len_<L>`` are bookkeeping)."""
+    if name in PERPLEXITIES:
+        return "perplexity"
+    return "bookkeeping" if name in BOOKKEEPING or name.startswith("n_len_") else "score"
 
 
 def doc_key(doc: dict) -> str:
@@ -103,12 +111,14 @@ class LchTask(ConfigurableTask):
         # does not look our metric names up in its registry (and in HF evaluate) one by one.
         config["process_results"] = self.process_document
         meta = dict(config.get("metadata") or {})
+        self._yaml_metadata_version = meta.get("version")
         self.model_keys, self.options = self.read_options(meta, config.get("task"))
-        config["metadata"] = {**meta, **self.options_in_effect()}
+        config["metadata"] = {**meta, **self.options_in_effect(), CONFIGURATION_KEY: self.configuration()}
         self.configure(config)
         config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"]))
-        config["metadata"][METRIC_ROLES_KEY] = {m["metric"]: metric_role(m["metric"]) for m in config["metric_list"]
-                                               if isinstance(m, dict) and "metric" in m}
+        names = [m["metric"] for m in config["metric_list"] if isinstance(m, dict) and "metric" in m]
+        config["metadata"][METRIC_ROLES_KEY] = {name: metric_role(name) for name in names}
+        config["metadata"][SUPPORT_KEY] = [support.to_json() for support in self.support(names)]
         super().__init__(config=config, **kwargs)
         if self.REQUEST_TYPE is not None:
             self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
@@ -145,6 +155,23 @@ class LchTask(ConfigurableTask):
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
+    def configuration(self) -> dict:
+        """What the task measured with, for reports that refuse to compare runs of different configurations
+        (``lch regress``): the options in effect (:meth:`options_in_effect`) without those that only say where
+        something is kept (declared ``location=True``: cache folders), files and folders by their names (declared
+        ``path=True``: the same data elsewhere is the same configuration), and the YAML's version."""
+        version = self._yaml_metadata_version
+        out: dict[str, Any] = {} if version is None else {"version": version}
+        fields = {f.name: f for f in dataclasses.fields(self.options)} if self.options is not None else {}
+        for name, value in self.options_in_effect().items():
+            meta = fields[name].metadata
+            if meta.get("location"):
+                continue
+            if meta.get("path"):
+                value = [Path(str(v)).name for v in value] if isinstance(value, list) else Path(str(value)).name
+            out[name] = value
+        return out
+
     # ------------------------------------------------------------------ hooks for subclasses
 
     def configure(self, config: dict) -> None:
@@ -154,6 +181,16 @@ class LchTask(ConfigurableTask):
         """Metric specs the class adds to the YAML's ``metric_list``."""
         specs = list(HONESTY_METRICS) if self.COUNTS_PROMPT else []
         return specs + ([TARGET_METRIC] if self.TARGETED else [])
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """What each of ``metrics`` rests on (:mod:`harness.metrics.support`; the run's results carry a caution for
+        each shortfall): a score on the samples scored; a perplexity on the ``num_docs`` documents asked for, when
+        the task has that option and reports ``n_docs``."""
+        rules = [samples_support(m) for m in metrics if metric_role(m) == "score"]
+        asked = getattr(self.options, "num_docs", None)
+        if asked and "n_docs" in metrics:
+            rules += [documents_support(m, int(asked)) for m in metrics if metric_role(m) == "perplexity"]
+        return rules
 
     def score_document(self, doc: dict, results: list) -> dict:
         """Metrics of one document from its response(s)."""

@@ -14,7 +14,7 @@ from harness.tasks.classes.base import LchTask
 class CompressOptions:
     """The texts of a compressor task: local documents, else seeded synthetic reports."""
 
-    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents")
+    data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents", path=True)
     text_field: str = option("text", "field of the documents' text")
     num_docs: int = option(100, "number of documents", low=1, high=MAX_SAMPLES)
     synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)", low=1, high=MAX_TOKENS)

@@ -23,7 +23,8 @@ from harness.data.lengths import length_label, length_tokens
 from harness.data.mrqa import MrqaOptions
 from harness.data.ruler import RulerOptions
 from harness.errors import UsageError
-from harness.metrics.pooling import mean
+from harness.metrics.pooling import mean, total
+from harness.metrics.support import Support, samples_support
 from harness.tasks.classes.base import LchTask
 
 
@@ -61,14 +62,20 @@ class PerLengthTask(HonestGenerationTask):
         lengths = [self.label(x) for x in self.options.length_list()]
         out = [{"metric": "score", "aggregation": mean, "higher_is_better": True}]
         out += [{"metric": f"len_{n}", "aggregation": mean, "higher_is_better": True} for n in lengths]
+        out += [{"metric": f"n_len_{n}", "aggregation": total, "higher_is_better": True} for n in lengths]
         return out + super().extra_metrics(meta)
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """A per-length score rests on the samples of its length (``n_len_<L>``), the others as every task's."""
+        return [samples_support(s.metric, f"n_{s.metric}") if s.metric.startswith("len_") else s
+                for s in super().support(metrics)]
 
     def score_sample(self, doc: dict, prediction: str) -> float:
         raise NotImplementedError
 
     def score_document(self, doc: dict, results: list) -> dict:
         value = self.score_sample(doc, results[0])
-        return {"score": value, f"len_{doc['length']}": value}
+        return {"score": value, f"len_{doc['length']}": value, f"n_len_{doc['length']}": 1}
 
 
 _CONTROL = re.compile(r"[\x00-\x1f]")

@@ -11,6 +11,7 @@ from harness.errors import UsageError
 from harness.lmeval.request_options import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
 from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
 from harness.metrics.pooling import nll_sum
+from harness.metrics.support import Support, key_tokens_support
 from harness.models.keytokens import KeyTokenOptions
 from harness.options import option
 from harness.tasks.classes.base import HONESTY_METRICS, LchTask
@@ -83,6 +84,10 @@ class LongPPLTask(TokenLogprobTask):
 
     OPTIONS = LongPPLOptions
 
+    def support(self, metrics: list[str]) -> list[Support]:
+        """LongPPL rests on its key tokens too (:data:`~harness.metrics.longppl.MIN_KEY_TOKENS`)."""
+        return super().support(metrics) + ([key_tokens_support("longppl")] if "longppl" in metrics else [])
+
     def request_options(self, doc: dict) -> ScoringOptions:
         # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
         # that every model scores the same text: no second cut in the evaluated model's tokens here.
@@ -92,7 +97,7 @@ class LongPPLTask(TokenLogprobTask):
         scored = results[0]
         if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
             return {"longppl": (0.0, 0), "ppl": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
-                    "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
+                    "n_docs": 0, "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
         if scored.get("offsets") is None:
             raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
         stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])),
@@ -103,6 +108,7 @@ class LongPPLTask(TokenLogprobTask):
             "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
             "n_key_tokens": stats["n_key"],
             "n_tokens": stats["n_scored"],
+            "n_docs": 1,
             "key_spans_dropped": stats["n_spans_dropped"],
             "docs_without_key_tokens": int(stats["n_key"] == 0),
             "docs_skipped": 0,

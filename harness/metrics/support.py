@@ -1,0 +1,118 @@
+"""What a reported metric rests on, and the caution a run carries when that is too little to mean anything.
+
+A mean over a handful of items is a number with no meaning beyond noise, and a results file that holds it with no
+word looks as trustworthy as one over five hundred. Each of our tasks declares, per metric, the count it rests on and
+the fewest items below which it is noise (:class:`Support`, written into the task's results metadata under
+:data:`SUPPORT_KEY`); after a run, :func:`results_cautions` turns the declarations and the counts the run reported
+into one sentence per shortfall, which lm-eval's results then carry under :data:`CAUTIONS_KEY` (and the run logs).
+
+The minimums, and why:
+
+* key tokens under a LongPPL: :data:`~harness.metrics.longppl.MIN_KEY_TOKENS` (100); its reason is stated there
+  (the mean NLL of n key tokens is known to about 2 / sqrt(n) nats).
+* samples under a score that is a mean of per-sample values (an accuracy out of 100, a RULER or BABILong score per
+  length, a judged quality): :data:`MIN_SAMPLES` (25). A mean of 0 / 100 outcomes over n samples has a standard error
+  of up to 50 / sqrt(n) points: 10 points at 25 samples, 50 at one; below 25 a difference between two models is
+  mostly noise.
+* documents under a perplexity: the ``num_docs`` the run asked for. Fewer long-enough documents than asked is a
+  different corpus from the one named, so the number is not comparable with runs that found them all.
+
+A count of zero is stated too (the metric rests on nothing); the aggregations already refuse the cases where the
+value itself would be NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping
+
+from harness.metrics.longppl import MIN_KEY_TOKENS
+
+SUPPORT_KEY = "lch_support"  # in a task's results metadata: [Support as JSON, ...]
+CAUTIONS_KEY = "lch_cautions"  # in lm-eval's results: {task: [sentence, ...]}
+SAMPLE_COUNT = "sample_len"  # lm-eval's count of the documents a task scored (results[task]["sample_len"])
+
+MIN_SAMPLES = 25
+SAMPLES_WHY = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
+KEY_TOKENS_WHY = "the mean NLL of n key tokens is known to about 2/sqrt(n) nats"
+DOCUMENTS_WHY = "fewer long-enough documents were found than num_docs asked for, so it is not the corpus asked for"
+
+
+@dataclass(frozen=True)
+class Support:
+    """``metric`` rests on ``count`` (a metric of the same task counting ``items``, or :data:`SAMPLE_COUNT`); fewer
+    than ``minimum`` items is a caution, for the reason ``why``."""
+
+    metric: str
+    count: str
+    minimum: int
+    items: str
+    why: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Support":
+        return cls(str(data["metric"]), str(data["count"]), int(data["minimum"]), str(data["items"]), str(data["why"]))
+
+
+def samples_support(metric: str, count: str = SAMPLE_COUNT) -> Support:
+    """A mean of per-sample scores (:data:`MIN_SAMPLES`)."""
+    return Support(metric, count, MIN_SAMPLES, "samples", SAMPLES_WHY)
+
+
+def key_tokens_support(metric: str, count: str = "n_key_tokens") -> Support:
+    """A LongPPL (:data:`~harness.metrics.longppl.MIN_KEY_TOKENS`)."""
+    return Support(metric, count, MIN_KEY_TOKENS, "key tokens", KEY_TOKENS_WHY)
+
+
+def documents_support(metric: str, asked: int, count: str = "n_docs") -> Support:
+    """A perplexity over documents, ``asked`` the ``num_docs`` of the run."""
+    return Support(metric, count, asked, "documents", DOCUMENTS_WHY)
+
+
+def caution(task: str, support: Support, count: float | None) -> str | None:
+    """The sentence for ``support`` given the run's ``count`` (None: not reported, nothing to say)."""
+    if count is None:
+        return None
+    n = int(count)
+    if n == 0:
+        return f"{task}/{support.metric} rests on no {support.items}: it means nothing"
+    if n < support.minimum:
+        return (f"{task}/{support.metric} rests on {n} {support.items}, fewer than {support.minimum}: "
+                f"{support.why}")
+    return None
+
+
+def _count(values: Mapping[str, Any], name: str) -> float | None:
+    value = values.get(name if name == SAMPLE_COUNT else f"{name},none")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Support]) -> list[str]:
+    """The cautions of one task: ``values`` is lm-eval's ``results[task]`` (``"<metric>,none"`` keys and
+    ``sample_len``); a metric the run did not report is skipped."""
+    out = []
+    for support in supports:
+        if f"{support.metric},none" not in values:
+            continue
+        sentence = caution(task, support, _count(values, support.count))
+        if sentence is not None:
+            out.append(sentence)
+    return out
+
+
+def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
+    """``{task: [caution, ...]}`` of an lm-eval results object, from each task's declared supports (its config
+    metadata's :data:`SUPPORT_KEY`) and the counts it reported; tasks without a caution are left out."""
+    out = {}
+    for task, config in (results.get("configs") or {}).items():
+        declared = ((config or {}).get("metadata") or {}).get(SUPPORT_KEY) if isinstance(config, Mapping) else None
+        values = (results.get("results") or {}).get(task)
+        if not isinstance(declared, list) or not isinstance(values, Mapping):
+            continue
+        found = task_cautions(task, values, (Support.from_json(d) for d in declared if isinstance(d, Mapping)))
+        if found:
+            out[task] = found
+    return out
