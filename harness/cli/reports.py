@@ -107,8 +107,8 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
         print(f"skipped: {message}", file=sys.stderr)
-    columns, rows = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow))
-    for path in write_leaderboard(columns, rows, args.output):
+    board = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow))
+    for path in write_leaderboard(board, args.output):
         print(path)
     return 0
 
@@ -136,6 +136,8 @@ def run_regress(args: argparse.Namespace) -> int:
         return 0
     rows = compare(run, load_baseline(args.baseline), args.allow_mismatch)
     print(format_table(rows))
+    for sentence in (c for found in run.cautions.values() for c in found):  # what the run's scores rest on
+        print(f"caution: {sentence}")
     if args.junit:
         write_text_atomic(args.junit, junit_xml(rows, Path(args.baseline).stem))
     code = exit_code(rows)

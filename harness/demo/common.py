@@ -20,6 +20,6 @@ def write_reports(runs_dir: Path, out: Path, ppl_metric: str = "ppl_govreport/pp
     from harness.reporting.runs import load_runs
 
     runs, _ = load_runs([runs_dir])
-    paths = write_leaderboard(*leaderboard(runs, sort_by=longppl_metric), out / "leaderboard.csv", headline=headline)
+    paths = write_leaderboard(leaderboard(runs, sort_by=longppl_metric), out / "leaderboard.csv", headline=headline)
     png, stats = write_report(runs, ppl_metric, longppl_metric, out / "correlation")
     return paths + [png, png.with_suffix(".md")], stats

@@ -129,7 +129,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4,
                            apply_chat_template=demo_model.chat_template)
         save_run(results, out / "runs" / slug(name))
-        rows.append(summary_row(name, pic_args, results["results"], lengths, time.perf_counter() - t0))
+        rows.append(summary_row(name, pic_args, results, lengths, time.perf_counter() - t0))
     headline = [f"{GROUP}/score", *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
                 "longppl_govreport/longppl", "longppl_govreport/ppl", "longppl_govreport/n_key_tokens"]
     paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl", headline=headline)
@@ -145,8 +145,13 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     return summary
 
 
-def summary_row(name: str, pic_args: dict, results: dict, lengths, seconds: float) -> dict:
+def summary_row(name: str, pic_args: dict, run: dict, lengths, seconds: float) -> dict:
+    """One variant's line of the summary from its lm-eval results object ``run``: ``variant`` is the demo's name
+    of the variant (its run folder), ``run`` the name every report gives the run (:mod:`harness.reporting.labels`)."""
     from harness.data.lengths import length_label, length_tokens, parse_lengths
+    from harness.reporting.labels import name_from_results
+
+    results = run["results"]
 
     def mean_at(tasks: list[str], metric: str) -> float:
         return sum(results[t][f"{metric},none"] for t in tasks) / len(tasks)
@@ -154,7 +159,7 @@ def summary_row(name: str, pic_args: dict, results: dict, lengths, seconds: floa
     parsed = parse_lengths(list(lengths), [])
     lp = results["longppl_govreport"]
     return {
-        "variant": name, **pic_args,
+        "variant": name, "run": name_from_results(run).text, **pic_args,
         "ruler": {length_label(x): mean_at(RULER_TASKS, f"len_{length_tokens(x)}") for x in parsed},
         "babilong": {length_label(x): mean_at(BABILONG_TASKS, f"len_{length_label(x)}") for x in parsed},
         "long_context_score": results[GROUP]["score,none"],
@@ -182,17 +187,22 @@ def format_summary(summary: dict) -> str:
     """The ten-second read: one line per variant, then the correlations with their n."""
     from scipy import stats as st
 
+    from harness.reporting.labels import split_shared
+
     rows = summary["rows"]
     labels = list(rows[0]["ruler"])
-    head = (f"{'variant':<16}" + "".join(f"{'RULER ' + l:>10}" for l in labels)
+    shared, names = split_shared([r["run"] for r in rows])  # runs named as the leaderboard and plots name them
+    width = max(len(n) for n in names + ["run"]) + 2
+    head = (f"{'run':<{width}}" + "".join(f"{'RULER ' + l:>10}" for l in labels)
             + "".join(f"{'bAbI ' + l:>9}" for l in labels) + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}")
     lines = [f"\n{summary['title']}, {summary['num_samples']} samples per RULER/BABILong task and length, "
              f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
              f"(LongPPL: vanilla model as evaluator, K={LONGPPL['trunc_len']}, d={LONGPPL['sliding_window']}, "
              f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']}, short windows start with "
-             f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)", head]
-    for r in rows:
-        lines.append(f"{r['variant']:<16}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
+             f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)"
+             + (f"\nruns of {shared}" if shared else ""), head]
+    for r, name in zip(rows, names):
+        lines.append(f"{name:<{width}}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
                      + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)
                      + f"{r['long_context_score']:>7.1f}{r['ppl']:>8.2f}{r['longppl']:>9.2f}{r['n_key_tokens']:>6d}"
                      f"{r['seconds']:>6.0f}")

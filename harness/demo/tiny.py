@@ -30,6 +30,7 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
     from harness.data.synthetic import synthetic_reports
     from harness.lmeval.run import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
+    from harness.reporting.labels import name_from_results, split_shared
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -55,16 +56,19 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         longppl = results["results"]["longppl_govreport"]
         save_run(results, out / "runs" / slug(name))
         rows.append(
-            {"variant": name, **pic_args, "ppl": metrics["ppl,none"], "n_tokens": metrics["n_tokens,none"],
+            {"variant": name, "run": name_from_results(results).text, **pic_args, "ppl": metrics["ppl,none"], "n_tokens": metrics["n_tokens,none"],
              "n_docs": metrics["n_docs,none"], "longppl": longppl["longppl,none"],
              "longppl_soft": longppl["longppl_soft,none"], "n_key_tokens": longppl["n_key_tokens,none"]}
         )
     write_json_atomic(out / "summary.json", {"model": str(model_dir), "rows": rows}, indent=2)
     print(f"\n{n_docs} synthetic reports; tiny Llama trained on 128-token windows ({model_dir.name}); "
           f"LongPPL evaluator {evaluator_dir.name}")
-    print(f"{'variant':<28} {'ppl':>9} {'longppl':>9} {'longppl_soft':>13} {'key tokens':>11} {'tokens':>7}")
-    for row in rows:
-        print(f"{row['variant']:<28} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
+    shared, names = split_shared([row["run"] for row in rows])  # runs named as the leaderboard and plots name them
+    width = max(len(n) for n in names + ["run"]) + 2
+    print(f"runs of {shared}" if shared else "")
+    print(f"{'run':<{width}} {'ppl':>9} {'longppl':>9} {'longppl_soft':>13} {'key tokens':>11} {'tokens':>7}")
+    for row, name in zip(rows, names):
+        print(f"{name:<{width}} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
               f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}")
     print(f"results written to {out}/")
     paths, stats = write_reports(out / "runs", out)

@@ -34,7 +34,8 @@ from typing import Any, Iterable
 from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
 from harness.reporting.comparability import SAME_MODEL, check_comparable
-from harness.reporting.runs import RunError, model_args_of, read_json
+from harness.reporting.labels import name_from_results
+from harness.reporting.runs import RunError, cautions_of, model_args_of, read_json
 from harness.run_record import FIELDS, RunRecord
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
@@ -294,7 +295,9 @@ def _roles(data: dict, task: str) -> dict[str, str]:
 def _describe(results: Path, data: dict) -> dict:
     config = data.get("config") or {}
     return {"results": str(results), "model": config.get("model"), "model_args": config.get("model_args"),
-            "evaluated_as": config.get("lch_evaluated_as"), "record": asdict(RunRecord.from_results(data))}
+            "evaluated_as": config.get("lch_evaluated_as"), "name": name_from_results(data).text,
+            "cautions": [c for found in cautions_of(data).values() for c in found],
+            "record": asdict(RunRecord.from_results(data))}
 
 
 def model_tokenizer_name(run: str | Path) -> str | None:
@@ -314,10 +317,11 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
     a, b = report["a"], report["b"]
     lines = [f"# Agreement of two runs: {'agree' if report['agrees'] else 'DISAGREE'}", "",
-             f"- A: `{a['results']}` ({a['model']}{', ' + a['evaluated_as'] if a['evaluated_as'] else ''})",
-             f"- B: `{b['results']}` ({b['model']}{', ' + b['evaluated_as'] if b['evaluated_as'] else ''})",
+             f"- A: {a['name']} (`{a['results']}`, lm-eval model {a['model']})",
+             f"- B: {b['name']} (`{b['results']}`, lm-eval model {b['model']})",
              f"- tolerances: {', '.join(f'{k} {v:g}' for k, v in report['tolerances'].items())}",
-             *_record_lines(a["record"], b["record"], report.get("allowed") or []), "",
+             *_record_lines(a["record"], b["record"], report.get("allowed") or []),
+             *(f"- caution ({side}): {c}" for side, run in (("A", a), ("B", b)) for c in run.get("cautions") or []), "",
              "| task | kind | paired | identical generations | max abs logprob diff | max abs value diff | verdict |",
              "|---|---|---:|---:|---:|---:|---|"]
     for t in report["tasks"]:

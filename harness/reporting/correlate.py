@@ -17,7 +17,8 @@ import numpy as np
 
 from harness.errors import UsageError
 from harness.files import write_json_atomic, write_text_atomic
-from harness.reporting.runs import Run, latest_per_configuration, split_labels
+from harness.reporting.labels import run_labels, split_shared
+from harness.reporting.runs import Run, latest_per_configuration
 
 METHODS = ("pearson", "spearman", "kendall")
 
@@ -58,8 +59,7 @@ def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], n
     chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
     if len(chosen) < 3:
         raise UsageError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
-    labels = [r.label for r in chosen]
-    return labels, np.array([[r.metrics[m] for m in metrics] for r in chosen])
+    return run_labels(chosen), np.array([[r.metrics[m] for m in metrics] for r in chosen])
 
 
 def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
@@ -69,7 +69,7 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     fig, ax = pyplot().subplots(figsize=(6.4, 4.8), dpi=120)
     ax.scatter(x, y, zorder=3)
     middle = (x.min() + x.max()) / 2
-    shared, short = split_labels(labels)
+    shared, short = split_shared(labels)
     for xi, yi, label in zip(x, y, short):
         right_half = xi > middle  # labels point inwards so that they stay inside the axes
         note = ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(-5 if right_half else 5, 4),

@@ -17,7 +17,8 @@ from typing import Any
 from harness.data.run_files import judgements_path
 from harness.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
-from harness.reporting.runs import config_label, model_args_of
+from harness.reporting.labels import name_from_results
+from harness.reporting.runs import model_args_of
 
 
 def _latest(folder: Path, pattern: str) -> Path:
@@ -47,7 +48,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
         results = json.loads(_latest(Path(run), "results_*.json").read_text())
         config = results.get("config") or {}
         model_args[run], applied[run] = model_args_of(results), config.get("lch_inference")
-        label = config_label(str(config.get("model") or "model"), model_args[run], applied[run])
+        label = name_from_results(results).text
         samples_file = _latest(Path(run), f"samples_{task}_*.jsonl")
         rows = [json.loads(l) for l in samples_file.read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]

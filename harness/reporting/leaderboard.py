@@ -1,6 +1,13 @@
 """``lch leaderboard``: one row per run (latest per configuration unless ``all_runs``), one column per
 metric with its stderr beside it; CSV, Markdown and a self-contained HTML table with sortable columns.
-Missing metrics are empty cells, never zeros."""
+Missing metrics are empty cells, never zeros.
+
+Runs are named by :mod:`harness.reporting.labels` (the ``run`` column), as every other report names them. Columns
+come headline first: the scores and perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
+documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
+:mod:`harness.metrics.support`). The Markdown, for people, is two tables: the headline scores (the names all runs
+share in its title), and the diagnostics with the cautions.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import csv
 import html
 import io
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -15,25 +23,51 @@ from typing import Iterable
 from harness.errors import UsageError
 from harness.files import write_text_atomic
 from harness.reporting.comparability import check_side_by_side
+from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
-FIXED = ["model", "checkpoint", "variant", "model_args", "date"]
+FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
+CAUTIONS = "cautions"
+
+
+@dataclass
+class Leaderboard:
+    """``columns`` (CSV order), ``rows`` (dicts of strings), ``diagnostics`` (the bookkeeping metric columns)."""
+
+    columns: list[str]
+    rows: list[dict[str, str]]
+    diagnostics: list[str]
+
+    @property
+    def metrics(self) -> list[str]:
+        return [c for c in self.columns if c not in FIXED and c != CAUTIONS and not c.endswith("_stderr")]
+
+    @property
+    def headline(self) -> list[str]:
+        return [m for m in self.metrics if m not in self.diagnostics]
+
+
+def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
+    return any(r.roles.get(metric) == "bookkeeping" for r in runs)
 
 
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
-                allow: Iterable[str] = ()) -> tuple[list[str], list[dict]]:
-    """``(columns, rows)``; rows are dicts of strings. ``sort_by`` a metric column (best first, by its
-    direction; rows without it last). The runs shown must have been run alike
-    (:func:`harness.reporting.comparability.check_side_by_side`, but for ``allow``)."""
+                allow: Iterable[str] = ()) -> Leaderboard:
+    """The table (module docstring); ``sort_by`` a metric column (best first, by its direction; rows without it
+    last). The runs shown must have been run alike (:func:`harness.reporting.comparability.check_side_by_side`, but
+    for ``allow``)."""
     if not all_runs:
         runs = latest_per_configuration(runs)
     check_side_by_side(runs, allow)
-    metrics = sorted({m for r in runs for m in r.metrics})
+    every = sorted({m for r in runs for m in r.metrics})
+    diagnostics = [m for m in every if _is_diagnostic(m, runs)]
+    metrics = [m for m in every if m not in diagnostics] + diagnostics
     columns = list(FIXED)
     for m in metrics:
         columns.append(m)
         if any(m in r.stderrs for r in runs):
             columns.append(f"{m}_stderr")
+    columns.append(CAUTIONS)
     if sort_by is not None:
         if sort_by not in metrics:
             raise UsageError(f"--sort {sort_by!r} is not a metric of these runs; e.g. {', '.join(metrics[:5])}")
@@ -42,22 +76,24 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         have.sort(key=lambda r: r.metrics[sort_by], reverse=higher)
         runs = have + [r for r in runs if sort_by not in r.metrics]
     rows = []
-    for run in runs:
-        row = {"model": run.model, "checkpoint": run.checkpoint, "variant": run.variant, "model_args": json.dumps(run.model_args, sort_keys=True),
-               "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")}
+    for run, label in zip(runs, run_labels(runs)):
+        row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
+               "model_args": json.dumps(run.model_args, sort_keys=True),
+               "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+               CAUTIONS: "; ".join(c for found in run.cautions.values() for c in found)}
         for m in metrics:
             row[m] = repr(run.metrics[m]) if m in run.metrics else ""
             if f"{m}_stderr" in columns:
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
-    return columns, rows
+    return Leaderboard(columns, rows, diagnostics)
 
 
-def to_csv(columns: list[str], rows: list[dict]) -> str:
+def to_csv(board: Leaderboard) -> str:
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer = csv.DictWriter(out, fieldnames=board.columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows(board.rows)
     return out.getvalue()
 
 
@@ -75,23 +111,34 @@ def _readable(value: str, stderr: str = "") -> str:
     return f"{text} ± {float(stderr):.2g}" if stderr and float(stderr) == float(stderr) else text
 
 
-def to_markdown(columns: list[str], rows: list[dict], headline: list[str] | None = None) -> str:
-    """A table for people: the run's variant and settings, then each metric (only ``headline`` ones when
-    given) to 4 significant digits with its stderr in the same cell. Full precision and every column stay
-    in the CSV and HTML."""
+def _table(head: list[str], lines: list[list[str]]) -> list[str]:
     escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731
-    metrics = [c for c in columns if c not in FIXED and not c.endswith("_stderr")]
+    return (["| " + " | ".join(map(escape, head)) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(map(escape, cells)) + " |" for cells in lines])
+
+
+def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
+    """Tables for people (module docstring): the runs by the parts of their names that differ (the shared parts in
+    the title), the headline metrics (``headline`` when given, else every score and perplexity) to 4 significant
+    digits with their stderr in the cell; then the diagnostics and cautions, when there are any. Full precision and
+    every column stay in the CSV and HTML."""
+    metrics = board.headline
     if headline is not None:
-        unknown = [m for m in headline if m not in metrics]
+        unknown = [m for m in headline if m not in board.metrics]
         if unknown:
             raise UsageError(f"headline metrics {', '.join(unknown)} are not columns of this leaderboard")
         metrics = headline
-    shown = ["checkpoint", "variant", "settings", *metrics]
-    lines = ["| " + " | ".join(map(escape, shown)) + " |", "|" + "---|" * len(shown)]
-    for r in rows:
-        cells = [Path(r["checkpoint"]).name if r["checkpoint"] else r["model"], r["variant"], _short_args(r["model_args"])]
-        cells += [_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics]
-        lines.append("| " + " | ".join(map(escape, cells)) + " |")
+    title, names = split_shared([r["run"] for r in board.rows])
+    lines = [f"# Leaderboard{': ' + title if title else ''}", ""]
+    lines += _table(["run", *metrics], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics)]
+                                        for name, r in zip(names, board.rows)])
+    diagnostics = [m for m in board.diagnostics if m not in metrics]
+    if diagnostics or any(r[CAUTIONS] for r in board.rows):
+        lines += ["", "## Diagnostics", "",
+                  "What each run's numbers rest on (counts of documents, tokens, samples; not scores) and cautions "
+                  "where that is too little to mean anything.", ""]
+        lines += _table(["run", *diagnostics, CAUTIONS], [[name, *(_readable(r[m]) for m in diagnostics), r[CAUTIONS]]
+                                                          for name, r in zip(names, board.rows)])
     return "\n".join(lines) + "\n"
 
 
@@ -112,14 +159,14 @@ def _html_cell(column: str, text: str) -> str:
     as ``key=value`` words without the model path (in the checkpoint column), the JSON as a tooltip."""
     if column == "model_args":
         return f"<td title='{html.escape(text, quote=True)}'>{html.escape(_short_args(text))}</td>"
-    if column not in FIXED and text:
+    if column not in FIXED and column != CAUTIONS and text:
         return f"<td data-v='{html.escape(text, quote=True)}'>{float(text):.6g}</td>"
     return f"<td>{html.escape(text)}</td>"
 
 
-def to_html(columns: list[str], rows: list[dict], title: str = "Leaderboard") -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_html_cell(c, r[c]) for c in columns) + "</tr>" for r in rows)
+def to_html(board: Leaderboard, title: str = "Leaderboard") -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in board.columns)
+    body = "".join("<tr>" + "".join(_html_cell(c, r[c]) for c in board.columns) + "</tr>" for r in board.rows)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
             "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
             "th{cursor:pointer;background:#eee;position:sticky;top:0}td[data-v]{text-align:right}</style></head><body>"
@@ -134,11 +181,10 @@ def leaderboard_paths(output: str | Path) -> list[Path]:
     return [output, output.with_suffix(".md"), output.with_suffix(".html")]
 
 
-def write_leaderboard(columns: list[str], rows: list[dict], output: str | Path,
-                      headline: list[str] | None = None) -> list[Path]:
-    """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics only, when given) and ``.html``."""
+def write_leaderboard(board: Leaderboard, output: str | Path, headline: list[str] | None = None) -> list[Path]:
+    """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics first, when given) and ``.html``."""
     paths = leaderboard_paths(output)
-    write_text_atomic(paths[0], to_csv(columns, rows))
-    write_text_atomic(paths[1], to_markdown(columns, rows, headline))
-    write_text_atomic(paths[2], to_html(columns, rows))
+    write_text_atomic(paths[0], to_csv(board))
+    write_text_atomic(paths[1], to_markdown(board, headline))
+    write_text_atomic(paths[2], to_html(board))
     return paths

@@ -3,8 +3,10 @@
 * Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration
   (latest run; the legend drops the words all configurations share, the title shows them), one panel
   per task or group, from the per-length metrics ``<task>/len_<L>`` that the RULER
-  (token counts) and BABILong (k-labels, 1k = 1024 tokens) tasks and groups report, with lm-eval's stderr
-  as error bars. Lengths sit at evenly spaced positions in token order (they usually double, so this
+  (token counts) and BABILong (k-labels, 1k = 1024 tokens) tasks and groups report. Bars are 95 % confidence
+  intervals, ``1.96 x`` lm-eval's stderr (a normal approximation) cut to the score's range; each point's n (the
+  samples it averages: ``<task>/n_len_<L>``, summed over a group's tasks) is written under its length when all
+  lines share it, else beside the point. Lengths sit at evenly spaced positions in token order (they usually double, so this
   is a log2 axis that can also hold BABILong's ``0k``), labelled with the task's own names.
 * Generation length and quality vs PIC ratio, paper 000 Fig. 1 (:func:`pic_points_from_runs` or
   :func:`pic_points_from_samples`, then :func:`pic_series`, :func:`plot_pic`): one panel per base model
@@ -20,14 +22,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from harness.data.lengths import length_tokens
 from harness.errors import UsageError
 from harness.files import savefig_atomic
 from harness.positions.inference import MODEL_ARGS, Inference
 from harness.positions.methods import PIC_METHODS
-from harness.reporting.runs import Run, config_label, inference_of, latest_per_configuration, split_labels
+from harness.reporting.labels import SEPARATOR, name_of, run_labels, split_shared
+from harness.reporting.runs import Run, inference_of, latest_per_configuration
 
 
 def _plot_methods() -> list[str]:
@@ -41,20 +44,29 @@ class LengthPoint:
     name: str  # the length as the task names it: "4096", "4k"
     score: float
     stderr: float | None = None
+    n: int | None = None  # the samples the score averages (None: not recorded)
 
 
-def _unique(labels: Iterable[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
-    return out
+Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+def samples_at(run: Run, task: str, name: str) -> int | None:
+    """How many samples ``<task>/len_<name>`` averages: the task's ``n_len_<name>``, or the sum over a group's tasks
+    (None when any is unrecorded)."""
+    count = run.metrics.get(f"{task}/n_len_{name}")
+    if count is not None and math.isfinite(count):
+        return int(count)
+    children = run.subtasks.get(task)
+    if not children:
+        return None
+    counts = [samples_at(run, child, name) for child in children]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
 def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
-    """``{configuration label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each
-    configuration; runs without any such metric are left out. Raises ``ValueError`` when no run has one."""
+    """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
+    runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
+    moves what they share into its title). Raises ``UsageError`` when no run has one."""
     prefix = f"{task}/len_"
     chosen, curves = [], []
     for run in latest_per_configuration(runs):
@@ -67,13 +79,13 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
                 tokens = length_tokens(name)
             except ValueError:
                 continue
-            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric)))
+            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric), samples_at(run, task, name)))
         if points:
-            chosen.append(run.label)
+            chosen.append(run)
             curves.append(sorted(points))
     if not curves:
         raise UsageError(f"no run has per-length metrics {prefix}<length> (RULER / BABILong tasks and groups report them)")
-    return dict(zip(_unique(chosen), curves))
+    return dict(zip(run_labels(chosen), curves))
 
 
 def pyplot():
@@ -107,7 +119,8 @@ def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: 
 
 
 def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
-    """One panel per task: score (y) vs context length (x), one line per configuration, stderr bars."""
+    """One panel per task: score (y) vs context length (x), one line per configuration, 95 % CI bars, n per point
+    (module docstring)."""
     plt = pyplot()
     n = len(curves_by_task)
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
@@ -115,21 +128,33 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         names = {p.tokens: p.name for points in curves.values() for p in points}
         order = sorted(names)
         where = {tokens: i for i, tokens in enumerate(order)}
-        shared, short = split_labels(list(curves))
+        shared, short = split_shared(list(curves))
+        scores = [p.score for points in curves.values() for p in points]
+        bounded = bool(scores) and all(SCORE_RANGE[0] <= v <= SCORE_RANGE[1] for v in scores)
+        # n under a length when every line has the same there, else beside each point
+        counts = {t: {p.n for points in curves.values() for p in points if p.tokens == t} for t in order}
+        common_n = {t: next(iter(c)) for t, c in counts.items() if len(c) == 1}
         # equal scores would draw one series over another: each series is shifted a little along x and has
         # its own marker and line style, so every one stays visible
         dodge = 0.04 if len(curves) > 1 else 0.0
         for i, (label, points) in enumerate(zip(short, curves.values())):
             shift = (i - (len(curves) - 1) / 2) * dodge
             xs = [where[p.tokens] + shift for p in points]
-            errs = [p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0 for p in points]
-            ax.errorbar(xs, [p.score for p in points], yerr=errs if any(errs) else None,
+            low, high = confidence_bars(points, bounded)
+            ax.errorbar(xs, [p.score for p in points], yerr=[low, high] if any(low + high) else None,
                         marker=_MARKERS[i % len(_MARKERS)], linestyle=_LINES[i % len(_LINES)], capsize=3,
                         label=label, alpha=0.85)
-        ax.set_xticks(range(len(order)), [names[t] for t in order])
-        ax.set_xlabel("context length (tokens)")
-        scores = [p.score for points in curves.values() for p in points]
-        if scores and all(SCORE_RANGE[0] <= v <= SCORE_RANGE[1] for v in scores):
+            for x, p in zip(xs, points):
+                if p.tokens not in common_n and p.n is not None:
+                    ax.annotate(f"n={p.n}", (x, p.score), textcoords="offset points", xytext=(4, -9), fontsize=6)
+        ax.set_xticks(range(len(order)), [names[t] + (f"\nn={common_n[t]}" if common_n.get(t) is not None else "")
+                                          for t in order])
+        known_n = any(p.n is not None for points in curves.values() for p in points)
+        barred = any(p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0
+                     for points in curves.values() for p in points)
+        ax.set_xlabel("; ".join(["context length (tokens)", *(["n: samples per point"] if known_n else []),
+                                 *(["bars: 95% CI"] if barred else [])]), fontsize=8)
+        if bounded:
             # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
             # 95 vs 100 is not drawn as a collapse; the margin keeps markers at 0 and 100 visible
             low, high = SCORE_RANGE
@@ -142,6 +167,18 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return fig
+
+
+def confidence_bars(points: Sequence[LengthPoint], bounded: bool) -> tuple[list[float], list[float]]:
+    """``(below, above)``: each point's 95 % interval ``score -/+ 1.96 stderr`` as distances, cut to
+    :data:`SCORE_RANGE` when the scores are bounded (an accuracy's interval does not pass 100); 0 without a
+    stderr (n = 1)."""
+    below, above = [], []
+    for p in points:
+        half = Z95 * p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0
+        below.append(min(half, p.score - SCORE_RANGE[0]) if bounded else half)
+        above.append(min(half, SCORE_RANGE[1] - p.score) if bounded else half)
+    return below, above
 
 
 @dataclass(frozen=True)
@@ -189,8 +226,8 @@ def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
     run that leaves one at its default and a run that spells it out fall on the same line)."""
     model_args = point.model_args
     inference = inference_of(model_args, point.applied)
-    base = config_label("", {k: v for k, v in model_args.items() if k not in MODEL_ARGS.values()},
-                        Inference().to_model_args())
+    name = name_of("", {k: v for k, v in model_args.items() if k not in MODEL_ARGS.values()})
+    base = SEPARATOR.join([name.model, *name.extras])
     defaults = Inference()
     variant = " ".join(f"{name}={getattr(inference, name)}" for name in inference.entry.fields
                        if name != "ratio" and getattr(inference, name) != getattr(defaults, name))

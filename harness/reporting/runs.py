@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataFormatError
-from harness.positions.inference import MODEL_ARGS, Inference
+from harness.metrics.support import CAUTIONS_KEY, results_cautions
+from harness.positions.inference import Inference
 from harness.run_record import RunRecord
-
-_NOT_IN_LABEL = ("pretrained", "checkpoint", "peft", "dtype", "device", "model")
-
 
 class RunError(DataFormatError):
     """A results file that cannot be used; the message names the file."""
@@ -38,6 +36,11 @@ class Run:
     # "<task>/<metric>" -> perplexity | score | bookkeeping, as our tasks declare them (config metadata
     # "lch_metric_roles"); metrics of other tasks and of groups are not in it
     roles: dict[str, str] = field(default_factory=dict)
+    subtasks: dict[str, list[str]] = field(default_factory=dict)  # group -> its tasks (lm-eval's group_subtasks)
+    # task -> sentences on metrics that rest on too little (harness.metrics.support; the results' lch_cautions)
+    cautions: dict[str, list[str]] = field(default_factory=dict)
+    # task -> what it measured with (config metadata "lch_configuration": harness.tasks.classes.base.LchTask)
+    configurations: dict[str, dict] = field(default_factory=dict)
 
     @property
     def inference(self) -> Inference:
@@ -56,7 +59,10 @@ class Run:
 
     @property
     def label(self) -> str:
-        return config_label(self.model, self.model_args, self.applied)
+        """The run's name, as every report names it (:mod:`harness.reporting.labels`)."""
+        from harness.reporting.labels import run_name
+
+        return run_name(self).text
 
 
 def checkpoint_of(model_args: dict) -> str:
@@ -73,27 +79,6 @@ def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
         return Inference.from_model_args(applied if applied is not None else model_args)
     except ValueError:  # a run of another model whose args merely share our names
         return Inference()
-
-
-def config_label(model: str, model_args: dict, applied: dict | None = None) -> str:
-    """Short name for plots: the checkpoint's folder name plus what tells variants apart: the PIC / RoPE settings
-    applied, in words (from ``applied`` when recorded, so a checkpoint whose variant file applied Dynamic PIC says
-    so), and the other model args (EPL layout ...), e.g. ``Llama-3.1-8B Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)``."""
-    inference = inference_of(model_args, applied)
-    pic_keys = set(MODEL_ARGS.values())
-    extra = {k: v for k, v in model_args.items() if k not in _NOT_IN_LABEL and k not in pic_keys}
-    words = [] if inference.effective() == Inference() else [inference.words()]
-    name = Path(checkpoint_of(model_args)).name or model
-    return " ".join([name, *words, *(f"{k}={v}" for k, v in sorted(extra.items()))])
-
-
-def split_labels(labels: list[str]) -> tuple[str, list[str]]:
-    """``(shared, rest)``: the words every label has (the model name when only PIC settings differ), in
-    the first label's order, and each label without them (a label left empty keeps its full text)."""
-    words = [label.split(" ") for label in labels]
-    common = set(words[0]).intersection(*words[1:]) if len(words) > 1 else set()
-    shared = " ".join(w for w in words[0] if w in common) if words else ""
-    return shared, [" ".join(w for w in ws if w not in common) or label for ws, label in zip(words, labels)]
 
 
 def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
@@ -122,14 +107,28 @@ def model_args_of(results: dict) -> dict:
     return dict(model_args)
 
 
+def _declared(data: dict, key: str) -> dict[str, dict]:
+    """``{task: metadata[key]}`` of the results' task configs that declare ``key`` as an object."""
+    out = {}
+    for task, config in (data.get("configs") or {}).items():
+        declared = ((config or {}).get("metadata") or {}).get(key) if isinstance(config, dict) else None
+        if isinstance(declared, dict):
+            out[str(task)] = declared
+    return out
+
+
 def _metric_roles(data: dict) -> dict[str, str]:
     """``{"<task>/<metric>": role}`` declared in the results' task configs (``metadata.lch_metric_roles``)."""
-    roles = {}
-    for task, config in (data.get("configs") or {}).items():
-        declared = ((config or {}).get("metadata") or {}).get("lch_metric_roles") if isinstance(config, dict) else None
-        if isinstance(declared, dict):
-            roles.update({f"{task}/{metric}": str(role) for metric, role in declared.items()})
-    return roles
+    return {f"{task}/{metric}": str(role) for task, roles in _declared(data, "lch_metric_roles").items()
+            for metric, role in roles.items()}
+
+
+def cautions_of(data: dict) -> dict[str, list[str]]:
+    """The run's cautions as it recorded them (``lch_cautions``), else as its tasks' declared supports give them."""
+    recorded = data.get(CAUTIONS_KEY)
+    if isinstance(recorded, dict):
+        return {str(t): [str(s) for s in found] for t, found in recorded.items() if isinstance(found, list)}
+    return results_cautions(data)
 
 
 def read_run(path: str | Path) -> Run:
@@ -142,7 +141,10 @@ def read_run(path: str | Path) -> Run:
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
               variant=str(config.get("lch_evaluated_as") or ""),
               applied=config.get("lch_inference") if isinstance(config.get("lch_inference"), dict) else None,
-              record=RunRecord.from_results(data), roles=_metric_roles(data))
+              record=RunRecord.from_results(data), roles=_metric_roles(data),
+              subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
+                        if isinstance(ts, list)}, cautions=cautions_of(data),
+              configurations=_declared(data, "lch_configuration"))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

@@ -9,6 +9,7 @@ docstring says what was observed.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,6 +193,11 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
                             variants=VARIANTS[:3])
     printed = capsys.readouterr().out
     assert [r["variant"] for r in summary["rows"]] == ["vanilla", "naive s_cr=2", "ntk s_rr=4"]
+    # each run has the name the leaderboard and plots give it; the table shows what differs, the model above it
+    words = {"vanilla": "base model", "naive s_cr=2": "Naive PIC (s_cr 2)", "ntk s_rr=4": "NTK-aware PIC (s_rr 4)"}
+    model = Path(summary["model"]).name
+    assert [r["run"] for r in summary["rows"]] == [f"{model} · {words[r['variant']]}" for r in summary["rows"]]
+    assert f"runs of {model}" in printed
     for row in summary["rows"]:
         results = json.loads(next((tmp_path / "runs" / row["variant"].replace(" ", "_").replace("=", ""))
                                   .glob("results_*.json")).read_text())["results"]
@@ -201,7 +207,7 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
         assert row["ruler"]["1k"] == pytest.approx(sum(results[t]["len_1024,none"] for t in RULER_TASKS) / len(RULER_TASKS))
         assert row["longppl"] == results["longppl_govreport"]["longppl,none"]
         assert row["n_tokens"] == 2047  # one essay cut to 2048 tokens; the first token has no prediction
-        line = next(l for l in printed.splitlines() if l.startswith(row["variant"]))
+        line = next(l for l in printed.splitlines() if l.startswith(words[row["variant"]] + "  "))
         assert f"{row['longppl']:.2f}" in line and f"{row['n_key_tokens']:d}" in line.split()
     # apple.txt (the first essay of >= 2048 tokens) has 7 key tokens with the demo's K = d = 256 at alpha 2
     # (spans " process", " apps", " * *", " Store", " care", "i"; find_key_tokens on the same text agrees)

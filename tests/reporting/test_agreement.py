@@ -108,5 +108,13 @@ def test_cli_exit_codes_and_files(runs, tmp_path, capsys):
     assert report["agrees"] is False and {t["task"] for t in report["tasks"]} == {"qa", "ppl_task"}
     markdown = (tmp_path / "differ.md").read_text()
     assert "doc 1, char 14: after `'The answer is '` A has `'P'`, B has `'R'`" in markdown
+    # each run named as every report names it, and what its scores rest on when that is too little
+    assert f"- A: none · standard inference (`{next(a.glob('results_*.json'))}`, lm-eval model " in markdown
+    results_b = next(b.glob("results_*.json"))
+    data = json.loads(results_b.read_text())
+    data["lch_cautions"] = {"qa": ["qa/score rests on 6 samples, fewer than 25: ..."]}
+    results_b.write_text(json.dumps(data))
+    assert main(["agree", str(a), str(b), "--tokenizer", "none", "-o", str(tmp_path / "differ")]) == 1
+    assert "- caution (B): qa/score rests on 6 samples, fewer than 25: ...\n" in (tmp_path / "differ.md").read_text()
     assert main(["agree", str(a), str(b), "--tokenizer", "none", "--min-exact-match", "0.1", "--max-logprob-diff", "2",
                  "--max-rel-diff", "0.9"]) == 0

@@ -19,7 +19,7 @@ from harness.reporting.plots import (
     pic_series,
 )
 from harness.positions.inference import Inference
-from harness.reporting.runs import load_runs, split_labels
+from harness.reporting.runs import load_runs
 from tests.reporting.test_reporting import write_run
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -42,23 +42,16 @@ def _ruler_babilong_runs(root: Path) -> Path:
     return root
 
 
-def test_split_labels_drops_shared_words():
-    labels = ["Llama pic=none", "Llama pic=ntk pic_ratio=4", "Llama pic=naive pic_ratio=2"]
-    assert split_labels(labels) == ("Llama", ["pic=none", "pic=ntk pic_ratio=4", "pic=naive pic_ratio=2"])
-    assert split_labels(["Llama", "Llama pic=ntk"]) == ("Llama", ["Llama", "pic=ntk"])  # never empty
-    assert split_labels(["only one"]) == ("", ["only one"])
-
-
 def test_context_curves_read_per_length_metrics(tmp_path):
     runs, _ = load_runs([_ruler_babilong_runs(tmp_path)])
     ruler = context_curves(runs, "lch_ruler")
-    assert list(ruler) == ["Llama", "Llama Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]  # the ppl-only run has no curve
-    assert [(p.tokens, p.name, p.score, p.stderr) for p in ruler["Llama"]] == [
+    assert list(ruler) == ["Llama · base model", "Llama · Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]  # the ppl-only run has no curve
+    assert [(p.tokens, p.name, p.score, p.stderr) for p in ruler["Llama · base model"]] == [
         (4096, "4096", 90.0, 1.0), (8192, "8192", 80.0, None), (16384, "16384", 70.0, 3.0)]
     # NaN is a missing value: left out, never drawn as a number
-    assert [(p.tokens, p.score) for p in ruler["Llama Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]] == [(4096, 88.0), (16384, 77.5)]
+    assert [(p.tokens, p.score) for p in ruler["Llama · Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]] == [(4096, 88.0), (16384, 77.5)]
     babilong = context_curves(runs, "lch_babilong")
-    assert [(p.tokens, p.name, p.score) for p in babilong["Llama"]] == [(0, "0k", 100.0), (2048, "2k", 75.0),
+    assert [(p.tokens, p.name, p.score) for p in babilong["Llama · base model"]] == [(0, "0k", 100.0), (2048, "2k", 75.0),
                                                                          (4096, "4k", 60.0)]
     with pytest.raises(ValueError, match="len_<length>"):
         context_curves(runs, "ppl_govreport")
@@ -71,8 +64,8 @@ def test_context_curves_read_per_length_metrics(tmp_path):
     drawn = {bars.get_label(): bars.lines[0].get_xydata().tolist() for bars in ax_ruler.containers}
     # the legend drops what all configurations share (the title shows it); two series are shifted by -/+ 0.02
     # of a length step so that equal scores stay visible, each with its own marker and line style
-    assert list(drawn) == ["Llama", "Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]
-    assert drawn["Llama"] == [[pytest.approx(-0.02), 90.0], [pytest.approx(0.98), 80.0], [pytest.approx(1.98), 70.0]]
+    assert list(drawn) == ["base model", "Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]
+    assert drawn["base model"] == [[pytest.approx(-0.02), 90.0], [pytest.approx(0.98), 80.0], [pytest.approx(1.98), 70.0]]
     assert drawn["Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"] == [[pytest.approx(0.02), 88.0], [pytest.approx(2.02), 77.5]]
     lines = [bars.lines[0] for bars in ax_ruler.containers]
     assert lines[0].get_marker() != lines[1].get_marker() and lines[0].get_linestyle() != lines[1].get_linestyle()
@@ -82,8 +75,48 @@ def test_context_curves_read_per_length_metrics(tmp_path):
     assert ax_ruler.get_ylabel() == "score (0-100)"
     outside = context_figure({"t": {"x": [LengthPoint(1024, "1k", 150.0)]}}).axes[0]
     assert outside.get_ylabel() == "score" and outside.get_ylim()[1] > 150.0  # not a 0-100 score: its own range
-    bars = ax_ruler.containers[0].lines[2][0].get_segments()  # stderr bars; "N/A" draws none (0)
-    assert [seg[:, 1].tolist() for seg in bars] == [[89.0, 91.0], [80.0, 80.0], [67.0, 73.0]]
+    # bars are 95 % intervals, 1.96 stderr each way; "N/A" (n = 1) draws none (0)
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975)
+    bars = ax_ruler.containers[0].lines[2][0].get_segments()
+    assert [seg[:, 1].tolist() for seg in bars] == [[pytest.approx(90 - z), pytest.approx(90 + z)], [80.0, 80.0],
+                                                    [pytest.approx(70 - 3 * z), pytest.approx(70 + 3 * z)]]
+    assert ax_ruler.get_xlabel() == "context length (tokens); bars: 95% CI"  # these runs recorded no n
+
+
+def test_each_point_shows_its_n_and_an_interval_inside_the_score_range(tmp_path):
+    """n per point: a task's n_len_<L>, a group's the sum over its tasks; under the length when every line has the
+    same n there, else beside the point. A 95 % interval never passes 0 or 100."""
+    dirs = {"grp": {"len_1024": True}, "a": {"len_1024": True, "len_2048": True}, "b": {"len_1024": True}}
+    for date, (name, pic, n_b) in enumerate((("vanilla", {}, 2), ("ntk", {"pic": "ntk", "pic_ratio": 4}, 5))):
+        folder = tmp_path / name
+        write_run(folder, {"pretrained": "/m/Llama", **pic}, float(date), {
+            "grp": {"len_1024,none": 97.0, "len_1024_stderr,none": 2.0},
+            "a": {"len_1024,none": 98.0, "len_1024_stderr,none": 2.0, "n_len_1024,none": 3,
+                  "len_2048,none": 50.0, "len_2048_stderr,none": 10.0, "n_len_2048,none": 3},
+            "b": {"len_1024,none": 96.0, "n_len_1024,none": n_b}}, dirs)
+        data = json.loads(next(folder.glob("results_*.json")).read_text())
+        data["group_subtasks"] = {"grp": ["a", "b"]}
+        next(folder.glob("results_*.json")).write_text(json.dumps(data))
+    runs, _ = load_runs([tmp_path])
+    group, task = context_curves(runs, "grp"), context_curves(runs, "a")
+    assert [[p.n for p in points] for points in group.values()] == [[3 + 2], [3 + 5]]
+    assert [[p.n for p in points] for points in task.values()] == [[3, 3], [3, 3]]
+    fig = context_figure({"grp": group, "a": task})
+    ax_group, ax_task = fig.axes
+    # the lines disagree on the group's n: each point says its own; they agree on the task's: under the length
+    assert sorted(t.get_text() for t in ax_group.texts) == ["n=5", "n=8"]
+    assert [t.get_text() for t in ax_group.get_xticklabels()] == ["1024"]
+    assert [t.get_text() for t in ax_task.get_xticklabels()] == ["1024\nn=3", "2048\nn=3"] and not ax_task.texts
+    assert ax_task.get_xlabel() == "context length (tokens); n: samples per point; bars: 95% CI"
+    # 98 +- 1.96 x 2 would pass 100: cut at 100; 50 +- 19.6 inside the range
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975)
+    bars = ax_task.containers[0].lines[2][0].get_segments()
+    assert [seg[:, 1].tolist() for seg in bars] == [[pytest.approx(98 - 2 * z), 100.0],
+                                                    [pytest.approx(50 - 10 * z), pytest.approx(50 + 10 * z)]]
 
 
 def test_lch_plot_context_writes_png(tmp_path, capsys):
@@ -92,7 +125,7 @@ def test_lch_plot_context_writes_png(tmp_path, capsys):
     assert main(["plot", "context", str(root), "--task", "lch_ruler", "lch_babilong", "-o", str(out)]) == 0
     assert out.read_bytes()[:8] == PNG
     printed = capsys.readouterr().out
-    assert "lch_babilong | Llama: 0k 100, 2k 75, 4k 60" in printed
+    assert "lch_babilong | Llama · base model: 0k 100, 2k 75, 4k 60" in printed
     assert main(["plot", "context", str(root), "--task", "nope", "-o", str(out)]) == 2
     assert "nope/len_<length>" in capsys.readouterr().err
 
@@ -176,8 +209,8 @@ def test_a_checkpoint_whose_variant_file_applied_dynamic_pic_is_on_the_dynamic_l
     series = pic_series(pic_points_from_runs(runs, "hellobench_htg"))
     assert [(r, p.length) for r, p in series["dyn-sft"]["dynamic"][""]] == [(1.0, 800.0), (4.0, 900.0)]
     assert [(r, p.length) for r, p in series["Base"]["naive"][""]] == [(2.0, 700.0)]
-    assert [run.label for run in runs] == ["dyn-sft Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)", "dyn-sft",
-                                           "Base Naive PIC (s_cr 2)"]
+    assert [run.label for run in runs] == ["dyn-sft · Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)",
+                                           "dyn-sft · standard inference", "Base · Naive PIC (s_cr 2)"]
 
 
 def test_lch_plot_pic_writes_png(tmp_path, capsys):
