@@ -34,9 +34,11 @@ def after_cli_import(cli_module: Any) -> None:
     def execute(self: Any, args: Any) -> Any:
         try:
             if involves_us(getattr(args, "model", None), _tasks(args), getattr(args, "include_path", None)):
-                from harness.lmeval.preflight import check_destinations
+                from harness.lmeval.preflight import check_destinations, check_task_names
 
                 check_destinations(getattr(args, "output_path", None))  # before the run, not after it
+                # before lm-eval looks the tasks up: its "Tasks not found" names no close match
+                check_task_names(_tasks(args), getattr(args, "include_path", None))
             return original(self, args)
         except Exception as err:
             from harness.cli import _close_progress_bars

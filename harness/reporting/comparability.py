@@ -17,6 +17,10 @@ fields the kind of comparison needs to be equal:
 A field a run did not record (an older run, lm-eval's own model classes) is unknown and not compared. A
 difference is :class:`NotComparable`, one line naming each field and its values, exit 3; ``--allow FIELD`` compares
 such runs anyway, for deliberate comparisons (fp32 against bf16).
+
+Besides the model, a gate compares what each task measured with (:func:`check_task_configurations`: the options
+our tasks record as ``lch_configuration``, files by their names): a LongPPL with other windows, a RULER task at
+other lengths or with other samples is another measurement, whatever the model.
 """
 
 from __future__ import annotations
@@ -92,3 +96,31 @@ def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None
     """:func:`check_comparable` of runs a report puts side by side (:data:`SIDE_BY_SIDE`), named by their results
     files."""
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
+
+
+def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]]) -> list[str]:
+    """``"<task>: <option> <value> (<run>) vs <value> (<run>)"`` for each task that every one of the named runs
+    recorded (``configurations``: run name -> {task: configuration}) and each option on which they disagree; an
+    option one run recorded and another did not is a difference (``unset``)."""
+    named = list(configurations.items())
+    tasks = set.intersection(*(set(c) for _, c in named)) if named else set()
+    out = []
+    for task in sorted(tasks):
+        options = sorted(set().union(*(set(c[task]) for _, c in named)))
+        found = []
+        for option in options:
+            values = [(name, c[task].get(option, "unset")) for name, c in named]
+            if len({repr(v) for _, v in values}) > 1:
+                found.append(f"{option} " + " vs ".join(f"{v} ({name})" for name, v in values))
+        if found:
+            out.append(f"{task}: {', '.join(found)}")
+    return out
+
+
+def check_task_configurations(configurations: Mapping[str, Mapping[str, Mapping]],
+                              override: str = "--allow-mismatch") -> None:
+    """:class:`NotComparable` naming every task option of :func:`configuration_differences`, with ``override``."""
+    found = configuration_differences(configurations)
+    if found:
+        raise NotComparable(f"not comparable: task configuration {'; '.join(found)} (compare runs of the same task "
+                            f"options, or pass {override} to compare them anyway)")

@@ -3,6 +3,7 @@
 Baseline JSON (``results/baselines/NAME.json``, see ``results/README.md``)::
 
     {"name": "...", "created": "...", "source": "<results file>", "run": {<run record>},
+     "tasks": {"<task>": {<what the task measured with: its lch_configuration>}},
      "defaults": {"abs_tol": 0.0, "rel_tol": 0.0, "k": 2.0},
      "metrics": {"<task>/<metric>": {"value": 12.3, "stderr": 0.4, "higher_is_better": false,
                                       "role": "perplexity", "rel_tol": 0.01, "k": 2.0}}}
@@ -21,8 +22,10 @@ A baseline metric absent from the run is a regression too (a gate must not pass 
 
 The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.run_record`); a run
 whose configuration differs (:data:`harness.reporting.comparability.SAME_CONFIGURATION`: another architecture,
-dtype, inference, length, chat template or seeds) is refused before any metric is compared (exit 3) unless
-``allow_mismatch``. Exit codes: 0 nothing regressed, 1 regression, 2 unusable input, 3 not comparable.
+dtype, inference, length, chat template or seeds), or whose tasks measured with other options than the baseline's
+(``"tasks"``: other LongPPL windows, other RULER lengths or sample counts, other documents by name:
+:func:`harness.reporting.comparability.check_task_configurations`), is refused before any metric is compared
+(exit 3) unless ``allow_mismatch``. Exit codes: 0 nothing regressed, 1 regression, 2 unusable input, 3 not comparable.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from harness.errors import DataFormatError
-from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable
+from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable, check_task_configurations
 from harness.reporting.runs import Run, read_json
 from harness.run_record import FIELDS, KEY, RunRecord
 
@@ -87,8 +90,10 @@ def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0,
                 "role": role, **({"abs_tol": 0.0, "rel_tol": rel_tol} if role == "perplexity" else
                                  {"abs_tol": abs_tol, "rel_tol": 0.0})}
 
+    tasks = sorted({m.split("/", 1)[0] for m in chosen} & set(run.configurations))
     return {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
-            "run": run.record.as_info()[KEY], "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
+            "run": run.record.as_info()[KEY], "tasks": {t: run.configurations[t] for t in tasks},
+            "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
             "metrics": {m: spec(m) for m in sorted(chosen)}}
 
 
@@ -104,6 +109,8 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False) -> list[Comp
     if not allow_mismatch:
         check_comparable({"baseline": baseline_record(baseline), "run": run.record}, SAME_CONFIGURATION,
                          override="--allow-mismatch")
+        saved = baseline.get("tasks") if isinstance(baseline.get("tasks"), dict) else {}  # older baselines: none
+        check_task_configurations({"baseline": saved, "run": run.configurations})
     defaults = baseline.get("defaults") or {}
     out = []
     for name, spec in sorted(baseline["metrics"].items()):

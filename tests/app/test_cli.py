@@ -190,12 +190,48 @@ def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
     assert doc_ids == [0, 1, 2, 3, 4]
 
 
+def test_readme_regression_gate_example_runs_as_written(tmp_path, monkeypatch, capsys):
+    """README's comparison example, its commands read from README itself and run in a fresh folder holding the
+    committed baseline: the vanilla run passes its own baseline (exit 0); the run README names next is another
+    configuration (exit 3, the inference named), and compared anyway with --allow-mismatch it fails (exit 1)."""
+    import shlex
+    import shutil
+
+    repo = Path(__file__).resolve().parents[2]
+    readme = " ".join((repo / "README.md").read_text(encoding="utf-8").split())
+    example = re.search(r"`(lch demo --tiny && lch regress [^`]+)`", readme).group(1)
+    other = re.search(r"gating `(results/demo/runs/[\w.-]+)` on it exits 3", readme).group(1)
+    (tmp_path / "results" / "baselines").mkdir(parents=True)
+    shutil.copy(repo / "results" / "baselines" / "demo-vanilla.json", tmp_path / "results" / "baselines")
+    monkeypatch.chdir(tmp_path)
+    demo, gate = (shlex.split(part) for part in example.split("&&"))
+    assert demo[0] == gate[0] == "lch" and main(demo[1:]) == 0
+    capsys.readouterr()
+    assert main(gate[1:]) == 0, capsys.readouterr().out
+    gate_other = [other if word == "results/demo/runs/vanilla" else word for word in gate[1:]]
+    assert main(gate_other) == 3
+    assert "lch: error: not comparable: inference standard inference (baseline) vs NTK-aware PIC (s_rr 4) (run)" in \
+        capsys.readouterr().err
+    assert main(gate_other + ["--allow-mismatch"]) == 1
+    assert "longppl_govreport/longppl" in [line.split()[0] for line in capsys.readouterr().out.splitlines()
+                                           if line.endswith("regressed")]
+
+
 def test_demo_writes_a_summary(tmp_path):
     from harness.demo.tiny import VARIANTS, run_demo
 
     rows = run_demo(output=tmp_path, n_docs=2, n_words=400)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
+    # each run has the name the leaderboard and plots give it (the model's folder, then the inference in words)
+    model = Path(summary["model"]).name
+    assert [r["run"] for r in summary["rows"]] == [f"{model} · {words}" for words in (
+        "base model", "Naive PIC (s_cr 2)", "NTK-aware PIC (s_rr 4)", "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)",
+        "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200, contiguous layout)")]
+    import csv
+
+    with (tmp_path / "leaderboard.csv").open() as f:
+        assert sorted(r["run"] for r in csv.DictReader(f)) == sorted(r["run"] for r in summary["rows"])
     # every variant's PPL and LongPPL by hand: the demo's reports, plain forwards of its model with the
     # variant's position ids (docs/formulas.md §1; hf-pic's l_ic = 4, l_rc = 200) or, for NTK, RoPE base x s_rr;
     # key tokens found again by its evaluator (settings from the run's task metadata)

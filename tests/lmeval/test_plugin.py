@@ -214,6 +214,15 @@ def test_a_stock_model_on_our_task_is_one_line_before_it_loads(tiny_model_dir):
     assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr  # refused before loading
 
 
+def test_plain_lm_eval_names_the_closest_of_our_tasks_for_a_typo():
+    """lm-eval looks tasks up before any hook of a run; our check runs first, so a typo of ours gets its match."""
+    done = _plain([str(BIN / "lm_eval"), "--model", "hf", "--model_args", "pretrained=unused", "--tasks",
+                   "ppl_govreprot"])
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == ("lch: error: task ppl_govreprot is unknown; did you mean "
+                                                    "ppl_govreport? (`lch eval --tasks list` lists every task)")
+
+
 def test_the_activation_is_installed_switched_off_and_inert_elsewhere():
     """At start-up the activation only puts its finder on sys.meta_path (no lm-eval, no harness module beyond
     itself imported); LCH_LM_EVAL_PLUGIN=0 switches it off; once lm-eval's registry is imported our models are

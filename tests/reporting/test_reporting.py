@@ -51,8 +51,8 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     assert main(["leaderboard", str(runs / "a"), str(runs / "b"), str(runs / "c"), "-o", str(out),
                  "--sort", "ppl_govreport/ppl"]) == 0
     rows = read_csv(out)
-    assert list(rows[0]) == ["model", "checkpoint", "variant", "model_args", "date", "lch_ruler/len_4096",
-                             "lch_ruler/len_4096_stderr", "ppl_govreport/ppl"]
+    assert list(rows[0]) == ["run", "model", "checkpoint", "variant", "model_args", "date", "lch_ruler/len_4096",
+                             "lch_ruler/len_4096_stderr", "ppl_govreport/ppl", "cautions"]
     # run a is superseded by the later run b of the same configuration; sorted by ppl, lower first
     assert [(r["model_args"], r["ppl_govreport/ppl"], r["lch_ruler/len_4096"], r["lch_ruler/len_4096_stderr"]) for r in rows] == [
         (json.dumps({"pretrained": "m"}), "5.5", "60.0", "1.5"),
@@ -60,13 +60,16 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     ]
     assert rows[0]["checkpoint"] == "m" and rows[0]["date"] == "1970-01-01 00:03:20"
     assert [r["variant"] for r in rows] == ["", "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)"]
+    # one name per run, as every report names it: b recorded no variant, so its model args say it (a model run as
+    # is: the base model)
+    assert [r["run"] for r in rows] == ["m · base model", "m · Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)"]
     md = out.with_suffix(".md").read_text().splitlines()
-    # Markdown for people: checkpoint name, variant, settings in words, 4 significant digits, stderr in the cell
-    assert md == ["| checkpoint | variant | settings | lch_ruler/len_4096 | ppl_govreport/ppl |", "|---|---|---|---|---|",
-                  "| m |  |  | 60 ± 1.5 | 5.5 |",
-                  "| m | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | pic=dynamic pic_ratio=2 |  | 7.25 |"]
+    # Markdown for people: the shared name in the title, each run by what differs, 4 significant digits, stderr in
+    # the cell; no diagnostics section when the runs declare no bookkeeping and carry no caution
+    assert md == ["# Leaderboard: m", "", "| run | lch_ruler/len_4096 | ppl_govreport/ppl |", "|---|---|---|",
+                  "| base model | 60 ± 1.5 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  | 7.25 |"]
     page = out.with_suffix(".html").read_text()
-    assert page.count("<tr>") == 3 and "addEventListener" in page
+    assert page.count("<tr>") == 3 and "addEventListener" in page and "<td>m · base model</td>" in page
     # HTML shows 6 significant digits and sorts by the full value; model_args as words, JSON as tooltip
     assert "<td data-v='7.25'>7.25</td>" in page and "<td data-v='60.0'>60</td>" in page
     assert ">pic=dynamic pic_ratio=2</td>" in page and "title='{&quot;pic&quot;: &quot;dynamic&quot;" in page
@@ -169,7 +172,7 @@ def test_lch_correlate_writes_plot_report_and_matrix(tmp_path):
     import re
 
     assert "| pearson |" in md and f"![scatter]({stem}.png)" in md
-    assert re.findall(r"^\| (m\d) \|", md, flags=re.M) == [f"m{i}" for i in range(8)]  # by date
+    assert re.findall(r"^\| (m\d) · base model \|", md, flags=re.M) == [f"m{i}" for i in range(8)]  # by date
     assert main(["correlate", str(tmp_path / "runs"), "--matrix", "lch_ruler_niah_m/score", "lch_ruler/score",
                  "-o", str(out)]) == 0
     assert f"{stats.pearsonr(NIAH_M, RULER).statistic:.3f}" in (out / "matrix.md").read_text()
@@ -182,12 +185,46 @@ def test_markdown_headline_metrics_only(runs):
     from harness.reporting.runs import load_runs
 
     loaded, _ = load_runs([runs])
-    columns, rows = leaderboard(loaded, sort_by="ppl_govreport/ppl")
-    assert to_markdown(columns, rows, headline=["ppl_govreport/ppl"]).splitlines() == [
-        "| checkpoint | variant | settings | ppl_govreport/ppl |", "|---|---|---|---|", "| m |  |  | 5.5 |",
-        "| m | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | pic=dynamic pic_ratio=2 | 7.25 |"]
+    board = leaderboard(loaded, sort_by="ppl_govreport/ppl")
+    assert to_markdown(board, headline=["ppl_govreport/ppl"]).splitlines() == [
+        "# Leaderboard: m", "", "| run | ppl_govreport/ppl |", "|---|---|", "| base model | 5.5 |",
+        "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | 7.25 |"]
     with pytest.raises(UsageError, match="headline metrics lch_ruler/score are not columns"):
-        to_markdown(columns, rows, headline=["lch_ruler/score"])
+        to_markdown(board, headline=["lch_ruler/score"])
+
+
+def test_leaderboard_puts_scores_first_and_diagnostics_with_cautions_in_their_own_table(tmp_path):
+    """Runs as our tasks write them: metric roles and supports declared, cautions recorded. The headline table holds
+    the perplexity, the diagnostics table the counts and the caution of the run that found 1 of 2 documents."""
+    from harness.metrics.support import documents_support
+
+    declared = {"lch_metric_roles": {"ppl": "perplexity", "n_docs": "bookkeeping", "n_tokens": "bookkeeping"},
+                "lch_support": [documents_support("ppl", 2).to_json()]}
+    for name, model, ppl, n_docs, cautions in (
+            ("one", "/models/SmolLM2", 12.25, 2, {}),
+            ("two", "/models/gemma3", 20.5, 1, {"ppl_govreport": ["ppl_govreport/ppl rests on 1 documents, fewer than 2: "
+                                                                 "not the corpus asked for"]})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results_1.json").write_text(json.dumps({
+            "results": {"ppl_govreport": {"ppl,none": ppl, "n_docs,none": n_docs, "n_tokens,none": 1000 * n_docs}},
+            "higher_is_better": {"ppl_govreport": {"ppl": False, "n_docs": True, "n_tokens": True}},
+            "configs": {"ppl_govreport": {"metadata": declared}}, "lch_cautions": cautions,
+            "config": {"model": "hf-pic", "model_args": {"pretrained": model}, "lch_evaluated_as": "base model"},
+            "date": 1.0}))
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(tmp_path / "one"), str(tmp_path / "two"), "-o", str(out)]) == 0
+    rows = read_csv(out)
+    assert list(rows[0])[6:] == ["ppl_govreport/ppl", "ppl_govreport/n_docs", "ppl_govreport/n_tokens", "cautions"]
+    assert [r["cautions"] for r in rows] == ["", "ppl_govreport/ppl rests on 1 documents, fewer than 2: not the "
+                                                 "corpus asked for"]
+    assert out.with_suffix(".md").read_text().splitlines() == [
+        "# Leaderboard: base model", "", "| run | ppl_govreport/ppl |", "|---|---|", "| SmolLM2 | 12.25 |",
+        "| gemma3 | 20.5 |", "", "## Diagnostics", "",
+        "What each run's numbers rest on (counts of documents, tokens, samples; not scores) and cautions where that "
+        "is too little to mean anything.", "",
+        "| run | ppl_govreport/n_docs | ppl_govreport/n_tokens | cautions |", "|---|---|---|---|",
+        "| SmolLM2 | 2 | 2000 |  |",
+        "| gemma3 | 1 | 1000 | ppl_govreport/ppl rests on 1 documents, fewer than 2: not the corpus asked for |"]
 
 
 def _declared_run(folder: Path, ppl: float, n_docs: int, n_tokens: int) -> Path:
@@ -226,3 +263,37 @@ def test_regress_gates_scores_with_relative_tolerance_for_perplexities_and_leave
     capsys.readouterr()
     assert main(["regress", str(counts), "--baseline", str(tmp_path / "c.json"), "--update-baseline"]) == 2
     assert "no score to gate on (only bookkeeping metrics: pass --all-metrics" in capsys.readouterr().err
+
+
+def test_regress_refuses_a_run_of_other_task_options_than_the_baselines(tmp_path, capsys):
+    """The baseline keeps what each gated task measured with; a run whose LongPPL used other windows is another
+    measurement: exit 3 naming the option and both values, before any metric; --allow-mismatch gates it anyway."""
+    def run(folder: Path, trunc_len: int, longppl: float) -> Path:
+        folder.mkdir()
+        (folder / "results_1.json").write_text(json.dumps({
+            "results": {"longppl_govreport": {"longppl,none": longppl}},
+            "higher_is_better": {"longppl_govreport": {"longppl": False}},
+            "configs": {"longppl_govreport": {"metadata": {
+                "lch_metric_roles": {"longppl": "perplexity"},
+                "lch_configuration": {"version": 1.0, "trunc_len": trunc_len, "data_files": "essays"}}}},
+            "config": {"model": "hf-pic", "model_args": {"pretrained": "m"}}, "date": 1.0}))
+        return folder
+
+    baseline = tmp_path / "b.json"
+    assert main(["regress", str(run(tmp_path / "base", 4096, 10.0)), "--baseline", str(baseline),
+                 "--update-baseline"]) == 0
+    assert json.loads(baseline.read_text())["tasks"] == {
+        "longppl_govreport": {"version": 1.0, "trunc_len": 4096, "data_files": "essays"}}
+    assert main(["regress", str(run(tmp_path / "same", 4096, 10.0)), "--baseline", str(baseline)]) == 0
+    other = run(tmp_path / "other", 1024, 9.0)
+    capsys.readouterr()
+    assert main(["regress", str(other), "--baseline", str(baseline)]) == 3
+    assert capsys.readouterr().err == (
+        "lch: error: not comparable: task configuration longppl_govreport: trunc_len 4096 (baseline) vs 1024 (run) "
+        "(compare runs of the same task options, or pass --allow-mismatch to compare them anyway)\n")
+    assert main(["regress", str(other), "--baseline", str(baseline), "--allow-mismatch"]) == 0  # 9 < 10: better
+    # a baseline made before task configurations were kept compares none
+    old = json.loads(baseline.read_text())
+    del old["tasks"]
+    baseline.write_text(json.dumps(old))
+    assert main(["regress", str(other), "--baseline", str(baseline)]) == 0
