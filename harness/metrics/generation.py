@@ -168,7 +168,7 @@ def shared_clean_average(
     ``values[model][sample_id]`` (a length or a quality score) and ``corrupted[model][sample_id]``.
     A model with corrupted ratio < ``threshold`` is averaged over the samples that are clean for *all*
     compared models; at >= ``threshold`` over its own clean samples. Both averages are returned per model:
-    ``{"shared": ..., "own": ..., "used": ..., "corrupted_ratio": ...}``.
+    ``{"shared": ..., "own": ..., "used": ..., "n_used": <samples "used" averages>, "corrupted_ratio": ...}``.
     """
     shared_ids = set.intersection(*[{i for i, bad in flags.items() if not bad} for flags in corrupted.values()])
     out = {}
@@ -178,5 +178,6 @@ def shared_clean_average(
         own_ids = [i for i, bad in flags.items() if not bad]
         mean = lambda ids: sum(per_sample[i] for i in ids) / len(ids) if ids else float("nan")
         shared, own = mean(sorted(shared_ids, key=str)), mean(own_ids)
-        out[model] = {"shared": shared, "own": own, "used": shared if ratio < threshold else own, "corrupted_ratio": ratio}
+        out[model] = {"shared": shared, "own": own, "used": shared if ratio < threshold else own,
+                      "n_used": len(shared_ids) if ratio < threshold else len(own_ids), "corrupted_ratio": ratio}
     return out

@@ -68,14 +68,16 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     for run in run_dirs:  # shared or own is the run's choice by its corrupted ratio, not by its judge's parse rate
         avg_q[run]["used"] = avg_q[run]["shared"] if avg_len[run]["corrupted_ratio"] < threshold else avg_q[run]["own"]
     return [{"label": labels[run], "model_args": model_args[run], "applied": applied[run],
-             "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"],
+             "cr": avg_len[run]["corrupted_ratio"], "length": avg_len[run]["used"], "n": avg_len[run]["n_used"],
              "tokens": avg_tok[run]["used"], "quality": avg_q[run]["used"],
              "length_shared": avg_len[run]["shared"], "length_own": avg_len[run]["own"],
              "quality_shared": avg_q[run]["shared"], "quality_own": avg_q[run]["own"]} for run in run_dirs]
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | Length | Tokens | Quality | CR |", "|---|---:|---:|---:|---:|"]
+    """Paper 000 Table 1's columns, and n: the samples each run's averages are over (Appendix A)."""
+    lines = ["| model | Length | Tokens | Quality | CR | n |", "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['label']} | {r['length']:.1f} | {r['tokens']:.1f} | {r['quality']:.2f} | {100 * r['cr']:.1f}% |")
+        lines.append(f"| {r['label']} | {r['length']:.1f} | {r['tokens']:.1f} | {r['quality']:.2f} | {100 * r['cr']:.1f}% "
+                     f"| {r['n']} |")
     return "\n".join(lines)

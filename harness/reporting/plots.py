@@ -188,6 +188,7 @@ class PicPoint:
     quality: float | None
     corrupted_ratio: float | None = None  # printed beside the figure; a point with CR near 1 says little
     applied: dict | None = None  # the inference the run applied (``config.lch_inference``), if recorded
+    n: int | None = None  # the samples the point averages (None: not recorded)
 
 
 def _finite(value: float | None) -> float | None:
@@ -204,7 +205,7 @@ def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "lengt
         quality = _finite(run.metrics.get(f"{task}/{quality_metric}"))
         if length is not None or quality is not None:
             out.append(PicPoint(run.model_args, length, quality, _finite(run.metrics.get(f"{task}/corrupted_ratio")),
-                                run.applied))
+                                run.applied, run.samples.get(task)))
     return out
 
 
@@ -215,8 +216,8 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
     from harness.reporting.generation_table import generation_table
 
     rows = generation_table([str(d) for d in run_dirs], task, threshold)
-    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"])
-            for row in rows]
+    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"],
+                     row["n"]) for row in rows]
 
 
 def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
@@ -265,8 +266,9 @@ def plot_pic(series: dict, path: str | Path, length_name: str = "length", qualit
 
 def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):
     """Paper 000 Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
-    red quality (right axis) vs ratio (log axis); one marker / line style per Dynamic PIC variant, named
-    in a legend when a panel has several; panels without runs say so."""
+    red quality (right axis; a quality out of 100 on its whole range) vs ratio (log axis); one marker / line style
+    per Dynamic PIC variant, named in a legend when a panel has several; n per point in the panel's title when every
+    point has the same, else beside each point; panels without runs say so."""
     plt = pyplot()
     from matplotlib.lines import Line2D
 
@@ -277,7 +279,10 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
     for row, (base, by_method) in zip(axes, series.items()):
         for ax, method in zip(row, methods):
             lines = sorted(by_method.get(method, {}).items())
-            ax.set_title(f"{base}: {method} PIC", fontsize=9)
+            counts = {p.n for _, line in lines for _, p in line}
+            shared_n = next(iter(counts)) if len(counts) == 1 else None
+            ax.set_title(f"{base}: {method} PIC" + (f" (n {shared_n} per point)" if shared_n is not None else ""),
+                         fontsize=9)
             if not lines:
                 ax.axis("off")
                 ax.text(0.5, 0.5, "no runs", ha="center", va="center", color="gray", transform=ax.transAxes)
@@ -291,6 +296,16 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
                     xy = [(r, getattr(p, attr)) for r, p in line if getattr(p, attr) is not None]
                     if xy:
                         axis.plot(*zip(*xy), marker=marker, linestyle=style, color=color, label=f"{attr} {variant}")
+                if shared_n is None:  # the points rest on different numbers of samples: each says its own
+                    for r, p in line:
+                        value, axis = (p.length, ax) if p.length is not None else (p.quality, twin)
+                        if p.n is not None and value is not None:
+                            axis.annotate(f"n={p.n}", (r, value), textcoords="offset points", xytext=(4, -9),
+                                          fontsize=6)
+            qualities = [p.quality for _, line in lines for _, p in line if p.quality is not None]
+            if qualities and all(SCORE_RANGE[0] <= q <= SCORE_RANGE[1] for q in qualities):
+                margin = (SCORE_RANGE[1] - SCORE_RANGE[0]) * 0.03  # a quality out of 100 on its whole range
+                twin.set_ylim(SCORE_RANGE[0] - margin, SCORE_RANGE[1] + margin)
             ax.set_xscale("log", base=2)
             ratios = sorted({r for _, line in lines for r, _ in line})
             ax.set_xticks(ratios, [f"{r:g}" for r in ratios])

@@ -41,6 +41,7 @@ class Run:
     cautions: dict[str, list[str]] = field(default_factory=dict)
     # task -> what it measured with (config metadata "lch_configuration": harness.tasks.classes.base.LchTask)
     configurations: dict[str, dict] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)  # task -> documents scored (lm-eval's n-samples effective)
 
     @property
     def inference(self) -> Inference:
@@ -144,7 +145,9 @@ def read_run(path: str | Path) -> Run:
               record=RunRecord.from_results(data), roles=_metric_roles(data),
               subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
                         if isinstance(ts, list)}, cautions=cautions_of(data),
-              configurations=_declared(data, "lch_configuration"))
+              configurations=_declared(data, "lch_configuration"),
+              samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
+                       if isinstance(n, dict) and isinstance(n.get("effective"), int)})
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

@@ -129,6 +129,13 @@ def test_shared_clean_average_follows_appendix_a():
     values = {"a": {1: 10.0, 2: 20.0, 3: 30.0}, "b": {1: 1.0, 2: 2.0, 3: 3.0}}
     corrupted = {"a": {1: False, 2: False, 3: False}, "b": {1: False, 2: True, 3: False}}
     out = shared_clean_average(values, corrupted)
-    assert out["a"]["shared"] == 20.0 and out["a"]["used"] == 20.0  # samples 1, 3 shared by both
+    assert out["a"]["shared"] == 20.0 and out["a"]["used"] == 20.0 and out["a"]["n_used"] == 2  # 1, 3 shared by both
+    # b's CR 1/3 is over the threshold: its own clean samples 1 and 3
     assert out["b"]["corrupted_ratio"] == pytest.approx(1 / 3) and out["b"]["used"] == out["b"]["own"] == 2.0
+    assert out["b"]["n_used"] == 2
+    # a corrupted on 3 too: only sample 1 is clean for both; over the threshold each run keeps its own two
+    both = {"a": {1: False, 2: False, 3: True}, "b": corrupted["b"]}
+    assert {m: v["n_used"] for m, v in shared_clean_average(values, both).items()} == {"a": 2, "b": 2}
+    assert {m: (v["n_used"], v["used"]) for m, v in shared_clean_average(values, both, threshold=0.5).items()} == \
+        {"a": (1, 10.0), "b": (1, 1.0)}
     assert corrupted_ratio([True, False, False, False]) == 0.25 and math.isnan(corrupted_ratio([]))

@@ -99,7 +99,7 @@ def test_table_uses_shared_clean_samples(tmp_path):
     # b (CR 20 %) uses its own clean samples 0, 2, 3, 4 (here also the shared ones): (25 + 37.5 + 50 + 75) / 4
     # = 46.875; its corrupted sample 1 (quality 100) is in neither: with it the mean would be 57.5.
     assert b["quality"] == b["quality_own"] == b["quality_shared"] == pytest.approx(46.875)
-    assert "| tiny · Naive PIC (s_cr 2) |" in format_table(rows) and "20.0%" in format_table(rows)
+    assert "| tiny · Naive PIC (s_cr 2) | 32.5 | 65.0 | 46.88 | 20.0% | 4 |" in format_table(rows) and "20.0%" in format_table(rows)
     assert "| 68.75 |" in format_table(rows) and "| 46.88 |" in format_table(rows)
 
 

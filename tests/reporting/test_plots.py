@@ -189,6 +189,7 @@ def test_pic_series_reproduces_paper_table1(tmp_path):
     assert length_line.get_xydata().tolist() == [[r, length] for r, length, _ in TABLE1["ntk"]]
     assert quality_line.get_xydata().tolist() == [[r, q] for r, _, q in TABLE1["ntk"]]
     assert length_line.get_color() == "tab:blue" and quality_line.get_color() == "tab:red"
+    assert twin.get_ylim() == pytest.approx((-3.0, 103.0))  # a quality out of 100 on its whole range, not a zoom
 
     with pytest.raises(ValueError, match="no run used PIC"):
         pic_series([p for p in pic_points_from_runs(runs, "hellobench_htg") if "pic" not in p.model_args])
@@ -301,3 +302,10 @@ def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
     # ntk (CR 40 %) uses its own clean samples 0, 1, 2: quality (75 + 100 + 25) / 3 (shared 0, 2: 50)
     assert (ntk3.length, ntk3.quality) == (pytest.approx((120 + 240 + 360) / 3), pytest.approx(200 / 3))
     assert ntk3.corrupted_ratio == pytest.approx(0.4)
+    # each point's n is the samples it averages: 2 shared, or ntk's own 3; a panel whose points agree says it once
+    assert (van3.n, dyn3.n, ntk3.n) == (2, 2, 3) and [p.n for _, p in line] == [4, 4]
+    fig = pic_figure(series3)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == ["tiny: ntk PIC", "tiny: dynamic PIC (n 2 per point)"]
+    ntk_ax = fig.axes[0]
+    assert sorted(t.get_text() for t in ntk_ax.texts) == ["n=2", "n=3"]
