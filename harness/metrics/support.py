@@ -92,14 +92,26 @@ def _count(values: Mapping[str, Any], name: str) -> float | None:
 
 def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Support]) -> list[str]:
     """The cautions of one task: ``values`` is lm-eval's ``results[task]`` (``"<metric>,none"`` keys and
-    ``sample_len``); a metric the run did not report is skipped."""
+    ``sample_len``); a metric the run did not report is skipped. Shortfalls of one kind (same items, minimum and
+    reason) are one sentence: ``"<task>: score rests on 6 samples, len_1k on 3; fewer than 25 each: <why>"``."""
+    short: dict[tuple[str, int, str], list[tuple[str, int]]] = {}
     out = []
     for support in supports:
         if f"{support.metric},none" not in values:
             continue
-        sentence = caution(task, support, _count(values, support.count))
-        if sentence is not None:
-            out.append(sentence)
+        count = _count(values, support.count)
+        if count is not None and int(count) == 0:
+            out.append(caution(task, support, count) or "")
+        elif count is not None and count < support.minimum:
+            short.setdefault((support.items, support.minimum, support.why), []).append((support.metric, int(count)))
+    for (items, minimum, why), found in short.items():
+        if len(found) == 1:
+            (metric, n), = found
+            out.append(f"{task}/{metric} rests on {n} {items}, fewer than {minimum}: {why}")
+        else:
+            listed = ", ".join(f"{metric} on {n}" for metric, n in found[1:])
+            out.append(f"{task}: {found[0][0]} rests on {found[0][1]} {items}, {listed}; fewer than {minimum} each: "
+                       f"{why}")
     return out
 
 

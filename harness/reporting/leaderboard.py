@@ -5,8 +5,8 @@ Missing metrics are empty cells, never zeros.
 Runs are named by :mod:`harness.reporting.labels` (the ``run`` column), as every other report names them. Columns
 come headline first: the scores and perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
 documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
-:mod:`harness.metrics.support`). The Markdown, for people, is two tables: the headline scores (the names all runs
-share in its title), and the diagnostics with the cautions.
+:mod:`harness.metrics.support`). The Markdown, for people, is the headline scores (the names all runs share in
+its title), the diagnostics, and the cautions, each once with the runs it holds for.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import csv
 import html
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -32,11 +32,13 @@ CAUTIONS = "cautions"
 
 @dataclass
 class Leaderboard:
-    """``columns`` (CSV order), ``rows`` (dicts of strings), ``diagnostics`` (the bookkeeping metric columns)."""
+    """``columns`` (CSV order), ``rows`` (dicts of strings), ``diagnostics`` (the bookkeeping metric columns),
+    ``cautions`` (each run's, by its ``run`` label)."""
 
     columns: list[str]
     rows: list[dict[str, str]]
     diagnostics: list[str]
+    cautions: dict[str, list[str]] = field(default_factory=dict)  # run label -> its cautions
 
     @property
     def metrics(self) -> list[str]:
@@ -75,18 +77,19 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         have = [r for r in runs if sort_by in r.metrics]
         have.sort(key=lambda r: r.metrics[sort_by], reverse=higher)
         runs = have + [r for r in runs if sort_by not in r.metrics]
-    rows = []
+    rows, cautions = [], {}
     for run, label in zip(runs, run_labels(runs)):
+        cautions[label] = [c for found in run.cautions.values() for c in found]
         row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
                "model_args": json.dumps(run.model_args, sort_keys=True),
                "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-               CAUTIONS: "; ".join(c for found in run.cautions.values() for c in found)}
+               CAUTIONS: "; ".join(cautions[label])}
         for m in metrics:
             row[m] = repr(run.metrics[m]) if m in run.metrics else ""
             if f"{m}_stderr" in columns:
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
-    return Leaderboard(columns, rows, diagnostics)
+    return Leaderboard(columns, rows, diagnostics, cautions)
 
 
 def to_csv(board: Leaderboard) -> str:
@@ -120,7 +123,8 @@ def _table(head: list[str], lines: list[list[str]]) -> list[str]:
 def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     """Tables for people (module docstring): the runs by the parts of their names that differ (the shared parts in
     the title), the headline metrics (``headline`` when given, else every score and perplexity) to 4 significant
-    digits with their stderr in the cell; then the diagnostics and cautions, when there are any. Full precision and
+    digits with their stderr in the cell; then the diagnostics, and each caution once with the runs it holds for, when
+    there are any. Full precision and
     every column stay in the CSV and HTML."""
     metrics = board.headline
     if headline is not None:
@@ -133,12 +137,20 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     lines += _table(["run", *metrics], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics)]
                                         for name, r in zip(names, board.rows)])
     diagnostics = [m for m in board.diagnostics if m not in metrics]
-    if diagnostics or any(r[CAUTIONS] for r in board.rows):
-        lines += ["", "## Diagnostics", "",
-                  "What each run's numbers rest on (counts of documents, tokens, samples; not scores) and cautions "
-                  "where that is too little to mean anything.", ""]
-        lines += _table(["run", *diagnostics, CAUTIONS], [[name, *(_readable(r[m]) for m in diagnostics), r[CAUTIONS]]
-                                                          for name, r in zip(names, board.rows)])
+    if diagnostics:
+        lines += ["", "## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "
+                                            "not scores).", ""]
+        lines += _table(["run", *diagnostics], [[name, *(_readable(r[m]) for m in diagnostics)]
+                                                for name, r in zip(names, board.rows)])
+    # each caution once, with the runs it holds for (a run's list is in the CSV's cautions column)
+    held: dict[str, list[str]] = {}
+    for name, r in zip(names, board.rows):
+        for sentence in board.cautions.get(r["run"], []):
+            held.setdefault(sentence, []).append(name)
+    if held:
+        lines += ["", "## Cautions", "", "Numbers that rest on too little to mean anything:", ""]
+        lines += [f"- {sentence} ({'every run' if len(runs) == len(names) > 1 else ', '.join(runs)})"
+                  for sentence, runs in held.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -46,10 +46,8 @@ def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_r
         found = record_cautions(results)
     expected = [f"longppl_govreport/longppl rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: the mean NLL of n key "
                 "tokens is known to about 2/sqrt(n) nats",
-                "longppl_govreport/longppl rests on 2 documents, fewer than 3: fewer long-enough documents were found "
-                "than num_docs asked for, so it is not the corpus asked for",
-                "longppl_govreport/ppl rests on 2 documents, fewer than 3: fewer long-enough documents were found "
-                "than num_docs asked for, so it is not the corpus asked for"]
+                "longppl_govreport: longppl rests on 2 documents, ppl on 2; fewer than 3 each: fewer long-enough "
+                "documents were found than num_docs asked for, so it is not the corpus asked for"]
     assert found == {"longppl_govreport": expected} and results["lch_cautions"] == found
     assert [r.getMessage() for r in caplog.records] == [f"caution: {e}" for e in expected]
     # enough key tokens and every document found: nothing to say, and the results say that they were checked

@@ -220,11 +220,11 @@ def test_leaderboard_puts_scores_first_and_diagnostics_with_cautions_in_their_ow
     assert out.with_suffix(".md").read_text().splitlines() == [
         "# Leaderboard: base model", "", "| run | ppl_govreport/ppl |", "|---|---|", "| SmolLM2 | 12.25 |",
         "| gemma3 | 20.5 |", "", "## Diagnostics", "",
-        "What each run's numbers rest on (counts of documents, tokens, samples; not scores) and cautions where that "
-        "is too little to mean anything.", "",
-        "| run | ppl_govreport/n_docs | ppl_govreport/n_tokens | cautions |", "|---|---|---|---|",
-        "| SmolLM2 | 2 | 2000 |  |",
-        "| gemma3 | 1 | 1000 | ppl_govreport/ppl rests on 1 documents, fewer than 2: not the corpus asked for |"]
+        "What each run's numbers rest on (counts of documents, tokens and samples; not scores).", "",
+        "| run | ppl_govreport/n_docs | ppl_govreport/n_tokens |", "|---|---|---|",
+        "| SmolLM2 | 2 | 2000 |", "| gemma3 | 1 | 1000 |", "", "## Cautions", "",
+        "Numbers that rest on too little to mean anything:", "",
+        "- ppl_govreport/ppl rests on 1 documents, fewer than 2: not the corpus asked for (gemma3)"]
 
 
 def _declared_run(folder: Path, ppl: float, n_docs: int, n_tokens: int) -> Path:
@@ -297,3 +297,12 @@ def test_regress_refuses_a_run_of_other_task_options_than_the_baselines(tmp_path
     del old["tasks"]
     baseline.write_text(json.dumps(old))
     assert main(["regress", str(other), "--baseline", str(baseline)]) == 0
+
+
+def test_a_caution_every_run_shares_is_said_once():
+    from harness.reporting.leaderboard import Leaderboard, to_markdown
+
+    rows = [{"run": f"m · {v}", "t/score": "50.0"} for v in ("base model", "Naive PIC (s_cr 2)")]
+    board = Leaderboard(["run", "t/score"], rows, [], {r["run"]: ["t/score rests on 1 samples, fewer than 25: ..."]
+                                                      for r in rows})
+    assert to_markdown(board).splitlines()[-1] == "- t/score rests on 1 samples, fewer than 25: ... (every run)"
