@@ -164,6 +164,9 @@ def run_correlate(args: argparse.Namespace) -> int:
     for y_name in args.y:
         png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
         p = stats["pearson"]
+        if stats.get("undefined"):
+            print(f"{y_name} vs {args.x}: n={stats['n']} undefined ({stats['undefined']}) -> {png}")
+            continue
         print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
               f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")
     return 0

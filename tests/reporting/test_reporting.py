@@ -306,3 +306,27 @@ def test_a_caution_every_run_shares_is_said_once():
     board = Leaderboard(["run", "t/score"], rows, [], {r["run"]: ["t/score rests on 1 samples, fewer than 25: ..."]
                                                       for r in rows})
     assert to_markdown(board).splitlines()[-1] == "- t/score rests on 1 samples, fewer than 25: ... (every run)"
+
+
+def test_a_correlation_with_a_constant_metric_says_it_is_undefined(tmp_path, capsys):
+    """The Gemma 3 demo's long-context score was 66.7 for every variant: no correlation exists, and the report says
+    why instead of a table of NaN (and scipy is not left to warn)."""
+    import warnings
+
+    for i, ppl in enumerate((20.0, 25.0, 30.0)):
+        write_run(tmp_path / "runs" / f"r{i}", {"pretrained": f"m{i}"}, float(i),
+                  {"lch_ruler": {"score,none": 66.7}, "ppl_govreport": {"ppl,none": ppl}},
+                  {"lch_ruler": {"score": True}, "ppl_govreport": {"ppl": False}})
+    out = tmp_path / "report"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["correlate", str(tmp_path / "runs"), "--x", "ppl_govreport/ppl", "--y", "lch_ruler/score",
+                     "-o", str(out), "--bootstrap", "50"]) == 0
+        assert main(["correlate", str(tmp_path / "runs"), "--matrix", "ppl_govreport/ppl", "lch_ruler/score",
+                     "-o", str(out)]) == 0
+    stem = "lch_ruler_score_vs_ppl_govreport_ppl"
+    assert "No correlation can be measured: lch_ruler/score is 66.7 in all 3 runs." in (out / f"{stem}.md").read_text()
+    saved = json.loads((out / f"{stem}.json").read_text())
+    assert saved["undefined"] == "lch_ruler/score is 66.7 in all 3 runs" and saved["pearson"]["r"] is None
+    assert "undefined (lch_ruler/score is 66.7 in all 3 runs)" in capsys.readouterr().out
+    assert "| ppl_govreport/ppl | 1.000 (0) | undefined (constant) |" in (out / "matrix.md").read_text()
