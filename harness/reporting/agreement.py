@@ -35,7 +35,7 @@ from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
 from harness.reporting.comparability import SAME_MODEL, check_comparable
 from harness.reporting.labels import name_from_results
-from harness.reporting.runs import RunError, cautions_of, model_args_of, read_json
+from harness.reporting.runs import RunError, cautions_of, declared, model_args_of, read_json
 from harness.run_record import FIELDS, RunRecord
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
@@ -276,20 +276,13 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
     for task in sorted(set(files_a) & set(files_b)):
         tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),
                                   (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
-                                  tol, tokenizer, _roles(data_a, task)))
+                                  tol, tokenizer, declared(data_a, "lch_metric_roles").get(task, {})))
     if not tasks:
         raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
                          f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")
     return {"a": _describe(results_a, data_a), "b": _describe(results_b, data_b), "tolerances": asdict(tol),
             "allowed": sorted(allow), "tasks": tasks, "only_a": sorted(set(files_a) - set(files_b)), "only_b": sorted(set(files_b) - set(files_a)),
             "agrees": all(t.agrees for t in tasks)}
-
-
-def _roles(data: dict, task: str) -> dict[str, str]:
-    """The metric roles a task declared in its results metadata (``lch_metric_roles``; none: {})."""
-    config = (data.get("configs") or {}).get(task)
-    roles = ((config or {}).get("metadata") or {}).get("lch_metric_roles") if isinstance(config, dict) else None
-    return dict(roles) if isinstance(roles, dict) else {}
 
 
 def _describe(results: Path, data: dict) -> dict:

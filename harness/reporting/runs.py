@@ -108,7 +108,7 @@ def model_args_of(results: dict) -> dict:
     return dict(model_args)
 
 
-def _declared(data: dict, key: str) -> dict[str, dict]:
+def declared(data: dict, key: str) -> dict[str, dict]:
     """``{task: metadata[key]}`` of the results' task configs that declare ``key`` as an object."""
     out = {}
     for task, config in (data.get("configs") or {}).items():
@@ -120,7 +120,7 @@ def _declared(data: dict, key: str) -> dict[str, dict]:
 
 def _metric_roles(data: dict) -> dict[str, str]:
     """``{"<task>/<metric>": role}`` declared in the results' task configs (``metadata.lch_metric_roles``)."""
-    return {f"{task}/{metric}": str(role) for task, roles in _declared(data, "lch_metric_roles").items()
+    return {f"{task}/{metric}": str(role) for task, roles in declared(data, "lch_metric_roles").items()
             for metric, role in roles.items()}
 
 
@@ -145,7 +145,7 @@ def read_run(path: str | Path) -> Run:
               record=RunRecord.from_results(data), roles=_metric_roles(data),
               subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
                         if isinstance(ts, list)}, cautions=cautions_of(data),
-              configurations=_declared(data, "lch_configuration"),
+              configurations=declared(data, "lch_configuration"),
               samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
                        if isinstance(n, dict) and isinstance(n.get("effective"), int)})
     for task, values in data["results"].items():

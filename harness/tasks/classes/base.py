@@ -111,9 +111,8 @@ class LchTask(ConfigurableTask):
         # does not look our metric names up in its registry (and in HF evaluate) one by one.
         config["process_results"] = self.process_document
         meta = dict(config.get("metadata") or {})
-        self._yaml_metadata_version = meta.get("version")
         self.model_keys, self.options = self.read_options(meta, config.get("task"))
-        config["metadata"] = {**meta, **self.options_in_effect(), CONFIGURATION_KEY: self.configuration()}
+        config["metadata"] = {**meta, **self.options_in_effect(), CONFIGURATION_KEY: self.configuration(meta.get("version"))}
         self.configure(config)
         config["metric_list"] = list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"]))
         names = [m["metric"] for m in config["metric_list"] if isinstance(m, dict) and "metric" in m]
@@ -155,12 +154,11 @@ class LchTask(ConfigurableTask):
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         return out
 
-    def configuration(self) -> dict:
+    def configuration(self, version: Any = None) -> dict:
         """What the task measured with, for reports that refuse to compare runs of different configurations
         (``lch regress``): the options in effect (:meth:`options_in_effect`) without those that only say where
         something is kept (declared ``location=True``: cache folders), files and folders by their names (declared
-        ``path=True``: the same data elsewhere is the same configuration), and the YAML's version."""
-        version = self._yaml_metadata_version
+        ``path=True``: the same data elsewhere is the same configuration), and the YAML's ``version``."""
         out: dict[str, Any] = {} if version is None else {"version": version}
         fields = {f.name: f for f in dataclasses.fields(self.options)} if self.options is not None else {}
         for name, value in self.options_in_effect().items():
