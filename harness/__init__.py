@@ -9,8 +9,8 @@ Public API (importing it does not import torch until used):
 
 from __future__ import annotations
 
-# nothing imported at module level: this package is imported at every interpreter start by the lm-eval plugin
-# activation (harness/lm_eval_activation.py), so it must cost next to nothing
+# nothing imported at module level: importing the package (as every lm-eval plugin hook does) must cost next to
+# nothing
 __version__ = "0.1.0"
 __all__ = ["Inference", "apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
 

@@ -19,6 +19,8 @@ Exit codes of ``lch``:
 
 from __future__ import annotations
 
+import os
+
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
 
@@ -41,3 +43,11 @@ class DataFormatError(LchError, ValueError):
 
 class MissingDataError(LchError, RuntimeError):
     """Data, a model or a file that must be fetched or created first; the message says what and where."""
+
+
+DEBUG_VARIABLE = "LCH_DEBUG"  # "1": every error keeps its traceback (what `lch --debug` sets for its command)
+
+
+def debug_enabled() -> bool:
+    """Whether tracebacks are shown for every error (``LCH_DEBUG=1``, or ``--debug`` on an ``lch`` command)."""
+    return os.environ.get(DEBUG_VARIABLE) == "1"

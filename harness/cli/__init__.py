@@ -21,17 +21,28 @@
 from __future__ import annotations
 
 import argparse
-import re
+import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Iterator
 
 from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
 from harness.cli.translate import given_models, translate
-from harness.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, LchError, UsageError
+from harness.errors import (
+    DEBUG_VARIABLE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    LchError,
+    UsageError,
+    debug_enabled,
+)
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
@@ -68,8 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one ``lch`` command; a user error becomes ``lch: error: ...`` and its exit code (harness.errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv or os.environ.get("LCH_DEBUG") == "1"
-    argv = [a for a in argv if a != "--debug"]
+    if "--debug" in argv:  # the whole command, lm-eval's part of `lch eval` included, keeps its tracebacks
+        with _debugging():
+            return main([a for a in argv if a != "--debug"])
+    debug = debug_enabled()
     try:
         previous = _on_sigterm_interrupt()
         try:
@@ -84,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
         return done.code if isinstance(done.code, int) else (EXIT_OK if done.code is None else EXIT_USAGE)
     except Exception as err:  # noqa: BLE001 (sorted below: user errors become one line, bugs keep their traceback)
-        user_error = err if isinstance(err, LchError) else translate(err, given_models(argv))
+        user_error = err if isinstance(err, LchError) else translate(err, given_models(argv), _include_path(argv))
         if user_error is None or debug:
             if user_error is None:
                 print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)
@@ -93,6 +106,29 @@ def main(argv: list[str] | None = None) -> int:
         _close_progress_bars()
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
+
+
+def _include_path(argv: list[str]) -> str | None:
+    """``lch eval``'s ``--include_path`` (lm-eval's flag), for the error that names the closest task."""
+    if argv[:1] != ["eval"]:
+        return None
+    from harness.lmeval.cli import include_path_of
+
+    return include_path_of(argv)
+
+
+@contextlib.contextmanager
+def _debugging() -> Iterator[None]:
+    """``LCH_DEBUG=1`` for the duration of one command (restored after it: ``main`` is also called in-process)."""
+    previous = os.environ.get(DEBUG_VARIABLE)
+    os.environ[DEBUG_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DEBUG_VARIABLE, None)
+        else:
+            os.environ[DEBUG_VARIABLE] = previous
 
 
 class Terminated(KeyboardInterrupt):

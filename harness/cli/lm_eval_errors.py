@@ -1,58 +1,74 @@
-"""Plain lm-eval's command line (``lm_eval``, ``python -m lm_eval``) ends a run of our models or tasks that fails on
-user input with one ``lch: error:`` line and exit 2, as ``lch eval`` does, instead of a traceback. Installed by the
-import hook of ``lm_eval._cli.harness`` (:mod:`harness.lm_eval_activation`); runs that name neither our models
-nor our tasks, and errors that are not recognised as user errors (bugs: their traceback is kept), are untouched.
-``LCH_DEBUG=1`` keeps every traceback."""
+"""Plain lm-eval's command line (``lm_eval``, ``python -m lm_eval``) on a run of our models or tasks: the places it
+writes are checked before the run, and a failure on user input ends with one ``lch: error:`` line and exit 2, as
+``lch eval`` does, instead of a traceback. Installed by the import hook of ``lm_eval._cli.harness``
+(:mod:`lch_harness_lm_eval`).
+
+Whether the run is ours is known only once lm-eval has parsed its command line (its flags, or a ``--config`` YAML
+holding them), so the hook extends ``HarnessCLI.parse_args``: the parsed run is looked up in lm-eval's task index and
+our model names (:func:`harness.lmeval.preflight.involves_us`); a run of ours gets its subcommand's function wrapped
+(``args.func``), any other run gets back exactly what lm-eval parsed, runs with lm-eval's own ``simple_evaluate``,
+and keeps lm-eval's own errors, tracebacks and exit codes. Errors that are not recognised as user errors (bugs:
+their traceback is kept) are untouched; ``LCH_DEBUG=1`` (``lch --debug``) keeps every traceback."""
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
-from typing import Any
+from argparse import Namespace
+from typing import Any, Callable
 
 _MARK = "_lch_errors"
 
 
-def _tasks(args: Any) -> list[str]:
-    value = getattr(args, "tasks", None)
-    if isinstance(value, str):
-        value = value.split(",")
-    return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
-
-
 def after_cli_import(cli_module: Any) -> None:
-    """Wrap ``HarnessCLI.execute`` (the one call both forms of lm-eval's command line make)."""
-    from harness.lmeval.preflight import involves_us
-
+    """Extend ``HarnessCLI.parse_args`` (module docstring)."""
     cli = cli_module.HarnessCLI
-    original = cli.execute
+    original = cli.parse_args
     if getattr(original, _MARK, False):
         return
 
     @functools.wraps(original)
-    def execute(self: Any, args: Any) -> Any:
+    def parse_args(self: Any) -> Namespace:
+        args = original(self)
         try:
-            if involves_us(getattr(args, "model", None), _tasks(args), getattr(args, "include_path", None)):
-                from harness.lmeval.preflight import check_destinations, check_task_names
+            from harness.lmeval.preflight import cli_decided, cli_run_settings, involves_us
 
-                check_destinations(getattr(args, "output_path", None))  # before the run, not after it
-                # before lm-eval looks the tasks up: its "Tasks not found" names no close match
-                check_task_names(_tasks(args), getattr(args, "include_path", None))
-            return original(self, args)
+            ours = callable(getattr(args, "func", None)) and involves_us(*cli_run_settings(args))
+            cli_decided(ours)
+        except Exception:  # noqa: BLE001 (deciding must never break lm-eval's command line)
+            return args
+        if ours:
+            args.func = checked(args.func)
+        return args
+
+    setattr(parse_args, _MARK, True)
+    cli.parse_args = parse_args
+
+
+def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
+    """A subcommand of a run of ours: its destinations checked first, its user errors one line and their exit code."""
+
+    @functools.wraps(func)
+    def run(args: Namespace) -> Any:
+        from harness.errors import LchError, debug_enabled
+
+        try:
+            from harness.lmeval.preflight import check_destinations
+
+            check_destinations(getattr(args, "output_path", None))  # before the run, not after it
+            return func(args)
         except Exception as err:
             from harness.cli import _close_progress_bars
             from harness.cli.translate import given_models, translate
-            from harness.errors import LchError
 
-            if os.environ.get("LCH_DEBUG") == "1" or not involves_us(getattr(args, "model", None), _tasks(args), getattr(args, "include_path", None)):
+            if debug_enabled():
                 raise
-            user_error = err if isinstance(err, LchError) else translate(err, given_models(["eval", *sys.argv[1:]]))
+            user_error = err if isinstance(err, LchError) else translate(
+                err, given_models(["eval", *sys.argv[1:]]), getattr(args, "include_path", None))
             if user_error is None:
                 raise
             _close_progress_bars()
             print(f"lch: error: {user_error}", file=sys.stderr)
             raise SystemExit(user_error.exit_code) from None
 
-    setattr(execute, _MARK, True)
-    cli.execute = execute
+    return run

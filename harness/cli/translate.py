@@ -55,11 +55,24 @@ def _model_not_found(models: list[str]) -> MissingDataError:
                             "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
 
 
-def translate(err: BaseException, models: list[str] | None = None) -> LchError | None:
+def _raised_by_lm_evals_arguments(err: BaseException) -> bool:
+    """Whether ``err`` was raised inside lm-eval's checks of its command line and configuration (its ``_cli`` and
+    ``config`` packages): whatever those refuse is a flag the user gave."""
+    import os
+
+    tb, innermost = err.__traceback__, None
+    while tb is not None:
+        innermost, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
+    parts = os.path.normpath(innermost or "").split(os.sep)
+    return any(parts[i:i + 2] in (["lm_eval", "_cli"], ["lm_eval", "config"]) for i in range(len(parts) - 1))
+
+
+def translate(err: BaseException, models: list[str] | None = None, include_path: object = None) -> LchError | None:
     """The user error behind ``err``, or None when it is not recognised as one. Recognised by type and
     attributes first (huggingface_hub's errors anywhere in the chain, ``JSONDecodeError``'s position,
     ``OSError``'s errno / filename), by the library's wording only where it raises a plain ``OSError``.
-    ``models``: the model names the user gave (:func:`given_models`), the only names a message may use."""
+    ``models``: the model names the user gave (:func:`given_models`), the only names a message may use;
+    ``include_path``: the run's ``--include_path`` (a task name lm-eval did not find gets the closest known one)."""
     models = models or []
     message = " ".join(str(err).split())
     if any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err)):
@@ -74,7 +87,14 @@ def translate(err: BaseException, models: list[str] | None = None) -> LchError |
     if isinstance(err, FileNotFoundError) and err.filename:
         return MissingDataError(f"{err.filename} does not exist: check the path")
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):
-        return UsageError(f"{message.rstrip('.')}; `lch eval --tasks list` lists every task")
+        from harness.lmeval.preflight import closest_tasks
+
+        missing = [t.strip() for t in message.split(":", 1)[1].split(",") if t.strip()]
+        return UsageError(f"{message.rstrip('.')}{closest_tasks(missing, include_path)} (`lch eval --tasks list` "
+                          "lists every task)")
+    if isinstance(err, (ValueError, TypeError)) and _raised_by_lm_evals_arguments(err):
+        return UsageError(f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run "
+                          "--help`)")
     if isinstance(err, ValueError) and "no model for this name found" in message:
         from harness.lmeval.registry import model_names
 

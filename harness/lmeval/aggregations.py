@@ -46,3 +46,10 @@ def record_cautions(results: dict) -> dict[str, list[str]]:
         for sentence in sentences:
             log.warning("caution: %s", sentence)
     return found
+
+
+def finish_results(results: dict) -> dict:
+    """What a run of ours adds to lm-eval's results object before its caller writes it: the cautions
+    (:func:`record_cautions`)."""
+    record_cautions(results)
+    return results

@@ -17,7 +17,8 @@ def _is_task_list_request(argv: list[str]) -> bool:
     return False
 
 
-def _user_include_path(argv: list[str]) -> str | None:
+def include_path_of(argv: list[str]) -> str | None:
+    """The ``--include_path`` of an ``lch eval`` command line (lm-eval's flag), or None."""
     for i, arg in enumerate(argv):
         if arg == "--include_path" and i + 1 < len(argv):
             return argv[i + 1]
@@ -57,7 +58,7 @@ def run_lm_eval(argv: list[str]) -> None:
     from lm_eval.utils import setup_logging
 
     if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
-        user = _user_include_path(argv)
+        user = include_path_of(argv)
         argv = ["ls", "tasks"] + (["--include_path", user] if user else [])
     setup_logging()
     saved_argv = sys.argv
@@ -70,7 +71,7 @@ def run_lm_eval(argv: list[str]) -> None:
             check_destinations(getattr(args, "output_path", None))
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
             preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
-                      getattr(args, "metadata", None), _user_include_path(argv))
+                      getattr(args, "metadata", None), include_path_of(argv))
         cli.execute(args)
     finally:
         sys.argv = saved_argv
@@ -102,18 +103,22 @@ def move_run_settings(args, argv: list[str]) -> None:
 
 def check_json_args(argv: list[str]) -> None:
     """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse, and a
-    ``key=value,...`` value must give each key once (lm-eval keeps the last and its warning fails to format):
-    refused in one line naming the flag, before lm-eval's parser sees them."""
+    ``key=value,...`` value must give each key once (lm-eval keeps the last and its warning fails to format);
+    ``--samples`` must be what lm-eval can use (:func:`check_samples_arg`): refused in one line naming the flag,
+    before lm-eval's parser sees them."""
     import json
 
     from harness.errors import UsageError
 
     for i, arg in enumerate(argv):
         flag, _, value = arg.partition("=")
-        if flag not in ("--metadata", "--model_args", "-a"):
+        if flag not in ("--metadata", "--model_args", "-a", "--samples", "-E"):
             continue
         if not _:
             value = argv[i + 1] if i + 1 < len(argv) else ""
+        if flag in ("--samples", "-E"):
+            check_samples_arg(flag, value)
+            continue
         if "{" not in value:
             keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
             twice = sorted({k for k in keys if keys.count(k) > 1})
@@ -125,3 +130,27 @@ def check_json_args(argv: list[str]) -> None:
         except json.JSONDecodeError as err:
             raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object with "
                              "double quotes, e.g. '{\"num_docs\": 2}'") from None
+
+
+def check_samples_arg(flag: str, value: str) -> None:
+    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one. lm-eval 0.4.13 keeps
+    any other text as it is and fails on it in the middle of the run (``'str' object has no attribute 'keys'``)."""
+    import json
+    from pathlib import Path
+
+    from harness.errors import UsageError
+
+    try:
+        samples = json.loads(value)
+    except json.JSONDecodeError as err:
+        path = Path(value).expanduser()
+        if value.lstrip().startswith(("{", "[")) or not path.is_file():
+            raise UsageError(f"{flag} {value!r} is neither a JSON object ({err.msg}) nor a file: give "
+                             "'{\"<task>\": [<doc indices>]}' or the path of a file holding it") from None
+        try:
+            samples = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} file {path} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
+                             "holding '{\"<task>\": [<doc indices>]}'") from None
+    if not isinstance(samples, dict):
+        raise UsageError(f"{flag} must be a JSON object of task -> doc indices, got a {type(samples).__name__}")

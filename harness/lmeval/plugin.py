@@ -12,7 +12,7 @@ Our entry points (pyproject.toml):
 
 The backport (:func:`after_models_import`, :func:`after_task_manager_import`) follows those PRs' rules for every
 entry point of the two groups, ours and other packages', and does nothing on an lm-eval that has its own
-discovery. It runs through the import hooks of :mod:`harness.lm_eval_activation` (plain ``lm_eval``) and through
+discovery. It runs through the import hooks of :mod:`lch_harness_lm_eval` (plain ``lm_eval``) and through
 :func:`activate` (``lch eval`` and tests). Deliberately patched rather than extended: lm-eval 0.4.13 offers no
 extension point for either registry.
 """
@@ -23,7 +23,6 @@ import functools
 import importlib
 import importlib.metadata as metadata
 import importlib.util
-import inspect
 import logging
 from pathlib import Path
 from typing import Any
@@ -112,31 +111,52 @@ def plugin_task_paths() -> list[Path]:
     return found
 
 
+_last_index: list[dict] = []  # the index the last TaskManager with lm-eval's own tasks built in this process
+
+
+def last_task_index() -> dict | None:
+    """``{name: Entry}`` of the last ``TaskManager`` this process built over lm-eval's own tasks (ours and any
+    ``include_path`` with them), or None: what a "did you mean" after lm-eval's "Tasks not found" reads instead of
+    indexing 14,000 YAMLs a second time."""
+    return _last_index[0] if _last_index else None
+
+
+@functools.lru_cache(maxsize=1)
+def plugin_task_folders() -> tuple[Path, ...]:
+    """:func:`plugin_task_paths` scanned once per process (as #4015 caches its discovery)."""
+    return tuple(plugin_task_paths())
+
+
 def after_task_manager_import(manager_module: Any = None) -> bool:
-    """Make every ``TaskManager`` index the ``lm_eval.tasks`` entry points' folders, as PR #4015 does: after
-    lm-eval's own tasks and before ``include_path`` (which overrides them). Returns whether it patched; nothing on
-    an lm-eval with its own discovery, or whose ``TaskManager`` takes no ``include_path``."""
+    """Make a ``TaskManager`` that indexes lm-eval's own tasks also index the ``lm_eval.tasks`` entry points' folders,
+    as PR #4015 does: after lm-eval's tasks and before ``include_path`` (which overrides them). The manager builds its
+    index with ``TaskIndex.build(paths)`` (lm-eval's folder first when ``include_defaults``, then ``include_path``);
+    the manager module's ``TaskIndex`` becomes a subclass that inserts the plugin folders right after lm-eval's own,
+    so nothing of the manager's construction is wrapped. ``TaskManager(include_defaults=False)`` indexes exactly the
+    paths given, as in stock lm-eval (#4015 as opened adds plugins there too: docs/ARCHITECTURE.md, "Plain lm_eval").
+    Returns whether it patched; nothing on an lm-eval with its own discovery."""
     if manager_module is None:
         import lm_eval.tasks.manager as manager_module
-    manager = manager_module.TaskManager
-    if hasattr(manager_module, "discover_plugin_task_paths") or getattr(manager.__init__, _MARK, False):
+    base = getattr(manager_module, "TaskIndex", None)
+    if (base is None or hasattr(manager_module, "discover_plugin_task_paths") or getattr(base, _MARK, False)
+            or not callable(getattr(base, "build", None))):
         return False
-    original = manager.__init__
-    if "include_path" not in inspect.signature(original).parameters:
-        log.debug("TaskManager takes no include_path: task plugins not added")
-        return False
+    defaults = Path(manager_module.__file__).resolve().parent
 
-    @functools.wraps(original)
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        bound = inspect.signature(original).bind(self, *args, **kwargs)
-        given = bound.arguments.get("include_path")
-        user = [] if not given else list(given) if isinstance(given, (list, tuple)) else [given]
-        bound.arguments["include_path"] = [*plugin_task_paths(), *user] or None
-        original(*bound.args, **bound.kwargs)
-        self.include_path = given  # what the caller gave, as lm-eval records it
+    class TaskIndex(base):  # type: ignore[misc, valid-type]
+        @staticmethod
+        def build(paths: Any, *args: Any, **kwargs: Any) -> Any:
+            paths = list(paths)
+            at = next((i + 1 for i, p in enumerate(paths) if Path(p).resolve() == defaults), None)
+            if at is None:
+                return base.build(paths, *args, **kwargs)
+            paths[at:at] = [p for p in plugin_task_folders() if p not in paths]
+            index = base.build(paths, *args, **kwargs)
+            _last_index[:] = [index]
+            return index
 
-    setattr(__init__, _MARK, True)
-    manager.__init__ = __init__
+    setattr(TaskIndex, _MARK, True)
+    manager_module.TaskIndex = TaskIndex
     return True
 
 

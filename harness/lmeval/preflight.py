@@ -3,24 +3,26 @@ our models, whether the model serves every request type the tasks send (a stock 
 ``ppl_govreport`` is refused naming the models that serve it), ``--metadata`` keys and every task option.
 
 ``lch eval`` runs :func:`preflight` before lm-eval indexes its tasks; plain lm-eval runs it through
-:func:`after_evaluator_import` (the import hook of :mod:`harness.lm_eval_activation`), which wraps
-``simple_evaluate`` so that the command, ``python -m lm_eval`` and Python callers get the same checks before
-the model loads. A run that names neither our models nor our tasks is left alone.
+:func:`after_evaluator_import` (the import hook of :mod:`lch_harness_lm_eval`), which wraps ``simple_evaluate`` so
+that the command, ``python -m lm_eval`` and Python callers get the same checks before the model loads. Whether a run
+is ours is decided by lm-eval's own task index (:func:`our_tasks`: which names resolve to our task folder) and our
+registered model names, never by how a name looks: a run that uses neither is left to lm-eval, its errors included.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from harness.lmeval.metadata import check_metadata, check_task_options
 from harness.lmeval.plugin import tasks_path
 from harness.lmeval.registry import model_entry, model_names
-from harness.lmeval.request_types import check_model_serves, task_names
+from harness.lmeval.request_types import check_model_serves
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
@@ -41,39 +43,7 @@ def as_dict(value: Any) -> dict:
     return dict(simple_parse_args_string(text))
 
 
-def _our_prefixes(names: frozenset[str]) -> frozenset[str]:
-    """The first words of our task names (``lch``, ``ppl``, ``longppl``, ``mrqa`` ...)."""
-    return frozenset(name.split("_")[0] for name in names)
-
-
-def looks_like_ours(task: str, names: frozenset[str]) -> bool:
-    """Whether ``task`` is one of our task names or shares the first word of one (a typo of ours)."""
-    return task in names or task.split("_")[0] in _our_prefixes(names)
-
-
-def involves_us(model: Any, tasks: list[str], include_path: Any = None) -> bool:
-    """Whether a run uses one of our models or one of our tasks (by name, or by the first word of one: a typo of
-    ours gets our checks too)."""
-    names = task_names(tasks_path())
-    return (isinstance(model, str) and model in model_names()) or any(
-        t in names or (looks_like_ours(t, names) and not _named_elsewhere(t, include_path)) for t in tasks)
-
-
-def check_task_names(tasks: list[str], include_path: Any = None) -> None:
-    """A task named like ours (its first word is one of our tasks') that is not one of them, nor named by lm-eval's
-    own YAMLs or those under ``include_path``: a one-line :class:`~harness.errors.UsageError` with the closest of
-    our names, before lm-eval indexes its tasks (other names are lm-eval's to find)."""
-    from harness.errors import UsageError
-    from harness.options import closest
-
-    names = task_names(tasks_path())
-    for task in tasks:
-        if task not in names and looks_like_ours(task, names) and not _named_elsewhere(task, include_path):
-            raise UsageError(f"task {task} is unknown{closest(task, sorted(names))} (`lch eval --tasks list` lists "
-                             "every task)")
-
-
-def _include_folders(include_path: Any) -> list[Path]:
+def _paths(include_path: Any) -> list[Path]:
     """The folders of an lm-eval ``include_path`` (a path, or a list of them; None: none)."""
     if not include_path:
         return []
@@ -81,34 +51,78 @@ def _include_folders(include_path: Any) -> list[Path]:
     return [Path(p).expanduser() for p in paths if p]
 
 
-def _named_elsewhere(task: str, include_path: Any = None) -> bool:
-    """Whether a task YAML of lm-eval's own, or one under ``include_path``, names ``task`` (a task, group or tag of
-    that name: lm-eval's LongBench tasks share our first word ``longbench``, a user's folder may add an
-    ``lch_...`` group); a text search, read only for names that look like ours."""
-    import re
+@functools.lru_cache(maxsize=1)
+def _our_index() -> frozenset[str]:
+    """The names (tasks, groups, tags) lm-eval's own indexer finds in our task folder."""
+    from lm_eval.tasks._index import TaskIndex
 
-    import lm_eval
-
-    pattern = re.compile(rf"^\s*(?:task|group|tag|-)\s*:?\s*{re.escape(task)}\s*$", re.M)
-    folders = [Path(lm_eval.__file__).parent / "tasks", *_include_folders(include_path)]
-    for path in (p for folder in folders if folder.is_dir() for p in folder.rglob("*.yaml")):
-        try:
-            if task in path.read_text(encoding="utf-8", errors="ignore") and pattern.search(path.read_text(
-                    encoding="utf-8", errors="ignore")):
-                return True
-        except OSError:
-            continue
-    return False
+    return frozenset(TaskIndex.build([Path(tasks_path())]))
 
 
-def preflight(model: Any, model_args: Any, tasks: list[str], metadata: Any, include_path: Any = None) -> None:
+def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
+    """The names among ``tasks`` that lm-eval resolves to our task folder. With the run's ``TaskManager``: its index
+    says where each name's YAML is. Without one (before lm-eval indexes): a name of our folder's index that no
+    YAML under ``include_path`` redefines (lm-eval indexes its own tasks, then ours, then ``include_path``, later
+    ones winning). YAML paths, folders and names of nobody's are not ours: lm-eval resolves and reports them."""
+    names = [t for t in tasks if isinstance(t, str)]
+    index = getattr(task_manager, "task_index", None)
+    if isinstance(index, dict):
+        ours = Path(tasks_path()).resolve()
+        found = []
+        for name in names:
+            yaml_path = getattr(index.get(name), "yaml_path", None)
+            if yaml_path is not None and ours in Path(yaml_path).resolve().parents:
+                found.append(name)
+        return found
+    candidates = [t for t in names if t in _our_index()]
+    folders = _paths(include_path)
+    if candidates and folders:
+        from lm_eval.tasks._index import TaskIndex
+
+        theirs = TaskIndex.build(folders)
+        candidates = [t for t in candidates if t not in theirs]
+    return candidates
+
+
+def involves_us(model: Any, tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> bool:
+    """Whether a run uses one of our models (by its registered name) or one of our tasks (:func:`our_tasks`)."""
+    return (isinstance(model, str) and model in model_names()) or bool(our_tasks(tasks, include_path, task_manager))
+
+
+def closest_tasks(missing: list[str], include_path: Any = None) -> str:
+    """``"; did you mean X?"`` for the first of ``missing`` names with a close name in lm-eval's whole task index
+    (its own tasks, ours, ``include_path``), else ``""``. Asked once lm-eval did not find a name: the index it has just
+    built is read (:func:`harness.lmeval.plugin.last_task_index`), else one is built (seconds: 14,000 YAMLs)."""
+    from harness.lmeval.plugin import last_task_index
+    from harness.options import closest
+
+    try:
+        index = last_task_index()
+        if index is None:
+            from lm_eval.tasks import TaskManager
+
+            index = TaskManager(include_path=include_path or None).task_index
+        known = sorted(index)
+    except Exception:  # noqa: BLE001 (a hint only)
+        return ""
+    for name in missing:
+        hint = closest(name, known)
+        if hint:
+            return hint
+    return ""
+
+
+def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
+              task_manager: Any = None) -> None:
     """Every check of the run that needs no model (module docstring); raises a one-line
     :class:`~harness.errors.LchError`. ``model``: a name (an ``LM`` object is already built: only the tasks'
-    options are checked)."""
+    options are checked). Only the tasks lm-eval resolves to our folder are checked (:func:`our_tasks`); the others,
+    and names nobody defines, are lm-eval's to run or report."""
     model_args, metadata = as_dict(model_args), as_dict(metadata)
     # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
     metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
-    key = json.dumps([model if isinstance(model, str) else None, model_args, tasks, metadata], sort_keys=True,
+    names = [t for t in tasks if isinstance(t, str)]
+    key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata], sort_keys=True,
                      default=str)
     if key in _passed:
         return
@@ -116,13 +130,13 @@ def preflight(model: Any, model_args: Any, tasks: list[str], metadata: Any, incl
     entry = model_entry(name) if name else None
     if entry is not None:
         entry.preflight(model_args)
-    if tasks:
-        check_task_names(tasks, include_path)
-        check_model_serves(name, tasks, tasks_path(), model_args)
-        if metadata:
-            check_metadata(metadata, tasks, tasks_path())
+    ours = our_tasks(names, include_path, task_manager)
+    if ours:
+        check_model_serves(name, ours, tasks_path(), model_args)
+        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
+            check_metadata(metadata, ours, tasks_path())
         # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model
-        check_task_options(metadata, model_args, tasks, tasks_path())
+        check_task_options(metadata, model_args, ours, tasks_path())
     _passed.add(key)
 
 
@@ -141,13 +155,70 @@ def check_destinations(output_path: Any) -> None:
             raise UsageError(f"--output_path {output_path}: {problem}; give a folder you can write")
 
 
+def _tasks(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
+
+
+def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
+    """``(model, tasks, include_path)`` of a parsed lm-eval command line, as lm-eval merges them: a ``--config`` YAML
+    first, the flags given over it (lm-eval's ``EvaluatorConfig.from_cli``)."""
+    settings: dict[str, Any] = {}
+    config = getattr(args, "config", None)
+    if config:
+        try:
+            from lm_eval.config.evaluate_config import EvaluatorConfig
+
+            settings.update(EvaluatorConfig.load_yaml_config(config))
+        except Exception:  # noqa: BLE001 (lm-eval reports its own config file's problems)
+            pass
+    for key in ("model", "tasks", "include_path"):
+        value = getattr(args, key, None)
+        if value or value == 0:
+            settings[key] = value
+    return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")
+
+
+# lm-eval's command line, once parsed, says whether its run is ours (harness.cli.lm_eval_errors); None: no command
+# line was parsed (a Python caller of simple_evaluate), every call is looked at
+_cli_run_is_ours: bool | None = None
+
+
+def cli_decided(ours: bool) -> None:
+    """lm-eval's command line has named its run: a run that is not ours gets lm-eval's own ``simple_evaluate`` (the
+    wrapper removed if it was installed already), one of ours gets the wrapper."""
+    global _cli_run_is_ours
+    import sys
+
+    _cli_run_is_ours = ours
+    evaluator = sys.modules.get("lm_eval.evaluator")
+    if evaluator is None:
+        return
+    if ours:
+        after_evaluator_import(evaluator)
+    else:
+        unwrap(evaluator)
+
+
+def unwrap(evaluator_module: Any) -> None:
+    """lm-eval's own ``simple_evaluate`` back in place of the wrapper (:func:`after_evaluator_import`)."""
+    current = evaluator_module.simple_evaluate
+    if getattr(current, _MARK, False):
+        evaluator_module.simple_evaluate = current.__wrapped__
+
+
 def after_evaluator_import(evaluator_module: Any) -> None:
     """Wrap ``lm_eval.evaluator.simple_evaluate`` so that a run of our models or tasks is preflighted before the
-    model loads, and its results carry the cautions of metrics that rest on too little
-    (:func:`harness.lmeval.aggregations.record_cautions`) (the import hook of ``lm_eval.evaluator``; callers that import ``simple_evaluate`` afterwards, as
-    lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the wrapper)."""
+    model loads, lm-eval's git lookup is quiet during it (:func:`quiet_git_lookup`), and its results carry the
+    cautions of metrics that rest on too little and no number that could not be computed
+    (:func:`harness.lmeval.aggregations.finish_results`). A call that is not ours goes straight to lm-eval's function
+    (Python callers see the wrapper's one frame in its tracebacks); lm-eval's command line, once it knows its run is
+    not ours (:func:`cli_decided`), gets lm-eval's function itself. The import hook of ``lm_eval.evaluator``; callers
+    that import ``simple_evaluate`` afterwards, as lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the
+    wrapper."""
     original = evaluator_module.simple_evaluate
-    if getattr(original, _MARK, False):
+    if getattr(original, _MARK, False) or _cli_run_is_ours is False:
         return
     signature = inspect.signature(original)
 
@@ -155,30 +226,43 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs).arguments
-            tasks = [t for t in (bound.get("tasks") or []) if isinstance(t, str)]
-            include_path = getattr(bound.get("task_manager"), "include_path", None)
-            ours = involves_us(bound.get("model"), tasks, include_path)
+            tasks = list(bound.get("tasks") or [])
+            manager = bound.get("task_manager")
+            ours = involves_us(bound.get("model"), tasks, task_manager=manager)
         except Exception as err:  # noqa: BLE001 (lm-eval reports its own argument errors)
             log.debug("lch preflight skipped: %s", err)
             ours = False
-        if ours:
-            preflight(bound.get("model"), bound.get("model_args"), tasks, bound.get("metadata"), include_path)
-        results = original(*args, **kwargs)
-        if ours and isinstance(results, dict):  # None on the ranks of a parallel run other than the first
+        if not ours:
+            return original(*args, **kwargs)
+        preflight(bound.get("model"), bound.get("model_args"), tasks, bound.get("metadata"), task_manager=manager)
+        with quiet_git_lookup(evaluator_module):
+            results = original(*args, **kwargs)
+        if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
-            # our run.py) write this object as the results file, so what is added here is in that file
-            from harness.lmeval.aggregations import record_cautions
+            # our run.py) write this object as the results file, so what is changed here is what that file holds
+            from harness.lmeval.aggregations import finish_results
 
-            record_cautions(results)
+            finish_results(results)
         return results
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
-    if callable(getattr(evaluator_module, "get_git_commit_hash", None)):
-        # lm-eval runs `git describe` with the user's stderr, so every run outside a git checkout prints git's
-        # "fatal: not a git repository" (noise about nothing the user did); lm-eval has no switch for it, so the
-        # name its evaluator calls is replaced by the same lookup with git's stderr discarded
-        evaluator_module.get_git_commit_hash = quiet_git_commit_hash
+
+
+@contextlib.contextmanager
+def quiet_git_lookup(evaluator_module: Any) -> Iterator[None]:
+    """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval runs
+    ``git describe`` with the user's stderr, so a run outside a git checkout prints git's "fatal: not a git
+    repository" (noise about nothing the user did) and lm-eval has no switch for it. Other runs keep lm-eval's."""
+    original = getattr(evaluator_module, "get_git_commit_hash", None)
+    if not callable(original):
+        yield
+        return
+    evaluator_module.get_git_commit_hash = quiet_git_commit_hash
+    try:
+        yield
+    finally:
+        evaluator_module.get_git_commit_hash = original
 
 
 def quiet_git_commit_hash() -> str | None:

@@ -112,9 +112,9 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
          r"hf-pic: unknown model arg pic_window \(other args"),
         # tasks and their metadata
         ("unknown-task", _eval(f"pretrained={tiny}", "ppl_govreprot", {"data_files": good}),
-         r"task ppl_govreprot is unknown; did you mean ppl_govreport\? \(`lch eval --tasks list` lists every task\)$"),
+         r"Tasks not found: ppl_govreprot; did you mean ppl_govreport\? \(`lch eval --tasks list` lists every task\)$"),
         ("unknown-lm-eval-task", _eval(f"pretrained={tiny}", "hellaswagg", {"data_files": good}),
-         r"Tasks not found: hellaswagg.*lch eval --tasks list"),
+         r"Tasks not found: hellaswagg; did you mean hellaswag\? \(`lch eval --tasks list` lists every task\)$"),
         ("metadata-typo", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "num_doc": 2}),
          r"--metadata key 'num_doc' is not read by any of these tasks; did you mean num_docs"),
         ("data-missing", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": "/no/such/corpus.jsonl"}),
@@ -287,3 +287,19 @@ def test_an_internal_error_keeps_its_traceback(monkeypatch, capsys):
     assert main(["leaderboard", "x", "-o", "y.csv"]) == 70
     err = capsys.readouterr().err
     assert "lch: internal error" in err and "Traceback" in err and "ZeroDivisionError: a bug" in err
+
+
+def test_debug_shows_the_traceback_of_an_error_inside_lm_evals_run_too(tiny_model_dir, capsys, monkeypatch):
+    """`lch eval ... --debug` keeps the traceback of an error raised inside lm-eval's command line (where the one-line
+    translation of a run of ours lives), as LCH_DEBUG=1 does; without it, one line."""
+    monkeypatch.delenv("LCH_DEBUG", raising=False)
+    argv = ["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "ppl_govreprot"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("lch: error: Tasks not found")
+    assert main([*argv, "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: Tasks not found: ppl_govreprot" in err
+    import os
+
+    assert "LCH_DEBUG" not in os.environ  # restored after the command

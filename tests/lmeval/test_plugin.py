@@ -2,7 +2,7 @@
 lm-evaluation-harness PR #4013 (models) and PR #4015 (task folders) are restated here and applied to our declared
 entry points, independently of harness/lmeval/plugin.py, which backports the same discovery onto lm-eval 0.4.13.
 Plain lm-eval then needs no flag: the command, ``python -m lm_eval`` and ``simple_evaluate`` in fresh
-interpreters (the activation of harness/lm_eval_activation.py, installed by README's install command)."""
+interpreters (the activation of lch_harness_lm_eval.py, installed by README's install command)."""
 
 from __future__ import annotations
 
@@ -124,24 +124,48 @@ def test_the_backport_registers_model_plugins_lazily_and_keeps_builtins(fresh_re
 
 
 def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(monkeypatch, tmp_path, caplog):
-    """Our folder indexed; a broken entry point of another package skipped with a warning; a foreign one whose
-    folder holds no YAML adds nothing; ``include_path`` still overrides a plugin's task of the same name."""
+    """The index lm-eval builds from its own folder then ``include_path`` gets the plugin folders right after its own
+    (ours; a broken entry point of another package skipped with a warning; a foreign one whose folder holds no YAML
+    adds nothing), so ``include_path`` still overrides a plugin's task of the same name. Shown on a stand-in of
+    lm-eval's manager module whose own folder is a small one (lm-eval's real one holds 14,000 tasks)."""
+    import types
+
+    from lm_eval.tasks import _index
+
+    builtin = tmp_path / "lm_eval_tasks"
+    builtin.mkdir()
+    (builtin / "b.yaml").write_text("task: builtin_task\ndataset_path: json\noutput_type: loglikelihood\n")
+    manager = types.SimpleNamespace(TaskIndex=_index.TaskIndex, __file__=str(builtin / "manager.py"))
+    _fake_entry_points(monkeypatch, {"lm_eval.tasks": [
+        ("broken", "no_such_package.tasks"), ("foreign", "json"), ("lch", "harness.tasks")]})
+    plugin.plugin_task_folders.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=plugin.__name__):
+            assert plugin.after_task_manager_import(manager) and not plugin.after_task_manager_import(manager)
+            index = manager.TaskIndex.build([builtin])
+        assert "Failed to resolve task plugin 'broken' (no_such_package.tasks)" in caplog.text
+        assert set(index) == {"builtin_task"} | task_names(plugin.tasks_path())
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
+                                       "test_split: test\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n")
+        assert manager.TaskIndex.build([builtin, mine])["ppl_govreport"].yaml_path == mine / "ppl.yaml"
+        # without lm-eval's own folder (TaskManager(include_defaults=False)) exactly the paths given are indexed
+        assert set(manager.TaskIndex.build([mine])) == {"ppl_govreport"}
+    finally:
+        plugin.plugin_task_folders.cache_clear()
+
+
+def test_a_task_manager_without_defaults_indexes_only_the_paths_given(tmp_path):
+    """lm-eval's own rule for ``TaskManager(include_defaults=False, include_path=...)``: only the tasks of that path
+    (lm-eval's tests/test_task_manager.py holds it; our plugin tasks stay out of it)."""
     from lm_eval.tasks import TaskManager
 
     plugin.activate()
-    _fake_entry_points(monkeypatch, {"lm_eval.tasks": [
-        ("broken", "no_such_package.tasks"), ("foreign", "json"), ("lch", "harness.tasks")]})
-    with caplog.at_level(logging.WARNING, logger=plugin.__name__):
-        manager = TaskManager(include_defaults=False)
-    assert "Failed to resolve task plugin 'broken' (no_such_package.tasks)" in caplog.text
-    assert task_names(plugin.tasks_path()) <= set(manager.all_tasks) | set(manager.all_groups)
-    assert manager.include_path is None  # recorded as the caller gave it
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
-                                   "test_split: test\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n")
-    overridden = TaskManager(include_defaults=False, include_path=str(mine))
-    assert overridden._index["ppl_govreport"].yaml_path == mine / "ppl.yaml"
+    (tmp_path / "custom.yaml").write_text("task: custom_task\ndataset_path: json\noutput_type: loglikelihood\n")
+    manager = TaskManager(include_defaults=False, include_path=str(tmp_path))
+    assert manager.all_tasks == ["custom_task"]
+    assert manager.include_path == str(tmp_path)
 
 
 # ------------------------------------------------------------------ plain lm-eval, fresh interpreters
@@ -214,59 +238,63 @@ def test_a_stock_model_on_our_task_is_one_line_before_it_loads(tiny_model_dir):
     assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr  # refused before loading
 
 
-def test_plain_lm_eval_names_the_closest_of_our_tasks_for_a_typo():
-    """lm-eval looks tasks up before any hook of a run; our check runs first, so a typo of ours gets its match."""
-    done = _plain([str(BIN / "lm_eval"), "--model", "hf", "--model_args", "pretrained=unused", "--tasks",
-                   "ppl_govreprot"])
+def test_plain_lm_eval_names_the_closest_task_for_a_typo_in_a_run_of_ours(tiny_model_dir):
+    """A run of our model with a task nobody defines: lm-eval's "Tasks not found" as one line, with the closest name
+    of lm-eval's whole index (ours among them)."""
+    done = _plain([str(BIN / "lm_eval"), "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}",
+                   "--tasks", "ppl_govreprot"])
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1] == ("lch: error: task ppl_govreprot is unknown; did you mean "
+    assert done.stderr.strip().splitlines()[-1] == ("lch: error: Tasks not found: ppl_govreprot; did you mean "
                                                     "ppl_govreport? (`lch eval --tasks list` lists every task)")
 
 
 def test_the_activation_is_installed_switched_off_and_inert_elsewhere():
-    """At start-up the activation only puts its finder on sys.meta_path (no lm-eval, no harness module beyond
-    itself imported); LCH_LM_EVAL_PLUGIN=0 switches it off; once lm-eval's registry is imported our models are
-    registered (or, switched off, not)."""
+    """At start-up the activation only puts its finder on sys.meta_path (no lm-eval, no harness module, only the
+    activation module of its own name imported); LCH_LM_EVAL_PLUGIN=0 switches it off; once lm-eval's registry is
+    imported our models are registered (or, switched off, not)."""
     probe = ("import sys; finders = [type(f).__name__ for f in sys.meta_path]; "
-             "loaded = sorted(m for m in sys.modules if m.startswith(('lm_eval', 'harness', 'torch'))); "
+             "loaded = sorted(m for m in sys.modules if m.startswith(('lm_eval', 'harness', 'torch', 'lch'))); "
              "import lm_eval.api.registry as r, lm_eval.models; print(finders[0], loaded, 'hf-pic' in r.model_registry)")
     on = _plain([sys.executable, "-c", probe])
-    assert on.stdout.split() == ["_Finder", "['harness',", "'harness.lm_eval_activation']", "True"], on.stderr
+    assert on.stdout.split() == ["LchLmEvalFinder", "['lch_harness_lm_eval']", "True"], on.stderr
     off = _plain([sys.executable, "-c", probe], env={"LCH_LM_EVAL_PLUGIN": "0"})
-    assert off.stdout.split()[-1] == "False" and off.stdout.split()[0] != "_Finder", off.stderr
+    assert off.stdout.split()[-1] == "False" and off.stdout.split()[0] != "LchLmEvalFinder", off.stderr
 
 
-def test_a_task_named_like_ours_is_checked_against_ours_lm_evals_and_the_include_path(tmp_path):
-    from harness.errors import UsageError
-    from harness.lmeval.preflight import check_task_names
+def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path):
+    """Ours: a name of our folder that no ``include_path`` YAML redefines, or (with the run's task manager) a name
+    whose indexed YAML is in our folder. Not ours: a user's ``lch_...`` / ``ppl_...`` task, a YAML path, a typo of
+    anyone's, lm-eval's own LongBench task that shares our first word."""
+    from lm_eval.tasks._index import TaskIndex
 
-    check_task_names(["longppl_govreport", "lch_ruler_niah_single_1", "hellaswag"])  # ours, and lm-eval's to find
-    check_task_names(["longbench_narrativeqa"])  # lm-eval's own LongBench task shares our first word
-    with pytest.raises(UsageError, match=r"^task longppl_govreprot is unknown; did you mean longppl_govreport\? "):
-        check_task_names(["longppl_govreprot"])
-    (tmp_path / "mine.yaml").write_text("group: lch_my_suite\ntask:\n  - lch_ruler_niah_single_1\n")
-    with pytest.raises(UsageError, match=r"^task lch_my_suite is unknown"):
-        check_task_names(["lch_my_suite"])
-    check_task_names(["lch_my_suite"], str(tmp_path))  # a user's --include_path names it
-    check_task_names(["lch_my_suite"], [str(tmp_path)])
+    from harness.lmeval.preflight import involves_us, our_tasks
+
+    assert our_tasks(["longppl_govreport", "lch_ruler", "hellaswag", "lch_ruler_niah_single_1"]) == [
+        "longppl_govreport", "lch_ruler", "lch_ruler_niah_single_1"]
+    assert our_tasks(["ppl_govreprot", "lch_my_suite", "longbench_narrativeqa", "ppl_local.yaml"]) == []
+    (tmp_path / "mine.yaml").write_text("task: ppl_govreport  # my own\ndataset_path: json\n"
+                                        "output_type: loglikelihood_rolling\n")
+    assert our_tasks(["ppl_govreport", "lsm_govreport"], str(tmp_path)) == ["lsm_govreport"]  # the user's wins
+    assert our_tasks(["ppl_govreport"], [str(tmp_path)]) == []
+    index = TaskIndex.build([Path(plugin.tasks_path()), tmp_path])
+    manager = type("Manager", (), {"task_index": index})()
+    assert our_tasks(["ppl_govreport", "lsm_govreport", "nobody"], task_manager=manager) == ["lsm_govreport"]
+    assert involves_us("hf-pic", ["hellaswag"]) and not involves_us("hf", ["hellaswag", "lch_my_suite"])
+    assert not involves_us(None, [{"task": "ppl_govreport"}])  # an inline config is lm-eval's to load
 
 
-def test_a_run_outside_a_git_checkout_prints_no_git_error(tmp_path):
-    """lm-eval records the git commit of the working folder; outside a checkout that printed git's 'fatal: not a
-    git repository' on every run. The same lookup, quiet: None, and nothing on stderr."""
-    import subprocess
-    import sys
-
-    code = "import lm_eval.evaluator as e; print(repr(e.get_git_commit_hash()))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
-    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
-    assert "fatal" not in done.stderr and "not a git repository" not in done.stderr
-    # where no start-up activation ran (an install into a --target folder processes no .pth), lch's own
-    # activation applies it
-    code = ("import lm_eval.evaluator as e; from harness.lmeval.plugin import activate; activate(); "
-            "print(repr(e.get_git_commit_hash()))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent), "LCH_LM_EVAL_PLUGIN": "0"})
-    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr
-    assert "not a git repository" not in done.stderr
+def test_our_runs_outside_a_git_checkout_print_no_git_error_and_others_keep_lm_evals_lookup(tmp_path):
+    """lm-eval records the git commit of the working folder; outside a checkout its lookup prints git's 'fatal: not a
+    git repository'. During a run of ours the same lookup is quiet (None, nothing on stderr); outside our runs the
+    evaluator keeps lm-eval's own function."""
+    code = ("import lm_eval.evaluator as e, lm_eval.loggers.utils as u; from harness.lmeval.plugin import activate; "
+            "from harness.lmeval.preflight import quiet_git_lookup; activate(); "
+            "print(e.get_git_commit_hash is u.get_git_commit_hash)\n"
+            "with quiet_git_lookup(e): print(repr(e.get_git_commit_hash()))\n"
+            "print(e.get_git_commit_hash is u.get_git_commit_hash)")
+    for switch in ("1", "0"):  # with the start-up activation, and with lch's own activation only
+        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent),
+                                   "LCH_LM_EVAL_PLUGIN": switch})
+        assert done.returncode == 0 and done.stdout.split() == ["True", "None", "True"], done.stderr
+        assert "not a git repository" not in done.stderr
