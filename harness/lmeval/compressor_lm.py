@@ -40,7 +40,14 @@ from harness.lmeval.request_options import (
     CompletionResponse,
     ReconstructionResponse,
 )
-from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answer_with_cache, library_versions
+from harness.lmeval.response_cache import (
+    CacheOwner,
+    ClaimsResponseCache,
+    answer_settings,
+    answer_with_cache,
+    library_versions,
+    tokenizer_identity,
+)
 from harness.models.identity import model_identity
 
 
@@ -70,9 +77,11 @@ class CompressorLM(ClaimsResponseCache, LM):
     def cache_owner(self) -> CacheOwner:
         """What this model's responses depend on (:mod:`harness.lmeval.response_cache`)."""
         pretrained, checkpoint, dtype, overrides = self._sources
-        settings = ", ".join(f"{k}={v}" for k, v in sorted({**overrides, "context_field": self.context_field}.items()))
         return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained), adapter=model_identity(checkpoint)
-                          if checkpoint else None, inference=settings, dtype=dtype,
+                          if checkpoint else None, tokenizer=tokenizer_identity(pretrained, self.tokenizer),
+                          inference=answer_settings(overrides), dtype=dtype,
+                          settings=answer_settings({"context_field": self.context_field,
+                                                    "max_gen_toks": self.max_gen_toks}),
                           libraries=library_versions("torch", "transformers", "peft"))
 
     def run_device(self) -> str:

@@ -11,8 +11,9 @@ its request type's response shape (:func:`harness.lmeval.request_options.check_r
 damaged database) counts as a miss: it is recomputed and overwritten.
 
 lm-eval keys a response by its request alone, so one database given to two runs (hf-pic then vllm-pic, another
-dtype, another PIC setting, a model folder rebuilt at the same path, another environment's libraries) would hand
-the second run the first one's answers. Our models therefore claim the database when lm-eval hands them its
+dtype, another PIC setting, another tokenizer or chat template, another ``max_length`` or ``max_gen_toks``, a model
+folder rebuilt at the same path, another environment's libraries) would hand the second run the first one's
+answers. Our models therefore claim the database when lm-eval hands them its
 hook (:class:`ClaimsResponseCache`): the first run records its :class:`CacheOwner` in it, and a run of any other
 owner is refused in one line before it reads a response.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Callable
 
 from lm_eval.api.model import hash_args
@@ -36,20 +38,57 @@ OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belon
 @dataclass(frozen=True)
 class CacheOwner:
     """What every response in a response cache depends on besides its request: the engine, the model's and the
-    adapter's content (:func:`harness.models.identity.model_identity`), the inference applied, the dtype the
-    model runs in and the versions of the libraries that compute it."""
+    adapter's content (:func:`harness.models.identity.model_identity`), the tokenizer that turns request texts into
+    ids (its files' content and its chat template: :func:`tokenizer_identity`), the inference applied, the dtype the
+    model runs in, every other model arg that changes an answer (:func:`answer_settings`: ``max_length``,
+    ``max_gen_toks``, ``add_bos_token`` ...) and the versions of the libraries that compute it."""
 
     engine: str
     model: str
     adapter: str | None
+    tokenizer: str
     inference: str
     dtype: str
+    settings: str
     libraries: str
 
     def differences(self, other: "CacheOwner") -> list[str]:
         """``<field> <this owner's> (this run: <other's>)`` for each field that differs."""
         return [f"{f.name} {getattr(self, f.name)} (this run: {getattr(other, f.name)})" for f in fields(self)
                 if getattr(self, f.name) != getattr(other, f.name)]
+
+    @classmethod
+    def recorded(cls, record: dict) -> "CacheOwner":
+        """The owner a database recorded; a field an older lch did not record reads as such (so it differs)."""
+        return cls(**{f.name: record.get(f.name, "not recorded (an older lch)") for f in fields(cls)})
+
+
+# model args that change how a run is computed but none of its answers (batching, placement, memory)
+NOT_IN_ANSWERS = frozenset({"pretrained", "peft", "lora_local_path", "checkpoint", "tokenizer", "dtype", "batch_size",
+                            "max_batch_size", "device", "parallelize", "device_map", "gpu_memory_utilization",
+                            "swap_space", "trust_remote_code"})
+
+
+def answer_settings(model_args: dict) -> str:
+    """``k=v, ...`` of the model args that may change a response (every one but :data:`NOT_IN_ANSWERS`, which have
+    fields of their own or change no answer), sorted; ``none`` when there is none."""
+    kept = {k: v for k, v in model_args.items() if k not in NOT_IN_ANSWERS}
+    return ", ".join(f"{k}={v}" for k, v in sorted(kept.items(), key=lambda kv: str(kv[0]))) or "none"
+
+
+def tokenizer_identity(source: Any, tokenizer: Any) -> str:
+    """The tokenizer a run encodes with: the content of the folder it was loaded from
+    (:func:`~harness.models.identity.model_identity`; a hub name as itself) and a digest of the chat template it
+    applies (``none`` without one)."""
+    import hashlib
+    import json
+
+    from harness.models.identity import model_identity
+
+    template = getattr(tokenizer, "chat_template", None)
+    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16] if template else "none"
+    files = model_identity(source) if isinstance(source, (str, Path)) else type(source).__name__
+    return f"{files}; chat template {digest}"
 
 
 def library_versions(*names: str) -> str:
@@ -72,10 +111,7 @@ def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
                   "them as they are", file=sys.stderr)
         db[OWNER_KEY] = asdict(owner)
         return
-    try:
-        theirs = CacheOwner(**recorded)
-    except TypeError:
-        theirs = None
+    theirs = CacheOwner.recorded(recorded) if isinstance(recorded, dict) else None
     if theirs != owner:
         why = "; ".join(theirs.differences(owner)) if theirs is not None else "an unreadable owner record"
         raise UsageError(f"--use_cache {where} holds the responses of another run ({why}): give this run its own "

@@ -69,9 +69,10 @@ def test_sampled_generations_are_not_cached(tiny_model_dir, tmp_path):
 
 
 def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, capsys):
-    """lm-eval keys a response by its request alone: a second run of another inference, dtype or model folder
-    content on the same database is refused in one line before any response is read; the same run reuses it;
-    a database of an older lch (responses, no owner) is claimed with a warning."""
+    """lm-eval keys a response by its request alone: a second run of another inference, dtype, tokenizer (or chat
+    template), answer-changing model arg or model folder content on the same database is refused in one line before
+    any response is read; the same run reuses it; a database of an older lch (responses, no owner) is claimed with a
+    warning, and one whose owner record lacks fields a newer lch records is refused."""
     import shutil
 
     from harness.errors import UsageError
@@ -80,8 +81,18 @@ def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, cap
     db = str(tmp_path / "c.db")
     plain = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1)
     first = CachingLM(plain, db).generate_long(_requests(1))
+    tokenizer = tmp_path / "tokenizer"  # the model's tokenizer files, with a chat template: another tokenizer
+    tokenizer.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_model_dir / name).is_file():
+            shutil.copy(tiny_model_dir / name, tokenizer / name)
+    settings = json.loads((tokenizer / "tokenizer_config.json").read_text())
+    settings["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (tokenizer / "tokenizer_config.json").write_text(json.dumps(settings))
     for other, words in ((dict(pic="naive", pic_ratio=2), "(inference standard inference (this run: Naive PIC (s_cr 2)))"),
-                         (dict(dtype="bfloat16"), "(dtype float32 (this run: bfloat16))")):
+                         (dict(dtype="bfloat16"), "(dtype float32 (this run: bfloat16))"),
+                         (dict(tokenizer=str(tokenizer)), "(tokenizer sha256:"),
+                         (dict(max_length=64), "(settings none (this run: max_length=64))")):
         lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", **{"dtype": "float32", **other}, batch_size=1)
         with pytest.raises(UsageError) as err:
             CachingLM(lm, db)
@@ -103,6 +114,12 @@ def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, cap
     assert "carry no record of the model that computed them" in capsys.readouterr().err
     CachingLM(plain, db)  # claimed now: the same run again is silent
     assert "no record" not in capsys.readouterr().err
+    from sqlitedict import SqliteDict
+
+    with SqliteDict(db, autocommit=True) as stored:  # an owner recorded before the tokenizer was part of it
+        stored[OWNER_KEY] = {k: v for k, v in stored[OWNER_KEY].items() if k not in ("tokenizer", "settings")}
+    with pytest.raises(UsageError, match=r"tokenizer not recorded \(an older lch\) \(this run: sha256:"):
+        CachingLM(plain, db)
 
 
 def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
