@@ -10,7 +10,7 @@ Exit codes of ``lch``:
 * 1: ``lch regress`` found a regression;
 * 2: something the user must fix: a bad argument, model arg, metadata key or value (:class:`UsageError`),
   a malformed file (:class:`DataFormatError`), data or a model that must be fetched first
-  (:class:`MissingDataError`);
+  (:class:`MissingDataError`), a service that failed the run (:class:`IncompleteError`: a judge server);
 * 3: runs put side by side that were not run alike (``lch agree``, ``lch leaderboard``, ``lch correlate``,
   ``lch plot``, ``lch regress``: :mod:`harness.reporting.comparability`);
 * 70: an internal error (a bug: please report it with the traceback);
@@ -43,6 +43,12 @@ class DataFormatError(LchError, ValueError):
 
 class MissingDataError(LchError, RuntimeError):
     """Data, a model or a file that must be fetched or created first; the message says what and where."""
+
+
+class IncompleteError(LchError, RuntimeError):
+    """Work a service it needs failed to finish (a judge server that did not answer every request): what was asked
+    for is not computed from what happened to arrive; the message says what failed and how the same command
+    resumes from what was kept."""
 
 
 DEBUG_VARIABLE = "LCH_DEBUG"  # "1": every error keeps its traceback (what `lch --debug` sets for its command)

@@ -238,3 +238,31 @@ class CannedJudge(_LoopbackApp):
             "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
         })
+
+
+class MisbehavingJudge(_LoopbackApp):
+    """An OpenAI-compatible address whose chat endpoint fails every request in one way (``mode``): ``500`` (HTTP
+    500), ``400`` (HTTP 400: a request the server refuses, not retried), ``malformed`` (HTTP 200 with a body that is
+    not JSON), ``no_choices`` (a JSON object that is not a chat completion), ``hang`` (no answer for ``hang_s``
+    seconds). Its model list answers, as a real server's would. ``requests`` counts the attempts."""
+
+    route = "/v1/chat/completions"
+
+    def __init__(self, mode: str, hang_s: float = 30.0):
+        super().__init__()
+        self.mode, self.hang_s = mode, hang_s
+        self.requests = 0
+
+    async def _handle(self, request):
+        from aiohttp import web
+
+        await request.read()
+        self.requests += 1
+        if self.mode in ("500", "400"):
+            return web.Response(status=int(self.mode), text='{"error": "no"}', content_type="application/json")
+        if self.mode == "malformed":
+            return web.Response(status=200, text='{"choices": [{"message": ', content_type="application/json")
+        if self.mode == "no_choices":
+            return web.json_response({"id": "x", "object": "error"})
+        await asyncio.sleep(self.hang_s)  # hang
+        return web.json_response({"error": "too late"})

@@ -14,6 +14,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--policy", default="drop", choices=["drop", "zero", "rejudge"])
     judge.add_argument("--concurrency", type=int, default=8)
     judge.add_argument("--judge-cache-dir", default=None)
+    from harness.judges.stage import JudgeConfig
+
+    defaults = JudgeConfig()
+    judge.add_argument("--judge-timeout", type=float, default=defaults.timeout,
+                       help=f"seconds one judge request attempt may take (default {defaults.timeout:g})")
+    judge.add_argument("--judge-max-attempts", type=int, default=defaults.max_attempts,
+                       help=f"attempts per request: 5xx, 429, timeouts, dropped connections and malformed replies are "
+                            f"retried (default {defaults.max_attempts})")
     judge.add_argument("--max-tokens", type=int, default=None,
                        help="judge reply budget in tokens (default: as logged with the samples, else 1024)")
     judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
@@ -32,6 +40,7 @@ def run_judge(args: argparse.Namespace) -> int:
     print(json.dumps(judge_samples_file(args.samples, {
         "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
         "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir, "max_tokens": args.max_tokens,
+        "timeout": args.judge_timeout, "max_attempts": args.judge_max_attempts,
     }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
     return 0
 

@@ -46,17 +46,24 @@ def after_cli_import(cli_module: Any) -> None:
 
 
 def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
-    """A subcommand of a run of ours: its destinations checked first, its user errors one line and their exit code."""
+    """A subcommand of a run of ours: its destinations checked first, its user errors one line and their exit code, and
+    a run that wrote its results without a metric a failed service kept it from computing (a judge server) ends as
+    one line and exit 2 too (:func:`harness.lmeval.aggregations.report_incomplete`)."""
 
     @functools.wraps(func)
     def run(args: Namespace) -> Any:
-        from harness.errors import LchError, debug_enabled
+        from harness.errors import IncompleteError, LchError, debug_enabled
 
         try:
+            from harness.lmeval.aggregations import take_incomplete
             from harness.lmeval.preflight import check_destinations
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
-            return func(args)
+            done = func(args)
+            failed = take_incomplete()  # results written, a metric asked for missing: the command fails
+            if failed:
+                raise IncompleteError("; ".join(failed))
+            return done
         except Exception as err:
             from harness.cli import _close_progress_bars
             from harness.cli.translate import given_models, translate

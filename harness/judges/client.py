@@ -1,11 +1,16 @@
 """Async judge client for OpenAI-compatible chat servers (vLLM, ``transformers serve``, OpenAI).
 
 Settings come from arguments, else the environment (``LCH_JUDGE_BASE_URL``, ``LCH_JUDGE_MODEL``,
-``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore; 429, 5xx,
-timeouts and dropped connections are retried with exponential backoff (the openai client's own retries
-are off so that every attempt is counted). Every answer is written to the cache the moment it arrives,
-keyed by the SHA-256 of the full request, so a killed run resumes where it stopped and a finished run
-re-asks nothing.
+``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore. Every attempt is bounded by
+``timeout`` seconds, and a request gets at most ``max_attempts`` of them with exponential backoff between them (the
+openai client's own retries are off so that every attempt is counted), so a request ends within
+``max_attempts * timeout`` plus the backoff whatever the server does. 429, 408, 409, 5xx, timeouts, dropped
+connections and replies that are not a chat completion (a body that is not JSON, no choices, no message content) are
+retried; other HTTP errors (a 400: a request the server refuses) are not. A request that gets no answer is never an
+exception: its answer carries the kind of failure (:func:`failure_kind`: ``http_500``, ``timeout``, ``connection``,
+``malformed`` ...), counted in :attr:`JudgeClient.stats`, so a run ends with what it has and says what failed. Every
+answer is written to the cache the moment it arrives, keyed by the SHA-256 of the full request, so a killed or
+failed run resumes where it stopped and a finished run re-asks nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 import random
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,8 +47,8 @@ class JudgeSettings:
     temperature: float = 0.0
     max_tokens: int = 1024
     concurrency: int = 8
-    max_attempts: int = 6
-    timeout: float = 600.0
+    max_attempts: int = 4  # attempts per request (the first included)
+    timeout: float = 300.0  # seconds one attempt may take, the whole reply included
     backoff: float = 1.0  # seconds before the first retry; doubles, with jitter
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # more request fields (seed, top_p ...)
@@ -65,7 +71,8 @@ class JudgeAnswer:
     model: str | None = None  # the model name the server reported
     fingerprint: str | None = None  # system_fingerprint, when the server sends one
     cached: bool = False
-    error: str | None = None
+    error: str | None = None  # the last failure, in words
+    failure: str | None = None  # its kind (failure_kind), when no attempt got an answer
 
 
 _ANSWER_FIELDS = {"text", "finish_reason", "model", "fingerprint"}
@@ -82,7 +89,8 @@ class JudgeCache:
 
     def get(self, key: str) -> dict | None:
         value = read_json_or_none(self.folder / key[:2] / f"{key}.json")
-        return value if isinstance(value, dict) and "text" in value and set(value) <= _ANSWER_FIELDS else None
+        ok = isinstance(value, dict) and isinstance(value.get("text"), str) and set(value) <= _ANSWER_FIELDS
+        return value if ok else None
 
     def put(self, key: str, value: dict) -> None:
         write_json_atomic(self.folder / key[:2] / f"{key}.json", value)
@@ -98,14 +106,44 @@ def request_key(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
-def _retryable(err: Exception) -> bool:
+class MalformedReply(ValueError):
+    """A reply that is not a chat completion with a message (a body that is not JSON, no choices, no content)."""
+
+
+def failure_kind(err: Exception) -> str | None:
+    """The kind of a failed attempt: ``http_<status>``, ``timeout``, ``connection`` or ``malformed``; None for an
+    exception that is not the server's doing (a bug: it propagates)."""
     import openai
 
-    if isinstance(err, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError)):
-        return True
+    if isinstance(err, openai.APITimeoutError):  # a subclass of APIConnectionError
+        return "timeout"
+    if isinstance(err, openai.APIConnectionError):
+        return "connection"
     if isinstance(err, openai.APIStatusError):
-        return err.status_code in (408, 409, 429) or err.status_code >= 500
-    return False
+        return f"http_{err.status_code}"
+    if isinstance(err, (MalformedReply, json.JSONDecodeError, openai.APIResponseValidationError)):
+        return "malformed"
+    return None
+
+
+def _retryable(kind: str) -> bool:
+    if kind.startswith("http_"):
+        status = int(kind[5:])
+        return status in (408, 409, 429) or status >= 500
+    return True  # timeouts, dropped connections, malformed replies: the server may do better next time
+
+
+def _reply_fields(reply: Any) -> dict:
+    """``text`` / ``finish_reason`` / ``model`` / ``fingerprint`` of a chat completion, or :class:`MalformedReply`."""
+    try:
+        choice = reply.choices[0]
+        text = choice.message.content
+    except (AttributeError, IndexError, KeyError, TypeError) as err:
+        raise MalformedReply(f"not a chat completion ({type(err).__name__}: {err})") from None
+    if not isinstance(text, str):
+        raise MalformedReply("a chat completion without message content")
+    return {"text": text, "finish_reason": choice.finish_reason, "model": getattr(reply, "model", None),
+            "fingerprint": getattr(reply, "system_fingerprint", None)}
 
 
 class JudgeClient:
@@ -114,7 +152,8 @@ class JudgeClient:
     def __init__(self, settings: JudgeSettings | None = None):
         self.settings = (settings or JudgeSettings()).resolved()
         self.cache = JudgeCache(self.settings.cache_dir)
-        self.stats = {"requests_sent": 0, "retries": 0, "cache_hits": 0, "failed": 0}
+        self.stats: dict[str, Any] = {"requests_sent": 0, "retries": 0, "cache_hits": 0, "failed": 0,
+                                      "failures": Counter()}  # failures: requests left unanswered, per kind
 
     async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: Sequence[dict]) -> JudgeAnswer:
         body = request_body(self.settings, messages)
@@ -123,27 +162,28 @@ class JudgeClient:
         if hit is not None:
             self.stats["cache_hits"] += 1
             return JudgeAnswer(**{**hit, "cached": True})
-        error = None
+        error, kind = None, None
         async with semaphore:
             for attempt in range(self.settings.max_attempts):
                 try:
                     self.stats["requests_sent"] += 1
-                    reply = await client.chat.completions.create(**body)
-                    choice = reply.choices[0]
-                    answer = {"text": choice.message.content, "finish_reason": choice.finish_reason,
-                              "model": reply.model, "fingerprint": getattr(reply, "system_fingerprint", None)}
+                    answer = _reply_fields(await client.chat.completions.create(**body))
                     self.cache.put(key, answer)
                     return JudgeAnswer(**answer)
                 except Exception as err:  # noqa: BLE001 - classified just below
-                    if not _retryable(err):
+                    kind = failure_kind(err)
+                    if kind is None:
                         raise
-                    error = f"{type(err).__name__}: {err}"
+                    error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+                    if not _retryable(kind):
+                        break
                     if attempt + 1 < self.settings.max_attempts:
                         self.stats["retries"] += 1
                         delay = self.settings.backoff * (2 ** attempt) * (0.5 + random.random())
                         await asyncio.sleep(delay)
         self.stats["failed"] += 1
-        return JudgeAnswer(text=None, error=error)
+        self.stats["failures"][kind] += 1
+        return JudgeAnswer(text=None, error=error, failure=kind)
 
     def check_server(self) -> None:
         """One ``GET <base_url>/models`` before the first request that is not cached: an OpenAI-compatible

@@ -20,7 +20,8 @@ import json
 import logging
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -28,7 +29,7 @@ from typing import Any, Callable, Sequence
 from harness.data.documents import read_jsonl
 from harness.data.longform import load_hellobench_weights
 from harness.data.run_files import judgements_path
-from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
 from harness.files import atomic_writer
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
@@ -56,10 +57,31 @@ class Judgements:
 
     parsed: list[Any]
     provenance: dict[str, Any] | None
+    failures: dict[str, int] = field(default_factory=dict)  # requests the judge never answered, per kind
 
     @property
     def n_valid(self) -> int:
         return sum(p is not None for p in self.parsed)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(self.failures.values())
+
+    def absent_because(self) -> str | None:
+        """Why the judged scores do not exist (None: they do): no judge configured, or a request the judge never
+        answered. A judged score is the mean over every sample's judgement (parse failures follow the policy); a
+        mean over the samples a failing server happened to answer would be a number of other samples than asked."""
+        if self.provenance is None:
+            return ("no judge configured (judge_base_url / judge_model): judge the logged samples (--log_samples) "
+                    "with `lch judge`")
+        if self.failures:
+            kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(self.failures.items()))
+            return (f"the judge at {self.provenance['base_url']} answered {len(self.parsed) - self.n_failed} of "
+                    f"{len(self.parsed)} requests ({kinds})")
+        if self.parsed and not self.n_valid and self.provenance.get("policy") != "zero":
+            return (f"none of the judge's {len(self.parsed)} replies could be parsed (policy "
+                    f"{self.provenance.get('policy')}: unparsed replies are left out)")
+        return None
 
 
 @dataclass(frozen=True)
@@ -74,10 +96,16 @@ class JudgeConfig:
     max_tokens: int = 1024
     concurrency: int = 8
     cache_dir: str | None = None
+    timeout: float = JudgeSettings.timeout
+    max_attempts: int = JudgeSettings.max_attempts
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise UsageError(f"judge_policy {self.policy!r} is unknown; allowed: {', '.join(POLICIES)}")
+        if not (isinstance(self.timeout, (int, float)) and 0 < self.timeout < math.inf):
+            raise UsageError(f"judge timeout must be a number of seconds > 0, got {self.timeout!r}")
+        if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
+            raise UsageError(f"judge max_attempts must be a whole number >= 1, got {self.max_attempts!r}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +126,10 @@ class JudgeOptions:
     judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
     judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
     judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests", low=1, high=1024)
+    judge_timeout: float = option(JudgeConfig.timeout, "seconds one judge request attempt may take", low=0.001,
+                                  high=86400.0)
+    judge_max_attempts: int = option(JudgeConfig.max_attempts, "attempts per judge request (retries of 5xx, 429, "
+                                     "timeouts, dropped connections, malformed replies)", low=1, high=100)
     judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder", location=True)
     judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)", low=0.0)
     judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)", low=1, high=MAX_TOKENS)
@@ -114,7 +146,8 @@ class JudgeOptions:
             base_url=base_url, model=model, policy=self.judge_policy,
             temperature=temperature if self.judge_temperature is None else self.judge_temperature,
             max_tokens=max_tokens if self.judge_max_tokens is None else self.judge_max_tokens,
-            concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir,
+            concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir, timeout=self.judge_timeout,
+            max_attempts=self.judge_max_attempts,
         ).to_json()
 
 
@@ -163,11 +196,12 @@ def judge(items: Sequence[dict]) -> Judgements:
     """Ask the judge configured in ``items[0]["judge"]`` about every item, concurrently (module docstring)."""
     config = JudgeConfig.from_json(items[0].get("judge")) if items and items[0].get("judge") else None
     if config is None or not config.base_url or not config.model:
-        log.warning("no judge configured (judge_base_url / judge_model): judged metrics are NaN")
+        log.warning("no judge configured (judge_base_url / judge_model): the judged metrics are left out")
         return Judgements([None] * len(items), None)
     cfg = config.to_json()
     build, parse = _conversation_and_parser(items)
     parsed: list[Any] = [None] * len(items)
+    failed: dict[int, str] = {}  # item -> the kind of failure of its last request, while unanswered
     models: set[str] = set()
     fingerprints: set[str] = set()
     pending = list(range(len(items)))
@@ -175,19 +209,29 @@ def judge(items: Sequence[dict]) -> Judgements:
         client = JudgeClient(JudgeSettings(
             base_url=cfg["base_url"], model=cfg["model"], temperature=cfg["temperature"],
             max_tokens=cfg["max_tokens"], concurrency=cfg["concurrency"], cache_dir=cfg["cache_dir"],
-            extra={"seed": attempt} if attempt else {},
+            max_attempts=cfg["max_attempts"], timeout=cfg["timeout"], extra={"seed": attempt} if attempt else {},
         ))
         answers = client.ask_many([build(items[i]) for i in pending], progress=False)
         models.update(a.model for a in answers if a.model)
         fingerprints.update(a.fingerprint for a in answers if a.fingerprint)
         for i, answer in zip(pending, answers):
             parsed[i] = parse(items[i], answer.text) if answer.text is not None else None
+            if answer.failure is not None:
+                failed[i] = answer.failure
+            else:
+                failed.pop(i, None)
         pending = [i for i in pending if parsed[i] is None]
         if not pending:
             break
+    failures = dict(Counter(failed.values()))
     provenance = {"model": cfg["model"], "base_url": cfg["base_url"], "policy": cfg["policy"],
-                  "reported_models": sorted(models), "fingerprints": sorted(fingerprints)}
-    return Judgements(parsed, provenance)
+                  "reported_models": sorted(models), "fingerprints": sorted(fingerprints),
+                  "requests": len(items), "unanswered": failures,
+                  "unparsed": sum(p is None for p in parsed) - len(failed)}
+    if failures:
+        log.warning("judge: %s; rerun to ask them again (answers received are cached)",
+                    Judgements(parsed, provenance, failures).absent_because())
+    return Judgements(parsed, provenance, failures)
 
 
 def _policy_filled(items: Sequence[dict], judged: Judgements) -> list[Any]:
@@ -221,6 +265,10 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
     n_valid = judged.n_valid  # parsed judgements, whatever the policy made of the others
     if not items:
         return {"quality": math.nan, "n_valid": 0}
+    if judged.absent_because() is not None:  # NaN: the judged scores do not exist (the results leave them out)
+        scores = {"quality": math.nan, "n_valid": n_valid}
+        return scores if is_hellobench(items) else {**scores, "score": math.nan,
+                                                     "length_score": sum(it["length_score"] for it in items) / len(items)}
     if is_hellobench(items):
         weights = _weights(items[0]["weights_file"])
         scored = hellobench_task_score(((it["category"], p) for it, p in zip(items, filled)), weights,
@@ -229,6 +277,24 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
     quality = longbench_write_quality([p for p in filled if p is not None])
     s_l = sum(it["length_score"] for it in items) / len(items)
     return {"quality": quality, "score": longbench_write_total(s_l, quality), "length_score": s_l, "n_valid": n_valid}
+
+
+def save_unjudged(task: str, items: Sequence[dict]) -> Path:
+    """The judged items of a run whose judge failed, kept as a samples file that ``lch judge`` reads (rows ``doc_id``
+    and ``quality``, as lm-eval logs them), under the judge cache folder: ``unjudged/samples_<task>_<digest>.jsonl``
+    (the digest of the items: the same run keeps one file). Returns its path."""
+    import hashlib
+
+    from harness.judges.client import default_cache_dir
+
+    judge = (items[0].get("judge") or {}) if items else {}
+    folder = Path(judge.get("cache_dir") or default_cache_dir()) / "unjudged"
+    digest = hashlib.sha256(json.dumps(list(items), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    path = folder / f"samples_{task}_{digest}.jsonl"
+    with atomic_writer(path) as f:
+        for i, item in enumerate(items):
+            f.write(json.dumps({"doc_id": i, "quality": item}) + "\n")
+    return path
 
 
 def judge_samples_file(
@@ -240,7 +306,9 @@ def judge_samples_file(
     ``judge_overrides`` replaces base_url, model, policy, concurrency, cache_dir (and max_tokens, when given)
     of the logged judge settings; temperature stays as logged. Each row of the written file: ``doc_id``, ``judge``
     (model), ``parsed`` (None when unparsable), ``quality`` (per-sample quality, see
-    :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts."""
+    :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts (a metric that
+    does not exist is left out, ``absent`` says why). A request the judge never answered (after its retries) writes
+    no judgements file: :class:`~harness.errors.IncompleteError`, and the same command resumes."""
     if not Path(samples_file).is_file():
         raise MissingDataError(f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
                                "lm-eval wrote with --log_samples")
@@ -260,11 +328,16 @@ def judge_samples_file(
         if weights_file:
             item["weights_file"] = weights_file
     judged = judge(items)
+    if judged.failures:
+        raise IncompleteError(f"{samples_file}: {judged.absent_because()}: no judgements written; the answers "
+                              "received are cached, so the same command asks only the others again")
     quality = sample_quality(items, judged)
     out = judgements_path(samples_file)
     with atomic_writer(out) as f:  # a reader (lch gentable) never sees half a judgements file
         for row, parsed, q in zip(rows, judged.parsed, quality):
             f.write(json.dumps({"doc_id": row["doc_id"], "judge": items[0]["judge"].get("model"),
                                 "parsed": parsed, "quality": q}) + "\n")
+    scores = {k: v for k, v in task_scores(items, judged).items() if not (isinstance(v, float) and math.isnan(v))}
+    absent = judged.absent_because()
     return {"samples": str(samples_file), "judgements": str(out), "judge_model": items[0]["judge"].get("model"),
-            "n_total": len(items), **task_scores(items, judged)}
+            "n_total": len(items), **scores, **({"absent": absent} if absent else {})}

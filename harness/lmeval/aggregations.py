@@ -6,6 +6,7 @@ results and the log."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import Sequence
 
 from harness.errors import UsageError
@@ -48,8 +49,62 @@ def record_cautions(results: dict) -> dict[str, list[str]]:
     return found
 
 
+ABSENT_KEY = "lch_absent"  # results (and a task's metadata): {task: {metric: why it was not computed}}
+_incomplete: list[str] = []  # what a run of this process could not compute for a failed service (report_incomplete)
+
+
+def report_incomplete(message: str) -> None:
+    """Say that the current run could not compute a metric it was asked for because a service failed it (a judge
+    server): its results are still written (the metric absent, with the reason), then its command ends with this
+    message as one ``lch: error:`` line and exit 2 (:func:`take_incomplete`)."""
+    log.warning("%s", message)
+    _incomplete.append(message)
+
+
+def take_incomplete() -> list[str]:
+    """The messages of :func:`report_incomplete` since the last call (emptied)."""
+    found = list(_incomplete)
+    _incomplete.clear()
+    return found
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def drop_absent(results: dict) -> dict[str, dict[str, str]]:
+    """Every metric of lm-eval's results object whose value is not a finite number (NaN, inf: it could not be
+    computed) taken out, its stderr with it, and recorded under :data:`ABSENT_KEY` with its reason: the one the task
+    gave in its metadata (``lch_absent``, e.g. the judge's failures), else that it is not a number. A group whose
+    score averages an absent metric loses it too (lm-eval's mean of a NaN). Returns ``{task: {metric: reason}}``."""
+    absent: dict[str, dict[str, str]] = {}
+    configs = results.get("configs") or {}
+    for section in ("results", "groups"):
+        for task, values in (results.get(section) or {}).items():
+            if not isinstance(values, dict):
+                continue
+            metadata = ((configs.get(task) or {}).get("metadata") or {}) if isinstance(configs.get(task), dict) else {}
+            reasons = metadata.get(ABSENT_KEY) if isinstance(metadata.get(ABSENT_KEY), dict) else {}
+            for key in [k for k, v in values.items() if "," in k and not _finite(v)]:
+                metric, _, flt = key.partition(",")
+                if metric.endswith("_stderr"):
+                    values[key] = "N/A"  # lm-eval's word for a stderr it has not
+                    continue
+                values.pop(key)
+                values.pop(f"{metric}_stderr,{flt}", None)
+                why = reasons.get(metric) or "not a number: it could not be computed from these samples"
+                absent.setdefault(str(task), {})[metric] = str(why)
+    return absent
+
+
 def finish_results(results: dict) -> dict:
-    """What a run of ours adds to lm-eval's results object before its caller writes it: the cautions
-    (:func:`record_cautions`)."""
+    """What a run of ours does to lm-eval's results object before its caller writes it: the cautions
+    (:func:`record_cautions`), and no number that could not be computed (:func:`drop_absent`: the metric left out,
+    the reason under ``lch_absent``, ``{}`` when every metric was computed)."""
+    absent = drop_absent(results)
+    results[ABSENT_KEY] = absent
+    for task, metrics in absent.items():
+        for metric, why in metrics.items():
+            log.warning("%s/%s left out of the results: %s", task, metric, why)
     record_cautions(results)
     return results

@@ -235,6 +235,9 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         if not ours:
             return original(*args, **kwargs)
         preflight(bound.get("model"), bound.get("model_args"), tasks, bound.get("metadata"), task_manager=manager)
+        from harness.lmeval.aggregations import take_incomplete
+
+        take_incomplete()  # what an earlier run of this process left unsaid is not this run's
         with quiet_git_lookup(evaluator_module):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first

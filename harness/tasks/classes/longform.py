@@ -83,7 +83,30 @@ class LongGenerationTask(LchTask):
             self._judged_key, self._judged_scores = key, task_scores(items, judged)
             if isinstance(self.config.metadata, dict) and judged.provenance is not None:
                 self.config.metadata["judge_provenance"] = judged.provenance
+            self._explain_absent(items, judged)
         return self._judged_scores
+
+    def _explain_absent(self, items: list, judged: Any) -> None:
+        """Judged scores that do not exist (NaN here, left out of the results by
+        :func:`harness.lmeval.aggregations.finish_results`) get their reason in the task's metadata
+        (``lch_absent``). When the judge failed requests, the run is incomplete (its command ends with one line and
+        exit 2 once the results are written) and the judged items are kept as a samples file that ``lch judge``
+        resumes from."""
+        from harness.judges.stage import save_unjudged
+        from harness.lmeval.aggregations import ABSENT_KEY, report_incomplete
+
+        reason = judged.absent_because()
+        if reason is None:
+            return
+        absent = [m for m, v in self._judged_scores.items() if isinstance(v, float) and v != v]
+        if isinstance(self.config.metadata, dict):
+            self.config.metadata[ABSENT_KEY] = {**self.config.metadata.get(ABSENT_KEY, {}),
+                                                **dict.fromkeys(absent, reason)}
+        if judged.failures:
+            kept = save_unjudged(self.config.task, items)
+            report_incomplete(f"{self.config.task}: {', '.join(absent)} not computed: {reason}; the generations are "
+                              f"kept in {kept} (judge them with `lch judge {kept} --judge-base-url URL --judge-model "
+                              "M`, or rerun the same command with --use_cache: answers received are cached)")
 
     def request_options(self, doc: dict) -> LongGenerationOptions:
         sampling = self.options.do_sample

@@ -1,0 +1,130 @@
+"""A judge that fails: HTTP 500s, replies that are not chat completions, a server that refuses a request, a server
+that never answers. Every request ends within its bound (attempts x timeout + backoff), the failures are counted per
+kind, no judged score is computed from the samples a failing server happened to answer, and nothing is lost: the
+answers received are cached, ``lch judge`` writes no judgements file and the same command resumes, and a run of
+lm-eval writes its results with the judged scores left out (their reason recorded) and keeps the generations."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import pytest
+
+from harness.cli import main
+from harness.judges.client import JudgeClient, JudgeSettings
+from harness.judges.stage import judge, judge_samples_file, task_scores
+from tests.conftest import SHARED_DATA
+from tests.judge_servers import CannedJudge, MisbehavingJudge
+
+DIMENSIONS = {"Relevance": 4, "Accuracy": 4, "Coherence": 4, "Clarity": 4, "Breadth and Depth": 4,
+              "Reading Experience": 4}
+
+
+JUDGE_PROMPT = SHARED_DATA / "longbench_write" / "judge.txt"  # the published prompt, loaded at run time
+needs_prompt = pytest.mark.skipif(not JUDGE_PROMPT.is_file(), reason=f"needs {JUDGE_PROMPT}")
+
+
+def _items(judge: dict, n: int = 3) -> list[dict]:
+    return [{"kind": "longbench_write", "instruction": f"Write about rivers, part {i}.", "response": f"Rivers {i}.",
+             "length_score": 80.0, "judge": judge, "prompt_path": str(JUDGE_PROMPT)} for i in range(n)]
+
+
+def _settings(url: str, tmp_path, **extra) -> dict:
+    return {"base_url": url, "model": "m", "policy": "drop", "temperature": 0.5, "max_tokens": 16, "concurrency": 4,
+            "cache_dir": str(tmp_path / "cache"), "timeout": 0.5, "max_attempts": 3, **extra}
+
+
+@pytest.mark.parametrize("mode, kind, attempts", [("500", "http_500", 3), ("400", "http_400", 1),
+                                                  ("malformed", "malformed", 3), ("no_choices", "malformed", 3),
+                                                  ("hang", "timeout", 2)])
+def test_every_failure_is_counted_by_kind_within_its_bound(mode, kind, attempts, tmp_path):
+    """Retried kinds get ``max_attempts`` attempts, a 400 one; a hanging server costs attempts x timeout."""
+    with MisbehavingJudge(mode, hang_s=5.0) as server:
+        client = JudgeClient(JudgeSettings(base_url=server.base_url, model="m", max_attempts=attempts if mode == "hang"
+                                           else 3, timeout=0.5, backoff=0.01, concurrency=2,
+                                           cache_dir=str(tmp_path)))
+        start = time.perf_counter()
+        answers = client.ask_many([[{"role": "user", "content": f"q{i}"}] for i in range(2)], progress=False)
+        seconds = time.perf_counter() - start
+    assert [a.text for a in answers] == [None, None] and [a.failure for a in answers] == [kind, kind]
+    assert dict(client.stats["failures"]) == {kind: 2} and client.stats["failed"] == 2
+    assert server.requests == 2 * attempts
+    assert not list(tmp_path.rglob("*.json"))  # no answer, nothing cached: the next run asks again
+    bound = 2 * 0.5 * attempts + 1.0 if mode == "hang" else 2.0  # concurrency 2: the two requests in parallel
+    assert seconds < bound, seconds
+
+
+@needs_prompt
+def test_no_judged_score_from_a_judge_that_answered_some_requests(tmp_path):
+    """Two of three requests answered (the third's server failed): the mean over the two is not the task's score."""
+    with CannedJudge(dimensions=DIMENSIONS) as good, MisbehavingJudge("500") as bad:
+        items = _items(_settings(good.base_url, tmp_path), 2)
+        judged = judge(items)  # two answers cached
+        assert judged.failures == {} and task_scores(items, judged)["quality"] == pytest.approx(75.0)
+        items = _items(_settings(bad.base_url, tmp_path), 3)
+        judged = judge(items)
+    assert judged.failures == {"http_500": 1} and judged.n_valid == 2
+    scores = task_scores(items, judged)
+    assert math.isnan(scores["quality"]) and math.isnan(scores["score"]) and scores["n_valid"] == 2
+    assert judged.absent_because() == f"the judge at {bad.base_url} answered 2 of 3 requests (http_500 x1)"
+    assert judged.provenance["unanswered"] == {"http_500": 1} and judged.provenance["unparsed"] == 0
+
+
+@needs_prompt
+def test_lch_judge_writes_nothing_when_the_judge_fails_and_the_same_command_resumes(tmp_path, capsys):
+    samples = tmp_path / "samples_longbench_write_2026.jsonl"
+    with MisbehavingJudge("500") as bad:
+        samples.write_text("".join(json.dumps({"doc_id": i, "quality": item}) + "\n"
+                                   for i, item in enumerate(_items(_settings(bad.base_url, tmp_path)))))
+        argv = ["judge", str(samples), "--judge-base-url", bad.base_url, "--judge-model", "m",
+                "--judge-cache-dir", str(tmp_path / "cache"), "--judge-timeout", "0.5", "--judge-max-attempts", "2"]
+        assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"lch: error: {samples}: the judge at {bad.base_url} answered 0 of 3 requests (http_500 x3): no "
+                       "judgements written; the answers received are cached, so the same command asks only the others "
+                       "again")
+    assert not list(tmp_path.glob("judgements_*"))
+    with CannedJudge(dimensions=DIMENSIONS) as good:
+        argv[3] = good.base_url
+        assert main(argv) == 0
+        assert good.requests == 3
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["quality"] == pytest.approx(75.0) and summary["n_valid"] == 3 and "absent" not in summary
+    assert len(list(tmp_path.glob("judgements_*"))) == 1
+
+
+@needs_prompt
+@pytest.mark.parametrize("mode", ["500", "malformed"])
+def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_model_dir, tmp_path, capsys):
+    """`lch eval` with a judge that fails every request: the results file is written without NaN (quality and score
+    left out, with the reason under lch_absent), the command ends with one line and exit 2, and the generations kept
+    as a samples file are judged afterwards by `lch judge` without generating again."""
+    with MisbehavingJudge(mode) as bad:
+        meta = {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+                "limit_docs": 2, "max_gen_toks": 8, "judge_base_url": bad.base_url, "judge_model": "m",
+                "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"), "judge_timeout": 1,
+                "judge_max_attempts": 2, "judge_cache_dir": str(tmp_path / "judge-cache")}
+        code = main(["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+                     "--device", "cpu", "--tasks", "longbench_write", "--metadata", json.dumps(meta),
+                     "--output_path", str(tmp_path / "out")])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    kind = "http_500" if mode == "500" else "malformed"
+    assert err[-1].startswith(f"lch: error: longbench_write: quality, score not computed: the judge at {bad.base_url} "
+                              f"answered 0 of 2 requests ({kind} x2); the generations are kept in ")
+    (results_file,) = (tmp_path / "out").rglob("results_*.json")
+    constants = []  # NaN / Infinity / -Infinity values anywhere in the file
+    results = json.loads(results_file.read_text(), parse_constant=lambda name: constants.append(name) or 0.0)
+    assert constants == []
+    lbw = results["results"]["longbench_write"]
+    assert "quality,none" not in lbw and "score,none" not in lbw and lbw["n_valid,none"] == 0
+    assert lbw["length,none"] >= 0  # what needs no judge is there
+    assert set(results["lch_absent"]["longbench_write"]) == {"quality", "score"}
+    assert results["configs"]["longbench_write"]["metadata"]["judge_provenance"]["unanswered"] == {kind: 2}
+    (kept,) = (tmp_path / "judge-cache" / "unjudged").glob("samples_longbench_write_*.jsonl")
+    assert str(kept) in err[-1]
+    with CannedJudge(dimensions=DIMENSIONS) as good:
+        assert main(["judge", str(kept), "--judge-base-url", good.base_url, "--judge-model", "m"]) == 0
+    assert json.loads(capsys.readouterr().out)["quality"] == pytest.approx(75.0)
