@@ -18,7 +18,10 @@ A metric regresses when it moves in its bad direction by more than its tolerance
 itself), ``abs_tol`` for scores, in the score's own units (points of a x100 accuracy); per-metric values override
 the defaults. With n = 1 (a single document or sample, so lm-eval gives no stderr) only ``abs_tol`` / ``rel_tol``
 stand: the gate is then exact at their default 0, which is what a deterministic run on the same machine reproduces.
-A baseline metric absent from the run is a regression too (a gate must not pass on missing data).
+A baseline metric absent from the run is a regression too (a gate must not pass on missing data); one the run holds
+as NaN, or left out with a reason (``lch_absent``: its judge failed), makes the run unusable (exit 2): there is
+nothing to compare. A baseline is never made of a run whose scores could not all be computed, and a hand-edited or
+damaged baseline (a NaN value, ``higher_is_better`` not a boolean, a negative tolerance) is refused naming the field.
 
 The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.run_record`); a run
 whose configuration differs (:data:`harness.reporting.comparability.SAME_CONFIGURATION`: another architecture,
@@ -38,7 +41,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from harness.errors import DataFormatError
 from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable, check_task_configurations
-from harness.reporting.runs import Run, read_json
+from harness.reporting.runs import Run, RunError, read_json
 from harness.run_record import FIELDS, KEY, RunRecord
 
 
@@ -59,15 +62,37 @@ class Comparison:
         return None if self.value is None else self.value - self.baseline
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def load_baseline(path: str | Path) -> dict:
+    """A baseline file, each field checked (a hand edit or a damaged file is one line naming the metric and the
+    field): every metric has a finite numeric ``value`` and a boolean ``higher_is_better``; a ``stderr`` is null or a
+    finite number >= 0; ``abs_tol`` / ``rel_tol`` / ``k`` (per metric or in ``defaults``) finite numbers >= 0."""
     path = Path(path)
     data = read_json(path, BaselineError)
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not metrics:
         raise BaselineError(f"{path}: no 'metrics' object")
-    for name, spec in metrics.items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("value"), (int, float)) or "higher_is_better" not in spec:
-            raise BaselineError(f"{path}: metric {name!r} needs a numeric 'value' and 'higher_is_better'")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise BaselineError(f"{path}: 'defaults' must be an object")
+    for name, spec in [("defaults", defaults), *metrics.items()]:
+        if name != "defaults":
+            if not isinstance(spec, dict) or not _number(spec.get("value")):
+                raise BaselineError(f"{path}: metric {name!r} needs a finite numeric 'value' (got "
+                                    f"{spec.get('value') if isinstance(spec, dict) else spec!r}); remake the baseline "
+                                    "with --update-baseline")
+            if not isinstance(spec.get("higher_is_better"), bool):
+                raise BaselineError(f"{path}: metric {name!r} needs 'higher_is_better' true or false (got "
+                                    f"{spec.get('higher_is_better')!r})")
+            if spec.get("stderr") is not None and not (_number(spec["stderr"]) and spec["stderr"] >= 0):
+                raise BaselineError(f"{path}: metric {name!r} has stderr {spec['stderr']!r}: give a finite number "
+                                    ">= 0 or null")
+        for key in ("abs_tol", "rel_tol", "k"):
+            if key in spec and not (_number(spec[key]) and spec[key] >= 0):
+                raise BaselineError(f"{path}: {name} {key} is {spec[key]!r}: give a finite number >= 0")
     return data
 
 
@@ -77,6 +102,10 @@ def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0,
     listed ``metrics``; ``rel_tol`` set on perplexities, ``abs_tol`` on the rest."""
     directed = [m for m in run.metrics if m in run.higher_is_better]
     chosen = metrics or [m for m in directed if all_metrics or run.roles.get(m) != "bookkeeping"]
+    uncomputed = [m for m in (metrics or run.absent) if m in run.absent and (all_metrics or run.roles.get(m) != "bookkeeping")]
+    if uncomputed:  # a baseline without them would never gate them again
+        raise BaselineError(f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): a "
+                            "baseline needs every score of the run; rerun it once that is fixed")
     missing = [m for m in chosen if m not in run.metrics]
     if missing:
         raise BaselineError(f"{run.path}: no metric {missing[0]!r}")
@@ -111,6 +140,10 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False) -> list[Comp
                          override="--allow-mismatch")
         saved = baseline.get("tasks") if isinstance(baseline.get("tasks"), dict) else {}  # older baselines: none
         check_task_configurations({"baseline": saved, "run": run.configurations})
+    uncomputed = [name for name in sorted(baseline["metrics"]) if name in run.absent]
+    if uncomputed:  # neither a regression nor a pass: the run has nothing to compare
+        raise RunError(f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): it cannot "
+                       "be gated; fix the run and run it again")
     defaults = baseline.get("defaults") or {}
     out = []
     for name, spec in sorted(baseline["metrics"].items()):

@@ -8,6 +8,7 @@ beside it. Direction comes from the file's ``higher_is_better``.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ class Run:
     # task -> what it measured with (config metadata "lch_configuration": harness.tasks.classes.base.LchTask)
     configurations: dict[str, dict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # task -> documents scored (lm-eval's n-samples effective)
+    # "<task>/<metric>" -> why the run has no number for it: a NaN / inf in the file (not a number, never compared or
+    # drawn), or a metric our run left out with its reason (the results' lch_absent)
+    absent: dict[str, str] = field(default_factory=dict)
 
     @property
     def inference(self) -> Inference:
@@ -157,10 +161,17 @@ def read_run(path: str | Path) -> Run:
             if named is None or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue  # alias, name, sample_len, "N/A" stderrs
             name, is_stderr = named
+            if not math.isfinite(value):  # json reads NaN / Infinity: a number that could not be computed
+                if not is_stderr:
+                    run.absent[name] = f"{value} in the results file (it could not be computed)"
+                continue
             (run.stderrs if is_stderr else run.metrics)[name] = float(value)
             base = name.split("/", 1)[1].split(",")[0]
             if not is_stderr and base in directions:
                 run.higher_is_better[name] = bool(directions[base])
+    for task, metrics in (data.get("lch_absent") or {}).items() if isinstance(data.get("lch_absent"), dict) else ():
+        for metric, why in (metrics or {}).items() if isinstance(metrics, dict) else ():
+            run.absent.setdefault(f"{task}/{metric}", f"not computed: {why}")
     return run
 
 
@@ -179,7 +190,12 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
             errors.append(message)
         for file in files:
             try:
-                runs.append(read_run(file))
+                run = read_run(file)
+                if not run.metrics:  # a report over it would be an empty board that says nothing
+                    raise RunError(f"{file}: its results hold no metric" + (
+                        f" ({len(run.absent)} could not be computed: {next(iter(run.absent.items()))[1]})"
+                        if run.absent else " (an empty 'results' object)"))
+                runs.append(run)
             except RunError as err:
                 if on_error == "fail":
                     raise
