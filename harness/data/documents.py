@@ -103,10 +103,37 @@ def warn_fewer_documents(found: int, asked: int | None, min_tokens: int) -> None
             "min_tokens or give more documents", found, asked, min_tokens, found)
 
 
+# whole documents (max_tokens none) are tokenized whole: one longer than this is refused before it is (about 10M
+# tokens of English, the most any option here counts: MAX_TOKENS; a tokenizer's output for it takes a few GB)
+MAX_WHOLE_DOCUMENT_CHARS = 40_000_000
+
+
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:
-    """:func:`load_documents` of the documents the options name (``data_files``, else the HF dataset)."""
-    return load_documents(data_files=options.data_files, text_field=options.text_field, hf_dataset=options.hf_dataset,
+    """:func:`load_documents` of the documents the options name (``data_files``, else the HF dataset), without the
+    documents that hold no text (empty or only whitespace: nothing to score; they keep their place in ``doc_id``, and
+    a corpus of nothing else is refused in one line). Documents are cut to ``max_tokens`` by tokenizing their heads
+    only (:mod:`harness.data.token_heads`); with ``max_tokens`` none a document longer than
+    :data:`MAX_WHOLE_DOCUMENT_CHARS` characters is refused before it is tokenized."""
+    docs = load_documents(data_files=options.data_files, text_field=options.text_field, hf_dataset=options.hf_dataset,
                           hf_name=options.hf_name, hf_split=options.hf_split)
+    bad = next((d for d in docs if not isinstance(d["text"], str)), None)
+    if bad is not None:
+        raise DataFormatError(f"document {bad['doc_id']}: field {options.text_field!r} holds "
+                              f"{str(bad['text'])[:40]!r} ({type(bad['text']).__name__}), not text; give text")
+    kept = [d for d in docs if d["text"].strip()]
+    if docs and not kept:
+        raise UsageError(f"none of the {len(docs)} documents could be scored: each is empty or only whitespace; "
+                         "give documents with text")
+    if len(kept) < len(docs):
+        logging.getLogger("harness.data").warning("%d of the %d documents are empty or only whitespace: left out",
+                                                  len(docs) - len(kept), len(docs))
+    if options.max_tokens is None:
+        huge = next((d for d in kept if len(d["text"]) > MAX_WHOLE_DOCUMENT_CHARS), None)
+        if huge is not None:
+            raise UsageError(f"document {huge['doc_id']} has {len(huge['text']):,} characters: whole documents "
+                             f"(max_tokens none) are limited to {MAX_WHOLE_DOCUMENT_CHARS:,} characters; give "
+                             "max_tokens (only that many tokens of each document are then read)")
+    return kept
 
 
 def select_long(

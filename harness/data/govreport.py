@@ -6,23 +6,26 @@ from typing import Any
 
 from harness.data.documents import DocumentOptions, documents_from_options, select_long, warn_fewer_documents
 from harness.data.prompt_length import ModelKeys
+from harness.data.token_heads import count_tokens_upto
 from harness.errors import UsageError
 
 
-def _tokenizer_counter(name: str | None):
+def _tokenizer_counter(name: str | None, limit: int):
+    """Token counts up to ``limit`` (all that selecting by ``min_tokens`` needs: a long document is not tokenized
+    whole), under the tokenizer ``name``; None without one."""
     if not name:
         return None
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(name)
-    return lambda text: len(tokenizer(text)["input_ids"])
+    return lambda text: count_tokens_upto(tokenizer, text, limit)
 
 
 def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:
     """The first ``num_docs`` documents with at least ``min_tokens`` tokens of the evaluated tokenizer
     (``tokenizer``, else ``pretrained``); without a known tokenizer the first ``num_docs`` documents."""
     docs = documents_from_options(options)
-    count = _tokenizer_counter(model.tokenizer or model.pretrained)
+    count = _tokenizer_counter(model.tokenizer or model.pretrained, options.min_tokens)
     if count is not None:
         docs = select_long(docs, count, options.min_tokens, options.num_docs)
     elif options.num_docs is not None:

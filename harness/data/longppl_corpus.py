@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import DocumentOptions, documents_from_options, warn_fewer_documents
+from harness.data.token_heads import encode_head
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
 from harness.options import option
@@ -27,12 +28,14 @@ class CorpusOptions(DocumentOptions):
 
 
 def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tuple[str, int]:
-    """``(text of the first max_tokens tokens, token count of the full text)``."""
-    enc = tokenizer(text, return_offsets_mapping=True)
-    n = len(enc["input_ids"])
+    """``(text of the first max_tokens tokens, token count of the full text)``; a text longer than ``max_tokens`` is
+    not tokenized whole (:func:`harness.data.token_heads.encode_head`), and its count is then a number above
+    ``max_tokens``."""
+    head = encode_head(tokenizer, text, max_tokens, return_offsets_mapping=True)
+    n = head.count_at_least()
     if max_tokens is None or n <= max_tokens:
         return text, n
-    return text[: enc["offset_mapping"][max_tokens - 1][1]], n
+    return text[: head.offsets[max_tokens - 1][1]], n
 
 
 def select_documents(docs: list[dict], tokenizer: Any, min_tokens: int, max_tokens: int | None, num_docs: int | None) -> list[dict]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import torch
 from tqdm import tqdm
 
+from harness.data.token_heads import encode_head
 from harness.lmeval.request_options import (
     GENERATE_LONG,
     LSM,
@@ -40,7 +41,14 @@ from harness.lmeval.request_options import (
     encode_for_scoring,
     first_stop,
 )
-from harness.lmeval.response_cache import CacheOwner, ClaimsResponseCache, answer_with_cache, library_versions
+from harness.lmeval.response_cache import (
+    CacheOwner,
+    ClaimsResponseCache,
+    answer_settings,
+    answer_with_cache,
+    library_versions,
+    tokenizer_identity,
+)
 from harness.models.lsm import LsmRunner, lsm_direct, lsm_overlap
 from harness.models.scoring import logprobs_from_hidden
 from harness.positions.windows import ScoringWindow, scoring_windows
@@ -111,10 +119,12 @@ class EngineCore(ClaimsResponseCache):
         from harness.models.identity import model_identity
 
         pretrained, adapter = self.resolved.pretrained, self.resolved.adapter
+        engine_args = self.resolved.engine_args
         return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained) if isinstance(pretrained, str)
                           else type(pretrained).__name__, adapter=model_identity(adapter) if adapter else None,
+                          tokenizer=tokenizer_identity(engine_args.get("tokenizer") or pretrained, self.tokenizer),
                           inference=self.inference.words(), dtype=self.engine_dtype(),
-                          libraries=library_versions(*self.LIBRARIES))
+                          settings=answer_settings(engine_args), libraries=library_versions(*self.LIBRARIES))
 
     # ------------------------------------------------------------------ primitives (the adapter's)
 
@@ -226,7 +236,7 @@ class EngineCore(ClaimsResponseCache):
                                      desc=f"Long-short misalignment ({self.ENGINE_NAME})")):
             text, options = LSM.parse(req.args)
             self.check_lsm(options.context_length)
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][: options.max_tokens]
+            ids = encode_head(self.tokenizer, text, options.max_tokens, add_special_tokens=False).ids
             done(j, {"sce": LSM_ESTIMATORS[options.estimator](runner, torch.tensor(ids), options.context_length,
                                                               options.n_samples, seed=options.seed)})
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
 
 from harness.errors import UsageError
+from harness.data.token_heads import encode_head
 from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, convert, option
 
 LSM_ESTIMATORS = ("overlap", "direct")
@@ -256,13 +257,10 @@ def encode_for_scoring(tokenizer: Any, text: str, options: ScoringOptions | Mapp
     if not isinstance(options, ScoringOptions):
         options = TOKEN_LOGPROBS.parse_options(options)
     want_offsets = options.return_offsets and bool(getattr(tokenizer, "is_fast", False))
-    enc = tokenizer(text, add_special_tokens=options.add_special_tokens, return_offsets_mapping=want_offsets)
-    ids = list(enc["input_ids"])
-    offsets = [list(span) for span in enc["offset_mapping"]] if want_offsets else None
-    if options.max_tokens is not None:
-        ids = ids[: options.max_tokens]
-        offsets = offsets[: options.max_tokens] if offsets is not None else None
-    return {"token_ids": ids, "offsets": offsets}
+    # with max_tokens, only the text's head is tokenized (harness.data.token_heads): the ids of the whole text, cut
+    head = encode_head(tokenizer, text, options.max_tokens, add_special_tokens=options.add_special_tokens,
+                       return_offsets_mapping=want_offsets)
+    return {"token_ids": head.ids, "offsets": head.offsets}
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -370,12 +370,14 @@ def fuzz_env(tmp_path_factory):
         from lm_eval._cli.harness import HarnessCLI
         from transformers import Trainer
 
+        real_execute = HarnessCLI.execute
         mp.setattr(HarnessCLI, "execute", lambda self, args: None)
         mp.setattr(Trainer, "train", lambda self, *a, **k: TrainOutput(0, 0.0, {}))
         mp.setattr(compressor, "train", lambda *a, **k: [0.0])
         mp.setattr(demo_tiny, "run_demo", lambda *a, **k: [])
         mp.setattr(real, "run_real_demo", lambda *a, **k: None)
-    yield {"root": root, "inputs": inputs, "inputs_root": root / "inputs"}
+    yield {"root": root, "inputs": inputs, "inputs_root": root / "inputs",
+           "execute": None if LONG else real_execute}
     mp.undo()
 
 
@@ -468,7 +470,16 @@ def _corpus() -> list[dict]:
 def test_corpus_case(case, fuzz_env, tmp_path):
     """Every failure the fuzzer ever found, replayed: the expected exit code and error line, nothing left."""
     argv = [expand(a, fuzz_env["inputs"], tmp_path) for a in case["argv"]]
-    code, stderr, problems = run_checked(argv, fuzz_env["inputs_root"], tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        if argv[0] == "eval" and fuzz_env["execute"] is not None:
+            # lm-eval's own command line for real up to the evaluation: it looks the tasks up (a name nobody
+            # defines is its "Tasks not found"); the evaluation itself is stubbed
+            import lm_eval.evaluator
+            from lm_eval._cli.harness import HarnessCLI
+
+            mp.setattr(HarnessCLI, "execute", fuzz_env["execute"])
+            mp.setattr(lm_eval.evaluator, "simple_evaluate", lambda *a, **k: None)
+        code, stderr, problems = run_checked(argv, fuzz_env["inputs_root"], tmp_path)
     assert not problems, f"{problems}\n{stderr[-2000:]}"
     assert code == case["exit"], stderr[-2000:]
     if case.get("error"):
