@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
 
         run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
     else:
-        from harness.demo.real import run_real_demo
+        from harness.demo.real import essays_folder, run_real_demo
 
-        run_real_demo(output=args.output, essays=args.essays, model=args.model)
+        essays = essays_folder(args.essays)  # checked before any work (the model fetch, the output folder)
+        run_real_demo(output=args.output, essays=str(essays), model=args.model)
     return 0

@@ -35,7 +35,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_judge(args: argparse.Namespace) -> int:
-    from harness.judges.stage import judge_samples_file
+    from harness.judges.stage import JudgeConfig, judge_samples_file
+
+    JudgeConfig(policy=args.policy, timeout=args.judge_timeout, max_attempts=args.judge_max_attempts)  # checked first
 
     print(json.dumps(judge_samples_file(args.samples, {
         "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,

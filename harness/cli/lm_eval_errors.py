@@ -59,6 +59,10 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
             from harness.lmeval.preflight import check_destinations
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
+            if isinstance(getattr(args, "samples", None), str):  # lm-eval keeps any text and fails mid-run on it
+                from harness.lmeval.cli import check_samples_arg
+
+                check_samples_arg("--samples", args.samples)
             done = func(args)
             failed = take_incomplete()  # results written, a metric asked for missing: the command fails
             if failed:

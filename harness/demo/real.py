@@ -71,16 +71,23 @@ LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": KEY_TOKEN_DEFAULTS[
 
 def essays_folder(explicit: str | None = None) -> Path:
     """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays``
-    beside this checkout (where the project's data lives)."""
+    beside this checkout (where the project's data lives). A folder given that is not one of essays is refused (not
+    replaced by the next one)."""
     import os
 
     from harness.data.documents import MissingDataError
 
-    candidates = [explicit, os.environ.get("LCH_ESSAYS"),
-                  Path(__file__).resolve().parents[3] / "shared" / "data" / "paul_graham_essays"]
-    for candidate in candidates:
-        if candidate and Path(candidate).expanduser().is_dir():
-            return Path(candidate).expanduser()
+    for given, what in ((explicit, "--essays"), (os.environ.get("LCH_ESSAYS"), "$LCH_ESSAYS")):
+        if given:  # a folder asked for is the one used, or the demo stops: never another folder of essays instead
+            folder = Path(given).expanduser()
+            if not folder.is_dir():
+                raise MissingDataError(f"{what} {given} is not a folder: give a folder of .txt essays")
+            if not any(folder.glob("*.txt")):
+                raise MissingDataError(f"{what} {given} holds no .txt file: give a folder of .txt essays")
+            return folder
+    default = Path(__file__).resolve().parents[3] / "shared" / "data" / "paul_graham_essays"
+    if default.is_dir():
+        return default
     raise MissingDataError(
         "the demo needs a folder of essays (.txt): pass --essays DIR or set LCH_ESSAYS (e.g. the Paul Graham "
         "essays of the NIAH haystack); `lch demo --tiny` runs without any data")
@@ -97,6 +104,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                   variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
     """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
     from harness.errors import UsageError
+    from harness.files import writable_problem
 
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
@@ -105,10 +113,13 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     from harness.models.registry import fetch_model
 
     start = time.perf_counter()
+    essays_dir = essays_folder(essays)  # the inputs first: a mistake costs no fetch and no output folder
     out = Path(output)
+    problem = writable_problem(str(out), folder=True)
+    if problem:
+        raise UsageError(f"--output {output}: {problem}; give a folder you can write")
     out.mkdir(parents=True, exist_ok=True)
     model_dir = fetch_model(model)
-    essays_dir = essays_folder(essays)
     group_dir = out / "tasks"
     write_text_atomic(group_dir / f"{GROUP}.yaml", group_yaml(RULER_TASKS + BABILONG_TASKS))
     metadata = {

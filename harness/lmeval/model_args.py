@@ -8,22 +8,23 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.data.variants import Variant, read_variant
-from harness.models.folders import check_model_folder
+from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.errors import MissingDataError, UsageError
 from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
 
 
-def check_model_path(value: Any, arg: str = "pretrained", local: bool = False) -> None:
+def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, folder: bool = True) -> None:
     """A model arg that names a local folder (``local``, or a path rather than a hub id like ``org/name``)
-    must exist."""
+    must exist; a model folder (``folder``) must be a whole one (:func:`check_model_folder`)."""
     if not isinstance(value, str):
         return
     looks_local = local or value.startswith(("/", ".", "~")) or value.count("/") > 1
     if looks_local and not Path(value).expanduser().exists():
         raise MissingDataError(f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
                                "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
-    check_model_folder(value, arg)
+    if folder:
+        check_model_folder(value, arg)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,12 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
     pretrained, adapter = args.get("pretrained"), args.get(adapter_key)
     for key, value in (("pretrained", pretrained), (adapter_key, adapter)):
         check_model_path(value, key)
+    tokenizer = args.get("tokenizer")
+    if isinstance(tokenizer, str):
+        check_model_path(tokenizer, "tokenizer", folder=False)
+    source = ("tokenizer", tokenizer) if tokenizer else ("pretrained", pretrained)
+    if isinstance(source[1], str):
+        check_tokenizer_folder(source[1], source[0])
     variant = read_variant(adapter) or read_variant(pretrained)
     base = variant.inference if variant else Inference()
     overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
@@ -140,6 +147,8 @@ def check_compressor_args(args: dict) -> dict[str, Any]:
     given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
     config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
     check_model_path(args.get("pretrained"))
+    if isinstance(args.get("pretrained"), str):
+        check_tokenizer_folder(args["pretrained"])
     if args.get("checkpoint"):
         check_model_path(args["checkpoint"], "checkpoint", local=True)
     return {key: getattr(config, key) for key in given}

@@ -14,11 +14,38 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.b
            "adapter_model.safetensors", "adapter_model.bin")
 
 
-def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
+# files from which transformers builds a tokenizer (one is enough: tokenizer.json for fast tokenizers, the
+# SentencePiece / BPE vocabularies the converters read, tiktoken's ranks)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
+                   "vocab.txt", "tokenizer.tiktoken")
+
+
+def check_tokenizer_folder(folder: str | Path, arg: str = "pretrained") -> None:
+    """A local folder a tokenizer is loaded from (the model folder, or ``tokenizer=``) holds the files of one
+    (:data:`TOKENIZER_FILES`), and its ``tokenizer.json`` is whole (a file cut short does not end its JSON object):
+    otherwise transformers fails minutes later, or falls back to converting a slow tokenizer that is not there."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        return  # a hub name, or refused already
+    if not any((path / name).is_file() for name in TOKENIZER_FILES) and not list(path.glob("*.tiktoken")):
+        raise MissingDataError(f"{arg}={folder} has no tokenizer files ({' / '.join(TOKENIZER_FILES[:3])} ...): give "
+                               "a complete model folder, or tokenizer= a folder holding its tokenizer")
+    tokenizer_json = path / "tokenizer.json"
+    if tokenizer_json.is_file():
+        with tokenizer_json.open("rb") as handle:
+            handle.seek(max(0, tokenizer_json.stat().st_size - 64))
+            tail = handle.read().rstrip()
+        if not tail.endswith(b"}"):
+            raise DataFormatError(f"{tokenizer_json} is cut short (it does not end its JSON object): the folder {arg}="
+                                  f"{folder} is damaged; fetch or save the model again")
+
+
+def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: bool = False) -> None:
     """``folder`` (given as ``arg``), when it is a local folder: it has a readable ``config.json`` (or
     ``adapter_config.json``) and a weights file whose header reads; a file where a folder is wanted is refused
     too. A folder fetched by ``lch models`` must also behave as its source says in this environment (its
-    tokenizer's BOS / EOS and special ids). A hub name (nothing on disk) is left to the loader."""
+    tokenizer's BOS / EOS and special ids). With ``tokenizer``, the folder's tokenizer files are checked too
+    (:func:`check_tokenizer_folder`). A hub name (nothing on disk) is left to the loader."""
     path = Path(folder).expanduser()
     try:
         if not path.exists():
@@ -48,6 +75,8 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained") -> None:
         except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
             raise DataFormatError(f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
                                   "is damaged; fetch or save the model again") from None
+    if tokenizer:  # its tokenizer is loaded from it too
+        check_tokenizer_folder(path, arg)
     from harness.models.model_check import check_before_use
 
     check_before_use(path)

@@ -107,7 +107,8 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
 
     from harness.models.folders import check_model_folder
 
-    check_model_folder(name, "evaluator")  # a local folder: whole, and (fetched ones) meaning what its source says
+    # a local folder: whole (its tokenizer too), and (fetched ones) meaning what its source says
+    check_model_folder(name, "evaluator", tokenizer=True)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()

@@ -125,7 +125,7 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
 
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise UsageError(f"lch train-compressor: --dtype {dtype!r} is not a torch dtype (e.g. float32, bfloat16)")
-    check_model_folder(base, "--base")
+    check_model_folder(base, "--base", tokenizer=True)
     if init:
         check_model_folder(init, "--init")
     parse_options(CompressorConfig, compressor_args, label=flag_name)  # the settings given, before the model loads

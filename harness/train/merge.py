@@ -52,7 +52,7 @@ def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.
         raise UsageError(f"{tuned_path} is not a checkpoint or adapter folder")
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
         raise UsageError(f"lch train merge: --dtype {dtype!r} is not a torch dtype (e.g. float32, bfloat16)")
-    check_model_folder(base, "--base")
+    check_model_folder(base, "--base", tokenizer=True)
     check_model_folder(tuned_path, "--tuned")
     variant = read_variant(tuned_path) or Variant(base_model=base, recipe="unknown")
     with staged_files(out) as staged:  # each merged file appears whole; the variant file, written last, marks it done

@@ -164,7 +164,7 @@ def load_model(cfg: TrainConfig):
     dtype = getattr(torch, cfg.dtype, None)
     if not isinstance(dtype, torch.dtype):
         raise UsageError(f"--dtype {cfg.dtype!r} is not a torch dtype (float32, bfloat16, float16)")
-    check_model_folder(cfg.model, "--model")
+    check_model_folder(cfg.model, "--model", tokenizer=True)
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
     if torch.cuda.is_available():  # this process's GPU (under `accelerate launch`, one per process)
         model.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))

@@ -88,6 +88,15 @@ FILES: dict[str, Callable[[Path, Path], Path]] = {
     "model-no-weights": _model_copy("model-no-weights", delete=("model.safetensors",)),
     "model-bad-weights": _model_copy("model-bad-weights", truncate=("model.safetensors",)),
     "model-no-tokenizer": _model_copy("model-no-tokenizer", delete=("tokenizer.json", "tokenizer_config.json")),
+    "model-cut-tokenizer": _model_copy("model-cut-tokenizer", truncate=("tokenizer.json",)),
+    "blank.jsonl": _text("blank.jsonl", "".join(json.dumps({"report": t}) + "\n" for t in (" \n\t ", "    "))),
+    "runs-empty": _folder("runs-empty", {"m/results_2024-01-01T00-00-00.json": json.dumps({**_RESULTS, "results": {}})}),
+    "runs-nan": _folder("runs-nan", {"m/results_2024-01-01T00-00-00.json": json.dumps(
+        {**_RESULTS, "results": {"ppl_govreport": {"word_perplexity,none": float("nan"), "n_docs,none": 2}},
+         "higher_is_better": {"ppl_govreport": {"word_perplexity": False}}})}),
+    "baseline-string-direction.json": _text("baseline-string-direction.json", json.dumps(
+        {"metrics": {"ppl_govreport/word_perplexity": {"value": 3.5, "higher_is_better": "false"}}})),
+    "essays-none": _folder("essays-none", {"notes.md": "no essays here"}),
 }
 
 

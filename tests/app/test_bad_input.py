@@ -18,7 +18,8 @@ REPORT = "The committee reviewed the program and its budget in detail over sever
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> dict[str, Path]:
+def data(tmp_path_factory, tiny_model_dir) -> dict[str, Path]:
+    tiny = tiny_model_dir
     root = tmp_path_factory.mktemp("bad-input")
     files = {
         "good": ("corpus.jsonl", "".join(json.dumps({"report": REPORT}) + "\n" for _ in range(2))),
@@ -31,11 +32,26 @@ def data(tmp_path_factory) -> dict[str, Path]:
         "baseline_bad": ("baseline.json", "{not json"),
         "lbw": ("lbw.jsonl", json.dumps({"prompt": "Write a 3000-word report on rivers.", "type": "Report",
                                          "length": 3000}) + "\n"),
+        "blank": ("blank.jsonl", "".join(json.dumps({"report": t}) + "\n" for t in (" \n\t ", "   "))),
+        "empty_results": ("runs-empty-results/m/results_2026-01-01T00-00-00.json",
+                          json.dumps({"results": {}, "config": {"model": "hf-pic", "model_args": {}}})),
     }
     out = {}
     for key, (name, text) in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text, encoding="utf-8")
         out[key] = root / name
+    import shutil
+
+    for name, damage in (("model-cut-tokenizer", "tokenizer.json"), ("model-cut-weights", "model.safetensors")):
+        shutil.copytree(tiny, root / name)
+        size = (root / name / damage).stat().st_size
+        with open(root / name / damage, "r+b") as f:
+            f.truncate(size // 2)
+        out[name] = root / name
+    shutil.copytree(tiny, root / "model-no-tokenizer")
+    (root / "model-no-tokenizer" / "tokenizer.json").unlink()
+    out["model-no-tokenizer"] = root / "model-no-tokenizer"
     item = {"instruction": "Write an essay.", "response": "An essay.", "checklists": ["Is it an essay?"],
             "category": "argumentative_writing", "weights_file": "w.txt", "rescale": False, "judge": None}
     (root / "samples_hellobench_htg_1.jsonl").write_text(json.dumps({"doc_id": 0, "quality": item}) + "\n")
@@ -100,6 +116,30 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
          r"pic_impl 'fast' is unknown"),
         ("model-folder-missing", _eval("pretrained=/no/such/model", "ppl_govreport", {"data_files": good, **ppl}),
          r"pretrained=/no/such/model does not exist: give a model folder or a hub name"),
+        ("model-weights-cut-short", _eval(f"pretrained={d['model-cut-weights']}", "ppl_govreport", {"data_files": good}),
+         r"model.safetensors is not a readable safetensors file \(.*\): the model folder .* is damaged"),
+        ("model-tokenizer-cut-short", _eval(f"pretrained={d['model-cut-tokenizer']}", "ppl_govreport",
+                                            {"data_files": good}),
+         r"tokenizer.json is cut short \(it does not end its JSON object\): the folder pretrained=.* is damaged"),
+        ("model-without-tokenizer", _eval(f"pretrained={d['model-no-tokenizer']}", "ppl_govreport", {"data_files": good}),
+         r"pretrained=.*model-no-tokenizer has no tokenizer files \(tokenizer.json / .*\): give a complete model "
+         r"folder, or tokenizer= a folder holding its tokenizer$"),
+        ("tokenizer-arg-without-tokenizer", _eval(f"pretrained={tiny},tokenizer={d['model-no-tokenizer']}",
+                                                  "ppl_govreport", {"data_files": good}),
+         r"tokenizer=.*model-no-tokenizer has no tokenizer files"),
+        ("samples-not-json", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good}) + ["--samples", "x"],
+         r"--samples 'x' is neither a JSON object \(Expecting value\) nor a file"),
+        ("lm-eval-refuses-a-flag", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good})
+         + ["--fewshot_as_multiturn"],
+         r"lm-eval refused the arguments: When `fewshot_as_multiturn` is True, `apply_chat_template` must be set; "
+         r"check the flags"),
+        ("blank-documents", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": str(d["blank"]), "min_tokens": 1}),
+         r"none of the 2 documents could be scored: each is empty or only whitespace; give documents with text$"),
+        ("demo-essays-missing", ["demo", "--essays", "/no/essays"], r"--essays /no/essays is not a folder"),
+        ("leaderboard-empty-results", ["leaderboard", str(d["empty_results"].parents[1]), "-o", str(d["root"] / "e.csv")],
+         r"results_2026-01-01T00-00-00.json: its results hold no metric \(an empty 'results' object\)$"),
+        ("judge-timeout-zero", ["judge", str(d["samples_judged"]), "--judge-base-url", "http://x", "--judge-model", "m",
+                                "--judge-timeout", "0"], r"judge timeout must be a number of seconds > 0, got 0.0$"),
         ("compressor-checkpoint-missing", _eval(f"pretrained={tiny},checkpoint=/no/ckpt", "compress_lm", {"num_docs": 1},
                                                 model="compressor"),
          r"checkpoint=/no/ckpt does not exist"),
@@ -303,3 +343,19 @@ def test_debug_shows_the_traceback_of_an_error_inside_lm_evals_run_too(tiny_mode
     import os
 
     assert "LCH_DEBUG" not in os.environ  # restored after the command
+
+
+@pytest.mark.parametrize("case", ["model-without-tokenizer", "samples-not-json", "blank-documents"])
+def test_plain_lm_eval_gives_the_same_one_line_for_bad_input_of_our_runs(case, tiny_model_dir, data, not_a_judge,
+                                                                          tmp_path):
+    """The bad-input table's cases through plain `lm_eval` (the activation of lch_harness_lm_eval.py): the same
+    line, exit 2, no traceback, nothing written."""
+    (argv, pattern), = [(argv, pattern) for name, argv, pattern in _cases(str(tiny_model_dir), data, not_a_judge)
+                        if name == case]
+    out = tmp_path / "out"
+    done = subprocess.run([str(BIN / "lm_eval"), *argv[1:], "--output_path", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert lines[-1].startswith("lch: error: ") and re.search(pattern, lines[-1][len("lch: error: "):]), lines[-1]
+    assert not out.exists()
