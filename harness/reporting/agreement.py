@@ -240,8 +240,12 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         if (isinstance(x, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or "_stderr" in key
                 or key.startswith("sample_len")):
             continue
+        name = key.split(",")[0] if key.endswith(",none") else key
+        if not (math.isfinite(x) and math.isfinite(y)):  # NaN agrees with nothing, itself included
+            out.reasons.append(f"{name} is {x} (A) vs {y} (B): a value that could not be computed agrees with nothing")
+            continue
         rel = abs(y - x) / abs(x) if x else (0.0 if y == x else math.inf)
-        out.metrics[key.split(",")[0] if key.endswith(",none") else key] = {"a": x, "b": y, "delta": y - x, "rel": rel}
+        out.metrics[name] = {"a": x, "b": y, "delta": y - x, "rel": rel}
     _verdict(out, tol)
     return out
 

@@ -86,7 +86,8 @@ seed add_special_tokens evaluator evaluator_id evaluator_dtype evaluator_device 
 short_start alpha beta gamma key_spans_dir key_cache_dir context_length n_samples estimator lengths num_samples
 ruler_task babilong_task chat_template essays source filler squad hotpotqa icl_example prompts_file max_seq_lengths
 longbench_write_data hellobench_data variant weights_file rescale max_gen_toks do_sample temperature judge_base_url
-judge_model judge_policy judge_concurrency judge_cache_dir judge_temperature judge_max_tokens judge_prompt subset
+judge_model judge_policy judge_concurrency judge_timeout judge_max_attempts judge_cache_dir judge_temperature
+judge_max_tokens judge_prompt subset
 mrqa_data version min_required_length pretrained tokenizer max_length max_model_len model""".split()
 
 

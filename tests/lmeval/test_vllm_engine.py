@@ -208,7 +208,8 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
     config = json.loads((smollm2_dir / "config.json").read_text())
     for folder, arch in ((alien, "NotAModelForCausalLM"), (olmo, "Olmo2ForCausalLM")):
         (folder / "config.json").write_text(json.dumps({**config, "architectures": [arch]}))
-        (folder / "model.safetensors").symlink_to(smollm2_dir / "model.safetensors")  # complete but for its architecture
+        for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):  # complete but for its architecture
+            (folder / name).symlink_to(smollm2_dir / name)
     shutil.copy(smollm2_dir / "config.json", damaged / "config.json")
     (damaged / "model.safetensors").write_bytes((smollm2_dir / "model.safetensors").read_bytes()[:100_000])
     ruler = json.dumps({"lengths": [1024], "num_samples": 1, "essays": "synthetic"})

@@ -118,3 +118,15 @@ def test_cli_exit_codes_and_files(runs, tmp_path, capsys):
     assert "- caution (B): qa/score rests on 6 samples, fewer than 25: ...\n" in (tmp_path / "differ.md").read_text()
     assert main(["agree", str(a), str(b), "--tokenizer", "none", "--min-exact-match", "0.1", "--max-logprob-diff", "2",
                  "--max-rel-diff", "0.9"]) == 0
+
+
+def test_a_metric_that_could_not_be_computed_agrees_with_nothing(tmp_path):
+    """A NaN perplexity in one run (or both) is no agreement: every comparison with NaN would pass a tolerance."""
+    a = _run(tmp_path / "a", ANSWERS_A, LOGPROBS_A, 3.0, "hf-pic")
+    for name, ppl in (("b", float("nan")), ("c", 3.0)):
+        _run(tmp_path / name, ANSWERS_A, LOGPROBS_A, ppl, "vllm-pic")
+    report = agreement(a, tmp_path / "b")
+    ppl_task = next(t for t in report["tasks"] if t.task == "ppl_task")
+    assert not report["agrees"] and ppl_task.reasons == [
+        "ppl is 3.0 (A) vs nan (B): a value that could not be computed agrees with nothing"]
+    assert agreement(a, tmp_path / "c")["agrees"]
