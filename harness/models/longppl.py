@@ -24,14 +24,14 @@ from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
 @torch.no_grad()
 def long_short_logprobs(
-    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int = 4,
+    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int | None = None,
     bos_id: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
 
     ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
-    ``batch_size`` at a time (windows of equal length share a forward), each preceded by ``bos_id`` when
-    given. Both float32, length ``n - K``.
+    ``batch_size`` at a time (windows of equal length share a forward; default :func:`window_batch` of the device),
+    each preceded by ``bos_id`` when given. Both float32, length ``n - K``.
     """
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
@@ -46,9 +46,10 @@ def long_short_logprobs(
     by_length: dict[int, list[tuple[int, int]]] = {}
     for start, end in windows[1:]:
         by_length.setdefault(end - start, []).append((start, end))
-    for group in by_length.values():
-        for i in range(0, len(group), batch_size):
-            chunk = group[i : i + batch_size]
+    for length, group in by_length.items():
+        size = batch_size or window_batch(model, ids.device, length + (bos_id is not None))
+        for i in range(0, len(group), size):
+            chunk = group[i : i + size]
             batch = torch.stack([ids[s:e] for s, e in chunk])
             first = trunc_len
             if bos_id is not None:
@@ -60,6 +61,28 @@ def long_short_logprobs(
     return long, short
 
 
+CPU_WINDOW_BATCH = 4  # short windows per forward on the CPU (larger batches are no faster there)
+WINDOW_SHARE = 1 / 2  # share of a CUDA device's free memory a batch of short windows may take
+MAX_WINDOW_BATCH = 256
+
+
+def window_batch(model: Any, device: torch.device | str, width: int) -> int:
+    """Short windows of ``width`` tokens per forward: on the CPU :data:`CPU_WINDOW_BATCH`; on a CUDA device as many
+    as :data:`WINDOW_SHARE` of its free memory holds, by a bound of one window's peak (attention scores of the math
+    kernel, ``2 x heads x width^2`` fp32 floats, plus ``16 x hidden`` floats a token of activations), so that a 32k
+    document's windows take a few forwards, not dozens."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return CPU_WINDOW_BATCH
+    config = getattr(model, "config", None)
+    text = getattr(config, "text_config", None) or config
+    heads = int(getattr(text, "num_attention_heads", 8) or 8)
+    hidden = int(getattr(text, "hidden_size", 4096) or 4096)
+    per_window = 4 * width * (2 * heads * width + 16 * hidden)
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, min(MAX_WINDOW_BATCH, int(free * WINDOW_SHARE) // per_window))
+
+
 def find_key_tokens(
     text: str,
     evaluator_model: Any,
@@ -69,7 +92,7 @@ def find_key_tokens(
     alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
     beta: float = KEY_TOKEN_DEFAULTS["beta"],
     short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
-    batch_size: int = 4,
+    batch_size: int | None = None,
 ) -> KeyTokens:
     """Key tokens of ``text`` under the evaluator (module docstring); ``short_start`` is ``text`` or ``bos``
     (:data:`~harness.metrics.longppl.KEY_TOKEN_DEFAULTS`)."""

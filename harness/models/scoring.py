@@ -15,7 +15,23 @@ from harness.models.head import output_logits
 from harness.models.unwrap import unwrap_model
 from harness.positions.pic import positions_from_mask
 
-DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once (32 MiB fp32)
+DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
+# share of a CUDA device's free memory one chunk of logits may take: the head's output, its fp32 copy and the
+# log-softmax's temporaries are each about one chunk
+DEVICE_LOGIT_SHARE = 1 / 16
+MAX_LOGIT_BUDGET = 1 << 30  # 4 GiB of fp32 logits: past this a chunk is no faster
+
+
+def logit_budget(device: torch.device | str | None = None) -> int:
+    """Floats of logits a chunk of the head and log-softmax may hold at once, by device: on a CUDA device
+    :data:`DEVICE_LOGIT_SHARE` of its free memory (so a 262k vocabulary takes thousands of rows a chunk, not 32:
+    a few large launches instead of a thousand small ones), never less than the CPU's; on the CPU
+    :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there, benchmarks/longppl_vs_reference.py)."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda" and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, free * DEVICE_LOGIT_SHARE // 4)))
+    return DEFAULT_LOGIT_BUDGET
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -30,14 +46,68 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "c
     return ids.to(device), mask.to(device)
 
 
+ATTENTION_SHARE = 1 / 4  # share of a CUDA device's free memory one block's attention scores may take
+MIN_QUERY_BLOCK = 1024
+
+
+def query_block(model: nn.Module, device: torch.device | str, width: int) -> int | None:
+    """How many query positions one forward of a row ``width`` tokens long takes (:func:`hidden_states`), or None for
+    all of them at once. On a CUDA device, attention whose kernel materialises its scores (fp32, grouped key-value
+    heads and a sliding-window mask leave only the math kernel: ``heads x width x width`` floats, 16 GiB for Gemma 3 at
+    32k tokens, twice) is bounded to :data:`ATTENTION_SHARE` of the free memory by feeding the row in blocks of
+    queries over a KV cache. On the CPU, whose kernel keeps memory linear (measured: Gemma 3 270M fp32, +0.68 GB at
+    4k tokens, +1.01 GB at 8k), one forward, as before."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    config = unwrap_model(model).config
+    text = getattr(config, "text_config", None) or config
+    heads = int(getattr(text, "num_attention_heads", 1) or 1)
+    free, _ = torch.cuda.mem_get_info(device)
+    block = int(free * ATTENTION_SHARE) // (2 * 4 * heads * max(1, width))
+    block = max(MIN_QUERY_BLOCK, block // MIN_QUERY_BLOCK * MIN_QUERY_BLOCK)
+    return None if block >= width else block
+
+
+def blocks_allowed(model: nn.Module) -> bool:
+    """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not under a PIC method
+    whose positions depend on the row's whole length (naive and Dynamic PIC compute them per call); a RoPE base
+    (NTK-aware PIC) and no PIC do not."""
+    from harness.models.pic import pic_settings
+
+    inference = pic_settings(model)
+    return inference is None or inference.entry.ids is None
+
+
 @torch.inference_mode()
-def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Last hidden states of a left-padded batch; position ids from the mask, always with the mask."""
+def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  block: int | None = None) -> torch.Tensor:
+    """Last hidden states of a left-padded batch; position ids from the mask, always with the mask. A row longer than
+    ``block`` query positions (default :func:`query_block` of the device: on a CUDA device, what keeps attention in
+    bounded memory) is fed ``block`` positions at a time over a KV cache, the mask and positions of the whole row
+    given (chunked prefill: the same attention over the same keys, so the same states up to rounding), where
+    :func:`blocks_allowed`."""
     base = unwrap_model(model)
     position_ids, _ = positions_from_mask(attention_mask)
-    return base.get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
-    ).last_hidden_state
+    width = input_ids.shape[1]
+    if block is None:
+        block = query_block(model, input_ids.device, width)
+    decoder = base.get_decoder()
+    if block is None or block >= width or not blocks_allowed(model):
+        return decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       use_cache=False).last_hidden_state
+    from transformers import DynamicCache
+
+    from harness.models.hf_cache import cache_keyword
+
+    cache = DynamicCache(config=base.config)
+    parts = []
+    for start in range(0, width, block):
+        stop = min(width, start + block)
+        out = decoder(input_ids=input_ids[:, start:stop], attention_mask=attention_mask[:, :stop],
+                      position_ids=position_ids[:, start:stop], use_cache=True, **{cache_keyword(): cache})
+        parts.append(out.last_hidden_state)
+    return torch.cat(parts, dim=1)
 
 
 def target_logprobs(
@@ -45,16 +115,18 @@ def target_logprobs(
     hidden: torch.Tensor,
     input_ids: torch.Tensor,
     first_target: int = 1,
-    logit_budget: int = DEFAULT_LOGIT_BUDGET,
+    budget: int | None = None,
 ) -> torch.Tensor:
     """``log P(input_ids[:, t] | ...)`` for columns ``t >= first_target`` from ``hidden`` [B, T, H].
 
-    The LM head and an fp32 log-softmax run chunk by chunk over the sequence; returns float32
-    ``[B, T - first_target]``. Gradients flow when the caller has them on (training losses).
+    The LM head and an fp32 log-softmax run chunk by chunk over the sequence, ``budget`` logits at a time (default:
+    :func:`logit_budget` of the device); returns float32 ``[B, T - first_target]``. Gradients flow when the caller
+    has them on (training losses).
     """
     batch, width = input_ids.shape
     vocab = unwrap_model(model).get_output_embeddings().weight.shape[0]
-    chunk = max(1, logit_budget // max(1, batch * vocab))
+    budget = logit_budget(hidden.device) if budget is None else budget
+    chunk = max(1, budget // max(1, batch * vocab))
     parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
     for start in range(first_target, width, chunk):
         stop = min(width, start + chunk)
@@ -67,23 +139,25 @@ def target_logprobs(
 
 
 def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
-                        logit_budget: int = DEFAULT_LOGIT_BUDGET) -> torch.Tensor:
+                        budget: int | None = None) -> torch.Tensor:
     """``log P(token_ids[t] | token_ids[:t])`` for ``t >= 1`` of one row, from its final hidden states ``hidden``
     [T, H] and ``head`` (hidden rows -> fp32 logits [m, V], the family's post-head transform included): the head
-    and the log-softmax run ``logit_budget // V`` rows at a time, so memory stays ``O(chunk x vocab)`` whatever
-    ``T`` is. Returns float32 [T - 1] on the CPU."""
-    parts = [torch.empty(0, dtype=torch.float32)]
-    targets = token_ids.reshape(-1).cpu()
-    start, chunk = 1, 1  # one row first: the head's vocabulary size is known after it
+    and the log-softmax run ``budget // V`` rows at a time (default: :func:`logit_budget` of the device the logits
+    are on), on that device, so memory stays ``O(chunk x vocab)`` whatever ``T`` is and only the picked
+    log-probabilities leave it. Returns float32 [T - 1] on the CPU."""
+    targets = token_ids.reshape(-1)
+    parts: list[torch.Tensor] = []
+    start, chunk = 1, 1  # one row first: the head's vocabulary size and device are known after it
     while start < len(targets):
         stop = min(len(targets), start + chunk)
-        logits = head(hidden[start - 1 : stop - 1]).float().cpu()
-        picked = logits.gather(-1, targets[start:stop, None]).squeeze(-1)
+        logits = head(hidden[start - 1 : stop - 1]).float()
+        picked = logits.gather(-1, targets[start:stop, None].to(logits.device)).squeeze(-1)
         parts.append(picked - torch.logsumexp(logits, dim=-1))
-        chunk = max(1, logit_budget // logits.shape[-1])
+        limit = logit_budget(logits.device) if budget is None else budget
+        chunk = max(1, limit // logits.shape[-1])
         del logits
         start = stop
-    return torch.cat(parts)
+    return torch.cat(parts).cpu() if parts else torch.empty(0, dtype=torch.float32)
 
 
 @torch.inference_mode()

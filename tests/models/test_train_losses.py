@@ -85,7 +85,7 @@ def test_chunked_scoring_equals_one_chunk_with_gradients():
     ids = _ids(2, 30)
     hidden = model.get_decoder()(input_ids=ids).last_hidden_state
     whole = target_logprobs(model, hidden, ids, first_target=3)
-    chunked = target_logprobs(model, hidden, ids, first_target=3, logit_budget=2 * 97 * 4)  # 4 rows a chunk
+    chunked = target_logprobs(model, hidden, ids, first_target=3, budget=2 * 97 * 4)  # 4 rows a chunk
     assert chunked.shape == (2, 27) and torch.allclose(whole, chunked, atol=1e-6)
     chunked.sum().backward()
     assert all(p.grad is not None for p in model.lm_head.parameters())
