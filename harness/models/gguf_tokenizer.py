@@ -112,9 +112,9 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
     return backend
 
 
-def write_tokenizer(gguf_file: str | Path, out: str | Path, chat_template: str | None = None) -> None:
-    """``tokenizer.json``, ``tokenizer_config.json`` and (when the GGUF or ``chat_template`` gives one)
-    ``chat_template.jinja`` of the GGUF's tokenizer in folder ``out``. The special tokens are named by the file's
+def write_tokenizer(gguf_file: str | Path, out: str | Path) -> None:
+    """``tokenizer.json``, ``tokenizer_config.json`` and (when the GGUF holds one) ``chat_template.jinja`` of the
+    GGUF's tokenizer in folder ``out``. The special tokens are named by the file's
     ids; which ones are added to a text is pinned afterwards (:func:`harness.models.model_check.pin_tokenizer`)."""
     out = Path(out)
     vocabulary = read_vocabulary(gguf_file)
@@ -134,6 +134,6 @@ def write_tokenizer(gguf_file: str | Path, out: str | Path, chat_template: str |
             config[f"{name}_token"] = named(key)
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n",
                                                encoding="utf-8")
-    template = vocabulary.get("chat_template") or chat_template
+    template = vocabulary.get("chat_template")
     if template:
         (out / "chat_template.jinja").write_text(str(template), encoding="utf-8")

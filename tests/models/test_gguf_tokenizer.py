@@ -26,7 +26,7 @@ TEXTS = ["hello world", "hello  world", "hello\tworld é", "hellohello wor ld", 
 
 
 def _write_gguf(path, arch: str, model: str, tokens: list[str], types: list[int], merges: list[str] | None = None,
-                **special: int) -> None:
+                chat_template: str | None = None, **special: int) -> None:
     from gguf import GGUFWriter
 
     writer = GGUFWriter(str(path), arch)
@@ -39,6 +39,8 @@ def _write_gguf(path, arch: str, model: str, tokens: list[str], types: list[int]
     for key, value in special.items():
         getattr(writer, f"add_{key}_token_id")(value)
     writer.add_add_space_prefix(False)
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -90,8 +92,9 @@ def _folder_ids(folder, texts: list[str], python: str | None = None) -> list[lis
 @pytest.fixture(scope="module")
 def spm_folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("gguf-spm")
-    _write_gguf(root / "t.gguf", "gemma3", "llama", SPM_TOKENS, SPM_TYPES, bos=2, eos=1, unk=3, pad=0)
-    write_tokenizer(root / "t.gguf", root, chat_template="{{ messages }}")
+    _write_gguf(root / "t.gguf", "gemma3", "llama", SPM_TOKENS, SPM_TYPES, bos=2, eos=1, unk=3, pad=0,
+                chat_template="{{ messages }}")
+    write_tokenizer(root / "t.gguf", root)
     return root
 
 
