@@ -19,7 +19,7 @@ from harness.metrics.longppl import (
     short_windows,
     summarize,
 )
-from harness.models.scoring import hidden_states, score_tokens, target_logprobs
+from harness.models.scoring import device_free_bytes, hidden_states, score_tokens, target_logprobs, text_config
 
 
 @torch.no_grad()
@@ -71,15 +71,13 @@ def window_batch(model: Any, device: torch.device | str, width: int) -> int:
     as :data:`WINDOW_SHARE` of its free memory holds, by a bound of one window's peak (attention scores of the math
     kernel, ``2 x heads x width^2`` fp32 floats, plus ``16 x hidden`` floats a token of activations), so that a 32k
     document's windows take a few forwards, not dozens."""
-    device = torch.device(device)
-    if device.type != "cuda" or not torch.cuda.is_available():
+    free = device_free_bytes(device)
+    if free is None:
         return CPU_WINDOW_BATCH
-    config = getattr(model, "config", None)
-    text = getattr(config, "text_config", None) or config
-    heads = int(getattr(text, "num_attention_heads", 8) or 8)
-    hidden = int(getattr(text, "hidden_size", 4096) or 4096)
+    config = text_config(model)
+    heads = int(getattr(config, "num_attention_heads", 8) or 8)
+    hidden = int(getattr(config, "hidden_size", 4096) or 4096)
     per_window = 4 * width * (2 * heads * width + 16 * hidden)
-    free, _ = torch.cuda.mem_get_info(device)
     return max(1, min(MAX_WINDOW_BATCH, int(free * WINDOW_SHARE) // per_window))
 
 

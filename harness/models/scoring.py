@@ -22,16 +22,30 @@ DEVICE_LOGIT_SHARE = 1 / 16
 MAX_LOGIT_BUDGET = 1 << 30  # 4 GiB of fp32 logits: past this a chunk is no faster
 
 
+def device_free_bytes(device: torch.device | str | None) -> int | None:
+    """Free memory of a CUDA device in bytes (what torch reports), or None for any other device: the one reading
+    every size below is derived from."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.mem_get_info(device)[0])
+
+
+def text_config(model: nn.Module) -> object:
+    """The config of a model's language part (a multimodal config's ``text_config``, else the config itself)."""
+    config = unwrap_model(model).config
+    return getattr(config, "text_config", None) or config
+
+
 def logit_budget(device: torch.device | str | None = None) -> int:
     """Floats of logits a chunk of the head and log-softmax may hold at once, by device: on a CUDA device
     :data:`DEVICE_LOGIT_SHARE` of its free memory (so a 262k vocabulary takes thousands of rows a chunk, not 32:
     a few large launches instead of a thousand small ones), never less than the CPU's; on the CPU
     :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there, benchmarks/longppl_vs_reference.py)."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda" and torch.cuda.is_available():
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, free * DEVICE_LOGIT_SHARE // 4)))
-    return DEFAULT_LOGIT_BUDGET
+    free = device_free_bytes(device)
+    if free is None:
+        return DEFAULT_LOGIT_BUDGET
+    return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, free * DEVICE_LOGIT_SHARE // 4)))
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,13 +71,10 @@ def query_block(model: nn.Module, device: torch.device | str, width: int) -> int
     32k tokens, twice) is bounded to :data:`ATTENTION_SHARE` of the free memory by feeding the row in blocks of
     queries over a KV cache. On the CPU, whose kernel keeps memory linear (measured: Gemma 3 270M fp32, +0.68 GB at
     4k tokens, +1.01 GB at 8k), one forward, as before."""
-    device = torch.device(device)
-    if device.type != "cuda" or not torch.cuda.is_available():
+    free = device_free_bytes(device)
+    if free is None:
         return None
-    config = unwrap_model(model).config
-    text = getattr(config, "text_config", None) or config
-    heads = int(getattr(text, "num_attention_heads", 1) or 1)
-    free, _ = torch.cuda.mem_get_info(device)
+    heads = int(getattr(text_config(model), "num_attention_heads", 1) or 1)
     block = int(free * ATTENTION_SHARE) // (2 * 4 * heads * max(1, width))
     block = max(MIN_QUERY_BLOCK, block // MIN_QUERY_BLOCK * MIN_QUERY_BLOCK)
     return None if block >= width else block
