@@ -52,10 +52,10 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
 
     @functools.wraps(func)
     def run(args: Namespace) -> Any:
-        from harness.errors import IncompleteError, LchError, debug_enabled
+        from harness.errors import LchError, debug_enabled
 
         try:
-            from harness.lmeval.aggregations import take_incomplete
+            from harness.lmeval.aggregations import raise_if_incomplete
             from harness.lmeval.preflight import check_destinations
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
@@ -64,9 +64,7 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
 
                 check_samples_arg("--samples", args.samples)
             done = func(args)
-            failed = take_incomplete()  # results written, a metric asked for missing: the command fails
-            if failed:
-                raise IncompleteError("; ".join(failed))
+            raise_if_incomplete()  # results written, a metric asked for missing: the command fails
             return done
         except Exception as err:
             from harness.cli import _close_progress_bars

@@ -265,16 +265,15 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
     n_valid = judged.n_valid  # parsed judgements, whatever the policy made of the others
     if not items:
         return {"quality": math.nan, "n_valid": 0}
-    if judged.absent_because() is not None:  # NaN: the judged scores do not exist (the results leave them out)
-        scores = {"quality": math.nan, "n_valid": n_valid}
-        return scores if is_hellobench(items) else {**scores, "score": math.nan,
-                                                     "length_score": sum(it["length_score"] for it in items) / len(items)}
+    absent = judged.absent_because() is not None  # NaN: the judged scores do not exist (the results leave them out)
     if is_hellobench(items):
+        if absent:
+            return {"quality": math.nan, "n_valid": n_valid}
         weights = _weights(items[0]["weights_file"])
         scored = hellobench_task_score(((it["category"], p) for it, p in zip(items, filled)), weights,
                                        bool(items[0].get("rescale")))
         return {"quality": scored["score"], "n_valid": n_valid}
-    quality = longbench_write_quality([p for p in filled if p is not None])
+    quality = math.nan if absent else longbench_write_quality([p for p in filled if p is not None])
     s_l = sum(it["length_score"] for it in items) / len(items)
     return {"quality": quality, "score": longbench_write_total(s_l, quality), "length_score": s_l, "n_valid": n_valid}
 

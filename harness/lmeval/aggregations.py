@@ -68,6 +68,16 @@ def take_incomplete() -> list[str]:
     return found
 
 
+def raise_if_incomplete() -> None:
+    """After a command has written its results: :class:`~harness.errors.IncompleteError` (one line, exit 2) with
+    what :func:`report_incomplete` said since the last call, if anything."""
+    failed = take_incomplete()
+    if failed:
+        from harness.errors import IncompleteError
+
+        raise IncompleteError("; ".join(failed))
+
+
 def _finite(value: object) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 

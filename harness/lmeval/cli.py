@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.lmeval.aggregations import take_incomplete
+from harness.lmeval.aggregations import raise_if_incomplete
 from harness.lmeval.plugin import activate
 from harness.lmeval.preflight import as_dict, check_destinations, preflight
 
@@ -76,11 +76,7 @@ def run_lm_eval(argv: list[str]) -> None:
         cli.execute(args)
     finally:
         sys.argv = saved_argv
-    failed = take_incomplete()  # the results are written; a metric asked for is missing: the command fails
-    if failed:
-        from harness.errors import IncompleteError
-
-        raise IncompleteError("; ".join(failed))
+    raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails
 
 
 # lm-eval passes these to the model's constructor from its own flags, always (--device defaults to cuda:0), so the

@@ -14,17 +14,21 @@ from harness.positions.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 from harness.positions.methods import PIC_METHODS
 
 
-def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, folder: bool = True) -> None:
+def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False,
+                     kind: str = "model") -> None:
     """A model arg that names a local folder (``local``, or a path rather than a hub id like ``org/name``)
-    must exist; a model folder (``folder``) must be a whole one (:func:`check_model_folder`)."""
+    must exist and be whole: a model folder (:func:`check_model_folder`; with ``tokenizer``, its tokenizer too), or
+    with ``kind="tokenizer"`` a tokenizer folder (:func:`check_tokenizer_folder`)."""
     if not isinstance(value, str):
         return
     looks_local = local or value.startswith(("/", ".", "~")) or value.count("/") > 1
     if looks_local and not Path(value).expanduser().exists():
         raise MissingDataError(f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
                                "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
-    if folder:
-        check_model_folder(value, arg)
+    if kind == "tokenizer":
+        check_tokenizer_folder(value, arg)
+    else:
+        check_model_folder(value, arg, tokenizer=tokenizer)
 
 
 @dataclass(frozen=True)
@@ -52,15 +56,10 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
         Inference(**explicit)  # the given values checked before any file is read
     except UsageError as err:  # named as the user gave them: the model args
         raise UsageError(f"--model_args: {err}") from None
-    pretrained, adapter = args.get("pretrained"), args.get(adapter_key)
-    for key, value in (("pretrained", pretrained), (adapter_key, adapter)):
-        check_model_path(value, key)
-    tokenizer = args.get("tokenizer")
-    if isinstance(tokenizer, str):
-        check_model_path(tokenizer, "tokenizer", folder=False)
-    source = ("tokenizer", tokenizer) if tokenizer else ("pretrained", pretrained)
-    if isinstance(source[1], str):
-        check_tokenizer_folder(source[1], source[0])
+    pretrained, adapter, tokenizer = args.get("pretrained"), args.get(adapter_key), args.get("tokenizer")
+    check_model_path(pretrained, "pretrained", tokenizer=not tokenizer)  # its tokenizer, unless tokenizer= is given
+    check_model_path(adapter, adapter_key)
+    check_model_path(tokenizer, "tokenizer", kind="tokenizer")  # a tokenizer folder: no config or weights of its own
     variant = read_variant(adapter) or read_variant(pretrained)
     base = variant.inference if variant else Inference()
     overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
@@ -146,9 +145,7 @@ def check_compressor_args(args: dict) -> dict[str, Any]:
     refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))
     given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
     config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
-    check_model_path(args.get("pretrained"))
-    if isinstance(args.get("pretrained"), str):
-        check_tokenizer_folder(args["pretrained"])
+    check_model_path(args.get("pretrained"), tokenizer=True)
     if args.get("checkpoint"):
         check_model_path(args["checkpoint"], "checkpoint", local=True)
     return {key: getattr(config, key) for key in given}

@@ -78,19 +78,6 @@ class TaskFolder:
 
 
 @functools.lru_cache(maxsize=4)
-def task_names(tasks_dir: str) -> frozenset[str]:
-    """The task and group names of a task folder's YAMLs, read without importing any task class (cheap enough
-    to ask for every lm-eval run)."""
-    names = set()
-    for path in sorted(Path(tasks_dir).rglob("*.yaml")):
-        config = _read_config(path)
-        for key in ("task", "group"):
-            if isinstance(config.get(key), str):
-                names.add(config[key])
-    return frozenset(names)
-
-
-@functools.lru_cache(maxsize=4)
 def task_folder(tasks_dir: str) -> TaskFolder:
     """The one walk over a task folder's YAMLs: each task's class, request type and YAML metadata, and
     the groups (the request type: the class's ``REQUEST_TYPE``, else the YAML's ``output_type``, for

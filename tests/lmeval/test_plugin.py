@@ -24,7 +24,7 @@ from lm_eval.models.huggingface import HFLM
 
 from harness.lmeval import plugin
 from harness.lmeval.registry import model_names
-from harness.lmeval.request_types import task_names
+from harness.lmeval.metadata import our_task_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -144,7 +144,7 @@ def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(
             assert plugin.after_task_manager_import(manager) and not plugin.after_task_manager_import(manager)
             index = manager.TaskIndex.build([builtin])
         assert "Failed to resolve task plugin 'broken' (no_such_package.tasks)" in caplog.text
-        assert set(index) == {"builtin_task"} | task_names(plugin.tasks_path())
+        assert set(index) == {"builtin_task"} | our_task_names(plugin.tasks_path())
         mine = tmp_path / "mine"
         mine.mkdir()
         (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
