@@ -3,8 +3,8 @@
 PIC runs as ``Pic<Arch>`` (:mod:`harness.models.vllm_pic_model`), vLLM's own class for the model's architecture
 whose full-attention RoPE layers rotate at PIC's positions (sliding-window and no-RoPE layers keep theirs, as on
 hf-pic), selected by ``hf_overrides`` (:func:`harness.models.vllm_pic_config.pic_overrides`). Dynamic PIC also
-re-rotates the cached keys whose id moved at every step, and runs with ``enforce_eager=True``, prefix caching and
-chunked prefill off, ``max_num_batched_tokens >= max_model_len`` and no preemption (docs/vllm.md says why; a
+re-rotates the cached keys whose id moved at every step, and runs eagerly (or, with ``enforce_eager=False``, compiled
+with full CUDA graphs of decode steps only), prefix caching and chunked prefill off, ``max_num_batched_tokens >= max_model_len`` and no preemption (docs/vllm.md says why; a
 contradicting arg is refused in one line).
 
 Request types: lm-eval's own (``loglikelihood``, ``loglikelihood_rolling``, ``generate_until``, inherited)
@@ -183,8 +183,9 @@ class VLLMPicLM(EngineCore, _Base):
             with_cpu_runtime_defaults(os.environ)
         if inference.entry.acts:  # PIC's classes registered; Dynamic PIC: the engine settings it needs
             from harness.models.vllm_pic_config import engine_settings
-            from harness.models.vllm_pic_model import register
+            from harness.models.vllm_pic_model import check_vllm_version, register
 
+            check_vllm_version()
             register(config["architectures"][0])
             if inference.entry.moves_cached_keys:
                 kwargs = engine_settings(kwargs, config)

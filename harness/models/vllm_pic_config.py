@@ -9,7 +9,8 @@ inference in ``pic_inference`` (the ``inference`` block of a variant file: ``pic
 that vLLM's length limit is the one the compressed positions allow, as linear RoPE scaling does.
 
 **Dynamic PIC's engine settings** (docs/vllm.md, "What must be off, and why"): the plan is Algorithm 1 with a KV
-cache under one-shot prefill, so the engine runs with ``enforce_eager=True``, prefix caching off (a shared prefix's
+cache under one-shot prefill, so the engine runs eagerly or with full CUDA graphs of decode steps only
+(:func:`graph_settings`), prefix caching off (a shared prefix's
 keys are rotated for another length), no preemption (a preempted request is recomputed by one prefill at its final
 length: :func:`preemption_free_sequences` caps ``max_num_seqs`` so that the KV cache holds every running sequence at
 ``max_model_len``), chunked prefill off with ``max_num_batched_tokens >= max_model_len``, no speculative decoding
@@ -19,6 +20,7 @@ keys compounds error). :func:`engine_settings` says so before anything loads; th
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Mapping
 
@@ -31,10 +33,10 @@ INFERENCE_KEY = "pic_inference"  # the HF config attribute that carries the infe
 INFERENCE_FIELDS = tuple(key for key in VARIANT_KEYS if key != "rope_base")  # the model's own base: rope_parameters
 # RoPE types whose cos / sin are position x inv_freq (the model class checks the module it finds against this)
 ROPE_TYPES = ("default", "llama3")
+VLLM_MAX_NUM_SEQS = 1024  # the largest max_num_seqs vLLM picks by default (large GPUs; throughput mode doubles it)
 CPU_BLOCK_SIZE = 128  # vLLM's CPU backend's KV cache block size unless block_size is given (vllm/platforms/cpu.py)
 # engine args the mechanism needs, and what the refusal of a contradicting value says
 FORCED = {
-    "enforce_eager": (True, "CUDA graphs / torch.compile would freeze the per-step plan"),
     "enable_prefix_caching": (False, "a cached prefix's keys are rotated for another length"),
     "enable_chunked_prefill": (False, "a prompt prefilled in chunks is not hf-pic's one-shot prefill"),
 }
@@ -124,6 +126,7 @@ def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, st
         if given is not None and convert(given, bool, key) != needed:
             raise UsageError(f"pic=dynamic on vLLM needs {key}={needed} ({why})")
         out[key] = needed
+    out.update(graph_settings(out))
     if out.get("speculative_config") not in (None, {}, "None", "none"):
         raise UsageError("pic=dynamic on vLLM does not support speculative decoding (rejected drafts would leave "
                          "cached keys re-positioned for a length never reached)")
@@ -138,14 +141,47 @@ def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, st
     if given is None and length is not None:
         out["max_num_batched_tokens"] = int(length)
     cap = preemption_free_sequences(out, hf_config, length, environ)
+    given = out.get("max_num_seqs")
     if cap is not None:
-        given = out.get("max_num_seqs")
         if given is not None and int(given) > cap:
             raise UsageError(f"pic=dynamic on vLLM runs at most {cap} sequences at once with this KV cache and "
                              f"max_model_len={length} (more could be preempted and recomputed, which is not "
                              f"Algorithm 1): set max_num_seqs<={cap}, a larger KV cache or a smaller max_model_len")
         out["max_num_seqs"] = int(given) if given is not None else cap
+    # vLLM refuses max_num_seqs > max_num_batched_tokens, which this sets to max_model_len: a short max_model_len
+    # with a large KV cache (or vLLM's own default of up to VLLM_MAX_NUM_SEQS) would not start
+    batched = out.get("max_num_batched_tokens")
+    if batched is not None and given is None and int(out.get("max_num_seqs") or VLLM_MAX_NUM_SEQS) > int(batched):
+        out["max_num_seqs"] = int(batched)
     return out
+
+
+GRAPH_MODES = ("NONE", "FULL_DECODE_ONLY")  # vLLM's cudagraph modes whose graphs Dynamic PIC's plan can be in
+
+
+def graph_settings(engine_args: dict) -> dict:
+    """Dynamic PIC's ``enforce_eager`` / ``compilation_config``: eager by default (one engine start without
+    compilation); with ``enforce_eager=False`` vLLM compiles the model (Dynamic PIC's layer step is one opaque
+    operator to it) and captures full CUDA graphs of decode steps only (``cudagraph_mode=FULL_DECODE_ONLY``): a
+    piecewise graph is captured without the step's attention metadata, so it could not hold the plan. A given
+    ``cudagraph_mode`` other than those is refused in one line."""
+    eager = convert(engine_args.get("enforce_eager", True), bool, "enforce_eager")
+    if eager:
+        return {"enforce_eager": True}
+    given = engine_args.get("compilation_config") or {}
+    if isinstance(given, str):
+        given = json.loads(given)
+    if not isinstance(given, dict):
+        raise UsageError("compilation_config must be a JSON object, e.g. {\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}")
+    mode = str(given.get("cudagraph_mode", "FULL_DECODE_ONLY")).upper().removeprefix("CUDAGRAPHMODE.")
+    if mode not in GRAPH_MODES:
+        raise UsageError(f"pic=dynamic on vLLM runs under cudagraph_mode {' or '.join(GRAPH_MODES)} only (a piecewise "
+                         f"CUDA graph is captured without the step's attention metadata); {mode} was given")
+    # at least one eager warm-up run before each graph is captured: the first call of a layer probes its cache's
+    # layout, which reads values back to the host and so cannot run while a graph is being captured
+    warmups = max(1, int(given.get("cudagraph_num_of_warmups", 1)))
+    return {"enforce_eager": False,
+            "compilation_config": {**given, "cudagraph_mode": mode, "cudagraph_num_of_warmups": warmups}}
 
 
 def kv_cache_blocks(engine_args: dict, hf_config: dict, environ: Mapping[str, str]) -> int | None:

@@ -32,37 +32,44 @@ from torch import nn
 
 from harness.errors import UsageError
 from harness.models.vllm_pic_config import PREFIX, check_no_preemption, config_inference
-from harness.models.vllm_positions import PicPlan, empty_plan, move_rotation, rotate, rotation, step_plan
+from harness.models.vllm_positions import (PicPlan, empty_plan, key_places, locate_keys, move_rotation,
+                                          rerotate_cached_keys, rotate, rotation, step_plan)
 from harness.positions.inference import Inference
 
 log = logging.getLogger(__name__)
 
-OLDEST_VLLM = (0, 32)  # the vLLM whose internals this module was written against (and the oldest it accepts)
+# The vLLM minor versions this module accepts: those whose internals it was checked against (docs/vllm.md, "Versions";
+# pyproject's [vllm] extra says the same range, tests/lmeval/test_vllm_pic.py holds them equal).
+VLLM_VERSIONS = ((0, 26), (0, 33))  # oldest, newest (inclusive)
 TRANSFORMERS_BACKEND = "vllm.model_executor.models.transformers"  # vLLM's generic backend: transformers' own code
 CHECK_POSITIONS = 4096  # integer positions at which a rotary module is compared with what PIC computes
+PLAN_METADATA = ("query_start_loc", "seq_lens", "block_table")  # what Dynamic PIC's plan reads of a backend's metadata
 
 
 # ---------------------------------------------------------------------------------------------- version guard
 
 
-def vllm_version() -> tuple[int, int]:
+def vllm_version() -> str:
     import vllm
 
-    major, minor = (int(part) for part in vllm.__version__.split("+")[0].split(".")[:2])
-    return major, minor
+    return vllm.__version__
 
 
-def check_vllm_version() -> None:
-    """Refuse a vLLM older than :data:`OLDEST_VLLM` (its rotary modules, attention metadata or CPU KV cache
-    layout differ); a newer one is accepted with a log line, since the structural and numeric checks of
-    :func:`check_rotary` and :func:`key_index` refuse what changed."""
-    found = vllm_version()
-    if found < OLDEST_VLLM:
-        raise ValueError(f"PIC on vLLM needs vLLM >= {'.'.join(map(str, OLDEST_VLLM))}; this is "
-                         f"{'.'.join(map(str, found))}: upgrade vLLM or use --model hf-pic")
-    if found > OLDEST_VLLM:
-        log.info("PIC on vLLM was written against vLLM %s; running on %s (its modules are checked as they load)",
-                 ".".join(map(str, OLDEST_VLLM)), ".".join(map(str, found)))
+def check_vllm_version(version: str | None = None) -> None:
+    """Refuse, in one line, a vLLM outside :data:`VLLM_VERSIONS` (``version``: this process's vLLM by default).
+    Within the range the differences between versions are left to the structural and numeric checks the model
+    class makes as it loads (:func:`check_rotary`, :func:`install`, the cache layout's probe), not to version
+    branches."""
+    text = vllm_version() if version is None else version
+    try:
+        found = tuple(int(part) for part in text.split("+")[0].split(".")[:2])
+    except ValueError:
+        raise UsageError(f"PIC on vLLM: cannot read vLLM's version {text!r}; use --model hf-pic") from None
+    oldest, newest = VLLM_VERSIONS
+    if not oldest <= found <= newest:
+        words = f"{'.'.join(map(str, oldest))} to {'.'.join(map(str, newest))}"
+        raise UsageError(f"PIC on vLLM runs on vLLM {words} (the versions it is checked against); this is {text}: "
+                         f"pip install 'vllm>={oldest[0]}.{oldest[1]},<{newest[0]}.{newest[1] + 1}' or use --model hf-pic")
 
 
 # ---------------------------------------------------------------------------------------------- the rotary module
@@ -136,6 +143,9 @@ class PicRotary(nn.Module):
         self.inference = inference
         self.step = step
         self._attn = (attn,)  # the layer's Attention, whose KV cache Dynamic PIC moves keys in (not a submodule)
+        self.op_key = f"{attn.layer_name}@{id(self)}"  # this layer in dynamic_rotary's calls
+        if step is not None:
+            _DYNAMIC_LAYERS[self.op_key] = self
 
     def extra_repr(self) -> str:
         return (f"{self.inference.words()}, head_size={self.head_size}, rotary_dim={self.rotary_dim}, "
@@ -151,8 +161,32 @@ class PicRotary(nn.Module):
                 ids = self.inference.entry.ids(ids, None, self.inference)
             table = torch.cat(rotation(ids, self.inv_freq), dim=-1)
             return apply_table(query, key, table, self.head_size, self.neox)
+        torch.ops.lch_pic.dynamic_rotary(positions, query, key, self.op_key)
+        return query, key
+
+    def rotate_dynamic(self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> None:
+        """Dynamic PIC's step in this layer, in place: the moved cached keys re-rotated, then ``query`` / ``key``
+        rotated at the step's ids."""
         table, rows = self.step.rotate_cache_and_ids(self._attn[0], self, query.dtype)
-        return apply_table(query, key, table, self.head_size, self.neox, rows[:n])
+        apply_table(query, key, table, self.head_size, self.neox, rows[: positions.shape[0]])
+
+
+_DYNAMIC_LAYERS: dict[str, PicRotary] = {}
+
+
+@torch.library.custom_op("lch_pic::dynamic_rotary", mutates_args=("query", "key"))
+def dynamic_rotary(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, layer: str) -> None:
+    """Dynamic PIC's rotary step of one layer (:meth:`PicRotary.rotate_dynamic`) as one opaque operator: it reads
+    the step's attention metadata from vLLM's forward context and moves keys in the layer's KV cache, which
+    torch.compile cannot trace, so vLLM's compiled model calls it as it calls its own attention operators. Its
+    work is tensor operations of sizes fixed by the batch's shape (:func:`~harness.models.vllm_positions.step_plan`),
+    so a full CUDA graph of a decode step captures it and replays it over vLLM's persistent metadata buffers."""
+    _DYNAMIC_LAYERS[layer].rotate_dynamic(positions, query, key)
+
+
+@dynamic_rotary.register_fake
+def _dynamic_rotary_fake(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, layer: str) -> None:
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- Dynamic PIC's step
@@ -200,6 +234,11 @@ class DynamicStep:
             return self._plans.setdefault(0, empty_plan(self.positions.to(torch.float32)))
         key = id(metadata)
         if key not in self._plans:
+            missing = [name for name in PLAN_METADATA if not isinstance(getattr(metadata, name, None), torch.Tensor)]
+            if missing:
+                raise RuntimeError(f"Dynamic PIC on vLLM: the {type(metadata).__name__} of this attention backend has no "
+                                   f"{', '.join(missing)} to plan the key moves from; pass attention_backend=FLASH_ATTN "
+                                   "(GPU) or use --model hf-pic")
             self._plans[key] = step_plan(self.positions, metadata.query_start_loc, metadata.seq_lens,
                                          metadata.block_table, kv_cache.shape[2], self.inference)
         return self._plans[key]
@@ -218,56 +257,36 @@ class DynamicStep:
             kv_cache = attn.kv_cache
             where = (id(plan), tuple(kv_cache.shape), kv_cache.dtype)  # the moved keys' place: once per group
             if where not in self._rotations:
-                self._rotations[where] = key_places(kv_cache, plan, attn.isa)
+                self._rotations[where] = key_places(cache_layout(attn, kv_cache), plan)
             rerotate_cached_keys(kv_cache, self._rotations[where], self._rotations[tag + ("move",)],
                                  rotary.rotary_dim, rotary.neox)
         return self._rotations[tag]
 
 
-@functools.cache
-def key_index(isa: str, dtype: torch.dtype, block_size: int, head_size: int) -> torch.Tensor:
-    """``[block_size, head_size]``: where key element (offset t, dim d) of one (block, kv head) lives in the
-    flat key region of that block in vLLM's CPU_ATTN cache ``[blocks, kv_heads, block_size, 2 * head_size]`` (per
-    block and head ``2 * block_size * head_size`` values, the keys' first).
+def cache_layout(attn: Any, kv_cache: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Where ``attn``'s backend keeps each key element of a block (:func:`~harness.models.vllm_positions.locate_keys`),
+    probed once per backend, cache shape and dtype with the backend's own writer (``impl.do_kv_cache_update``, the
+    one vLLM's attention calls), so it holds for CPU_ATTN's ISA layouts and the GPU backends' stride orders alike."""
+    tag = (type(attn.impl).__qualname__, tuple(kv_cache.shape[1:]), kv_cache.dtype, str(kv_cache.device))
+    if tag not in _LAYOUTS:
+        if kv_cache.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("Dynamic PIC on vLLM: a CUDA graph is being captured before the layer's first eager "
+                               "step (the cache layout's probe reads values back); set compilation_config "
+                               "cudagraph_num_of_warmups >= 1 or pass enforce_eager=True")
+        if not hasattr(attn.impl, "do_kv_cache_update"):
+            raise RuntimeError(f"Dynamic PIC on vLLM: the {type(attn.impl).__name__} attention backend has no cache "
+                               "writer of its own (do_kv_cache_update) to locate the keys with; pass "
+                               "attention_backend=FLASH_ATTN (GPU) or use --model hf-pic")
 
-    Probed with vLLM's own cache writer (``cpu_attn_reshape_and_cache``), so it holds for the layout each ISA
-    uses; the probe writes small integers, exact in bf16 / fp16 too."""
-    from vllm import _custom_ops as ops
+        def write(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
+            attn.impl.do_kv_cache_update(attn, key, value, cache, slots)
 
-    def written(values: torch.Tensor) -> torch.Tensor:
-        cache = torch.zeros(1, 1, block_size, 2 * head_size, dtype=dtype)
-        key_cache, value_cache = cache.view(1, 1, 2 * block_size, head_size).chunk(2, dim=2)
-        key = values.to(dtype).view(block_size, 1, head_size)
-        ops.cpu_attn_reshape_and_cache(key, torch.zeros_like(key), key_cache, value_cache,
-                                       torch.arange(block_size, dtype=torch.int64), isa)
-        return cache.flatten()[: block_size * head_size].float().round().long()
-
-    t_of = written((torch.arange(block_size)[:, None] + 1).expand(block_size, head_size).float()) - 1
-    d_of = written((torch.arange(head_size)[None, :] + 1).expand(block_size, head_size).float()) - 1
-    index = torch.empty(block_size, head_size, dtype=torch.long)
-    index[t_of, d_of] = torch.arange(block_size * head_size)
-    if not torch.equal(index.flatten().sort().values, torch.arange(block_size * head_size)):
-        raise RuntimeError(f"Dynamic PIC: could not locate the keys in vLLM's CPU KV cache (isa {isa}, {dtype})")
-    return index
+        _LAYOUTS[tag] = locate_keys(write, tuple(kv_cache.shape), int(kv_cache.shape[1]), attn.head_size,
+                                    kv_cache.dtype, kv_cache.device)
+    return _LAYOUTS[tag]
 
 
-def key_places(kv_cache: torch.Tensor, plan: PicPlan, isa: str) -> tuple[torch.Tensor, ...]:
-    """Where the moved keys of ``plan`` live in a CPU_ATTN cache ``[blocks, kv_heads, block_size, 2 * head_size]``
-    viewed as ``[blocks, kv_heads, block_size * 2 * head_size]`` (:func:`key_index`): an index that picks
-    ``[n, kv_heads, head_size]``, the same for every layer of a KV cache group."""
-    n_blocks, heads, block_size, two_head_size = kv_cache.shape
-    index = key_index(isa, kv_cache.dtype, block_size, two_head_size // 2)
-    return plan.blocks[:, None, None], torch.arange(heads)[None, :, None], index[plan.offsets][:, None, :]
-
-
-def rerotate_cached_keys(kv_cache: torch.Tensor, places: tuple[torch.Tensor, ...],
-                         delta_rotation: tuple[torch.Tensor, torch.Tensor], rotary_dim: int, neox: bool) -> None:
-    """Rotate the cached keys at ``places`` (:func:`key_places`) from their old to their new ids
-    (``delta_rotation``: the float64 ``(cos, sin)`` of :func:`~harness.models.vllm_positions.move_rotation`), in
-    float64, in place, in the layer's layout."""
-    n_blocks, heads, block_size, two_head_size = kv_cache.shape
-    flat = kv_cache.view(n_blocks, heads, block_size * two_head_size)
-    flat[places] = rotate(flat[places], *delta_rotation, rotary_dim, neox)
+_LAYOUTS: dict[tuple, tuple[torch.Tensor, ...]] = {}
 
 
 def check_engine(vllm_config: Any) -> None:
@@ -277,8 +296,7 @@ def check_engine(vllm_config: Any) -> None:
 
     model, cache, scheduler = vllm_config.model_config, vllm_config.cache_config, vllm_config.scheduler_config
     problems = [
-        (not current_platform.is_cpu(), "runs on vLLM's CPU backend only for now"),
-        (not model.enforce_eager, "needs enforce_eager=True"),
+        (not (current_platform.is_cpu() or current_platform.is_cuda()), "runs on vLLM's CPU and CUDA platforms only"),
         (bool(cache.enable_prefix_caching), "needs enable_prefix_caching=False"),
         (bool(scheduler.enable_chunked_prefill) or scheduler.long_prefill_token_threshold > 0,
          "needs enable_chunked_prefill=False (one-shot prefill)"),
@@ -288,6 +306,17 @@ def check_engine(vllm_config: Any) -> None:
     for bad, why in problems:
         if bad:
             raise ValueError(f"Dynamic PIC on vLLM {why}")
+
+
+def check_cuda_graphs(vllm_config: Any) -> None:
+    """Dynamic PIC under CUDA graphs, checked once vLLM has resolved its graph mode (the first real step): only full
+    graphs of decode steps (``FULL_DECODE_ONLY``, which vllm-pic asks for with ``enforce_eager=False``) capture the
+    plan with the step's metadata; a piecewise graph is captured without attention metadata and would replay a step
+    with no key moves, so it is refused (vLLM falls back to piecewise graphs for a backend without full ones)."""
+    mode = getattr(vllm_config.compilation_config, "cudagraph_mode", None)
+    if mode is not None and not vllm_config.model_config.enforce_eager and mode.has_piecewise_cudagraphs():
+        raise ValueError(f"Dynamic PIC on vLLM cannot run under piecewise CUDA graphs (vLLM chose cudagraph_mode "
+                         f"{mode.name} for this attention backend); pass enforce_eager=True")
 
 
 # ---------------------------------------------------------------------------------------------- the model class
@@ -369,6 +398,7 @@ def pic_model_class(name: str) -> type:
             config = self.pic_vllm_config  # the cache's size is known from the first real step on
             check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
                                 config.cache_config.block_size, config.cache_config.num_gpu_blocks)
+            check_cuda_graphs(config)
             self.pic_checked_cache = True
         step.begin(positions)
         try:

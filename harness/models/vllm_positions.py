@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -69,8 +71,9 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: in
 @dataclass(frozen=True)
 class PicPlan:
     """One engine step of Dynamic PIC: ``ids`` float32 ``[num_input_tokens]`` (``g_{l_c}(m)`` of each scheduled
-    token, the original id for padding), and the cached keys to re-rotate: kernel ``blocks`` / ``offsets`` (int64
-    ``[n]``) with their ids in the cache and now: ``old_ids`` / ``new_ids`` (float32 ``[n]``)."""
+    token, the original id for padding), and the cached keys to re-rotate in a fixed number of slots
+    (:func:`step_plan`): kernel ``blocks`` / ``offsets`` (int64 ``[n]``) with their ids in the cache and now:
+    ``old_ids`` / ``new_ids`` (float32 ``[n]``; equal where the slot's key does not move)."""
 
     ids: torch.Tensor
     blocks: torch.Tensor
@@ -80,8 +83,13 @@ class PicPlan:
 
     @property
     def deltas(self) -> torch.Tensor:
-        """How far each moved key moves: ``new_ids - old_ids``."""
+        """How far each slot's key moves: ``new_ids - old_ids`` (0 for a key that stays)."""
         return self.new_ids - self.old_ids
+
+    def moves(self) -> set[tuple[int, int, float, float]]:
+        """The keys that move, as ``(block, offset, old id, new id)`` (host values: for tests and benchmarks)."""
+        rows = zip(self.blocks.tolist(), self.offsets.tolist(), self.old_ids.tolist(), self.new_ids.tolist())
+        return {row for row in rows if row[2] != row[3]}
 
 
 def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -105,29 +113,133 @@ def step_plan(positions: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: 
     """The :class:`PicPlan` of one step from its attention metadata: request ``r`` owns tokens
     ``query_start_loc[r] : query_start_loc[r + 1]`` of ``positions`` and has ``l_c = seq_lens[r]`` tokens once
     they are written, ``ctx = l_c - query_len`` of them cached; its token ``m`` lives at block
-    ``block_table[r, m // block_size]``, offset ``m % block_size``."""
+    ``block_table[r, m // block_size]``, offset ``m % block_size``.
+
+    Tensor operations only, on the metadata's device, with sizes that depend on the shapes alone (no value is read
+    back to the host): the plan a CUDA graph can capture and replay over vLLM's persistent metadata buffers, and no
+    step waits on a device-to-host copy. So the moved keys come in a fixed number of *slots*:
+
+    * a method whose keys move only as tokens leave the window (``entry.moves_per_token``: Dynamic PIC's paper
+      layout) has one slot per scheduled token: token ``i`` of request ``r`` looks at cached key
+      ``ctx - window + i`` (the ``q`` keys that leave ``[ctx - window, ctx)`` when ``q`` tokens arrive);
+    * any other (the contiguous layout: every key of the window shifts) has ``window`` slots per request, the
+      keys ``[ctx - window, ctx)``.
+
+    A slot whose key does not exist (before 0, at or past ``ctx``, a padding token or request) is pointed at a key
+    that another slot of the same place also rewrites identically: the window's first cached key of its request
+    (``max(0, ctx - window)``; when nothing is cached, the request's first new token, which this step's cache write
+    overwrites after the rotation), or, for padding, slot 0's place. Every slot is rotated by ``new - old`` of its
+    place, so two slots of one place read the same key and write the same value, and an unmoved key is rotated by
+    exactly 0 (cos 1, sin 0)."""
+    entry = inference.entry
+    device = positions.device
     ids = positions.to(torch.float32).clone()
-    starts, lengths = query_start_loc.tolist(), seq_lens.tolist()
-    n_req = len(lengths)
-    n_tok = starts[n_req]
-    query_lens = torch.tensor([starts[r + 1] - starts[r] for r in range(n_req)], dtype=torch.long)
-    l_c = torch.repeat_interleave(torch.tensor(lengths, dtype=torch.float32), query_lens)
-    ids[:n_tok] = inference.entry.ids(positions[:n_tok].float(), l_c, inference)
-    blocks, offsets, old_ids, new_ids = [], [], [], []
-    for r in range(n_req):
-        ctx = lengths[r] - (starts[r + 1] - starts[r])
-        m, old, new = moved_cached_keys(ctx, lengths[r], inference)
-        if m.numel():
-            blocks.append(block_table[r, m // block_size].long())
-            offsets.append(m % block_size)
-            old_ids.append(old)
-            new_ids.append(new)
-    if not blocks:
+    n_req = int(seq_lens.shape[0])
+    if n_req == 0:
         return empty_plan(ids)
-    return PicPlan(ids, torch.cat(blocks), torch.cat(offsets), torch.cat(old_ids), torch.cat(new_ids))
+    starts = query_start_loc[: n_req + 1].to(device=device, dtype=torch.long)
+    lengths = seq_lens.to(device=device, dtype=torch.long)
+    query = starts[1:] - starts[:-1]
+    ctx = lengths - query
+    live = (query > 0) & (ctx >= 0)  # not a padding request (a CUDA graph's batch is padded with empty ones)
+    token = torch.arange(positions.shape[0], device=device)
+    owner = torch.searchsorted(starts[1:], token, right=True)  # n_req for the padding after the last request
+    owner = owner.clamp(max=n_req - 1)
+    real_token = (token < starts[-1]) & live[owner]
+    ids = torch.where(real_token, entry.ids(ids, lengths[owner].to(torch.float32), inference), ids)
+
+    window = int(entry.window(inference))
+    if window <= 0:
+        return empty_plan(ids)
+    if entry.moves_per_token(inference):
+        slot_req, real = owner, real_token
+        wanted = ctx[owner] - window + (token - starts[owner])
+    else:
+        slot_req = torch.arange(n_req, device=device).repeat_interleave(window)
+        real = live[slot_req]
+        wanted = ctx[slot_req] - window + torch.arange(window, device=device).repeat(n_req)
+    exists = real & (wanted >= 0) & (wanted < ctx[slot_req])
+    m = torch.where(exists, wanted, (ctx[slot_req] - window).clamp(min=0))
+    req = torch.where(real, slot_req, slot_req[:1])
+    m = torch.where(real, m, m[:1])
+    old = entry.ids(m.to(torch.float32), ctx[req].to(torch.float32), inference)
+    new = entry.ids(m.to(torch.float32), lengths[req].to(torch.float32), inference)
+    column = (m // block_size).clamp(max=block_table.shape[1] - 1)
+    blocks = block_table.to(device)[req, column].long()
+    return PicPlan(ids, blocks, m % block_size, old.to(torch.float32), new.to(torch.float32))
 
 
 def empty_plan(ids: torch.Tensor) -> PicPlan:
     """A plan that moves no cached key."""
-    empty = torch.zeros(0, dtype=torch.long)
-    return PicPlan(ids, empty, empty, torch.zeros(0), torch.zeros(0))
+    empty = torch.zeros(0, dtype=torch.long, device=ids.device)
+    return PicPlan(ids, empty, empty, torch.zeros(0, device=ids.device), torch.zeros(0, device=ids.device))
+
+
+# ---------------------------------------------------------------------------------------------- the keys in a KV cache
+
+
+KeyWriter = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]  # (key, value, cache, slots)
+DIGIT = 16  # probe values are base-16 digits + 1: at most 16, exact in every float dtype a KV cache has
+
+
+def locate_keys(write: KeyWriter, cache_shape: tuple[int, ...], heads: int, head_size: int,
+                dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
+    """Where an attention backend's cache writer puts key element ``(offset t, kv head h, dim d)`` of a block, as
+    one index tensor ``[block_size, heads, head_size]`` per dimension of the cache after the first (the block's),
+    so that ``cache[b, *(index[t, h, d] for index in ...)]`` is that key element of block ``b`` whatever the layout
+    (vLLM: logical ``[blocks, kv_heads, block_size, 2 * head_size]`` for its CPU, FlashAttention, FlashInfer and
+    Triton backends, in any stride order, CPU_ATTN with an ISA-dependent order inside a block).
+
+    ``write(key, value, cache, slots)`` is the backend's own writer (``key`` / ``value`` ``[n, heads, head_size]``,
+    token ``i`` into slot ``slots[i]`` = block ``slots[i] // block_size``, offset ``slots[i] % block_size``);
+    ``cache_shape`` the layer's cache shape (its block count is replaced by 2). Each coordinate is written in
+    base-16 digits (small integers, exact in bf16 / fp16) into a zeroed two-block cache and read back; a layout
+    where a key element lands twice, nowhere, outside its block's index 0 / 1 on the first dimension, or at
+    another place in block 1 than in block 0 is refused (``RuntimeError``)."""
+    block_size = cache_shape[2] if len(cache_shape) == 4 else None
+    shape = (2,) + tuple(cache_shape[1:])
+    if block_size is None:
+        raise RuntimeError(f"Dynamic PIC: a KV cache of shape {tuple(cache_shape)} is not [blocks, heads, "
+                           "block_size, values] as vLLM's attention backends lay it out")
+    slots = torch.arange(2 * block_size, device=device)
+    coords = torch.stack(torch.broadcast_tensors(slots[:, None, None], torch.arange(heads, device=device)[None, :, None],
+                                                 torch.arange(head_size, device=device)[None, None, :]))  # [3, n, H, D]
+    digits = max(1, math.ceil(math.log(int(coords.max()) + 1, DIGIT)))
+    decoded = torch.zeros((3,) + shape, dtype=torch.long, device=device)
+    landed = torch.zeros(shape, dtype=torch.bool, device=device)
+    for axis in range(3):
+        for place in range(digits):
+            digit = coords[axis] // DIGIT ** place % DIGIT
+            cache = torch.zeros(shape, dtype=dtype, device=device)
+            write((digit + 1).to(dtype), torch.zeros(coords.shape[1:], dtype=dtype, device=device), cache, slots)
+            value = cache.float().round().long()
+            landed |= value > 0
+            decoded[axis] += (value - 1).clamp(min=0) * DIGIT ** place
+    where = landed.nonzero()  # [n_landed, ndim]
+    slot, head, dim = (decoded[axis][landed] for axis in range(3))
+    n = 2 * block_size * heads * head_size
+    flat = (slot * heads + head) * head_size + dim
+    if where.shape[0] != n or torch.unique(flat).numel() != n or not torch.equal(where[:, 0], slot // block_size):
+        raise RuntimeError(f"Dynamic PIC: could not locate the keys in vLLM's KV cache of shape {tuple(cache_shape)} "
+                           f"({dtype}): the backend's cache writer does not put each key element in one place of "
+                           "its block")
+    index = torch.empty((2, len(shape) - 1, block_size, heads, head_size), dtype=torch.long, device=device)
+    index[slot // block_size, :, slot % block_size, head, dim] = where[:, 1:]
+    if not torch.equal(index[0], index[1]):
+        raise RuntimeError(f"Dynamic PIC: vLLM's KV cache of shape {tuple(cache_shape)} places a key element "
+                           "differently in different blocks")
+    return tuple(index[0])
+
+
+def key_places(index: tuple[torch.Tensor, ...], plan: PicPlan) -> tuple[torch.Tensor, ...]:
+    """The advanced index of ``plan``'s slots in a cache laid out as ``index`` (:func:`locate_keys`): ``cache[places]``
+    is ``[slots, heads, head_size]``, the slots' keys."""
+    return (plan.blocks[:, None, None],) + tuple(part[plan.offsets] for part in index)
+
+
+def rerotate_cached_keys(kv_cache: torch.Tensor, places: tuple[torch.Tensor, ...],
+                         delta_rotation: tuple[torch.Tensor, torch.Tensor], rotary_dim: int, neox: bool) -> None:
+    """Rotate the cached keys at ``places`` (:func:`key_places`) from their old to their new ids
+    (``delta_rotation``: the float64 ``(cos, sin)`` of :func:`move_rotation`), in float64, in place, in the layer's
+    layout. Slots sharing a place read the same key and write the same value (:func:`step_plan`)."""
+    kv_cache[places] = rotate(kv_cache[places], *delta_rotation, rotary_dim, neox)

@@ -12,6 +12,10 @@ Torch-free (reporting reads it). Each entry says what the method is called, whic
 * ``window``: for a method whose positions depend on ``l_c`` (so cached keys move as the text grows): how
   many trailing cache columns can still move between two calls (Dynamic PIC: ``l_rc``). The model layer
   then keeps its keys in re-rotating cache layers (``harness.models.pic.dynamic``).
+* ``moves_per_token``: with a ``window``, whether a step that adds ``q`` tokens moves at most the first ``q`` keys
+  of the window (those that leave it: Dynamic PIC's paper layout), rather than any key of it (the contiguous
+  layout shifts them all). vLLM's fixed-size step plan has one slot per new token in the first case, ``window``
+  per request in the second (``harness.models.vllm_positions.step_plan``).
 
 How to add a method: add ONE entry to :data:`PIC_METHODS` below (its words, its ratio's symbol, the fields
 it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``linear_scaling`` if its
@@ -45,6 +49,7 @@ class PicMethod:
     ids: IdsFunction | None = None  # kind "ids"
     base: BaseFunction | None = None  # kind "base"
     window: Callable[["Inference"], int] | None = None  # cached keys move: trailing columns that may still move
+    moves_per_token: Callable[["Inference"], bool] = lambda inference: False  # only keys leaving the window move
     linear_scaling: bool = False  # ids are m / ratio: positions reach ratio x further (vLLM's length limit follows)
 
     @property
@@ -80,5 +85,5 @@ PIC_METHODS: dict[str, PicMethod] = {
     "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_words="RoPE base scaling ratio",
                      base=lambda b, inf: ntk_base(b, inf.ratio)),
     "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
-                         window=lambda inf: inf.recent),
+                         window=lambda inf: inf.recent, moves_per_token=lambda inf: inf.layout == "paper"),
 }

@@ -127,8 +127,8 @@ def test_vllm_takes_a_dynamic_variant(adapters, tiny_model_dir, tmp_path):
     resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
     assert resolved.inference.method == "dynamic"
     check_pic_on_vllm(resolved, {"pretrained": str(tiny_model_dir)})
-    with pytest.raises(UsageError, match=r"pic=dynamic on vLLM needs enforce_eager=True"):
-        check_pic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enforce_eager": False})
+    with pytest.raises(UsageError, match=r"pic=dynamic on vLLM needs enable_prefix_caching=False"):
+        check_pic_on_vllm(resolved, {"pretrained": str(tiny_model_dir), "enable_prefix_caching": True})
     alien = tmp_path / "alien"
     shutil.copytree(tiny_model_dir, alien)
     config = json.loads((alien / "config.json").read_text())

@@ -19,7 +19,8 @@ import torch
 
 from harness.errors import UsageError
 from harness.models.vllm_pic_config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
-from harness.models.vllm_positions import move_rotation, moved_cached_keys, rotate, rotation, step_plan
+from harness.models.vllm_positions import (key_places, locate_keys, move_rotation, moved_cached_keys,
+                                          rerotate_cached_keys, rotate, rotation, step_plan)
 from harness.positions.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
 from harness.positions.pic import dynamic_positions
@@ -56,7 +57,7 @@ def test_moved_keys_are_the_differences_of_dynamic_positions(layout, recent):
 def test_step_plan_ids_and_blocks():
     """A batch of a decode step (request 0: 37 cached + 1 new) and a prefill (request 1: 9 new tokens) with
     scattered blocks: each token's id is g_{l_c}(m) of its own request, each moved key is found at
-    block_table[r, m // block_size], offset m % block_size, with its delta; padding keeps its position."""
+    block_table[r, m // block_size], offset m % block_size, with its ids; padding keeps its position."""
     inference, block_size = dyn("contiguous", 6), 4
     positions = torch.tensor([37] + list(range(9)) + [0, 0])  # two padding slots
     block_table = torch.tensor([[7, 3, 9, 1, 4, 8, 2, 6, 5, 0], [11, 12, 13] + [0] * 7])
@@ -67,9 +68,132 @@ def test_step_plan_ids_and_blocks():
     assert plan.ids[10:].tolist() == [0.0, 0.0]
     m, old, new = moved_cached_keys(37, 38, inference)
     assert m.numel() > 0  # the contiguous window shifts
-    assert plan.blocks.tolist() == block_table[0, m // block_size].tolist()
-    assert plan.offsets.tolist() == (m % block_size).tolist()
-    assert torch.equal(plan.old_ids, old) and torch.equal(plan.new_ids, new)
+    expected = set(zip(block_table[0, m // block_size].tolist(), (m % block_size).tolist(), old.tolist(), new.tolist()))
+    assert plan.moves() == expected
+    assert plan.deltas.numel() == 2 * 6  # fixed size: the window's slots of each request
+
+
+def fa_writer(key, value, cache, slots):
+    """vLLM's FlashAttention writer, emulated: logical [blocks, heads, block_size, 2 * head_size], keys first."""
+    key_cache, value_cache = cache.transpose(1, 2).split(key.shape[-1], dim=-1)
+    block_size = cache.shape[2]
+    key_cache[slots // block_size, slots % block_size] = key
+    value_cache[slots // block_size, slots % block_size] = value
+
+
+def blocked_writer(order: torch.Tensor):
+    """A CPU_ATTN-like writer: per (block, head) the keys fill the first block_size * head_size values of the
+    region, element (t, d) at ``order[t * head_size + d]`` (an ISA's blocking), the values after them."""
+    def write(key, value, cache, slots):
+        blocks, heads, block_size, width = cache.shape
+        head_size = width // 2
+        flat = cache.view(blocks, heads, block_size * width)
+        for i, slot in enumerate(slots.tolist()):
+            b, t = divmod(slot, block_size)
+            flat[b, :, order[t * head_size: (t + 1) * head_size]] = key[i]
+            flat[b, :, block_size * head_size + t * head_size + torch.arange(head_size)] = value[i]
+    return write
+
+
+def nhd_cache(blocks: int, heads: int, block_size: int, head_size: int, dtype=torch.float32) -> torch.Tensor:
+    """A cache of logical shape [blocks, heads, block_size, 2 * head_size] stored block, offset, head-major (vLLM's
+    NHD stride order on a GPU)."""
+    return torch.zeros(blocks, block_size, heads, 2 * head_size, dtype=dtype).transpose(1, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["flash", "blocked"])
+def test_locate_keys_finds_each_key_element_through_the_writer(layout, dtype):
+    """Keys written by a backend's writer at random slots are read back at the places :func:`locate_keys` found
+    (with a two-block probe) in a cache of 9 blocks, whatever its stride order or the order inside a block."""
+    torch.manual_seed(0)
+    heads, block_size, head_size = 3, 16, 8
+    if layout == "flash":
+        write, cache = fa_writer, nhd_cache(9, heads, block_size, head_size, dtype)
+    else:
+        write = blocked_writer(torch.randperm(block_size * head_size))
+        cache = torch.zeros(9, heads, block_size, 2 * head_size, dtype=dtype)
+    index = locate_keys(write, tuple(cache.shape), heads, head_size, dtype)
+    slots = torch.randperm(9 * block_size)[:40]
+    keys = torch.randn(40, heads, head_size).to(dtype)
+    write(keys, torch.randn(40, heads, head_size).to(dtype), cache, slots)
+    places = (slots[:, None, None] // block_size,) + tuple(part[slots % block_size] for part in index)
+    assert torch.equal(cache[places], keys)
+
+
+def test_locate_keys_refuses_a_writer_it_cannot_follow():
+    def drops_a_head(key, value, cache, slots):
+        fa_writer(key, value, cache, slots)
+        cache[:, 0] = 0
+    with pytest.raises(RuntimeError, match="could not locate the keys"):
+        locate_keys(drops_a_head, (9, 2, 16, 16), 2, 8, torch.float32)
+
+
+def random_batch(generator: torch.Generator, block_size: int, blocks_per_request: int):
+    """A step's metadata: a decode, a prefill, a chunk of 3 tokens after a short context and one after a long
+    one, then two padding requests with stale copies of request 0's block row (one without tokens, one with a token
+    and length 0, as a CUDA graph's padded decode batch has) and two padding tokens; blocks scattered over a pool
+    whose block 0 no request owns."""
+    ctx = [int(torch.randint(30, 90, (1,), generator=generator)), 0, 2, 70]
+    query = [1, 7, 3, 3]
+    lengths = [c + q for c, q in zip(ctx, query)] + [0, 0]
+    starts = [0]
+    for q in query + [0, 1]:
+        starts.append(starts[-1] + q)
+    pool = (torch.randperm(len(query) * blocks_per_request, generator=generator) + 1).view(len(query), -1)
+    block_table = torch.cat((pool, pool[:1], pool[:1]))
+    positions = torch.cat([torch.arange(c, c + q) for c, q in zip(ctx, query)] + [torch.zeros(3, dtype=torch.long)])
+    return positions, torch.tensor(starts), torch.tensor(lengths), block_table, ctx, query
+
+
+@pytest.mark.parametrize("layout,recent", [("paper", 1), ("paper", 5), ("paper", 40), ("contiguous", 5),
+                                           ("contiguous", 40), ("paper", 0)])
+def test_step_plan_moves_the_cache_to_the_grown_ids(layout, recent):
+    """Algorithm 1's invariant after one step, through the fixed-size plan and the writer-located places: every
+    cached key of every request (rotated at g_ctx(m) before the step) is the key rotated at g_{l_c}(m), within
+    fp32 rounding, and every other place of the cache is untouched, bit for bit (slots that move nothing, padding
+    tokens, a padding request pointing at request 0's blocks). The moved keys are exactly those
+    :func:`moved_cached_keys` names."""
+    generator = torch.Generator().manual_seed(recent)
+    inference, block_size, heads, head_size = dyn(layout, recent, ratio=3.0, initial=2), 16, 2, 8
+    positions, starts, lengths, block_table, ctx, query = random_batch(generator, block_size, 8)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_size, 2).float() / head_size))
+    cache = nhd_cache(int(block_table.max()) + 1, heads, block_size, head_size)
+    cache.normal_(generator=generator)
+    index = locate_keys(fa_writer, tuple(cache.shape), heads, head_size, torch.float32)
+    raw = [torch.randn(c, heads, head_size, generator=generator) for c in ctx]
+    args = (3.0, 2, recent, layout)
+    for r, c in enumerate(ctx):
+        m = torch.arange(c)
+        keys = rotate(raw[r], *rotation(dynamic_positions(m, c, *args), inv_freq), head_size, True)
+        fa_writer(keys, torch.zeros_like(keys), cache, block_table[r, m // block_size] * block_size + m % block_size)
+    before = cache.clone()
+
+    plan = step_plan(positions, starts, lengths, block_table, block_size, inference)
+    rerotate_cached_keys(cache, key_places(index, plan), move_rotation(plan.old_ids, plan.new_ids, inv_freq),
+                         head_size, True)
+
+    expected_moves, touched = set(), torch.zeros(cache.shape, dtype=torch.bool)
+    for r, c in enumerate(ctx):
+        m = torch.arange(c)
+        place = (block_table[r, m // block_size][:, None, None],) + tuple(part[m % block_size] for part in index)
+        target = rotate(raw[r], *rotation(dynamic_positions(m, lengths[r], *args), inv_freq), head_size, True)
+        if c:
+            assert (cache[place] - target).abs().max().item() < 2e-6
+        touched[place] = True
+        moved, old, new = moved_cached_keys(c, int(lengths[r]), inference)
+        expected_moves |= set(zip(block_table[r, moved // block_size].tolist(), (moved % block_size).tolist(),
+                                  old.tolist(), new.tolist()))
+        new_tokens = torch.arange(c, c + query[r])  # this step's cache write overwrites these after the rotation
+        touched[(block_table[r, new_tokens // block_size][:, None, None],)
+                + tuple(part[new_tokens % block_size] for part in index)] = True
+    assert torch.equal(cache[~touched], before[~touched])
+    assert plan.moves() == expected_moves
+    slots = len(positions) if layout == "paper" else len(lengths) * recent
+    assert plan.deltas.numel() == (slots if recent else 0)
+    assert torch.equal(plan.ids[:-3], torch.cat([dynamic_positions(torch.arange(c, c + q), c + q, *args)
+                                                 for c, q in zip(ctx, query)]))
+    assert plan.ids[-3:].tolist() == [0.0, 0.0, 0.0]  # padding keeps its position
 
 
 def hf_rope(keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -111,7 +235,24 @@ def test_engine_settings_are_forced_and_contradictions_refused():
     assert out["enable_chunked_prefill"] is False and out["max_num_batched_tokens"] == 1024
     assert "max_num_seqs" not in out  # the KV cache's size is left to vLLM: the model checks it when known
     assert engine_settings({}, config, environ={})["max_num_batched_tokens"] == 8192
-    for args, pattern in [({"enforce_eager": "False"}, r"needs enforce_eager=True"),
+    # vLLM refuses more sequences than batched tokens: a short max_model_len caps the default concurrency too,
+    # whether the KV cache's size is known (2 GiB of a tiny model's: 8192 blocks of 128 tokens, 1638 sequences of 608
+    # tokens, 256 of 4096) or left to vLLM
+    short = {"max_model_len": 608}
+    assert engine_settings(short, config, environ={})["max_num_seqs"] == 608
+    tiny = {**config, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256}
+    assert engine_settings(short, tiny, environ={"VLLM_CPU_KVCACHE_SPACE": "2"})["max_num_seqs"] == 608
+    assert engine_settings({"max_model_len": 4096}, tiny, environ={"VLLM_CPU_KVCACHE_SPACE": "2"})["max_num_seqs"] == 256
+    assert engine_settings({**short, "max_num_seqs": 8}, config, environ={})["max_num_seqs"] == 8
+    graphs = engine_settings({"enforce_eager": "False"}, config, environ={})
+    assert graphs["enforce_eager"] is False
+    assert graphs["compilation_config"] == {"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_num_of_warmups": 1}
+    given = engine_settings({"enforce_eager": False, "compilation_config": '{"cudagraph_mode": "none", "mode": 3, '
+                                                                            '"cudagraph_num_of_warmups": 0}'},
+                            config, environ={})
+    assert given["compilation_config"] == {"cudagraph_mode": "NONE", "mode": 3, "cudagraph_num_of_warmups": 1}
+    for args, pattern in [({"enforce_eager": False, "compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE"}},
+                           r"runs under cudagraph_mode NONE or FULL_DECODE_ONLY only .*FULL_AND_PIECEWISE was given"),
                           ({"enable_prefix_caching": True}, r"needs enable_prefix_caching=False"),
                           ({"max_model_len": 2048, "max_num_batched_tokens": 512}, r"max_num_batched_tokens=512 must be"),
                           ({"speculative_config": {"method": "ngram"}}, r"speculative decoding"),
@@ -167,7 +308,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     for setting in job["settings"]:
         lm = VLLMPicLM(pretrained=job["model"], dtype="float32", max_model_len=job["max_model_len"], pic="dynamic",
                        pic_ratio=setting["ratio"], pic_initial=setting["initial"], pic_recent=setting["recent"],
-                       pic_layout=setting["layout"], seed=0, **job["engine"])
+                       pic_layout=setting["layout"], seed=0, **{**job["engine"], **setting.get("engine", {})})
         got = lm.model.generate([TokensPrompt(prompt_token_ids=p) for p in job["prompts"]], params, use_tqdm=False)
         config = lm.model.llm_engine.vllm_config
         out.append({"max_num_seqs": config.scheduler_config.max_num_seqs,
@@ -181,14 +322,16 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
 """
 
 
-def setting(layout: str, recent: int, ratio: float = RATIO, initial: int = INITIAL) -> dict:
-    return {"layout": layout, "recent": recent, "ratio": ratio, "initial": initial}
+def setting(layout: str, recent: int, ratio: float = RATIO, initial: int = INITIAL, **engine) -> dict:
+    return {"layout": layout, "recent": recent, "ratio": ratio, "initial": initial, "engine": engine}
 
 
 def run_vllm(vllm_env, job: dict) -> list[dict]:
-    """:data:`PROBE` in the vLLM environment: per setting of ``job``, the engine's numbers and the outputs."""
+    """:data:`PROBE` in the vLLM environment: per setting of ``job``, the engine's numbers and the outputs. An engine
+    with ``enforce_eager=False`` is compiled the way vLLM's CPU CI compiles (``VLLM_CPU_CI_ENV=1``: Dynamo traces the
+    model, no Inductor code generation), which puts Dynamic PIC's layer step in a traced graph as its operator."""
     done = subprocess.run([str(vllm_env.python), "-c", PROBE, json.dumps(job)], capture_output=True, text=True,
-                          env=vllm_env.environ(), timeout=900)
+                          env=vllm_env.environ() | {"VLLM_CPU_CI_ENV": "1"}, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
 
@@ -199,6 +342,7 @@ def assert_equal_to_reference(model, job: dict, got: list[dict]) -> float:
     worst, failures = 0.0, []
     for config, run in zip(job["settings"], got):
         for prompt, output in zip(job["prompts"], run["outputs"]):
+            config = {key: value for key, value in config.items() if key != "engine"}
             tokens, logprobs = hf_pic_generation(model, prompt, dyn(**config), job["new"])
             if output["tokens"] != tokens:
                 first = next(i for i, (a, b) in enumerate(zip(output["tokens"], tokens)) if a != b)
@@ -251,12 +395,13 @@ def test_tiny_llama_long_generations_equal_hf_pic_reference(vllm_env, tiny_llama
     """A tiny trained Llama, one batch of 1k-, 2.5k- and 6k-token prompts, 256 new tokens each, four settings:
     both layouts, s_cr 2 / 3 / 4, l_ic 4 / 16 / 64, and the window edge cases l_rc = 1 (one key moves per
     step), l_rc = 3000 (larger than two of the prompts) and l_rc = 7000 (larger than every prompt: nothing moves
-    until the text outgrows it). A key re-rotated twice or not at all changes the tokens."""
+    until the text outgrows it). A key re-rotated twice or not at all changes the tokens. The l_rc = 3000 engine is
+    compiled (``enforce_eager=False``: Dynamic PIC's layer step one opaque operator in Dynamo's graph)."""
     folder, model, tokenizer = tiny_llama
     job = {"model": str(folder), "max_model_len": 8192, "new": 256, "engine": {},
            "prompts": prompt_ids(tokenizer, [1024, 2500, 6000], seed=5),
            "settings": [setting("paper", 1), setting("contiguous", 200, ratio=3.0, initial=16),
-                        setting("paper", 3000, ratio=4.0, initial=64), setting("contiguous", 7000)]}
+                        setting("paper", 3000, ratio=4.0, initial=64, enforce_eager=False), setting("contiguous", 7000)]}
     worst = assert_equal_to_reference(model, job, run_vllm(vllm_env, job))
     print(f"\ntiny Llama: 12 generations of 256 tokens equal, max |logprob diff| {worst:.2e}")
 

