@@ -78,7 +78,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                 def wrapper(*args, **kwargs):
                     start = time.perf_counter()
                     result = fn(*args, **kwargs)
-                    calls[key].append((time.perf_counter() - start, int(args[1][0].shape[0]) if key != "step_plan" else int(result.deltas.numel())))
+                    calls[key].append((time.perf_counter() - start, int(args[1][0].shape[0]) if key != "step_plan" else int((result.deltas != 0).sum())))
                     if key != "step_plan":
                         shape.setdefault("kv_cache", list(args[0].shape))
                     return result
@@ -105,6 +105,11 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     blocks, heads, block_size, two_head = out["in_place"]["kv_cache_shape"]
     head_size = two_head // 2
     isa = _get_attn_isa(torch.float32, block_size, head_size)
+
+    def write(key, value, probe, slots):  # vLLM's CPU cache writer, as CPU_ATTN's do_kv_cache_update calls it
+        from vllm import _custom_ops as ops
+        key_cache, value_cache = probe.view(probe.shape[0], probe.shape[1], 2 * block_size, -1).chunk(2, dim=2)
+        ops.cpu_attn_reshape_and_cache(key, value, key_cache, value_cache, slots, isa)
     inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_size, 2).float() / head_size))
     cache = torch.randn(min(blocks, 64), heads, block_size, two_head)
     l_c = len(spec["prompt"]) + new // 2
@@ -116,8 +121,8 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                 torch.arange(cache.shape[0])[None, :], block_size, inference)
         plan = vp.step_plan(*args)
         deltas = vp.move_rotation(plan.old_ids, plan.new_ids, inv_freq)
-        places = dp.key_places(cache, plan, isa)  # probes key_index once
-        dp.rerotate_cached_keys(cache, places, deltas, head_size, True)
+        places = vp.key_places(vp.locate_keys(write, tuple(cache.shape), heads, head_size, torch.float32), plan)
+        vp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         n = 300
         start = time.perf_counter()
         for _ in range(n):  # once per step: the plan and the rotations every layer shares
@@ -126,9 +131,9 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
         plan_ms = 1e3 * (time.perf_counter() - start) / n
         start = time.perf_counter()
         for _ in range(n):
-            dp.rerotate_cached_keys(cache, places, deltas, head_size, True)
+            vp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         rerot_ms = 1e3 * (time.perf_counter() - start) / n
-        out["isolated"][layout] = {"moved_keys": int(plan.deltas.numel()), "step_plan_ms": plan_ms,
+        out["isolated"][layout] = {"moved_keys": len(plan.moves()), "slots": int(plan.deltas.numel()), "step_plan_ms": plan_ms,
                                    "rerotate_ms_per_layer": rerot_ms,
                                    "per_step_ms_all_layers": plan_ms + rerot_ms * out["in_place"]["layers"]}
     print("RESULT " + json.dumps(out))
