@@ -50,7 +50,10 @@ def test_every_failure_is_counted_by_kind_within_its_bound(mode, kind, attempts,
         seconds = time.perf_counter() - start
     assert [a.text for a in answers] == [None, None] and [a.failure for a in answers] == [kind, kind]
     assert dict(client.stats["failures"]) == {kind: 2} and client.stats["failed"] == 2
-    assert server.requests == 2 * attempts
+    assert client.stats["requests_sent"] == 2 * attempts
+    # a server that answers counts each attempt; a hanging one may not have read an attempt the client gave up on
+    # within its 0.5 s (seen under a loaded suite), so only the client's count is exact there
+    assert server.requests == 2 * attempts if mode != "hang" else 0 < server.requests <= 2 * attempts
     assert not list(tmp_path.rglob("*.json"))  # no answer, nothing cached: the next run asks again
     bound = 2 * 0.5 * attempts + 1.0 if mode == "hang" else 2.0  # concurrency 2: the two requests in parallel
     assert seconds < bound, seconds
