@@ -10,7 +10,7 @@ claim is one function below and is recorded even when it fails or is skipped:
 * ``longform`` (paper 000): greedy answers to LongBench-Write prompts (required length > 2000 words) for
   vanilla, NTK-aware and Dynamic PIC: length, EOS rate, corrupted ratio (docs/formulas.md §2).
 * ``longppl`` (paper 004): LongPPL and PPL of the variants against a long-context score (our own
-  needle-in-essays retrieval accuracy, greedy), Pearson / Spearman with bootstrap CIs.
+  needle-in-essays retrieval accuracy, greedy), Pearson / Spearman with their 95 % CIs (Fisher z).
 * ``lsm`` (paper 001): long-short misalignment of the same variants against the same score.
 * ``longppl_cost`` (this project, docs/formulas.md §3): LongPPL of 5 evaluated variants with one evaluator,
   key tokens computed once and cached (ours) vs the ``longppl`` 0.3.0 package called once per variant.

@@ -154,14 +154,15 @@ def corr_text(stats: dict | None, method: str = "pearson") -> str:
     s = stats[method]
     return f"{s['r']:+.2f} [{s['ci'][0]:+.2f}, {s['ci'][1]:+.2f}]"
 def safe_correlation(x: list[float], y: list[float]) -> dict | None:
-    """Pearson / Spearman / Kendall with bootstrap CIs, or None when undefined (constant column, n < 3)."""
+    """Pearson / Spearman / Kendall with their CIs, or None when not estimable (a constant column, too few runs)."""
     from harness.reporting.correlate import correlation
 
     x_arr, y_arr = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x_arr) & np.isfinite(y_arr)
-    if ok.sum() < 3 or np.ptp(x_arr[ok]) == 0 or np.ptp(y_arr[ok]) == 0:
+    if ok.sum() < 2:
         return None
-    return correlation(x_arr[ok], y_arr[ok], n_boot=2000, seed=0)
+    found = correlation(x_arr[ok], y_arr[ok])
+    return None if found["undefined"] else found
 class Context:
     """The loaded model, the essay token stream and the forwards shared by several claims."""
 

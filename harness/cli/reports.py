@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.errors import UsageError
+from harness.errors import LchError, UsageError
 from harness.files import write_json_atomic, write_text_atomic
 from harness.reporting.agreement import Tolerances
 from harness.reporting.comparability import check_side_by_side, parse_allow
@@ -40,15 +40,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     reg.add_argument("--allow-mismatch", action="store_true",
                      help="gate a run whose architecture, dtype, inference, length, chat template or seeds differ from "
                           "the baseline's (refused with exit 3 otherwise)")
-    reg.set_defaults(handler=run_regress)
-    corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs, plot + report")
+    # the baseline it writes is removed if the command fails; a JUnit report stays: at exit 2 / 3 it says why
+    reg.set_defaults(handler=run_regress, outputs=lambda args: [args.baseline] if args.update_baseline else [])
+    corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs (p-values and 95%% "
+                                            "CIs from one approximation each; 5 runs at least), plot + report")
     corr.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
     corr.add_argument("--x", help="metric on the x axis, e.g. longppl_govreport/longppl")
     corr.add_argument("--y", nargs="+", default=[], help="metric(s) on the y axis")
     corr.add_argument("--matrix", nargs="+", help="matrix mode: pairwise coefficients of these metrics")
     corr.add_argument("--method", default="pearson", choices=["pearson", "spearman", "kendall"], help="matrix mode")
-    corr.add_argument("--bootstrap", type=int, default=2000)
-    corr.add_argument("--seed", type=int, default=0)
     corr.add_argument("-o", "--output", default="reports/correlation", help="folder for PNG / Markdown / JSON")
     corr.add_argument("--allow", action="append", help=ALLOW_HELP)
     corr.set_defaults(handler=run_correlate)
@@ -121,20 +121,28 @@ def run_regress(args: argparse.Namespace) -> int:
         compare,
         exit_code,
         format_table,
+        junit_error,
         junit_xml,
         load_baseline,
+        tolerance_words,
     )
     from harness.reporting.runs import load_runs
 
-    runs, _ = load_runs([args.run])
-    run = runs[-1]  # the latest results file of the folder
     if args.update_baseline:
+        run = load_runs([args.run])[0][-1]  # the latest results file of the folder
         baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k, rel_tol=args.rel_tol,
                                      all_metrics=args.all_metrics)
         write_json_atomic(args.baseline, baseline, indent=1)
         print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
+        print(tolerance_words(baseline))
         return 0
-    rows = compare(run, load_baseline(args.baseline), args.allow_mismatch)
+    try:
+        run = load_runs([args.run])[0][-1]
+        rows = compare(run, load_baseline(args.baseline), args.allow_mismatch)
+    except LchError as err:  # exit 2 or 3: the CI reader gets the reason in the report too
+        if args.junit:
+            write_text_atomic(args.junit, junit_error(str(err), Path(args.baseline).stem))
+        raise
     print(format_table(rows))
     for sentence in (c for found in run.cautions.values() for c in found):  # what the run's scores rest on
         print(f"caution: {sentence}")
@@ -162,10 +170,10 @@ def run_correlate(args: argparse.Namespace) -> int:
     if not args.x or not args.y:
         raise UsageError("lch correlate: give --x and --y, or --matrix")
     for y_name in args.y:
-        png, stats = write_report(runs, args.x, y_name, out, args.bootstrap, args.seed)
+        png, stats = write_report(runs, args.x, y_name, out)
         p = stats["pearson"]
         if stats.get("undefined"):
-            print(f"{y_name} vs {args.x}: n={stats['n']} undefined ({stats['undefined']}) -> {png}")
+            print(f"{y_name} vs {args.x}: n={stats['n']} not estimable ({stats['undefined']}) -> {png}")
             continue
         print(f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
               f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}")

@@ -196,8 +196,7 @@ def long_context_reports(out: Path) -> list[Path]:
 
 def format_summary(summary: dict) -> str:
     """The ten-second read: one line per variant, then the correlations with their n."""
-    from scipy import stats as st
-
+    from harness.reporting.correlate import correlation
     from harness.reporting.labels import split_shared
 
     rows = summary["rows"]
@@ -219,12 +218,10 @@ def format_summary(summary: dict) -> str:
                      f"{r['seconds']:>6.0f}")
     score = [r["long_context_score"] for r in rows]
     for metric in ("longppl", "ppl"):
-        x = [r[metric] for r in rows]
-        if len(set(x)) > 1 and len(set(score)) > 1:
-            p = st.pearsonr(x, score)
-            lines.append(f"long-context score vs {metric}: Pearson r = {p.statistic:+.2f} (n = {len(rows)} variants, "
-                         f"p = {p.pvalue:.2f}; too few points to conclude)")
-        else:
-            lines.append(f"long-context score vs {metric}: undefined (a constant column over {len(rows)} variants)")
+        found = correlation([r[metric] for r in rows], score, (metric, "long-context score"))
+        p = found["pearson"]
+        lines.append(f"long-context score vs {metric}: " + (f"not estimable ({found['undefined']})" if found["undefined"]
+                     else f"Pearson r = {p['r']:+.2f} (95% CI {p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}, p = {p['p']:.2g}, "
+                          f"n = {found['n']} variants)"))
     lines.append(f"total {summary['seconds']:.0f} s")
     return "\n".join(lines)

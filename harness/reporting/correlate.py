@@ -1,10 +1,21 @@
 """``lch correlate``: do two metrics track each other across runs (papers 001 / 004, e.g. LongPPL vs
 LongBench, Pearson -0.96)?
 
-Pearson, Spearman and Kendall (tau-b) coefficients with their p-values from scipy, n, and a percentile
-bootstrap 95 % CI per coefficient (pairs resampled with replacement, ``n_boot`` times, seeded;
-resamples whose coefficient is undefined, e.g. a constant column, are dropped). Scatter plot with run
-labels and the least-squares line; a Markdown report; a matrix mode for several metrics.
+Pearson, Spearman and Kendall (tau-b) coefficients, each with a p-value (two-sided, against no correlation) and a
+95 % interval **from one normal approximation per coefficient**, so that the two cannot contradict each other: the
+interval excludes 0 exactly when p < 0.05.
+
+* Pearson r: Fisher's z = atanh(r) with standard error ``1 / sqrt(n - 3)``; the interval is ``tanh(z +- 1.96 se)``
+  (scipy's ``pearsonr(...).confidence_interval()``).
+* Spearman rho (average ranks for ties): the same transform with ``se = sqrt(1.06 / (n - 3))`` (Fieller, Hartley
+  and Pearson 1957).
+* Kendall tau-b: ``z = S / sqrt(Var0(S))`` with the tie-corrected null variance of Kendall's S (scipy's
+  ``kendalltau(method="asymptotic")``); the interval is ``tau +- 1.96 * se`` with ``se = tau / z``, clipped to
+  [-1, 1].
+
+With fewer than :data:`MIN_RUNS` runs no coefficient is estimable (Fisher's transform needs n > 3, and at n = 4
+any r's interval spans most of [-1, 1]): the report, the JSON and the picture say so instead of a number. Scatter
+plot with run labels that do not overlap and the least-squares line; a Markdown report; a matrix mode.
 """
 
 from __future__ import annotations
@@ -21,54 +32,100 @@ from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 METHODS = ("pearson", "spearman", "kendall")
+MIN_RUNS = 5  # fewer runs: no correlation is estimable (module docstring)
+Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile: 95 % two-sided
+SPEARMAN_VARIANCE = 1.06  # Fieller, Hartley and Pearson (1957): var(atanh(rho)) ~ 1.06 / (n - 3)
 
 
-def _coefficient(method: str, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+def _kendall_s_variance(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Kendall's S (concordant minus discordant pairs), its null variance with ties in both series, and the
+    tau-b denominator ``sqrt((n0 - n1)(n0 - n2))``."""
+    n = len(x)
+    i, j = np.triu_indices(n, k=1)
+    s = float(np.sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])))
+
+    def tie_terms(values: np.ndarray) -> tuple[float, float, float, float]:
+        _, counts = np.unique(values, return_counts=True)
+        t = counts.astype(float)
+        return (float(np.sum(t * (t - 1) / 2)), float(np.sum(t * (t - 1) * (2 * t + 5))),
+                float(np.sum(t * (t - 1))), float(np.sum(t * (t - 1) * (t - 2))))
+
+    n1, vx, ax1, ax2 = tie_terms(x)
+    n2, vy, ay1, ay2 = tie_terms(y)
+    n0 = n * (n - 1) / 2
+    variance = ((n * (n - 1) * (2 * n + 5) - vx - vy) / 18 + ax1 * ay1 / (2 * n * (n - 1))
+                + ax2 * ay2 / (9 * n * (n - 1) * (n - 2)))
+    return s, variance, math.sqrt((n0 - n1) * (n0 - n2))
+
+
+def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
+    """``{"r", "p", "ci": [lo, hi]}`` of one method (module docstring) on two non-constant series of n >=
+    :data:`MIN_RUNS`: the p-value and the interval come from the same statistic, so ``ci`` excludes 0 iff p < 0.05."""
     from scipy import stats
 
-    fn = {"pearson": stats.pearsonr, "spearman": stats.spearmanr, "kendall": stats.kendalltau}[method]
-    result = fn(x, y)
-    return float(result.statistic), float(result.pvalue)
+    n = len(x)
+    if method in ("pearson", "spearman"):
+        r = float(stats.pearsonr(x, y).statistic if method == "pearson" else stats.spearmanr(x, y).statistic)
+        se = math.sqrt((1.0 if method == "pearson" else SPEARMAN_VARIANCE) / (n - 3))
+        if abs(r) >= 1.0:  # a perfect relation: Fisher's z is infinite, p 0, the interval the point
+            return {"r": r, "p": 0.0, "ci": [r, r]}
+        z = math.atanh(r)
+        return {"r": r, "p": float(2 * stats.norm.sf(abs(z) / se)),
+                "ci": [math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)]}
+    if method != "kendall":
+        raise UsageError(f"correlation method {method!r} is unknown; allowed: {', '.join(METHODS)}")
+    s, variance, denominator = _kendall_s_variance(np.asarray(x, float), np.asarray(y, float))
+    tau = s / denominator
+    se = math.sqrt(variance) / denominator
+    p = float(2 * stats.norm.sf(abs(tau) / se))
+    return {"r": tau, "p": p, "ci": [max(-1.0, tau - Z95 * se), min(1.0, tau + Z95 * se)]}
 
 
-def correlation(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed: int = 0,
-                names: tuple[str, str] = ("x", "y")) -> dict:
+def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] = ("x", "y")) -> dict:
     """``{"n", "undefined", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``.
 
-    A constant series has no correlation with anything: ``undefined`` then says which (``names``) and its value, and
-    every coefficient is NaN (scipy is not asked, so it warns of nothing); otherwise ``undefined`` is None."""
+    No coefficient is estimable from fewer than :data:`MIN_RUNS` runs, nor with a constant series (which has no
+    correlation with anything): ``undefined`` then says why (``names``: the series' names) and every coefficient is
+    NaN; otherwise ``undefined`` is None."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or len(x) < 3:
-        raise UsageError(f"correlation needs two equally long series of at least 3 values (got {len(x)}, {len(y)})")
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(x), size=(n_boot, len(x)))
-    constant = [f"{name} is {values[0]:.6g} in all {len(values)} runs" for name, values in zip(names, (x, y))
-                if np.ptp(values) == 0]
-    out: dict = {"n": int(len(x)), "undefined": "; ".join(constant) or None}
+    if x.shape != y.shape or len(x) < 2:
+        raise UsageError(f"correlation needs two equally long series of at least 2 values (got {len(x)}, {len(y)})")
+    why = [f"{name} is {values[0]:.6g} in all {len(values)} runs" for name, values in zip(names, (x, y))
+           if np.ptp(values) == 0]
+    if len(x) < MIN_RUNS:
+        why.insert(0, f"{len(x)} runs are too few to estimate a correlation (it needs at least {MIN_RUNS})")
+    out: dict = {"n": int(len(x)), "undefined": "; ".join(why) or None}
     for method in METHODS:
-        if constant:
-            out[method] = {"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]}
-            continue
-        r, p = _coefficient(method, x, y)
-        boot = []
-        for idx in draws:
-            xs, ys = x[idx], y[idx]
-            if np.ptp(xs) == 0 or np.ptp(ys) == 0:
-                continue
-            value = _coefficient(method, xs, ys)[0]
-            if not math.isnan(value):
-                boot.append(value)
-        ci = [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))] if boot else [math.nan, math.nan]
-        out[method] = {"r": r, "p": p, "ci": ci}
+        out[method] = ({"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else
+                       coefficient(method, x, y))
     return out
 
 
 def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """Labels and a [runs x metrics] array of the runs that have every metric (latest per configuration)."""
     chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
-    if len(chosen) < 3:
-        raise UsageError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; correlation needs 3 or more")
+    if len(chosen) < 2:
+        raise UsageError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; a correlation needs at least "
+                         f"{MIN_RUNS}")
     return run_labels(chosen), np.array([[r.metrics[m] for m in metrics] for r in chosen])
+
+
+def label_rises(pixels: np.ndarray, lengths: Sequence[int], dpi: float, size: float = 7.0) -> list[float]:
+    """How far (points) to raise each point's label above its default place so that no two labels overlap: labels
+    are boxes of ``0.6 * size`` points per character by ``1.3 * size`` points beside their point (``pixels``: the
+    points in display pixels), placed lowest point first, each raised one line at a time until it meets no box
+    placed before it."""
+    scale = dpi / 72.0  # pixels per point
+    height, placed, rises = 1.3 * size * scale, [], [0.0] * len(pixels)
+    for i in sorted(range(len(pixels)), key=lambda i: (pixels[i][1], pixels[i][0])):
+        left, width = pixels[i][0], 0.6 * size * scale * lengths[i]
+        rise = 0.0
+        while any(abs(left - other_left) < max(width, other_width) and abs(pixels[i][1] + rise - bottom) < height
+                  for other_left, other_width, bottom in placed):
+            rise += height
+        placed.append((left, width, pixels[i][1] + rise))
+        rises[i] = rise / scale
+    return rises
 
 
 def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
@@ -79,17 +136,20 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     ax.scatter(x, y, zorder=3)
     middle = (x.min() + x.max()) / 2
     shared, short = split_shared(labels)
-    for xi, yi, label in zip(x, y, short):
+    ax.autoscale_view()
+    pixels = ax.transData.transform(np.column_stack((x, y)))
+    for xi, yi, label, rise in zip(x, y, short, label_rises(pixels, [len(t) for t in short], fig.dpi)):
         right_half = xi > middle  # labels point inwards so that they stay inside the axes
-        note = ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(-5 if right_half else 5, 4),
-                           ha="right" if right_half else "left", fontsize=7)
+        note = ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(-5 if right_half else 5, 4 + rise),
+                           ha="right" if right_half else "left", fontsize=7,
+                           arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if rise else None)
         note.set_in_layout(False)  # a long label must not shrink the axes
     if np.ptp(x) > 0:
         slope, intercept = np.polyfit(x, y, 1)
         grid = np.linspace(x.min(), x.max(), 50)
         ax.plot(grid, slope * grid + intercept, linestyle="--", color="gray", zorder=2)
     p = stats["pearson"]
-    verdict = (f"undefined: {stats['undefined']}" if stats.get("undefined") else
+    verdict = (f"not estimable: {stats['undefined']}" if stats.get("undefined") else
                f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}")
     ax.set_title((f"{shared}\n" if shared else "") + verdict, fontsize=9)
     ax.set_xlabel(x_name)
@@ -102,9 +162,9 @@ def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], va
                     png: str | None = None) -> str:
     lines = [f"# {y_name} vs {x_name}", "", f"n = {stats['n']} runs", ""]
     if stats.get("undefined"):
-        lines.append(f"No correlation can be measured: {stats['undefined']}.")
+        lines.append(f"Not estimable: {stats['undefined']}.")
     else:
-        lines += ["| method | coefficient | p-value | bootstrap 95% CI |", "|---|---|---|---|"]
+        lines += ["| method | coefficient | p-value | 95% CI (same approximation as p) |", "|---|---|---|---|"]
         for method in METHODS:
             s = stats[method]
             lines.append(f"| {method} | {s['r']:.4f} | {s['p']:.3g} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] |")
@@ -122,28 +182,30 @@ def _json_number(value: float | list) -> float | list | None:
 
 
 def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "pearson") -> str:
-    """Pairwise coefficients (p-values in brackets) of every metric pair."""
+    """Pairwise coefficients (p-values in brackets) of every metric pair (:func:`coefficient`)."""
     lines = ["| | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
     for i, a in enumerate(metrics):
         cells = []
         for j in range(len(metrics)):
             if np.ptp(values[:, i]) == 0 or np.ptp(values[:, j]) == 0:
-                cells.append("undefined (constant)")  # no correlation with a constant; scipy would warn and say NaN
+                cells.append("undefined (constant)")  # no correlation with a constant
                 continue
-            r, p = _coefficient(method, values[:, i], values[:, j]) if i != j else (1.0, 0.0)
-            cells.append(f"{r:.3f} ({p:.2g})")
+            if len(values) < MIN_RUNS:
+                cells.append(f"not estimable (n = {len(values)} < {MIN_RUNS})")
+                continue
+            found = coefficient(method, values[:, i], values[:, j]) if i != j else {"r": 1.0, "p": 0.0}
+            cells.append(f"{found['r']:.3f} ({found['p']:.2g})")
         lines.append(f"| {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path, n_boot: int = 2000,
-                 seed: int = 0) -> tuple[Path, dict]:
+def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path) -> tuple[Path, dict]:
     """Scatter PNG, Markdown and JSON of ``y_name`` vs ``x_name`` in ``output``; returns (PNG, stats)."""
     import re
 
     out = Path(output)
     labels, values = paired_values(runs, [x_name, y_name])
-    stats = correlation(values[:, 0], values[:, 1], n_boot, seed, (x_name, y_name))
+    stats = correlation(values[:, 0], values[:, 1], (x_name, y_name))
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{y_name}_vs_{x_name}")
     png = scatter_png(values[:, 0], values[:, 1], labels, x_name, y_name, stats, out / f"{stem}.png")
     write_text_atomic(out / f"{stem}.md", report_markdown(x_name, y_name, stats, labels, values, png.name))

@@ -13,11 +13,13 @@ bookkeeping: ``harness.tasks.classes.base.metric_role``; token, document and sam
 change in them is no regression of the model), or every directed metric with ``all_metrics``, or those listed.
 
 A metric regresses when it moves in its bad direction by more than its tolerance
-``max(abs_tol, rel_tol * |baseline value|, k * stderr)``: ``stderr`` is the baseline's and the run's combined
-(``sqrt(s_b^2 + s_r^2)``, missing ones count 0); ``rel_tol`` is for perplexities (a perplexity moves by a share of
-itself), ``abs_tol`` for scores, in the score's own units (points of a x100 accuracy); per-metric values override
-the defaults. With n = 1 (a single document or sample, so lm-eval gives no stderr) only ``abs_tol`` / ``rel_tol``
-stand: the gate is then exact at their default 0, which is what a deterministic run on the same machine reproduces.
+``max(abs_tol, rel_tol * |baseline value|, k * stderr, NUMERIC_NOISE * |baseline value|)``: ``stderr`` is the
+baseline's and the run's combined (``sqrt(s_b^2 + s_r^2)``, missing ones count 0); ``rel_tol`` is for perplexities
+(a perplexity moves by a share of itself), ``abs_tol`` for scores, in the score's own units (points of a x100
+accuracy); per-metric values override the defaults. :data:`NUMERIC_NOISE` is the floor under every tolerance: the
+same checkpoint re-run with another thread count or batch size moves a perplexity by floating-point reassociation
+alone (measured: ``benchmarks/gate_noise.py``), and a gate must not fail on that; metrics without a stderr (n = 1,
+and perplexities, which lm-eval gives none) would otherwise be gated exactly.
 A baseline metric absent from the run is a regression too (a gate must not pass on missing data); one the run holds
 as NaN, or left out with a reason (``lch_absent``: its judge failed), makes the run unusable (exit 2): there is
 nothing to compare. A baseline is never made of a run whose scores could not all be computed, and a hand-edited or
@@ -43,6 +45,9 @@ from harness.errors import DataFormatError
 from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable, check_task_configurations
 from harness.reporting.runs import Run, RunError, read_json
 from harness.run_record import FIELDS, KEY, RunRecord
+
+
+NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value (module docstring)
 
 
 class BaselineError(DataFormatError):
@@ -151,7 +156,8 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False) -> list[Comp
         rel_tol = float(spec.get("rel_tol", defaults.get("rel_tol", 0.0)))
         k = float(spec.get("k", defaults.get("k", 2.0)))
         stderr = math.hypot(float(spec.get("stderr") or 0.0), float(run.stderrs.get(name) or 0.0))
-        tolerance = max(abs_tol, rel_tol * abs(float(spec["value"])), k * stderr)
+        tolerance = max(abs_tol, rel_tol * abs(float(spec["value"])), k * stderr,
+                        NUMERIC_NOISE * abs(float(spec["value"])))
         value = run.metrics.get(name)
         if value is None:
             out.append(Comparison(name, spec["value"], None, tolerance, "missing"))
@@ -160,6 +166,21 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False) -> list[Comp
         status = "regressed" if change < -tolerance else "improved" if change > tolerance else "ok"
         out.append(Comparison(name, spec["value"], value, tolerance, status))
     return out
+
+
+def tolerance_words(baseline: dict) -> str:
+    """What a baseline tolerates, in words (said when it is written)."""
+    defaults = baseline.get("defaults") or {}
+    roles = {spec.get("role") for spec in baseline["metrics"].values()}
+    parts = []
+    if "perplexity" in roles:
+        parts.append(f"perplexities {max(float(defaults.get('rel_tol', 0)), NUMERIC_NOISE):.2%} of their value")
+    if roles - {"perplexity"}:
+        parts.append(f"scores {float(defaults.get('abs_tol', 0)):g} points")
+    with_stderr = sum(bool(spec.get("stderr")) for spec in baseline["metrics"].values())
+    return (f"tolerances: {', '.join(parts)}, or {float(defaults.get('k', 2.0)):g} x stderr where there is one "
+            f"({with_stderr} of {len(baseline['metrics'])} metrics), never under {NUMERIC_NOISE:g} of a value (numeric "
+            "noise of a re-run on another core count or batch size); --rel-tol / --abs-tol widen them")
 
 
 def format_table(rows: list[Comparison]) -> str:
@@ -173,6 +194,14 @@ def format_table(rows: list[Comparison]) -> str:
 
 def exit_code(rows: list[Comparison]) -> int:
     return 1 if any(r.status in ("regressed", "missing") for r in rows) else 0
+
+
+def junit_error(message: str, suite: str) -> str:
+    """The JUnit report of a gate that could not compare (unusable input, exit 2; not comparable, exit 3): one
+    test case in error with the reason, so that a CI reader sees why instead of no report."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(suite)} tests="1" failures="0" '
+            f'errors="1">\n<testcase classname={quoteattr(suite)} name="lch regress"><error message='
+            f'{quoteattr(message)}>{escape(message)}</error></testcase>\n</testsuite>\n')
 
 
 def junit_xml(rows: list[Comparison], suite: str) -> str:

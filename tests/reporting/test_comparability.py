@@ -131,8 +131,12 @@ def test_regress_refuses_a_baseline_of_another_configuration(tmp_path, capsys):
     assert main(["regress", str(newer), "--baseline", str(baseline)]) == 0
     gemma = _run(tmp_path / "gemma", _record(model="sha256:" + "c" * 64, architecture=GEMMA), ppl=9.0)
     capsys.readouterr()
-    assert main(["regress", str(gemma), "--baseline", str(baseline)]) == 3
-    assert capsys.readouterr().err.strip() == (
-        f"lch: error: not comparable: architecture {SMOL} (baseline) vs {GEMMA} (run) (compare runs made alike, or "
-        "pass --allow-mismatch to compare them anyway)")
+    junit = tmp_path / "junit.xml"
+    assert main(["regress", str(gemma), "--baseline", str(baseline), "--junit", str(junit)]) == 3
+    line = (f"not comparable: architecture {SMOL} (baseline) vs {GEMMA} (run) (compare runs made alike, or "
+            "pass --allow-mismatch to compare them anyway)")
+    assert capsys.readouterr().err.strip() == f"lch: error: {line}"
+    import xml.etree.ElementTree as ET
+
+    assert ET.parse(junit).getroot().find("testcase/error").get("message") == line  # the CI reader sees why
     assert main(["regress", str(gemma), "--baseline", str(baseline), "--allow-mismatch"]) == 1  # ppl 9 vs 3

@@ -46,7 +46,10 @@ def test_regress_refuses_a_run_holding_nan_and_a_run_that_left_a_gated_metric_ou
     left_out = _run(tmp_path / "absent", 10.0, quality=None, absent={"longbench_write": {"quality": why}})
     assert main(["regress", str(left_out), "--baseline", str(baseline), "--junit", str(tmp_path / "j.xml")]) == 2
     assert f"longbench_write/quality has no value in this run (not computed: {why})" in _error(capsys)
-    assert not (tmp_path / "j.xml").exists()
+    import xml.etree.ElementTree as ET
+
+    error = ET.parse(tmp_path / "j.xml").getroot().find("testcase/error")  # a CI reader sees why, not a pass
+    assert error is not None and why in error.get("message")
     # a run that simply lacks the metric (another task list) is a regression: a gate never passes on missing data
     plain = write_run(tmp_path / "missing", {"pretrained": "m"}, 100.0, {"ppl_govreport": {"ppl,none": 10.0}}, DIRS)
     assert main(["regress", str(plain), "--baseline", str(baseline)]) == 1
