@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from harness.errors import DataFormatError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -70,9 +73,14 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig.for_recipe(**given_options(config_class(args.recipe), args))
     summary = train_recipe(cfg)
     before, after = summary["heldout_loss_before"], summary["heldout_loss_after"]
-    heldout = f"held-out loss {before:.4f} -> {after:.4f}" if before is not None else "no held-out rows"
+    heldout = (f"held-out loss {before:.4f} -> {after:.4f}" if before is not None and after is not None else
+               "held-out loss no number after training" if before is not None else "no held-out rows")
     print(f"{summary['variant']}: {summary['steps']} steps in {summary['train_seconds']:.0f} s, {heldout}; "
           f"saved {summary['output']}")
+    if summary.get("warning") and before is not None and after is None:  # NaN / inf: nothing usable was trained
+        raise DataFormatError(f"{summary['warning']} (its output {summary['output']} is not kept)")
+    if summary.get("warning"):
+        print(f"lch: warning: {summary['warning']}", file=sys.stderr)
     return 0
 
 

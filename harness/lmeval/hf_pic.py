@@ -47,6 +47,9 @@ class HFPicLM(EngineCore, HFLM):
         resolved = self.adopt(check_hf_pic_args(model_args))  # before loading
         kwargs = dict(resolved.engine_args)
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
+        # lm-eval's HFLM defaults to device "cuda" even without one (its CLI passes --device, whose default cuda:0
+        # it maps to the CPU there; simple_evaluate passes none): no device given means the GPU when there is one
+        kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
         super().__init__(**kwargs)
         accelerator = getattr(self, "accelerator", None)
         if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1:

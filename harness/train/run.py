@@ -14,6 +14,7 @@ Only ``compute_loss`` is ours (the recipe's loss, fp32 log-softmax chunk by chun
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -153,6 +154,24 @@ def heldout_loss(model, examples: list[dict], pad_id: int, batch_size: int = 1, 
         total, count = total + float(s), count + float(n)
     model.train(was_training)
     return total / count if count else None
+
+
+DIVERGED = 1.5  # a held-out loss this many times its value before training: the run diverged (heldout_warning)
+
+
+def heldout_warning(before: float | None, after: float | None) -> str | None:
+    """What to say of a training run's held-out loss (token-weighted ``-log P`` before and after training): nothing
+    when it is missing or stayed below ``DIVERGED`` x its value before; otherwise one sentence: the checkpoint is
+    saved, but a held-out loss that is not a number or rose that much (1.82 -> 111 was seen) means the training
+    diverged."""
+    if before is None or after is None:
+        return None
+    if not math.isfinite(after):
+        return f"the held-out loss is {after} after training ({before:.4g} before): the training diverged; lower --lr"
+    if after > DIVERGED * before:
+        return (f"the held-out loss rose from {before:.4g} to {after:.4g} (x{after / before:.3g}): the training "
+                "diverged; lower --lr or raise --warmup before using this checkpoint")
+    return None
 
 
 def load_model(cfg: TrainConfig):
@@ -323,7 +342,8 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
         "steps_per_second": round(trainer.state.global_step / seconds, 4) if seconds else None,
         "train_loss": result.training_loss, "first_logged_loss": losses[0] if losses else None,
         "last_logged_loss": losses[-1] if losses else None,
-        "heldout_loss_before": before, "heldout_loss_after": after,
+        "heldout_loss_before": before, "warning": heldout_warning(before, after),
+        "heldout_loss_after": after if after is None or math.isfinite(after) else None,  # JSON has no NaN
         "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 3) if torch.cuda.is_available() else None,
     }
     if trainer.is_world_process_zero():

@@ -149,6 +149,15 @@ def test_peft_adapter_is_loaded_under_pic(tiny_model_dir, tmp_path):
     assert max(abs(a - b) for a, b in zip(res["logprobs"], no_adapter["logprobs"])) > 1e-3
 
 
+def test_no_device_given_runs_where_torch_can(tiny_model_dir):
+    """README's Python example (``simple_evaluate(model="hf-pic", ...)``, which passes no device) ended in "Torch not
+    compiled with CUDA enabled" on the CPU install: HFLM's own default is "cuda"."""
+    import torch
+
+    model = HFPicLM(pretrained=str(tiny_model_dir), dtype="float32")
+    assert model.model.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def test_bad_pic_argument_fails_before_loading():
     with pytest.raises(ValueError, match="allowed: none, naive, ntk, dynamic"):
         HFPicLM(pretrained="/nonexistent/model", pic="rope")

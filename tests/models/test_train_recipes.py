@@ -171,7 +171,29 @@ def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, 
     assert {k: variant.inference.to_variant_json()[k] for k in expected[1]} == expected[1]
     assert variant.settings["lr"] == 3e-3 and variant.settings["max_steps"] == 8
     assert (out / "adapter_model.safetensors").is_file()
-    assert f"held-out loss {summary['heldout_loss_before']:.4f} -> {summary['heldout_loss_after']:.4f}" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert f"held-out loss {summary['heldout_loss_before']:.4f} -> {summary['heldout_loss_after']:.4f}" in printed.out
+    assert summary["warning"] is None and "warning" not in printed.err
+
+
+def test_a_diverging_run_says_so(tiny_model_dir, data, tmp_path, capsys):
+    """A checkpoint whose held-out loss rose 61-fold (1.82 -> 111 was seen) was saved without a word: the summary
+    and stderr now say that the training diverged."""
+    from harness.train.run import heldout_warning
+
+    assert heldout_warning(1.82, 111.0) == ("the held-out loss rose from 1.82 to 111 (x61): the training diverged; "
+                                            "lower --lr or raise --warmup before using this checkpoint")
+    assert heldout_warning(2.0, 2.9) is None and heldout_warning(2.0, 3.01) is not None  # the line: 1.5 x before
+    assert "is nan after training" in heldout_warning(2.0, float("nan"))
+    assert heldout_warning(None, 3.0) is None  # no held-out rows
+    argv = ["train", "sft", "--model", str(tiny_model_dir), "--data", str(data / RECIPES["sft"][1]),
+            "--output", str(tmp_path / "wild"), "--max-steps", "6", "--lr", "1e30", "--warmup", "0", "--heldout", "0.2",
+            "--quiet"]
+    capsys.readouterr()
+    assert main(argv) == 2  # lr 1e30: the weights overflow, the held-out loss is no number: nothing usable is kept
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("lch: error: the held-out loss is nan after training") and last.endswith("is not kept)")
+    assert not (tmp_path / "wild").exists()
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_model_dir, data, tmp_path):
