@@ -32,6 +32,7 @@ which the demo correlates with PPL and LongPPL across the variants. Everything s
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -134,7 +135,9 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     }
     manager = task_manager([str(group_dir)], metadata)
     rows = []
-    for name, pic_args in variants or VARIANTS:
+    chosen = variants or VARIANTS
+    for number, (name, pic_args) in enumerate(chosen, 1):
+        print(f"variant {number}/{len(chosen)}: {name}", file=sys.stderr, flush=True)  # a long step says what runs
         t0 = time.perf_counter()
         model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
         results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4,

@@ -12,6 +12,7 @@ printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate`` m
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from harness.demo.common import slug, write_reports
@@ -49,7 +50,8 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
 
     manager = task_manager(metadata=metadata)  # indexing is slow: once
     rows = []
-    for name, pic_args in VARIANTS:
+    for number, (name, pic_args) in enumerate(VARIANTS, 1):
+        print(f"variant {number}/{len(VARIANTS)}: {name}", file=sys.stderr, flush=True)
         model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
         results = evaluate(model_args, ["ppl_govreport", "longppl_govreport"], manager, batch_size=2)
         metrics = results["results"]["ppl_govreport"]

@@ -208,17 +208,18 @@ class EngineCore(ClaimsResponseCache):
             pieces[i] = [None] * len(windows)
             jobs += [(i, k, w) for k, w in enumerate(windows)]
         jobs.sort(key=lambda job: -(job[2].stop - job[2].start))  # similar lengths batched together
-        pbar = tqdm(total=len(pieces), disable=disable_tqdm or not self.show_progress,
-                    desc=f"Scoring tokens ({self.ENGINE_NAME})")
+        # counted in tokens scored (a document can be 32k tokens: a bar of documents stands still for minutes)
+        pbar = tqdm(total=sum(w.stop - w.first_target for _, _, w in jobs), unit="tok", unit_scale=True,
+                    disable=disable_tqdm or not self.show_progress, desc=f"Scoring tokens ({self.ENGINE_NAME})")
         batch = max(1, self.score_batch_size())
         for start in range(0, len(jobs), batch):
             chunk = jobs[start : start + batch]
             rows = [encoded[i]["token_ids"][w.start : w.stop] for i, _, w in chunk]
             for (i, k, w), values in zip(chunk, self.row_logprobs(rows)):
                 pieces[i][k] = values[w.first_target - w.start - 1 :]
+                pbar.update(len(pieces[i][k]))
                 if all(p is not None for p in pieces[i]):
                     done(i, {**encoded[i], "logprobs": torch.cat(pieces.pop(i)).tolist()})
-                    pbar.update(1)
         pbar.close()
 
     # ------------------------------------------------------------------ lsm

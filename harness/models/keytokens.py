@@ -156,19 +156,23 @@ def key_tokens_for_texts(
             missing.append(i)
     if missing:
         # imported here: the task classes read KeyTokenOptions without importing torch
-        from harness.models.longppl import find_key_tokens
+        from harness.models.longppl import find_key_tokens, passes
 
-        loaded: tuple[Any, Any] | None = None if isinstance(evaluator, str) else evaluator
-        for i in tqdm(missing, desc="Finding key tokens"):
-            entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
-            with cache.lock(entry):
-                found = cache.get(entry)  # a concurrent run may have computed it while we waited
-                if found is None:
-                    if loaded is None:
-                        loaded = loader(evaluator)  # type: ignore[arg-type]
-                    found = find_key_tokens(texts[i], loaded[0], loaded[1], *settings)
-                    cache.put(entry, found)
-            results[i] = found
+        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
+        # counted in the evaluator's forward passes over windows, so that the bar moves (and says how long) within
+        # a long document too: one document of the default protocol is minutes of windows on a CPU
+        total = sum(passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing)
+        with tqdm(total=total, unit="window", desc=f"Finding key tokens ({len(missing)} documents)") as bar:
+            for i in missing:
+                entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
+                with cache.lock(entry):
+                    found = cache.get(entry)  # a concurrent run may have computed it while we waited
+                    if found is None:
+                        found = find_key_tokens(texts[i], model, tokenizer, *settings, progress=bar.update)
+                        cache.put(entry, found)
+                    else:
+                        bar.update(passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window))
+                results[i] = found
     return results  # type: ignore[return-value]
 
 

@@ -4,7 +4,7 @@ and LongPPL of a text under a model. The formulas (LSD, LCL, selection, pooling)
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -25,18 +25,21 @@ from harness.models.scoring import device_free_bytes, hidden_states, score_token
 @torch.no_grad()
 def long_short_logprobs(
     model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int | None = None,
-    bos_id: int | None = None,
+    bos_id: int | None = None, progress: Callable[[int], Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
 
     ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
     ``batch_size`` at a time (windows of equal length share a forward; default :func:`window_batch` of the device),
-    each preceded by ``bos_id`` when given. Both float32, length ``n - K``.
+    each preceded by ``bos_id`` when given. Both float32, length ``n - K``. ``progress(k)`` is told of every pass
+    done (the long one, then the short windows of each forward): :func:`passes` of them in all.
     """
+    progress = progress or (lambda done: None)
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
     long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
+    progress(1)
     short = torch.empty_like(long)
     windows = short_windows(len(ids), trunc_len, sliding_window)
     # The first window starts at token 0, so its context *is* the full context: its targets get the
@@ -58,7 +61,17 @@ def long_short_logprobs(
             lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=first)
             for (start, end), values in zip(chunk, lp):
                 short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
+            progress(len(chunk))
     return long, short
+
+
+def passes(n_tokens: int, trunc_len: int, sliding_window: int) -> int:
+    """The forward passes over windows that finding the key tokens of an ``n_tokens`` text takes (the unit of its
+    progress): one long pass and every short window but the first (whose context is the long pass's), or a single
+    pass for a text no longer than ``trunc_len`` (nothing to compare)."""
+    if n_tokens <= trunc_len:
+        return 1
+    return 1 + max(0, len(short_windows(n_tokens, trunc_len, sliding_window)) - 1)
 
 
 CPU_WINDOW_BATCH = 4  # short windows per forward on the CPU (larger batches are no faster there)
@@ -91,18 +104,21 @@ def find_key_tokens(
     beta: float = KEY_TOKEN_DEFAULTS["beta"],
     short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
     batch_size: int | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> KeyTokens:
     """Key tokens of ``text`` under the evaluator (module docstring); ``short_start`` is ``text`` or ``bos``
-    (:data:`~harness.metrics.longppl.KEY_TOKEN_DEFAULTS`)."""
+    (:data:`~harness.metrics.longppl.KEY_TOKEN_DEFAULTS`); ``progress`` as :func:`long_short_logprobs`'s."""
     bos_id = _short_window_bos(evaluator_tokenizer, short_start)
     enc = evaluator_tokenizer(text, return_offsets_mapping=True)
     offsets = enc["offset_mapping"]
     n = len(enc["input_ids"])
     if n <= trunc_len:
+        if progress is not None:
+            progress(1)
         return select_key_tokens(offsets, [], [], trunc_len, alpha, beta)
     device = next(evaluator_model.parameters()).device
     ids = torch.tensor(enc["input_ids"], device=device)
-    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size, bos_id)
+    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size, bos_id, progress)
     return select_key_tokens(offsets, long.cpu().tolist(), short.cpu().tolist(), trunc_len, alpha, beta)
 
 

@@ -124,6 +124,30 @@ def test_document_shorter_than_trunc_len(models):
     assert out["longppl"] is None and out["n_key_token"] == 0 and out["ppl"] > 1
 
 
+def test_key_token_progress_counts_window_passes(models, tmp_path, capsys):
+    """The bar of "Finding key tokens" moves by the evaluator's passes over windows (a document of the default
+    protocol is minutes of them), with a total known up front: 100 tokens, K 32, d 16: the long pass and short
+    windows starting at 16, 32, 48, 64 (the one at 0 reuses the long pass) = 5; a text of K tokens or fewer: 1."""
+    import torch
+
+    from harness.models.longppl import passes
+
+    (ev, ev_tok), _ = models
+    assert passes(100, 32, 16) == 5 and passes(32, 32, 16) == 1 and passes(33, 32, 16) == 1 + 0
+    ids = torch.randint(5, 200, (100,)).tolist()
+    text = ev_tok.decode(ids)
+    n = len(ev_tok(text)["input_ids"])
+    told = []
+    find_key_tokens(text, ev, ev_tok, trunc_len=32, sliding_window=16, batch_size=2, progress=told.append)
+    assert sum(told) == passes(n, 32, 16) and len(told) > 2  # the long pass, then each forward of short windows
+    key_tokens_for_texts([text, text + " more"], (ev, ev_tok), trunc_len=32, sliding_window=16,
+                         cache=KeyTokenCache(tmp_path), evaluator_id="ev")
+    bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    last = [line for line in bar if line.startswith("Finding key tokens (2 documents)")][-1]
+    total = passes(n, 32, 16) + passes(len(ev_tok(text + " more")["input_ids"]), 32, 16)
+    assert f"{total}/{total} [" in last and "window/s" in last
+
+
 def test_cache_second_run_runs_no_evaluator(models, tmp_path):
     (ev, ev_tok), _ = models
     texts = synthetic_reports(2, 200, seed=12)
