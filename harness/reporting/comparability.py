@@ -98,10 +98,32 @@ def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
 
 
+def comparable_configuration(configuration: Mapping) -> dict:
+    """A task configuration as it is compared: options after conversion, not as spelled. The context lengths of a
+    length-based task (RULER, BABILong) are the ones it ran, in tokens: ``lengths`` (``"1k"`` is 1024), else lm-eval's
+    ``max_seq_lengths`` spelling of them, which is then no option of its own (results written before lch recorded
+    only the lengths in effect hold both)."""
+    from harness.data.lengths import length_tokens
+
+    out = dict(configuration)
+    spelled = out.pop("lengths", None) or out.pop("max_seq_lengths", None)
+    out.pop("max_seq_lengths", None)
+    if spelled is not None:
+        items = spelled if isinstance(spelled, (list, tuple)) else [spelled]
+        try:
+            out["lengths"] = [length_tokens(item) for item in items]
+        except UsageError:  # not a length we can read: compared as written
+            out["lengths"] = list(items)
+    return out
+
+
 def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]]) -> list[str]:
     """``"<task>: <option> <value> (<run>) vs <value> (<run>)"`` for each task that every one of the named runs
-    recorded (``configurations``: run name -> {task: configuration}) and each option on which they disagree; an
-    option one run recorded and another did not is a difference (``unset``)."""
+    recorded (``configurations``: run name -> {task: configuration}, compared as :func:`comparable_configuration`
+    has them) and each option on which they disagree; an option one run recorded and another did not is a
+    difference (``unset``)."""
+    configurations = {name: {task: comparable_configuration(c) for task, c in tasks.items()}
+                      for name, tasks in configurations.items()}
     named = list(configurations.items())
     tasks = set.intersection(*(set(c) for _, c in named)) if named else set()
     out = []

@@ -140,3 +140,19 @@ def test_regress_refuses_a_baseline_of_another_configuration(tmp_path, capsys):
 
     assert ET.parse(junit).getroot().find("testcase/error").get("message") == line  # the CI reader sees why
     assert main(["regress", str(gemma), "--baseline", str(baseline), "--allow-mismatch"]) == 1  # ppl 9 vs 3
+
+
+def test_task_options_are_compared_after_conversion():
+    """RULER lengths written ["1k", "2k"] and [1024, 2048] are the same requests and the same metrics: comparable;
+    a results file of an older lch that recorded lm-eval's max_seq_lengths default beside the lengths run compares
+    by the lengths run; other lengths are still a difference."""
+    from harness.reporting.comparability import comparable_configuration, configuration_differences
+
+    spelled = {"lch_ruler_niah_single_1": {"lengths": ["1k", "2k"], "num_samples": 4}}
+    counted = {"lch_ruler_niah_single_1": {"lengths": [1024, 2048], "max_seq_lengths": [4096], "num_samples": 4}}
+    only_default_key = {"lch_ruler_niah_single_1": {"max_seq_lengths": ["1k", 2048], "num_samples": 4}}
+    assert configuration_differences({"a": spelled, "b": counted, "c": only_default_key}) == []
+    assert comparable_configuration(counted["lch_ruler_niah_single_1"]) == {"lengths": [1024, 2048], "num_samples": 4}
+    other = {"lch_ruler_niah_single_1": {"lengths": [1024, 4096], "num_samples": 4}}
+    assert configuration_differences({"a": spelled, "b": other}) == [
+        "lch_ruler_niah_single_1: lengths [1024, 2048] (a) vs [1024, 4096] (b)"]

@@ -152,6 +152,10 @@ class LchTask(ConfigurableTask):
             value = getattr(self.options, f.name)
             if f.name not in model_keys and value is not None:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
+        length_list = getattr(self.options, "length_list", None)
+        if callable(length_list):  # RULER / BABILong: the lengths run, whichever key (and spelling) gave them
+            out.pop("max_seq_lengths", None)
+            out["lengths"] = list(length_list())
         return out
 
     def configuration(self, version: Any = None) -> dict:
