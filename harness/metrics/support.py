@@ -115,16 +115,45 @@ def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Suppo
     return out
 
 
+OWN_EVALUATOR_WHY = ("its key tokens are where its own long context helps it most, so its LongPPL is favoured against "
+                     "any model judged by it; compare models under one evaluator that none of them is")
+
+
+def _pretrained(results: Mapping[str, Any]) -> str | None:
+    """The ``pretrained`` model argument of an lm-eval results object (``config.model_args``: a dict or lm-eval's
+    ``k=v,k=v`` string)."""
+    args = (results.get("config") or {}).get("model_args") if isinstance(results.get("config"), Mapping) else None
+    if isinstance(args, Mapping):
+        return None if args.get("pretrained") is None else str(args["pretrained"])
+    for part in str(args or "").split(","):
+        key, _, value = part.partition("=")
+        if key.strip() == "pretrained":
+            return value.strip()
+    return None
+
+
+def _same_model(a: str, b: str) -> bool:
+    """The same folder or name, as written (a trailing slash aside; not resolved: this layer reads no file system)."""
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
     """``{task: [caution, ...]}`` of an lm-eval results object, from each task's declared supports (its config
-    metadata's :data:`SUPPORT_KEY`) and the counts it reported; tasks without a caution are left out."""
-    out = {}
+    metadata's :data:`SUPPORT_KEY`) and the counts it reported, and for a LongPPL task whose evaluator (metadata
+    ``evaluator``, no reference ``key_spans_dir``) is the evaluated model itself (:data:`OWN_EVALUATOR_WHY`); tasks
+    without a caution are left out."""
+    out: dict[str, list[str]] = {}
+    pretrained = _pretrained(results)
     for task, config in (results.get("configs") or {}).items():
-        declared = ((config or {}).get("metadata") or {}).get(SUPPORT_KEY) if isinstance(config, Mapping) else None
+        metadata = ((config or {}).get("metadata") or {}) if isinstance(config, Mapping) else {}
+        declared = metadata.get(SUPPORT_KEY)
         values = (results.get("results") or {}).get(task)
         if not isinstance(declared, list) or not isinstance(values, Mapping):
             continue
         found = task_cautions(task, values, (Support.from_json(d) for d in declared if isinstance(d, Mapping)))
+        evaluator = metadata.get("evaluator")
+        if pretrained and evaluator and not metadata.get("key_spans_dir") and _same_model(str(evaluator), pretrained):
+            found.append(f"{task}/longppl: the evaluated model is its own LongPPL evaluator: {OWN_EVALUATOR_WHY}")
         if found:
             out[task] = found
     return out

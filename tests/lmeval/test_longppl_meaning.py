@@ -53,6 +53,21 @@ def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_r
     # enough key tokens and every document found: nothing to say, and the results say that they were checked
     results["results"]["longppl_govreport"].update({"n_key_tokens,none": MIN_KEY_TOKENS, "n_docs,none": 3})
     assert record_cautions(results) == {} and results["lch_cautions"] == {}
+    # a model that is its own evaluator: its LongPPL is favoured, said whatever the counts (model_args as lm-eval
+    # records them: a dict, or its k=v string); another evaluator, or reference key spans, say nothing of it
+    results["configs"]["longppl_govreport"]["metadata"]["evaluator"] = "/models/smollm2-135m"
+    own = ("longppl_govreport/longppl: the evaluated model is its own LongPPL evaluator: its key tokens are where its "
+           "own long context helps it most, so its LongPPL is favoured against any model judged by it; compare models "
+           "under one evaluator that none of them is")
+    for model_args in ({"pretrained": "/models/smollm2-135m", "pic": "ntk"}, "pretrained=/models/smollm2-135m,pic=ntk"):
+        results["config"] = {"model_args": model_args}
+        assert record_cautions(results) == {"longppl_govreport": [own]}
+    results["config"] = {"model_args": {"pretrained": "/models/gemma3-270m"}}
+    assert record_cautions(results) == {}
+    results["config"] = {"model_args": {"pretrained": "/models/smollm2-135m"}}
+    results["configs"]["longppl_govreport"]["metadata"]["key_spans_dir"] = "/spans"
+    assert record_cautions(results) == {}
+    del results["configs"]["longppl_govreport"]["metadata"]["key_spans_dir"], results["config"]
     # a count of zero is said as such
     results["results"]["longppl_govreport"]["n_docs,none"] = 0
     assert record_cautions(results)["longppl_govreport"][0] == "longppl_govreport/longppl rests on no documents: it means nothing"
