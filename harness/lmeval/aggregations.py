@@ -12,6 +12,7 @@ from typing import Sequence
 from harness.errors import UsageError
 from harness.metrics.pooling import pooled_perplexity
 from harness.metrics.support import CAUTIONS_KEY, results_cautions
+from harness.run_record import KEY as RUN_KEY
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,16 @@ def drop_absent(results: dict) -> dict[str, dict[str, str]]:
 def finish_results(results: dict) -> dict:
     """What a run of ours does to lm-eval's results object before its caller writes it: the cautions
     (:func:`record_cautions`), and no number that could not be computed (:func:`drop_absent`: the metric left out,
-    the reason under ``lch_absent``, ``{}`` when every metric was computed)."""
+    the reason under ``lch_absent``, ``{}`` when every metric was computed), and the device the model ran on as the
+    config's ``device`` (lm-eval's ``--device`` as asked kept under ``lch_device_asked`` where it differs)."""
     absent = drop_absent(results)
     results[ABSENT_KEY] = absent
     for task, metrics in absent.items():
         for metric, why in metrics.items():
             log.warning("%s/%s left out of the results: %s", task, metric, why)
     record_cautions(results)
+    config = results.get("config")
+    ran_on = (config.get(RUN_KEY) or {}).get("device") if isinstance(config, dict) else None
+    if ran_on and config.get("device") != ran_on:  # lm-eval records its --device (cuda:0 by default, on a CPU too)
+        config["lch_device_asked"], config["device"] = config.get("device"), ran_on
     return results

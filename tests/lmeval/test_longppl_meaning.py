@@ -81,3 +81,16 @@ def test_a_window_as_long_as_a_document_is_refused_before_the_evaluator_runs():
                               "tokens): no token of them can be a key token; give trunc_len (and sliding_window) "
                               "below the shortest document, or min_tokens above trunc_len")
     check_key_windows(docs, 2047)
+
+
+def test_the_results_say_the_device_the_model_ran_on():
+    """lm-eval records its --device (cuda:0 by default) on a CPU run too; a run of ours records where it ran, and
+    what was asked beside it when that differs."""
+    from harness.lmeval.aggregations import finish_results
+
+    results = {"results": {}, "configs": {}, "config": {"device": "cuda:0", "lch_run": {"device": "cpu"}}}
+    assert finish_results(results)["config"]["device"] == "cpu" and results["config"]["lch_device_asked"] == "cuda:0"
+    same = {"results": {}, "configs": {}, "config": {"device": "cpu", "lch_run": {"device": "cpu"}}}
+    assert "lch_device_asked" not in finish_results(same)["config"]
+    foreign = {"results": {}, "configs": {}, "config": {"device": "cuda:0"}}  # no record of ours: left as it is
+    assert finish_results(foreign)["config"] == {"device": "cuda:0"}
