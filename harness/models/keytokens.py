@@ -161,8 +161,9 @@ def key_tokens_for_texts(
         model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
         # counted in the evaluator's forward passes over windows, so that the bar moves (and says how long) within
         # a long document too: one document of the default protocol is minutes of windows on a CPU
-        total = sum(passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing)
-        with tqdm(total=total, unit="window", desc=f"Finding key tokens ({len(missing)} documents)") as bar:
+        counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}
+        description = f"Finding key tokens ({len(missing)} documents)"
+        with tqdm(total=sum(counts.values()), unit="window", desc=description) as bar:
             for i in missing:
                 entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
                 with cache.lock(entry):
@@ -171,7 +172,7 @@ def key_tokens_for_texts(
                         found = find_key_tokens(texts[i], model, tokenizer, *settings, progress=bar.update)
                         cache.put(entry, found)
                     else:
-                        bar.update(passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window))
+                        bar.update(counts[i])
                 results[i] = found
     return results  # type: ignore[return-value]
 

@@ -93,7 +93,7 @@ def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] =
     why = [f"{name} is {values[0]:.6g} in all {len(values)} runs" for name, values in zip(names, (x, y))
            if np.ptp(values) == 0]
     if len(x) < MIN_RUNS:
-        why.insert(0, f"{len(x)} runs are too few to estimate a correlation (it needs at least {MIN_RUNS})")
+        why.insert(0, f"{len(x)} runs are too few to estimate a correlation, which needs at least {MIN_RUNS}")
     out: dict = {"n": int(len(x)), "undefined": "; ".join(why) or None}
     for method in METHODS:
         out[method] = ({"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else

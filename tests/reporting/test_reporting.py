@@ -204,7 +204,7 @@ def test_too_few_runs_are_not_estimable(n):
     from harness.reporting.correlate import correlation
 
     found = correlation(list(range(n)), [v * v for v in range(n)])
-    assert found["undefined"] == f"{n} runs are too few to estimate a correlation (it needs at least 5)"
+    assert found["undefined"] == f"{n} runs are too few to estimate a correlation, which needs at least 5"
     assert all(math.isnan(found[m]["r"]) and math.isnan(found[m]["p"]) for m in ("pearson", "spearman", "kendall"))
 
 
