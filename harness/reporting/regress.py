@@ -76,7 +76,13 @@ def load_baseline(path: str | Path) -> dict:
     field): every metric has a finite numeric ``value`` and a boolean ``higher_is_better``; a ``stderr`` is null or a
     finite number >= 0; ``abs_tol`` / ``rel_tol`` / ``k`` (per metric or in ``defaults``) finite numbers >= 0."""
     path = Path(path)
-    data = read_json(path, BaselineError)
+    return check_baseline(read_json(path, BaselineError), str(path))
+
+
+def check_baseline(data: object, where: str) -> dict:
+    """:func:`load_baseline`'s checks of a baseline's content (``where``: how the messages name it), also made on a
+    baseline about to be written (:func:`baseline_from_run`), so that none is written that could not be read."""
+    path = where
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not metrics:
         raise BaselineError(f"{path}: no 'metrics' object")
@@ -125,10 +131,11 @@ def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0,
                                  {"abs_tol": abs_tol, "rel_tol": 0.0})}
 
     tasks = sorted({m.split("/", 1)[0] for m in chosen} & set(run.configurations))
-    return {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
-            "run": run.record.as_info()[KEY], "tasks": {t: run.configurations[t] for t in tasks},
-            "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
-            "metrics": {m: spec(m) for m in sorted(chosen)}}
+    baseline = {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
+                "run": run.record.as_info()[KEY], "tasks": {t: run.configurations[t] for t in tasks},
+                "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
+                "metrics": {m: spec(m) for m in sorted(chosen)}}
+    return check_baseline(baseline, f"the baseline of {run.path}")
 
 
 def baseline_record(baseline: dict) -> RunRecord:

@@ -361,6 +361,11 @@ def test_regress_writes_junit_for_unusable_input(tmp_path, capsys):
     base = _declared_run(tmp_path / "base", 10.0, 50, 800_000)
     assert main(["regress", str(base), "--baseline", str(baseline), "--update-baseline"]) == 0
     assert main(["regress", str(tmp_path / "nothing-here"), "--baseline", str(baseline), "--junit", str(junit)]) == 2
+    capsys.readouterr()
+    negative = tmp_path / "negative.json"  # a tolerance the gate would refuse to read is refused before it is written
+    assert main(["regress", str(base), "--baseline", str(negative), "--update-baseline", "--rel-tol", "-1"]) == 2
+    assert capsys.readouterr().err.endswith("defaults rel_tol is -1.0: give a finite number >= 0\n")
+    assert not negative.exists()
     suite = ET.parse(junit).getroot()
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("1", "0", "1")
     assert "nothing-here" in suite.find("testcase/error").get("message")
