@@ -109,12 +109,18 @@ class Engines:
         return str(self.env.python), self.env.environ()
 
 
-def timed(command: list[str], environ: dict) -> tuple[int, float, str]:
-    """Exit code, wall seconds and the last line of stderr of ``command``."""
+def timed(command: list[str], environ: dict, log: Path | None = None) -> tuple[int, float, list[str]]:
+    """Exit code, wall seconds and the last lines of stderr of ``command`` that are not log chatter (INFO, WARNING,
+    DEBUG): a refusal's one line, or the root cause of an engine that did not start. The whole stderr goes to
+    ``log`` when given."""
     start = time.perf_counter()
     done = subprocess.run(command, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return done.returncode, time.perf_counter() - start, lines[-1] if lines else ""
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text(done.stderr)
+    chatter = (" INFO ", " WARNING ", " DEBUG ", "INFO ", "WARNING ", "DEBUG ")
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not any(c in line[:60] for c in chatter)]
+    return done.returncode, time.perf_counter() - start, lines[-25:]
 
 
 DYNAMIC_SEQS = 16  # Dynamic PIC's max_num_seqs on a GPU: vllm-pic cannot size it before vLLM profiles the KV cache
@@ -125,7 +131,9 @@ def model_args(engine: str, model: Path, dtype: str, method: str, mode: str, max
     if engine == "hf":
         return args + f",max_length={max_len}" + (",pic_impl=reference" if method == "dynamic" else "")
     seqs = f",max_num_seqs={DYNAMIC_SEQS}" if method == "dynamic" else ""
-    return args + f",max_model_len={max_len},enforce_eager={mode == 'eager'}{seqs}"
+    # token_logprobs tasks start a second (pooling) engine on the same GPU: vllm-pic refuses more than 0.45 each
+    memory = "" if device_name().startswith("CPU") else ",gpu_memory_utilization=0.45"
+    return args + f",max_model_len={max_len},enforce_eager={mode == 'eager'}{seqs}{memory}"
 
 
 def metadata(args: argparse.Namespace, model: Path, lengths: list[int], samples: int) -> dict:
@@ -136,8 +144,23 @@ def metadata(args: argparse.Namespace, model: Path, lengths: list[int], samples:
             "source": "synthetic", "filler": str(args.essays)}
 
 
-def agree_part(args: argparse.Namespace, engines: Engines, model: Path, out: Path) -> list[dict]:
-    rows = []
+class Rows(list):
+    """The result rows, written whole to ``target`` after each one: a call cut off by the device's time limit
+    still returns every row finished before it."""
+
+    def __init__(self, target: Path, setup: dict) -> None:
+        super().__init__()
+        self.target, self.setup = target, setup
+
+    def append(self, row: dict) -> None:
+        super().append(row)
+        self.setup["load_average_after"] = os.getloadavg()
+        temporary = self.target.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"setup": self.setup, "rows": list(self)}, indent=1) + "\n")
+        temporary.replace(self.target)
+
+
+def agree_part(args: argparse.Namespace, engines: Engines, model: Path, out: Path, rows: Rows) -> None:
     for dtype in args.dtypes:
         for method in args.methods:
             lengths = args.dynamic_lengths if method == "dynamic" else args.lengths
@@ -152,9 +175,9 @@ def agree_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
                     "--log_samples", "--output_path", str(folder),
                     *(["--device", args.hf_device, "--batch_size", "1"] if engine == "hf" else []))
                 print(f"{dtype} {method} {engine} {mode}: lch eval ...", flush=True)
-                code, seconds, last = timed(command, environ)
+                code, seconds, last = timed(command, environ, out / "logs" / f"{folder.name}.stderr")
                 rows.append({"part": "eval", "dtype": dtype, "method": method, "engine": engine, "mode": mode,
-                             "exit_code": code, "wall_s": round(seconds, 1), **({"refused": last} if code else {})})
+                             "exit_code": code, "wall_s": round(seconds, 1), **({"stderr_tail": last} if code else {})})
                 if code == 0:
                     runs[(engine, mode)] = folder
             for mode in args.modes:
@@ -169,7 +192,6 @@ def agree_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
                                  t["task"]: {k: t[k] for k in ("exact_match", "max_logprob_diff", "max_value_diff")}
                                  for t in report["tasks"]}})
                 print(f"  {name}: {'agree' if report['agrees'] else 'differ'}", flush=True)
-    return rows
 
 
 def essay_prompt(model: Path, essays: Path, n_tokens: int) -> list[int]:
@@ -184,28 +206,31 @@ def essay_prompt(model: Path, essays: Path, n_tokens: int) -> list[int]:
     raise SystemExit(f"vllm_cuda: the essays in {essays} give fewer than {n_tokens} tokens")
 
 
-def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Path) -> list[dict]:
-    rows = []
+def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Path, rows: Rows) -> None:
     python, environ = engines.python()
     dynamic = {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 200}
     spec = {"model": str(model), "dtype": args.speed_dtype, "max_model_len": args.decode_prompt + args.new + 64,
             "prompt": essay_prompt(model, args.essays, args.decode_prompt), "new": args.new,
             "engines": {f"vanilla-{mode}": {"enforce_eager": mode == "eager"} for mode in args.modes}
             | {f"dynamic-{mode}": {**dynamic, "enforce_eager": mode == "eager", "max_num_seqs": 4} for mode in args.modes}}
-    print("decode: vanilla vs Dynamic PIC ...", flush=True)
-    done = subprocess.run([python, "-c", WORKER, json.dumps(spec)], env=environ, capture_output=True, text=True)
-    result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if done.returncode or not result:
-        rows.append({"part": "decode", "exit_code": done.returncode, "error": done.stderr.strip().splitlines()[-3:]})
-    else:
-        decode = json.loads(result[0][len("RESULT "):])
-        for name, row in decode.items():
-            vanilla = decode["vanilla-" + name.split("-")[1]]
-            rows.append({"part": "decode", "engine": name, "dtype": args.speed_dtype, "prompt": args.decode_prompt,
-                         "new": args.new, "decode_tokens_per_s": row["decode_tokens_per_s"], "runs": row["runs"],
-                         "vs_vanilla_same_mode": row["decode_tokens_per_s"] / vanilla["decode_tokens_per_s"],
-                         "tokens_equal_vanilla_same_mode": row["tokens"] == vanilla["tokens"],
-                         "tokens_equal_dynamic_eager": row["tokens"] == decode.get("dynamic-eager", {}).get("tokens")})
+    decode = {}
+    for name, extra in spec["engines"].items():  # one process per engine: each gets the whole GPU
+        print(f"decode: {name} ...", flush=True)
+        one = {**spec, "engines": {name: extra}}
+        done = subprocess.run([python, "-c", WORKER, json.dumps(one)], env=environ, capture_output=True, text=True)
+        result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode or not result:
+            rows.append({"part": "decode", "engine": name, "exit_code": done.returncode,
+                         "stderr_tail": done.stderr.strip().splitlines()[-25:]})
+            continue
+        decode |= json.loads(result[0][len("RESULT "):])
+        row = decode[name]
+        vanilla = decode.get("vanilla-" + name.split("-")[1])
+        rows.append({"part": "decode", "engine": name, "dtype": args.speed_dtype, "prompt": args.decode_prompt,
+                     "new": args.new, "decode_tokens_per_s": row["decode_tokens_per_s"], "runs": row["runs"],
+                     "vs_vanilla_same_mode": vanilla and row["decode_tokens_per_s"] / vanilla["decode_tokens_per_s"],
+                     "tokens_equal_vanilla_same_mode": vanilla and row["tokens"] == vanilla["tokens"],
+                     "tokens_equal_dynamic_eager": row["tokens"] == decode.get("dynamic-eager", {}).get("tokens")})
     length = args.ruler_length
     rates = {}
     for engine in ("vllm", "hf"):
@@ -220,10 +245,10 @@ def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
                 "--tasks", RULER_TASK, "--metadata", meta, "--output_path", str(folder),
                 *(["--device", args.hf_device, "--batch_size", str(args.hf_batch)] if engine == "hf" else []))
             print(f"ruler {length} {engine} {samples} samples ...", flush=True)
-            code, seconds, last = timed(command, environ)
+            code, seconds, last = timed(command, environ, out / "logs" / f"{folder.name}.stderr")
             walls.append(seconds)
             if code:
-                rows.append({"part": "ruler", "engine": engine, "exit_code": code, "error": last})
+                rows.append({"part": "ruler", "engine": engine, "exit_code": code, "stderr_tail": last})
                 break
         else:
             (n1, n2), (t1, t2) = args.ruler_samples, walls
@@ -234,7 +259,6 @@ def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
                 rates[engine] = rate
     if len(rates) == 2:
         rows.append({"part": "ruler", "vllm_over_hf": rates["vllm"] / rates["hf"]})
-    return rows
 
 
 def main() -> None:
@@ -289,15 +313,12 @@ def main() -> None:
              "vllm": vllm_version, "libraries": library_versions("torch", "transformers", "lm_eval"),
              "date": time.strftime("%Y-%m-%d"), "load_average_before": os.getloadavg(),
              "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
-    rows = []
-    if "agree" in args.only:
-        rows += agree_part(args, engines, model, args.out)
-    if "speed" in args.only:
-        rows += speed_part(args, engines, model, args.out)
-    setup["load_average_after"] = os.getloadavg()
-    result = {"setup": setup, "rows": rows}
     target = args.out / f"vllm_cuda_{'_'.join(args.only)}.json"
-    target.write_text(json.dumps(result, indent=1) + "\n")
+    rows = Rows(target, setup)
+    if "agree" in args.only:
+        agree_part(args, engines, model, args.out, rows)
+    if "speed" in args.only:
+        speed_part(args, engines, model, args.out, rows)
     for row in rows:
         print(json.dumps({k: v for k, v in row.items() if k not in ("runs", "tasks")}))
     print(f"written to {target}")
