@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label
 from harness.data.prompt_length import PromptOptions
 from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
@@ -72,6 +73,23 @@ class BabilongOptions(PromptOptions):
 
     def length_list(self) -> tuple[int | str, ...]:
         return self.lengths
+
+    def inputs(self) -> list[Input]:
+        """What the samples read (:mod:`harness.data.inputs`): the HF dataset (``source`` hf), a local folder, or for
+        ``synthetic`` the filler folder when one is named; the prompts file when given."""
+        instead = ("pass source=<folder of <length>/<task>.jsonl files>, or source=synthetic (generated bAbI stories, "
+                   "qa1-qa5)")
+        if self.source == "hf":
+            found = [Input("hf_dataset", self.hf_dataset, "hf_dataset", "download it to the HF cache, or " + instead)]
+        elif self.source == "synthetic":
+            found = [] if self.filler == "synthetic" else [
+                Input("filler", self.filler, "path", "pass filler=<folder of .txt texts>, or filler=synthetic")]
+        else:
+            found = [Input("source", self.source, "path", instead)]
+        if self.prompts_file:
+            found.append(Input("prompts_file", self.prompts_file, "path", "give an existing prompts file, or leave "
+                               "prompts_file unset (the published prompts)"))
+        return found
 
 
 def _examples(task: str) -> str:

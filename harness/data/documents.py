@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 from harness.cache import cache_root
 from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.data.inputs import Input
 from harness.files import write_bytes_atomic
 from harness.options import MAX_SAMPLES, MAX_TOKENS, option
 
@@ -84,6 +85,16 @@ class DocumentOptions:
     max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)", low=1,
                                     high=MAX_TOKENS)
     num_docs: int | None = option(50, "number of documents (none: all)", low=1, high=MAX_SAMPLES)
+    allow_fewer_docs: bool = option(False, "go on when fewer than num_docs documents are long enough (the results "
+                                           "count them); by default that is an error")
+
+    def inputs(self) -> list[Input]:
+        """The documents (:mod:`harness.data.inputs`): ``data_files``, else the HF dataset."""
+        if self.data_files:
+            return [Input("data_files", self.data_files, "path", "give data_files= an existing .txt / .jsonl file or "
+                          "folder of documents")]
+        return [Input("hf_dataset", self.hf_dataset, "hf_dataset", "download it to the HF cache, or pass "
+                      "data_files=<a .txt / .jsonl file or folder of long texts> (e.g. a folder of essays)")]
 
     def __post_init__(self) -> None:
         # a scored document must keep min_tokens after the cut (PerplexityTask skips shorter ones), so a cut below
@@ -93,14 +104,18 @@ class DocumentOptions:
                              "document could be both long enough and cut that short; give max_tokens >= min_tokens")
 
 
-def warn_fewer_documents(found: int, asked: int | None, min_tokens: int) -> None:
-    """A warning (``logging``) when fewer documents than ``num_docs`` are long enough: the run goes on over those
-    found, and its results count them (``n_docs``), but a mean over 1 document is not the mean over 50 it was
-    asked for."""
-    if asked is not None and found < asked:
-        logging.getLogger("harness.data").warning(
-            "only %d of the %d documents asked for (num_docs) have %d tokens or more: the scores rest on %d; lower "
-            "min_tokens or give more documents", found, asked, min_tokens, found)
+def check_enough_documents(found: int, options: DocumentOptions) -> None:
+    """Fewer long-enough documents than ``num_docs`` is a :class:`UsageError` (a mean over 1 document is not the
+    mean over 50 that was asked for), unless ``allow_fewer_docs``: then a warning, and the run goes on over those
+    found (its results count them: ``n_docs``)."""
+    asked = options.num_docs
+    if asked is None or found >= asked:
+        return
+    what = (f"only {found} of the {asked} documents asked for (num_docs) have {options.min_tokens} tokens or more")
+    if not options.allow_fewer_docs:
+        raise UsageError(f"{what}: give more long documents, lower min_tokens or num_docs, or pass "
+                         "allow_fewer_docs=true to score those found")
+    logging.getLogger("harness.data").warning("%s: the scores rest on %d (allow_fewer_docs)", what, found)
 
 
 # whole documents (max_tokens none) are tokenized whole: one longer than this is refused before it is (about 10M
@@ -149,6 +164,19 @@ def select_long(
     return chosen
 
 
+def download_cache(url: str) -> Path:
+    """Where :func:`local_or_download` keeps the file of ``url``."""
+    return cache_root("downloads", url.split("/")[-1])
+
+
+def downloaded_input(option_name: str, path: str | None, url: str) -> Input:
+    """The :class:`~harness.data.inputs.Input` of :func:`local_or_download`'s file: ``path`` if given, else
+    ``url`` (cached once)."""
+    if path:
+        return Input(option_name, path, "path", f"give {option_name}= an existing file")
+    return Input(option_name, url, "download", f"fetch it and pass {option_name}=<its path>", cached=download_cache(url))
+
+
 def local_or_download(path: str | None, url: str, what: str) -> Path:
     """``path`` if given (must exist), else ``url`` downloaded once into the cache (``LCH_CACHE``)."""
     if path:
@@ -156,7 +184,7 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
         if not local.is_file():
             raise MissingDataError(f"{what}: {local} does not exist")
         return local
-    cached = cache_root("downloads", url.split("/")[-1])
+    cached = download_cache(url)
     if not cached.is_file():
         try:
             with urllib.request.urlopen(url, timeout=60) as reply:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.data.documents import DocumentOptions, documents_from_options, select_long, warn_fewer_documents
+from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
 from harness.data.prompt_length import ModelKeys
 from harness.data.token_heads import count_tokens_upto
 from harness.errors import UsageError
@@ -33,7 +33,7 @@ def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict
     if not docs:
         raise UsageError(f"no document has {options.min_tokens} tokens or more: lower min_tokens or "
                          "give longer documents")
-    warn_fewer_documents(len(docs), options.num_docs, options.min_tokens)
+    check_enough_documents(len(docs), options)
     return docs
 
 

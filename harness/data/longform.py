@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import MissingDataError, local_or_download, read_jsonl
+from harness.data.documents import MissingDataError, downloaded_input, local_or_download, read_jsonl
+from harness.data.inputs import Input
 from harness.errors import UsageError
 from harness.options import MAX_SAMPLES, option
 
@@ -32,6 +33,11 @@ class LongBenchWriteData:
     min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)", low=0.0)
     limit_docs: int | None = option(None, "number of rows (default: all)", low=1, high=MAX_SAMPLES)
 
+    def inputs(self) -> list[Input]:
+        """The data file (:mod:`harness.data.inputs`): given, else the published one (downloaded once)."""
+        path = self.longbench_write_data or self.data_files
+        return [downloaded_input("longbench_write_data", path, LONGBENCH_WRITE_URL)]
+
 
 @dataclass(frozen=True)
 class HelloBenchData:
@@ -43,6 +49,15 @@ class HelloBenchData:
     limit_docs: int | None = option(None, "number of prompts (default: all)", low=1, high=MAX_SAMPLES)
     weights_file: str | None = option(None, "HelloEval category weights (published REGRESSION_DICT)", path=True)
     rescale: bool = option(False, "HelloBench 4 (s - 75) rescaling")
+
+    def inputs(self) -> list[Input]:
+        """The prompts (given, else the published file, downloaded once) and the weights file when named."""
+        found = [downloaded_input("hellobench_data", self.hellobench_data or self.data_files,
+                                  HELLOBENCH_URLS[self.variant])]
+        if self.weights_file:
+            found.append(Input("weights_file", self.weights_file, "path", "give weights_file= the published "
+                               "HelloEval REGRESSION_DICT file"))
+        return found
 
 
 def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import DocumentOptions, documents_from_options, warn_fewer_documents
+from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options
+from harness.data.inputs import Input
 from harness.data.token_heads import encode_head
 from harness.errors import MissingDataError, UsageError
 from harness.metrics.longppl import DEFAULT_EVALUATOR
@@ -25,6 +26,15 @@ class CorpusOptions(DocumentOptions):
 
     evaluator: str = option(DEFAULT_EVALUATOR, "evaluator model that picks key tokens (HF name or folder)", path=True)
     length_tokenizer: str | None = option(None, "tokenizer that cuts documents (default: the evaluator's)", path=True)
+
+    def inputs(self) -> list[Input]:
+        """The documents and the evaluator (its tokenizer cuts them; its model picks the key tokens)."""
+        instead = ("give a local model folder (offline: `lch models fetch smollm2-135m`, then "
+                   "evaluator=$(lch models path smollm2-135m))")
+        found = super().inputs() + [Input("evaluator", self.evaluator, "hf_model", instead)]
+        if self.length_tokenizer:
+            found.append(Input("length_tokenizer", self.length_tokenizer, "hf_model", "give a local tokenizer folder"))
+        return found
 
 
 def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tuple[str, int]:
@@ -70,7 +80,7 @@ def corpus_documents(options: CorpusOptions) -> list[dict]:
     if not chosen:
         raise UsageError(f"none of the {len(docs)} documents has {options.min_tokens} tokens or more: lower "
                          "min_tokens or give longer documents")
-    warn_fewer_documents(len(chosen), options.num_docs, options.min_tokens)
+    check_enough_documents(len(chosen), options)
     return chosen
 
 

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.data.inputs import Input
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.errors import DataFormatError, UsageError
 from harness.options import MAX_SAMPLES, option
 
+MRQA_HF = "mrqa-workshop/mrqa"
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")
 
@@ -25,6 +27,14 @@ class MrqaOptions:
     subset: str | None = option(None, "MRQA subset of a subtask YAML", choices=IN_DOMAIN + OUT_OF_DOMAIN)
     mrqa_data: str | None = option(None, "MRQA file or folder (default: the HF dataset)", path=True)
     limit_docs: int | None = option(None, "number of questions (default: all)", low=1, high=MAX_SAMPLES)
+
+    def inputs(self) -> list[Input]:
+        """The MRQA rows (:mod:`harness.data.inputs`): ``mrqa_data``, else the HF dataset."""
+        if self.mrqa_data:
+            return [Input("mrqa_data", self.mrqa_data, "path", "give mrqa_data= an official MRQA .jsonl file or a "
+                          "folder of them")]
+        return [Input("hf_dataset", MRQA_HF, "hf_dataset", "download it to the HF cache, or pass "
+                      "mrqa_data=<official MRQA .jsonl file or folder>")]
 
 
 def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
@@ -67,7 +77,7 @@ def mrqa_dataset(options: MrqaOptions) -> dict:
     else:
         split = "validation" if subset in IN_DOMAIN else "test"
         try:
-            ds = datasets.load_dataset("mrqa-workshop/mrqa", split=split)
+            ds = datasets.load_dataset(MRQA_HF, split=split)
         except Exception as err:  # offline or missing cache
             raise MissingDataError(
                 f"could not load HF mrqa-workshop/mrqa ({type(err).__name__}); pass --metadata "

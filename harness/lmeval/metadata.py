@@ -86,15 +86,37 @@ def check_metadata(metadata: dict | None, tasks: Iterable[str], tasks_dir: str |
 
 
 def check_task_options(metadata: dict | None, model_args: dict | None, tasks: Iterable[str],
-                       tasks_dir: str | Path) -> None:
+                       tasks_dir: str | Path) -> dict[str, Any]:
     """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what
     lm-eval will hand it (YAML metadata, then model args, then ``--metadata``); raises the parser's one-line
-    :class:`UsageError` for a value of the wrong type. Tasks that are not ours are left to lm-eval."""
+    :class:`UsageError` for a value of the wrong type. Tasks that are not ours are left to lm-eval. Returns each
+    task's options (None for a task without options of its own)."""
     from harness.lmeval.request_types import task_folder
 
     folder = task_folder(str(tasks_dir))
+    parsed: dict[str, Any] = {}
     for name in tasks:
         for entry in folder.members(name):
             read = getattr(entry.task_class, "read_options", None)
             if read is not None:
-                read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)
+                parsed[entry.name] = read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)[1]
+    return parsed
+
+
+def check_task_inputs(options: dict[str, Any]) -> None:
+    """Every input that the tasks' ``options`` read (:mod:`harness.data.inputs`) checked at once: one
+    :class:`~harness.errors.MissingDataError` naming all that are missing, before anything is loaded. When the
+    hub cannot be reached the run is made offline first (no retries)."""
+    from harness.data.inputs import go_offline, missing_inputs
+    from harness.errors import MissingDataError
+
+    needs = {task: opts.inputs() for task, opts in options.items() if callable(getattr(opts, "inputs", None))}
+    if not needs:
+        return
+    offline = go_offline()
+    missing = missing_inputs(needs, offline)
+    if missing:
+        count = f"{len(missing)} inputs are" if len(missing) > 1 else "an input is"
+        raise MissingDataError(f"{count} missing (nothing was loaded): "
+                               + " ".join(f"({i}) {m}." for i, m in enumerate(missing, start=1))
+                               + " Task options go in --metadata '{\"key\": \"value\"}'.")

@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.lmeval.metadata import check_metadata, check_task_options
+from harness.lmeval.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.lmeval.plugin import tasks_path
 from harness.lmeval.registry import model_entry, model_names
 from harness.lmeval.request_types import check_model_serves
@@ -135,8 +135,9 @@ def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, incl
         check_model_serves(name, ours, tasks_path(), model_args)
         if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
             check_metadata(metadata, ours, tasks_path())
-        # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model
-        check_task_options(metadata, model_args, ours, tasks_path())
+        # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model, and every
+        # input those options name is looked for at once
+        check_task_inputs(check_task_options(metadata, model_args, ours, tasks_path()))
     _passed.add(key)
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.data import haystacks
+from harness.data.inputs import Input
 from harness.data.lengths import check_lengths
 from harness.data.prompt_length import PromptCounter, PromptOptions
 from harness.data.ruler.builders import BUILDERS, Builder, Sources, niah_builder
@@ -77,6 +78,27 @@ class RulerOptions(PromptOptions):
 
     def sources(self) -> Sources:
         return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
+
+    def inputs(self) -> list[Input]:
+        """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
+        the QA dataset of qa_squad / qa_hotpot; ``synthetic`` reads nothing."""
+        spec = TASKS.get(self.ruler_task or "")
+        if spec is None:
+            return []
+        found = []
+        if spec.params.get("haystack") == "essay" and self.essays != haystacks.SYNTHETIC:
+            kind = "hf_dataset" if self.essays == haystacks.ESSAYS_HF else "path"
+            found.append(Input("essays", self.essays, kind, "pass essays=<folder of .txt essays>, or essays=synthetic "
+                               "(generated prose: a smoke run)"))
+        if spec.kind == "qa":
+            key = spec.params["dataset"]
+            value = getattr(self, key)
+            if value != haystacks.SYNTHETIC:
+                hub = (haystacks.SQUAD_HF if key == "squad" else haystacks.HOTPOT_HF)[0]
+                found.append(Input(key, value or hub, "path" if value else "hf_dataset",
+                                   f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a "
+                                   "smoke run)"))
+        return found
 
 # The single-module names of the fitting searches and the niah builder, kept for tests and callers.
 # generate() calls the searches through these module attributes, so patching them here takes effect.

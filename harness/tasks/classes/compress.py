@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.data.inputs import Input
 from harness.lmeval.request_options import COMPRESS_AE, COMPRESS_LM, CompressRequestOptions
 from harness.metrics.pooling import nll_sum
 from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
@@ -20,6 +21,11 @@ class CompressOptions:
     synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)", low=1, high=MAX_TOKENS)
     seed: int = option(0, "random seed of the synthetic documents", low=0, high=MAX_SEED)
     max_tokens: int = option(2040, "|X|: tokens of each text; the first half is the context, the rest the completion", low=2, high=MAX_TOKENS)
+
+    def inputs(self) -> list[Input]:
+        """The documents when named (:mod:`harness.data.inputs`); without them the texts are generated."""
+        return [Input("data_files", self.data_files, "path", "give data_files= an existing .txt / .jsonl file or "
+                      "folder, or leave it unset (seeded synthetic reports)")] if self.data_files else []
 
 
 class CompressAETask(LchTask):

@@ -1,0 +1,151 @@
+"""What a run reads besides the evaluated model, found before any model loads.
+
+Each options class of a task that reads data declares its inputs (``inputs()``, a list of :class:`Input`): the
+option that names it, its value, how it is found and what a user can do without it (a local file, ``synthetic``).
+:func:`missing_inputs` checks every input of every task of a run at once, so one error lists all that is missing
+instead of one per attempt, each after a model load:
+
+* ``path``: a local file or folder must exist;
+* ``hf_dataset`` / ``hf_model``: a Hugging Face hub name is found in the local caches, or fetched from the hub when
+  it can be reached; when the hub cannot be (:func:`hub_offline`) and the cache holds nothing, it is missing;
+* ``download``: a published file, cached once under ``LCH_CACHE`` (``cached`` says where), else fetched.
+
+The hub is offline when ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` say so, or when a connection to it fails
+within :data:`PROBE_SECONDS`; then :func:`go_offline` sets both variables for the run, so that the libraries fail
+at once instead of retrying the hub for a minute on each request.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Mapping
+
+HUB_HOST = "huggingface.co"
+PROBE_SECONDS = 3.0
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+KINDS = ("path", "hf_dataset", "hf_model", "download")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of a task: ``option`` = ``value``, found as ``kind`` (module docstring); ``instead``: what to
+    pass without it (ends the error's entry); ``cached``: a download's cache file."""
+
+    option: str
+    value: str
+    kind: str
+    instead: str
+    cached: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Input kind {self.kind!r} is not one of {KINDS}")
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@lru_cache(maxsize=1)
+def _hub_unreachable() -> bool:
+    """Whether a TCP connection to the hub fails within :data:`PROBE_SECONDS` (name lookup included: it runs in
+    a thread that is abandoned when it takes longer)."""
+    reached: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((HUB_HOST, 443), timeout=PROBE_SECONDS).close()
+            reached.append(True)
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(PROBE_SECONDS + 0.5)
+    return not reached
+
+
+def hub_offline() -> bool:
+    """Whether the hub is not to be tried: an offline variable is set, or the hub cannot be reached."""
+    return any(_truthy(os.environ.get(v)) for v in OFFLINE_VARIABLES) or _hub_unreachable()
+
+
+def go_offline() -> bool:
+    """Set the offline variables for this run when the hub cannot be reached (the libraries that read them at
+    import are told too); True when the run is offline."""
+    if not hub_offline():
+        return False
+    for variable in OFFLINE_VARIABLES:
+        os.environ.setdefault(variable, "1")
+    import sys
+
+    hub = sys.modules.get("huggingface_hub.constants")
+    if hub is not None:
+        hub.HF_HUB_OFFLINE = True
+    config = sys.modules.get("datasets.config")
+    if config is not None:
+        config.HF_HUB_OFFLINE = True
+        config.HF_DATASETS_OFFLINE = True
+    return True
+
+
+def _hub_cache() -> Path:
+    found = os.environ.get("HF_HUB_CACHE")
+    if found:
+        return Path(found).expanduser()
+    home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
+    return home / "hub"
+
+
+def _datasets_cache() -> Path:
+    found = os.environ.get("HF_DATASETS_CACHE")
+    if found:
+        return Path(found).expanduser()
+    return Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "datasets"
+
+
+def hub_cached(name: str, kind: str) -> bool:
+    """Whether the local caches hold anything of hub ``name`` (``hf_dataset``: the hub's download cache or the
+    datasets library's prepared cache; ``hf_model``: the hub's)."""
+    prefix = "datasets" if kind == "hf_dataset" else "models"
+    if (_hub_cache() / f"{prefix}--{name.replace('/', '--')}").is_dir():
+        return True
+    return kind == "hf_dataset" and (_datasets_cache() / name.replace("/", "___")).is_dir()
+
+
+def problem(item: Input, offline: bool) -> str | None:
+    """Why ``item`` cannot be read, or None when it can (or may be fetched)."""
+    if item.kind == "path":
+        return None if Path(item.value).expanduser().exists() else "does not exist"
+    if item.kind == "download":
+        if item.cached is not None and item.cached.is_file():
+            return None
+        return "is not downloaded and the internet is not reachable" if offline else None
+    looks_local = item.value.startswith(("/", ".", "~")) or item.value.count("/") > 1
+    if looks_local:
+        return None if Path(item.value).expanduser().exists() else "does not exist"
+    if Path(item.value).expanduser().is_dir() or hub_cached(item.value, item.kind):
+        return None
+    return "is not in the local Hugging Face cache and the hub is offline" if offline else None
+
+
+def missing_inputs(by_task: Mapping[str, Iterable[Input]], offline: bool | None = None) -> list[str]:
+    """One entry per input that cannot be read, ``"<tasks>: <option>=<value> <problem>; <instead>"`` (an input
+    several tasks share is listed once, naming them), in the order first met."""
+    offline = hub_offline() if offline is None else offline
+    found: dict[Input, list[str]] = {}
+    for task, items in by_task.items():
+        for item in items:
+            found.setdefault(item, []).append(task)
+    out = []
+    for item, tasks in found.items():
+        why = problem(item, offline)
+        if why is not None:
+            named = ", ".join(tasks[:3]) + (f" and {len(tasks) - 3} more" if len(tasks) > 3 else "")
+            out.append(f"{named}: {item.option}={item.value} {why}; {item.instead}")
+    return out
