@@ -5,20 +5,52 @@ Our model classes (hf-pic, vllm-pic, the compressor) add :meth:`RunRecord.as_inf
 ``config`` under :data:`KEY` (``lch_run``): the engine, the dtype and the device the model actually ran in (not
 the ``--device`` lm-eval records, which defaults to ``cuda:0`` on a CPU run too), the maximum length, the
 inference as applied (in words), the model's content identity (a digest of its weights and tokenizer files, so two
-paths to one model are one model and one path re-fetched with other weights is another), its architecture and
-the libraries that
-compute the numbers. :meth:`RunRecord.from_results` completes it with what lm-eval records itself: the batch
-size, the seeds and the chat template. A field a run did not record (an older run, another model class) is None:
+paths to one model are one model and one path re-fetched with other weights is another), its architecture, the libraries
+that compute the numbers, and the chat template the run applied (``none``, or the SHA-256 of its text as lm-eval's
+``chat_template_sha``; known when the run went through lm-eval's ``simple_evaluate``, as the CLI and ``lch eval`` do).
+:meth:`RunRecord.from_results` completes it with what lm-eval records itself: the batch size, the seeds and, for
+other model classes, the chat template. A field a run did not record (an older run, another model class) is None:
 unknown, never a guess.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 KEY = "lch_run"
+
+# what the running lm-eval run was asked for --apply_chat_template (False: no template; True or a name: one), set
+# for the length of a run by harness.lmeval.preflight's wrapper of simple_evaluate; None: not known (lm-eval's
+# evaluate called directly)
+_ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
+
+
+@contextlib.contextmanager
+def asking_chat_template(value: Any) -> Iterator[None]:
+    """For the length of one run: the ``apply_chat_template`` it was asked for (None and "" mean none)."""
+    token = _ASKED_CHAT_TEMPLATE.set(value if isinstance(value, str) and value else bool(value))
+    try:
+        yield
+    finally:
+        _ASKED_CHAT_TEMPLATE.reset(token)
+
+
+def chat_template_field(template_of: Any) -> str | None:
+    """The run record's ``chat_template``: ``"none"`` when the run applies none, the SHA-256 of the template text
+    when it applies one (the digest lm-eval records as ``chat_template_sha``), None when the run's setting is not
+    known. ``template_of(asked)`` gives the template text a model applies for lm-eval's setting ``asked``."""
+    asked = _ASKED_CHAT_TEMPLATE.get()
+    if asked is None:
+        return None
+    if asked is False:
+        return "none"
+    template = template_of(asked)
+    return hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "none"
 
 # what each field says, for reports and --allow's help
 FIELDS: dict[str, str] = {

@@ -19,6 +19,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     keys.add_argument("--min-tokens", type=int, default=docs.min_tokens)
     keys.add_argument("--max-tokens", type=int, default=docs.max_tokens)
     keys.add_argument("--num-docs", type=int, default=docs.num_docs)
+    keys.add_argument("--allow-fewer-docs", action="store_true",
+                      help="go on when fewer than --num-docs documents are long enough (else an error)")
     keys.add_argument("--trunc-len", type=int, default=KEY_TOKEN_DEFAULTS["trunc_len"])
     keys.add_argument("--sliding-window", type=int, default=KEY_TOKEN_DEFAULTS["sliding_window"])
     keys.add_argument("--alpha", type=float, default=KEY_TOKEN_DEFAULTS["alpha"])

@@ -13,7 +13,8 @@ from harness.reporting.comparability import check_side_by_side, parse_allow
 
 
 ALLOW_HELP = ("compare runs that differ in these run-record fields anyway (comma-separated, e.g. dtype for fp32 vs "
-              "bf16); without it runs not run alike exit 3 before any verdict")
+              "bf16; task_options: tasks run with other options); without it runs not run alike exit 3 before any "
+              "verdict")
 
 
 def add(sub: argparse._SubParsersAction) -> None:

@@ -74,6 +74,10 @@ class BabilongOptions(PromptOptions):
     def length_list(self) -> tuple[int | str, ...]:
         return self.lengths
 
+    def unused(self) -> set[str]:
+        """The options of the sources not read: the HF dataset's unless ``source`` hf, the filler's unless synthetic."""
+        return ({"hf_dataset"} if self.source != "hf" else set()) | ({"filler"} if self.source != "synthetic" else set())
+
     def inputs(self) -> list[Input]:
         """What the samples read (:mod:`harness.data.inputs`): the HF dataset (``source`` hf), a local folder, or for
         ``synthetic`` the filler folder when one is named; the prompts file when given."""

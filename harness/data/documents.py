@@ -86,7 +86,19 @@ class DocumentOptions:
                                     high=MAX_TOKENS)
     num_docs: int | None = option(50, "number of documents (none: all)", low=1, high=MAX_SAMPLES)
     allow_fewer_docs: bool = option(False, "go on when fewer than num_docs documents are long enough (the results "
-                                           "count them); by default that is an error")
+                                           "count them); by default that is an error", measures=False)
+
+    def unused(self) -> set[str]:
+        """The options of the source not read: the HF dataset's with ``data_files``, and ``text_field`` with
+        ``data_files`` of ``.txt`` texts only (a run records what it read, not defaults it never applied)."""
+        if not self.data_files:
+            return set()
+        out = {"hf_dataset", "hf_name", "hf_split"}
+        path = Path(self.data_files).expanduser()
+        texts = [path] if path.is_file() else sorted(path.iterdir()) if path.is_dir() else []
+        if texts and all(p.suffix not in (".json", ".jsonl") for p in texts):
+            out.add("text_field")
+        return out
 
     def inputs(self) -> list[Input]:
         """The documents (:mod:`harness.data.inputs`): ``data_files``, else the HF dataset."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
@@ -23,7 +24,14 @@ def _tokenizer_counter(name: str | None, limit: int):
 
 def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:
     """The first ``num_docs`` documents with at least ``min_tokens`` tokens of the evaluated tokenizer
-    (``tokenizer``, else ``pretrained``); without a known tokenizer the first ``num_docs`` documents."""
+    (``tokenizer``, else ``pretrained``); without a known tokenizer the first ``num_docs`` documents. Selected once
+    per process, options and model (the preflight selects them before any model loads, the task again when it
+    builds its dataset): each call gets its own copies."""
+    return [dict(doc) for doc in _selected(options, model)]
+
+
+@lru_cache(maxsize=4)
+def _selected(options: DocumentOptions, model: ModelKeys) -> tuple[dict[str, Any], ...]:
     docs = documents_from_options(options)
     count = _tokenizer_counter(model.tokenizer or model.pretrained, options.min_tokens)
     if count is not None:
@@ -34,7 +42,7 @@ def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict
         raise UsageError(f"no document has {options.min_tokens} tokens or more: lower min_tokens or "
                          "give longer documents")
     check_enough_documents(len(docs), options)
-    return docs
+    return tuple(docs)
 
 
 def load_govreport(options: DocumentOptions, model: ModelKeys) -> dict:

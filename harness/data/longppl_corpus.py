@@ -9,6 +9,7 @@ evaluated model score exactly the same text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,18 @@ def select_documents(docs: list[dict], tokenizer: Any, min_tokens: int, max_toke
 
 
 def corpus_documents(options: CorpusOptions) -> list[dict]:
-    """The selected documents (``doc_id``, ``text``), each cut to ``max_tokens`` of the length tokenizer."""
+    """The selected documents (``doc_id``, ``text``), each cut to ``max_tokens`` of the length tokenizer. Selected
+    once per process and options (the preflight selects them before any model loads, the task again when it
+    builds its dataset): each call gets its own copies."""
+    return [dict(doc) for doc in _selected_corpus(options)]
+
+
+@lru_cache(maxsize=4)
+def _selected_corpus(options: CorpusOptions) -> tuple[dict, ...]:
+    return tuple(_select_corpus(options))
+
+
+def _select_corpus(options: CorpusOptions) -> list[dict]:
     from transformers import AutoTokenizer
 
     docs = documents_from_options(options)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.data.prompt_length import ModelKeys
-from harness.errors import UsageError
+from harness.errors import LchError, UsageError
 from harness.options import option_help
 
 # lm-eval's own metadata keys (not options of ours)
@@ -90,27 +90,30 @@ def check_task_options(metadata: dict | None, model_args: dict | None, tasks: It
     """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what
     lm-eval will hand it (YAML metadata, then model args, then ``--metadata``); raises the parser's one-line
     :class:`UsageError` for a value of the wrong type. Tasks that are not ours are left to lm-eval. Returns each
-    task's options (None for a task without options of its own)."""
+    task's ``(class, model keys, options)`` (options None for a task without options of its own)."""
     from harness.lmeval.request_types import task_folder
 
     folder = task_folder(str(tasks_dir))
-    parsed: dict[str, Any] = {}
+    parsed: dict[str, tuple[Any, Any, Any]] = {}
     for name in tasks:
         for entry in folder.members(name):
             read = getattr(entry.task_class, "read_options", None)
             if read is not None:
-                parsed[entry.name] = read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)[1]
+                keys, options = read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)
+                parsed[entry.name] = (entry.task_class, keys, options)
     return parsed
 
 
-def check_task_inputs(options: dict[str, Any]) -> None:
-    """Every input that the tasks' ``options`` read (:mod:`harness.data.inputs`) checked at once: one
-    :class:`~harness.errors.MissingDataError` naming all that are missing, before anything is loaded. When the
-    hub cannot be reached the run is made offline first (no retries)."""
+def check_task_inputs(parsed: dict[str, tuple[Any, Any, Any]]) -> None:
+    """Every input that the tasks' options read (:mod:`harness.data.inputs`) checked at once: one
+    :class:`~harness.errors.MissingDataError` naming all that are missing, before anything is loaded (when the hub
+    cannot be reached the run is made offline first: no retries); then, all there, each task's own
+    ``check_before_loading`` (enough long documents). ``parsed``: :func:`check_task_options`'s."""
     from harness.data.inputs import go_offline, missing_inputs
     from harness.errors import MissingDataError
 
-    needs = {task: opts.inputs() for task, opts in options.items() if callable(getattr(opts, "inputs", None))}
+    needs = {task: options.inputs() for task, (_, _, options) in parsed.items()
+             if callable(getattr(options, "inputs", None))}
     if not needs:
         return
     offline = go_offline()
@@ -120,3 +123,11 @@ def check_task_inputs(options: dict[str, Any]) -> None:
         raise MissingDataError(f"{count} missing (nothing was loaded): "
                                + " ".join(f"({i}) {m}." for i, m in enumerate(missing, start=1))
                                + " Task options go in --metadata '{\"key\": \"value\"}'.")
+    for task, (task_class, keys, options) in parsed.items():
+        check = getattr(task_class, "check_before_loading", None)
+        if callable(check) and options is not None:
+            try:
+                check(keys, options)
+            except LchError as err:  # the same error, saying which task's data it is about
+                err.args = (f"{task}: {err}",)
+                raise

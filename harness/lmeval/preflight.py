@@ -235,11 +235,15 @@ def after_evaluator_import(evaluator_module: Any) -> None:
             ours = False
         if not ours:
             return original(*args, **kwargs)
-        preflight(bound.get("model"), bound.get("model_args"), tasks, bound.get("metadata"), task_manager=manager)
+        # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
+        metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
+        preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
         from harness.lmeval.aggregations import take_incomplete
 
         take_incomplete()  # what an earlier run of this process left unsaid is not this run's
-        with quiet_git_lookup(evaluator_module):
+        from harness.run_record import asking_chat_template
+
+        with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,

@@ -30,7 +30,7 @@ from lm_eval.api.model import hash_args
 from harness.errors import UsageError
 from harness.models import model_check
 from harness.lmeval.request_options import check_response
-from harness.run_record import RunRecord
+from harness.run_record import RunRecord, chat_template_field
 
 OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belong to (lm-eval's keys are hex hashes)
 
@@ -136,15 +136,18 @@ class ClaimsResponseCache:
 
     def run_record(self) -> RunRecord:
         """What this model runs with (:class:`harness.run_record.RunRecord`): the response cache's owner, the
-        device, the maximum length and the architecture (lm-eval adds batch size, seeds and chat template)."""
+        device, the maximum length, the architecture and the chat template the run applies (lm-eval adds batch
+        size and seeds)."""
         from harness.models.folders import describe_architecture
 
         owner = self.cache_owner()
         max_length = getattr(self, "max_length", None)
+        template_of = getattr(self, "chat_template", None)  # lm-eval's TemplateLM: the text for a setting
         return RunRecord(engine=owner.engine, dtype=owner.dtype, device=self.run_device(),
                          max_length=None if max_length is None else str(max_length), inference=owner.inference,
                          model=owner.model, architecture=describe_architecture(self.model_folder()),
-                         adapter=owner.adapter, libraries=owner.libraries)
+                         adapter=owner.adapter, libraries=owner.libraries,
+                         chat_template=chat_template_field(template_of) if callable(template_of) else None)
 
     def get_model_info(self) -> dict:
         """lm-eval's model info (of the class below this mixin) plus :meth:`run_record` under ``lch_run``."""

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from harness.data.documents import read_jsonl
 from harness.errors import DataFormatError, UsageError
-from harness.reporting.comparability import SAME_MODEL, check_comparable
+from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
 from harness.reporting.runs import RunError, cautions_of, declared, model_args_of, read_json
 from harness.run_record import FIELDS, RunRecord
@@ -271,11 +271,15 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
               tokenizer: Any = None, allow: Iterable[str] = ()) -> dict[str, Any]:
     """Compare two runs (module docstring): ``{"a", "b", "tolerances", "allowed", "tasks": [TaskAgreement],
     "only_a", "only_b", "agrees"}``. First, whether they were run alike
-    (:data:`harness.reporting.comparability.SAME_MODEL`, but for ``allow``): :class:`NotComparable` otherwise."""
+    (:data:`harness.reporting.comparability.SAME_MODEL`, but for ``allow``) and with the same task options (unless
+    ``allow`` holds ``task_options``): :class:`NotComparable` otherwise."""
     results_a, files_a = _run_files(run_a)
     results_b, files_b = _run_files(run_b)
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
     check_comparable({"A": RunRecord.from_results(data_a), "B": RunRecord.from_results(data_b)}, SAME_MODEL, allow)
+    if TASK_OPTIONS not in set(allow):
+        check_task_configurations({"A": declared(data_a, "lch_configuration"), "B": declared(data_b, "lch_configuration")},
+                                  override=f"--allow {TASK_OPTIONS}")
     tasks = []
     for task in sorted(set(files_a) & set(files_b)):
         tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SAME_MODEL = ("model", "adapter", "dtype", "inference", "max_length", "chat_template", "seed")
 SAME_CONFIGURATION = ("architecture", "dtype", "inference", "max_length", "chat_template", "seed")
 SIDE_BY_SIDE = ("dtype", "chat_template", "seed")
+TASK_OPTIONS = "task_options"  # the --allow name of differing task options (what the tasks measured with)
 
 
 class NotComparable(LchError):
@@ -48,10 +49,11 @@ class NotComparable(LchError):
 def parse_allow(names: Iterable[str] | None) -> frozenset[str]:
     """The fields of ``--allow`` (comma-separated or repeated), each a field of the run record."""
     allowed = frozenset(n.strip() for name in names or () for n in str(name).split(",") if n.strip())
+    known = [*FIELDS, TASK_OPTIONS]
     for name in sorted(allowed):
-        if name not in FIELDS:
-            raise UsageError(f"--allow {name}: not a field of the run record{closest(name, FIELDS)} (fields: "
-                             f"{', '.join(FIELDS)})")
+        if name not in known:
+            raise UsageError(f"--allow {name}: not a field of the run record{closest(name, known)} (fields: "
+                             f"{', '.join(known)})")
     return allowed
 
 
@@ -93,19 +95,29 @@ def _names(names: list[str]) -> str:
 
 
 def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
-    """:func:`check_comparable` of runs a report puts side by side (:data:`SIDE_BY_SIDE`), named by their results
-    files."""
+    """:func:`check_comparable` of runs a report puts side by side (:data:`SIDE_BY_SIDE`), and then what their
+    common tasks measured with (:func:`configuration_differences`: a RULER task at other lengths or with other
+    samples, a LongPPL with another evaluator is another measurement), unless ``allow`` holds
+    :data:`TASK_OPTIONS`; runs named by their results files."""
+    allow = frozenset(allow)
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
+    if TASK_OPTIONS not in allow:
+        check_task_configurations({str(run.path): run.configurations for run in runs},
+                                  override=f"--allow {TASK_OPTIONS}")
 
 
 def comparable_configuration(configuration: Mapping) -> dict:
     """A task configuration as it is compared: options after conversion, not as spelled. The context lengths of a
     length-based task (RULER, BABILong) are the ones it ran, in tokens: ``lengths`` (``"1k"`` is 1024), else lm-eval's
     ``max_seq_lengths`` spelling of them, which is then no option of its own (results written before lch recorded
-    only the lengths in effect hold both)."""
+    only the lengths in effect hold both). The HF dataset's options beside local ``data_files`` are a source the task
+    did not read (results written before lch left them out hold them)."""
     from harness.data.lengths import length_tokens
 
     out = dict(configuration)
+    if out.get("data_files"):
+        for unread in ("hf_dataset", "hf_name", "hf_split"):
+            out.pop(unread, None)
     spelled = out.pop("lengths", None) or out.pop("max_seq_lengths", None)
     out.pop("max_seq_lengths", None)
     if spelled is not None:

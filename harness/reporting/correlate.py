@@ -130,6 +130,8 @@ def label_rises(pixels: np.ndarray, lengths: Sequence[int], dpi: float, size: fl
 
 def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
                 path: str | Path) -> Path:
+    from matplotlib.ticker import MaxNLocator
+
     from harness.reporting.plots import pyplot, save_png
 
     fig, ax = pyplot().subplots(figsize=(6.4, 4.8), dpi=120)
@@ -144,7 +146,7 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
                            ha="right" if right_half else "left", fontsize=7,
                            arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if rise else None)
         note.set_in_layout(False)  # a long label must not shrink the axes
-    if np.ptp(x) > 0:
+    if np.ptp(x) > 0 and not stats.get("undefined"):  # no fitted line where no correlation can be estimated
         slope, intercept = np.polyfit(x, y, 1)
         grid = np.linspace(x.min(), x.max(), 50)
         ax.plot(grid, slope * grid + intercept, linestyle="--", color="gray", zorder=2)
@@ -154,6 +156,9 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     ax.set_title((f"{shared}\n" if shared else "") + verdict, fontsize=9)
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
+    # at most five x ticks, turned, so that long values (perplexities to 4 decimals) do not run into each other
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     ax.grid(alpha=0.3)
     return save_png(fig, path)
 

@@ -63,6 +63,22 @@ def samples_at(run: Run, task: str, name: str) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
+def stderr_at(run: Run, task: str, name: str) -> float | None:
+    """The standard error of ``<task>/len_<name>``: the run's own, else, for a group (the unweighted mean of its
+    ``k`` subtasks' scores over independent samples, as our groups aggregate: ``weight_by_size: false``),
+    ``sqrt(sum of the subtasks' squared standard errors) / k``; None when any is unknown."""
+    own = run.stderrs.get(f"{task}/len_{name}")
+    if own is not None and math.isfinite(own):
+        return own
+    children = run.subtasks.get(task)
+    if not children:
+        return None
+    errors = [stderr_at(run, child, name) for child in children]
+    if any(e is None for e in errors):
+        return None
+    return math.sqrt(sum(e * e for e in errors if e is not None)) / len(errors)
+
+
 def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
     runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
@@ -79,7 +95,7 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
                 tokens = length_tokens(name)
             except ValueError:
                 continue
-            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric), samples_at(run, task, name)))
+            points.append(LengthPoint(tokens, name, value, stderr_at(run, task, name), samples_at(run, task, name)))
         if points:
             chosen.append(run)
             curves.append(sorted(points))

@@ -129,7 +129,7 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
          r"tokenizer=.*model-no-tokenizer has no tokenizer files"),
         ("samples-not-json", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good}) + ["--samples", "x"],
          r"--samples 'x' is neither a JSON object \(Expecting value\) nor a file"),
-        ("lm-eval-refuses-a-flag", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good})
+        ("lm-eval-refuses-a-flag", _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, **ppl})
          + ["--fewshot_as_multiturn"],
          r"lm-eval refused the arguments: When `fewshot_as_multiturn` is True, `apply_chat_template` must be set; "
          r"check the flags"),
@@ -180,7 +180,8 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
                                             "max_tokens": 10 ** 6}),
          r"none of the 2 documents has 1000000 tokens or more"),
         ("longppl-window-longer-than-documents", _eval(f"pretrained={tiny}", "longppl_govreport",
-                                                       {"data_files": good, "evaluator": tiny, "min_tokens": 10}),
+                                                       {"data_files": good, "evaluator": tiny, "min_tokens": 10,
+                                                        "num_docs": 2}),
          r"trunc_len \(K\) 4096 is at least as long as 2 of the 2 documents \(document 0: \d+ tokens\): no token of "
          r"them can be a key token"),
         ("ruler-length-unparseable", _eval(f"pretrained={tiny}", "lch_ruler_niah_single_1", {"lengths": "long"}),

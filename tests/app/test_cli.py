@@ -131,7 +131,8 @@ def _results(folder):
 
 
 def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, user_tasks, tmp_path):
-    meta = {"data_files": str(docs_file), "min_tokens": 100, "max_tokens": 160, "num_docs": 5}
+    # 4 of the 5 documents are long enough: scored with allow_fewer_docs (without it, an error)
+    meta = {"data_files": str(docs_file), "min_tokens": 100, "max_tokens": 160, "num_docs": 5, "allow_fewer_docs": True}
     _run([
         str(BIN / "lch"), "eval", "--model", "hf-pic",
         "--model_args", f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32"
@@ -338,11 +339,11 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     settings = {"trunc_len": 200, "sliding_window": 50, "alpha": 0.2, "beta": -4.0}
     cache = tmp_path / "keys"
     printed = _run([str(BIN / "lch"), "keytokens", "--evaluator", str(evaluator), "--data-files", str(docs),
-                    "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--trunc-len", "200",
+                    "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--num-docs", "3", "--trunc-len", "200",
                     "--sliding-window", "50", "--alpha", "0.2", "--beta", "-4", "--cache-dir", str(cache)])
     assert len(list(cache.glob("*.json"))) == 3
     meta = {"evaluator": str(evaluator), "data_files": str(docs), "text_field": "text", "min_tokens": 300,
-            "max_tokens": 600, "key_cache_dir": str(cache), **settings}
+            "max_tokens": 600, "num_docs": 3, "key_cache_dir": str(cache), **settings}
     warm = subprocess.run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
                            f"pretrained={evaluated},dtype=float32", "--device", "cpu", "--tasks", "longppl_govreport",
                            "--metadata", json.dumps(meta), "--output_path", str(tmp_path / "out")],

@@ -186,8 +186,8 @@ def _plain(args: list[str], env: dict | None = None, timeout: int = 400) -> subp
 
 
 def _run_args(tiny_model_dir, corpus, out: Path) -> list[str]:
-    meta = {"data_files": str(corpus), "min_tokens": 1, "evaluator": str(tiny_model_dir), "trunc_len": 64,
-            "sliding_window": 32}
+    meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 3, "evaluator": str(tiny_model_dir),
+            "trunc_len": 64, "sliding_window": 32}
     return ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu", "--tasks",
             "ppl_govreport,longppl_govreport", "--metadata", json.dumps(meta), "--output_path", str(out)]
 
@@ -211,7 +211,8 @@ SIMPLE_EVALUATE = """
 import json, sys
 import lm_eval
 results = lm_eval.simple_evaluate(model="hf-pic", model_args=f"pretrained={sys.argv[1]}", device="cpu",
-                                  tasks=["ppl_govreport"], metadata={"data_files": sys.argv[2], "min_tokens": 1})
+                                  tasks=["ppl_govreport"], metadata={"data_files": sys.argv[2], "min_tokens": 1,
+                                                                              "num_docs": 3})
 print(json.dumps(results["results"]["ppl_govreport"]["n_docs,none"]))
 try:
     lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={sys.argv[1]}", device="cpu", tasks=["ppl_govreport"])

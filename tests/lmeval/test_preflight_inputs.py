@@ -52,11 +52,12 @@ def test_every_missing_input_of_every_task_is_named_in_one_error(offline, tiny_m
 def test_local_files_and_synthetic_sources_are_not_missing(offline, tiny_model_dir, tmp_path):
     essays = tmp_path / "essays"
     essays.mkdir()
-    (essays / "a.txt").write_text("An essay.", encoding="utf-8")
+    (essays / "a.txt").write_text("An essay of a few words. " * 20, encoding="utf-8")
     data = tmp_path / "lbw.jsonl"
     data.write_text("", encoding="utf-8")
     metadata = {"data_files": str(essays), "evaluator": str(tiny_model_dir), "essays": str(essays),
-                "squad": "synthetic", "source": "synthetic", "longbench_write_data": str(data)}
+                "squad": "synthetic", "source": "synthetic", "longbench_write_data": str(data), "min_tokens": 1,
+                "max_tokens": 64, "num_docs": 1, "trunc_len": 8, "sliding_window": 4}
     preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, TASKS, metadata)  # nothing raised
     # a named local path that is not there is missing whatever the hub
     with pytest.raises(MissingDataError, match=r"^an input is missing \(nothing was loaded\): \(1\) lch_ruler_niah_"
@@ -91,3 +92,18 @@ def test_fewer_long_documents_than_asked_is_an_error_unless_allowed(caplog):
     check_enough_documents(2, allowed)
     assert [r.getMessage() for r in caplog.records] == [
         "only 2 of the 3 documents asked for (num_docs) have 100 tokens or more: the scores rest on 2 (allow_fewer_docs)"]
+
+
+def test_too_few_long_documents_are_found_by_the_preflight(offline, tiny_model_dir, tmp_path):
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join('{"report": "%s"}\n' % ("word " * n) for n in (400, 3, 400)), encoding="utf-8")
+    metadata = {"data_files": str(docs), "min_tokens": 100, "max_tokens": 300}
+    with pytest.raises(UsageError, match=r"^ppl_govreport: only 2 of the 50 documents asked for \(num_docs\) have 100 "
+                                         r"tokens or more: give more long documents"):
+        preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, ["ppl_govreport"], metadata)
+    preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, ["ppl_govreport"], {**metadata, "num_docs": 2})
+    # LongPPL: counted by the evaluator's tokenizer, and its window checked against the documents kept
+    longppl = {**metadata, "num_docs": 2, "evaluator": str(tiny_model_dir), "trunc_len": 4096}
+    with pytest.raises(UsageError, match=r"^longppl_govreport: trunc_len \(K\) 4096 is at least as long as 2 of the 2 "
+                                         r"documents"):
+        preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, ["longppl_govreport"], longppl)

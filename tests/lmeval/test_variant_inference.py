@@ -95,6 +95,7 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
                         f"vocab {saved['vocab_size']})"}
     assert record["inference"] == "Dynamic PIC (s_cr 2, l_ic 4, l_rc 16)" != plain["config"]["lch_run"]["inference"]
     assert record["model"].startswith("sha256:") and record["adapter"].startswith("sha256:")
+    assert record["chat_template"] == "none"  # lch eval without --apply_chat_template: none applied, said so
     # what each metric is, for the regression gate: the perplexity, and bookkeeping that describes the run
     assert auto["configs"]["ppl_govreport"]["metadata"]["lch_metric_roles"] == {
         "ppl": "perplexity", "n_tokens": "bookkeeping", "n_docs": "bookkeeping", "docs_skipped": "bookkeeping",
@@ -102,8 +103,8 @@ def test_lch_eval_applies_and_records_the_variant(tiny_model_dir, adapters, tmp_
     # what the task measured with (the regression gate compares it): the options in effect, files by their names
     metadata = auto["configs"]["ppl_govreport"]["metadata"]
     assert metadata["lch_configuration"] == {
-        "version": 1.0, "data_files": "docs.jsonl", "text_field": "report", "hf_dataset": "ccdv/govreport-summarization",
-        "hf_split": "test", "min_tokens": 60, "max_tokens": 120, "num_docs": 2}
+        "version": 1.0, "data_files": "docs.jsonl", "text_field": "report", "min_tokens": 60, "max_tokens": 120,
+        "num_docs": 2}
     # what the perplexity rests on: the 2 documents asked for, all found, so the results carry no caution
     assert metadata["lch_support"] == [{"metric": "ppl", "count": "n_docs", "minimum": 2, "items": "documents",
                                         "why": "fewer long-enough documents were found than num_docs asked for, so it "

@@ -156,3 +156,65 @@ def test_task_options_are_compared_after_conversion():
     other = {"lch_ruler_niah_single_1": {"lengths": [1024, 4096], "num_samples": 4}}
     assert configuration_differences({"a": spelled, "b": other}) == [
         "lch_ruler_niah_single_1: lengths [1024, 2048] (a) vs [1024, 4096] (b)"]
+    # an older results file recorded the HF dataset it did not read beside local data_files: the same documents
+    older = {"ppl_govreport": {"data_files": "essays", "hf_dataset": "ccdv/govreport-summarization", "hf_split": "test"}}
+    newer = {"ppl_govreport": {"data_files": "essays"}}
+    assert configuration_differences({"old": older, "new": newer}) == []
+    hub = {"ppl_govreport": {"hf_dataset": "ccdv/govreport-summarization", "hf_split": "test"}}
+    assert configuration_differences({"hub": hub, "new": newer}) == [
+        "ppl_govreport: data_files unset (hub) vs essays (new), hf_dataset ccdv/govreport-summarization (hub) vs unset "
+        "(new), hf_split test (hub) vs unset (new)"]
+
+
+def _with_options(folder: Path, options: dict) -> None:
+    """Give the run's task the lch_configuration its task class records."""
+    path = next(folder.glob("results_*.json"))
+    data = json.loads(path.read_text())
+    data["configs"] = {"ppl_task": {"metadata": {"lch_configuration": options}}}
+    path.write_text(json.dumps(data))
+
+
+def test_every_report_refuses_runs_with_and_without_a_chat_template_and_other_task_options(tmp_path, capsys):
+    # two models, one run through its chat template (the digest our models record), one without
+    _run(tmp_path / "runs" / "a", _record(chat_template="none"), date=1.0)
+    _run(tmp_path / "runs" / "b", _record(model="sha256:" + "c" * 64, chat_template="ab" * 32), date=2.0,
+         pretrained="g")
+    commands = [["leaderboard", str(tmp_path / "runs"), "-o", str(tmp_path / "board.csv")],
+                ["correlate", str(tmp_path / "runs"), "--matrix", "ppl_task/ppl", "ppl_task/ppl", "-o",
+                 str(tmp_path / "corr")],
+                ["plot", "context", str(tmp_path / "runs"), "--task", "ppl_task", "-o", str(tmp_path / "p.png")]]
+    for command in commands:
+        assert main(command) == 3
+        assert f"not comparable: chat_template none ({tmp_path / 'runs' / 'a'}" in capsys.readouterr().err
+    # the same template, but the task run on other documents: refused naming the option, unless allowed
+    for name, files in (("a", "essays"), ("b", "govreport.jsonl")):
+        record = _record(chat_template="none", **({"model": "sha256:" + "c" * 64} if name == "b" else {}))
+        folder = tmp_path / "runs2" / name
+        _run(folder, record, date=1.0 if name == "a" else 2.0, pretrained=name)
+        _with_options(folder, {"data_files": files, "num_docs": 2, "max_seq_lengths": [1024]})
+    board = ["leaderboard", str(tmp_path / "runs2"), "-o", str(tmp_path / "board2.csv")]
+    assert main(board) == 3
+    err = capsys.readouterr().err
+    assert "not comparable: task configuration ppl_task: data_files essays (" in err and "--allow task_options" in err
+    assert not (tmp_path / "board2.csv").exists()
+    assert main(board + ["--allow", "task_options"]) == 0 and (tmp_path / "board2.csv").exists()
+    # equivalent spellings of the lengths are one configuration
+    _with_options(tmp_path / "runs2" / "b", {"data_files": "essays", "num_docs": 2, "lengths": ["1k"]})
+    assert main(board) == 0
+
+
+def test_the_chat_template_field_is_known_only_inside_a_run():
+    from lm_eval.utils import hash_string
+
+    from harness.run_record import asking_chat_template, chat_template_field
+
+    template = lambda asked: "{{ messages }}" if asked else None  # noqa: E731
+    assert chat_template_field(template) is None  # outside simple_evaluate: not known
+    with asking_chat_template(False):
+        assert chat_template_field(template) == "none"
+    with asking_chat_template(None):
+        assert chat_template_field(template) == "none"
+    with asking_chat_template(True):  # lm-eval's chat_template_sha of the same text
+        assert chat_template_field(template) == hash_string("{{ messages }}") == (
+            "f24189f08c85a1eb19a737306c3a13e85462ee33d964f28108d64a2485fa2171")
+    assert chat_template_field(template) is None

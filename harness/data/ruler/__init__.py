@@ -79,6 +79,15 @@ class RulerOptions(PromptOptions):
     def sources(self) -> Sources:
         return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
 
+    def unused(self) -> set[str]:
+        """The sources this RULER task does not read: the essays unless its haystack is essays, the QA files of
+        other QA tasks."""
+        spec = TASKS.get(self.ruler_task or "")
+        if spec is None:
+            return set()
+        out = set() if spec.params.get("haystack") == "essay" else {"essays"}
+        return out | ({"squad", "hotpotqa"} - ({spec.params["dataset"]} if spec.kind == "qa" else set()))
+
     def inputs(self) -> list[Input]:
         """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
         the QA dataset of qa_squad / qa_hotpot; ``synthetic`` reads nothing."""

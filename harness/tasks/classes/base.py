@@ -133,6 +133,11 @@ class LchTask(ConfigurableTask):
             _PARSED[key] = (parse_options(ModelKeys, metadata, task), options)
         return _PARSED[key]
 
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """What the preflight checks of this task's data once its inputs are there, before any model loads (a
+        one-line :class:`~harness.errors.LchError`); nothing by default."""
+
     def download(self, dataset_kwargs: dict | None = None, **kwargs: Any) -> None:
         """The dataset from the YAML's ``custom_dataset`` builder, given the parsed options and model keys (lm-eval
         would hand it the raw metadata, after advice about ``--metadata`` keys that none of our tasks has)."""
@@ -143,14 +148,16 @@ class LchTask(ConfigurableTask):
             super().download(dataset_kwargs, **kwargs)
 
     def options_in_effect(self) -> dict:
-        """The task's options (not the model's keys) as JSON values, None left out."""
+        """The task's options (not the model's keys) as JSON values, None left out, and those of a source the task
+        does not read (the options' ``unused()``: the HF dataset's name beside local ``data_files``)."""
         if self.options is None:
             return {}
         model_keys = {f.name for f in dataclasses.fields(ModelKeys)}
+        unused = self.options.unused() if callable(getattr(self.options, "unused", None)) else set()
         out = {}
         for f in dataclasses.fields(self.options):
             value = getattr(self.options, f.name)
-            if f.name not in model_keys and value is not None:
+            if f.name not in model_keys and f.name not in unused and value is not None:
                 out[f.name] = list(value) if isinstance(value, tuple) else value
         length_list = getattr(self.options, "length_list", None)
         if callable(length_list):  # RULER / BABILong: the lengths run, whichever key (and spelling) gave them
@@ -161,13 +168,14 @@ class LchTask(ConfigurableTask):
     def configuration(self, version: Any = None) -> dict:
         """What the task measured with, for reports that refuse to compare runs of different configurations
         (``lch regress``): the options in effect (:meth:`options_in_effect`) without those that only say where
-        something is kept (declared ``location=True``: cache folders), files and folders by their names (declared
+        something is kept (declared ``location=True``: cache folders) or how the run reacts rather than what it
+        measures (``measures=False``: whether fewer documents may do), files and folders by their names (declared
         ``path=True``: the same data elsewhere is the same configuration), and the YAML's ``version``."""
         out: dict[str, Any] = {} if version is None else {"version": version}
         fields = {f.name: f for f in dataclasses.fields(self.options)} if self.options is not None else {}
         for name, value in self.options_in_effect().items():
             meta = fields[name].metadata
-            if meta.get("location"):
+            if meta.get("location") or meta.get("measures") is False:
                 continue
             if meta.get("path"):
                 value = [Path(str(v)).name for v in value] if isinstance(value, list) else Path(str(value)).name

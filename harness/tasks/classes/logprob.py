@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from harness.data.documents import DocumentOptions
 from harness.data.longppl_corpus import CorpusOptions
+from harness.data.prompt_length import ModelKeys
 from harness.errors import UsageError
 from harness.lmeval.request_options import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
 from harness.metrics.longppl import SOFT_GAMMA, KeyTokens, document_stats
@@ -47,6 +49,14 @@ class TokenLogprobTask(LchTask):
     OPTIONS = TokenLogprobOptions
     REQUEST_TYPE = TOKEN_LOGPROBS.name
 
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents (:func:`harness.data.documents.check_enough_documents`), selected as the task
+        selects them."""
+        from harness.data.govreport import govreport_documents
+
+        govreport_documents(options, model_keys)
+
     def extra_metrics(self, meta: dict) -> list[dict]:
         return [HONESTY_METRICS[1]]
 
@@ -83,6 +93,16 @@ class LongPPLTask(TokenLogprobTask):
     """
 
     OPTIONS = LongPPLOptions
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents by the length tokenizer, and windows shorter than they are (or key spans given):
+        what :func:`harness.models.keytokens.key_token_corpus` checks before the evaluator runs."""
+        from harness.data.longppl_corpus import check_key_windows, corpus_documents
+
+        docs = corpus_documents(options)
+        if not options.key_spans_dir:
+            check_key_windows(docs, options.trunc_len)
 
     def support(self, metrics: list[str]) -> list[Support]:
         """LongPPL rests on its key tokens too (:data:`~harness.metrics.longppl.MIN_KEY_TOKENS`)."""
@@ -121,6 +141,13 @@ class LSMTask(LchTask):
     defaults and checks are :class:`~harness.lmeval.request_options.LsmOptions`."""
 
     OPTIONS = LsmTaskOptions
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents, selected as the task selects them."""
+        from harness.data.govreport import govreport_documents
+
+        govreport_documents(options, model_keys)
     REQUEST_TYPE = LSM.name
 
     def request_options(self, doc: dict) -> LsmOptions:
