@@ -72,7 +72,7 @@ def engine_runs(vllm_env, smollm2_dir, tmp_path_factory):
     keys = tmp / "keys"
     key_settings = {"trunc_len": 256, "sliding_window": 128, "alpha": 0.5, "beta": -4.0}
     run([sys.executable, "-m", "harness.cli", "keytokens", "--evaluator", str(smollm2_dir), "--data-files", str(docs),
-         "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--trunc-len", "256",
+         "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--num-docs", "2", "--trunc-len", "256",
          "--sliding-window", "128", "--alpha", "0.5", "--beta", "-4", "--cache-dir", str(keys)])
     meta = {"data_files": str(docs), "text_field": "text", "min_tokens": 300, "max_tokens": 600, "num_docs": 2,
             "evaluator": str(smollm2_dir), "key_cache_dir": str(keys), **key_settings,
