@@ -63,22 +63,6 @@ def samples_at(run: Run, task: str, name: str) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def stderr_at(run: Run, task: str, name: str) -> float | None:
-    """The standard error of ``<task>/len_<name>``: the run's own, else, for a group (the unweighted mean of its
-    ``k`` subtasks' scores over independent samples, as our groups aggregate: ``weight_by_size: false``),
-    ``sqrt(sum of the subtasks' squared standard errors) / k``; None when any is unknown."""
-    own = run.stderrs.get(f"{task}/len_{name}")
-    if own is not None and math.isfinite(own):
-        return own
-    children = run.subtasks.get(task)
-    if not children:
-        return None
-    errors = [stderr_at(run, child, name) for child in children]
-    if any(e is None for e in errors):
-        return None
-    return math.sqrt(sum(e * e for e in errors if e is not None)) / len(errors)
-
-
 def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
     runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
@@ -95,7 +79,7 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
                 tokens = length_tokens(name)
             except ValueError:
                 continue
-            points.append(LengthPoint(tokens, name, value, stderr_at(run, task, name), samples_at(run, task, name)))
+            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric), samples_at(run, task, name)))
         if points:
             chosen.append(run)
             curves.append(sorted(points))
@@ -168,8 +152,13 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         known_n = any(p.n is not None for points in curves.values() for p in points)
         barred = any(p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0
                      for points in curves.values() for p in points)
+        # a point without a bar says why: no standard error (one sample, or results without one) or a zero one
+        bare = any(not (p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0)
+                   for points in curves.values() for p in points)
         ax.set_xlabel("; ".join(["context length (tokens)", *(["n: samples per point"] if known_n else []),
-                                 *(["bars: 95% CI"] if barred else [])]), fontsize=8)
+                                 *(["bars: 95% CI"] if barred else []),
+                                 *(["no bar: n = 1, all samples alike, or no stderr recorded"] if bare else [])]),
+                      fontsize=8)
         if bounded:
             # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
             # 95 vs 100 is not drawn as a collapse; the margin keeps markers at 0 and 100 visible

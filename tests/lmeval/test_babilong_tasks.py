@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,9 @@ def test_lch_babilong_per_length_scores(tiny_model_dir, tmp_path):
                 for s in samples if s["doc"]["length"] == length]
         assert got[f"len_{length},none"] == pytest.approx(sum(mine) / 3)
         assert got[f"n_len_{length},none"] == sum(s["doc"]["length"] == length for s in samples) == 3
+        # its standard error, by hand: the sample standard deviation over sqrt(n) (an interval for plots and gates)
+        spread = math.sqrt(sum((v - sum(mine) / 3) ** 2 for v in mine) / 2) / math.sqrt(3)
+        assert got[f"len_{length}_stderr,none"] == pytest.approx(spread)
     # each score says what it rests on: 6 samples in all, 3 per length, each fewer than the stated minimum of 25
     why = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
     assert out["lch_cautions"] == {"lch_babilong_qa1": [

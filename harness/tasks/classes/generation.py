@@ -18,12 +18,14 @@ import logging
 import re
 from typing import Any
 
+from lm_eval.api.metrics import mean as lm_eval_mean
+
 from harness.data.babilong import BabilongOptions
 from harness.data.lengths import length_label, length_tokens
 from harness.data.mrqa import MrqaOptions
 from harness.data.ruler import RulerOptions
 from harness.errors import UsageError
-from harness.metrics.pooling import mean, total
+from harness.metrics.pooling import total
 from harness.metrics.support import Support, samples_support
 from harness.tasks.classes.base import LchTask
 
@@ -59,9 +61,12 @@ class PerLengthTask(HonestGenerationTask):
         return length_tokens(length)
 
     def extra_metrics(self, meta: dict) -> list[dict]:
+        # lm-eval's own mean, whose standard error lm-eval knows (sample standard deviation / sqrt(n)): every score
+        # and per-length score carries its stderr in the results, for the intervals of reports and the gate. A
+        # length's metric is reported by its own samples only, so the mean never sees an empty list.
         lengths = [self.label(x) for x in self.options.length_list()]
-        out = [{"metric": "score", "aggregation": mean, "higher_is_better": True}]
-        out += [{"metric": f"len_{n}", "aggregation": mean, "higher_is_better": True} for n in lengths]
+        out = [{"metric": "score", "aggregation": lm_eval_mean, "higher_is_better": True}]
+        out += [{"metric": f"len_{n}", "aggregation": lm_eval_mean, "higher_is_better": True} for n in lengths]
         out += [{"metric": f"n_len_{n}", "aggregation": total, "higher_is_better": True} for n in lengths]
         return out + super().extra_metrics(meta)
 
