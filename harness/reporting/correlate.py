@@ -140,9 +140,12 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     shared, short = split_shared(labels)
     ax.autoscale_view()
     pixels = ax.transData.transform(np.column_stack((x, y)))
+    top_half = (y.min() + y.max()) / 2
     for xi, yi, label, rise in zip(x, y, short, label_rises(pixels, [len(t) for t in short], fig.dpi)):
-        right_half = xi > middle  # labels point inwards so that they stay inside the axes
-        note = ax.annotate(label, (xi, yi), textcoords="offset points", xytext=(-5 if right_half else 5, 4 + rise),
+        right_half = xi > middle  # labels point inwards so that they stay inside the axes: left / right, and
+        upper = yi > top_half  # below the points of the upper half (stacked downwards), above the others
+        note = ax.annotate(label, (xi, yi), textcoords="offset points",
+                           xytext=(-5 if right_half else 5, -(11 + rise) if upper else 4 + rise),
                            ha="right" if right_half else "left", fontsize=7,
                            arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if rise else None)
         note.set_in_layout(False)  # a long label must not shrink the axes
