@@ -155,10 +155,9 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         # a point without a bar says why: no standard error (one sample, or results without one) or a zero one
         bare = any(not (p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0)
                    for points in curves.values() for p in points)
-        ax.set_xlabel("; ".join(["context length (tokens)", *(["n: samples per point"] if known_n else []),
-                                 *(["bars: 95% CI"] if barred else []),
-                                 *(["no bar: n = 1, all samples alike, or no stderr recorded"] if bare else [])]),
-                      fontsize=8)
+        notes = [*(["n: samples per point"] if known_n else []), *(["bars: 95% CI"] if barred else []),
+                 *(["no bar: n = 1, samples alike or no stderr"] if bare else [])]
+        ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:
             # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
             # 95 vs 100 is not drawn as a collapse; the margin keeps markers at 0 and 100 visible
