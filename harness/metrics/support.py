@@ -151,8 +151,10 @@ def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
         if not isinstance(declared, list) or not isinstance(values, Mapping):
             continue
         found = task_cautions(task, values, (Support.from_json(d) for d in declared if isinstance(d, Mapping)))
-        evaluator = metadata.get("evaluator")
-        if pretrained and evaluator and not metadata.get("key_spans_dir") and _same_model(str(evaluator), pretrained):
+        evaluator = metadata.get("evaluator")  # a run's metadata reaches every task: only a LongPPL task is judged
+        longppl = any(str(key).split(",")[0] == "longppl" for key in values)
+        if (longppl and pretrained and evaluator and not metadata.get("key_spans_dir")
+                and _same_model(str(evaluator), pretrained)):
             found.append(f"{task}/longppl: the evaluated model is its own LongPPL evaluator: {OWN_EVALUATOR_WHY}")
         if found:
             out[task] = found

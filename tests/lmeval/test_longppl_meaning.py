@@ -62,6 +62,12 @@ def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_r
     for model_args in ({"pretrained": "/models/smollm2-135m", "pic": "ntk"}, "pretrained=/models/smollm2-135m,pic=ntk"):
         results["config"] = {"model_args": model_args}
         assert record_cautions(results) == {"longppl_govreport": [own]}
+    # the same metadata on a task without a LongPPL (lm-eval hands a run's metadata to every task): nothing said
+    ruler = {"metadata": {"evaluator": "/models/smollm2-135m", SUPPORT_KEY: []}}
+    with_ruler = {**results, "configs": {**results["configs"], "lch_ruler_niah_single_1": ruler},
+                  "results": {**results["results"], "lch_ruler_niah_single_1": {"score,none": 100.0}}}
+    results["config"] = {"model_args": {"pretrained": "/models/smollm2-135m"}}
+    assert record_cautions(with_ruler) == {"longppl_govreport": [own]}
     results["config"] = {"model_args": {"pretrained": "/models/gemma3-270m"}}
     assert record_cautions(results) == {}
     results["config"] = {"model_args": {"pretrained": "/models/smollm2-135m"}}
