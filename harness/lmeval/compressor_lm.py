@@ -45,7 +45,7 @@ from harness.lmeval.response_cache import (
     ClaimsResponseCache,
     answer_settings,
     answer_with_cache,
-    library_versions,
+    libraries_in_words,
     tokenizer_identity,
 )
 from harness.models.identity import model_identity
@@ -82,7 +82,7 @@ class CompressorLM(ClaimsResponseCache, LM):
                           inference=answer_settings(overrides), dtype=dtype,
                           settings=answer_settings({"context_field": self.context_field,
                                                     "max_gen_toks": self.max_gen_toks}),
-                          libraries=library_versions("torch", "transformers", "peft"))
+                          libraries=libraries_in_words("torch", "transformers", "peft"))
 
     def run_device(self) -> str:
         return str(self.device_name)

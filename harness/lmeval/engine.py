@@ -46,7 +46,7 @@ from harness.lmeval.response_cache import (
     ClaimsResponseCache,
     answer_settings,
     answer_with_cache,
-    library_versions,
+    libraries_in_words,
     tokenizer_identity,
 )
 from harness.models.lsm import LsmRunner, lsm_direct, lsm_overlap
@@ -124,7 +124,7 @@ class EngineCore(ClaimsResponseCache):
                           else type(pretrained).__name__, adapter=model_identity(adapter) if adapter else None,
                           tokenizer=tokenizer_identity(engine_args.get("tokenizer") or pretrained, self.tokenizer),
                           inference=self.inference.words(), dtype=self.engine_dtype(),
-                          settings=answer_settings(engine_args), libraries=library_versions(*self.LIBRARIES))
+                          settings=answer_settings(engine_args), libraries=libraries_in_words(*self.LIBRARIES))
 
     # ------------------------------------------------------------------ primitives (the adapter's)
 

@@ -91,8 +91,9 @@ def tokenizer_identity(source: Any, tokenizer: Any) -> str:
     return f"{files}; chat template {digest}"
 
 
-def library_versions(*names: str) -> str:
-    """``name version, ...`` of the installed libraries among ``names``, for :attr:`CacheOwner.libraries`."""
+def libraries_in_words(*names: str) -> str:
+    """``name version, ...`` of the installed libraries among ``names``
+    (:func:`harness.models.model_check.library_versions` in words), for :attr:`CacheOwner.libraries`."""
     return ", ".join(f"{name} {version}" for name, version in model_check.library_versions(*names).items())
 
 

@@ -436,3 +436,34 @@ def test_a_correlation_with_a_constant_metric_says_it_is_undefined(tmp_path, cap
     assert saved["undefined"] == "lch_ruler/score is 66.7 in all 5 runs" and saved["pearson"]["r"] is None
     assert "not estimable (lch_ruler/score is 66.7 in all 5 runs)" in capsys.readouterr().out
     assert "| ppl_govreport/ppl | 1.000 (0) | undefined (constant) |" in (out / "matrix.md").read_text()
+
+
+def test_no_count_of_any_task_of_ours_is_gated(tmp_path, capsys):
+    """Every metric our tasks report that is a count (declared in a YAML, added by a task class, or written by the
+    judge stage) has the role bookkeeping, so lch regress leaves it alone: n_valid (judged samples) included."""
+    from harness.lmeval.plugin import tasks_path
+    from harness.tasks.classes.base import metric_role
+    from harness.tasks.classes.longform import LongBenchWriteTask, LongGenerationTask
+
+    names = set(LongGenerationTask.JUDGED_METRICS) | set(LongBenchWriteTask.JUDGED_METRICS)
+    for path in Path(tasks_path()).rglob("*yaml"):
+        text = path.read_text(encoding="utf-8")
+        names |= {line.split("metric:")[1].strip() for line in text.splitlines() if "metric:" in line}
+    counts = {"n_valid", "n_docs", "n_tokens", "n_key_tokens", "n_samples", "n_total", "n_len_1024", "n_len_4k"}
+    assert {n for n in names if n.startswith("n_")} >= {"n_valid", "n_docs", "n_tokens"}
+    for name in counts | {n for n in names if n.startswith("n_")}:
+        assert metric_role(name) == "bookkeeping", name
+    assert {metric_role(n) for n in ("quality", "score", "len_4096", "length_score", "em")} == {"score"}
+    # a longbench_write run whose judge answered fewer samples (n_valid 4 -> 2) at the same quality: no regression
+    def run(folder: Path, n_valid: int) -> Path:
+        folder.mkdir()
+        roles = {m: metric_role(m) for m in ("quality", "n_valid")}
+        (folder / "results_1.json").write_text(json.dumps({
+            "results": {"longbench_write": {"quality,none": 70.0, "n_valid,none": n_valid}},
+            "higher_is_better": {"longbench_write": {"quality": True, "n_valid": True}},
+            "configs": {"longbench_write": {"metadata": {"lch_metric_roles": roles}}}, "config": {}, "date": 1.0}))
+        return folder
+    baseline = tmp_path / "b.json"
+    assert main(["regress", str(run(tmp_path / "a", 4)), "--baseline", str(baseline), "--update-baseline"]) == 0
+    assert list(json.loads(baseline.read_text())["metrics"]) == ["longbench_write/quality"]
+    assert main(["regress", str(run(tmp_path / "b", 2)), "--baseline", str(baseline)]) == 0

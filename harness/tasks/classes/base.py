@@ -61,19 +61,20 @@ TARGET_METRIC = {"metric": "over_target", "aggregation": total, "higher_is_bette
 # describe the run, a change in them is no regression of the model) or a score (everything else: accuracies, points,
 # lengths, ratios, compared in their own units). Written into each task's results metadata as METRIC_ROLES_KEY.
 PERPLEXITIES = frozenset({"ppl", "longppl", "longppl_soft"})
-BOOKKEEPING = frozenset({"n_tokens", "n_docs", "docs_skipped", "n_key_tokens", "key_spans_dropped",
-                         "docs_without_key_tokens", "n_samples", "n_total", "prompt_tokens", "over_length",
-                         "over_target"})
+BOOKKEEPING = frozenset({"docs_skipped", "key_spans_dropped", "docs_without_key_tokens", "prompt_tokens",
+                         "over_length", "over_target"})
+COUNT_PREFIX = "n_"  # every count is named n_<what> (n_tokens, n_docs, n_valid, n_len_<L> ...): bookkeeping too
 METRIC_ROLES_KEY = "lch_metric_roles"
 CONFIGURATION_KEY = "lch_configuration"  # in a task's results metadata: LchTask.configuration()
 
 
 def metric_role(name: str) -> str:
-    """``perplexity``, ``bookkeeping`` or ``score`` (see :data:`PERPLEXITIES`, :data:`BOOKKEEPING`; the per-length
-    sample counts ``n_len_<L>`` are bookkeeping)."""
+    """``perplexity``, ``bookkeeping`` or ``score`` (see :data:`PERPLEXITIES`, :data:`BOOKKEEPING`; every count,
+    named ``n_<what>``, is bookkeeping: the judged samples ``n_valid`` and the per-length samples ``n_len_<L>``
+    included, so the regression gate never gates a count)."""
     if name in PERPLEXITIES:
         return "perplexity"
-    return "bookkeeping" if name in BOOKKEEPING or name.startswith("n_len_") else "score"
+    return "bookkeeping" if name in BOOKKEEPING or name.startswith(COUNT_PREFIX) else "score"
 
 
 def doc_key(doc: dict) -> str:
