@@ -70,6 +70,9 @@ def load_documents(
     return [{"doc_id": i, "text": t} for i, t in enumerate(texts)]
 
 
+HF_SOURCE_OPTIONS = ("hf_dataset", "hf_name", "hf_split")  # not read when data_files names local documents
+
+
 @dataclass(frozen=True)
 class DocumentOptions:
     """Where a document task's texts come from and which of them are scored. The defaults are the GovReport
@@ -93,7 +96,7 @@ class DocumentOptions:
         ``data_files`` of ``.txt`` texts only (a run records what it read, not defaults it never applied)."""
         if not self.data_files:
             return set()
-        out = {"hf_dataset", "hf_name", "hf_split"}
+        out = set(HF_SOURCE_OPTIONS)
         path = Path(self.data_files).expanduser()
         texts = [path] if path.is_file() else sorted(path.iterdir()) if path.is_dir() else []
         if texts and all(p.suffix not in (".json", ".jsonl") for p in texts):

@@ -94,6 +94,8 @@ def go_offline() -> bool:
     return True
 
 
+# The caches' folders are read from the environment at each call, not from huggingface_hub / datasets constants:
+# those are fixed when the libraries are imported, and a run (or a test) may set HF_HOME after that.
 def _hub_cache() -> Path:
     found = os.environ.get("HF_HUB_CACHE")
     if found:

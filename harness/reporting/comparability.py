@@ -112,11 +112,12 @@ def comparable_configuration(configuration: Mapping) -> dict:
     ``max_seq_lengths`` spelling of them, which is then no option of its own (results written before lch recorded
     only the lengths in effect hold both). The HF dataset's options beside local ``data_files`` are a source the task
     did not read (results written before lch left them out hold them)."""
+    from harness.data.documents import HF_SOURCE_OPTIONS
     from harness.data.lengths import length_tokens
 
     out = dict(configuration)
     if out.get("data_files"):
-        for unread in ("hf_dataset", "hf_name", "hf_split"):
+        for unread in HF_SOURCE_OPTIONS:
             out.pop(unread, None)
     spelled = out.pop("lengths", None) or out.pop("max_seq_lengths", None)
     out.pop("max_seq_lengths", None)
