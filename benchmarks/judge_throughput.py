@@ -35,7 +35,7 @@ def started(name: str, tmp: Path):
     """``(base_url, model)`` of server ``name`` while it runs."""
     from judge_servers import ServedModel, VllmServer, judge_model
 
-    from harness.models.registry import fetch_model
+    from harness.models.catalogue import fetch_model
 
     if name == "transformers-tiny":
         from harness.models.tiny import build_tiny_model
@@ -47,7 +47,7 @@ def started(name: str, tmp: Path):
         with ServedModel(fetch_model("smollm2-135m")) as served:
             yield served.base_url, served.model
     else:
-        from harness.models.vllm_env import ensure_vllm_env
+        from harness.engines.vllm_pic.env import ensure_vllm_env
 
         with VllmServer(ensure_vllm_env(), fetch_model("smollm2-135m")) as served:
             yield served.base_url, served.model

@@ -71,7 +71,7 @@ def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()
     if impl == "ours":
-        from harness.models.longppl import compute_longppl
+        from harness.longppl.estimator import compute_longppl
 
         out = compute_longppl(text, model, tok, ev, tok, **SETTINGS)
     else:

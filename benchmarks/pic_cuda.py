@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import apply_pic, remove_pic  # noqa: E402
 from harness.models.tiny import ARCHITECTURES, tiny_config  # noqa: E402
-from harness.positions.inference import Inference  # noqa: E402
+from harness.pic.inference import Inference  # noqa: E402
 
 METHODS = {"naive": Inference(method="naive", ratio=2.0), "ntk": Inference(method="ntk", ratio=4.0),
            "dynamic": Inference(method="dynamic", ratio=2.0, initial=4, recent=64)}

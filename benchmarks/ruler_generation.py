@@ -1,4 +1,4 @@
-"""RULER sample generation: ours (harness.data.ruler) vs lm-eval's built-in RULER tasks, same tokenizer,
+"""RULER sample generation: ours (harness.tasks.lch_ruler.dataset) vs lm-eval's built-in RULER tasks, same tokenizer,
 lengths and sample count (lm-eval's fixed 500 per task), all 13 tasks.
 
 Each side runs in a fresh process (imports included: that is what a user waits for). Ours runs twice:
@@ -82,8 +82,8 @@ def run_lm_eval(files: dict, length: int) -> dict:
 
 def run_ours(files: dict, length: int) -> dict:
     t0 = time.perf_counter()
-    from harness.data import ruler
-    from harness.data.prompt_length import PromptCounter, load_tokenizer
+    from harness.tasks.lch_ruler import dataset as ruler
+    from harness.data.prompts import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(files["tokenizer"]))
     sources = ruler.Sources(essays=files["essays"], squad=files["squad"], hotpotqa=files["hotpot"])
@@ -120,7 +120,7 @@ def main() -> None:
         fn = run_lm_eval if args.child == "lm_eval" else run_ours
         print(json.dumps(fn(json.loads(args.files), args.lengths[0])))
         return
-    from harness.cache import cache_root
+    from harness.core.cache import cache_root
 
     work = cache_root("bench-ruler")
     work.mkdir(parents=True, exist_ok=True)

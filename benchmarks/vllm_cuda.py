@@ -51,7 +51,7 @@ PIC_ARGS = {"none": "", "naive": ",pic=naive,pic_ratio=2", "ntk": ",pic=ntk,pic_
 
 WORKER = r'''
 import json, statistics, sys, time
-from harness.lmeval.vllm_pic import VLLMPicLM
+from harness.engines.vllm_pic.lm import VLLMPicLM
 from vllm import SamplingParams, TokensPrompt
 
 spec = json.loads(sys.argv[1])
@@ -94,7 +94,7 @@ class Engines:
         self.local_vllm = importlib.util.find_spec("vllm") is not None
         self.env = None
         if not self.local_vllm:
-            from harness.models.vllm_env import ensure_vllm_env
+            from harness.engines.vllm_pic.env import ensure_vllm_env
 
             self.env = ensure_vllm_env()
 
@@ -296,7 +296,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-    from harness.models.registry import fetch_model
+    from harness.models.catalogue import fetch_model
     from harness.models.tiny import build_tiny_model
     from harness.models.model_check import library_versions
 

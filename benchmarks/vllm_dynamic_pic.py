@@ -42,10 +42,10 @@ import gc, json, statistics, sys, time
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
     import torch
     from vllm import SamplingParams, TokensPrompt
-    import harness.models.vllm_pic_model as dp
-    import harness.models.vllm_positions as vp
-    from harness.lmeval.vllm_pic import VLLMPicLM
-    from harness.positions.inference import Inference
+    import harness.pic.vllm.model as dp
+    import harness.pic.vllm.positions as vp
+    from harness.engines.vllm_pic.lm import VLLMPicLM
+    from harness.pic.inference import Inference
 
     spec = json.loads(open(sys.argv[1]).read())
     prompt, new, repeats = TokensPrompt(prompt_token_ids=spec["prompt"]), spec["new"], spec["repeats"]
@@ -143,7 +143,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
 def vllm_python() -> Path:
     """The CPU vLLM environment's interpreter, used as it is (no ``ensure_vllm_env``: that would re-install it
     from this checkout)."""
-    from harness.models.vllm_env import read_marker, vllm_env_root
+    from harness.engines.vllm_pic.env import read_marker, vllm_env_root
 
     root = vllm_env_root()
     if read_marker(root) is None:
@@ -205,8 +205,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.registry import fetch_model
-    from harness.models.vllm_env import CPU_RUNTIME_ENV
+    from harness.models.catalogue import fetch_model
+    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
 
     model = str(fetch_model("smollm2-135m"))
     tok = AutoTokenizer.from_pretrained(model)

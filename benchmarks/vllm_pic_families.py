@@ -40,8 +40,8 @@ VLLM_SIDE = r"""
 import json, statistics, sys, time
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
     from vllm import SamplingParams, TokensPrompt
-    from harness.errors import LchError
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.core.errors import LchError
+    from harness.engines.vllm_pic.lm import VLLMPicLM
 
     spec = json.loads(sys.stdin.read())
     new, repeats = spec["new"], spec["repeats"]
@@ -81,7 +81,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
 
 def vllm_python() -> Path:
     """The CPU vLLM environment's interpreter, used as it is (no re-install from this checkout)."""
-    from harness.models.vllm_env import read_marker, vllm_env_root
+    from harness.engines.vllm_pic.env import read_marker, vllm_env_root
 
     root = vllm_env_root()
     if read_marker(root) is None:
@@ -95,7 +95,7 @@ def hf_dynamic(folder: str, prompt: list[int], new: int, repeats: int) -> dict:
     from transformers import AutoModelForCausalLM
 
     from harness import apply_pic
-    from harness.positions.inference import Inference
+    from harness.pic.inference import Inference
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     apply_pic(model, Inference.from_model_args(PIC))
@@ -132,9 +132,9 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.registry import fetch_model
+    from harness.models.catalogue import fetch_model
     from harness.models.tiny import ARCHITECTURES, build_tiny_model
-    from harness.models.vllm_env import CPU_RUNTIME_ENV
+    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
 
     essays = sorted(Path(args.essays).glob("*.txt")) if Path(args.essays).is_dir() else []
     text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(synthetic_reports(4, 3000, seed=1))

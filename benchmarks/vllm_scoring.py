@@ -63,7 +63,7 @@ if __name__ == "__main__":
     if method == "prompt_logprobs":
         from vllm import LLM, SamplingParams, TokensPrompt
         from transformers import AutoTokenizer
-        from harness.models.vllm_env import with_cpu_runtime_defaults
+        from harness.engines.vllm_pic.env import with_cpu_runtime_defaults
         import os
         with_cpu_runtime_defaults(os.environ)
         tok = AutoTokenizer.from_pretrained(model)
@@ -77,10 +77,10 @@ if __name__ == "__main__":
             return [float(out.prompt_logprobs[i][ids[i]].logprob) for i in range(1, len(ids))]
     else:
         if method == "vllm-pic":
-            from harness.lmeval.vllm_pic import VLLMPicLM
+            from harness.engines.vllm_pic.lm import VLLMPicLM
             lm = VLLMPicLM(pretrained=model, dtype="float32", enforce_eager=True, max_model_len=spec["max_len"] + 1)
         else:
-            from harness.lmeval.hf_pic import HFPicLM
+            from harness.engines.hf_pic import HFPicLM
             lm = HFPicLM(pretrained=model, dtype="float32", device="cpu", batch_size=1)
 
         def score(t):
@@ -141,8 +141,8 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    from harness.models.registry import fetch_model
-    from harness.models.vllm_env import ensure_vllm_env
+    from harness.models.catalogue import fetch_model
+    from harness.engines.vllm_pic.env import ensure_vllm_env
 
     vllm_python = str(ensure_vllm_env(log=lambda m: print(m, file=sys.stderr)).python)
     report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_average_before": load_average(),

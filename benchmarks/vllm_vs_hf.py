@@ -32,7 +32,7 @@ VLLM_SIDE = """
 import json, sys, time
 from types import SimpleNamespace as R
 if __name__ == "__main__":
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.engines.vllm_pic.lm import VLLMPicLM
     spec = json.loads(open(sys.argv[1]).read())
     lm = VLLMPicLM(pretrained=spec["model"], dtype="float32", enforce_eager=True, max_model_len=4096)
     lm.generate_long([R(args=("Hello", {"max_gen_toks": 8}))])  # warm-up
@@ -49,7 +49,7 @@ if __name__ == "__main__":
 
 
 def hf_side(model_dir: str, prompts: list[str], docs: list[str], new: int, batch: int) -> dict:
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=model_dir, dtype="float32", device="cpu", batch_size=batch)
     R = SimpleNamespace
@@ -85,8 +85,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.registry import fetch_model
-    from harness.models.vllm_env import ensure_vllm_env
+    from harness.models.catalogue import fetch_model
+    from harness.engines.vllm_pic.env import ensure_vllm_env
 
     model = str(fetch_model("smollm2-135m"))
     env = ensure_vllm_env()

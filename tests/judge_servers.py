@@ -89,7 +89,7 @@ class ServedModel(_ServerProcess):
 
 class VllmServer(_ServerProcess):
     """vLLM's OpenAI-compatible server (``python -m vllm.entrypoints.openai.api_server``, fp32, eager) run by a
-    vLLM environment (:class:`harness.models.vllm_env.VllmEnv`)."""
+    vLLM environment (:class:`harness.engines.vllm_pic.env.VllmEnv`)."""
 
     name = "vLLM server"
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from harness.models.pic import apply_pic, remove_pic
+from harness.pic.hf import apply_pic, remove_pic
 from harness.models.scoring import hidden_states, score_tokens
 from harness.models.unwrap import unwrap_model
 
@@ -169,7 +169,7 @@ class Context:
     def __init__(self, settings: Settings, output: Path):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from harness.models.registry import fetch_model
+        from harness.models.catalogue import fetch_model
 
         self.s = settings
         self.output = output

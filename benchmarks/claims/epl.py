@@ -18,8 +18,8 @@ def claim_epl(ctx: Context) -> dict:
     from transformers import AutoModelForCausalLM
 
     from harness.metrics.qa import corpus_bleu4
-    from harness.models.compressor import Compressor, CompressorConfig
-    from harness.train.compressor import TrainSettings, train
+    from harness.compressor.model import Compressor, CompressorConfig
+    from harness.compressor.train import TrainSettings, train
 
     s, tok = ctx.s, ctx.tok
     held_out = ctx.essay_files[-4:]

@@ -19,8 +19,8 @@ def longppl_rows(ctx: Context) -> dict:
     """LongPPL / PPL of every correlation variant on the first ``longppl_tokens`` essay tokens (cached)."""
     if ctx._longppl is not None:
         return ctx._longppl
-    from harness.metrics.longppl import document_stats, short_windows, summarize
-    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
+    from harness.longppl.formulas import document_stats, short_windows, summarize
+    from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
 
     s = ctx.s
     text = ctx.text_of(s.longppl_tokens)

@@ -22,8 +22,8 @@ def claim_longppl_cost(ctx: Context) -> dict:
     from longppl.longppl import compute_longppl as reference_longppl
     from transformers import AutoModelForCausalLM
 
-    from harness.models.longppl import compute_longppl
-    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
+    from harness.longppl.estimator import compute_longppl
+    from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
 
     s = ctx.s
     names = ["vanilla", "naive s_cr=2", "ntk s_rr=4", "dynamic s_cr=2", "naive s_cr=4"]
@@ -125,7 +125,7 @@ def md_cost(c: dict, s: dict) -> list[str]:
     st = c["settings"]
     out = [f"Same text ({st['tokens']} essay tokens), same settings (K={st['trunc_len']}, d={st['sliding_window']}, "
            f"alpha={st['alpha']}, beta={st['beta']}), same evaluator (a second copy of the vanilla model). Ours: "
-           "`harness.models.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` per "
+           "`harness.longppl.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` per "
            "variant. Reference: `longppl.compute_longppl(text, model, evaluator, ...)` per variant.", "",
            "| variant | ours s | reference s | LongPPL ours | LongPPL ref | key tokens ours / ref | PPL ours | PPL ref |",
            "|---|---|---|---|---|---|---|---|"]

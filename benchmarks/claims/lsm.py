@@ -12,8 +12,8 @@ from claims.longppl import plot_scatter
 
 
 def claim_lsm(ctx: Context) -> dict:
-    from harness.metrics.lsm import length_range
-    from harness.models.lsm import lsm_overlap
+    from harness.lsm.formulas import length_range
+    from harness.lsm.estimator import lsm_overlap
 
     s = ctx.s
     lo, hi = length_range(s.lsm_length)

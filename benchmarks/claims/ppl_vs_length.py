@@ -112,7 +112,7 @@ def gemma_reference(ctx: Context, lengths: list[int], tail: int) -> dict:
     characters (its tokens whose span lies inside them), from one causal forward over the longest text."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.models.registry import ModelFetchError, fetch_model
+    from harness.models.catalogue import ModelFetchError, fetch_model
 
     try:
         folder = fetch_model("gemma3-270m")
@@ -138,7 +138,7 @@ def gemma_reference(ctx: Context, lengths: list[int], tail: int) -> dict:
 def max_position_id(variant: str, length: int) -> float:
     """The largest position id a ``length``-token document gets under ``variant`` (window: 8191). Dynamic
     PIC's Eq. 9 keeps the last l_rc tokens at their original ids, so it does not bound it."""
-    from harness.positions.pic import dynamic_positions
+    from harness.pic.positions import dynamic_positions
 
     spec = VARIANTS[variant]
     if spec is None or spec["method"] == "ntk":  # NTK keeps the ids and stretches the wavelengths instead

@@ -3,6 +3,7 @@
   lch eval ...      drop-in for lm_eval ... (same flags and outputs; plain lm_eval finds our models and
                     tasks too) with our checks of the run first; lch eval --tasks list lists every task.
   lch tasks-path    prints our task folder (lm-eval finds it as a task plugin).
+  lch options       a task's options (--metadata keys) or a PIC model's args: type, default, domain.
   lch keytokens     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
   lch judge         the judge stage: judge the logged samples of a judged task (any judge, no
                     regeneration) and write per-sample judgements beside them.
@@ -31,9 +32,9 @@ import traceback
 from pathlib import Path
 from typing import Iterator
 
-from harness.cli import demo, engines, evaluate, judging, longppl, models, reports, training
+from harness.cli import demo, describe, engines, evaluate, judging, longppl, models, reports, training
 from harness.cli.translate import given_models, translate
-from harness.errors import (
+from harness.core.errors import (
     DEBUG_VARIABLE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -46,7 +47,7 @@ from harness.errors import (
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
-COMMANDS = (evaluate, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
+COMMANDS = (evaluate, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
 def plain_text(text: str) -> str:
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``lch`` command; a user error becomes ``lch: error: ...`` and its exit code (harness.errors)."""
+    """Run one ``lch`` command; a user error becomes ``lch: error: ...`` and its exit code (harness.core.errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--debug" in argv:  # the whole command, lm-eval's part of `lch eval` included, keeps its tracebacks
         with _debugging():
@@ -112,7 +113,7 @@ def _include_path(argv: list[str]) -> str | None:
     """``lch eval``'s ``--include_path`` (lm-eval's flag), for the error that names the closest task."""
     if argv[:1] != ["eval"]:
         return None
-    from harness.lmeval.cli import include_path_of
+    from harness.plugin.lm_eval_cli import include_path_of
 
     return include_path_of(argv)
 
@@ -206,7 +207,7 @@ def _remove(paths: list[Path]) -> None:
 
 
 def _run(argv: list[str]) -> int:
-    from harness.cache import check_folder_variables
+    from harness.core.cache import check_folder_variables
 
     check_folder_variables()  # a cache variable naming a file fails here, in a second, for every command
     if argv and argv[0] == "eval":  # every other argument is lm-eval's

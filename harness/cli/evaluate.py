@@ -12,14 +12,14 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_eval(argv: list[str]) -> int:
-    from harness.lmeval.cli import run_lm_eval
+    from harness.plugin.lm_eval_cli import run_lm_eval
 
     run_lm_eval(argv)
     return 0
 
 
 def tasks_path(args: argparse.Namespace) -> int:
-    from harness.lmeval.plugin import tasks_path as path
+    from harness.plugin.discovery import tasks_path as path
 
     print(path())
     return 0

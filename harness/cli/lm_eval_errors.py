@@ -5,7 +5,7 @@ writes are checked before the run, and a failure on user input ends with one ``l
 
 Whether the run is ours is known only once lm-eval has parsed its command line (its flags, or a ``--config`` YAML
 holding them), so the hook extends ``HarnessCLI.parse_args``: the parsed run is looked up in lm-eval's task index and
-our model names (:func:`harness.lmeval.preflight.involves_us`); a run of ours gets its subcommand's function wrapped
+our model names (:func:`harness.plugin.preflight.involves_us`); a run of ours gets its subcommand's function wrapped
 (``args.func``), any other run gets back exactly what lm-eval parsed, runs with lm-eval's own ``simple_evaluate``,
 and keeps lm-eval's own errors, tracebacks and exit codes. Errors that are not recognised as user errors (bugs:
 their traceback is kept) are untouched; ``LCH_DEBUG=1`` (``lch --debug``) keeps every traceback."""
@@ -31,7 +31,7 @@ def after_cli_import(cli_module: Any) -> None:
     def parse_args(self: Any) -> Namespace:
         args = original(self)
         try:
-            from harness.lmeval.preflight import cli_decided, cli_run_settings, involves_us
+            from harness.plugin.preflight import cli_decided, cli_run_settings, involves_us
 
             ours = callable(getattr(args, "func", None)) and involves_us(*cli_run_settings(args))
             cli_decided(ours)
@@ -48,19 +48,19 @@ def after_cli_import(cli_module: Any) -> None:
 def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
     """A subcommand of a run of ours: its destinations checked first, its user errors one line and their exit code, and
     a run that wrote its results without a metric a failed service kept it from computing (a judge server) ends as
-    one line and exit 2 too (:func:`harness.lmeval.aggregations.report_incomplete`)."""
+    one line and exit 2 too (:func:`harness.plugin.aggregations.report_incomplete`)."""
 
     @functools.wraps(func)
     def run(args: Namespace) -> Any:
-        from harness.errors import LchError, debug_enabled
+        from harness.core.errors import LchError, debug_enabled
 
         try:
-            from harness.lmeval.aggregations import raise_if_incomplete
-            from harness.lmeval.preflight import check_destinations
+            from harness.plugin.aggregations import raise_if_incomplete
+            from harness.plugin.preflight import check_destinations
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
             if isinstance(getattr(args, "samples", None), str):  # lm-eval keeps any text and fails mid-run on it
-                from harness.lmeval.cli import check_samples_arg
+                from harness.plugin.lm_eval_cli import check_samples_arg
 
                 check_samples_arg("--samples", args.samples)
             done = func(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run_models(args: argparse.Namespace) -> int:
     from harness.models.model_check import StaleModelError, check_before_use
-    from harness.models.registry import MODELS, fetch_model, is_fetched, model_path
+    from harness.models.catalogue import MODELS, fetch_model, is_fetched, model_path
 
     if args.action == "list":
         for name, spec in MODELS.items():

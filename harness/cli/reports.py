@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.errors import LchError, UsageError
-from harness.files import write_json_atomic, write_text_atomic
+from harness.core.errors import LchError, UsageError
+from harness.core.files import write_json_atomic, write_text_atomic
 from harness.reporting.agreement import Tolerances
 from harness.reporting.comparability import check_side_by_side, parse_allow
 
@@ -246,7 +246,7 @@ def _diff_tokenizer(name: str | None, run: str):
     name = name or model_tokenizer_name(run)
     if not name or name == "none":
         return None
-    from harness.data.prompt_length import load_tokenizer
+    from harness.data.prompts import load_tokenizer
 
     try:
         return load_tokenizer(name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.errors import DataFormatError
+from harness.core.errors import DataFormatError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -93,7 +93,7 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.train.compressor import TrainSettings, train_from_files
+    from harness.compressor.train import TrainSettings, train_from_files
 
     given = lambda names: {n: getattr(args, n) for n in names if getattr(args, n) is not None}  # noqa: E731
     settings = TrainSettings(stage=args.stage, **given(["steps", "batch_size", "lr", "warmup", "min_length",

@@ -1,5 +1,5 @@
 """Errors raised by lm-eval, transformers or the standard library that come from user input, recognised by
-their type and message and turned into one-line :class:`~harness.errors.LchError`\\ s. Anything not
+their type and message and turned into one-line :class:`~harness.core.errors.LchError`\\ s. Anything not
 recognised here is treated as a bug (traceback, exit 70)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import errno
 import json
 import re
 
-from harness.errors import DataFormatError, LchError, MissingDataError, UsageError
+from harness.core.errors import DataFormatError, LchError, MissingDataError, UsageError
 
 _MODEL_NOT_FOUND = (
     "is not a local folder and is not a valid model identifier",
@@ -87,7 +87,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
     if isinstance(err, FileNotFoundError) and err.filename:
         return MissingDataError(f"{err.filename} does not exist: check the path")
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):
-        from harness.lmeval.preflight import closest_tasks
+        from harness.plugin.preflight import closest_tasks
 
         missing = [t.strip() for t in message.split(":", 1)[1].split(",") if t.strip()]
         return UsageError(f"{message.rstrip('.')}{closest_tasks(missing, include_path)} (`lch eval --tasks list` "
@@ -96,7 +96,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         return UsageError(f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run "
                           "--help`)")
     if isinstance(err, ValueError) and "no model for this name found" in message:
-        from harness.lmeval.registry import model_names
+        from harness.plugin.registration import model_names
 
         return UsageError(f"{message} (our models: {', '.join(model_names())})")
     engine_args = _engine_config_error(err)

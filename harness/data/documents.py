@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from harness.cache import cache_root
-from harness.errors import DataFormatError, MissingDataError, UsageError
+from harness.core.cache import cache_root
+from harness.core.errors import DataFormatError, MissingDataError, UsageError
 from harness.data.inputs import Input
-from harness.files import write_bytes_atomic
-from harness.options import MAX_SAMPLES, MAX_TOKENS, option
+from harness.core.files import write_bytes_atomic
+from harness.core.options import MAX_SAMPLES, MAX_TOKENS, option
 
 __all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 

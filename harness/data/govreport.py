@@ -6,9 +6,9 @@ from functools import lru_cache
 from typing import Any
 
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
-from harness.data.prompt_length import ModelKeys
+from harness.data.prompts import ModelKeys
 from harness.data.token_heads import count_tokens_upto
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 
 def _tokenizer_counter(name: str | None, limit: int):
@@ -46,7 +46,7 @@ def _selected(options: DocumentOptions, model: ModelKeys) -> tuple[dict[str, Any
 
 
 def load_govreport(options: DocumentOptions, model: ModelKeys) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): ``{"test": Dataset(doc_id,
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): ``{"test": Dataset(doc_id,
     text)}`` selected as the module says."""
     import datasets
 

@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from harness.data.documents import MissingDataError, load_documents
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
 SYNTHETIC = "synthetic"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import read_json, read_jsonl
-from harness.errors import DataFormatError, MissingDataError
+from harness.core.errors import DataFormatError, MissingDataError
 
 
 def load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 
 def parse_lengths(value: Any, default: list) -> list:

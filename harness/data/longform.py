@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, downloaded_input, local_or_download, read_jsonl
 from harness.data.inputs import Input
-from harness.errors import UsageError
-from harness.options import MAX_SAMPLES, option
+from harness.core.errors import UsageError
+from harness.core.options import MAX_SAMPLES, option
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {
@@ -61,7 +61,7 @@ class HelloBenchData:
 
 
 def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`longbench_write_dataset`."""
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`longbench_write_dataset`."""
     return longbench_write_dataset(options)
 
 
@@ -83,7 +83,7 @@ def longbench_write_dataset(options: LongBenchWriteData) -> dict:
 
 
 def load_hellobench_htg(options: HelloBenchData, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.classes.base.LchTask.download`): :func:`hellobench_htg_dataset`."""
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`hellobench_htg_dataset`."""
     return hellobench_htg_dataset(options)
 
 

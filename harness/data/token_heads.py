@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 HEAD_MARGIN = 64  # tokens past the cut that a prefix must hold before its first n tokens are trusted
 FIRST_CHARS_PER_TOKEN = 8  # the first prefix: this many characters per token asked for (English: about 4)

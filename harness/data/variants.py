@@ -11,7 +11,7 @@
                     "pic_layout": "paper", "rope_base": null}
     }
 
-``inference`` is an :class:`~harness.positions.inference.Inference` written with the names of ``hf-pic``'s
+``inference`` is an :class:`~harness.pic.inference.Inference` written with the names of ``hf-pic``'s
 model args (``rope_base``: the RoPE base the weights were trained with, ``null`` for the model's own), so
 ``hf-pic`` applies it key by key and an explicit model arg overrides one key. ``settings`` is free-form (recorded, shown, never applied). The file can be written
 by hand for checkpoints trained elsewhere (e.g. a PIC-SFT model from LLaMA-Factory).
@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataFormatError, UsageError
-from harness.files import write_json_atomic
-from harness.positions.inference import VARIANT_KEYS, Inference
+from harness.core.errors import DataFormatError, UsageError
+from harness.core.files import write_json_atomic
+from harness.pic.inference import VARIANT_KEYS, Inference
+from harness.core import results as keys
 
 VARIANT_FILE = "lch_variant.json"
 FORMAT_VERSION = 1
@@ -103,8 +104,8 @@ def results_info(variant: Variant | None, applied: Inference) -> dict[str, Any]:
     """What a model class adds to lm-eval's results ``config``: ``lch_inference`` (the PIC / RoPE settings
     in force, as model args), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as``
     (words)."""
-    return {"lch_inference": applied.to_model_args(), "lch_variant": variant.to_json() if variant is not None else None,
-            "lch_evaluated_as": evaluated_as(variant, applied)}
+    return {keys.INFERENCE: applied.to_model_args(), keys.VARIANT: variant.to_json() if variant is not None else None,
+            keys.EVALUATED_AS: evaluated_as(variant, applied)}
 
 
 def variant_path(folder: str | Path) -> Path:

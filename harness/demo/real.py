@@ -2,7 +2,7 @@
 
 ``--model`` picks the model (:data:`DEMO_MODELS`): SmolLM2-135M-Instruct (default; Llama, 8k window,
 instruction-tuned) or Gemma 3 270M (base; gemma3_text, 32k window). It comes from the registry
-(:mod:`harness.models.registry`, fetched and converted on first use). Each variant runs once through
+(:mod:`harness.models.catalogue`, fetched and converted on first use). Each variant runs once through
 lm-eval (``hf-pic``, fp32, CPU, greedy) on:
 
 * RULER ``niah_single_1`` (noise haystack) / ``niah_single_2`` (essay haystack) and BABILong ``qa1`` at 1k
@@ -39,8 +39,8 @@ from pathlib import Path
 from dataclasses import dataclass
 
 from harness.demo.common import slug, write_reports
-from harness.files import write_json_atomic, write_text_atomic
-from harness.metrics.longppl import KEY_TOKEN_DEFAULTS
+from harness.core.files import write_json_atomic, write_text_atomic
+from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class DemoModel:
 
     title: str
     chat_template: bool  # instruction-tuned: prompts through its chat template
-    short_start: str  # how LongPPL's short windows start (harness.metrics.longppl.KEY_TOKEN_DEFAULTS)
+    short_start: str  # how LongPPL's short windows start (harness.longppl.formulas.KEY_TOKEN_DEFAULTS)
 
 
 DEMO_MODELS = {
@@ -104,14 +104,14 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                   num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
                   variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
     """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
-    from harness.errors import UsageError
-    from harness.files import writable_problem
+    from harness.core.errors import UsageError
+    from harness.core.files import writable_problem
 
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]
-    from harness.lmeval.run import evaluate, save_run, task_manager
-    from harness.models.registry import fetch_model
+    from harness.plugin.run import evaluate, save_run, task_manager
+    from harness.models.catalogue import fetch_model
 
     start = time.perf_counter()
     essays_dir = essays_folder(essays)  # the inputs first: a mistake costs no fetch and no output folder

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from harness.demo.common import slug, write_reports
-from harness.files import atomic_writer, write_json_atomic
+from harness.core.files import atomic_writer, write_json_atomic
 
 VARIANTS: list[tuple[str, dict]] = [
     ("vanilla", {"pic": "none"}),
@@ -29,7 +29,7 @@ VARIANTS: list[tuple[str, dict]] = [
 
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
     from harness.data.synthetic import synthetic_reports
-    from harness.lmeval.run import evaluate, save_run, task_manager
+    from harness.plugin.run import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
     from harness.reporting.labels import name_from_results, split_shared
 

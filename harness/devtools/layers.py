@@ -13,7 +13,11 @@ Layers, lowest first (a layer may import only the layers listed in its ``may_imp
 * ``reporting``: reads results files (and logged samples / judgements) only.
 * ``app``: the CLI, the demos, these dev tools and the package's public API.
 
-Imports count wherever they are written (also inside functions): a lazy import is still a dependency.
+Imports count wherever they are written (also inside functions): a lazy import is still a dependency. Imports
+under ``if TYPE_CHECKING:`` (annotations only, never run) do not count.
+
+Import circles: :func:`cycles` lists the groups of modules that import each other (directly or through others);
+the check refuses any.
 """
 
 from __future__ import annotations
@@ -33,14 +37,26 @@ class Layer:
 
 
 LAYERS = (
-    Layer("base", ("harness.cache", "harness.errors", "harness.files", "harness.options", "harness.run_record"), ()),
-    Layer("pure", ("harness.positions", "harness.metrics"), ("base",),
+    Layer("base", ("harness.core",), ()),
+    Layer("pure", ("harness.metrics", "harness.pic.inference", "harness.pic.methods", "harness.pic.positions",
+                   "harness.longppl.formulas", "harness.lsm.formulas", "harness.engines.windows",
+                   "harness.compressor.positions", "harness.train.positions", "harness.tasks.lch_babilong.scoring"),
+          ("base",),
           ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
            "pathlib", "urllib", "shutil", "tempfile", "subprocess")),
-    Layer("data", ("harness.data",), ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
-    Layer("models", ("harness.models", "harness.train"), ("base", "pure", "data"), ("lm_eval", "openai")),
+    Layer("data", ("harness.data", "harness.longppl.corpus", "harness.longppl.span_files",
+                   "harness.tasks.lch_ruler.dataset", "harness.tasks.lch_ruler.builders", "harness.tasks.lch_ruler.cache",
+                   "harness.tasks.lch_ruler.catalogue", "harness.tasks.lch_ruler.fitting",
+                   "harness.tasks.lch_babilong.babi", "harness.tasks.lch_babilong.dataset", "harness.tasks.mrqa.dataset"),
+          ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
+    Layer("models", ("harness.models", "harness.train", "harness.pic.hf", "harness.pic.vllm", "harness.longppl.estimator",
+                     "harness.longppl.keytokens", "harness.lsm.estimator", "harness.compressor.model",
+                     "harness.compressor.train", "harness.engines.vllm_pic.scoring", "harness.engines.vllm_pic.env"),
+          ("base", "pure", "data"), ("lm_eval", "openai")),
     Layer("judging", ("harness.judges",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
-    Layer("lmeval", ("harness.lmeval", "harness.tasks"), ("base", "pure", "data", "models", "judging")),
+    Layer("lmeval", ("harness.plugin", "harness.engines", "harness.tasks", "harness.longppl.dataset",
+                     "harness.compressor.lm", "harness.compressor.tasks"),
+          ("base", "pure", "data", "models", "judging")),
     Layer("reporting", ("harness.reporting",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
     Layer("app", ("harness.cli", "harness.demo", "harness.devtools", "harness"),
           ("base", "pure", "data", "models", "judging", "lmeval", "reporting")),
@@ -84,13 +100,26 @@ def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for type checkers only, never run."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def imports_of(module: str, path: Path) -> tuple[set[str], set[str]]:
     """``(imported modules, names of I/O calls)`` of one source file; ``from x import y`` counts ``x.y``
     when that is a module of ours (else ``x``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: set[str] = set()
     calls: set[str] = set()
+    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for stmt in block.body
+                   for n in ast.walk(stmt)}
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -149,12 +178,58 @@ def layer_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], int]:
     return edges
 
 
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each group of two or more modules of ours that reach each other through
+    imports (strongly connected components, Tarjan's algorithm, iterative), sorted."""
+    ours = {module: sorted(t for t in targets if t in graph) for module, targets in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(ours):
+        if root in index:
+            continue
+        work = [(root, iter(ours[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(ours[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return sorted(found)
+
+
 def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
-    """The import graph of the repository at ``root`` and its violations."""
+    """The import graph of the repository at ``root`` and its violations (layer rules, I/O in the pure layer,
+    import circles)."""
     files = module_files(root)
     graph = import_graph(root)
     io_calls = {module: imports_of(module, path)[1] for module, path in files.items()}
-    return graph, violations(graph, io_calls)
+    circles = [f"import circle: {' <-> '.join(group)}" for group in cycles(graph)]
+    return graph, violations(graph, io_calls) + circles
 
 
 def rules() -> list[str]:

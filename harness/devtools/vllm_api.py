@@ -3,7 +3,7 @@ prints each check and exits 1 when one fails.
 
 It needs vLLM's Python only, not its kernels, so it runs on any machine where ``import vllm`` works: e.g. a venv with
 ``--system-site-packages`` and a CUDA wheel of another vLLM installed with ``--no-deps`` (its ``vllm._C`` need not
-load). That is how the ends of :data:`~harness.models.vllm_pic_model.VLLM_VERSIONS` were checked on a CPU machine
+load). That is how the ends of :data:`~harness.pic.vllm.model.VLLM_VERSIONS` were checked on a CPU machine
 (docs/vllm.md, "Versions"). The engine-level checks (rotary modules against what PIC computes, the KV cache's
 layout probed with the backend's writer) still run when a model loads; this catches a renamed or moved name early.
 """
@@ -28,8 +28,8 @@ def check(what: str) -> Callable[[Callable[[], str | None]], Callable[[], str | 
 
 @check("the version is in vllm-pic's range")
 def _version() -> str | None:
-    from harness.errors import UsageError
-    from harness.models.vllm_pic_model import check_vllm_version
+    from harness.core.errors import UsageError
+    from harness.pic.vllm.model import check_vllm_version
 
     try:
         check_vllm_version()
@@ -85,7 +85,7 @@ def _backends() -> str | None:
             continue
         cls = getattr(found, metadata, None)
         fields = {field.name for field in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-        from harness.models.vllm_pic_model import PLAN_METADATA
+        from harness.pic.vllm.model import PLAN_METADATA
 
         if not set(PLAN_METADATA) <= fields:
             problems.append(f"{metadata} lacks {', '.join(sorted(set(PLAN_METADATA) - fields))}")
@@ -113,7 +113,7 @@ def _runtime() -> str | None:
 def _classes() -> str | None:
     from vllm import ModelRegistry
 
-    from harness.models.vllm_pic_model import pic_model_class, register
+    from harness.pic.vllm.model import pic_model_class, register
 
     register("LlamaForCausalLM")
     for arch in ("LlamaForCausalLM", "Gemma3ForCausalLM", "Qwen2ForCausalLM"):

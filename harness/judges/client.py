@@ -28,9 +28,9 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from harness.cache import cache_root
-from harness.errors import UsageError
-from harness.files import read_json_or_none, write_json_atomic
+from harness.core.cache import cache_root
+from harness.core.errors import UsageError
+from harness.core.files import read_json_or_none, write_json_atomic
 
 
 def default_cache_dir() -> Path:
@@ -80,7 +80,7 @@ _ANSWER_FIELDS = {"text", "finish_reason", "model", "fingerprint"}
 
 class JudgeCache:
     """One JSON file per answered request, named by the request hash. Writes are atomic
-    (:func:`harness.files.write_json_atomic`), so concurrent runs asking the same request both store the same
+    (:func:`harness.core.files.write_json_atomic`), so concurrent runs asking the same request both store the same
     answer harmlessly (no lock: asking twice costs one request); an entry that is not a JSON object (a writer
     killed before writes were atomic) is a miss, asked again and overwritten."""
 

@@ -13,7 +13,7 @@ import json
 import os
 from typing import Sequence
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 LONGBENCH_WRITE_PROMPT_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/judge.txt"
 

@@ -28,9 +28,9 @@ from typing import Any, Callable, Sequence
 
 from harness.data.documents import read_jsonl
 from harness.data.longform import load_hellobench_weights
-from harness.data.run_files import judgements_path
-from harness.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
-from harness.files import atomic_writer
+from harness.core.run_files import judgements_path
+from harness.core.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
+from harness.core.files import atomic_writer
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -42,7 +42,7 @@ from harness.metrics.generation import (
     longbench_write_quality,
     longbench_write_total,
 )
-from harness.options import MAX_TOKENS, option, parse_options
+from harness.core.options import MAX_TOKENS, option, parse_options
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
@@ -307,7 +307,7 @@ def judge_samples_file(
     (model), ``parsed`` (None when unparsable), ``quality`` (per-sample quality, see
     :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts (a metric that
     does not exist is left out, ``absent`` says why). A request the judge never answered (after its retries) writes
-    no judgements file: :class:`~harness.errors.IncompleteError`, and the same command resumes."""
+    no judgements file: :class:`~harness.core.errors.IncompleteError`, and the same command resumes."""
     if not Path(samples_file).is_file():
         raise MissingDataError(f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
                                "lm-eval wrote with --log_samples")

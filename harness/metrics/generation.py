@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 # --------------------------------------------------------------------------- lengths
 

@@ -7,7 +7,7 @@ import string
 from collections import Counter
 from typing import Sequence
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)

@@ -3,12 +3,12 @@
 A mean over a handful of items is a number with no meaning beyond noise, and a results file that holds it with no
 word looks as trustworthy as one over five hundred. Each of our tasks declares, per metric, the count it rests on and
 the fewest items below which it is noise (:class:`Support`, written into the task's results metadata under
-:data:`SUPPORT_KEY`); after a run, :func:`results_cautions` turns the declarations and the counts the run reported
-into one sentence per shortfall, which lm-eval's results then carry under :data:`CAUTIONS_KEY` (and the run logs).
+:data:`harness.core.results.SUPPORT`); after a run, :func:`results_cautions` turns the declarations and the counts the run reported
+into one sentence per shortfall, which lm-eval's results then carry under :data:`harness.core.results.CAUTIONS` (and the run logs).
 
 The minimums, and why:
 
-* key tokens under a LongPPL: :data:`~harness.metrics.longppl.MIN_KEY_TOKENS` (100); its reason is stated there
+* key tokens under a LongPPL: :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` (100); its reason is stated there
   (the mean NLL of n key tokens is known to about 2 / sqrt(n) nats).
 * samples under a score that is a mean of per-sample values (an accuracy out of 100, a RULER or BABILong score per
   length, a judged quality): :data:`MIN_SAMPLES` (25). A mean of 0 / 100 outcomes over n samples has a standard error
@@ -26,10 +26,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from harness.metrics.longppl import MIN_KEY_TOKENS
+from harness.longppl.formulas import MIN_KEY_TOKENS
+from harness.core import results as keys
 
-SUPPORT_KEY = "lch_support"  # in a task's results metadata: [Support as JSON, ...]
-CAUTIONS_KEY = "lch_cautions"  # in lm-eval's results: {task: [sentence, ...]}
 SAMPLE_COUNT = "sample_len"  # lm-eval's count of the documents a task scored (results[task]["sample_len"])
 
 MIN_SAMPLES = 25
@@ -63,7 +62,7 @@ def samples_support(metric: str, count: str = SAMPLE_COUNT) -> Support:
 
 
 def key_tokens_support(metric: str, count: str = "n_key_tokens") -> Support:
-    """A LongPPL (:data:`~harness.metrics.longppl.MIN_KEY_TOKENS`)."""
+    """A LongPPL (:data:`~harness.longppl.formulas.MIN_KEY_TOKENS`)."""
     return Support(metric, count, MIN_KEY_TOKENS, "key tokens", KEY_TOKENS_WHY)
 
 
@@ -139,14 +138,14 @@ def _same_model(a: str, b: str) -> bool:
 
 def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
     """``{task: [caution, ...]}`` of an lm-eval results object, from each task's declared supports (its config
-    metadata's :data:`SUPPORT_KEY`) and the counts it reported, and for a LongPPL task whose evaluator (metadata
+    metadata's :data:`harness.core.results.SUPPORT`) and the counts it reported, and for a LongPPL task whose evaluator (metadata
     ``evaluator``, no reference ``key_spans_dir``) is the evaluated model itself (:data:`OWN_EVALUATOR_WHY`); tasks
     without a caution are left out."""
     out: dict[str, list[str]] = {}
     pretrained = _pretrained(results)
     for task, config in (results.get("configs") or {}).items():
         metadata = ((config or {}).get("metadata") or {}) if isinstance(config, Mapping) else {}
-        declared = metadata.get(SUPPORT_KEY)
+        declared = metadata.get(keys.SUPPORT)
         values = (results.get("results") or {}).get(task)
         if not isinstance(declared, list) or not isinstance(values, Mapping):
             continue

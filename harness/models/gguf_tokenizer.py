@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MissingDataError
+from harness.core.errors import MissingDataError
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
 SPM_SPACE = "\u2581"

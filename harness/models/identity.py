@@ -17,8 +17,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from harness.cache import cache_root
-from harness.files import read_json_or_none, write_json_atomic
+from harness.core.cache import cache_root
+from harness.core.files import read_json_or_none, write_json_atomic
 
 SKIPPED = {"lch_model.json"}
 VERSION_STAMPED = {"config.json", "generation_config.json"}  # JSON with a transformers_version field

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cache import cache_root
-from harness.errors import MissingDataError
-from harness.files import read_json_or_none, write_json_atomic
+from harness.core.cache import cache_root
+from harness.core.errors import MissingDataError
+from harness.core.files import read_json_or_none, write_json_atomic
 
 MARKER = "lch_model.json"
 # 1: the converter's defaults (before tokenizer facts were pinned); 2: facts pinned from the source and checked
@@ -238,7 +238,7 @@ def check_before_use(folder: str | Path, tokenizer: Any = None) -> None:
     if memo is not None and memo.is_file():
         return
     name = marker.get("name", folder.name)
-    from harness.models.registry import models_root  # (imported here: the registry imports this module)
+    from harness.core.cache import models_root
 
     elsewhere = "" if folder.parent.resolve() == models_root().resolve() else f"LCH_MODELS={folder.parent} "
     repair = f"run `{elsewhere}lch models fetch {name}` to rebuild it"

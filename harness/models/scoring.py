@@ -13,7 +13,7 @@ from torch import nn
 
 from harness.models.head import output_logits
 from harness.models.unwrap import unwrap_model
-from harness.positions.pic import positions_from_mask
+from harness.pic.positions import positions_from_mask
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
 # share of a CUDA device's free memory one chunk of logits may take: the head's output, its fp32 copy and the
@@ -84,7 +84,7 @@ def blocks_allowed(model: nn.Module) -> bool:
     """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not under a PIC method
     whose positions depend on the row's whole length (naive and Dynamic PIC compute them per call); a RoPE base
     (NTK-aware PIC) and no PIC do not."""
-    from harness.models.pic import pic_settings
+    from harness.pic.hf import pic_settings
 
     inference = pic_settings(model)
     return inference is None or inference.entry.ids is None

@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from harness.cache import cache_root
-from harness.errors import UsageError
-from harness.files import atomic_folder, entry_lock
+from harness.core.cache import cache_root
+from harness.core.errors import UsageError
+from harness.core.files import atomic_folder, entry_lock
 from harness.models.model_check import library_versions
 
 def default_cache_dir() -> Path:
@@ -148,7 +148,7 @@ def build_tiny_model(
 
 
 def _complete(folder: Path) -> bool:
-    """Whether ``folder`` is a whole tiny-model folder (it appears whole: :func:`harness.files.atomic_folder`)."""
+    """Whether ``folder`` is a whole tiny-model folder (it appears whole: :func:`harness.core.files.atomic_folder`)."""
     return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
 
 

@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.data.documents import read_jsonl
-from harness.errors import DataFormatError, UsageError
+from harness.core.errors import DataFormatError, UsageError
 from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
-from harness.reporting.runs import RunError, cautions_of, declared, model_args_of, read_json
-from harness.run_record import FIELDS, RunRecord
+from harness.reporting.labels import model_args_of
+from harness.reporting.runs import RunError, cautions_of, declared, read_json
+from harness.core.run_record import FIELDS, RunRecord
+from harness.core import results as keys
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
 
@@ -278,13 +280,13 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
     check_comparable({"A": RunRecord.from_results(data_a), "B": RunRecord.from_results(data_b)}, SAME_MODEL, allow)
     if TASK_OPTIONS not in set(allow):
-        check_task_configurations({"A": declared(data_a, "lch_configuration"), "B": declared(data_b, "lch_configuration")},
+        check_task_configurations({"A": declared(data_a, keys.CONFIGURATION), "B": declared(data_b, keys.CONFIGURATION)},
                                   override=f"--allow {TASK_OPTIONS}")
     tasks = []
     for task in sorted(set(files_a) & set(files_b)):
         tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),
                                   (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
-                                  tol, tokenizer, declared(data_a, "lch_metric_roles").get(task, {})))
+                                  tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {})))
     if not tasks:
         raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
                          f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")
@@ -296,7 +298,7 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
 def _describe(results: Path, data: dict) -> dict:
     config = data.get("config") or {}
     return {"results": str(results), "model": config.get("model"), "model_args": config.get("model_args"),
-            "evaluated_as": config.get("lch_evaluated_as"), "name": name_from_results(data).text,
+            "evaluated_as": config.get(keys.EVALUATED_AS), "name": name_from_results(data).text,
             "cautions": [c for found in cautions_of(data).values() for c in found],
             "record": asdict(RunRecord.from_results(data))}
 

@@ -1,6 +1,6 @@
 """Whether runs put side by side were run alike: the check every report makes before any numeric verdict.
 
-Each run's :class:`harness.run_record.RunRecord` (what it was run with) is compared field by field, for the
+Each run's :class:`harness.core.run_record.RunRecord` (what it was run with) is compared field by field, for the
 fields the kind of comparison needs to be equal:
 
 * :data:`SAME_MODEL` (``lch agree``): one model and one configuration computed twice, e.g. on two
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
-from harness.errors import EXIT_NOT_COMPARABLE, LchError, UsageError
-from harness.options import closest
-from harness.run_record import FIELDS, RunRecord
+from harness.core.errors import EXIT_NOT_COMPARABLE, LchError, UsageError
+from harness.core.options import closest
+from harness.core.run_record import FIELDS, RunRecord
 
 if TYPE_CHECKING:
     from harness.reporting.runs import Run

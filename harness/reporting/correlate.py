@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from harness.errors import UsageError
-from harness.files import write_json_atomic, write_text_atomic
+from harness.core.errors import UsageError
+from harness.core.files import write_json_atomic, write_text_atomic
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 

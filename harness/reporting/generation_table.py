@@ -14,11 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.data.run_files import judgements_path
-from harness.errors import MissingDataError
+from harness.core.run_files import judgements_path
+from harness.core.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.labels import name_from_results
-from harness.reporting.runs import model_args_of
+from harness.reporting.labels import model_args_of
+from harness.core import results as keys
 
 
 def _latest(folder: Path, pattern: str) -> Path:
@@ -47,7 +48,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     for run in run_dirs:
         results = json.loads(_latest(Path(run), "results_*.json").read_text())
         config = results.get("config") or {}
-        model_args[run], applied[run] = model_args_of(results), config.get("lch_inference")
+        model_args[run], applied[run] = model_args_of(results), config.get(keys.INFERENCE)
         label = name_from_results(results).text
         samples_file = _latest(Path(run), f"samples_{task}_*.jsonl")
         rows = [json.loads(l) for l in samples_file.read_text().splitlines() if l.strip()]

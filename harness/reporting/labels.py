@@ -22,17 +22,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from harness.data.variants import evaluated_as
-from harness.positions.inference import MODEL_ARGS
-from harness.reporting.runs import Run, checkpoint_of, inference_of, model_args_of
+from harness.pic.inference import MODEL_ARGS, Inference
+from harness.core import results as keys
 
 SEPARATOR = " · "
 # model args that are not in a name: where the model is (the model part has its name), how it is run (the run
 # record has the dtype and device), lm-eval's engine plumbing
 NOT_IN_NAME = frozenset({"pretrained", "checkpoint", "peft", "model", "tokenizer", "dtype", "device", "trust_remote_code",
                          "max_length", "batch_size", "parallelize", "gpu_memory_utilization", "revision"})
+
+
+def checkpoint_of(model_args: dict) -> str:
+    """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
+    for name in ("checkpoint", "peft", "pretrained", "model"):
+        if model_args.get(name):
+            return str(model_args[name])
+    return ""
+
+
+def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
+    """The inference a run applied: ``applied`` (``config.lch_inference``) when recorded, else its model args."""
+    try:
+        return Inference.from_model_args(applied if applied is not None else model_args)
+    except ValueError:  # a run of another model whose args merely share our names
+        return Inference()
+
+
+def model_args_of(results: dict) -> dict:
+    """``config.model_args`` of an lm-eval results object as a dict (older lm-eval writes the CLI string
+    ``"k=v,k=v"``)."""
+    model_args: Any = (results.get("config") or {}).get("model_args") or {}
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    return dict(model_args)
+
+
+class NamedRun(Protocol):
+    """What a name is made of: a :class:`harness.reporting.runs.Run` (which imports this module for its name)."""
+
+    model: str
+    model_args: dict
+    variant: str
+    applied: dict | None
+    path: Path
 
 
 @dataclass(frozen=True)
@@ -68,12 +103,12 @@ def name_of(model: str, model_args: Mapping, variant: str = "", applied: Mapping
 def name_from_results(data: Mapping) -> RunName:
     """The name of the run an lm-eval results object describes."""
     config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-    applied = config.get("lch_inference") if isinstance(config.get("lch_inference"), Mapping) else None
+    applied = config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), Mapping) else None
     return name_of(str(config.get("model") or data.get("model_name") or "model"), model_args_of(dict(data)),
-                   str(config.get("lch_evaluated_as") or ""), applied)
+                   str(config.get(keys.EVALUATED_AS) or ""), applied)
 
 
-def run_name(run: Run) -> RunName:
+def run_name(run: NamedRun) -> RunName:
     """The name of a :class:`~harness.reporting.runs.Run`."""
     return name_of(run.model, run.model_args, run.variant, run.applied)
 
@@ -102,12 +137,12 @@ def unique_labels(labels: Sequence[str], folders: Sequence[str | Path] | None = 
     return unique_labels(out) if len(set(out)) < len(out) else out
 
 
-def run_labels(runs: Sequence[Run]) -> list[str]:
+def run_labels(runs: Sequence[NamedRun]) -> list[str]:
     """Each run's whole name, equal ones told apart by their results folders (:func:`unique_labels`)."""
     return unique_labels([run_name(r).text for r in runs], [r.path for r in runs])
 
 
-def distinct_run_labels(runs: Sequence[Run]) -> tuple[str, list[str]]:
+def distinct_run_labels(runs: Sequence[NamedRun]) -> tuple[str, list[str]]:
     """``(title, labels)`` of runs shown together (module docstring): :func:`split_shared` of :func:`run_labels`."""
     return split_shared(run_labels(runs))
 

@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from harness.errors import UsageError
-from harness.files import write_text_atomic
+from harness.core.errors import UsageError
+from harness.core.files import write_text_atomic
 from harness.reporting.comparability import check_side_by_side
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Sequence
 
 from harness.data.lengths import length_tokens
-from harness.errors import UsageError
-from harness.files import savefig_atomic
-from harness.positions.inference import MODEL_ARGS, Inference
-from harness.positions.methods import PIC_METHODS
+from harness.core.errors import UsageError
+from harness.core.files import savefig_atomic
+from harness.pic.inference import MODEL_ARGS, Inference
+from harness.pic.methods import PIC_METHODS
 from harness.reporting.labels import SEPARATOR, name_of, run_labels, split_shared
-from harness.reporting.runs import Run, inference_of, latest_per_configuration
+from harness.reporting.labels import inference_of
+from harness.reporting.runs import Run, latest_per_configuration
 
 
 def _plot_methods() -> list[str]:

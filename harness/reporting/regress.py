@@ -9,7 +9,7 @@ Baseline JSON (``results/baselines/NAME.json``, see ``results/README.md``)::
                                       "role": "perplexity", "rel_tol": 0.01, "k": 2.0}}}
 
 Which metrics: a baseline holds the run's scores (every metric with a direction whose task does not declare it
-bookkeeping: ``harness.tasks.classes.base.metric_role``; token, document and sample counts describe the run, and a
+bookkeeping: ``harness.metrics.catalogue.metric_role``; token, document and sample counts describe the run, and a
 change in them is no regression of the model), or every directed metric with ``all_metrics``, or those listed.
 
 A metric regresses when it moves in its bad direction by more than its tolerance
@@ -25,7 +25,7 @@ as NaN, or left out with a reason (``lch_absent``: its judge failed), makes the 
 nothing to compare. A baseline is never made of a run whose scores could not all be computed, and a hand-edited or
 damaged baseline (a NaN value, ``higher_is_better`` not a boolean, a negative tolerance) is refused naming the field.
 
-The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.run_record`); a run
+The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.core.run_record`); a run
 whose configuration differs (:data:`harness.reporting.comparability.SAME_CONFIGURATION`: another architecture,
 dtype, inference, length, chat template or seeds), or whose tasks measured with other options than the baseline's
 (``"tasks"``: other LongPPL windows, other RULER lengths or sample counts, other documents by name:
@@ -41,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness.errors import DataFormatError
+from harness.core.errors import DataFormatError
 from harness.reporting.comparability import SAME_CONFIGURATION, check_comparable, check_task_configurations
 from harness.reporting.runs import Run, RunError, read_json
-from harness.run_record import FIELDS, KEY, RunRecord
+from harness.core.run_record import FIELDS, RunRecord
+from harness.core import results as keys
 
 
 NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value (module docstring)
@@ -132,7 +133,7 @@ def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0,
 
     tasks = sorted({m.split("/", 1)[0] for m in chosen} & set(run.configurations))
     baseline = {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
-                "run": run.record.as_info()[KEY], "tasks": {t: run.configurations[t] for t in tasks},
+                "run": run.record.as_info()[keys.RUN], "tasks": {t: run.configurations[t] for t in tasks},
                 "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
                 "metrics": {m: spec(m) for m in sorted(chosen)}}
     return check_baseline(baseline, f"the baseline of {run.path}")

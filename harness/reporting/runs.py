@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataFormatError
-from harness.metrics.support import CAUTIONS_KEY, results_cautions
-from harness.positions.inference import Inference
-from harness.run_record import RunRecord
+from harness.core.errors import DataFormatError
+from harness.metrics.support import results_cautions
+from harness.pic.inference import Inference
+from harness.core.run_record import RunRecord
+from harness.core import results as keys
+from harness.reporting.labels import checkpoint_of, inference_of, model_args_of, run_name
 
 class RunError(DataFormatError):
     """A results file that cannot be used; the message names the file."""
@@ -33,14 +35,14 @@ class Run:
     higher_is_better: dict[str, bool] = field(default_factory=dict)
     variant: str = ""  # what was evaluated, in words (``config.lch_evaluated_as`` written by hf-pic / vllm-pic)
     applied: dict | None = None  # the inference applied, as model args (``config.lch_inference``), if recorded
-    record: RunRecord = field(default_factory=RunRecord)  # what the run was run with (harness.run_record)
+    record: RunRecord = field(default_factory=RunRecord)  # what the run was run with (harness.core.run_record)
     # "<task>/<metric>" -> perplexity | score | bookkeeping, as our tasks declare them (config metadata
-    # "lch_metric_roles"); metrics of other tasks and of groups are not in it
+    # keys.METRIC_ROLES); metrics of other tasks and of groups are not in it
     roles: dict[str, str] = field(default_factory=dict)
     subtasks: dict[str, list[str]] = field(default_factory=dict)  # group -> its tasks (lm-eval's group_subtasks)
     # task -> sentences on metrics that rest on too little (harness.metrics.support; the results' lch_cautions)
     cautions: dict[str, list[str]] = field(default_factory=dict)
-    # task -> what it measured with (config metadata "lch_configuration": harness.tasks.classes.base.LchTask)
+    # task -> what it measured with (config metadata keys.CONFIGURATION: harness.tasks.base.LchTask)
     configurations: dict[str, dict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # task -> documents scored (lm-eval's n-samples effective)
     # "<task>/<metric>" -> why the run has no number for it: a NaN / inf in the file (not a number, never compared or
@@ -65,25 +67,7 @@ class Run:
     @property
     def label(self) -> str:
         """The run's name, as every report names it (:mod:`harness.reporting.labels`)."""
-        from harness.reporting.labels import run_name
-
         return run_name(self).text
-
-
-def checkpoint_of(model_args: dict) -> str:
-    """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
-    for name in ("checkpoint", "peft", "pretrained", "model"):
-        if model_args.get(name):
-            return str(model_args[name])
-    return ""
-
-
-def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
-    """The inference a run applied: ``applied`` (``config.lch_inference``) when recorded, else its model args."""
-    try:
-        return Inference.from_model_args(applied if applied is not None else model_args)
-    except ValueError:  # a run of another model whose args merely share our names
-        return Inference()
 
 
 def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
@@ -103,15 +87,6 @@ def read_json(path: Path, error: type[ValueError]) -> Any:
         raise error(f"{path}: not readable JSON ({err})") from None
 
 
-def model_args_of(results: dict) -> dict:
-    """``config.model_args`` of an lm-eval results object as a dict (older lm-eval writes the CLI string
-    ``"k=v,k=v"``)."""
-    model_args: Any = (results.get("config") or {}).get("model_args") or {}
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
-    return dict(model_args)
-
-
 def declared(data: dict, key: str) -> dict[str, dict]:
     """``{task: metadata[key]}`` of the results' task configs that declare ``key`` as an object."""
     out = {}
@@ -124,13 +99,13 @@ def declared(data: dict, key: str) -> dict[str, dict]:
 
 def _metric_roles(data: dict) -> dict[str, str]:
     """``{"<task>/<metric>": role}`` declared in the results' task configs (``metadata.lch_metric_roles``)."""
-    return {f"{task}/{metric}": str(role) for task, roles in declared(data, "lch_metric_roles").items()
+    return {f"{task}/{metric}": str(role) for task, roles in declared(data, keys.METRIC_ROLES).items()
             for metric, role in roles.items()}
 
 
 def cautions_of(data: dict) -> dict[str, list[str]]:
     """The run's cautions as it recorded them (``lch_cautions``), else as its tasks' declared supports give them."""
-    recorded = data.get(CAUTIONS_KEY)
+    recorded = data.get(keys.CAUTIONS)
     if isinstance(recorded, dict):
         return {str(t): [str(s) for s in found] for t, found in recorded.items() if isinstance(found, list)}
     return results_cautions(data)
@@ -144,12 +119,12 @@ def read_run(path: str | Path) -> Run:
     config = data.get("config") or {}
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
-              variant=str(config.get("lch_evaluated_as") or ""),
-              applied=config.get("lch_inference") if isinstance(config.get("lch_inference"), dict) else None,
+              variant=str(config.get(keys.EVALUATED_AS) or ""),
+              applied=config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), dict) else None,
               record=RunRecord.from_results(data), roles=_metric_roles(data),
               subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
                         if isinstance(ts, list)}, cautions=cautions_of(data),
-              configurations=declared(data, "lch_configuration"),
+              configurations=declared(data, keys.CONFIGURATION),
               samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
                        if isinstance(n, dict) and isinstance(n.get("effective"), int)})
     for task, values in data["results"].items():
@@ -169,7 +144,7 @@ def read_run(path: str | Path) -> Run:
             base = name.split("/", 1)[1].split(",")[0]
             if not is_stderr and base in directions:
                 run.higher_is_better[name] = bool(directions[base])
-    for task, metrics in (data.get("lch_absent") or {}).items() if isinstance(data.get("lch_absent"), dict) else ():
+    for task, metrics in (data.get(keys.ABSENT) or {}).items() if isinstance(data.get(keys.ABSENT), dict) else ():
         for metric, why in (metrics or {}).items() if isinstance(metrics, dict) else ():
             run.absent.setdefault(f"{task}/{metric}", f"not computed: {why}")
     return run

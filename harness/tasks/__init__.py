@@ -1,7 +1,7 @@
 """lm-eval task folder of the harness (installed as ``harness.tasks``).
 
 Our ``lm_eval.tasks`` entry point names this package: lm-eval's task plugin discovery (and its backport,
-:mod:`harness.lmeval.plugin`) indexes every YAML below this folder.
+:mod:`harness.plugin.discovery`) indexes every YAML below this folder.
 """
 
 from pathlib import Path

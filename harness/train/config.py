@@ -20,11 +20,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.errors import MissingDataError, UsageError
-from harness.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
-from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.positions.inference import LAYOUTS, VARIANT_KEYS, Inference
-from harness.positions.methods import PIC_METHODS
+from harness.core.errors import MissingDataError, UsageError
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
+from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
+from harness.pic.inference import LAYOUTS, VARIANT_KEYS, Inference
+from harness.pic.methods import PIC_METHODS
 
 # Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
 PIC_SFT_INITIAL, PIC_SFT_RECENT = 10, 600
@@ -133,6 +133,14 @@ class TrainConfig:
 _COMMON = frozenset(f.name for f in fields(TrainConfig))
 
 
+
+def trains_in_segments(cfg: Any) -> bool:
+    """Whether ``cfg``'s PIC method trains on segments (Dynamic PIC-SFT, paper 000 §4): a method whose positions
+    depend on the tokens seen so far (its cached keys move, ``PicMethod.window``) is trained on examples cut into
+    ``segment_length`` pieces, each scored at the positions its own context length gives."""
+    method = PIC_METHODS.get(getattr(cfg, "pic", "none"))
+    return method is not None and method.moves_cached_keys
+
 @dataclass
 class SftConfig(TrainConfig):
     """``sft`` and ``pic-sft`` (paper 000): instruction rows; ``pic-sft`` with PIC while training."""
@@ -145,14 +153,14 @@ class SftConfig(TrainConfig):
     prompt_field: str = option("instruction", "field of the prompt")
     response_field: str = option("response", "field of the response")
     segment_length: int = option(SEGMENT_LENGTH, "Dynamic PIC-SFT segment (tokens)",
-                                 record=lambda cfg: cfg.pic == "dynamic", low=1, high=MAX_TOKENS)
+                                 record=lambda cfg: trains_in_segments(cfg), low=1, high=MAX_TOKENS)
 
 
 @dataclass
 class LongCEConfig(TrainConfig):
     """``longce`` (paper 004): CE re-weighted by the model's own long-context gain, on text chunks of
     ``seq_len`` tokens. gamma, short context K and sliding window d are LongPPL's defaults, written once in
-    :mod:`harness.metrics.longppl` (the weights are re-estimated by the model every step)."""
+    :mod:`harness.longppl.formulas` (the weights are re-estimated by the model every step)."""
 
     # paper 004 App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
@@ -200,7 +208,7 @@ class LongRecipeConfig(TrainConfig):
     stage: str = option("extend", "LongRecipe stage", choices=STAGES)
     target_length: int | None = option(None, "L^: the context the positions cover", record=_extending, low=1, high=MAX_TOKENS)
     train_length: int | None = option(None, "tokens kept per example (default 30% of L^)", record=_extending, low=1, high=MAX_TOKENS)
-    # M; None: spread the segments over L^ (harness.positions.training.auto_max_skip)
+    # M; None: spread the segments over L^ (harness.train.positions.auto_max_skip)
     max_skip: int | None = option(None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending, low=0, high=MAX_TOKENS)
     top_fraction: float = option(0.2, "impactful tokens per position", record=_extending, low=0.0, high=1.0)
     extended_model: str | None = option(None, "H' of the impactful-token analysis (default: base at --rope-base)",

@@ -11,8 +11,8 @@ import random
 from typing import Any
 
 from harness.data.instructions import conversation
-from harness.errors import DataFormatError, UsageError
-from harness.positions.training import dynamic_sft_segments
+from harness.core.errors import DataFormatError, UsageError
+from harness.train.positions import dynamic_sft_segments
 
 
 def encode_instruction(tokenizer, row: dict[str, Any], where: str, chat_template: bool = True,

@@ -1,6 +1,6 @@
 """LongRecipe training examples (paper 002): impactful-token analysis with two models, then sentences with
 transformed position ids. The selection rules are pure (:mod:`harness.metrics.impactful`), and so are
-the positions (:mod:`harness.positions.training`)."""
+the positions (:mod:`harness.train.positions`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tqdm import tqdm
 from harness.metrics.impactful import anchor_types, select_sentences, sentence_ranges
 from harness.models.head import finish_logits
 from harness.models.unwrap import unwrap_model
-from harness.positions.training import auto_max_skip, skip_positions
+from harness.train.positions import auto_max_skip, skip_positions
 
 
 @torch.no_grad()
@@ -55,7 +55,7 @@ def longrecipe_examples(docs: list[tuple[list[int], list[str]]], base_logits: li
                         anchors: dict[int, float] | None = None) -> tuple[list[dict], dict]:
     """One example per document: the sentences with impactful tokens (up to ``train_length`` tokens), with
     ``delta_t = |S_H'(x_t) - S_H(x_t)|`` from the two models' logits, at positions spread over
-    ``target_length`` by random skips ``0..M`` (``M`` from :func:`~harness.positions.training.auto_max_skip`
+    ``target_length`` by random skips ``0..M`` (``M`` from :func:`~harness.train.positions.auto_max_skip`
     when ``max_skip`` is None), drawn anew for every example. ``anchors`` (e.g. those of the training
     documents, for held-out ones) skips the analysis. Returns the examples and a summary (with ``anchors``)."""
     if anchors is None:

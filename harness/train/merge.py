@@ -17,8 +17,8 @@ import torch
 
 from harness.data.variants import Variant, read_variant, write_variant
 from harness.models.folders import check_model_folder
-from harness.errors import UsageError
-from harness.files import staged_files
+from harness.core.errors import UsageError
+from harness.core.files import staged_files
 
 
 def is_adapter(folder: str | Path) -> bool:

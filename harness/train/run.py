@@ -2,7 +2,7 @@
 (LoRA through peft, or full fine-tuning), and save weights + ``lch_variant.json`` + a loss log.
 
 The positions the model trains with are the inference the variant expects: PIC is applied to the model
-(:func:`harness.models.pic.apply_pic`) and the RoPE base set (:func:`harness.models.pic.set_rope_base`)
+(:func:`harness.pic.hf.apply_pic`) and the RoPE base set (:func:`harness.pic.hf.set_rope_base`)
 before training, exactly as ``hf-pic`` does before evaluating; LongRecipe passes its own position ids.
 
 The ``Trainer`` is used, not a hand-written loop, for what it already does: optimiser and schedule,
@@ -25,10 +25,10 @@ from tqdm import tqdm
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from harness.data.variants import Variant, read_variant, write_variant
-from harness.files import append_line, staged_files, write_json_atomic
-from harness.errors import DataFormatError, UsageError
-from harness.models.pic import apply_pic, set_rope_base
-from harness.train.config import TrainConfig, check_config, expected_inference
+from harness.core.files import append_line, staged_files, write_json_atomic
+from harness.core.errors import DataFormatError, UsageError
+from harness.pic.hf import apply_pic, set_rope_base
+from harness.train.config import TrainConfig, check_config, expected_inference, trains_in_segments
 from harness.train.examples import (
     dynamic_sft_examples,
     encode_instruction,
@@ -221,7 +221,7 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
             for i in indices:
                 prompt, answer = encode_instruction(tokenizer, rows[i], f"{cfg.data} row {i}", cfg.chat_template,
                                                     cfg.prompt_field, cfg.response_field)
-                if cfg.pic == "dynamic":
+                if trains_in_segments(cfg):
                     out += dynamic_sft_examples(prompt, answer, cfg.segment_length, cfg.max_length)
                 else:
                     out += sft_examples(prompt, answer, cfg.max_length)

@@ -25,7 +25,7 @@ def keytokens(args: dict) -> dict:
     into the key-token cache ``cache``."""
     import torch
 
-    from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
+    from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.models.tiny import build_tiny_model
 
     torch.set_num_threads(1)  # the same arithmetic in every process: results compared bit for bit
@@ -38,8 +38,8 @@ def keytokens(args: dict) -> dict:
 
 def ruler(args: dict) -> dict:
     """RULER rows of ``tasks`` at ``length`` through the cache of ``$LCH_CACHE`` (set by the test)."""
-    from harness.data import ruler as ruler_data
-    from harness.data.prompt_length import PromptCounter, load_tokenizer
+    from harness.tasks.lch_ruler import dataset as ruler_data
+    from harness.data.prompts import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(args["tokenizer"]))
     sources = ruler_data.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
@@ -55,7 +55,7 @@ def fetch(args: dict) -> dict:
     import shutil
     import subprocess
 
-    from harness.models import registry
+    from harness.models import catalogue as registry
 
     payload = Path(args["payload"]).read_bytes()
     spec = registry.ModelSpec(

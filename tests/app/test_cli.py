@@ -15,7 +15,7 @@ import torch
 
 from harness.cli import main
 from harness.data.synthetic import synthetic_reports
-from harness.positions.pic import dynamic_positions
+from harness.pic.positions import dynamic_positions
 
 BIN = Path(sys.executable).parent
 
@@ -63,8 +63,8 @@ def test_tasks_path_prints_the_task_folder(capsys):
 def test_lch_eval_tasks_list_and_plain_lm_eval_ls_tasks(user_tasks):
     """`lch eval --tasks list` keeps the user's --include_path beside ours; plain `lm_eval ls tasks` lists every
     task of ours with no flag (our task folder found as an lm-eval task plugin)."""
-    from harness.lmeval.plugin import tasks_path
-    from harness.lmeval.request_types import task_folder
+    from harness.plugin.discovery import tasks_path
+    from harness.plugin.task_index import task_folder
 
     listed = _run([str(BIN / "lch"), "eval", "--tasks", "list", "--include_path", str(user_tasks)])
     assert "ppl_govreport" in listed and "my_rolling" in listed and "hellaswag" in listed
@@ -238,7 +238,7 @@ def test_demo_writes_a_summary(tmp_path):
     # key tokens found again by its evaluator (settings from the run's task metadata)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.models.longppl import find_key_tokens
+    from harness.longppl.estimator import find_key_tokens
 
     run = json.loads(next((tmp_path / "runs" / "vanilla").rglob("results_*.json")).read_text())
     meta = run["configs"]["longppl_govreport"]["metadata"]
@@ -327,7 +327,7 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.models.longppl import compute_longppl, find_key_tokens
+    from harness.longppl.estimator import compute_longppl, find_key_tokens
     from harness.models.tiny import build_tiny_model
 
     evaluator = tmp_path / "evaluator"
@@ -404,7 +404,7 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
 def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.models.lsm import lsm_overlap
+    from harness.lsm.estimator import lsm_overlap
 
     meta = {"data_files": str(docs_file), "min_tokens": 100, "num_docs": 2, "context_length": 32, "n_samples": 4}
     _run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
@@ -445,7 +445,7 @@ def test_train_options_take_their_defaults_from_the_config_only():
     from dataclasses import fields
 
     from harness.cli import build_parser
-    from harness.metrics.longppl import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
+    from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
     from harness.train.config import config_class
     from harness.train.losses import longce_loss, longce_weights
 
@@ -577,8 +577,8 @@ def test_run_settings_in_model_args_move_to_lm_evals_flags():
     both ways with different values is one line."""
     from argparse import Namespace
 
-    from harness.errors import UsageError
-    from harness.lmeval.cli import move_run_settings
+    from harness.core.errors import UsageError
+    from harness.plugin.lm_eval_cli import move_run_settings
 
     args = Namespace(model_args="pretrained=m,device=cpu,batch_size=4", device=None, batch_size=1, max_batch_size=None)
     move_run_settings(args, ["--model_args", args.model_args])
@@ -589,3 +589,23 @@ def test_run_settings_in_model_args_move_to_lm_evals_flags():
     clash = Namespace(model_args="pretrained=m,device=cpu", device="cuda", batch_size=1, max_batch_size=None)
     with pytest.raises(UsageError, match=r"device is given twice, cpu in --model_args and cuda by --device"):
         move_run_settings(clash, ["--device=cuda"])
+
+
+def test_lch_options_prints_a_tasks_options_and_the_pic_args_from_their_dataclasses(capsys):
+    """``lch options``: the GovReport protocol's defaults (16384 / 32767 tokens, 50 documents: docs/formulas.md §3),
+    RULER's per-task key named once for the group, the PIC args with the paper's Dynamic PIC defaults (l_ic 4,
+    l_rc 200), and a task name that is not ours refused in one line."""
+    assert main(["options", "ppl_govreport"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ppl_govreport: TokenLogprobOptions")
+    assert "| min_tokens | an integer (int) | 16384 | between 0 and 10000000 |" in out
+    assert "| max_tokens | an integer (int) or none | 32767 |" in out and "| num_docs | an integer (int) or none | 50 |" in out
+    assert main(["options", "lch_ruler"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("13 tasks (") and "set per task by its YAML: ruler_task" in out
+    assert main(["options", "--model", "vllm-pic"]) == 0
+    out = capsys.readouterr().out
+    assert "| pic | a string (str) | none | none, naive, ntk, dynamic |" in out
+    assert "| pic_initial | an integer (int) | 4 | >= 0 |" in out and "| pic_recent | an integer (int) | 200 | >= 0 |" in out
+    assert main(["options", "ppl_govreprot"]) == 2
+    assert "ppl_govreprot is no task or group of ours; did you mean ppl_govreport?" in capsys.readouterr().err

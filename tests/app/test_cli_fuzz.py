@@ -118,7 +118,7 @@ def _model_args(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
 
 
 def _metadata() -> st.SearchStrategy[str]:
-    from harness.lmeval.metadata import METADATA_KEYS
+    from harness.plugin.metadata import METADATA_KEYS
 
     values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6),
                                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
@@ -132,13 +132,13 @@ def _metadata() -> st.SearchStrategy[str]:
 
 
 def domain_edges() -> dict[str, list]:
-    """For every task option that declares a domain (harness.options: ``low`` / ``high`` / ``nonempty`` /
+    """For every task option that declares a domain (harness.core.options: ``low`` / ``high`` / ``nonempty`` /
     ``choices``), the values at and just past its edges: the bounds, one past each, 0, -1, 1e12, an empty list and
     string, and a near-miss of each word."""
     import dataclasses
 
-    from harness.lmeval.metadata import task_option_classes
-    from harness.lmeval.plugin import tasks_path
+    from harness.plugin.metadata import task_option_classes
+    from harness.plugin.discovery import tasks_path
 
     edges: dict[str, list] = {}
     for cls in task_option_classes(tasks_path()):
@@ -337,10 +337,10 @@ def _names_an_argument(line: str, argv: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def fuzz_env(tmp_path_factory):
     """Inputs written once, caches in a temporary folder, the hub offline, heavy work stubbed (module docstring)."""
-    import harness.models.registry as registry
+    import harness.models.catalogue as registry
     import harness.models.tiny as tiny_mod
-    import harness.models.vllm_env as vllm_env
-    import harness.train.compressor as compressor
+    import harness.engines.vllm_pic.env as vllm_env
+    import harness.compressor.train as compressor
     from transformers.trainer_utils import TrainOutput
 
     mp = pytest.MonkeyPatch()
@@ -358,7 +358,7 @@ def fuzz_env(tmp_path_factory):
     mp.setattr(registry, "_from_pypi", offline)
 
     def no_build(root_arg=None, log=print):
-        from harness.errors import UsageError
+        from harness.core.errors import UsageError
 
         raise UsageError("lch vllm-env: not built in the fuzzer")
 

@@ -5,9 +5,9 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-from harness.data.babi import GENERATORS, babi_story, babilong_sample
+from harness.tasks.lch_babilong.babi import GENERATORS, babi_story, babilong_sample
 from harness.data.synthetic import synthetic_reports
-from harness.metrics.babilong import TASK_LABELS, compare_answers
+from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
 
 
 def _replay_location(facts, person):

@@ -10,7 +10,7 @@ import pytest
 
 from harness.data import documents
 from harness.data.documents import DocumentOptions, documents_from_options
-from harness.errors import DataFormatError, UsageError
+from harness.core.errors import DataFormatError, UsageError
 
 
 def _corpus(tmp_path, texts: list) -> str:

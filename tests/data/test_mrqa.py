@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.data.documents import MissingDataError
-from harness.data.mrqa import MrqaOptions, load_mrqa, read_mrqa_jsonl
+from harness.tasks.mrqa.dataset import MrqaOptions, load_mrqa, read_mrqa_jsonl
 from tests.conftest import SHARED_DATA
 
 SAMPLE = SHARED_DATA / "mrqa" / "NewsQA_sample.jsonl"

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from harness.data import ruler
-from harness.data.prompt_length import PromptCounter, load_tokenizer
-from harness.tasks.classes.generation import RulerTask
+from harness.tasks.lch_ruler import dataset as ruler
+from harness.data.prompts import PromptCounter, load_tokenizer
+from harness.tasks.lch_ruler.task import RulerTask
 
 SYNTHETIC = ruler.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
 

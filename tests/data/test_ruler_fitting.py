@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from harness.data.prompt_length import PromptCounter, load_tokenizer
-from harness.data.ruler import BUILDERS, TASKS, SegmentCounter, Sources, TooShortError, generate
-from harness.data.ruler.builders import Builder
-from harness.data.ruler.fitting import fit_additive, fit_full
+from harness.data.prompts import PromptCounter, load_tokenizer
+from harness.tasks.lch_ruler.dataset import BUILDERS, TASKS, SegmentCounter, Sources, TooShortError, generate
+from harness.tasks.lch_ruler.builders import Builder
+from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 
 SYNTHETIC = Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
 

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from harness.data.token_heads import HEAD_MARGIN, count_tokens_upto, encode_head
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 from tests.conftest import SHARED_DATA
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"

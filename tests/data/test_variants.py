@@ -8,8 +8,8 @@ import pytest
 
 from harness.data.instructions import conversation
 from harness.data.variants import Variant, describe, evaluated_as, read_variant, write_variant
-from harness.errors import DataFormatError
-from harness.positions.inference import Inference
+from harness.core.errors import DataFormatError
+from harness.pic.inference import Inference
 
 DYNAMIC = Inference("dynamic", ratio=2.0, initial=10, recent=600)
 

@@ -242,7 +242,7 @@ def test_policy_rejudge_asks_only_the_failed_samples_again_with_a_new_seed(tmp_p
 def test_judge_config_owns_its_defaults_and_items_say_their_kind():
     import pytest
 
-    from harness.errors import DataFormatError, UsageError
+    from harness.core.errors import DataFormatError, UsageError
     from harness.judges.stage import JudgeConfig, item_kind, judge_settings_from_metadata
 
     meta = {"judge_base_url": "http://x/v1", "judge_model": "m"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.positions.inference import Inference
+from harness.pic.inference import Inference
 
 
 def hf_pic_generation(model, prompt: list[int], inference: Inference, new: int) -> tuple[list[int], list[float]]:

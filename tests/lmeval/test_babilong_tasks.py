@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.data import babilong
+from harness.tasks.lch_babilong import dataset as babilong
 from harness.data.documents import MissingDataError
-from harness.metrics.babilong import TASK_LABELS, compare_answers
-from harness.options import parse_options
+from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
+from harness.core.options import parse_options
 from tests.data.test_ruler import run_lch_eval
 
 
@@ -56,7 +56,7 @@ def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
 def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
-    from harness.data.prompt_length import PromptCounter, load_tokenizer
+    from harness.data.prompts import PromptCounter, load_tokenizer
 
     meta = {"babilong_task": task, "lengths": ["0k", "2k"], "source": "synthetic", "num_samples": 2,
             "pretrained": str(tiny_model_dir)}
@@ -71,7 +71,7 @@ def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
             assert tokens + babilong.BUDGET <= 2048 and tokens > 2048 * 0.8
     # the same story at both lengths (seeded by sample index), only the filler differs: at 0k the input
     # is the story itself; at 2k its facts appear in order, between filler sentences
-    from harness.data.babi import babi_story
+    from harness.tasks.lch_babilong.babi import babi_story
 
     for i in (0, 1):
         facts, question, answer = babi_story(task, i)

@@ -5,8 +5,8 @@ import torch
 from lm_eval.api.instance import Instance
 
 from harness.data.synthetic import synthetic_reports
-from harness.lmeval.hf_pic import HFPicLM
-from harness.positions.pic import dynamic_positions
+from harness.engines.hf_pic import HFPicLM
+from harness.pic.positions import dynamic_positions
 
 DYNAMIC = dict(pic="dynamic", pic_ratio=3.0, pic_initial=4, pic_recent=8)
 
@@ -195,7 +195,7 @@ def test_dtype_auto_means_the_folders_dtype_on_every_engine(tmp_path, tiny_model
     hands both engines the folder's saved dtype, so the same args compute the same numbers."""
     import json as _json
 
-    from harness.lmeval.model_args import folder_dtype, resolve_model_args
+    from harness.engines.model_args import folder_dtype, resolve_model_args
 
     def folder(name: str, config: dict) -> str:
         (tmp_path / name).mkdir()

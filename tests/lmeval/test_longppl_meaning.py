@@ -7,11 +7,12 @@ import logging
 
 import pytest
 
-from harness.data.longppl_corpus import check_key_windows
-from harness.errors import UsageError
-from harness.lmeval.aggregations import key_perplexity, record_cautions
-from harness.metrics.longppl import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
-from harness.metrics.support import SUPPORT_KEY, documents_support, key_tokens_support
+from harness.longppl.corpus import check_key_windows
+from harness.core.errors import UsageError
+from harness.plugin.aggregations import key_perplexity, record_cautions
+from harness.longppl.formulas import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
+from harness.core.results import SUPPORT as SUPPORT_KEY
+from harness.metrics.support import documents_support, key_tokens_support
 
 
 def test_a_key_span_no_evaluated_token_fits_in_is_counted():
@@ -42,7 +43,7 @@ def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_r
     results = {"configs": {"longppl_govreport": {"metadata": {SUPPORT_KEY: [s.to_json() for s in supports]}}},
                "results": {"longppl_govreport": {"sample_len": 2, "longppl,none": 2.7, "ppl,none": 5.0,
                                                  "n_key_tokens,none": 4, "n_docs,none": 2}}}
-    with caplog.at_level(logging.WARNING, logger="harness.lmeval.aggregations"):
+    with caplog.at_level(logging.WARNING, logger="harness.plugin.aggregations"):
         found = record_cautions(results)
     expected = [f"longppl_govreport/longppl rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: the mean NLL of n key "
                 "tokens is known to about 2/sqrt(n) nats",
@@ -92,7 +93,7 @@ def test_a_window_as_long_as_a_document_is_refused_before_the_evaluator_runs():
 def test_the_results_say_the_device_the_model_ran_on():
     """lm-eval records its --device (cuda:0 by default) on a CPU run too; a run of ours records where it ran, and
     what was asked beside it when that differs."""
-    from harness.lmeval.aggregations import finish_results
+    from harness.plugin.aggregations import finish_results
 
     results = {"results": {}, "configs": {}, "config": {"device": "cuda:0", "lch_run": {"device": "cpu"}}}
     assert finish_results(results)["config"]["device"] == "cpu" and results["config"]["lch_device_asked"] == "cuda:0"

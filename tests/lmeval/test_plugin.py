@@ -1,6 +1,6 @@
 """lm-eval finds our models and tasks through entry points, as its plugin loading resolves them; the rules of
 lm-evaluation-harness PR #4013 (models) and PR #4015 (task folders) are restated here and applied to our declared
-entry points, independently of harness/lmeval/plugin.py, which backports the same discovery onto lm-eval 0.4.13.
+entry points, independently of harness/plugin/discovery.py, which backports the same discovery onto lm-eval 0.4.13.
 Plain lm-eval then needs no flag: the command, ``python -m lm_eval`` and ``simple_evaluate`` in fresh
 interpreters (the activation of lch_harness_lm_eval.py, installed by README's install command)."""
 
@@ -22,9 +22,10 @@ from lm_eval.api import registry
 from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 
-from harness.lmeval import plugin
-from harness.lmeval.registry import model_names
-from harness.lmeval.metadata import our_task_names
+from harness.plugin import discovery as plugin
+from harness.plugin.activation import activate
+from harness.plugin.registration import model_names
+from harness.plugin.metadata import our_task_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -84,7 +85,7 @@ def test_task_entry_point_lands_on_the_folder_of_every_task_yaml():
     ours = sorted((ROOT / "harness" / "tasks").rglob("*.yaml"))
     assert ours and sorted(folder.rglob("*.yaml")) == [p.resolve() for p in ours]
     assert plugin.resolve_task_dir(value) == folder
-    assert list(_resolve_as_pr_4015("harness.lmeval.plugin:tasks_path").rglob("*.yaml")) == []
+    assert list(_resolve_as_pr_4015("harness.plugin.discovery:tasks_path").rglob("*.yaml")) == []
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_the_backport_registers_model_plugins_lazily_and_keeps_builtins(fresh_re
     from lm_eval.models.dummy import DummyLM
 
     assert registry.get_model("hf") is HFLM and registry.get_model("fake-lm") is DummyLM
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     assert registry.get_model("hf-pic") is HFPicLM  # the placeholder upgraded to the decorated class
     with pytest.raises(ModuleNotFoundError):
@@ -161,7 +162,7 @@ def test_a_task_manager_without_defaults_indexes_only_the_paths_given(tmp_path):
     (lm-eval's tests/test_task_manager.py holds it; our plugin tasks stay out of it)."""
     from lm_eval.tasks import TaskManager
 
-    plugin.activate()
+    activate()
     (tmp_path / "custom.yaml").write_text("task: custom_task\ndataset_path: json\noutput_type: loglikelihood\n")
     manager = TaskManager(include_defaults=False, include_path=str(tmp_path))
     assert manager.all_tasks == ["custom_task"]
@@ -268,7 +269,7 @@ def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path
     anyone's, lm-eval's own LongBench task that shares our first word."""
     from lm_eval.tasks._index import TaskIndex
 
-    from harness.lmeval.preflight import involves_us, our_tasks
+    from harness.plugin.preflight import involves_us, our_tasks
 
     assert our_tasks(["longppl_govreport", "lch_ruler", "hellaswag", "lch_ruler_niah_single_1"]) == [
         "longppl_govreport", "lch_ruler", "lch_ruler_niah_single_1"]
@@ -288,8 +289,8 @@ def test_our_runs_outside_a_git_checkout_print_no_git_error_and_others_keep_lm_e
     """lm-eval records the git commit of the working folder; outside a checkout its lookup prints git's 'fatal: not a
     git repository'. During a run of ours the same lookup is quiet (None, nothing on stderr); outside our runs the
     evaluator keeps lm-eval's own function."""
-    code = ("import lm_eval.evaluator as e, lm_eval.loggers.utils as u; from harness.lmeval.plugin import activate; "
-            "from harness.lmeval.preflight import quiet_git_lookup; activate(); "
+    code = ("import lm_eval.evaluator as e, lm_eval.loggers.utils as u; from harness.plugin.activation import activate; "
+            "from harness.plugin.preflight import quiet_git_lookup; activate(); "
             "print(e.get_git_commit_hash is u.get_git_commit_hash)\n"
             "with quiet_git_lookup(e): print(repr(e.get_git_commit_hash()))\n"
             "print(e.get_git_commit_hash is u.get_git_commit_hash)")

@@ -6,8 +6,8 @@ import pytest
 
 from harness.data.documents import DocumentOptions, check_enough_documents
 from harness.data.inputs import Input, missing_inputs
-from harness.errors import MissingDataError, UsageError
-from harness.lmeval.preflight import preflight
+from harness.core.errors import MissingDataError, UsageError
+from harness.plugin.preflight import preflight
 
 TASKS = ["longppl_govreport", "lch_ruler_niah_single_1", "lch_ruler_niah_single_2", "lch_ruler_qa_squad",
          "lch_babilong_qa1", "longbench_write"]

@@ -1,4 +1,4 @@
-"""Our request types as declarations (harness/lmeval/request_options.py: REQUESTS): requests built and
+"""Our request types as declarations (harness/engines/requests.py: REQUESTS): requests built and
 parsed through them, their defaults written once, served under their names, filling lm-eval's output_type,
 and responses checked where the response cache reads them."""
 
@@ -10,8 +10,8 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import hash_args
 
-from harness.errors import UsageError
-from harness.lmeval.request_options import (
+from harness.core.errors import UsageError
+from harness.engines.requests import (
     GENERATE_LONG,
     LSM,
     REQUESTS,
@@ -23,7 +23,7 @@ from harness.lmeval.request_options import (
     check_response,
     encode_for_scoring,
 )
-from harness.lmeval.response_cache import answer_with_cache
+from harness.engines.response_cache import answer_with_cache
 
 # one non-default value of every option of every declared type
 NON_DEFAULT = {
@@ -92,7 +92,7 @@ def test_absent_options_take_the_declared_defaults(kind):
 
 def test_the_engines_apply_the_declared_defaults(tiny_model_dir):
     """A request without options is answered as one that states every declared default."""
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1)
     text = "one two three four five six seven eight nine ten " * 6
@@ -111,7 +111,7 @@ def test_the_engines_apply_the_declared_defaults(tiny_model_dir):
 
 
 def test_the_generation_tasks_sampling_temperature_is_the_requests():
-    from harness.tasks.classes.longform import GenerationOptions
+    from harness.tasks.longform import GenerationOptions
 
     assert GenerationOptions().temperature == LongGenerationOptions().temperature
 
@@ -120,7 +120,7 @@ def test_the_generation_tasks_sampling_temperature_is_the_requests():
 def test_every_declared_type_is_served_under_its_name(kind):
     """lm-eval calls the method named like the request type: some model of ours has it for every declared type
     (the engine core's three for both engines, through their primitives)."""
-    from harness.lmeval.registry import models
+    from harness.plugin.registration import models
 
     serving = [entry.name for entry in models() if kind in entry.serves]
     assert serving
@@ -168,7 +168,7 @@ def ppl_folder(tmp_path):
     data.write_text("".join(json.dumps({"text": f"Report {i}: the committee met."}) + "\n" for i in range(2)))
     folder = tmp_path / "tasks"
     folder.mkdir()
-    (folder / "utils.py").write_text("from harness.tasks.classes.logprob import PerplexityTask  # noqa: F401\n")
+    (folder / "utils.py").write_text("from harness.tasks.logprob import PerplexityTask  # noqa: F401\n")
     (folder / "my_ppl.yaml").write_text(
         "task: my_ppl\n"
         "class: !function utils.PerplexityTask\n"
@@ -195,7 +195,7 @@ def test_a_yaml_without_output_type_builds_and_validates(ppl_folder):
 
 
 def test_a_task_class_must_name_a_declared_request_type():
-    from harness.tasks.classes.base import LchTask
+    from harness.tasks.base import LchTask
 
     with pytest.raises(TypeError, match="REQUEST_TYPE 'token_logprob' is not a declared request type"):
         type("Typo", (LchTask,), {"REQUEST_TYPE": "token_logprob"})

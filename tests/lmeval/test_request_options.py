@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.errors import UsageError
-from harness.lmeval.request_options import LsmOptions, encode_for_scoring
+from harness.core.errors import UsageError
+from harness.engines.requests import LsmOptions, encode_for_scoring
 
 
 def test_lsm_options_defaults_conversion_and_checks():

@@ -3,17 +3,17 @@ any model loads, held against the model classes and the task folder."""
 
 import pytest
 
-from harness.errors import UsageError
-from harness.lmeval.plugin import tasks_path
-from harness.lmeval.request_types import check_model_serves, served, task_request_types
+from harness.core.errors import UsageError
+from harness.plugin.discovery import tasks_path
+from harness.plugin.task_index import check_model_serves, served, task_request_types
 
 
 def test_what_each_model_serves_is_what_its_class_answers():
     """A model serves a request type when lm-eval finds the method of that name on its class and, for the engine
     core's requests, the class supplies the primitives they need; lm-eval's own models serve lm-eval's types."""
-    from harness.lmeval.engine import EngineCore
-    from harness.lmeval.registry import LM_EVAL_TYPES, models
-    from harness.lmeval.request_options import REQUESTS
+    from harness.engines.core import EngineCore
+    from harness.plugin.registration import LM_EVAL_TYPES, models
+    from harness.engines.requests import REQUESTS
 
     every_type = set(REQUESTS) | LM_EVAL_TYPES
     table = {entry.name: entry for entry in models()}

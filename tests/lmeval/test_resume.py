@@ -1,5 +1,5 @@
 """Resumable runs: with lm-eval's --use_cache, a killed run restarted with the same command re-does no
-finished request of our request types (harness/lmeval/response_cache.py)."""
+finished request of our request types (harness/engines/response_cache.py)."""
 
 import glob
 import json
@@ -15,7 +15,7 @@ import pytest
 from lm_eval.api.instance import Instance
 from lm_eval.api.model import CachingLM
 
-from harness.lmeval.response_cache import OWNER_KEY
+from harness.engines.response_cache import OWNER_KEY
 
 BIN = Path(sys.executable).parent
 
@@ -28,7 +28,7 @@ def _requests(n: int) -> list:
 def test_killed_generation_resumes_without_regenerating(tiny_model_dir, tmp_path):
     """The model is 'killed' (an exception from generate) after its second request; a new process over the
     same cache runs generate only for the requests that had not finished, and the answers equal a plain run."""
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1, pic="dynamic", pic_ratio=2)
     reference = lm.generate_long(_requests(4))  # no cache: a plain call
@@ -58,7 +58,7 @@ def test_killed_generation_resumes_without_regenerating(tiny_model_dir, tmp_path
 
 
 def test_sampled_generations_are_not_cached(tiny_model_dir, tmp_path):
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
     sampled = [Instance(request_type="generate_long", doc={}, arguments=("Hello there", {"max_gen_toks": 4, "do_sample": True}),
@@ -75,8 +75,8 @@ def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, cap
     warning, and one whose owner record lacks fields a newer lch records is refused."""
     import shutil
 
-    from harness.errors import UsageError
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.core.errors import UsageError
+    from harness.engines.hf_pic import HFPicLM
 
     db = str(tmp_path / "c.db")
     plain = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1)
@@ -123,7 +123,7 @@ def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, cap
 
 
 def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
-    from harness.lmeval.hf_pic import HFPicLM
+    from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
     text = "one two three four five six seven eight nine ten " * 8

@@ -13,8 +13,8 @@ import pytest
 
 from harness.cli import main
 from harness.data.synthetic import synthetic_reports
-from harness.lmeval.hf_pic import HFPicLM
-from harness.models.pic import Inference, pic_settings, rope_base
+from harness.engines.hf_pic import HFPicLM
+from harness.pic.hf import Inference, pic_settings, rope_base
 from harness.train.config import TrainConfig
 from harness.train.run import train_recipe
 
@@ -44,12 +44,12 @@ def test_variant_file_sets_the_inference_and_args_override_it(tiny_model_dir, ad
     assert pic_settings(lm.model) == Inference("dynamic", 2.0, 4, 16, "paper", impl="cached")
     assert lm.get_model_info()["lch_evaluated_as"] == "Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16)"
 
-    with caplog.at_level(logging.WARNING, logger="harness.lmeval.engine"):
+    with caplog.at_level(logging.WARNING, logger="harness.engines.core"):
         plain = HFPicLM(pretrained=str(tiny_model_dir), peft=str(adapters / "dyn"), pic="none", device="cpu")
     assert pic_settings(plain.model) is None  # the paper's standard inference of a PIC-SFT model
     assert plain.get_model_info()["lch_evaluated_as"] == ("Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16), "
                                                           "evaluated with standard inference")
-    assert [r.getMessage() for r in caplog.records if r.name == "harness.lmeval.engine"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "harness.engines.core"] == [
         f"model_arg pic=none (variant: dynamic) overrides the variant file of {adapters / 'dyn'} "
         "(Dynamic PIC-SFT (s_cr 2, l_ic 4, l_rc 16))"]
 
@@ -122,8 +122,8 @@ def test_vllm_takes_a_dynamic_variant(adapters, tiny_model_dir, tmp_path):
     import json
     import shutil
 
-    from harness.errors import UsageError
-    from harness.lmeval.model_args import check_hf_pic_args, check_pic_on_vllm
+    from harness.core.errors import UsageError
+    from harness.engines.model_args import check_hf_pic_args, check_pic_on_vllm
 
     resolved = check_hf_pic_args({"pretrained": str(tiny_model_dir), "peft": str(adapters / "dyn")})
     assert resolved.inference.method == "dynamic"

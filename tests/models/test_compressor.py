@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.models.compressor import Compressor, CompressorConfig
-from harness.positions.epl import decoder_positions, encoder_positions
+from harness.compressor.model import Compressor, CompressorConfig
+from harness.compressor.positions import decoder_positions, encoder_positions
 
 L, M = 8, 2
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from harness.metrics.qa import corpus_bleu4
-from harness.models.compressor import Compressor, CompressorConfig
-from harness.train.compressor import TrainSettings, pretrain_windows, train
+from harness.compressor.model import Compressor, CompressorConfig
+from harness.compressor.train import TrainSettings, pretrain_windows, train
 from tests.conftest import SHARED_DATA
 from tests.data.test_mrqa import rouge1_by_hand, squad_em_f1
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.models import scoring
-from harness.models.longppl import CPU_WINDOW_BATCH, window_batch
+from harness.longppl.estimator import CPU_WINDOW_BATCH, window_batch
 from harness.models.scoring import DEFAULT_LOGIT_BUDGET, blocks_allowed, hidden_states, logit_budget, query_block
 from tests.conftest import tiny_causal_lm
 
@@ -71,7 +71,7 @@ def test_a_row_fed_in_blocks_has_the_states_of_one_forward(arch):
 
 
 def test_pic_methods_whose_positions_depend_on_the_whole_row_are_not_fed_in_blocks():
-    from harness.models.pic import apply_pic, remove_pic
+    from harness.pic.hf import apply_pic, remove_pic
 
     model = tiny_causal_lm("llama")
     assert blocks_allowed(model)

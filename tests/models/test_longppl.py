@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness.data.span_files import read_span_file, write_span_file
+from harness.longppl.span_files import read_span_file, write_span_file
 from harness.data.synthetic import synthetic_reports
-from harness.metrics.longppl import (
+from harness.longppl.formulas import (
     KeyTokens,
     document_stats,
     key_token_mask,
@@ -17,8 +17,8 @@ from harness.metrics.longppl import (
     soft_token_weights,
     summarize,
 )
-from harness.models.keytokens import KeyTokenCache, key_tokens_for_texts
-from harness.models.longppl import compute_longppl, find_key_tokens
+from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
+from harness.longppl.estimator import compute_longppl, find_key_tokens
 from harness.models.tiny import build_tiny_model
 
 SETTINGS = dict(trunc_len=200, sliding_window=50, alpha=0.2, beta=-4.0)
@@ -130,7 +130,7 @@ def test_key_token_progress_counts_window_passes(models, tmp_path, capsys):
     windows starting at 16, 32, 48, 64 (the one at 0 reuses the long pass) = 5; a text of K tokens or fewer: 1."""
     import torch
 
-    from harness.models.longppl import passes
+    from harness.longppl.estimator import passes
 
     (ev, ev_tok), _ = models
     assert passes(100, 32, 16) == 5 and passes(32, 32, 16) == 1 and passes(33, 32, 16) == 1 + 0

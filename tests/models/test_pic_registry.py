@@ -1,5 +1,5 @@
 """The registry of PIC methods drives everything: a method registered as ONE entry of
-``harness.positions.methods.PIC_METHODS`` parses, validates, describes itself, applies through ``apply_pic``
+``harness.pic.methods.PIC_METHODS`` parses, validates, describes itself, applies through ``apply_pic``
 (positions or RoPE base as the entry says, checked against references computed here), and is handled by
 vllm-pic's overrides and the plots without any other change."""
 
@@ -10,9 +10,9 @@ import torch
 
 from harness import Inference, apply_pic, pic_settings, remove_pic
 from harness.data.variants import Variant, describe, evaluated_as
-from harness.errors import UsageError
-from harness.positions.methods import PIC_METHODS, PicMethod
-from harness.positions.pic import positions_from_mask
+from harness.core.errors import UsageError
+from harness.pic.methods import PIC_METHODS, PicMethod
+from harness.pic.positions import positions_from_mask
 from tests.conftest import tiny_causal_lm
 
 
@@ -82,7 +82,7 @@ def test_a_registered_base_method_rotates_at_its_base(toy_methods):
 
 
 def test_vllm_and_plots_follow_the_registry(toy_methods):
-    from harness.lmeval.vllm_pic import vllm_pic_overrides
+    from harness.engines.vllm_pic.lm import vllm_pic_overrides
     from harness.reporting.plots import PicPoint, pic_series
 
     config = {"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_type": "default", "rope_theta": 100.0}}
@@ -109,7 +109,7 @@ def test_apply_pic_keeps_its_keyword_form_and_takes_the_value():
 
 
 def test_apply_pic_sets_the_inference_rope_base_for_good():
-    from harness.models.pic import rope_base, set_rope_base
+    from harness.pic.hf import rope_base, set_rope_base
 
     model = tiny_causal_lm("llama")
     ids = torch.randint(3, 97, (1, 16), generator=torch.Generator().manual_seed(2))
@@ -128,7 +128,7 @@ def test_which_layers_pic_changes_is_one_rule_read_from_the_config(arch):
     """``kept_layers`` (the config rule, which vLLM reads from config.json) agrees with each family's own modules
     (a layer without RoPE: ``use_rope`` False; a sliding layer: the window its attention module, or for families
     without one per layer the config, gives it), for the config object and for its JSON alike."""
-    from harness.models.pic.layers import kept_layers
+    from harness.pic.hf.layers import kept_layers
 
     model = tiny_causal_lm(arch, layers=3)
     config = model.config
@@ -149,7 +149,7 @@ def test_which_layers_pic_changes_is_one_rule_read_from_the_config(arch):
 
 def test_a_mistral_v01_sliding_window_keeps_every_layer():
     """Mistral v0.1 (a config sliding window, no layer types): every layer slides, none is PIC's, by both rules."""
-    from harness.models.pic.layers import kept_layers
+    from harness.pic.hf.layers import kept_layers
 
     model = tiny_causal_lm("mistral", layers=2, sliding_window=8)
     assert kept_layers(model.config) == {0: "sliding window 8", 1: "sliding window 8"}

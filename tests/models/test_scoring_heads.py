@@ -4,7 +4,7 @@ per-token log-probs and LSM logits equal those of the model's own forward, famil
 import pytest
 import torch
 
-from harness.models.lsm import hf_runner
+from harness.lsm.estimator import hf_runner
 from harness.models.scoring import score_tokens
 from harness.models.tiny import ARCHITECTURES
 from tests.conftest import tiny_causal_lm

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from harness.metrics.lsm import sce
+from harness.lsm.formulas import sce
 from harness.train import longce_loss, lsm_regularized_loss, token_nll
 from harness.train.losses import longce_weights
 from tests.conftest import tiny_causal_lm

@@ -12,7 +12,7 @@ import torch
 
 from harness.cli import main
 from harness.data.variants import read_variant
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 from harness.train import run as train_run
 from harness.train.config import TrainConfig
 from harness.train.run import train_recipe

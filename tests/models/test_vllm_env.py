@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from harness.models import vllm_env
+from harness.engines.vllm_pic import env as vllm_env
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from harness.positions.epl import chunk_lengths, decoder_positions, encoder_positions, uniform_positions
+from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions, uniform_positions
 
 K, L, M, P, X = 2, 510, 102, 1020, 2040
 

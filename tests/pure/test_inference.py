@@ -1,5 +1,5 @@
 """``Inference``, the one value of PIC / RoPE settings: defaults, checks, model args <-> value <-> variant JSON,
-which fields matter, words (harness/positions/inference.py, the registry in harness/positions/methods.py)."""
+which fields matter, words (harness/pic/inference.py, the registry in harness/pic/methods.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from harness.errors import UsageError
-from harness.positions.inference import LAYOUTS, MODEL_ARGS, VARIANT_KEYS, Inference
-from harness.positions.methods import PIC_METHODS
+from harness.core.errors import UsageError
+from harness.pic.inference import LAYOUTS, MODEL_ARGS, VARIANT_KEYS, Inference
+from harness.pic.methods import PIC_METHODS
 
 
 def test_defaults_are_standard_inference():
@@ -120,7 +120,7 @@ def test_words():
 def test_the_value_and_the_registry_import_no_torch():
     import subprocess
 
-    code = ("import sys; import harness.positions.inference, harness.reporting.plots, harness.data.variants; "
+    code = ("import sys; import harness.pic.inference, harness.reporting.plots, harness.data.variants; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

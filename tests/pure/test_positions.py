@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from harness.positions.inference import Inference
-from harness.positions.pic import (
+from harness.pic.inference import Inference
+from harness.pic.positions import (
     dynamic_position_list,
     dynamic_positions,
     naive_positions,

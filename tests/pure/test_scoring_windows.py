@@ -3,7 +3,7 @@ with at least window - stride tokens of context (cases written out by hand)."""
 
 import pytest
 
-from harness.positions.windows import ScoringWindow, scoring_windows
+from harness.engines.windows import ScoringWindow, scoring_windows
 
 
 def test_a_text_that_fits_is_one_window():

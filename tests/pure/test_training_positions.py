@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 from harness.metrics.impactful import anchor_types, marked_positions, select_sentences, sentence_ranges
-from harness.positions.training import auto_max_skip, dynamic_sft_segments, skip_positions
+from harness.train.positions import auto_max_skip, dynamic_sft_segments, skip_positions
 
 
 def test_dynamic_split_cuts_equal_segments_from_the_end():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_NOT_COMPARABLE, UsageError
+from harness.core.errors import EXIT_NOT_COMPARABLE, UsageError
 from harness.reporting.comparability import (
     SAME_MODEL,
     SIDE_BY_SIDE,
@@ -18,7 +18,8 @@ from harness.reporting.comparability import (
     differences,
     parse_allow,
 )
-from harness.run_record import FIELDS, KEY, RunRecord
+from harness.core.results import RUN as KEY
+from harness.core.run_record import FIELDS, RunRecord
 
 STAMP = "2026-01-01T00-00-00.000001"
 SMOL = "LlamaForCausalLM (30 layers, hidden 576, vocab 49152)"
@@ -206,7 +207,7 @@ def test_every_report_refuses_runs_with_and_without_a_chat_template_and_other_ta
 def test_the_chat_template_field_is_known_only_inside_a_run():
     from lm_eval.utils import hash_string
 
-    from harness.run_record import asking_chat_template, chat_template_field
+    from harness.core.run_record import asking_chat_template, chat_template_field
 
     template = lambda asked: "{{ messages }}" if asked else None  # noqa: E731
     assert chat_template_field(template) is None  # outside simple_evaluate: not known

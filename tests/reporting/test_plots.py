@@ -18,7 +18,7 @@ from harness.reporting.plots import (
     pic_points_from_samples,
     pic_series,
 )
-from harness.positions.inference import Inference
+from harness.pic.inference import Inference
 from harness.reporting.runs import load_runs
 from tests.reporting.test_reporting import write_run
 

@@ -251,7 +251,7 @@ def test_lch_correlate_writes_plot_report_and_matrix(tmp_path):
 
 
 def test_markdown_headline_metrics_only(runs):
-    from harness.errors import UsageError
+    from harness.core.errors import UsageError
     from harness.reporting.leaderboard import leaderboard, to_markdown
     from harness.reporting.runs import load_runs
 
@@ -441,9 +441,9 @@ def test_a_correlation_with_a_constant_metric_says_it_is_undefined(tmp_path, cap
 def test_no_count_of_any_task_of_ours_is_gated(tmp_path, capsys):
     """Every metric our tasks report that is a count (declared in a YAML, added by a task class, or written by the
     judge stage) has the role bookkeeping, so lch regress leaves it alone: n_valid (judged samples) included."""
-    from harness.lmeval.plugin import tasks_path
-    from harness.tasks.classes.base import metric_role
-    from harness.tasks.classes.longform import LongBenchWriteTask, LongGenerationTask
+    from harness.plugin.discovery import tasks_path
+    from harness.metrics.catalogue import metric_role
+    from harness.tasks.longform import LongBenchWriteTask, LongGenerationTask
 
     names = set(LongGenerationTask.JUDGED_METRICS) | set(LongBenchWriteTask.JUDGED_METRICS)
     for path in Path(tasks_path()).rglob("*yaml"):

@@ -1,7 +1,7 @@
-"""RULER tasks (``lch_ruler``): data from :mod:`harness.data.ruler`, scoring in :class:`RulerTask`."""
+"""RULER tasks (``lch_ruler``): data from :mod:`harness.tasks.lch_ruler.dataset`, scoring in :class:`RulerTask`."""
 
-from harness.data.ruler import ruler_dataset
-from harness.tasks.classes.generation import RulerTask
+from harness.tasks.lch_ruler.dataset import ruler_dataset
+from harness.tasks.lch_ruler.task import RulerTask
 
 
 __all__ = ["RulerTask", "ruler_dataset"]

@@ -9,8 +9,8 @@ When the evaluated model's tokenizer is known (``pretrained`` / ``tokenizer`` in
 """
 
 from harness.data.govreport import load_govreport
-from harness.lmeval.aggregations import perplexity
-from harness.tasks.classes.logprob import PerplexityTask
+from harness.plugin.aggregations import perplexity
+from harness.tasks.logprob import PerplexityTask
 from harness.metrics.pooling import pooled_perplexity, total
 
 __all__ = ["perplexity", "PerplexityTask", "load_govreport", "pooled_perplexity", "total"]

@@ -1,0 +1,272 @@
+"""Task options as typed, frozen dataclasses, and the one parser that builds them from ``--metadata``.
+
+lm-eval hands every task (and its ``custom_dataset`` function) one flat ``metadata`` dict: the YAML's
+``metadata:``, the model args and ``--metadata`` merged. A group of options is a frozen dataclass whose
+fields are declared with :func:`option` (default written once, a help string, optional ``choices``);
+:func:`parse_options` picks that dataclass's fields out of a metadata dict and converts the values the
+way lm-eval's CLI delivers them (``"4"`` -> 4, ``"true"`` -> True, ``"1k,2k"`` -> ``("1k", "2k")``,
+``"none"`` -> None), refusing a wrong value in one line that names the task, the key, the expected type
+and the value. Keys the dataclass has no field for are left alone (other groups read them).
+
+A missing key, a value of None, or an empty string for a field that is not a string takes the field's
+default.
+
+**Domains.** A field declares what makes sense besides its type where it is declared: ``low`` / ``high``
+(inclusive bounds of a number, or of each number of a list), ``nonempty`` (a list or a string with something in
+it), ``choices`` (words, the closest suggested for a typo). :func:`parse_options` checks them after the
+conversion, and :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs); a value
+outside is one line naming the key, the domain and the value. Relations between fields (``min_tokens <=
+max_tokens``) are the dataclass's own ``__post_init__`` checks. A bound that stands for "more work than any run
+needs" says why in its help (e.g. :data:`MAX_TOKENS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
+
+from harness.core.errors import UsageError
+
+T = TypeVar("T")
+# No released model reads more tokens than this: a length or budget above it is a typo (1e12), not a run, and
+# would only cost memory and time before anything is said.
+MAX_TOKENS = 10_000_000
+# Items a task evaluates (documents, questions, samples per length): 100,000 is about 6x the largest evaluation set
+# our tasks read (MRQA's SearchQA dev set, ~17k questions; RULER uses 500 per length, BABILong at most 1,000).
+MAX_SAMPLES = 100_000
+MAX_SEED = 2**32 - 1  # numpy's and torch's generators take seeds in [0, 2**32)
+_NONE_WORDS = frozenset({"none", "null"})
+_TRUE = frozenset({"true", "yes", "1", "on"})
+_FALSE = frozenset({"false", "no", "0", "off"})
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
+           low: float | None = None, high: float | None = None, nonempty: bool = False, **metadata: Any) -> Any:
+    """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
+    ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``nonempty``: a list or string
+    with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
+    harness/train/config.py). Task options, training configs and their generated command lines all declare
+    fields with it."""
+    meta: dict[str, Any] = {"help": help, **metadata}
+    if choices is not None:
+        meta["choices"] = tuple(choices)
+    for key, value in (("low", low), ("high", high)):
+        if value is not None:
+            meta[key] = value
+    if nonempty:
+        meta["nonempty"] = True
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def closest(word: Any, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the known name closest to ``word`` (difflib's ratio >= 0.6), else ``""``."""
+    import difflib
+
+    match = difflib.get_close_matches(str(word), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {match[0]}?" if match else ""
+
+
+def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
+    """What is wrong with ``value`` (already of the field's type) in the field's declared domain, as the end of
+    a sentence about the key (``"must be >= 1, got 0"``); None when it is inside."""
+    meta = field.metadata
+    if value is None:
+        return None
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        allowed = ", ".join(c or repr(c) for c in choices)
+        return f"{value!r} is unknown; allowed: {allowed}{closest(value, [c for c in choices if c])}"
+    if meta.get("nonempty") and isinstance(value, (str, tuple, list)) and not (value.strip() if isinstance(value, str)
+                                                                                else value):
+        return f"must not be empty, got {value!r}"
+    low, high = meta.get("low"), meta.get("high")
+    if low is None and high is None:
+        return None
+    numbers = value if isinstance(value, (tuple, list)) else (value,)
+    for number in numbers:
+        if not isinstance(number, (int, float)) or isinstance(number, bool):
+            continue  # a word of a mixed list (a length label): its dataclass checks it
+        if (low is not None and number < low) or (high is not None and number > high) or number != number:
+            bound = (f"between {_bound(low)} and {_bound(high)}" if low is not None and high is not None
+                     else f">= {_bound(low)}" if low is not None else f"<= {_bound(high)}")
+            where = " (each value)" if isinstance(value, (tuple, list)) else ""
+            return f"must be {bound}{where}, got {number!r}"
+    return None
+
+
+def _bound(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
+    """Every field of the dataclass ``obj`` inside its declared domain (:func:`domain_problem`), else a one-line
+    :class:`UsageError` ``{label(name)} {problem}`` (``label``: how the user wrote the key, e.g. :func:`flag_name`)."""
+    for f in dataclasses.fields(obj):
+        problem = domain_problem(f, getattr(obj, f.name))
+        if problem:
+            raise UsageError(f"{label(f.name)} {problem}")
+
+
+def describe_type(tp: Any) -> str:
+    """A field's type in words, as the error lines say it (``an integer (int) or none``)."""
+    return _describe(tp)
+
+
+def describe_domain(field: dataclasses.Field) -> str:
+    """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``between 0 and 1``; ``not empty``); ``""``
+    when it declares none."""
+    meta = field.metadata
+    parts = []
+    if meta.get("choices") is not None:
+        parts.append(", ".join(c or repr(c) for c in meta["choices"]))
+    low, high = meta.get("low"), meta.get("high")
+    if low is not None and high is not None:
+        parts.append(f"between {_bound(low)} and {_bound(high)}")
+    elif low is not None or high is not None:
+        parts.append(f">= {_bound(low)}" if low is not None else f"<= {_bound(high)}")
+    if meta.get("nonempty"):
+        parts.append("not empty")
+    return "; ".join(parts)
+
+
+def option_help(cls: type) -> dict[str, str]:
+    """``{key: help}`` of an options dataclass, in field order."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+class _BadValue(ValueError):
+    """A value that does not convert to a field's type (the parser words the message)."""
+
+
+def _describe(tp: Any) -> str:
+    """The expected type in words, as the error line says it."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        words = " or ".join(_describe(a) for a in args)
+        return f"{words} or none" if type(None) in typing.get_args(tp) else words
+    if origin in (tuple, list):
+        return f"a list ({_describe(args[0])} each; e.g. 1k,2k or [1024, 2048])"
+    return {int: "an integer (int)", float: "a number (float)", bool: "true or false (bool)",
+            str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _convert(value: Any, tp: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        members = typing.get_args(tp)
+        if type(None) in members and (value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)):
+            return None
+        for member in (m for m in members if m is not type(None)):
+            try:
+                return _convert(value, member)
+            except _BadValue:
+                continue
+        raise _BadValue
+    if origin in (tuple, list):
+        item = typing.get_args(tp)[0]
+        if isinstance(value, str):
+            items = [part.strip() for part in value.strip().strip("[]").split(",") if part.strip()]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            items = [value]
+        return tuple(_convert(x, item) for x in items)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise _BadValue
+    if tp in (int, float):
+        return _number(value, tp)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):  # lm-eval's literal_eval made it a number
+            return str(value)
+        if hasattr(value, "__fspath__"):  # a Path given from Python
+            return str(value.__fspath__())
+        raise _BadValue
+    raise TypeError(f"options of type {tp!r} are not supported by harness.core.options")
+
+
+def convert(value: Any, tp: Any, name: str) -> Any:
+    """``value`` as type ``tp`` by the rules :func:`parse_options` applies to each field (strings parsed, no
+    bool taken for a number, no fractional float for an int); a value that does not convert is a one-line
+    :class:`UsageError`: ``{name} must be {the type in words}, got {value!r}``."""
+    try:
+        return _convert(value, tp)
+    except _BadValue:
+        raise UsageError(f"{name} must be {_describe(tp)}, got {value!r}") from None
+
+
+def _takes_str(tp: Any) -> bool:
+    return tp is str or tp is Any or str in typing.get_args(tp)
+
+
+def metadata_key(name: str) -> str:
+    """How a task option is written on lm-eval's command line: ``--metadata num_docs``."""
+    return f"--metadata {name}"
+
+
+def flag_name(name: str) -> str:
+    """How an option is written as a flag of ``lch``: ``--num-docs``."""
+    return "--" + name.replace("_", "-")
+
+
+def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None,
+                  label: Callable[[str], str] = metadata_key) -> T:
+    """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields.
+
+    Values are converted to the field types (module docstring); a value that does not convert, or one outside
+    the field's domain (``choices``, bounds, ``nonempty``), raises :class:`UsageError` with one line naming
+    ``task``, the key as ``label`` writes it (default ``--metadata <key>``), what it must be and the value. A check
+    the dataclass makes itself (``__post_init__``) raising :class:`UsageError` is re-raised with the task named."""
+    metadata = metadata or {}
+    hints = typing.get_type_hints(cls)
+    prefix = f"{task}: " if task else ""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in metadata or metadata[f.name] is None:
+            continue
+        raw = metadata[f.name]
+        if isinstance(raw, str) and not raw.strip() and not _takes_str(hints[f.name]):
+            continue  # `key=` with nothing after it: not given
+        try:
+            value = _convert(raw, hints[f.name])
+        except _BadValue:
+            raise UsageError(f"{prefix}{label(f.name)} must be {_describe(hints[f.name])}, got {raw!r}") from None
+        problem = domain_problem(f, value)
+        if problem:
+            raise UsageError(f"{prefix}{label(f.name)} {problem}")
+        values[f.name] = value
+    try:
+        return cls(**values)
+    except UsageError as err:
+        if task and not str(err).startswith(prefix):
+            raise UsageError(f"{prefix}{err}") from None
+        raise
+
+
+def _number(value: Any, tp: type) -> int | float:
+    """``value`` as an int or a float: numbers (an int only from a whole float), or a string that parses as
+    one; never a bool (``True`` is no number a user meant)."""
+    if isinstance(value, bool):
+        raise _BadValue
+    if isinstance(value, str):
+        try:
+            return tp(value.strip())
+        except ValueError:
+            raise _BadValue from None
+    if tp is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int) or (tp is float and isinstance(value, float)):
+        return tp(value)
+    raise _BadValue

@@ -1,0 +1,28 @@
+"""Every key of ours in an lm-eval results file, named once: our models and tasks write them, reporting reads them.
+
+Where each lives in lm-eval's results JSON (``results_<date>.json``):
+
+* ``config`` (the run, from our models' ``get_model_info``): :data:`RUN` (the run record,
+  :class:`harness.core.run_record.RunRecord`), :data:`INFERENCE` (the PIC settings applied, as model args),
+  :data:`VARIANT` (the checkpoint's variant file, or null), :data:`EVALUATED_AS` (that variant in words), and
+  :data:`DEVICE_ASKED` (lm-eval's ``--device`` when the model ran elsewhere: ``config.device`` says where it ran);
+* the top level (after a run of ours, :mod:`harness.plugin.aggregations`): :data:`ABSENT` (``{task: {metric: why
+  it was not computed}}``) and :data:`CAUTIONS` (``{task: [sentence, ...]}``);
+* ``configs.<task>.metadata`` (each task of ours, :class:`harness.tasks.base.LchTask`): :data:`CONFIGURATION`
+  (what it measured with, compared by every report), :data:`METRIC_ROLES` (``{metric: perplexity | bookkeeping |
+  score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
+  :mod:`harness.metrics.support`) and :data:`ABSENT` (the task's own reasons for a metric it could not compute).
+"""
+
+from __future__ import annotations
+
+RUN = "lch_run"
+INFERENCE = "lch_inference"
+VARIANT = "lch_variant"
+EVALUATED_AS = "lch_evaluated_as"
+DEVICE_ASKED = "lch_device_asked"
+ABSENT = "lch_absent"
+CAUTIONS = "lch_cautions"
+CONFIGURATION = "lch_configuration"
+METRIC_ROLES = "lch_metric_roles"
+SUPPORT = "lch_support"

@@ -1,0 +1,112 @@
+"""What a run was run with: one typed record, written by our models into lm-eval's results and read back by
+every report that puts runs side by side.
+
+Our model classes (hf-pic, vllm-pic, the compressor) add :meth:`RunRecord.as_info` to lm-eval's results
+``config`` under :data:`harness.core.results.RUN` (``lch_run``): the engine, the dtype and the device the model actually ran in (not
+the ``--device`` lm-eval records, which defaults to ``cuda:0`` on a CPU run too), the maximum length, the
+inference as applied (in words), the model's content identity (a digest of its weights and tokenizer files, so two
+paths to one model are one model and one path re-fetched with other weights is another), its architecture, the libraries
+that compute the numbers, and the chat template the run applied (``none``, or the SHA-256 of its text as lm-eval's
+``chat_template_sha``; known when the run went through lm-eval's ``simple_evaluate``, as the CLI and ``lch eval`` do).
+:meth:`RunRecord.from_results` completes it with what lm-eval records itself: the batch size, the seeds and, for
+other model classes, the chat template. A field a run did not record (an older run, another model class) is None:
+unknown, never a guess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+from harness.core import results as keys
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+
+# what the running lm-eval run was asked for --apply_chat_template (False: no template; True or a name: one), set
+# for the length of a run by harness.plugin.preflight's wrapper of simple_evaluate; None: not known (lm-eval's
+# evaluate called directly)
+_ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
+
+
+@contextlib.contextmanager
+def asking_chat_template(value: Any) -> Iterator[None]:
+    """For the length of one run: the ``apply_chat_template`` it was asked for (None and "" mean none)."""
+    token = _ASKED_CHAT_TEMPLATE.set(value if isinstance(value, str) and value else bool(value))
+    try:
+        yield
+    finally:
+        _ASKED_CHAT_TEMPLATE.reset(token)
+
+
+def chat_template_field(template_of: Any) -> str | None:
+    """The run record's ``chat_template``: ``"none"`` when the run applies none, the SHA-256 of the template text
+    when it applies one (the digest lm-eval records as ``chat_template_sha``), None when the run's setting is not
+    known. ``template_of(asked)`` gives the template text a model applies for lm-eval's setting ``asked``."""
+    asked = _ASKED_CHAT_TEMPLATE.get()
+    if asked is None:
+        return None
+    if asked is False:
+        return "none"
+    template = template_of(asked)
+    return hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "none"
+
+# what each field says, for reports and --allow's help
+FIELDS: dict[str, str] = {
+    "engine": "the engine that computed the numbers (hf-pic, vllm-pic, compressor)",
+    "dtype": "the dtype the weights ran in (resolved: never auto)",
+    "device": "the device the model ran on (cpu, cuda, cuda:0 ...)",
+    "max_length": "the longest input the model was run with, in tokens",
+    "inference": "the PIC / RoPE settings applied, in words",
+    "model": "the model's content identity (weights and tokenizer files)",
+    "architecture": "the model's architecture and sizes (a new checkpoint of one model keeps it)",
+    "adapter": "the LoRA adapter's content identity (none: no adapter)",
+    "libraries": "the versions of the libraries that computed the numbers",
+    "batch_size": "lm-eval's batch size",
+    "seed": "lm-eval's seeds (random, numpy, torch, few-shot)",
+    "chat_template": "the chat template applied (its digest; none: none applied)",
+}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one run was run with (module docstring); every field a string or None (unknown)."""
+
+    engine: str | None = None
+    dtype: str | None = None
+    device: str | None = None
+    max_length: str | None = None
+    inference: str | None = None
+    model: str | None = None
+    architecture: str | None = None
+    adapter: str | None = None
+    libraries: str | None = None
+    batch_size: str | None = None
+    seed: str | None = None
+    chat_template: str | None = None
+
+    def as_info(self) -> dict[str, Any]:
+        """``{RUN: {field: value}}`` for a model's ``get_model_info`` (lm-eval merges it into ``config``)."""
+        return {keys.RUN: {name: value for name, value in dataclasses.asdict(self).items() if value is not None}}
+
+    @classmethod
+    def from_results(cls, data: Mapping[str, Any]) -> "RunRecord":
+        """The record of an lm-eval results file's content: ours under ``config[RUN]``, lm-eval's own fields for the
+        batch size, the seeds and the chat template (absent ones: None)."""
+        config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
+        ours = config.get(keys.RUN) if isinstance(config.get(keys.RUN), Mapping) else {}
+        values = {name: _text(ours.get(name)) for name in FIELDS}
+        if values["batch_size"] is None and config.get("batch_size") is not None:
+            values["batch_size"] = _text(config.get("batch_size"))
+        seeds = [config.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")]
+        if values["seed"] is None and any(s is not None for s in seeds):
+            values["seed"] = "/".join("none" if s is None else str(s) for s in seeds)
+        if values["chat_template"] is None and ("chat_template" in data or "chat_template_sha" in data):
+            values["chat_template"] = _text(data.get("chat_template_sha")) or ("none" if not data.get("chat_template")
+                                                                              else "unnamed")
+        return cls(**values)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)

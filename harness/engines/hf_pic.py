@@ -1,0 +1,125 @@
+"""``hf-pic``: lm-eval's HF model with Position ID Compression and per-token log-probabilities.
+
+``--model_args`` adds to those of ``hf``:
+
+* ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
+  ``pic_initial`` (l_ic); ``pic_recent`` (l_rc); ``pic_layout=paper|contiguous``;
+  ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: the variant file (below), else
+  :class:`harness.pic.inference.Inference`'s.
+* ``rope_base=`` gives the model that RoPE base (``none``: its own) before any PIC variant.
+* ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
+  applied to the model under the adapter.
+* A trained variant's ``lch_variant.json`` (in the ``peft`` folder, else the ``pretrained`` folder) sets
+  the defaults of the PIC and RoPE args: the inference it was trained for is applied unless a model arg
+  says otherwise (each override is logged as a warning; ``pic=none`` is the paper's standard inference).
+  What was applied is recorded in the results (``config.lch_inference`` / ``lch_variant`` /
+  ``lch_evaluated_as``).
+
+Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus ours
+(``token_logprobs``, ``lsm``, ``generate_long``) from the engine core (:mod:`harness.engines.core`), over this
+adapter's primitives: the decoder's final hidden states of left-padded batches (position ids from the attention
+mask, which is always passed), the model's head, and ``generate`` with every EOS id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lm_eval.models.huggingface import HFLM  # (imports lm_eval.models: the built-in models register first)
+
+from harness.engines.core import EngineCore, Generated
+from harness.engines.model_args import check_hf_pic_args
+from harness.plugin.registration import lch_model
+from harness.engines.requests import LongGenerationOptions
+from harness.models.head import output_logits
+from harness.pic.hf import apply_pic, set_rope_base
+from harness.models.scoring import hidden_states, left_pad
+
+
+@lch_model("hf-pic", preflight=check_hf_pic_args)
+class HFPicLM(EngineCore, HFLM):
+    """HF causal LM with a PIC variant applied in place (see module docstring)."""
+
+    LIBRARIES = ("torch", "transformers", "peft")
+
+    def __init__(self, **model_args: Any) -> None:
+        resolved = self.adopt(check_hf_pic_args(model_args))  # before loading
+        kwargs = dict(resolved.engine_args)
+        kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
+        # lm-eval's HFLM defaults to device "cuda" even without one (its CLI passes --device, whose default cuda:0
+        # it maps to the CPU there; simple_evaluate passes none): no device given means the GPU when there is one
+        kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
+        super().__init__(**kwargs)
+        accelerator = getattr(self, "accelerator", None)
+        if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1:
+            # lm-eval splits data only across several GPUs; under `accelerate launch` on CPU (or one
+            # shared GPU) every process would otherwise evaluate everything. Split there too.
+            self._rank = accelerator.process_index
+            self._world_size = accelerator.num_processes
+        inference = resolved.inference
+        if inference.rope_base is not None:
+            set_rope_base(self.model, inference.rope_base)
+        if inference.entry.acts:
+            apply_pic(self.model, inference)
+
+    def engine_dtype(self) -> str:
+        return str(self.model.dtype).removeprefix("torch.")
+
+    def run_device(self) -> str:
+        return str(self.model.device)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
+        if not self.inference.entry.moves_cached_keys:
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
+        # Dynamic PIC positions (any method whose cached keys move) depend on each row's own length, and lm-eval
+        # right-pads these batches without an attention mask, so score one sequence per forward to stay
+        # batch-independent.
+        saved = self.batch_size_per_gpu
+        self.batch_size_per_gpu = 1
+        try:
+            return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs=1)
+        finally:
+            self.batch_size_per_gpu = saved
+
+    # ------------------------------------------------------------------ the engine core's primitives
+
+    def score_batch_size(self) -> int:
+        return self.batch_size if isinstance(self.batch_size, int) else 1
+
+    generation_batch_size = score_batch_size
+
+    def score_hidden(self, rows: list[list[int]]) -> list[torch.Tensor]:
+        """One left-padded forward of the decoder (every PIC variant sees each row's true positions)."""
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids, mask = left_pad(rows, pad_id, self.device)
+        hidden = hidden_states(self.model, ids, mask)
+        return [hidden[b, ids.shape[1] - len(row):] for b, row in enumerate(rows)]
+
+    def score_head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return output_logits(self.model, hidden)
+
+    def generate_tokens(self, prompts: list[list[int]], options: LongGenerationOptions, budget: int) -> list[Generated]:
+        """``generate`` on a left-padded batch with its attention mask and every EOS id of the model; stop strings
+        are left to the core (generation goes on and the text is cut)."""
+        eos_ids = set(self._eos_ids())
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids, mask = left_pad(prompts, pad_id, self.device)
+        # greedy: sampling settings would only trigger HF warnings
+        sampling = {"temperature": options.temperature, "top_p": options.top_p} if options.do_sample else {}
+        with torch.no_grad():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget,
+                                      do_sample=options.do_sample, pad_token_id=self.tokenizer.pad_token_id,
+                                      eos_token_id=sorted(eos_ids), **sampling)
+        results = []
+        for row in out[:, ids.shape[1]:].tolist():
+            stop = next((j for j, token in enumerate(row) if token in eos_ids), None)
+            results.append(Generated(row if stop is None else row[:stop], stop is not None))
+        return results
+
+    def _eos_ids(self) -> list[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return ids

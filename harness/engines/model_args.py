@@ -1,0 +1,241 @@
+"""Checks of our models' ``--model_args``, run before anything is loaded: by the model classes themselves,
+and by ``lch eval`` before lm-eval indexes the tasks (so a typo fails in a second, not after the indexing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from harness.data.variants import Variant, read_variant
+from harness.models.folders import check_model_folder, check_tokenizer_folder
+from harness.core.errors import MissingDataError, UsageError
+from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference
+from harness.pic.methods import PIC_METHODS
+
+
+def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False,
+                     kind: str = "model") -> None:
+    """A model arg that names a local folder (``local``, or a path rather than a hub id like ``org/name``)
+    must exist and be whole: a model folder (:func:`check_model_folder`; with ``tokenizer``, its tokenizer too), or
+    with ``kind="tokenizer"`` a tokenizer folder (:func:`check_tokenizer_folder`)."""
+    if not isinstance(value, str):
+        return
+    looks_local = local or value.startswith(("/", ".", "~")) or value.count("/") > 1
+    if looks_local and not Path(value).expanduser().exists():
+        raise MissingDataError(f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
+                               "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+    if kind == "tokenizer":
+        check_tokenizer_folder(value, arg)
+    else:
+        check_model_folder(value, arg, tokenizer=tokenizer)
+
+
+@dataclass(frozen=True)
+class ResolvedArgs:
+    """The ``--model_args`` of a PIC model (hf-pic, vllm-pic) as one typed value: the :class:`Inference` to apply
+    (explicit args win, key by key, then the variant file's, then the defaults), the checkpoint's variant file,
+    the explicit args that override it (in words, for a warning), and every other arg: the engine's."""
+
+    inference: Inference
+    variant: Variant | None
+    overrides: tuple[str, ...]
+    engine_args: dict[str, Any]
+    pretrained: Any
+    adapter: str | None
+
+
+def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
+                       inference_keys: Iterable[str] = MODEL_ARGS.values()) -> ResolvedArgs:
+    """The one reading of a PIC model's ``--model_args`` (:class:`ResolvedArgs`): the inference args among
+    ``inference_keys`` checked (one line naming the arg), the model and adapter folders checked, the variant file
+    of the adapter (``adapter_key``) or model folder read; the other args handed on unchanged."""
+    inference_keys = set(inference_keys)
+    explicit = Inference.fields_from({k: v for k, v in args.items() if k in inference_keys})
+    try:
+        Inference(**explicit)  # the given values checked before any file is read
+    except UsageError as err:  # named as the user gave them: the model args
+        raise UsageError(f"--model_args: {err}") from None
+    pretrained, adapter, tokenizer = args.get("pretrained"), args.get(adapter_key), args.get("tokenizer")
+    check_model_path(pretrained, "pretrained", tokenizer=not tokenizer)  # its tokenizer, unless tokenizer= is given
+    check_model_path(adapter, adapter_key)
+    check_model_path(tokenizer, "tokenizer", kind="tokenizer")  # a tokenizer folder: no config or weights of its own
+    variant = read_variant(adapter) or read_variant(pretrained)
+    base = variant.inference if variant else Inference()
+    overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
+                      if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name))
+    engine_args = {k: v for k, v in args.items() if k not in inference_keys}
+    if str(engine_args.get("dtype", "auto")) == "auto":
+        saved = folder_dtype(pretrained)
+        if saved is not None:
+            engine_args["dtype"] = saved
+    return ResolvedArgs(base.replace(**explicit), variant, overrides, engine_args, pretrained, adapter)
+
+
+def folder_dtype(pretrained: Any) -> str | None:
+    """What ``dtype=auto`` means for a local model folder, the same on every engine: the dtype its ``config.json``
+    was saved in (``dtype``, or the older ``torch_dtype``), float32 when it names none (transformers' rule).
+    vLLM's own ``auto`` would run a float32 folder in half precision (bfloat16 on CPU) while transformers runs it in
+    float32, so two engines given the same args would compute different numbers. None for a model that is not a
+    local folder (a hub id, an object): its engine resolves ``auto`` itself."""
+    import json
+
+    if not isinstance(pretrained, (str, Path)):
+        return None
+    config = Path(pretrained).expanduser() / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for key in ("dtype", "torch_dtype"):
+        if isinstance(data.get(key), str) and data[key] not in ("", "auto"):
+            return data[key]
+        if isinstance(data.get("text_config"), dict) and isinstance(data["text_config"].get(key), str):
+            return data["text_config"][key]
+    return "float32"
+
+
+def refuse_unknown_args(model: str, given: Iterable[str], known: Iterable[str], passed_on: str = "") -> None:
+    """Model args of ``model`` that it does not know, refused in one line with the closest known name. With
+    ``passed_on`` (a model that hands unknown args to its loader, as lm-eval's ``hf`` hands them to
+    ``from_pretrained``), only the args that look like a typo of a known one (in our ``pic`` / ``rope`` namespace,
+    or close to a known name) are refused, and the line says what the others are for."""
+    import difflib
+
+    known = set(known)
+    for key in sorted(set(given) - known):
+        near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75 if passed_on else 0.6)
+        if passed_on and not near and not key.startswith(("pic", "rope")):
+            continue
+        hint = f"; did you mean {near[0]}?" if near else ""
+        also = f" ({passed_on})" if passed_on else ""
+        raise UsageError(f"{model}: unknown model arg {key}{hint}{also}")
+
+
+def hf_model_args() -> set[str]:
+    """The model args lm-eval's ``hf`` model (and so hf-pic) takes by name: its constructor's parameters."""
+    import inspect
+
+    from lm_eval.models.huggingface import HFLM
+
+    return {name for name, p in inspect.signature(HFLM.__init__).parameters.items()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+
+
+def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
+    """hf-pic's model args before anything loads: a typo of a known arg refused with the closest name
+    (:func:`refuse_unknown_args`; others go on to ``from_pretrained``, as lm-eval's ``hf`` model hands them), then
+    :func:`resolve_model_args` (its adapter is ``peft``)."""
+    refuse_unknown_args("hf-pic", args, set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
+                        passed_on="other args go to transformers' from_pretrained; give a known one")
+    return resolve_model_args(args, "peft")
+
+
+COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
+COMPRESSOR_OVERRIDES = ("chunk_size", "n_memory", "lora_r", "lora_alpha", "carrier", "layout")  # CompressorConfig's
+
+
+def check_compressor_args(args: dict) -> dict[str, Any]:
+    """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
+    domains (:class:`harness.compressor.model.CompressorConfig`), before anything loads; returns the settings given,
+    converted."""
+    from harness.compressor.model import CompressorConfig
+    from harness.core.options import parse_options
+
+    refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))
+    given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
+    config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
+    check_model_path(args.get("pretrained"), tokenizer=True)
+    if args.get("checkpoint"):
+        check_model_path(args["checkpoint"], "checkpoint", local=True)
+    return {key: getattr(config, key) for key in given}
+
+
+VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)
+
+
+def local_config(pretrained: Any) -> dict | None:
+    """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
+    import json
+
+    if not isinstance(pretrained, str):
+        return None
+    config_file = Path(pretrained).expanduser() / "config.json"
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else None
+    except ValueError:
+        return None  # check_model_folder says why
+
+
+def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
+    """PIC asked for (or expected by the checkpoint's variant file) on vLLM, before anything loads: a local model's
+    config one PIC runs on (:func:`harness.pic.vllm.config.check_pic_config`), and for Dynamic PIC the engine
+    settings it needs (a contradicting engine arg: one line)."""
+    inference = resolved.inference
+    if not inference.entry.acts:
+        return
+    from harness.pic.vllm.config import check_pic_config, engine_settings
+
+    config = local_config(args.get("pretrained"))
+    if config is not None:
+        check_pic_config(config, inference)
+    if inference.entry.moves_cached_keys:
+        engine_settings(args, config or {})
+
+
+def vllm_known_args() -> set[str]:
+    """Model args vllm-pic passes on: lm-eval's ``VLLM`` parameters, ``vllm.LLM``'s and vLLM's engine args."""
+    import dataclasses
+    import inspect
+
+    from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
+
+    base, error = lm_eval_vllm_class()
+    if base is None:
+        raise unavailable(error)
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
+
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    for function in (base.__init__, LLM.__init__):
+        known |= {name for name, p in inspect.signature(function).parameters.items()
+                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+    return known | {"device"}  # lm-eval passes --device; its vLLM model drops it with a warning
+
+
+def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
+    """vllm-pic's args before vLLM loads anything: the inference args and the variant file as hf-pic's (and
+    pic=dynamic refused), vLLM importable, every other arg one that lm-eval's vLLM model or vLLM's engine
+    takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`). Returns what
+    :func:`check_hf_pic_args` resolves."""
+    resolved = resolve_model_args(args, "lora_local_path", VLLM_PIC_ARGS)
+    check_pic_on_vllm(resolved, args)
+    if "pic_impl" in args:
+        raise UsageError("vllm-pic: unknown model arg pic_impl (hf-pic's Algorithm-1 oracle): use --model hf-pic")
+    refuse_unknown_args("vllm-pic", args, VLLM_PIC_ARGS | vllm_known_args())
+    check_vllm_model(args.get("pretrained"), resolved.inference)
+    return resolved
+
+
+def check_vllm_model(pretrained: Any, inference: Inference) -> None:
+    """A local model folder that vLLM could not load, refused before it tries: an adapter folder given as the
+    model, an architecture this vLLM does not support, or, under PIC, one this vLLM does not build natively
+    (:func:`harness.pic.vllm.model.native_class`). (Missing or corrupt files were refused already by
+    :func:`harness.models.folders.check_model_folder`, through :func:`check_hf_pic_args`.)"""
+    config = local_config(pretrained)
+    if config is None:
+        if isinstance(pretrained, str) and Path(pretrained).expanduser().is_dir():
+            raise MissingDataError(f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter "
+                                   "goes in lora_local_path=)")
+        return  # a hub name: vLLM resolves it
+    architectures = config.get("architectures") or []
+    from vllm import ModelRegistry
+
+    if architectures and not set(architectures) & set(ModelRegistry.get_supported_archs()):
+        raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
+                         "this vLLM supports; use --model hf-pic")
+    if architectures and inference.entry.acts:
+        from harness.pic.vllm.model import native_class
+
+        native_class(architectures[0])
+

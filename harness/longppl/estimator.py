@@ -1,0 +1,167 @@
+"""LongPPL estimators (paper 004): the evaluator's long / short log-probabilities, key tokens of a text,
+and LongPPL of a text under a model. The formulas (LSD, LCL, selection, pooling) live in
+:mod:`harness.longppl.formulas`; this module runs the forwards."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+from harness.core.errors import UsageError
+from harness.longppl.formulas import (
+    KEY_TOKEN_DEFAULTS,
+    SHORT_STARTS,
+    SOFT_GAMMA,
+    KeyTokens,
+    document_stats,
+    select_key_tokens,
+    short_windows,
+    summarize,
+)
+from harness.models.scoring import device_free_bytes, hidden_states, score_tokens, target_logprobs, text_config
+
+
+@torch.no_grad()
+def long_short_logprobs(
+    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int | None = None,
+    bos_id: int | None = None, progress: Callable[[int], Any] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
+
+    ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
+    ``batch_size`` at a time (windows of equal length share a forward; default :func:`window_batch` of the device),
+    each preceded by ``bos_id`` when given. Both float32, length ``n - K``. ``progress(k)`` is told of every pass
+    done (the long one, then the short windows of each forward): :func:`passes` of them in all.
+    """
+    progress = progress or (lambda done: None)
+    if trunc_len < 1 or sliding_window < 1:
+        raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
+    row = ids[None]
+    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
+    progress(1)
+    short = torch.empty_like(long)
+    windows = short_windows(len(ids), trunc_len, sliding_window)
+    # The first window starts at token 0, so its context *is* the full context: its targets get the
+    # long log-probabilities (LSD = 0 exactly) instead of a forward that could only add rounding noise.
+    first_end = windows[0][1] if windows else trunc_len
+    short[: first_end - trunc_len] = long[: first_end - trunc_len]
+    by_length: dict[int, list[tuple[int, int]]] = {}
+    for start, end in windows[1:]:
+        by_length.setdefault(end - start, []).append((start, end))
+    for length, group in by_length.items():
+        size = batch_size or window_batch(model, ids.device, length + (bos_id is not None))
+        for i in range(0, len(group), size):
+            chunk = group[i : i + size]
+            batch = torch.stack([ids[s:e] for s, e in chunk])
+            first = trunc_len
+            if bos_id is not None:
+                batch = torch.cat([torch.full_like(batch[:, :1], bos_id), batch], dim=1)
+                first += 1
+            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=first)
+            for (start, end), values in zip(chunk, lp):
+                short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
+            progress(len(chunk))
+    return long, short
+
+
+def passes(n_tokens: int, trunc_len: int, sliding_window: int) -> int:
+    """The forward passes over windows that finding the key tokens of an ``n_tokens`` text takes (the unit of its
+    progress): one long pass and every short window but the first (whose context is the long pass's), or a single
+    pass for a text no longer than ``trunc_len`` (nothing to compare)."""
+    if n_tokens <= trunc_len:
+        return 1
+    return 1 + max(0, len(short_windows(n_tokens, trunc_len, sliding_window)) - 1)
+
+
+CPU_WINDOW_BATCH = 4  # short windows per forward on the CPU (larger batches are no faster there)
+WINDOW_SHARE = 1 / 2  # share of a CUDA device's free memory a batch of short windows may take
+MAX_WINDOW_BATCH = 256
+
+
+def window_batch(model: Any, device: torch.device | str, width: int) -> int:
+    """Short windows of ``width`` tokens per forward: on the CPU :data:`CPU_WINDOW_BATCH`; on a CUDA device as many
+    as :data:`WINDOW_SHARE` of its free memory holds, by a bound of one window's peak (attention scores of the math
+    kernel, ``2 x heads x width^2`` fp32 floats, plus ``16 x hidden`` floats a token of activations), so that a 32k
+    document's windows take a few forwards, not dozens."""
+    free = device_free_bytes(device)
+    if free is None:
+        return CPU_WINDOW_BATCH
+    config = text_config(model)
+    heads = int(getattr(config, "num_attention_heads", 8) or 8)
+    hidden = int(getattr(config, "hidden_size", 4096) or 4096)
+    per_window = 4 * width * (2 * heads * width + 16 * hidden)
+    return max(1, min(MAX_WINDOW_BATCH, int(free * WINDOW_SHARE) // per_window))
+
+
+def find_key_tokens(
+    text: str,
+    evaluator_model: Any,
+    evaluator_tokenizer: Any,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+    batch_size: int | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> KeyTokens:
+    """Key tokens of ``text`` under the evaluator (module docstring); ``short_start`` is ``text`` or ``bos``
+    (:data:`~harness.longppl.formulas.KEY_TOKEN_DEFAULTS`); ``progress`` as :func:`long_short_logprobs`'s."""
+    bos_id = _short_window_bos(evaluator_tokenizer, short_start)
+    enc = evaluator_tokenizer(text, return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    n = len(enc["input_ids"])
+    if n <= trunc_len:
+        if progress is not None:
+            progress(1)
+        return select_key_tokens(offsets, [], [], trunc_len, alpha, beta)
+    device = next(evaluator_model.parameters()).device
+    ids = torch.tensor(enc["input_ids"], device=device)
+    long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size, bos_id, progress)
+    return select_key_tokens(offsets, long.cpu().tolist(), short.cpu().tolist(), trunc_len, alpha, beta)
+
+
+def _short_window_bos(tokenizer: Any, short_start: str) -> int | None:
+    if short_start not in SHORT_STARTS:
+        raise UsageError(f"short_start {short_start!r} is unknown; allowed: {', '.join(SHORT_STARTS)}")
+    if short_start == "text":
+        return None
+    if tokenizer.bos_token_id is None:
+        raise UsageError("short_start=bos needs an evaluator tokenizer with a BOS token; this one has none")
+    return int(tokenizer.bos_token_id)
+
+
+
+
+@torch.no_grad()
+def compute_longppl(
+    text: str,
+    model: Any,
+    tokenizer: Any,
+    evaluator_model: Any = None,
+    evaluator_tokenizer: Any = None,
+    key_spans: KeyTokens | Sequence[Sequence[int]] | None = None,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    gamma: float = SOFT_GAMMA,
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+) -> dict[str, Any]:
+    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
+
+    Key tokens come from ``key_spans`` (spans or a :class:`KeyTokens`) or are found with the evaluator.
+    ``longppl`` is None when the text has no key token; ``longppl_soft`` needs the evaluator's LSD.
+    """
+    if key_spans is None:
+        if evaluator_model is None or evaluator_tokenizer is None:
+            raise UsageError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
+        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta,
+                                    short_start)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    device = next(model.parameters()).device
+    ids = torch.tensor([enc["input_ids"]], device=device)
+    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].tolist()
+    stats = document_stats(logprobs, enc["offset_mapping"], key_spans, gamma)
+    return summarize(stats, n_token=len(enc["input_ids"]))

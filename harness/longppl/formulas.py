@@ -1,0 +1,254 @@
+"""LongPPL (paper 004, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model.
+
+For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
+
+* ``LCL(x_i) = log P(x_i | full context)`` from one pass over the whole document;
+* ``LSD(x_i) = LCL(x_i) - log P(x_i | short context)``, the short context being a window that starts
+  at ``s = 0, d, 2d, ...`` (``s < N - K``): window ``ids[s : s + K + d]`` (cut at the end) scores targets
+  ``s + K ... s + K + d - 1``, so each short context holds ``K .. K + d - 1`` tokens; tokens ``< K``
+  are never key tokens;
+* key token: ``LSD > alpha`` and ``LCL > beta``; key tokens become character spans (touching spans merged);
+* a short window starts with the text's own tokens (the reference) or, with ``short_start="bos"``, with
+  the evaluator's BOS token before them.
+
+The evaluated text is tokenised without special tokens; an evaluated token is a key token iff its
+character span lies inside a key span (paper Eq. 9). ``LongPPL = exp(mean key-token NLL)``,
+``PPL = exp(mean NLL)`` over all scored tokens, and ``LongPPL-soft`` weights every token's NLL by
+``min(exp(LSD), gamma)`` transferred to the evaluated tokens as a per-character average (paper Eq. 10;
+evaluator tokens before ``K`` weigh 1).
+
+Deliberate differences from the reference package ``longppl`` 0.3.0 (numbers agree otherwise):
+
+* no ``[tokens x vocab]`` logits: hidden states are scored chunk by chunk, fp32 log-softmax, short
+  windows batched;
+* the evaluated model's first token has no prediction and is never a key token (the reference would
+  index the loss array at -1 for it);
+* a last window with a single target works (the reference fails on it);
+* the first window (start 0) has the full context, so its targets get LSD = 0 exactly (the reference
+  recomputes them and gets 0 up to rounding: with alpha >= 0 no key token can differ);
+* a token inside *any* key span counts, also when offsets overlap (the reference's two-pointer walk
+  assumes disjoint sorted spans — identical on those).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.core.options import MAX_TOKENS, option
+
+SOFT_GAMMA = 5.0
+DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
+# The paper's key-token settings (docs/formulas.md §3): K, d, alpha, beta. The one source of these defaults.
+# ``short_start``: how a short window starts: "text" (the reference package: the text's own tokens, sliced
+# from the document's ids, so never a BOS) or "bos" (the evaluator's BOS token first, as the long pass
+# starts when its tokenizer adds one: pick it for BOS-dependent evaluators such as Gemma; docs/longppl.md).
+# A LongPPL over fewer key tokens than this is reported with a warning: it is exp(mean NLL of the key tokens),
+# whose standard error is sd(NLL) / sqrt(n); per-token NLL spreads by about 2 nats, so at n = 100 the mean is only
+# known to about 0.2 nats, a 20 % band on the perplexity, wider than most differences between models it is asked
+# to tell apart.
+MIN_KEY_TOKENS = 100
+SHORT_STARTS = ("text", "bos")
+
+
+@dataclass(frozen=True)
+class KeySettings:
+    """What a key token depends on besides the evaluator and the text: K, d, alpha, beta (the paper's values,
+    docs/formulas.md §3) and how short windows start. The one home of these settings and their defaults; the task
+    options (:class:`harness.longppl.keytokens.KeyTokenOptions`), ``lch keytokens``' flags and the key-token cache
+    entry all take them from here."""
+
+    trunc_len: int = option(4096, "K: short-context length of the key-token test", low=1, high=MAX_TOKENS)
+    sliding_window: int = option(1024, "d: stride of the short windows", low=1, high=MAX_TOKENS)
+    alpha: float = option(2.0, "LSD threshold of key tokens")
+    beta: float = option(-2.0, "LCL threshold of key tokens")
+    short_start: str = option("text", "how LongPPL short windows start: text (reference) or bos", choices=SHORT_STARTS)
+
+    def settings(self) -> dict:
+        """``{K, d, alpha, beta, short_start}`` by field name."""
+        return {f.name: getattr(self, f.name) for f in fields(KeySettings)}
+
+
+KEY_TOKEN_DEFAULTS = KeySettings().settings()  # the defaults by name, for keyword defaults of the estimators
+
+
+@dataclass
+class KeyTokens:
+    """Evaluator output for one text: key character spans and, for inspection, per-token LSD / LCL."""
+
+    spans: list[list[int]]
+    offsets: list[list[int]] = field(default_factory=list)  # evaluator token character spans
+    lsd: list[float | None] = field(default_factory=list)  # None for tokens < trunc_len
+    lcl: list[float | None] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"spans": self.spans, "offsets": self.offsets, "lsd": self.lsd, "lcl": self.lcl}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KeyTokens":
+        return cls(data["spans"], data.get("offsets", []), data.get("lsd", []), data.get("lcl", []))
+
+
+def merge_touching(spans: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Merge consecutive spans where one ends exactly where the next starts."""
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and merged[-1][1] == start:
+            merged[-1][1] = end
+        else:
+            merged.append([int(start), int(end)])
+    return merged
+
+
+def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of the short-context windows; targets of a window are ``start + K .. end - 1``."""
+    return [(s, min(s + trunc_len + sliding_window, n_tokens)) for s in range(0, n_tokens - trunc_len, sliding_window)]
+
+
+def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> np.ndarray:
+    """True for tokens whose character span lies inside some key span (paper Eq. 9)."""
+    offsets_arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    if not len(spans) or not len(offsets_arr):
+        return np.zeros(len(offsets_arr), dtype=bool)
+    spans_arr = np.asarray(sorted(map(tuple, spans)), dtype=np.int64)
+    max_end = np.maximum.accumulate(spans_arr[:, 1])  # any span starting before can contain the token
+    k = np.searchsorted(spans_arr[:, 0], offsets_arr[:, 0], side="right") - 1
+    inside = k >= 0
+    inside[inside] = max_end[k[inside]] >= offsets_arr[inside, 1]
+    return inside
+
+
+def dropped_key_spans(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> int:
+    """Key spans (of the evaluator's tokens) that no evaluated token lies inside: under another tokenizer a token
+    may straddle a span's edge, and then that key token counts for nothing (paper Eq. 9 keeps whole tokens only)."""
+    tokens = np.asarray([(s, e) for s, e in offsets if e > s], dtype=np.int64).reshape(-1, 2)  # no empty specials
+    spans_arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if not len(spans_arr):
+        return 0
+    if not len(tokens):
+        return len(spans_arr)
+    tokens = tokens[np.argsort(tokens[:, 0], kind="stable")]
+    # tokens do not overlap, so the first token starting at or after a span's start ends first: the span keeps a
+    # token iff that one ends inside it
+    first = np.searchsorted(tokens[:, 0], spans_arr[:, 0], side="left")
+    found = first < len(tokens)
+    kept = np.zeros(len(spans_arr), dtype=bool)
+    kept[found] = tokens[first[found], 1] <= spans_arr[found, 1]
+    return int((~kept).sum())
+
+
+def count_key_tokens(key: KeyTokens) -> int:
+    """Evaluator tokens inside the key spans (the spans themselves when the evaluator's offsets are unknown: spans
+    read from reference files)."""
+    if not key.offsets:
+        return len(key.spans)
+    return int(key_token_mask(key.offsets, key.spans).sum())
+
+
+def soft_token_weights(
+    offsets: Sequence[Sequence[int]], key: KeyTokens, gamma: float = SOFT_GAMMA
+) -> np.ndarray | None:
+    """Per evaluated token, the mean over its characters of the evaluator weight ``min(exp(LSD), gamma)``.
+
+    Evaluator tokens without LSD (the first ``K``) weigh 1; a token covering no evaluator character weighs 1.
+    Returns None when the evaluator's per-token LSD is unknown (spans imported from files).
+    """
+    if not key.offsets or len(key.lsd) != len(key.offsets):
+        return None
+    length = max([e for _, e in key.offsets] + [e for _, e in offsets] + [0])
+    char_w = np.full(length, np.nan)
+    for (start, end), d in zip(key.offsets, key.lsd):
+        char_w[start:end] = 1.0 if d is None else min(math.exp(min(d, 50.0)), gamma)
+    weights = np.ones(len(offsets))
+    for i, (start, end) in enumerate(offsets):
+        covered = char_w[start:end]
+        covered = covered[~np.isnan(covered)]
+        if covered.size:
+            weights[i] = covered.mean()
+    return weights
+
+
+def document_stats(
+    logprobs: Sequence[float],
+    offsets: Sequence[Sequence[int]],
+    key: KeyTokens | Sequence[Sequence[int]],
+    gamma: float = SOFT_GAMMA,
+) -> dict[str, float]:
+    """Sums that LongPPL / PPL / LongPPL-soft pool over documents.
+
+    ``logprobs[i]`` is the log-probability of evaluated token ``i + 1`` (token 0 has none);
+    ``offsets`` are the character spans of all evaluated tokens.
+    """
+    key = key if isinstance(key, KeyTokens) else KeyTokens([list(s) for s in key])
+    nll = -np.asarray(logprobs, dtype=np.float64)
+    if len(offsets) != len(nll) + 1:
+        raise ValueError(f"{len(offsets)} offsets for {len(nll)} log-probabilities (expected one more)")
+    is_key = key_token_mask(offsets, key.spans)[1:]
+    stats = {
+        "nll_sum": float(nll.sum()),
+        "n_scored": int(nll.size),
+        "key_nll_sum": float(nll[is_key].sum()),
+        "n_key": int(is_key.sum()),
+        "n_spans_dropped": dropped_key_spans(offsets, key.spans),
+        "soft_nll_sum": float("nan"),
+        "soft_weight_sum": float("nan"),
+    }
+    weights = soft_token_weights(offsets, key, gamma)
+    if weights is not None:
+        w = weights[1:]
+        stats["soft_nll_sum"] = float((w * nll).sum())
+        stats["soft_weight_sum"] = float(w.sum())
+    return stats
+
+
+def _exp_mean(total: float, count: float) -> float | None:
+    return math.exp(total / count) if count and not math.isnan(count) else None
+
+
+def summarize(stats: dict[str, float], n_token: int | None = None) -> dict[str, Any]:
+    """``longppl``, ``ppl``, ``longppl_soft`` (None when undefined), counts."""
+    return {
+        "longppl": _exp_mean(stats["key_nll_sum"], stats["n_key"]),
+        "ppl": _exp_mean(stats["nll_sum"], stats["n_scored"]),
+        "longppl_soft": _exp_mean(stats["soft_nll_sum"], stats["soft_weight_sum"]),
+        "n_key_token": stats["n_key"],
+        "n_token": n_token if n_token is not None else stats["n_scored"] + 1,
+    }
+
+
+_SPAN = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]")
+
+
+def parse_spans(text: str) -> list[list[int]]:
+    """Key spans from reference-format text: ``[a, b];[c, d];...`` (parsed, never evaluated)."""
+    return [[int(a), int(b)] for a, b in _SPAN.findall(text.strip())]
+
+
+def format_spans(spans: Sequence[Sequence[int]]) -> str:
+    """Spans in the reference format (the inverse of :func:`parse_spans`)."""
+    return ";".join(f"[{a}, {b}]" for a, b in spans)
+
+
+def select_key_tokens(
+    offsets: Sequence[Sequence[int]], long: Sequence[float], short: Sequence[float], trunc_len: int,
+    alpha: float, beta: float,
+) -> KeyTokens:
+    """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``.
+
+    ``LSD_i = long_i - short_i``, ``LCL_i = long_i``; token ``i`` is key iff ``LSD_i > alpha`` and
+    ``LCL_i > beta``; key tokens become character spans (touching spans merged)."""
+    n = len(offsets)
+    lsd: list[float | None] = [None] * n
+    lcl: list[float | None] = [None] * n
+    key_positions = []
+    for j, (lcl_j, short_j) in enumerate(zip(long, short)):
+        pos = trunc_len + j
+        lsd[pos], lcl[pos] = lcl_j - short_j, lcl_j
+        if lsd[pos] > alpha and lcl_j > beta:
+            key_positions.append(pos)
+    offsets = [list(map(int, span)) for span in offsets]
+    return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)

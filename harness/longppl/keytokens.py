@@ -1,0 +1,220 @@
+"""Key tokens computed once per (evaluator, text, K, d, alpha, beta), cached on disk, reused by every model.
+
+The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by the digest of
+its folder's content, :func:`harness.models.identity.model_identity`, so that a folder rebuilt at the same path
+is another evaluator; a hub name by itself; or an explicit ``evaluator_id``) and the evaluator's dtype. Loading the evaluator is deferred until a text misses the
+cache, so a warm run never loads or runs it. Reference-format span files (:mod:`harness.longppl.span_files`) can be
+used instead of an evaluator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from tqdm import tqdm
+
+from harness.core.cache import cache_root
+from harness.core.errors import UsageError
+from harness.core.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, KeySettings, KeyTokens, count_key_tokens
+from harness.core.options import option
+
+if TYPE_CHECKING:
+    from harness.longppl.corpus import CorpusOptions
+
+
+@dataclass(frozen=True)
+class KeyTokenOptions(KeySettings):
+    """How key tokens are found (:class:`~harness.longppl.formulas.KeySettings`: K, d, alpha, beta, how short
+    windows start) and where they are cached; the evaluator itself is named by
+    :class:`harness.longppl.corpus.CorpusOptions`."""
+
+    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator", path=True,
+                                       flag=False)
+    key_cache_dir: str | None = option(None, "key-token cache folder (default ~/.cache/lch/keytokens)", location=True,
+                                       flag="--cache-dir")
+    evaluator_id: str | None = option(None, "cache identity of the evaluator", flag=False)
+    evaluator_dtype: str = option("auto", "evaluator dtype")
+    evaluator_device: str | None = option(None, "evaluator device")
+
+
+
+def default_cache_dir() -> Path:
+    return cache_root("keytokens")
+
+
+def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float,
+              short_start: str = KEY_TOKEN_DEFAULTS["short_start"], dtype: str = "auto") -> str:
+    """The entry of one text's key tokens: the evaluator's identity and dtype, the text, the settings."""
+    fields = {"evaluator": evaluator_id, "dtype": dtype, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+              "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
+              "beta": float(beta), "format": 2}
+    if short_start != KEY_TOKEN_DEFAULTS["short_start"]:  # keys cached before the option stay valid
+        fields["short_start"] = short_start
+    payload = json.dumps(fields, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class KeyTokenCache:
+    """Folder of ``<cache_key>.json`` files holding :class:`KeyTokens`, shared by concurrent processes.
+
+    Entries are written atomically (:func:`harness.core.files.write_json_atomic`); an entry that cannot be read (a
+    writer killed before writes were atomic, a full disk) is a miss and is overwritten. :meth:`lock` serialises
+    the computation of one entry across processes (``<cache_key>.json.lock``), so concurrent runs compute it
+    once; correctness never depends on it.
+    """
+
+    def __init__(self, folder: str | Path | None = None):
+        self.folder = Path(folder) if folder else default_cache_dir()
+        self._swept = False
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def get(self, key: str) -> KeyTokens | None:
+        value = read_json_or_none(self._path(key))
+        try:
+            return KeyTokens.from_json(value) if value is not None else None
+        except (KeyError, TypeError, ValueError):  # valid JSON of another shape: a miss, overwritten
+            return None
+
+    def put(self, key: str, value: KeyTokens) -> None:
+        if not self._swept:  # once per cache object: temporaries of writers killed hours ago
+            sweep_temporaries(self.folder)
+            self._swept = True
+        write_json_atomic(self._path(key), value.to_json())
+
+    def lock(self, key: str) -> contextlib.AbstractContextManager[bool]:
+        """:func:`harness.core.files.entry_lock` of the entry ``key``."""
+        return entry_lock(self._path(key))
+
+
+def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) -> tuple[Any, Any]:
+    """``(model, tokenizer)`` of an evaluator given by HF name or local path, in eval mode."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.folders import check_model_folder
+
+    # a local folder: whole (its tokenizer too), and (fetched ones) meaning what its source says
+    check_model_folder(name, "evaluator", tokenizer=True)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(name)
+
+
+def evaluator_id_of(name: str) -> str:
+    """Cache identity of an evaluator: the digest of a local folder's content, else the hub name."""
+    from harness.models.identity import model_identity
+
+    return model_identity(name)
+
+
+def key_tokens_for_texts(
+    texts: Sequence[str],
+    evaluator: str | tuple[Any, Any],
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
+    beta: float = KEY_TOKEN_DEFAULTS["beta"],
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+    cache: KeyTokenCache | None = None,
+    evaluator_id: str | None = None,
+    loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
+    dtype: str = "auto",
+) -> list[KeyTokens]:
+    """Key tokens of every text, from the cache where possible; the evaluator runs only on misses.
+
+    ``evaluator`` is a name/path (loaded with ``loader`` on the first miss) or a ``(model, tokenizer)`` pair
+    (then ``evaluator_id`` is required, since an object has no stable name). ``dtype`` is the dtype ``loader``
+    loads it in (part of the cache key).
+    """
+    if evaluator_id is None:
+        if not isinstance(evaluator, str):
+            raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
+        evaluator_id = evaluator_id_of(evaluator)
+    cache = cache or KeyTokenCache()
+    settings = (trunc_len, sliding_window, alpha, beta, short_start)
+    results: list[KeyTokens | None] = []
+    missing = []
+    for i, text in enumerate(texts):
+        found = cache.get(cache_key(evaluator_id, text, *settings, dtype=dtype))
+        results.append(found)
+        if found is None:
+            missing.append(i)
+    if missing:
+        # imported here: the task classes read KeyTokenOptions without importing torch
+        from harness.longppl.estimator import find_key_tokens, passes
+
+        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
+        # counted in the evaluator's forward passes over windows, so that the bar moves (and says how long) within
+        # a long document too: one document of the default protocol is minutes of windows on a CPU
+        counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}
+        description = f"Finding key tokens ({len(missing)} documents)"
+        with tqdm(total=sum(counts.values()), unit="window", desc=description) as bar:
+            for i in missing:
+                entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
+                with cache.lock(entry):
+                    found = cache.get(entry)  # a concurrent run may have computed it while we waited
+                    if found is None:
+                        found = find_key_tokens(texts[i], model, tokenizer, *settings, progress=bar.update)
+                        cache.put(entry, found)
+                    else:
+                        bar.update(counts[i])
+                results[i] = found
+    return results  # type: ignore[return-value]
+
+
+def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
+    """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when
+    ``key_spans_dir`` is set, else from ``evaluator`` (cached)."""
+    from harness.longppl.span_files import key_tokens_from_span_files
+
+    if options.key_spans_dir:
+        keys = key_tokens_from_span_files(options.key_spans_dir, [d["doc_id"] for d in docs])
+    else:
+        keys = key_tokens_for_texts(
+            [d["text"] for d in docs],
+            evaluator,
+            **options.settings(),
+            cache=KeyTokenCache(options.key_cache_dir),
+            evaluator_id=options.evaluator_id,
+            loader=lambda name: load_evaluator(name, options.evaluator_dtype, options.evaluator_device),
+            dtype=options.evaluator_dtype,
+        )
+    return [{**d, "key_json": json.dumps(k.to_json())} for d, k in zip(docs, keys)]
+
+
+@dataclass(frozen=True)
+class KeyTokenCorpus:
+    """The documents of a LongPPL task with their key tokens (``doc_id``, ``text``, ``key_json``, ``n_tokens``) and
+    the key tokens each holds under the evaluator (:func:`harness.longppl.formulas.count_key_tokens`)."""
+
+    docs: list[dict]
+    key_counts: list[int]
+
+
+def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyTokenCorpus:
+    """The one way to a LongPPL corpus (``lch keytokens`` and the tasks' dataset builder): the documents selected
+    (:func:`harness.longppl.corpus.corpus_documents`), the evaluator's windows checked against their lengths
+    before it runs (:func:`harness.longppl.corpus.check_key_windows`; not for reference span files), the key
+    tokens attached (cached), and no key token in any document refused in one line: a LongPPL over nothing is
+    not a number to report."""
+    from harness.longppl.corpus import check_key_windows, corpus_documents
+
+    docs = corpus_documents(corpus)
+    if not keys.key_spans_dir:
+        check_key_windows(docs, keys.trunc_len)
+    docs = attach_key_tokens(docs, corpus.evaluator, keys)
+    counts = [count_key_tokens(KeyTokens.from_json(json.loads(d["key_json"]))) for d in docs]
+    if not sum(counts):
+        raise UsageError(f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
+                         f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
+                         f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len")
+    return KeyTokenCorpus(docs, counts)

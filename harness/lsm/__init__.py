@@ -1,0 +1,2 @@
+"""Long-short misalignment (paper 001): SCE and its length law (`formulas`, pure) and the estimators that run
+a model (`estimator`)."""

@@ -1,0 +1,99 @@
+"""The metric catalogue: what each metric our tasks report means, its role and its direction, declared once.
+
+Every task of ours reports metrics by these names; a task's YAML (or its class) says only how the task pools a
+metric over its documents (``aggregation``), never what the metric is: :class:`harness.tasks.base.LchTask` fills
+``higher_is_better`` from here and refuses a metric the catalogue does not know. The reports read the role
+(:func:`metric_role`, written into each task's results metadata, :data:`harness.core.results.METRIC_ROLES`):
+
+* ``perplexity``: compared relatively (a ratio) by the regression gate;
+* ``bookkeeping``: counts of tokens, documents, samples and of what was skipped or cut. They describe the run; a
+  change in them is no regression of the model, so ``lch regress`` never gates one. Every count is named
+  ``n_<what>`` (:data:`COUNT_PREFIX`: ``n_tokens``, ``n_docs``, the judged samples ``n_valid``, the samples of a
+  length ``n_len_<L>``);
+* ``score``: everything else (accuracies, points, lengths, ratios), compared in its own units.
+
+Formulas are in docs/formulas.md; the numbers in brackets below are the papers' numbers there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROLES = ("perplexity", "bookkeeping", "score")
+COUNT_PREFIX = "n_"
+LENGTH_PREFIX = "len_"
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What a metric is: its meaning in words, its role (:data:`ROLES`) and whether higher is better."""
+
+    meaning: str
+    role: str
+    higher_is_better: bool
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"metric role {self.role!r} is not one of {ROLES}")
+
+
+def _perplexity(meaning: str) -> MetricInfo:
+    return MetricInfo(meaning, "perplexity", False)
+
+
+def _score(meaning: str, higher_is_better: bool = True) -> MetricInfo:
+    return MetricInfo(meaning, "score", higher_is_better)
+
+
+def _bookkeeping(meaning: str, higher_is_better: bool = False) -> MetricInfo:
+    return MetricInfo(meaning, "bookkeeping", higher_is_better)
+
+
+METRICS: dict[str, MetricInfo] = {
+    # perplexities
+    "ppl": _perplexity("token-level perplexity: exp of the summed NLL over the scored tokens, pooled over documents"),
+    "longppl": _perplexity("LongPPL [004]: perplexity on the key tokens an evaluator model picks (LSD > alpha, "
+                           "LCL > beta)"),
+    "longppl_soft": _perplexity("LongPPL-soft [004]: perplexity with every token weighted by its capped LSD"),
+    # scores
+    "lsm": _score("long-short misalignment [001]: SCE between long- and short-context output distributions", False),
+    "score": _score("the task's score: RULER string match / BABILong label set x 100 per sample; judged tasks: "
+                    "their combined score"),
+    "em": _score("exact match after SQuAD's normalisation, x 100"),
+    "f1": _score("token F1 after SQuAD's normalisation, x 100"),
+    "rouge1": _score("ROUGE-1 F1 against the best reference, x 100"),
+    "bleu4": _score("corpus BLEU-4 of the compressor's reconstructions"),
+    "quality": _score("judged quality (LongBench-Write S_q, HelloBench checklist score), 0-100"),
+    "length_score": _score("LongBench-Write length score S_l, 0-100"),
+    "length": _score("output length in words (LongBench-Write: its word count rule)"),
+    "corrupted_ratio": _score("share of outputs that hit the token budget while repeating (docs/formulas.md §2) [000]",
+                              False),
+    "rep4": _score("rep-4: share of repeated 4-grams in an output", False),
+    "distinct2": _score("distinct-2: share of distinct 2-grams in an output"),
+    # bookkeeping that is not a count of n_<what>
+    "prompt_tokens": _bookkeeping("mean prompt length in the evaluated model's tokens (chat template included)"),
+    "over_length": _bookkeeping("prompts longer than the model's max length with the generation budget"),
+    "over_target": _bookkeeping("prompts longer than the length they were fitted to"),
+    "docs_skipped": _bookkeeping("documents skipped as shorter than min_tokens"),
+    "key_spans_dropped": _bookkeeping("key-token spans that matched no token of the evaluated model"),
+    "docs_without_key_tokens": _bookkeeping("documents in which the evaluator found no key token"),
+}
+FAMILIES: dict[str, MetricInfo] = {
+    LENGTH_PREFIX: _score("the task's score on the samples of one length, len_<length>"),
+    COUNT_PREFIX: _bookkeeping("a count: n_<what> (tokens, documents, samples, judged samples, samples of a length)",
+                               True),
+}
+
+
+def metric_info(name: str) -> MetricInfo | None:
+    """The catalogue's entry of metric ``name`` (a family's for ``len_<L>`` / ``n_<what>``); None: not ours."""
+    if name in METRICS:
+        return METRICS[name]
+    return next((info for prefix, info in FAMILIES.items() if name.startswith(prefix)), None)
+
+
+def metric_role(name: str) -> str:
+    """``perplexity``, ``bookkeeping`` or ``score`` (module docstring); a metric the catalogue does not know (another
+    package's task) is a score."""
+    info = metric_info(name)
+    return info.role if info is not None else "score"

@@ -1,0 +1,155 @@
+"""Position ID Compression on a loaded Hugging Face causal LM, in place (paper 000, docs/formulas.md §1).
+
+``apply_pic(model, inference)`` (an :class:`~harness.pic.inference.Inference`, or the keyword form
+``apply_pic(model, "dynamic", ratio=4, initial=4, recent=200)``) makes plain ``model(...)`` and
+``model.generate(...)`` follow a PIC variant; ``remove_pic(model)`` restores the model exactly;
+``pic_settings(model)`` tells which is applied.
+
+Every variant reaches the model the same way (:mod:`~harness.pic.hf.hooks`): a decoder pre-hook
+computes the call's positions and ``(cos, sin)`` once, and attention pre-hooks give them to the
+full-attention RoPE layers (:mod:`~harness.pic.hf.layers`: which layers, on every RoPE family of
+transformers 5.x), whose own ``forward`` does the rest. Dynamic PIC adds cache layers that re-rotate
+cached keys as the length grows (:mod:`~harness.pic.hf.dynamic`).
+
+What a method does (its positions or RoPE base) is its entry in :data:`harness.pic.methods.PIC_METHODS`;
+defaults and checks are :class:`~harness.pic.inference.Inference`'s; the transformers versions the
+patches support come from :mod:`~harness.pic.hf.compat`, checked when a variant is applied.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable
+
+from torch import nn
+
+from harness.core.errors import UsageError
+from harness.pic.hf.compat import (
+    SUPPORTED_TRANSFORMERS,
+    UnsupportedTransformersError,
+    check_transformers_version,
+)
+from harness.pic.hf.layers import TESTED_MODEL_TYPES, RopeLayout, rope_layout
+from harness.models.unwrap import unwrap_model
+from harness.pic.inference import Inference
+
+__all__ = [
+    "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "Inference", "UnsupportedTransformersError", "apply_pic",
+    "pic_settings", "remove_pic", "rope_base", "set_rope_base",
+]
+
+_ATTR = "_lch_pic"  # set on the unwrapped model while PIC is applied
+
+
+@dataclass
+class _Installed:
+    inference: Inference
+    undo: list[Callable[[], None]] = field(default_factory=list)
+
+
+def _layout(model: nn.Module) -> RopeLayout:
+    layout = rope_layout(model)
+    model_type = getattr(model.config, "model_type", None)
+    if model_type not in TESTED_MODEL_TYPES and model_type not in _WARNED:
+        _WARNED.add(model_type)
+        warnings.warn(
+            f"PIC on model type {model_type!r} follows the same mechanism but is not covered by the tests "
+            f"(tested: {', '.join(TESTED_MODEL_TYPES)})", stacklevel=3,
+        )
+    return layout
+
+
+_WARNED: set[str | None] = set()
+
+
+def pic_settings(model: nn.Module) -> Inference | None:
+    """The :class:`Inference` :func:`apply_pic` applied to ``model`` (``None`` if none)."""
+    installed = getattr(unwrap_model(model), _ATTR, None)
+    return installed.inference if installed else None
+
+
+def remove_pic(model: nn.Module) -> nn.Module:
+    """Undo :func:`apply_pic`; a no-op on an unpatched model."""
+    base = unwrap_model(model)
+    installed: _Installed | None = getattr(base, _ATTR, None)
+    if installed is not None:
+        for undo in reversed(installed.undo):
+            undo()
+        delattr(base, _ATTR)
+    return model
+
+
+def rope_base(model: nn.Module) -> float:
+    """The RoPE base the model's rotary embedding uses now (NTK-aware PIC not counted)."""
+    return _layout_rope_base(rope_layout(unwrap_model(model)))
+
+
+def _layout_rope_base(layout: RopeLayout) -> float:
+    from harness.pic.hf.rope import rope_base_of
+
+    return rope_base_of(layout.decoder.rotary_emb, layout.layer_type)  # NTK's copy is not the model's
+
+
+def set_rope_base(model: nn.Module, base: float) -> nn.Module:
+    """Give the model RoPE base ``base`` for good (as if loaded with ``rope_theta = base``); a PIC
+    variant applied afterwards (e.g. NTK-aware PIC multiplies it) works on top of it. Apply it before
+    :func:`apply_pic`. Returns ``model``."""
+    from harness.pic.hf.rope import set_rope_base as rebuild
+
+    base_model = unwrap_model(model)
+    if getattr(base_model, _ATTR, None) is not None:
+        raise UsageError("set the RoPE base before applying PIC (remove_pic first)")
+    layout = rope_layout(base_model)
+    rebuild(layout.decoder, layout.layer_type, float(base))
+    return model
+
+
+def apply_pic(
+    model: nn.Module,
+    inference: Inference | str | None = None,
+    ratio: float | None = None,
+    initial: int | None = None,
+    recent: int | None = None,
+    layout: str | None = None,
+    impl: str | None = None,
+    *,
+    method: str | None = None,
+    rope_base: float | None = None,
+) -> nn.Module:
+    """Apply an :class:`Inference` to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in
+    place: its RoPE base first (for good, as :func:`set_rope_base`; skipped when the model has it already),
+    then its PIC method (undone by :func:`remove_pic`). Re-applying replaces the previous variant.
+    Returns ``model``.
+
+    ``inference`` is an :class:`Inference`, or a method's name (``none | naive | ntk | dynamic``, also as
+    ``method=``) whose other fields are given as keywords: ``ratio`` is ``s_cr`` (naive, dynamic) or
+    ``s_rr`` (ntk); ``initial``/``recent`` are ``l_ic``/``l_rc`` and ``layout`` is ``paper`` (Eq. 9) or
+    ``contiguous`` for Dynamic PIC; ``impl`` is ``cached`` or ``reference`` (Algorithm 1, the oracle);
+    fields left out take :class:`Inference`'s defaults (keywords given with an ``Inference`` replace its
+    fields).
+    """
+    if method is not None:
+        if inference is not None:
+            raise UsageError("apply_pic: give the method once (positionally or as method=)")
+        inference = method
+    given = {name: value for name, value in (("ratio", ratio), ("initial", initial), ("recent", recent),
+                                             ("layout", layout), ("impl", impl), ("rope_base", rope_base))
+             if value is not None}
+    if isinstance(inference, Inference):
+        inference = inference.replace(**given) if given else inference
+    else:
+        inference = Inference(**({"method": inference} if inference is not None else {}), **given)
+    check_transformers_version()
+    base = unwrap_model(model)
+    rope = _layout(base)
+    remove_pic(model)
+    if inference.rope_base is not None and inference.rope_base != _layout_rope_base(rope):
+        set_rope_base(model, inference.rope_base)
+    installed = _Installed(inference)
+    if inference.entry.acts:
+        from harness.pic.hf.hooks import install
+
+        installed.undo.extend(install(rope, inference))
+    setattr(base, _ATTR, installed)
+    return model

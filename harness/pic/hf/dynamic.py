@@ -1,0 +1,192 @@
+"""Dynamic PIC (paper 000 Eq. 9, Algorithm 1): the cache layers that keep keys at ``g_{l_c}``.
+
+Positions depend on the total length ``l_c`` of each row. The new tokens of a call get theirs from the
+plan (:mod:`~harness.pic.hf.hooks`), and the family's own attention rotates their queries and keys
+with them. What a plain forward cannot do is Algorithm 1's other half: as ``l_c`` grows, re-rotate the
+keys already in the cache at the new ``g_{l_c}``. That is the job of :class:`PicLayer`, a subclass of
+transformers' ``DynamicLayer`` that the decoder pre-hook installs, for the PIC layers only, into an empty
+``DynamicCache`` (sliding-window and no-RoPE layers keep transformers' own layers). The attention
+pre-hook hands each layer its :class:`CachePlan` just before the family's ``forward`` calls
+``cache.update`` (``past_key_values.update`` before transformers 5.24); the layer receives the new keys rotated, recovers their pre-RoPE values
+with the inverse rotation (:func:`~harness.pic.hf.rope.unrotate`, fp32) and keeps what it needs:
+
+* ``impl="reference"`` is Algorithm 1 literally: the layer holds pre-RoPE keys and every call re-rotates
+  every cached key at ``g_{l_c}``. It is the test oracle and the benchmark baseline.
+* ``impl="cached"`` (default) holds rotated keys. Between two calls a key's position only changes while
+  it is in the last ``l_rc`` tokens (it shifts with the recent window in the contiguous layout, or leaves
+  it for the middle); initial and middle positions never change again. So the layer also keeps the
+  pre-RoPE keys of its last ``l_rc`` columns (fp32) and each call re-rotates, from them, only the columns
+  whose position changed, in its own storage.
+
+Both rotate with the family's ``apply_rotary_pos_emb``, so partial, interleaved and scaled RoPE are the
+family's own. Beam search and other batch reorders go through the layer's ``reorder_cache`` /
+``batch_select_indices`` / ``batch_repeat_interleave``, which reorder the side state too. Cropped caches
+(assisted decoding) and caches not filled under the same Dynamic PIC are refused with a clear error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from harness.core.errors import UsageError
+from harness.models.hf_cache import cache_keyword, given_cache
+from harness.pic.hf.plan import Plan
+from harness.pic.hf.layers import RopeLayout
+from harness.pic.hf.rope import rotate, unrotate
+from harness.pic.inference import Inference
+from harness.pic.positions import positions_from_mask
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """What the PIC cache layers need for one forward call under Dynamic PIC."""
+
+    apply_rotary: Callable[..., Any]  # the family's apply_rotary_pos_emb
+    cos_k: torch.Tensor | None = None  # reference: rotation of all T_total keys
+    sin_k: torch.Tensor | None = None
+    changed: torch.Tensor | None = None  # cached: cache columns whose position changed
+    changed_in_buffer: torch.Tensor | None = None  # the same columns, indexed into the pre-RoPE buffer
+    cos_changed: torch.Tensor | None = None
+    sin_changed: torch.Tensor | None = None
+    keep: int = 0  # cached: how many trailing pre-RoPE key columns to keep
+
+    @staticmethod
+    def hand_to(plan: Plan, cache: Any, layer_idx: int) -> None:
+        """Give the cache layer of ``layer_idx`` the call's plan for its next ``update`` (no cache: nothing to do)."""
+        if cache is not None:
+            cache.layers[layer_idx].pending = plan
+
+
+class PicLayer(DynamicLayer):
+    """A ``DynamicLayer`` under Dynamic PIC (see the module docstring): ``update`` takes the new keys rotated
+    at this call's positions and returns all keys rotated at them.
+
+    ``impl="reference"`` stores pre-RoPE keys; ``impl="cached"`` stores rotated keys plus ``prekeys``,
+    the fp32 pre-RoPE keys of the last ``l_rc`` columns. The first PIC layer of a cache also keeps
+    ``positions`` [B, T], the positions its columns are rotated at (shared by all PIC layers)."""
+
+    def __init__(self, impl: str):
+        super().__init__()
+        self.impl = impl
+        self.prekeys: torch.Tensor | None = None  # [B, H, <= l_rc, D], fp32
+        self.positions: torch.Tensor | None = None
+        self.pending: Plan | None = None  # the call's plan, handed over by the attention pre-hook
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        call, self.pending = self.pending, None
+        if call is None or call.dynamic is None:
+            raise RuntimeError("a Dynamic PIC cache layer was updated without a position plan")
+        plan = call.dynamic
+        # the new keys arrive rotated at the call's positions (the family's attention rotated them)
+        pre = unrotate(plan.apply_rotary, key_states, call.cos, call.sin)
+        if self.impl == "reference":  # Algorithm 1: keep pre-RoPE keys, rotate all of them every call
+            keys, values = super().update(pre.to(key_states.dtype), value_states)
+            return rotate(plan.apply_rotary, keys, plan.cos_k, plan.sin_k), values
+        keys, values = super().update(key_states, value_states)
+        if plan.changed is not None:
+            moved = self.prekeys[:, :, plan.changed_in_buffer]
+            fixed = rotate(plan.apply_rotary, moved, plan.cos_changed.float(), plan.sin_changed.float())
+            self.keys.index_copy_(2, plan.changed, fixed.to(self.keys.dtype))
+        merged = pre if self.prekeys is None else torch.cat((self.prekeys, pre), dim=2)
+        self.prekeys = merged[:, :, merged.shape[2] - min(plan.keep, merged.shape[2]) :]
+        return self.keys, values
+
+    def _select(self, select: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        if self.positions is not None:
+            self.positions = select(self.positions)
+        if self.prekeys is not None:
+            self.prekeys = select(self.prekeys)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._select(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self._select(lambda t: t[indices.to(t.device)])
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._select(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def reset(self) -> None:
+        super().reset()
+        self.prekeys = self.positions = self.pending = None
+
+
+def _pic_layers(cache: Any, layout: RopeLayout, impl: str, past: int) -> PicLayer:
+    """Install :class:`PicLayer` s at the PIC layers of an empty cache, or check a filled one; returns the
+    first PIC layer (the one that keeps the positions)."""
+    if not isinstance(cache, DynamicCache):
+        raise UsageError(f"Dynamic PIC needs a transformers DynamicCache; got {type(cache).__name__}")
+    n_layers = len(layout.decoder.layers)
+    if past == 0:
+        while len(cache.layers) < n_layers:  # a cache built without a config grows its layers lazily
+            cache.layers.append(DynamicLayer())
+        for index in layout.pic_layers:
+            cache.layers[index] = PicLayer(impl)
+    elif not all(
+        isinstance(cache.layers[i], PicLayer) and cache.layers[i].impl == impl for i in layout.pic_layers
+    ):
+        raise UsageError(
+            f"this KV cache was not filled under Dynamic PIC with impl={impl!r}; start from an empty cache"
+        )
+    return cache.layers[layout.pic_layers[0]]
+
+
+def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, decoder: nn.Module, kwargs: dict,
+                 batch: int, t_new: int, x: torch.Tensor) -> Plan:
+    """This call's positions ``g_{l_c}`` (the method's ``ids`` of the ids and lengths of the 2D attention mask)
+    and what the cache layers need: only the last ``window`` cache columns (Dynamic: ``l_rc``) may move."""
+    entry = inference.entry
+    cache = given_cache(kwargs)
+    use_cache = kwargs.get("use_cache")
+    if use_cache is None:  # resolved the way the decoder itself does, after this hook
+        use_cache = getattr(decoder.config, "use_cache", False) and not decoder.training
+    if cache is None and use_cache:
+        cache = DynamicCache(config=decoder.config)
+        kwargs[cache_keyword()] = cache  # created here so that its PIC layers are PicLayers from the start
+    past = cache.get_seq_length() if cache is not None else 0
+    total = past + t_new
+
+    mask = kwargs.get("attention_mask")
+    if mask is None:
+        mask = torch.ones(batch, total, dtype=torch.long, device=x.device)
+        kwargs["attention_mask"] = mask  # custom positions always travel with an explicit mask
+    elif mask.dim() != 2 or mask.shape[-1] != total:
+        raise UsageError(
+            "Dynamic PIC derives positions from a 2D attention mask covering cached and new tokens; "
+            f"got shape {tuple(mask.shape)} for {past} cached + {t_new} new tokens"
+        )
+    ids, lengths = positions_from_mask(mask)
+    g = entry.ids(ids.to(torch.float32), lengths[:, None], inference)
+    cos_q, sin_q = layout.rotary(rotary, x, g[:, past:])
+    if cache is None:
+        return Plan(cos_q, sin_q)
+    fields: dict[str, Any] = {}
+    first = _pic_layers(cache, layout, inference.impl, past)
+    if past > 0 and (first.positions is None or first.positions.shape != (batch, past)):
+        raise UsageError(
+            "this KV cache was not filled under Dynamic PIC (or was cropped); start from an empty cache"
+        )
+    if inference.impl == "cached":
+        window = fields["keep"] = entry.window(inference)
+        changed = (g[:, :past] != first.positions).any(0).nonzero().squeeze(-1) if past else None
+        if changed is not None and changed.numel():
+            first_buffered = past - min(past, window)
+            if int(changed.min()) < first_buffered:  # would contradict the method's window (Eq. 9: l_rc)
+                raise RuntimeError(f"{entry.words}: a position outside the recent window changed")
+            cos_changed, sin_changed = layout.rotary(rotary, x, g[:, changed])
+            fields.update(changed=changed, changed_in_buffer=changed - first_buffered,
+                          cos_changed=cos_changed, sin_changed=sin_changed)
+    else:
+        fields["cos_k"], fields["sin_k"] = layout.rotary(rotary, x, g)
+    first.positions = g
+    return Plan(cos_q, sin_q, CachePlan(layout.apply_rotary, **fields))

@@ -1,0 +1,121 @@
+"""The one mechanism by which every PIC variant reaches a model: two kinds of forward pre-hooks.
+
+1. A pre-hook on the decoder (:func:`plan_call`) computes, once per forward call, the positions the PIC
+   layers see and their ``(cos, sin)`` from the model's rotary embedding (NTK-aware PIC: from a copy at
+   base ``b * s_rr``), and passes the resulting :class:`Plan` on in the decoder's keyword arguments,
+   which transformers hands unchanged to every decoder layer and attention module.
+2. A pre-hook on every attention module takes the plan out of its keyword arguments (so the attention
+   kernel never sees it) and, on a PIC layer (:mod:`~harness.pic.hf.layers`), replaces the
+   ``position_embeddings`` it was given by the plan's. The family's own ``forward`` then rotates,
+   normalises, caches and attends as it always does.
+
+What a method does is its entry in :data:`harness.pic.methods.PIC_METHODS`, and the plan follows it
+(docs/formulas.md §1), for the new tokens of the call:
+
+* kind ``ids`` (naive: ``m / s_cr``): the entry's function of the positions the decoder would use
+  (``position_ids``, else ``cache_position`` (before transformers 5.24), else ``past + arange``);
+* kind ``base`` (NTK-aware: ``b * s_rr``): those positions, rotated by a copy of the model's rotary
+  embedding at the entry's base (both kinds may combine);
+* a method whose positions depend on the length ``l_c`` (the entry's ``window``; Dynamic: ``g_{l_c}`` of
+  Eq. 9) gets them from the 2D attention mask (left padding and per-row lengths work); the KV cache also
+  needs its keys re-rotated as ``l_c`` grows, which :mod:`~harness.pic.hf.dynamic` adds to the plan
+  and does in the cache layers.
+
+Nothing per call is stored on the model, so calls may interleave (threads, nested calls). No transformers
+``forward`` is replaced (why this is enough for Dynamic PIC is in :mod:`~harness.pic.hf.dynamic`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from harness.models.hf_cache import given_cache
+from harness.pic.hf.layers import RopeLayout
+from harness.pic.hf.plan import PLAN_KWARG, Plan
+from harness.pic.inference import Inference
+
+
+
+def call_inputs(decoder: nn.Module, args: tuple, kwargs: dict) -> tuple[int, int, torch.device, torch.dtype]:
+    """``(batch, new tokens, device, dtype)`` of a decoder call."""
+    tokens = kwargs.get("input_ids", args[0] if args else None)
+    embeds = kwargs.get("inputs_embeds")
+    ref = tokens if tokens is not None else embeds
+    dtype = embeds.dtype if embeds is not None else decoder.get_input_embeddings().weight.dtype
+    return ref.shape[0], ref.shape[1], ref.device, dtype
+
+
+def _given_positions(kwargs: dict, batch: int, t_new: int, device: torch.device) -> torch.Tensor:
+    """The positions the decoder itself would give the new tokens."""
+    positions = kwargs.get("position_ids")
+    if positions is None:
+        positions = kwargs.get("cache_position")
+        if positions is None:
+            cache = given_cache(kwargs)
+            past = cache.get_seq_length() if cache is not None else 0
+            positions = torch.arange(past, past + t_new, device=device)
+    return positions.expand(batch, -1) if positions.dim() == 1 or positions.shape[0] == 1 else positions
+
+
+def plan_call(inference: Inference, layout: RopeLayout, rotary: Callable[[], nn.Module], decoder: nn.Module,
+              args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Decoder pre-hook: compute this call's :class:`Plan` once for all layers."""
+    batch, t_new, device, dtype = call_inputs(decoder, args, kwargs)
+    x = torch.empty(0, dtype=dtype, device=device)
+    entry = inference.entry
+    if entry.moves_cached_keys:
+        from harness.pic.hf.dynamic import dynamic_plan
+
+        plan = dynamic_plan(inference, layout, rotary(), decoder, kwargs, batch, t_new, x)
+    else:
+        positions = _given_positions(kwargs, batch, t_new, device)
+        if entry.ids is not None:
+            positions = entry.ids(positions.to(torch.float32), None, inference)
+        cos, sin = layout.rotary(rotary(), x, positions)
+        plan = Plan(cos, sin)
+    kwargs[PLAN_KWARG] = plan
+    return args, kwargs
+
+
+def _attention_hook(is_pic: bool) -> Callable[[nn.Module, tuple, dict], tuple[tuple, dict]]:
+    def hook(attn: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        plan: Plan | None = kwargs.pop(PLAN_KWARG, None)
+        if not is_pic:
+            return args, kwargs
+        if plan is None:
+            raise RuntimeError(
+                "a PIC attention layer was called without a position plan: call the model (or its decoder), "
+                "whose forward pre-hook computes the plan, not the attention layer directly"
+            )
+        kwargs["position_embeddings"] = (plan.cos, plan.sin)
+        if plan.dynamic is not None:
+            plan.dynamic.hand_to(plan, given_cache(kwargs), attn.layer_idx)
+        return args, kwargs
+
+    return hook
+
+
+def install(layout: RopeLayout, inference: Inference) -> list[Callable[[], None]]:
+    """Hook the decoder and its attention modules; returns the undo functions."""
+    decoder = layout.decoder
+    undo: list[Callable[[], None]] = []
+    base_of = inference.entry.base
+    if base_of is not None:
+        from harness.pic.hf.rope import rebased_rotary, rope_base_of
+
+        base = base_of(rope_base_of(decoder.rotary_emb, layout.layer_type), inference)
+        rebased = rebased_rotary(decoder.rotary_emb, layout.layer_type, base)
+        rotary: Callable[[], nn.Module] = lambda: rebased
+    else:
+        rotary = lambda: decoder.rotary_emb  # looked up per call: set_rope_base may rebuild it
+    handle = decoder.register_forward_pre_hook(
+        lambda module, args, kwargs: plan_call(inference, layout, rotary, module, args, kwargs), with_kwargs=True
+    )
+    undo.append(handle.remove)
+    for index, layer in enumerate(decoder.layers):
+        hook = _attention_hook(index in layout.pic_layers)
+        undo.append(layer.self_attn.register_forward_pre_hook(hook, with_kwargs=True).remove)
+    return undo

@@ -1,0 +1,111 @@
+"""Position ID Compression (PIC) position layouts — pure functions, no model code.
+
+Paper 000 (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
+
+* Naive PIC:     ``m -> m / s_cr``.
+* NTK-aware PIC: ids unchanged; the RoPE base ``b`` becomes ``b * s_rr`` (see :func:`ntk_base`).
+* Dynamic PIC (Eq. 9), with ``b = l_c - l_rc``:
+
+  - ``layout="paper"`` (literal Eq. 9): ``g(m) = m`` if ``m < l_ic`` or ``m >= b``, else ``m / s_cr``;
+  - ``layout="contiguous"`` (monotone): initial ``m``; middle ``l_ic + (m - l_ic) / s_cr``;
+    recent ``l_ic + (b - l_ic) / s_cr + (m - b)``.
+
+  With ``l_c <= l_ic + l_rc`` nothing changes.
+
+The Dynamic PIC parameters' defaults (:data:`DEFAULT_INITIAL`, :data:`DEFAULT_RECENT`, :data:`DEFAULT_LAYOUT`) and its
+layouts (:data:`LAYOUTS`) live here, with the formula; :class:`harness.pic.inference.Inference` takes its defaults
+from them. Which method runs which of these functions is its entry in :data:`harness.pic.methods.PIC_METHODS`.
+Nothing else of the package is imported, and torch only when a function runs (the settings import this module
+torch-free).
+
+Positions are float32 tensors: fractional ids are legal and every caller (the model patches, the
+reference oracle, the tests) computes them through these functions, so they agree bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.core.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["LAYOUTS", "dynamic_position_list", "dynamic_positions", "naive_ids", "naive_positions", "ntk_base",
+           "positions_from_mask"]
+
+LAYOUTS = ("paper", "contiguous")  # Dynamic PIC: literal Eq. 9, or monotone
+# l_ic and l_rc of paper 000's inference sweeps; the literal Eq. 9 layout
+DEFAULT_INITIAL, DEFAULT_RECENT, DEFAULT_LAYOUT = 4, 200, "paper"
+
+
+def naive_ids(m: Any, ratio: float) -> Any:
+    """Naive PIC: ``m / s_cr`` (``m`` float32 ids or a number)."""
+    return m / ratio
+
+
+def ntk_base(base: float, ratio: float) -> float:
+    """NTK-aware PIC (paper Eq. 8): the RoPE base multiplied by ``s_rr`` — not the ``s^(d/(d-2))`` rule."""
+    return base * ratio
+
+
+def naive_positions(ids: torch.Tensor, ratio: float) -> torch.Tensor:
+    """Naive PIC: ``m / s_cr`` as float32 (the same arithmetic RoPE applies to integer ids)."""
+    import torch
+
+    return naive_ids(ids.to(torch.float32), ratio)
+
+
+def dynamic_positions(
+    ids: torch.Tensor,
+    length: torch.Tensor | int,
+    ratio: float,
+    initial: int = DEFAULT_INITIAL,
+    recent: int = DEFAULT_RECENT,
+    layout: str = DEFAULT_LAYOUT,
+) -> torch.Tensor:
+    """Dynamic PIC positions ``g_{l_c}(m)`` for original ids ``ids`` (any shape).
+
+    ``length`` is ``l_c``: an int, or a tensor broadcastable against ``ids`` (e.g. ``[B, 1]`` for a
+    batch whose rows have different lengths).  Returns float32 positions of ``ids``'s shape.
+    """
+    import torch
+
+    m = ids.to(torch.float32)
+    l_c = torch.as_tensor(length, dtype=torch.float32, device=m.device)
+    boundary = l_c - recent  # b: first id of the recent window
+    is_middle = (m >= initial) & (m < boundary)
+    if layout == "paper":
+        squeezed = m / ratio
+        return torch.where(is_middle, squeezed, m)
+    if layout == "contiguous":
+        middle = initial + (m - initial) / ratio
+        # Only rows with a non-empty middle shift their recent window down.
+        shift = torch.clamp(boundary - initial, min=0) * (1.0 / ratio - 1.0)
+        recent_pos = m + shift
+        out = torch.where(is_middle, middle, recent_pos)
+        return torch.where(m < initial, m, out)
+    raise UsageError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+
+
+def dynamic_position_list(
+    length: int, ratio: float, initial: int = DEFAULT_INITIAL, recent: int = DEFAULT_RECENT, layout: str = DEFAULT_LAYOUT
+) -> list[float]:
+    """``g_{l_c}(0..l_c-1)`` as a Python list — the form the fixtures in the tests are written in."""
+    import torch
+
+    ids = torch.arange(length)
+    return dynamic_positions(ids, length, ratio, initial, recent, layout).tolist()
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Original 0-based ids and lengths of left- or right-padded rows.
+
+    Returns ``(ids, lengths)``: ``ids[b, t]`` is the index of token t among row b's real tokens
+    (0 at padding), ``lengths[b]`` the number of real tokens of row b.
+    """
+    import torch
+
+    mask = attention_mask.to(torch.long)
+    ids = (mask.cumsum(-1) - 1).clamp(min=0) * mask
+    return ids, mask.sum(-1)

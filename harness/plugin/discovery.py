@@ -1,0 +1,161 @@
+"""lm-eval finds our models and tasks through entry points, as its plugin loading resolves them; this module
+backports that discovery onto lm-eval releases without it.
+
+Our entry points (pyproject.toml):
+
+* ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class registered under the
+  same name by :func:`harness.plugin.registration.lch_model` (lm-eval's ``@register_model`` within; PR #4013 upgrades
+  the entry point to the decorated class only when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
+* ``lm_eval.tasks``: ``lch = "harness.tasks"``, the package that holds our task YAMLs (PR #4015 resolves a value
+  to the folder of the package, or of the module's file, it names, ignoring any ``:attr``, and scans it for
+  ``*.yaml`` recursively).
+
+The backport (:func:`after_models_import`, :func:`after_task_manager_import`) follows those PRs' rules for every
+entry point of the two groups, ours and other packages', and does nothing on an lm-eval that has its own
+discovery. It runs through the import hooks of :mod:`lch_harness_lm_eval` (plain ``lm_eval``) and through
+:func:`activate` (``lch eval`` and tests). Deliberately patched rather than extended: lm-eval 0.4.13 offers no
+extension point for either registry.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata as metadata
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MODELS_GROUP, TASKS_GROUP = "lm_eval.models", "lm_eval.tasks"
+TASKS_PACKAGE = "harness.tasks"  # the value of our lm_eval.tasks entry point
+_MARK = "_lch_plugin_discovery"  # set on what the backport has patched, so that it patches once
+
+
+def tasks_path() -> str:
+    """Folder of our lm-eval task YAMLs (what ``lm_eval.tasks`` discovery finds; an ``--include_path`` too)."""
+    from harness.tasks import TASKS_PATH
+
+    return str(TASKS_PATH)
+
+
+def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    try:
+        return list(metadata.entry_points(group=group))
+    except Exception as err:  # noqa: BLE001 (a broken distribution's metadata: as #4013 / #4015, a warning)
+        log.warning("Failed to read entry points for group %r: %s", group, err)
+        return []
+
+
+def after_models_import(models_module: Any = None) -> list[str]:
+    """Register every ``lm_eval.models`` entry point in lm-eval's model registry, as PR #4013 does once the built-in
+    models are registered: the alias is the entry point's name; a name already registered (a built-in, an earlier
+    plugin) is kept; nothing is imported until the model is asked for. lm-eval 0.4.13 cannot hold an ``EntryPoint``
+    as a placeholder, so its ``module:attr`` text is (materialised by import and ``getattr``, and upgraded to the
+    class by its ``@register_model`` when the two name the same class). Returns the names registered; does nothing
+    on an lm-eval with its own discovery."""
+    from lm_eval.api import registry
+
+    if hasattr(registry, "load_plugins") or getattr(registry.model_registry, _MARK, False):
+        return []
+    setattr(registry.model_registry, _MARK, True)
+    added = []
+    for ep in _entry_points(MODELS_GROUP):
+        if ep.name in registry.model_registry:
+            log.debug("Plugin alias %r (group %r) ignored; already registered.", ep.name, MODELS_GROUP)
+            continue
+        try:
+            registry.model_registry.register(ep.name, target=ep.value)
+            added.append(ep.name)
+        except Exception as err:  # noqa: BLE001
+            log.warning("Failed to register plugin %r from %r: %s", ep.name, MODELS_GROUP, err)
+    return added
+
+
+def resolve_task_dir(value: str) -> Path | None:
+    """The folder an ``lm_eval.tasks`` entry point value names (PR #4015): the part before ``:`` is a module;
+    a package gives its folder, a module the folder of its file; None when neither."""
+    name = value.split(":", 1)[0].strip()
+    if not name:
+        return None
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        spec = importlib.import_module(name).__spec__
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    if spec.origin and spec.origin != "built-in":
+        return Path(spec.origin).resolve().parent
+    return None
+
+
+def plugin_task_paths() -> list[Path]:
+    """The folders of every ``lm_eval.tasks`` entry point in entry-point order, each once; one that does not
+    resolve (a missing module, a value that names no folder) is skipped with a warning (PR #4015)."""
+    found: list[Path] = []
+    for ep in _entry_points(TASKS_GROUP):
+        try:
+            folder = resolve_task_dir(ep.value)
+        except Exception as err:  # noqa: BLE001
+            log.warning("Failed to resolve task plugin %r (%s): %s", ep.name, ep.value, err)
+            continue
+        if folder is None:
+            log.warning("Task plugin %r (%s) did not resolve to a directory; skipping.", ep.name, ep.value)
+            continue
+        if folder not in found:
+            log.info("Discovered task plugin %r -> %s", ep.name, folder)
+            found.append(folder)
+    return found
+
+
+_last_index: list[dict] = []  # the index the last TaskManager with lm-eval's own tasks built in this process
+
+
+def last_task_index() -> dict | None:
+    """``{name: Entry}`` of the last ``TaskManager`` this process built over lm-eval's own tasks (ours and any
+    ``include_path`` with them), or None: what a "did you mean" after lm-eval's "Tasks not found" reads instead of
+    indexing 14,000 YAMLs a second time."""
+    return _last_index[0] if _last_index else None
+
+
+@functools.lru_cache(maxsize=1)
+def plugin_task_folders() -> tuple[Path, ...]:
+    """:func:`plugin_task_paths` scanned once per process (as #4015 caches its discovery)."""
+    return tuple(plugin_task_paths())
+
+
+def after_task_manager_import(manager_module: Any = None) -> bool:
+    """Make a ``TaskManager`` that indexes lm-eval's own tasks also index the ``lm_eval.tasks`` entry points' folders,
+    as PR #4015 does: after lm-eval's tasks and before ``include_path`` (which overrides them). The manager builds its
+    index with ``TaskIndex.build(paths)`` (lm-eval's folder first when ``include_defaults``, then ``include_path``);
+    the manager module's ``TaskIndex`` becomes a subclass that inserts the plugin folders right after lm-eval's own,
+    so nothing of the manager's construction is wrapped. ``TaskManager(include_defaults=False)`` indexes exactly the
+    paths given, as in stock lm-eval (#4015 as opened adds plugins there too: docs/ARCHITECTURE.md, "Plain lm_eval").
+    Returns whether it patched; nothing on an lm-eval with its own discovery."""
+    if manager_module is None:
+        import lm_eval.tasks.manager as manager_module
+    base = getattr(manager_module, "TaskIndex", None)
+    if (base is None or hasattr(manager_module, "discover_plugin_task_paths") or getattr(base, _MARK, False)
+            or not callable(getattr(base, "build", None))):
+        return False
+    defaults = Path(manager_module.__file__).resolve().parent
+
+    class TaskIndex(base):  # type: ignore[misc, valid-type]
+        @staticmethod
+        def build(paths: Any, *args: Any, **kwargs: Any) -> Any:
+            paths = list(paths)
+            at = next((i + 1 for i, p in enumerate(paths) if Path(p).resolve() == defaults), None)
+            if at is None:
+                return base.build(paths, *args, **kwargs)
+            paths[at:at] = [p for p in plugin_task_folders() if p not in paths]
+            index = base.build(paths, *args, **kwargs)
+            _last_index[:] = [index]
+            return index
+
+    setattr(TaskIndex, _MARK, True)
+    manager_module.TaskIndex = TaskIndex
+    return True
+

@@ -1,0 +1,158 @@
+"""``lch eval``: lm-eval's own command line with our plugin discovery applied and our preflight run first."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.plugin.aggregations import raise_if_incomplete
+from harness.plugin.activation import activate
+from harness.plugin.preflight import as_dict, check_destinations, preflight
+
+
+def _is_task_list_request(argv: list[str]) -> bool:
+    for i, arg in enumerate(argv):
+        if arg == "--tasks" and i + 1 < len(argv) and argv[i + 1] == "list":
+            return True
+        if arg == "--tasks=list":
+            return True
+    return False
+
+
+def include_path_of(argv: list[str]) -> str | None:
+    """The ``--include_path`` of an ``lch eval`` command line (lm-eval's flag), or None."""
+    for i, arg in enumerate(argv):
+        if arg == "--include_path" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--include_path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _model_args(args) -> dict:
+    return as_dict(getattr(args, "model_args", None))
+
+
+def _parse_as_lch(cli):
+    """lm-eval's ``cli.parse_args()``, its argparse errors raised as our one-line ``UsageError`` (argparse would
+    print its usage and exit)."""
+    import argparse
+
+    from harness.core.errors import UsageError
+
+    def error(parser: argparse.ArgumentParser, message: str):
+        raise UsageError(f"lch eval: {message}; see `lch eval --help`")
+
+    original = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = error  # type: ignore[method-assign]
+    try:
+        return cli.parse_args()
+    finally:
+        argparse.ArgumentParser.error = original  # type: ignore[method-assign]
+
+
+def run_lm_eval(argv: list[str]) -> None:
+    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied (:func:`harness.plugin.activation.activate`)
+    and the run's preflight (:func:`harness.plugin.preflight.preflight`) before lm-eval indexes its tasks."""
+    check_json_args(argv)
+    activate()
+    from lm_eval._cli.harness import HarnessCLI
+    from lm_eval.utils import setup_logging
+
+    if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
+        user = include_path_of(argv)
+        argv = ["ls", "tasks"] + (["--include_path", user] if user else [])
+    setup_logging()
+    saved_argv = sys.argv
+    sys.argv = ["lm-eval", *argv]
+    try:
+        cli = HarnessCLI()
+        args = _parse_as_lch(cli)
+        move_run_settings(args, argv)
+        if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
+            check_destinations(getattr(args, "output_path", None))
+            tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
+            preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
+                      getattr(args, "metadata", None), include_path_of(argv))
+        cli.execute(args)
+    finally:
+        sys.argv = saved_argv
+    raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails
+
+
+# lm-eval passes these to the model's constructor from its own flags, always (--device defaults to cuda:0), so the
+# same key in --model_args would reach the constructor twice (a TypeError in lm-eval 0.4.13, for its own `hf`
+# model too)
+RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
+
+
+def move_run_settings(args, argv: list[str]) -> None:
+    """A ``device`` / ``batch_size`` / ``max_batch_size`` given in ``--model_args`` becomes the value of lm-eval's
+    flag of that name; given both ways with different values, it is refused in one line."""
+    from harness.core.errors import UsageError
+
+    model_args = _model_args(args)
+    moved = {key: model_args.pop(key) for key in RUN_SETTINGS if key in model_args}
+    if not moved:
+        return
+    for key, value in moved.items():
+        flagged = any(a == f"--{key}" or a.startswith(f"--{key}=") for a in argv)
+        if flagged and str(getattr(args, key, None)) != str(value):
+            raise UsageError(f"lch eval: {key} is given twice, {value} in --model_args and {getattr(args, key)} by "
+                             f"--{key}: give it once")
+        setattr(args, key, value)
+    args.model_args = model_args
+
+
+def check_json_args(argv: list[str]) -> None:
+    """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse, and a
+    ``key=value,...`` value must give each key once (lm-eval keeps the last and its warning fails to format);
+    ``--samples`` must be what lm-eval can use (:func:`check_samples_arg`): refused in one line naming the flag,
+    before lm-eval's parser sees them."""
+    import json
+
+    from harness.core.errors import UsageError
+
+    for i, arg in enumerate(argv):
+        flag, _, value = arg.partition("=")
+        if flag not in ("--metadata", "--model_args", "-a", "--samples", "-E"):
+            continue
+        if not _:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if flag in ("--samples", "-E"):
+            check_samples_arg(flag, value)
+            continue
+        if "{" not in value:
+            keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise UsageError(f"{flag} gives {', '.join(twice)} more than once: give each key once")
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object with "
+                             "double quotes, e.g. '{\"num_docs\": 2}'") from None
+
+
+def check_samples_arg(flag: str, value: str) -> None:
+    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one. lm-eval 0.4.13 keeps
+    any other text as it is and fails on it in the middle of the run (``'str' object has no attribute 'keys'``)."""
+    import json
+    from pathlib import Path
+
+    from harness.core.errors import UsageError
+
+    try:
+        samples = json.loads(value)
+    except json.JSONDecodeError as err:
+        path = Path(value).expanduser()
+        if value.lstrip().startswith(("{", "[")) or not path.is_file():
+            raise UsageError(f"{flag} {value!r} is neither a JSON object ({err.msg}) nor a file: give "
+                             "'{\"<task>\": [<doc indices>]}' or the path of a file holding it") from None
+        try:
+            samples = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} file {path} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
+                             "holding '{\"<task>\": [<doc indices>]}'") from None
+    if not isinstance(samples, dict):
+        raise UsageError(f"{flag} must be a JSON object of task -> doc indices, got a {type(samples).__name__}")

@@ -1,0 +1,287 @@
+"""The checks of a run of our models or tasks that need no model, before lm-eval loads one: the model args of
+our models, whether the model serves every request type the tasks send (a stock ``hf`` / ``vllm`` asked for
+``ppl_govreport`` is refused naming the models that serve it), ``--metadata`` keys and every task option.
+
+``lch eval`` runs :func:`preflight` before lm-eval indexes its tasks; plain lm-eval runs it through
+:func:`after_evaluator_import` (the import hook of :mod:`lch_harness_lm_eval`), which wraps ``simple_evaluate`` so
+that the command, ``python -m lm_eval`` and Python callers get the same checks before the model loads. Whether a run
+is ours is decided by lm-eval's own task index (:func:`our_tasks`: which names resolve to our task folder) and our
+registered model names, never by how a name looks: a run that uses neither is left to lm-eval, its errors included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
+from harness.tasks import TASKS_PATH
+from harness.plugin.registration import model_entry, model_names
+from harness.plugin.task_index import check_model_serves
+
+log = logging.getLogger(__name__)
+_MARK = "_lch_preflight"
+_passed: set[str] = set()  # runs already checked in this process (lch eval checks before lm-eval does)
+
+
+def as_dict(value: Any) -> dict:
+    """``--model_args`` / ``--metadata`` as lm-eval may hand them: a dict, ``k=v,...`` text or JSON text."""
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return dict(value)
+    text = str(value).strip()
+    if text.startswith("{"):
+        return dict(json.loads(text))
+    from lm_eval.utils import simple_parse_args_string
+
+    return dict(simple_parse_args_string(text))
+
+
+def _paths(include_path: Any) -> list[Path]:
+    """The folders of an lm-eval ``include_path`` (a path, or a list of them; None: none)."""
+    if not include_path:
+        return []
+    paths = [include_path] if isinstance(include_path, (str, Path)) else list(include_path)
+    return [Path(p).expanduser() for p in paths if p]
+
+
+@functools.lru_cache(maxsize=1)
+def _our_index() -> frozenset[str]:
+    """The names (tasks, groups, tags) lm-eval's own indexer finds in our task folder."""
+    from lm_eval.tasks._index import TaskIndex
+
+    return frozenset(TaskIndex.build([TASKS_PATH]))
+
+
+def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
+    """The names among ``tasks`` that lm-eval resolves to our task folder. With the run's ``TaskManager``: its index
+    says where each name's YAML is. Without one (before lm-eval indexes): a name of our folder's index that no
+    YAML under ``include_path`` redefines (lm-eval indexes its own tasks, then ours, then ``include_path``, later
+    ones winning). YAML paths, folders and names of nobody's are not ours: lm-eval resolves and reports them."""
+    names = [t for t in tasks if isinstance(t, str)]
+    index = getattr(task_manager, "task_index", None)
+    if isinstance(index, dict):
+        ours = TASKS_PATH.resolve()
+        found = []
+        for name in names:
+            yaml_path = getattr(index.get(name), "yaml_path", None)
+            if yaml_path is not None and ours in Path(yaml_path).resolve().parents:
+                found.append(name)
+        return found
+    candidates = [t for t in names if t in _our_index()]
+    folders = _paths(include_path)
+    if candidates and folders:
+        from lm_eval.tasks._index import TaskIndex
+
+        theirs = TaskIndex.build(folders)
+        candidates = [t for t in candidates if t not in theirs]
+    return candidates
+
+
+def involves_us(model: Any, tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> bool:
+    """Whether a run uses one of our models (by its registered name) or one of our tasks (:func:`our_tasks`)."""
+    return (isinstance(model, str) and model in model_names()) or bool(our_tasks(tasks, include_path, task_manager))
+
+
+def closest_tasks(missing: list[str], include_path: Any = None) -> str:
+    """``"; did you mean X?"`` for the first of ``missing`` names with a close name in lm-eval's whole task index
+    (its own tasks, ours, ``include_path``), else ``""``. Asked once lm-eval did not find a name: the index it has just
+    built is read (:func:`harness.plugin.discovery.last_task_index`), else one is built (seconds: 14,000 YAMLs)."""
+    from harness.plugin.discovery import last_task_index
+    from harness.core.options import closest
+
+    try:
+        index = last_task_index()
+        if index is None:
+            from lm_eval.tasks import TaskManager
+
+            index = TaskManager(include_path=include_path or None).task_index
+        known = sorted(index)
+    except Exception:  # noqa: BLE001 (a hint only)
+        return ""
+    for name in missing:
+        hint = closest(name, known)
+        if hint:
+            return hint
+    return ""
+
+
+def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
+              task_manager: Any = None) -> None:
+    """Every check of the run that needs no model (module docstring); raises a one-line
+    :class:`~harness.core.errors.LchError`. ``model``: a name (an ``LM`` object is already built: only the tasks'
+    options are checked). Only the tasks lm-eval resolves to our folder are checked (:func:`our_tasks`); the others,
+    and names nobody defines, are lm-eval's to run or report."""
+    model_args, metadata = as_dict(model_args), as_dict(metadata)
+    # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
+    metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
+    names = [t for t in tasks if isinstance(t, str)]
+    key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata], sort_keys=True,
+                     default=str)
+    if key in _passed:
+        return
+    name = model if isinstance(model, str) else None
+    entry = model_entry(name) if name else None
+    if entry is not None:
+        entry.preflight(model_args)
+    ours = our_tasks(names, include_path, task_manager)
+    if ours:
+        check_model_serves(name, ours, str(TASKS_PATH), model_args)
+        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
+            check_metadata(metadata, ours, str(TASKS_PATH))
+        # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model, and every
+        # input those options name is looked for at once
+        check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
+    _passed.add(key)
+
+
+def check_destinations(output_path: Any) -> None:
+    """Where the run will write, checked before it computes anything (a run that cannot write its results must
+    not run for hours first): lm-eval's ``--output_path`` (a folder, or a ``.json`` file) and the folders of
+    :data:`harness.core.cache.FOLDER_VARIABLES`; a one-line :class:`~harness.core.errors.UsageError` otherwise."""
+    from harness.core.cache import check_folder_variables
+    from harness.core.errors import UsageError
+    from harness.core.files import writable_problem
+
+    check_folder_variables()
+    if output_path:
+        problem = writable_problem(str(output_path), folder=not str(output_path).endswith(".json"))
+        if problem:
+            raise UsageError(f"--output_path {output_path}: {problem}; give a folder you can write")
+
+
+def _tasks(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
+
+
+def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
+    """``(model, tasks, include_path)`` of a parsed lm-eval command line, as lm-eval merges them: a ``--config`` YAML
+    first, the flags given over it (lm-eval's ``EvaluatorConfig.from_cli``)."""
+    settings: dict[str, Any] = {}
+    config = getattr(args, "config", None)
+    if config:
+        try:
+            from lm_eval.config.evaluate_config import EvaluatorConfig
+
+            settings.update(EvaluatorConfig.load_yaml_config(config))
+        except Exception:  # noqa: BLE001 (lm-eval reports its own config file's problems)
+            pass
+    for key in ("model", "tasks", "include_path"):
+        value = getattr(args, key, None)
+        if value or value == 0:
+            settings[key] = value
+    return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")
+
+
+# lm-eval's command line, once parsed, says whether its run is ours (harness.cli.lm_eval_errors); None: no command
+# line was parsed (a Python caller of simple_evaluate), every call is looked at
+_cli_run_is_ours: bool | None = None
+
+
+def cli_decided(ours: bool) -> None:
+    """lm-eval's command line has named its run: a run that is not ours gets lm-eval's own ``simple_evaluate`` (the
+    wrapper removed if it was installed already), one of ours gets the wrapper."""
+    global _cli_run_is_ours
+    import sys
+
+    _cli_run_is_ours = ours
+    evaluator = sys.modules.get("lm_eval.evaluator")
+    if evaluator is None:
+        return
+    if ours:
+        after_evaluator_import(evaluator)
+    else:
+        unwrap(evaluator)
+
+
+def unwrap(evaluator_module: Any) -> None:
+    """lm-eval's own ``simple_evaluate`` back in place of the wrapper (:func:`after_evaluator_import`)."""
+    current = evaluator_module.simple_evaluate
+    if getattr(current, _MARK, False):
+        evaluator_module.simple_evaluate = current.__wrapped__
+
+
+def after_evaluator_import(evaluator_module: Any) -> None:
+    """Wrap ``lm_eval.evaluator.simple_evaluate`` so that a run of our models or tasks is preflighted before the
+    model loads, lm-eval's git lookup is quiet during it (:func:`quiet_git_lookup`), and its results carry the
+    cautions of metrics that rest on too little and no number that could not be computed
+    (:func:`harness.plugin.aggregations.finish_results`). A call that is not ours goes straight to lm-eval's function
+    (Python callers see the wrapper's one frame in its tracebacks); lm-eval's command line, once it knows its run is
+    not ours (:func:`cli_decided`), gets lm-eval's function itself. The import hook of ``lm_eval.evaluator``; callers
+    that import ``simple_evaluate`` afterwards, as lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the
+    wrapper."""
+    original = evaluator_module.simple_evaluate
+    if getattr(original, _MARK, False) or _cli_run_is_ours is False:
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs).arguments
+            tasks = list(bound.get("tasks") or [])
+            manager = bound.get("task_manager")
+            ours = involves_us(bound.get("model"), tasks, task_manager=manager)
+        except Exception as err:  # noqa: BLE001 (lm-eval reports its own argument errors)
+            log.debug("lch preflight skipped: %s", err)
+            ours = False
+        if not ours:
+            return original(*args, **kwargs)
+        # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
+        metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
+        preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
+        from harness.plugin.aggregations import take_incomplete
+
+        take_incomplete()  # what an earlier run of this process left unsaid is not this run's
+        from harness.core.run_record import asking_chat_template
+
+        with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")):
+            results = original(*args, **kwargs)
+        if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
+            # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
+            # our run.py) write this object as the results file, so what is changed here is what that file holds
+            from harness.plugin.aggregations import finish_results
+
+            finish_results(results)
+        return results
+
+    setattr(simple_evaluate, _MARK, True)
+    evaluator_module.simple_evaluate = simple_evaluate
+
+
+@contextlib.contextmanager
+def quiet_git_lookup(evaluator_module: Any) -> Iterator[None]:
+    """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval runs
+    ``git describe`` with the user's stderr, so a run outside a git checkout prints git's "fatal: not a git
+    repository" (noise about nothing the user did) and lm-eval has no switch for it. Other runs keep lm-eval's."""
+    original = getattr(evaluator_module, "get_git_commit_hash", None)
+    if not callable(original):
+        yield
+        return
+    evaluator_module.get_git_commit_hash = quiet_git_commit_hash
+    try:
+        yield
+    finally:
+        evaluator_module.get_git_commit_hash = original
+
+
+def quiet_git_commit_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` (``git describe --always`` in the working folder, else the commit read
+    from a ``.git`` folder above it) without git's error line on stderr."""
+    import os
+    import subprocess
+
+    try:
+        return subprocess.check_output(["git", "describe", "--always"], stderr=subprocess.DEVNULL).strip().decode()
+    except (subprocess.CalledProcessError, FileNotFoundError, OSError):
+        from lm_eval.loggers.utils import get_commit_from_path
+
+        return get_commit_from_path(os.getcwd())

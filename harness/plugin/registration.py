@@ -1,0 +1,90 @@
+"""Our lm-eval models, each registered once, by a decorator on its class.
+
+``@lch_model("hf-pic", preflight=check_hf_pic_args)`` registers the class with lm-eval (its
+``@register_model`` under that name, the name of our ``lm_eval.models`` entry point) and here: the request
+types it serves (lm-eval's own, plus ours whose primitives it supplies: :meth:`EngineCore.serves
+<harness.engines.core.EngineCore.serves>`, or whose method it defines) and the check of its ``--model_args``
+that runs before anything loads. The plugin, the CLI preflight, the request-type check, ``lch``'s error messages
+and the docs read this registry; the names also sit in pyproject.toml's entry points (tests/lmeval/test_plugin.py
+holds the two equal). Which of our models exist is read from those entry points, so a model module is imported
+only when it is asked about.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any, Callable
+
+LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
+DISTRIBUTION = "lch-harness"
+_REGISTERED: dict[str, "ModelEntry"] = {}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One of our lm-eval models: its name, class, the check of its model args, the request types it serves."""
+
+    name: str
+    cls: type
+    preflight: Callable[[dict], Any]
+
+    @property
+    def serves(self) -> frozenset[str]:
+        """lm-eval's request types and ours that the class answers: a method of the request's name, and for
+        the engine core's requests the primitives they need."""
+        from harness.engines.core import EngineCore
+        from harness.engines.requests import REQUESTS
+
+        def answers(request_type: str) -> bool:
+            if not callable(getattr(self.cls, request_type, None)):
+                return False
+            core = issubclass(self.cls, EngineCore) and request_type in EngineCore.NEEDS
+            return not core or self.cls.serves(request_type)
+
+        return LM_EVAL_TYPES | {name for name in REQUESTS if answers(name)}
+
+    def check_request(self, task: str, request_type: str, model_args: dict) -> None:
+        """The model's own refusal of a request type under these model args (one line), if it has one."""
+        check = getattr(self.cls, "check_request", None)
+        if check is not None:
+            check(task, request_type, model_args)
+
+
+def lch_model(name: str, preflight: Callable[[dict], Any]) -> Callable[[type], type]:
+    """Class decorator: register the class with lm-eval under ``name`` and here (module docstring)."""
+
+    def decorate(cls: type) -> type:
+        from lm_eval.api.registry import register_model
+
+        register_model(name)(cls)
+        cls.ENGINE_NAME = name  # the class knows its name (progress bars, the response cache's owner)
+        _REGISTERED[name] = ModelEntry(name, cls, preflight)
+        return cls
+
+    return decorate
+
+
+def _entry_points() -> list[importlib.metadata.EntryPoint]:
+    return [ep for ep in importlib.metadata.distribution(DISTRIBUTION).entry_points if ep.group == "lm_eval.models"]
+
+
+def model_names() -> list[str]:
+    """Our model names, in the order of the installed entry points (nothing imported)."""
+    return [ep.name for ep in _entry_points()]
+
+
+def model_entry(name: str) -> ModelEntry | None:
+    """The registry entry of our model ``name`` (its module imported), or None for a name that is not ours."""
+    for ep in _entry_points():
+        if ep.name == name:
+            if name not in _REGISTERED:
+                importlib.import_module(ep.value.split(":", 1)[0])
+            return _REGISTERED.get(name)
+    return None
+
+
+def models() -> list[ModelEntry]:
+    """Every one of our models (their modules imported), in :func:`model_names` order."""
+    return [entry for entry in (model_entry(name) for name in model_names()) if entry is not None]

@@ -1,0 +1,156 @@
+"""Which request types our tasks send and which models serve them, checked before any model loads.
+
+lm-eval hands each request to the model method named like its type (``getattr(lm, request_type)``), so a
+model without that method fails only after it has loaded, minutes into a run, with an ``AttributeError``.
+``lch eval`` reads the request type of every task of the run from our task folder (the class the YAML
+names: its ``REQUEST_TYPE``, one of our declared request types; a YAML without a class of ours: its
+``output_type``, lm-eval's own; groups: the union of their members) and refuses the run in one line when
+the model does not serve one of them, naming the models that do. Which request types our models serve is
+read from our model registry (:mod:`harness.plugin.registration`: derived from each class); any other model (lm-eval's
+``hf``, ``vllm`` ...) serves lm-eval's own types.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.core.errors import UsageError
+from harness.plugin.registration import LM_EVAL_TYPES, model_entry, models
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # `!function utils.X` is kept as its text, which names the task class
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
+    return Loader
+
+
+def _read_config(path: Path) -> dict:
+    """A task YAML with its ``include`` (a file of the same folder) merged under it."""
+    import yaml
+
+    config = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
+    base = config.get("include")
+    if isinstance(base, str):
+        config = {**_read_config(path.parent / base), **{k: v for k, v in config.items() if k != "include"}}
+    return config
+
+
+def _task_class(folder: Path, reference: str) -> type | None:
+    """The class a YAML names (``!function utils.RulerTask``), from the folder's module."""
+    module, _, name = reference.split(" ", 1)[1].rpartition(".")
+    return getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name, None)
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """One task of our folder as its YAML declares it: its class (None: lm-eval's ``ConfigurableTask``),
+    the request type it sends and its YAML ``metadata``."""
+
+    name: str
+    task_class: type | None
+    request_type: str
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TaskFolder:
+    """Every task and group of a task folder, read once (:func:`task_folder`)."""
+
+    tasks: dict[str, TaskEntry]
+    groups: dict[str, list[str]]
+
+    def members(self, name: str, seen: frozenset[str] = frozenset()) -> list[TaskEntry]:
+        """The tasks a task or group name runs (a group's members, recursively); [] for names not ours."""
+        if name in self.tasks:
+            return [self.tasks[name]]
+        if name in seen or name not in self.groups:
+            return []
+        return [entry for member in self.groups[name] for entry in self.members(member, seen | {name})]
+
+
+@functools.lru_cache(maxsize=4)
+def task_folder(tasks_dir: str) -> TaskFolder:
+    """The one walk over a task folder's YAMLs: each task's class, request type and YAML metadata, and
+    the groups (the request type: the class's ``REQUEST_TYPE``, else the YAML's ``output_type``, for
+    tasks on lm-eval's own requests)."""
+    tasks: dict[str, TaskEntry] = {}
+    groups: dict[str, list[str]] = {}
+    for path in sorted(Path(tasks_dir).rglob("*.yaml")):
+        config = _read_config(path)
+        if isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
+            groups[config["group"]] = [t for t in config["task"] if isinstance(t, str)]
+        elif isinstance(config.get("task"), str):
+            reference = config.get("class")
+            task_class = _task_class(path.parent, reference) if isinstance(reference, str) else None
+            request = getattr(task_class, "REQUEST_TYPE", None)
+            meta = config.get("metadata")
+            tasks[config["task"]] = TaskEntry(config["task"], task_class,
+                                              request or str(config.get("output_type", "generate_until")),
+                                              dict(meta) if isinstance(meta, dict) else {})
+    return TaskFolder(tasks, groups)
+
+
+def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
+    """``{task or group name: request types it sends}`` for every task and group of a task folder."""
+    folder = task_folder(str(tasks_dir))
+    names = [*folder.tasks, *folder.groups]
+    return {name: frozenset(entry.request_type for entry in folder.members(name)) for name in names}
+
+
+def serving_models(request_type: str) -> list[str]:
+    """Our models that serve ``request_type``, in the order they are declared."""
+    return [entry.name for entry in models() if request_type in entry.serves]
+
+
+def served(model: str) -> frozenset[str] | None:
+    """The request types ``model`` serves: ours from the registry; another model of lm-eval's registry lm-eval's
+    own types and any of ours its class has a method for (lm-eval's own models: none); None for a model lm-eval
+    does not know either (lm-eval says so when it loads it)."""
+    entry = model_entry(model)
+    if entry is not None:
+        return entry.serves
+    try:
+        from lm_eval.api.registry import get_model
+
+        cls = get_model(model)
+    except Exception:  # noqa: BLE001 (an unknown model; or an unimportable one, e.g. vllm without vLLM)
+        from lm_eval.api.registry import model_registry
+
+        return LM_EVAL_TYPES if model in model_registry else None
+    from harness.engines.requests import REQUESTS
+
+    return LM_EVAL_TYPES | {name for name in REQUESTS if callable(getattr(cls, name, None))}
+
+
+def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str | Path,
+                       model_args: dict | None = None) -> None:
+    """Raise :class:`UsageError` when ``model`` cannot serve a request type that one of ``tasks`` sends, naming
+    the models that do (or when the model refuses one under these model args); tasks that are not ours are left
+    to lm-eval."""
+    if not model:
+        return
+    known = task_request_types(str(tasks_dir))
+    needed = {r for task in tasks for r in known.get(task, ())}
+    if needed <= LM_EVAL_TYPES:
+        return
+    entry = model_entry(model)
+    serves = served(model)
+    if serves is None:
+        return
+    for task in tasks:
+        for request_type in sorted(known.get(task, ())):
+            if request_type not in serves:
+                others = " or ".join(f"--model {m}" for m in serving_models(request_type))
+                raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
+                                 f"use {others}")
+            if entry is not None:
+                entry.check_request(task, request_type, model_args or {})

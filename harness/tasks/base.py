@@ -1,0 +1,287 @@
+"""The one base of our lm-eval task classes: the plumbing every task of ours shares, written once.
+
+lm-eval builds a task from its YAML (``class: !function utils.<Class>``) and then asks it for requests,
+per-document metrics and aggregations. :class:`LchTask` owns what all our tasks need from that:
+
+* the YAML's ``class`` key is dropped before lm-eval validates the config;
+* options: the class names its options dataclass (``OPTIONS``, composed of the data layer's, the
+  models layer's and its own), parsed once per task and run from the task metadata into
+  :attr:`LchTask.options` (a wrong value fails in one line naming the task, the key and the type; the preflight's
+  parse of the same metadata is reused); the options in effect are written back into the metadata, so the results
+  JSON records them;
+* the dataset: the YAML's ``custom_dataset`` names a builder that takes the parsed options and the model keys
+  (:meth:`LchTask.download`), never the raw metadata;
+* per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
+  YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
+  metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
+* requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request for the YAML's ``output_type``
+  (``generate_until`` ...); otherwise ``REQUEST_TYPE`` names one of our declared request types
+  (:data:`harness.engines.requests.REQUESTS`; checked when the class is defined), the config's
+  ``output_type`` is the lm-eval type it stands in for (filled in here: the YAML states none), and each
+  document sends one request built by the declaration from :meth:`request_text` and :meth:`request_options`;
+* the generation budget lives in one place, ``generation_kwargs["max_gen_toks"]``, set by
+  :meth:`configure` and read by :meth:`generation_budget`;
+* what each metric rests on (:meth:`LchTask.support`: samples, documents, key tokens) is declared in the results
+  metadata, and the run's results carry a caution where that is too little (:mod:`harness.metrics.support`);
+* length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
+  the evaluated model's tokenizer and reported as ``prompt_tokens`` / ``over_length`` (and
+  ``over_target`` for samples fitted to a length, ``TARGETED``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, ClassVar
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from harness.data.prompts import ModelKeys
+from harness.engines.requests import REQUESTS, RequestOptions, RequestType
+from harness.metrics.catalogue import metric_info, metric_role
+from harness.metrics.pooling import mean, total
+from harness.metrics.support import Support, documents_support, samples_support
+from harness.core.options import parse_options
+from harness.core import results as keys
+
+log = logging.getLogger(__name__)
+_PARSED: dict[tuple, tuple] = {}  # (class, task, metadata JSON) -> (model keys, options): parsed once per process
+
+# how a task pools them; what they are is the catalogue's (harness.metrics.catalogue)
+HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total}]
+TARGET_METRIC = {"metric": "over_target", "aggregation": total}
+
+def described(metric_list: list, task: Any) -> list[dict]:
+    """``metric_list`` with each metric's ``higher_is_better`` from the catalogue (:mod:`harness.metrics.catalogue`:
+    a task says how it pools a metric, not what the metric is); a metric the catalogue does not know, or a direction
+    that contradicts it, is a ``TypeError`` naming the task (a defect of the task, not of the run)."""
+    out = []
+    for spec in metric_list:
+        if not isinstance(spec, dict) or "metric" not in spec:
+            raise TypeError(f"task {task}: a metric_list entry without a metric name: {spec!r}")
+        info = metric_info(spec["metric"])
+        if info is None:
+            raise TypeError(f"task {task}: metric {spec['metric']!r} is not in harness/metrics/catalogue.py; declare "
+                            "what it is there")
+        if spec.get("higher_is_better", info.higher_is_better) != info.higher_is_better:
+            raise TypeError(f"task {task}: metric {spec['metric']!r} says higher_is_better "
+                            f"{spec['higher_is_better']}, the catalogue {info.higher_is_better}")
+        out.append({**spec, "higher_is_better": info.higher_is_better})
+    return out
+
+
+def doc_key(doc: dict) -> str:
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class LchTask(ConfigurableTask):
+    """Base of every task class of ours (module docstring)."""
+
+    OPTIONS: ClassVar[type | None] = None  # the task's options dataclass (None: no options of its own)
+    REQUEST_TYPE: ClassVar[str | None] = None  # a key of REQUESTS; None: lm-eval's own request for the YAML output_type
+    COUNTS_PROMPT = False  # count each prompt lm-eval built (length honesty)
+    TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
+    DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.REQUEST_TYPE is not None and cls.REQUEST_TYPE not in REQUESTS:
+            raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
+                            f"({', '.join(REQUESTS)})")
+
+    @classmethod
+    def request_declaration(cls) -> RequestType | None:
+        """The declaration of the request type this class sends (None: lm-eval's own)."""
+        return None if cls.REQUEST_TYPE is None else REQUESTS[cls.REQUEST_TYPE]
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        declaration = self.request_declaration()
+        if declaration is not None:  # lm-eval validates output_type; ours stands in for one of its types
+            config["output_type"] = declaration.output_type
+        yaml_scorer = config.get("process_results")
+        self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
+        # Routing process_results through the config tells lm-eval the metrics are computed here, so it
+        # does not look our metric names up in its registry (and in HF evaluate) one by one.
+        config["process_results"] = self.process_document
+        meta = dict(config.get("metadata") or {})
+        self.model_keys, self.options = self.read_options(meta, config.get("task"))
+        config["metadata"] = {**meta, **self.options_in_effect(), keys.CONFIGURATION: self.configuration(meta.get("version"))}
+        self.configure(config)
+        config["metric_list"] = described(list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"])),
+                                          config.get("task"))
+        names = [m["metric"] for m in config["metric_list"]]
+        config["metadata"][keys.METRIC_ROLES] = {name: metric_role(name) for name in names}
+        config["metadata"][keys.SUPPORT] = [support.to_json() for support in self.support(names)]
+        super().__init__(config=config, **kwargs)
+        if self.REQUEST_TYPE is not None:
+            self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
+
+    @classmethod
+    def read_options(cls, metadata: dict | None, task: str | None = None) -> tuple[ModelKeys, Any]:
+        """``(model keys, OPTIONS)`` parsed from a task's metadata; :class:`~harness.core.errors.UsageError` in
+        one line for a value of the wrong type (the preflight calls this before any model loads, and the task
+        reuses that parse: one per task, metadata and process)."""
+        key = (cls, task, json.dumps(metadata or {}, sort_keys=True, default=str))
+        if key not in _PARSED:
+            options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
+            _PARSED[key] = (parse_options(ModelKeys, metadata, task), options)
+        return _PARSED[key]
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """What the preflight checks of this task's data once its inputs are there, before any model loads (a
+        one-line :class:`~harness.core.errors.LchError`); nothing by default."""
+
+    def download(self, dataset_kwargs: dict | None = None, **kwargs: Any) -> None:
+        """The dataset from the YAML's ``custom_dataset`` builder, given the parsed options and model keys (lm-eval
+        would hand it the raw metadata, after advice about ``--metadata`` keys that none of our tasks has)."""
+        build = self.config.custom_dataset
+        if callable(build):
+            self.dataset = build(self.options, self.model_keys)
+        else:
+            super().download(dataset_kwargs, **kwargs)
+
+    def options_in_effect(self) -> dict:
+        """The task's options (not the model's keys) as JSON values, None left out, and those of a source the task
+        does not read (the options' ``unused()``: the HF dataset's name beside local ``data_files``)."""
+        if self.options is None:
+            return {}
+        model_keys = {f.name for f in dataclasses.fields(ModelKeys)}
+        unused = self.options.unused() if callable(getattr(self.options, "unused", None)) else set()
+        out = {}
+        for f in dataclasses.fields(self.options):
+            value = getattr(self.options, f.name)
+            if f.name not in model_keys and f.name not in unused and value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        length_list = getattr(self.options, "length_list", None)
+        if callable(length_list):  # RULER / BABILong: the lengths run, whichever key (and spelling) gave them
+            out.pop("max_seq_lengths", None)
+            out["lengths"] = list(length_list())
+        return out
+
+    def configuration(self, version: Any = None) -> dict:
+        """What the task measured with, for reports that refuse to compare runs of different configurations
+        (``lch regress``): the options in effect (:meth:`options_in_effect`) without those that only say where
+        something is kept (declared ``location=True``: cache folders) or how the run reacts rather than what it
+        measures (``measures=False``: whether fewer documents may do), files and folders by their names (declared
+        ``path=True``: the same data elsewhere is the same configuration), and the YAML's ``version``."""
+        out: dict[str, Any] = {} if version is None else {"version": version}
+        fields = {f.name: f for f in dataclasses.fields(self.options)} if self.options is not None else {}
+        for name, value in self.options_in_effect().items():
+            meta = fields[name].metadata
+            if meta.get("location") or meta.get("measures") is False:
+                continue
+            if meta.get("path"):
+                value = [Path(str(v)).name for v in value] if isinstance(value, list) else Path(str(value)).name
+            out[name] = value
+        return out
+
+    # ------------------------------------------------------------------ hooks for subclasses
+
+    def configure(self, config: dict) -> None:
+        """Adjust the config (in place) before lm-eval reads it, e.g. set ``generation_kwargs``."""
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        """Metric specs the class adds to the YAML's ``metric_list``."""
+        specs = list(HONESTY_METRICS) if self.COUNTS_PROMPT else []
+        return specs + ([TARGET_METRIC] if self.TARGETED else [])
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """What each of ``metrics`` rests on (:mod:`harness.metrics.support`; the run's results carry a caution for
+        each shortfall): a score on the samples scored; a perplexity on the ``num_docs`` documents asked for, when
+        the task has that option and reports ``n_docs``."""
+        rules = [samples_support(m) for m in metrics if metric_role(m) == "score"]
+        asked = getattr(self.options, "num_docs", None)
+        if asked and "n_docs" in metrics:
+            rules += [documents_support(m, int(asked)) for m in metrics if metric_role(m) == "perplexity"]
+        return rules
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        """Metrics of one document from its response(s)."""
+        raise NotImplementedError(f"{type(self).__name__} needs score_document or a YAML process_results")
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        """Metrics every document gets besides its score (length honesty)."""
+        return self.honesty(doc) if self.COUNTS_PROMPT else {}
+
+    def request_arguments(self, doc: dict, ctx: Any) -> tuple:
+        """Arguments of the ``REQUEST_TYPE`` request of one document, built by its declaration."""
+        declaration = self.request_declaration()
+        assert declaration is not None, "only classes with a REQUEST_TYPE build requests of ours"
+        return declaration.arguments(self.request_text(doc, ctx), self.request_options(doc))
+
+    def request_text(self, doc: dict, ctx: Any) -> str:
+        """The text of one document's request (default: the YAML's ``doc_to_target``)."""
+        return self.doc_to_target(doc)
+
+    def request_options(self, doc: dict) -> RequestOptions | None:
+        """The options of one document's request: the declaration's options dataclass (None: defaults)."""
+        return None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def task_metadata(self) -> dict:
+        return dict(self.config.metadata or {})
+
+    @functools.cached_property
+    def max_length(self) -> int:
+        """The evaluated model's max length, resolved as lm-eval's HF model does."""
+        from harness.data.prompts import model_max_length
+
+        return model_max_length(self.model_keys)
+
+    def process_document(self, doc: dict, results: list) -> dict:
+        scorer = self._yaml_scorer or self.score_document
+        return {**scorer(doc, results), **self.extra_document_metrics(doc, results)}
+
+    def generation_budget(self) -> int:
+        """``max_gen_toks`` of this task's generations (set in :meth:`configure`)."""
+        return int((self.config.generation_kwargs or {}).get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS))
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
+        if self.COUNTS_PROMPT:
+            self.record_prompt(doc, ctx)
+        if self.REQUEST_TYPE is None:
+            return super().construct_requests(doc, ctx, **kwargs)
+        for key in ("apply_chat_template", "chat_template"):  # lm-eval passes them; our requests take none
+            kwargs.pop(key, None)
+        return Instance(request_type=self.REQUEST_TYPE, doc=doc, arguments=self.request_arguments(doc, ctx), idx=0,
+                        **kwargs)
+
+    # ------------------------------------------------------------------ length honesty
+
+    def record_prompt(self, doc: dict, ctx: Any) -> None:
+        """Count the exact prompt lm-eval built for ``doc`` in the evaluated model's tokenizer."""
+        if not isinstance(ctx, str):
+            return
+        if getattr(self, "_counter", None) is None:
+            from harness.data.prompts import PromptCounter, load_tokenizer, tokenizer_name
+
+            self._prompt_tokens: dict[str, int] = {}
+            name = tokenizer_name(self.model_keys)
+            if name is None:
+                if not getattr(self, "_warned", False):
+                    log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)
+                    self._warned = True
+                return
+            self._counter = PromptCounter(load_tokenizer(name))
+        self._prompt_tokens[doc_key(doc)] = self._counter.count_rendered([ctx])[0]
+
+    def honesty(self, doc: dict) -> dict:
+        """``prompt_tokens``; ``over_length`` = prompt + budget > max_length; ``over_target`` = prompt +
+        budget > the length the sample was fitted to (TARGETED tasks)."""
+        n = getattr(self, "_prompt_tokens", {}).get(doc_key(doc))
+        if n is None:
+            return {}
+        budget = self.generation_budget()
+        out = {"prompt_tokens": n, "over_length": int(n + budget > self.max_length)}
+        if self.TARGETED and doc.get("prompt_budget"):
+            out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
+        return out

@@ -1,0 +1,93 @@
+"""lm-eval ``generate_until`` tasks with length honesty and per-length scores: the bases of RULER
+(``harness/tasks/lch_ruler/task.py``), BABILong (``lch_babilong/task.py``) and MRQA (``mrqa/task.py``).
+
+Every prompt is counted (:class:`harness.tasks.base.LchTask` length honesty), so truncation is
+never silent: ``prompt_tokens`` (mean), ``over_length`` (prompts with ``prompt_tokens + max_gen_toks >
+max_length``, i.e. those lm-eval's HF model left-truncates; ``max_length`` from the model args, else the
+model config, see :func:`harness.data.prompts.model_max_length`). Tasks that generate their
+samples at a target length (RULER, BABILong) also report ``over_target`` (prompts longer than the length
+they were fitted to, which happens when a run applies a chat template the generator was not told about:
+``--metadata '{"chat_template": true}'``).
+
+:class:`PerLengthTask` adds one score per sample length, ``len_<length>``, next to the overall ``score``;
+the lengths come from the options' ``lengths``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lm_eval.api.metrics import mean as lm_eval_mean
+
+from harness.data.lengths import length_tokens
+from harness.metrics.pooling import total
+from harness.metrics.support import Support, samples_support
+from harness.tasks.base import LchTask
+
+
+class HonestGenerationTask(LchTask):
+    """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` (module docstring).
+
+    Subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
+
+    COUNTS_PROMPT = True
+
+
+class PerLengthTask(HonestGenerationTask):
+    """Scores ``score`` and ``len_<length>`` (mean x 100 each) for documents carrying ``doc["length"]``;
+    the options have ``length_list()``."""
+
+    TARGETED = True
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        quiet_missing_length_warnings()
+        super().__init__(config=config, **kwargs)
+
+    @staticmethod
+    def label(length: Any) -> Any:
+        """How this task names a length (in ``len_<label>`` and ``doc["length"]``)."""
+        return length_tokens(length)
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        # lm-eval's own mean, whose standard error lm-eval knows (sample standard deviation / sqrt(n)): every score
+        # and per-length score carries its stderr in the results, for the intervals of reports and the gate. A
+        # length's metric is reported by its own samples only, so the mean never sees an empty list.
+        lengths = [self.label(x) for x in self.options.length_list()]
+        out = [{"metric": "score", "aggregation": lm_eval_mean}]
+        out += [{"metric": f"len_{n}", "aggregation": lm_eval_mean} for n in lengths]
+        out += [{"metric": f"n_len_{n}", "aggregation": total} for n in lengths]
+        return out + super().extra_metrics(meta)
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """A per-length score rests on the samples of its length (``n_len_<L>``), the others as every task's."""
+        return [samples_support(s.metric, f"n_{s.metric}") if s.metric.startswith("len_") else s
+                for s in super().support(metrics)]
+
+    def score_sample(self, doc: dict, prediction: str) -> float:
+        raise NotImplementedError
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        value = self.score_sample(doc, results[0])
+        return {"score": value, f"len_{doc['length']}": value, f"n_len_{doc['length']}": 1}
+
+
+class _MissingLengthFilter(logging.Filter):
+    """Drops lm-eval's group warning for ``len_<length>`` metrics of lengths a run did not ask for: our
+    group YAMLs list the usual lengths, and each run fills only some of them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        if "metric 'len_" in msg and ("no values found" in msg or "is missing in" in msg):
+            return False
+        # per-length metrics are, by design, scored on the documents of their length only
+        return not ("not scored on the same number of documents" in msg and "len_" in msg)
+
+
+def quiet_missing_length_warnings() -> None:
+    """Install :class:`_MissingLengthFilter` on lm-eval's group loggers (idempotent); called when a
+    per-length task is built, not at import."""
+    for name in ("lm_eval.api.group", "lm_eval.evaluator_utils"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _MissingLengthFilter) for f in logger.filters):
+            logger.addFilter(_MissingLengthFilter())

@@ -1,0 +1,198 @@
+"""BABILong samples and prompts: HF ``RMT-team/babilong`` (config = length, split = task), local files, or
+the offline generator of :mod:`harness.tasks.lch_babilong.babi`.
+
+The prompt has the official structure — instruction, worked examples, post-prompt, then the context in
+``<context>`` tags and the question::
+
+    {instruction}\\n\\n{examples}\\n\\n{post_prompt}\\n\\n<context>\\n{context}\\n</context>\\n\\nQuestion: {question}
+
+with our own wording (:data:`PROMPTS`; examples for qa1-qa5 come from the offline generator). The official
+wording can be loaded at run time from a JSON file (``prompts_file``: ``{"qa1": {"instruction": ...,
+"examples": ..., "post_prompt": ...}, ...}``).
+
+Sources (metadata ``source``):
+
+* ``hf`` (default): ``RMT-team/babilong`` (or ``hf_dataset``, e.g. ``RMT-team/babilong-1k-samples``);
+* a local folder: ``<folder>/<length>/<task>.jsonl`` (or ``.json``) with fields ``input``, ``question``,
+  ``target`` (the HF columns);
+* ``synthetic``: qa1-qa5 stories spread through filler sentences (``filler``: a text file/folder, an HF
+  essay id, or ``synthetic`` prose), fitted so that prompt + generation budget <= ``N * 1024`` tokens of
+  the evaluated tokenizer for length ``Nk`` (``0k``: the story alone).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.inputs import Input
+from harness.data.lengths import check_lengths, length_label
+from harness.data.prompts import PromptOptions
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
+
+HF_DATASET = "RMT-team/babilong"
+BUDGET = 20  # generated tokens, as the official evaluation
+TEMPLATE = "{instruction}\n\n{examples}\n\n{post_prompt}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
+
+_TOPICS = {
+    "qa1": "where people are", "qa2": "where objects are", "qa3": "where objects were before",
+    "qa4": "how places lie relative to each other", "qa5": "who gave what to whom",
+}
+PROMPTS: dict[str, dict[str, str]] = {
+    task: {
+        "instruction": ("The context below is a long text with a few short facts mixed into it. "
+                        + (f"The facts describe {_TOPICS[task]}. " if task in _TOPICS else "")
+                        + "Use only those facts to answer the question."),
+        "post_prompt": "Reply with one short sentence that gives the answer and stop.",
+    }
+    for task in (f"qa{i}" for i in range(1, 21))
+}
+
+
+@dataclass(frozen=True)
+class BabilongOptions(PromptOptions):
+    """Options of one BABILong task: which task, at which lengths, from which source (module docstring)."""
+
+    babilong_task: str | None = option(None, "BABILong task of a subtask YAML", choices=tuple(f"qa{i}" for i in range(1, 21)))
+    lengths: tuple[int | str, ...] = option(("0k",), "context lengths to generate samples at (k-labels or token counts)", nonempty=True, low=0, high=MAX_TOKENS)
+    source: str = option("hf", "haystack / data source: hf, a local folder, or synthetic", path=True)
+    hf_dataset: str = option(HF_DATASET, "HF dataset of the samples (source hf)")
+    num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)", low=1, high=MAX_SAMPLES)
+    seed: int = option(0, "random seed of sampling", low=0, high=MAX_SEED)
+    filler: str = option("synthetic", "BABILong filler text folder (source synthetic)", path=True)
+    prompts_file: str | None = option(None, "BABILong prompts file", path=True)
+
+    def __post_init__(self) -> None:
+        check_lengths(self.lengths, self.num_samples, 0, MAX_TOKENS, MAX_SAMPLES)
+        for length in self.lengths:
+            length_label(length)  # BABILong's lengths are whole k
+
+    def length_list(self) -> tuple[int | str, ...]:
+        return self.lengths
+
+    def unused(self) -> set[str]:
+        """The options of the sources not read: the HF dataset's unless ``source`` hf, the filler's unless synthetic."""
+        return ({"hf_dataset"} if self.source != "hf" else set()) | ({"filler"} if self.source != "synthetic" else set())
+
+    def inputs(self) -> list[Input]:
+        """What the samples read (:mod:`harness.data.inputs`): the HF dataset (``source`` hf), a local folder, or for
+        ``synthetic`` the filler folder when one is named; the prompts file when given."""
+        instead = ("pass source=<folder of <length>/<task>.jsonl files>, or source=synthetic (generated bAbI stories, "
+                   "qa1-qa5)")
+        if self.source == "hf":
+            found = [Input("hf_dataset", self.hf_dataset, "hf_dataset", "download it to the HF cache, or " + instead)]
+        elif self.source == "synthetic":
+            found = [] if self.filler == "synthetic" else [
+                Input("filler", self.filler, "path", "pass filler=<folder of .txt texts>, or filler=synthetic")]
+        else:
+            found = [Input("source", self.source, "path", instead)]
+        if self.prompts_file:
+            found.append(Input("prompts_file", self.prompts_file, "path", "give an existing prompts file, or leave "
+                               "prompts_file unset (the published prompts)"))
+        return found
+
+
+def _examples(task: str) -> str:
+    from harness.tasks.lch_babilong.babi import GENERATORS, babi_story
+
+    if task not in GENERATORS:
+        return ""
+    shots = []
+    for seed in (-1,):
+        facts, question, answer = babi_story(task, seed)
+        shots.append(f"<example>\n{' '.join(facts)}\nQuestion: {question}\nAnswer: The answer is {answer}.\n</example>")
+    return "\n".join(shots)
+
+
+@lru_cache(maxsize=4)
+def _prompts_file(path: str) -> dict:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise MissingDataError(f"BABILong prompts_file {file} does not exist")
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
+def format_prompt(task: str, context: str, question: str, prompts_file: str | None = None) -> str:
+    parts = dict(PROMPTS[task], examples=_examples(task))
+    if prompts_file:
+        parts.update(_prompts_file(prompts_file).get(task, {}))
+    return TEMPLATE.format(context=context.strip(), question=question, **parts)
+
+
+def _local(folder: Path, length: str, task: str) -> list[dict]:
+    for suffix in (".jsonl", ".json"):
+        path = folder / length / f"{task}{suffix}"
+        if path.is_file():
+            rows = read_jsonl(path) if suffix == ".jsonl" else json.loads(path.read_text(encoding="utf-8"))
+            return [{"input": r["input"], "question": r["question"], "target": r["target"]} for r in rows]
+    raise MissingDataError(f"BABILong: {folder}/{length}/{task}.jsonl does not exist")
+
+
+def _hf(name: str, length: str, task: str) -> list[dict]:
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(name, length, split=task)
+    except Exception as err:  # network, auth or missing-cache errors all end here
+        raise MissingDataError(
+            f"BABILong: HF {name} ({length}, {task}) is not in the HF cache ({type(err).__name__}); download it, "
+            "pass --metadata '{\"source\": \"<folder>/<length>/<task>.jsonl\"}', or \"synthetic\" for qa1-qa5") from err
+    return [{"input": r["input"], "question": r["question"], "target": r["target"]} for r in ds]
+
+
+def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any, filler: str,
+               prompts_file: str | None) -> list[dict]:
+    from harness.tasks.lch_babilong.babi import babi_story, babilong_sample
+    from harness.data.haystacks import essay_sentences
+    from harness.data.lengths import length_tokens
+
+    budget = length_tokens(length)
+    sentences = essay_sentences(filler) if budget else ()
+    rows = []
+    for i in range(num_samples):
+        facts, question, answer = babi_story(task, seed + i)
+
+        def tokens(context: str) -> int:
+            return counter(format_prompt(task, context, question, prompts_file)) + BUDGET
+
+        if budget:
+            rows.append({**babilong_sample(task, seed + i, budget, tokens, sentences), "prompt_budget": budget})
+        else:
+            rows.append({"input": " ".join(facts), "question": question, "target": answer})
+    return rows
+
+
+def dataset(options: BabilongOptions) -> dict:
+    """lm-eval ``custom_dataset`` result for ``babilong_task`` at every length of ``lengths``."""
+    import datasets
+
+    from harness.data.lengths import length_label
+
+    task, source, prompts_file, num_samples = str(options.babilong_task), options.source, options.prompts_file, options.num_samples
+    rows = []
+    for length in [length_label(x) for x in options.length_list()]:
+        if source == "synthetic":
+            from harness.data.prompts import counter_for
+
+            part = _synthetic(task, length, num_samples or 100, options.seed, counter_for(options), options.filler,
+                              prompts_file)
+        elif source == "hf":
+            part = _hf(options.hf_dataset, length, task)
+        else:
+            part = _local(Path(source).expanduser(), length, task)
+        if num_samples is not None:
+            part = part[:num_samples]
+        for i, row in enumerate(part):
+            rows.append({"index": i, "task": task, "length": length, "prompt_budget": row.get("prompt_budget", 0),
+                         "input": row["input"], "question": row["question"], "target": row["target"],
+                         "prompt": format_prompt(task, row["input"], row["question"], prompts_file)})
+    return {"test": datasets.Dataset.from_list(rows)}
+
+
+def babilong_dataset(options: BabilongOptions, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`dataset`."""
+    return dataset(options)

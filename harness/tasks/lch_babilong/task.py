@@ -1,0 +1,19 @@
+"""The BABILong task class: one bAbI task per YAML (option ``babilong_task``) at each length."""
+
+from __future__ import annotations
+
+from harness.data.lengths import length_label
+from harness.tasks.generation import PerLengthTask
+from harness.tasks.lch_babilong.dataset import BabilongOptions
+
+
+class BabilongTask(PerLengthTask):
+    """One BABILong task (option ``babilong_task``) scored by the official label-set rule, x 100."""
+
+    OPTIONS = BabilongOptions
+    label = staticmethod(length_label)
+
+    def score_sample(self, doc: dict, prediction: str) -> float:
+        from harness.tasks.lch_babilong.scoring import compare_answers
+
+        return 100.0 * float(compare_answers(doc["target"], prediction, doc["question"], doc["task"]))

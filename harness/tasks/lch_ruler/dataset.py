@@ -1,0 +1,206 @@
+"""RULER's 13 synthetic tasks: seeded sample generation fitted to a token budget, cached on disk.
+
+Task definitions follow RULER (Hsieh et al., 2024; docs/formulas.md §6); all prompt wording is our own.
+
+* ``niah_*``: needles ``One special magic <value kind> for <key> is: <value>.`` hidden at depths drawn
+  from 40 evenly spaced percentages in a haystack of noise, essays or distractor needles; keys are
+  adjective-noun words or UUIDs, values 7-digit numbers, words or UUIDs; several keys (multikey), values
+  per key (multivalue) or queried keys (multiquery).
+* ``vt``: one chain of 4 hops ``VAR X = 12345``, ``VAR Y = VAR X``... in noise; answer: every variable.
+* ``cwe``: a numbered word list, 10 common words x 30 and the rest x 3; answer: the 10 common words.
+* ``fwe``: coded words with Zipf counts (alpha 2); answer: the three most frequent.
+* ``qa_squad`` / ``qa_hotpot``: the gold paragraphs among distractor paragraphs; answer: the gold answers.
+
+**Fitting.** Every sample draws its content (keys, values, depths, word choices) from
+``random.Random(f"{task}-{length}-{index}-{seed}")`` first; only the haystack size ``n`` (noise units,
+essay sentences, distractor needles, uncommon words, top-word count or documents) is then searched. A
+sample is accepted at the ``n`` whose prompt, counted exactly by :class:`~harness.data.prompts.
+PromptCounter` (the evaluated tokenizer, chat template included when declared), satisfies
+``prompt_tokens + budget <= length`` and leaves less than one average haystack unit unused. The search
+starts from a linear model of tokens-vs-``n`` calibrated on two probes and corrects by secant steps
+inside a bracket; all samples of one (task, length) are counted in batched tokenizer calls, so a sample
+typically costs one or two tokenizations. lm-eval's generator instead grows the haystack in fixed steps,
+re-tokenising the whole prompt each time, and shrinks by a fixed step per sample.
+
+**Cache.** Samples are stored under ``<cache>/ruler/`` keyed by a hash of everything they depend on (task,
+length, sample count, seed, tokenizer and chat-template fingerprint, haystack sources, generator version):
+a second run reads them and generates nothing.
+
+Modules: :mod:`.catalogue` (the tasks), :mod:`.builders` (one seeded sample per task kind),
+:mod:`.fitting` (the size searches), :mod:`.cache` (the row cache); this module assembles them into
+:func:`generate` and the task's dataset builder :func:`ruler_dataset`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from harness.data import haystacks
+from harness.data.inputs import Input
+from harness.data.lengths import check_lengths
+from harness.data.prompts import PromptCounter, PromptOptions
+from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources, niah_builder
+from harness.tasks.lch_ruler.cache import cache_path, read_rows, rows_lock, write_rows
+from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
+from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
+from harness.core.errors import UsageError
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
+
+__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
+           "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
+
+
+@dataclass(frozen=True)
+class RulerOptions(PromptOptions):
+    """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
+
+    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS))
+    lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
+                                                         "k-labels; default max_seq_lengths, else 4096)")
+    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1, high=MAX_TOKENS)
+    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES)
+    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED)
+    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True)
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True)
+    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True)
+    icl_example: bool = option(True, "RULER worked example in the prompt")
+
+    def __post_init__(self) -> None:
+        if self.lengths is not None and not self.lengths:
+            raise UsageError("lengths must not be empty, got ()")
+        check_lengths(self.length_list(), self.num_samples, 1, MAX_TOKENS, MAX_SAMPLES)
+
+    def length_list(self) -> tuple[int | str, ...]:
+        """The lengths of this run: ``lengths``, else lm-eval's ``max_seq_lengths``."""
+        return self.lengths or self.max_seq_lengths
+
+    def sources(self) -> Sources:
+        return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
+
+    def unused(self) -> set[str]:
+        """The sources this RULER task does not read: the essays unless its haystack is essays, the QA files of
+        other QA tasks."""
+        spec = TASKS.get(self.ruler_task or "")
+        if spec is None:
+            return set()
+        out = set() if spec.params.get("haystack") == "essay" else {"essays"}
+        return out | ({"squad", "hotpotqa"} - ({spec.params["dataset"]} if spec.kind == "qa" else set()))
+
+    def inputs(self) -> list[Input]:
+        """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
+        the QA dataset of qa_squad / qa_hotpot; ``synthetic`` reads nothing."""
+        spec = TASKS.get(self.ruler_task or "")
+        if spec is None:
+            return []
+        found = []
+        if spec.params.get("haystack") == "essay" and self.essays != haystacks.SYNTHETIC:
+            kind = "hf_dataset" if self.essays == haystacks.ESSAYS_HF else "path"
+            found.append(Input("essays", self.essays, kind, "pass essays=<folder of .txt essays>, or essays=synthetic "
+                               "(generated prose: a smoke run)"))
+        if spec.kind == "qa":
+            key = spec.params["dataset"]
+            value = getattr(self, key)
+            if value != haystacks.SYNTHETIC:
+                hub = (haystacks.SQUAD_HF if key == "squad" else haystacks.HOTPOT_HF)[0]
+                found.append(Input(key, value or hub, "path" if value else "hf_dataset",
+                                   f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a "
+                                   "smoke run)"))
+        return found
+
+# The single-module names of the fitting searches and the niah builder, kept for tests and callers.
+# generate() calls the searches through these module attributes, so patching them here takes effect.
+_fit_additive = fit_additive
+_fit = fit_full
+_niah_builder = niah_builder
+
+_ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
+
+
+def generate(task: str, length: int, num_samples: int, counter: PromptCounter, seed: int = 42,
+             sources: Sources | None = None, icl: bool = True, use_cache: bool = True) -> list[dict[str, Any]]:
+    """``num_samples`` RULER samples of ``task`` fitted to ``length`` tokens (prompt + generation budget).
+
+    Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``)."""
+    if task not in TASKS:
+        raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
+    spec, sources = TASKS[task], sources or Sources()
+    if not use_cache:
+        return _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
+    path = cache_path(task, spec, length, num_samples, seed, icl, counter, sources)
+    cached = read_rows(path, num_samples)
+    if cached is not None:
+        return cached
+    with rows_lock(path):  # concurrent runs: one generates, the others wait and read its rows
+        cached = read_rows(path, num_samples)
+        if cached is not None:
+            return cached
+        rows = _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
+        write_rows(path, rows)
+    return rows
+
+
+def _build_rows(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
+                sources: Sources, icl: bool) -> list[dict[str, Any]]:
+    builders, fitted, icl = _fit_samples(task, spec, length, num_samples, counter, seed, sources, icl)
+    rows = []
+    for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
+        text, outputs, prefix = b.build(n)
+        rows.append({"index": i, "task": task, "input": text, "outputs": outputs, "gen_prefix": prefix,
+                     "length": length, "prompt_budget": length, "prompt_tokens": tokens, "max_gen_toks": spec.budget,
+                     "n_units": n, "icl_example": icl and spec.kind in _ICL_KINDS, **b.extra})
+    return rows
+
+
+def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
+                 sources: Sources, icl: bool) -> tuple[list[Builder], list[tuple[int, int]], bool]:
+    """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example.
+
+    When even the smallest haystack does not fit (short lengths), first fewer repeats of cwe's common words
+    (they stay the most common), then no worked example; the rows record both."""
+    target = length - spec.budget
+    if target <= 0:
+        raise TooShortError(f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
+                            f"use lengths well above it (e.g. 1k or more)")
+    params = dict(spec.params)
+    while True:
+        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{seed}"), length, sources, icl)
+                    for i in range(num_samples)]
+        try:
+            fitted = None
+            if builders[0].parts is not None:
+                fitted = _fit_additive(builders, SegmentCounter(counter), target)
+            if fitted is None:
+                fitted = _fit(builders, counter, target)
+            return builders, fitted, icl
+        except TooShortError as err:
+            if spec.kind == "cwe" and params["freq_common"] > params["freq_uncommon"] + 1:
+                params["freq_common"] = max(params["freq_uncommon"] + 1, params["freq_common"] // 2)
+                continue
+            if icl and spec.kind in _ICL_KINDS:
+                icl = False
+                continue
+            raise TooShortError(f"RULER {task} at length {length}: {err} (the answer budget takes {spec.budget}); "
+                                "use a longer length") from None
+
+
+def dataset(options: RulerOptions) -> dict:
+    """lm-eval ``custom_dataset`` result: samples of ``ruler_task`` at every length of the options
+    (:class:`RulerOptions`), fitted in the evaluated tokenizer (``tokenizer`` / ``pretrained``)."""
+    import datasets
+
+    from harness.data.lengths import length_tokens
+    from harness.data.prompts import counter_for
+
+    lengths = [length_tokens(x) for x in options.length_list()]
+    counter = counter_for(options)
+    rows = [row for length in lengths
+            for row in generate(str(options.ruler_task), length, options.num_samples, counter, seed=options.seed,
+                                sources=options.sources(), icl=options.icl_example)]
+    return {"test": datasets.Dataset.from_list(rows)}
+
+
+def ruler_dataset(options: RulerOptions, model: Any = None) -> dict:
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`dataset`."""
+    return dataset(options)

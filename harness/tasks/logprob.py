@@ -1,0 +1,160 @@
+"""Tasks scored from per-token log-probabilities (``token_logprobs``) and LSM samples (``lsm``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harness.data.documents import DocumentOptions
+from harness.longppl.corpus import CorpusOptions
+from harness.data.prompts import ModelKeys
+from harness.core.errors import UsageError
+from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
+from harness.longppl.formulas import SOFT_GAMMA, KeyTokens, document_stats
+from harness.metrics.pooling import nll_sum
+from harness.metrics.support import Support, key_tokens_support
+from harness.longppl.keytokens import KeyTokenOptions
+from harness.core.options import option
+from harness.tasks.base import HONESTY_METRICS, LchTask
+
+
+@dataclass(frozen=True)
+class TokenLogprobOptions(DocumentOptions):
+    """The documents, and how the evaluated model tokenises them (``max_tokens``: the head it scores)."""
+
+    add_special_tokens: bool | None = option(None, "tokenise evaluated texts with the tokenizer's special tokens "
+                                                   "(default: the request's; LongPPL: no)")
+
+
+@dataclass(frozen=True)
+class LongPPLOptions(TokenLogprobOptions, CorpusOptions, KeyTokenOptions):
+    """The LongPPL documents, how their key tokens are found, and LongPPL-soft's weight cap."""
+
+    gamma: float = option(SOFT_GAMMA, "LongPPL-soft weight cap", low=0.0)
+
+
+@dataclass(frozen=True)
+class LsmTaskOptions(DocumentOptions, LsmOptions):
+    """The LSM request's options (defaults: :class:`LsmOptions`) over the documents (``max_tokens``: the
+    documents' own cut)."""
+
+
+class TokenLogprobTask(LchTask):
+    """Per-token log-probabilities; options ``max_tokens`` and ``add_special_tokens`` pass through.
+
+    Length honesty: ``over_length`` counts documents scored over more tokens than the model's max length
+    (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
+
+    OPTIONS = TokenLogprobOptions
+    REQUEST_TYPE = TOKEN_LOGPROBS.name
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents (:func:`harness.data.documents.check_enough_documents`), selected as the task
+        selects them."""
+        from harness.data.govreport import govreport_documents
+
+        govreport_documents(options, model_keys)
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        return [HONESTY_METRICS[1]]
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        return {"over_length": int(len(results[0]["token_ids"]) > self.max_length)}
+
+    def request_options(self, doc: dict) -> ScoringOptions:
+        return ScoringOptions.of(max_tokens=self.options.max_tokens, add_special_tokens=self.options.add_special_tokens)
+
+
+class PerplexityTask(TokenLogprobTask):
+    """Token-level perplexity; documents shorter than ``min_tokens`` are skipped and counted."""
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        scored = results[0]
+        n_tokens = len(scored["token_ids"])
+        if n_tokens < self.options.min_tokens or not scored["logprobs"]:  # too short, or nothing to predict
+            return {"ppl": (0.0, 0), "n_tokens": 0, "n_docs": 0, "docs_skipped": 1}
+        return {
+            "ppl": nll_sum(scored["logprobs"]),
+            "n_tokens": len(scored["logprobs"]),
+            "n_docs": 1,
+            "docs_skipped": 0,
+        }
+
+
+class LongPPLTask(TokenLogprobTask):
+    """LongPPL, PPL and LongPPL-soft from key spans carried by each document (``key_json``).
+
+    The evaluated text is tokenised without special tokens (the reference's convention) unless
+    ``add_special_tokens`` says otherwise. Per-document sums are pooled over documents in log space. The
+    key-token settings in effect (the paper's defaults, :data:`KEY_TOKEN_DEFAULTS`, unless the metadata
+    sets them) are written into the task metadata (:class:`LchTask`), so the results JSON records them.
+    """
+
+    OPTIONS = LongPPLOptions
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents by the length tokenizer, and windows shorter than they are (or key spans given):
+        what :func:`harness.longppl.keytokens.key_token_corpus` checks before the evaluator runs."""
+        from harness.longppl.corpus import check_key_windows, corpus_documents
+
+        docs = corpus_documents(options)
+        if not options.key_spans_dir:
+            check_key_windows(docs, options.trunc_len)
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """LongPPL rests on its key tokens too (:data:`~harness.longppl.formulas.MIN_KEY_TOKENS`)."""
+        return super().support(metrics) + ([key_tokens_support("longppl")] if "longppl" in metrics else [])
+
+    def request_options(self, doc: dict) -> ScoringOptions:
+        # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
+        # that every model scores the same text: no second cut in the evaluated model's tokens here.
+        return ScoringOptions.of(add_special_tokens=bool(self.options.add_special_tokens))
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        scored = results[0]
+        if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
+            return {"longppl": (0.0, 0), "ppl": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
+                    "n_docs": 0, "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
+        if scored.get("offsets") is None:
+            raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
+        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])),
+                               self.options.gamma)
+        return {
+            "longppl": (stats["key_nll_sum"], stats["n_key"]),
+            "ppl": (stats["nll_sum"], stats["n_scored"]),
+            "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
+            "n_key_tokens": stats["n_key"],
+            "n_tokens": stats["n_scored"],
+            "n_docs": 1,
+            "key_spans_dropped": stats["n_spans_dropped"],
+            "docs_without_key_tokens": int(stats["n_key"] == 0),
+            "docs_skipped": 0,
+        }
+
+
+class LSMTask(LchTask):
+    """Long-short misalignment: options ``context_length`` (L), ``n_samples`` per document,
+    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``;
+    defaults and checks are :class:`~harness.engines.requests.LsmOptions`."""
+
+    OPTIONS = LsmTaskOptions
+
+    @classmethod
+    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
+        """Enough long documents, selected as the task selects them."""
+        from harness.data.govreport import govreport_documents
+
+        govreport_documents(options, model_keys)
+    REQUEST_TYPE = LSM.name
+
+    def request_options(self, doc: dict) -> LsmOptions:
+        o = self.options
+        return LsmOptions(context_length=o.context_length, n_samples=o.n_samples, seed=o.seed + int(doc.get("doc_id", 0)),
+                          estimator=o.estimator, max_tokens=o.max_tokens)
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        values = results[0]["sce"]
+        return {"lsm": (float(sum(values)), len(values)), "n_samples": len(values)}

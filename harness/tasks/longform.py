@@ -1,0 +1,186 @@
+"""Long-form generation tasks (``generate_long``): LongBench-Write and HelloBench HTG, judged.
+
+The judged metrics (``quality``, ``score``, ``n_valid``) are declared here, not in the YAML: their
+aggregation is the judge stage (:mod:`harness.judges.stage`), run once per task over all samples when
+lm-eval aggregates the first of them (the others reuse the judgements). Each sample's judged item
+(instruction, response, judge settings) is what lm-eval logs with ``--log_samples``, which is what
+``lch judge`` reads to write per-sample judgements beside the samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harness.data.longform import HelloBenchData, LongBenchWriteData
+from harness.judges.stage import JudgeOptions
+from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
+from harness.core.options import MAX_TOKENS, option
+from harness.tasks.base import LchTask
+
+
+@dataclass(frozen=True)
+class GenerationOptions(JudgeOptions):
+    """How a long-form task generates, and its judge."""
+
+    max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)", low=1, high=MAX_TOKENS)
+    do_sample: bool = option(False, "sample instead of greedy decoding (default greedy, as in the PIC paper)")
+    temperature: float = option(LongGenerationOptions.temperature, "sampling temperature (with do_sample)", low=0.0)
+
+
+@dataclass(frozen=True)
+class LongBenchWriteOptions(LongBenchWriteData, GenerationOptions):
+    """LongBench-Write's rows, generation and judge."""
+
+
+@dataclass(frozen=True)
+class HelloBenchOptions(HelloBenchData, GenerationOptions):
+    """HelloBench HTG's prompts and weights, generation and judge."""
+
+
+class LongGenerationTask(LchTask):
+    """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked).
+
+    Options: :class:`GenerationOptions` (``max_gen_toks``, ``do_sample``, ``temperature``, the judge).
+    """
+
+    OPTIONS: Any = GenerationOptions
+    REQUEST_TYPE = GENERATE_LONG.name
+    COUNTS_PROMPT = True
+    DEFAULT_MAX_GEN_TOKS = 16384
+    JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.0, 4096
+    JUDGED_METRICS: tuple[str, ...] = ("quality", "n_valid")
+
+    def configure(self, config: dict) -> None:
+        budget = self.options.max_gen_toks
+        config["generation_kwargs"] = {**(config.get("generation_kwargs") or {}),
+                                       "max_gen_toks": self.DEFAULT_MAX_GEN_TOKS if budget is None else budget}
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        judged = [{"metric": name, "aggregation": self._judged_aggregation(name)}
+                  for name in self.JUDGED_METRICS]
+        return judged + super().extra_metrics(meta)
+
+    def _judged_aggregation(self, name: str) -> Any:
+        def aggregate(items: list) -> float:
+            return self.judged_scores(items)[name]
+
+        aggregate.__name__ = f"judged_{name}"
+        return aggregate
+
+    def judged_scores(self, items: list) -> dict:
+        """The judged metrics of these items, judged once (the task's other judged metrics reuse them).
+
+        lm-eval writes the task config into the results after aggregating, so the judge's provenance put
+        into the metadata here lands in the results JSON (``configs.<task>.metadata.judge_provenance``)."""
+        from harness.judges.stage import judge, task_scores
+
+        key = hashlib.sha1(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()
+        if getattr(self, "_judged_key", None) != key:
+            judged = judge(items)
+            self._judged_key, self._judged_scores = key, task_scores(items, judged)
+            if isinstance(self.config.metadata, dict) and judged.provenance is not None:
+                self.config.metadata["judge_provenance"] = judged.provenance
+            self._explain_absent(items, judged)
+        return self._judged_scores
+
+    def _explain_absent(self, items: list, judged: Any) -> None:
+        """Judged scores that do not exist (NaN here, left out of the results by
+        :func:`harness.plugin.aggregations.finish_results`) get their reason in the task's metadata
+        (``lch_absent``). When the judge failed requests, the run is incomplete (its command ends with one line and
+        exit 2 once the results are written) and the judged items are kept as a samples file that ``lch judge``
+        resumes from."""
+        from harness.judges.stage import save_unjudged
+        from harness.core import results as keys
+        from harness.plugin.aggregations import report_incomplete
+
+        reason = judged.absent_because()
+        if reason is None:
+            return
+        absent = [m for m, v in self._judged_scores.items() if isinstance(v, float) and v != v]
+        if isinstance(self.config.metadata, dict):
+            self.config.metadata[keys.ABSENT] = {**self.config.metadata.get(keys.ABSENT, {}),
+                                                **dict.fromkeys(absent, reason)}
+        if judged.failures:
+            kept = save_unjudged(self.config.task, items)
+            report_incomplete(f"{self.config.task}: {', '.join(absent)} not computed: {reason}; the generations are "
+                              f"kept in {kept} (judge them with `lch judge {kept} --judge-base-url URL --judge-model "
+                              "M`, or rerun the same command with --use_cache: answers received are cached)")
+
+    def request_options(self, doc: dict) -> LongGenerationOptions:
+        sampling = self.options.do_sample
+        return LongGenerationOptions.of(max_gen_toks=self.generation_budget(), do_sample=sampling,
+                                        temperature=self.options.temperature if sampling else None)
+
+    def request_text(self, doc: dict, ctx: Any) -> str:
+        return ctx  # the prompt lm-eval built (chat template included)
+
+    def judge_settings(self) -> dict | None:
+        return self.options.settings(self.JUDGE_TEMPERATURE, self.JUDGE_MAX_TOKENS)
+
+    @staticmethod
+    def common_metrics(result: dict) -> dict:
+        from harness.metrics.generation import distinct_n, is_corrupted, rep_n
+
+        text = result["text"]
+        return {
+            "n_tokens": result["n_tokens"],
+            "corrupted_ratio": float(is_corrupted(text, result["ended_with_eos"])),
+            "rep4": rep_n(text, 4),
+            "distinct2": distinct_n(text, 2),
+            "n_total": 1,
+        }
+
+
+class LongBenchWriteTask(LongGenerationTask):
+    """LongBench-Write: S_l, S_q (judge, official prompt loaded at run time from ``judge_prompt`` or the
+    published file), S, plus lengths and the corrupted ratio."""
+
+    OPTIONS = LongBenchWriteOptions
+    DEFAULT_MAX_GEN_TOKS = 32768
+    JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.5, 1024  # the reference judge settings
+    JUDGED_METRICS = ("quality", "score", "n_valid")
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        from harness.metrics.generation import longbench_write_length, longbench_write_length_score
+
+        result = results[0]
+        length = longbench_write_length(result["text"])
+        s_l = longbench_write_length_score(float(doc["length"]), length)
+        item = {"kind": "longbench_write", "instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
+                "judge": self.judge_settings(), "prompt_path": self.options.judge_prompt}
+        return {"length": length, "length_score": s_l, **dict.fromkeys(self.JUDGED_METRICS, item),
+                **self.common_metrics(result)}
+
+
+class HelloBenchTask(LongGenerationTask):
+    """HelloBench HTG: NLTK length, HelloEval checklist quality with the published category weights
+    (``weights_file``; ``rescale`` for ``4 (s - 75)``), plus the corrupted ratio."""
+
+    OPTIONS = HelloBenchOptions
+
+    def configure(self, config: dict) -> None:
+        from harness.data.words import word_tokenizer_name
+
+        super().configure(config)
+        # which NLTK path counted the lengths, in the results
+        config["metadata"] = {**(config.get("metadata") or {}), "length_tokenizer": word_tokenizer_name()}
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        from harness.data.documents import MissingDataError
+        from harness.data.words import word_tokens
+
+        weights_file = self.options.weights_file
+        if not weights_file:
+            raise MissingDataError("hellobench needs weights_file: the published HelloEval REGRESSION_DICT weights "
+                                   "(e.g. ../shared/data/hellobench/weighted_scores.txt)")
+        result = results[0]
+        tokens = word_tokens(result["text"])
+        judged_text = " ".join(tokens[:16000]) if len(tokens) > 15000 else " ".join(tokens)
+        item = {"kind": "hellobench", "instruction": doc["instruction"], "response": judged_text,
+                "checklists": list(doc["checklists"]),
+                "category": doc["category"], "weights_file": str(weights_file),
+                "rescale": self.options.rescale, "judge": self.judge_settings()}
+        return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}

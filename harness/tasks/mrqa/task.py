@@ -1,0 +1,13 @@
+"""The MRQA task class: one MRQA subset per YAML, scored by the YAML's ``process_results`` (EM / F1 / ROUGE-1)."""
+
+from __future__ import annotations
+
+from harness.tasks.generation import HonestGenerationTask
+from harness.tasks.mrqa.dataset import MrqaOptions
+
+
+class MrqaTask(HonestGenerationTask):
+    """One MRQA subset (options :class:`~harness.tasks.mrqa.dataset.MrqaOptions`), scored by the YAML's
+    ``process_results``."""
+
+    OPTIONS = MrqaOptions

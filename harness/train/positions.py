@@ -1,0 +1,62 @@
+"""Positions and splits used while training the variants — pure functions (paper 000 Fig. 2, paper 002 §4.2).
+
+* :func:`dynamic_sft_segments`: Dynamic PIC-SFT cuts an answer of ``n`` tokens from its end backwards
+  into segments of ``segment_length`` tokens (the first one keeps the remainder); each segment is one
+  training example whose input is the prompt plus every answer token before it and whose loss covers
+  the segment only. The positions of such an example are Dynamic PIC's ``g_{l_c}`` with ``l_c`` the
+  example's whole length (input + segment), the positions a Dynamic PIC prefill of it would use.
+* :func:`skip_positions`: LongRecipe's position index transformation (docs/formulas.md §7, paper 002 Eq. 7):
+  ``pos(s_1) = 0``, ``pos(s_i) = pos(s_{i-1}) + |s_{i-1}| + g_i + 1`` with ``g_i`` drawn uniformly from
+  ``0..M`` for every segment of every example; tokens inside a segment count up by 1; segments are
+  kept while their last position stays below the target length ``L^``.
+"""
+
+from __future__ import annotations
+
+import random
+
+from harness.core.errors import UsageError
+
+
+def dynamic_sft_segments(n_answer: int, segment_length: int) -> list[tuple[int, int]]:
+    """``[(start, end), ...]`` answer-token ranges, first to last, cut from the end: the last segment
+    ends at ``n_answer``, each is ``segment_length`` long except the first (the remainder)."""
+    if segment_length < 1:
+        raise UsageError(f"segment length must be >= 1, got {segment_length}")
+    bounds = []
+    end = n_answer
+    while end > 0:
+        start = max(0, end - segment_length)
+        bounds.append((start, end))
+        end = start
+    return bounds[::-1]
+
+
+def auto_max_skip(segment_lengths: list[int], target_length: int) -> int:
+    """The ``M`` whose mean skip spreads the segments over the target: the ``N - 1`` gaps of mean
+    ``M / 2 + 1`` add up to ``target_length - sum(|s_i|)`` (0 when nothing is left to spread)."""
+    spare = target_length - sum(segment_lengths)
+    gaps = len(segment_lengths) - 1
+    if gaps < 1 or spare <= gaps:
+        return 0
+    return max(0, int(2 * spare / gaps) - 2)
+
+
+def skip_positions(segment_lengths: list[int], max_skip: int, target_length: int,
+                   rng: random.Random) -> tuple[int, list[int]]:
+    """``(n_segments_kept, positions)`` of LongRecipe's transformation: positions of the tokens of the
+    first ``n_segments_kept`` segments, a new skip ``g_i ~ U{0..max_skip}`` drawn for each segment after
+    the first. A segment whose last position would reach ``target_length`` ends the example."""
+    if max_skip < 0:
+        raise UsageError(f"max skip M must be >= 0, got {max_skip}")
+    positions: list[int] = []
+    start = 0
+    kept = 0
+    for i, length in enumerate(segment_lengths):
+        if i > 0:
+            start = start + segment_lengths[i - 1] + rng.randint(0, max_skip) + 1
+        if start + length - 1 >= target_length:
+            break
+        positions.extend(range(start, start + length))
+        kept += 1
+    return kept, positions
