@@ -21,31 +21,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.core.errors import UsageError
 from harness.core.files import staged_files, write_json_atomic
 from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
-from harness.core.options import MAX_TOKENS, check_domains, option
-from harness.compressor.positions import CARRIERS, LAYOUTS, chunk_lengths, decoder_positions, encoder_positions
+from harness.compressor.config import CompressorConfig
+from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 
 CONFIG_FILE, WEIGHTS_FILE = "compressor.json", "compressor_embeddings.pt"
-
-
-@dataclass
-class CompressorConfig:
-    """``carrier`` icae|500x, ``layout`` dpl|upl|epl, chunk size L, memory count |M|, LoRA settings
-    (paper 003: rank 128, alpha 256 on q and v)."""
-
-    carrier: str = option("icae", "carrier of the compressed context", choices=CARRIERS)
-    layout: str = option("epl", "position layout", choices=LAYOUTS)
-    chunk_size: int = option(510, "L: tokens per chunk", low=1, high=MAX_TOKENS)
-    n_memory: int = option(102, "|M|: memory tokens per chunk", low=1, high=MAX_TOKENS)
-    lora_r: int = option(128, "LoRA rank", low=1)
-    lora_alpha: int = option(256, "LoRA alpha", low=1)
-    lora_dropout: float = option(0.0, "LoRA dropout", low=0.0, high=1.0)
-
-    def __post_init__(self) -> None:
-        check_domains(self)
 
 
 @dataclass

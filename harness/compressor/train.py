@@ -12,7 +12,6 @@ gradient accumulation); only the LoRA adapter, the memory embeddings and [AE] / 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -20,31 +19,8 @@ import torch
 from tqdm import tqdm
 
 from harness.core.errors import UsageError
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option, parse_options
-
-
-@dataclass
-class TrainSettings:
-    """``lch train-compressor``'s training settings (paper 003's), each within its declared domain (a value
-    outside: one line naming the flag)."""
-
-    stage: str = option("pretrain", "pretrain (AE + LM) or finetune (QA)", choices=("pretrain", "finetune"))
-    steps: int = option(20000, "optimiser steps", low=1)
-    batch_size: int = option(16, "examples per step", low=1, high=MAX_SAMPLES)
-    lr: float | None = option(None, "default: 1e-4 pretrain, 5e-5 finetune", low=0.0)
-    warmup: int = option(300, "warm-up steps", low=0)
-    weight_decay: float = option(0.1, "weight decay", low=0.0)
-    clip_norm: float = option(2.0, "gradient clipping norm", low=0.0)
-    alpha: float = option(0.5, "weight of the AE loss against the LM loss", low=0.0, high=1.0)
-    min_length: int = option(510, "|X|: fewest tokens of a pretraining window", low=2, high=MAX_TOKENS)
-    max_length: int = option(2040, "|X|: most tokens of a pretraining window", low=2, high=MAX_TOKENS)
-    seed: int = option(0, "random seed", low=0, high=MAX_SEED)
-
-    def __post_init__(self) -> None:
-        check_domains(self, flag_name)
-        if self.max_length < self.min_length:
-            raise UsageError(f"--max-length {self.max_length} is below --min-length {self.min_length}: give "
-                             "--max-length >= --min-length")
+from harness.compressor.config import TrainSettings
+from harness.core.options import flag_name, parse_options
 
 
 def pretrain_windows(token_lists: list[list[int]], settings: TrainSettings) -> Iterator[tuple[list[int], list[int]]]:

@@ -3,15 +3,16 @@ and by ``lch eval`` before lm-eval indexes the tasks (so a typo fails in a secon
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.compressor.config import CompressorConfig
 from harness.data.variants import Variant, read_variant
 from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.core.errors import MissingDataError, UsageError
 from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference
-from harness.pic.methods import PIC_METHODS
 
 
 def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False,
@@ -132,14 +133,14 @@ def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
 
 
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
-COMPRESSOR_OVERRIDES = ("chunk_size", "n_memory", "lora_r", "lora_alpha", "carrier", "layout")  # CompressorConfig's
+# the compressor settings a model arg may override: CompressorConfig's fields, but the training-only dropout
+COMPRESSOR_OVERRIDES = tuple(f.name for f in dataclasses.fields(CompressorConfig) if f.name != "lora_dropout")
 
 
 def check_compressor_args(args: dict) -> dict[str, Any]:
     """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
-    domains (:class:`harness.compressor.model.CompressorConfig`), before anything loads; returns the settings given,
+    domains (:class:`harness.compressor.config.CompressorConfig`), before anything loads; returns the settings given,
     converted."""
-    from harness.compressor.model import CompressorConfig
     from harness.core.options import parse_options
 
     refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))

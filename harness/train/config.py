@@ -24,7 +24,7 @@ from harness.core.errors import MissingDataError, UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.pic.inference import LAYOUTS, VARIANT_KEYS, Inference
-from harness.pic.methods import PIC_METHODS
+from harness.pic.methods import NO_PIC, PIC_METHODS
 
 # Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
 PIC_SFT_INITIAL, PIC_SFT_RECENT = 10, 600
@@ -138,7 +138,7 @@ def trains_in_segments(cfg: Any) -> bool:
     """Whether ``cfg``'s PIC method trains on segments (Dynamic PIC-SFT, paper 000 §4): a method whose positions
     depend on the tokens seen so far (its cached keys move, ``PicMethod.window``) is trained on examples cut into
     ``segment_length`` pieces, each scored at the positions its own context length gives."""
-    method = PIC_METHODS.get(getattr(cfg, "pic", "none"))
+    method = PIC_METHODS.get(getattr(cfg, "pic", NO_PIC))
     return method is not None and method.moves_cached_keys
 
 @dataclass
@@ -269,12 +269,12 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     """Fill the recipe-specific PIC defaults and refuse contradictory options (one line each): the common
     checks here, the recipe's own in its :meth:`TrainConfig.check`."""
     config_class(cfg.recipe)  # an unknown recipe is refused
-    if cfg.recipe == "pic-sft" and cfg.pic == "none":
+    if cfg.recipe == "pic-sft" and cfg.pic == NO_PIC:
         cfg.recipe = "sft"  # plain SFT, the control of paper 000 Table 2
-    if cfg.recipe == "sft" and cfg.pic != "none":
+    if cfg.recipe == "sft" and cfg.pic != NO_PIC:
         cfg.recipe = "pic-sft"
     if cfg.pic_ratio is None:
-        cfg.pic_ratio = NTK_SFT_RATIO if cfg.pic == "ntk" else PIC_SFT_RATIO if cfg.pic != "none" else 1.0
+        cfg.pic_ratio = NTK_SFT_RATIO if cfg.pic == "ntk" else PIC_SFT_RATIO if cfg.pic != NO_PIC else 1.0
     if cfg.pic_initial is None:
         cfg.pic_initial = PIC_SFT_INITIAL
     if cfg.pic_recent is None:
@@ -282,7 +282,7 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     if cfg.rope_base is not None and cfg.rope_base <= 0:
         raise UsageError(f"--rope-base must be > 0, got {cfg.rope_base}")
     expected_inference(cfg)  # the PIC settings checked (one line naming the bad one)
-    if cfg.recipe == "longrecipe" and cfg.pic != "none":
+    if cfg.recipe == "longrecipe" and cfg.pic != NO_PIC:
         raise UsageError("longrecipe sets its own position ids; use --rope-base, not --pic")
     cfg.check()
     data = Path(cfg.data).expanduser()

@@ -27,7 +27,7 @@ Nothing per call is stored on the model, so calls may interleave (threads, neste
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 from torch import nn
