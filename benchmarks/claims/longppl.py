@@ -19,7 +19,7 @@ def longppl_rows(ctx: Context) -> dict:
     """LongPPL / PPL of every correlation variant on the first ``longppl_tokens`` essay tokens (cached)."""
     if ctx._longppl is not None:
         return ctx._longppl
-    from harness.longppl.formulas import document_stats, short_windows, summarize
+    from harness.longppl.formulas import KeySettings, document_stats, short_windows, summarize
     from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
 
     s = ctx.s
@@ -32,7 +32,7 @@ def longppl_rows(ctx: Context) -> dict:
     t0 = time.perf_counter()
     with pic(ctx.model, "vanilla"), layer_bar(ctx.model, "evaluator key tokens", s.longppl_tokens,
                                               n_forwards=n_forwards):
-        key = key_tokens_for_texts([text], (ctx.model, ctx.tok), s.longppl_k, s.longppl_d, s.alpha, s.beta,
+        key = key_tokens_for_texts([text], (ctx.model, ctx.tok), KeySettings(s.longppl_k, s.longppl_d, s.alpha, s.beta),
                                    cache=KeyTokenCache(), evaluator_id=f"{ctx.folder} (vanilla)")[0]
     key_seconds = time.perf_counter() - t0
     key_positions = [i for i, d in enumerate(key.lsd) if d is not None and d > s.alpha and key.lcl[i] > s.beta]

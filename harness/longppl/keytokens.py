@@ -119,11 +119,7 @@ def evaluator_id_of(name: str) -> str:
 def key_tokens_for_texts(
     texts: Sequence[str],
     evaluator: str | tuple[Any, Any],
-    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
-    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
-    alpha: float = KEY_TOKEN_DEFAULTS["alpha"],
-    beta: float = KEY_TOKEN_DEFAULTS["beta"],
-    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+    settings: KeySettings = KeySettings(),
     cache: KeyTokenCache | None = None,
     evaluator_id: str | None = None,
     loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
@@ -132,7 +128,8 @@ def key_tokens_for_texts(
     """Key tokens of every text, from the cache where possible; the evaluator runs only on misses.
 
     ``evaluator`` is a name/path (loaded with ``loader`` on the first miss) or a ``(model, tokenizer)`` pair
-    (then ``evaluator_id`` is required, since an object has no stable name). ``dtype`` is the dtype ``loader``
+    (then ``evaluator_id`` is required, since an object has no stable name); ``settings``: K, d, alpha, beta and how
+    short windows start (the paper's by default). ``dtype`` is the dtype ``loader``
     loads it in (part of the cache key).
     """
     if evaluator_id is None:
@@ -140,11 +137,12 @@ def key_tokens_for_texts(
             raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
         evaluator_id = evaluator_id_of(evaluator)
     cache = cache or KeyTokenCache()
-    settings = (trunc_len, sliding_window, alpha, beta, short_start)
+    trunc_len, sliding_window = settings.trunc_len, settings.sliding_window
+    values = tuple(settings.settings().values())  # K, d, alpha, beta, short_start: the cache key's order
     results: list[KeyTokens | None] = []
     missing = []
     for i, text in enumerate(texts):
-        found = cache.get(cache_key(evaluator_id, text, *settings, dtype=dtype))
+        found = cache.get(cache_key(evaluator_id, text, *values, dtype=dtype))
         results.append(found)
         if found is None:
             missing.append(i)
@@ -159,11 +157,11 @@ def key_tokens_for_texts(
         description = f"Finding key tokens ({len(missing)} documents)"
         with tqdm(total=sum(counts.values()), unit="window", desc=description) as bar:
             for i in missing:
-                entry = cache_key(evaluator_id, texts[i], *settings, dtype=dtype)
+                entry = cache_key(evaluator_id, texts[i], *values, dtype=dtype)
                 with cache.lock(entry):
                     found = cache.get(entry)  # a concurrent run may have computed it while we waited
                     if found is None:
-                        found = find_key_tokens(texts[i], model, tokenizer, *settings, progress=bar.update)
+                        found = find_key_tokens(texts[i], model, tokenizer, *values, progress=bar.update)
                         cache.put(entry, found)
                     else:
                         bar.update(counts[i])
@@ -182,7 +180,7 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
         keys = key_tokens_for_texts(
             [d["text"] for d in docs],
             evaluator,
-            **options.settings(),
+            KeySettings(**options.settings()),
             cache=KeyTokenCache(options.key_cache_dir),
             evaluator_id=options.evaluator_id,
             loader=lambda name: load_evaluator(name, options.evaluator_dtype, options.evaluator_device),

@@ -25,13 +25,14 @@ def keytokens(args: dict) -> dict:
     into the key-token cache ``cache``."""
     import torch
 
+    from harness.longppl.formulas import KeySettings
     from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
     from harness.models.tiny import build_tiny_model
 
     torch.set_num_threads(1)  # the same arithmetic in every process: results compared bit for bit
     _start(args)
     evaluator = build_tiny_model(vocab_size=256, hidden=32, max_positions=1024, seed=3, cache_dir=args["models"])
-    keys = key_tokens_for_texts(args["texts"], str(evaluator), trunc_len=32, sliding_window=16, alpha=0.0, beta=-8.0,
+    keys = key_tokens_for_texts(args["texts"], str(evaluator), KeySettings(trunc_len=32, sliding_window=16, alpha=0.0, beta=-8.0),
                                 cache=KeyTokenCache(args["cache"]))
     return {"evaluator": str(evaluator), "keys": [k.to_json() for k in keys]}
 

@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from harness.longppl.span_files import read_span_file, write_span_file
 from harness.data.synthetic import synthetic_reports
 from harness.longppl.formulas import (
+    KeySettings,
     KeyTokens,
     document_stats,
     key_token_mask,
@@ -140,7 +141,7 @@ def test_key_token_progress_counts_window_passes(models, tmp_path, capsys):
     told = []
     find_key_tokens(text, ev, ev_tok, trunc_len=32, sliding_window=16, batch_size=2, progress=told.append)
     assert sum(told) == passes(n, 32, 16) and len(told) > 2  # the long pass, then each forward of short windows
-    key_tokens_for_texts([text, text + " more"], (ev, ev_tok), trunc_len=32, sliding_window=16,
+    key_tokens_for_texts([text, text + " more"], (ev, ev_tok), KeySettings(trunc_len=32, sliding_window=16),
                          cache=KeyTokenCache(tmp_path), evaluator_id="ev")
     bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
     last = [line for line in bar if line.startswith("Finding key tokens (2 documents)")][-1]
@@ -155,16 +156,17 @@ def test_cache_second_run_runs_no_evaluator(models, tmp_path):
     hook = ev.get_decoder().register_forward_pre_hook(lambda *a: calls.append(1))
     try:
         cache = KeyTokenCache(tmp_path)
-        first = key_tokens_for_texts(texts, (ev, ev_tok), **SETTINGS, cache=cache, evaluator_id="ev")
+        first = key_tokens_for_texts(texts, (ev, ev_tok), KeySettings(**SETTINGS), cache=cache, evaluator_id="ev")
         assert calls and len(list(tmp_path.glob("*.json"))) == 2
         calls.clear()
         loaded = []
-        second = key_tokens_for_texts(texts, "never-loaded", **SETTINGS, cache=cache, evaluator_id="ev",
+        second = key_tokens_for_texts(texts, "never-loaded", KeySettings(**SETTINGS), cache=cache, evaluator_id="ev",
                                       loader=lambda name: loaded.append(name))
         assert not calls and not loaded
         assert [k.to_json() for k in second] == [k.to_json() for k in first]
         # any setting change is a different key
-        key_tokens_for_texts(texts[:1], (ev, ev_tok), **{**SETTINGS, "alpha": 0.6}, cache=cache, evaluator_id="ev")
+        key_tokens_for_texts(texts[:1], (ev, ev_tok), KeySettings(**{**SETTINGS, "alpha": 0.6}), cache=cache,
+                             evaluator_id="ev")
         assert calls
     finally:
         hook.remove()
@@ -201,7 +203,8 @@ def test_short_start_bos_differs_and_is_cached_apart(models, text, tmp_path):
     assert found["text"].lcl == found["bos"].lcl and found["text"].lsd != found["bos"].lsd
     cache = KeyTokenCache(tmp_path)
     for s in ("text", "bos"):
-        got = key_tokens_for_texts([text], (ev, ev_tok), **SETTINGS, short_start=s, cache=cache, evaluator_id="ev")
+        got = key_tokens_for_texts([text], (ev, ev_tok), KeySettings(**SETTINGS, short_start=s), cache=cache,
+                                   evaluator_id="ev")
         assert got[0].lsd == found[s].lsd
     assert len(list(tmp_path.glob("*.json"))) == 2
     with pytest.raises(ValueError, match="short_start 'eos' is unknown; allowed: text, bos"):
