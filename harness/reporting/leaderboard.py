@@ -3,7 +3,10 @@ metric with its stderr beside it; CSV, Markdown and a self-contained HTML table 
 Missing metrics are empty cells, never zeros.
 
 Runs are named by :mod:`harness.reporting.labels` (the ``run`` column), as every other report names them. Columns
-come headline first: the scores and perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
+come headline first: each task's or group's effective context length where it has per-length scores
+(:mod:`harness.metrics.context_length`; ``<task>/effective_length`` and ``_rel``, in tokens, 0 when not even the
+shortest length reaches the bar, with a caution when the curve is not monotone within its intervals), the scores and
+perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
 documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
 :mod:`harness.metrics.support`). The Markdown, for people, is the headline scores (the names all runs share in
 its title), the diagnostics, and the cautions, each once with the runs it holds for.
@@ -23,11 +26,15 @@ from typing import Iterable
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
 from harness.reporting.comparability import check_side_by_side
+from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
 CAUTIONS = "cautions"
+# per task or group with per-length scores: its effective context length in tokens (0: not even the shortest length
+# reaches the bar), absolute (RULER's 85.6) and relative (85 % of its shortest length's score)
+EFFECTIVE = ("effective_length", "effective_length_rel")
 
 
 @dataclass
@@ -65,6 +72,9 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     diagnostics = [m for m in every if _is_diagnostic(m, runs)]
     metrics = [m for m in every if m not in diagnostics] + diagnostics
     columns = list(FIXED)
+    curves = curve_tasks(runs)
+    effective = [f"{task}/{name}" for task in curves for name in EFFECTIVE]
+    columns += effective
     for m in metrics:
         columns.append(m)
         if any(m in r.stderrs for r in runs):
@@ -80,10 +90,16 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     rows, cautions = [], {}
     for run, label in zip(runs, run_labels(runs)):
         cautions[label] = [c for found in run.cautions.values() for c in found]
+        found = {task: effective_lengths(run, task) for task in curves}
+        cautions[label] += [f"{task} effective length: {f[0].caution}" for task, f in found.items()
+                            if f is not None and f[0].caution]
         row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
                "model_args": json.dumps(run.model_args, sort_keys=True),
                "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
                CAUTIONS: "; ".join(cautions[label])}
+        for task, f in found.items():
+            for name, value in zip(EFFECTIVE, f or (None, None)):
+                row[f"{task}/{name}"] = "" if value is None else str(value.tokens or 0)
         for m in metrics:
             row[m] = repr(run.metrics[m]) if m in run.metrics else ""
             if f"{m}_stderr" in columns:

@@ -1,6 +1,8 @@
 """``lch plot``: the figures people expect from runs, as PNG (matplotlib, Agg).
 
-* Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration
+* Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration, and in the
+  legend's title each line's effective context lengths (:mod:`harness.metrics.context_length`: absolute at RULER's 85.6,
+  relative at 85 % of its shortest length's score; said where the curve is not monotone within its intervals)
   (latest run; the legend drops the words all configurations share, the title shows them), one panel
   per task or group, from the per-length metrics ``<task>/len_<L>`` that the RULER
   (token counts) and BABILong (k-labels, 1k = 1024 tokens) tasks and groups report. Bars are 95 % confidence
@@ -24,13 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from harness.data.lengths import length_tokens
+from harness.metrics.context_length import (RELATIVE_SHARE, RULER_THRESHOLD, Z95, LengthPoint, effective_length,
+                                            relative_effective_length)
 from harness.core.errors import UsageError
 from harness.core.files import savefig_atomic
 from harness.pic.inference import MODEL_ARGS, Inference
 from harness.pic.methods import PIC_METHODS
 from harness.reporting.labels import SEPARATOR, name_of, run_labels, split_shared
 from harness.reporting.labels import inference_of
+from harness.reporting.curves import length_points
 from harness.reporting.runs import Run, latest_per_configuration
 
 
@@ -39,53 +43,20 @@ def _plot_methods() -> list[str]:
     return [name for name, entry in PIC_METHODS.items() if entry.acts]
 
 
-@dataclass(frozen=True, order=True)
-class LengthPoint:
-    tokens: int
-    name: str  # the length as the task names it: "4096", "4k"
-    score: float
-    stderr: float | None = None
-    n: int | None = None  # the samples the score averages (None: not recorded)
-
-
-Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
-
-
-def samples_at(run: Run, task: str, name: str) -> int | None:
-    """How many samples ``<task>/len_<name>`` averages: the task's ``n_len_<name>``, or the sum over a group's tasks
-    (None when any is unrecorded)."""
-    count = run.metrics.get(f"{task}/n_len_{name}")
-    if count is not None and math.isfinite(count):
-        return int(count)
-    children = run.subtasks.get(task)
-    if not children:
-        return None
-    counts = [samples_at(run, child, name) for child in children]
-    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
 def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
     runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
     moves what they share into its title). Raises ``UsageError`` when no run has one."""
-    prefix = f"{task}/len_"
     chosen, curves = [], []
     for run in latest_per_configuration(runs):
-        points = []
-        for metric, value in run.metrics.items():
-            if not metric.startswith(prefix) or "," in metric or math.isnan(value):
-                continue
-            name = metric[len(prefix):]
-            try:
-                tokens = length_tokens(name)
-            except ValueError:
-                continue
-            points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric), samples_at(run, task, name)))
+        points = length_points(run, task)
         if points:
             chosen.append(run)
-            curves.append(sorted(points))
+            curves.append(points)
     if not curves:
-        raise UsageError(f"no run has per-length metrics {prefix}<length> (RULER / BABILong tasks and groups report them)")
+        raise UsageError(f"no run has per-length metrics {task}/len_<length> (RULER / BABILong tasks and groups report them)")
     return dict(zip(run_labels(chosen), curves))
 
 
@@ -138,7 +109,11 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         # equal scores would draw one series over another: each series is shifted a little along x and has
         # its own marker and line style, so every one stays visible
         dodge = 0.04 if len(curves) > 1 else 0.0
+        effective = []  # each line's effective lengths: absolute (RULER's bar) and relative, written in the panel
         for i, (label, points) in enumerate(zip(short, curves.values())):
+            found = (effective_length(points, RULER_THRESHOLD), relative_effective_length(points))
+            effective.append(f"{label or 'run'}: {found[0].name or 'none'} / {found[1].name or 'none'}"
+                             + (" (not monotone within 95% CIs)" if any(f.caution for f in found) else ""))
             shift = (i - (len(curves) - 1) / 2) * dodge
             xs = [where[p.tokens] + shift for p in points]
             low, high = confidence_bars(points, bounded)
@@ -158,6 +133,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
                    for points in curves.values() for p in points)
         notes = [*(["n: samples per point"] if known_n else []), *(["bars: 95% CI"] if barred else []),
                  *(["no bar: n = 1, samples alike or no stderr"] if bare else [])]
+
         ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:
             # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
@@ -170,7 +146,9 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
             ax.set_ylabel("score")
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        # the legend's title: each line's effective lengths (absolute / relative), its entries the lines
+        ax.legend(fontsize=7, title_fontsize=6, title=f"effective length (>= {RULER_THRESHOLD:g} / >= "
+                  f"{RELATIVE_SHARE:.0%} of the shortest's):\n" + "\n".join(effective))
     return fig
 
 

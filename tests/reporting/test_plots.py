@@ -311,3 +311,15 @@ def test_pic_points_with_appendix_a_averaging_from_logged_samples(tmp_path):
     ntk_ax = fig.axes[0]
     assert sorted(t.get_text() for t in ntk_ax.texts) == ["n=2", "n=3"]
 
+
+
+def test_each_line_says_its_effective_context_lengths():
+    """The legend's title gives each line's effective lengths, computed by hand: line a (1k 95, 2k 90, 4k 80) keeps
+    RULER's 85.6 to 2k and 85 % of 95 = 80.75 to 2k; line b (60, 55, 70 +- 2) never reaches 85.6 and keeps 51 to 4k,
+    but rises from 55 to 70 by more than 1.96 x sqrt(2^2 + 2^2) = 5.5: not monotone."""
+    a = [LengthPoint(1024, "1k", 95.0, 2.0), LengthPoint(2048, "2k", 90.0, 2.0), LengthPoint(4096, "4k", 80.0, 2.0)]
+    b = [LengthPoint(1024, "1k", 60.0, 2.0), LengthPoint(2048, "2k", 55.0, 2.0), LengthPoint(4096, "4k", 70.0, 2.0)]
+    ax = context_figure({"t": {"a": a, "b": b}}).axes[0]
+    assert ax.get_legend().get_title().get_text() == (
+        "effective length (>= 85.6 / >= 85% of the shortest's):\na: 2k / 2k\nb: none / 4k (not monotone within 95% CIs)")
+    assert [t.get_text() for t in ax.get_legend().texts] == ["a", "b"]

@@ -51,8 +51,13 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     assert main(["leaderboard", str(runs / "a"), str(runs / "b"), str(runs / "c"), "-o", str(out),
                  "--sort", "ppl_govreport/ppl"]) == 0
     rows = read_csv(out)
-    assert list(rows[0]) == ["run", "model", "checkpoint", "variant", "model_args", "date", "lch_ruler/len_4096",
+    assert list(rows[0]) == ["run", "model", "checkpoint", "variant", "model_args", "date",
+                             "lch_ruler/effective_length", "lch_ruler/effective_length_rel", "lch_ruler/len_4096",
                              "lch_ruler/len_4096_stderr", "ppl_govreport/ppl", "cautions"]
+    # b's one length scores 60: below RULER's 85.6 (0: no length reaches it), above 85 % of itself (4096); c has
+    # no per-length score: empty
+    assert [(r["lch_ruler/effective_length"], r["lch_ruler/effective_length_rel"]) for r in rows] == [
+        ("0", "4096"), ("", "")]
     # run a is superseded by the later run b of the same configuration; sorted by ppl, lower first
     assert [(r["model_args"], r["ppl_govreport/ppl"], r["lch_ruler/len_4096"], r["lch_ruler/len_4096_stderr"]) for r in rows] == [
         (json.dumps({"pretrained": "m"}), "5.5", "60.0", "1.5"),
@@ -66,8 +71,10 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     md = out.with_suffix(".md").read_text().splitlines()
     # Markdown for people: the shared name in the title, each run by what differs, 4 significant digits, stderr in
     # the cell; no diagnostics section when the runs declare no bookkeeping and carry no caution
-    assert md == ["# Leaderboard: m", "", "| run | lch_ruler/len_4096 | ppl_govreport/ppl |", "|---|---|---|",
-                  "| base model | 60 ± 1.5 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  | 7.25 |"]
+    assert md == ["# Leaderboard: m", "",
+                  "| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/len_4096 | "
+                  "ppl_govreport/ppl |", "|---|---|---|---|---|",
+                  "| base model | 0 | 4096 | 60 ± 1.5 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  |  |  | 7.25 |"]
     page = out.with_suffix(".html").read_text()
     assert page.count("<tr>") == 3 and "addEventListener" in page and "<td>m · base model</td>" in page
     # HTML shows 6 significant digits and sorts by the full value; model_args as words, JSON as tooltip

@@ -1,0 +1,102 @@
+"""Effective context length: the one number a score-vs-length curve gives.
+
+A curve is the per-length scores of a task or group (``len_<L>``, points out of 100, each with its standard error
+and sample count). Two readings, as the long-context benchmarks define them:
+
+* **absolute** (RULER's leaderboard): the longest length whose score, and the score of every shorter length,
+  is at least a threshold the task declares; RULER's is :data:`RULER_THRESHOLD`, Llama-2-7B's score at 4k;
+* **relative** (NoLiMa's): the same with the threshold :data:`RELATIVE_SHARE` of the curve's own score at its
+  shortest length.
+
+``None`` when the shortest length already scores below the threshold. The value rests on the lengths measured: a
+run at 1k and 2k cannot say 8k, and every result names the lengths and the samples it rests on. A curve that is not
+monotone within its intervals (a longer length scoring above a shorter one by more than the 95 % interval of their
+difference) carries a caution: there the prefix rule reads noise or a task that gets easier with length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+RULER_THRESHOLD = 85.6  # RULER: Llama-2-7B's average score at 4k tokens, the leaderboard's bar
+RELATIVE_SHARE = 0.85  # NoLiMa: the longest length keeping 85 % of the model's own short-length score
+Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+@dataclass(frozen=True, order=True)
+class LengthPoint:
+    """One point of a curve: the length in tokens, as the task names it (``4096``, ``4k``), the score, its standard
+    error and the samples it averages (None: not recorded)."""
+
+    tokens: int
+    name: str
+    score: float
+    stderr: float | None = None
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class EffectiveLength:
+    """The effective length of one curve under one threshold: the length (its name and tokens; None when the shortest
+    length is already below), the threshold and how it was set (``absolute`` | ``relative``), the lengths and sample
+    counts it rests on, and the caution when the curve is not monotone within its intervals."""
+
+    kind: str
+    threshold: float
+    name: str | None
+    tokens: int | None
+    lengths: tuple[str, ...]
+    n: tuple[int | None, ...]
+    caution: str | None = None
+
+    def words(self) -> str:
+        """``2k (>= 85.6 at 1k, 2k; n 25, 25)``, or ``below 85.6 at 1k`` when none."""
+        counts = ", ".join("?" if n is None else str(n) for n in self.n)
+        where = f"{self.threshold:g} at {', '.join(self.lengths)}; n {counts}"
+        return f"{self.name} (>= {where})" if self.name else f"none (below {where})"
+
+
+def _rises(points: Sequence[LengthPoint]) -> list[tuple[LengthPoint, LengthPoint]]:
+    """Pairs (shorter, longer) where the longer length scores above the shorter one beyond the 95 % interval of the
+    difference (independent samples: the standard errors add in quadrature); none where a standard error is
+    unknown."""
+    out = []
+    for i, short in enumerate(points):
+        for long in points[i + 1:]:
+            if short.stderr is None or long.stderr is None:
+                continue
+            spread = Z95 * math.sqrt(short.stderr ** 2 + long.stderr ** 2)
+            if long.score - short.score > spread:
+                out.append((short, long))
+    return out
+
+
+def effective_length(points: Sequence[LengthPoint], threshold: float, kind: str = "absolute") -> EffectiveLength:
+    """The longest length ``L`` of ``points`` such that the score at ``L`` and at every shorter length is at least
+    ``threshold`` (module docstring); the points are sorted by tokens here. An empty curve is a ``ValueError``."""
+    curve = sorted(points)
+    if not curve:
+        raise ValueError("an effective length needs at least one length with a score")
+    passed = None
+    for point in curve:
+        if point.score < threshold or math.isnan(point.score):
+            break
+        passed = point
+    rises = _rises(curve)
+    caution = None
+    if rises:
+        short, long = rises[0]
+        caution = (f"not monotone: {long.name} scores {long.score:.1f} above {short.name}'s {short.score:.1f} beyond "
+                   "their 95 % intervals")
+    return EffectiveLength(kind, threshold, passed.name if passed else None, passed.tokens if passed else None,
+                           tuple(p.name for p in curve), tuple(p.n for p in curve), caution)
+
+
+def relative_effective_length(points: Sequence[LengthPoint], share: float = RELATIVE_SHARE) -> EffectiveLength:
+    """:func:`effective_length` with the threshold ``share`` x the score at the shortest length."""
+    curve = sorted(points)
+    if not curve:
+        raise ValueError("an effective length needs at least one length with a score")
+    return effective_length(curve, share * curve[0].score, "relative")
