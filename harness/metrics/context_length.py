@@ -6,7 +6,7 @@ and sample count). Two readings, as the long-context benchmarks define them:
 * **absolute** (RULER's leaderboard): the longest length whose score, and the score of every shorter length,
   is at least a threshold the task declares; RULER's is :data:`RULER_THRESHOLD`, Llama-2-7B's score at 4k;
 * **relative** (NoLiMa's): the same with the threshold :data:`RELATIVE_SHARE` of the curve's own score at its
-  shortest length.
+  shortest length (none when that score is 0: there is nothing to keep a share of).
 
 ``None`` when the shortest length already scores below the threshold. The value rests on the lengths measured: a
 run at 1k and 2k cannot say 8k, and every result names the lengths and the samples it rests on. A curve that is not
@@ -99,4 +99,7 @@ def relative_effective_length(points: Sequence[LengthPoint], share: float = RELA
     curve = sorted(points)
     if not curve:
         raise ValueError("an effective length needs at least one length with a score")
+    if not curve[0].score > 0:  # nothing to keep a share of: every later length would pass a threshold of 0
+        return EffectiveLength("relative", 0.0, None, None, tuple(p.name for p in curve), tuple(p.n for p in curve),
+                               f"no relative length: {curve[0].name} scores {curve[0].score:g}")
     return effective_length(curve, share * curve[0].score, "relative")

@@ -113,7 +113,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         for i, (label, points) in enumerate(zip(short, curves.values())):
             found = (effective_length(points, RULER_THRESHOLD), relative_effective_length(points))
             effective.append(f"{label or 'run'}: {found[0].name or 'none'} / {found[1].name or 'none'}"
-                             + (" (not monotone within 95% CIs)" if any(f.caution for f in found) else ""))
+                             + (" (not monotone within 95% CIs)" if found[0].caution else ""))
             shift = (i - (len(curves) - 1) / 2) * dodge
             xs = [where[p.tokens] + shift for p in points]
             low, high = confidence_bars(points, bounded)

@@ -46,3 +46,11 @@ def test_a_rise_beyond_the_intervals_is_a_caution():
     # without standard errors nothing can be said about noise: no caution
     bare = [LengthPoint(p.tokens, p.name, p.score) for p in curve]
     assert effective_length(bare, RULER_THRESHOLD).caution is None
+
+
+def test_no_relative_length_when_the_shortest_length_scores_nothing():
+    """85 % of 0 is 0, which every length passes: a curve at 0 everywhere has no relative length, and says why."""
+    zeros = [LengthPoint(1024, "1k", 0.0, 0.0, 4), LengthPoint(2048, "2k", 0.0, 0.0, 4)]
+    found = relative_effective_length(zeros)
+    assert (found.name, found.tokens, found.caution) == (None, None, "no relative length: 1k scores 0")
+    assert effective_length(zeros, RULER_THRESHOLD).name is None
