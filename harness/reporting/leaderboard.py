@@ -9,7 +9,8 @@ shortest length reaches the bar, with a caution when the curve is not monotone w
 perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
 documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
 :mod:`harness.metrics.support`). The Markdown, for people, is the headline scores (the names all runs share in
-its title), the diagnostics, and the cautions, each once with the runs it holds for.
+its title) of the groups and of the tasks in no group, then the tasks of the groups, the diagnostics, and the
+cautions, each once with the runs it holds for.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Leaderboard:
     rows: list[dict[str, str]]
     diagnostics: list[str]
     cautions: dict[str, list[str]] = field(default_factory=dict)  # run label -> its cautions
+    subtasks: list[str] = field(default_factory=list)  # metric columns of tasks that a group of these runs holds
 
     @property
     def metrics(self) -> list[str]:
@@ -53,7 +55,9 @@ class Leaderboard:
 
     @property
     def headline(self) -> list[str]:
-        return [m for m in self.metrics if m not in self.diagnostics]
+        """The metrics a reader wants first: scores and perplexities of the groups and of the tasks in no group (a
+        group's tasks are a section away: :attr:`subtasks`), not the diagnostics."""
+        return [m for m in self.metrics if m not in self.diagnostics and m not in self.subtasks]
 
 
 def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
@@ -105,7 +109,10 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
             if f"{m}_stderr" in columns:
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
-    return Leaderboard(columns, rows, diagnostics, cautions)
+    members = {task for run in runs for tasks in run.subtasks.values() for task in tasks}
+    subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
+                and m not in diagnostics]
+    return Leaderboard(columns, rows, diagnostics, cautions, subtasks)
 
 
 def to_csv(board: Leaderboard) -> str:
@@ -152,6 +159,12 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     lines = [f"# Leaderboard{': ' + title if title else ''}", ""]
     lines += _table(["run", *metrics], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics)]
                                         for name, r in zip(names, board.rows)])
+    subtasks = [m for m in board.subtasks if m not in metrics] if headline is None else []
+    if subtasks:
+        lines += ["", "## Tasks of the groups", "", "Each group's tasks, the group above (every column is in the CSV "
+                                                     "and HTML too).", ""]
+        lines += _table(["run", *subtasks], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in subtasks)]
+                                             for name, r in zip(names, board.rows)])
     diagnostics = [m for m in board.diagnostics if m not in metrics]
     if diagnostics:
         lines += ["", "## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "

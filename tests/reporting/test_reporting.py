@@ -474,3 +474,31 @@ def test_no_count_of_any_task_of_ours_is_gated(tmp_path, capsys):
     assert main(["regress", str(run(tmp_path / "a", 4)), "--baseline", str(baseline), "--update-baseline"]) == 0
     assert list(json.loads(baseline.read_text())["metrics"]) == ["longbench_write/quality"]
     assert main(["regress", str(run(tmp_path / "b", 2)), "--baseline", str(baseline)]) == 0
+
+
+def test_leaderboard_markdown_puts_groups_and_perplexities_first_and_the_groups_tasks_a_section_away(tmp_path):
+    """A run of the lch_ruler group (two tasks) and ppl_govreport: the Markdown's first table holds the group's
+    effective lengths, per-length score and score and the perplexity; the two tasks' columns come in their own
+    section; the CSV keeps every column."""
+    results = {"lch_ruler": {"len_4096,none": 90.0, "score,none": 90.0},
+               "lch_ruler_niah_single_1": {"len_4096,none": 100.0, "score,none": 100.0},
+               "lch_ruler_vt": {"len_4096,none": 80.0, "score,none": 80.0},
+               "ppl_govreport": {"ppl,none": 5.5}}
+    path = write_run(tmp_path / "a", {"pretrained": "m"}, 100.0, results, DIRS)
+    data = json.loads(path.read_text())
+    data["group_subtasks"] = {"lch_ruler": ["lch_ruler_niah_single_1", "lch_ruler_vt"]}
+    path.write_text(json.dumps(data))
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(tmp_path / "a"), "-o", str(out)]) == 0
+    md = out.with_suffix(".md").read_text().splitlines()
+    assert md[2] == ("| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/len_4096 | "
+                     "lch_ruler/score | ppl_govreport/ppl |")
+    assert md[0] == "# Leaderboard" and md[4] == "| m · base model | 4096 | 4096 | 90 | 90 | 5.5 |"
+    assert md[6] == "## Tasks of the groups"
+    assert md[10] == ("| run | lch_ruler_niah_single_1/effective_length | lch_ruler_niah_single_1/effective_length_rel | "
+                      "lch_ruler_vt/effective_length | lch_ruler_vt/effective_length_rel | lch_ruler_niah_single_1/len_4096 | "
+                      "lch_ruler_niah_single_1/score | lch_ruler_vt/len_4096 | lch_ruler_vt/score |")
+    # vt's one length scores 80: below 85.6 (0), within 85 % of itself (4096)
+    assert md[12] == "| m · base model | 4096 | 4096 | 0 | 4096 | 100 | 100 | 80 | 80 |"
+    # the CSV: 6 fixed columns, 2 effective lengths for each of 3 curves, 7 metrics, the cautions
+    assert len(read_csv(out)[0]) == 6 + 2 * 3 + 7 + 1
