@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
-from typing import Any, Iterable
+from typing import Any
 
 from harness.core.errors import UsageError
 
@@ -104,5 +104,3 @@ def run_options(args: argparse.Namespace) -> int:
     print(model_options(args.model) if args.model else task_options(args.task))
     return 0
 
-
-__all__: Iterable[str] = ["add", "task_options", "model_options", "option_rows"]

@@ -180,7 +180,7 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
         keys = key_tokens_for_texts(
             [d["text"] for d in docs],
             evaluator,
-            KeySettings(**options.settings()),
+            options,  # a KeySettings: K, d, alpha, beta, short_start
             cache=KeyTokenCache(options.key_cache_dir),
             evaluator_id=options.evaluator_id,
             loader=lambda name: load_evaluator(name, options.evaluator_dtype, options.evaluator_device),

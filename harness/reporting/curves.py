@@ -7,11 +7,10 @@ from __future__ import annotations
 import math
 
 from harness.data.lengths import length_tokens
+from harness.metrics.catalogue import LENGTH_PREFIX
 from harness.metrics.context_length import (RULER_THRESHOLD, EffectiveLength, LengthPoint, effective_length,
                                             relative_effective_length)
 from harness.reporting.runs import Run
-
-LENGTH_PREFIX = "len_"
 
 
 def samples_at(run: Run, task: str, name: str) -> int | None:
