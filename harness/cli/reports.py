@@ -190,6 +190,7 @@ def run_plot(args: argparse.Namespace) -> int:
         plot_context,
         plot_pic,
     )
+    from harness.reporting.curves import declared_threshold
     from harness.reporting.runs import load_runs
 
     allow = parse_allow(args.allow)
@@ -197,7 +198,8 @@ def run_plot(args: argparse.Namespace) -> int:
         runs, _ = load_runs(args.runs)
         check_side_by_side(runs, allow)
         curves = {task: context_curves(runs, task) for task in args.task}
-        path = plot_context(curves, args.output or "reports/context_length.png")
+        bars = {task: declared_threshold(runs[-1], task) for task in args.task}  # what the newest run declared
+        path = plot_context(curves, args.output or "reports/context_length.png", bars)
         for task, by_label in curves.items():
             for label, points in by_label.items():
                 print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))

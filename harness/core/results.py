@@ -7,7 +7,9 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
   :data:`VARIANT` (the checkpoint's variant file, or null), :data:`EVALUATED_AS` (that variant in words), and
   :data:`DEVICE_ASKED` (lm-eval's ``--device`` when the model ran elsewhere: ``config.device`` says where it ran);
 * the top level (after a run of ours, :mod:`harness.plugin.aggregations`): :data:`ABSENT` (``{task: {metric: why
-  it was not computed}}``) and :data:`CAUTIONS` (``{task: [sentence, ...]}``);
+  it was not computed}}``), :data:`CAUTIONS` (``{task: [sentence, ...]}``) and :data:`EFFECTIVE_LENGTH` (``{task or
+  group: {"absolute": {...}, "relative": {...}}}`` for each curve of ``len_<L>`` scores:
+  :mod:`harness.metrics.context_length`);
 * ``configs.<task>.metadata`` (each task of ours, :class:`harness.tasks.base.LchTask`): :data:`CONFIGURATION`
   (what it measured with, compared by every report), :data:`METRIC_ROLES` (``{metric: perplexity | bookkeeping |
   score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
@@ -23,6 +25,7 @@ EVALUATED_AS = "lch_evaluated_as"
 DEVICE_ASKED = "lch_device_asked"
 ABSENT = "lch_absent"
 CAUTIONS = "lch_cautions"
+EFFECTIVE_LENGTH = "lch_effective_length"
 CONFIGURATION = "lch_configuration"
 METRIC_ROLES = "lch_metric_roles"
 SUPPORT = "lch_support"

@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 from harness.core.errors import UsageError
 from harness.core.options import MAX_TOKENS, option
+from harness.data.truncation import TruncationOptions
+from harness.metrics.context_length import CurveOptions
 
 DEFAULT_MAX_LENGTH = 2048  # lm-eval's HFLM fallback when neither model_args nor the config give one
 
@@ -91,8 +93,10 @@ class ModelKeys:
 
 
 @dataclass(frozen=True)
-class PromptOptions(ModelKeys):
-    """Options of tasks that fit prompts to a token budget in the evaluated tokenizer (RULER, BABILong)."""
+class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
+    """Options of tasks that fit prompts to a token budget in the evaluated tokenizer (RULER, BABILong), cut the ones
+    that still do not fit the model (``truncation``) and read their per-length scores against a bar
+    (``effective_threshold``)."""
 
     chat_template: bool = option(False, "fit samples with the chat template counted (set it with --apply_chat_template)")
 

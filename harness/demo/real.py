@@ -145,8 +145,8 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         save_run(results, out / "runs" / slug(name))
         rows.append(summary_row(name, pic_args, results, lengths, time.perf_counter() - t0))
     headline = [f"{GROUP}/score", *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
-                "longppl_govreport/longppl", "longppl_govreport/ppl", "longppl_govreport/n_key_tokens"]
-    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl", headline=headline)
+                "longppl_govreport/longppl", "longppl_govreport/ppl_nobos", "longppl_govreport/n_key_tokens"]
+    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl_nobos", headline=headline)
     paths += long_context_reports(out)
     summary = {"model": str(model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
                "lengths": list(lengths), "num_samples": num_samples,
@@ -177,7 +177,7 @@ def summary_row(name: str, pic_args: dict, run: dict, lengths, seconds: float) -
         "ruler": {length_label(x): mean_at(RULER_TASKS, f"len_{length_tokens(x)}") for x in parsed},
         "babilong": {length_label(x): mean_at(BABILONG_TASKS, f"len_{length_label(x)}") for x in parsed},
         "long_context_score": results[GROUP]["score,none"],
-        "ppl": lp["ppl,none"], "longppl": lp["longppl,none"], "n_key_tokens": int(lp["n_key_tokens,none"]),
+        "ppl": lp["ppl_nobos,none"], "longppl": lp["longppl,none"], "n_key_tokens": int(lp["n_key_tokens,none"]),
         "n_tokens": int(lp["n_tokens,none"]), "seconds": round(seconds, 1),
     }
 
@@ -191,7 +191,7 @@ def long_context_reports(out: Path) -> list[Path]:
     runs, _ = load_runs([out / "runs"])
     curves = {task: context_curves(runs, task) for task in RULER_TASKS + BABILONG_TASKS}
     paths = [plot_context(curves, out / "context_length.png")]
-    for x in ("longppl_govreport/longppl", "longppl_govreport/ppl"):
+    for x in ("longppl_govreport/longppl", "longppl_govreport/ppl_nobos"):
         png, _ = write_report(runs, x, f"{GROUP}/score", out / "correlation")
         paths.append(png)
     return paths

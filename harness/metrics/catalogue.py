@@ -22,6 +22,8 @@ from dataclasses import dataclass
 ROLES = ("perplexity", "bookkeeping", "score")
 COUNT_PREFIX = "n_"
 LENGTH_PREFIX = "len_"
+# what a task's truncation policy did (harness/data/truncation.py), per task and per length (<name>_len_<L>)
+TRUNCATION_COUNTS = ("n_truncated", "n_truncated_tokens", "n_skipped")
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,10 @@ def _bookkeeping(meaning: str, higher_is_better: bool = False) -> MetricInfo:
 
 METRICS: dict[str, MetricInfo] = {
     # perplexities
-    "ppl": _perplexity("token-level perplexity: exp of the summed NLL over the scored tokens, pooled over documents"),
+    "ppl": _perplexity("token-level perplexity: exp of the summed NLL over the scored tokens, pooled over documents "
+                       "(the text tokenised as the model's tokenizer does: its BOS first where it adds one)"),
+    "ppl_nobos": _perplexity("the same perplexity under LongPPL's protocol [004]: the text without a BOS token, the "
+                             "tokens LongPPL scores (equal to ppl for a tokenizer that adds no BOS)"),
     "longppl": _perplexity("LongPPL [004]: perplexity on the key tokens an evaluator model picks (LSD > alpha, "
                            "LCL > beta)"),
     "longppl_soft": _perplexity("LongPPL-soft [004]: perplexity with every token weighted by its capped LSD"),
@@ -77,8 +82,14 @@ METRICS: dict[str, MetricInfo] = {
     "docs_skipped": _bookkeeping("documents skipped as shorter than min_tokens"),
     "key_spans_dropped": _bookkeeping("key-token spans that matched no token of the evaluated model"),
     "docs_without_key_tokens": _bookkeeping("documents in which the evaluator found no key token"),
+    # TRUNCATION_COUNTS
+    "n_truncated": _bookkeeping("samples whose prompt the task's truncation policy cut to fit the model"),
+    "n_truncated_tokens": _bookkeeping("prompt tokens the truncation policy removed, summed over samples"),
+    "n_skipped": _bookkeeping("over-long samples left unscored (truncation=skip, or too long to cut): not in any score"),
 }
-FAMILIES: dict[str, MetricInfo] = {
+FAMILIES: dict[str, MetricInfo] = {  # the first prefix that matches names the metric: longer prefixes first
+    **{f"{name}_{LENGTH_PREFIX}": _bookkeeping(f"{name} of the samples of one length")
+       for name in TRUNCATION_COUNTS},
     LENGTH_PREFIX: _score("the task's score on the samples of one length, len_<length>"),
     COUNT_PREFIX: _bookkeeping("a count: n_<what> (tokens, documents, samples, judged samples, samples of a length)",
                                True),

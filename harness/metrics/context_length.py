@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
+
+from harness.core.options import option
+from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
 
 RULER_THRESHOLD = 85.6  # RULER: Llama-2-7B's average score at 4k tokens, the leaderboard's bar
 RELATIVE_SHARE = 0.85  # NoLiMa: the longest length keeping 85 % of the model's own short-length score
 Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    """The bar a task's per-length scores are read against (its effective length; module docstring)."""
+
+    effective_threshold: float = option(RULER_THRESHOLD, "score (0-100) a length and every shorter one must reach to "
+                                        "count in the effective length (default RULER's bar, Llama-2-7B at 4k)",
+                                        low=0.0, high=100.0, measures=False)  # how scores are read, not made
 
 
 @dataclass(frozen=True, order=True)
@@ -103,3 +115,43 @@ def relative_effective_length(points: Sequence[LengthPoint], share: float = RELA
         return EffectiveLength("relative", 0.0, None, None, tuple(p.name for p in curve), tuple(p.n for p in curve),
                                f"no relative length: {curve[0].name} scores {curve[0].score:g}")
     return effective_length(curve, share * curve[0].score, "relative")
+
+
+def samples_at(task: str, name: str, metrics: Mapping[str, float], subtasks: Mapping[str, Sequence[str]]) -> int | None:
+    """How many samples ``<task>/len_<name>`` averages: the task's ``<task>/n_len_<name>`` in ``metrics``, or the sum
+    over a group's tasks (``subtasks``: group -> its tasks); None when any is unrecorded."""
+    count = metrics.get(f"{task}/{COUNT_PREFIX}{LENGTH_PREFIX}{name}")
+    if count is not None and math.isfinite(count):
+        return int(count)
+    children = subtasks.get(task)
+    if not children:
+        return None
+    counts = [samples_at(child, name, metrics, subtasks) for child in children]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+def curve_points(task: str, metrics: Mapping[str, float], stderrs: Mapping[str, float],
+                 subtasks: Mapping[str, Sequence[str]], tokens: Callable[[str], int]) -> list[LengthPoint]:
+    """The curve of ``task``, sorted by length: each ``<task>/len_<L>`` of ``metrics`` that is a number, with its
+    stderr (``stderrs``, same names) and sample count (:func:`samples_at`); ``tokens`` reads a length's name
+    (``4k`` -> 4096) and raises ``ValueError`` for a name that is no length."""
+    prefix = f"{task}/{LENGTH_PREFIX}"
+    points = []
+    for metric, value in metrics.items():
+        if not metric.startswith(prefix) or "," in metric or math.isnan(value):
+            continue
+        name = metric[len(prefix):]
+        try:
+            length = tokens(name)
+        except ValueError:
+            continue
+        points.append(LengthPoint(length, name, value, stderrs.get(metric), samples_at(task, name, metrics, subtasks)))
+    return sorted(points)
+
+
+def effective_lengths(points: Sequence[LengthPoint], threshold: float = RULER_THRESHOLD
+                      ) -> tuple[EffectiveLength, EffectiveLength] | None:
+    """``(absolute at threshold, relative)`` effective lengths of a curve; None when it has no point."""
+    if not points:
+        return None
+    return effective_length(points, threshold), relative_effective_length(points)

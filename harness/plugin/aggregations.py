@@ -50,6 +50,52 @@ def record_cautions(results: dict) -> dict[str, list[str]]:
     return found
 
 
+def record_effective_lengths(results: dict) -> dict[str, dict]:
+    """The effective context length of every task and group with ``len_<L>`` scores in lm-eval's results object
+    (:func:`harness.metrics.context_length.effective_lengths`, at the threshold the task declared in its options,
+    ``effective_threshold``; a group's when its tasks share one), written under
+    :data:`harness.core.results.EFFECTIVE_LENGTH` as ``{task: {"absolute": {...}, "relative": {...}}}``; a curve not
+    monotone within its intervals adds its caution to the task's cautions."""
+    from dataclasses import asdict
+
+    from harness.data.lengths import length_tokens
+    from harness.metrics.context_length import RULER_THRESHOLD, curve_points, effective_lengths
+
+    metrics: dict[str, float] = {}
+    stderrs: dict[str, float] = {}
+    for task, values in (results.get("results") or {}).items():
+        for key, value in (values or {}).items() if isinstance(values, dict) else ():
+            name, _, flt = str(key).partition(",")
+            if flt != "none" or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if name.endswith("_stderr"):
+                stderrs[f"{task}/{name[:-len('_stderr')]}"] = float(value)
+            else:
+                metrics[f"{task}/{name}"] = float(value)
+    subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
+                if isinstance(ts, list)}
+    configs = results.get("configs") or {}
+
+    def threshold(task: str) -> float:
+        declared = {(((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold"))
+                    for t in subtasks.get(task) or [task]}
+        value = declared.pop() if len(declared) == 1 else None
+        return float(value) if isinstance(value, (int, float)) else RULER_THRESHOLD
+
+    out: dict[str, dict] = {}
+    for task in sorted({m.split("/", 1)[0] for m in metrics}):
+        found = effective_lengths(curve_points(task, metrics, stderrs, subtasks, length_tokens), threshold(task))
+        if found is None:
+            continue
+        out[task] = {length.kind: asdict(length) for length in found}
+        caution = found[0].caution
+        if caution:
+            results.setdefault(keys.CAUTIONS, {}).setdefault(task, []).append(f"{task} effective length: {caution}")
+            log.warning("caution: %s effective length: %s", task, caution)
+    results[keys.EFFECTIVE_LENGTH] = out
+    return out
+
+
 _incomplete: list[str] = []  # what a run of this process could not compute for a failed service (report_incomplete)
 
 
@@ -118,6 +164,7 @@ def finish_results(results: dict) -> dict:
         for metric, why in metrics.items():
             log.warning("%s/%s left out of the results: %s", task, metric, why)
     record_cautions(results)
+    record_effective_lengths(results)
     config = results.get("config")
     ran_on = (config.get(keys.RUN) or {}).get("device") if isinstance(config, dict) else None
     if ran_on and config.get("device") != ran_on:  # lm-eval records its --device (cuda:0 by default, on a CPU too)

@@ -1,45 +1,26 @@
 """Score-vs-length curves of a run, read from its results: the points of a task or group (``<task>/len_<L>`` with
 their stderr and sample counts) and their effective context lengths (:mod:`harness.metrics.context_length`), for
-``lch plot context`` and ``lch leaderboard``."""
+``lch plot context`` and ``lch leaderboard``. The threshold is the one the task declared (its configuration's
+``effective_threshold``; a group's when all its tasks declare one; RULER's bar otherwise)."""
 
 from __future__ import annotations
 
-import math
-
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import LENGTH_PREFIX
-from harness.metrics.context_length import (RULER_THRESHOLD, EffectiveLength, LengthPoint, effective_length,
-                                            relative_effective_length)
+from harness.metrics.context_length import RULER_THRESHOLD, EffectiveLength, LengthPoint, curve_points
+from harness.metrics.context_length import effective_lengths as curve_effective_lengths
+from harness.metrics.context_length import samples_at as _samples_at
 from harness.reporting.runs import Run
 
 
 def samples_at(run: Run, task: str, name: str) -> int | None:
-    """How many samples ``<task>/len_<name>`` averages: the task's ``n_len_<name>``, or the sum over a group's tasks
-    (None when any is unrecorded)."""
-    count = run.metrics.get(f"{task}/n_len_{name}")
-    if count is not None and math.isfinite(count):
-        return int(count)
-    children = run.subtasks.get(task)
-    if not children:
-        return None
-    counts = [samples_at(run, child, name) for child in children]
-    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+    """How many samples ``<task>/len_<name>`` averages (:func:`harness.metrics.context_length.samples_at`)."""
+    return _samples_at(task, name, run.metrics, run.subtasks)
 
 
 def length_points(run: Run, task: str) -> list[LengthPoint]:
     """The run's points of ``task`` sorted by length: each ``<task>/len_<L>`` that is a number and names a length."""
-    prefix = f"{task}/{LENGTH_PREFIX}"
-    points = []
-    for metric, value in run.metrics.items():
-        if not metric.startswith(prefix) or "," in metric or math.isnan(value):
-            continue
-        name = metric[len(prefix):]
-        try:
-            tokens = length_tokens(name)
-        except ValueError:
-            continue
-        points.append(LengthPoint(tokens, name, value, run.stderrs.get(metric), samples_at(run, task, name)))
-    return sorted(points)
+    return curve_points(task, run.metrics, run.stderrs, run.subtasks, length_tokens)  # its UsageError is a ValueError
 
 
 def curve_tasks(runs: list[Run]) -> list[str]:
@@ -48,10 +29,15 @@ def curve_tasks(runs: list[Run]) -> list[str]:
                    if "/" in m and m.split("/", 1)[1].startswith(LENGTH_PREFIX) and "," not in m})
 
 
-def effective_lengths(run: Run, task: str, threshold: float = RULER_THRESHOLD
+def declared_threshold(run: Run, task: str) -> float:
+    """The threshold ``task`` declared in ``run`` (a group: the one its tasks share), else RULER's."""
+    declared = {run.configurations.get(t, {}).get("effective_threshold") for t in run.subtasks.get(task) or [task]}
+    return float(declared.pop()) if len(declared) == 1 and None not in declared else RULER_THRESHOLD
+
+
+def effective_lengths(run: Run, task: str, threshold: float | None = None
                       ) -> tuple[EffectiveLength, EffectiveLength] | None:
-    """``(absolute, relative)`` effective lengths of the run's ``task`` curve; None when it has no point."""
-    points = length_points(run, task)
-    if not points:
-        return None
-    return effective_length(points, threshold), relative_effective_length(points)
+    """``(absolute, relative)`` effective lengths of the run's ``task`` curve (``threshold``: the declared one when
+    None); None when it has no point."""
+    return curve_effective_lengths(length_points(run, task),
+                                   declared_threshold(run, task) if threshold is None else threshold)

@@ -1,7 +1,7 @@
 """``lch plot``: the figures people expect from runs, as PNG (matplotlib, Agg).
 
 * Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration, and in the
-  legend's title each line's effective context lengths (:mod:`harness.metrics.context_length`: absolute at RULER's 85.6,
+  legend's title each line's effective context lengths (:mod:`harness.metrics.context_length`: absolute at the task's declared bar (RULER's 85.6 by default),
   relative at 85 % of its shortest length's score; said where the curve is not monotone within its intervals)
   (latest run; the legend drops the words all configurations share, the title shows them), one panel
   per task or group, from the per-length metrics ``<task>/len_<L>`` that the RULER
@@ -85,14 +85,15 @@ _LINES = ("-", "--", "-.", ":")
 SCORE_RANGE = (0.0, 100.0)  # the range of a per-length score (<task>/len_<L>: points out of 100)
 
 
-def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path) -> Path:
+def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path,
+                 thresholds: dict[str, float] | None = None) -> Path:
     """Writes :func:`context_figure` as PNG."""
-    return save_png(context_figure(curves_by_task), path)
+    return save_png(context_figure(curves_by_task, thresholds), path)
 
 
-def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
+def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thresholds: dict[str, float] | None = None):
     """One panel per task: score (y) vs context length (x), one line per configuration, 95 % CI bars, n per point
-    (module docstring)."""
+    (module docstring); ``thresholds``: each task's declared effective-length bar (RULER's where none)."""
     plt = pyplot()
     n = len(curves_by_task)
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
@@ -109,9 +110,10 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         # equal scores would draw one series over another: each series is shifted a little along x and has
         # its own marker and line style, so every one stays visible
         dodge = 0.04 if len(curves) > 1 else 0.0
-        effective = []  # each line's effective lengths: absolute (RULER's bar) and relative, written in the panel
+        bar = (thresholds or {}).get(task, RULER_THRESHOLD)
+        effective = []  # each line's effective lengths: absolute (the task's bar) and relative, written in the panel
         for i, (label, points) in enumerate(zip(short, curves.values())):
-            found = (effective_length(points, RULER_THRESHOLD), relative_effective_length(points))
+            found = (effective_length(points, bar), relative_effective_length(points))
             effective.append(f"{label or 'run'}: {found[0].name or 'none'} / {found[1].name or 'none'}"
                              + (" (not monotone within 95% CIs)" if found[0].caution else ""))
             shift = (i - (len(curves) - 1) / 2) * dodge
@@ -147,7 +149,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]]):
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
         ax.grid(alpha=0.3)
         # the legend's title: each line's effective lengths (absolute / relative), its entries the lines
-        ax.legend(fontsize=7, title_fontsize=6, title=f"effective length (>= {RULER_THRESHOLD:g} / >= "
+        ax.legend(fontsize=7, title_fontsize=6, title=f"effective length (>= {bar:g} / >= "
                   f"{RELATIVE_SHARE:.0%} of the shortest's):\n" + "\n".join(effective))
     return fig
 

@@ -216,6 +216,11 @@ class LchTask(ConfigurableTask):
         assert declaration is not None, "only classes with a REQUEST_TYPE build requests of ours"
         return declaration.arguments(self.request_text(doc, ctx), self.request_options(doc))
 
+    def prompt_to_send(self, doc: dict, ctx: Any) -> Any:
+        """The prompt sent for ``doc`` once lm-eval built ``ctx`` and it was counted (default: ``ctx``; tasks that
+        cut over-long prompts themselves return the cut one)."""
+        return ctx
+
     def request_text(self, doc: dict, ctx: Any) -> str:
         """The text of one document's request (default: the YAML's ``doc_to_target``)."""
         return self.doc_to_target(doc)
@@ -248,6 +253,7 @@ class LchTask(ConfigurableTask):
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         if self.COUNTS_PROMPT:
             self.record_prompt(doc, ctx)
+            ctx = self.prompt_to_send(doc, ctx)
         if self.REQUEST_TYPE is None:
             return super().construct_requests(doc, ctx, **kwargs)
         for key in ("apply_chat_template", "chat_template"):  # lm-eval passes them; our requests take none

@@ -9,7 +9,15 @@ samples at a target length (RULER, BABILong) also report ``over_target`` (prompt
 they were fitted to, which happens when a run applies a chat template the generator was not told about:
 ``--metadata '{"chat_template": true}'``).
 
-:class:`PerLengthTask` adds one score per sample length, ``len_<length>``, next to the overall ``score``;
+Truncation is the task's, not the engine's (:mod:`harness.data.truncation`): a prompt longer than ``max_length -
+max_gen_toks`` is cut by the task's ``truncation`` option (``left | middle | right | skip``) before the request is
+built, identically on every engine, and counted: ``n_truncated`` (samples cut), ``n_truncated_tokens`` (tokens
+removed), ``n_skipped`` (samples left unscored: their score leaves the denominator). A skipped sample still sends a
+request (lm-eval wants one response per document): a :data:`SKIP_PLACEHOLDER_TOKENS`-token placeholder that
+generates one token, never scored.
+
+:class:`PerLengthTask` adds one score per sample length, ``len_<length>``, next to the overall ``score``, and the
+truncation counts per length (``n_truncated_len_<L>``, ``n_truncated_tokens_len_<L>``, ``n_skipped_len_<L>``);
 the lengths come from the options' ``lengths``.
 """
 
@@ -21,17 +29,69 @@ from typing import Any
 from lm_eval.api.metrics import mean as lm_eval_mean
 
 from harness.data.lengths import length_tokens
+from harness.data.truncation import Fitted, prompt_fitter
+from harness.metrics.catalogue import TRUNCATION_COUNTS
 from harness.metrics.pooling import total
 from harness.metrics.support import Support, samples_support
-from harness.tasks.base import LchTask
+from harness.tasks.base import LchTask, doc_key
+
+SKIP_PLACEHOLDER_TOKENS = 16
 
 
 class HonestGenerationTask(LchTask):
-    """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` (module docstring).
+    """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` and whose over-long prompts are
+    cut by the task's ``truncation`` option and counted (module docstring); the options have ``truncation``
+    (:class:`harness.data.truncation.TruncationOptions`).
 
     Subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
 
     COUNTS_PROMPT = True
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        return super().extra_metrics(meta) + [{"metric": name, "aggregation": total} for name in TRUNCATION_COUNTS]
+
+    def prompt_to_send(self, doc: dict, ctx: Any) -> Any:
+        """``ctx`` cut to ``max_length - max_gen_toks`` tokens by the ``truncation`` policy (a placeholder when
+        skipped); unchanged when the run names no tokenizer (then nothing was counted either)."""
+        counter = getattr(self, "_counter", None)
+        if counter is None or not isinstance(ctx, str):
+            return ctx
+        if getattr(self, "_fit", None) is None:
+            self._fitted: dict[str, Fitted] = {}
+            self._fit = prompt_fitter(counter.tokenizer, lambda text: counter.count_rendered([text])[0])
+        fitted = self._fit(ctx, self.doc_to_text(doc), self.max_length - self.generation_budget(),
+                           self.options.truncation)
+        self._fitted[doc_key(doc)] = fitted
+        if fitted.skipped:
+            ids = counter.tokenizer(ctx, add_special_tokens=False)["input_ids"][:SKIP_PLACEHOLDER_TOKENS]
+            return counter.tokenizer.decode(ids)
+        return fitted.text
+
+    def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
+        request = super().construct_requests(doc, ctx, **kwargs)
+        fitted = getattr(self, "_fitted", {}).get(doc_key(doc))
+        if fitted is not None and fitted.skipped:  # the placeholder generates one token, never scored
+            for instance in request if isinstance(request, list) else [request]:
+                text, generation = instance.arguments
+                instance.arguments = (text, {**generation, "max_gen_toks": 1})
+        return request
+
+    def fitted(self, doc: dict) -> Fitted | None:
+        """How ``doc``'s prompt was sent (None: not counted in this process)."""
+        return getattr(self, "_fitted", {}).get(doc_key(doc))
+
+    def process_document(self, doc: dict, results: list) -> dict:
+        fitted = self.fitted(doc)
+        if fitted is not None and fitted.skipped:  # unscored: only what describes the run
+            return self.extra_document_metrics(doc, results)
+        return super().process_document(doc, results)
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        out = super().extra_document_metrics(doc, results)
+        fitted = self.fitted(doc)
+        if fitted is not None:
+            out.update(zip(TRUNCATION_COUNTS, (int(fitted.truncated), fitted.removed, int(fitted.skipped))))
+        return out
 
 
 class PerLengthTask(HonestGenerationTask):
@@ -57,7 +117,13 @@ class PerLengthTask(HonestGenerationTask):
         out = [{"metric": "score", "aggregation": lm_eval_mean}]
         out += [{"metric": f"len_{n}", "aggregation": lm_eval_mean} for n in lengths]
         out += [{"metric": f"n_len_{n}", "aggregation": total} for n in lengths]
+        out += [{"metric": f"{name}_len_{n}", "aggregation": total} for name in TRUNCATION_COUNTS for n in lengths]
         return out + super().extra_metrics(meta)
+
+    def extra_document_metrics(self, doc: dict, results: list) -> dict:
+        out = super().extra_document_metrics(doc, results)
+        out.update({f"{name}_len_{doc['length']}": out[name] for name in TRUNCATION_COUNTS if name in out})
+        return out
 
     def support(self, metrics: list[str]) -> list[Support]:
         """A per-length score rests on the samples of its length (``n_len_<L>``), the others as every task's."""

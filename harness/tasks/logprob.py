@@ -116,7 +116,7 @@ class LongPPLTask(TokenLogprobTask):
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
         if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
-            return {"longppl": (0.0, 0), "ppl": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
+            return {"longppl": (0.0, 0), "ppl_nobos": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
                     "n_docs": 0, "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
         if scored.get("offsets") is None:
             raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
@@ -124,7 +124,7 @@ class LongPPLTask(TokenLogprobTask):
                                self.options.gamma)
         return {
             "longppl": (stats["key_nll_sum"], stats["n_key"]),
-            "ppl": (stats["nll_sum"], stats["n_scored"]),
+            "ppl_nobos": (stats["nll_sum"], stats["n_scored"]),
             "longppl_soft": (stats["soft_nll_sum"], stats["soft_weight_sum"]),
             "n_key_tokens": stats["n_key"],
             "n_tokens": stats["n_scored"],

@@ -318,7 +318,7 @@ def test_demo_writes_a_summary(tmp_path):
     assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline), "--allow-mismatch"]) == 1
     # the baseline gates scores, not the run's bookkeeping
     assert sorted(json.loads(baseline.read_text())["metrics"]) == [
-        "longppl_govreport/longppl", "longppl_govreport/longppl_soft", "longppl_govreport/ppl", "ppl_govreport/ppl"]
+        "longppl_govreport/longppl", "longppl_govreport/longppl_soft", "longppl_govreport/ppl_nobos", "ppl_govreport/ppl"]
 
 
 def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp_path):
@@ -397,7 +397,7 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     assert printed.splitlines() == lines + [f"{total} key tokens in 3 documents, cached in {cache}"
                                             + (" (fewer than 100: a LongPPL over them is noise)" if total < 100 else "")]
     assert got["longppl,none"] == pytest.approx(math.exp(key_nll / n_key), rel=1e-4)
-    assert got["ppl,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
+    assert got["ppl_nobos,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
     assert got["longppl_soft,none"] == pytest.approx(math.exp(soft_nll / soft_weight), rel=1e-4)
 
 

@@ -88,7 +88,8 @@ ruler_task babilong_task chat_template essays source filler squad hotpotqa icl_e
 longbench_write_data hellobench_data variant weights_file rescale max_gen_toks do_sample temperature judge_base_url
 judge_model judge_policy judge_concurrency judge_timeout judge_max_attempts judge_cache_dir judge_temperature
 judge_max_tokens judge_prompt subset
-mrqa_data version min_required_length pretrained tokenizer max_length max_model_len model""".split()
+mrqa_data version min_required_length pretrained tokenizer max_length max_model_len model
+truncation effective_threshold""".split()  # the last line: keys added after the table was derived
 
 
 def test_the_key_table_is_the_fields_of_the_task_classes_options(monkeypatch):

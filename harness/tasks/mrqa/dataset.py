@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.data.inputs import Input
 from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.truncation import TruncationOptions
 from harness.core.errors import DataFormatError, UsageError
 from harness.core.options import MAX_SAMPLES, option
 
@@ -21,7 +22,7 @@ OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtrac
 
 
 @dataclass(frozen=True)
-class MrqaOptions:
+class MrqaOptions(TruncationOptions):
     """Options of one MRQA subtask."""
 
     subset: str | None = option(None, "MRQA subset of a subtask YAML", choices=IN_DOMAIN + OUT_OF_DOMAIN)
