@@ -82,11 +82,11 @@ def engine_runs(vllm_env, smollm2_dir, tmp_path_factory):
     common = ["--tasks", ",".join(TASKS), "--metadata", json.dumps(meta), "--apply_chat_template", "--log_samples"]
     base = f"pretrained={smollm2_dir},dtype=float32,pic=ntk,pic_ratio=4"
     out = {"hf": tmp / "hf", "vllm": tmp / "vllm"}
-    # 1000 tokens: the templated 1k RULER / BABILong prompts do not fit with their budgets, so the tasks cut them
+    # 960 tokens: the templated 1k RULER / BABILong prompts do not fit with their budgets, so the tasks cut them
     # (truncation middle, the default) before either engine sees them
-    run([sys.executable, "-m", "harness.cli", "eval", "--model", "hf-pic", "--model_args", f"{base},max_length=1000",
+    run([sys.executable, "-m", "harness.cli", "eval", "--model", "hf-pic", "--model_args", f"{base},max_length=960",
          "--device", "cpu", "--output_path", str(out["hf"]), *common])
-    run(vllm_env.command("eval", "--model", "vllm-pic", "--model_args", f"{base},max_model_len=1000,enforce_eager=True",
+    run(vllm_env.command("eval", "--model", "vllm-pic", "--model_args", f"{base},max_model_len=960,enforce_eager=True",
                          "--output_path", str(out["vllm"]), *common), env=vllm_env.environ())
     return out
 
