@@ -56,12 +56,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
                           description="context: score vs context length per configuration from <task>/len_<L> "
                                       "(RULER, BABILong). pic: generation length and quality vs PIC ratio, one "
-                                      "panel per base model and method (paper 000 Fig. 1).")
-    plot.add_argument("kind", choices=["context", "pic"])
+                                      "panel per base model and method (paper 000 Fig. 1). depth: heat map of the "
+                                      "score per needle-depth bucket and context length, one panel per run, from "
+                                      "<task>/depth_<D>_len_<L> (RULER niah_*, synthetic BABILong).")
+    plot.add_argument("kind", choices=["context", "pic", "depth"])
     plot.add_argument("runs", nargs="+", help="lm-eval output folders (or results_*.json files)")
     plot.add_argument("--task", nargs="+", required=True,
-                      help="context: tasks / groups with len_<L> metrics (lch_ruler lch_babilong); pic: one task")
-    plot.add_argument("-o", "--output", help="PNG path (default reports/context_length.png or reports/pic_<task>.png)")
+                      help="context: tasks / groups with len_<L> metrics (lch_ruler lch_babilong); pic, depth: one task")
+    plot.add_argument("-o", "--output", help="PNG path (default reports/context_length.png, reports/pic_<task>.png or "
+                                               "reports/depth_<task>.png)")
     plot.add_argument("--length-metric", default="length", help="pic: length metric of the task (default length)")
     plot.add_argument("--quality-metric", default="quality", help="pic: quality metric of the task (default quality)")
     plot.add_argument("--appendix-a", action="store_true",
@@ -203,6 +206,17 @@ def run_plot(args: argparse.Namespace) -> int:
         for task, by_label in curves.items():
             for label, points in by_label.items():
                 print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
+    elif args.kind == "depth":
+        from harness.reporting.plots import depth_grids, depth_table, plot_depth
+
+        if len(args.task) != 1:
+            raise UsageError("lch plot depth takes one --task (e.g. lch_ruler_niah_single_1)")
+        task = args.task[0]
+        runs, _ = load_runs(args.runs)
+        check_side_by_side(runs, allow)
+        grids = depth_grids(runs, task)
+        path = plot_depth(grids, task, args.output or f"reports/depth_{task}.png")
+        print("\n".join(depth_table(task, grids)))
     else:
         if len(args.task) != 1:
             raise UsageError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")

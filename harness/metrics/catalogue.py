@@ -22,6 +22,7 @@ from dataclasses import dataclass
 ROLES = ("perplexity", "bookkeeping", "score")
 COUNT_PREFIX = "n_"
 LENGTH_PREFIX = "len_"
+DEPTH_PREFIX = "depth_"  # depth_<D>_len_<L>: one depth bucket at one length (harness/data/depth.py)
 # what a task's truncation policy did (harness/data/truncation.py), per task and per length (<name>_len_<L>)
 TRUNCATION_COUNTS = ("n_truncated", "n_truncated_tokens", "n_skipped")
 
@@ -91,6 +92,8 @@ FAMILIES: dict[str, MetricInfo] = {  # the first prefix that matches names the m
     **{f"{name}_{LENGTH_PREFIX}": _bookkeeping(f"{name} of the samples of one length")
        for name in TRUNCATION_COUNTS},
     LENGTH_PREFIX: _score("the task's score on the samples of one length, len_<length>"),
+    DEPTH_PREFIX: _score("the task's score on the samples of one needle-depth bucket at one length, "
+                         "depth_<bucket>_len_<length> (n_depth_<bucket>_len_<length> counts them)"),
     COUNT_PREFIX: _bookkeeping("a count: n_<what> (tokens, documents, samples, judged samples, samples of a length)",
                                True),
 }

@@ -10,7 +10,8 @@ perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
 documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
 :mod:`harness.metrics.support`). The Markdown, for people, is the headline scores (the names all runs share in
 its title) of the groups and of the tasks in no group, then the tasks of the groups, the diagnostics, and the
-cautions, each once with the runs it holds for.
+cautions, each once with the runs it holds for; the depth x length cells of the needle tasks (``depth_<D>_len_<L>``,
+drawn by ``lch plot depth``) have a section of their own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
+from harness.metrics.catalogue import DEPTH_PREFIX
 from harness.reporting.comparability import check_side_by_side
 from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
@@ -48,6 +50,7 @@ class Leaderboard:
     diagnostics: list[str]
     cautions: dict[str, list[str]] = field(default_factory=dict)  # run label -> its cautions
     subtasks: list[str] = field(default_factory=list)  # metric columns of tasks that a group of these runs holds
+    depths: list[str] = field(default_factory=list)  # depth x length cells (<task>/depth_<D>_len_<L>) and their counts
 
     @property
     def metrics(self) -> list[str]:
@@ -57,7 +60,7 @@ class Leaderboard:
     def headline(self) -> list[str]:
         """The metrics a reader wants first: scores and perplexities of the groups and of the tasks in no group (a
         group's tasks are a section away: :attr:`subtasks`), not the diagnostics."""
-        return [m for m in self.metrics if m not in self.diagnostics and m not in self.subtasks]
+        return [m for m in self.metrics if m not in self.diagnostics and m not in self.subtasks and m not in self.depths]
 
 
 def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
@@ -95,8 +98,9 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     for run, label in zip(runs, run_labels(runs)):
         cautions[label] = [c for found in run.cautions.values() for c in found]
         found = {task: effective_lengths(run, task) for task in curves}
-        cautions[label] += [f"{task} effective length: {f[0].caution}" for task, f in found.items()
-                            if f is not None and f[0].caution]
+        said = set(cautions[label])  # a run of ours recorded its curves' cautions already (lch_effective_length)
+        cautions[label] += [c for c in (f"{task} effective length: {f[0].caution}" for task, f in found.items()
+                                        if f is not None and f[0].caution) if c not in said]
         row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
                "model_args": json.dumps(run.model_args, sort_keys=True),
                "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
@@ -110,9 +114,10 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
     members = {task for run in runs for tasks in run.subtasks.values() for task in tasks}
+    depths = [m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)]
     subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
-                and m not in diagnostics]
-    return Leaderboard(columns, rows, diagnostics, cautions, subtasks)
+                and m not in diagnostics and m not in depths]
+    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths)
 
 
 def to_csv(board: Leaderboard) -> str:
@@ -165,6 +170,12 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
                                                      "and HTML too).", ""]
         lines += _table(["run", *subtasks], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in subtasks)]
                                              for name, r in zip(names, board.rows)])
+    depths = [m for m in board.depths if m not in metrics] if headline is None else []
+    if depths:
+        lines += ["", "## Depth x length", "", "Each needle-depth bucket's score at each length (`lch plot depth` draws "
+                                               "them as a heat map with n per cell).", ""]
+        lines += _table(["run", *depths], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in depths)]
+                                           for name, r in zip(names, board.rows)])
     diagnostics = [m for m in board.diagnostics if m not in metrics]
     if diagnostics:
         lines += ["", "## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "

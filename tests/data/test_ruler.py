@@ -203,6 +203,13 @@ def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
         # max_length=1500: the 1024 prompts fit, every 2048 prompt would be truncated, and it is reported
         assert r["over_length,none"] == 1.0, name
         assert r["over_target,none"] == 0.0
+        # the needle tasks also score each sample's depth bucket at its length; cells without samples are left out
+        depth = {k for k in r if k.startswith(("depth_", "n_depth_")) and "_stderr," not in k}
+        cells = {f"depth_{s['doc']['depth_bucket']}_len_{s['doc']['length']}": s["doc"]["length"] for s in samples
+                 if name.startswith("lch_ruler_niah")}
+        assert depth == {f"{count}{cell},none" for cell in cells for count in ("", "n_")}
+        for cell, length in cells.items():
+            assert r[f"{cell},none"] == pytest.approx(expected[length]) and r[f"n_{cell},none"] == 1
     for group, members in (("lch_ruler", leaves), ("lch_ruler_niah_m", [f"lch_ruler_{t}" for t in ruler.NIAH_M])):
         for key in ("len_1024,none", "len_2048,none"):
             assert results[group][key] == pytest.approx(sum(results[m][key] for m in members) / len(members))

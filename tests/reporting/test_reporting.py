@@ -502,3 +502,29 @@ def test_leaderboard_markdown_puts_groups_and_perplexities_first_and_the_groups_
     assert md[12] == "| m · base model | 4096 | 4096 | 0 | 4096 | 100 | 100 | 80 | 80 |"
     # the CSV: 6 fixed columns, 2 effective lengths for each of 3 curves, 7 metrics, the cautions
     assert len(read_csv(out)[0]) == 6 + 2 * 3 + 7 + 1
+
+
+def test_leaderboard_depth_cells_are_a_section_of_their_own_and_a_recorded_caution_is_said_once(tmp_path):
+    """A niah task with two depth cells at 1024: the headline holds its effective lengths, length and score; the
+    cells come under "Depth x length"; the curve's caution, already recorded by the run, is listed once."""
+    results = {"lch_ruler_niah_single_1": {"len_1024,none": 50.0, "len_2048,none": 100.0, "score,none": 75.0,
+                                           "len_1024_stderr,none": 1.0, "len_2048_stderr,none": 1.0,
+                                           "depth_0_len_1024,none": 100.0, "depth_100_len_1024,none": 0.0}}
+    path = write_run(tmp_path / "a", {"pretrained": "m"}, 100.0, results,
+                     {"lch_ruler_niah_single_1": {"len_1024": True, "len_2048": True, "score": True,
+                                                  "depth_0_len_1024": True, "depth_100_len_1024": True}})
+    caution = ("lch_ruler_niah_single_1 effective length: not monotone: 2048 scores 100.0 above 1024's 50.0 beyond "
+               "their 95 % intervals")
+    data = json.loads(path.read_text())
+    data["lch_cautions"] = {"lch_ruler_niah_single_1": [caution]}  # as record_effective_lengths writes it
+    path.write_text(json.dumps(data))
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(tmp_path / "a"), "-o", str(out)]) == 0
+    md = out.with_suffix(".md").read_text().splitlines()
+    assert md[2] == ("| run | lch_ruler_niah_single_1/effective_length | lch_ruler_niah_single_1/effective_length_rel | "
+                     "lch_ruler_niah_single_1/len_1024 | lch_ruler_niah_single_1/len_2048 | "
+                     "lch_ruler_niah_single_1/score |")
+    assert md[6] == "## Depth x length"
+    assert md[10] == "| run | lch_ruler_niah_single_1/depth_0_len_1024 | lch_ruler_niah_single_1/depth_100_len_1024 |"
+    assert md[12] == "| m · base model | 100 | 0 |"
+    assert [line for line in md if "not monotone" in line] == [f"- {caution} (m · base model)"]

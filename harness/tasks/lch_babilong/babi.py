@@ -10,15 +10,17 @@ label set (:data:`harness.tasks.lch_babilong.scoring.TASK_LABELS`):
 * qa5 three-argument relations: "X gave the <object> to Y."; who gave / who received / what was given
 
 :func:`babilong_sample` spreads the story's sentences, in order, through filler sentences until the text
-reaches ``target_tokens`` under the caller's token counter (never more).
+reaches ``target_tokens`` under the caller's token counter (never more), and records the depth of the story's answer
+fact in that text (:func:`story_with_answer_fact`, :func:`fact_depth`).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from harness.core.errors import UsageError
+from harness.data.depth import depth_fields, depth_percent
 
 PEOPLE = ("Mary", "John", "Daniel", "Sandra")
 PLACES = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
@@ -37,18 +39,23 @@ def _moves(rng: random.Random, n: int) -> tuple[list[str], dict[str, str]]:
     return facts, where
 
 
-def _qa1(rng: random.Random) -> tuple[list[str], str, str]:
+def _qa1(rng: random.Random) -> tuple[list[str], str, str, int]:
     facts, where = _moves(rng, rng.randint(4, 8))
     person = rng.choice(sorted(where))
-    return facts, f"Where is {person}?", where[person]
+    last_move = max(i for i, fact in enumerate(facts) if fact.startswith(f"{person} "))
+    return facts, f"Where is {person}?", where[person], last_move
 
 
-def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str, list[str]]]:
-    """People move, pick up and drop objects; returns facts and each object's history of places."""
+def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str, list[str]], dict[str, list[int]]]:
+    """People move, pick up and drop objects; returns facts, each object's history of places and, for each place of
+    it, the fact naming that place: the move that carried it there, or the picker's last move when it was first
+    seen at a pick-up."""
     facts: list[str] = []
     person_at: dict[str, str] = {}
+    last_move: dict[str, int] = {}
     holder: dict[str, str | None] = {o: None for o in OBJECTS}
     history: dict[str, list[str]] = {o: [] for o in OBJECTS}
+    named_by: dict[str, list[int]] = {o: [] for o in OBJECTS}
     for _ in range(steps):
         person = rng.choice(PEOPLE)
         held = [o for o, h in holder.items() if h == person]
@@ -62,6 +69,7 @@ def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str
             facts.append(f"{person} picked up the {obj}.")
             if not history[obj] or history[obj][-1] != person_at[person]:
                 history[obj].append(person_at[person])
+                named_by[obj].append(last_move[person])
         elif held and action < 0.45:
             obj = rng.choice(held)
             holder[obj] = None
@@ -70,41 +78,44 @@ def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str
             place = rng.choice(PLACES)
             person_at[person] = place
             facts.append(f"{person} {rng.choice(MOVES)} the {place}.")
+            last_move[person] = len(facts) - 1
             for obj in held:
                 if history[obj][-1] != place:
                     history[obj].append(place)
-    return facts, history
+                    named_by[obj].append(len(facts) - 1)
+    return facts, history, named_by
 
 
-def _qa2(rng: random.Random) -> tuple[list[str], str, str]:
+def _qa2(rng: random.Random) -> tuple[list[str], str, str, int]:
     while True:
-        facts, history = _carrying_world(rng, rng.randint(8, 14))
+        facts, history, named_by = _carrying_world(rng, rng.randint(8, 14))
         known = [o for o in OBJECTS if history[o]]
         if known:
             obj = rng.choice(known)
-            return facts, f"Where is the {obj}?", history[obj][-1]
+            return facts, f"Where is the {obj}?", history[obj][-1], named_by[obj][-1]
 
 
-def _qa3(rng: random.Random) -> tuple[list[str], str, str]:
+def _qa3(rng: random.Random) -> tuple[list[str], str, str, int]:
     while True:
-        facts, history = _carrying_world(rng, rng.randint(12, 20))
+        facts, history, named_by = _carrying_world(rng, rng.randint(12, 20))
         moved = [o for o in OBJECTS if len(history[o]) >= 2]
         if moved:
             obj = rng.choice(moved)
-            return facts, f"Where was the {obj} before the {history[obj][-1]}?", history[obj][-2]
+            return facts, f"Where was the {obj} before the {history[obj][-1]}?", history[obj][-2], named_by[obj][-2]
 
 
-def _qa4(rng: random.Random) -> tuple[list[str], str, str]:
+def _qa4(rng: random.Random) -> tuple[list[str], str, str, int]:
     a, b, c = rng.sample(PLACES, 3)
     d1, d2 = rng.choice(sorted(DIRECTIONS)), rng.choice(sorted(DIRECTIONS))
-    facts = [f"The {a} is {d1} of the {b}.", f"The {c} is {d2} of the {a}."]
+    stated = f"The {a} is {d1} of the {b}."
+    facts = [stated, f"The {c} is {d2} of the {a}."]
     rng.shuffle(facts)
     if rng.random() < 0.5:
-        return facts, f"What is {d1} of the {b}?", a
-    return facts, f"What is the {b} {DIRECTIONS[d1]} of?", a
+        return facts, f"What is {d1} of the {b}?", a, facts.index(stated)
+    return facts, f"What is the {b} {DIRECTIONS[d1]} of?", a, facts.index(stated)
 
 
-def _qa5(rng: random.Random) -> tuple[list[str], str, str]:
+def _qa5(rng: random.Random) -> tuple[list[str], str, str, int]:
     while True:
         events = []
         holder: dict[str, str] = {}  # bAbI qa5: only whoever holds an object can give it
@@ -123,47 +134,71 @@ def _qa5(rng: random.Random) -> tuple[list[str], str, str]:
         if len({o for g, o, r in events if (g, r) == (giver, receiver)}) == 1:
             questions.append((f"What did {giver} give to {receiver}?", obj))
         question, answer = rng.choice(questions)
-        return facts, question, answer
+        return facts, question, answer, len(facts) - 1  # every question asks about the last gift
 
 
-GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str]]] = {
+# each returns (facts, question, answer, the index of the answer's fact: see story_with_answer_fact)
+GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str, int]]] = {
     "qa1": _qa1, "qa2": _qa2, "qa3": _qa3, "qa4": _qa4, "qa5": _qa5,
 }
 
 
-def babi_story(task: str, seed: int) -> tuple[list[str], str, str]:
-    """``(facts, question, answer)`` of one story, deterministic in ``seed``."""
+def story_with_answer_fact(task: str, seed: int) -> tuple[list[str], str, str, int]:
+    """``(facts, question, answer, k)`` of one story, deterministic in ``seed``: ``facts[k]`` is its answer's fact,
+    the supporting fact that names the answer (the depth a BABILong sample records): qa1 the person's last move;
+    qa2 / qa3 the fact naming the object's current / previous place (the move that carried it there, or where its
+    picker last went when it was first seen at a pick-up); qa4 the stated relation; qa5 the last gift."""
     if task not in GENERATORS:
         raise UsageError(f"offline bAbI generator covers {', '.join(GENERATORS)}; got {task!r}")
     return GENERATORS[task](random.Random(f"{task}-{seed}"))
 
 
+def babi_story(task: str, seed: int) -> tuple[list[str], str, str]:
+    """``(facts, question, answer)`` of one story, deterministic in ``seed``."""
+    return story_with_answer_fact(task, seed)[:3]
+
+
+def fact_depth(parts: Sequence[str], index: int) -> dict[str, Any]:
+    """``{"depth", "depth_bucket"}`` (:mod:`harness.data.depth`) of ``parts[index]`` in ``" ".join(parts)``, in
+    characters: 0 when it opens the text, 100 when it closes it."""
+    offset = sum(len(part) + 1 for part in parts[:index])
+    return depth_fields(depth_percent(offset, len(parts[index]), len(" ".join(parts))))
+
+
 def babilong_sample(
     task: str, seed: int, target_tokens: int, count_tokens: Callable[[str], int], filler: Sequence[str]
-) -> dict[str, str]:
-    """A story spread through filler sentences: ``{"input", "question", "target"}`` with
-    ``count_tokens(input) <= target_tokens`` (the story alone must fit)."""
-    facts, question, answer = babi_story(task, seed)
+) -> dict[str, Any]:
+    """A story spread through filler sentences: ``{"input", "question", "target", "depth", "depth_bucket"}`` with
+    ``count_tokens(input) <= target_tokens`` (the story alone must fit); the depth is that of the answer's fact
+    (:func:`story_with_answer_fact`) in ``input``, in characters (:func:`fact_depth`)."""
+    facts, question, answer, key = story_with_answer_fact(task, seed)
     rng = random.Random(f"filler-{task}-{seed}")
     story = " ".join(facts)
     if count_tokens(story) > target_tokens:
         raise UsageError(f"target_tokens={target_tokens} is shorter than the {task} story itself")
     if not filler:
-        return {"input": story, "question": question, "target": answer}
+        return {"input": story, "question": question, "target": answer, **fact_depth(facts, key)}
     head = list(filler[:20])  # marginal cost per sentence (the counter may include a fixed prompt overhead)
     per_sentence = max(1.0, (count_tokens(" ".join(head)) - count_tokens("")) / len(head))
     offset = rng.randrange(len(filler))
     pool = [filler[(offset + i) % len(filler)] for i in range(int(1.5 * target_tokens / per_sentence) + 2)]
 
-    def build(k: int) -> str:
+    def layout(k: int) -> tuple[list[str], int]:
         # the facts keep their order and land between filler sentences at seeded positions
         slots = sorted(random.Random(f"slots-{task}-{seed}-{k}").choices(range(k + 1), k=len(facts)))
-        parts, facts_left = [], iter(facts)
+        parts: list[str] = []
+        facts_left, at = iter(enumerate(facts)), -1
         for position in range(k + 1):
-            parts.extend(next(facts_left) for _ in range(slots.count(position)))
+            for _ in range(slots.count(position)):
+                i, fact = next(facts_left)
+                at = len(parts) if i == key else at
+                parts.append(fact)
             if position < k:
                 parts.append(pool[position])
-        return " ".join(parts)
+        return parts, at  # at: where the answer's fact is in parts
+
+    def build(k: int) -> str:
+        return " ".join(layout(k)[0])
 
     lo, hi = 0, len(pool)  # largest k whose text fits, by bisection on the (nearly monotone) length
     while lo < hi:
@@ -171,4 +206,5 @@ def babilong_sample(
         lo, hi = (mid, hi) if count_tokens(build(mid)) <= target_tokens else (lo, mid - 1)
     while lo > 0 and count_tokens(build(lo)) > target_tokens:
         lo -= 1
-    return {"input": build(lo), "question": question, "target": answer}
+    parts, at = layout(lo)
+    return {"input": " ".join(parts), "question": question, "target": answer, **fact_depth(parts, at)}

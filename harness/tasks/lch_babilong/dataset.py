@@ -17,7 +17,9 @@ Sources (metadata ``source``):
   ``target`` (the HF columns);
 * ``synthetic``: qa1-qa5 stories spread through filler sentences (``filler``: a text file/folder, an HF
   essay id, or ``synthetic`` prose), fitted so that prompt + generation budget <= ``N * 1024`` tokens of
-  the evaluated tokenizer for length ``Nk`` (``0k``: the story alone).
+  the evaluated tokenizer for length ``Nk`` (``0k``: the story alone). Their rows record the depth of the story's
+  answer fact in the context (``depth``, percent of its characters; ``depth_bucket``: :mod:`harness.data.depth`);
+  HF and local rows do not say which facts support the answer, so they carry no depth.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 HF_DATASET = "RMT-team/babilong"
 BUDGET = 20  # generated tokens, as the official evaluation
+DEPTH_KEYS = ("depth", "depth_bucket")  # what a synthetic row records of its answer fact (harness.data.depth)
 TEMPLATE = "{instruction}\n\n{examples}\n\n{post_prompt}\n\n<context>\n{context}\n</context>\n\nQuestion: {question}"
 
 _TOPICS = {
@@ -146,7 +149,7 @@ def _hf(name: str, length: str, task: str) -> list[dict]:
 
 def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any, filler: str,
                prompts_file: str | None) -> list[dict]:
-    from harness.tasks.lch_babilong.babi import babi_story, babilong_sample
+    from harness.tasks.lch_babilong.babi import babilong_sample, fact_depth, story_with_answer_fact
     from harness.data.haystacks import essay_sentences
     from harness.data.lengths import length_tokens
 
@@ -154,7 +157,7 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     sentences = essay_sentences(filler) if budget else ()
     rows = []
     for i in range(num_samples):
-        facts, question, answer = babi_story(task, seed + i)
+        facts, question, answer, key = story_with_answer_fact(task, seed + i)
 
         def tokens(context: str) -> int:
             return counter(format_prompt(task, context, question, prompts_file)) + BUDGET
@@ -162,7 +165,7 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
         if budget:
             rows.append({**babilong_sample(task, seed + i, budget, tokens, sentences), "prompt_budget": budget})
         else:
-            rows.append({"input": " ".join(facts), "question": question, "target": answer})
+            rows.append({"input": " ".join(facts), "question": question, "target": answer, **fact_depth(facts, key)})
     return rows
 
 
@@ -189,7 +192,8 @@ def dataset(options: BabilongOptions) -> dict:
         for i, row in enumerate(part):
             rows.append({"index": i, "task": task, "length": length, "prompt_budget": row.get("prompt_budget", 0),
                          "input": row["input"], "question": row["question"], "target": row["target"],
-                         "prompt": format_prompt(task, row["input"], row["question"], prompts_file)})
+                         "prompt": format_prompt(task, row["input"], row["question"], prompts_file),
+                         **{k: row[k] for k in DEPTH_KEYS if k in row}})
     return {"test": datasets.Dataset.from_list(rows)}
 
 

@@ -4,7 +4,9 @@ A builder function ``(params, rng, length, sources, icl) -> Builder`` draws ever
 (keys, values, needle depths, word choices, which documents) from ``rng`` at once; the returned
 :class:`Builder` then renders the sample for any haystack size ``n`` in ``[n_min, n_max]`` without drawing
 again, so that the fitting search (:mod:`harness.tasks.lch_ruler.fitting`) can try sizes freely and the chosen
-sample depends only on the seed and ``n``. Prompt wording is our own (docs/formulas.md §6).
+sample depends only on the seed and ``n``. Prompt wording is our own (docs/formulas.md §6). The niah builder
+records where its answer needle sits in :attr:`Builder.extra` (``depth``, ``depth_bucket``, ``needle_depths``:
+:mod:`harness.data.depth`): the depth it drew, in percent of the haystack's units, which the row keeps.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from harness.data import haystacks
+from harness.data.depth import depth_fields
 from harness.tasks.lch_ruler.catalogue import DEPTHS, TaskSpec
 
 
@@ -98,9 +101,15 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
             values[key] = [_random_value(rng, p["value"]) for _ in range(p["n_values"])]
             needles += [_needle(p["value"], key, v) for v in values[key]]
     rng.shuffle(needles)
-    fractions = sorted(d / 100 for d in rng.sample(DEPTHS, len(needles)))
+    drawn = sorted(rng.sample(DEPTHS, len(needles)))  # needle i goes at depth drawn[i]
+    fractions = [d / 100 for d in drawn]
     queries = rng.sample(keys, p["n_queries"])
     answers = [v for q in queries for v in values[q]]
+    # the depth recorded: the drawn depth of the needle that holds the answer, the mean of those of the needles that
+    # hold one when several do (multivalue, multiquery); distractor keys' needles do not count
+    asked = {_needle(p["value"], q, v) for q in queries for v in values[q]}
+    answer_depths = [d for d, needle in zip(drawn, needles) if needle in asked]
+    depth = {**depth_fields(sum(answer_depths) / len(answer_depths)), "needle_depths": answer_depths}
     query = queries[0] if len(queries) == 1 else ", ".join(queries[:-1]) + ", and " + queries[-1]
     single = len(answers) == 1
     kind = _SINGULAR[p["value"]] if single else _PLURAL[p["value"]]
@@ -145,7 +154,7 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
 
     # distractor needles are all distinct strings, so counting them one by one costs more than counting
     # the whole prompt: only noise and essay haystacks (repeated units) are counted additively
-    return Builder(build, 0, n_max, parts=None if p["haystack"] == "needle" else parts)
+    return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts)
 
 
 def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str]]:

@@ -2,9 +2,9 @@
 
 The digest hashes everything the rows depend on (task and its parameters, length, sample count, seed, worked
 example, tokenizer and chat-template fingerprint (of the tokenizer as loaded here: its vocabulary, special-token
-handling and template), haystack sources, the word lists, :data:`GENERATOR_VERSION`), so a hit is always the rows
-a fresh generation would give, in whichever environment it was generated. The key's contents and hashing are part
-of the cache format: changing either orphans every cached file.
+handling and template), haystack sources, the word lists, :data:`GENERATOR_VERSION`, the depth buckets the niah rows
+record), so a hit is always the rows a fresh generation would give, in whichever environment it was generated. The
+key's contents and hashing are part of the cache format: changing either orphans every cached file.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.core.cache import cache_root
 from harness.core.files import entry_lock, sweep_temporaries, write_text_atomic
+from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompts import PromptCounter
 from harness.tasks.lch_ruler.builders import Sources
@@ -28,7 +29,7 @@ def cache_path(task: str, spec: TaskSpec, length: int, num_samples: int, seed: i
     """Where the rows of ``generate(task, length, num_samples, counter, seed, sources, icl)`` are cached."""
     key = {"task": task, "spec": spec.params, "length": length, "n": num_samples, "seed": seed, "icl": icl,
            "tokenizer": counter.fingerprint(), "sources": sources.fingerprint(spec), "words": word_lists_digest(),
-           "version": GENERATOR_VERSION}
+           "version": GENERATOR_VERSION, "depth_buckets": DEPTH_BUCKETS}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
     return cache_root("ruler", f"{task}-{length}-{digest}.jsonl")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"  # 3: niah rows record their needle depth (harness.data.depth)
 DEPTHS = tuple(round(100 * i / 39) for i in range(40))  # 40 evenly spaced needle depths, in percent
 
 

@@ -122,7 +122,8 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
              sources: Sources | None = None, icl: bool = True, use_cache: bool = True) -> list[dict[str, Any]]:
     """``num_samples`` RULER samples of ``task`` fitted to ``length`` tokens (prompt + generation budget).
 
-    Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``)."""
+    Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``; niah
+    tasks also ``depth``, ``depth_bucket``, ``needle_depths``: where the answer needle was drawn, in percent)."""
     if task not in TASKS:
         raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
     spec, sources = TASKS[task], sources or Sources()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from harness.core.errors import UsageError
+from harness.tasks.depth import DepthScores
 from harness.tasks.generation import PerLengthTask
 from harness.tasks.lch_ruler.dataset import RulerOptions
 
@@ -12,8 +13,9 @@ from harness.tasks.lch_ruler.dataset import RulerOptions
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
-class RulerTask(PerLengthTask):
-    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.dataset.TASKS`."""
+class RulerTask(DepthScores, PerLengthTask):
+    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.dataset.TASKS`.
+    The ``niah_*`` tasks also score each needle-depth bucket at each length (:mod:`harness.tasks.depth`)."""
 
     OPTIONS = RulerOptions
 
@@ -25,6 +27,9 @@ class RulerTask(PerLengthTask):
             raise UsageError(f"RULER task metadata ruler_task={name!r} is unknown")
         self.spec = TASKS[name]
         config["generation_kwargs"] = {"until": [], "do_sample": False, "max_gen_toks": self.spec.budget}
+
+    def has_depth(self) -> bool:
+        return self.spec.kind == "niah"  # the needle tasks' rows record where the answer needle sits
 
     def score_sample(self, doc: dict, prediction: str) -> float:
         from harness.metrics.qa import string_match_all, string_match_part

@@ -1,0 +1,38 @@
+"""Where the needle sits: a sample's needle / fact depth in its haystack, and the depth bucket it is scored in.
+
+Samples that hide something in a haystack (RULER's ``niah_*``, BABILong's synthetic stories) record
+``doc["depth"]``, a percentage of the haystack (0: the needle opens it, 100: it closes it), where the sample is
+built, and ``doc["depth_bucket"]``, one of :data:`DEPTH_BUCKETS`; the tasks score each bucket at each length
+(``depth_<D>_len_<L>``, :mod:`harness.tasks.depth`) and ``lch plot depth`` draws them as a heat map.
+
+Buckets: the nearest of 0, 25, 50, 75 and 100 (the coarse depth grid of needle-in-a-haystack heat maps; five rows
+keep a few samples in each cell of a run of modest size); a depth midway between two (12.5, 37.5, 62.5, 87.5) goes to
+the deeper one. The end buckets take half as wide a band (0-12.5, 87.5-100) as the inner ones.
+"""
+
+from __future__ import annotations
+
+DEPTH_BUCKETS = (0, 25, 50, 75, 100)  # percent; declared once, read by the tasks and reports
+
+
+def depth_percent(offset: int, size: int, total: int) -> float:
+    """The depth of a needle of ``size`` units (characters, tokens, lines) starting ``offset`` units into a haystack
+    of ``total`` units, needle included: ``100 * offset / (total - size)``, 0 when the needle opens the haystack and
+    100 when it closes it (0 when the needle is the whole haystack)."""
+    room = total - size
+    if size < 0 or offset < 0 or offset > max(room, 0):
+        raise ValueError(f"a needle of {size} at {offset} does not lie in a haystack of {total}")
+    return 100.0 * offset / room if room > 0 else 0.0
+
+
+def depth_bucket(depth: float) -> int:
+    """The bucket of ``depth`` (percent, 0-100): the nearest of :data:`DEPTH_BUCKETS`, ties to the deeper one."""
+    if not 0.0 <= depth <= 100.0:
+        raise ValueError(f"depth {depth} is not a percentage (0-100)")
+    return min(DEPTH_BUCKETS, key=lambda bucket: (abs(bucket - depth), -bucket))
+
+
+def depth_fields(depth: float) -> dict:
+    """``{"depth", "depth_bucket"}`` of a sample: the depth to 2 decimals and the bucket of that value."""
+    depth = round(float(depth), 2)
+    return {"depth": depth, "depth_bucket": depth_bucket(depth)}

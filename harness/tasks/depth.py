@@ -1,0 +1,53 @@
+"""Depth x length: per-length tasks whose samples record where their needle sits score each depth bucket at each
+length.
+
+A sample carrying ``doc["depth_bucket"]`` (:mod:`harness.data.depth`: RULER's ``niah_*`` rows, BABILong's synthetic
+ones) adds ``depth_<D>_len_<L>`` (its score: lm-eval's mean, x 100 as ``len_<L>``) and ``n_depth_<D>_len_<L>`` (1:
+summed, the samples of that cell) to what :class:`~harness.tasks.generation.PerLengthTask` scores; the task declares
+them for every bucket of :data:`~harness.data.depth.DEPTH_BUCKETS` at every length of its options, and a cell
+without samples is left out of the results. ``lch plot depth`` draws them (:mod:`harness.reporting.plots`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lm_eval.api.metrics import mean as lm_eval_mean
+
+from harness.data.depth import DEPTH_BUCKETS
+from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX
+from harness.metrics.pooling import total
+from harness.metrics.support import Support
+
+
+def depth_metric(bucket: Any, length: Any) -> str:
+    """``depth_<bucket>_len_<length>``: the score of one depth bucket at one length."""
+    return f"{DEPTH_PREFIX}{bucket}_{LENGTH_PREFIX}{length}"
+
+
+class DepthScores:
+    """Mixin before :class:`~harness.tasks.generation.PerLengthTask` (module docstring); :meth:`has_depth` says
+    whether this task's samples record a depth."""
+
+    def has_depth(self) -> bool:
+        return True
+
+    def extra_metrics(self, meta: dict) -> list[dict]:
+        out = super().extra_metrics(meta)  # type: ignore[misc]
+        if not self.has_depth():
+            return out
+        cells = [depth_metric(b, self.label(x)) for x in self.options.length_list() for b in DEPTH_BUCKETS]  # type: ignore[attr-defined]
+        return (out + [{"metric": name, "aggregation": lm_eval_mean} for name in cells]
+                + [{"metric": COUNT_PREFIX + name, "aggregation": total} for name in cells])
+
+    def support(self, metrics: list[str]) -> list[Support]:
+        """No caution per depth cell: a cell is a breakdown of its length's score (whose own support stands) and
+        usually rests on a handful of samples; the heat map and the tables print each cell's n beside it."""
+        return [s for s in super().support(metrics) if not s.metric.startswith(DEPTH_PREFIX)]  # type: ignore[misc]
+
+    def score_document(self, doc: dict, results: list) -> dict:
+        out = super().score_document(doc, results)  # type: ignore[misc]
+        if self.has_depth() and doc.get("depth_bucket") is not None:
+            name = depth_metric(doc["depth_bucket"], doc["length"])
+            out.update({name: out["score"], COUNT_PREFIX + name: 1})
+        return out
