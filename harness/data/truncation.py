@@ -80,6 +80,7 @@ def fit_prompt(prompt: str, text: str, limit: int, policy: str, count: Callable[
         return Fitted(prompt)
     if policy == "skip":
         return Fitted(prompt, skipped=True)
+    text = text if not text or text in prompt else text.strip()  # a template may strip the text's outer whitespace
     start = prompt.find(text) if text else -1
     before, body, after = ("", prompt, "") if start < 0 else (prompt[:start], text, prompt[start + len(text):])
     ids = encode(body)
