@@ -83,7 +83,7 @@ def main() -> None:
         report = json.loads((out / f"{name}.json").read_text())
         summary["pairs"][name] = {"exit_code": done.returncode, "agrees": report["agrees"], "tasks": {
             t["task"]: {k: t[k] for k in ("exact_match", "max_logprob_diff", "max_value_diff", "reasons")}
-            | {"metrics": {m: v for m, v in t["metrics"].items() if m in ("ppl", "longppl", "lsm", "score")}}
+            | {"metrics": {m: v for m, v in t["metrics"].items() if m in ("ppl", "ppl_nobos", "longppl", "lsm", "score")}}
             for t in report["tasks"]}}
         print(f"{name}: {'agree' if report['agrees'] else 'differ'}")
         for t in report["tasks"]:
