@@ -27,7 +27,8 @@ from typing import Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
-from harness.metrics.catalogue import DEPTH_PREFIX
+from harness.data.lengths import length_tokens
+from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
 from harness.reporting.comparability import check_side_by_side
 from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
@@ -114,10 +115,28 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
     members = {task for run in runs for tasks in run.subtasks.values() for task in tasks}
-    depths = [m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)]
+    depths = sorted((m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)), key=_depth_order)
     subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
                 and m not in diagnostics and m not in depths]
     return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths)
+
+
+def _depth_order(metric: str) -> tuple:
+    """``<task>/depth_<D>_len_<L>`` sorted by task, depth, then length (numbers, not text: 25 before 100)."""
+    task, cell = metric.split("/", 1)
+    depth, _, length = cell[len(DEPTH_PREFIX):].partition(f"_{LENGTH_PREFIX}")
+    try:
+        return task, int(depth), length_tokens(length), ""
+    except ValueError:  # a cell named otherwise: after the others, by name
+        return task, 10 ** 9, 0, cell
+
+
+def _all_zero_breakdown(metric: str, rows: list[dict[str, str]]) -> bool:
+    """A per-length truncation count (``n_truncated_len_<L>`` ...) that is 0 or empty in every row: its total says
+    as much, so the Markdown leaves it out (the CSV and HTML keep it)."""
+    name = metric.split("/", 1)[-1]
+    per_length = any(name.startswith(f"{count}_{LENGTH_PREFIX}") for count in TRUNCATION_COUNTS)
+    return per_length and all(not r.get(metric) or float(r[metric]) == 0 for r in rows)
 
 
 def to_csv(board: Leaderboard) -> str:
@@ -148,6 +167,18 @@ def _table(head: list[str], lines: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(map(escape, cells)) + " |" for cells in lines])
 
 
+def _count_of(metric: str) -> str:
+    task, name = metric.split("/", 1)
+    return f"{task}/{COUNT_PREFIX}{name}"
+
+
+def _with_n(row: dict[str, str], metric: str) -> str:
+    """A depth cell as ``score (n=N)``; empty when the run has no sample in it."""
+    text = _readable(row.get(metric, ""))
+    n = row.get(_count_of(metric), "")
+    return f"{text} (n={int(float(n))})" if text and n else text
+
+
 def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     """Tables for people (module docstring): the runs by the parts of their names that differ (the shared parts in
     the title), the headline metrics (``headline`` when given, else every score and perplexity) to 4 significant
@@ -172,11 +203,12 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
                                              for name, r in zip(names, board.rows)])
     depths = [m for m in board.depths if m not in metrics] if headline is None else []
     if depths:
-        lines += ["", "## Depth x length", "", "Each needle-depth bucket's score at each length (`lch plot depth` draws "
-                                               "them as a heat map with n per cell).", ""]
-        lines += _table(["run", *depths], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in depths)]
-                                           for name, r in zip(names, board.rows)])
-    diagnostics = [m for m in board.diagnostics if m not in metrics]
+        lines += ["", "## Depth x length", "", "Each needle-depth bucket's score at each length, with the samples it "
+                                               "averages (`lch plot depth` draws them as a heat map).", ""]
+        lines += _table(["run", *depths], [[name, *(_with_n(r, m) for m in depths)] for name, r in zip(names, board.rows)])
+    counted = {_count_of(m) for m in depths}  # the cells' counts are beside them above
+    diagnostics = [m for m in board.diagnostics if m not in metrics and m not in counted
+                   and not _all_zero_breakdown(m, board.rows)]
     if diagnostics:
         lines += ["", "## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "
                                             "not scores).", ""]

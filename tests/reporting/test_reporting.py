@@ -509,7 +509,11 @@ def test_leaderboard_depth_cells_are_a_section_of_their_own_and_a_recorded_cauti
     cells come under "Depth x length"; the curve's caution, already recorded by the run, is listed once."""
     results = {"lch_ruler_niah_single_1": {"len_1024,none": 50.0, "len_2048,none": 100.0, "score,none": 75.0,
                                            "len_1024_stderr,none": 1.0, "len_2048_stderr,none": 1.0,
-                                           "depth_0_len_1024,none": 100.0, "depth_100_len_1024,none": 0.0}}
+                                           "depth_0_len_1024,none": 100.0, "depth_100_len_1024,none": 0.0,
+                                           "depth_25_len_1024,none": 50.0, "n_depth_0_len_1024,none": 1,
+                                           "n_depth_25_len_1024,none": 2, "n_depth_100_len_1024,none": 3,
+                                           "n_truncated,none": 0, "n_truncated_len_1024,none": 0,
+                                           "n_truncated_len_2048,none": 0}}
     path = write_run(tmp_path / "a", {"pretrained": "m"}, 100.0, results,
                      {"lch_ruler_niah_single_1": {"len_1024": True, "len_2048": True, "score": True,
                                                   "depth_0_len_1024": True, "depth_100_len_1024": True}})
@@ -517,6 +521,10 @@ def test_leaderboard_depth_cells_are_a_section_of_their_own_and_a_recorded_cauti
                "their 95 % intervals")
     data = json.loads(path.read_text())
     data["lch_cautions"] = {"lch_ruler_niah_single_1": [caution]}  # as record_effective_lengths writes it
+    counts = ["n_depth_0_len_1024", "n_depth_25_len_1024", "n_depth_100_len_1024", "n_truncated", "n_truncated_len_1024",
+              "n_truncated_len_2048"]
+    data["configs"] = {"lch_ruler_niah_single_1": {"metadata": {"lch_metric_roles": {
+        **{c: "bookkeeping" for c in counts}, "len_1024": "score", "len_2048": "score"}}}}
     path.write_text(json.dumps(data))
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(tmp_path / "a"), "-o", str(out)]) == 0
@@ -525,6 +533,13 @@ def test_leaderboard_depth_cells_are_a_section_of_their_own_and_a_recorded_cauti
                      "lch_ruler_niah_single_1/len_1024 | lch_ruler_niah_single_1/len_2048 | "
                      "lch_ruler_niah_single_1/score |")
     assert md[6] == "## Depth x length"
-    assert md[10] == "| run | lch_ruler_niah_single_1/depth_0_len_1024 | lch_ruler_niah_single_1/depth_100_len_1024 |"
-    assert md[12] == "| m · base model | 100 | 0 |"
+    # by depth as a number (25 before 100), each with its samples; the counts then not again among the diagnostics,
+    # nor the per-length truncation counts that are 0 everywhere (n_truncated says it)
+    assert md[10] == ("| run | lch_ruler_niah_single_1/depth_0_len_1024 | lch_ruler_niah_single_1/depth_25_len_1024 | "
+                      "lch_ruler_niah_single_1/depth_100_len_1024 |")
+    assert md[12] == "| m · base model | 100 (n=1) | 50 (n=2) | 0 (n=3) |"
+    assert md[14:17] == ["## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "
+                                                "not scores)."]
+    assert md[18] == "| run | lch_ruler_niah_single_1/n_truncated |"
+    assert len(read_csv(out)[0]) == 6 + 2 + 3 + 3 + 6 + 2 + 1  # every column in the CSV (stderrs of the two lengths)
     assert [line for line in md if "not monotone" in line] == [f"- {caution} (m · base model)"]
