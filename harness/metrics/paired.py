@@ -1,0 +1,237 @@
+"""Paired comparisons of two runs' per-sample scores: the difference of means with a bootstrap interval, an exact
+or rank test, and the smallest effect the comparison could have detected. Pure: numbers in, numbers out.
+
+Two runs scored on the same ``n`` documents give pairs ``(a_i, b_i)`` (``a``: the reference, a baseline or the run
+without a chat template; ``b``: the other run); everything here is about the differences ``d_i = b_i - a_i``:
+
+* **difference of means** ``delta = mean(b) - mean(a) = mean(d) = (1/n) sum_i d_i``;
+* **bootstrap interval** of ``delta`` over pairs (:func:`bootstrap_interval`): ``B`` resamples (default
+  :data:`DEFAULT_RESAMPLES` = 10,000) of ``n`` pair indices drawn with replacement by a seeded
+  ``numpy.random.Generator`` (``default_rng(seed)``, default seed :data:`DEFAULT_SEED`), the mean difference
+  ``delta*_k`` of each; *percentile*: the ``alpha/2`` and ``1 - alpha/2`` quantiles of the ``delta*_k`` (linear
+  interpolation, numpy's default), ``alpha = 1 - confidence``; *BCa* (Efron and Tibshirani 1993, 14.3): the
+  quantiles ``Phi(z0 + (z0 + z_q) / (1 - a (z0 + z_q)))`` for ``z_q = Phi^-1(alpha/2)`` and ``Phi^-1(1 - alpha/2)``,
+  with the bias correction ``z0 = Phi^-1((#{delta*_k < delta} + #{delta*_k <= delta}) / (2B))`` and the
+  acceleration ``a = sum_i U_i^3 / (6 (sum_i U_i^2)^(3/2))``, ``U_i = (n - 1)(mean_j theta_(j) - theta_(i))``
+  over the leave-one-out means ``theta_(i)`` (the scheme of ``scipy.stats.bootstrap``, which the tests check it
+  against);
+* **paired test** (:func:`paired_test`, two-sided): for scores of two values (0/1, 0/100) the exact McNemar test,
+  i.e. the sign test on the discordant pairs: with ``u`` pairs where only ``a`` has the high value and ``v`` where
+  only ``b`` has it, ``p = min(1, 2 sum_{k <= min(u, v)} C(u + v, k) / 2^(u + v))``
+  (``scipy.stats.binomtest(u, u + v, 0.5)``); otherwise the Wilcoxon signed-rank test (zero differences split,
+  ``zero_method="zsplit"``; exact for small n without ties, normal approximation otherwise), or on request the
+  paired t-test ``t = mean(d) / (sd(d) / sqrt(n))`` with ``n - 1`` degrees of freedom;
+* **minimum detectable effect** (:func:`minimum_detectable_effect`): the smallest true ``|delta|`` a two-sided test
+  at level ``alpha`` detects with probability ``power`` at this ``n``, under the normal approximation:
+  ``MDE = (z_{1-alpha/2} + z_{power}) * sd_d / sqrt(n)``, ``sd_d`` the sample standard deviation of the
+  differences (``n - 1`` in the denominator); alpha 0.05 and power 0.8 give ``(1.95996 + 0.84162) sd_d / sqrt(n) =
+  2.80158 sd_d / sqrt(n)``.
+
+Degenerate cases never give NaN (:func:`paired_difference` says what each returns): ``n = 0`` has no estimate;
+``n = 1`` has a point estimate but no spread; when every difference is the same value ``c`` the interval is
+``[c, c]``, the spread 0, and the test's p is 1 for ``c = 0`` (exact McNemar and Wilcoxon give ``2 * 0.5^n``
+otherwise, for small n; the t-test, undefined there, is replaced by the sign test, which gives the same).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 10_000  # bootstrap resamples of the pairs
+DEFAULT_SEED = 0  # of numpy.random.default_rng: the same data give the same interval
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_ALPHA = 0.05  # two-sided level of the test and of the minimum detectable effect
+DEFAULT_POWER = 0.8
+INTERVALS = ("percentile", "bca")
+TESTS = ("auto", "wilcoxon", "t")
+_CHUNK = 2**22  # index draws per resampling step (memory: 8 bytes each)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The paired comparison of ``b`` with ``a`` (module docstring). ``delta = mean_b - mean_a``; ``low`` / ``high``:
+    its bootstrap interval at ``confidence``, by ``interval`` (``percentile``, ``bca``, or ``none`` when the
+    resamples cannot differ: n <= 1 or every difference equal); ``test`` / ``p_value``: the paired test;
+    ``sd_diff``: the differences' sample standard deviation; ``mde``: the minimum detectable effect at ``alpha``
+    and ``power``. None: no such number for these data (n = 0: every estimate; n = 1: ``sd_diff`` and ``mde``)."""
+
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+    interval: str
+    test: str
+    p_value: float
+    sd_diff: float | None
+    mde: float | None
+    alpha: float
+    power: float
+
+
+def _as_pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"paired values need two sequences of one length (got {x.shape} and {y.shape})")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("paired values must be finite numbers (a NaN or inf has no difference)")
+    return x, y
+
+
+def _check(confidence: float, resamples: int) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if int(resamples) != resamples or resamples < 1:
+        raise ValueError(f"resamples must be a positive integer, got {resamples}")
+
+
+def bootstrap_means(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> np.ndarray:
+    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs`` (module docstring): resample ``k``
+    is row ``k`` of ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one
+    block, so the very draws of ``scipy.stats.bootstrap`` with the same generator, while ``resamples * n`` <= 2^22)."""
+    d = np.asarray(diffs, dtype=float)
+    n = d.size
+    if n == 0:
+        raise ValueError("no pairs to resample")
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK // n)
+    out = np.empty(int(resamples))
+    for start in range(0, int(resamples), rows):
+        stop = min(int(resamples), start + rows)
+        out[start:stop] = d[rng.integers(0, n, (stop - start, n))].mean(axis=1)
+    return out
+
+
+def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
+                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                       method: str = "percentile") -> tuple[float, float, str]:
+    """``(low, high, method)``: the bootstrap interval of ``mean(diffs)`` (module docstring: percentile or BCa).
+    Resamples that cannot differ (n = 1, or every difference equal) give ``[mean, mean]`` and method ``none``; a BCa
+    whose bias correction or acceleration is not finite (every resample on one side of the estimate, no
+    leave-one-out spread) falls back to the percentile interval, method ``percentile``."""
+    _check(confidence, resamples)
+    if method not in INTERVALS:
+        raise ValueError(f"interval method {method!r} is not one of {INTERVALS}")
+    d = np.asarray(diffs, dtype=float)
+    if d.size == 0:
+        raise ValueError("no pairs: no interval")
+    estimate = float(d.mean())
+    if d.size == 1 or np.all(d == d[0]):
+        return estimate, estimate, "none"
+    means = bootstrap_means(d, resamples, seed)
+    alpha = (1.0 - confidence) / 2.0
+    quantiles = (alpha, 1.0 - alpha)
+    if method == "bca":
+        bca = _bca_quantiles(d, means, alpha)
+        if bca is not None:
+            quantiles = bca
+        else:
+            method = "percentile"
+    low, high = np.quantile(means, quantiles)
+    return float(low), float(high), method
+
+
+def _bca_quantiles(d: np.ndarray, means: np.ndarray, alpha: float) -> tuple[float, float] | None:
+    normal = NormalDist()
+    estimate = d.mean()
+    share = (np.count_nonzero(means < estimate) + np.count_nonzero(means <= estimate)) / (2.0 * means.size)
+    if not 0.0 < share < 1.0:
+        return None
+    z0 = normal.inv_cdf(float(share))
+    n = d.size
+    leave_one_out = (d.sum() - d) / (n - 1)
+    u = (n - 1) * (leave_one_out.mean() - leave_one_out)
+    spread = float(np.sum(u**2))
+    if spread <= 0.0:
+        return None
+    accel = float(np.sum(u**3)) / (6.0 * spread**1.5)
+    out = []
+    for z in (normal.inv_cdf(alpha), normal.inv_cdf(1.0 - alpha)):
+        num = z0 + z
+        denominator = 1.0 - accel * num
+        if denominator <= 0.0:
+            return None
+        out.append(normal.cdf(z0 + num / denominator))
+    return out[0], out[1]
+
+
+def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether the scores take at most two values over both runs (0/1, 0/100): then McNemar's test applies."""
+    return len(set(map(float, a)) | set(map(float, b))) <= 2
+
+
+def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> tuple[str, float]:
+    """``(name, two-sided p)`` of the paired test of ``b`` against ``a`` (module docstring). ``auto``: exact McNemar
+    for two-valued scores, else Wilcoxon signed-rank; ``wilcoxon`` or ``t`` ask for one (two-valued scores still get
+    McNemar, which is exact for them). No pair (n = 0) or no pair that differs: p = 1. The t-test of differences
+    without spread (every difference the same non-zero value) is undefined (scipy gives NaN): the sign test stands
+    in, ``2 * 0.5^n``."""
+    from scipy import stats
+
+    if test not in TESTS:
+        raise ValueError(f"paired test {test!r} is not one of {TESTS}")
+    x, y = _as_pairs(a, b)
+    if x.size == 0:
+        return "none (no pairs)", 1.0
+    d = y - x
+    if not np.any(d):
+        return "none (no pair differs)", 1.0
+    if two_valued(x, y):
+        high = max(max(x), max(y))
+        a_only = int(np.count_nonzero((x == high) & (y != high)))
+        b_only = int(np.count_nonzero((y == high) & (x != high)))
+        return "McNemar (exact)", float(stats.binomtest(a_only, a_only + b_only, 0.5).pvalue)
+    if test == "t" and np.all(d == d[0]):
+        return "sign test (constant difference)", float(stats.binomtest(d.size, d.size, 0.5).pvalue)
+    with warnings.catch_warnings():  # scipy's notes on switching from the exact to the normal distribution
+        warnings.simplefilter("ignore")
+        if test == "t":
+            return "paired t", float(stats.ttest_rel(y, x).pvalue)
+        return "Wilcoxon signed-rank", float(stats.wilcoxon(x, y, zero_method="zsplit").pvalue)
+
+
+def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA,
+                              power: float = DEFAULT_POWER) -> float | None:
+    """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (module docstring), in the scores' units; None for
+    n < 2 (no spread to estimate from). ``sd_diff = 0`` gives 0: without spread any shift is seen."""
+    if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
+    if n < 2:
+        return None
+    normal = NormalDist()
+    return (normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)) * float(sd_diff) / math.sqrt(n)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE,
+                      resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
+                      test: str = "auto", alpha: float = DEFAULT_ALPHA,
+                      power: float = DEFAULT_POWER) -> PairedDifference:
+    """``b`` compared with ``a``, pair by pair (module docstring). What degenerate data give:
+
+    * n = 0: every estimate None (means, delta, interval, sd, MDE), test ``none (no pairs)``, p = 1;
+    * n = 1: means and delta, the interval ``[delta, delta]`` (method ``none``), the test's p (1 for one pair:
+      McNemar ``binomtest(1, 1)`` and Wilcoxon alike), ``sd_diff`` and ``mde`` None;
+    * every difference equal to ``c`` (n >= 2): interval ``[c, c]`` (method ``none``), ``sd_diff`` 0, ``mde`` 0,
+      p = 1 for ``c = 0``, else the test's (McNemar's and the sign test's ``2 * 0.5^n``; Wilcoxon's the same for
+      n <= 50, its normal approximation beyond).
+    """
+    _check(confidence, resamples)
+    x, y = _as_pairs(a, b)
+    name, p = paired_test(x, y, test)
+    n = int(x.size)
+    if n == 0:
+        return PairedDifference(0, None, None, None, None, None, confidence, "none", name, p, None, None, alpha, power)
+    d = y - x
+    low, high, method = bootstrap_interval(d, confidence, resamples, seed, interval)
+    sd = float(np.std(d, ddof=1)) if n >= 2 else None
+    mde = minimum_detectable_effect(sd, n, alpha, power) if sd is not None else None
+    return PairedDifference(n, float(x.mean()), float(y.mean()), float(d.mean()), low, high, confidence, method, name,
+                            p, sd, mde, alpha, power)

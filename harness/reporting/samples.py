@@ -1,0 +1,142 @@
+"""Logged samples of lm-eval runs (``--log_samples``), read once for every report that compares runs sample by
+sample (``lch agree``, ``lch regress``'s paired gate, ``lch template-effect``).
+
+lm-eval writes ``samples_<task>_<stamp>.jsonl`` beside ``results_<stamp>.json``: one row per document and filter
+(``doc_id``, ``doc_hash``: the SHA-256 of the document, ``filter``, ``metrics``: the names of the per-document
+values the row holds, and each value under its name). Two runs' documents pair by ``doc_id``; a pair is the same
+input only when their ``doc_hash`` is equal.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from harness.core.errors import DataFormatError, UsageError
+from harness.data.documents import read_jsonl
+
+SAMPLES_PREFIX, RESULTS_PREFIX = "samples_", "results_"
+
+
+def stamp_of(results: Path) -> str:
+    """The ``<stamp>`` of ``results_<stamp>.json``."""
+    return results.name[len(RESULTS_PREFIX):-len(".json")]
+
+
+def samples_files(results: str | Path) -> dict[str, Path]:
+    """``{task: samples_<task>_<stamp>.jsonl}`` beside a results file (empty: the run logged no samples)."""
+    results = Path(results)
+    stamp = stamp_of(results)
+    suffix = f"_{stamp}.jsonl"
+    return {file.name[len(SAMPLES_PREFIX):-len(suffix)]: file
+            for file in sorted(results.parent.glob(f"{SAMPLES_PREFIX}*{suffix}"))
+            if len(file.name) > len(SAMPLES_PREFIX) + len(suffix)}
+
+
+def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
+    """The newest results file of a run folder (by name: lm-eval's stamps sort by time), or the results file given,
+    and its samples files by task; a run without any is refused (one line saying to log samples)."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: give two lm-eval output folders (or results_*.json files)")
+    results = path if path.is_file() else max(path.rglob(f"{RESULTS_PREFIX}*.json"), default=None, key=lambda p: p.name)
+    if results is None:
+        raise UsageError(f"{path}: no results_*.json found (give the folder lm-eval wrote with --output_path)")
+    samples = samples_files(results)
+    if not samples:
+        raise UsageError(f"{results.parent}: no samples_*_{stamp_of(results)}.jsonl beside {results.name}; run lm-eval "
+                         "with --log_samples to compare runs sample by sample")
+    return results, samples
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    """The rows of a samples file, each with a ``doc_id`` (:class:`DataFormatError` naming the file otherwise)."""
+    rows = read_jsonl(path, "an lm-eval samples file")
+    bad = next((i for i, row in enumerate(rows) if "doc_id" not in row), None)
+    if bad is not None:
+        raise DataFormatError(f"{path}: sample {bad} has no doc_id (not an lm-eval samples file)")
+    return rows
+
+
+def by_doc(rows: Iterable[dict], filter_name: str | None = None) -> dict[Any, dict]:
+    """``{doc_id: row}`` of the rows of one filter (``None``: every row, a later filter's row of a document
+    replacing an earlier one's)."""
+    return {row["doc_id"]: row for row in rows if filter_name is None or row.get("filter", "none") == filter_name}
+
+
+def read_samples(path: str | Path, filter_name: str | None = None) -> dict[Any, dict]:
+    """:func:`by_doc` of a samples file."""
+    return by_doc(read_rows(path), filter_name)
+
+
+def filters_of(rows: Iterable[dict]) -> list[str]:
+    """The filters a samples file's rows were logged under (lm-eval's ``filter``; ``none`` when absent)."""
+    return sorted({str(row.get("filter", "none")) for row in rows})
+
+
+def number(value: Any) -> bool:
+    """A finite number that is no boolean: a per-sample score."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def metric_values(sample: Mapping) -> dict[str, float]:
+    """The sample's per-document values that are plain numbers, by metric name (the names in its ``metrics``)."""
+    return {name: float(sample[name]) for name in sample.get("metrics") or [] if number(sample.get(name))}
+
+
+def score_values(sample: Mapping, roles: Mapping[str, str] | None = None) -> dict[str, float]:
+    """The sample's numeric scores by row name. A ``[sum, count]`` pair (what pooled metrics log per document) is
+    compared as its ratio and named for it: ``<metric> mean NLL`` for a perplexity (``roles``: the task's declared
+    metric roles), else ``<metric> sum / count``."""
+    out = {}
+    for name in sample.get("metrics") or []:
+        value = sample.get(name)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            out[name] = float(value)
+        elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]:
+            label = f"{name} mean NLL" if (roles or {}).get(name) == "perplexity" else f"{name} sum / count"
+            out[label] = float(value[0]) / float(value[1])
+    return out
+
+
+@dataclass
+class Pairing:
+    """Two runs' documents side by side: ``pairs`` (doc_id, row of A, row of B) in A's order; ``unpaired``: documents
+    of one run only; ``input_mismatch``: doc_ids both runs hold whose ``doc_hash`` differs (another input: left out
+    of ``pairs`` unless :func:`pair_docs` was told to keep them)."""
+
+    pairs: list[tuple[Any, dict, dict]] = field(default_factory=list)
+    unpaired: int = 0
+    input_mismatch: list[Any] = field(default_factory=list)
+
+
+def pair_docs(a: Mapping[Any, dict], b: Mapping[Any, dict], keep_mismatched: bool = False) -> Pairing:
+    """Documents of ``a`` and ``b`` (``{doc_id: row}``) paired by ``doc_id``; those whose ``doc_hash`` differs are
+    listed in ``input_mismatch`` and left out, or kept with ``keep_mismatched``."""
+    out = Pairing(unpaired=len(set(a) ^ set(b)))
+    for doc in a:
+        if doc not in b:
+            continue
+        if a[doc].get("doc_hash") != b[doc].get("doc_hash"):
+            out.input_mismatch.append(doc)
+            if not keep_mismatched:
+                continue
+        out.pairs.append((doc, a[doc], b[doc]))
+    return out
+
+
+def paired_values(pairs: Iterable[tuple[Any, Mapping[str, float], Mapping[str, float]]],
+                  name: str) -> tuple[list[Any], list[float], list[float]]:
+    """``(doc_ids, values of A, values of B)`` of ``name`` over the pairs whose two sides both hold it (a per-length
+    metric ``len_<L>``: the documents of that length); ``pairs``: (doc_id, values of A, values of B)."""
+    docs, xs, ys = [], [], []
+    for doc, x, y in pairs:
+        if name in x and name in y:
+            docs.append(doc)
+            xs.append(x[name])
+            ys.append(y[name])
+    return docs, xs, ys
