@@ -12,6 +12,10 @@ the deeper one. The end buckets take half as wide a band (0-12.5, 87.5-100) as t
 
 from __future__ import annotations
 
+from typing import Any
+
+from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX
+
 DEPTH_BUCKETS = (0, 25, 50, 75, 100)  # percent; declared once, read by the tasks and reports
 
 
@@ -36,3 +40,15 @@ def depth_fields(depth: float) -> dict:
     """``{"depth", "depth_bucket"}`` of a sample: the depth to 2 decimals and the bucket of that value."""
     depth = round(float(depth), 2)
     return {"depth": depth, "depth_bucket": depth_bucket(depth)}
+
+
+def cell_metric(bucket: Any, length: Any) -> str:
+    """``depth_<bucket>_len_<length>``: the name of the score of one depth bucket at one length."""
+    return f"{DEPTH_PREFIX}{bucket}_{LENGTH_PREFIX}{length}"
+
+
+def read_cell_metric(name: str) -> tuple[int, str] | None:
+    """``(bucket, length name)`` of a metric named by :func:`cell_metric`, else None."""
+    head, sep, length = name.partition(f"_{LENGTH_PREFIX}")
+    bucket = head[len(DEPTH_PREFIX):] if head.startswith(DEPTH_PREFIX) else ""
+    return (int(bucket), length) if sep and bucket.isdigit() and length else None

@@ -27,6 +27,7 @@ from typing import Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
+from harness.data.depth import read_cell_metric
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
 from harness.reporting.comparability import check_side_by_side
@@ -124,10 +125,10 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
 def _depth_order(metric: str) -> tuple:
     """``<task>/depth_<D>_len_<L>`` sorted by task, depth, then length (numbers, not text: 25 before 100)."""
     task, cell = metric.split("/", 1)
-    depth, _, length = cell[len(DEPTH_PREFIX):].partition(f"_{LENGTH_PREFIX}")
+    found = read_cell_metric(cell)
     try:
-        return task, int(depth), length_tokens(length), ""
-    except ValueError:  # a cell named otherwise: after the others, by name
+        return (task, found[0], length_tokens(found[1]), "") if found else (task, 10 ** 9, 0, cell)
+    except ValueError:  # a length that is none: after the others, by name
         return task, 10 ** 9, 0, cell
 
 

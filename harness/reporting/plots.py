@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from harness.metrics.context_length import (RELATIVE_SHARE, RULER_THRESHOLD, Z95, LengthPoint, effective_length,
                                             relative_effective_length)
@@ -51,15 +51,22 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
     runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
     moves what they share into its title). Raises ``UsageError`` when no run has one."""
-    chosen, curves = [], []
-    for run in latest_per_configuration(runs):
-        points = length_points(run, task)
-        if points:
-            chosen.append(run)
-            curves.append(points)
+    curves = latest_having(runs, lambda run: length_points(run, task))
     if not curves:
         raise UsageError(f"no run has per-length metrics {task}/len_<length> (RULER / BABILong tasks and groups report them)")
-    return dict(zip(run_labels(chosen), curves))
+    return curves
+
+
+def latest_having(runs: list[Run], read: Callable[[Run], list]) -> dict[str, list]:
+    """``{run label: read(run)}`` of the latest run of each configuration for which ``read`` finds something, labels
+    from :mod:`harness.reporting.labels`."""
+    chosen, found = [], []
+    for run in latest_per_configuration(runs):
+        items = read(run)
+        if items:
+            chosen.append(run)
+            found.append(items)
+    return dict(zip(run_labels(chosen), found))
 
 
 def pyplot():
@@ -326,12 +333,9 @@ class DepthCell:
 
 
 def _depth_metric(name: str) -> tuple[int, str] | None:
-    """``(bucket, length name)`` of a metric named ``depth_<D>_len_<L>``, else None."""
-    from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX
+    from harness.data.depth import read_cell_metric
 
-    head, sep, length = name.partition(f"_{LENGTH_PREFIX}")
-    bucket = head[len(DEPTH_PREFIX):] if head.startswith(DEPTH_PREFIX) else ""
-    return (int(bucket), length) if sep and bucket.isdigit() and length else None
+    return read_cell_metric(name)
 
 
 def depth_tasks(runs: list[Run]) -> list[str]:
@@ -366,18 +370,13 @@ def depth_grids(runs: list[Run], task: str) -> dict[str, list[DepthCell]]:
     """``{run label: cells}`` of ``task`` for the latest run of each configuration that has any (labels from
     :mod:`harness.reporting.labels`). Raises ``UsageError`` naming the task and the tasks that have depths when no
     run has a cell of it."""
-    chosen, grids = [], []
-    for run in latest_per_configuration(runs):
-        cells = run_depth_cells(run, task)
-        if cells:
-            chosen.append(run)
-            grids.append(cells)
+    grids = latest_having(runs, lambda run: run_depth_cells(run, task))
     if not grids:
         have = depth_tasks(runs)
         raise UsageError(f"{task} has no per-depth metrics ({task}/depth_<D>_len_<L>) in these runs; "
                          + (f"tasks with depths here: {', '.join(have)}" if have else "no task here has them")
                          + " (RULER niah_* tasks and BABILong with source=synthetic record needle depths)")
-    return dict(zip(run_labels(chosen), grids))
+    return grids
 
 
 def _depth_axes(grids: dict[str, list[DepthCell]]) -> tuple[list[int], dict[int, str]]:

@@ -10,19 +10,16 @@ without samples is left out of the results. ``lch plot depth`` draws them (:mod:
 
 from __future__ import annotations
 
-from typing import Any
 
 from lm_eval.api.metrics import mean as lm_eval_mean
 
-from harness.data.depth import DEPTH_BUCKETS
-from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX
+from harness.data.depth import DEPTH_BUCKETS, cell_metric
+from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX
 from harness.metrics.pooling import total
 from harness.metrics.support import Support
 
 
-def depth_metric(bucket: Any, length: Any) -> str:
-    """``depth_<bucket>_len_<length>``: the score of one depth bucket at one length."""
-    return f"{DEPTH_PREFIX}{bucket}_{LENGTH_PREFIX}{length}"
+depth_metric = cell_metric  # the cell's name: harness.data.depth
 
 
 class DepthScores:
