@@ -10,7 +10,6 @@ without samples is left out of the results. ``lch plot depth`` draws them (:mod:
 
 from __future__ import annotations
 
-
 from lm_eval.api.metrics import mean as lm_eval_mean
 
 from harness.data.depth import DEPTH_BUCKETS, cell_metric
