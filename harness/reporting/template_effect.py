@@ -10,8 +10,8 @@ to the token budget with the template counted). Same-template runs, or runs that
 comparable (exit 3); a run that did not record its template, or the runs given in the wrong order, is a usage
 error (exit 2).
 
-For every task both runs logged (``--log_samples``) and every per-document score of it (bookkeeping counts left
-out; a per-length score ``len_<L>`` on the documents of that length), documents pair by ``doc_id``
+For every task both runs logged (``--log_samples``) and every per-document score of it (bookkeeping counts and the
+depth x length cells left out; a per-length score ``len_<L>`` on the documents of that length), documents pair by ``doc_id``
 (:mod:`harness.reporting.samples`): n paired, the mean of each run, ``chat - raw`` with its bootstrap interval
 over pairs and the p-value of the paired test (:func:`harness.metrics.paired.paired_difference`: exact McNemar for
 0/1 or 0/100 scores, Wilcoxon signed-rank otherwise). A document whose ``doc_hash`` differs between the runs is
@@ -31,7 +31,7 @@ from harness.core import results as keys
 from harness.core.errors import UsageError
 from harness.core.run_record import FIELDS, RunRecord
 from harness.data.lengths import length_tokens
-from harness.metrics.catalogue import LENGTH_PREFIX, metric_role
+from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.paired import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, paired_difference
 from harness.reporting.comparability import NotComparable, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
@@ -117,8 +117,8 @@ def compare_task(task: str, rows_raw: list[dict], rows_chat: list[dict], roles: 
         names = set().union(*(x for _, x, _ in values)) if values else set()
         for name in sorted(names, key=_order):
             base = name.split(" ")[0]  # "<metric> mean NLL" / "<metric> sum / count": a pair's ratio
-            if (roles.get(base) or metric_role(base)) == "bookkeeping":
-                continue
+            if (roles.get(base) or metric_role(base)) == "bookkeeping" or base.startswith(DEPTH_PREFIX):
+                continue  # counts; depth x length cells (a breakdown of len_<L> on a few documents each)
             _, xs, ys = paired_values(values, name)
             if not xs:
                 continue

@@ -109,3 +109,17 @@ def test_bad_input_is_one_line_and_leaves_nothing(pair, tmp_path, capsys):
     results.write_text(json.dumps(data))
     assert main(["template-effect", str(raw), str(unrecorded)]) == 2
     assert "the run recorded no chat template" in _error(capsys)
+
+
+def test_depth_cells_are_left_out_of_the_report():
+    """A depth x length cell is a breakdown of its length on a few documents: the report gives the task's scores and
+    lengths, not the cells."""
+    from harness.reporting.template_effect import compare_task
+
+    def rows(scores):
+        return [{"doc_id": i, "doc_hash": f"h{i}", "metrics": ["score", "len_1024", "depth_0_len_1024"], "score": s,
+                 "len_1024": s, "depth_0_len_1024": s, "filter": "none"} for i, s in enumerate(scores)]
+
+    found = compare_task("t", rows([100.0, 0.0]), rows([100.0, 100.0]), {}, False, 0.95, 200, 0, "percentile")
+    assert [r.metric for r in found.rows] == ["score", "len_1024"]
+    assert [r.delta for r in found.rows] == [50.0, 50.0]
