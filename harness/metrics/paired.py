@@ -25,7 +25,10 @@ without a chat template; ``b``: the other run); everything here is about the dif
   at level ``alpha`` detects with probability ``power`` at this ``n``, under the normal approximation:
   ``MDE = (z_{1-alpha/2} + z_{power}) * sd_d / sqrt(n)``, ``sd_d`` the sample standard deviation of the
   differences (``n - 1`` in the denominator); alpha 0.05 and power 0.8 give ``(1.95996 + 0.84162) sd_d / sqrt(n) =
-  2.80158 sd_d / sqrt(n)``.
+  2.80158 sd_d / sqrt(n)``. For two-valued scores it is never below the exact floor of McNemar's test
+  (:func:`mcnemar_floor`): the least number ``k`` of discordant pairs, all one way, with ``2 * 0.5^k < alpha``
+  (6 at alpha 0.05), times the scores' spread, over ``n``; a re-run whose documents all agree (``sd_d = 0``) thus
+  says which drop it could have seen (15 points on 40 samples scored 0 / 100), not 0.
 
 Degenerate cases never give NaN (:func:`paired_difference` says what each returns): ``n = 0`` has no estimate;
 ``n = 1`` has a point estimate but no spread; when every difference is the same value ``c`` the interval is
@@ -210,6 +213,22 @@ def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALP
     return (normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)) * float(sd_diff) / math.sqrt(n)
 
 
+def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
+    """The smallest ``|delta|`` the exact McNemar test at level ``alpha`` can call significant on these ``n`` pairs of
+    two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (module docstring); the
+    spread is the two values' difference, or ``|v|`` when every score is ``v`` (an accuracy seen at one value only,
+    taken as v against 0). None when the scores are not two-valued or there are no pairs (may exceed the spread when
+    n < k: then no change on n pairs can be significant)."""
+    values = set(map(float, a)) | set(map(float, b))
+    if not values or len(values) > 2 or len(a) == 0:
+        return None
+    spread = max(values) - min(values) if len(values) == 2 else abs(next(iter(values)))
+    k = 1
+    while 2 * 0.5 ** k >= alpha:
+        k += 1
+    return k * spread / len(a)
+
+
 def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE,
                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
                       test: str = "auto", alpha: float = DEFAULT_ALPHA,
@@ -219,7 +238,8 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
     * n = 0: every estimate None (means, delta, interval, sd, MDE), test ``none (no pairs)``, p = 1;
     * n = 1: means and delta, the interval ``[delta, delta]`` (method ``none``), the test's p (1 for one pair:
       McNemar ``binomtest(1, 1)`` and Wilcoxon alike), ``sd_diff`` and ``mde`` None;
-    * every difference equal to ``c`` (n >= 2): interval ``[c, c]`` (method ``none``), ``sd_diff`` 0, ``mde`` 0,
+    * every difference equal to ``c`` (n >= 2): interval ``[c, c]`` (method ``none``), ``sd_diff`` 0, ``mde`` 0
+      (two-valued scores: McNemar's floor, :func:`mcnemar_floor`),
       p = 1 for ``c = 0``, else the test's (McNemar's and the sign test's ``2 * 0.5^n``; Wilcoxon's the same for
       n <= 50, its normal approximation beyond).
     """
@@ -233,5 +253,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
     low, high, method = bootstrap_interval(d, confidence, resamples, seed, interval)
     sd = float(np.std(d, ddof=1)) if n >= 2 else None
     mde = minimum_detectable_effect(sd, n, alpha, power) if sd is not None else None
+    floor = mcnemar_floor(x, y, alpha) if mde is not None else None
+    mde = mde if floor is None else max(mde, floor)
     return PairedDifference(n, float(x.mean()), float(y.mean()), float(d.mean()), low, high, confidence, method, name,
                             p, sd, mde, alpha, power)

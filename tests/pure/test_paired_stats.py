@@ -120,3 +120,22 @@ def test_bad_arguments_are_refused():
         paired_difference([1.0, 2.0], [2.0, 1.0], resamples=0)
     with pytest.raises(ValueError, match="interval method"):
         bootstrap_interval([1.0, 2.0], method="basic")
+
+
+def test_two_valued_scores_have_mcnemars_floor_as_their_smallest_detectable_effect():
+    """40 samples scored 0 / 100 that all agree: no spread, but a drop is significant only from 6 discordant pairs
+    (2 * 0.5^5 = 0.0625 >= 0.05 > 2 * 0.5^6): MDE 6 x 100 / 40 = 15 points, not 0."""
+    from harness.metrics.paired import mcnemar_floor
+
+    same = paired_difference([100.0] * 40, [100.0] * 40)
+    assert (same.sd_diff, same.mde) == (0.0, 15.0)
+    assert mcnemar_floor([0.0, 1.0] * 10, [0.0, 1.0] * 10) == 6 * 1.0 / 20
+    assert mcnemar_floor([100.0] * 40, [100.0] * 40, alpha=0.01) == 8 * 100.0 / 40  # 2 * 0.5^8 < 0.01 <= 2 * 0.5^7
+    assert mcnemar_floor([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]) is None  # not two-valued: the formula's value stands
+    # with spread, the formula's MDE where it is larger: 6 of 40 pairs discordant (100 -> 0), the rest alike
+    a, b = [100.0] * 40, [100.0] * 34 + [0.0] * 6
+    b[:6] = [0.0] * 6
+    a[34:] = [0.0] * 6
+    found = paired_difference(a, b)
+    z = 1.959963984540054 + 0.8416212335729143
+    assert found.mde == pytest.approx(max(z * found.sd_diff / math.sqrt(40), 15.0), rel=1e-12)
