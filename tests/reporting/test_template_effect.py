@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from math import comb
-from pathlib import Path
 
 import pytest
 
