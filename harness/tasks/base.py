@@ -250,6 +250,18 @@ class LchTask(ConfigurableTask):
         """``max_gen_toks`` of this task's generations (set in :meth:`configure`)."""
         return int((self.config.generation_kwargs or {}).get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS))
 
+    def build_all_requests(self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False,
+                           **kwargs: Any) -> None:
+        """lm-eval's, without its request cache for tasks that count their prompts: the counts and the cuts of the
+        truncation policy are made while the requests are built (:meth:`construct_requests`), and lm-eval's cache key
+        holds none of the task's options (a cache of another ``truncation`` or ``max_length`` would be reused)."""
+        if self.COUNTS_PROMPT and (cache_requests or rewrite_requests_cache):
+            log.warning("%s builds its requests anew: its prompt counts and cuts are made while building them, so "
+                        "lm-eval's --cache_requests is not used for it", self.config.task)
+            cache_requests = rewrite_requests_cache = False
+        super().build_all_requests(cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
+                                   **kwargs)
+
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         if self.COUNTS_PROMPT:
             self.record_prompt(doc, ctx)

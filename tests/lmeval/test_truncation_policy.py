@@ -104,3 +104,26 @@ def test_skip_leaves_over_long_samples_out_of_the_score_and_counts_them(chat_mod
     assert metrics["n_skipped,none"] == metrics["n_skipped_len_1k,none"] == len(skipped)
     assert metrics["n_len_1k,none"] == len(scored) and metrics["n_truncated,none"] == 0
     assert metrics["score,none"] == pytest.approx(sum(s["score"] for s in scored) / len(scored))
+
+
+def test_lm_evals_request_cache_is_not_used_by_tasks_that_cut(chat_model_dir, tmp_path, monkeypatch):
+    """lm-eval's request cache is keyed without the task's options: a run with --cache_requests that skipped samples,
+    then one that cuts them, must each build (and count) their own requests, never score a cached placeholder."""
+    from lm_eval import simple_evaluate
+
+    from harness.plugin.run import task_manager
+
+    monkeypatch.setenv("LM_HARNESS_CACHE_PATH", str(tmp_path / "requests"))
+    out = {}
+    for policy in ("skip", "middle"):
+        metadata = {"pretrained": str(chat_model_dir), "max_length": MAX_LENGTH, "lengths": ["1k"], "source": "synthetic",
+                    "num_samples": N_SAMPLES, "seed": 3, "truncation": policy}
+        out[policy] = simple_evaluate(model="hf-pic", model_args={"pretrained": str(chat_model_dir), "dtype": "float32",
+                                                                  "max_length": MAX_LENGTH},
+                                      tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata),
+                                      device="cpu", batch_size=4, apply_chat_template=True, log_samples=True,
+                                      cache_requests=True)
+    skipped, cut = out["skip"]["results"]["lch_babilong_qa1"], out["middle"]["results"]["lch_babilong_qa1"]
+    assert skipped["n_skipped,none"] > 0 and skipped["n_truncated,none"] == 0
+    assert cut["n_truncated,none"] == skipped["n_skipped,none"] and cut["n_skipped,none"] == 0
+    assert all(s["arguments"][0][1]["max_gen_toks"] == BUDGET for s in out["middle"]["samples"]["lch_babilong_qa1"])
