@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
@@ -194,27 +194,25 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
         metrics = headline
     title, names = split_shared([r["run"] for r in board.rows])
     lines = [f"# Leaderboard{': ' + title if title else ''}", ""]
-    lines += _table(["run", *metrics], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in metrics)]
-                                        for name, r in zip(names, board.rows)])
-    subtasks = [m for m in board.subtasks if m not in metrics] if headline is None else []
-    if subtasks:
-        lines += ["", "## Tasks of the groups", "", "Each group's tasks, the group above (every column is in the CSV "
-                                                     "and HTML too).", ""]
-        lines += _table(["run", *subtasks], [[name, *(_readable(r[m], r.get(f"{m}_stderr", "")) for m in subtasks)]
-                                             for name, r in zip(names, board.rows)])
+    with_stderr = lambda r, m: _readable(r[m], r.get(f"{m}_stderr", ""))  # noqa: E731
+
+    def section(title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str]) -> list[str]:
+        if not columns:
+            return []
+        head = [] if title is None else ["", f"## {title}", "", text, ""]
+        return head + _table(["run", *columns], [[name, *(cell(r, m) for m in columns)]
+                                                 for name, r in zip(names, board.rows)])
+
+    lines += section(None, "", metrics, with_stderr)
+    lines += section("Tasks of the groups", "Each group's tasks, the group above (every column is in the CSV and HTML "
+                     "too).", [m for m in board.subtasks if m not in metrics] if headline is None else [], with_stderr)
     depths = [m for m in board.depths if m not in metrics] if headline is None else []
-    if depths:
-        lines += ["", "## Depth x length", "", "Each needle-depth bucket's score at each length, with the samples it "
-                                               "averages (`lch plot depth` draws them as a heat map).", ""]
-        lines += _table(["run", *depths], [[name, *(_with_n(r, m) for m in depths)] for name, r in zip(names, board.rows)])
+    lines += section("Depth x length", "Each needle-depth bucket's score at each length, with the samples it averages "
+                     "(`lch plot depth` draws them as a heat map).", depths, _with_n)
     counted = {_count_of(m) for m in depths}  # the cells' counts are beside them above
-    diagnostics = [m for m in board.diagnostics if m not in metrics and m not in counted
-                   and not _all_zero_breakdown(m, board.rows)]
-    if diagnostics:
-        lines += ["", "## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "
-                                            "not scores).", ""]
-        lines += _table(["run", *diagnostics], [[name, *(_readable(r[m]) for m in diagnostics)]
-                                                for name, r in zip(names, board.rows)])
+    lines += section("Diagnostics", "What each run's numbers rest on (counts of documents, tokens and samples; not "
+                     "scores).", [m for m in board.diagnostics if m not in metrics and m not in counted
+                                  and not _all_zero_breakdown(m, board.rows)], lambda r, m: _readable(r[m]))
     # each caution once, with the runs it holds for (a run's list is in the CSV's cautions column)
     held: dict[str, list[str]] = {}
     for name, r in zip(names, board.rows):

@@ -36,6 +36,7 @@ from harness.pic.inference import MODEL_ARGS, Inference
 from harness.pic.methods import PIC_METHODS
 from harness.reporting.labels import SEPARATOR, name_of, run_labels, split_shared
 from harness.reporting.labels import inference_of
+from harness.data.depth import read_cell_metric
 from harness.reporting.curves import length_points
 from harness.reporting.runs import Run, latest_per_configuration
 
@@ -332,16 +333,10 @@ class DepthCell:
     stderr: float | None = None
 
 
-def _depth_metric(name: str) -> tuple[int, str] | None:
-    from harness.data.depth import read_cell_metric
-
-    return read_cell_metric(name)
-
-
 def depth_tasks(runs: list[Run]) -> list[str]:
     """The tasks with per-depth scores (``<task>/depth_<D>_len_<L>``) in any of ``runs``, sorted."""
     return sorted({m.split("/", 1)[0] for r in runs for m in r.metrics
-                   if "/" in m and "," not in m and _depth_metric(m.split("/", 1)[1]) is not None})
+                   if "/" in m and "," not in m and read_cell_metric(m.split("/", 1)[1]) is not None})
 
 
 def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
@@ -353,7 +348,7 @@ def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
     cells = []
     for metric, value in run.metrics.items():
         owner, _, name = metric.partition("/")
-        found = _depth_metric(name) if owner == task and "," not in name else None
+        found = read_cell_metric(name) if owner == task and "," not in name else None
         if found is None or not math.isfinite(value):
             continue
         try:

@@ -18,9 +18,6 @@ from harness.metrics.pooling import total
 from harness.metrics.support import Support
 
 
-depth_metric = cell_metric  # the cell's name: harness.data.depth
-
-
 class DepthScores:
     """Mixin before :class:`~harness.tasks.generation.PerLengthTask` (module docstring); :meth:`has_depth` says
     whether this task's samples record a depth."""
@@ -32,7 +29,7 @@ class DepthScores:
         out = super().extra_metrics(meta)  # type: ignore[misc]
         if not self.has_depth():
             return out
-        cells = [depth_metric(b, self.label(x)) for x in self.options.length_list() for b in DEPTH_BUCKETS]  # type: ignore[attr-defined]
+        cells = [cell_metric(b, self.label(x)) for x in self.options.length_list() for b in DEPTH_BUCKETS]  # type: ignore[attr-defined]
         return (out + [{"metric": name, "aggregation": lm_eval_mean} for name in cells]
                 + [{"metric": COUNT_PREFIX + name, "aggregation": total} for name in cells])
 
@@ -44,6 +41,6 @@ class DepthScores:
     def score_document(self, doc: dict, results: list) -> dict:
         out = super().score_document(doc, results)  # type: ignore[misc]
         if self.has_depth() and doc.get("depth_bucket") is not None:
-            name = depth_metric(doc["depth_bucket"], doc["length"])
+            name = cell_metric(doc["depth_bucket"], doc["length"])
             out.update({name: out["score"], COUNT_PREFIX + name: 1})
         return out
