@@ -1,12 +1,14 @@
 """The tiny-model demo (``lch demo --tiny``): seconds, no real model, the whole pipeline.
 
-Two tiny Llamas are built on the fly (cached): the evaluated model, trained on 128-token windows, and
-an evaluator for LongPPL key tokens, trained on 256-token windows with its own tokenizer. Synthetic long
-reports are written to the output folder, and ``ppl_govreport`` and ``longppl_govreport`` run through
-lm-eval with ``hf-pic`` once per PIC variant (key tokens are computed once and reused). Each run's
-lm-eval results JSON is saved under ``runs/<variant>/`` as lm-eval's ``--output_path`` would, a table is
-printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate`` make of those runs:
-``leaderboard.csv`` (+ ``.md``, ``.html``) and ``correlation/`` (LongPPL vs PPL scatter PNG and report).
+Two tiny Llamas, shipped with the package (``harness.models.tiny.SHIPPED``: the same bytes on every machine, so
+the numbers are too, and the committed baseline ``results/baselines/demo-vanilla.json`` holds everywhere), are
+copied into the cache: the evaluated model, trained on 128-token windows, and an evaluator for LongPPL key tokens,
+trained on 256-token windows with its own tokenizer. Synthetic long reports are written to the output folder, and
+``ppl_govreport`` and ``longppl_govreport`` run through lm-eval with ``hf-pic`` once per PIC variant (key tokens are
+computed once and reused). Each run's lm-eval results JSON is saved under ``runs/<variant>/`` as lm-eval's
+``--output_path`` would, a table is printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate``
+make of those runs: ``leaderboard.csv`` (+ ``.md``, ``.html``) and ``correlation/`` (LongPPL vs PPL scatter PNG and
+report).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = build_tiny_model(train_steps=300, train_length=128)
+    model_dir = build_tiny_model(train_steps=300, train_length=128)  # both shipped: harness.models.tiny.SHIPPED
     evaluator_dir = build_tiny_model(train_steps=300, train_length=256, seed=1)
     docs_file = out / "synthetic_reports.jsonl"
     with atomic_writer(docs_file) as f:

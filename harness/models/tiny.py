@@ -1,24 +1,54 @@
 """Tiny offline models for the demo, tests and benchmarks: no hub access.
 
-``build_tiny_model`` trains a byte-level BPE tokenizer on synthetic reports, builds a random-init
-model of the requested architecture and size (any RoPE family of ``ARCHITECTURES``) (seeded), and saves both with
-``save_pretrained`` under a cache folder keyed by every argument and by the versions of the libraries that build it
-(torch's initialisation and training numerics, transformers' model code, tokenizers' BPE trainer: the main and the
-vLLM environment each build their own), so repeated calls reuse the same files.
+``build_tiny_model`` returns the folder of a tiny model and its tokenizer (``save_pretrained`` layout) for its
+arguments, built once per cache folder:
+
+* **Shipped models** (:data:`SHIPPED`: the two trained Llamas of ``lch demo --tiny``, on which the committed baseline
+  ``results/baselines/demo-vanilla.json`` and README's regression-gate example rest) are copied byte for byte from
+  the package's ``harness/models/tiny_trained/`` (checked against the SHA-256 of each file in its
+  ``manifest.json``), never trained: training is not reproducible across CPUs (another ISA path of ATen, AVX-512 /
+  AVX2 / scalar, draws another random init and rounds the AdamW steps otherwise, and 300 steps amplify a 1e-16
+  difference to 1e-3 in the weights even in float64), so numbers committed from a model trained on one machine
+  would hold on that machine only. Their folder is keyed by the shipped files' digests alone: the same name and
+  the same bytes on every machine and with every library version (the run record's ``model`` and LongPPL's
+  ``evaluator`` name then match the committed baseline's). An install without the shipped files, or with
+  damaged ones, is refused (:class:`~harness.core.errors.MissingDataError`) rather than trained in their place.
+* **Every other argument combination** (the tests' own models, whose expected values are computed at run time) is
+  built here: a byte-level BPE tokenizer trained on synthetic reports, a seeded random-init model of the requested
+  architecture and size (any RoPE family of ``ARCHITECTURES``), optionally trained a few AdamW steps, under a
+  folder keyed by every argument and by the versions of the libraries that build it (torch's initialisation and
+  training numerics, transformers' model code, tokenizers' BPE trainer: the main and the vLLM environment each
+  build their own). These are reproducible on one machine only.
+
+Maintainers regenerate the shipped models (after a change to what they are built from: the synthetic reports, the
+tokenizer or training recipe, the arguments in :data:`SHIPPED`) with ``python -m harness.models.tiny``
+(:func:`ship_tiny_models`: it trains them here and rewrites the folder and its manifest), then remake the baseline
+with README's command plus ``--update-baseline --abs-tol 0.01 --rel-tol 0.001`` (results/README.md).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from harness.core.cache import cache_root
-from harness.core.errors import UsageError
-from harness.core.files import atomic_folder, entry_lock
+from harness.core.errors import MissingDataError, UsageError
+from harness.core.files import atomic_folder, entry_lock, write_json_atomic
 from harness.models.model_check import library_versions
+
+SHIPPED_DIR = Path(__file__).with_name("tiny_trained")
+MANIFEST = "manifest.json"
+# name -> the build_tiny_model arguments (beyond the defaults) of each shipped model
+SHIPPED: dict[str, dict[str, Any]] = {
+    "demo-model": {"train_steps": 300, "train_length": 128},  # lch demo --tiny's evaluated model, lch tiny-model
+    "demo-evaluator": {"train_steps": 300, "train_length": 256, "seed": 1},  # its LongPPL evaluator
+}
+
 
 def default_cache_dir() -> Path:
     return cache_root()
@@ -123,17 +153,23 @@ def build_tiny_model(
     train_length: int = 128,
     cache_dir: str | Path | None = None,
 ) -> Path:
-    """Folder with a tiny model and its tokenizer, built once and cached; concurrent callers (processes sharing
-    the cache) build it once and all get the same whole folder.
+    """Folder with a tiny model and its tokenizer, made once per cache folder (``cache_dir``, default
+    ``$LCH_CACHE``); concurrent callers (processes sharing the cache) make it once and all get the same whole folder.
 
-    With ``train_steps > 0`` the random-init model is trained that many AdamW steps on synthetic
-    reports in windows of ``train_length`` tokens, so that it has a real (short) training context
-    and position-dependent predictions.
+    Arguments of a shipped model (:data:`SHIPPED`) give a copy of its shipped files, identical on every machine
+    (module docstring; :class:`~harness.core.errors.MissingDataError` when the install lacks them or they are
+    damaged). Any other arguments build one here: with ``train_steps > 0`` the random-init model is trained that
+    many AdamW steps on synthetic reports in windows of ``train_length`` tokens, so that it has a real (short)
+    training context and position-dependent predictions.
     """
-    args = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
-                kv_heads=kv_heads, max_positions=max_positions, seed=seed, train_steps=train_steps,
-                train_length=train_length, format=2, libraries=library_versions("torch", "transformers", "tokenizers"))
-    key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
+    build = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
+                 max_positions=max_positions, seed=seed, train_steps=train_steps, train_length=train_length)
+    shipped = shipped_model(build)
+    if shipped is not None:
+        key = hashlib.sha256(json.dumps({"shipped": shipped[1]}, sort_keys=True).encode()).hexdigest()[:12]
+    else:
+        args = dict(build, format=2, libraries=library_versions("torch", "transformers", "tokenizers"))
+        key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
     if _complete(folder):
         return folder
@@ -142,9 +178,82 @@ def build_tiny_model(
             if folder.exists():  # a partial folder of an older, non-atomic builder (a whole one appears at once)
                 shutil.rmtree(folder)
             with atomic_folder(folder) as tmp:
-                _build(tmp, arch, vocab_size, hidden, layers, heads, kv_heads, max_positions, seed, train_steps,
-                       train_length)
+                if shipped is not None:
+                    _copy_shipped(tmp, *shipped)
+                else:
+                    _build(tmp, **build)
     return folder
+
+
+# build_tiny_model's build arguments (all but cache_dir) and their defaults, to which SHIPPED adds its own
+_DEFAULTS: dict[str, Any] = {name: p.default for name, p in inspect.signature(build_tiny_model).parameters.items()
+                             if name != "cache_dir"}
+
+
+def shipped_model(build: dict[str, Any], root: Path = SHIPPED_DIR) -> tuple[str, dict[str, str]] | None:
+    """``(name, {file: sha256 hex})`` of the shipped model whose build arguments are ``build`` (every argument of
+    :func:`build_tiny_model` but ``cache_dir``), or None when no shipped model has them. Which arguments are shipped
+    is :data:`SHIPPED` (not the manifest), so that an install without the shipped files is refused, not trained."""
+    names = [name for name, extra in SHIPPED.items() if build == {**_DEFAULTS, **extra}]
+    if not names:
+        return None
+    entry = _manifest(root).get("models", {}).get(names[0])
+    if not isinstance(entry, dict) or entry.get("arguments") != build or not isinstance(entry.get("files"), dict):
+        raise MissingDataError(f"{root / MANIFEST} lists no shipped tiny model {names[0]!r} of {build}: the install "
+                               "is incomplete or stale; reinstall lch-harness")
+    return names[0], dict(entry["files"])
+
+
+@functools.cache
+def _manifest(root: Path) -> dict:
+    try:
+        return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise MissingDataError(f"the shipped tiny models' {root / MANIFEST} cannot be read ({err}): the install "
+                               "lacks its package files; reinstall lch-harness") from None
+
+
+def _copy_shipped(out: Path, name: str, digests: dict[str, str], root: Path = SHIPPED_DIR) -> None:
+    """Copy shipped model ``name`` into the empty folder ``out``, each file checked against its digest."""
+    for file, digest in sorted(digests.items()):
+        source = root / name / file
+        try:
+            data = source.read_bytes()
+        except OSError as err:
+            raise MissingDataError(f"shipped tiny model file {source} cannot be read ({err.strerror}): reinstall "
+                                   "lch-harness") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise MissingDataError(f"shipped tiny model file {source} is damaged (its SHA-256 is not the manifest's): "
+                                   "reinstall lch-harness")
+        (out / file).write_bytes(data)
+
+
+def ship_tiny_models(root: Path = SHIPPED_DIR) -> dict:
+    """Train every model of :data:`SHIPPED` on this machine and write it into ``root/<name>/``, with
+    ``root/manifest.json`` (each model's build arguments and files' SHA-256, and what trained them); returns the
+    manifest. For maintainers: every committed number resting on these models (results/baselines/demo-vanilla.json)
+    must then be remade from them."""
+    import platform
+
+    import torch
+
+    models = {}
+    for name, extra in SHIPPED.items():
+        build = {**_DEFAULTS, **extra}
+        with atomic_folder(root / name, replace=True) as tmp:
+            _build(tmp, **build)
+            files = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(tmp.iterdir())}
+        models[name] = {"arguments": build, "files": files}
+    manifest = {
+        "about": "tiny models shipped for numbers that must hold on every machine (harness/models/tiny.py); "
+                 "regenerate with: python -m harness.models.tiny",
+        "made_with": {**library_versions("torch", "transformers", "tokenizers"), "machine": platform.machine(),
+                      "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+        "models": models,
+    }
+    write_json_atomic(root / MANIFEST, manifest, indent=1, sort_keys=True)
+    _manifest.cache_clear()
+    return manifest
 
 
 def _complete(folder: Path) -> bool:
@@ -152,7 +261,7 @@ def _complete(folder: Path) -> bool:
     return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
 
 
-def _build(out: Path, arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int,
+def _build(out: Path, *, arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int,
            max_positions: int, seed: int, train_steps: int, train_length: int) -> None:
     """Build the tiny model and tokenizer of these settings and save both into the empty folder ``out``."""
     import torch
@@ -188,3 +297,8 @@ def _train(model, tokenizer, steps: int, length: int, seed: int, batch: int = 16
         optimizer.step()
         optimizer.zero_grad()
     model.eval()
+
+
+if __name__ == "__main__":
+    for model, entry in ship_tiny_models()["models"].items():
+        print(model, SHIPPED_DIR / model, entry["files"]["model.safetensors"])
