@@ -1,5 +1,6 @@
-"""Local OpenAI-compatible judge servers for the tests: `transformers serve` with a tiny model, and a
-fault-injecting proxy in front of it. Loopback only; every loop is bounded."""
+"""Local OpenAI-compatible judge servers for the tests: `transformers serve` with a tiny model, a fault-injecting
+proxy in front of it, canned judges (streaming or not, fast or slow), failing ones and a silent one. Loopback only;
+every loop is bounded."""
 
 from __future__ import annotations
 
@@ -113,6 +114,14 @@ class _LoopbackApp:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._closing = asyncio.Event()
+
+    async def _hang(self, seconds: float) -> None:
+        """Answer nothing for ``seconds``, or until the server stops (so that stopping it waits for no handler)."""
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def _models(self, request):
         """The OpenAI model list the judge client checks for before its first request."""
@@ -139,6 +148,7 @@ class _LoopbackApp:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._closing.set)
         asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
@@ -176,11 +186,17 @@ class FaultyProxy(_LoopbackApp):
                                     headers={"Content-Type": "application/json"}) as upstream:
                 payload = await upstream.read()
                 status = upstream.status
+                content_type = upstream.content_type  # text/event-stream for a streamed reply
         if status == 200:
             from harness.judges.client import request_key
 
-            self.forwarded[request_key(json.loads(body))] += 1
-        return web.Response(status=status, body=payload, content_type="application/json")
+            self.forwarded[request_key(request_content(json.loads(body)))] += 1
+        return web.Response(status=status, body=payload, content_type=content_type)
+
+
+def request_content(sent: dict) -> dict:
+    """A request as sent, without its transport fields (``stream``): what the judge cache keys."""
+    return {k: v for k, v in sent.items() if k not in ("stream", "stream_options")}
 
 
 def longbench_write_reply(dimensions: dict) -> str:
@@ -204,13 +220,22 @@ class CannedJudge(_LoopbackApp):
     gives per-request replies: ``prompt`` is the text of the last message (instruction and response are
     in it, so a marker in the response picks the grades), ``body`` the whole request (``body.get("seed")``
     tells a re-judging pass); it returns the reply text, or None for the default reply.
-    ``requests`` counts the requests; ``bodies`` keeps them in arrival order."""
+    ``requests`` counts the requests; ``bodies`` keeps them in arrival order.
+
+    A request that asks to stream gets its reply as server-sent events, as vLLM sends them: the reply cut into
+    ``parts`` content chunks, ``chunk_delay`` seconds apart, then one with the finish reason (and
+    ``system_fingerprint``) and ``[DONE]``; ``streams=False`` answers it with one plain JSON completion instead (a
+    server that does not stream). ``silent(prompt, body)`` (optional): True for a request that gets no byte at all
+    until the server stops."""
 
     route = "/v1/chat/completions"
+    FINGERPRINT = "canned-fp"
 
-    def __init__(self, checklist_score: float = 0.5, dimensions: dict | None = None, grade=None):
+    def __init__(self, checklist_score: float = 0.5, dimensions: dict | None = None, grade=None, streams: bool = True,
+                 parts: int = 3, chunk_delay: float = 0.0, silent=None):
         super().__init__()
         self.checklist_score, self.dimensions, self.grade = checklist_score, dimensions, grade
+        self.streams, self.parts, self.chunk_delay, self.silent = streams, parts, chunk_delay, silent
         self.requests = 0
         self.bodies: list[dict] = []
 
@@ -231,20 +256,47 @@ class CannedJudge(_LoopbackApp):
         self.requests += 1
         self.bodies.append(body)
         prompt = body["messages"][-1]["content"]
+        if self.silent is not None and self.silent(prompt, body):
+            await self._hang(3600)
+            return web.Response(status=503)
         reply = self.grade(prompt, body) if self.grade is not None else None
         if reply is None:
             reply = self.default_reply(prompt)
-        return web.json_response({
-            "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-        })
+        if not (body.get("stream") and self.streams):
+            return web.json_response({
+                "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
+                "system_fingerprint": self.FINGERPRINT,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+            })
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        size = -(-len(reply) // self.parts) or 1
+        pieces = [reply[i:i + size] for i in range(0, len(reply), size)]
+        for i, piece in enumerate(pieces):
+            if i and self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
+            await response.write(_sse({"delta": {"role": "assistant", "content": piece} if i == 0 else
+                                       {"content": piece}, "finish_reason": None}))
+        await response.write(_sse({"delta": {}, "finish_reason": "stop"}, fingerprint=self.FINGERPRINT))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _sse(choice: dict, fingerprint: str | None = None) -> bytes:
+    """One chat completion chunk as a server-sent event."""
+    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "canned-judge",
+             "choices": [{"index": 0, **choice}], **({"system_fingerprint": fingerprint} if fingerprint else {})}
+    return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
 class MisbehavingJudge(_LoopbackApp):
     """An OpenAI-compatible address whose chat endpoint fails every request in one way (``mode``): ``500`` (HTTP
     500), ``400`` (HTTP 400: a request the server refuses, not retried), ``malformed`` (HTTP 200 with a body that is
-    not JSON), ``no_choices`` (a JSON object that is not a chat completion), ``hang`` (no answer for ``hang_s``
-    seconds). Its model list answers, as a real server's would. ``requests`` counts the attempts."""
+    not JSON), ``no_choices`` (a JSON object that is not a chat completion), ``cut_stream`` (a stream that ends
+    after one content chunk, before its finish reason), ``stream_error`` (a stream whose event is an error, as vLLM
+    sends one), ``hang`` (no answer for ``hang_s`` seconds, or until the server stops). Its model list answers, as a
+    real server's would. ``requests`` counts the attempts."""
 
     route = "/v1/chat/completions"
 
@@ -264,5 +316,52 @@ class MisbehavingJudge(_LoopbackApp):
             return web.Response(status=200, text='{"choices": [{"message": ', content_type="application/json")
         if self.mode == "no_choices":
             return web.json_response({"id": "x", "object": "error"})
-        await asyncio.sleep(self.hang_s)  # hang
+        if self.mode in ("cut_stream", "stream_error"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            if self.mode == "cut_stream":
+                await response.write(_sse({"delta": {"role": "assistant", "content": "Evaluation: {"},
+                                            "finish_reason": None}))
+            else:
+                await response.write(b'data: {"error": {"message": "engine died", "code": 500}}\n\n')
+            await response.write_eof()
+            return response
+        await self._hang(self.hang_s)
         return web.json_response({"error": "too late"})
+
+
+class SilentServer:
+    """A server that accepts every connection and never sends a byte, its model list included: a hung judge.
+    ``accepted`` counts the connections it took. A bare listening socket, deliberately: an HTTP server framework
+    reads the request and answers something, which is what this server must not do."""
+
+    def __init__(self):
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self._listener.settimeout(0.05)  # so that the accepting thread sees the stop flag
+        self.port = self._listener.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def accepted(self) -> int:
+        return len(self._held)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._held.append(self._listener.accept()[0])
+            except (TimeoutError, OSError):
+                continue
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._listener.close()
+        for conn in self._held:
+            conn.close()

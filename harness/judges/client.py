@@ -1,28 +1,49 @@
 """Async judge client for OpenAI-compatible chat servers (vLLM, ``transformers serve``, OpenAI).
 
 Settings come from arguments, else the environment (``LCH_JUDGE_BASE_URL``, ``LCH_JUDGE_MODEL``,
-``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore. Every attempt is bounded by
-``timeout`` seconds, and a request gets at most ``max_attempts`` of them with exponential backoff between them (the
-openai client's own retries are off so that every attempt is counted), so a request ends within
-``max_attempts * timeout`` plus the backoff whatever the server does. 429, 408, 409, 5xx, timeouts, dropped
-connections and replies that are not a chat completion (a body that is not JSON, no choices, no message content) are
-retried; other HTTP errors (a 400: a request the server refuses) are not. A request that gets no answer is never an
-exception: its answer carries the kind of failure (:func:`failure_kind`: ``http_500``, ``timeout``, ``connection``,
-``malformed`` ...), counted in :attr:`JudgeClient.stats`, so a run ends with what it has and says what failed. Every
-answer is written to the cache the moment it arrives, keyed by the SHA-256 of the full request, so a killed or
-failed run resumes where it stopped and a finished run re-asks nothing.
+``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore.
+
+Silence, not slowness, ends an attempt. Every request asks for a streamed reply (server-sent events, which vLLM,
+``transformers serve`` and OpenAI send), and an attempt fails as ``silent`` when nothing has come from the server for
+``idle_timeout`` seconds (60 by default; the first byte included, so a request queued or prefilled silently longer
+than that fails too): httpx's own connect / read / write timeouts, which bound each wait for the server, not the
+reply. A judge that keeps streaming completes however slowly it writes, within ``timeout`` seconds per attempt (600
+by default, the whole reply: a ``timeout`` failure). A server that answers the streamed request with one plain JSON
+completion (it does not stream) is answered from that completion.
+
+A request gets at most ``max_attempts`` attempts (4) with exponential backoff between them (the openai client's own
+retries are off so that every attempt is counted). 429, 408, 409, 5xx, whole-reply timeouts, dropped connections,
+error events in a stream and replies that are not a chat completion (a body that is not JSON, no choices, no message
+content, a stream that ends before its ``finish_reason``) are retried; other HTTP errors (a 400: a request the server
+refuses) are not. A silent attempt is retried only while the server is heard on other requests (one stuck request on
+a live server). When nothing at all came from the server, on any request, during an attempt's silent window, the
+server is taken as dead (hung: it accepts connections and never answers) and :attr:`JudgeClient.server_silent` is
+set: that request and every one not yet answered fail as ``silent`` at once, unsent, with no further attempts. So a
+dead server ends :meth:`JudgeClient.ask_many` about ``idle_timeout`` after it went silent (twice that at worst),
+however many requests there are, instead of ``max_attempts * timeout`` per request. The same holds when the server's
+model list, checked once before the first uncached request, is silent for ``idle_timeout``.
+
+A request that gets no answer is never an exception: its answer carries the kind of failure (:func:`failure_kind`:
+``http_500``, ``silent``, ``timeout``, ``connection``, ``stream_error``, ``malformed`` ...), counted in
+:attr:`JudgeClient.stats`, so a run ends with what it has and says what failed. Every answer is written to the cache
+the moment it arrives, keyed by the SHA-256 of the request's content (:func:`request_body`: streaming is transport
+and is not part of it), so a killed or failed run resumes where it stopped and a finished run re-asks nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
+import math
 import os
 import random
 import threading
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,7 +69,8 @@ class JudgeSettings:
     max_tokens: int = 1024
     concurrency: int = 8
     max_attempts: int = 4  # attempts per request (the first included)
-    timeout: float = 300.0  # seconds one attempt may take, the whole reply included
+    timeout: float = 600.0  # seconds one attempt may take, the whole reply included
+    idle_timeout: float = 60.0  # seconds of silence (no byte from the server) that fail an attempt as silent
     backoff: float = 1.0  # seconds before the first retry; doubles, with jitter
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # more request fields (seed, top_p ...)
@@ -60,8 +82,7 @@ class JudgeSettings:
             raise UsageError("judge needs base_url and model (task metadata judge_base_url / judge_model, "
                              "or LCH_JUDGE_BASE_URL / LCH_JUDGE_MODEL)")
         api_key = self.api_key or os.environ.get("LCH_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        return JudgeSettings(base_url, model, api_key, self.temperature, self.max_tokens, self.concurrency,
-                             self.max_attempts, self.timeout, self.backoff, self.cache_dir, dict(self.extra))
+        return replace(self, base_url=base_url, model=model, api_key=api_key, extra=dict(self.extra))
 
 
 @dataclass
@@ -97,6 +118,7 @@ class JudgeCache:
 
 
 def request_body(settings: JudgeSettings, messages: Sequence[dict]) -> dict:
+    """The content of a request: what the cache key hashes. The client sends it with ``stream=True`` added."""
     return {"model": settings.model, "messages": list(messages), "temperature": settings.temperature,
             "max_tokens": settings.max_tokens, **settings.extra}
 
@@ -107,22 +129,51 @@ def request_key(body: dict) -> str:
 
 
 class MalformedReply(ValueError):
-    """A reply that is not a chat completion with a message (a body that is not JSON, no choices, no content)."""
+    """A reply that is not a chat completion with a message (a body that is not JSON, no choices, no content, a
+    stream that ends before its ``finish_reason``)."""
+
+
+class JudgeUnreachable(UsageError):
+    """The judge server cannot be asked at all (:meth:`JudgeClient.check_server`: nothing listening, a refused key, not
+    an OpenAI-compatible server): one line naming the address and what to do."""
+
+
+class ReplyTimeout(Exception):
+    """An attempt that was still receiving its reply when its whole-reply bound (``timeout``) ran out."""
+
+
+@lru_cache(maxsize=1)
+def _http_errors() -> tuple[type[Exception], type[Exception]]:
+    """The timeout and transport exception classes of the HTTP library the openai client runs on (httpx, or httpx2
+    from openai 3 on). A response body read directly (a server that does not stream), and a stream under openai 1.x,
+    raise them unwrapped."""
+    import openai
+
+    base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
+    http = importlib.import_module(base.__module__.partition(".")[0])
+    return http.TimeoutException, http.TransportError
 
 
 def failure_kind(err: Exception) -> str | None:
-    """The kind of a failed attempt: ``http_<status>``, ``timeout``, ``connection`` or ``malformed``; None for an
-    exception that is not the server's doing (a bug: it propagates)."""
+    """The kind of a failed attempt: ``http_<status>``, ``silent`` (nothing came from the server for
+    ``idle_timeout`` seconds: an HTTP-level timeout, as every one of them is set to it), ``timeout`` (the whole reply
+    took longer than ``timeout``), ``connection``, ``stream_error`` (an error event inside a stream) or ``malformed``;
+    None for an exception that is not the server's doing (a bug: it propagates)."""
     import openai
 
-    if isinstance(err, openai.APITimeoutError):  # a subclass of APIConnectionError
+    http_timeout, http_transport = _http_errors()
+    if isinstance(err, (openai.APITimeoutError, http_timeout)):  # APITimeoutError subclasses APIConnectionError
+        return "silent"
+    if isinstance(err, ReplyTimeout):
         return "timeout"
-    if isinstance(err, openai.APIConnectionError):
+    if isinstance(err, (openai.APIConnectionError, http_transport)):
         return "connection"
     if isinstance(err, openai.APIStatusError):
         return f"http_{err.status_code}"
-    if isinstance(err, (MalformedReply, json.JSONDecodeError, openai.APIResponseValidationError)):
+    if isinstance(err, (MalformedReply, json.JSONDecodeError, UnicodeDecodeError, openai.APIResponseValidationError)):
         return "malformed"
+    if isinstance(err, openai.APIError):  # what the openai client raises for a stream's error event
+        return "stream_error"
     return None
 
 
@@ -133,27 +184,82 @@ def _retryable(kind: str) -> bool:
     return True  # timeouts, dropped connections, malformed replies: the server may do better next time
 
 
-def _reply_fields(reply: Any) -> dict:
-    """``text`` / ``finish_reason`` / ``model`` / ``fingerprint`` of a chat completion, or :class:`MalformedReply`."""
+def _completion_fields(reply: Any) -> dict:
+    """``text`` / ``finish_reason`` / ``model`` / ``fingerprint`` of a chat completion as JSON (a server that answered
+    without streaming), or :class:`MalformedReply`."""
     try:
-        choice = reply.choices[0]
-        text = choice.message.content
+        choice = reply["choices"][0]
+        text = choice["message"]["content"]
+        fields = {"text": text, "finish_reason": choice.get("finish_reason"), "model": reply.get("model"),
+                  "fingerprint": reply.get("system_fingerprint")}
     except (AttributeError, IndexError, KeyError, TypeError) as err:
         raise MalformedReply(f"not a chat completion ({type(err).__name__}: {err})") from None
     if not isinstance(text, str):
         raise MalformedReply("a chat completion without message content")
-    return {"text": text, "finish_reason": choice.finish_reason, "model": getattr(reply, "model", None),
-            "fingerprint": getattr(reply, "system_fingerprint", None)}
+    return fields
+
+
+class _Hearing:
+    """When one attempt last heard from the server (monotonic seconds): sent, then each part of the reply."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
 
 
 class JudgeClient:
-    """``ask_many(list_of_messages)`` -> list of :class:`JudgeAnswer`, in order."""
+    """``ask_many(list_of_messages)`` -> list of :class:`JudgeAnswer`, in order (module docstring: the contract).
+
+    ``stats``: ``requests_sent`` (attempts sent), ``retries``, ``cache_hits``, ``failed`` and ``failures`` (requests
+    left unanswered, per kind); ``server_silent``: the server was found dead (silent on every request for
+    ``idle_timeout``), after which nothing more is sent."""
 
     def __init__(self, settings: JudgeSettings | None = None):
         self.settings = (settings or JudgeSettings()).resolved()
         self.cache = JudgeCache(self.settings.cache_dir)
         self.stats: dict[str, Any] = {"requests_sent": 0, "retries": 0, "cache_hits": 0, "failed": 0,
                                       "failures": Counter()}  # failures: requests left unanswered, per kind
+        self.server_silent = False
+        self._last_heard = -math.inf  # when any request last heard from the server (monotonic seconds)
+
+    def _heard(self, attempt: _Hearing) -> None:
+        attempt.last = self._last_heard = time.monotonic()
+
+    def _silence(self) -> str:
+        return f"nothing came from the server for {self.settings.idle_timeout:g} s"
+
+    async def _reply(self, client: Any, body: dict, attempt: _Hearing) -> dict:
+        """One attempt's answer fields (:func:`_completion_fields`), from the stream or a plain completion."""
+        stream = await client.chat.completions.create(**body, stream=True)
+        try:
+            self._heard(attempt)
+            content_type = stream.response.headers.get("content-type", "")
+            if not content_type.startswith("text/event-stream"):  # a server that does not stream: one completion
+                return _completion_fields(json.loads(await stream.response.aread()))
+            parts: list[str] = []
+            fields: dict[str, Any] = {"finish_reason": None, "model": None, "fingerprint": None}
+            async for chunk in stream:
+                self._heard(attempt)
+                try:
+                    fields["model"] = fields["model"] or chunk.model
+                    fields["fingerprint"] = getattr(chunk, "system_fingerprint", None) or fields["fingerprint"]
+                    for choice in chunk.choices or ():  # a usage chunk has no choices
+                        if choice.index == 0:
+                            parts.append(choice.delta.content or "")
+                            fields["finish_reason"] = choice.finish_reason or fields["finish_reason"]
+                except (AttributeError, TypeError) as err:
+                    raise MalformedReply(f"not a chat completion chunk ({type(err).__name__}: {err})") from None
+            if fields["finish_reason"] is None:  # a reply cut short must not be cached as the answer
+                raise MalformedReply("the stream ended before the reply did (no finish_reason)")
+            return {"text": "".join(parts), **fields}
+        finally:
+            await stream.close()
+
+    async def _attempt(self, client: Any, body: dict, attempt: _Hearing) -> dict:
+        """:meth:`_reply` within the whole-reply bound (:class:`ReplyTimeout` past it)."""
+        try:
+            return await asyncio.wait_for(self._reply(client, body, attempt), self.settings.timeout)
+        except asyncio.TimeoutError:  # the outer bound only: httpx's timeouts raise their own classes
+            raise ReplyTimeout(f"the reply took longer than {self.settings.timeout:g} s") from None
 
     async def _ask(self, client: Any, semaphore: asyncio.Semaphore, messages: Sequence[dict]) -> JudgeAnswer:
         body = request_body(self.settings, messages)
@@ -165,9 +271,13 @@ class JudgeClient:
         error, kind = None, None
         async with semaphore:
             for attempt in range(self.settings.max_attempts):
+                if self.server_silent:
+                    error, kind = f"not sent: {self._silence()} on any request (a hung server)", "silent"
+                    break
+                hearing = _Hearing()
                 try:
                     self.stats["requests_sent"] += 1
-                    answer = _reply_fields(await client.chat.completions.create(**body))
+                    answer = await self._attempt(client, body, hearing)
                     self.cache.put(key, answer)
                     return JudgeAnswer(**answer)
                 except Exception as err:  # noqa: BLE001 - classified just below
@@ -175,6 +285,11 @@ class JudgeClient:
                     if kind is None:
                         raise
                     error = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+                    if kind == "silent":
+                        error = f"{self._silence()} ({error})"
+                        if self._last_heard <= hearing.last:  # no request heard anything meanwhile: dead server
+                            self.server_silent = True
+                            break
                     if not _retryable(kind):
                         break
                     if attempt + 1 < self.settings.max_attempts:
@@ -185,12 +300,14 @@ class JudgeClient:
         self.stats["failures"][kind] += 1
         return JudgeAnswer(text=None, error=error, failure=kind)
 
-    def check_server(self) -> None:
+    def check_server(self) -> bool:
         """One ``GET <base_url>/models`` before the first request that is not cached: an OpenAI-compatible
         server (vLLM, OpenAI) answers with a JSON model list. Nothing listening, a 4xx (no such endpoint, a
-        refused key) or a page that is not JSON is a :class:`UsageError` naming the URL, instead of every
+        refused key) or a page that is not JSON is a :class:`JudgeUnreachable` naming the URL, instead of every
         request failing after its retries and the judged metrics coming out empty; a 5xx is left to the
-        requests' own retries (``transformers serve`` offline answers 500 here: it lists hub models)."""
+        requests' own retries (``transformers serve`` offline answers 500 here: it lists hub models). Returns
+        False when the server stays silent for ``idle_timeout`` seconds (a hung server, not a wrong address: its
+        requests then fail as ``silent`` unsent, and a run keeps what it generated), else True."""
         import urllib.error
         import urllib.request
 
@@ -199,44 +316,50 @@ class JudgeClient:
         hint = ("start an OpenAI-compatible server (e.g. python -m vllm.entrypoints.openai.api_server --model M) "
                 "or fix the judge base URL (it ends in /v1)")
         try:
-            with urllib.request.urlopen(request, timeout=30) as reply:
+            # urllib's timeout bounds each wait on the socket (connect, each read), as httpx's do for the requests
+            with urllib.request.urlopen(request, timeout=self.settings.idle_timeout) as reply:
                 body = json.loads(reply.read().decode("utf-8", "replace"))
+        except TimeoutError:  # waiting for the answer (urllib wraps a connect timeout in a URLError, below)
+            return False
         except urllib.error.HTTPError as err:
             if err.code >= 500:  # a server that is there but failed (transformers serve offline lists the hub): ask
-                return
+                return True
             if err.code in (401, 403):
-                raise UsageError(f"the judge server at {self.settings.base_url} refused the API key (HTTP {err.code}): "
-                                 "set LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
-            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models "
-                             f"answered HTTP {err.code}): {hint}") from None
+                raise JudgeUnreachable(f"the judge server at {self.settings.base_url} refused the API key (HTTP "
+                                       f"{err.code}): set LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
+            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
+                                   f"/models answered HTTP {err.code}): {hint}") from None
         except (urllib.error.URLError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise UsageError(f"no judge server answers at {self.settings.base_url} ({reason}): {hint}") from None
+            if isinstance(reason, TimeoutError):  # no connection accepted within idle_timeout: silent too
+                return False
+            raise JudgeUnreachable(f"no judge server answers at {self.settings.base_url} ({reason}): {hint}") from None
         except ValueError:
-            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models did "
-                             f"not answer JSON): {hint}") from None
+            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
+                                   f"/models did not answer JSON): {hint}") from None
         if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise UsageError(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET /models has "
-                             f"no model list): {hint}")
+            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
+                                   f"/models has no model list): {hint}")
+        return True
 
-    async def _check_server_off_loop(self) -> None:
-        """:meth:`check_server` in a daemon thread, awaited: the blocking probe (up to 30 s) must not hold the
-        event loop, or an interrupt (asyncio.run turns Ctrl-C into a cancellation of the main task) would wait
-        for it and then surface as the probe's error. (``asyncio.to_thread`` would still make ``asyncio.run``
-        wait for the thread at shutdown.)"""
+    async def _check_server_off_loop(self) -> bool:
+        """:meth:`check_server` in a daemon thread, awaited (whether the server spoke): the blocking probe (up to
+        ``idle_timeout``) must not hold the event loop, or an interrupt (asyncio.run turns Ctrl-C into a cancellation
+        of the main task) would wait for it and then surface as the probe's error. (``asyncio.to_thread`` would
+        still make ``asyncio.run`` wait for the thread at shutdown.)"""
         loop = asyncio.get_running_loop()
         done: asyncio.Future = loop.create_future()
 
         def probe() -> None:
+            spoke, outcome = False, None
             try:
-                self.check_server()
-                outcome: BaseException | None = None
+                spoke = self.check_server()
             except BaseException as err:  # noqa: BLE001 - handed to the awaiting task
                 outcome = err
 
             def settle() -> None:
                 if not done.done():
-                    done.set_exception(outcome) if outcome is not None else done.set_result(None)
+                    done.set_exception(outcome) if outcome is not None else done.set_result(spoke)
 
             try:
                 loop.call_soon_threadsafe(settle)
@@ -244,17 +367,21 @@ class JudgeClient:
                 pass
 
         threading.Thread(target=probe, name="judge-server-probe", daemon=True).start()
-        await done
+        return await done
 
     async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
+        """The answers to ``conversations``, in order; never raises for the server's failures (module docstring)."""
         import openai
 
         bodies = [request_body(self.settings, messages) for messages in conversations]
-        if any(self.cache.get(request_key(body)) is None for body in bodies):
-            await self._check_server_off_loop()  # answers from the cache need no server
+        if any(self.cache.get(request_key(body)) is None for body in bodies):  # answers from the cache need no server
+            if not await self._check_server_off_loop():
+                self.server_silent = True  # nothing is sent: the uncached requests fail as silent at once
 
+        # httpx's timeouts bound each wait for the server (connecting, each read, each write), so they are the
+        # silence detector; the whole reply is bounded by _attempt. Waiting for a pooled connection is our own queue.
         client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
-                                    timeout=self.settings.timeout, max_retries=0)
+                                    timeout=openai.Timeout(self.settings.idle_timeout, pool=None), max_retries=0)
         semaphore = asyncio.Semaphore(self.settings.concurrency)
         bar = tqdm(total=len(conversations), desc="Judging", disable=not progress)
 

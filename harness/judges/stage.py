@@ -11,7 +11,9 @@ samples file and writes ``judgements_<task>_<date>.jsonl`` beside it.
 
 Parse failures follow ``policy``: ``drop`` (left out of the mean, counted by ``n_valid``), ``zero``
 (scored as the lowest grade) or ``rejudge`` (asked again with a different seed, up to two more times,
-then dropped).
+then dropped). Requests the judge never answers are counted per kind (:mod:`harness.judges.client`) and leave the
+judged scores absent; a server found silent on every request (dead) is asked nothing more, rejudge passes included,
+so a dead judge ends the stage about ``idle_timeout`` after it went silent.
 """
 
 from __future__ import annotations
@@ -98,12 +100,15 @@ class JudgeConfig:
     cache_dir: str | None = None
     timeout: float = JudgeSettings.timeout
     max_attempts: int = JudgeSettings.max_attempts
+    idle_timeout: float = JudgeSettings.idle_timeout
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise UsageError(f"judge_policy {self.policy!r} is unknown; allowed: {', '.join(POLICIES)}")
-        if not (isinstance(self.timeout, (int, float)) and 0 < self.timeout < math.inf):
-            raise UsageError(f"judge timeout must be a number of seconds > 0, got {self.timeout!r}")
+        for name in ("timeout", "idle_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise UsageError(f"judge {name} must be a number of seconds > 0, got {value!r}")
         if not (isinstance(self.max_attempts, int) and self.max_attempts >= 1):
             raise UsageError(f"judge max_attempts must be a whole number >= 1, got {self.max_attempts!r}")
 
@@ -126,8 +131,12 @@ class JudgeOptions:
     judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
     judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
     judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests", low=1, high=1024)
-    judge_timeout: float = option(JudgeConfig.timeout, "seconds one judge request attempt may take", low=0.001,
-                                  high=86400.0)
+    judge_timeout: float = option(JudgeConfig.timeout, "seconds one judge request attempt may take, the whole "
+                                  "streamed reply included", low=0.001, high=86400.0)
+    judge_idle_timeout: float = option(JudgeConfig.idle_timeout, "seconds without a byte from the judge (waiting for "
+                                       "the first one included) that fail an attempt as silent; a server silent on "
+                                       "every request is taken as dead and asked nothing more", low=0.001,
+                                       high=86400.0)
     judge_max_attempts: int = option(JudgeConfig.max_attempts, "attempts per judge request (retries of 5xx, 429, "
                                      "timeouts, dropped connections, malformed replies)", low=1, high=100)
     judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder", location=True)
@@ -147,7 +156,7 @@ class JudgeOptions:
             temperature=temperature if self.judge_temperature is None else self.judge_temperature,
             max_tokens=max_tokens if self.judge_max_tokens is None else self.judge_max_tokens,
             concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir, timeout=self.judge_timeout,
-            max_attempts=self.judge_max_attempts,
+            max_attempts=self.judge_max_attempts, idle_timeout=self.judge_idle_timeout,
         ).to_json()
 
 
@@ -209,7 +218,8 @@ def judge(items: Sequence[dict]) -> Judgements:
         client = JudgeClient(JudgeSettings(
             base_url=cfg["base_url"], model=cfg["model"], temperature=cfg["temperature"],
             max_tokens=cfg["max_tokens"], concurrency=cfg["concurrency"], cache_dir=cfg["cache_dir"],
-            max_attempts=cfg["max_attempts"], timeout=cfg["timeout"], extra={"seed": attempt} if attempt else {},
+            max_attempts=cfg["max_attempts"], timeout=cfg["timeout"], idle_timeout=cfg["idle_timeout"],
+            extra={"seed": attempt} if attempt else {},
         ))
         answers = client.ask_many([build(items[i]) for i in pending], progress=False)
         models.update(a.model for a in answers if a.model)
@@ -221,17 +231,31 @@ def judge(items: Sequence[dict]) -> Judgements:
             else:
                 failed.pop(i, None)
         pending = [i for i in pending if parsed[i] is None]
-        if not pending:
+        if not pending or client.server_silent:  # a dead server is not asked again by another rejudge pass
             break
     failures = dict(Counter(failed.values()))
-    provenance = {"model": cfg["model"], "base_url": cfg["base_url"], "policy": cfg["policy"],
-                  "reported_models": sorted(models), "fingerprints": sorted(fingerprints),
-                  "requests": len(items), "unanswered": failures,
-                  "unparsed": sum(p is None for p in parsed) - len(failed)}
+    provenance = _provenance(cfg, models, fingerprints, len(items), failures,
+                             sum(p is None for p in parsed) - len(failed))
     if failures:
         log.warning("judge: %s; rerun to ask them again (answers received are cached)",
                     Judgements(parsed, provenance, failures).absent_because())
     return Judgements(parsed, provenance, failures)
+
+
+def _provenance(cfg: dict, models: set[str], fingerprints: set[str], requests: int, failures: dict[str, int],
+                unparsed: int) -> dict[str, Any]:
+    return {"model": cfg["model"], "base_url": cfg["base_url"], "policy": cfg["policy"],
+            "reported_models": sorted(models), "fingerprints": sorted(fingerprints), "requests": requests,
+            "unanswered": failures, "unparsed": unparsed}
+
+
+def unanswered(items: Sequence[dict], kind: str) -> Judgements:
+    """The judgements of a judge that could not be asked at all (``kind``: e.g. ``unreachable``, the server check
+    refused it): every item unanswered, so that the judged scores are absent with the reason and the run keeps what
+    it generated."""
+    cfg = JudgeConfig.from_json(items[0]["judge"]).to_json()
+    failures = {kind: len(items)} if items else {}
+    return Judgements([None] * len(items), _provenance(cfg, set(), set(), len(items), failures, 0), failures)
 
 
 def _policy_filled(items: Sequence[dict], judged: Judgements) -> list[Any]:

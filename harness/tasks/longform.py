@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from harness.judges.stage import JudgeOptions
 from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -79,12 +82,32 @@ class LongGenerationTask(LchTask):
 
         key = hashlib.sha1(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()
         if getattr(self, "_judged_key", None) != key:
-            judged = judge(items)
+            judged = self._judge_keeping_generations(items, judge)
             self._judged_key, self._judged_scores = key, task_scores(items, judged)
             if isinstance(self.config.metadata, dict) and judged.provenance is not None:
                 self.config.metadata["judge_provenance"] = judged.provenance
             self._explain_absent(items, judged)
         return self._judged_scores
+
+    def _judge_keeping_generations(self, items: list, judge: Any) -> Any:
+        """``judge(items)``. A judge that cannot be asked at all (nothing listening at its address, a refused key:
+        :class:`~harness.judges.client.JudgeUnreachable`) leaves every item unanswered (``unreachable``), so the run
+        writes its results without the judged scores and keeps the generations (:meth:`_explain_absent`), as for a
+        judge that fails its requests; an interrupt while judging keeps the generations too
+        (:func:`harness.judges.stage.save_unjudged`, which ``lch judge`` resumes from) before it ends the run."""
+        from harness.judges.client import JudgeUnreachable
+        from harness.judges.stage import save_unjudged, unanswered
+
+        try:
+            return judge(items)
+        except JudgeUnreachable as err:
+            log.warning("%s: %s", self.config.task, err)
+            return unanswered(items, "unreachable")
+        except KeyboardInterrupt:
+            kept = save_unjudged(self.config.task, items)
+            log.warning("interrupted while judging: the generations of %s are kept in %s (`lch judge %s ...` judges "
+                        "them)", self.config.task, kept, kept)
+            raise
 
     def _explain_absent(self, items: list, judged: Any) -> None:
         """Judged scores that do not exist (NaN here, left out of the results by

@@ -1,8 +1,9 @@
-"""A judge that fails: HTTP 500s, replies that are not chat completions, a server that refuses a request, a server
-that never answers. Every request ends within its bound (attempts x timeout + backoff), the failures are counted per
-kind, no judged score is computed from the samples a failing server happened to answer, and nothing is lost: the
-answers received are cached, ``lch judge`` writes no judgements file and the same command resumes, and a run of
-lm-eval writes its results with the judged scores left out (their reason recorded) and keeps the generations."""
+"""A judge that fails: HTTP 500s, replies that are not chat completions, streams cut short or carrying an error, a
+server that refuses a request, a server that never answers. Every request ends within its bound (attempts x timeout +
+backoff; a silent server much sooner: test_judge_silence.py), the failures are counted per kind, no judged score is
+computed from the samples a failing server happened to answer, and nothing is lost: the answers received are cached,
+``lch judge`` writes no judgements file and the same command resumes, and a run of lm-eval writes its results with the
+judged scores left out (their reason recorded) and keeps the generations, a silent judge's included."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import json
 import math
 import time
 
+import openai  # noqa: F401 - imported before any timing, so that no measured call pays for it
 import pytest
 
 from harness.cli import main
 from harness.judges.client import JudgeClient, JudgeSettings
 from harness.judges.stage import judge, judge_samples_file, task_scores
 from tests.conftest import SHARED_DATA
-from tests.judge_servers import CannedJudge, MisbehavingJudge
+from tests.judge_servers import CannedJudge, MisbehavingJudge, SilentServer
 
 DIMENSIONS = {"Relevance": 4, "Accuracy": 4, "Coherence": 4, "Clarity": 4, "Breadth and Depth": 4,
               "Reading Experience": 4}
@@ -38,9 +40,11 @@ def _settings(url: str, tmp_path, **extra) -> dict:
 
 @pytest.mark.parametrize("mode, kind, attempts", [("500", "http_500", 3), ("400", "http_400", 1),
                                                   ("malformed", "malformed", 3), ("no_choices", "malformed", 3),
+                                                  ("cut_stream", "malformed", 3), ("stream_error", "stream_error", 3),
                                                   ("hang", "timeout", 2)])
 def test_every_failure_is_counted_by_kind_within_its_bound(mode, kind, attempts, tmp_path):
-    """Retried kinds get ``max_attempts`` attempts, a 400 one; a hanging server costs attempts x timeout."""
+    """Retried kinds get ``max_attempts`` attempts, a 400 one; a hanging server costs attempts x timeout when the
+    whole-reply timeout (0.5 s here) is shorter than the idle timeout (60 s by default)."""
     with MisbehavingJudge(mode, hang_s=5.0) as server:
         client = JudgeClient(JudgeSettings(base_url=server.base_url, model="m", max_attempts=attempts if mode == "hang"
                                            else 3, timeout=0.5, backoff=0.01, concurrency=2,
@@ -98,23 +102,54 @@ def test_lch_judge_writes_nothing_when_the_judge_fails_and_the_same_command_resu
     assert len(list(tmp_path.glob("judgements_*"))) == 1
 
 
+class NothingListening:
+    """A judge address on a free loopback port where nothing listens (a server not started, a wrong port)."""
+
+    def __enter__(self):
+        from tests.judge_servers import free_port
+
+        self.base_url = f"http://127.0.0.1:{free_port()}/v1"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 @needs_prompt
-@pytest.mark.parametrize("mode", ["500", "malformed"])
-def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_model_dir, tmp_path, capsys):
+@pytest.mark.parametrize("mode", ["500", "malformed", "silent", "unreachable"])
+def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_model_dir, tmp_path, capsys,
+                                                                   monkeypatch):
     """`lch eval` with a judge that fails every request: the results file is written without NaN (quality and score
     left out, with the reason under lch_absent), the command ends with one line and exit 2, and the generations kept
-    as a samples file are judged afterwards by `lch judge` without generating again."""
-    with MisbehavingJudge(mode) as bad:
+    as a samples file are judged afterwards by `lch judge` without generating again. A judge that accepts the
+    connection and never answers (``silent``) is given up within its idle timeout; an address where nothing listens
+    (``unreachable``) costs the run no more than a failing judge (before, the run ended without writing its results)."""
+    from harness.judges import stage
+
+    stage_seconds = []
+    real_judge = stage.judge
+
+    def timed_judge(items):
+        start = time.perf_counter()
+        try:
+            return real_judge(items)
+        finally:
+            stage_seconds.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(stage, "judge", timed_judge)
+    servers = {"silent": SilentServer, "unreachable": NothingListening}
+    with (servers[mode]() if mode in servers else MisbehavingJudge(mode)) as bad:
         meta = {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
                 "limit_docs": 2, "max_gen_toks": 8, "judge_base_url": bad.base_url, "judge_model": "m",
                 "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"), "judge_timeout": 1,
-                "judge_max_attempts": 2, "judge_cache_dir": str(tmp_path / "judge-cache")}
+                "judge_idle_timeout": 1, "judge_max_attempts": 2, "judge_cache_dir": str(tmp_path / "judge-cache")}
         code = main(["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
                      "--device", "cpu", "--tasks", "longbench_write", "--metadata", json.dumps(meta),
                      "--output_path", str(tmp_path / "out")])
     assert code == 2
+    assert len(stage_seconds) == 1 and stage_seconds[0] < 4.0, stage_seconds  # judged once, within its bound
     err = capsys.readouterr().err.strip().splitlines()
-    kind = "http_500" if mode == "500" else "malformed"
+    kind = {"500": "http_500", "malformed": "malformed", "silent": "silent", "unreachable": "unreachable"}[mode]
     assert err[-1].startswith(f"lch: error: longbench_write: quality, score not computed: the judge at {bad.base_url} "
                               f"answered 0 of 2 requests ({kind} x2); the generations are kept in ")
     (results_file,) = (tmp_path / "out").rglob("results_*.json")
@@ -131,3 +166,23 @@ def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_mo
     with CannedJudge(dimensions=DIMENSIONS) as good:
         assert main(["judge", str(kept), "--judge-base-url", good.base_url, "--judge-model", "m"]) == 0
     assert json.loads(capsys.readouterr().out)["quality"] == pytest.approx(75.0)
+
+
+def test_an_interrupt_while_judging_keeps_the_generations(tmp_path, caplog):
+    """Ctrl-C while a run's judged task is being judged still ends the run (the interrupt propagates), but the
+    generations are first kept as a samples file that `lch judge` resumes from."""
+    from types import SimpleNamespace
+
+    from harness.tasks.longform import LongGenerationTask
+
+    items = _items({"base_url": "http://127.0.0.1:9/v1", "model": "m", "cache_dir": str(tmp_path / "cache")})
+
+    def interrupted(items):
+        raise KeyboardInterrupt
+
+    task = SimpleNamespace(config=SimpleNamespace(task="longbench_write"))
+    with pytest.raises(KeyboardInterrupt):
+        LongGenerationTask._judge_keeping_generations(task, items, interrupted)
+    (kept,) = (tmp_path / "cache" / "unjudged").glob("samples_longbench_write_*.jsonl")
+    assert [json.loads(line)["quality"] for line in kept.read_text().splitlines()] == items
+    assert str(kept) in caplog.text

@@ -248,9 +248,14 @@ def test_judge_config_owns_its_defaults_and_items_say_their_kind():
     meta = {"judge_base_url": "http://x/v1", "judge_model": "m"}
     assert judge_settings_from_metadata(meta, 0.5, 1024) == {
         "base_url": "http://x/v1", "model": "m", "policy": "drop", "temperature": 0.5, "max_tokens": 1024,
-        "concurrency": 8, "cache_dir": None, "timeout": 300.0, "max_attempts": 4}
+        "concurrency": 8, "cache_dir": None, "timeout": 600.0, "max_attempts": 4, "idle_timeout": 60.0}
     assert judge_settings_from_metadata({**meta, "judge_timeout": "2.5", "judge_max_attempts": "1"}, 0.5, 1024)[
         "timeout"] == 2.5
+    assert judge_settings_from_metadata({**meta, "judge_idle_timeout": "5"}, 0.5, 1024)["idle_timeout"] == 5.0
+    with pytest.raises(UsageError, match="judge_idle_timeout must be between 0.001 and 86400"):
+        judge_settings_from_metadata({**meta, "judge_idle_timeout": 0}, 0.5, 1024)
+    with pytest.raises(UsageError, match="judge idle_timeout must be a number of seconds > 0, got -1"):
+        JudgeConfig(idle_timeout=-1)
     with pytest.raises(UsageError, match="judge_max_attempts must be between 1 and 100, got 0"):
         judge_settings_from_metadata({**meta, "judge_max_attempts": 0}, 0.5, 1024)
     assert JudgeConfig.from_json({"model": "m", "unknown": 1}) == JudgeConfig(model="m")

@@ -89,7 +89,7 @@ longbench_write_data hellobench_data variant weights_file rescale max_gen_toks d
 judge_model judge_policy judge_concurrency judge_timeout judge_max_attempts judge_cache_dir judge_temperature
 judge_max_tokens judge_prompt subset
 mrqa_data version min_required_length pretrained tokenizer max_length max_model_len model
-truncation effective_threshold""".split()  # the last line: keys added after the table was derived
+truncation effective_threshold judge_idle_timeout""".split()  # the last line: keys added after the table was derived
 
 
 def test_the_key_table_is_the_fields_of_the_task_classes_options(monkeypatch):
