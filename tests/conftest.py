@@ -81,6 +81,20 @@ def progress(request, tag: str):
     return write
 
 
+@pytest.fixture(autouse=True)
+def _lm_eval_logs_to_this_tests_stderr():
+    """lm-eval's log handler (``lm_eval.utils.setup_logging``, added once per process) keeps the ``sys.stderr`` of
+    the test that first ran lm-eval's CLI in this worker: pytest's captured stream, closed when that test ended. Each
+    test points it at its own stderr, so a later in-process run does not print logging's own errors (a traceback)."""
+    import logging
+    import sys
+
+    for handler in logging.getLogger("lm_eval").handlers:
+        if type(handler) is logging.StreamHandler:
+            handler.stream = sys.stderr  # not setStream: it flushes the old stream, which may be closed
+    yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):
     """Tiny models built by harness.models.tiny (and every other cache entry: RULER rows, key tokens) go to a

@@ -46,7 +46,8 @@ def after_cli_import(cli_module: Any) -> None:
 
 
 def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
-    """A subcommand of a run of ours: its destinations checked first, its user errors one line and their exit code, and
+    """A subcommand of a run of ours: its destinations and lm-eval's flags checked first
+    (:func:`harness.plugin.lm_eval_cli.check_cli_run`), its user errors one line and their exit code, and
     a run that wrote its results without a metric a failed service kept it from computing (a judge server) ends as
     one line and exit 2 too (:func:`harness.plugin.aggregations.report_incomplete`)."""
 
@@ -56,13 +57,11 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
 
         try:
             from harness.plugin.aggregations import raise_if_incomplete
+            from harness.plugin.lm_eval_cli import check_cli_run
             from harness.plugin.preflight import check_destinations
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
-            if isinstance(getattr(args, "samples", None), str):  # lm-eval keeps any text and fails mid-run on it
-                from harness.plugin.lm_eval_cli import check_samples_arg
-
-                check_samples_arg("--samples", args.samples)
+            check_cli_run(args)  # lm-eval's own flags, before it indexes its tasks
             done = func(args)
             raise_if_incomplete()  # results written, a metric asked for missing: the command fails
             return done

@@ -95,6 +95,12 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
     if isinstance(err, (ValueError, TypeError)) and _raised_by_lm_evals_arguments(err):
         return UsageError(f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run "
                           "--help`)")
+    samples_beyond = re.match(r"Elements of --samples should be in the interval .* k=(\d+)", message)
+    if isinstance(err, AssertionError) and samples_beyond:
+        # known only once lm-eval has built the task's documents (after the model loaded), so refused only then
+        count = int(samples_beyond.group(1))
+        return UsageError(f"--samples gives a document index beyond a task's {count} documents; give indices from 0 "
+                          f"to {count - 1}")
     if isinstance(err, ValueError) and "no model for this name found" in message:
         from harness.plugin.registration import model_names
 

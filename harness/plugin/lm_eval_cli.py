@@ -1,8 +1,10 @@
-"""``lch eval``: lm-eval's own command line with our plugin discovery applied and our preflight run first."""
+"""``lch eval``: lm-eval's own command line with our plugin discovery applied and our checks run first (lm-eval's
+flags as :mod:`harness.plugin.lm_eval_flags` declares them, then the preflight)."""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from harness.plugin.aggregations import raise_if_incomplete
 from harness.plugin.activation import activate
@@ -36,10 +38,14 @@ def _parse_as_lch(cli):
     """lm-eval's ``cli.parse_args()``, its argparse errors raised as our one-line ``UsageError`` (argparse would
     print its usage and exit)."""
     import argparse
+    import re
 
     from harness.core.errors import UsageError
 
     def error(parser: argparse.ArgumentParser, message: str):
+        # argparse names a flag's type function in its message: lm-eval's --seed type is a functools.partial whose
+        # repr (with a memory address) says nothing to a user
+        message = re.sub(r"invalid (functools\.partial\(.*\)|<lambda>) value:", "invalid value:", message)
         raise UsageError(f"lch eval: {message}; see `lch eval --help`")
 
     original = argparse.ArgumentParser.error
@@ -51,8 +57,9 @@ def _parse_as_lch(cli):
 
 
 def run_lm_eval(argv: list[str]) -> None:
-    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied (:func:`harness.plugin.activation.activate`)
-    and the run's preflight (:func:`harness.plugin.preflight.preflight`) before lm-eval indexes its tasks."""
+    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied (:func:`harness.plugin.activation.activate`),
+    and lm-eval's flags (:func:`check_cli_run`) and the run's preflight (:func:`harness.plugin.preflight.preflight`)
+    checked before lm-eval indexes its tasks."""
     check_json_args(argv)
     activate()
     from lm_eval._cli.harness import HarnessCLI
@@ -70,6 +77,7 @@ def run_lm_eval(argv: list[str]) -> None:
         move_run_settings(args, argv)
         if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
             check_destinations(getattr(args, "output_path", None))
+            check_cli_run(args)
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
             preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
                       getattr(args, "metadata", None), include_path_of(argv))
@@ -134,9 +142,10 @@ def check_json_args(argv: list[str]) -> None:
                              "double quotes, e.g. '{\"num_docs\": 2}'") from None
 
 
-def check_samples_arg(flag: str, value: str) -> None:
-    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one. lm-eval 0.4.13 keeps
-    any other text as it is and fails on it in the middle of the run (``'str' object has no attribute 'keys'``)."""
+def check_samples_arg(flag: str, value: str) -> dict:
+    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object.
+    lm-eval 0.4.13 keeps any other text as it is and fails on it in the middle of the run (``'str' object has no
+    attribute 'keys'``)."""
     import json
     from pathlib import Path
 
@@ -156,3 +165,53 @@ def check_samples_arg(flag: str, value: str) -> None:
                              "holding '{\"<task>\": [<doc indices>]}'") from None
     if not isinstance(samples, dict):
         raise UsageError(f"{flag} must be a JSON object of task -> doc indices, got a {type(samples).__name__}")
+    return samples
+
+
+# lm-eval's `run` command hands simple_evaluate these settings under other names or shapes (lm_eval/_cli/run.py:
+# Run._execute); every other setting of lm_eval_flags.FLAGS goes by its own name
+_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+_REQUEST_CACHING = ("cache_requests", "rewrite_requests_cache", "delete_requests_cache")
+
+
+def cli_arguments(args: Any) -> dict[str, Any]:
+    """The arguments lm-eval's ``run`` command will hand ``simple_evaluate`` for the settings of
+    :data:`harness.plugin.lm_eval_flags.FLAGS`, from a parsed command line (a ``--config`` YAML under the flags): the
+    seeds of ``--seed`` one by one, ``--cache_requests``' three switches, ``--samples`` read from its file. A shape
+    lm-eval's configuration refuses itself (a YAML seed list of another length) is left out, for it to say so."""
+    from harness.plugin.lm_eval_flags import FLAGS
+    from harness.plugin.preflight import cli_settings
+
+    settings = cli_settings(args)
+    arguments = {flag.parameter: settings[flag.parameter] for flag in FLAGS
+                 if flag.parameter in settings and flag.parameter not in _REQUEST_CACHING}
+    seeds = settings.get("seed")
+    seeds = list(seeds) if isinstance(seeds, (list, tuple)) else [seeds] if seeds is not None else []
+    if len(seeds) in (1, len(_SEEDS)):
+        arguments.update(zip(_SEEDS, seeds * (len(_SEEDS) // len(seeds))))
+    caching = settings.get("cache_requests")
+    if isinstance(caching, dict):  # the flag, as its argparse type converts it
+        arguments.update((key, caching.get(key, False)) for key in _REQUEST_CACHING)
+    elif caching is not None:  # a --config YAML's: lm-eval 0.4.13 reads it as a dict and fails mid-run on a word
+        from harness.core.errors import UsageError
+
+        raise UsageError(f"--config {settings.get('config')}: cache_requests {caching!r} is not read from a config "
+                         "file by lm-eval 0.4.13; give --cache_requests true, refresh or delete on the command line")
+    if isinstance(arguments.get("samples"), str):
+        arguments["samples"] = check_samples_arg("--samples", arguments["samples"])
+    return arguments
+
+
+def check_cli_run(args: Any) -> None:
+    """lm-eval's settings of a parsed command line of a run of ours checked before lm-eval indexes its tasks
+    (:func:`harness.plugin.lm_eval_flags.check_run_arguments`, naming the flags); a run that is not ours is left to
+    lm-eval."""
+    from harness.plugin.lm_eval_flags import check_run_arguments
+    from harness.plugin.preflight import cli_run_settings, involves_us, run_task_names
+
+    model, tasks, include_path = cli_run_settings(args)
+    if not involves_us(model, tasks, include_path):
+        return
+    arguments = cli_arguments(args)
+    check_run_arguments(arguments, cli=True,
+                        tasks=run_task_names(tasks, include_path) if arguments.get("samples") else None)

@@ -1,6 +1,7 @@
 """The checks of a run of our models or tasks that need no model, before lm-eval loads one: the model args of
 our models, whether the model serves every request type the tasks send (a stock ``hf`` / ``vllm`` asked for
-``ppl_govreport`` is refused naming the models that serve it), ``--metadata`` keys and every task option.
+``ppl_govreport`` is refused naming the models that serve it), ``--metadata`` keys and every task option, and
+lm-eval's own settings (``--limit``, ``--seed`` ...: :mod:`harness.plugin.lm_eval_flags`).
 
 ``lch eval`` runs :func:`preflight` before lm-eval indexes its tasks; plain lm-eval runs it through
 :func:`after_evaluator_import` (the import hook of :mod:`lch_harness_lm_eval`), which wraps ``simple_evaluate`` so
@@ -162,9 +163,9 @@ def _tasks(value: Any) -> list[str]:
     return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
 
 
-def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
-    """``(model, tasks, include_path)`` of a parsed lm-eval command line, as lm-eval merges them: a ``--config`` YAML
-    first, the flags given over it (lm-eval's ``EvaluatorConfig.from_cli``)."""
+def cli_settings(args: Any) -> dict[str, Any]:
+    """The settings of a parsed lm-eval command line as lm-eval merges them (``EvaluatorConfig.from_cli``): a
+    ``--config`` YAML first, the flags given over it (a flag counts when its value is truthy or 0)."""
     settings: dict[str, Any] = {}
     config = getattr(args, "config", None)
     if config:
@@ -174,11 +175,28 @@ def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
             settings.update(EvaluatorConfig.load_yaml_config(config))
         except Exception:  # noqa: BLE001 (lm-eval reports its own config file's problems)
             pass
-    for key in ("model", "tasks", "include_path"):
-        value = getattr(args, key, None)
-        if value or value == 0:
+    for key, value in vars(args).items():
+        if (value or value == 0) and key not in ("command", "func"):
             settings[key] = value
+    return settings
+
+
+def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
+    """``(model, tasks, include_path)`` of a parsed lm-eval command line (:func:`cli_settings`)."""
+    settings = cli_settings(args)
     return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")
+
+
+def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str] | None:
+    """The names of the tasks a run evaluates (our groups expanded into their members) when every task it names is
+    ours (:func:`our_tasks`); None otherwise (another folder's groups are lm-eval's to expand)."""
+    ours = our_tasks(tasks, include_path, task_manager)
+    if not ours or len(ours) != len(tasks):
+        return None
+    from harness.plugin.task_index import task_folder
+
+    folder = task_folder(str(TASKS_PATH))
+    return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
 
 
 # lm-eval's command line, once parsed, says whether its run is ours (harness.cli.lm_eval_errors); None: no command
@@ -235,6 +253,12 @@ def after_evaluator_import(evaluator_module: Any) -> None:
             ours = False
         if not ours:
             return original(*args, **kwargs)
+        from harness.plugin.lm_eval_flags import check_run_arguments
+
+        # lm-eval's own settings first (a command line's were checked as it was parsed: here they are a Python
+        # caller's, or the same values again)
+        check_run_arguments(bound, cli=_cli_run_is_ours is not None,
+                            tasks=run_task_names(tasks, task_manager=manager) if bound.get("samples") else None)
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
         metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
         preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)

@@ -1,0 +1,254 @@
+"""lm-eval's own run settings (its flags, ``simple_evaluate``'s parameters) checked like our options, before any model
+loads: a value outside its domain is one line naming the flag, the value and what is allowed (exit 2).
+
+lm-eval 0.4.13 passes most of these values on unchecked and fails on them only once the model has loaded, or
+after the run, or not at all: ``--limit -3`` ends in a traceback from ``islice``, ``--limit 0`` in "did not find any
+docs", ``--limit nan`` / ``inf`` in a conversion error, ``--seed -1`` in numpy's seeding error, ``--verbosity bogus``
+in ``Unknown level`` once every result is computed; ``--limit 1.5`` runs 1 document, ``--samples '{"typo": [0]}'``
+and an empty index list run every document, a negative ``bootstrap_iters`` computes no standard error, and none
+of them says so.
+
+:data:`FLAGS` declares each setting once: the ``simple_evaluate`` parameter, the flag that sets it, its domain in
+words (the end of the error line) and the test of it; :data:`GEN_KWARGS` does the same for the ``--gen_kwargs`` keys
+whose meaning lm-eval and the engines fix. :func:`check_run_arguments` applies them to the values as
+``simple_evaluate`` receives them. It runs where every run of ours passes (``harness.plugin.preflight``'s wrapper of
+``simple_evaluate``: plain ``lm_eval``, ``lch eval`` and Python callers) and, earlier, on the parsed command line
+(``harness.plugin.lm_eval_cli.check_cli_run``: before lm-eval indexes its tasks). Values lm-eval's own parser or
+configuration already refuse in one line (``--limit x``, ``--seed 1,2``, ``--cache_requests bogus``, ``--samples``
+with ``--limit``) are left to them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from harness.core.errors import UsageError
+from harness.core.options import MAX_SEED
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _optional(test: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or test(value)
+
+
+def _at_least(low: int) -> Callable[[Any], bool]:
+    return lambda value: _integer(value) and value >= low
+
+
+def _boolean(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _limit(value: Any) -> bool:
+    # lm-eval reads a value below 1 as a share of the documents and any other as a count, cut to its integer part
+    return _number(value) and (0 < value < 1 or (value >= 1 and float(value).is_integer()))
+
+
+def _batch_size(value: Any) -> bool:
+    if _integer(value):
+        return value >= 1
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text.isdigit():
+        return int(text) >= 1
+    head, colon, times = text.partition(":")
+    if head != "auto":
+        return False
+    try:  # lm-eval's HF model re-detects the batch size N times over the run (`auto:N`, a float)
+        return not colon or (math.isfinite(float(times)) and float(times) > 0)
+    except ValueError:
+        return False
+
+
+def _device(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    import torch
+
+    try:
+        torch.device(value)
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+def _cache_problem(value: Any) -> str:
+    """Why lm-eval could not write ``--use_cache``'s database, ``<path>_rank<N>.db`` (its own naming), or ``""``."""
+    from harness.core.files import writable_problem
+
+    if not isinstance(value, str) or not value.strip():
+        return "not a path"
+    return writable_problem(f"{value}_rank0.db", folder=False) or ""
+
+
+def _indices(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(_integer(i) and i >= 0 for i in value)
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _verbosity(value: Any) -> bool:
+    # what logging's setLevel takes (lm-eval's --verbosity upper-cases the word; a Python caller's is taken as given)
+    return _integer(value) or (isinstance(value, str) and value in logging.getLevelNamesMapping())
+
+
+def _gen_kwargs(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(isinstance(key, str) and key.strip() for key in value)
+    # the text simple_evaluate parses (lm_eval.utils.simple_parse_args_string): key=value pairs, a comma between
+    parts = [part.partition("=") for part in value.split(",") if part.strip()] if isinstance(value, str) else None
+    return parts is not None and all(eq and key.strip() for key, eq, _ in parts)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One run setting: ``simple_evaluate``'s ``parameter``, the lm-eval ``flag`` that sets it (``""``: Python callers
+    only), its domain in words (``allowed``) and the test of a value (``accepts``); ``why``: more about a refused
+    value, when the value alone does not say it; ``part``: which part of the flag's value the parameter is (the four
+    seeds of ``--seed``)."""
+
+    parameter: str
+    flag: str
+    allowed: str
+    accepts: Callable[[Any], bool]
+    why: Callable[[Any], str] | None = None
+    part: str = ""
+
+    def refusal(self, value: Any, cli: bool) -> UsageError:
+        """The one-line error for ``value``, naming the flag (``cli``) or the parameter (a Python caller)."""
+        why = self.why(value) if self.why else ""
+        if cli and self.flag:
+            return _refusal(self.flag, value, self.allowed, True, why, self.part)
+        return _refusal(self.parameter, value, self.allowed, False, why)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # lm-eval's --limit is a float: `--limit -3` arrives as -3.0
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _refusal(name: str, value: Any, allowed: str, cli: bool, why: str = "", part: str = "") -> UsageError:
+    given = f"{name} {_shown(value)}" if cli else f"{name}={_shown(value)}"
+    if part:
+        given += f" ({part})"
+    return UsageError(f"{given}: not allowed{f' ({why})' if why else ''}; give {allowed}")
+
+
+_SEED = f"an integer from 0 to {MAX_SEED}, or None (not seeded)"
+_BOOLEAN = "True or False"
+
+
+def _seed(parameter: str, part: str) -> Flag:
+    return Flag(parameter, "--seed", _SEED, _optional(lambda v: _integer(v) and 0 <= v <= MAX_SEED), part=part)
+
+
+def _switch(parameter: str, flag: str) -> Flag:
+    return Flag(parameter, flag, _BOOLEAN, _boolean)
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("limit", "--limit", "a whole number of documents per task (1 or more) or a share of each task's documents "
+         "in (0, 1)", _optional(_limit)),
+    Flag("num_fewshot", "--num_fewshot", "an integer >= 0 (examples in the few-shot context)",
+         _optional(_at_least(0))),
+    Flag("batch_size", "--batch_size", "an integer >= 1, auto, or auto:N (N > 0: times the batch size is "
+         "re-detected)", _optional(_batch_size)),
+    Flag("max_batch_size", "--max_batch_size", "an integer >= 1 (the largest batch --batch_size auto tries)",
+         _optional(_at_least(1))),
+    Flag("device", "--device", "a torch device: cpu, cuda, cuda:N, mps ...", _optional(_device)),
+    Flag("use_cache", "--use_cache", "a path in a folder you can write (lm-eval adds _rank<N>.db to it)",
+         _optional(lambda v: _cache_problem(v) == ""), _cache_problem),
+    Flag("samples", "--samples", "a JSON object of task -> document indices, '{\"<task>\": [0, 3, 6]}'",
+         _optional(lambda v: isinstance(v, Mapping) and all(isinstance(task, str) for task in v))),
+    Flag("bootstrap_iters", "", "an integer >= 0 (0: no standard errors)", _optional(_at_least(0))),
+    Flag("gen_kwargs", "--gen_kwargs", "key=value pairs, a comma between them, or a JSON object",
+         _optional(_gen_kwargs)),
+    Flag("system_instruction", "--system_instruction", "a text", _optional(lambda v: isinstance(v, str))),
+    Flag("apply_chat_template", "--apply_chat_template", "True, False or the name of one of the tokenizer's chat "
+         "templates", lambda v: _boolean(v) or isinstance(v, str)),
+    Flag("fewshot_as_multiturn", "--fewshot_as_multiturn", "True, False or None", _optional(_boolean)),
+    Flag("verbosity", "--verbosity", f"{', '.join(_LEVELS[:-1])} or {_LEVELS[-1]}", _optional(_verbosity)),
+    _seed("random_seed", "its 1st value, Python's random seed"),
+    _seed("numpy_random_seed", "its 2nd value, numpy's seed"),
+    _seed("torch_random_seed", "its 3rd value, torch's seed"),
+    _seed("fewshot_random_seed", "its 4th value, the few-shot sampler's seed"),
+    _switch("cache_requests", "--cache_requests"),
+    _switch("rewrite_requests_cache", "--cache_requests"),
+    _switch("delete_requests_cache", "--cache_requests"),
+    _switch("check_integrity", "--check_integrity"),
+    _switch("write_out", "--write_out"),
+    _switch("log_samples", "--log_samples"),
+    _switch("predict_only", "--predict_only"),
+    _switch("confirm_run_unsafe_code", "--confirm_run_unsafe_code"),
+)
+
+
+def _positive_number(value: Any) -> bool:
+    return _number(value) and value > 0
+
+
+def _until(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
+
+
+# The --gen_kwargs keys whose meaning lm-eval's models and ours share (lm-eval's HF and vLLM models, the engine core's
+# generate_long): key -> (domain in words, test). Other keys go to the engine's generate as they are.
+GEN_KWARGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "max_gen_toks": ("an integer >= 1 (tokens generated at most)", _at_least(1)),
+    "temperature": ("a number >= 0", lambda v: _number(v) and v >= 0),
+    "top_p": ("a number in (0, 1]", lambda v: _positive_number(v) and v <= 1),
+    "top_k": ("an integer >= 0", _at_least(0)),
+    "do_sample": (_BOOLEAN, _boolean),
+    "until": ("a text or a list of texts (stop sequences)", _until),
+}
+
+
+def _gen_kwargs_items(value: Any) -> Iterable[tuple[str, Any]]:
+    """``--gen_kwargs``'s pairs with their values as lm-eval converts them."""
+    if isinstance(value, Mapping):
+        return value.items()
+    from lm_eval.utils import simple_parse_args_string
+
+    return simple_parse_args_string(value).items()
+
+
+def check_run_arguments(arguments: Mapping[str, Any], cli: bool, tasks: list[str] | None = None) -> None:
+    """Raise a one-line :class:`UsageError` for the first of ``arguments`` (``simple_evaluate``'s parameter ->
+    value; parameters not given are absent) outside its domain (:data:`FLAGS`, :data:`GEN_KWARGS`), naming the flag
+    (``cli``: the values came from lm-eval's command line) or the parameter. ``tasks``: the task names the run
+    evaluates (groups expanded), when all are known; ``--samples`` must name only those."""
+    for flag in FLAGS:
+        value = arguments.get(flag.parameter)
+        if flag.parameter in arguments and not flag.accepts(value):
+            raise flag.refusal(value, cli)
+    gen_kwargs = arguments.get("gen_kwargs")
+    if gen_kwargs:
+        name = "--gen_kwargs" if cli else "gen_kwargs"
+        for key, value in _gen_kwargs_items(gen_kwargs):
+            allowed, accepts = GEN_KWARGS.get(key, ("", None))
+            if accepts is not None and not accepts(value):
+                raise _refusal(f"{name} {key}", value, allowed, cli=False)
+    samples = arguments.get("samples")
+    if samples:
+        name = "--samples" if cli else "samples"
+        for task, indices in samples.items():
+            if not _indices(indices):  # lm-eval runs every document of a task given [] and none given a negative
+                raise _refusal(f"{name} {task}", indices, "a non-empty list of document indices, integers >= 0",
+                               cli=False)
+        unknown = [task for task in samples if tasks is not None and task not in tasks]
+        if unknown:
+            raise UsageError(f"{name} names {', '.join(unknown)}, which this run does not evaluate (lm-eval would "
+                             f"ignore it and run every document); give indices of its tasks: {', '.join(tasks or [])}")
