@@ -8,10 +8,22 @@ come headline first: each task's or group's effective context length where it ha
 shortest length reaches the bar, with a caution when the curve is not monotone within its intervals), the scores and
 perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
 documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
-:mod:`harness.metrics.support`). The Markdown, for people, is the headline scores (the names all runs share in
-its title) of the groups and of the tasks in no group, then the tasks of the groups, the diagnostics, and the
-cautions, each once with the runs it holds for; the depth x length cells of the needle tasks (``depth_<D>_len_<L>``,
-drawn by ``lch plot depth``) have a section of their own.
+:mod:`harness.metrics.support`). The CSV and HTML keep every column.
+
+The Markdown is for people. Only its headline has a column per metric, and those are few: no table's width grows
+with the number of lengths, depth cells, a group's tasks or diagnostics.
+
+* The headline, a row per run (the parts of the names all runs share in its title): the effective lengths of each
+  curve that no group's own curve averages (a group's when it has one, else its tasks': the demo's group averages only
+  ``score``), then the scores and perplexities of the groups and of the tasks in no group except their per-length
+  scores (or the ``headline`` metrics when given), and the metric the board is sorted by.
+* Below it, a row per metric and a column per run: the headline curves' scores per length, the tasks of the groups
+  (their scores, and their own curves' effective lengths and points where the group has a curve), the depth x length
+  cells of the needle tasks (``depth_<D>_len_<L>`` with their samples, drawn by ``lch plot depth``) and the
+  diagnostics (a per-length truncation count that is 0 in every run is left out: its total says it).
+* The cautions, each once with the runs it holds for.
+
+Each metric is in one table only.
 """
 
 from __future__ import annotations
@@ -53,6 +65,9 @@ class Leaderboard:
     cautions: dict[str, list[str]] = field(default_factory=dict)  # run label -> its cautions
     subtasks: list[str] = field(default_factory=list)  # metric columns of tasks that a group of these runs holds
     depths: list[str] = field(default_factory=list)  # depth x length cells (<task>/depth_<D>_len_<L>) and their counts
+    effective: list[str] = field(default_factory=list)  # effective lengths of the curves no group's own curve averages
+    points: list[str] = field(default_factory=list)  # those curves' per-length scores (<task>/len_<L>)
+    sort_by: str | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -60,9 +75,11 @@ class Leaderboard:
 
     @property
     def headline(self) -> list[str]:
-        """The metrics a reader wants first: scores and perplexities of the groups and of the tasks in no group (a
-        group's tasks are a section away: :attr:`subtasks`), not the diagnostics."""
-        return [m for m in self.metrics if m not in self.diagnostics and m not in self.subtasks and m not in self.depths]
+        """The metrics a reader wants first (module docstring): :attr:`effective`, the scores and perplexities of the
+        groups and of the tasks in no group except their per-length scores (:attr:`points`), and :attr:`sort_by`; not
+        a group's tasks (:attr:`subtasks`), the depth cells or the diagnostics."""
+        elsewhere = set(self.diagnostics) | set(self.subtasks) | set(self.depths) | set(self.points)
+        return [m for m in self.metrics if m in self.effective or m == self.sort_by or m not in elsewhere]
 
 
 def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
@@ -82,8 +99,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     metrics = [m for m in every if m not in diagnostics] + diagnostics
     columns = list(FIXED)
     curves = curve_tasks(runs)
-    effective = [f"{task}/{name}" for task in curves for name in EFFECTIVE]
-    columns += effective
+    columns += [f"{task}/{name}" for task in curves for name in EFFECTIVE]
     for m in metrics:
         columns.append(m)
         if any(m in r.stderrs for r in runs):
@@ -116,10 +132,15 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
                 row[f"{m}_stderr"] = repr(run.stderrs[m]) if m in run.stderrs else ""
         rows.append(row)
     members = {task for run in runs for tasks in run.subtasks.values() for task in tasks}
+    averaged = {task for run in runs for group, tasks in run.subtasks.items() if group in curves for task in tasks}
+    top = [task for task in curves if task not in averaged]
+    effective = [f"{task}/{name}" for task in top for name in EFFECTIVE]
+    points = [m for m in metrics if m.split("/", 1)[0] in top and m.split("/", 1)[1].startswith(LENGTH_PREFIX)
+              and "," not in m and m not in diagnostics]
     depths = sorted((m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)), key=_depth_order)
     subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
-                and m not in diagnostics and m not in depths]
-    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths)
+                and m not in diagnostics and m not in depths and m not in effective and m not in points]
+    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths, effective, points, sort_by)
 
 
 def _depth_order(metric: str) -> tuple:
@@ -155,10 +176,12 @@ def _short_args(text: str) -> str:
 
 
 def _readable(value: str, stderr: str = "") -> str:
-    """A metric to 4 significant digits, with its stderr to 2 (``12.35 ± 0.41``)."""
+    """A metric to 4 significant digits, with its stderr to 2 (``12.35 ± 0.41``); a whole number whole (counts and
+    lengths: ``131072``, not ``1.311e+05``)."""
     if not value:
         return ""
-    text = f"{float(value):.4g}"
+    number = float(value)
+    text = str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.4g}"
     return f"{text} ± {float(stderr):.2g}" if stderr and float(stderr) == float(stderr) else text
 
 
@@ -180,33 +203,54 @@ def _with_n(row: dict[str, str], metric: str) -> str:
     return f"{text} (n={int(float(n))})" if text and n else text
 
 
+def _row_order(metric: str) -> tuple:
+    """A row of a section with a row per metric: grouped by task, each task's effective lengths first, then its
+    per-length scores by length (numbers: 2k before 16k), then the rest in the CSV's order (a stable sort)."""
+    task, name = metric.split("/", 1)
+    if name in EFFECTIVE:
+        return task, 0, 0
+    if name.startswith(LENGTH_PREFIX):
+        try:
+            return task, 1, length_tokens(name[len(LENGTH_PREFIX):])
+        except ValueError:  # a length that is none (a filter's name in it): after the lengths
+            return task, 1, 10 ** 9
+    return task, 2, 0
+
+
 def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     """Tables for people (module docstring): the runs by the parts of their names that differ (the shared parts in
-    the title), the headline metrics (``headline`` when given, else every score and perplexity) to 4 significant
-    digits with their stderr in the cell; then the diagnostics, and each caution once with the runs it holds for, when
-    there are any. Full precision and
-    every column stay in the CSV and HTML."""
+    the title); the headline, a row per run, of the effective lengths then the headline metrics (``headline`` when
+    given, else :attr:`Leaderboard.headline`); then the sections with a row per metric and a column per run (the same
+    whatever ``headline`` holds, less what it holds); then each caution once with the runs it holds for. Metrics to 4
+    significant digits with their stderr in the cell; full precision and every column stay in the CSV and HTML."""
     metrics = board.headline
     if headline is not None:
         unknown = [m for m in headline if m not in board.metrics]
         if unknown:
             raise UsageError(f"headline metrics {', '.join(unknown)} are not columns of this leaderboard")
-        metrics = headline
+        metrics = board.effective + [m for m in headline if m not in board.effective]
     title, names = split_shared([r["run"] for r in board.rows])
     lines = [f"# Leaderboard{': ' + title if title else ''}", ""]
     with_stderr = lambda r, m: _readable(r[m], r.get(f"{m}_stderr", ""))  # noqa: E731
 
-    def section(title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str]) -> list[str]:
+    def section(title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str],
+                runs_as_rows: bool = False) -> list[str]:
+        """A table of ``columns`` (metrics): a row per metric and a column per run, or (``runs_as_rows``, the
+        headline) a row per run; ``title`` None: no heading."""
         if not columns:
             return []
         head = [] if title is None else ["", f"## {title}", "", text, ""]
-        return head + _table(["run", *columns], [[name, *(cell(r, m) for m in columns)]
-                                                 for name, r in zip(names, board.rows)])
+        if runs_as_rows:
+            return head + _table(["run", *columns], [[name, *(cell(r, m) for m in columns)]
+                                                     for name, r in zip(names, board.rows)])
+        return head + _table(["metric", *names], [[m, *(cell(r, m) for r in board.rows)] for m in columns])
 
-    lines += section(None, "", metrics, with_stderr)
+    lines += section(None, "", metrics, with_stderr, runs_as_rows=True)
+    lines += section("Scores per length", "The score of each curve above at each length (its effective lengths rest "
+                     "on them).", sorted((m for m in board.points if m not in metrics), key=_row_order), with_stderr)
     lines += section("Tasks of the groups", "Each group's tasks, the group above (every column is in the CSV and HTML "
-                     "too).", [m for m in board.subtasks if m not in metrics] if headline is None else [], with_stderr)
-    depths = [m for m in board.depths if m not in metrics] if headline is None else []
+                     "too).", sorted((m for m in board.subtasks if m not in metrics), key=_row_order), with_stderr)
+    depths = [m for m in board.depths if m not in metrics]
     lines += section("Depth x length", "Each needle-depth bucket's score at each length, with the samples it averages "
                      "(`lch plot depth` draws them as a heat map).", depths, _with_n)
     counted = {_count_of(m) for m in depths}  # the cells' counts are beside them above
@@ -265,7 +309,8 @@ def leaderboard_paths(output: str | Path) -> list[Path]:
 
 
 def write_leaderboard(board: Leaderboard, output: str | Path, headline: list[str] | None = None) -> list[Path]:
-    """``output`` (.csv) plus the same name with ``.md`` (``headline`` metrics first, when given) and ``.html``."""
+    """``output`` (.csv) plus the same name with ``.md`` (its headline's metrics ``headline``, after the effective
+    lengths, when given: :func:`to_markdown`) and ``.html``."""
     paths = leaderboard_paths(output)
     write_text_atomic(paths[0], to_csv(board))
     write_text_atomic(paths[1], to_markdown(board, headline))

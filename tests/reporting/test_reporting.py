@@ -70,11 +70,16 @@ def test_leaderboard_latest_per_configuration_cell_by_cell(runs):
     assert [r["run"] for r in rows] == ["m · base model", "m · Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)"]
     md = out.with_suffix(".md").read_text().splitlines()
     # Markdown for people: the shared name in the title, each run by what differs, 4 significant digits, stderr in
-    # the cell; no diagnostics section when the runs declare no bookkeeping and carry no caution
+    # the cell; the curve's effective lengths in the headline, its points a section below (a row per length, a
+    # column per run); no diagnostics section when the runs declare no bookkeeping and carry no caution
     assert md == ["# Leaderboard: m", "",
-                  "| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/len_4096 | "
-                  "ppl_govreport/ppl |", "|---|---|---|---|---|",
-                  "| base model | 0 | 4096 | 60 ± 1.5 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  |  |  | 7.25 |"]
+                  "| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | ppl_govreport/ppl |",
+                  "|---|---|---|---|",
+                  "| base model | 0 | 4096 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  |  | 7.25 |",
+                  "", "## Scores per length", "",
+                  "The score of each curve above at each length (its effective lengths rest on them).", "",
+                  "| metric | base model | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |", "|---|---|---|",
+                  "| lch_ruler/len_4096 | 60 ± 1.5 |  |"]
     page = out.with_suffix(".html").read_text()
     assert page.count("<tr>") == 3 and "addEventListener" in page and "<td>m · base model</td>" in page
     # HTML shows 6 significant digits and sorts by the full value; model_args as words, JSON as tooltip
@@ -87,6 +92,11 @@ def test_leaderboard_all_runs_and_sort_by_a_higher_is_better_metric(runs):
     assert main(["leaderboard", str(runs), "-o", str(out), "--all", "--sort", "lch_ruler/len_4096"]) == 0
     rows = read_csv(out)
     assert [r["lch_ruler/len_4096"] for r in rows] == ["60.0", "50.0", ""]  # best first, missing last
+    # the Markdown's headline shows the score it is sorted by, though a per-length score is a section below otherwise
+    md = out.with_suffix(".md").read_text().splitlines()
+    assert md[2] == ("| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/len_4096 | "
+                     "ppl_govreport/ppl |")
+    assert "## Scores per length" not in md
 
 
 def test_leaderboard_malformed_files(runs, capsys):
@@ -257,7 +267,9 @@ def test_lch_correlate_writes_plot_report_and_matrix(tmp_path):
     assert main(["correlate", str(tmp_path / "runs"), "--x", "nope/x", "--y", "lch_ruler/score", "-o", str(out)]) == 2
 
 
-def test_markdown_headline_metrics_only(runs):
+def test_markdown_headline_metrics_follow_the_effective_lengths(runs):
+    """``headline`` picks the headline's metrics; the curves' effective lengths lead it all the same, and the sections
+    below are the ones a board without it has."""
     from harness.core.errors import UsageError
     from harness.reporting.leaderboard import leaderboard, to_markdown
     from harness.reporting.runs import load_runs
@@ -265,8 +277,12 @@ def test_markdown_headline_metrics_only(runs):
     loaded, _ = load_runs([runs])
     board = leaderboard(loaded, sort_by="ppl_govreport/ppl")
     assert to_markdown(board, headline=["ppl_govreport/ppl"]).splitlines() == [
-        "# Leaderboard: m", "", "| run | ppl_govreport/ppl |", "|---|---|", "| base model | 5.5 |",
-        "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) | 7.25 |"]
+        "# Leaderboard: m", "",
+        "| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | ppl_govreport/ppl |", "|---|---|---|---|",
+        "| base model | 0 | 4096 | 5.5 |", "| Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |  |  | 7.25 |",
+        "", "## Scores per length", "", "The score of each curve above at each length (its effective lengths rest on "
+        "them).", "", "| metric | base model | Dynamic PIC (s_cr 2, l_ic 4, l_rc 200) |", "|---|---|---|",
+        "| lch_ruler/len_4096 | 60 ± 1.5 |  |"]
     with pytest.raises(UsageError, match="headline metrics lch_ruler/score are not columns"):
         to_markdown(board, headline=["lch_ruler/score"])
 
@@ -299,8 +315,8 @@ def test_leaderboard_puts_scores_first_and_diagnostics_with_cautions_in_their_ow
         "# Leaderboard: base model", "", "| run | ppl_govreport/ppl |", "|---|---|", "| SmolLM2 | 12.25 |",
         "| gemma3 | 20.5 |", "", "## Diagnostics", "",
         "What each run's numbers rest on (counts of documents, tokens and samples; not scores).", "",
-        "| run | ppl_govreport/n_docs | ppl_govreport/n_tokens |", "|---|---|---|",
-        "| SmolLM2 | 2 | 2000 |", "| gemma3 | 1 | 1000 |", "", "## Cautions", "",
+        "| metric | SmolLM2 | gemma3 |", "|---|---|---|",
+        "| ppl_govreport/n_docs | 2 | 1 |", "| ppl_govreport/n_tokens | 2000 | 1000 |", "", "## Cautions", "",
         "Numbers that rest on too little to mean anything:", "",
         "- ppl_govreport/ppl rests on 1 documents, fewer than 2: not the corpus asked for (gemma3)"]
 
@@ -478,8 +494,9 @@ def test_no_count_of_any_task_of_ours_is_gated(tmp_path, capsys):
 
 def test_leaderboard_markdown_puts_groups_and_perplexities_first_and_the_groups_tasks_a_section_away(tmp_path):
     """A run of the lch_ruler group (two tasks) and ppl_govreport: the Markdown's first table holds the group's
-    effective lengths, per-length score and score and the perplexity; the two tasks' columns come in their own
-    section; the CSV keeps every column."""
+    effective lengths and score and the perplexity; the group's per-length score comes next, then the two tasks'
+    metrics (their own curves' effective lengths too: the group's curve averages them), a row each; the CSV keeps
+    every column."""
     results = {"lch_ruler": {"len_4096,none": 90.0, "score,none": 90.0},
                "lch_ruler_niah_single_1": {"len_4096,none": 100.0, "score,none": 100.0},
                "lch_ruler_vt": {"len_4096,none": 80.0, "score,none": 80.0},
@@ -491,15 +508,22 @@ def test_leaderboard_markdown_puts_groups_and_perplexities_first_and_the_groups_
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(tmp_path / "a"), "-o", str(out)]) == 0
     md = out.with_suffix(".md").read_text().splitlines()
-    assert md[2] == ("| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/len_4096 | "
-                     "lch_ruler/score | ppl_govreport/ppl |")
-    assert md[0] == "# Leaderboard" and md[4] == "| m · base model | 4096 | 4096 | 90 | 90 | 5.5 |"
-    assert md[6] == "## Tasks of the groups"
-    assert md[10] == ("| run | lch_ruler_niah_single_1/effective_length | lch_ruler_niah_single_1/effective_length_rel | "
-                      "lch_ruler_vt/effective_length | lch_ruler_vt/effective_length_rel | lch_ruler_niah_single_1/len_4096 | "
-                      "lch_ruler_niah_single_1/score | lch_ruler_vt/len_4096 | lch_ruler_vt/score |")
     # vt's one length scores 80: below 85.6 (0), within 85 % of itself (4096)
-    assert md[12] == "| m · base model | 4096 | 4096 | 0 | 4096 | 100 | 100 | 80 | 80 |"
+    assert md == [
+        "# Leaderboard", "",
+        "| run | lch_ruler/effective_length | lch_ruler/effective_length_rel | lch_ruler/score | ppl_govreport/ppl |",
+        "|---|---|---|---|---|", "| m · base model | 4096 | 4096 | 90 | 5.5 |",
+        "", "## Scores per length", "",
+        "The score of each curve above at each length (its effective lengths rest on them).", "",
+        "| metric | m · base model |", "|---|---|", "| lch_ruler/len_4096 | 90 |",
+        "", "## Tasks of the groups", "",
+        "Each group's tasks, the group above (every column is in the CSV and HTML too).", "",
+        "| metric | m · base model |", "|---|---|",
+        "| lch_ruler_niah_single_1/effective_length | 4096 |",
+        "| lch_ruler_niah_single_1/effective_length_rel | 4096 |",
+        "| lch_ruler_niah_single_1/len_4096 | 100 |", "| lch_ruler_niah_single_1/score | 100 |",
+        "| lch_ruler_vt/effective_length | 0 |", "| lch_ruler_vt/effective_length_rel | 4096 |",
+        "| lch_ruler_vt/len_4096 | 80 |", "| lch_ruler_vt/score | 80 |"]
     # the CSV: 6 fixed columns, 2 effective lengths for each of 3 curves, 7 metrics, the cautions
     assert len(read_csv(out)[0]) == 6 + 2 * 3 + 7 + 1
 
@@ -529,17 +553,212 @@ def test_leaderboard_depth_cells_are_a_section_of_their_own_and_a_recorded_cauti
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(tmp_path / "a"), "-o", str(out)]) == 0
     md = out.with_suffix(".md").read_text().splitlines()
-    assert md[2] == ("| run | lch_ruler_niah_single_1/effective_length | lch_ruler_niah_single_1/effective_length_rel | "
-                     "lch_ruler_niah_single_1/len_1024 | lch_ruler_niah_single_1/len_2048 | "
-                     "lch_ruler_niah_single_1/score |")
-    assert md[6] == "## Depth x length"
-    # by depth as a number (25 before 100), each with its samples; the counts then not again among the diagnostics,
-    # nor the per-length truncation counts that are 0 everywhere (n_truncated says it)
-    assert md[10] == ("| run | lch_ruler_niah_single_1/depth_0_len_1024 | lch_ruler_niah_single_1/depth_25_len_1024 | "
-                      "lch_ruler_niah_single_1/depth_100_len_1024 |")
-    assert md[12] == "| m · base model | 100 (n=1) | 50 (n=2) | 0 (n=3) |"
-    assert md[14:17] == ["## Diagnostics", "", "What each run's numbers rest on (counts of documents, tokens and samples; "
-                                                "not scores)."]
-    assert md[18] == "| run | lch_ruler_niah_single_1/n_truncated |"
+    assert md[:5] == ["# Leaderboard", "", "| run | lch_ruler_niah_single_1/effective_length | "
+                      "lch_ruler_niah_single_1/effective_length_rel | lch_ruler_niah_single_1/score |",
+                      "|---|---|---|---|", "| m · base model | 0 | 2048 | 75 |"]
+    assert md[6] == "## Scores per length" and md[10:14] == [
+        "| metric | m · base model |", "|---|---|", "| lch_ruler_niah_single_1/len_1024 | 50 ± 1 |",
+        "| lch_ruler_niah_single_1/len_2048 | 100 ± 1 |"]
+    # by depth as a number (25 before 100), each with its samples, a row each; the counts then not again among the
+    # diagnostics, nor the per-length truncation counts that are 0 everywhere (n_truncated says it)
+    assert md[15:26] == ["## Depth x length", "", "Each needle-depth bucket's score at each length, with the samples "
+                         "it averages (`lch plot depth` draws them as a heat map).", "", "| metric | m · base model |",
+                         "|---|---|", "| lch_ruler_niah_single_1/depth_0_len_1024 | 100 (n=1) |",
+                         "| lch_ruler_niah_single_1/depth_25_len_1024 | 50 (n=2) |",
+                         "| lch_ruler_niah_single_1/depth_100_len_1024 | 0 (n=3) |", "", "## Diagnostics"]
+    assert md[26:32] == ["", "What each run's numbers rest on (counts of documents, tokens and samples; not scores).",
+                         "", "| metric | m · base model |", "|---|---|", "| lch_ruler_niah_single_1/n_truncated | 0 |"]
     assert len(read_csv(out)[0]) == 6 + 2 + 3 + 3 + 6 + 2 + 1  # every column in the CSV (stderrs of the two lengths)
     assert [line for line in md if "not monotone" in line] == [f"- {caution} (m · base model)"]
+
+
+# The real demo's shape (harness/demo/real.py): 4 variants of one model; RULER niah_single_1 / _2 at 1024 and 2048
+# tokens, BABILong qa1 at 1k and 2k, each task at one depth bucket per length, in a group that averages only `score`
+# (so it has no curve of its own); LongPPL on essays. Every count our tasks declare bookkeeping is there.
+DEMO_GROUP = "lch_demo_long_context"
+DEMO_CURVES = {"lch_ruler_niah_single_1": ("1024", "2048"), "lch_ruler_niah_single_2": ("1024", "2048"),
+               "lch_babilong_qa1": ("1k", "2k")}
+DEMO_RUNS = [  # folder, model args, the variant our models record, each task's scores at its two lengths
+    ("vanilla", {"pic": "none"}, "base model",
+     {"lch_ruler_niah_single_1": (100.0, 100.0), "lch_ruler_niah_single_2": (100.0, 100.0),
+      "lch_babilong_qa1": (100.0, 0.0)}),
+    ("naive", {"pic": "naive", "pic_ratio": 2.0}, "Naive PIC (s_cr 2)",
+     {"lch_ruler_niah_single_1": (100.0, 0.0), "lch_ruler_niah_single_2": (100.0, 100.0),
+      "lch_babilong_qa1": (0.0, 0.0)}),
+    ("ntk", {"pic": "ntk", "pic_ratio": 4.0}, "NTK-aware PIC (s_rr 4)",
+     {"lch_ruler_niah_single_1": (0.0, 0.0), "lch_ruler_niah_single_2": (100.0, 0.0),
+      "lch_babilong_qa1": (100.0, 100.0)}),
+    ("dynamic", {"pic": "dynamic", "pic_ratio": 2.0}, "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)",
+     {"lch_ruler_niah_single_1": (50.0, 100.0), "lch_ruler_niah_single_2": (0.0, 0.0),
+      "lch_babilong_qa1": (100.0, 100.0)}),
+]
+TRUNCATION = ("n_truncated", "n_truncated_tokens", "n_skipped")
+
+
+def demo_counts(task: str, i: int) -> dict[str, float]:
+    """Run ``i``'s bookkeeping counts of ``task``: distinct numbers, so a value in the wrong cell shows. Only the
+    naive run (1) cut prompts, at the longer length: the per-length truncation counts at the shorter one are 0 in
+    every run."""
+    if task == "longppl_govreport":
+        return {"n_docs": 4, "n_tokens": 8192 - i, "n_key_tokens": 31 + i, "key_spans_dropped": 2 * i,
+                "docs_without_key_tokens": 0, "docs_skipped": 0, "over_length": i % 2}
+    short, long = DEMO_CURVES[task]
+    k = list(DEMO_CURVES).index(task)
+    cut = 1 if i == 1 else 0
+    return {f"n_len_{short}": 1, f"n_len_{long}": 1, "prompt_tokens": 1536.25 + 10 * k + i, "over_length": 0,
+            "over_target": k, "n_truncated": cut, "n_truncated_tokens": (37 + k) * cut, "n_skipped": 0,
+            **{f"{name}_len_{short}": 0 for name in TRUNCATION},
+            f"n_truncated_len_{long}": cut, f"n_truncated_tokens_len_{long}": (37 + k) * cut,
+            f"n_skipped_len_{long}": 0,
+            f"n_depth_50_len_{short}": 1, f"n_depth_50_len_{long}": 1}
+
+
+def write_demo_runs(root: Path) -> list[Path]:
+    """The 4 runs' folders under ``root``, as lm-eval and our tasks write them (metric roles declared)."""
+    folders = []
+    for i, (folder, pic_args, variant, scores) in enumerate(DEMO_RUNS):
+        results, directions, configs = {}, {}, {}
+        for task, (short, long) in DEMO_CURVES.items():
+            low, high = scores[task]
+            values = {f"len_{short}": low, f"len_{long}": high, "score": (low + high) / 2,
+                      f"depth_50_len_{short}": low, f"depth_50_len_{long}": high}
+            counts = demo_counts(task, i)
+            results[task] = {f"{name},none": value for name, value in {**values, **counts}.items()}
+            directions[task] = {name: True for name in values}
+            configs[task] = {"metadata": {"lch_metric_roles": {**{name: "score" for name in values},
+                                                               **{name: "bookkeeping" for name in counts}}}}
+        results[DEMO_GROUP] = {"score,none": sum(sum(s) / 2 for s in scores.values()) / 3}
+        counts = demo_counts("longppl_govreport", i)
+        results["longppl_govreport"] = {"longppl,none": 20.5 + i, "ppl_nobos,none": 6.25 + i,
+                                        **{f"{name},none": value for name, value in counts.items()}}
+        directions["longppl_govreport"] = {"longppl": False, "ppl_nobos": False}
+        configs["longppl_govreport"] = {"metadata": {"lch_metric_roles": {
+            "longppl": "perplexity", "ppl_nobos": "perplexity", **{name: "bookkeeping" for name in counts}}}}
+        path = write_run(root / folder, {"pretrained": "/models/SmolLM2-135M-Instruct", **pic_args}, 100.0 + i,
+                         results, directions, evaluated_as=variant)
+        data = json.loads(path.read_text())
+        data["group_subtasks"] = {DEMO_GROUP: list(DEMO_CURVES)}
+        data["configs"] = configs
+        path.write_text(json.dumps(data))
+        folders.append(root / folder)
+    return folders
+
+
+def markdown_tables(text: str) -> dict[str, list[list[str]]]:
+    """Each table of a Markdown leaderboard by the heading of its section ("" for the headline): its lines of cells,
+    the header line first."""
+    tables: dict[str, list[list[str]]] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:]
+        elif line.startswith("|") and not line.startswith("|---"):
+            tables.setdefault(section, []).append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return tables
+
+
+DEMO_NAMES = [variant for _, _, variant, _ in DEMO_RUNS]  # the runs as the board names them (the model: its title)
+# each curve's (effective_length, effective_length_rel) per run, read off DEMO_RUNS' scores by hand: RULER's bar is
+# 85.6; the relative one 85 % of the shortest length's score (none when that is 0); 0 when not even the shortest
+# length reaches the bar; BABILong's 1k / 2k are 1024 / 2048 tokens
+DEMO_EFFECTIVE = {
+    "lch_ruler_niah_single_1": [("2048", "2048"), ("1024", "1024"), ("0", "0"), ("0", "2048")],
+    "lch_ruler_niah_single_2": [("2048", "2048"), ("2048", "2048"), ("1024", "1024"), ("0", "0")],
+    "lch_babilong_qa1": [("1024", "1024"), ("0", "0"), ("2048", "2048"), ("2048", "2048")],
+}
+
+
+@pytest.mark.parametrize("demo_headline", [False, True])
+def test_the_headline_holds_each_curves_effective_lengths_for_each_run(tmp_path, demo_headline):
+    """Issue 55: the demo's Markdown headline had none of the six effective-length columns its CSV has. Its group
+    averages only `score`, so its three tasks' curves are the ones the headline shows, whether the headline metrics
+    are the board's own choice or the list the demo gives (harness/demo/real.py), and each effective length is in
+    that table only."""
+    from harness.reporting.leaderboard import leaderboard, write_leaderboard
+    from harness.reporting.runs import load_runs
+
+    runs, _ = load_runs(write_demo_runs(tmp_path / "runs"))
+    headline = ([f"{DEMO_GROUP}/score", *(f"{task}/score" for task in DEMO_CURVES), "longppl_govreport/longppl",
+                 "longppl_govreport/ppl_nobos", "longppl_govreport/n_key_tokens"] if demo_headline else None)
+    csv_path, md_path, _ = write_leaderboard(leaderboard(runs), tmp_path / "board.csv", headline=headline)
+    effective = [f"{task}/{name}" for task in sorted(DEMO_CURVES)
+                 for name in ("effective_length", "effective_length_rel")]
+    assert list(read_csv(csv_path)[0])[6:12] == effective  # the CSV's six, unchanged
+    tables = markdown_tables(md_path.read_text())
+    head, *lines = tables[""]
+    assert head[1:7] == effective and [line[0] for line in lines] == DEMO_NAMES
+    for task, expected in DEMO_EFFECTIVE.items():
+        cells = [(line[head.index(f"{task}/effective_length")], line[head.index(f"{task}/effective_length_rel")])
+                 for line in lines]
+        assert cells == expected, task
+    shown = [cell for table in tables.values() for line in table for cell in line]
+    assert all(shown.count(column) == 1 for column in effective)
+    if demo_headline:  # the demo's metrics after the effective lengths, in its order
+        assert head[7:] == headline
+    else:  # the board's own: the group's score and the perplexities; the tasks' scores a section below
+        assert head[7:] == [f"{DEMO_GROUP}/score", "longppl_govreport/longppl", "longppl_govreport/ppl_nobos"]
+        assert [line[0] for line in tables["Tasks of the groups"][1:]] == [f"{t}/score" for t in sorted(DEMO_CURVES)]
+
+
+def test_the_diagnostics_of_four_runs_are_a_row_per_metric_with_each_value_in_its_cell(tmp_path):
+    """Issue 55: the demo's diagnostics table was 37 columns wide on 4 runs. Now a row per metric and a column per
+    run: 37 rows (10 per task, 7 of LongPPL), 5 columns, each value where it belongs; the per-length truncation counts
+    that are 0 in every run and the depth cells' counts (beside their cells) are left out, as before."""
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", *map(str, write_demo_runs(tmp_path / "runs")), "-o", str(out)]) == 0
+    text = out.with_suffix(".md").read_text()
+    tables = markdown_tables(text)
+    assert all(len(line) <= len(DEMO_RUNS) + 3 for title, table in tables.items() if title for line in table)
+    head, *lines = tables["Diagnostics"]
+    assert head == ["metric", *DEMO_NAMES]
+    rows = {line[0]: line[1:] for line in lines}
+    assert len(rows) == len(lines) == 37
+    # prompt_tokens is a mean (1536.25 + 10 per task + 1 per run) to 4 significant digits; the rest are counts
+    expected = {"lch_ruler_niah_single_1/prompt_tokens": ["1536", "1537", "1538", "1539"],
+                "lch_ruler_niah_single_2/prompt_tokens": ["1546", "1547", "1548", "1549"],
+                "lch_babilong_qa1/prompt_tokens": ["1556", "1557", "1558", "1559"],
+                "longppl_govreport/n_docs": ["4", "4", "4", "4"],
+                "longppl_govreport/n_tokens": ["8192", "8191", "8190", "8189"],
+                "longppl_govreport/n_key_tokens": ["31", "32", "33", "34"],
+                "longppl_govreport/key_spans_dropped": ["0", "2", "4", "6"],
+                "longppl_govreport/docs_without_key_tokens": ["0", "0", "0", "0"],
+                "longppl_govreport/docs_skipped": ["0", "0", "0", "0"],
+                "longppl_govreport/over_length": ["0", "1", "0", "1"]}
+    for k, (task, (short, long)) in enumerate(DEMO_CURVES.items()):  # only the naive run (the 2nd) cut prompts
+        expected.update({f"{task}/n_len_{short}": ["1"] * 4, f"{task}/n_len_{long}": ["1"] * 4,
+                         f"{task}/over_length": ["0"] * 4, f"{task}/over_target": [str(k)] * 4,
+                         f"{task}/n_truncated": ["0", "1", "0", "0"], f"{task}/n_skipped": ["0"] * 4,
+                         f"{task}/n_truncated_tokens": ["0", str(37 + k), "0", "0"],
+                         f"{task}/n_truncated_len_{long}": ["0", "1", "0", "0"],
+                         f"{task}/n_truncated_tokens_len_{long}": ["0", str(37 + k), "0", "0"]})
+    assert rows == expected
+    for task, (short, long) in DEMO_CURVES.items():  # left out: 0 in every run, or beside their depth cells
+        for gone in [*(f"{name}_len_{short}" for name in TRUNCATION), f"n_skipped_len_{long}",
+                     f"n_depth_50_len_{short}", f"n_depth_50_len_{long}"]:
+            assert f"| {task}/{gone} |" not in text
+
+
+def test_no_markdown_table_grows_wider_with_the_lengths_or_the_metrics(tmp_path):
+    """The same two runs of one RULER task at 2 and at 6 lengths (each length with its score, depth cell and
+    counts): every Markdown table has the same width at both; only the sections' rows grow."""
+    widths = []
+    for lengths in ((1024, 2048), (1024, 2048, 4096, 8192, 16384, 32768)):
+        counts = {**{f"n_len_{n}": 4 for n in lengths}, **{f"n_depth_0_len_{n}": 4 for n in lengths},
+                  **{f"n_truncated_len_{n}": 1 for n in lengths}, "n_truncated": len(lengths)}
+        scores = {**{f"len_{n}": 100.0 for n in lengths}, **{f"depth_0_len_{n}": 100.0 for n in lengths},
+                  "score": 100.0}
+        for name, pic in (("vanilla", {}), ("ntk", {"pic": "ntk", "pic_ratio": 4.0})):
+            path = write_run(tmp_path / str(len(lengths)) / name, {"pretrained": "m", **pic}, 1.0,
+                             {"lch_ruler_niah_single_1": {f"{k},none": v for k, v in {**scores, **counts}.items()},
+                              "ppl_govreport": {"ppl,none": 5.0}}, {"lch_ruler_niah_single_1": {"score": True}})
+            data = json.loads(path.read_text())
+            data["configs"] = {"lch_ruler_niah_single_1": {"metadata": {"lch_metric_roles": {
+                **{k: "score" for k in scores}, **{k: "bookkeeping" for k in counts}}}}}
+            path.write_text(json.dumps(data))
+        out = tmp_path / f"board{len(lengths)}.csv"
+        assert main(["leaderboard", str(tmp_path / str(len(lengths))), "-o", str(out)]) == 0
+        tables = markdown_tables(out.with_suffix(".md").read_text())
+        widths.append({title: {len(line) for line in table} for title, table in tables.items()})
+        assert len(tables["Scores per length"]) == 1 + len(lengths)  # a row per length
+    assert list(widths[0]) == ["", "Scores per length", "Depth x length", "Diagnostics"]
+    assert widths[0] == widths[1] == {"": {5}, "Scores per length": {3}, "Depth x length": {3}, "Diagnostics": {3}}
