@@ -13,7 +13,9 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
 * ``configs.<task>.metadata`` (each task of ours, :class:`harness.tasks.base.LchTask`): :data:`CONFIGURATION`
   (what it measured with, compared by every report), :data:`METRIC_ROLES` (``{metric: perplexity | bookkeeping |
   score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
-  :mod:`harness.metrics.support`) and :data:`ABSENT` (the task's own reasons for a metric it could not compute).
+  :mod:`harness.metrics.support`) and :data:`ABSENT` (the task's own reasons for a metric it could not compute); while
+  a run aggregates, :data:`AGGREGATED` (``{metric: {"n": documents that had it, "stderr": ...}}``, from
+  :class:`harness.tasks.base.PresentItems`), which the run's results take up and drop before they are written.
 """
 
 from __future__ import annotations
@@ -29,3 +31,4 @@ EFFECTIVE_LENGTH = "lch_effective_length"
 CONFIGURATION = "lch_configuration"
 METRIC_ROLES = "lch_metric_roles"
 SUPPORT = "lch_support"
+AGGREGATED = "lch_aggregated"

@@ -40,6 +40,13 @@ def asking_chat_template(value: Any) -> Iterator[None]:
         _ASKED_CHAT_TEMPLATE.reset(token)
 
 
+def run_applies_chat_template() -> bool | None:
+    """Whether the running lm-eval run applies a chat template (``--apply_chat_template``, or a template's name); None
+    when not known (outside :func:`asking_chat_template`: lm-eval's ``evaluate`` called directly)."""
+    asked = _ASKED_CHAT_TEMPLATE.get()
+    return None if asked is None else bool(asked)
+
+
 def chat_template_field(template_of: Any) -> str | None:
     """The run record's ``chat_template``: ``"none"`` when the run applies none, the SHA-256 of the template text
     when it applies one (the digest lm-eval records as ``chat_template_sha``), None when the run's setting is not

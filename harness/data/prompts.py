@@ -98,7 +98,9 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
     that still do not fit the model (``truncation``) and read their per-length scores against a bar
     (``effective_threshold``)."""
 
-    chat_template: bool = option(False, "fit samples with the chat template counted (set it with --apply_chat_template)")
+    chat_template: bool | None = option(None, "fit samples with the chat template counted (default: as the run applies "
+                                              "one, --apply_chat_template); true in a run without the template fits the "
+                                              "very samples of a run with it")
 
 
 def tokenizer_name(model: ModelKeys) -> str | None:
@@ -118,13 +120,13 @@ def load_tokenizer(name: str) -> Any:
 
 
 def counter_for(options: PromptOptions) -> PromptCounter:
-    """The prompt counter of the evaluated model named in the task options; ``chat_template`` when the
-    run uses ``--apply_chat_template``."""
+    """The prompt counter of the evaluated model named in the task options, with the chat template counted when the
+    options say so (``chat_template``; a task resolves its default from the run: :class:`harness.tasks.base.LchTask`)."""
     name = tokenizer_name(options)
     if name is None:
         raise UsageError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
                          "pretrained=<model> (or tokenizer=<name>)")
-    return PromptCounter(load_tokenizer(name), options.chat_template)
+    return PromptCounter(load_tokenizer(name), bool(options.chat_template))
 
 
 def model_max_length(model: ModelKeys) -> int:

@@ -11,15 +11,21 @@ from typing import Any, Sequence
 from harness.core.files import write_text_atomic
 
 
-def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None) -> Any:
+def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None, ours_only: bool = False) -> Any:
     """An lm-eval ``TaskManager`` over lm-eval's tasks, ours (found as a task plugin) and ``extra_paths``, with
-    ``metadata`` for every task. Indexing the task folders is slow: build it once per run of several evaluations."""
+    ``metadata`` for every task. Indexing lm-eval's thousands of task YAMLs is slow (tens of seconds): build it once per
+    run of several evaluations, or index our task folder and ``extra_paths`` only (``ours_only``: a fraction of a
+    second)."""
     from lm_eval.tasks import TaskManager
 
     from harness.plugin.activation import activate
+    from harness.plugin.discovery import tasks_path
 
     activate()
-    return TaskManager(include_path=[str(p) for p in extra_paths] or None, metadata=metadata)
+    paths = [str(p) for p in extra_paths]
+    if ours_only:
+        return TaskManager(include_path=[str(tasks_path()), *paths], include_defaults=False, metadata=metadata)
+    return TaskManager(include_path=paths or None, metadata=metadata)
 
 
 def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-pic", **kwargs: Any) -> dict:
@@ -33,10 +39,21 @@ def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-
 
 
 def save_run(results: dict, run_dir: Path) -> Path:
-    """Write ``results`` as ``<run_dir>/results_<date>.json`` (lm-eval's layout, so ``lch`` reports read it)."""
+    """Write ``results`` as ``<run_dir>/results_<date>.json`` and its logged samples (a run with ``log_samples``) as
+    ``samples_<task>_<date>.jsonl`` beside it, by lm-eval's own writer: lm-eval's layout, so ``lch`` reports read it."""
+    import copy
+
+    from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import handle_non_serializable
 
     stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
     # atomic: `lch leaderboard` reading the folder while a run saves never sees half a results file
-    return write_text_atomic(run_dir / f"results_{stamp}.json",
-                             json.dumps(results, indent=2, default=handle_non_serializable))
+    path = write_text_atomic(run_dir / f"results_{stamp}.json", json.dumps(
+        {k: v for k, v in results.items() if k != "samples"}, indent=2, default=handle_non_serializable))
+    samples = results.get("samples") or {}
+    if samples:
+        tracker = EvaluationTracker(output_path=str(path))  # a .json output path: its samples go beside it
+        tracker.date_id = stamp  # the results file's stamp, which pairs the samples with it
+        for task, rows in samples.items():
+            tracker.save_results_samples(task, copy.deepcopy(rows))  # the writer reshapes the rows it is given
+    return path

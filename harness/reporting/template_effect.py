@@ -6,7 +6,8 @@ check_comparable`; ``--allow FIELD`` compares them anyway), the ``chat_template`
 different (``none`` for RUN_RAW, a template's digest for RUN_CHAT; two different templates are accepted too), and
 the tasks run with the same options (:func:`~harness.reporting.comparability.check_task_configurations`) but for
 those that follow the template, :data:`TEMPLATE_OPTIONS` (``chat_template``: RULER and BABILong fit their prompts
-to the token budget with the template counted). Same-template runs, or runs that differ in anything else, are not
+to the token budget with the template counted, by default as the run applies it; a raw run that declares it true fits
+the very samples of the chat run). Same-template runs, or runs that differ in anything else, are not
 comparable (exit 3); a run that did not record its template, or the runs given in the wrong order, is a usage
 error (exit 2).
 
@@ -191,8 +192,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         if not t.rows:
             notes.append(f"{t.task}: no per-document score paired ({t.n_paired} documents paired)")
         if t.refitted:
-            notes.append(f"{t.task}: prompts fitted with the chat template counted ({', '.join(TEMPLATE_OPTIONS)}): "
-                         f"documents pair by doc_id, {t.n_input_mismatch} of them refitted (doc_hash differs)")
+            notes.append(f"{t.task}: the runs fitted their samples differently ({', '.join(TEMPLATE_OPTIONS)} differs): "
+                         f"documents pair by doc_id, {t.n_input_mismatch} of them refitted (doc_hash differs); for the "
+                         "very same samples, run the raw one with --metadata '{\"chat_template\": true}'")
         elif t.n_input_mismatch:
             notes.append(f"{t.task}: {t.n_input_mismatch} documents left out: other inputs (doc_hash differs)")
         if t.n_unpaired:

@@ -11,9 +11,14 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
   JSON records them;
 * the dataset: the YAML's ``custom_dataset`` names a builder that takes the parsed options and the model keys
   (:meth:`LchTask.download`), never the raw metadata;
-* per-document metrics come from :meth:`LchTask.process_document` = :meth:`score_document` (or the
+* per-document metrics come from :meth:`LchTask.document_metrics` = :meth:`score_document` (or the
   YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
   metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
+* in a task whose documents do not all have every metric (``PARTIAL``: per-length scores, depth cells, samples left
+  unscored), every document reports every metric the task declares, ``None`` where the metric is not the document's,
+  and each aggregation takes the documents that have it (:class:`PresentItems`): the metric keys of a run depend on
+  the task's options, never on which documents a process drew, which lm-eval's data parallelism needs (it gathers
+  every key of the first process from every process);
 * requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request for the YAML's ``output_type``
   (``generate_until`` ...); otherwise ``REQUEST_TYPE`` names one of our declared request types
   (:data:`harness.engines.requests.REQUESTS`; checked when the class is defined), the config's
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from lm_eval.api.instance import Instance
+from lm_eval.api.metrics import mean as lm_eval_mean, mean_stderr
 from lm_eval.api.task import ConfigurableTask
 
 from harness.data.prompts import ModelKeys
@@ -75,6 +81,32 @@ def described(metric_list: list, task: Any) -> list[dict]:
     return out
 
 
+class PresentItems:
+    """An lm-eval aggregation over the documents that have the metric (:class:`LchTask`: the others report None).
+
+    ``fn`` aggregates the items present; with none present the value is what ``fn`` makes of no items (a count: 0)
+    or, where it has none (a mean), NaN, so that a group averaging it does not break; such a metric is left out of the
+    results (nothing to report: a depth cell no sample fell in, a score every sample of which was skipped). lm-eval gives a standard error only to aggregations it knows by identity, so for its own
+    ``mean`` the same closed form (``mean_stderr``) is computed here; the count and standard error go to ``record``
+    (the task's metadata, :data:`harness.core.results.AGGREGATED`), which :func:`harness.plugin.aggregations.
+    finish_results` moves into the results."""
+
+    def __init__(self, fn: Any, name: str, record: Any) -> None:
+        self.fn, self.name, self.record = fn, name, record
+        self.__name__ = getattr(fn, "__name__", name)
+
+    def __call__(self, items: list) -> Any:
+        present = [item for item in items if item is not None]
+        stderr = float(mean_stderr(present)) if self.fn is lm_eval_mean and len(present) > 1 else None
+        self.record(self.name, len(present), stderr)
+        if present:
+            return self.fn(present)
+        try:
+            return self.fn([])
+        except (ZeroDivisionError, ValueError, IndexError, TypeError):
+            return float("nan")
+
+
 def doc_key(doc: dict) -> str:
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -85,6 +117,7 @@ class LchTask(ConfigurableTask):
     OPTIONS: ClassVar[type | None] = None  # the task's options dataclass (None: no options of its own)
     REQUEST_TYPE: ClassVar[str | None] = None  # a key of REQUESTS; None: lm-eval's own request for the YAML output_type
     COUNTS_PROMPT = False  # count each prompt lm-eval built (length honesty)
+    PARTIAL = False  # some documents lack some declared metric: each reports them all, None where not its own
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
 
@@ -111,6 +144,10 @@ class LchTask(ConfigurableTask):
         config["process_results"] = self.process_document
         meta = dict(config.get("metadata") or {})
         self.model_keys, self.options = self.read_options(meta, config.get("task"))
+        if getattr(self.options, "chat_template", False) is None:  # the default: fit as the run renders its prompts
+            from harness.core.run_record import run_applies_chat_template
+
+            self.options = dataclasses.replace(self.options, chat_template=bool(run_applies_chat_template()))
         config["metadata"] = {**meta, **self.options_in_effect(), keys.CONFIGURATION: self.configuration(meta.get("version"))}
         self.configure(config)
         config["metric_list"] = described(list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"])),
@@ -242,7 +279,29 @@ class LchTask(ConfigurableTask):
 
         return model_max_length(self.model_keys)
 
+    def aggregation(self) -> dict:
+        """lm-eval's aggregations of the declared metrics; in a ``PARTIAL`` task each over the documents that have it
+        (:class:`PresentItems`)."""
+        if not self.PARTIAL:
+            return super().aggregation()
+        if getattr(self, "_present", None) is None:
+            self._present = {name: PresentItems(fn, name, self._record_aggregate)
+                             for name, fn in super().aggregation().items()}
+        return self._present
+
+    def _record_aggregate(self, metric: str, n: int, stderr: float | None) -> None:
+        if isinstance(self.config.metadata, dict):
+            self.config.metadata.setdefault(keys.AGGREGATED, {})[metric] = {"n": n, "stderr": stderr}
+
     def process_document(self, doc: dict, results: list) -> dict:
+        """The metrics of ``doc`` (:meth:`document_metrics`); in a ``PARTIAL`` task every declared one, None for those
+        it does not have (module docstring)."""
+        found = self.document_metrics(doc, results)
+        return {**dict.fromkeys(self.aggregation()), **found} if self.PARTIAL else found
+
+    def document_metrics(self, doc: dict, results: list) -> dict:
+        """The metrics ``doc`` has: its score (:meth:`score_document` or the YAML's ``process_results``) and
+        :meth:`extra_document_metrics`."""
         scorer = self._yaml_scorer or self.score_document
         return {**scorer(doc, results), **self.extra_document_metrics(doc, results)}
 

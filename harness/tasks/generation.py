@@ -23,13 +23,12 @@ the lengths come from the options' ``lengths``.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from lm_eval.api.metrics import mean as lm_eval_mean
 
 from harness.data.lengths import length_tokens
-from harness.data.truncation import Fitted, prompt_fitter
+from harness.data.truncation import Fitted, PromptParts, prompt_fitter
 from harness.metrics.catalogue import TRUNCATION_COUNTS
 from harness.metrics.pooling import total
 from harness.metrics.support import Support, samples_support
@@ -46,6 +45,7 @@ class HonestGenerationTask(LchTask):
     Subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
 
     COUNTS_PROMPT = True
+    PARTIAL = True  # a skipped sample has no score (and a per-length score or depth cell is its samples' only)
 
     def extra_metrics(self, meta: dict) -> list[dict]:
         return super().extra_metrics(meta) + [{"metric": name, "aggregation": total} for name in TRUNCATION_COUNTS]
@@ -59,13 +59,28 @@ class HonestGenerationTask(LchTask):
         if getattr(self, "_fit", None) is None:
             self._fitted: dict[str, Fitted] = {}
             self._fit = prompt_fitter(counter.tokenizer, lambda text: counter.count_rendered([text])[0])
-        fitted = self._fit(ctx, self.doc_to_text(doc), self.max_length - self.generation_budget(),
+        fitted = self._fit(ctx, self.prompt_parts(doc), self.max_length - self.generation_budget(),
                            self.options.truncation)
         self._fitted[doc_key(doc)] = fitted
         if fitted.skipped:
             ids = counter.tokenizer(ctx, add_special_tokens=False)["input_ids"][:SKIP_PLACEHOLDER_TOKENS]
             return counter.tokenizer.decode(ids)
         return fitted.text
+
+    def prompt_parts(self, doc: dict) -> PromptParts:
+        """``doc``'s text (``doc_to_text``) as instruction, context and question (:class:`~harness.data.truncation.
+        PromptParts`): only the context may be cut. From the document's ``context_span`` (the context's characters
+        ``[start, end)`` in the text: RULER, BABILong), else its ``context`` field found once in the text (MRQA); a
+        document that says neither has no context that may be cut (an over-long prompt of it is skipped)."""
+        text = self.doc_to_text(doc)
+        span = doc.get("context_span")
+        if span is not None:
+            return PromptParts.split(text, int(span[0]), int(span[1]))
+        context = doc.get("context")
+        if isinstance(context, str) and context and text.count(context) == 1:
+            start = text.find(context)
+            return PromptParts.split(text, start, start + len(context))
+        return PromptParts(text, "", "")
 
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         request = super().construct_requests(doc, ctx, **kwargs)
@@ -80,11 +95,11 @@ class HonestGenerationTask(LchTask):
         """How ``doc``'s prompt was sent (None: not counted in this process)."""
         return getattr(self, "_fitted", {}).get(doc_key(doc))
 
-    def process_document(self, doc: dict, results: list) -> dict:
+    def document_metrics(self, doc: dict, results: list) -> dict:
         fitted = self.fitted(doc)
         if fitted is not None and fitted.skipped:  # unscored: only what describes the run
             return self.extra_document_metrics(doc, results)
-        return super().process_document(doc, results)
+        return super().document_metrics(doc, results)
 
     def extra_document_metrics(self, doc: dict, results: list) -> dict:
         out = super().extra_document_metrics(doc, results)
@@ -99,10 +114,6 @@ class PerLengthTask(HonestGenerationTask):
     the options have ``length_list()``."""
 
     TARGETED = True
-
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        quiet_missing_length_warnings()
-        super().__init__(config=config, **kwargs)
 
     @staticmethod
     def label(length: Any) -> Any:
@@ -136,24 +147,3 @@ class PerLengthTask(HonestGenerationTask):
     def score_document(self, doc: dict, results: list) -> dict:
         value = self.score_sample(doc, results[0])
         return {"score": value, f"len_{doc['length']}": value, f"n_len_{doc['length']}": 1}
-
-
-class _MissingLengthFilter(logging.Filter):
-    """Drops lm-eval's group warning for ``len_<length>`` metrics of lengths a run did not ask for: our
-    group YAMLs list the usual lengths, and each run fills only some of them."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        msg = record.getMessage()
-        if "metric 'len_" in msg and ("no values found" in msg or "is missing in" in msg):
-            return False
-        # per-length metrics are, by design, scored on the documents of their length only
-        return not ("not scored on the same number of documents" in msg and "len_" in msg)
-
-
-def quiet_missing_length_warnings() -> None:
-    """Install :class:`_MissingLengthFilter` on lm-eval's group loggers (idempotent); called when a
-    per-length task is built, not at import."""
-    for name in ("lm_eval.api.group", "lm_eval.evaluator_utils"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _MissingLengthFilter) for f in logger.filters):
-            logger.addFilter(_MissingLengthFilter())

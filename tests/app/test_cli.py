@@ -1,4 +1,4 @@
-"""The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval`, accelerate."""
+"""The lm-eval integration as a user meets it: `lch eval`, plain `lm_eval` (accelerate: test_data_parallel.py)."""
 
 import argparse
 import glob
@@ -170,31 +170,14 @@ def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, docs_file, user_tasks, 
     assert _results(tmp_path)["my_rolling"]["word_perplexity,none"] == pytest.approx(expected, rel=1e-4)
 
 
-def test_accelerate_data_parallel_on_cpu(tiny_model_dir, docs_file, tmp_path):
-    """Two CPU processes split the documents (rank 0 logs 3 of 5) and gather the same metrics."""
-    meta = {"data_files": str(docs_file), "min_tokens": 0, "max_tokens": 160, "num_docs": 5}
-    common = [
-        "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},pic=naive,pic_ratio=2,dtype=float32",
-        "--device", "cpu", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta), "--log_samples",
-    ]
-    _run([str(BIN / "lch"), "eval", *common, "--output_path", str(tmp_path / "single")])
-    _run(
-        [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", "29533",
-         "-m", "harness.cli", "eval", *common, "--output_path", str(tmp_path / "dp")],
-        env={"ACCELERATE_USE_CPU": "true"},
-    )
-    single, dp = _results(tmp_path / "single")["ppl_govreport"], _results(tmp_path / "dp")["ppl_govreport"]
-    assert dp["n_docs,none"] == single["n_docs,none"] == 5
-    assert dp["ppl,none"] == pytest.approx(single["ppl,none"], rel=1e-6)
-    samples = glob.glob(str(tmp_path / "dp" / "**" / "samples_ppl_govreport_*.jsonl"), recursive=True)
-    doc_ids = sorted(json.loads(l)["doc_id"] for l in Path(samples[0]).read_text().splitlines())
-    assert doc_ids == [0, 1, 2, 3, 4]
-
-
 def test_readme_regression_gate_example_runs_as_written(tmp_path, monkeypatch, capsys):
     """README's comparison example, its commands read from README itself and run in a fresh folder holding the
     committed baseline: the vanilla run passes its own baseline (exit 0); the run README names next is another
-    configuration (exit 3, the inference named), and compared anyway with --allow-mismatch it fails (exit 1)."""
+    configuration (exit 3, the inference named), and compared anyway with --allow-mismatch it fails (exit 1).
+
+    The demo runs as on another machine: in a process on ATen's scalar kernels (``ATEN_CPU_CAPABILITY=default``,
+    another ISA path than the AVX-512 / AVX2 one the baseline was made on) with a cache of its own, so that its tiny
+    models are made afresh there; the committed baseline must hold on it (harness/models/tiny.py)."""
     import shlex
     import shutil
 
@@ -206,12 +189,13 @@ def test_readme_regression_gate_example_runs_as_written(tmp_path, monkeypatch, c
     shutil.copy(repo / "results" / "baselines" / "demo-vanilla.json", tmp_path / "results" / "baselines")
     monkeypatch.chdir(tmp_path)
     demo, gate = (shlex.split(part) for part in example.split("&&"))
-    assert demo[0] == gate[0] == "lch" and main(demo[1:]) == 0
-    capsys.readouterr()
+    assert demo[0] == gate[0] == "lch"
+    _run([str(BIN / "lch"), *demo[1:]], env={"ATEN_CPU_CAPABILITY": "default", "LCH_CACHE": str(tmp_path / "cache")},
+         timeout=600)
     assert main(gate[1:]) == 0, capsys.readouterr().out
     gate_other = [other if word == "results/demo/runs/vanilla" else word for word in gate[1:]]
     assert main(gate_other) == 3
-    assert "lch: error: not comparable: inference standard inference (baseline) vs NTK-aware PIC (s_rr 4) (run)" in \
+    assert "lch: error: not comparable: inference standard inference (baseline) vs Naive PIC (s_cr 2) (run)" in \
         capsys.readouterr().err
     assert main(gate_other + ["--allow-mismatch"]) == 1
     assert "longppl_govreport/longppl" in [line.split()[0] for line in capsys.readouterr().out.splitlines()

@@ -20,6 +20,30 @@ def counter(tiny_model_dir):
     return PromptCounter(load_tokenizer(str(tiny_model_dir)))
 
 
+def check_context_span(row: dict, kind: str) -> None:
+    """``context_span`` splits the input into the instruction (before it), the context a truncation may cut, and the
+    question (after it): the question part asks (it ends the input with a question mark), the instruction holds no
+    haystack, and what the answer is drawn from lies in the context (the needles, the variable chain's value, the
+    gold paragraph, the words counted)."""
+    start, end = row["context_span"]
+    instruction, context, question = row["input"][:start], row["input"][start:end], row["input"][end:]
+    assert 0 < start < end < len(row["input"]) and question.rstrip().endswith("?")
+    # qa repeats its instruction after the documents, before the question (RULER's layout): both stay whole
+    asks = question.split("\n\n")[-1] if kind == "qa" else question.lstrip()
+    assert asks.startswith("Question:" if kind in ("vt", "cwe", "fwe", "qa") else "What")
+    if kind == "niah":
+        assert "One special magic" not in instruction and "One special magic" not in question
+        for value in row["outputs"]:
+            assert f"is: {value}." in context
+    elif kind == "vt":
+        assert all(f"VAR {name} =" in context for name in row["outputs"])
+    elif kind == "qa":
+        assert any(answer in context for answer in row["outputs"]) and "Document 1:" in context
+    else:  # cwe, fwe: the answer words are counted in the context (and not spelled out in the question)
+        assert all(word in context for word in row["outputs"])
+        assert not any(word in question for word in row["outputs"])
+
+
 @pytest.mark.parametrize("task", list(ruler.TASKS))
 def test_every_task_fits_its_length_exactly(task, counter):
     length = 2048
@@ -45,6 +69,7 @@ def test_every_task_fits_its_length_exactly(task, counter):
             assert length - spec.budget - tokens < 2 * per_unit + 1
         for answer in row["outputs"]:
             assert answer in row["input"] or spec.kind == "fwe" or spec.kind == "cwe"
+        check_context_span(row, spec.kind)
 
 
 def test_needles_answers_and_kinds(counter):

@@ -1,12 +1,12 @@
 """Length honesty of targeted tasks (``over_target``): BABILong samples fitted to 1k tokens by the tiny
 model's tokenizer, run through lm-eval with a chat template applied.
 
-Fitted without declaring the template (no ``chat_template`` in the metadata), the prompts lm-eval sends
-are longer than the samples were fitted to; the expected count is computed here independently: the
+Fitted without the template (``chat_template: false`` in the metadata while the run applies one), the prompts
+lm-eval sends are longer than the samples were fitted to; the expected count is computed here independently: the
 template applied with the tokenizer, the rendered prompt counted, plus the generation budget, against
 each sample's fitted length (observed: 2 of the 8 samples, templated prompts of 1006 and 1015 tokens + 20 >
-1024; the other six have 980-1004 tokens). Declaring the template fits the templated prompt, and nothing is
-over."""
+1024; the other six have 980-1004 tokens). Declaring the template, or declaring nothing (the declaration follows
+the run's ``apply_chat_template``), fits the templated prompt, and nothing is over."""
 
 from __future__ import annotations
 
@@ -24,15 +24,15 @@ def chat_model_dir(tiny_model_dir, tmp_path_factory):
     return judge_model(tiny_model_dir, tmp_path_factory.mktemp("chat") / "model")
 
 
-def babilong_run(model_dir, declare_template: bool) -> dict:
+def babilong_run(model_dir, declare_template: bool | None) -> dict:
     from lm_eval import simple_evaluate
 
     from harness.plugin.run import task_manager
 
     metadata = {"pretrained": str(model_dir), "lengths": ["1k"], "source": "synthetic", "num_samples": N_SAMPLES,
                 "seed": 3}
-    if declare_template:
-        metadata["chat_template"] = True
+    if declare_template is not None:
+        metadata["chat_template"] = declare_template
     return simple_evaluate(model="hf-pic", model_args={"pretrained": str(model_dir), "dtype": "float32"},
                            tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata), device="cpu",
                            batch_size=4, apply_chat_template=True, log_samples=True)
@@ -46,11 +46,11 @@ def counted(tokenizer, doc: dict) -> tuple[str, int, int]:
     return rendered, len(tokenizer(rendered)["input_ids"]), len(tokenizer(doc["prompt"])["input_ids"])
 
 
-def test_an_undeclared_chat_template_is_counted_as_over_target(chat_model_dir):
+def test_a_template_declared_absent_but_applied_is_counted_as_over_target(chat_model_dir):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(chat_model_dir)
-    out = babilong_run(chat_model_dir, declare_template=False)
+    out = babilong_run(chat_model_dir, declare_template=False)  # fitted without, run with
     samples = out["samples"]["lch_babilong_qa1"]
     assert len(samples) == N_SAMPLES
     over = 0
@@ -67,11 +67,12 @@ def test_an_undeclared_chat_template_is_counted_as_over_target(chat_model_dir):
     assert metrics["over_length,none"] == 0  # 1k prompts are far from the tiny model's 4096
 
 
-def test_a_declared_chat_template_is_fitted_and_nothing_is_over_target(chat_model_dir):
+@pytest.mark.parametrize("declared", [True, None], ids=["declared", "following-the-run"])
+def test_a_declared_chat_template_is_fitted_and_nothing_is_over_target(chat_model_dir, declared):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(chat_model_dir)
-    out = babilong_run(chat_model_dir, declare_template=True)
+    out = babilong_run(chat_model_dir, declare_template=declared)
     samples = out["samples"]["lch_babilong_qa1"]
     assert len(samples) == N_SAMPLES
     for sample in samples:

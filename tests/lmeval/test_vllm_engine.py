@@ -117,7 +117,8 @@ def test_vllm_pic_serves_every_request_type_and_agrees_with_hf_pic(engine_runs, 
 
 def test_both_engines_are_sent_the_same_cut_prompts(engine_runs):
     """The over-long prompts are cut by the task (truncation middle), not by either engine: each run counts the same
-    cuts, and every prompt sent is the same text on both engines."""
+    cuts, every prompt sent is the same text on both engines, and each keeps its document's instruction and question
+    (the text outside the document's ``context_span``) whole, in order."""
     hf, vllm = results_of(engine_runs["hf"]), results_of(engine_runs["vllm"])
     for task in ("lch_ruler_niah_single_1", "lch_babilong_qa1"):
         assert hf["results"][task]["n_truncated,none"] == vllm["results"][task]["n_truncated,none"] > 0
@@ -126,6 +127,12 @@ def test_both_engines_are_sent_the_same_cut_prompts(engine_runs):
         for name, folder in engine_runs.items():
             rows = [json.loads(line) for line in next(folder.rglob(f"samples_{task}_*.jsonl")).read_text().splitlines()]
             prompts[name] = {row["doc_id"]: row["arguments"] for row in rows}
+            for row in rows:
+                text = row["doc"]["prompt" if task.startswith("lch_babilong") else "input"]
+                start, end = row["doc"]["context_span"]
+                sent = row["arguments"]["gen_args_0"]["arg_0"]  # lm-eval's samples file spells the request so
+                assert text[:start] in sent and text[end:] in sent, (name, task)
+                assert sent.index(text[:start]) + start <= sent.rindex(text[end:]), (name, task)
         assert prompts["hf"] == prompts["vllm"] and len(prompts["hf"]) == 2
 
 

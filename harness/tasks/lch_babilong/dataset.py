@@ -34,6 +34,7 @@ from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label
 from harness.data.prompts import PromptOptions
+from harness.data.truncation import PromptParts
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 HF_DATASET = "RMT-team/babilong"
@@ -119,11 +120,18 @@ def _prompts_file(path: str) -> dict:
     return json.loads(file.read_text(encoding="utf-8"))
 
 
-def format_prompt(task: str, context: str, question: str, prompts_file: str | None = None) -> str:
-    parts = dict(PROMPTS[task], examples=_examples(task))
+def prompt_parts(task: str, context: str, question: str, prompts_file: str | None = None) -> PromptParts:
+    """The prompt of :data:`TEMPLATE` as instruction (with the worked examples and the post-prompt, up to the opening
+    ``<context>`` tag), context and question (from the closing tag): only the context may be cut."""
+    fields = dict(PROMPTS[task], examples=_examples(task))
     if prompts_file:
-        parts.update(_prompts_file(prompts_file).get(task, {}))
-    return TEMPLATE.format(context=context.strip(), question=question, **parts)
+        fields.update(_prompts_file(prompts_file).get(task, {}))
+    head, tail = TEMPLATE.split("{context}")
+    return PromptParts(head.format(**fields), context.strip(), tail.format(question=question))
+
+
+def format_prompt(task: str, context: str, question: str, prompts_file: str | None = None) -> str:
+    return prompt_parts(task, context, question, prompts_file).text
 
 
 def _local(folder: Path, length: str, task: str) -> list[dict]:
@@ -190,9 +198,11 @@ def dataset(options: BabilongOptions) -> dict:
         if num_samples is not None:
             part = part[:num_samples]
         for i, row in enumerate(part):
+            parts = prompt_parts(task, row["input"], row["question"], prompts_file)
+            start = len(parts.instruction)
             rows.append({"index": i, "task": task, "length": length, "prompt_budget": row.get("prompt_budget", 0),
                          "input": row["input"], "question": row["question"], "target": row["target"],
-                         "prompt": format_prompt(task, row["input"], row["question"], prompts_file),
+                         "prompt": parts.text, "context_span": [start, start + len(parts.context)],
                          **{k: row[k] for k in DEPTH_KEYS if k in row}})
     return {"test": datasets.Dataset.from_list(rows)}
 

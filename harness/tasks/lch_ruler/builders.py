@@ -53,12 +53,16 @@ class Sources:
 
 @dataclass
 class Builder:
-    """``build(n) -> (input, outputs, gen_prefix)`` for haystack size ``n`` in ``[n_min, n_max]``."""
+    """``build(n) -> (input, outputs, gen_prefix)`` for haystack size ``n`` in ``[n_min, n_max]``. Every input starts
+    with ``instruction`` and ends with ``question`` (the same for every ``n``); what lies between is the context, the
+    one part a truncation policy may cut (:mod:`harness.data.truncation`)."""
 
     build: Callable[[int], tuple[str, list[str], str]]
     n_min: int
     n_max: int
     extra: dict = field(default_factory=dict)
+    instruction: str = ""
+    question: str = ""
     # Optional: the input text of size n as consecutive segments (``"".join(parts(n)) == build(n)[0]``),
     # each haystack item with its separator, which lets :class:`SegmentCounter` count it additively.
     parts: Callable[[int], list[str]] | None = None
@@ -154,7 +158,8 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
 
     # distractor needles are all distinct strings, so counting them one by one costs more than counting
     # the whole prompt: only noise and essay haystacks (repeated units) are counted additively
-    return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts)
+    return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts,
+                   instruction=f"{head}\n", question=f"\n{tail}")
 
 
 def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str]]:
@@ -195,7 +200,8 @@ def vt_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: 
     def build(n: int) -> tuple[str, list[str], str]:
         return "".join(parts(n)), names, prefix
 
-    return Builder(build, 0, max(length // 8, 16), parts=parts)
+    return Builder(build, 0, max(length // 8, 16), parts=parts, instruction=f"{head}\n\n{example}",
+                   question=body(statements, fractions, 0, value)[0][-1])
 
 
 @lru_cache(maxsize=8)
@@ -248,7 +254,8 @@ def cwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl:
         listing = _cwe_list(words[: n_common + n], [freq_c] * n_common + [freq_u] * n, order_seed)
         return f"{head}\n\n{example}{listing}\n{question}", list(words[:n_common]), prefix
 
-    return Builder(build, 0, n_max, {"freq_common": freq_c})
+    return Builder(build, 0, n_max, {"freq_common": freq_c}, instruction=f"{head}\n\n{example}",
+                   question=f"\n{question}")
 
 
 def _fwe_text(vocab: Sequence[str], top: int, alpha: float, seed: float) -> str:
@@ -282,7 +289,7 @@ def fwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl:
         return f"{head}\n\n{example}{text}\n{question}", vocab[:3], prefix
 
     # 18 is the smallest top count whose int(top * r^-2) keeps ranks 1 > 2 > 3 > 4 strictly apart
-    return Builder(build, 18, max(length, 18))
+    return Builder(build, 18, max(length, 18), instruction=f"{head}\n\n{example}", question=f"\n{question}")
 
 
 def qa_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
@@ -299,7 +306,8 @@ def qa_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: 
         context = "\n\n".join(f"Document {j + 1}:\n{corpus.documents[d]}" for j, d in enumerate(docs))
         return f"{instruction}\n\n{context}\n\n{instruction}\n\nQuestion: {question}", list(answers), "Answer:"
 
-    return Builder(build, len(gold), len(gold) + len(others))
+    return Builder(build, len(gold), len(gold) + len(others), instruction=f"{instruction}\n\n",
+                   question=f"\n\n{instruction}\n\nQuestion: {question}")
 
 
 BuilderFn = Callable[[dict, random.Random, int, Sources, bool], Builder]

@@ -122,8 +122,10 @@ def generate(task: str, length: int, num_samples: int, counter: PromptCounter, s
              sources: Sources | None = None, icl: bool = True, use_cache: bool = True) -> list[dict[str, Any]]:
     """``num_samples`` RULER samples of ``task`` fitted to ``length`` tokens (prompt + generation budget).
 
-    Rows: ``index, input, outputs, gen_prefix, length, prompt_tokens, max_gen_toks, task`` (+ ``n_units``; niah
-    tasks also ``depth``, ``depth_bucket``, ``needle_depths``: where the answer needle was drawn, in percent)."""
+    Rows: ``index, input, outputs, gen_prefix, context_span, length, prompt_tokens, max_gen_toks, task`` (+
+    ``n_units``; niah tasks also ``depth``, ``depth_bucket``, ``needle_depths``: where the answer needle was drawn, in
+    percent). ``context_span`` is the ``[start, end)`` of the input's characters between its instruction and its
+    question: the one part a truncation policy may cut."""
     if task not in TASKS:
         raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
     spec, sources = TASKS[task], sources or Sources()
@@ -148,7 +150,12 @@ def _build_rows(task: str, spec: TaskSpec, length: int, num_samples: int, counte
     rows = []
     for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
         text, outputs, prefix = b.build(n)
+        if not (text.startswith(b.instruction) and text.endswith(b.question)
+                and len(b.instruction) + len(b.question) <= len(text)):
+            raise AssertionError(f"RULER {task}: a sample's input does not start with its instruction and end with its "
+                                 "question (a builder defect)")
         rows.append({"index": i, "task": task, "input": text, "outputs": outputs, "gen_prefix": prefix,
+                     "context_span": [len(b.instruction), len(text) - len(b.question)],
                      "length": length, "prompt_budget": length, "prompt_tokens": tokens, "max_gen_toks": spec.budget,
                      "n_units": n, "icl_example": icl and spec.kind in _ICL_KINDS, **b.extra})
     return rows
