@@ -100,7 +100,10 @@ def check_rotary(rope: Any, where: str) -> None:
         raise ValueError(f"PIC on vLLM: {where}'s {kind.__name__} cache is not cos / sin of position x inv_freq; use "
                          "--model hf-pic")
     cos, sin = expected.chunk(2, dim=-1)
-    probe = torch.randn(n, 2 * rope.head_size, generator=torch.Generator().manual_seed(0)).to(cache.device)
+    # vLLM builds the model under ``with torch.device(<its device>)`` and its dtype as the default: the probe is drawn
+    # on the CPU (where its generator is) in fp32, whatever either default is, then moved to the cache's device
+    probe = torch.randn(n, 2 * rope.head_size, generator=torch.Generator().manual_seed(0), device="cpu",
+                        dtype=torch.float32).to(cache.device)
     theirs, _ = RotaryEmbedding.forward_static(positions, probe.clone(), None, rope.head_size, rope.rotary_dim,
                                                cache.float(), rope.is_neox_style)
     ours = rotate(probe.view(n, 2, rope.head_size), cos, sin, rope.rotary_dim, rope.is_neox_style).view(n, -1)
@@ -154,7 +157,6 @@ class PicRotary(nn.Module):
     def forward(self, positions: torch.Tensor, query: torch.Tensor,
                 key: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         positions = positions.flatten()
-        n = positions.shape[0]
         if self.step is None:
             ids = positions.float()
             if self.inference.entry.ids is not None:
@@ -203,9 +205,15 @@ def _step_metadata() -> dict | None:
 
 
 def _layer_metadata(layer_name: str) -> Any:
-    """The attention metadata of ``layer_name`` in this step (None in a dummy / profile run)."""
+    """The attention metadata of ``layer_name`` in this step (None in a step without metadata: a profile run); a
+    step whose metadata leaves this layer out is refused (planning no key moves there would not be Dynamic PIC)."""
     metadata = _step_metadata()
-    return metadata.get(layer_name) if metadata else None
+    if not metadata:
+        return None
+    if metadata.get(layer_name) is None:
+        raise RuntimeError(f"Dynamic PIC on vLLM: this step's attention metadata has none for {layer_name} (it has "
+                           f"{len(metadata)} other layers'), so its cached keys cannot be moved; use --model hf-pic")
+    return metadata[layer_name]
 
 
 class DynamicStep:
@@ -226,12 +234,22 @@ class DynamicStep:
         self.positions, self._plans, self._rotations = None, {}, {}
 
     def plan(self, attn: Any) -> PicPlan:
+        """This step's plan for ``attn``'s KV cache group. No key moves in exactly two cases, both with nothing
+        cached that could: a step without attention metadata (vLLM's memory-profile run: attention computes
+        nothing from a cache), and a cache not allocated yet (an empty tensor: the V2 model runner's profile runs
+        carry metadata before the KV cache exists). Any other cache that is not ``[blocks, kv_heads, block_size,
+        values]`` is refused: planning no moves there would run another method than Dynamic PIC."""
         if self.positions is None:
             raise RuntimeError("Dynamic PIC: a PIC layer was called outside its model's forward (no step)")
         metadata = _layer_metadata(attn.layer_name)
         kv_cache = attn.kv_cache
-        if metadata is None or not (isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4):
+        if metadata is None or (isinstance(kv_cache, torch.Tensor) and kv_cache.numel() == 0):
             return self._plans.setdefault(0, empty_plan(self.positions.to(torch.float32)))
+        if not (isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4):
+            shape = tuple(kv_cache.shape) if isinstance(kv_cache, torch.Tensor) else type(kv_cache).__name__
+            raise RuntimeError(f"Dynamic PIC on vLLM: {attn.layer_name}'s KV cache is {shape}, not [blocks, kv_heads, "
+                               "block_size, values] as the attention backends it was checked against lay it out; "
+                               "pass attention_backend=FLASH_ATTN (GPU) or use --model hf-pic")
         key = id(metadata)
         if key not in self._plans:
             missing = [name for name in PLAN_METADATA if not isinstance(getattr(metadata, name, None), torch.Tensor)]
@@ -294,7 +312,7 @@ def check_engine(vllm_config: Any) -> None:
     built (also for engines not built by vllm-pic)."""
     from vllm.platforms import current_platform
 
-    model, cache, scheduler = vllm_config.model_config, vllm_config.cache_config, vllm_config.scheduler_config
+    cache, scheduler = vllm_config.cache_config, vllm_config.scheduler_config
     problems = [
         (not (current_platform.is_cpu() or current_platform.is_cuda()), "runs on vLLM's CPU and CUDA platforms only"),
         (bool(cache.enable_prefix_caching), "needs enable_prefix_caching=False"),
@@ -317,6 +335,20 @@ def check_cuda_graphs(vllm_config: Any) -> None:
     if mode is not None and not vllm_config.model_config.enforce_eager and mode.has_piecewise_cudagraphs():
         raise ValueError(f"Dynamic PIC on vLLM cannot run under piecewise CUDA graphs (vLLM chose cudagraph_mode "
                          f"{mode.name} for this attention backend); pass enforce_eager=True")
+
+
+def check_started_engine(model: Any) -> None:
+    """Dynamic PIC's checks of the started engine (:func:`check_no_preemption`, :func:`check_cuda_graphs`), made once,
+    at the first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``). Not
+    before: the V2 model runner's memory-profile runs carry metadata while the cache's size is still unknown, and a
+    check made there would pass without looking."""
+    config = model.pic_vllm_config
+    if model.pic_checked_cache or config.cache_config.num_gpu_blocks is None or not _step_metadata():
+        return
+    check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
+                        config.cache_config.block_size, config.cache_config.num_gpu_blocks)
+    check_cuda_graphs(config)
+    model.pic_checked_cache = True
 
 
 # ---------------------------------------------------------------------------------------------- the model class
@@ -394,12 +426,7 @@ def pic_model_class(name: str) -> type:
         if step is None:
             return base.forward(self, *args, **kwargs)
         positions = kwargs["positions"] if "positions" in kwargs else args[1]
-        if not self.pic_checked_cache and _step_metadata():
-            config = self.pic_vllm_config  # the cache's size is known from the first real step on
-            check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
-                                config.cache_config.block_size, config.cache_config.num_gpu_blocks)
-            check_cuda_graphs(config)
-            self.pic_checked_cache = True
+        check_started_engine(self)
         step.begin(positions)
         try:
             return base.forward(self, *args, **kwargs)
