@@ -19,7 +19,8 @@ from harness.longppl.formulas import (
     short_windows,
     summarize,
 )
-from harness.models.scoring import device_free_bytes, hidden_states, score_tokens, target_logprobs, text_config
+from harness.models.scoring import (MEASURE, device_free_bytes, fused_attention, hidden_states, model_dtype,
+                                     score_tokens, target_logprobs, text_config)
 
 
 @torch.no_grad()
@@ -38,7 +39,9 @@ def long_short_logprobs(
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
-    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row)), row, first_target=trunc_len)[0]
+    free = device_free_bytes(ids.device)  # one reading for the document's passes, before any of them
+    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row), free=free), row,
+                           first_target=trunc_len, free=free)[0]
     progress(1)
     short = torch.empty_like(long)
     windows = short_windows(len(ids), trunc_len, sliding_window)
@@ -50,7 +53,7 @@ def long_short_logprobs(
     for start, end in windows[1:]:
         by_length.setdefault(end - start, []).append((start, end))
     for length, group in by_length.items():
-        size = batch_size or window_batch(model, ids.device, length + (bos_id is not None))
+        size = batch_size or window_batch(model, ids.device, length + (bos_id is not None), free=free)
         for i in range(0, len(group), size):
             chunk = group[i : i + size]
             batch = torch.stack([ids[s:e] for s, e in chunk])
@@ -58,7 +61,8 @@ def long_short_logprobs(
             if bos_id is not None:
                 batch = torch.cat([torch.full_like(batch[:, :1], bos_id), batch], dim=1)
                 first += 1
-            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch)), batch, first_target=first)
+            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch), free=free), batch,
+                                 first_target=first, free=free)
             for (start, end), values in zip(chunk, lp):
                 short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
             progress(len(chunk))
@@ -79,18 +83,22 @@ WINDOW_SHARE = 1 / 2  # share of a CUDA device's free memory a batch of short wi
 MAX_WINDOW_BATCH = 256
 
 
-def window_batch(model: Any, device: torch.device | str, width: int) -> int:
+def window_batch(model: Any, device: torch.device | str, width: int, free: Any = MEASURE) -> int:
     """Short windows of ``width`` tokens per forward: on the CPU :data:`CPU_WINDOW_BATCH`; on a CUDA device as many
-    as :data:`WINDOW_SHARE` of its free memory holds, by a bound of one window's peak (attention scores of the math
-    kernel, ``2 x heads x width^2`` fp32 floats, plus ``16 x hidden`` floats a token of activations), so that a 32k
-    document's windows take a few forwards, not dozens."""
-    free = device_free_bytes(device)
+    as :data:`WINDOW_SHARE` of its headroom holds (``free``: a reading of :func:`device_free_bytes`, else measured
+    now), by a bound of one window's peak: ``16 x hidden`` fp32 floats a token of activations, plus the attention
+    scores where the kernel materialises them (:func:`~harness.models.scoring.fused_attention` false: ``heads x
+    width^2`` floats of the model's dtype and their fp32 softmax), so that a 32k document's windows take a few
+    forwards, not dozens."""
+    free = device_free_bytes(device) if free is MEASURE else free
     if free is None:
         return CPU_WINDOW_BATCH
     config = text_config(model)
     heads = int(getattr(config, "num_attention_heads", 8) or 8)
     hidden = int(getattr(config, "hidden_size", 4096) or 4096)
-    per_window = 4 * width * (2 * heads * width + 16 * hidden)
+    dtype = model_dtype(model)
+    scores = 0 if fused_attention(model, device, dtype) else heads * width * (torch.empty(0, dtype=dtype).element_size() + 4)
+    per_window = width * (scores + 4 * 16 * hidden)
     return max(1, min(MAX_WINDOW_BATCH, int(free * WINDOW_SHARE) // per_window))
 
 

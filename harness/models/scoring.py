@@ -16,19 +16,29 @@ from harness.models.unwrap import unwrap_model
 from harness.pic.positions import positions_from_mask
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
-# share of a CUDA device's free memory one chunk of logits may take: the head's output, its fp32 copy and the
-# log-softmax's temporaries are each about one chunk
-DEVICE_LOGIT_SHARE = 1 / 16
+# share of a CUDA device's headroom (device_free_bytes) the buffers of one chunk of logits may take together
+DEVICE_LOGIT_SHARE = 1 / 4
 MAX_LOGIT_BUDGET = 1 << 30  # 4 GiB of fp32 logits: past this a chunk is no faster
 
 
 def device_free_bytes(device: torch.device | str | None) -> int | None:
-    """Free memory of a CUDA device in bytes (what torch reports), or None for any other device: the one reading
-    every size below is derived from."""
+    """The memory a CUDA device has for what comes next, in bytes, or None for any other device: what the driver
+    reports free plus what PyTorch's caching allocator holds reserved but does not use (``memory_reserved -
+    memory_allocated``: free to this process, invisible to the driver's count). Every size below is derived from
+    one reading of it, taken once per document (:func:`score_tokens`, the LongPPL estimator) so that the sizes do not
+    depend on what earlier passes left in the allocator's cache."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
-    return int(torch.cuda.mem_get_info(device)[0])
+    cached = max(0, int(torch.cuda.memory_reserved(device)) - int(torch.cuda.memory_allocated(device)))
+    return int(torch.cuda.mem_get_info(device)[0]) + cached
+
+
+MEASURE = object()  # "measure the device now": a caller that measured once passes its reading (an int, or None off CUDA)
+
+
+def _headroom(device: torch.device | str | None, free: int | None | object) -> int | None:
+    return device_free_bytes(device) if free is MEASURE else free  # type: ignore[return-value]
 
 
 def text_config(model: nn.Module) -> object:
@@ -37,15 +47,25 @@ def text_config(model: nn.Module) -> object:
     return getattr(config, "text_config", None) or config
 
 
-def logit_budget(device: torch.device | str | None = None) -> int:
+def logit_bytes(dtype: torch.dtype = torch.float32) -> int:
+    """Bytes one logit costs while its chunk is alive (:func:`target_logprobs`): the head's output in the model's
+    dtype, its fp32 copy when that dtype is narrower, and the fp32 ``exp`` that ``logsumexp`` makes of it."""
+    size = torch.empty(0, dtype=dtype).element_size()
+    return size + (4 if size < 4 else 0) + 4
+
+
+def logit_budget(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+                 free: int | None | object = MEASURE) -> int:
     """Floats of logits a chunk of the head and log-softmax may hold at once, by device: on a CUDA device
-    :data:`DEVICE_LOGIT_SHARE` of its free memory (so a 262k vocabulary takes thousands of rows a chunk, not 32:
-    a few large launches instead of a thousand small ones), never less than the CPU's; on the CPU
-    :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there, benchmarks/longppl_vs_reference.py)."""
-    free = device_free_bytes(device)
+    :data:`DEVICE_LOGIT_SHARE` of its headroom (``free``: a reading of :func:`device_free_bytes`, else measured now)
+    over every buffer a logit costs (:func:`logit_bytes` of the head's ``dtype``), so a 262k vocabulary takes
+    thousands of rows a chunk, not 32 (a few large launches instead of a thousand small ones), never less than the
+    CPU's; on the CPU :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there,
+    benchmarks/longppl_vs_reference.py)."""
+    free = _headroom(device, free)
     if free is None:
         return DEFAULT_LOGIT_BUDGET
-    return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, free * DEVICE_LOGIT_SHARE // 4)))
+    return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, int(free * DEVICE_LOGIT_SHARE) // logit_bytes(dtype))))
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,18 +84,56 @@ ATTENTION_SHARE = 1 / 4  # share of a CUDA device's free memory one block's atte
 MIN_QUERY_BLOCK = 1024
 
 
-def query_block(model: nn.Module, device: torch.device | str, width: int) -> int | None:
-    """How many query positions one forward of a row ``width`` tokens long takes (:func:`hidden_states`), or None for
-    all of them at once. On a CUDA device, attention whose kernel materialises its scores (fp32, grouped key-value
-    heads and a sliding-window mask leave only the math kernel: ``heads x width x width`` floats, 16 GiB for Gemma 3 at
-    32k tokens, twice) is bounded to :data:`ATTENTION_SHARE` of the free memory by feeding the row in blocks of
-    queries over a KV cache. On the CPU, whose kernel keeps memory linear (measured: Gemma 3 270M fp32, +0.68 GB at
-    4k tokens, +1.01 GB at 8k), one forward, as before."""
-    free = device_free_bytes(device)
+def model_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the model's weights (its attention runs in it)."""
+    return next((p.dtype for p in unwrap_model(model).parameters() if p.is_floating_point()), torch.float32)
+
+
+def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
+    """Whether the model's attention on ``device`` runs a kernel that materialises no ``queries x keys`` scores:
+    FlashAttention 2 as the model's implementation, or PyTorch's SDPA picking its flash or memory-efficient kernel
+    for a query, keys and values of the model's shapes in ``dtype`` under an explicit mask (hf-pic always passes
+    one), as ``torch.backends.cuda.can_use_flash_attention`` / ``can_use_efficient_attention`` say on the device
+    itself. Eager attention, and anything PyTorch refuses to say, count as materialising."""
+    implementation = str(getattr(text_config(model), "_attn_implementation", "sdpa") or "sdpa")
+    if "flash" in implementation:
+        return True
+    if implementation != "sdpa" or torch.device(device).type != "cuda":
+        return False
+    config = text_config(model)
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(config, "head_dim", 0) or getattr(config, "hidden_size", 64) // heads)
+    try:
+        query = torch.empty(1, heads, 16, head_dim, device=device, dtype=dtype)
+        key = torch.empty(1, kv_heads, 16, head_dim, device=device, dtype=dtype)
+        mask = torch.zeros(1, 1, 16, 16, device=device, dtype=dtype)
+        params = torch.backends.cuda.SDPAParams(query, key, key, mask, 0.0, False, kv_heads != heads)
+        return bool(torch.backends.cuda.can_use_flash_attention(params, False)
+                    or torch.backends.cuda.can_use_efficient_attention(params, False))
+    except Exception:  # noqa: BLE001 (an older PyTorch without these queries: assume the scores exist)
+        return False
+
+
+def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
+                free: int | None | object = MEASURE) -> int | None:
+    """How many query positions one forward of ``batch`` rows ``width`` tokens long takes (:func:`hidden_states`), or
+    None for all of them at once. On a CUDA device whose attention kernel materialises its scores
+    (:func:`fused_attention` false: eager attention, or SDPA's math kernel, ``batch x heads x block x width`` floats
+    of the model's dtype and their fp32 softmax; 16 GiB for Gemma 3 at 32k tokens in fp32, twice) the row is fed in
+    blocks of queries over a KV cache, the scores bounded to :data:`ATTENTION_SHARE` of the headroom (``free``: a
+    reading of :func:`device_free_bytes`, else measured now). Where a fused kernel runs, one forward: blocks over a
+    cache would only add passes and lose the causal fast path. On the CPU, whose kernel keeps memory linear
+    (measured: Gemma 3 270M fp32, +0.68 GB at 4k tokens, +1.01 GB at 8k), one forward."""
+    free = _headroom(device, free)
     if free is None:
         return None
+    dtype = model_dtype(model)
+    if fused_attention(model, device, dtype):
+        return None
     heads = int(getattr(text_config(model), "num_attention_heads", 1) or 1)
-    block = int(free * ATTENTION_SHARE) // (2 * 4 * heads * max(1, width))
+    per_query = max(1, batch) * heads * max(1, width) * (torch.empty(0, dtype=dtype).element_size() + 4)
+    block = int(free * ATTENTION_SHARE) // per_query
     block = max(MIN_QUERY_BLOCK, block // MIN_QUERY_BLOCK * MIN_QUERY_BLOCK)
     return None if block >= width else block
 
@@ -92,7 +150,7 @@ def blocks_allowed(model: nn.Module) -> bool:
 
 @torch.inference_mode()
 def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  block: int | None = None) -> torch.Tensor:
+                  block: int | None = None, free: int | None | object = MEASURE) -> torch.Tensor:
     """Last hidden states of a left-padded batch; position ids from the mask, always with the mask. A row longer than
     ``block`` query positions (default :func:`query_block` of the device: on a CUDA device, what keeps attention in
     bounded memory) is fed ``block`` positions at a time over a KV cache, the mask and positions of the whole row
@@ -102,7 +160,7 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     position_ids, _ = positions_from_mask(attention_mask)
     width = input_ids.shape[1]
     if block is None:
-        block = query_block(model, input_ids.device, width)
+        block = query_block(model, input_ids.device, width, batch=input_ids.shape[0], free=free)
     decoder = base.get_decoder()
     if block is None or block >= width or not blocks_allowed(model):
         return decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
@@ -127,16 +185,18 @@ def target_logprobs(
     input_ids: torch.Tensor,
     first_target: int = 1,
     budget: int | None = None,
+    free: int | None | object = MEASURE,
 ) -> torch.Tensor:
     """``log P(input_ids[:, t] | ...)`` for columns ``t >= first_target`` from ``hidden`` [B, T, H].
 
     The LM head and an fp32 log-softmax run chunk by chunk over the sequence, ``budget`` logits at a time (default:
-    :func:`logit_budget` of the device); returns float32 ``[B, T - first_target]``. Gradients flow when the caller
-    has them on (training losses).
+    :func:`logit_budget` of the device and the head's dtype, from ``free`` when the caller measured the device once);
+    returns float32 ``[B, T - first_target]``. Gradients flow when the caller has them on (training losses).
     """
     batch, width = input_ids.shape
-    vocab = unwrap_model(model).get_output_embeddings().weight.shape[0]
-    budget = logit_budget(hidden.device) if budget is None else budget
+    head = unwrap_model(model).get_output_embeddings().weight
+    vocab = head.shape[0]
+    budget = logit_budget(hidden.device, head.dtype, free) if budget is None else budget
     chunk = max(1, budget // max(1, batch * vocab))
     parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
     for start in range(first_target, width, chunk):
@@ -177,8 +237,9 @@ def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
 
     Returns one float32 CPU tensor of length ``n_b - 1`` per row.
     """
-    hidden = hidden_states(model, input_ids, attention_mask)
-    out = target_logprobs(model, hidden, input_ids)
+    free = device_free_bytes(input_ids.device)  # one reading for the document's passes
+    hidden = hidden_states(model, input_ids, attention_mask, free=free)
+    out = target_logprobs(model, hidden, input_ids, free=free)
     width = input_ids.shape[1]
     lengths = attention_mask.sum(-1)
     rows = []

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness.models import scoring
+from harness.longppl import estimator
 from harness.longppl.estimator import CPU_WINDOW_BATCH, window_batch
 from harness.models.scoring import DEFAULT_LOGIT_BUDGET, blocks_allowed, hidden_states, logit_budget, query_block
 from tests.conftest import tiny_causal_lm
@@ -19,13 +20,32 @@ GIB = 1 << 30
 
 @pytest.fixture
 def cuda_with(monkeypatch):
-    """A CUDA device with ``free`` bytes free, as torch would report it."""
+    """A CUDA device as torch would report it: ``free`` bytes free to the driver, ``reserved`` bytes held by
+    PyTorch's caching allocator of which ``allocated`` are in use; its attention kernel materialises scores unless
+    ``fused`` (the kernel choice stubbed as the memory is: this machine has no GPU)."""
 
-    def install(free: int) -> None:
+    def install(free: int, reserved: int = 0, allocated: int = 0, fused: bool = False) -> None:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * GIB))
+        monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
+        monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
+        monkeypatch.setattr(scoring, "fused_attention", lambda model, device, dtype: fused)
+        monkeypatch.setattr(estimator, "fused_attention", lambda model, device, dtype: fused)
 
     return install
+
+
+class GemmaSizes(torch.nn.Module):
+    """Gemma 3 270M's attention and vocabulary sizes, in ``dtype``, with no layers."""
+
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+
+        class Config:
+            num_attention_heads, hidden_size = 4, 640
+
+        self.config = Config()
+        self.weight = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
 
 
 def test_on_the_cpu_the_sizes_stay_those_measured_there():
@@ -35,24 +55,69 @@ def test_on_the_cpu_the_sizes_stay_those_measured_there():
     assert window_batch(model, "cpu", 5120) == CPU_WINDOW_BATCH == 4
 
 
-def test_on_a_cuda_device_the_sizes_follow_its_free_memory(cuda_with):
-    class Config:  # Gemma 3 270M's sizes
-        num_attention_heads, hidden_size = 4, 640
-
-    model = torch.nn.Module()
-    model.config = Config()
+def test_on_a_cuda_device_the_sizes_follow_its_memory(cuda_with):
+    model = GemmaSizes()
     cuda_with(64 * GIB)
-    assert logit_budget("cuda") == 1 << 30  # 64 GiB / 16 / 4 bytes, the cap
-    # 16 GiB of scores: 1/4 of 64 GiB over 2 x 4 bytes x 4 heads x 32768 keys = 16384 queries a block
+    # 1/4 of 64 GiB over 8 bytes a fp32 logit (the head's output and logsumexp's exp): 2^31 floats, capped at 2^30
+    assert logit_budget("cuda") == 1 << 30
+    # 16 GiB of scores: 1/4 of 64 GiB over (4 + 4) bytes x 4 heads x 32768 keys = 16384 queries a block
     assert query_block(model, "cuda", 32768) == 16384
     assert query_block(model, "cuda", 8192) is None  # 8k tokens fit in one forward
-    # a 5,120-token window (K 4096 + d 1024): 4 bytes x 5120 x (2 x 4 x 5120 + 16 x 640) = 1.05e9 bytes; 32 GiB hold 32
+    # a 5,120-token window (K 4096 + d 1024): 5120 x (4 heads x 5120 x 8 + 4 x 16 x 640) = 1.05e9 bytes; 32 GiB hold 32
     assert window_batch(model, "cuda", 5120) == 32
     cuda_with(1 * GIB)
-    assert logit_budget("cuda") == (1 << 24)  # 1 GiB / 16 / 4 bytes, above the CPU's 2^23
+    assert logit_budget("cuda") == (1 << 25)  # 1 GiB / 4 / 8 bytes, above the CPU's 2^23
     assert query_block(model, "cuda", 32768) == 1024  # never fewer than MIN_QUERY_BLOCK queries
     cuda_with(0)
     assert logit_budget("cuda") == DEFAULT_LOGIT_BUDGET and window_batch(model, "cuda", 5120) == 1
+
+
+def test_memory_the_allocator_holds_unused_counts(cuda_with):
+    """1 GiB free to the driver and 32 of the allocator's 40 GiB unused: sizes from 33 GiB, not from 1 (the short
+    windows' pass leaves its memory in the allocator's cache, and the next pass would be sized from a fraction)."""
+    model = GemmaSizes()
+    cuda_with(1 * GIB, reserved=40 * GIB, allocated=8 * GIB)
+    assert scoring.device_free_bytes("cuda") == 33 * GIB
+    assert query_block(model, "cuda", 32768) == 8192  # 33 GiB / 4 / 1 MiB a query = 8448, in whole 1024s
+    assert logit_budget("cuda") == 1 << 30  # 33 GiB / 4 / 8 bytes, capped (from the 1 GiB alone: 2^25)
+
+
+def test_a_fused_kernel_takes_the_row_in_one_forward_and_batches_count(cuda_with):
+    """bf16 where PyTorch's flash / memory-efficient kernel runs: no scores exist, one forward whatever the length;
+    where scores exist, a batch of rows takes as many times the memory (8 rows: blocks of 2048, not 16384)."""
+    cuda_with(1 * GIB, fused=True)
+    assert query_block(GemmaSizes(torch.bfloat16), "cuda", 131072) is None
+    cuda_with(64 * GIB)
+    assert query_block(GemmaSizes(), "cuda", 32768, batch=8) == 2048
+    # bf16 scores and their fp32 softmax: (2 + 4) bytes a score, 4 heads x 32768 keys -> 21845 queries, 21504 in 1024s
+    assert query_block(GemmaSizes(torch.bfloat16), "cuda", 32768) == 21504
+
+
+def test_a_logit_costs_every_buffer_the_head_keeps(cuda_with):
+    """A bf16 head: its bf16 logits (2 bytes), their fp32 copy (4) and logsumexp's fp32 exp (4) per logit."""
+    assert (scoring.logit_bytes(torch.bfloat16), scoring.logit_bytes(torch.float32)) == (10, 8)
+    cuda_with(1 * GIB)
+    assert logit_budget("cuda", torch.bfloat16) == GIB // 4 // 10
+
+
+def test_the_device_is_measured_once_per_document(monkeypatch):
+    """PPL of a text (``score_tokens``) and LongPPL's long and short passes (``long_short_logprobs``): one reading of
+    the device each, before the first pass, whatever the passes leave behind."""
+    calls = []
+
+    def reading(device):
+        calls.append(device)
+        return None  # the CPU's answer: the passes run as they do here
+
+    monkeypatch.setattr(scoring, "device_free_bytes", reading)
+    monkeypatch.setattr(estimator, "device_free_bytes", reading)
+    model = tiny_causal_lm("llama")
+    ids = torch.randint(0, 97, (1, 200))
+    scoring.score_tokens(model, ids, torch.ones_like(ids))
+    assert len(calls) == 1
+    calls.clear()
+    estimator.long_short_logprobs(model, ids[0], trunc_len=64, sliding_window=32)
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3_text", "gemma2", "qwen2"])
