@@ -19,8 +19,8 @@ from harness.longppl.formulas import (
     short_windows,
     summarize,
 )
-from harness.models.scoring import (MEASURE, device_free_bytes, fused_attention, hidden_states, model_dtype,
-                                     score_tokens, target_logprobs, text_config)
+from harness.models.scoring import (MEASURE, check_fits, device_free_bytes, fused_attention, hidden_states,
+                                     model_dtype, out_of_memory_said, score_tokens, target_logprobs, text_config)
 
 
 @torch.no_grad()
@@ -40,8 +40,10 @@ def long_short_logprobs(
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
     free = device_free_bytes(ids.device)  # one reading for the document's passes, before any of them
-    long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row), free=free), row,
-                           first_target=trunc_len, free=free)[0]
+    check_fits(model, len(ids), 1, free, ids.device, "LongPPL's long pass of")
+    with out_of_memory_said(ids.device, len(ids), free, "LongPPL's long pass of"):
+        long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row), free=free), row,
+                               first_target=trunc_len, free=free)[0]
     progress(1)
     short = torch.empty_like(long)
     windows = short_windows(len(ids), trunc_len, sliding_window)

@@ -6,11 +6,13 @@ by chunk over the sequence, so peak extra memory is ``batch x chunk x vocab`` fl
 
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
+from harness.core.errors import UsageError
 from harness.models.head import output_logits
 from harness.models.unwrap import unwrap_model
 from harness.pic.positions import positions_from_mask
@@ -138,6 +140,66 @@ def query_block(model: nn.Module, device: torch.device | str, width: int, batch:
     return None if block >= width else block
 
 
+GIB = 1 << 30
+
+
+def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
+                   device: torch.device | str = "cuda") -> int:
+    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds on a device with ``free`` bytes of headroom,
+    sized as :func:`hidden_states` and :func:`target_logprobs` will size it: the last hidden states it keeps, one
+    layer's working set (queries, keys, values, the MLP's intermediate activations), the KV cache of a row fed in
+    blocks (every layer's keys and values of the whole row), the scores of one block where the kernel materialises
+    them, and one chunk of logits. An estimate (allocator rounding and kernel workspaces are not counted) made
+    before the pass, so that a document that cannot fit is refused in one line instead of running out of memory."""
+    config = text_config(model)
+    dtype = model_dtype(model)
+    size = torch.empty(0, dtype=dtype).element_size()
+    hidden = int(getattr(config, "hidden_size", 1024) or 1024)
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
+    layers = int(getattr(config, "num_hidden_layers", 1) or 1)
+    inner = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
+    tokens = batch * width
+    peak = tokens * hidden * size  # the last hidden states
+    peak += tokens * ((heads + 2 * kv_heads) * head_dim + 3 * inner + 2 * hidden) * size  # one layer at work
+    block = query_block(model, device, width, batch=batch, free=free) if free is not None else None
+    if block is not None:
+        peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
+        peak += batch * heads * block * width * (size + 4)  # one block's scores and their fp32 softmax
+    elif not fused_attention(model, device, dtype):
+        peak += batch * heads * width * width * (size + 4)
+    budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
+    return int(peak + budget * logit_bytes(dtype))
+
+
+def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
+               what: str = "scoring") -> None:
+    """Refuse in one line, before any pass, a ``batch x width`` pass whose :func:`predicted_peak` exceeds the
+    device's headroom ``free`` (nothing is checked off CUDA, ``free`` None)."""
+    if free is None:
+        return
+    need = predicted_peak(model, width, batch, free, device)
+    if need > free:
+        raise UsageError(f"{what} {batch} x {width} tokens needs ~{need / GIB:.1f} GiB, {device} has {free / GIB:.1f} "
+                         "GiB free: score shorter documents (max_tokens), pass dtype=bfloat16, or use a device with "
+                         "more memory")
+
+
+@contextmanager
+def out_of_memory_said(device: torch.device | str, width: int, free: int | None, what: str = "scoring") -> Iterator[None]:
+    """A device running out of memory inside the block, said in one line (:class:`UsageError`) with what was asked
+    and what the device had, never a traceback: what :func:`predicted_peak` did not foresee."""
+    try:
+        yield
+    except torch.OutOfMemoryError:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        had = f"{free / GIB:.1f} GiB free before it" if free is not None else "less than it needed"
+        raise UsageError(f"{what} {width} tokens ran out of memory on {device} ({had}): score shorter documents "
+                         "(max_tokens), pass dtype=bfloat16, or use a device with more memory") from None
+
+
 def blocks_allowed(model: nn.Module) -> bool:
     """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not under a PIC method
     whose positions depend on the row's whole length (naive and Dynamic PIC compute them per call); a RoPE base
@@ -238,8 +300,11 @@ def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     Returns one float32 CPU tensor of length ``n_b - 1`` per row.
     """
     free = device_free_bytes(input_ids.device)  # one reading for the document's passes
-    hidden = hidden_states(model, input_ids, attention_mask, free=free)
-    out = target_logprobs(model, hidden, input_ids, free=free)
+    batch, width = input_ids.shape
+    check_fits(model, width, batch, free, input_ids.device)
+    with out_of_memory_said(input_ids.device, width, free):
+        hidden = hidden_states(model, input_ids, attention_mask, free=free)
+        out = target_logprobs(model, hidden, input_ids, free=free)
     width = input_ids.shape[1]
     lengths = attention_mask.sum(-1)
     rows = []

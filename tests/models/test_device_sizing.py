@@ -176,3 +176,47 @@ def check_chunks(model, ids) -> None:
     head = lambda h: scoring.output_logits(model, h)  # noqa: E731
     assert torch.allclose(small, large, atol=1e-6)
     assert torch.allclose(scoring.logprobs_from_hidden(head, hidden[0], ids[0], budget=97 * 5), large[0], atol=1e-6)
+
+
+class Gemma270M(GemmaSizes):
+    """Gemma 3 270M's sizes for the peak: 18 layers, one key-value head of 256, MLP of 2048."""
+
+    def __init__(self, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__(dtype)
+        config = self.config
+        config.num_key_value_heads, config.head_dim, config.num_hidden_layers, config.intermediate_size = 1, 256, 18, 2048
+
+
+def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_with):
+    """128k tokens of Gemma 3 270M in fp32: the peak (hand count: hidden states 0.34 GB, one layer at work 4.7 GB, the
+    KV cache of the row fed in blocks of 5120 queries 4.8 GB, one block's scores 21.5 GB, a chunk of 2^30 logits
+    8.6 GB: about 40 GB) fits 80 GiB and not 2 GiB, which is refused naming both."""
+    from harness.core.errors import UsageError
+
+    model = Gemma270M()
+    cuda_with(80 * GIB)
+    n = 131072
+    by_hand = (n * 640 * 4  # the last hidden states
+               + n * ((4 + 2) * 256 + 3 * 2048 + 2 * 640) * 4  # one layer at work
+               + 2 * 18 * 1 * 256 * n * 4  # the KV cache (blocks of 20 GiB / (4 heads x n x 8 bytes) = 5120 queries)
+               + 4 * 5120 * n * (4 + 4)  # one block's scores and their softmax
+               + (1 << 30) * 8)  # a chunk of logits, at the cap
+    assert scoring.predicted_peak(model, n, 1, 80 * GIB, "cuda") == by_hand == 39_929_774_080
+    scoring.check_fits(model, 131072, 1, 80 * GIB, "cuda")
+    cuda_with(2 * GIB)
+    with pytest.raises(UsageError, match=r"^scoring 1 x 131072 tokens needs ~\d+\.\d GiB, cuda has 2\.0 GiB free: "
+                                         r"score shorter documents"):
+        scoring.check_fits(model, 131072, 1, 2 * GIB, "cuda")
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
+    from harness.core.errors import UsageError
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(scoring, "hidden_states", out_of_memory)
+    model = tiny_causal_lm("llama")
+    ids = torch.randint(0, 97, (1, 50))
+    with pytest.raises(UsageError, match=r"^scoring 50 tokens ran out of memory on cpu \(less than it needed\): "):
+        scoring.score_tokens(model, ids, torch.ones_like(ids))
