@@ -20,7 +20,8 @@ from harness.longppl.formulas import (
     summarize,
 )
 from harness.models.scoring import (MEASURE, check_fits, device_free_bytes, fused_attention, hidden_states,
-                                     model_dtype, out_of_memory_said, score_tokens, target_logprobs, text_config)
+                                     model_dtype, out_of_memory_said, score_bytes, score_tokens, target_logprobs,
+                                     text_config)
 
 
 @torch.no_grad()
@@ -99,7 +100,7 @@ def window_batch(model: Any, device: torch.device | str, width: int, free: Any =
     heads = int(getattr(config, "num_attention_heads", 8) or 8)
     hidden = int(getattr(config, "hidden_size", 4096) or 4096)
     dtype = model_dtype(model)
-    scores = 0 if fused_attention(model, device, dtype) else heads * width * (torch.empty(0, dtype=dtype).element_size() + 4)
+    scores = 0 if fused_attention(model, device, dtype) else heads * width * score_bytes(dtype)
     per_window = width * (scores + 4 * 16 * hidden)
     return max(1, min(MAX_WINDOW_BATCH, int(free * WINDOW_SHARE) // per_window))
 

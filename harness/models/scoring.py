@@ -91,6 +91,12 @@ def model_dtype(model: nn.Module) -> torch.dtype:
     return next((p.dtype for p in unwrap_model(model).parameters() if p.is_floating_point()), torch.float32)
 
 
+def score_bytes(dtype: torch.dtype) -> int:
+    """Bytes one attention score costs where a kernel materialises them: the score in the model's dtype and its fp32
+    softmax."""
+    return torch.empty(0, dtype=dtype).element_size() + 4
+
+
 def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
     """Whether the model's attention on ``device`` runs a kernel that materialises no ``queries x keys`` scores:
     FlashAttention 2 as the model's implementation, or PyTorch's SDPA picking its flash or memory-efficient kernel
@@ -134,7 +140,7 @@ def query_block(model: nn.Module, device: torch.device | str, width: int, batch:
     if fused_attention(model, device, dtype):
         return None
     heads = int(getattr(text_config(model), "num_attention_heads", 1) or 1)
-    per_query = max(1, batch) * heads * max(1, width) * (torch.empty(0, dtype=dtype).element_size() + 4)
+    per_query = max(1, batch) * heads * max(1, width) * score_bytes(dtype)
     block = int(free * ATTENTION_SHARE) // per_query
     block = max(MIN_QUERY_BLOCK, block // MIN_QUERY_BLOCK * MIN_QUERY_BLOCK)
     return None if block >= width else block
@@ -166,9 +172,9 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
     block = query_block(model, device, width, batch=batch, free=free) if free is not None else None
     if block is not None:
         peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
-        peak += batch * heads * block * width * (size + 4)  # one block's scores and their fp32 softmax
+        peak += batch * heads * block * width * score_bytes(dtype)  # one block's scores
     elif not fused_attention(model, device, dtype):
-        peak += batch * heads * width * width * (size + 4)
+        peak += batch * heads * width * width * score_bytes(dtype)
     budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
     return int(peak + budget * logit_bytes(dtype))
 
