@@ -2,7 +2,9 @@
 
 Tiny random-init Llamas (vocab 32000, hidden 256, 2 layers; evaluator and evaluated differ by seed),
 synthetic reports of 8k and 16k evaluator tokens, K = 4096, d = 1024. Each (implementation, length)
-runs in its own process (``--repeats`` times, the fastest kept); peak memory = the growth of the process's peak RSS during the computation
+runs in its own fresh process, ``--repeats`` times alternating with the other implementation (reference, ours,
+reference, ours, ...: a load that comes and goes hits both alike), the median kept and every run recorded with the
+load average before it; peak memory = the growth of the process's peak RSS during the computation
 (CPU) or ``torch.cuda.max_memory_allocated`` (GPU). Thresholds alpha = 0.001, beta = -100 make many
 tokens key tokens on random-init models, which exercises the numerics of every part.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -53,6 +56,28 @@ def text_of(tokenizer, n_tokens: int) -> str:
     return text[: enc["offset_mapping"][n_tokens - 1][1]]
 
 
+def time_decoders(*models) -> list[float]:
+    """Wrap each model's decoder (the transformer body, without the LM head) so that the seconds its forwards take
+    add up in the returned one-element list: the rest of a run is the head, the log-softmax and the bookkeeping."""
+    import torch
+
+    spent = [0.0]
+    for model in models:
+        decoder = model.get_decoder()
+        forward = decoder.forward
+
+        def timed(*args, _forward=forward, **kwargs):
+            start = time.perf_counter()
+            out = _forward(*args, **kwargs)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            spent[0] += time.perf_counter() - start
+            return out
+
+        decoder.forward = timed
+    return spent
+
+
 def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -69,6 +94,7 @@ def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
         base = torch.cuda.memory_allocated()
     else:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    body = time_decoders(ev, model)
     start = time.perf_counter()
     if impl == "ours":
         from harness.longppl.estimator import compute_longppl
@@ -85,14 +111,20 @@ def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     seconds = time.perf_counter() - start
     result = {k: (float(v) if v is not None else None) for k, v in out.items()}
-    print(json.dumps({"impl": impl, "tokens": n_tokens, "seconds": seconds, "peak_bytes": peak, "result": result}))
+    print(json.dumps({"impl": impl, "tokens": n_tokens, "seconds": seconds, "body_seconds": body[0], "peak_bytes": peak,
+                      "result": result}))
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run of median wall time (the upper median of an even count)."""
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[8192, 16384])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per cell; the fastest is kept")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per cell, alternating; the median is kept")
     parser.add_argument("--models", default=str(Path.home() / ".cache" / "lch" / "bench-longppl"))
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "longppl_vs_reference.json"))
     parser.add_argument("--worker", nargs=2, metavar=("IMPL", "TOKENS"), help=argparse.SUPPRESS)
@@ -103,17 +135,17 @@ def main() -> None:
     build_models(Path(args.models))
     rows = []
     for n_tokens in args.lengths:
-        runs = {}
-        for impl in ("reference", "ours"):
-            tries = []
-            for _ in range(args.repeats):
+        tries: dict[str, list[dict]] = {"reference": [], "ours": []}
+        for _ in range(args.repeats):
+            for impl in ("reference", "ours"):
+                load = os.getloadavg()[0]
                 proc = subprocess.run(
                     [sys.executable, __file__, "--worker", impl, str(n_tokens), "--models", args.models,
                      "--device", args.device],
                     capture_output=True, text=True, check=True,
                 )
-                tries.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            runs[impl] = min(tries, key=lambda r: r["seconds"])
+                tries[impl].append({**json.loads(proc.stdout.strip().splitlines()[-1]), "load_before": load})
+        runs = {impl: median_run(t) for impl, t in tries.items()}
         ours, ref = runs["ours"], runs["reference"]
         rel = {k: abs(ours["result"][k] - ref["result"][k]) / abs(ref["result"][k])
                for k in ("longppl", "ppl") if ref["result"][k]}
@@ -125,10 +157,21 @@ def main() -> None:
             "memory_ratio": ours["peak_bytes"] / ref["peak_bytes"],
             "results": {"ours": ours["result"], "reference": ref["result"]},
             "relative_difference": rel,
+            "body_seconds": {"ours": ours["body_seconds"], "reference": ref["body_seconds"]},
+            "runs": {impl: [{"seconds": t["seconds"], "body_seconds": t["body_seconds"], "peak_mib": t["peak_bytes"] / 2**20, "load_before": t["load_before"]}
+                            for t in t_list] for impl, t_list in tries.items()},
         })
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"device": args.device, "settings": SETTINGS, "rows": rows}, indent=2))
+    import platform
+    import time as clock
+
+    import torch
+
+    out.write_text(json.dumps({"date": clock.strftime("%Y-%m-%d"), "device": args.device, "machine": platform.processor()
+                               or platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                               "threads": 2, "repeats": args.repeats, "statistic": "median of alternating runs",
+                               "settings": SETTINGS, "rows": rows}, indent=2))
     print(f"LongPPL, ours vs longppl 0.3.0 (K=4096, d=1024) on {args.device}")
     print(f"{'tokens':>7} {'time ours/ref (s)':>20} {'ratio':>6} {'peak MiB ours/ref':>20} {'ratio':>6} {'n_key':>6} {'max rel diff':>12}")
     for r in rows:

@@ -51,7 +51,8 @@ def text_config(model: nn.Module) -> object:
 
 def logit_bytes(dtype: torch.dtype = torch.float32) -> int:
     """Bytes one logit costs while its chunk is alive (:func:`target_logprobs`): the head's output in the model's
-    dtype, its fp32 copy when that dtype is narrower, and the fp32 ``exp`` that ``logsumexp`` makes of it."""
+    dtype, its fp32 copy when that dtype is narrower, and the fp32 ``exp`` that ``logsumexp`` makes of it under
+    autograd (in place otherwise, :func:`picked_logprobs`; counted anyway: one bound for both)."""
     size = torch.empty(0, dtype=dtype).element_size()
     return size + (4 if size < 4 else 0) + 4
 
@@ -247,6 +248,24 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     return torch.cat(parts, dim=1)
 
 
+def picked_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits)`` at ``targets``: ``logits[..., t] - logsumexp(logits)`` over the last dimension, in the
+    logits' dtype (fp32 from every caller), without a second ``[rows x vocab]`` tensor.
+
+    Where no gradient is wanted the logits are *consumed*: the max is subtracted and the exponential taken in place.
+    ``torch.logsumexp`` allocates a temporary of the logits' size for its exponential, which on the CPU costs fresh
+    pages on every chunk (a 32 MiB chunk sits at glibc's mmap threshold): measured, the head of an 8k-token LongPPL
+    took 40% longer that way (benchmarks/longppl_vs_reference.py). Under autograd (training's losses) it is
+    ``torch.logsumexp``, whose backward needs the logits kept.
+    """
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return picked - torch.logsumexp(logits, dim=-1)
+    top = logits.amax(dim=-1, keepdim=True)
+    total = logits.sub_(top).exp_().sum(dim=-1)
+    return picked - top.squeeze(-1) - total.log()
+
+
 def target_logprobs(
     model: nn.Module,
     hidden: torch.Tensor,
@@ -266,15 +285,22 @@ def target_logprobs(
     vocab = head.shape[0]
     budget = logit_budget(hidden.device, head.dtype, free) if budget is None else budget
     chunk = max(1, budget // max(1, batch * vocab))
-    parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
-    for start in range(first_target, width, chunk):
+    starts = range(first_target, width, chunk)
+    if torch.is_grad_enabled():  # training's losses: the graph keeps every chunk's part
+        parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
+        for start in starts:
+            stop = min(width, start + chunk)
+            parts.append(picked_logprobs(output_logits(model, hidden[:, start - 1 : stop - 1]), input_ids[:, start:stop]))
+        return torch.cat(parts, dim=1)
+    # Scoring: the result is allocated once, before the first chunk. Small results kept chunk after chunk would sit
+    # in the heap between one chunk's freed logits and the next one's, so that on the CPU no freed chunk fits the next
+    # (glibc's heap): measured, PPL of a 32k-token document grew the process by 4 GB, one chunk's worth per chunk.
+    out = torch.empty(batch, max(0, width - first_target), dtype=torch.float32, device=hidden.device)
+    for start in starts:
         stop = min(width, start + chunk)
-        logits = output_logits(model, hidden[:, start - 1 : stop - 1])
-        # log_softmax gathered at the targets, without a second [chunk x vocab] tensor
-        picked = logits.gather(-1, input_ids[:, start:stop].unsqueeze(-1)).squeeze(-1)
-        parts.append(picked - torch.logsumexp(logits, dim=-1))
-        del logits
-    return torch.cat(parts, dim=1)
+        out[:, start - first_target : stop - first_target] = picked_logprobs(
+            output_logits(model, hidden[:, start - 1 : stop - 1]), input_ids[:, start:stop])
+    return out
 
 
 def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
@@ -285,18 +311,20 @@ def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: t
     are on), on that device, so memory stays ``O(chunk x vocab)`` whatever ``T`` is and only the picked
     log-probabilities leave it. Returns float32 [T - 1] on the CPU."""
     targets = token_ids.reshape(-1)
-    parts: list[torch.Tensor] = []
+    out: torch.Tensor | None = None  # allocated once, as target_logprobs's (why there)
     start, chunk = 1, 1  # one row first: the head's vocabulary size and device are known after it
     while start < len(targets):
         stop = min(len(targets), start + chunk)
         logits = head(hidden[start - 1 : stop - 1]).float()
-        picked = logits.gather(-1, targets[start:stop, None].to(logits.device)).squeeze(-1)
-        parts.append(picked - torch.logsumexp(logits, dim=-1))
-        limit = logit_budget(logits.device) if budget is None else budget
-        chunk = max(1, limit // logits.shape[-1])
+        vocab, device = logits.shape[-1], logits.device
+        if out is None:
+            out = torch.empty(len(targets) - 1, dtype=torch.float32, device=device)
+        out[start - 1 : stop - 1] = picked_logprobs(logits, targets[start:stop].to(device))
+        limit = logit_budget(device) if budget is None else budget
+        chunk = max(1, limit // vocab)
         del logits
         start = stop
-    return torch.cat(parts).cpu() if parts else torch.empty(0, dtype=torch.float32)
+    return out.cpu() if out is not None else torch.empty(0, dtype=torch.float32)
 
 
 @torch.inference_mode()
