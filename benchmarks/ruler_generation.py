@@ -82,6 +82,8 @@ def run_lm_eval(files: dict, length: int) -> dict:
 
 def run_ours(files: dict, length: int) -> dict:
     t0 = time.perf_counter()
+    from dataclasses import asdict
+
     from harness.tasks.lch_ruler import dataset as ruler
     from harness.data.prompts import PromptCounter, load_tokenizer
 
@@ -91,7 +93,8 @@ def run_ours(files: dict, length: int) -> dict:
     per_task, rows = {}, {}
     for name in TASKS:
         t = time.perf_counter()
-        out = ruler.generate(name, length, SAMPLES, counter, sources=sources)
+        out = ruler.generate(ruler.RulerOptions(ruler_task=name, num_samples=SAMPLES, **asdict(sources)),
+                             length, counter)
         per_task[name] = time.perf_counter() - t
         totals = [r["prompt_tokens"] + r["max_gen_toks"] for r in out]
         rows[name] = {"n": len(out), "max_tokens": max(totals), "mean_tokens": sum(totals) / len(totals)}

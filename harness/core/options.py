@@ -42,13 +42,26 @@ _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 
 
+# How a field enters the key of the data a task generates from its options and caches (``option(..., shapes=...)``,
+# read by :func:`data_key`): declared with the field, so that a field cannot be forgotten in the key.
+SHAPES = {
+    "value": "its value",
+    "source": "the content of the file or folder it names, when the task reads it (the task's fingerprint of it)",
+    "tokenizer": "the tokenizer the prompts are counted in, chat template included (the counter's fingerprint)",
+    "entry": "one cached entry per value (a length): the entry's own value is in the entry's key",
+    "no": "nothing: it changes how the data is cut, scored or read, not the data",
+}
+
+
 def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
            low: float | None = None, high: float | None = None, nonempty: bool = False, **metadata: Any) -> Any:
     """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
     ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``nonempty``: a list or string
     with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
-    harness/train/config.py). Task options, training configs and their generated command lines all declare
-    fields with it."""
+    harness/train/config.py; ``shapes``: how the field enters a cached dataset's key, one of :data:`SHAPES`).
+    Task options, training configs and their generated command lines all declare fields with it."""
+    if "shapes" in metadata and metadata["shapes"] not in SHAPES:
+        raise TypeError(f"shapes={metadata['shapes']!r} is not one of {', '.join(SHAPES)}")
     meta: dict[str, Any] = {"help": help, **metadata}
     if choices is not None:
         meta["choices"] = tuple(choices)
@@ -58,6 +71,34 @@ def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable
     if nonempty:
         meta["nonempty"] = True
     return dataclasses.field(default=default, metadata=meta)
+
+
+def undeclared_shapes(cls: type) -> list[str]:
+    """The fields of the options dataclass ``cls`` that do not declare how they shape its data (``shapes``)."""
+    return [f.name for f in dataclasses.fields(cls) if "shapes" not in f.metadata]
+
+
+OMIT = object()  # a resolver's answer for a field that does not enter this key (a source the task does not read)
+
+
+def data_key(options: Any, resolve: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
+    """The part of a cached dataset's key that its options give: ``{field: keyed value}`` for every field whose
+    declared ``shapes`` is not ``no``: the value itself for ``value``, else ``resolve[shapes](field name)`` (a
+    fingerprint, the entry's length; :data:`OMIT` leaves the field out). A field that declares nothing is a
+    ``TypeError``: every field of a cached task's options says whether it changes the data."""
+    missing = undeclared_shapes(type(options))
+    if missing:
+        raise TypeError(f"{type(options).__name__}: {', '.join(missing)} declare no shapes= (how each changes the "
+                        "cached data; one of " + ", ".join(SHAPES) + ")")
+    key: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        how = f.metadata["shapes"]
+        if how == "no":
+            continue
+        value = getattr(options, f.name) if how == "value" else resolve[how](f.name)
+        if value is not OMIT:
+            key[f.name] = value
+    return key
 
 
 def closest(word: Any, known: Iterable[str]) -> str:

@@ -85,11 +85,11 @@ class ModelKeys:
     """The model args lm-eval merges into every task's metadata that our tasks read (the evaluated
     model's tokenizer and length)."""
 
-    pretrained: str | None = option(None, "model (model args are merged into the metadata)")
-    tokenizer: str | None = option(None, "tokenizer (model arg)")
-    model: str | None = option(None, "model name")
-    max_length: int | None = option(None, "model max length (model arg)", low=1, high=MAX_TOKENS)
-    max_model_len: int | None = option(None, "vLLM engine length (model arg)", low=1, high=MAX_TOKENS)
+    pretrained: str | None = option(None, "model (model args are merged into the metadata)", shapes="tokenizer")
+    tokenizer: str | None = option(None, "tokenizer (model arg)", shapes="tokenizer")
+    model: str | None = option(None, "model name", shapes="tokenizer")
+    max_length: int | None = option(None, "model max length (model arg)", low=1, high=MAX_TOKENS, shapes="no")
+    max_model_len: int | None = option(None, "vLLM engine length (model arg)", low=1, high=MAX_TOKENS, shapes="no")
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
 
     chat_template: bool | None = option(None, "fit samples with the chat template counted (default: as the run applies "
                                               "one, --apply_chat_template); true in a run without the template fits the "
-                                              "very samples of a run with it")
+                                              "very samples of a run with it", shapes="tokenizer")
 
 
 def tokenizer_name(model: ModelKeys) -> str | None:

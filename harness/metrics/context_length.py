@@ -34,7 +34,7 @@ class CurveOptions:
 
     effective_threshold: float = option(RULER_THRESHOLD, "score (0-100) a length and every shorter one must reach to "
                                         "count in the effective length (default RULER's bar, Llama-2-7B at 4k)",
-                                        low=0.0, high=100.0, measures=False)  # how scores are read, not made
+                                        low=0.0, high=100.0, measures=False, shapes="no")  # how scores are read, not made
 
 
 @dataclass(frozen=True, order=True)

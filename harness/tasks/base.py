@@ -52,7 +52,7 @@ from harness.engines.requests import REQUESTS, RequestOptions, RequestType
 from harness.metrics.catalogue import metric_info, metric_role
 from harness.metrics.pooling import mean, total
 from harness.metrics.support import Support, documents_support, samples_support
-from harness.core.options import parse_options
+from harness.core.options import parse_options, undeclared_shapes
 from harness.core import results as keys
 
 log = logging.getLogger(__name__)
@@ -120,9 +120,15 @@ class LchTask(ConfigurableTask):
     PARTIAL = False  # some documents lack some declared metric: each reports them all, None where not its own
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
+    # the task caches data generated from its options, keyed by them (harness.core.options.data_key): every field of
+    # OPTIONS declares how it shapes that data, checked when the class is built
+    KEYED_OPTIONS = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.KEYED_OPTIONS and cls.OPTIONS is not None and undeclared_shapes(cls.OPTIONS):
+            raise TypeError(f"{cls.__name__} caches data keyed by its options, but {cls.OPTIONS.__name__}'s "
+                            f"{', '.join(undeclared_shapes(cls.OPTIONS))} declare no shapes= (how each changes the data)")
         if cls.REQUEST_TYPE is not None and cls.REQUEST_TYPE not in REQUESTS:
             raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
                             f"({', '.join(REQUESTS)})")

@@ -39,13 +39,16 @@ def keytokens(args: dict) -> dict:
 
 def ruler(args: dict) -> dict:
     """RULER rows of ``tasks`` at ``length`` through the cache of ``$LCH_CACHE`` (set by the test)."""
+    from dataclasses import asdict
+
     from harness.tasks.lch_ruler import dataset as ruler_data
     from harness.data.prompts import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(args["tokenizer"]))
     sources = ruler_data.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
     _start(args)
-    return {task: ruler_data.generate(task, args["length"], args["n"], counter, seed=5, sources=sources)
+    return {task: ruler_data.generate(ruler_data.RulerOptions(ruler_task=task, num_samples=args["n"], seed=5,
+                                                              **asdict(sources)), args["length"], counter)
             for task in args["tasks"]}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import asdict
 
 import pytest
 
@@ -130,12 +131,14 @@ def test_generated_niah_rows_carry_their_depth_and_other_tasks_none(tiny_model_d
     from harness.data.prompts import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(str(tiny_model_dir)))
-    for row in ruler.generate("niah_single_1", 1024, 3, counter, seed=11, sources=SYNTHETIC, use_cache=False):
+    for row in ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=11, **asdict(SYNTHETIC)),
+                              1024, counter, use_cache=False):
         items, needles = _needle_lines(row["input"])
         assert len(needles) == 1 and row["needle_depths"] == [row["depth"]]
         assert needles[0] == int(row["depth"] / 100 * row["n_units"])
         assert row["depth_bucket"] == depth_bucket(row["depth"])
-    row = ruler.generate("vt", 1024, 1, counter, seed=11, sources=SYNTHETIC, use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="vt", num_samples=1, seed=11, **asdict(SYNTHETIC)),
+                         1024, counter, use_cache=False)[0]
     assert "depth" not in row and "depth_bucket" not in row
 
 
@@ -145,7 +148,8 @@ def test_rows_cached_without_depths_or_with_other_buckets_are_not_read_back(monk
     counter = type("Counter", (), {"fingerprint": lambda self: "tok"})()
 
     def path():
-        return cache.cache_path("niah_single_1", ruler.TASKS["niah_single_1"], 1024, 3, 42, True, counter, SYNTHETIC)
+        return cache.cache_path(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, **asdict(SYNTHETIC)), 1024,
+                                counter)
 
     now = path()
     monkeypatch.setattr(cache, "GENERATOR_VERSION", "2")  # the version whose rows had no depth

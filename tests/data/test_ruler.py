@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import asdict
 
 import pytest
 
 from harness.tasks.lch_ruler import dataset as ruler
 from harness.data.prompts import PromptCounter, load_tokenizer
+from harness.tasks.lch_ruler.builders import niah_builder
+from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 from harness.tasks.lch_ruler.task import RulerTask
 
 SYNTHETIC = ruler.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
@@ -48,7 +51,8 @@ def check_context_span(row: dict, kind: str) -> None:
 def test_every_task_fits_its_length_exactly(task, counter):
     length = 2048
     spec = ruler.TASKS[task]
-    rows = ruler.generate(task, length, 3, counter, seed=7, sources=SYNTHETIC, use_cache=False)
+    rows = ruler.generate(ruler.RulerOptions(ruler_task=task, num_samples=3, seed=7, **asdict(SYNTHETIC)),
+                          length, counter, use_cache=False)
     assert len(rows) == 3
     for i, row in enumerate(rows):
         # counted independently: the prompt exactly as lm-eval joins text and answer prefix
@@ -73,33 +77,39 @@ def test_every_task_fits_its_length_exactly(task, counter):
 
 
 def test_needles_answers_and_kinds(counter):
-    rows = ruler.generate("niah_multivalue", 2048, 2, counter, sources=SYNTHETIC, use_cache=False)
+    rows = ruler.generate(ruler.RulerOptions(ruler_task="niah_multivalue", num_samples=2, **asdict(SYNTHETIC)),
+                          2048, counter, use_cache=False)
     for row in rows:
         assert len(row["outputs"]) == 4 and all(v.isdigit() and len(v) == 7 for v in row["outputs"])
         for value in row["outputs"]:
             assert f"is: {value}." in row["input"]
         assert row["gen_prefix"].endswith("are")
-    row = ruler.generate("niah_single_3", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_3", num_samples=1, **asdict(SYNTHETIC)),
+                         2048, counter, use_cache=False)[0]
     assert len(row["outputs"]) == 1 and row["outputs"][0].count("-") == 4  # a UUID
     assert row["gen_prefix"].endswith(" is")
-    row = ruler.generate("niah_multiquery", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="niah_multiquery", num_samples=1, **asdict(SYNTHETIC)),
+                         2048, counter, use_cache=False)[0]
     assert len(row["outputs"]) == 4 and ", and " in row["gen_prefix"]
 
 
 def test_vt_cwe_fwe_answers_are_right(counter):
-    vt = ruler.generate("vt", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    vt = ruler.generate(ruler.RulerOptions(ruler_task="vt", num_samples=1, **asdict(SYNTHETIC)),
+                        2048, counter, use_cache=False)[0]
     text = vt["input"].split("\n\n")[-1]  # after the worked example
     value = vt["gen_prefix"].split("value ")[1].split(" ")[0]
     assert f"VAR {vt['outputs'][0]} = {value}" in text
     for a, b in zip(vt["outputs"], vt["outputs"][1:]):
         assert f"VAR {b} = VAR {a}" in text
-    cwe = ruler.generate("cwe", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    cwe = ruler.generate(ruler.RulerOptions(ruler_task="cwe", num_samples=1, **asdict(SYNTHETIC)),
+                         2048, counter, use_cache=False)[0]
     listing = [line.split(". ", 1)[1] for line in cwe["input"].split("Question:")[-2].split("\n") if ". " in line]
     counts = {w: listing.count(w) for w in set(listing)}
     top = sorted(counts, key=lambda w: -counts[w])[:10]
     assert set(top) == set(cwe["outputs"]) and min(counts[w] for w in top) > max(
         c for w, c in counts.items() if w not in top)
-    fwe = ruler.generate("fwe", 2048, 1, counter, sources=SYNTHETIC, use_cache=False)[0]
+    fwe = ruler.generate(ruler.RulerOptions(ruler_task="fwe", num_samples=1, **asdict(SYNTHETIC)),
+                         2048, counter, use_cache=False)[0]
     words = fwe["input"].split("\n")[-2].split()
     counts = {w: words.count(w) for w in set(words)}
     ranked = sorted(counts.values(), reverse=True)
@@ -107,20 +117,27 @@ def test_vt_cwe_fwe_answers_are_right(counter):
 
 
 def test_generation_is_seeded_and_cached(counter, monkeypatch):
-    first = ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC)
-    again = ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC, use_cache=False)
+    first = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=3, **asdict(SYNTHETIC)),
+                           1024, counter)
+    again = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=3, **asdict(SYNTHETIC)),
+                           1024, counter, use_cache=False)
     assert first == again
-    other = ruler.generate("niah_single_1", 1024, 3, counter, seed=4, sources=SYNTHETIC, use_cache=False)
+    other = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=4, **asdict(SYNTHETIC)),
+                           1024, counter, use_cache=False)
     assert [r["outputs"] for r in other] != [r["outputs"] for r in first]
 
     def no_generation(*args, **kwargs):
         raise AssertionError("a cached dataset was generated again")
 
-    monkeypatch.setattr(ruler, "_fit", no_generation)
-    monkeypatch.setattr(ruler, "_fit_additive", no_generation)
-    assert ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC) == first
+    from harness.tasks.lch_ruler import fitting
+
+    monkeypatch.setattr(fitting, "fit_full", no_generation)
+    monkeypatch.setattr(fitting, "fit_additive", no_generation)
+    assert ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=3, **asdict(SYNTHETIC)),
+                          1024, counter) == first
     with pytest.raises(AssertionError, match="generated again"):  # anything the data depends on is in the key
-        ruler.generate("niah_single_1", 1024, 3, counter, seed=3, sources=SYNTHETIC, icl=False)
+        ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=3, icl_example=False, **asdict(SYNTHETIC)),
+                       1024, counter)
 
 
 def test_chat_template_is_counted(counter):
@@ -128,7 +145,8 @@ def test_chat_template_is_counted(counter):
     tok.chat_template = "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
     try:
         chat = PromptCounter(tok, chat_template=True)
-        rows = ruler.generate("niah_single_1", 1024, 2, chat, sources=SYNTHETIC, use_cache=False)
+        rows = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=2, **asdict(SYNTHETIC)),
+                              1024, chat, use_cache=False)
         for row in rows:
             rendered = tok.apply_chat_template(
                 [{"role": "user", "content": row["input"]}, {"role": "assistant", "content": row["gen_prefix"]}],
@@ -150,7 +168,8 @@ def test_qa_from_official_files(tmp_path, counter):
     (tmp_path / "squad.json").write_text(json.dumps(squad))
     (tmp_path / "hotpot.json").write_text(json.dumps(hotpot))
     sources = ruler.Sources(essays="synthetic", squad=str(tmp_path / "squad.json"), hotpotqa=str(tmp_path / "hotpot.json"))
-    row = ruler.generate("qa_squad", 1024, 1, counter, sources=sources, use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="qa_squad", num_samples=1, **asdict(sources)),
+                         1024, counter, use_cache=False)[0]
     assert len(row["outputs"]) == 2 and row["outputs"][0].upper() == row["outputs"][1]
     # as many documents as fit: the largest n whose prompt (as lm-eval joins it) fits, found by trying every n
     builder = ruler.BUILDERS["qa"](ruler.TASKS["qa_squad"].params, random.Random("qa_squad-1024-0-42"), 1024, sources, True)
@@ -160,7 +179,8 @@ def test_qa_from_official_files(tmp_path, counter):
     assert row["input"].count("Document ") == len(shown) == most
     gold = int(row["input"].rsplit("colour number ", 1)[1].rstrip("?"))  # the question's paragraph
     assert f"Paragraph {gold} says" in row["input"] and "Unanswerable" not in row["input"]
-    row = ruler.generate("qa_hotpot", 1024, 1, counter, sources=sources, use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="qa_hotpot", num_samples=1, **asdict(sources)),
+                         1024, counter, use_cache=False)[0]
     q = row["input"].rsplit("Question: ", 1)[1]
     i = q[1:-1]
     assert row["outputs"] == [f"A{i}"] and f"T{i}\nS{i} one. A{i} two." in row["input"] and f"U{i}\nx." in row["input"]
@@ -170,8 +190,8 @@ def test_missing_essays_say_what_to_fetch(counter, monkeypatch):
     from harness.data.documents import MissingDataError
 
     with pytest.raises(MissingDataError, match="essays"):
-        ruler.generate("niah_single_2", 1024, 1, counter, sources=ruler.Sources(essays="/nonexistent/essays"),
-                       use_cache=False)
+        ruler.generate(ruler.RulerOptions(ruler_task="niah_single_2", num_samples=1, essays="/nonexistent/essays"),
+                       1024, counter, use_cache=False)
 
 
 def test_ruler_scores_follow_the_official_definitions():
@@ -243,7 +263,7 @@ def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
 def test_additive_counts_equal_full_tokenization(counter):
     """The segment-sum path agrees with whole-prompt tokenization, and a dirty junction is refused."""
     seg = ruler.SegmentCounter(counter)
-    b = ruler._niah_builder(ruler.TASKS["niah_multivalue"].params, random.Random(1), 2048, SYNTHETIC, True)
+    b = niah_builder(ruler.TASKS["niah_multivalue"].params, random.Random(1), 2048, SYNTHETIC, True)
     for n in (0, 5, 40):
         text, _, prefix = b.build(n)
         assert seg.count(b.parts(n), prefix) == counter(text, prefix)
@@ -264,10 +284,10 @@ def test_additive_counts_equal_full_tokenization(counter):
     cuts = {i for a, b in one_token for i in range(a + 1, b)}
     assert cuts == {1, 2} and cuts <= dirty  # "The" is one token here
     # and the additive fit lands where the full-tokenization search does, or one unit apart at most
-    builders = [ruler._niah_builder(ruler.TASKS["niah_single_2"].params, random.Random(f"x{i}"), 2048, SYNTHETIC, True)
+    builders = [niah_builder(ruler.TASKS["niah_single_2"].params, random.Random(f"x{i}"), 2048, SYNTHETIC, True)
                 for i in range(4)]
-    additive = ruler._fit_additive(builders, ruler.SegmentCounter(counter), 1900)
-    full = ruler._fit(builders, counter, 1900)
+    additive = fit_additive(builders, ruler.SegmentCounter(counter), 1900)
+    full = fit_full(builders, counter, 1900)
     for (n_a, c_a), (n_f, c_f), b in zip(additive, full, builders):
         assert c_a == counter(b.build(n_a)[0], b.build(n_a)[2]) <= 1900
         assert counter(b.build(n_a + 1)[0], b.build(n_a + 1)[2]) > 1900  # the largest n that fits
@@ -277,8 +297,8 @@ def test_additive_counts_equal_full_tokenization(counter):
 def test_essays_from_a_local_folder_and_qa_from_hf_rows(tmp_path, counter, monkeypatch):
     (tmp_path / "essays").mkdir()
     (tmp_path / "essays" / "a.txt").write_text("Zebras graze on the open plain. " * 30 + "Owls hunt at night. " * 30)
-    row = ruler.generate("niah_single_2", 1024, 1, counter, sources=ruler.Sources(essays=str(tmp_path / "essays")),
-                         use_cache=False)[0]
+    row = ruler.generate(ruler.RulerOptions(ruler_task="niah_single_2", num_samples=1, essays=str(tmp_path / "essays")),
+                         1024, counter, use_cache=False)[0]
     assert "Zebras graze on the open plain." in row["input"] and row["outputs"][0] in row["input"]
 
     import datasets

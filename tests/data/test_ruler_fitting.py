@@ -5,11 +5,12 @@ average unit short at most), and a prompt that cannot fit even at ``n_min`` rais
 from __future__ import annotations
 
 import random
+from dataclasses import asdict
 
 import pytest
 
 from harness.data.prompts import PromptCounter, load_tokenizer
-from harness.tasks.lch_ruler.dataset import BUILDERS, TASKS, SegmentCounter, Sources, TooShortError, generate
+from harness.tasks.lch_ruler.dataset import BUILDERS, TASKS, RulerOptions, SegmentCounter, Sources, TooShortError, generate
 from harness.tasks.lch_ruler.builders import Builder
 from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 
@@ -113,11 +114,13 @@ def test_generate_names_the_task_and_length_when_too_short(counter):
     b = BUILDERS["niah"](TASKS["niah_single_2"].params, random.Random("niah_single_2-150-0-42"), 150, SYNTHETIC, True)
     alone = prompt_tokens(counter, b, 0)
     with pytest.raises(TooShortError) as err:
-        generate("niah_single_2", 150, 1, counter, sources=SYNTHETIC, use_cache=False)
+        generate(RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)),
+                 150, counter, use_cache=False)
     assert str(err.value) == (f"RULER niah_single_2 at length 150: the prompt alone needs {alone} tokens, "
                               f"more than the {150 - 128} available (the answer budget takes 128); use a longer length")
     with pytest.raises(TooShortError) as err:  # a length the answer budget alone fills
-        generate("niah_single_2", 100, 1, counter, sources=SYNTHETIC, use_cache=False)
+        generate(RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)),
+                 100, counter, use_cache=False)
     assert str(err.value) == ("RULER niah_single_2 at length 100: the answer budget alone takes 128 tokens; use "
                               "lengths well above it (e.g. 1k or more)")
 

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from harness.data import haystacks
 from harness.data.depth import depth_fields
-from harness.tasks.lch_ruler.catalogue import DEPTHS, TaskSpec
+from harness.tasks.lch_ruler.catalogue import DEPTHS
 
 
 @dataclass
@@ -33,22 +33,17 @@ class Sources:
     squad: str | None = None
     hotpotqa: str | None = None
 
-    def fingerprint(self, spec: TaskSpec) -> str:
-        """What the haystack text of ``spec`` depends on: each source it uses, a local file or folder with
-        its resolved path, names, sizes and modification times (for the cache key)."""
-        used = []
-        if spec.params.get("haystack") == "essay":
-            used.append(("essays", self.essays))
-        if spec.kind == "qa":
-            used.append((spec.params["dataset"], getattr(self, spec.params["dataset"])))
-        parts = []
-        for name, src in used:
-            path = Path(str(src)).expanduser() if src else None
-            if path is not None and path.exists():
-                files = sorted(path.rglob("*")) if path.is_dir() else [path]
-                src = f"{path.resolve()}:" + ",".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file())
-            parts.append(f"{name}={src}")
-        return ";".join(parts)
+
+def source_fingerprint(src: str | None) -> str | None:
+    """What the haystack text read from ``src`` depends on (for the cache key): a local file or folder by its resolved
+    path and its files' names, sizes and modification times; anything else (an HF id, ``synthetic``, None) by
+    itself."""
+    path = Path(str(src)).expanduser() if src else None
+    if path is None or not path.exists():
+        return src
+    files = sorted(path.rglob("*")) if path.is_dir() else [path]
+    return f"{path.resolve()}:" + ",".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files
+                                          if f.is_file())
 
 
 @dataclass

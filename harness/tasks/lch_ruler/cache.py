@@ -1,10 +1,13 @@
 """The on-disk cache of generated RULER rows: ``<cache>/ruler/<task>-<length>-<digest>.jsonl``.
 
-The digest hashes everything the rows depend on (task and its parameters, length, sample count, seed, worked
-example, tokenizer and chat-template fingerprint (of the tokenizer as loaded here: its vocabulary, special-token
-handling and template), haystack sources, the word lists, :data:`GENERATOR_VERSION`, the depth buckets the niah rows
-record), so a hit is always the rows a fresh generation would give, in whichever environment it was generated. The
-key's contents and hashing are part of the cache format: changing either orphans every cached file.
+The digest hashes everything the rows depend on: every option that declares it shapes them (:func:`harness.core.
+options.data_key` over :class:`~harness.tasks.lch_ruler.dataset.RulerOptions`: the task, the entry's length, sample
+count, seed, worked example by value; the haystack sources the task reads by their content; the tokenizer and chat
+template by the counter's fingerprint of the tokenizer as loaded here), and what no option holds (the task's builder
+parameters, the word lists, :data:`GENERATOR_VERSION`, the depth buckets the niah rows record). So a hit is always
+the rows a fresh generation would give, in whichever environment it was generated, and an option added to
+``RulerOptions`` enters the key by its declaration. The key's contents and hashing are part of the cache format:
+changing either orphans every cached file.
 """
 
 from __future__ import annotations
@@ -13,25 +16,36 @@ import contextlib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.cache import cache_root
 from harness.core.files import entry_lock, sweep_temporaries, write_text_atomic
+from harness.core.options import OMIT, data_key
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompts import PromptCounter
-from harness.tasks.lch_ruler.builders import Sources
-from harness.tasks.lch_ruler.catalogue import GENERATOR_VERSION, TaskSpec
+from harness.tasks.lch_ruler.builders import source_fingerprint
+from harness.tasks.lch_ruler.catalogue import GENERATOR_VERSION, TASKS
+
+if TYPE_CHECKING:
+    from harness.tasks.lch_ruler.dataset import RulerOptions
 
 
-def cache_path(task: str, spec: TaskSpec, length: int, num_samples: int, seed: int, icl: bool,
-               counter: PromptCounter, sources: Sources) -> Path:
-    """Where the rows of ``generate(task, length, num_samples, counter, seed, sources, icl)`` are cached."""
-    key = {"task": task, "spec": spec.params, "length": length, "n": num_samples, "seed": seed, "icl": icl,
-           "tokenizer": counter.fingerprint(), "sources": sources.fingerprint(spec), "words": word_lists_digest(),
-           "version": GENERATOR_VERSION, "depth_buckets": DEPTH_BUCKETS}
+def cache_key(options: RulerOptions, length: int, counter: PromptCounter) -> dict[str, Any]:
+    """What the rows of ``generate(options, length, counter)`` depend on (module docstring)."""
+    tokenizer = counter.fingerprint()
+    unused = options.unused()
+    resolve = {"entry": lambda name: length, "tokenizer": lambda name: tokenizer,
+               "source": lambda name: OMIT if name in unused else source_fingerprint(getattr(options, name))}
+    return {"options": data_key(options, resolve), "spec": TASKS[str(options.ruler_task)].params,
+            "words": word_lists_digest(), "version": GENERATOR_VERSION, "depth_buckets": DEPTH_BUCKETS}
+
+
+def cache_path(options: RulerOptions, length: int, counter: PromptCounter) -> Path:
+    """Where the rows of ``generate(options, length, counter)`` are cached."""
+    key = cache_key(options, length, counter)
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    return cache_root("ruler", f"{task}-{length}-{digest}.jsonl")
+    return cache_root("ruler", f"{options.ruler_task}-{length}-{digest}.jsonl")
 
 
 def read_rows(path: Path, expected: int | None = None) -> list[dict[str, Any]] | None:

@@ -46,5 +46,3 @@ TASKS: dict[str, TaskSpec] = {
     "qa_squad": TaskSpec("qa", 32, dict(dataset="squad"), "string_match_part"),
     "qa_hotpot": TaskSpec("qa", 32, dict(dataset="hotpotqa"), "string_match_part"),
 }
-# the members of the lch_ruler_niah_m group
-NIAH_M = ("niah_multikey_1", "niah_multikey_2", "niah_multikey_3", "niah_multivalue", "niah_multiquery")

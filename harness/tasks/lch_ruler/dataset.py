@@ -41,14 +41,15 @@ from harness.data import haystacks
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths
 from harness.data.prompts import PromptCounter, PromptOptions
-from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources, niah_builder
+from harness.tasks.lch_ruler import fitting
+from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
 from harness.tasks.lch_ruler.cache import cache_path, read_rows, rows_lock, write_rows
-from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, NIAH_M, TASKS, TaskSpec
-from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError, fit_additive, fit_full
+from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
+from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
-__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
+__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
            "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
 
 
@@ -56,16 +57,18 @@ __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "NIAH_M", "TASKS", "Builde
 class RulerOptions(PromptOptions):
     """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
 
-    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS))
+    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS), shapes="value")
     lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
-                                                         "k-labels; default max_seq_lengths, else 4096)")
-    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1, high=MAX_TOKENS)
-    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES)
-    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED)
-    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True)
-    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True)
-    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True)
-    icl_example: bool = option(True, "RULER worked example in the prompt")
+                                                         "k-labels; default max_seq_lengths, else 4096)", shapes="entry")
+    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1,
+                                                    high=MAX_TOKENS, shapes="entry")
+    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES, shapes="value")
+    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED, shapes="value")
+    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True,
+                         shapes="source")
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True, shapes="source")
+    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True, shapes="source")
+    icl_example: bool = option(True, "RULER worked example in the prompt", shapes="value")
 
     def __post_init__(self) -> None:
         if self.lengths is not None and not self.lengths:
@@ -109,44 +112,40 @@ class RulerOptions(PromptOptions):
                                    "smoke run)"))
         return found
 
-# The single-module names of the fitting searches and the niah builder, kept for tests and callers.
-# generate() calls the searches through these module attributes, so patching them here takes effect.
-_fit_additive = fit_additive
-_fit = fit_full
-_niah_builder = niah_builder
-
 _ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
 
 
-def generate(task: str, length: int, num_samples: int, counter: PromptCounter, seed: int = 42,
-             sources: Sources | None = None, icl: bool = True, use_cache: bool = True) -> list[dict[str, Any]]:
-    """``num_samples`` RULER samples of ``task`` fitted to ``length`` tokens (prompt + generation budget).
+def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cache: bool = True) -> list[dict[str, Any]]:
+    """``options.num_samples`` samples of the RULER task ``options.ruler_task`` fitted to ``length`` tokens (prompt +
+    generation budget), counted by ``counter``; read from the cache (:mod:`.cache`, keyed by the options' declaration)
+    when ``use_cache`` and there.
 
     Rows: ``index, input, outputs, gen_prefix, context_span, length, prompt_tokens, max_gen_toks, task`` (+
     ``n_units``; niah tasks also ``depth``, ``depth_bucket``, ``needle_depths``: where the answer needle was drawn, in
     percent). ``context_span`` is the ``[start, end)`` of the input's characters between its instruction and its
     question: the one part a truncation policy may cut."""
+    task = options.ruler_task
     if task not in TASKS:
         raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
-    spec, sources = TASKS[task], sources or Sources()
     if not use_cache:
-        return _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
-    path = cache_path(task, spec, length, num_samples, seed, icl, counter, sources)
-    cached = read_rows(path, num_samples)
+        return _build_rows(options, length, counter)
+    path = cache_path(options, length, counter)
+    cached = read_rows(path, options.num_samples)
     if cached is not None:
         return cached
     with rows_lock(path):  # concurrent runs: one generates, the others wait and read its rows
-        cached = read_rows(path, num_samples)
+        cached = read_rows(path, options.num_samples)
         if cached is not None:
             return cached
-        rows = _build_rows(task, spec, length, num_samples, counter, seed, sources, icl)
+        rows = _build_rows(options, length, counter)
         write_rows(path, rows)
     return rows
 
 
-def _build_rows(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
-                sources: Sources, icl: bool) -> list[dict[str, Any]]:
-    builders, fitted, icl = _fit_samples(task, spec, length, num_samples, counter, seed, sources, icl)
+def _build_rows(options: RulerOptions, length: int, counter: PromptCounter) -> list[dict[str, Any]]:
+    task = str(options.ruler_task)
+    spec = TASKS[task]
+    builders, fitted, icl = _fit_samples(options, length, counter)
     rows = []
     for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
         text, outputs, prefix = b.build(n)
@@ -161,26 +160,29 @@ def _build_rows(task: str, spec: TaskSpec, length: int, num_samples: int, counte
     return rows
 
 
-def _fit_samples(task: str, spec: TaskSpec, length: int, num_samples: int, counter: PromptCounter, seed: int,
-                 sources: Sources, icl: bool) -> tuple[list[Builder], list[tuple[int, int]], bool]:
+def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
+                 ) -> tuple[list[Builder], list[tuple[int, int]], bool]:
     """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example.
 
     When even the smallest haystack does not fit (short lengths), first fewer repeats of cwe's common words
     (they stay the most common), then no worked example; the rows record both."""
+    task = str(options.ruler_task)
+    spec, sources, icl = TASKS[task], options.sources(), options.icl_example
     target = length - spec.budget
     if target <= 0:
         raise TooShortError(f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
                             f"use lengths well above it (e.g. 1k or more)")
     params = dict(spec.params)
     while True:
-        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{seed}"), length, sources, icl)
-                    for i in range(num_samples)]
+        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{options.seed}"), length, sources,
+                                        icl)
+                    for i in range(options.num_samples)]
         try:
             fitted = None
             if builders[0].parts is not None:
-                fitted = _fit_additive(builders, SegmentCounter(counter), target)
+                fitted = fitting.fit_additive(builders, SegmentCounter(counter), target)
             if fitted is None:
-                fitted = _fit(builders, counter, target)
+                fitted = fitting.fit_full(builders, counter, target)
             return builders, fitted, icl
         except TooShortError as err:
             if spec.kind == "cwe" and params["freq_common"] > params["freq_uncommon"] + 1:
@@ -203,9 +205,7 @@ def dataset(options: RulerOptions) -> dict:
 
     lengths = [length_tokens(x) for x in options.length_list()]
     counter = counter_for(options)
-    rows = [row for length in lengths
-            for row in generate(str(options.ruler_task), length, options.num_samples, counter, seed=options.seed,
-                                sources=options.sources(), icl=options.icl_example)]
+    rows = [row for length in lengths for row in generate(options, length, counter)]
     return {"test": datasets.Dataset.from_list(rows)}
 
 
