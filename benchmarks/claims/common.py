@@ -28,12 +28,12 @@ MODEL = "smollm2-135m"
 WINDOW = 8192  # the model's max_position_embeddings
 CLAIMS = ("ppl_vs_length", "longform", "longppl", "lsm", "longppl_cost", "epl")
 TITLES = {
-    "ppl_vs_length": "PIC keeps PPL finite past the window (paper 000)",
-    "longform": "PIC lengthens long-form answers without more corruption (paper 000)",
-    "longppl": "LongPPL tracks long-context ability, PPL does not (paper 004)",
-    "lsm": "LSM tracks long-context ability (paper 001)",
+    "ppl_vs_length": "PIC keeps PPL finite past the window (the PIC paper)",
+    "longform": "PIC lengthens long-form answers without more corruption (the PIC paper)",
+    "longppl": "LongPPL tracks long-context ability, PPL does not (the LongPPL paper)",
+    "lsm": "LSM tracks long-context ability (the LSM paper)",
     "longppl_cost": "LongPPL for 5 models: cached key tokens vs the longppl package (docs/formulas.md §3)",
-    "epl": "EPL beats DPL on AE reconstruction (paper 003)",
+    "epl": "EPL beats DPL on AE reconstruction (the EPL paper)",
 }
 VARIANTS: dict[str, dict | None] = {
     "vanilla": None,

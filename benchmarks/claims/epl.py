@@ -1,4 +1,4 @@
-"""Claim: EPL beats DPL on AE reconstruction (paper 003)."""
+"""Claim: EPL beats DPL on AE reconstruction (the EPL paper)."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def plot_epl(results, path: Path) -> Path:
     ax.set_yscale("log")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    ax.set_title("ICAE compressor on SmolLM2-135M: DPL vs EPL (paper 003)", fontsize=10)
+    ax.set_title("ICAE compressor on SmolLM2-135M: DPL vs EPL (the EPL paper)", fontsize=10)
     return save_png(fig, path)
 def md_epl(c: dict, s: dict) -> list[str]:
     st = c["settings"]

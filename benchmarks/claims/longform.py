@@ -1,4 +1,4 @@
-"""Claim: PIC lengthens long-form answers without more corruption (paper 000)."""
+"""Claim: PIC lengthens long-form answers without more corruption (the PIC paper)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def plot_longform(out: dict, budget: int, path: Path) -> Path:
     axes[1].set_ylabel("mean generated tokens")
     axes[1].set_title("mean length and corrupted ratio", fontsize=9)
     axes[1].set_ylim(0, max(means + [1]) * 1.3)
-    fig.suptitle("Long-form generation on LongBench-Write prompts (paper 000), greedy", fontsize=10)
+    fig.suptitle("Long-form generation on LongBench-Write prompts (the PIC paper), greedy", fontsize=10)
     return save_png(fig, path)
 def md_longform(c: dict, s: dict) -> list[str]:
     out = [f"Prompts: {len(c['prompts'])} English LongBench-Write prompts with required length > 2000 words "

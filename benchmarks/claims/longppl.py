@@ -1,4 +1,4 @@
-"""Claim: LongPPL tracks long-context ability, PPL does not (paper 004)."""
+"""Claim: LongPPL tracks long-context ability, PPL does not (the LongPPL paper)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def claim_longppl(ctx: Context) -> dict:
         verdict = "reproduced" if ok else "not reproduced at this scale"
     png = plot_scatter(
         [(longppl, "LongPPL (key tokens of the vanilla evaluator)", c_long), (ppl, "PPL", c_ppl)], score, names,
-        "needle retrieval accuracy (%)", "LongPPL / PPL vs long-context score (paper 004)",
+        "needle retrieval accuracy (%)", "LongPPL / PPL vs long-context score (the LongPPL paper)",
         ctx.output / "paper_claims_longppl.png")
     return {
         "verdict": verdict,
@@ -126,7 +126,7 @@ def plot_scatter(series, score, names, y_label, title, path: Path) -> Path:
     return save_png(fig, path)
 def md_longppl(c: dict, s: dict) -> list[str]:
     st = c["settings"]
-    out = [f"LongPPL evaluator: the vanilla model. Paper 004 warns that a model judging itself gives no signal; "
+    out = [f"LongPPL evaluator: the vanilla model. The LongPPL paper warns that a model judging itself gives no signal; "
            "here the evaluated models are PIC variants of the evaluator, so the key tokens are those where the "
            "unmodified model gains more than alpha nats from context beyond K tokens, and LongPPL asks whether a "
            f"variant still predicts them. Text: the first {st['tokens']} essay tokens (inside the evaluator's "

@@ -1,4 +1,4 @@
-"""Claim: LSM tracks long-context ability (paper 001)."""
+"""Claim: LSM tracks long-context ability (the LSM paper)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def claim_lsm(ctx: Context) -> dict:
     else:
         verdict = "reproduced" if c["pearson"]["r"] <= -0.5 else "not reproduced at this scale"
     png = plot_scatter([(lsm, f"LSM (L = {s.lsm_length})", c)], score, names, "needle retrieval accuracy (%)",
-                       "LSM vs long-context score (paper 001)", ctx.output / "paper_claims_lsm.png")
+                       "LSM vs long-context score (the LSM paper)", ctx.output / "paper_claims_lsm.png")
     return {
         "verdict": verdict,
         "paper": "Pearson LSM vs LongBench-E -0.85, vs long PPL +0.85 (Table 1)",

@@ -1,4 +1,4 @@
-"""Claim: PIC keeps PPL finite past the window (paper 000), with Gemma 3 270M as an in-window reference."""
+"""Claim: PIC keeps PPL finite past the window (the PIC paper), with Gemma 3 270M as an in-window reference."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def claim_ppl_vs_length(ctx: Context) -> dict:
     return {
         "verdict": verdict,
         "paper": "PIC keeps position ids inside the trained range, so the model stays usable past its window "
-                 "(paper 000 reports generation, not PPL; the claim checked is that premise)",
+                 "(the PIC paper reports generation, not PPL; the claim checked is that premise)",
         "ours": f"tail PPL at {longest} tokens / reference: " + ", ".join(
             f"{v} {verdicts[v]['ratio_to_reference']:.2f}x" for v in PIC_FOUR),
         "n": f"1 text, {len(lengths)} lengths, last {tail} tokens",
@@ -174,7 +174,7 @@ def plot_ppl(rows, baseline, lengths, tail, base_ctx, path: Path) -> Path:
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8)
-    fig.suptitle("SmolLM2-135M-Instruct on concatenated essays: vanilla vs PIC (paper 000)", fontsize=10)
+    fig.suptitle("SmolLM2-135M-Instruct on concatenated essays: vanilla vs PIC (the PIC paper)", fontsize=10)
     return save_png(fig, path)
 def md_ppl(c: dict, s: dict) -> list[str]:
     lengths = c["lengths"]

@@ -7,7 +7,7 @@
   lch keytokens     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
   lch judge         the judge stage: judge the logged samples of a judged task (any judge, no
                     regeneration) and write per-sample judgements beside them.
-  lch gentable      paper 000 Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
+  lch gentable      the PIC paper, Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
   lch leaderboard   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
   lch regress       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
   lch agree         how far two runs of the same tasks agree, sample by sample (exit 0 / 1).

@@ -1,4 +1,4 @@
-"""``lch judge`` (the judge stage on logged samples) and ``lch gentable`` (paper 000 Table 1 from files)."""
+"""``lch judge`` (the judge stage on logged samples) and ``lch gentable`` (the PIC paper, Table 1 from files)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
     judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
     judge.set_defaults(handler=run_judge)
-    table = sub.add_parser("gentable", help="Length / Tokens / Quality / CR table across runs (paper 000 App. A)")
+    table = sub.add_parser("gentable", help="Length / Tokens / Quality / CR table across runs (the PIC paper App. A)")
     table.add_argument("runs", nargs="+", help="lm-eval output folders (run with --log_samples, then lch judge)")
     table.add_argument("--task", required=True, help="e.g. longbench_write or hellobench_htg")
     table.add_argument("--threshold", type=float, default=0.2, help="CR at which a model uses its own samples")

@@ -67,7 +67,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     plot = sub.add_parser("plot", help="PNG figures: score vs context length; generation length / quality vs PIC ratio",
                           description="context: score vs context length per configuration from <task>/len_<L> "
                                       "(RULER, BABILong). pic: generation length and quality vs PIC ratio, one "
-                                      "panel per base model and method (paper 000 Fig. 1). depth: heat map of the "
+                                      "panel per base model and method (the PIC paper, Fig. 1). depth: heat map of the "
                                       "score per needle-depth bucket and context length, one panel per run, from "
                                       "<task>/depth_<D>_len_<L> (RULER niah_*, synthetic BABILong).")
     plot.add_argument("kind", choices=["context", "pic", "depth"])
@@ -79,7 +79,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     plot.add_argument("--length-metric", default="length", help="pic: length metric of the task (default length)")
     plot.add_argument("--quality-metric", default="quality", help="pic: quality metric of the task (default quality)")
     plot.add_argument("--appendix-a", action="store_true",
-                      help="pic: average length / quality over shared non-corrupted logged samples (paper 000 App. A)")
+                      help="pic: average length / quality over shared non-corrupted logged samples (the PIC paper App. A)")
     plot.add_argument("--threshold", type=float, default=0.2, help="pic --appendix-a: CR threshold (default 0.2)")
     plot.add_argument("--allow", action="append", help=ALLOW_HELP)
     plot.set_defaults(handler=run_plot)

@@ -1,5 +1,5 @@
 """``lch train <recipe>`` (trained variants: PIC-SFT, LongCE, LSM-regularised, LongRecipe; ``merge``) and
-``lch train-compressor`` (paper 003's soft-prompt compressors)."""
+``lch train-compressor`` (the EPL paper's soft-prompt compressors)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
     add_train(sub)
     trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor",
-                             description="Unset options take paper 003's values (Table 8; L 510, |M| 102, LoRA 128/256) "
+                             description="Unset options take the EPL paper's values (Table 8; L 510, |M| 102, LoRA 128/256) "
                                          "or, with --init, the checkpoint's.")
     trainer.add_argument("--base", required=True, help="base HF model (name or folder)")
     trainer.add_argument("--output", required=True, help="checkpoint folder to write")
@@ -46,7 +46,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
                                                                    "paper defaults (docs/training.md).")
         add_options(p, cls, cls.optimiser_help())
         p.set_defaults(handler=run_train)
-    merge = recipes.add_parser("merge", help="merge a tuned model with its original (paper 002 Eq. 8)")
+    merge = recipes.add_parser("merge", help="merge a tuned model with its original (the LongRecipe paper, Eq. 8)")
     merge.add_argument("--base", required=True, help="the original model")
     merge.add_argument("--tuned", required=True, help="the tuned adapter or checkpoint folder")
     merge.add_argument("--output", required=True)

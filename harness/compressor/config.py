@@ -1,5 +1,5 @@
-"""The settings of a soft-prompt compressor (paper 003) and of its training, as option dataclasses: the one home of
-their defaults (paper 003, Table 8) and domains, read by the model, the trainer, the ``compressor`` model's args and
+"""The settings of a soft-prompt compressor (the EPL paper) and of its training, as option dataclasses: the one home of
+their defaults (the EPL paper, Table 8) and domains, read by the model, the trainer, the ``compressor`` model's args and
 ``lch train-compressor``'s generated flags. Torch-free."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domain
 @dataclass
 class CompressorConfig:
     """``carrier`` icae|500x, ``layout`` dpl|upl|epl, chunk size L, memory count |M|, LoRA settings
-    (paper 003: rank 128, alpha 256 on q and v)."""
+    (the EPL paper: rank 128, alpha 256 on q and v)."""
 
     carrier: str = option("icae", "carrier of the compressed context", choices=CARRIERS)
     layout: str = option("epl", "position layout", choices=LAYOUTS)
@@ -30,7 +30,7 @@ class CompressorConfig:
 
 @dataclass
 class TrainSettings:
-    """``lch train-compressor``'s training settings (paper 003's), each within its declared domain (a value
+    """``lch train-compressor``'s training settings (the EPL paper's), each within its declared domain (a value
     outside: one line naming the flag)."""
 
     stage: str = option("pretrain", "pretrain (AE + LM) or finetune (QA)", choices=("pretrain", "finetune"))

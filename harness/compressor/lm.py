@@ -13,7 +13,7 @@ Requests:
   prompt is lm-eval's prompt with that text removed (the question part). Otherwise the whole context string is compressed and the decoder
   continues after [LM]. Greedy; ``until`` strings cut the output.
 * ``loglikelihood``: ``(context, continuation)``: log P(continuation | memory of context, [LM]).
-* ``compress_ae`` / ``compress_lm`` (paper 003 pretraining evaluation): args ``(text, {"max_tokens"})``;
+* ``compress_ae`` / ``compress_lm`` (the EPL paper pretraining evaluation): args ``(text, {"max_tokens"})``;
   the first ``floor(n/2)`` tokens are the context, the rest the completion. ``compress_ae`` returns
   ``{"reference", "prediction"}`` (greedy reconstruction after [AE], as many tokens as the context),
   ``compress_lm`` ``{"logprobs"}`` of the completion after [LM].

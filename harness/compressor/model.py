@@ -7,7 +7,7 @@ carrier ``500x`` keeps the memory tokens' key/value cache of every layer. The de
 with the adapter disabled; it reads the memories, a learned [AE] or [LM] embedding, then the tokens that
 follow. Position ids come from :mod:`harness.compressor.positions`, always with an explicit attention mask.
 
-Losses (paper 003 Eq. 2-4): AE reconstructs the context after [AE]; LM continues it after [LM]; QA
+Losses (the EPL paper, Eq. 2-4): AE reconstructs the context after [AE]; LM continues it after [LM]; QA
 answers after [LM] + question. Log-probabilities use the chunked fp32 scorer (no [tokens x vocab] logits).
 """
 
@@ -134,7 +134,7 @@ class Compressor(nn.Module):
     def loss(self, context_ids: torch.Tensor, completion_ids: torch.Tensor | None = None, alpha: float = 0.5,
              question_ids: torch.Tensor | None = None, answer_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Pretraining ``alpha * L_AE + (1 - alpha) * L_LM`` on one compression of the context (joint, as
-        paper 003), or the QA loss when ``answer_ids`` is given. Mean token negative log-likelihoods."""
+        the EPL paper), or the QA loss when ``answer_ids`` is given. Mean token negative log-likelihoods."""
         memory = self.compress(context_ids)
         if answer_ids is not None:
             return -self.target_logprobs(memory, "qa", question_ids, answer_ids).mean()

@@ -1,4 +1,4 @@
-"""Position layouts of soft-prompt context compressors (paper 003, docs/formulas.md §5): DPL, UPL and EPL.
+"""Position layouts of soft-prompt context compressors (the EPL paper, docs/formulas.md §5): DPL, UPL and EPL.
 
 The context (``p`` tokens) is cut into chunks of ``L`` tokens (the last one may be shorter); the encoder
 reads each chunk followed by ``|M|`` memory tokens; the decoder reads the memories of all ``k`` chunks,

@@ -1,4 +1,4 @@
-"""Soft-prompt compressor tasks (paper 003): reconstruction (``compress_ae``) and completion (``compress_lm``)."""
+"""Soft-prompt compressor tasks (the EPL paper): reconstruction (``compress_ae``) and completion (``compress_lm``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class CompressOptions:
 
 
 class CompressAETask(LchTask):
-    """Compressor reconstruction (paper 003 AE): ``bleu4`` (corpus BLEU-4 x100, NLTK) of the greedy
+    """Compressor reconstruction (the EPL paper AE): ``bleu4`` (corpus BLEU-4 x100, NLTK) of the greedy
     reconstruction of each text's first half; options :class:`CompressOptions`."""
 
     OPTIONS = CompressOptions
@@ -43,7 +43,7 @@ class CompressAETask(LchTask):
 
 
 class CompressLMTask(CompressAETask):
-    """Compressor completion (paper 003 LM): pooled token perplexity ``ppl`` of each text's second half
+    """Compressor completion (the EPL paper LM): pooled token perplexity ``ppl`` of each text's second half
     given the memory of its first half."""
 
     REQUEST_TYPE = COMPRESS_LM.name

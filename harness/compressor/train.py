@@ -1,4 +1,4 @@
-"""Train a soft-prompt compressor (paper 003): pretraining (joint AE + LM, alpha 0.5) and QA fine-tuning.
+"""Train a soft-prompt compressor (the EPL paper): pretraining (joint AE + LM, alpha 0.5) and QA fine-tuning.
 
 Defaults are the paper's Table 8: AdamW, betas (0.9, 0.95), weight decay 0.1, learning rate 1e-4
 (pretraining) / 5e-5 (fine-tuning), constant schedule after 300 warmup steps, batch size 16, clip norm

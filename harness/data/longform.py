@@ -30,7 +30,7 @@ class LongBenchWriteData:
 
     longbench_write_data: str | None = option(None, "LongBench-Write data file (default: downloaded once)", path=True)
     data_files: str | None = option(None, "the data file (when no longbench_write_data)", path=True)
-    min_required_length: float = option(2000.0, "rows asking for more words than this are kept (paper 000: 2000)", low=0.0)
+    min_required_length: float = option(2000.0, "rows asking for more words than this are kept (the PIC paper: 2000)", low=0.0)
     limit_docs: int | None = option(None, "number of rows (default: all)", low=1, high=MAX_SAMPLES)
 
     def inputs(self) -> list[Input]:
@@ -66,7 +66,7 @@ def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict
 
 
 def longbench_write_dataset(options: LongBenchWriteData) -> dict:
-    """Rows with required ``length`` > ``min_required_length`` (default 2000, as in paper 000, which
+    """Rows with required ``length`` > ``min_required_length`` (default 2000, as in the PIC paper, which
     reports 47 rows where a strict ``> 2000`` keeps 45)."""
     import datasets
 

@@ -13,7 +13,7 @@ lm-eval (``hf-pic``, fp32, CPU, greedy) on:
   of haystack);
 * PPL and LongPPL on 4 essays cut to 2048 tokens (``longppl_govreport`` pointed at the essays).
 
-LongPPL settings, and why: the evaluator is the vanilla model itself. Paper 004 warns that a model is no
+LongPPL settings, and why: the evaluator is the vanilla model itself. The LongPPL paper warns that a model is no
 judge of *itself*, but here the evaluated models are PIC variants of it: the key tokens are those whose
 prediction the unmodified model improves by more than ``alpha`` nats with more than ``K`` tokens of
 context, and LongPPL asks whether a variant still predicts *those* tokens. The paper's thresholds

@@ -85,7 +85,7 @@ class ScoringOptions(RequestOptions):
 
 @dataclass(frozen=True)
 class LsmOptions(RequestOptions):
-    """The options of an ``lsm`` request (paper 001): ``context_length`` L (the training context length),
+    """The options of an ``lsm`` request (the LSM paper): ``context_length`` L (the training context length),
     ``n_samples`` per document, ``seed``, ``estimator`` (``overlap``: paper Sec. 4.2, or ``direct``) and
     ``max_tokens`` (cut the document first; None: all of it). The text is tokenised without special
     tokens (suffix windows start mid-document)."""

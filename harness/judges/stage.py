@@ -44,7 +44,7 @@ from harness.metrics.generation import (
     longbench_write_quality,
     longbench_write_total,
 )
-from harness.core.options import MAX_TOKENS, option, parse_options
+from harness.core.options import MAX_TOKENS, option
 
 log = logging.getLogger(__name__)
 POLICIES = ("drop", "zero", "rejudge")
@@ -158,11 +158,6 @@ class JudgeOptions:
             concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir, timeout=self.judge_timeout,
             max_attempts=self.judge_max_attempts, idle_timeout=self.judge_idle_timeout,
         ).to_json()
-
-
-def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
-    """:meth:`JudgeOptions.settings` of the options in a task's metadata."""
-    return parse_options(JudgeOptions, meta).settings(temperature, max_tokens)
 
 
 KINDS = ("longbench_write", "hellobench")

@@ -1,4 +1,4 @@
-"""LongPPL estimators (paper 004): the evaluator's long / short log-probabilities, key tokens of a text,
+"""LongPPL estimators (the LongPPL paper): the evaluator's long / short log-probabilities, key tokens of a text,
 and LongPPL of a text under a model. The formulas (LSD, LCL, selection, pooling) live in
 :mod:`harness.longppl.formulas`; this module runs the forwards."""
 

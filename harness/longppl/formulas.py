@@ -1,4 +1,4 @@
-"""LongPPL (paper 004, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model.
+"""LongPPL (the LongPPL paper, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model.
 
 For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
 

@@ -1,2 +1,2 @@
-"""Long-short misalignment (paper 001): SCE and its length law (`formulas`, pure) and the estimators that run
+"""Long-short misalignment (the LSM paper): SCE and its length law (`formulas`, pure) and the estimators that run
 a model (`estimator`)."""

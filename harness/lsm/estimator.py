@@ -1,4 +1,4 @@
-"""LSM estimators (paper 001): run the model on the two suffixes of each sampled pair and average the
+"""LSM estimators (the LSM paper): run the model on the two suffixes of each sampled pair and average the
 symmetric cross-entropy. The formula and the law of the lengths live in :mod:`harness.lsm.formulas`.
 
 The estimators need two things of an engine, given as an :class:`LsmRunner`: the final hidden states of

@@ -1,4 +1,4 @@
-"""Long-short misalignment (paper 001, docs/formulas.md §4).
+"""Long-short misalignment (the LSM paper, docs/formulas.md §4).
 
 ``SCE(p, q) = -<p, log q> - <q, log p>`` between next-token distributions, and
 

@@ -1,5 +1,5 @@
 """Long-form generation scores (docs/formulas.md §2): lengths, LongBench-Write S_l / S_q / S, HelloEval scores,
-repetition diagnostics and the corrupted-sample rule of paper 000 Appendix A. Pure functions: NLTK word counting lives in :mod:`harness.data.words`, reading the
+repetition diagnostics and the corrupted-sample rule of the PIC paper, Appendix A. Pure functions: NLTK word counting lives in :mod:`harness.data.words`, reading the
 HelloEval weights file in :mod:`harness.data.longform`, judge-reply parsing in :mod:`harness.judges.parsing`."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def corrupted_ratio(flags: Sequence[bool]) -> float:
 def shared_clean_average(
     values: dict[str, dict[Any, float]], corrupted: dict[str, dict[Any, bool]], threshold: float = 0.2
 ) -> dict[str, dict[str, float]]:
-    """Paper 000 App. A averaging across compared models.
+    """The PIC paper App. A averaging across compared models.
 
     ``values[model][sample_id]`` (a length or a quality score) and ``corrupted[model][sample_id]``.
     A model with corrupted ratio < ``threshold`` is averaged over the samples that are clean for *all*

@@ -1,4 +1,4 @@
-"""LongRecipe's impactful-token analysis (paper 002 §4.1, Eq. 3-4) — pure functions on per-token scores.
+"""LongRecipe's impactful-token analysis (the LongRecipe paper, §4.1, Eq. 3-4) — pure functions on per-token scores.
 
 For each document and target position t, ``delta_t = |S_H'(x_t | x_<t) - S_H(x_t | x_<t)|``: how much the
 logit of the actual token moves between the base model H and the extended model H' (computed by
@@ -59,7 +59,7 @@ def select_sentences(sentences: Sequence[Sequence[int]], anchors: dict[int, floa
 
 def sentence_ranges(token_texts: Sequence[str], delimiters: str = ".!?\n") -> list[tuple[int, int]]:
     """Token ranges ``[(start, end), ...]`` of sentences: a sentence ends after a token whose text holds
-    one of ``delimiters`` (paper 002 Algorithm 1 splits on ``. ! ? \\n``)."""
+    one of ``delimiters`` (the LongRecipe paper, Algorithm 1 splits on ``. ! ? \\n``)."""
     ranges, start = [], 0
     for i, text in enumerate(token_texts):
         if any(d in text for d in delimiters):

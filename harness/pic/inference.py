@@ -1,4 +1,4 @@
-"""``Inference``: the PIC / RoPE settings a model is run with, as one typed value (paper 000, docs/formulas.md §1).
+"""``Inference``: the PIC / RoPE settings a model is run with, as one typed value (the PIC paper, docs/formulas.md §1).
 
 The one home of these settings: their defaults (the dataclass fields below; Dynamic PIC's from its formula's
 module, :mod:`harness.pic.positions`), their

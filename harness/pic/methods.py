@@ -1,4 +1,4 @@
-"""The registry of PIC methods (paper 000, docs/formulas.md §1): ``PIC_METHODS``, name -> :class:`PicMethod`,
+"""The registry of PIC methods (the PIC paper, docs/formulas.md §1): ``PIC_METHODS``, name -> :class:`PicMethod`,
 in the shape of transformers' ``ROPE_INIT_FUNCTIONS``.
 
 Torch-free (reporting reads it). Each entry says what the method is called, which

@@ -1,6 +1,6 @@
 """Position ID Compression (PIC) position layouts — pure functions, no model code.
 
-Paper 000 (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
+The PIC paper (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
 
 * Naive PIC:     ``m -> m / s_cr``.
 * NTK-aware PIC: ids unchanged; the RoPE base ``b`` becomes ``b * s_rr`` (see :func:`ntk_base`).
@@ -35,7 +35,7 @@ __all__ = ["LAYOUTS", "dynamic_position_list", "dynamic_positions", "naive_ids",
            "positions_from_mask"]
 
 LAYOUTS = ("paper", "contiguous")  # Dynamic PIC: literal Eq. 9, or monotone
-# l_ic and l_rc of paper 000's inference sweeps; the literal Eq. 9 layout
+# l_ic and l_rc of the PIC paper's inference sweeps; the literal Eq. 9 layout
 DEFAULT_INITIAL, DEFAULT_RECENT, DEFAULT_LAYOUT = 4, 200, "paper"
 
 

@@ -1,4 +1,4 @@
-"""``lch correlate``: do two metrics track each other across runs (papers 001 / 004, e.g. LongPPL vs
+"""``lch correlate``: do two metrics track each other across runs (the LSM and LongPPL papers, e.g. LongPPL vs
 LongBench, Pearson -0.96)?
 
 Pearson, Spearman and Kendall (tau-b) coefficients, each with a p-value (two-sided, against no correlation) and a

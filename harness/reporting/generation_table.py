@@ -1,8 +1,8 @@
-"""Paper 000 Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) per model / PIC setting.
+"""The PIC paper, Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) per model / PIC setting.
 
 Reads lm-eval output folders (``results_*.json`` + ``samples_<task>_*.jsonl`` with ``--log_samples``) of a
 judged long-form task and the per-sample judgements ``lch judge`` wrote beside the samples
-(``judgements_<task>_*.jsonl``; reporting never calls a judge), and averages length and quality as in paper 000 Appendix A: models with CR < 20 %
+(``judgements_<task>_*.jsonl``; reporting never calls a judge), and averages length and quality as in the PIC paper, Appendix A: models with CR < 20 %
 over the non-corrupted samples shared by all compared models, the others over their own non-corrupted
 samples (both averages are kept in the rows).
 """
@@ -76,7 +76,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    """Paper 000 Table 1's columns, and n: the samples each run's averages are over (Appendix A)."""
+    """The PIC paper, Table 1's columns, and n: the samples each run's averages are over (Appendix A)."""
     lines = ["| model | Length | Tokens | Quality | CR | n |", "|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['label']} | {r['length']:.1f} | {r['tokens']:.1f} | {r['quality']:.2f} | {100 * r['cr']:.1f}% "

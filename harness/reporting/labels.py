@@ -142,11 +142,6 @@ def run_labels(runs: Sequence[NamedRun]) -> list[str]:
     return unique_labels([run_name(r).text for r in runs], [r.path for r in runs])
 
 
-def distinct_run_labels(runs: Sequence[NamedRun]) -> tuple[str, list[str]]:
-    """``(title, labels)`` of runs shown together (module docstring): :func:`split_shared` of :func:`run_labels`."""
-    return split_shared(run_labels(runs))
-
-
 def distinct_labels(names: Sequence[RunName], folders: Sequence[str | Path] | None = None) -> tuple[str, list[str]]:
     """``(title, labels)`` of named runs shown together: :func:`split_shared` of their :func:`unique_labels`."""
     return split_shared(unique_labels([n.text for n in names], folders))

@@ -10,7 +10,7 @@
   samples it averages: ``<task>/n_len_<L>``, summed over a group's tasks) is written under its length when all
   lines share it, else beside the point. Lengths sit at evenly spaced positions in token order (they usually double, so this
   is a log2 axis that can also hold BABILong's ``0k``), labelled with the task's own names.
-* Generation length and quality vs PIC ratio, paper 000 Fig. 1 (:func:`pic_points_from_runs` or
+* Generation length and quality vs PIC ratio, the PIC paper, Fig. 1 (:func:`pic_points_from_runs` or
   :func:`pic_points_from_samples`, then :func:`pic_series`, :func:`plot_pic`): one panel per base model
   and PIC method, the ratio (s_cr or s_rr) on a log axis, length on the left axis in blue, quality on the
   right in red. A base model's run without PIC is drawn at ratio 1 on each of its lines: PIC with ratio 1
@@ -205,7 +205,7 @@ def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "lengt
 
 
 def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold: float = 0.2) -> list[PicPoint]:
-    """Length and quality with paper 000's Appendix-A averaging (over non-corrupted samples shared by the
+    """Length and quality with the PIC paper's, Appendix-A averaging (over non-corrupted samples shared by the
     compared runs when their corrupted ratio is below ``threshold``), from logged samples; see
     :func:`harness.reporting.generation_table.generation_table`."""
     from harness.reporting.generation_table import generation_table
@@ -260,7 +260,7 @@ def plot_pic(series: dict, path: str | Path, length_name: str = "length", qualit
 
 
 def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):
-    """Paper 000 Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
+    """The PIC paper, Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
     red quality (right axis; a quality out of 100 on its whole range) vs ratio (log axis); one marker / line style
     per Dynamic PIC variant, named in a legend when a panel has several; n per point in the panel's title when every
     point has the same, else beside each point; panels without runs say so."""

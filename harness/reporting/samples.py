@@ -81,11 +81,6 @@ def number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def metric_values(sample: Mapping) -> dict[str, float]:
-    """The sample's per-document values that are plain numbers, by metric name (the names in its ``metrics``)."""
-    return {name: float(sample[name]) for name in sample.get("metrics") or [] if number(sample.get(name))}
-
-
 def score_values(sample: Mapping, roles: Mapping[str, str] | None = None) -> dict[str, float]:
     """The sample's numeric scores by row name. A ``[sum, count]`` pair (what pooled metrics log per document) is
     compared as its ratio and named for it: ``<metric> mean NLL`` for a perplexity (``roles``: the task's declared

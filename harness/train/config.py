@@ -26,10 +26,10 @@ from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.pic.inference import LAYOUTS, VARIANT_KEYS, Inference
 from harness.pic.methods import NO_PIC, PIC_METHODS
 
-# Dynamic PIC-SFT: paper 000 §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
+# Dynamic PIC-SFT: the PIC paper, §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
 PIC_SFT_INITIAL, PIC_SFT_RECENT = 10, 600
-NTK_SFT_RATIO = 16.0  # paper 000: NTK-aware PIC-SFT uses s_rr = 16
-# Not given by paper 000 (our defaults, documented): s_cr of naive / Dynamic PIC-SFT and the segment length.
+NTK_SFT_RATIO = 16.0  # the PIC paper: NTK-aware PIC-SFT uses s_rr = 16
+# Not given by the PIC paper (our defaults, documented): s_cr of naive / Dynamic PIC-SFT and the segment length.
 PIC_SFT_RATIO = 2.0
 SEGMENT_LENGTH = 256
 STAGES = ("extend", "replay")  # LongRecipe's stages
@@ -55,8 +55,8 @@ class TrainConfig:
     pic: str = option(Inference.method, "PIC while training", choices=tuple(PIC_METHODS))
     pic_ratio: float | None = option(None, f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
                                            f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
-    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, paper 000's PIC-SFT)", low=0, high=MAX_TOKENS)
-    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, paper 000's PIC-SFT)", low=0, high=MAX_TOKENS)
+    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)", low=0, high=MAX_TOKENS)
+    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)", low=0, high=MAX_TOKENS)
     pic_layout: str = option(Inference.layout, "Dynamic PIC layout", choices=LAYOUTS)
     rope_base: float | None = option(None, "train (and evaluate) at this RoPE base")
     # data
@@ -135,7 +135,7 @@ _COMMON = frozenset(f.name for f in fields(TrainConfig))
 
 
 def trains_in_segments(cfg: Any) -> bool:
-    """Whether ``cfg``'s PIC method trains on segments (Dynamic PIC-SFT, paper 000 §4): a method whose positions
+    """Whether ``cfg``'s PIC method trains on segments (Dynamic PIC-SFT, the PIC paper, §4): a method whose positions
     depend on the tokens seen so far (its cached keys move, ``PicMethod.window``) is trained on examples cut into
     ``segment_length`` pieces, each scored at the positions its own context length gives."""
     method = PIC_METHODS.get(getattr(cfg, "pic", NO_PIC))
@@ -143,9 +143,9 @@ def trains_in_segments(cfg: Any) -> bool:
 
 @dataclass
 class SftConfig(TrainConfig):
-    """``sft`` and ``pic-sft`` (paper 000): instruction rows; ``pic-sft`` with PIC while training."""
+    """``sft`` and ``pic-sft`` (the PIC paper): instruction rows; ``pic-sft`` with PIC while training."""
 
-    # paper 000 §4 (PIC-SFT, trained with LLaMA-Factory): lr 5e-5, warmup ratio 0.1, 3 epochs
+    # the PIC paper, §4 (PIC-SFT, trained with LLaMA-Factory): lr 5e-5, warmup ratio 0.1, 3 epochs
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0,
                                            "betas": (0.9, 0.999)}
 
@@ -158,11 +158,11 @@ class SftConfig(TrainConfig):
 
 @dataclass
 class LongCEConfig(TrainConfig):
-    """``longce`` (paper 004): CE re-weighted by the model's own long-context gain, on text chunks of
+    """``longce`` (the LongPPL paper): CE re-weighted by the model's own long-context gain, on text chunks of
     ``seq_len`` tokens. gamma, short context K and sliding window d are LongPPL's defaults, written once in
     :mod:`harness.longppl.formulas` (the weights are re-estimated by the model every step)."""
 
-    # paper 004 App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
+    # the LongPPL paper App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
                                            "betas": (0.9, 0.95)}
 
@@ -176,9 +176,9 @@ class LongCEConfig(TrainConfig):
 
 @dataclass
 class LsmRegConfig(TrainConfig):
-    """``lsm-reg`` (paper 001): CE + lambda x the misalignment of two windows of ``L`` tokens, ``delta`` apart."""
+    """``lsm-reg`` (the LSM paper): CE + lambda x the misalignment of two windows of ``L`` tokens, ``delta`` apart."""
 
-    # paper 001 gives no optimiser: LongCE's are used
+    # the LSM paper gives no optimiser: LongCE's are used
     OPTIMISER: ClassVar[dict[str, Any]] = LongCEConfig.OPTIMISER
 
     lam: float = option(0.1, "lambda of the misalignment term", low=0.0)
@@ -196,10 +196,10 @@ def _extending(cfg: LongRecipeConfig) -> bool:
 
 @dataclass
 class LongRecipeConfig(TrainConfig):
-    """``longrecipe`` (paper 002): impactful sentences at skip positions (``--stage extend``), then a replay
+    """``longrecipe`` (the LongRecipe paper): impactful sentences at skip positions (``--stage extend``), then a replay
     stage on plain text chunks (``--stage replay --init <the extended adapter>``)."""
 
-    # paper 002 Table 6: lr 5e-5; its replay stage (§5.3): lr 5e-6 with weight decay 0.1
+    # the LongRecipe paper, Table 6: lr 5e-5; its replay stage (§5.3): lr 5e-6 with weight decay 0.1
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0,
                                            "betas": (0.9, 0.999)}
     REPLAY: ClassVar[dict[str, Any]] = {"lr": 5e-6, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.1,
@@ -250,11 +250,11 @@ RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
 RECIPES = tuple(RECIPE_CONFIGS)
 # one line per recipe for `lch train --help`, in the order it lists them
 RECIPE_HELP = {
-    "pic-sft": "SFT with Position ID Compression (paper 000): --pic naive|ntk|dynamic, or none for plain SFT",
+    "pic-sft": "SFT with Position ID Compression (the PIC paper): --pic naive|ntk|dynamic, or none for plain SFT",
     "sft": "plain SFT on instruction data (the control of PIC-SFT)",
-    "longce": "LongCE (paper 004): CE re-weighted by the model's own long-context gain",
-    "lsm-reg": "CE + lambda * long-short misalignment (paper 001)",
-    "longrecipe": "LongRecipe (paper 002): impactful sentences at skip positions; --stage replay; then `merge`",
+    "longce": "LongCE (the LongPPL paper): CE re-weighted by the model's own long-context gain",
+    "lsm-reg": "CE + lambda * long-short misalignment (the LSM paper)",
+    "longrecipe": "LongRecipe (the LongRecipe paper): impactful sentences at skip positions; --stage replay; then `merge`",
 }
 
 
@@ -270,7 +270,7 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     checks here, the recipe's own in its :meth:`TrainConfig.check`."""
     config_class(cfg.recipe)  # an unknown recipe is refused
     if cfg.recipe == "pic-sft" and cfg.pic == NO_PIC:
-        cfg.recipe = "sft"  # plain SFT, the control of paper 000 Table 2
+        cfg.recipe = "sft"  # plain SFT, the control of the PIC paper, Table 2
     if cfg.recipe == "sft" and cfg.pic != NO_PIC:
         cfg.recipe = "pic-sft"
     if cfg.pic_ratio is None:

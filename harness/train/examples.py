@@ -34,7 +34,7 @@ def encode_instruction(tokenizer, row: dict[str, Any], where: str, chat_template
 
 def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: int,
                          max_length: int | None = None) -> list[dict]:
-    """Dynamic PIC-SFT (paper 000 Fig. 2): one example per answer segment, cut from the end; the input is
+    """Dynamic PIC-SFT (the PIC paper, Fig. 2): one example per answer segment, cut from the end; the input is
     the prompt and every answer token before the segment, the loss covers the segment only."""
     if max_length is not None:
         if len(prompt) >= max_length:

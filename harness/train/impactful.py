@@ -1,4 +1,4 @@
-"""LongRecipe training examples (paper 002): impactful-token analysis with two models, then sentences with
+"""LongRecipe training examples (the LongRecipe paper): impactful-token analysis with two models, then sentences with
 transformed position ids. The selection rules are pure (:mod:`harness.metrics.impactful`), and so are
 the positions (:mod:`harness.train.positions`)."""
 

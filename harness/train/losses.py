@@ -1,10 +1,10 @@
 """Losses for long-context fine-tuning of trained variants.
 
-* LongCE (paper 004, Eq. 6-7): ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)`` with
+* LongCE (the LongPPL paper, Eq. 6-7): ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)`` with
   ``I_soft = min(exp(LSD_theta(x_i)), gamma)`` estimated by the model being trained (no gradient through
   the weights), LSD from the same short windows as LongPPL; targets before ``K`` weigh 1.
 * masked CE (SFT, PIC-SFT, LongRecipe): the mean of ``-log P`` over the target tokens of a padded batch.
-* LSM regulariser (paper 001): ``L = L_CE + lambda * L_misalign``, ``L_misalign`` the mean SCE between the
+* LSM regulariser (the LSM paper): ``L = L_CE + lambda * L_misalign``, ``L_misalign`` the mean SCE between the
   next-token distributions of two length-``L`` windows offset by ``delta`` tokens, over the overlapping
   positions whose two context lengths both lie in ``[ceil(L/2), L]``.
 """

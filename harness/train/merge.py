@@ -1,4 +1,4 @@
-"""``lch train merge``: LongRecipe's model merging (paper 002 Eq. 8), ``Theta = l1 * Theta_orig + l2 * Theta_tuned``.
+"""``lch train merge``: LongRecipe's model merging (the LongRecipe paper, Eq. 8), ``Theta = l1 * Theta_orig + l2 * Theta_tuned``.
 
 * A LoRA adapter tuned from ``Theta_orig`` with ``l1 + l2 = 1``: ``l1 W + l2 (W + dW) = W + l2 dW``, so the
   merge is the same adapter with ``lora_B`` scaled by ``l2`` — exact, and still an adapter (``peft=``).

@@ -1,11 +1,11 @@
-"""Positions and splits used while training the variants — pure functions (paper 000 Fig. 2, paper 002 §4.2).
+"""Positions and splits used while training the variants — pure functions (the PIC paper, Fig. 2, the LongRecipe paper, §4.2).
 
 * :func:`dynamic_sft_segments`: Dynamic PIC-SFT cuts an answer of ``n`` tokens from its end backwards
   into segments of ``segment_length`` tokens (the first one keeps the remainder); each segment is one
   training example whose input is the prompt plus every answer token before it and whose loss covers
   the segment only. The positions of such an example are Dynamic PIC's ``g_{l_c}`` with ``l_c`` the
   example's whole length (input + segment), the positions a Dynamic PIC prefill of it would use.
-* :func:`skip_positions`: LongRecipe's position index transformation (docs/formulas.md §7, paper 002 Eq. 7):
+* :func:`skip_positions`: LongRecipe's position index transformation (docs/formulas.md §7, the LongRecipe paper, Eq. 7):
   ``pos(s_1) = 0``, ``pos(s_i) = pos(s_{i-1}) + |s_{i-1}| + g_i + 1`` with ``g_i`` drawn uniformly from
   ``0..M`` for every segment of every example; tokens inside a segment count up by 1; segments are
   kept while their last position stays below the target length ``L^``.

@@ -261,7 +261,7 @@ def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts
     train_docs = tokenized_documents(tokenizer, train_texts, cfg.max_length)
     held_docs = tokenized_documents(tokenizer, held_texts, cfg.max_length)
     docs = train_docs + held_docs
-    train_length = cfg.train_length or max(2, int(0.3 * cfg.target_length))  # paper 002: 30 % of L^
+    train_length = cfg.train_length or max(2, int(0.3 * cfg.target_length))  # the LongRecipe paper: 30 % of L^
     base_logits = document_logits(model, docs, "Impactful tokens (base H)", cfg.progress)
     if cfg.extended_model:
         from transformers import AutoModelForCausalLM

@@ -243,7 +243,11 @@ def test_judge_config_owns_its_defaults_and_items_say_their_kind():
     import pytest
 
     from harness.core.errors import DataFormatError, UsageError
-    from harness.judges.stage import JudgeConfig, item_kind, judge_settings_from_metadata
+    from harness.core.options import parse_options
+    from harness.judges.stage import JudgeConfig, JudgeOptions, item_kind
+
+    def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
+        return parse_options(JudgeOptions, meta).settings(temperature, max_tokens)  # as a task reads them
 
     meta = {"judge_base_url": "http://x/v1", "judge_model": "m"}
     assert judge_settings_from_metadata(meta, 0.5, 1024) == {

@@ -251,7 +251,7 @@ def test_dynamic_prefill_equals_uncached_forward_at_eq9_positions_multi_layer(im
     re-rotates the cached keys of layer 1 and above at the new g_{l_c}, but those keys and values were
     computed from hidden states of earlier layers that attended at the *older* positions; a full
     recomputation would redo those hidden states at the new positions. So decode steps differ from the
-    uncached forward by design (paper 000 Algorithm 1 does not recompute hidden states)."""
+    uncached forward by design (the PIC paper, Algorithm 1 does not recompute hidden states)."""
     diffs = _decode_vs_explicit_eq9(layers=2, impl=impl, layout="paper", steps=24)
     assert diffs[0] <= 1e-5, diffs
     assert max(diffs[1:]) > 1e-4  # documents the difference above (positions do move in this setup)

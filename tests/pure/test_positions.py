@@ -1,4 +1,4 @@
-"""PIC position layouts pinned to hand-computed cases of docs/formulas.md §1 (paper 000, Eq. 9)."""
+"""PIC position layouts pinned to hand-computed cases of docs/formulas.md §1 (the PIC paper, Eq. 9)."""
 
 import math
 

@@ -1,5 +1,5 @@
-"""Positions and selections of the trained variants, against hand-computed cases (paper 000 Fig. 2,
-paper 002 Eq. 4 / Eq. 7, docs/formulas.md §7)."""
+"""Positions and selections of the trained variants, against hand-computed cases (the PIC paper, Fig. 2,
+the LongRecipe paper, Eq. 4 / Eq. 7, docs/formulas.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paper 000 Table 1 from runs: corrupted ratio and Appendix-A averaging over shared clean samples.
+"""The PIC paper, Table 1 from runs: corrupted ratio and Appendix-A averaging over shared clean samples.
 
 The canned judge grades every sample differently (six LongBench-Write dimension scores per run and
 sample), so that which samples a quality average runs over shows in its value. Per-sample quality is

@@ -1,4 +1,4 @@
-"""lch plot: score vs context length (RULER / BABILong) and paper 000 Fig. 1 (length, quality vs PIC ratio),
+"""lch plot: score vs context length (RULER / BABILong) and the PIC paper, Fig. 1 (length, quality vs PIC ratio),
 from lm-eval-shaped result files built here; the drawn data is read back from the matplotlib figures."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def test_lch_plot_context_writes_png(tmp_path, capsys):
     assert "nope/len_<length>" in capsys.readouterr().err
 
 
-# Paper 000 Table 1, LLaMA-3.1-8B-Instruct columns: (ratio, Length, Quality) per method
+# The PIC paper, Table 1, LLaMA-3.1-8B-Instruct columns: (ratio, Length, Quality) per method
 TABLE1 = {
     "naive": [(0.5, 779.26, 73.91), (0.75, 959.35, 78.52), (1, 1001.86, 79.85), (2, 691.76, 71.96)],
     "ntk": [(0.33, 770.85, 77.54), (0.67, 882.79, 79.49), (1, 1020.80, 80.97), (4, 1522.97, 82.38),

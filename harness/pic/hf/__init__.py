@@ -1,4 +1,4 @@
-"""Position ID Compression on a loaded Hugging Face causal LM, in place (paper 000, docs/formulas.md §1).
+"""Position ID Compression on a loaded Hugging Face causal LM, in place (the PIC paper, docs/formulas.md §1).
 
 ``apply_pic(model, inference)`` (an :class:`~harness.pic.inference.Inference`, or the keyword form
 ``apply_pic(model, "dynamic", ratio=4, initial=4, recent=200)``) makes plain ``model(...)`` and

@@ -1,4 +1,4 @@
-"""Dynamic PIC (paper 000 Eq. 9, Algorithm 1): the cache layers that keep keys at ``g_{l_c}``.
+"""Dynamic PIC (the PIC paper, Eq. 9, Algorithm 1): the cache layers that keep keys at ``g_{l_c}``.
 
 Positions depend on the total length ``l_c`` of each row. The new tokens of a call get theirs from the
 plan (:mod:`~harness.pic.hf.hooks`), and the family's own attention rotates their queries and keys

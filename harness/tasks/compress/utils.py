@@ -1,4 +1,4 @@
-"""compress_ae / compress_lm: paper 003's pretraining evaluation of a compressor (``--model compressor``).
+"""compress_ae / compress_lm: the EPL paper's pretraining evaluation of a compressor (``--model compressor``).
 
 Options (:class:`~harness.compressor.tasks.CompressOptions`, defaults there): ``data_files`` (local
 .jsonl/.json/.txt or folder; field ``text_field``), else seeded synthetic reports (``synthetic_words`` words
