@@ -17,23 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.core.errors import UsageError
-from harness.core.options import convert, option
+from harness.core.options import convert, describe_type, option
 from harness.pic.methods import NO_PIC, PIC_METHODS, PicMethod
 from harness.pic.positions import DEFAULT_INITIAL, DEFAULT_LAYOUT, DEFAULT_RECENT, LAYOUTS
 
 IMPLEMENTATIONS = ("cached", "reference")  # Dynamic PIC: the shipped fast path, paper Algorithm 1
-
-# field -> model arg (the variant file uses the same keys, without pic_impl)
-MODEL_ARGS = {"method": "pic", "ratio": "pic_ratio", "initial": "pic_initial", "recent": "pic_recent",
-              "layout": "pic_layout", "rope_base": "rope_base", "impl": "pic_impl"}
-VARIANT_KEYS = tuple(key for key in MODEL_ARGS.values() if key != "pic_impl")
-# field -> (conversion of a model-arg / JSON value, what it must be)
-_CONVERSIONS = {"ratio": (float, "a number"), "initial": (int, "an integer"), "recent": (int, "an integer"),
-                "rope_base": (float, "a number or none")}
 
 
 def _number(value: float) -> str:
@@ -55,14 +49,20 @@ class Inference:
     Built checked: a bad value raises a one-line ``UsageError`` naming the field; ratio / base become floats,
     ``l_ic`` / ``l_rc`` ints."""
 
-    method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=tuple(PIC_METHODS))
-    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone")
-    initial: int = option(DEFAULT_INITIAL, "l_ic: Dynamic PIC's initial tokens at full resolution", low=0)
-    recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0)
-    layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)", choices=LAYOUTS)
-    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)")
+    # Each field declares its model arg (``arg``; the variant file's key too, unless ``variant=False``) and the symbol
+    # the settings are said with (``symbol``; the ratio's is the method's: s_cr or s_rr): MODEL_ARGS, VARIANT_KEYS and
+    # the conversions of model-arg strings below are read from here.
+    method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=tuple(PIC_METHODS), arg="pic")
+    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone", arg="pic_ratio")
+    initial: int = option(DEFAULT_INITIAL, "l_ic: Dynamic PIC's initial tokens at full resolution", low=0,
+                          arg="pic_initial", symbol="l_ic")
+    recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0,
+                         arg="pic_recent", symbol="l_rc")
+    layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
+                         choices=LAYOUTS, arg="pic_layout")
+    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", arg="rope_base")
     impl: str = option("cached", "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
-                       choices=IMPLEMENTATIONS)
+                       choices=IMPLEMENTATIONS, arg="pic_impl", variant=False)  # how hf-pic runs it, not the model
 
     def __post_init__(self) -> None:
         if self.method not in PIC_METHODS:
@@ -72,7 +72,7 @@ class Inference:
             raise UsageError(f"pic ratio must be a finite number > 0, got {ratio!r}")
         if ratio <= 0:
             raise UsageError(f"pic ratio must be > 0 (ratios below 1 expand positions), got {ratio!r}")
-        for name, symbol in (("initial", "l_ic"), ("recent", "l_rc")):
+        for name, symbol in _FIELD_SYMBOLS.items():
             value = getattr(self, name)
             if not _is_number(value) or not math.isfinite(value) or int(value) != value or value < 0:
                 raise UsageError(f"pic {name} ({symbol}) must be an integer >= 0, got {value!r}")
@@ -139,23 +139,24 @@ class Inference:
     # ------------------------------------------------------------------ model args and the variant file
 
     @staticmethod
-    def fields_from(values: Mapping[str, Any], keys: Mapping[str, str] = MODEL_ARGS) -> dict[str, Any]:
+    def fields_from(values: Mapping[str, Any], keys: Mapping[str, str] | None = None) -> dict[str, Any]:
         """``{field: value}`` of the keys of ``values`` named in ``keys`` (field -> key; model args by default)
         that are given (not ``None``), converted: ratio / base to float, l_ic / l_rc to int, ``"none"`` for
         ``rope_base`` to ``None``; raises ``UsageError`` naming the key. Other keys are ignored."""
         out: dict[str, Any] = {}
-        for name, key in keys.items():
+        for name, key in (MODEL_ARGS if keys is None else keys).items():
             value = values.get(key)
             if value is None:
                 continue
             if name == "rope_base" and str(value).lower() == "none":
                 out[name] = None
                 continue
-            if name in _CONVERSIONS:
-                kind, what = _CONVERSIONS[name]
+            kind = _TYPES[name]
+            if kind is not str:
                 try:  # the rules of every option (harness.core.options): no bool as a number, no 4.7 as an int
                     value = convert(value, kind, key)
                 except UsageError:
+                    what = re.sub(r" \(\w+\)", "", describe_type(kind))  # "a number or none"
                     raise UsageError(f"{key} must be {what}; got {value!r}") from None
             out[name] = value
         return out
@@ -182,5 +183,10 @@ class Inference:
         return {key: getattr(self, name) for name, key in _VARIANT_FIELDS.items()}
 
 
-_FIELD_SYMBOLS = {"initial": "l_ic", "recent": "l_rc"}
+_FIELDS = dataclasses.fields(Inference)
+# field -> model arg; the variant file's keys: the same but those declared variant=False (pic_impl)
+MODEL_ARGS = {f.name: f.metadata["arg"] for f in _FIELDS}
+VARIANT_KEYS = tuple(f.metadata["arg"] for f in _FIELDS if f.metadata.get("variant", True))
 _VARIANT_FIELDS = {name: key for name, key in MODEL_ARGS.items() if key in VARIANT_KEYS}
+_FIELD_SYMBOLS = {f.name: f.metadata["symbol"] for f in _FIELDS if "symbol" in f.metadata}
+_TYPES = typing.get_type_hints(Inference)  # how a model-arg string converts, from each field's annotation

@@ -19,7 +19,9 @@ def test_every_cited_formula_section_exists():
     assert sections == {f"§{i}" for i in range(1, 8)}
     cited = {m for p in SOURCES for m in re.findall(r"docs/formulas\.md (§\d+)", p.read_text(encoding="utf-8"))}
     assert cited and cited <= sections
-    # every paper number the code uses has a row in the table of papers
-    papers = set(re.findall(r"^\| (\d{3}) \|", formulas, flags=re.M))
-    used = {m for p in SOURCES for m in re.findall(r"\bpaper (\d{3})\b", p.read_text(encoding="utf-8"))}
-    assert papers == {"000", "001", "002", "003", "004"} and used <= papers
+    # every paper the code cites ("the LongPPL paper") has a row in the table of papers, and none is cited by a number
+    papers = set(re.findall(r"^\| the (\w+) paper \|", formulas, flags=re.M))
+    texts = [p.read_text(encoding="utf-8") for p in SOURCES]
+    used = {m for text in texts for m in re.findall(r"\b[Tt]he ([A-Z][A-Za-z]+) paper\b", text)}
+    assert papers == {"PIC", "LSM", "LongRecipe", "EPL", "LongPPL"} and used and used <= papers, used - papers
+    assert not [m for text in texts for m in re.findall(r"\b[Pp]apers? \d{3}\b", text)]
