@@ -18,6 +18,11 @@ under ``if TYPE_CHECKING:`` (annotations only, never run) do not count.
 
 Import circles: :func:`cycles` lists the groups of modules that import each other (directly or through others);
 the check refuses any.
+
+Folders: the shared floors (:data:`FLOORS`: core, metrics, data, models) import no other folder of the package, so that
+a concept folder (pic, longppl, lsm, a task, an engine ...) may import any floor and nothing below it imports it back;
+and the folders import each other in no circle but those declared in :data:`FOLDER_CIRCLES`, each with its reason
+(:func:`folder_problems`; docs/ARCHITECTURE.md quotes them).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ LAYERS = (
           ("base",),
           ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
            "pathlib", "urllib", "shutil", "tempfile", "subprocess")),
-    Layer("data", ("harness.data", "harness.longppl.corpus", "harness.longppl.span_files",
+    Layer("data", ("harness.data", "harness.pic.variants", "harness.longppl.corpus", "harness.longppl.span_files",
                    "harness.tasks.lch_ruler.dataset", "harness.tasks.lch_ruler.builders", "harness.tasks.lch_ruler.cache",
                    "harness.tasks.lch_ruler.catalogue", "harness.tasks.lch_ruler.fitting",
                    "harness.tasks.lch_babilong.babi", "harness.tasks.lch_babilong.dataset", "harness.tasks.mrqa.dataset"),
@@ -63,6 +68,16 @@ LAYERS = (
           ("base", "pure", "data", "models", "judging", "lmeval", "reporting")),
 )
 BY_NAME = {layer.name: layer for layer in LAYERS}
+FLOORS = ("core", "metrics", "data", "models")  # the shared floors: they import no other folder of the package
+# Folder circles that stand, and why: lm-eval's glue registers what the engines and tasks define, and they in turn
+# use the glue's registries and aggregations; the compressor is an engine (its lm-eval model) and a task family
+# (its tasks, trained on MRQA's data) at once.
+FOLDER_CIRCLES = {
+    frozenset({"compressor", "engines", "plugin", "tasks"}):
+        "plugin registers the engines' models and the tasks' classes, which use its registries and aggregations; the "
+        "compressor is an engine (its lm-eval model reads the engines' model args) and a task family (its tasks; it "
+        "trains on MRQA's data)",
+}
 # Calls that read or write files: none may appear in the pure layer.
 IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes", "urlopen"})
 # Source folders of the installed packages: the source tree is the import tree.
@@ -223,6 +238,49 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def folder_of(module: str) -> str | None:
+    """The folder of a ``harness`` module (``harness.pic.hf.hooks`` -> ``pic``; every module of the package but its
+    ``__init__`` lives in a folder), None for ``harness`` itself and for other packages."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "harness" and len(parts) >= 2 else None
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``{folder: the other folders its modules import}`` of the package."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        src = folder_of(module)
+        if src is None:
+            continue
+        out.setdefault(src, set())
+        for target in targets:
+            dst = folder_of(target)
+            if dst is not None and dst != src:
+                out[src].add(dst)
+    return out
+
+
+def folder_problems(graph: dict[str, set[str]]) -> list[str]:
+    """A floor importing another folder (the importing module named), and each folder circle not declared in
+    :data:`FOLDER_CIRCLES` (a declared one whose folders all exist but no longer circle is said too, so that the
+    declaration stays true)."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        src = folder_of(module)
+        if src in FLOORS:
+            for target in sorted(targets):
+                dst = folder_of(target)
+                if dst is not None and dst != src and dst not in FLOORS:
+                    out.append(f"{module} (floor {src}) imports {target} (folder {dst}): a floor imports no concept")
+    folders = folder_graph(graph)
+    found = {frozenset(group) for group in cycles(folders)}
+    for group in sorted(found - set(FOLDER_CIRCLES), key=sorted):
+        out.append(f"folder circle: {' <-> '.join(sorted(group))} (break it, or declare it in FOLDER_CIRCLES with why)")
+    for group in sorted(g for g in set(FOLDER_CIRCLES) - found if g <= set(folders)):  # (a tree without them: a test's)
+        out.append(f"declared folder circle {' <-> '.join(sorted(group))} no longer stands: take it out of FOLDER_CIRCLES")
+    return out
+
+
 def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
     """The import graph of the repository at ``root`` and its violations (layer rules, I/O in the pure layer,
     import circles)."""
@@ -230,7 +288,7 @@ def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
     graph = import_graph(root)
     io_calls = {module: imports_of(module, path)[1] for module, path in files.items()}
     circles = [f"import circle: {' <-> '.join(group)}" for group in cycles(graph)]
-    return graph, violations(graph, io_calls) + circles
+    return graph, violations(graph, io_calls) + circles + folder_problems(graph)
 
 
 def rules() -> list[str]:

@@ -106,7 +106,7 @@ class EngineCore(ClaimsResponseCache):
         """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings in
         force), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words) and the run
         record ``lch_run`` (:meth:`~harness.engines.response_cache.ClaimsResponseCache.run_record`)."""
-        from harness.data.variants import results_info
+        from harness.pic.variants import results_info
 
         base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
         return {**base, **results_info(self.variant, self.inference)}

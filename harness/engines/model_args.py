@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.compressor.config import CompressorConfig
-from harness.data.variants import Variant, read_variant
+from harness.pic.variants import Variant, read_variant
 from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.core.errors import MissingDataError, UsageError
 from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference

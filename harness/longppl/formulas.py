@@ -40,6 +40,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from harness.core.options import MAX_TOKENS, option
+from harness.metrics.support import Support
 
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
@@ -52,7 +53,14 @@ DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
 # known to about 0.2 nats, a 20 % band on the perplexity, wider than most differences between models it is asked
 # to tell apart.
 MIN_KEY_TOKENS = 100
+KEY_TOKENS_WHY = "the mean NLL of n key tokens is known to about 2/sqrt(n) nats"
 SHORT_STARTS = ("text", "bos")
+
+
+def key_tokens_support(metric: str, count: str = "n_key_tokens") -> Support:
+    """What a LongPPL rests on (:class:`~harness.metrics.support.Support`): its key tokens, at least
+    :data:`MIN_KEY_TOKENS`."""
+    return Support(metric, count, MIN_KEY_TOKENS, "key tokens", KEY_TOKENS_WHY)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ into one sentence per shortfall, which lm-eval's results then carry under :data:
 
 The minimums, and why:
 
-* key tokens under a LongPPL: :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` (100); its reason is stated there
-  (the mean NLL of n key tokens is known to about 2 / sqrt(n) nats).
+* key tokens under a LongPPL: :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` (100), declared with LongPPL
+  (:func:`harness.longppl.formulas.key_tokens_support`; the mean NLL of n key tokens is known to about 2 / sqrt(n)
+  nats).
 * samples under a score that is a mean of per-sample values (an accuracy out of 100, a RULER or BABILong score per
   length, a judged quality): :data:`MIN_SAMPLES` (25). A mean of 0 / 100 outcomes over n samples has a standard error
   of up to 50 / sqrt(n) points: 10 points at 25 samples, 50 at one; below 25 a difference between two models is
@@ -26,14 +27,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from harness.longppl.formulas import MIN_KEY_TOKENS
 from harness.core import results as keys
 
 SAMPLE_COUNT = "sample_len"  # lm-eval's count of the documents a task scored (results[task]["sample_len"])
 
 MIN_SAMPLES = 25
 SAMPLES_WHY = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
-KEY_TOKENS_WHY = "the mean NLL of n key tokens is known to about 2/sqrt(n) nats"
 DOCUMENTS_WHY = "fewer long-enough documents were found than num_docs asked for, so it is not the corpus asked for"
 
 
@@ -59,11 +58,6 @@ class Support:
 def samples_support(metric: str, count: str = SAMPLE_COUNT) -> Support:
     """A mean of per-sample scores (:data:`MIN_SAMPLES`)."""
     return Support(metric, count, MIN_SAMPLES, "samples", SAMPLES_WHY)
-
-
-def key_tokens_support(metric: str, count: str = "n_key_tokens") -> Support:
-    """A LongPPL (:data:`~harness.longppl.formulas.MIN_KEY_TOKENS`)."""
-    return Support(metric, count, MIN_KEY_TOKENS, "key tokens", KEY_TOKENS_WHY)
 
 
 def documents_support(metric: str, asked: int, count: str = "n_docs") -> Support:

@@ -15,7 +15,7 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.models.head import output_logits
 from harness.models.unwrap import unwrap_model
-from harness.pic.positions import positions_from_mask
+from harness.models.masks import positions_from_mask
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
 # share of a CUDA device's headroom (device_free_bytes) the buffers of one chunk of logits may take together
@@ -207,14 +207,16 @@ def out_of_memory_said(device: torch.device | str, width: int, free: int | None,
                          "(max_tokens), pass dtype=bfloat16, or use a device with more memory") from None
 
 
-def blocks_allowed(model: nn.Module) -> bool:
-    """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not under a PIC method
-    whose positions depend on the row's whole length (naive and Dynamic PIC compute them per call); a RoPE base
-    (NTK-aware PIC) and no PIC do not."""
-    from harness.pic.hf import pic_settings
+# Set (True) on an unwrapped model whose positions depend on a row's whole length, computed per call (naive and
+# Dynamic PIC: harness.pic.hf.apply_pic sets it, remove_pic takes it away): such a row is never fed in blocks.
+WHOLE_ROW_POSITIONS = "_lch_whole_row_positions"
 
-    inference = pic_settings(model)
-    return inference is None or inference.entry.ids is None
+
+def blocks_allowed(model: nn.Module) -> bool:
+    """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not where the model's
+    positions depend on the row's whole length (:data:`WHOLE_ROW_POSITIONS`: naive and Dynamic PIC); a RoPE base
+    (NTK-aware PIC) and no PIC do not."""
+    return not getattr(unwrap_model(model), WHOLE_ROW_POSITIONS, False)
 
 
 @torch.inference_mode()

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["LAYOUTS", "dynamic_position_list", "dynamic_positions", "naive_ids", "naive_positions", "ntk_base",
-           "positions_from_mask"]
+]
 
 LAYOUTS = ("paper", "contiguous")  # Dynamic PIC: literal Eq. 9, or monotone
 # l_ic and l_rc of the PIC paper's inference sweeps; the literal Eq. 9 layout
@@ -96,16 +96,3 @@ def dynamic_position_list(
 
     ids = torch.arange(length)
     return dynamic_positions(ids, length, ratio, initial, recent, layout).tolist()
-
-
-def positions_from_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Original 0-based ids and lengths of left- or right-padded rows.
-
-    Returns ``(ids, lengths)``: ``ids[b, t]`` is the index of token t among row b's real tokens
-    (0 at padding), ``lengths[b]`` the number of real tokens of row b.
-    """
-    import torch
-
-    mask = attention_mask.to(torch.long)
-    ids = (mask.cumsum(-1) - 1).clamp(min=0) * mask
-    return ids, mask.sum(-1)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from harness.data.variants import evaluated_as
+from harness.pic.variants import evaluated_as
 from harness.pic.inference import MODEL_ARGS, Inference
 from harness.core import results as keys
 

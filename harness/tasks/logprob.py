@@ -11,9 +11,9 @@ from harness.longppl.corpus import CorpusOptions
 from harness.data.prompts import ModelKeys
 from harness.core.errors import UsageError
 from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
-from harness.longppl.formulas import SOFT_GAMMA, KeyTokens, document_stats
+from harness.longppl.formulas import SOFT_GAMMA, KeyTokens, document_stats, key_tokens_support
 from harness.metrics.pooling import nll_sum
-from harness.metrics.support import Support, key_tokens_support
+from harness.metrics.support import Support
 from harness.longppl.keytokens import KeyTokenOptions
 from harness.core.options import option
 from harness.tasks.base import HONESTY_METRICS, LchTask

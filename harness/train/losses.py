@@ -20,7 +20,7 @@ from harness.longppl.estimator import long_short_logprobs
 from harness.models.head import output_logits
 from harness.models.scoring import target_logprobs
 from harness.models.unwrap import unwrap_model
-from harness.pic.positions import positions_from_mask
+from harness.models.masks import positions_from_mask
 
 
 def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:

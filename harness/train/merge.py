@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from harness.data.variants import Variant, read_variant, write_variant
+from harness.pic.variants import Variant, read_variant, write_variant
 from harness.models.folders import check_model_folder
 from harness.core.errors import UsageError
 from harness.core.files import staged_files

@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from harness.data.variants import Variant, read_variant, write_variant
+from harness.pic.variants import Variant, read_variant, write_variant
 from harness.core.files import append_line, staged_files, write_json_atomic
 from harness.core.errors import DataFormatError, UsageError
 from harness.pic.hf import apply_pic, set_rope_base

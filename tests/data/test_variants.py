@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.data.instructions import conversation
-from harness.data.variants import Variant, describe, evaluated_as, read_variant, write_variant
+from harness.pic.variants import Variant, describe, evaluated_as, read_variant, write_variant
 from harness.core.errors import DataFormatError
 from harness.pic.inference import Inference
 

@@ -12,7 +12,8 @@ from harness.core.errors import UsageError
 from harness.plugin.aggregations import key_perplexity, record_cautions
 from harness.longppl.formulas import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
 from harness.core.results import SUPPORT as SUPPORT_KEY
-from harness.metrics.support import documents_support, key_tokens_support
+from harness.longppl.formulas import key_tokens_support
+from harness.metrics.support import documents_support
 
 
 def test_a_key_span_no_evaluated_token_fits_in_is_counted():

@@ -218,7 +218,7 @@ def test_a_dynamic_pic_checkpoint_of_a_hybrid_family_is_served_from_its_variant_
     hf-pic's Algorithm 1 under that variant."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.data.variants import read_variant
+    from harness.pic.variants import read_variant
     from harness.models.tiny import build_tiny_model
     from harness.train.config import TrainConfig
     from harness.train.run import train_recipe

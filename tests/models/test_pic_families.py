@@ -23,7 +23,8 @@ from transformers import AutoModelForCausalLM, DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
 from harness.models.tiny import ARCHITECTURES
-from harness.pic.positions import dynamic_positions, positions_from_mask
+from harness.models.masks import positions_from_mask
+from harness.pic.positions import dynamic_positions
 from tests.conftest import tiny_causal_lm
 
 FAMILIES = list(ARCHITECTURES)

@@ -5,7 +5,8 @@ import torch
 from transformers import DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
-from harness.pic.positions import dynamic_positions, positions_from_mask
+from harness.models.masks import positions_from_mask
+from harness.pic.positions import dynamic_positions
 from tests.conftest import tiny_causal_lm
 
 ARCHS = ["llama", "mistral", "qwen2"]

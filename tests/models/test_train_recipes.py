@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.data.variants import read_variant
+from harness.pic.variants import read_variant
 from harness.core.errors import UsageError
 from harness.train import run as train_run
 from harness.train.config import TrainConfig

@@ -120,7 +120,7 @@ def test_words():
 def test_the_value_and_the_registry_import_no_torch():
     import subprocess
 
-    code = ("import sys; import harness.pic.inference, harness.reporting.plots, harness.data.variants; "
+    code = ("import sys; import harness.pic.inference, harness.reporting.plots, harness.pic.variants; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -5,13 +5,13 @@ import math
 import pytest
 import torch
 
+from harness.models.masks import positions_from_mask
 from harness.pic.inference import Inference
 from harness.pic.positions import (
     dynamic_position_list,
     dynamic_positions,
     naive_positions,
     ntk_base,
-    positions_from_mask,
 )
 
 

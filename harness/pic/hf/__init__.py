@@ -31,6 +31,7 @@ from harness.pic.hf.compat import (
     check_transformers_version,
 )
 from harness.pic.hf.layers import TESTED_MODEL_TYPES, RopeLayout, rope_layout
+from harness.models.scoring import WHOLE_ROW_POSITIONS
 from harness.models.unwrap import unwrap_model
 from harness.pic.inference import Inference
 
@@ -151,5 +152,8 @@ def apply_pic(
         from harness.pic.hf.hooks import install
 
         installed.undo.extend(install(rope, inference))
+    if inference.entry.ids is not None:  # positions computed per call from the row's whole length
+        setattr(base, WHOLE_ROW_POSITIONS, True)
+        installed.undo.append(lambda: delattr(base, WHOLE_ROW_POSITIONS))
     setattr(base, _ATTR, installed)
     return model

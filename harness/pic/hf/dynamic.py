@@ -40,7 +40,7 @@ from harness.pic.hf.plan import Plan
 from harness.pic.hf.layers import RopeLayout
 from harness.pic.hf.rope import rotate, unrotate
 from harness.pic.inference import Inference
-from harness.pic.positions import positions_from_mask
+from harness.models.masks import positions_from_mask
 
 
 @dataclass(frozen=True)
