@@ -52,7 +52,8 @@ from harness.engines.requests import REQUESTS, RequestOptions, RequestType
 from harness.metrics.catalogue import metric_info, metric_role
 from harness.metrics.pooling import mean, total
 from harness.metrics.support import Support, documents_support, samples_support
-from harness.core.options import parse_options, undeclared_shapes
+from harness.core.cache_keys import undeclared_shapes
+from harness.core.options import parse_options
 from harness.core import results as keys
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class LchTask(ConfigurableTask):
     PARTIAL = False  # some documents lack some declared metric: each reports them all, None where not its own
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
-    # the task caches data generated from its options, keyed by them (harness.core.options.data_key): every field of
+    # the task caches data generated from its options, keyed by them (harness.core.cache_keys.data_key): every field of
     # OPTIONS declares how it shapes that data, checked when the class is built
     KEYED_OPTIONS = False
 

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from harness.core.options import data_key, option
+from harness.core.cache_keys import data_key
+from harness.core.options import option
 from harness.tasks.lch_ruler.cache import cache_key
 from harness.tasks.lch_ruler.dataset import RulerOptions
 from harness.tasks.lch_ruler.task import RulerTask

@@ -1,7 +1,7 @@
 """The on-disk cache of generated RULER rows: ``<cache>/ruler/<task>-<length>-<digest>.jsonl``.
 
 The digest hashes everything the rows depend on: every option that declares it shapes them (:func:`harness.core.
-options.data_key` over :class:`~harness.tasks.lch_ruler.dataset.RulerOptions`: the task, the entry's length, sample
+cache_keys.data_key` over :class:`~harness.tasks.lch_ruler.dataset.RulerOptions`: the task, the entry's length, sample
 count, seed, worked example by value; the haystack sources the task reads by their content; the tokenizer and chat
 template by the counter's fingerprint of the tokenizer as loaded here), and what no option holds (the task's builder
 parameters, the word lists, :data:`GENERATOR_VERSION`, the depth buckets the niah rows record). So a hit is always
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.cache import cache_root
 from harness.core.files import entry_lock, sweep_temporaries, write_text_atomic
-from harness.core.options import OMIT, data_key
+from harness.core.cache_keys import OMIT, data_key
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompts import PromptCounter
