@@ -269,7 +269,7 @@ def ruler_rate(args: argparse.Namespace, dtype: str, length: int, work: Path) ->
                           env=env)
     if warm.returncode:
         return {"length": length, "error": (warm.stderr.strip().splitlines() or ["?"])[-1]}
-    code = ("import json, sys, time; from harness.plugin.run import evaluate, task_manager; "
+    code = ("import json, sys, time; from harness.plugin.in_process import evaluate, task_manager; "
             "meta = json.loads(sys.argv[1]); m = task_manager(metadata=meta); "
             "t = time.perf_counter(); r = evaluate({'pretrained': sys.argv[2], 'dtype': sys.argv[3]}, "
             "['lch_ruler_niah_single_1'], m, device=sys.argv[4], batch_size=4); "

@@ -85,7 +85,7 @@ def run_ours(files: dict, length: int) -> dict:
     from dataclasses import asdict
 
     from harness.tasks.lch_ruler import dataset as ruler
-    from harness.data.prompts import PromptCounter, load_tokenizer
+    from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(files["tokenizer"]))
     sources = ruler.Sources(essays=files["essays"], squad=files["squad"], hotpotqa=files["hotpot"])

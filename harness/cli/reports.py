@@ -319,7 +319,7 @@ def _diff_tokenizer(name: str | None, run: str):
     name = name or model_tokenizer_name(run)
     if not name or name == "none":
         return None
-    from harness.data.prompts import load_tokenizer
+    from harness.data.prompt_tokens import load_tokenizer
 
     try:
         return load_tokenizer(name)

@@ -59,7 +59,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from harness.cli.options import given_options
     from harness.train.config import TrainConfig, config_class
-    from harness.train.run import train_recipe
+    from harness.train.trainer import train_recipe
 
     cfg = TrainConfig.for_recipe(**given_options(config_class(args.recipe), args))
     summary = train_recipe(cfg)

@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
-from harness.data.prompts import ModelKeys
+from harness.data.prompt_tokens import ModelKeys
 from harness.data.token_heads import count_tokens_upto
 from harness.core.errors import UsageError
 

@@ -6,7 +6,7 @@ instruction at the start of a RULER prompt (lm-eval #3115); LongBench keeps the 
 cut), and counts what it did:
 
 * the room is ``limit = max_length - max_gen_toks`` tokens, counted in the evaluated tokenizer on the prompt as sent
-  (chat template and BOS included: :class:`harness.data.prompts.PromptCounter`);
+  (chat template and BOS included: :class:`harness.data.prompt_tokens.PromptCounter`);
 * only the document's context is cut: a task gives its text as three pieces, :class:`PromptParts` (the
   instruction, the context, the question: ``instruction + context + question`` is the task's ``doc_to_text``), the
   context is found inside the rendered prompt, and every character outside it (the chat template's wrapper, the

@@ -110,7 +110,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]
-    from harness.plugin.run import evaluate, save_run, task_manager
+    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.models.catalogue import fetch_model
 
     start = time.perf_counter()

@@ -31,7 +31,7 @@ VARIANTS: list[tuple[str, dict]] = [
 
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
     from harness.data.synthetic import synthetic_reports
-    from harness.plugin.run import evaluate, save_run, task_manager
+    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
     from harness.reporting.labels import name_from_results, split_shared
 

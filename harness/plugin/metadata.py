@@ -10,7 +10,7 @@ the type.
 
 The key table, :data:`METADATA_KEYS`, is not written by hand: it is the fields of the options dataclasses
 of every task class our YAMLs name (:func:`metadata_keys`), plus lm-eval's own keys and the model args
-lm-eval merges into the metadata (:class:`~harness.data.prompts.ModelKeys`). A new option is one
+lm-eval merges into the metadata (:class:`~harness.data.prompt_tokens.ModelKeys`). A new option is one
 field in one dataclass.
 """
 
@@ -20,7 +20,7 @@ import difflib
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.data.prompts import ModelKeys
+from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import LchError, UsageError
 from harness.core.options import option_help
 

@@ -39,7 +39,7 @@ from harness.reporting.labels import name_from_results
 from harness.reporting.runs import RunError, declared, read_json
 from harness.reporting.samples import by_doc, filters_of, pair_docs, paired_values, read_rows, run_files, score_values
 
-TEMPLATE_OPTIONS = ("chat_template",)  # task options that follow the chat template (harness.data.prompts.PromptOptions)
+TEMPLATE_OPTIONS = ("chat_template",)  # task options that follow the chat template (harness.data.prompt_tokens.PromptOptions)
 NO_TEMPLATE = "none"  # the run record's chat_template of a run that applied none
 
 

@@ -47,7 +47,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean as lm_eval_mean, mean_stderr
 from lm_eval.api.task import ConfigurableTask
 
-from harness.data.prompts import ModelKeys
+from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import REQUESTS, RequestOptions, RequestType
 from harness.metrics.catalogue import metric_info, metric_role
 from harness.metrics.pooling import mean, total
@@ -282,7 +282,7 @@ class LchTask(ConfigurableTask):
     @functools.cached_property
     def max_length(self) -> int:
         """The evaluated model's max length, resolved as lm-eval's HF model does."""
-        from harness.data.prompts import model_max_length
+        from harness.data.prompt_tokens import model_max_length
 
         return model_max_length(self.model_keys)
 
@@ -346,7 +346,7 @@ class LchTask(ConfigurableTask):
         if not isinstance(ctx, str):
             return
         if getattr(self, "_counter", None) is None:
-            from harness.data.prompts import PromptCounter, load_tokenizer, tokenizer_name
+            from harness.data.prompt_tokens import PromptCounter, load_tokenizer, tokenizer_name
 
             self._prompt_tokens: dict[str, int] = {}
             name = tokenizer_name(self.model_keys)

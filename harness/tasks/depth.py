@@ -3,7 +3,7 @@ length.
 
 A sample carrying ``doc["depth_bucket"]`` (:mod:`harness.data.depth`: RULER's ``niah_*`` rows, BABILong's synthetic
 ones) adds ``depth_<D>_len_<L>`` (its score: lm-eval's mean, x 100 as ``len_<L>``) and ``n_depth_<D>_len_<L>`` (1:
-summed, the samples of that cell) to what :class:`~harness.tasks.generation.PerLengthTask` scores; the task declares
+summed, the samples of that cell) to what :class:`~harness.tasks.generate_until.PerLengthTask` scores; the task declares
 them for every bucket of :data:`~harness.data.depth.DEPTH_BUCKETS` at every length of its options, and a cell
 without samples is left out of the results. ``lch plot depth`` draws them (:mod:`harness.reporting.plots`).
 """
@@ -19,7 +19,7 @@ from harness.metrics.support import Support
 
 
 class DepthScores:
-    """Mixin before :class:`~harness.tasks.generation.PerLengthTask` (module docstring); :meth:`has_depth` says
+    """Mixin before :class:`~harness.tasks.generate_until.PerLengthTask` (module docstring); :meth:`has_depth` says
     whether this task's samples record a depth."""
 
     def has_depth(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.data.documents import DocumentOptions
 from harness.longppl.corpus import CorpusOptions
-from harness.data.prompts import ModelKeys
+from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import UsageError
 from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
 from harness.longppl.formulas import SOFT_GAMMA, KeyTokens, document_stats, key_tokens_support

@@ -42,7 +42,7 @@ def ruler(args: dict) -> dict:
     from dataclasses import asdict
 
     from harness.tasks.lch_ruler import dataset as ruler_data
-    from harness.data.prompts import PromptCounter, load_tokenizer
+    from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(args["tokenizer"]))
     sources = ruler_data.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")

@@ -8,7 +8,7 @@ import pytest
 from harness.data.documents import MissingDataError, load_documents, select_long
 from harness.data.documents import DocumentOptions
 from harness.data.govreport import load_govreport
-from harness.data.prompts import ModelKeys
+from harness.data.prompt_tokens import ModelKeys
 from harness.data.synthetic import synthetic_reports
 from harness.metrics.pooling import nll_sum, pooled_perplexity
 

@@ -128,7 +128,7 @@ def test_niah_rows_record_the_drawn_depth_of_the_answer_needle():
 
 
 def test_generated_niah_rows_carry_their_depth_and_other_tasks_none(tiny_model_dir):
-    from harness.data.prompts import PromptCounter, load_tokenizer
+    from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(str(tiny_model_dir)))
     for row in ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=11, **asdict(SYNTHETIC)),

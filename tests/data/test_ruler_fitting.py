@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import pytest
 
-from harness.data.prompts import PromptCounter, load_tokenizer
+from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 from harness.tasks.lch_ruler.dataset import BUILDERS, TASKS, RulerOptions, SegmentCounter, Sources, TooShortError, generate
 from harness.tasks.lch_ruler.builders import Builder
 from harness.tasks.lch_ruler.fitting import fit_additive, fit_full

@@ -182,7 +182,7 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
     [5, 4, 3, 2, 1, 3] (quality 50), all 2 (25), all 5 (100): S_q = 175 / 3 whatever the order."""
     from harness.judges import stage
     from harness.judges.client import JudgeClient
-    from harness.plugin.run import evaluate, task_manager
+    from harness.plugin.in_process import evaluate, task_manager
     from tests.judge_servers import CannedJudge, longbench_write_reply
 
     names = ("Relevance", "Accuracy", "Coherence", "Clarity", "Breadth and Depth", "Reading Experience")

@@ -56,7 +56,7 @@ def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("task", ["qa1", "qa2", "qa3", "qa4", "qa5"])
 def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
-    from harness.data.prompts import PromptCounter, load_tokenizer
+    from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
     meta = {"babilong_task": task, "lengths": ["0k", "2k"], "source": "synthetic", "num_samples": 2,
             "pretrained": str(tiny_model_dir)}

@@ -35,7 +35,7 @@ def tokenizer(tiny_model_dir):
 def run(model_dir, tokenizer, group: str, lengths: list, num_samples: int) -> dict:
     from lm_eval import simple_evaluate
 
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     metadata = {"pretrained": str(model_dir), "lengths": lengths, "num_samples": num_samples, "essays": "synthetic",
                 "source": "synthetic", "seed": 5}
@@ -96,7 +96,7 @@ def test_a_group_of_tasks_that_spell_lengths_differently_has_one_curve(tiny_mode
     (a group from another folder is a run of ours through our model)."""
     from lm_eval import simple_evaluate
 
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     tasks = ["lch_ruler_niah_single_1", "lch_babilong_qa1"]
     (tmp_path / "mixed.yaml").write_text("group: mixed\ntask:\n" + "".join(f"  - {t}\n" for t in tasks) +

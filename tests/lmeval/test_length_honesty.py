@@ -27,7 +27,7 @@ def chat_model_dir(tiny_model_dir, tmp_path_factory):
 def babilong_run(model_dir, declare_template: bool | None) -> dict:
     from lm_eval import simple_evaluate
 
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     metadata = {"pretrained": str(model_dir), "lengths": ["1k"], "source": "synthetic", "num_samples": N_SAMPLES,
                 "seed": 3}

@@ -24,7 +24,7 @@ PIC = {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 32}
 @pytest.fixture(scope="module")
 def manager(tmp_path_factory):
     from harness.data.synthetic import synthetic_reports
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     folder = tmp_path_factory.mktemp("family-docs")
     docs = folder / "reports.jsonl"
@@ -39,7 +39,7 @@ def manager(tmp_path_factory):
 def test_hf_pic_runs_ppl_and_ruler_on_every_family(arch, manager):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.plugin.run import evaluate
+    from harness.plugin.in_process import evaluate
 
     folder = build_tiny_model(arch=arch)
     assert (folder / "tokenizer.json").read_bytes() == (build_tiny_model() / "tokenizer.json").read_bytes()

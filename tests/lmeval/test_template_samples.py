@@ -23,7 +23,7 @@ def chat_model_dir(tiny_model_dir, tmp_path_factory):
 def _run(model_dir, folder, apply_chat_template: bool, declared: dict) -> dict:
     from lm_eval import simple_evaluate
 
-    from harness.plugin.run import save_run, task_manager
+    from harness.plugin.in_process import save_run, task_manager
 
     metadata = {"pretrained": str(model_dir), "lengths": ["1k"], "num_samples": 2, "essays": "synthetic",
                 "source": "synthetic", "seed": 7, **declared}

@@ -1,4 +1,4 @@
-"""The truncation policy through lm-eval (harness/data/truncation.py, harness/tasks/generation.py): every task that
+"""The truncation policy through lm-eval (harness/data/truncation.py, harness/tasks/generate_until.py): every task that
 cuts (each RULER task kind, BABILong, MRQA) run with the tiny model's tokenizer and a chat template at
 ``max_length=1400``, where their 2k samples (fitted with the template counted) do not fit with their generation budgets.
 
@@ -57,7 +57,7 @@ def run(model_dir, tokenizer, policy: str, mrqa: str = "", max_length: int = MAX
         tasks: list[str] = TASKS, cache_requests: bool = False) -> dict:
     from lm_eval import simple_evaluate
 
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     metadata = {"pretrained": str(model_dir), "max_length": max_length, "lengths": ["2k"], "num_samples": N_SAMPLES,
                 "seed": 3, "truncation": policy, "chat_template": True, "essays": "synthetic", "squad": "synthetic",

@@ -16,7 +16,7 @@ from harness.data.synthetic import synthetic_reports
 from harness.engines.hf_pic import HFPicLM
 from harness.pic.hf import Inference, pic_settings, rope_base
 from harness.train.config import TrainConfig
-from harness.train.run import train_recipe
+from harness.train.trainer import train_recipe
 
 
 @pytest.fixture(scope="module")

@@ -221,7 +221,7 @@ def test_a_dynamic_pic_checkpoint_of_a_hybrid_family_is_served_from_its_variant_
     from harness.pic.variants import read_variant
     from harness.models.tiny import build_tiny_model
     from harness.train.config import TrainConfig
-    from harness.train.run import train_recipe
+    from harness.train.trainer import train_recipe
 
     base = build_tiny_model("gemma3_text", hidden=256, heads=4, kv_heads=2, train_steps=30)
     rows = tmp_path / "inst.jsonl"

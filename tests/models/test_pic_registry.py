@@ -128,7 +128,7 @@ def test_which_layers_pic_changes_is_one_rule_read_from_the_config(arch):
     """``kept_layers`` (the config rule, which vLLM reads from config.json) agrees with each family's own modules
     (a layer without RoPE: ``use_rope`` False; a sliding layer: the window its attention module, or for families
     without one per layer the config, gives it), for the config object and for its JSON alike."""
-    from harness.pic.hf.layers import kept_layers
+    from harness.pic.hf.rope_layout import kept_layers
 
     model = tiny_causal_lm(arch, layers=3)
     config = model.config
@@ -149,7 +149,7 @@ def test_which_layers_pic_changes_is_one_rule_read_from_the_config(arch):
 
 def test_a_mistral_v01_sliding_window_keeps_every_layer():
     """Mistral v0.1 (a config sliding window, no layer types): every layer slides, none is PIC's, by both rules."""
-    from harness.pic.hf.layers import kept_layers
+    from harness.pic.hf.rope_layout import kept_layers
 
     model = tiny_causal_lm("mistral", layers=2, sliding_window=8)
     assert kept_layers(model.config) == {0: "sliding window 8", 1: "sliding window 8"}

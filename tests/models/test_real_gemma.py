@@ -140,7 +140,7 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     base model: the prompt ends with RULER's answer prefix). Observed: 8 of 8 needles found; each sample's
     score is RULER's rule recomputed here."""
     from lm_eval import simple_evaluate
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     metadata = {"pretrained": str(gemma3_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": False}

@@ -55,7 +55,7 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
 def ruler_run(smollm2_dir, tmp_path_factory):
     """lm-eval run of RULER niah_single_1 / niah_single_2 at 1k, 4 samples each, chat template applied."""
     from lm_eval import simple_evaluate
-    from harness.plugin.run import task_manager
+    from harness.plugin.in_process import task_manager
 
     metadata = {"pretrained": str(smollm2_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
                 "chat_template": True}
@@ -102,7 +102,7 @@ def test_chat_template_is_applied_and_counted_in_the_fitted_length(ruler_run, sm
 def test_an_undeclared_chat_template_is_caught_as_over_target(smollm2):
     """Samples fitted without the template overflow their length once the template is applied."""
     from harness.data.haystacks import SYNTHETIC
-    from harness.data.prompts import PromptCounter
+    from harness.data.prompt_tokens import PromptCounter
     from harness.tasks.lch_ruler.dataset import Sources, generate
 
     _, tokenizer = smollm2

@@ -13,9 +13,9 @@ import torch
 from harness.cli import main
 from harness.pic.variants import read_variant
 from harness.core.errors import UsageError
-from harness.train import run as train_run
+from harness.train import trainer as train_run
 from harness.train.config import TrainConfig
-from harness.train.run import train_recipe
+from harness.train.trainer import train_recipe
 
 WORDS = ("the agency said funding rose while costs fell and new rules apply to every program in the report "
          "committee members reviewed budgets schedules and risks").split()
@@ -179,7 +179,7 @@ def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, 
 def test_a_diverging_run_says_so(tiny_model_dir, data, tmp_path, capsys):
     """A checkpoint whose held-out loss rose 61-fold (1.82 -> 111 was seen) was saved without a word: the summary
     and stderr now say that the training diverged."""
-    from harness.train.run import heldout_warning
+    from harness.train.trainer import heldout_warning
 
     assert heldout_warning(1.82, 111.0) == ("the held-out loss rose from 1.82 to 111 (x61): the training diverged; "
                                             "lower --lr or raise --warmup before using this checkpoint")

@@ -7,7 +7,7 @@
 
 Every variant reaches the model the same way (:mod:`~harness.pic.hf.hooks`): a decoder pre-hook
 computes the call's positions and ``(cos, sin)`` once, and attention pre-hooks give them to the
-full-attention RoPE layers (:mod:`~harness.pic.hf.layers`: which layers, on every RoPE family of
+full-attention RoPE layers (:mod:`~harness.pic.hf.rope_layout`: which layers, on every RoPE family of
 transformers 5.x), whose own ``forward`` does the rest. Dynamic PIC adds cache layers that re-rotate
 cached keys as the length grows (:mod:`~harness.pic.hf.dynamic`).
 
@@ -30,7 +30,7 @@ from harness.pic.hf.compat import (
     UnsupportedTransformersError,
     check_transformers_version,
 )
-from harness.pic.hf.layers import TESTED_MODEL_TYPES, RopeLayout, rope_layout
+from harness.pic.hf.rope_layout import TESTED_MODEL_TYPES, RopeLayout, rope_layout
 from harness.models.scoring import WHOLE_ROW_POSITIONS
 from harness.models.unwrap import unwrap_model
 from harness.pic.inference import Inference

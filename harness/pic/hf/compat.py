@@ -2,7 +2,7 @@
 
 PIC relies on how transformers 5.x writes its RoPE decoders, not only on its public API: the decoder's
 ``rotary_emb`` and the ``position_embeddings`` keyword every attention module takes
-(:mod:`harness.pic.hf.layers`), the keyword arguments a decoder hands on to its attention modules
+(:mod:`harness.pic.hf.rope_layout`), the keyword arguments a decoder hands on to its attention modules
 (:mod:`harness.pic.hf.hooks`), each modelling file's ``apply_rotary_pos_emb`` and the cache layer class
 that :class:`harness.pic.hf.dynamic.PicLayer` extends. They were written against and tested on the
 versions in :data:`SUPPORTED_TRANSFORMERS`; :func:`apply_pic` calls :func:`check_transformers_version`

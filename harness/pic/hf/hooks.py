@@ -5,7 +5,7 @@
    base ``b * s_rr``), and passes the resulting :class:`Plan` on in the decoder's keyword arguments,
    which transformers hands unchanged to every decoder layer and attention module.
 2. A pre-hook on every attention module takes the plan out of its keyword arguments (so the attention
-   kernel never sees it) and, on a PIC layer (:mod:`~harness.pic.hf.layers`), replaces the
+   kernel never sees it) and, on a PIC layer (:mod:`~harness.pic.hf.rope_layout`), replaces the
    ``position_embeddings`` it was given by the plan's. The family's own ``forward`` then rotates,
    normalises, caches and attends as it always does.
 
@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from harness.models.hf_cache import given_cache
-from harness.pic.hf.layers import RopeLayout
+from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.hf.plan import PLAN_KWARG, Plan
 from harness.pic.inference import Inference
 

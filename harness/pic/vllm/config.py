@@ -65,9 +65,9 @@ def pic_layer_rope_type(hf_config: Mapping[str, Any]) -> str:
 
 def check_pic_config(hf_config: Mapping[str, Any], inference: Inference) -> str:
     """A model config PIC can run on vLLM, else a one-line refusal: an architecture, at least one
-    full-attention RoPE layer (:func:`harness.pic.hf.layers.kept_layers`, the rule hf-pic follows), and RoPE on
+    full-attention RoPE layer (:func:`harness.pic.hf.rope_layout.kept_layers`, the rule hf-pic follows), and RoPE on
     those layers that rotates by ``position x inv_freq`` (:data:`ROPE_TYPES`). Returns the architecture."""
-    from harness.pic.hf.layers import kept_layers
+    from harness.pic.hf.rope_layout import kept_layers
 
     arch = architecture(hf_config)
     if arch.startswith(PREFIX):

@@ -6,7 +6,7 @@ guard is :func:`check_vllm_version`).
 the layer's base, ``rotary_dim`` for partial rotary, the neox or GPT-J layout) and calls ``q, k =
 self.rotary_emb(positions, q, k)`` right before ``self.attn(q, k, v)``, whose ``Attention`` knows the layer's sliding
 window and holds its KV cache. ``Pic<Arch>`` (:func:`pic_model_class`) is vLLM's own ``<Arch>`` class with, on each
-full-attention RoPE layer (:func:`harness.pic.hf.layers.kept_layers`, the rule hf-pic follows: sliding-window and
+full-attention RoPE layer (:func:`harness.pic.hf.rope_layout.kept_layers`, the rule hf-pic follows: sliding-window and
 no-RoPE layers keep their positions), ``rotary_emb`` replaced by a :class:`PicRotary` that rotates in the same
 layout at PIC's positions, as the method's registry entry says (:mod:`harness.pic.methods`):
 
@@ -362,7 +362,7 @@ def install(model: nn.Module, hf_config: Any, inference: Inference, step: Dynami
     from vllm.model_executor.layers.attention import Attention
     from vllm.model_executor.models.utils import extract_layer_index
 
-    from harness.pic.hf.layers import kept_layers
+    from harness.pic.hf.rope_layout import kept_layers
 
     arch = type(model).__name__.removeprefix(PREFIX)
     found: dict[int, nn.Module] = {}

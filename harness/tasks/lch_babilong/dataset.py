@@ -33,7 +33,7 @@ from typing import Any
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label
-from harness.data.prompts import PromptOptions
+from harness.data.prompt_tokens import PromptOptions
 from harness.data.truncation import PromptParts
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
@@ -187,7 +187,7 @@ def dataset(options: BabilongOptions) -> dict:
     rows = []
     for length in [length_label(x) for x in options.length_list()]:
         if source == "synthetic":
-            from harness.data.prompts import counter_for
+            from harness.data.prompt_tokens import counter_for
 
             part = _synthetic(task, length, num_samples or 100, options.seed, counter_for(options), options.filler,
                               prompts_file)

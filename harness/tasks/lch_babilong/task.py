@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.data.lengths import length_label
 from harness.tasks.depth import DepthScores
-from harness.tasks.generation import PerLengthTask
+from harness.tasks.generate_until import PerLengthTask
 from harness.tasks.lch_babilong.dataset import BabilongOptions
 
 

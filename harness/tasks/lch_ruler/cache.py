@@ -23,7 +23,7 @@ from harness.core.files import entry_lock, sweep_temporaries, write_text_atomic
 from harness.core.cache_keys import OMIT, data_key
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
-from harness.data.prompts import PromptCounter
+from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import source_fingerprint
 from harness.tasks.lch_ruler.catalogue import GENERATOR_VERSION, TASKS
 

@@ -14,7 +14,7 @@ Task definitions follow RULER (Hsieh et al., 2024; docs/formulas.md §6); all pr
 **Fitting.** Every sample draws its content (keys, values, depths, word choices) from
 ``random.Random(f"{task}-{length}-{index}-{seed}")`` first; only the haystack size ``n`` (noise units,
 essay sentences, distractor needles, uncommon words, top-word count or documents) is then searched. A
-sample is accepted at the ``n`` whose prompt, counted exactly by :class:`~harness.data.prompts.
+sample is accepted at the ``n`` whose prompt, counted exactly by :class:`~harness.data.prompt_tokens.
 PromptCounter` (the evaluated tokenizer, chat template included when declared), satisfies
 ``prompt_tokens + budget <= length`` and leaves less than one average haystack unit unused. The search
 starts from a linear model of tokens-vs-``n`` calibrated on two probes and corrects by secant steps
@@ -40,7 +40,7 @@ from typing import Any
 from harness.data import haystacks
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths
-from harness.data.prompts import PromptCounter, PromptOptions
+from harness.data.prompt_tokens import PromptCounter, PromptOptions
 from harness.tasks.lch_ruler import fitting
 from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
 from harness.tasks.lch_ruler.cache import cache_path, read_rows, rows_lock, write_rows
@@ -201,7 +201,7 @@ def dataset(options: RulerOptions) -> dict:
     import datasets
 
     from harness.data.lengths import length_tokens
-    from harness.data.prompts import counter_for
+    from harness.data.prompt_tokens import counter_for
 
     lengths = [length_tokens(x) for x in options.length_list()]
     counter = counter_for(options)

@@ -2,7 +2,7 @@
 
 Contract: for every :class:`~harness.tasks.lch_ruler.builders.Builder` the search returns ``(n, prompt_tokens)``
 with ``prompt_tokens <= target``, counted exactly as the evaluated prompt is (chat template and answer
-prefix included, see :class:`~harness.data.prompts.PromptCounter`). Both searches raise
+prefix included, see :class:`~harness.data.prompt_tokens.PromptCounter`). Both searches raise
 :class:`TooShortError` when even ``n_min`` does not fit.
 
 * :func:`fit_additive` (builders that expose ``parts``): counts prompts as sums of cached per-segment
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import NoReturn
 
-from harness.data.prompts import PromptCounter
+from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import Builder
 from harness.core.errors import UsageError
 

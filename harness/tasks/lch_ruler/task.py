@@ -6,7 +6,7 @@ import re
 
 from harness.core.errors import UsageError
 from harness.tasks.depth import DepthScores
-from harness.tasks.generation import PerLengthTask
+from harness.tasks.generate_until import PerLengthTask
 from harness.tasks.lch_ruler.dataset import RulerOptions
 
 

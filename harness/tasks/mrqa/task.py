@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.tasks.generation import HonestGenerationTask
+from harness.tasks.generate_until import HonestGenerationTask
 from harness.tasks.mrqa.dataset import MrqaOptions
 
 

@@ -4,7 +4,7 @@
 Every prompt is counted (:class:`harness.tasks.base.LchTask` length honesty), so truncation is
 never silent: ``prompt_tokens`` (mean), ``over_length`` (prompts with ``prompt_tokens + max_gen_toks >
 max_length``, i.e. those lm-eval's HF model left-truncates; ``max_length`` from the model args, else the
-model config, see :func:`harness.data.prompts.model_max_length`). Tasks that generate their
+model config, see :func:`harness.data.prompt_tokens.model_max_length`). Tasks that generate their
 samples at a target length (RULER, BABILong) also report ``over_target`` (prompts longer than the length
 they were fitted to, which happens when a run applies a chat template the generator was not told about:
 ``--metadata '{"chat_template": true}'``).
