@@ -159,7 +159,7 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
         from harness import apply_pic
         from harness.core.errors import UsageError
         from harness.longppl.estimator import compute_longppl
-        from harness.models.scoring import device_free_bytes, predicted_peak
+        from harness.models.device_sizing import device_free_bytes, predicted_peak
 
         apply_pic(model, args.pic, **LONG_PIC[args.pic])
         text = text_of(tok, essays_dir(args.essays), n)

@@ -19,9 +19,9 @@ from harness.longppl.formulas import (
     short_windows,
     summarize,
 )
-from harness.models.scoring import (MEASURE, check_fits, device_free_bytes, fused_attention, hidden_states,
-                                     model_dtype, out_of_memory_said, score_bytes, score_tokens, target_logprobs,
-                                     text_config)
+from harness.models.device_sizing import (MEASURE, check_fits, device_free_bytes, fused_attention, model_dtype,
+                                          out_of_memory_said, score_bytes, text_config)
+from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
 
 @torch.no_grad()
@@ -90,7 +90,7 @@ def window_batch(model: Any, device: torch.device | str, width: int, free: Any =
     """Short windows of ``width`` tokens per forward: on the CPU :data:`CPU_WINDOW_BATCH`; on a CUDA device as many
     as :data:`WINDOW_SHARE` of its headroom holds (``free``: a reading of :func:`device_free_bytes`, else measured
     now), by a bound of one window's peak: ``16 x hidden`` fp32 floats a token of activations, plus the attention
-    scores where the kernel materialises them (:func:`~harness.models.scoring.fused_attention` false: ``heads x
+    scores where the kernel materialises them (:func:`~harness.models.device_sizing.fused_attention` false: ``heads x
     width^2`` floats of the model's dtype and their fp32 softmax), so that a 32k document's windows take a few
     forwards, not dozens."""
     free = device_free_bytes(device) if free is MEASURE else free

@@ -1,74 +1,22 @@
 """Per-token log-probabilities of texts under a causal LM, without [tokens x vocab] logits.
 
 The decoder runs once over a left-padded batch; the LM head and an fp32 log-softmax are applied chunk
-by chunk over the sequence, so peak extra memory is ``batch x chunk x vocab`` floats.
+by chunk over the sequence, so peak extra memory is ``batch x chunk x vocab`` floats. How much goes into one launch
+(chunks of logits, blocks of queries) is :mod:`harness.models.device_sizing`'s.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 from torch import nn
 
-from harness.core.errors import UsageError
+from harness.models.device_sizing import (MEASURE, check_fits, device_free_bytes, logit_budget, out_of_memory_said,
+                                          query_block)
 from harness.models.head import output_logits
-from harness.models.unwrap import unwrap_model
 from harness.models.masks import positions_from_mask
-
-DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
-# share of a CUDA device's headroom (device_free_bytes) the buffers of one chunk of logits may take together
-DEVICE_LOGIT_SHARE = 1 / 4
-MAX_LOGIT_BUDGET = 1 << 30  # 4 GiB of fp32 logits: past this a chunk is no faster
-
-
-def device_free_bytes(device: torch.device | str | None) -> int | None:
-    """The memory a CUDA device has for what comes next, in bytes, or None for any other device: what the driver
-    reports free plus what PyTorch's caching allocator holds reserved but does not use (``memory_reserved -
-    memory_allocated``: free to this process, invisible to the driver's count). Every size below is derived from
-    one reading of it, taken once per document (:func:`score_tokens`, the LongPPL estimator) so that the sizes do not
-    depend on what earlier passes left in the allocator's cache."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type != "cuda" or not torch.cuda.is_available():
-        return None
-    cached = max(0, int(torch.cuda.memory_reserved(device)) - int(torch.cuda.memory_allocated(device)))
-    return int(torch.cuda.mem_get_info(device)[0]) + cached
-
-
-MEASURE = object()  # "measure the device now": a caller that measured once passes its reading (an int, or None off CUDA)
-
-
-def _headroom(device: torch.device | str | None, free: int | None | object) -> int | None:
-    return device_free_bytes(device) if free is MEASURE else free  # type: ignore[return-value]
-
-
-def text_config(model: nn.Module) -> object:
-    """The config of a model's language part (a multimodal config's ``text_config``, else the config itself)."""
-    config = unwrap_model(model).config
-    return getattr(config, "text_config", None) or config
-
-
-def logit_bytes(dtype: torch.dtype = torch.float32) -> int:
-    """Bytes one logit costs while its chunk is alive (:func:`target_logprobs`): the head's output in the model's
-    dtype, its fp32 copy when that dtype is narrower, and the fp32 ``exp`` that ``logsumexp`` makes of it under
-    autograd (in place otherwise, :func:`picked_logprobs`; counted anyway: one bound for both)."""
-    size = torch.empty(0, dtype=dtype).element_size()
-    return size + (4 if size < 4 else 0) + 4
-
-
-def logit_budget(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
-                 free: int | None | object = MEASURE) -> int:
-    """Floats of logits a chunk of the head and log-softmax may hold at once, by device: on a CUDA device
-    :data:`DEVICE_LOGIT_SHARE` of its headroom (``free``: a reading of :func:`device_free_bytes`, else measured now)
-    over every buffer a logit costs (:func:`logit_bytes` of the head's ``dtype``), so a 262k vocabulary takes
-    thousands of rows a chunk, not 32 (a few large launches instead of a thousand small ones), never less than the
-    CPU's; on the CPU :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there,
-    benchmarks/longppl_vs_reference.py)."""
-    free = _headroom(device, free)
-    if free is None:
-        return DEFAULT_LOGIT_BUDGET
-    return int(min(MAX_LOGIT_BUDGET, max(DEFAULT_LOGIT_BUDGET, int(free * DEVICE_LOGIT_SHARE) // logit_bytes(dtype))))
+from harness.models.unwrap import unwrap_model
 
 
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,130 +29,6 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "c
             ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
             mask[i, width - len(row) :] = 1
     return ids.to(device), mask.to(device)
-
-
-ATTENTION_SHARE = 1 / 4  # share of a CUDA device's free memory one block's attention scores may take
-MIN_QUERY_BLOCK = 1024
-
-
-def model_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype of the model's weights (its attention runs in it)."""
-    return next((p.dtype for p in unwrap_model(model).parameters() if p.is_floating_point()), torch.float32)
-
-
-def score_bytes(dtype: torch.dtype) -> int:
-    """Bytes one attention score costs where a kernel materialises them: the score in the model's dtype and its fp32
-    softmax."""
-    return torch.empty(0, dtype=dtype).element_size() + 4
-
-
-def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
-    """Whether the model's attention on ``device`` runs a kernel that materialises no ``queries x keys`` scores:
-    FlashAttention 2 as the model's implementation, or PyTorch's SDPA picking its flash or memory-efficient kernel
-    for a query, keys and values of the model's shapes in ``dtype`` under an explicit mask (hf-pic always passes
-    one), as ``torch.backends.cuda.can_use_flash_attention`` / ``can_use_efficient_attention`` say on the device
-    itself. Eager attention, and anything PyTorch refuses to say, count as materialising."""
-    implementation = str(getattr(text_config(model), "_attn_implementation", "sdpa") or "sdpa")
-    if "flash" in implementation:
-        return True
-    if implementation != "sdpa" or torch.device(device).type != "cuda":
-        return False
-    config = text_config(model)
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or getattr(config, "hidden_size", 64) // heads)
-    try:
-        query = torch.empty(1, heads, 16, head_dim, device=device, dtype=dtype)
-        key = torch.empty(1, kv_heads, 16, head_dim, device=device, dtype=dtype)
-        mask = torch.zeros(1, 1, 16, 16, device=device, dtype=dtype)
-        params = torch.backends.cuda.SDPAParams(query, key, key, mask, 0.0, False, kv_heads != heads)
-        return bool(torch.backends.cuda.can_use_flash_attention(params, False)
-                    or torch.backends.cuda.can_use_efficient_attention(params, False))
-    except Exception:  # noqa: BLE001 (an older PyTorch without these queries: assume the scores exist)
-        return False
-
-
-def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
-                free: int | None | object = MEASURE) -> int | None:
-    """How many query positions one forward of ``batch`` rows ``width`` tokens long takes (:func:`hidden_states`), or
-    None for all of them at once. On a CUDA device whose attention kernel materialises its scores
-    (:func:`fused_attention` false: eager attention, or SDPA's math kernel, ``batch x heads x block x width`` floats
-    of the model's dtype and their fp32 softmax; 16 GiB for Gemma 3 at 32k tokens in fp32, twice) the row is fed in
-    blocks of queries over a KV cache, the scores bounded to :data:`ATTENTION_SHARE` of the headroom (``free``: a
-    reading of :func:`device_free_bytes`, else measured now). Where a fused kernel runs, one forward: blocks over a
-    cache would only add passes and lose the causal fast path. On the CPU, whose kernel keeps memory linear
-    (measured: Gemma 3 270M fp32, +0.68 GB at 4k tokens, +1.01 GB at 8k), one forward."""
-    free = _headroom(device, free)
-    if free is None:
-        return None
-    dtype = model_dtype(model)
-    if fused_attention(model, device, dtype):
-        return None
-    heads = int(getattr(text_config(model), "num_attention_heads", 1) or 1)
-    per_query = max(1, batch) * heads * max(1, width) * score_bytes(dtype)
-    block = int(free * ATTENTION_SHARE) // per_query
-    block = max(MIN_QUERY_BLOCK, block // MIN_QUERY_BLOCK * MIN_QUERY_BLOCK)
-    return None if block >= width else block
-
-
-GIB = 1 << 30
-
-
-def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
-                   device: torch.device | str = "cuda") -> int:
-    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds on a device with ``free`` bytes of headroom,
-    sized as :func:`hidden_states` and :func:`target_logprobs` will size it: the last hidden states it keeps, one
-    layer's working set (queries, keys, values, the MLP's intermediate activations), the KV cache of a row fed in
-    blocks (every layer's keys and values of the whole row), the scores of one block where the kernel materialises
-    them, and one chunk of logits. An estimate (allocator rounding and kernel workspaces are not counted) made
-    before the pass, so that a document that cannot fit is refused in one line instead of running out of memory."""
-    config = text_config(model)
-    dtype = model_dtype(model)
-    size = torch.empty(0, dtype=dtype).element_size()
-    hidden = int(getattr(config, "hidden_size", 1024) or 1024)
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
-    layers = int(getattr(config, "num_hidden_layers", 1) or 1)
-    inner = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
-    tokens = batch * width
-    peak = tokens * hidden * size  # the last hidden states
-    peak += tokens * ((heads + 2 * kv_heads) * head_dim + 3 * inner + 2 * hidden) * size  # one layer at work
-    block = query_block(model, device, width, batch=batch, free=free) if free is not None else None
-    if block is not None:
-        peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
-        peak += batch * heads * block * width * score_bytes(dtype)  # one block's scores
-    elif not fused_attention(model, device, dtype):
-        peak += batch * heads * width * width * score_bytes(dtype)
-    budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
-    return int(peak + budget * logit_bytes(dtype))
-
-
-def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
-               what: str = "scoring") -> None:
-    """Refuse in one line, before any pass, a ``batch x width`` pass whose :func:`predicted_peak` exceeds the
-    device's headroom ``free`` (nothing is checked off CUDA, ``free`` None)."""
-    if free is None:
-        return
-    need = predicted_peak(model, width, batch, free, device)
-    if need > free:
-        raise UsageError(f"{what} {batch} x {width} tokens needs ~{need / GIB:.1f} GiB, {device} has {free / GIB:.1f} "
-                         "GiB free: score shorter documents (max_tokens), pass dtype=bfloat16, or use a device with "
-                         "more memory")
-
-
-@contextmanager
-def out_of_memory_said(device: torch.device | str, width: int, free: int | None, what: str = "scoring") -> Iterator[None]:
-    """A device running out of memory inside the block, said in one line (:class:`UsageError`) with what was asked
-    and what the device had, never a traceback: what :func:`predicted_peak` did not foresee."""
-    try:
-        yield
-    except torch.OutOfMemoryError:
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        had = f"{free / GIB:.1f} GiB free before it" if free is not None else "less than it needed"
-        raise UsageError(f"{what} {width} tokens ran out of memory on {device} ({had}): score shorter documents "
-                         "(max_tokens), pass dtype=bfloat16, or use a device with more memory") from None
 
 
 # Set (True) on an unwrapped model whose positions depend on a row's whole length, computed per call (naive and

@@ -1,4 +1,4 @@
-"""Scoring sized by the device (harness/models/scoring.py, longppl.py): on the CPU the sizes measured there (a
+"""Scoring sized by the device (harness/models/device_sizing.py, scoring.py, longppl.py): on the CPU the sizes measured there (a
 logit chunk of 2^23 floats, 4 short windows a forward, one forward a row); on a CUDA device from its free memory
 (shown here with the device's memory query stubbed: this machine has no GPU), and a long row fed in blocks of
 queries over a KV cache gives the states of one forward (tiny models of several families, left padding, NTK-aware
@@ -9,10 +9,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.models import device_sizing as sizing
 from harness.models import scoring
 from harness.longppl import estimator
 from harness.longppl.estimator import CPU_WINDOW_BATCH, window_batch
-from harness.models.scoring import DEFAULT_LOGIT_BUDGET, blocks_allowed, hidden_states, logit_budget, query_block
+from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, logit_budget, query_block
+from harness.models.scoring import blocks_allowed, hidden_states
 from tests.conftest import tiny_causal_lm
 
 GIB = 1 << 30
@@ -29,7 +31,7 @@ def cuda_with(monkeypatch):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * GIB))
         monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
         monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
-        monkeypatch.setattr(scoring, "fused_attention", lambda model, device, dtype: fused)
+        monkeypatch.setattr(sizing, "fused_attention", lambda model, device, dtype: fused)
         monkeypatch.setattr(estimator, "fused_attention", lambda model, device, dtype: fused)
 
     return install
@@ -77,7 +79,7 @@ def test_memory_the_allocator_holds_unused_counts(cuda_with):
     windows' pass leaves its memory in the allocator's cache, and the next pass would be sized from a fraction)."""
     model = GemmaSizes()
     cuda_with(1 * GIB, reserved=40 * GIB, allocated=8 * GIB)
-    assert scoring.device_free_bytes("cuda") == 33 * GIB
+    assert sizing.device_free_bytes("cuda") == 33 * GIB
     assert query_block(model, "cuda", 32768) == 8192  # 33 GiB / 4 / 1 MiB a query = 8448, in whole 1024s
     assert logit_budget("cuda") == 1 << 30  # 33 GiB / 4 / 8 bytes, capped (from the 1 GiB alone: 2^25)
 
@@ -95,7 +97,7 @@ def test_a_fused_kernel_takes_the_row_in_one_forward_and_batches_count(cuda_with
 
 def test_a_logit_costs_every_buffer_the_head_keeps(cuda_with):
     """A bf16 head: its bf16 logits (2 bytes), their fp32 copy (4) and logsumexp's fp32 exp (4) per logit."""
-    assert (scoring.logit_bytes(torch.bfloat16), scoring.logit_bytes(torch.float32)) == (10, 8)
+    assert (sizing.logit_bytes(torch.bfloat16), sizing.logit_bytes(torch.float32)) == (10, 8)
     cuda_with(1 * GIB)
     assert logit_budget("cuda", torch.bfloat16) == GIB // 4 // 10
 
@@ -201,12 +203,12 @@ def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_
                + 2 * 18 * 1 * 256 * n * 4  # the KV cache (blocks of 20 GiB / (4 heads x n x 8 bytes) = 5120 queries)
                + 4 * 5120 * n * (4 + 4)  # one block's scores and their softmax
                + (1 << 30) * 8)  # a chunk of logits, at the cap
-    assert scoring.predicted_peak(model, n, 1, 80 * GIB, "cuda") == by_hand == 39_929_774_080
-    scoring.check_fits(model, 131072, 1, 80 * GIB, "cuda")
+    assert sizing.predicted_peak(model, n, 1, 80 * GIB, "cuda") == by_hand == 39_929_774_080
+    sizing.check_fits(model, 131072, 1, 80 * GIB, "cuda")
     cuda_with(2 * GIB)
     with pytest.raises(UsageError, match=r"^scoring 1 x 131072 tokens needs ~\d+\.\d GiB, cuda has 2\.0 GiB free: "
                                          r"score shorter documents"):
-        scoring.check_fits(model, 131072, 1, 2 * GIB, "cuda")
+        sizing.check_fits(model, 131072, 1, 2 * GIB, "cuda")
 
 
 def test_running_out_of_memory_is_one_line_not_a_traceback(monkeypatch):
