@@ -9,7 +9,7 @@ each other thread count (``OMP_NUM_THREADS``) and each other batch size, then on
 weight matrix plus Gaussian noise of ``--damage`` times its own standard deviation). Prints and saves
 (``benchmarks/results/gate_noise.json``) each re-run's largest relative change per metric and the gate's exit code
 against ``lch regress <reference> --update-baseline`` (defaults: the floor ``NUMERIC_NOISE`` of
-``harness/reporting/regress.py``), with the load average.
+``harness/reporting/baseline.py``), with the load average.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> None:
                      "relative_change": {m: (values[m] - reference[m]) / abs(reference[m]) for m in gated},
                      "gate_exit": gate(work / "damaged", baseline)})
     load["after"] = os.getloadavg()
-    from harness.reporting.regress import NUMERIC_NOISE
+    from harness.reporting.baseline import NUMERIC_NOISE
 
     result = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
               "model": args.model, "numeric_noise_floor": NUMERIC_NOISE, "load_average": load, "rows": rows}

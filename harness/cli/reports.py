@@ -149,18 +149,10 @@ def run_leaderboard(args: argparse.Namespace) -> int:
 def run_regress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.reporting.regress import (
-        attach_samples,
-        baseline_from_run,
-        check_baseline,
-        compare,
-        exit_code,
-        format_table,
-        junit_error,
-        junit_xml,
-        load_baseline,
-        tolerance_words,
-    )
+    from harness.reporting.baseline import (attach_samples, baseline_from_run, check_baseline, load_baseline,
+                                            tolerance_words)
+    from harness.reporting.gate_report import format_table, junit_error, junit_xml
+    from harness.reporting.regress import compare, exit_code
     from harness.reporting.runs import load_runs
 
     if args.junit and Path(args.junit).is_dir():  # found before anything runs: no report could be written there

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.reporting.regress import compare, load_baseline
+from harness.reporting.baseline import load_baseline
+from harness.reporting.regress import compare
 from harness.reporting.runs import read_run
 
 STAMP = "2026-01-01T00-00-00.000001"
@@ -233,7 +234,7 @@ def test_a_task_without_samples_keeps_the_tolerance_gate_beside_paired_ones(tmp_
 
 def test_a_baseline_leaves_the_depth_cells_out_unless_asked(tmp_path):
     """The depth x length cells break len_<L> down on a few samples each: a default baseline gates len_<L>, not them."""
-    from harness.reporting.regress import baseline_from_run
+    from harness.reporting.baseline import baseline_from_run
     from harness.reporting.runs import read_run
 
     path = tmp_path / "results_1.json"
