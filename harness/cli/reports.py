@@ -215,14 +215,8 @@ def run_correlate(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from harness.reporting.plots import (
-        context_curves,
-        pic_points_from_runs,
-        pic_points_from_samples,
-        pic_series,
-        plot_context,
-        plot_pic,
-    )
+    from harness.reporting.pic_plot import pic_points_from_runs, pic_points_from_samples, pic_series, plot_pic
+    from harness.reporting.plots import context_curves, plot_context
     from harness.reporting.curves import declared_threshold
     from harness.reporting.runs import load_runs
 
@@ -237,7 +231,7 @@ def run_plot(args: argparse.Namespace) -> int:
             for label, points in by_label.items():
                 print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
     elif args.kind == "depth":
-        from harness.reporting.plots import depth_grids, depth_table, plot_depth
+        from harness.reporting.depth_plot import depth_grids, depth_table, plot_depth
 
         if len(args.task) != 1:
             raise UsageError("lch plot depth takes one --task (e.g. lch_ruler_niah_single_1)")

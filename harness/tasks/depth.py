@@ -5,7 +5,7 @@ A sample carrying ``doc["depth_bucket"]`` (:mod:`harness.data.depth`: RULER's ``
 ones) adds ``depth_<D>_len_<L>`` (its score: lm-eval's mean, x 100 as ``len_<L>``) and ``n_depth_<D>_len_<L>`` (1:
 summed, the samples of that cell) to what :class:`~harness.tasks.generate_until.PerLengthTask` scores; the task declares
 them for every bucket of :data:`~harness.data.depth.DEPTH_BUCKETS` at every length of its options, and a cell
-without samples is left out of the results. ``lch plot depth`` draws them (:mod:`harness.reporting.plots`).
+without samples is left out of the results. ``lch plot depth`` draws them (:mod:`harness.reporting.depth_plot`).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def test_a_registered_base_method_rotates_at_its_base(toy_methods):
 
 def test_vllm_and_plots_follow_the_registry(toy_methods):
     from harness.engines.vllm_pic.lm import vllm_pic_overrides
-    from harness.reporting.plots import PicPoint, pic_series
+    from harness.reporting.pic_plot import PicPoint, pic_series
 
     config = {"architectures": ["LlamaForCausalLM"], "rope_parameters": {"rope_type": "default", "rope_theta": 100.0}}
     for method in ("squared", "knee"):  # vLLM's PIC class applies any method from its registry entry

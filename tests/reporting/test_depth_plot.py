@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.reporting.plots import depth_figure, depth_grids, depth_table, depth_tasks
+from harness.reporting.depth_plot import depth_figure, depth_grids, depth_table, depth_tasks
 from harness.reporting.runs import load_runs
 from tests.reporting.test_reporting import write_run
 

@@ -9,15 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.reporting.plots import (
-    context_curves,
-    LengthPoint,
-    context_figure,
-    pic_figure,
-    pic_points_from_runs,
-    pic_points_from_samples,
-    pic_series,
-)
+from harness.reporting.pic_plot import pic_figure, pic_points_from_runs, pic_points_from_samples, pic_series
+from harness.reporting.plots import LengthPoint, context_curves, context_figure
 from harness.pic.inference import Inference
 from harness.reporting.runs import load_runs
 from tests.reporting.test_reporting import write_run
