@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gate_noise.json"))
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
 
     model = fetch_model(args.model)
     meta = {"data_files": args.essays, "min_tokens": 2048, "max_tokens": 2048, "num_docs": args.num_docs,

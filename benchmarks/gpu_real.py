@@ -310,7 +310,7 @@ def main() -> None:
         return
     if args.small:
         args.lengths, args.ruler_lengths, args.decode_prompts, args.long_lengths = [1024, 2048], [1024], [512], [2048]
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
 
     args.model_dir = str(fetch_model(args.model, log=lambda line: print(line, file=sys.stderr)))
     import torch

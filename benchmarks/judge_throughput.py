@@ -35,7 +35,7 @@ def started(name: str, tmp: Path):
     """``(base_url, model)`` of server ``name`` while it runs."""
     from judge_servers import ServedModel, VllmServer, judge_model
 
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
 
     if name == "transformers-tiny":
         from harness.models.tiny import build_tiny_model

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.longppl.estimator import find_key_tokens  # noqa: E402
-from harness.models.catalogue import fetch_model  # noqa: E402
+from harness.models.fetch import fetch_model  # noqa: E402
 
 ESSAYS = ROOT.parent / "shared" / "data" / "paul_graham_essays"
 

@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.model is None:
-        from harness.models.catalogue import fetch_model
+        from harness.models.fetch import fetch_model
 
         args.model = str(fetch_model("smollm2-135m"))
     work = Path(args.work)

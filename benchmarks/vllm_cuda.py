@@ -300,7 +300,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
     from harness.models.tiny import build_tiny_model
     from harness.models.model_check import library_versions
 

@@ -132,7 +132,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
     from harness.models.tiny import ARCHITECTURES, build_tiny_model
     from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
 

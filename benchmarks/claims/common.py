@@ -169,7 +169,7 @@ class Context:
     def __init__(self, settings: Settings, output: Path):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from harness.models.catalogue import fetch_model
+        from harness.models.fetch import fetch_model
 
         self.s = settings
         self.output = output

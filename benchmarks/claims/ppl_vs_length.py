@@ -112,7 +112,8 @@ def gemma_reference(ctx: Context, lengths: list[int], tail: int) -> dict:
     characters (its tokens whose span lies inside them), from one causal forward over the longest text."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.models.catalogue import ModelFetchError, fetch_model
+    from harness.models.catalogue import ModelFetchError
+    from harness.models.fetch import fetch_model
 
     try:
         folder = fetch_model("gemma3-270m")

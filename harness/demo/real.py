@@ -111,7 +111,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]
     from harness.plugin.in_process import evaluate, save_run, task_manager
-    from harness.models.catalogue import fetch_model
+    from harness.models.fetch import fetch_model
 
     start = time.perf_counter()
     essays_dir = essays_folder(essays)  # the inputs first: a mistake costs no fetch and no output folder

