@@ -103,11 +103,12 @@ def test_an_undeclared_chat_template_is_caught_as_over_target(smollm2):
     """Samples fitted without the template overflow their length once the template is applied."""
     from harness.data.haystacks import SYNTHETIC
     from harness.data.prompt_tokens import PromptCounter
-    from harness.tasks.lch_ruler.dataset import Sources, generate
+    from harness.tasks.lch_ruler.dataset import RulerOptions, generate
 
     _, tokenizer = smollm2
-    sources = Sources(essays=str(ESSAYS), squad=SYNTHETIC, hotpotqa=SYNTHETIC)
-    plain = generate("niah_single_2", 1024, 3, PromptCounter(tokenizer, False), seed=42, sources=sources)
+    options = RulerOptions(ruler_task="niah_single_2", num_samples=3, seed=42, essays=str(ESSAYS), squad=SYNTHETIC,
+                           hotpotqa=SYNTHETIC)
+    plain = generate(options, 1024, PromptCounter(tokenizer, False))
     templated = PromptCounter(tokenizer, True)
     for row in plain:
         assert row["prompt_tokens"] + 128 <= 1024 < templated(row["input"], row["gen_prefix"]) + 128
