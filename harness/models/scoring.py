@@ -111,22 +111,21 @@ def target_logprobs(
     vocab = head.shape[0]
     budget = logit_budget(hidden.device, head.dtype, free) if budget is None else budget
     chunk = max(1, budget // max(1, batch * vocab))
-    starts = range(first_target, width, chunk)
-    if torch.is_grad_enabled():  # training's losses: the graph keeps every chunk's part
-        parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
-        for start in starts:
-            stop = min(width, start + chunk)
-            parts.append(picked_logprobs(output_logits(model, hidden[:, start - 1 : stop - 1]), input_ids[:, start:stop]))
-        return torch.cat(parts, dim=1)
-    # Scoring: the result is allocated once, before the first chunk. Small results kept chunk after chunk would sit
-    # in the heap between one chunk's freed logits and the next one's, so that on the CPU no freed chunk fits the next
-    # (glibc's heap): measured, PPL of a 32k-token document grew the process by 4 GB, one chunk's worth per chunk.
-    out = torch.empty(batch, max(0, width - first_target), dtype=torch.float32, device=hidden.device)
-    for start in starts:
+    # Scoring writes into one result allocated before the first chunk: small results kept chunk after chunk would
+    # sit in the heap between one chunk's freed logits and the next one's, so that on the CPU no freed chunk fits the
+    # next (glibc's heap; measured, PPL of a 32k-token document grew the process by 4 GB, one chunk's worth per
+    # chunk). Training's losses keep each chunk's part, which the graph holds anyway.
+    out = None if torch.is_grad_enabled() else torch.empty(batch, max(0, width - first_target), dtype=torch.float32,
+                                                           device=hidden.device)
+    parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
+    for start in range(first_target, width, chunk):
         stop = min(width, start + chunk)
-        out[:, start - first_target : stop - first_target] = picked_logprobs(
-            output_logits(model, hidden[:, start - 1 : stop - 1]), input_ids[:, start:stop])
-    return out
+        values = picked_logprobs(output_logits(model, hidden[:, start - 1 : stop - 1]), input_ids[:, start:stop])
+        if out is None:
+            parts.append(values)
+        else:
+            out[:, start - first_target : stop - first_target] = values
+    return torch.cat(parts, dim=1) if out is None else out
 
 
 def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
