@@ -12,9 +12,10 @@ A missing key, a value of None, or an empty string for a field that is not a str
 default.
 
 **Domains.** A field declares what makes sense besides its type where it is declared: ``low`` / ``high``
-(inclusive bounds of a number, or of each number of a list), ``nonempty`` (a list or a string with something in
+(inclusive bounds of a number, or of each number of a list), ``above`` (an exclusive lower bound), ``nonempty`` (a list or a string with something in
 it), ``choices`` (words, the closest suggested for a typo). :func:`parse_options` checks them after the
-conversion, and :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs); a value
+conversion, :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs) and
+:func:`check_fields` converts and checks every field of a value built from Python (``Inference``); a value
 outside is one line naming the key, the domain and the value. Relations between fields (``min_tokens <=
 max_tokens``) are the dataclass's own ``__post_init__`` checks. A bound that stands for "more work than any run
 needs" says why in its help (e.g. :data:`MAX_TOKENS`).
@@ -23,8 +24,11 @@ needs" says why in its help (e.g. :data:`MAX_TOKENS`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import types
 import typing
+from collections.abc import KeysView
 from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
 
 from harness.core.errors import UsageError
@@ -54,18 +58,19 @@ SHAPES = {
 
 
 def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
-           low: float | None = None, high: float | None = None, nonempty: bool = False, **metadata: Any) -> Any:
+           low: float | None = None, high: float | None = None, above: float | None = None, nonempty: bool = False,
+           **metadata: Any) -> Any:
     """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
-    ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``nonempty``: a list or string
-    with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
+    ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``above``: an exclusive lower
+    bound; ``nonempty``: a list or string with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
     harness/train/config.py; ``shapes``: how the field enters a cached dataset's key, one of :data:`SHAPES`).
     Task options, training configs and their generated command lines all declare fields with it."""
     if "shapes" in metadata and metadata["shapes"] not in SHAPES:
         raise TypeError(f"shapes={metadata['shapes']!r} is not one of {', '.join(SHAPES)}")
     meta: dict[str, Any] = {"help": help, **metadata}
-    if choices is not None:
-        meta["choices"] = tuple(choices)
-    for key, value in (("low", low), ("high", high)):
+    if choices is not None:  # a registry's keys stay a live view: a method registered later is allowed
+        meta["choices"] = choices if isinstance(choices, KeysView) else tuple(choices)
+    for key, value in (("low", low), ("high", high), ("above", above)):
         if value is not None:
             meta[key] = value
     if nonempty:
@@ -94,19 +99,28 @@ def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
     if meta.get("nonempty") and isinstance(value, (str, tuple, list)) and not (value.strip() if isinstance(value, str)
                                                                                 else value):
         return f"must not be empty, got {value!r}"
-    low, high = meta.get("low"), meta.get("high")
-    if low is None and high is None:
+    low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
+    if low is None and high is None and above is None:
         return None
     numbers = value if isinstance(value, (tuple, list)) else (value,)
     for number in numbers:
         if not isinstance(number, (int, float)) or isinstance(number, bool):
             continue  # a word of a mixed list (a length label): its dataclass checks it
-        if (low is not None and number < low) or (high is not None and number > high) or number != number:
-            bound = (f"between {_bound(low)} and {_bound(high)}" if low is not None and high is not None
-                     else f">= {_bound(low)}" if low is not None else f"<= {_bound(high)}")
+        if ((low is not None and number < low) or (high is not None and number > high)
+                or (above is not None and not number > above) or number != number):
             where = " (each value)" if isinstance(value, (tuple, list)) else ""
-            return f"must be {bound}{where}, got {number!r}"
+            return f"must be {_bounds(meta)}{where}, got {number!r}"
     return None
+
+
+def _bounds(meta: Mapping[str, Any]) -> str:
+    """A number's declared bounds in words (``>= 1``, ``> 0``, ``between 0 and 1``); ``""`` when none."""
+    low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
+    if low is not None and high is not None:
+        return f"between {_bound(low)} and {_bound(high)}"
+    lower = f">= {_bound(low)}" if low is not None else f"> {_bound(above)}" if above is not None else ""
+    upper = f"<= {_bound(high)}" if high is not None else ""
+    return " and ".join(part for part in (lower, upper) if part)
 
 
 def _bound(value: float) -> str:
@@ -122,6 +136,25 @@ def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> 
             raise UsageError(f"{label(f.name)} {problem}")
 
 
+def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
+    """Each field of the dataclass ``obj`` (frozen or not) converted to its annotation by :func:`convert`'s rules
+    and inside its declared domain (:func:`domain_problem`), in field order, set back converted; else a one-line
+    :class:`UsageError` ``{label(name)} must be ...`` (``label`` may read the fields already checked). For a
+    ``__post_init__`` whose dataclass declares its fields' domains: what remains to check is between fields."""
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        value = convert(getattr(obj, f.name), hints[f.name], label(f.name))
+        problem = domain_problem(f, value)
+        if problem:
+            raise UsageError(f"{label(f.name)} {problem}")
+        object.__setattr__(obj, f.name, value)
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def describe_type(tp: Any) -> str:
     """A field's type in words, as the error lines say it (``an integer (int) or none``)."""
     return _describe(tp)
@@ -134,11 +167,8 @@ def describe_domain(field: dataclasses.Field) -> str:
     parts = []
     if meta.get("choices") is not None:
         parts.append(", ".join(c or repr(c) for c in meta["choices"]))
-    low, high = meta.get("low"), meta.get("high")
-    if low is not None and high is not None:
-        parts.append(f"between {_bound(low)} and {_bound(high)}")
-    elif low is not None or high is not None:
-        parts.append(f">= {_bound(low)}" if low is not None else f"<= {_bound(high)}")
+    if _bounds(meta):
+        parts.append(_bounds(meta))
     if meta.get("nonempty"):
         parts.append("not empty")
     return "; ".join(parts)
@@ -270,16 +300,16 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
 
 def _number(value: Any, tp: type) -> int | float:
     """``value`` as an int or a float: numbers (an int only from a whole float), or a string that parses as
-    one; never a bool (``True`` is no number a user meant)."""
+    one; never a bool, nan or infinity (no number a user meant)."""
     if isinstance(value, bool):
         raise _BadValue
     if isinstance(value, str):
         try:
-            return tp(value.strip())
+            value = float(value.strip()) if tp is float else int(value.strip())
         except ValueError:
             raise _BadValue from None
     if tp is int and isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, int) or (tp is float and isinstance(value, float)):
+    if isinstance(value, int) or (tp is float and isinstance(value, float) and math.isfinite(value)):
         return tp(value)
-    raise _BadValue
+    raise _BadValue  # a bool, a fraction for an int, nan or inf: no value a user meant

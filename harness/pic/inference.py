@@ -16,14 +16,12 @@ words (:meth:`Inference.words`). What a method does is its entry in
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.core.errors import UsageError
-from harness.core.options import convert, describe_type, option
+from harness.core.options import check_fields, convert, option
 from harness.pic.methods import NO_PIC, PIC_METHODS, PicMethod
 from harness.pic.positions import DEFAULT_INITIAL, DEFAULT_LAYOUT, DEFAULT_RECENT, LAYOUTS
 
@@ -52,43 +50,32 @@ class Inference:
     # Each field declares its model arg (``arg``; the variant file's key too, unless ``variant=False``) and the symbol
     # the settings are said with (``symbol``; the ratio's is the method's: s_cr or s_rr): MODEL_ARGS, VARIANT_KEYS and
     # the conversions of model-arg strings below are read from here.
-    method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=tuple(PIC_METHODS), arg="pic")
-    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone", arg="pic_ratio")
+    method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
+    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
+                          above=0, arg="pic_ratio")
     initial: int = option(DEFAULT_INITIAL, "l_ic: Dynamic PIC's initial tokens at full resolution", low=0,
                           arg="pic_initial", symbol="l_ic")
     recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0,
                          arg="pic_recent", symbol="l_rc")
     layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
                          choices=LAYOUTS, arg="pic_layout")
-    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", arg="rope_base")
+    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", above=0,
+                                     arg="rope_base")
     impl: str = option("cached", "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
                        choices=IMPLEMENTATIONS, arg="pic_impl", variant=False)  # how hf-pic runs it, not the model
 
     def __post_init__(self) -> None:
-        if self.method not in PIC_METHODS:
-            raise UsageError(f"pic method {self.method!r} is unknown; allowed: {', '.join(PIC_METHODS)}")
-        ratio = self.ratio
-        if not _is_number(ratio) or not math.isfinite(ratio):
-            raise UsageError(f"pic ratio must be a finite number > 0, got {ratio!r}")
-        if ratio <= 0:
-            raise UsageError(f"pic ratio must be > 0 (ratios below 1 expand positions), got {ratio!r}")
-        for name, symbol in _FIELD_SYMBOLS.items():
-            value = getattr(self, name)
-            if not _is_number(value) or not math.isfinite(value) or int(value) != value or value < 0:
-                raise UsageError(f"pic {name} ({symbol}) must be an integer >= 0, got {value!r}")
-        if self.layout not in LAYOUTS:
-            raise UsageError(f"pic layout {self.layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
-        if self.rope_base is not None:
-            if not _is_number(self.rope_base):
-                raise UsageError(f"rope_base must be a number or none; got {self.rope_base!r}")
-            if self.rope_base <= 0:
-                raise UsageError(f"rope_base must be > 0, got {self.rope_base}")
-        if self.impl not in IMPLEMENTATIONS:
-            raise UsageError(f"pic_impl {self.impl!r} is unknown; allowed: {', '.join(IMPLEMENTATIONS)}")
-        for name, kind in (("ratio", float), ("initial", int), ("recent", int)):
-            object.__setattr__(self, name, kind(getattr(self, name)))
-        if self.rope_base is not None:
-            object.__setattr__(self, "rope_base", float(self.rope_base))
+        # each field converted to its annotation and inside its declared domain (no cross-field rule to add)
+        check_fields(self, self._label)
+
+    def _label(self, name: str) -> str:
+        """A field as the user names it: its model arg and symbol (``pic_initial (l_ic)``, ``pic_ratio (s_rr)``:
+        the ratio's symbol is the method's, and the method is checked before it)."""
+        f = _FIELD_BY_NAME[name]
+        symbol = f.metadata.get("symbol")
+        if name == "ratio" and self.method in PIC_METHODS and PIC_METHODS[self.method].acts:
+            symbol = PIC_METHODS[self.method].symbol
+        return f"{f.metadata['arg']} ({symbol})" if symbol else f.metadata["arg"]
 
     # ------------------------------------------------------------------ the method and what matters
 
@@ -130,7 +117,7 @@ class Inference:
                     if value != Inference.layout:
                         settings.append(f"{value} layout")
                 else:
-                    settings.append(f"{_FIELD_SYMBOLS.get(name, name)} {value}")
+                    settings.append(f"{_FIELD_BY_NAME[name].metadata.get('symbol', name)} {value}")
             parts.append(f"{entry.words} ({', '.join(settings)})" if settings else entry.words)
         if self.rope_base is not None:
             parts.append(f"RoPE base {_number(self.rope_base)}")
@@ -141,25 +128,12 @@ class Inference:
     @staticmethod
     def fields_from(values: Mapping[str, Any], keys: Mapping[str, str] | None = None) -> dict[str, Any]:
         """``{field: value}`` of the keys of ``values`` named in ``keys`` (field -> key; model args by default)
-        that are given (not ``None``), converted: ratio / base to float, l_ic / l_rc to int, ``"none"`` for
-        ``rope_base`` to ``None``; raises ``UsageError`` naming the key. Other keys are ignored."""
-        out: dict[str, Any] = {}
-        for name, key in (MODEL_ARGS if keys is None else keys).items():
-            value = values.get(key)
-            if value is None:
-                continue
-            if name == "rope_base" and str(value).lower() == "none":
-                out[name] = None
-                continue
-            kind = _TYPES[name]
-            if kind is not str:
-                try:  # the rules of every option (harness.core.options): no bool as a number, no 4.7 as an int
-                    value = convert(value, kind, key)
-                except UsageError:
-                    what = re.sub(r" \(\w+\)", "", describe_type(kind))  # "a number or none"
-                    raise UsageError(f"{key} must be {what}; got {value!r}") from None
-            out[name] = value
-        return out
+        that are given (not ``None``), converted to the fields' annotations (:func:`~harness.core.options.convert`:
+        ``"16"`` -> 16.0, ``"none"`` -> None for ``rope_base``); a value that does not convert is a one-line
+        ``UsageError`` naming the key. Other keys are ignored."""
+        hints = typing.get_type_hints(Inference)
+        return {name: convert(values[key], hints[name], key) for name, key in (MODEL_ARGS if keys is None else keys).items()
+                if values.get(key) is not None}
 
     @classmethod
     def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":
@@ -188,5 +162,13 @@ _FIELDS = dataclasses.fields(Inference)
 MODEL_ARGS = {f.name: f.metadata["arg"] for f in _FIELDS}
 VARIANT_KEYS = tuple(f.metadata["arg"] for f in _FIELDS if f.metadata.get("variant", True))
 _VARIANT_FIELDS = {name: key for name, key in MODEL_ARGS.items() if key in VARIANT_KEYS}
-_FIELD_SYMBOLS = {f.name: f.metadata["symbol"] for f in _FIELDS if "symbol" in f.metadata}
-_TYPES = typing.get_type_hints(Inference)  # how a model-arg string converts, from each field's annotation
+_FIELD_BY_NAME = {f.name: f for f in _FIELDS}
+
+
+def option_like(name: str, **changes: Any) -> Any:
+    """A dataclass field declared as :class:`Inference`'s field ``name`` is (its help, its domain), with ``changes``
+    (``default``, ``help``) applied: how another dataclass that takes the same setting under its model arg's name
+    (``lch train``'s ``pic_ratio`` ...) declares it without a second copy of its domain."""
+    meta = {key: value for key, value in _FIELD_BY_NAME[name].metadata.items() if key not in ("arg", "symbol", "variant")}
+    meta.update(changes)
+    return option(meta.pop("default", _FIELD_BY_NAME[name].default), **meta)

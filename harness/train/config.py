@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from harness.core.errors import MissingDataError, UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.pic.inference import LAYOUTS, VARIANT_KEYS, Inference
+from harness.pic.inference import VARIANT_KEYS, Inference, option_like
 from harness.pic.methods import NO_PIC, PIC_METHODS
 
 # Dynamic PIC-SFT: the PIC paper, §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
@@ -51,14 +51,17 @@ class TrainConfig:
     model: str = option(help="base HF model (folder or hub name)")
     data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
     output: str = option(help="folder for the adapter, checkpoints and loss log")
-    # positions during training = the inference the variant expects
-    pic: str = option(Inference.method, "PIC while training", choices=tuple(PIC_METHODS))
-    pic_ratio: float | None = option(None, f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
-                                           f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
-    pic_initial: int | None = option(None, f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)", low=0, high=MAX_TOKENS)
-    pic_recent: int | None = option(None, f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)", low=0, high=MAX_TOKENS)
-    pic_layout: str = option(Inference.layout, "Dynamic PIC layout", choices=LAYOUTS)
-    rope_base: float | None = option(None, "train (and evaluate) at this RoPE base")
+    # positions during training = the inference the variant expects: Inference's fields under their model args'
+    # names (domains declared there; None: the recipe's default, filled by check_config)
+    pic: str = option_like("method", help="PIC while training")
+    pic_ratio: float | None = option_like("ratio", default=None, help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
+                                                                      f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
+    pic_initial: int | None = option_like("initial", default=None, high=MAX_TOKENS,
+                                          help=f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)")
+    pic_recent: int | None = option_like("recent", default=None, high=MAX_TOKENS,
+                                         help=f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)")
+    pic_layout: str = option_like("layout")
+    rope_base: float | None = option_like("rope_base", help="train (and evaluate) at this RoPE base")
     # data
     split: str = option("train", "split of an HF dataset")
     text_field: str = option("text", "field of the texts")
@@ -269,6 +272,7 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     """Fill the recipe-specific PIC defaults and refuse contradictory options (one line each): the common
     checks here, the recipe's own in its :meth:`TrainConfig.check`."""
     config_class(cfg.recipe)  # an unknown recipe is refused
+    check_domains(cfg, flag_name)  # every option inside its declared domain, named by its flag
     if cfg.recipe == "pic-sft" and cfg.pic == NO_PIC:
         cfg.recipe = "sft"  # plain SFT, the control of the PIC paper, Table 2
     if cfg.recipe == "sft" and cfg.pic != NO_PIC:
@@ -279,8 +283,6 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
         cfg.pic_initial = PIC_SFT_INITIAL
     if cfg.pic_recent is None:
         cfg.pic_recent = PIC_SFT_RECENT
-    if cfg.rope_base is not None and cfg.rope_base <= 0:
-        raise UsageError(f"--rope-base must be > 0, got {cfg.rope_base}")
     expected_inference(cfg)  # the PIC settings checked (one line naming the bad one)
     if cfg.recipe == "longrecipe" and cfg.pic != NO_PIC:
         raise UsageError("longrecipe sets its own position ids; use --rope-base, not --pic")
@@ -288,7 +290,6 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     data = Path(cfg.data).expanduser()
     if not data.exists() and (data.suffix in (".jsonl", ".json", ".txt") or cfg.data.startswith(("/", ".", "~"))):
         raise MissingDataError(f"{data} does not exist: give a .jsonl file of training rows (or an HF dataset name)")
-    check_domains(cfg, flag_name)  # every number inside its declared domain
     return cfg
 
 

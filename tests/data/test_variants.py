@@ -34,9 +34,9 @@ def test_hand_written_file_takes_standard_values_for_missing_keys(tmp_path):
     (json.dumps({"base_model": "m", "recipe": "sft"}), 'needs "lch_variant": 1'),
     (json.dumps({"lch_variant": 1, "recipe": "sft"}), "missing base_model"),
     (json.dumps({"lch_variant": 1, "base_model": "m", "recipe": "sft", "inference": {"pic": "yarn"}}),
-     r"bad inference settings \(pic method 'yarn' is unknown; allowed: none, naive, ntk, dynamic\)"),
+     r"bad inference settings \(pic 'yarn' is unknown; allowed: none, naive, ntk, dynamic\)"),
     (json.dumps({"lch_variant": 1, "base_model": "m", "recipe": "sft", "inference": {"pic_ratio": 0}}),
-     r"bad inference settings \(pic ratio must be > 0"),
+     r"bad inference settings \(pic_ratio must be > 0, got 0"),
     (json.dumps({"lch_variant": 1, "base_model": "m", "recipe": "sft", "inference": {"s_cr": 2}}),
      r"unknown inference keys \['s_cr'\]"),
 ])

@@ -24,7 +24,7 @@ BIN = Path(sys.executable).parent
 @dataclasses.dataclass(frozen=True)
 class Sample:
     count: int = option(3, "a count")
-    ratio: float = option(0.5, "a ratio")
+    ratio: float = option(0.5, "a ratio", above=0)
     flag: bool = option(False, "a flag")
     name: str = option("x", "a name")
     limit: int | None = option(None, "an optional limit")
@@ -52,6 +52,9 @@ def test_parser_converts_values_as_lm_eval_delivers_them():
 
 @pytest.mark.parametrize("key, value, message", [
     ("ratio", "high", "t1: --metadata ratio must be a number (float), got 'high'"),
+    ("ratio", "nan", "t1: --metadata ratio must be a number (float), got 'nan'"),
+    ("ratio", 1e309, "t1: --metadata ratio must be a number (float), got inf"),
+    ("ratio", "0", "t1: --metadata ratio must be > 0, got 0.0"),  # above=0: an exclusive bound
     ("count", "2.5", "t1: --metadata count must be an integer (int), got '2.5'"),
     ("count", True, "t1: --metadata count must be an integer (int), got True"),
     ("count", 2.5, "t1: --metadata count must be an integer (int), got 2.5"),

@@ -176,7 +176,7 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
                env=vllm_env.environ())
     got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
     try:
-        apply_pic(model, "naive", 2.0)
+        apply_pic(model, "naive", ratio=2.0)
         scored = got["token_logprobs"][0]
         ids = scored["token_ids"]
         assert len(ids) == 600 and len(scored["logprobs"]) == 599

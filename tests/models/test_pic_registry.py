@@ -43,7 +43,7 @@ def test_a_registered_method_parses_validates_and_describes_itself(toy_methods):
     assert describe("pic-sft", knee) == "Knee PIC-SFT (s_cr 2, l_ic 3)"
     assert evaluated_as(Variant("m", "pic-sft", {}, knee), knee.replace(recent=50)) == "Knee PIC-SFT (s_cr 2, l_ic 3)"
     assert Inference.from_variant_json(knee.to_variant_json()) == knee
-    with pytest.raises(UsageError, match=r"^pic ratio must be > 0"):
+    with pytest.raises(UsageError, match=r"^pic_ratio \(s_cr\) must be > 0, got 0.0$"):
         Inference("knee", 0.0)
     with pytest.raises(UsageError, match=r"allowed: none, naive, ntk, dynamic, knee, squared$"):
         Inference("yarn")
@@ -106,6 +106,8 @@ def test_apply_pic_keeps_its_keyword_form_and_takes_the_value():
     assert pic_settings(model) == Inference("ntk", 2.0, impl="reference")
     with pytest.raises(UsageError, match="give the method once"):
         apply_pic(model, "naive", method="ntk")
+    with pytest.raises(UsageError, match=r"^apply_pic: s_cr is not a field of Inference; allowed: method, ratio, "):
+        apply_pic(model, "naive", s_cr=2)  # the keywords are Inference's fields, nothing else
 
 
 def test_apply_pic_sets_the_inference_rope_base_for_good():

@@ -26,23 +26,25 @@ def test_values_are_normalised_and_frozen():
     value = Inference("dynamic", 2, 10.0, 600, rope_base=40000)
     assert (value.ratio, value.initial, value.rope_base) == (2.0, 10, 40000.0)
     assert type(value.ratio) is float and type(value.initial) is int and type(value.rope_base) is float
+    assert Inference(ratio="2", initial="10", rope_base="none") == Inference(ratio=2.0, initial=10)  # as model args
     with pytest.raises(dataclasses.FrozenInstanceError):
         value.ratio = 3.0  # type: ignore[misc]
     assert value.replace(ratio=3) == Inference("dynamic", 3.0, 10, 600, rope_base=40000.0)
 
 
 @pytest.mark.parametrize("fields, message", [
-    (dict(method="yarn"), "pic method 'yarn' is unknown; allowed: none, naive, ntk, dynamic"),
-    (dict(method="naive", ratio=0), "pic ratio must be > 0 (ratios below 1 expand positions), got 0"),
-    (dict(method="ntk", ratio=float("nan")), "pic ratio must be a finite number > 0, got nan"),
-    (dict(ratio=True), "pic ratio must be a finite number > 0, got True"),
-    (dict(ratio="2"), "pic ratio must be a finite number > 0, got '2'"),
-    (dict(initial=-1), "pic initial (l_ic) must be an integer >= 0, got -1"),
-    (dict(initial=2.5), "pic initial (l_ic) must be an integer >= 0, got 2.5"),
-    (dict(recent=float("inf")), "pic recent (l_rc) must be an integer >= 0, got inf"),
-    (dict(layout="squeezed"), "pic layout 'squeezed' is unknown; allowed: paper, contiguous"),
-    (dict(rope_base=0), "rope_base must be > 0, got 0"),
-    (dict(rope_base="big"), "rope_base must be a number or none; got 'big'"),
+    (dict(method="yarn"), "pic 'yarn' is unknown; allowed: none, naive, ntk, dynamic"),
+    (dict(method="naive", ratio=0), "pic_ratio (s_cr) must be > 0, got 0.0"),
+    (dict(method="ntk", ratio=-2), "pic_ratio (s_rr) must be > 0, got -2.0"),
+    (dict(method="ntk", ratio=float("nan")), "pic_ratio (s_rr) must be a number (float), got nan"),
+    (dict(ratio=True), "pic_ratio must be a number (float), got True"),
+    (dict(ratio="two"), "pic_ratio must be a number (float), got 'two'"),
+    (dict(initial=-1), "pic_initial (l_ic) must be >= 0, got -1"),
+    (dict(initial=2.5), "pic_initial (l_ic) must be an integer (int), got 2.5"),
+    (dict(recent=float("inf")), "pic_recent (l_rc) must be an integer (int), got inf"),
+    (dict(layout="squeezed"), "pic_layout 'squeezed' is unknown; allowed: paper, contiguous"),
+    (dict(rope_base=0), "rope_base must be > 0, got 0.0"),
+    (dict(rope_base="big"), "rope_base must be a number (float) or none, got 'big'"),
     (dict(impl="fast"), "pic_impl 'fast' is unknown; allowed: cached, reference"),
 ])
 def test_checks_are_one_line_naming_the_field(fields, message):
@@ -66,11 +68,11 @@ def test_model_args_round_trip():
 
 
 @pytest.mark.parametrize("args, message", [
-    ({"pic_ratio": "two"}, "pic_ratio must be a number; got 'two'"),
-    ({"pic_initial": "4.0"}, "pic_initial must be an integer; got '4.0'"),
-    ({"pic_recent": [1]}, "pic_recent must be an integer; got [1]"),
-    ({"rope_base": "big"}, "rope_base must be a number or none; got 'big'"),
-    ({"pic_layout": "spiral"}, "pic layout 'spiral' is unknown; allowed: paper, contiguous"),
+    ({"pic_ratio": "two"}, "pic_ratio must be a number (float), got 'two'"),
+    ({"pic_initial": "4.0"}, "pic_initial must be an integer (int), got '4.0'"),
+    ({"pic_recent": [1]}, "pic_recent must be an integer (int), got [1]"),
+    ({"rope_base": "big"}, "rope_base must be a number (float) or none, got 'big'"),
+    ({"pic_layout": "spiral"}, "pic_layout 'spiral' is unknown; allowed: paper, contiguous"),
 ])
 def test_bad_model_args_name_the_arg(args, message):
     with pytest.raises(UsageError) as err:

@@ -61,9 +61,9 @@ def test_batched_rows_use_their_own_length():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(method="naive", ratio=0), "ratio must be > 0"),
-        (dict(method="dynamic", ratio=-2.0), "ratio must be > 0"),
-        (dict(method="ntk", ratio=math.nan), "finite"),
+        (dict(method="naive", ratio=0), r"^pic_ratio \(s_cr\) must be > 0, got 0.0$"),
+        (dict(method="dynamic", ratio=-2.0), r"^pic_ratio \(s_cr\) must be > 0, got -2.0$"),
+        (dict(method="ntk", ratio=math.nan), r"^pic_ratio \(s_rr\) must be a number \(float\), got nan$"),
         (dict(method="yarn"), "allowed: none, naive, ntk, dynamic"),
         (dict(method="dynamic", layout="squeezed"), "allowed: paper, contiguous"),
         (dict(method="dynamic", recent=-1), "l_rc"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from torch import nn
 
@@ -33,7 +33,7 @@ from harness.pic.hf.compat import (
 from harness.pic.hf.rope_layout import TESTED_MODEL_TYPES, RopeLayout, rope_layout
 from harness.models.scoring import WHOLE_ROW_POSITIONS
 from harness.models.unwrap import unwrap_model
-from harness.pic.inference import Inference
+from harness.pic.inference import MODEL_ARGS, Inference
 
 __all__ = [
     "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "Inference", "UnsupportedTransformersError", "apply_pic",
@@ -106,41 +106,28 @@ def set_rope_base(model: nn.Module, base: float) -> nn.Module:
     return model
 
 
-def apply_pic(
-    model: nn.Module,
-    inference: Inference | str | None = None,
-    ratio: float | None = None,
-    initial: int | None = None,
-    recent: int | None = None,
-    layout: str | None = None,
-    impl: str | None = None,
-    *,
-    method: str | None = None,
-    rope_base: float | None = None,
-) -> nn.Module:
+def apply_pic(model: nn.Module, inference: Inference | str | None = None, **fields: Any) -> nn.Module:
     """Apply an :class:`Inference` to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in
     place: its RoPE base first (for good, as :func:`set_rope_base`; skipped when the model has it already),
     then its PIC method (undone by :func:`remove_pic`). Re-applying replaces the previous variant.
     Returns ``model``.
 
     ``inference`` is an :class:`Inference`, or a method's name (``none | naive | ntk | dynamic``, also as
-    ``method=``) whose other fields are given as keywords: ``ratio`` is ``s_cr`` (naive, dynamic) or
-    ``s_rr`` (ntk); ``initial``/``recent`` are ``l_ic``/``l_rc`` and ``layout`` is ``paper`` (Eq. 9) or
-    ``contiguous`` for Dynamic PIC; ``impl`` is ``cached`` or ``reference`` (Algorithm 1, the oracle);
-    fields left out take :class:`Inference`'s defaults (keywords given with an ``Inference`` replace its
-    fields).
+    ``method=``); ``fields`` are :class:`Inference`'s fields by name (``ratio``, ``initial``, ``recent``,
+    ``layout``, ``rope_base``, ``impl``: their meanings and domains are declared there), replacing the given
+    value's or the defaults.
     """
-    if method is not None:
-        if inference is not None:
-            raise UsageError("apply_pic: give the method once (positionally or as method=)")
-        inference = method
-    given = {name: value for name, value in (("ratio", ratio), ("initial", initial), ("recent", recent),
-                                             ("layout", layout), ("impl", impl), ("rope_base", rope_base))
-             if value is not None}
+    unknown = sorted(set(fields) - set(MODEL_ARGS))
+    if unknown:
+        raise UsageError(f"apply_pic: {', '.join(unknown)} is not a field of Inference; allowed: {', '.join(MODEL_ARGS)}")
     if isinstance(inference, Inference):
-        inference = inference.replace(**given) if given else inference
+        inference = inference.replace(**fields)
+    elif inference is not None:
+        if "method" in fields:
+            raise UsageError("apply_pic: give the method once (positionally or as method=)")
+        inference = Inference(method=inference, **fields)
     else:
-        inference = Inference(**({"method": inference} if inference is not None else {}), **given)
+        inference = Inference(**fields)
     check_transformers_version()
     base = unwrap_model(model)
     rope = _layout(base)
