@@ -50,6 +50,8 @@ from harness.engines.response_cache import (
 )
 from harness.models.identity import model_identity
 
+LAYER = "lmeval"  # harness/devtools/layers.py
+
 
 @lch_model("compressor", preflight=check_compressor_args)
 class CompressorLM(ClaimsResponseCache, LM):

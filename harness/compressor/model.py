@@ -27,6 +27,8 @@ from harness.models.scoring import target_logprobs
 from harness.compressor.config import CompressorConfig
 from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 
+LAYER = "models"  # harness/devtools/layers.py
+
 CONFIG_FILE, WEIGHTS_FILE = "compressor.json", "compressor_embeddings.pt"
 
 

@@ -22,6 +22,8 @@ from harness.core.errors import UsageError
 from harness.compressor.config import TrainSettings
 from harness.core.options import flag_name, parse_options
 
+LAYER = "models"  # harness/devtools/layers.py
+
 
 def pretrain_windows(token_lists: list[list[int]], settings: TrainSettings) -> Iterator[tuple[list[int], list[int]]]:
     """Endless ``(context, completion)`` windows: |X| uniform in [min_length, max_length] (capped by the

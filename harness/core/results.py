@@ -6,7 +6,7 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
   :class:`harness.core.run_record.RunRecord`), :data:`INFERENCE` (the PIC settings applied, as model args),
   :data:`VARIANT` (the checkpoint's variant file, or null), :data:`EVALUATED_AS` (that variant in words), and
   :data:`DEVICE_ASKED` (lm-eval's ``--device`` when the model ran elsewhere: ``config.device`` says where it ran);
-* the top level (after a run of ours, :mod:`harness.plugin.aggregations`): :data:`ABSENT` (``{task: {metric: why
+* the top level (after a run of ours, :mod:`harness.plugin.finish_results`): :data:`ABSENT` (``{task: {metric: why
   it was not computed}}``), :data:`CAUTIONS` (``{task: [sentence, ...]}``) and :data:`EFFECTIVE_LENGTH` (``{task or
   group: {"absolute": {...}, "relative": {...}}}`` for each curve of ``len_<L>`` scores:
   :mod:`harness.metrics.context_length`);

@@ -13,6 +13,10 @@ Layers, lowest first (a layer may import only the layers listed in its ``may_imp
 * ``reporting``: reads results files (and logged samples / judgements) only.
 * ``app``: the CLI, the demos, these dev tools and the package's public API.
 
+A module's layer is the one it declares at its top (``LAYER = "data"``), else the nearest declaration of its packages
+(``__init__.py``), else its folder's (:data:`LAYERS`); a module of ours with none is refused. A concept folder (pic,
+longppl, a task) is layered inside, so its modules say their own layer where they live.
+
 Imports count wherever they are written (also inside functions): a lazy import is still a dependency. Imports
 under ``if TYPE_CHECKING:`` (annotations only, never run) do not count.
 
@@ -41,32 +45,23 @@ class Layer:
     forbidden_libraries: tuple[str, ...] = ()
 
 
+# The folders whose modules are of a layer unless they declare another (``LAYER = "..."``, below). A module of any
+# other folder (a concept: pic, longppl, lsm, compressor, train) declares its layer itself or in its package's
+# ``__init__.py``, so that the rule of a new module is written in one place: the module.
 LAYERS = (
     Layer("base", ("harness.core",), ()),
-    Layer("pure", ("harness.metrics", "harness.pic.inference", "harness.pic.methods", "harness.pic.positions",
-                   "harness.longppl.formulas", "harness.lsm.formulas", "harness.engines.windows",
-                   "harness.compressor.positions", "harness.compressor.config", "harness.train.positions",
-                   "harness.tasks.lch_babilong.scoring"),
-          ("base",),
+    Layer("pure", ("harness.metrics",), ("base",),
           ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
            "pathlib", "urllib", "shutil", "tempfile", "subprocess")),
-    Layer("data", ("harness.data", "harness.pic.variants", "harness.longppl.corpus", "harness.longppl.span_files",
-                   "harness.tasks.lch_ruler.dataset", "harness.tasks.lch_ruler.builders", "harness.tasks.lch_ruler.cache",
-                   "harness.tasks.lch_ruler.catalogue", "harness.tasks.lch_ruler.fitting",
-                   "harness.tasks.lch_babilong.babi", "harness.tasks.lch_babilong.dataset", "harness.tasks.mrqa.dataset"),
-          ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
-    Layer("models", ("harness.models", "harness.train", "harness.pic.hf", "harness.pic.vllm", "harness.longppl.estimator",
-                     "harness.longppl.keytokens", "harness.lsm.estimator", "harness.compressor.model",
-                     "harness.compressor.train", "harness.engines.vllm_pic.scoring", "harness.engines.vllm_pic.env"),
-          ("base", "pure", "data"), ("lm_eval", "openai")),
+    Layer("data", ("harness.data",), ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
+    Layer("models", ("harness.models",), ("base", "pure", "data"), ("lm_eval", "openai")),
     Layer("judging", ("harness.judges",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
-    Layer("lmeval", ("harness.plugin", "harness.engines", "harness.tasks", "harness.longppl.dataset",
-                     "harness.compressor.lm", "harness.compressor.tasks"),
-          ("base", "pure", "data", "models", "judging")),
+    Layer("lmeval", ("harness.plugin", "harness.engines", "harness.tasks"), ("base", "pure", "data", "models", "judging")),
     Layer("reporting", ("harness.reporting",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
     Layer("app", ("harness.cli", "harness.demo", "harness.devtools", "harness"),
           ("base", "pure", "data", "models", "judging", "lmeval", "reporting")),
 )
+ROOT_PACKAGE = "harness"  # its own layer is app's; it gives none to the folders under it
 BY_NAME = {layer.name: layer for layer in LAYERS}
 FLOORS = ("core", "metrics", "data", "models")  # the shared floors: they import no other folder of the package
 # Folder circles that stand, and why: lm-eval's glue registers what the engines and tasks define, and they in turn
@@ -84,15 +79,53 @@ IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_by
 SOURCES = {"harness": "harness"}
 
 
-def layer_of(module: str) -> Layer | None:
-    """The layer of a ``harness`` module (longest package prefix), None for other modules."""
-    best: tuple[int, Layer] | None = None
-    for layer in LAYERS:
-        for package in layer.packages:
-            if module == package or module.startswith(package + "."):
-                if best is None or len(package) > best[0]:
-                    best = (len(package), layer)
-    return best[1] if best else None
+def declared_layer(path: Path) -> str | None:
+    """The layer a source file declares at its top level (``LAYER = "data"``), None when it declares none."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "LAYER" and isinstance(node.value, ast.Constant)):
+            return node.value.value
+    return None
+
+
+def declared_layers(root: Path) -> dict[str, str]:
+    """``{module: layer}`` of the modules and packages under the repository ``root`` that declare one."""
+    out = {}
+    for module, path in module_files(root).items():
+        name = declared_layer(path)
+        if name is not None:
+            out[module] = name
+    return out
+
+
+_TREE: dict[str, str] | None = None  # this checkout's declarations, read once
+
+
+def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | None:
+    """The layer of a ``harness`` module: the nearest of the module itself, then its packages upwards, that declares
+    one (``LAYER`` in ``declared``: this checkout's by default) or is one of a layer's folders (:data:`LAYERS`);
+    None for other modules and for a module of ours that has none (:func:`violations` says so)."""
+    global _TREE
+    if declared is None:
+        if _TREE is None:
+            _TREE = declared_layers(Path(__file__).resolve().parents[2])
+        declared = _TREE
+    parts = module.split(".")
+    if parts[0] != ROOT_PACKAGE:
+        return None
+    folders = {package: layer for layer in LAYERS for package in layer.packages}
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix == ROOT_PACKAGE and module != ROOT_PACKAGE:
+            return None
+        if prefix in declared:
+            if declared[prefix] not in BY_NAME:
+                raise ValueError(f"{prefix} declares LAYER = {declared[prefix]!r}; layers: {', '.join(BY_NAME)}")
+            return BY_NAME[declared[prefix]]
+        if prefix in folders:
+            return folders[prefix]
+    return None
 
 
 def module_files(root: Path) -> dict[str, Path]:
@@ -162,15 +195,19 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
-def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None = None) -> list[str]:
-    """One line per import a module's layer may not make (and per I/O call in the pure layer)."""
+def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None = None,
+               declared: dict[str, str] | None = None) -> list[str]:
+    """One line per module of ours with no layer, per import a module's layer may not make and per I/O call in the
+    pure layer (``declared``: the modules' ``LAYER`` declarations, this checkout's by default)."""
     out = []
     for module, targets in sorted(graph.items()):
-        layer = layer_of(module)
+        layer = layer_of(module, declared)
         if layer is None:
+            if module.startswith(ROOT_PACKAGE + "."):
+                out.append(f"{module} has no layer: declare LAYER = \"<layer>\" in it or in its package's __init__.py")
             continue
         for target in sorted(targets):
-            other = layer_of(target)
+            other = layer_of(target, declared)
             if other is not None:
                 if other.name != layer.name and other.name not in layer.may_import:
                     out.append(f"{module} ({layer.name}) imports {target} ({other.name})")
@@ -182,13 +219,13 @@ def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None 
     return out
 
 
-def layer_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], int]:
+def layer_edges(graph: dict[str, set[str]], declared: dict[str, str] | None = None) -> dict[tuple[str, str], int]:
     """``{(layer, imported layer): number of module imports}`` between different layers."""
     edges: dict[tuple[str, str], int] = {}
     for module, targets in graph.items():
-        src = layer_of(module)
+        src = layer_of(module, declared)
         for target in targets:
-            dst = layer_of(target)
+            dst = layer_of(target, declared)
             if src and dst and src.name != dst.name:
                 edges[(src.name, dst.name)] = edges.get((src.name, dst.name), 0) + 1
     return edges
@@ -286,22 +323,30 @@ def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
     import circles)."""
     files = module_files(root)
     graph = import_graph(root)
+    declared = declared_layers(root)
     io_calls = {module: imports_of(module, path)[1] for module, path in files.items()}
     circles = [f"import circle: {' <-> '.join(group)}" for group in cycles(graph)]
-    return graph, violations(graph, io_calls) + circles + folder_problems(graph)
+    return graph, violations(graph, io_calls, declared) + circles + folder_problems(graph)
 
 
 def rules() -> list[str]:
-    """One line per layer: ``name: packages -> layers it may import`` (docs/ARCHITECTURE.md quotes these)."""
+    """One line per layer: ``name: folders -> layers it may import`` (docs/ARCHITECTURE.md quotes these)."""
     return [f"{layer.name}: {', '.join(layer.packages)} -> {', '.join(layer.may_import) or '(nothing)'}"
             for layer in LAYERS]
 
 
-def render(graph: dict[str, set[str]], problems: list[str]) -> str:
-    """The rules, the imports found between layers (module imports per pair) and the violations."""
-    edges = layer_edges(graph)
-    lines = ["Layers (name: packages -> may import):", *(f"  {line}" for line in rules()), "",
-             "Imports found (layer -> imported layer: module imports):"]
+def render(graph: dict[str, set[str]], problems: list[str], declared: dict[str, str] | None = None) -> str:
+    """The rules, the modules of concept folders that declare their layer, the imports found between layers
+    (module imports per pair) and the violations."""
+    edges = layer_edges(graph, declared)
+    declared = _TREE if declared is None else declared
+    lines = ["Layers (name: folders -> may import):", *(f"  {line}" for line in rules()), "",
+             "Declared in the module or its package (LAYER = ...):"]
+    for layer in LAYERS:
+        names = sorted(m for m, name in (declared or {}).items() if name == layer.name)
+        if names:
+            lines.append(f"  {layer.name}: {', '.join(names)}")
+    lines += ["", "Imports found (layer -> imported layer: module imports):"]
     for layer in LAYERS:
         found = ", ".join(f"{dst} {n}" for (src, dst), n in sorted(edges.items()) if src == layer.name)
         lines.append(f"  {layer.name} -> {found or '(none)'}")
@@ -314,7 +359,7 @@ def render(graph: dict[str, set[str]], problems: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     root = Path(argv[0]) if argv else Path(__file__).resolve().parents[2]
     graph, problems = check(root)
-    print(render(graph, problems))
+    print(render(graph, problems, declared_layers(root)))
     return 1 if problems else 0
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 
 @dataclass(frozen=True)
 class ScoringWindow:

@@ -20,6 +20,8 @@ from harness.core.errors import MissingDataError, UsageError
 from harness.longppl.formulas import DEFAULT_EVALUATOR
 from harness.core.options import option
 
+LAYER = "data"  # harness/devtools/layers.py
+
 
 @dataclass(frozen=True)
 class CorpusOptions(DocumentOptions):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+LAYER = "lmeval"  # harness/devtools/layers.py
+
 
 def longppl_corpus(options: Any, model: Any = None) -> dict:
     """``{"test": Dataset(doc_id, text, key_json)}``: the LongPPL documents

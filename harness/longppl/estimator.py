@@ -23,6 +23,8 @@ from harness.models.device_sizing import (MEASURE, check_fits, device_free_bytes
                                           out_of_memory_said, score_bytes, text_config)
 from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
+LAYER = "models"  # harness/devtools/layers.py
+
 
 @torch.no_grad()
 def long_short_logprobs(

@@ -42,6 +42,8 @@ import numpy as np
 from harness.core.options import MAX_TOKENS, option
 from harness.metrics.support import Support
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
 # The paper's key-token settings (docs/formulas.md §3): K, d, alpha, beta. The one source of these defaults.

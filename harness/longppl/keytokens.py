@@ -24,6 +24,8 @@ from harness.core.files import entry_lock, read_json_or_none, sweep_temporaries,
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, KeySettings, KeyTokens, count_key_tokens
 from harness.core.options import option
 
+LAYER = "models"  # harness/devtools/layers.py
+
 if TYPE_CHECKING:
     from harness.longppl.corpus import CorpusOptions
 

@@ -10,6 +10,8 @@ from harness.data.documents import MissingDataError
 from harness.core.files import write_text_atomic
 from harness.longppl.formulas import KeyTokens, format_spans, parse_spans
 
+LAYER = "data"  # harness/devtools/layers.py
+
 
 def read_span_file(path: str | Path) -> list[list[int]]:
     """Key spans of one reference-format file."""

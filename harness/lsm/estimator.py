@@ -22,6 +22,8 @@ from harness.lsm.formulas import delta_distribution, length_range, sce
 from harness.models.head import output_logits
 from harness.models.scoring import hidden_states
 
+LAYER = "models"  # harness/devtools/layers.py
+
 
 @dataclass(frozen=True)
 class LsmRunner:

@@ -31,6 +31,8 @@ from typing import Any, Callable, Protocol
 
 from harness.pic.positions import dynamic_positions, naive_ids, ntk_base
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 
 class Settings(Protocol):
     """What a method's functions read of the settings: :class:`harness.pic.inference.Inference` (which imports this

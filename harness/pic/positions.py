@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UsageError
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 if TYPE_CHECKING:
     import torch
 

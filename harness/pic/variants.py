@@ -30,6 +30,8 @@ from harness.core.files import write_json_atomic
 from harness.pic.inference import VARIANT_KEYS, Inference
 from harness.core import results as keys
 
+LAYER = "data"  # harness/devtools/layers.py
+
 VARIANT_FILE = "lch_variant.json"
 FORMAT_VERSION = 1
 

@@ -231,7 +231,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     """Wrap ``lm_eval.evaluator.simple_evaluate`` so that a run of our models or tasks is preflighted before the
     model loads, lm-eval's git lookup is quiet during it (:func:`quiet_git_lookup`), and its results carry the
     cautions of metrics that rest on too little and no number that could not be computed
-    (:func:`harness.plugin.aggregations.finish_results`). A call that is not ours goes straight to lm-eval's function
+    (:func:`harness.plugin.finish_results.finish_results`). A call that is not ours goes straight to lm-eval's function
     (Python callers see the wrapper's one frame in its tracebacks); lm-eval's command line, once it knows its run is
     not ours (:func:`cli_decided`), gets lm-eval's function itself. The import hook of ``lm_eval.evaluator``; callers
     that import ``simple_evaluate`` afterwards, as lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the
@@ -262,7 +262,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
         metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
         preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
-        from harness.plugin.aggregations import take_incomplete
+        from harness.plugin.incomplete import take_incomplete
 
         take_incomplete()  # what an earlier run of this process left unsaid is not this run's
         from harness.core.run_record import asking_chat_template
@@ -272,7 +272,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
             # our run.py) write this object as the results file, so what is changed here is what that file holds
-            from harness.plugin.aggregations import finish_results
+            from harness.plugin.finish_results import finish_results
 
             finish_results(results)
         return results

@@ -89,7 +89,7 @@ class PresentItems:
     or, where it has none (a mean), NaN, so that a group averaging it does not break; such a metric is left out of the
     results (nothing to report: a depth cell no sample fell in, a score every sample of which was skipped). lm-eval gives a standard error only to aggregations it knows by identity, so for its own
     ``mean`` the same closed form (``mean_stderr``) is computed here; the count and standard error go to ``record``
-    (the task's metadata, :data:`harness.core.results.AGGREGATED`), which :func:`harness.plugin.aggregations.
+    (the task's metadata, :data:`harness.core.results.AGGREGATED`), which :func:`harness.plugin.finish_results.
     finish_results` moves into the results."""
 
     def __init__(self, fn: Any, name: str, record: Any) -> None:

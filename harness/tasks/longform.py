@@ -111,13 +111,13 @@ class LongGenerationTask(LchTask):
 
     def _explain_absent(self, items: list, judged: Any) -> None:
         """Judged scores that do not exist (NaN here, left out of the results by
-        :func:`harness.plugin.aggregations.finish_results`) get their reason in the task's metadata
+        :func:`harness.plugin.finish_results.finish_results`) get their reason in the task's metadata
         (``lch_absent``). When the judge failed requests, the run is incomplete (its command ends with one line and
         exit 2 once the results are written) and the judged items are kept as a samples file that ``lch judge``
         resumes from."""
         from harness.judges.stage import save_unjudged
         from harness.core import results as keys
-        from harness.plugin.aggregations import report_incomplete
+        from harness.plugin.incomplete import report_incomplete
 
         reason = judged.absent_because()
         if reason is None:

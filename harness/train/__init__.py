@@ -6,6 +6,8 @@ help text) does not load torch."""
 
 from typing import Any
 
+LAYER = "models"  # harness/devtools/layers.py
+
 __all__ = ["longce_loss", "lsm_regularized_loss", "masked_nll", "token_nll"]
 
 

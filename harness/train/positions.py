@@ -17,6 +17,8 @@ import random
 
 from harness.core.errors import UsageError
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 
 def dynamic_sft_segments(n_answer: int, segment_length: int) -> list[tuple[int, int]]:
     """``[(start, end), ...]`` answer-token ranges, first to last, cut from the end: the last segment

@@ -31,7 +31,8 @@ def test_the_review_findings_would_fail():
         "harness.judges.stage": {"harness.tasks.base"},  # the judge stage inside lm-eval
         "harness.metrics.generation": {"pathlib"},  # a pure module reading weight files
     }
-    problems = violations(before, {"harness.metrics.generation": {"read_text"}})
+    declared = {"harness.lsm.formulas": "pure", "harness.longppl.corpus": "data", "harness.longppl.keytokens": "models"}
+    problems = violations(before, {"harness.metrics.generation": {"read_text"}}, declared)
     assert problems == [
         "harness.judges.stage (judging) imports harness.tasks.base (lmeval)",
         "harness.longppl.corpus (data) imports harness.longppl.keytokens (models)",
@@ -63,13 +64,40 @@ def test_lazy_and_relative_imports_count(tmp_path):
     ]
 
 
-def test_layer_of_takes_the_longest_package():
+def test_layer_of_takes_the_nearest_declaration_or_folder():
     assert layer_of("harness").name == "app"
     assert layer_of("harness.core.cache").name == "base"
     assert layer_of("harness.devtools.layers").name == "app"
     assert layer_of("harness.judges.client").name == "judging"
-    assert layer_of("harness.tasks.mrqa.utils").name == "lmeval"
+    assert layer_of("harness.tasks.mrqa.utils").name == "lmeval"  # its folder's
+    assert layer_of("harness.tasks.mrqa.dataset").name == "data"  # declared in the module
+    assert layer_of("harness.pic.hf.hooks").name == "models"  # declared in its package (pic/hf/__init__.py)
+    assert layer_of("harness.pic.positions").name == "pure"
     assert layer_of("numpy") is None
+
+
+def test_a_module_declares_its_layer_where_it_lives(tmp_path):
+    """A module of a concept folder takes the layer it (or its package) declares; one that declares none is
+    refused, named, with what to write; a declaration overrides its folder's layer."""
+    for folder in ("harness/models", "harness/concept", "harness/tasks/t"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "harness/__init__.py").write_text("")
+    (tmp_path / "harness/models/scoring.py").write_text("X = 1\n")
+    (tmp_path / "harness/concept/__init__.py").write_text('"""A concept."""\n\nLAYER = "pure"\n')
+    (tmp_path / "harness/concept/math.py").write_text("from harness.models.scoring import X\n")  # inherits pure
+    (tmp_path / "harness/concept/run.py").write_text('from harness.models.scoring import X\n\nLAYER = "models"\n')
+    (tmp_path / "harness/tasks/t/dataset.py").write_text('LAYER = "data"\nfrom harness.tasks.t import utils\n')
+    (tmp_path / "harness/tasks/t/utils.py").write_text("")
+    (tmp_path / "harness/stray").mkdir()
+    (tmp_path / "harness/stray/thing.py").write_text("")
+    _, problems = check(tmp_path)
+    assert problems == [
+        "harness.concept.math (pure) imports harness.models.scoring (models)",
+        "harness.stray.thing has no layer: declare LAYER = \"<layer>\" in it or in its package's __init__.py",
+        "harness.tasks.t.dataset (data) imports harness.tasks.t (lmeval)",
+        "harness.tasks.t.dataset (data) imports harness.tasks.t.utils (lmeval)",
+    ]
 
 
 def test_architecture_states_the_rules_and_the_command_prints_them():

@@ -1,4 +1,4 @@
-"""The effective context length written into a run's results (harness/plugin/aggregations.py
+"""The effective context length written into a run's results (harness/plugin/finish_results.py
 ``record_effective_lengths``), on a constructed lm-eval results object whose answers are worked out by hand."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.core import results as keys
-from harness.plugin.aggregations import record_effective_lengths
+from harness.plugin.finish_results import record_effective_lengths
 
 
 def task(scores: dict[str, float], stderr: float, n: int) -> dict:

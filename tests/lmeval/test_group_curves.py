@@ -1,4 +1,4 @@
-"""Group curves at every length a run uses (harness/plugin/aggregations.py: record_group_aggregates): the group YAMLs
+"""Group curves at every length a run uses (harness/plugin/finish_results.py: record_group_aggregates): the group YAMLs
 name ``score`` only, and each group of our tasks gets ``len_<L>`` and the depth cells of whatever lengths its tasks
 report, whatever their spelling. A scripted model answers the needle of every other sample, so the scores are a mix of
 0 and 100; each group value is worked out here from the logged samples: the unweighted mean of the tasks' means,

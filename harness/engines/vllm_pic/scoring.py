@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+LAYER = "models"  # harness/devtools/layers.py
+
 POOLING_ARGS = {"runner": "pooling", "convert": "embed",
                 "pooler_config": {"task": "token_embed", "tok_pooling_type": "ALL", "use_activation": False}}
 # engine args of the generating engine that a pooling engine does not take

@@ -35,6 +35,8 @@ from harness.models.scoring import WHOLE_ROW_POSITIONS
 from harness.models.unwrap import unwrap_model
 from harness.pic.inference import MODEL_ARGS, Inference
 
+LAYER = "models"  # harness/devtools/layers.py
+
 __all__ = [
     "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "Inference", "UnsupportedTransformersError", "apply_pic",
     "pic_settings", "remove_pic", "rope_base", "set_rope_base",

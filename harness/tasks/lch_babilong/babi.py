@@ -22,6 +22,8 @@ from typing import Any, Callable, Sequence
 from harness.core.errors import UsageError
 from harness.data.depth import depth_fields, depth_percent
 
+LAYER = "data"  # harness/devtools/layers.py
+
 PEOPLE = ("Mary", "John", "Daniel", "Sandra")
 PLACES = ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")
 OBJECTS = ("apple", "football", "milk")

@@ -37,6 +37,8 @@ from harness.data.prompt_tokens import PromptOptions
 from harness.data.truncation import PromptParts
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
+LAYER = "data"  # harness/devtools/layers.py
+
 HF_DATASET = "RMT-team/babilong"
 BUDGET = 20  # generated tokens, as the official evaluation
 DEPTH_KEYS = ("depth", "depth_bucket")  # what a synthetic row records of its answer fact (harness.data.depth)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from harness.core.errors import UsageError
 
+LAYER = "pure"  # harness/devtools/layers.py
+
 TASK_LABELS: dict[str, tuple[str, ...]] = {
     **{f"qa{i}": ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office") for i in (1, 2, 3, 4, 11, 12, 13)},
     "qa5": ("Bill", "Fred", "Jeff", "Mary", "apple", "football", "milk"),

@@ -23,6 +23,8 @@ from harness.data import haystacks
 from harness.data.depth import depth_fields
 from harness.tasks.lch_ruler.catalogue import DEPTHS
 
+LAYER = "data"  # harness/devtools/layers.py
+
 
 @dataclass
 class Sources:

@@ -27,6 +27,8 @@ from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import source_fingerprint
 from harness.tasks.lch_ruler.catalogue import GENERATOR_VERSION, TASKS
 
+LAYER = "data"  # harness/devtools/layers.py
+
 if TYPE_CHECKING:
     from harness.tasks.lch_ruler.dataset import RulerOptions
 

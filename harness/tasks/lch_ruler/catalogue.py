@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+LAYER = "data"  # harness/devtools/layers.py
+
 GENERATOR_VERSION = "4"  # 3: niah rows record their needle depth (harness.data.depth); 4: rows record context_span
 DEPTHS = tuple(round(100 * i / 39) for i in range(40))  # 40 evenly spaced needle depths, in percent
 

@@ -49,6 +49,8 @@ from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
+LAYER = "data"  # harness/devtools/layers.py
+
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
            "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
 

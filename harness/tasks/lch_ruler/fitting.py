@@ -26,6 +26,8 @@ from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import Builder
 from harness.core.errors import UsageError
 
+LAYER = "data"  # harness/devtools/layers.py
+
 log = logging.getLogger(__name__)
 
 

@@ -16,6 +16,8 @@ from harness.data.truncation import TruncationOptions
 from harness.core.errors import DataFormatError, UsageError
 from harness.core.options import MAX_SAMPLES, option
 
+LAYER = "data"  # harness/devtools/layers.py
+
 MRQA_HF = "mrqa-workshop/mrqa"
 IN_DOMAIN = ("SQuAD", "NewsQA", "TriviaQA-web", "SearchQA", "HotpotQA", "NaturalQuestionsShort")
 OUT_OF_DOMAIN = ("BioASQ", "DROP", "DuoRC.ParaphraseRC", "RACE", "RelationExtraction", "TextbookQA")

@@ -1,0 +1,299 @@
+"""What a run of ours does to lm-eval's results object before it is written (:func:`finish_results`): aggregates
+settled, group curves at every length the run used, no number that could not be computed (left out, with why),
+the cautions of a metric that rests on a handful of items (a LongPPL over 12 key tokens, a score over 1 sample:
+:mod:`harness.metrics.support`), each curve's effective context length, the device the model ran on."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from harness.core import results as keys
+from harness.metrics.support import results_cautions
+
+log = logging.getLogger(__name__)
+
+
+def record_cautions(results: dict) -> dict[str, list[str]]:
+    """The cautions of a run (:func:`harness.metrics.support.results_cautions`) written into lm-eval's results object
+    under :data:`harness.core.results.CAUTIONS` (``{}``: checked, none) and logged as warnings."""
+    found = results_cautions(results)
+    results[keys.CAUTIONS] = found
+    for sentences in found.values():
+        for sentence in sentences:
+            log.warning("caution: %s", sentence)
+    return found
+
+
+def record_effective_lengths(results: dict) -> dict[str, dict]:
+    """The effective context length of every task and group with ``len_<L>`` scores in lm-eval's results object
+    (:func:`harness.metrics.context_length.effective_lengths`, at the threshold the task declared in its options,
+    ``effective_threshold``; a group's when its tasks share one), written under
+    :data:`harness.core.results.EFFECTIVE_LENGTH` as ``{task: {"absolute": {...}, "relative": {...}}}``; a curve not
+    monotone within its intervals adds its caution to the task's cautions."""
+    from dataclasses import asdict
+
+    from harness.data.lengths import length_tokens
+    from harness.metrics.context_length import RULER_THRESHOLD, curve_points, effective_lengths
+
+    metrics: dict[str, float] = {}
+    stderrs: dict[str, float] = {}
+    for task, values in (results.get("results") or {}).items():
+        for key, value in (values or {}).items() if isinstance(values, dict) else ():
+            name, _, flt = str(key).partition(",")
+            if flt != "none" or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if name.endswith("_stderr"):
+                stderrs[f"{task}/{name[:-len('_stderr')]}"] = float(value)
+            else:
+                metrics[f"{task}/{name}"] = float(value)
+    subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
+                if isinstance(ts, list)}
+    configs = results.get("configs") or {}
+
+    def threshold(task: str) -> float:
+        declared = {(((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold"))
+                    for t in subtasks.get(task) or [task]}
+        value = declared.pop() if len(declared) == 1 else None
+        return float(value) if isinstance(value, (int, float)) else RULER_THRESHOLD
+
+    out: dict[str, dict] = {}
+    for task in sorted({m.split("/", 1)[0] for m in metrics}):
+        found = effective_lengths(curve_points(task, metrics, stderrs, subtasks, length_tokens), threshold(task))
+        if found is None:
+            continue
+        out[task] = {length.kind: asdict(length) for length in found}
+        caution = found[0].caution
+        if caution:
+            results.setdefault(keys.CAUTIONS, {}).setdefault(task, []).append(f"{task} effective length: {caution}")
+            log.warning("caution: %s effective length: %s", task, caution)
+    results[keys.EFFECTIVE_LENGTH] = out
+    return out
+
+
+def _finite(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def drop_absent(results: dict) -> dict[str, dict[str, str]]:
+    """Every metric of lm-eval's results object whose value is not a finite number (NaN, inf: it could not be
+    computed) taken out, its stderr with it, and recorded under :data:`harness.core.results.ABSENT` with its reason: the one the task
+    gave in its metadata (``lch_absent``, e.g. the judge's failures), else that it is not a number. A group whose
+    score averages an absent metric loses it too (lm-eval's mean of a NaN). Returns ``{task: {metric: reason}}``."""
+    absent: dict[str, dict[str, str]] = {}
+    configs = results.get("configs") or {}
+    for section in ("results", "groups"):
+        for task, values in (results.get(section) or {}).items():
+            if not isinstance(values, dict):
+                continue
+            metadata = ((configs.get(task) or {}).get("metadata") or {}) if isinstance(configs.get(task), dict) else {}
+            reasons = metadata.get(keys.ABSENT) if isinstance(metadata.get(keys.ABSENT), dict) else {}
+            for key in [k for k, v in values.items() if "," in k and not _finite(v)]:
+                metric, _, flt = key.partition(",")
+                if metric.endswith("_stderr"):
+                    values[key] = "N/A"  # lm-eval's word for a stderr it has not
+                    continue
+                values.pop(key)
+                values.pop(f"{metric}_stderr,{flt}", None)
+                why = reasons.get(metric) or "not a number: it could not be computed from these samples"
+                absent.setdefault(str(task), {})[metric] = str(why)
+    return absent
+
+
+def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
+    """What the tasks of ours recorded while aggregating (:class:`harness.tasks.base.PresentItems`, under
+    :data:`harness.core.results.AGGREGATED` in each task's metadata) taken into the results and out of the configs: the
+    standard error of each mean lm-eval could not give one (it knows only its own aggregations), and a metric no
+    document had left out of the task's results (a count of none stays, 0): a depth cell no sample fell in silently (a
+    breakdown with nothing to show), any other (a score every sample of which the truncation policy skipped) with its
+    reason, returned as ``{task: {metric: why}}`` for the results' ``lch_absent``. The logged samples lose the None of the metrics that
+    were not theirs (every document reports every declared metric so that data-parallel processes hold the same
+    keys), so a sample lists what it was scored on, as before."""
+    from harness.data.depth import read_cell_metric
+    from harness.metrics.catalogue import COUNT_PREFIX
+
+    absent: dict[str, dict[str, str]] = {}
+    configs = results.get("configs") or {}
+    for task, config in configs.items():
+        metadata = config.get("metadata") if isinstance(config, dict) else None
+        recorded = metadata.pop(keys.AGGREGATED, None) if isinstance(metadata, dict) else None
+        values = (results.get("results") or {}).get(task)
+        if not isinstance(recorded, dict) or not isinstance(values, dict):
+            continue
+        for key in [k for k in values if "," in k]:
+            metric, _, flt = key.partition(",")
+            info = recorded.get(metric)
+            if not isinstance(info, dict):
+                continue
+            cell = read_cell_metric(metric[len(COUNT_PREFIX):] if metric.startswith(COUNT_PREFIX) else metric)
+            if not info.get("n") and (cell is not None or not _finite(values[key])):  # a count of none stays: 0
+                values.pop(key)
+                values.pop(f"{metric}_stderr,{flt}", None)
+                if cell is None:
+                    absent.setdefault(str(task), {})[metric] = ("no sample was scored on it: each was left unscored "
+                                                                "(n_skipped) or none was drawn")
+            elif info.get("stderr") is not None and values.get(f"{metric}_stderr,{flt}") in (None, "N/A"):
+                values[f"{metric}_stderr,{flt}"] = info["stderr"]
+    for rows in (results.get("samples") or {}).values():
+        for row in rows if isinstance(rows, list) else ():
+            names = row.get("metrics") if isinstance(row, dict) else None
+            if not isinstance(names, list):
+                continue
+            unscored = [name for name in names if name in row and row[name] is None]
+            for name in unscored:
+                del row[name]
+            row["metrics"] = [name for name in names if name not in unscored]
+    return absent
+
+
+def _leaves(group: str, subtasks: dict[str, list[str]]) -> list[str]:
+    out: list[str] = []
+    for child in subtasks.get(group, []):
+        out += _leaves(child, subtasks) if child in subtasks else [child]
+    return out
+
+
+def _length_metric(name: str) -> tuple[int | None, int] | None:
+    """``(depth bucket or None, length in tokens)`` of a per-length score ``len_<L>`` or a depth cell
+    ``depth_<D>_len_<L>`` (any spelling of ``L``: ``1k`` and ``1024`` are one length), else None."""
+    from harness.data.depth import read_cell_metric
+    from harness.data.lengths import length_tokens
+    from harness.metrics.catalogue import LENGTH_PREFIX
+
+    cell = read_cell_metric(name)
+    if cell is not None:
+        bucket, label = cell
+    elif name.startswith(LENGTH_PREFIX):
+        bucket, label = None, name[len(LENGTH_PREFIX):]
+    else:
+        return None
+    try:
+        return bucket, length_tokens(label)
+    except ValueError:
+        return None
+
+
+def record_group_aggregates(results: dict) -> dict[str, list[str]]:
+    """Each group whose tasks are all ours averages, over the tasks that report it, every metric its YAML names (after
+    :func:`settle_aggregates`: a task's mean now has its standard error, a metric no document had is gone) and every
+    per-length score and depth cell any of its tasks reports (``len_<L>``, ``depth_<D>_len_<L>``: the lengths a run
+    uses are free options, so a group YAML cannot list them). A length is one length whatever its spelling: the
+    group's metric averages its tasks' ``len_1k`` and ``len_1024`` alike and is named as its tasks name it, or by its
+    tokens where they differ (RULER names lengths by tokens, BABILong by k-labels). Values and standard errors are
+    lm-eval's group formulas (``aggregate_subtask_metrics``; ``unweighted_mean_stderr``, or ``pooled_sample_stderr``
+    for a group weighted by size). A results file does not record a group's ``weight_by_size``: where the tasks differ
+    in size, the value lm-eval computed for the group's own metrics tells which rule it used (ours are unweighted).
+    Written into both ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
+    from lm_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr, unweighted_mean_stderr
+
+    from harness.data.depth import cell_metric
+    from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
+
+    task_results = results.get("results") or {}
+    configs = results.get("configs") or {}
+    subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
+                if isinstance(ts, list)}
+    ours = {t for t, c in configs.items()
+            if isinstance(c, dict) and isinstance(c.get("metadata"), dict) and keys.CONFIGURATION in c["metadata"]}
+
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    def names(values: dict) -> list[str]:
+        return [k.partition(",")[0] for k in values if k.partition(",")[2] == "none" and not k.endswith("_stderr,none")]
+
+    written: dict[str, list[str]] = {}
+    for group in subtasks:
+        leaves = _leaves(group, subtasks)
+        current = task_results.get(group)
+        if not leaves or not set(leaves) <= ours or not isinstance(current, dict):
+            continue
+        # each group metric -> the metric each task reports for it: the YAML's own by name, lengths by their tokens
+        sources: dict[str, dict[str, str]] = {m: {leaf: m for leaf in leaves} for m in names(current)}
+        by_length: dict[tuple[int | None, int], dict[str, str]] = {}
+        for leaf in leaves:
+            for metric in names(task_results.get(leaf) or {}):
+                found = _length_metric(metric)
+                if found is not None:
+                    by_length.setdefault(found, {})[leaf] = metric
+        for (bucket, tokens), per_leaf in by_length.items():
+            spellings = {_label(m) for m in per_leaf.values()}
+            label = spellings.pop() if len(spellings) == 1 else str(tokens)
+            sources[f"{LENGTH_PREFIX}{label}" if bucket is None else cell_metric(bucket, label)] = per_leaf
+        sizes = {leaf: int((task_results.get(leaf) or {}).get("sample_len") or 0) for leaf in leaves}
+        weighted = _weighted_by_size(current, leaves, task_results, sizes)
+        for metric in sorted(sources):
+            have = [leaf for leaf, own in sources[metric].items()
+                    if number((task_results.get(leaf) or {}).get(f"{own},none"))]
+            if not have:
+                continue
+            rows = [(task_results[leaf], sources[metric][leaf]) for leaf in have]
+            values = [row[f"{own},none"] for row, own in rows]
+            stderrs = [row.get(f"{own}_stderr,none") for row, own in rows]
+            size = [sizes[leaf] for leaf in have]
+            current[f"{metric},none"] = float(aggregate_subtask_metrics(values, size, weighted))
+            if all(number(e) for e in stderrs):
+                current[f"{metric}_stderr,none"] = float(pooled_sample_stderr(stderrs, size) if weighted
+                                                         else unweighted_mean_stderr(stderrs))
+            else:
+                current[f"{metric}_stderr,none"] = "N/A"
+            if isinstance(current.get("sample_count"), dict):  # the samples it rests on where the tasks count them
+                counts = [row.get(f"{COUNT_PREFIX}{own},none") for row, own in rows]
+                current["sample_count"][f"{metric},none"] = (int(sum(counts)) if all(number(c) for c in counts)
+                                                             else sum(size))
+            written.setdefault(group, []).append(metric)
+        groups = results.get("groups")
+        if isinstance(groups, dict) and group in groups and groups[group] is not current:
+            groups[group] = current
+    return written
+
+
+def _label(metric: str) -> str:
+    """The length's spelling in ``len_<L>`` or ``depth_<D>_len_<L>``."""
+    from harness.metrics.catalogue import LENGTH_PREFIX
+
+    return metric.rpartition(LENGTH_PREFIX)[2]
+
+
+def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, sizes: dict[str, int]) -> bool:
+    """Whether lm-eval weighted the group's metrics by task size: the weighted mean of the tasks matches a metric it
+    computed for the group better than the plain mean (False when the sizes are equal: the two rules agree)."""
+    if len(set(sizes.values())) <= 1:
+        return False
+    for key, value in current.items():
+        if "," not in key or key.partition(",")[0].endswith("_stderr") or not isinstance(value, (int, float)):
+            continue
+        rows = [task_results.get(leaf) or {} for leaf in leaves]
+        if not all(isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) for r in rows):
+            continue
+        plain = sum(r[key] for r in rows) / len(rows)
+        total = sum(sizes[leaf] for leaf in leaves)
+        by_size = sum(r[key] * sizes[leaf] for r, leaf in zip(rows, leaves)) / total if total else plain
+        if math.isfinite(value) and by_size != plain:
+            return abs(by_size - value) < abs(plain - value)
+    return False
+
+
+def finish_results(results: dict) -> dict:
+    """What a run of ours does to lm-eval's results object before its caller writes it: the tasks' aggregates settled
+    (:func:`settle_aggregates`) and the groups' averaged at every length the run used (:func:`record_group_aggregates`),
+    the cautions (:func:`record_cautions`), and no number that could not be computed (:func:`drop_absent`: the metric
+    left out, the reason under ``lch_absent``, ``{}`` when every metric was computed), each curve's effective length,
+    and the device the model ran on as the config's ``device`` (lm-eval's ``--device`` as asked kept under
+    ``lch_device_asked`` where it differs)."""
+    unscored = settle_aggregates(results)
+    record_group_aggregates(results)
+    absent = drop_absent(results)
+    for task, metrics in unscored.items():
+        absent.setdefault(task, {}).update(metrics)
+    results[keys.ABSENT] = absent
+    for task, metrics in absent.items():
+        for metric, why in metrics.items():
+            log.warning("%s/%s left out of the results: %s", task, metric, why)
+    record_cautions(results)
+    record_effective_lengths(results)
+    config = results.get("config")
+    ran_on = (config.get(keys.RUN) or {}).get("device") if isinstance(config, dict) else None
+    if ran_on and config.get("device") != ran_on:  # lm-eval records its --device (cuda:0 by default, on a CPU too)
+        config[keys.DEVICE_ASKED], config["device"] = config.get("device"), ran_on
+    return results
