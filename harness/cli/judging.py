@@ -14,7 +14,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     judge.add_argument("--policy", default="drop", choices=["drop", "zero", "rejudge"])
     judge.add_argument("--concurrency", type=int, default=8)
     judge.add_argument("--judge-cache-dir", default=None)
-    from harness.judges.stage import JudgeConfig
+    from harness.judges.config import JudgeConfig
 
     defaults = JudgeConfig()
     judge.add_argument("--judge-timeout", type=float, default=defaults.timeout,
@@ -38,7 +38,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_judge(args: argparse.Namespace) -> int:
-    from harness.judges.stage import JudgeConfig, judge_samples_file
+    from harness.judges.config import JudgeConfig
+    from harness.judges.stage import judge_samples_file
 
     JudgeConfig(policy=args.policy, timeout=args.judge_timeout, max_attempts=args.judge_max_attempts,
                 idle_timeout=args.judge_idle_timeout)  # checked first

@@ -15,7 +15,7 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
   score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
   :mod:`harness.metrics.support`) and :data:`ABSENT` (the task's own reasons for a metric it could not compute); while
   a run aggregates, :data:`AGGREGATED` (``{metric: {"n": documents that had it, "stderr": ...}}``, from
-  :class:`harness.tasks.base.PresentItems`), which the run's results take up and drop before they are written.
+  :class:`harness.tasks.metric_lists.PresentItems`), which the run's results take up and drop before they are written.
 """
 
 from __future__ import annotations

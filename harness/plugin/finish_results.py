@@ -101,7 +101,7 @@ def drop_absent(results: dict) -> dict[str, dict[str, str]]:
 
 
 def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
-    """What the tasks of ours recorded while aggregating (:class:`harness.tasks.base.PresentItems`, under
+    """What the tasks of ours recorded while aggregating (:class:`harness.tasks.metric_lists.PresentItems`, under
     :data:`harness.core.results.AGGREGATED` in each task's metadata) taken into the results and out of the configs: the
     standard error of each mean lm-eval could not give one (it knows only its own aggregations), and a metric no
     document had left out of the task's results (a count of none stays, 0): a depth cell no sample fell in silently (a

@@ -37,80 +37,26 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lm_eval.api.instance import Instance
-from lm_eval.api.metrics import mean as lm_eval_mean, mean_stderr
 from lm_eval.api.task import ConfigurableTask
 
 from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import REQUESTS, RequestOptions, RequestType
-from harness.metrics.catalogue import metric_info, metric_role
-from harness.metrics.pooling import mean, total
+from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
 from harness.core.cache_keys import undeclared_shapes
 from harness.core.options import parse_options
 from harness.core import results as keys
+from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described
+from harness.tasks.prompt_lengths import PromptLengths
 
 log = logging.getLogger(__name__)
 _PARSED: dict[tuple, tuple] = {}  # (class, task, metadata JSON) -> (model keys, options): parsed once per process
-
-# how a task pools them; what they are is the catalogue's (harness.metrics.catalogue)
-HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total}]
-TARGET_METRIC = {"metric": "over_target", "aggregation": total}
-
-def described(metric_list: list, task: Any) -> list[dict]:
-    """``metric_list`` with each metric's ``higher_is_better`` from the catalogue (:mod:`harness.metrics.catalogue`:
-    a task says how it pools a metric, not what the metric is); a metric the catalogue does not know, or a direction
-    that contradicts it, is a ``TypeError`` naming the task (a defect of the task, not of the run)."""
-    out = []
-    for spec in metric_list:
-        if not isinstance(spec, dict) or "metric" not in spec:
-            raise TypeError(f"task {task}: a metric_list entry without a metric name: {spec!r}")
-        info = metric_info(spec["metric"])
-        if info is None:
-            raise TypeError(f"task {task}: metric {spec['metric']!r} is not in harness/metrics/catalogue.py; declare "
-                            "what it is there")
-        if spec.get("higher_is_better", info.higher_is_better) != info.higher_is_better:
-            raise TypeError(f"task {task}: metric {spec['metric']!r} says higher_is_better "
-                            f"{spec['higher_is_better']}, the catalogue {info.higher_is_better}")
-        out.append({**spec, "higher_is_better": info.higher_is_better})
-    return out
-
-
-class PresentItems:
-    """An lm-eval aggregation over the documents that have the metric (:class:`LchTask`: the others report None).
-
-    ``fn`` aggregates the items present; with none present the value is what ``fn`` makes of no items (a count: 0)
-    or, where it has none (a mean), NaN, so that a group averaging it does not break; such a metric is left out of the
-    results (nothing to report: a depth cell no sample fell in, a score every sample of which was skipped). lm-eval gives a standard error only to aggregations it knows by identity, so for its own
-    ``mean`` the same closed form (``mean_stderr``) is computed here; the count and standard error go to ``record``
-    (the task's metadata, :data:`harness.core.results.AGGREGATED`), which :func:`harness.plugin.finish_results.
-    finish_results` moves into the results."""
-
-    def __init__(self, fn: Any, name: str, record: Any) -> None:
-        self.fn, self.name, self.record = fn, name, record
-        self.__name__ = getattr(fn, "__name__", name)
-
-    def __call__(self, items: list) -> Any:
-        present = [item for item in items if item is not None]
-        stderr = float(mean_stderr(present)) if self.fn is lm_eval_mean and len(present) > 1 else None
-        self.record(self.name, len(present), stderr)
-        if present:
-            return self.fn(present)
-        try:
-            return self.fn([])
-        except (ZeroDivisionError, ValueError, IndexError, TypeError):
-            return float("nan")
-
-
-def doc_key(doc: dict) -> str:
-    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
-
 
 class LchTask(ConfigurableTask):
     """Base of every task class of ours (module docstring)."""
@@ -330,7 +276,7 @@ class LchTask(ConfigurableTask):
 
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         if self.COUNTS_PROMPT:
-            self.record_prompt(doc, ctx)
+            self.prompt_lengths.record(doc, ctx)
             ctx = self.prompt_to_send(doc, ctx)
         if self.REQUEST_TYPE is None:
             return super().construct_requests(doc, ctx, **kwargs)
@@ -341,27 +287,16 @@ class LchTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ length honesty
 
-    def record_prompt(self, doc: dict, ctx: Any) -> None:
-        """Count the exact prompt lm-eval built for ``doc`` in the evaluated model's tokenizer."""
-        if not isinstance(ctx, str):
-            return
-        if getattr(self, "_counter", None) is None:
-            from harness.data.prompt_tokens import PromptCounter, load_tokenizer, tokenizer_name
-
-            self._prompt_tokens: dict[str, int] = {}
-            name = tokenizer_name(self.model_keys)
-            if name is None:
-                if not getattr(self, "_warned", False):
-                    log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.config.task)
-                    self._warned = True
-                return
-            self._counter = PromptCounter(load_tokenizer(name))
-        self._prompt_tokens[doc_key(doc)] = self._counter.count_rendered([ctx])[0]
+    @functools.cached_property
+    def prompt_lengths(self) -> PromptLengths:
+        """The counts of the prompts lm-eval built for this task (``COUNTS_PROMPT``), in the evaluated model's
+        tokenizer (:class:`~harness.tasks.prompt_lengths.PromptLengths`)."""
+        return PromptLengths(self.config.task, self.model_keys)
 
     def honesty(self, doc: dict) -> dict:
         """``prompt_tokens``; ``over_length`` = prompt + budget > max_length; ``over_target`` = prompt +
-        budget > the length the sample was fitted to (TARGETED tasks)."""
-        n = getattr(self, "_prompt_tokens", {}).get(doc_key(doc))
+        budget > the length the sample was fitted to (TARGETED tasks); nothing for a prompt not counted."""
+        n = self.prompt_lengths.tokens(doc)
         if n is None:
             return {}
         budget = self.generation_budget()

@@ -32,7 +32,8 @@ from harness.data.truncation import Fitted, PromptParts, prompt_fitter
 from harness.metrics.catalogue import TRUNCATION_COUNTS
 from harness.metrics.pooling import total
 from harness.metrics.support import Support, samples_support
-from harness.tasks.base import LchTask, doc_key
+from harness.tasks.base import LchTask
+from harness.tasks.prompt_lengths import doc_key
 
 SKIP_PLACEHOLDER_TOKENS = 16
 
@@ -53,7 +54,7 @@ class HonestGenerationTask(LchTask):
     def prompt_to_send(self, doc: dict, ctx: Any) -> Any:
         """``ctx`` cut to ``max_length - max_gen_toks`` tokens by the ``truncation`` policy (a placeholder when
         skipped); unchanged when the run names no tokenizer (then nothing was counted either)."""
-        counter = getattr(self, "_counter", None)
+        counter = self.prompt_lengths.counter
         if counter is None or not isinstance(ctx, str):
             return ctx
         if getattr(self, "_fit", None) is None:

@@ -16,7 +16,8 @@ from harness.metrics.pooling import nll_sum
 from harness.metrics.support import Support
 from harness.longppl.keytokens import KeyTokenOptions
 from harness.core.options import option
-from harness.tasks.base import HONESTY_METRICS, LchTask
+from harness.tasks.base import LchTask
+from harness.tasks.metric_lists import HONESTY_METRICS
 
 
 @dataclass(frozen=True)

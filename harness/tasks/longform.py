@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.data.longform import HelloBenchData, LongBenchWriteData
-from harness.judges.stage import JudgeOptions
+from harness.judges.config import JudgeOptions
 from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask

@@ -244,7 +244,8 @@ def test_judge_config_owns_its_defaults_and_items_say_their_kind():
 
     from harness.core.errors import DataFormatError, UsageError
     from harness.core.options import parse_options
-    from harness.judges.stage import JudgeConfig, JudgeOptions, item_kind
+    from harness.judges.config import JudgeConfig, JudgeOptions
+    from harness.judges.stage import item_kind
 
     def judge_settings_from_metadata(meta: dict, temperature: float, max_tokens: int) -> dict | None:
         return parse_options(JudgeOptions, meta).settings(temperature, max_tokens)  # as a task reads them

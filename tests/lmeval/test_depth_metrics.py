@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.data.depth import DEPTH_BUCKETS
 from harness.metrics.catalogue import metric_info, metric_role
-from harness.tasks.base import described
+from harness.tasks.metric_lists import described
 from harness.tasks.lch_babilong.dataset import BabilongOptions
 from harness.tasks.lch_babilong.task import BabilongTask
 from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions

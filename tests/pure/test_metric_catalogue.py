@@ -50,7 +50,7 @@ def test_directions_and_roles_as_the_papers_define_them():
 
 
 def test_a_task_metric_list_takes_its_direction_from_the_catalogue():
-    from harness.tasks.base import described
+    from harness.tasks.metric_lists import described
 
     pooled = object()
     assert described([{"metric": "ppl", "aggregation": pooled}, {"metric": "n_docs"}], "t") == [
