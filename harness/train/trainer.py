@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-from tqdm import tqdm
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
 from harness.pic.variants import Variant, read_variant, write_variant
@@ -37,37 +36,12 @@ from harness.train.examples import (
     split_heldout,
     text_chunks,
 )
+from harness.train.batches import ExampleDataset, collate
+from harness.train.heldout import heldout_loss, heldout_warning
 from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll
 
 LOSS_LOG = "loss_log.jsonl"
 SUMMARY = "training_summary.json"
-
-
-class ExampleDataset(torch.utils.data.Dataset):
-    def __init__(self, examples: list[dict]):
-        self.examples = examples
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.examples[i]
-
-
-def collate(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask``, ``loss_mask`` and ``position_ids`` (each row's own
-    ``0 .. n-1`` unless the example carries position ids)."""
-    width = max(len(r["input_ids"]) for r in rows)
-    out = {name: torch.zeros(len(rows), width, dtype=torch.long)
-           for name in ("input_ids", "attention_mask", "loss_mask", "position_ids")}
-    out["input_ids"].fill_(pad_id)
-    for b, row in enumerate(rows):
-        n = len(row["input_ids"])
-        out["input_ids"][b, :n] = torch.tensor(row["input_ids"])
-        out["attention_mask"][b, :n] = 1
-        out["loss_mask"][b, :n] = torch.tensor(row["loss_mask"])
-        out["position_ids"][b, :n] = torch.tensor(row.get("position_ids") or list(range(n)))
-    return out
 
 
 def recipe_loss(cfg: TrainConfig) -> Callable[[Any, dict], tuple[torch.Tensor, dict[str, float]]]:
@@ -134,44 +108,6 @@ def read_losses(path: Path) -> list[float]:
         except (ValueError, KeyError, TypeError):
             continue
     return losses
-
-
-@torch.no_grad()
-def heldout_loss(model, examples: list[dict], pad_id: int, batch_size: int = 1, progress: bool = False) -> float | None:
-    """Token-weighted mean ``-log P`` of the held-out examples' targets, under the training positions
-    (CE only: the recipes' extra terms are not part of it, so every recipe is compared on the same scale).
-    Batched like training, longest first (right padding, each row at its own positions)."""
-    if not examples:
-        return None
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    ordered = sorted(examples, key=lambda ex: -len(ex["input_ids"]))
-    total, count = 0.0, 0.0
-    for start in tqdm(range(0, len(ordered), batch_size), disable=not progress, desc="Held-out loss"):
-        b = {k: v.to(device) for k, v in collate(ordered[start : start + batch_size], pad_id).items()}
-        s, n = masked_nll(model, b["input_ids"], b["attention_mask"], b["loss_mask"], b["position_ids"])
-        total, count = total + float(s), count + float(n)
-    model.train(was_training)
-    return total / count if count else None
-
-
-DIVERGED = 1.5  # a held-out loss this many times its value before training: the run diverged (heldout_warning)
-
-
-def heldout_warning(before: float | None, after: float | None) -> str | None:
-    """What to say of a training run's held-out loss (token-weighted ``-log P`` before and after training): nothing
-    when it is missing or stayed below ``DIVERGED`` x its value before; otherwise one sentence: the checkpoint is
-    saved, but a held-out loss that is not a number or rose that much (1.82 -> 111 was seen) means the training
-    diverged."""
-    if before is None or after is None:
-        return None
-    if not math.isfinite(after):
-        return f"the held-out loss is {after} after training ({before:.4g} before): the training diverged; lower --lr"
-    if after > DIVERGED * before:
-        return (f"the held-out loss rose from {before:.4g} to {after:.4g} (x{after / before:.3g}): the training "
-                "diverged; lower --lr or raise --warmup before using this checkpoint")
-    return None
 
 
 def load_model(cfg: TrainConfig):

@@ -179,7 +179,7 @@ def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, 
 def test_a_diverging_run_says_so(tiny_model_dir, data, tmp_path, capsys):
     """A checkpoint whose held-out loss rose 61-fold (1.82 -> 111 was seen) was saved without a word: the summary
     and stderr now say that the training diverged."""
-    from harness.train.trainer import heldout_warning
+    from harness.train.heldout import heldout_warning
 
     assert heldout_warning(1.82, 111.0) == ("the held-out loss rose from 1.82 to 111 (x61): the training diverged; "
                                             "lower --lr or raise --warmup before using this checkpoint")

@@ -1,0 +1,33 @@
+"""Training examples as batches: the dataset transformers' ``Trainer`` reads and the collation of examples
+(``{"input_ids", "loss_mask"[, "position_ids"]}``, :mod:`harness.train.examples`) into right-padded tensors."""
+
+from __future__ import annotations
+
+import torch
+
+
+class ExampleDataset(torch.utils.data.Dataset):
+    def __init__(self, examples: list[dict]):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict:
+        return self.examples[i]
+
+
+def collate(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``, ``attention_mask``, ``loss_mask`` and ``position_ids`` (each row's own
+    ``0 .. n-1`` unless the example carries position ids)."""
+    width = max(len(r["input_ids"]) for r in rows)
+    out = {name: torch.zeros(len(rows), width, dtype=torch.long)
+           for name in ("input_ids", "attention_mask", "loss_mask", "position_ids")}
+    out["input_ids"].fill_(pad_id)
+    for b, row in enumerate(rows):
+        n = len(row["input_ids"])
+        out["input_ids"][b, :n] = torch.tensor(row["input_ids"])
+        out["attention_mask"][b, :n] = 1
+        out["loss_mask"][b, :n] = torch.tensor(row["loss_mask"])
+        out["position_ids"][b, :n] = torch.tensor(row.get("position_ids") or list(range(n)))
+    return out
