@@ -91,3 +91,18 @@ def test_an_option_that_does_not_declare_how_it_shapes_the_rows_is_refused():
         data_key(WithAForgottenOption(ruler_task="vt"), {})
     with pytest.raises(TypeError, match="not one of"):
         option(1, "x", shapes="maybe")
+
+
+def test_a_source_folder_is_walked_once_per_process_while_its_entries_stand(sources, monkeypatch):
+    """Every task and length of a run keys on one walk of the essays folder; a file added is seen."""
+    from pathlib import Path
+
+    from harness.tasks.lch_ruler.builders import source_fingerprint
+
+    walks = []
+    rglob = Path.rglob
+    monkeypatch.setattr(Path, "rglob", lambda self, pattern: walks.append(self) or rglob(self, pattern))
+    first = source_fingerprint(sources["essays"])
+    assert source_fingerprint(sources["essays"]) == first and len(walks) == 1
+    (Path(sources["essays"]) / "c.txt").write_text("A third essay.")
+    assert source_fingerprint(sources["essays"]) != first and len(walks) == 2

@@ -39,13 +39,21 @@ class Sources:
 def source_fingerprint(src: str | None) -> str | None:
     """What the haystack text read from ``src`` depends on (for the cache key): a local file or folder by its resolved
     path and its files' names, sizes and modification times; anything else (an HF id, ``synthetic``, None) by
-    itself."""
+    itself. A folder is walked once per process while its own entry is unchanged (every task and length of a run
+    keys on the same walk; a file added or removed is seen, one edited in place is seen by the next run)."""
     path = Path(str(src)).expanduser() if src else None
     if path is None or not path.exists():
         return src
-    files = sorted(path.rglob("*")) if path.is_dir() else [path]
-    return f"{path.resolve()}:" + ",".join(f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files
-                                          if f.is_file())
+    top = path.stat()
+    memo = (str(path.resolve()), top.st_mtime_ns, top.st_size)
+    if memo not in _FINGERPRINTS:
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        _FINGERPRINTS[memo] = f"{path.resolve()}:" + ",".join(
+            f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file())
+    return _FINGERPRINTS[memo]
+
+
+_FINGERPRINTS: dict[tuple[str, int, int], str] = {}  # (resolved path, its mtime and size) -> fingerprint
 
 
 @dataclass
