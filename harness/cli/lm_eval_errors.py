@@ -49,14 +49,14 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
     """A subcommand of a run of ours: its destinations and lm-eval's flags checked first
     (:func:`harness.plugin.lm_eval_cli.check_cli_run`), its user errors one line and their exit code, and
     a run that wrote its results without a metric a failed service kept it from computing (a judge server) ends as
-    one line and exit 2 too (:func:`harness.plugin.incomplete.report_incomplete`)."""
+    one line and exit 2 too (:func:`harness.core.incomplete.report_incomplete`)."""
 
     @functools.wraps(func)
     def run(args: Namespace) -> Any:
         from harness.core.errors import LchError, debug_enabled
 
         try:
-            from harness.plugin.incomplete import raise_if_incomplete
+            from harness.core.incomplete import raise_if_incomplete
             from harness.plugin.lm_eval_cli import check_cli_run
             from harness.plugin.preflight import check_destinations
 

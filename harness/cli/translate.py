@@ -102,7 +102,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         return UsageError(f"--samples gives a document index beyond a task's {count} documents; give indices from 0 "
                           f"to {count - 1}")
     if isinstance(err, ValueError) and "no model for this name found" in message:
-        from harness.plugin.registration import model_names
+        from harness.engines.registry import model_names
 
         return UsageError(f"{message} (our models: {', '.join(model_names())})")
     engine_args = _engine_config_error(err)

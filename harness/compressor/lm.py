@@ -23,6 +23,7 @@ Text is tokenised without special tokens: the memory carries the context, not a 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 import torch
@@ -30,9 +31,10 @@ import lm_eval.models  # noqa: F401  (the built-in models register before ours)
 from lm_eval.api.model import LM
 from tqdm import tqdm
 
+from harness.compressor.config import CompressorConfig
 from harness.core.errors import UsageError
-from harness.engines.model_args import check_compressor_args
-from harness.plugin.registration import lch_model
+from harness.engines.model_args import check_model_path, refuse_unknown_args
+from harness.engines.registry import lch_model
 from harness.engines.requests import (
     COMPRESS_AE,
     COMPRESS_LM,
@@ -51,6 +53,27 @@ from harness.engines.response_cache import (
 from harness.models.identity import model_identity
 
 LAYER = "lmeval"  # harness/devtools/layers.py
+
+
+COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
+# the compressor settings a model arg may override: CompressorConfig's fields, but the training-only dropout
+COMPRESSOR_OVERRIDES = tuple(f.name for f in dataclasses.fields(CompressorConfig) if f.name != "lora_dropout")
+
+
+def check_compressor_args(args: dict) -> dict[str, Any]:
+    """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
+    domains (:class:`harness.compressor.config.CompressorConfig`), before anything loads; returns the settings given,
+    converted."""
+    from harness.core.options import parse_options
+
+    refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))
+    given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
+    config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
+    check_model_path(args.get("pretrained"), tokenizer=True)
+    if args.get("checkpoint"):
+        check_model_path(args["checkpoint"], "checkpoint", local=True)
+    return {key: getattr(config, key) for key in given}
+
 
 
 @lch_model("compressor", preflight=check_compressor_args)

@@ -81,7 +81,7 @@ class EngineCore(ClaimsResponseCache):
         LSM.name: (("score_hidden", "score_head"),),
         GENERATE_LONG.name: (("generate_tokens",),),
     }
-    ENGINE_NAME: ClassVar[str] = "engine"  # the lm-eval model name, set by @lch_model (harness.plugin.registration)
+    ENGINE_NAME: ClassVar[str] = "engine"  # the lm-eval model name, set by @lch_model (harness.engines.registry)
     LIBRARIES: ClassVar[tuple[str, ...]] = ("torch", "transformers")  # whose versions its numbers depend on
 
     # ------------------------------------------------------------------ the resolved model args

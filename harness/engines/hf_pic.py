@@ -30,7 +30,7 @@ from lm_eval.models.huggingface import HFLM  # (imports lm_eval.models: the buil
 
 from harness.engines.core import EngineCore, Generated
 from harness.engines.model_args import check_hf_pic_args
-from harness.plugin.registration import lch_model
+from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
 from harness.models.head import output_logits
 from harness.pic.hf import apply_pic, set_rope_base

@@ -3,12 +3,10 @@ and by ``lch eval`` before lm-eval indexes the tasks (so a typo fails in a secon
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.compressor.config import CompressorConfig
 from harness.pic.variants import Variant, read_variant
 from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.core.errors import MissingDataError, UsageError
@@ -130,26 +128,6 @@ def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
     refuse_unknown_args("hf-pic", args, set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
                         passed_on="other args go to transformers' from_pretrained; give a known one")
     return resolve_model_args(args, "peft")
-
-
-COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
-# the compressor settings a model arg may override: CompressorConfig's fields, but the training-only dropout
-COMPRESSOR_OVERRIDES = tuple(f.name for f in dataclasses.fields(CompressorConfig) if f.name != "lora_dropout")
-
-
-def check_compressor_args(args: dict) -> dict[str, Any]:
-    """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
-    domains (:class:`harness.compressor.config.CompressorConfig`), before anything loads; returns the settings given,
-    converted."""
-    from harness.core.options import parse_options
-
-    refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))
-    given = {key: args[key] for key in COMPRESSOR_OVERRIDES if args.get(key) is not None}
-    config = parse_options(CompressorConfig, given, "compressor", label=lambda name: name)
-    check_model_path(args.get("pretrained"), tokenizer=True)
-    if args.get("checkpoint"):
-        check_model_path(args["checkpoint"], "checkpoint", local=True)
-    return {key: getattr(config, key) for key in given}
 
 
 VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)

@@ -1,6 +1,6 @@
 """Our request types, each declared once: name, arguments, options (with their defaults and checks),
 response shape and the lm-eval ``output_type`` it stands in for (which models serve it follows from the model
-classes: :mod:`harness.plugin.registration`).
+classes: :mod:`harness.engines.registry`).
 
 lm-eval hands a request to the model method named like its type (``getattr(lm, request_type)``) with the
 ``Instance``'s ``args``. Ours are always ``(text, options dict)``: the text (a context for

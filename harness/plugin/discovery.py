@@ -4,7 +4,7 @@ backports that discovery onto lm-eval releases without it.
 Our entry points (pyproject.toml):
 
 * ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class registered under the
-  same name by :func:`harness.plugin.registration.lch_model` (lm-eval's ``@register_model`` within; PR #4013 upgrades
+  same name by :func:`harness.engines.registry.lch_model` (lm-eval's ``@register_model`` within; PR #4013 upgrades
   the entry point to the decorated class only when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
 * ``lm_eval.tasks``: ``lch = "harness.tasks"``, the package that holds our task YAMLs (PR #4015 resolves a value
   to the folder of the package, or of the module's file, it names, ignoring any ``:attr``, and scans it for

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from harness.plugin.incomplete import raise_if_incomplete
+from harness.core.incomplete import raise_if_incomplete
 from harness.plugin.activation import activate
 from harness.plugin.preflight import as_dict, check_destinations, preflight
 

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.tasks import TASKS_PATH
-from harness.plugin.registration import model_entry, model_names
+from harness.engines.registry import model_entry, model_names
 from harness.plugin.task_index import check_model_serves
 
 log = logging.getLogger(__name__)
@@ -262,7 +262,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
         metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
         preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
-        from harness.plugin.incomplete import take_incomplete
+        from harness.core.incomplete import take_incomplete
 
         take_incomplete()  # what an earlier run of this process left unsaid is not this run's
         from harness.core.run_record import asking_chat_template

@@ -6,7 +6,7 @@ model without that method fails only after it has loaded, minutes into a run, wi
 names: its ``REQUEST_TYPE``, one of our declared request types; a YAML without a class of ours: its
 ``output_type``, lm-eval's own; groups: the union of their members) and refuses the run in one line when
 the model does not serve one of them, naming the models that do. Which request types our models serve is
-read from our model registry (:mod:`harness.plugin.registration`: derived from each class); any other model (lm-eval's
+read from our model registry (:mod:`harness.engines.registry`: derived from each class); any other model (lm-eval's
 ``hf``, ``vllm`` ...) serves lm-eval's own types.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.core.errors import UsageError
-from harness.plugin.registration import LM_EVAL_TYPES, model_entry, models
+from harness.engines.registry import LM_EVAL_TYPES, model_entry, models
 
 
 def _yaml_loader() -> Any:

@@ -117,7 +117,7 @@ class LongGenerationTask(LchTask):
         resumes from."""
         from harness.judges.stage import save_unjudged
         from harness.core import results as keys
-        from harness.plugin.incomplete import report_incomplete
+        from harness.core.incomplete import report_incomplete
 
         reason = judged.absent_because()
         if reason is None:

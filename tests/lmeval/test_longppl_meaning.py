@@ -9,7 +9,7 @@ import pytest
 
 from harness.longppl.corpus import check_key_windows
 from harness.core.errors import UsageError
-from harness.plugin.aggregations import key_perplexity
+from harness.tasks.aggregations import key_perplexity
 from harness.plugin.finish_results import record_cautions
 from harness.longppl.formulas import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
 from harness.core.results import SUPPORT as SUPPORT_KEY

@@ -24,7 +24,7 @@ from lm_eval.models.huggingface import HFLM
 
 from harness.plugin import discovery as plugin
 from harness.plugin.activation import activate
-from harness.plugin.registration import model_names
+from harness.engines.registry import model_names
 from harness.plugin.metadata import our_task_names
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -120,7 +120,7 @@ def test_the_generation_tasks_sampling_temperature_is_the_requests():
 def test_every_declared_type_is_served_under_its_name(kind):
     """lm-eval calls the method named like the request type: some model of ours has it for every declared type
     (the engine core's three for both engines, through their primitives)."""
-    from harness.plugin.registration import models
+    from harness.engines.registry import models
 
     serving = [entry.name for entry in models() if kind in entry.serves]
     assert serving

@@ -12,7 +12,7 @@ def test_what_each_model_serves_is_what_its_class_answers():
     """A model serves a request type when lm-eval finds the method of that name on its class and, for the engine
     core's requests, the class supplies the primitives they need; lm-eval's own models serve lm-eval's types."""
     from harness.engines.core import EngineCore
-    from harness.plugin.registration import LM_EVAL_TYPES, models
+    from harness.engines.registry import LM_EVAL_TYPES, models
     from harness.engines.requests import REQUESTS
 
     every_type = set(REQUESTS) | LM_EVAL_TYPES

@@ -39,7 +39,7 @@ from harness.engines.model_args import (
     local_config,
     resolve_model_args,
 )
-from harness.plugin.registration import lch_model
+from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
 from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 from harness.engines.vllm_pic.env import with_cpu_runtime_defaults

@@ -1,16 +1,16 @@
 """compress_ae / compress_lm: the EPL paper's pretraining evaluation of a compressor (``--model compressor``).
 
-Options (:class:`~harness.compressor.tasks.CompressOptions`, defaults there): ``data_files`` (local
+Options (:class:`~harness.tasks.compress.task.CompressOptions`, defaults there): ``data_files`` (local
 .jsonl/.json/.txt or folder; field ``text_field``), else seeded synthetic reports (``synthetic_words`` words
 each); ``num_docs``; ``max_tokens`` (|X|: the first half is the context, the rest the completion).
 """
 
 from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
-from harness.plugin.aggregations import perplexity
+from harness.tasks.aggregations import perplexity
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
-from harness.compressor.tasks import CompressAETask, CompressLMTask, CompressOptions
+from harness.tasks.compress.task import CompressAETask, CompressLMTask, CompressOptions
 
 
 def load_texts(options: CompressOptions, model=None):

@@ -1,6 +1,6 @@
 """longppl_govreport: LongPPL / PPL / LongPPL-soft on GovReport (docs/formulas.md §3). See README.md here."""
 
-from harness.plugin.aggregations import key_perplexity, perplexity
+from harness.tasks.aggregations import key_perplexity, perplexity
 from harness.longppl.dataset import longppl_corpus
 from harness.tasks.logprob import LongPPLTask
 from harness.metrics.pooling import pooled_perplexity, total

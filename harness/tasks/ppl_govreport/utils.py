@@ -9,7 +9,7 @@ When the evaluated model's tokenizer is known (``pretrained`` / ``tokenizer`` in
 """
 
 from harness.data.govreport import load_govreport
-from harness.plugin.aggregations import perplexity
+from harness.tasks.aggregations import perplexity
 from harness.tasks.logprob import PerplexityTask
 from harness.metrics.pooling import pooled_perplexity, total
 

@@ -10,7 +10,6 @@ from harness.metrics.pooling import nll_sum
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.tasks.base import LchTask
 
-LAYER = "lmeval"  # harness/devtools/layers.py
 
 
 @dataclass(frozen=True)
