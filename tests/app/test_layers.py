@@ -79,18 +79,18 @@ def test_layer_of_takes_the_nearest_declaration_or_folder():
 def test_a_module_declares_its_layer_where_it_lives(tmp_path):
     """A module of a concept folder takes the layer it (or its package) declares; one that declares none is
     refused, named, with what to write; a declaration overrides its folder's layer."""
-    for folder in ("harness/models", "harness/concept", "harness/tasks/t"):
-        (tmp_path / folder).mkdir(parents=True)
-        (tmp_path / folder / "__init__.py").write_text("")
-    (tmp_path / "harness/__init__.py").write_text("")
-    (tmp_path / "harness/models/scoring.py").write_text("X = 1\n")
-    (tmp_path / "harness/concept/__init__.py").write_text('"""A concept."""\n\nLAYER = "pure"\n')
-    (tmp_path / "harness/concept/math.py").write_text("from harness.models.scoring import X\n")  # inherits pure
-    (tmp_path / "harness/concept/run.py").write_text('from harness.models.scoring import X\n\nLAYER = "models"\n')
-    (tmp_path / "harness/tasks/t/dataset.py").write_text('LAYER = "data"\nfrom harness.tasks.t import utils\n')
-    (tmp_path / "harness/tasks/t/utils.py").write_text("")
-    (tmp_path / "harness/stray").mkdir()
-    (tmp_path / "harness/stray/thing.py").write_text("")
+    files = {
+        "harness/__init__.py": "", "harness/models/__init__.py": "", "harness/tasks/__init__.py": "",
+        "harness/tasks/t/__init__.py": "", "harness/models/scoring.py": "X = 1\n",
+        "harness/concept/__init__.py": '"""A concept."""\n\nLAYER = "pure"\n',
+        "harness/concept/math.py": "from harness.models.scoring import X\n",  # inherits pure
+        "harness/concept/run.py": 'from harness.models.scoring import X\n\nLAYER = "models"\n',
+        "harness/tasks/t/dataset.py": 'LAYER = "data"\nfrom harness.tasks.t import utils\n',
+        "harness/tasks/t/utils.py": "", "harness/stray/thing.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     _, problems = check(tmp_path)
     assert problems == [
         "harness.concept.math (pure) imports harness.models.scoring (models)",
