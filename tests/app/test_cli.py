@@ -60,6 +60,7 @@ def test_tasks_path_prints_the_task_folder(capsys):
     assert (folder / "ppl_govreport" / "ppl_govreport.yaml").is_file()
 
 
+@pytest.mark.slow  # indexes all of lm-eval's tasks twice; plain lm_eval running ours: test_plugin.py
 def test_lch_eval_tasks_list_and_plain_lm_eval_ls_tasks(user_tasks):
     """`lch eval --tasks list` keeps the user's --include_path beside ours; plain `lm_eval ls tasks` lists every
     task of ours with no flag (our task folder found as an lm-eval task plugin)."""

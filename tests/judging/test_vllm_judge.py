@@ -21,8 +21,9 @@ from tests.conftest import SHARED_DATA
 from tests.judge_servers import VllmServer
 
 JUDGE_PROMPT = Path(os.environ.get("LCH_LONGBENCH_WRITE_PROMPT") or SHARED_DATA / "longbench_write" / "judge.txt")
-pytestmark = pytest.mark.skipif(not JUDGE_PROMPT.is_file(), reason=f"needs the official LongBench-Write judge prompt "
-                                                                   f"({JUDGE_PROMPT}, or LCH_LONGBENCH_WRITE_PROMPT)")
+# the slow tier: a real vLLM judge server (the judge stage against local servers: the default tier)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not JUDGE_PROMPT.is_file(), reason=f"needs the official LongBench-Write judge prompt "
+                                                                   f"({JUDGE_PROMPT}, or LCH_LONGBENCH_WRITE_PROMPT)")]
 MAX_TOKENS = 96
 LBW_ROWS = [
     {"prompt": "Write a 100-word note to a neighbour about a lost cat.", "type": "Community Forum", "length": 100},

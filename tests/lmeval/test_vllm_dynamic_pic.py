@@ -377,6 +377,7 @@ def tiny_llama():
     return folder, model, AutoTokenizer.from_pretrained(folder)
 
 
+@pytest.mark.slow  # the tiny Llama test below runs the same path, longer prompts, in the default tier
 def test_smollm2_long_generations_equal_hf_pic_reference(vllm_env, smollm2_dir, smollm2):
     """SmolLM2-135M (fp32) in the setting of ``lch eval --model vllm-pic ... pic=dynamic,pic_ratio=2,
     pic_recent=200`` (paper layout, l_ic 4), one batch of a 1k- and a 2k-token prompt, 256 new tokens each:
@@ -406,6 +407,7 @@ def test_tiny_llama_long_generations_equal_hf_pic_reference(vllm_env, tiny_llama
     print(f"\ntiny Llama: 12 generations of 256 tokens equal, max |logprob diff| {worst:.2e}")
 
 
+@pytest.mark.slow  # the tiny Llama test above runs the same path in the default tier
 def test_no_preemption_with_a_small_kv_cache(vllm_env, tiny_llama):
     """A KV cache of 17 blocks of 128 tokens and max_model_len 1024 (8 blocks a sequence): vllm-pic runs at most
     2 sequences at once, as :func:`kv_cache_blocks` / :func:`preemption_free_sequences` predict, so five
@@ -445,6 +447,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # the tiny Llama test above runs the same path in the default tier
 def test_plain_vllm_finds_the_class_through_the_plugin_entry_point(vllm_env, tiny_llama):
     """An engine built by plain ``vllm.LLM`` (no vllm-pic, no ``register()`` call) with the ``Pic<Arch>``
     class named in ``hf_overrides``: vLLM's ``vllm.general_plugins`` entry point registered it, and its greedy

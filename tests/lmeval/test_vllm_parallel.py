@@ -8,7 +8,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.lmeval.test_vllm_engine import run, write_corpus
+
+pytestmark = pytest.mark.slow  # three vLLM runs (one rank, tensor / data parallel): the slow tier
 
 
 def test_tensor_and_data_parallel_score_as_one_rank(vllm_env, tmp_path):

@@ -142,6 +142,7 @@ def compare(model, job: dict, got: dict) -> tuple[list[str], float]:
     return failures, worst
 
 
+@pytest.mark.slow  # each family on a real vLLM engine; hf-pic's families and vllm-pic on Llama: default tier
 @pytest.mark.parametrize("families", GROUPS, ids=["-".join(g) for g in GROUPS])
 def test_every_family_equals_hf_pic_under_every_method(vllm_env, families):
     """Each family under naive, NTK-aware and Dynamic PIC (both layouts) on vLLM equals hf-pic; a family vLLM
@@ -175,6 +176,7 @@ def test_every_family_equals_hf_pic_under_every_method(vllm_env, families):
                            for name, w in worst.items()))
 
 
+@pytest.mark.slow  # each family on a real vLLM engine; hf-pic's families and vllm-pic on Llama: default tier
 def test_gemma3_270m_equals_hf_pic_past_its_sliding_window(vllm_env, gemma3_dir, gemma3):
     """Gemma 3 270M (fp32; 512-token sliding window on 5 of every 6 layers, RoPE base 1e6 on the global ones,
     1e4 on the local ones), a batch of a 1100- and a 600-token prompt, 12 new tokens: NTK-aware and Dynamic PIC
@@ -210,6 +212,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # each family on a real vLLM engine; hf-pic's families and vllm-pic on Llama: default tier
 def test_a_dynamic_pic_checkpoint_of_a_hybrid_family_is_served_from_its_variant_file(vllm_env, tmp_path):
     """A Dynamic PIC-SFT checkpoint of a tiny Gemma 3 (sliding-window layers and one global layer), trained one
     step with full fine-tuning: vllm-pic given only ``pretrained=`` applies the Dynamic PIC its variant file

@@ -17,7 +17,8 @@ from tests.conftest import SHARED_DATA, assert_key_tokens_recomputed
 from tests.models.test_pic_families import _decode, reference_logits
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"
-pytestmark = pytest.mark.skipif(not ESSAYS.is_dir(), reason=f"needs the essays in {ESSAYS}")
+# the slow tier: Gemma 3 at real scale (its families on tiny models, and its model meaning, stay in the default tier)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not ESSAYS.is_dir(), reason=f"needs the essays in {ESSAYS}")]
 
 
 def _essay(tokenizer, name: str, n_tokens: int) -> tuple[str, list[int]]:
