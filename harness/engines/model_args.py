@@ -50,8 +50,8 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
     ``inference_keys`` checked (one line naming the arg), the model and adapter folders checked, the variant file
     of the adapter (``adapter_key``) or model folder read; the other args handed on unchanged."""
     inference_keys = set(inference_keys)
-    explicit = Inference.fields_from({k: v for k, v in args.items() if k in inference_keys})
     try:
+        explicit = Inference.fields_from({k: v for k, v in args.items() if k in inference_keys})
         Inference(**explicit)  # the given values checked before any file is read
     except UsageError as err:  # named as the user gave them: the model args
         raise UsageError(f"--model_args: {err}") from None

@@ -161,7 +161,7 @@ def test_no_device_given_runs_where_torch_can(tiny_model_dir):
 def test_bad_pic_argument_fails_before_loading():
     with pytest.raises(ValueError, match="allowed: none, naive, ntk, dynamic"):
         HFPicLM(pretrained="/nonexistent/model", pic="rope")
-    with pytest.raises(ValueError, match="ratio must be > 0"):
+    with pytest.raises(ValueError, match=r"^--model_args: pic_ratio \(s_cr\) must be > 0, got -1.0$"):
         HFPicLM(pretrained="/nonexistent/model", pic="naive", pic_ratio=-1)
     with pytest.raises(ValueError, match="allowed: cached, reference"):
         HFPicLM(pretrained="/nonexistent/model", pic="dynamic", pic_ratio=2, pic_impl="fast")

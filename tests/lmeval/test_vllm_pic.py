@@ -36,7 +36,7 @@ def test_ntk_and_dynamic_select_the_pic_class_and_keep_the_config():
 
 def test_errors():
     assert vllm_pic_overrides(V5_CONFIG, Inference("none", 1.0)) == {}
-    with pytest.raises(ValueError, match="ratio must be > 0"):
+    with pytest.raises(ValueError, match=r"^pic_ratio \(s_cr\) must be > 0, got 0.0$"):
         vllm_pic_overrides(V5_CONFIG, Inference("naive", 0.0))
     with pytest.raises(UsageError, match=r"^Naive PIC on vLLM needs default or llama3 RoPE on the full-attention layers; "
                                          r"this LlamaForCausalLM uses 'linear' RoPE: use --model hf-pic"):

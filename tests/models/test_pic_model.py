@@ -190,7 +190,7 @@ def test_a_model_without_rope_is_refused_by_what_it_lacks():
 
 def test_bad_arguments_and_sliding_window():
     model = tiny_causal_lm("llama")
-    with pytest.raises(ValueError, match="ratio must be > 0"):
+    with pytest.raises(ValueError, match=r"^pic_ratio \(s_cr\) must be > 0, got 0.0$"):
         apply_pic(model, "naive", ratio=0.0)
     with pytest.raises(ValueError, match="allowed: none, naive, ntk, dynamic"):
         apply_pic(model, "linear", ratio=2.0)
