@@ -12,9 +12,9 @@ A missing key, a value of None, or an empty string for a field that is not a str
 default.
 
 **Domains.** A field declares what makes sense besides its type where it is declared: ``low`` / ``high``
-(inclusive bounds of a number, or of each number of a list), ``above`` (an exclusive lower bound), ``nonempty`` (a list or a string with something in
-it), ``choices`` (words, the closest suggested for a typo). :func:`parse_options` checks them after the
-conversion, :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs) and
+(inclusive bounds of a number, or of each number of a list), ``above`` (an exclusive lower bound), ``nonempty``
+(a list or a string with something in it), ``choices`` (words, the closest suggested for a typo).
+:func:`parse_options` checks them after the conversion, :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs) and
 :func:`check_fields` converts and checks every field of a value built from Python (``Inference``); a value
 outside is one line naming the key, the domain and the value. Relations between fields (``min_tokens <=
 max_tokens``) are the dataclass's own ``__post_init__`` checks. A bound that stands for "more work than any run
@@ -62,8 +62,9 @@ def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable
            **metadata: Any) -> Any:
     """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
     ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``above``: an exclusive lower
-    bound; ``nonempty``: a list or string with something in it) and any other metadata its readers use (``lch train``'s ``record`` / ``flag``:
-    harness/train/config.py; ``shapes``: how the field enters a cached dataset's key, one of :data:`SHAPES`).
+    bound; ``nonempty``: a list or string with something in it) and any other metadata its readers use (``lch
+    train``'s ``record`` / ``flag``: harness/train/config.py; ``shapes``: how the field enters a cached dataset's
+    key, one of :data:`SHAPES`).
     Task options, training configs and their generated command lines all declare fields with it."""
     if "shapes" in metadata and metadata["shapes"] not in SHAPES:
         raise TypeError(f"shapes={metadata['shapes']!r} is not one of {', '.join(SHAPES)}")

@@ -134,8 +134,8 @@ class Inference:
         ``"16"`` -> 16.0, ``"none"`` -> None for ``rope_base``); a value that does not convert is a one-line
         ``UsageError`` naming the key. Other keys are ignored."""
         hints = typing.get_type_hints(Inference)
-        return {name: convert(values[key], hints[name], key) for name, key in (MODEL_ARGS if keys is None else keys).items()
-                if values.get(key) is not None}
+        keys = MODEL_ARGS if keys is None else keys
+        return {name: convert(values[key], hints[name], key) for name, key in keys.items() if values.get(key) is not None}
 
     @classmethod
     def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":
@@ -171,6 +171,7 @@ def option_like(name: str, **changes: Any) -> Any:
     """A dataclass field declared as :class:`Inference`'s field ``name`` is (its help, its domain), with ``changes``
     (``default``, ``help``) applied: how another dataclass that takes the same setting under its model arg's name
     (``lch train``'s ``pic_ratio`` ...) declares it without a second copy of its domain."""
-    meta = {key: value for key, value in _FIELD_BY_NAME[name].metadata.items() if key not in ("arg", "symbol", "variant")}
+    meta = {key: value for key, value in _FIELD_BY_NAME[name].metadata.items()
+            if key not in ("arg", "symbol", "variant")}
     meta.update(changes)
     return option(meta.pop("default", _FIELD_BY_NAME[name].default), **meta)

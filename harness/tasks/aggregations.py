@@ -22,7 +22,8 @@ def perplexity(items: Sequence[tuple[float, float]]) -> float:
 def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
     """LongPPL: :func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(key nll_sum, n_key)``.
     No key token in any document is an error (a LongPPL of nothing, never NaN); fewer than
-    :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution in the results (:func:`harness.plugin.finish_results.record_cautions`; the count
+    :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution in the results
+    (:func:`harness.plugin.finish_results.record_cautions`; the count
     is ``n_key_tokens``)."""
     n_key = sum(n for _, n in items)
     if not n_key:

@@ -121,7 +121,8 @@ def apply_pic(model: nn.Module, inference: Inference | str | None = None, **fiel
     """
     unknown = sorted(set(fields) - set(MODEL_ARGS))
     if unknown:
-        raise UsageError(f"apply_pic: {', '.join(unknown)} is not a field of Inference; allowed: {', '.join(MODEL_ARGS)}")
+        raise UsageError(f"apply_pic: {', '.join(unknown)} is not a field of Inference; "
+                         f"allowed: {', '.join(MODEL_ARGS)}")
     if isinstance(inference, Inference):
         inference = inference.replace(**fields)
     elif inference is not None:
