@@ -17,7 +17,7 @@ from tests.conftest import SHARED_DATA, assert_key_tokens_recomputed
 from tests.models.test_pic_families import _decode, reference_logits
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"
-# the slow tier: Gemma 3 at real scale (its families on tiny models, and its model meaning, stay in the default tier)
+# the slow tier: Gemma 3 at real scale (every family on tiny models, gemma3_text included, stays in the default tier)
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not ESSAYS.is_dir(), reason=f"needs the essays in {ESSAYS}")]
 
 
