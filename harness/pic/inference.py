@@ -133,9 +133,8 @@ class Inference:
         that are given (not ``None``), converted to the fields' annotations (:func:`~harness.core.options.convert`:
         ``"16"`` -> 16.0, ``"none"`` -> None for ``rope_base``); a value that does not convert is a one-line
         ``UsageError`` naming the key. Other keys are ignored."""
-        hints = typing.get_type_hints(Inference)
         keys = MODEL_ARGS if keys is None else keys
-        return {name: convert(values[key], hints[name], key) for name, key in keys.items() if values.get(key) is not None}
+        return {name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None}
 
     @classmethod
     def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":
@@ -165,6 +164,7 @@ MODEL_ARGS = {f.name: f.metadata["arg"] for f in _FIELDS}
 VARIANT_KEYS = tuple(f.metadata["arg"] for f in _FIELDS if f.metadata.get("variant", True))
 _VARIANT_FIELDS = {name: key for name, key in MODEL_ARGS.items() if key in VARIANT_KEYS}
 _FIELD_BY_NAME = {f.name: f for f in _FIELDS}
+_HINTS = typing.get_type_hints(Inference)  # each field's annotation, read once: how a model-arg string converts
 
 
 def option_like(name: str, **changes: Any) -> Any:
