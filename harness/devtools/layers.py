@@ -63,6 +63,7 @@ LAYERS = (
 )
 ROOT_PACKAGE = "harness"  # its own layer is app's; it gives none to the folders under it
 BY_NAME = {layer.name: layer for layer in LAYERS}
+_FOLDER_LAYERS = {package: layer for layer in LAYERS for package in layer.packages}
 FLOORS = ("core", "metrics", "data", "models")  # the shared floors: they import no other folder of the package
 # Folder circles that stand, and why ({frozenset of folders: reason}); none stands: the glue (plugin) imports the
 # engines and the tasks, which import no glue back (the model registry lives with the engines, the aggregations with
@@ -109,7 +110,6 @@ def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | Non
     parts = module.split(".")
     if parts[0] != ROOT_PACKAGE:
         return None
-    folders = {package: layer for layer in LAYERS for package in layer.packages}
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
         if prefix == ROOT_PACKAGE and module != ROOT_PACKAGE:
@@ -118,8 +118,8 @@ def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | Non
             if declared[prefix] not in BY_NAME:
                 raise ValueError(f"{prefix} declares LAYER = {declared[prefix]!r}; layers: {', '.join(BY_NAME)}")
             return BY_NAME[declared[prefix]]
-        if prefix in folders:
-            return folders[prefix]
+        if prefix in _FOLDER_LAYERS:
+            return _FOLDER_LAYERS[prefix]
     return None
 
 
