@@ -133,7 +133,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
         "short_start": demo_model.short_start,
     }
-    manager = task_manager([str(group_dir)], metadata)
+    manager = task_manager([str(group_dir)], metadata, ours_only=True)  # the group lists only our tasks
     rows = []
     chosen = variants or VARIANTS
     for number, (name, pic_args) in enumerate(chosen, 1):

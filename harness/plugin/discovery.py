@@ -19,13 +19,14 @@ extension point for either registry.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata as metadata
 import importlib.util
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,20 @@ def plugin_task_paths() -> list[Path]:
 
 
 _last_index: list[dict] = []  # the index the last TaskManager with lm-eval's own tasks built in this process
+_plugins_only: list[bool] = []  # non-empty while plugin_tasks_only() is on
+
+
+@contextlib.contextmanager
+def plugin_tasks_only() -> Iterator[None]:
+    """While on, a ``TaskManager`` that would index lm-eval's own tasks indexes the plugin folders (and its
+    ``include_path``) only: for a run whose every task is a plugin's, where lm-eval's own 14,000 YAMLs (12 to 25 s
+    of indexing on 2 cores) define nothing it loads. The index it builds resolves each of the run's names to the
+    same YAML as the whole one: plugin folders come after lm-eval's own, so lm-eval's never win a name of theirs."""
+    _plugins_only.append(True)
+    try:
+        yield
+    finally:
+        _plugins_only.pop()
 
 
 def last_task_index() -> dict | None:
@@ -150,6 +165,10 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
             at = next((i + 1 for i, p in enumerate(paths) if Path(p).resolve() == defaults), None)
             if at is None:
                 return base.build(paths, *args, **kwargs)
+            if _plugins_only:
+                del paths[at - 1]
+                paths[0:0] = [p for p in plugin_task_folders() if p not in paths]
+                return base.build(paths, *args, **kwargs)  # not the last whole index: no "did you mean" reads it
             paths[at:at] = [p for p in plugin_task_folders() if p not in paths]
             index = base.build(paths, *args, **kwargs)
             _last_index[:] = [index]

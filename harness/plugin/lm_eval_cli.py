@@ -3,12 +3,13 @@ flags as :mod:`harness.plugin.lm_eval_flags` declares them, then the preflight).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
 from harness.core.incomplete import raise_if_incomplete
 from harness.plugin.activation import activate
-from harness.plugin.preflight import as_dict, check_destinations, preflight
+from harness.plugin.preflight import as_dict, check_destinations, preflight, task_index_for
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -75,13 +76,17 @@ def run_lm_eval(argv: list[str]) -> None:
         cli = HarnessCLI()
         args = _parse_as_lch(cli)
         move_run_settings(args, argv)
+        index_scope: Any = contextlib.nullcontext()
         if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
             check_destinations(getattr(args, "output_path", None))
             check_cli_run(args)
             tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
-            preflight(getattr(args, "model", None), _model_args(args), [t.strip() for t in tasks if t.strip()],
-                      getattr(args, "metadata", None), include_path_of(argv))
-        cli.execute(args)
+            tasks = [t.strip() for t in tasks if t.strip()]
+            preflight(getattr(args, "model", None), _model_args(args), tasks, getattr(args, "metadata", None),
+                      include_path_of(argv))
+            index_scope = task_index_for(tasks, include_path_of(argv))
+        with index_scope:
+            cli.execute(args)
     finally:
         sys.argv = saved_argv
     raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails

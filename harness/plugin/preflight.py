@@ -199,6 +199,17 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
     return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
 
 
+def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
+    """The context a run of ``tasks`` builds lm-eval's task index in: a run whose every task is ours and that brings
+    no task manager of its own indexes the plugin folders and ``include_path`` only
+    (:func:`harness.plugin.discovery.plugin_tasks_only`); any other run, lm-eval's whole index."""
+    from harness.plugin.discovery import plugin_tasks_only
+
+    if task_manager is None and run_task_names(tasks, include_path) is not None:
+        return plugin_tasks_only()
+    return contextlib.nullcontext()
+
+
 # lm-eval's command line, once parsed, says whether its run is ours (harness.cli.lm_eval_errors); None: no command
 # line was parsed (a Python caller of simple_evaluate), every call is looked at
 _cli_run_is_ours: bool | None = None
@@ -267,7 +278,8 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         take_incomplete()  # what an earlier run of this process left unsaid is not this run's
         from harness.core.run_record import asking_chat_template
 
-        with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")):
+        with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")), \
+                task_index_for(tasks, task_manager=manager):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,

@@ -206,7 +206,7 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
             "judge_cache_dir": str(tmp_path / "judge-cache"), "pretrained": str(tiny_model_dir),
         }
         out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, ["longbench_write"],
-                       task_manager(metadata=meta), device="cpu", batch_size=3, log_samples=True)
+                       task_manager(metadata=meta, ours_only=True), device="cpu", batch_size=3, log_samples=True)
         assert canned.requests == 3
     assert judge_calls == [3] and len(conversations) == 3
     assert len(list((tmp_path / "judge-cache").glob("*/*.json"))) == 3

@@ -34,7 +34,7 @@ def babilong_run(model_dir, declare_template: bool | None) -> dict:
     if declare_template is not None:
         metadata["chat_template"] = declare_template
     return simple_evaluate(model="hf-pic", model_args={"pretrained": str(model_dir), "dtype": "float32"},
-                           tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata), device="cpu",
+                           tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata, ours_only=True), device="cpu",
                            batch_size=4, apply_chat_template=True, log_samples=True)
 
 

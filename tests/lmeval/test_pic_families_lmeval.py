@@ -32,7 +32,7 @@ def manager(tmp_path_factory):
     # every family's tiny model has the same tokenizer (trained from the same seed): RULER sizes prompts by it
     metadata = {"data_files": str(docs), "min_tokens": 32, "max_tokens": 4096, "num_docs": 3,
                 "lengths": [512], "num_samples": 2, "source": "synthetic", "tokenizer": str(build_tiny_model())}
-    return task_manager(metadata=metadata)
+    return task_manager(metadata=metadata, ours_only=True)
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

@@ -157,6 +157,81 @@ def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(
         plugin.plugin_task_folders.cache_clear()
 
 
+def test_a_run_of_only_plugin_tasks_indexes_the_plugin_folders_and_include_path_only(monkeypatch, tmp_path):
+    """Under ``plugin_tasks_only`` the index lm-eval would build from its own folder then ``include_path`` leaves its
+    own folder out and keeps the rest in the same order: our tasks, then the user's (which still win a name of
+    ours). On the same stand-in of lm-eval's manager module as above."""
+    import types
+
+    from lm_eval.tasks import _index
+
+    builtin, mine = tmp_path / "lm_eval_tasks", tmp_path / "mine"
+    for folder in (builtin, mine):
+        folder.mkdir()
+    (builtin / "b.yaml").write_text("task: builtin_task\ndataset_path: json\noutput_type: loglikelihood\n")
+    (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n")
+    manager = types.SimpleNamespace(TaskIndex=_index.TaskIndex, __file__=str(builtin / "manager.py"))
+    _fake_entry_points(monkeypatch, {"lm_eval.tasks": [("lch", "harness.tasks")]})
+    plugin.plugin_task_folders.cache_clear()
+    try:
+        assert plugin.after_task_manager_import(manager)
+        with plugin.plugin_tasks_only():
+            assert set(manager.TaskIndex.build([builtin])) == our_task_names(plugin.tasks_path())
+            index = manager.TaskIndex.build([builtin, mine])
+            assert set(manager.TaskIndex.build([mine])) == {"ppl_govreport"}  # no lm-eval folder: paths as given
+        assert set(index) == our_task_names(plugin.tasks_path())
+        assert index["ppl_govreport"].yaml_path == mine / "ppl.yaml"
+        assert set(manager.TaskIndex.build([builtin])) == {"builtin_task"} | our_task_names(plugin.tasks_path())
+    finally:
+        plugin.plugin_task_folders.cache_clear()
+
+
+def test_which_runs_index_only_the_plugin_folders(tmp_path):
+    """A run whose every task (a name, or a group of ours) resolves to our folder indexes the plugin folders only;
+    one name of lm-eval's, of nobody's, an inline config, a name of ours that ``include_path`` redefines, or a task
+    manager of the caller's own, and lm-eval's whole index is built as it would be without us."""
+    import contextlib
+
+    from harness.plugin.preflight import task_index_for
+
+    (tmp_path / "mine.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood\n")
+    scoped = type(plugin.plugin_tasks_only())
+    assert isinstance(task_index_for(["longppl_govreport", "lch_ruler", "mrqa"]), scoped)
+    assert isinstance(task_index_for(["lsm_govreport"], str(tmp_path)), scoped)
+    whole = [(["longppl_govreport", "hellaswag"], None), (["ppl_govreprot"], None), ([{"task": "ppl_govreport"}], None),
+             (["ppl_govreport"], str(tmp_path)), ([], None)]
+    for tasks, include_path in whole:
+        assert isinstance(task_index_for(tasks, include_path), contextlib.nullcontext), tasks
+    assert isinstance(task_index_for(["ppl_govreport"], task_manager=object()), contextlib.nullcontext)
+    # sound only while each group of ours lists names of our folder alone (lm-eval's would be missing from the index)
+    from harness.plugin.task_index import task_folder
+
+    folder = task_folder(plugin.tasks_path())
+    assert folder.groups and all(m in folder.tasks or m in folder.groups for ms in folder.groups.values() for m in ms)
+
+
+def test_lch_eval_and_plain_lm_eval_run_only_our_tasks_under_the_plugin_scope(monkeypatch, tiny_model_dir, corpus):
+    """The scope is on while lm-eval's command line executes a run of only our tasks (where its task manager is
+    built), through ``lch eval`` and through plain ``lm_eval``'s hook, and off for a run that names one of lm-eval's."""
+    from argparse import Namespace
+
+    from lm_eval._cli.harness import HarnessCLI
+
+    from harness.cli.lm_eval_errors import checked
+    from harness.plugin.lm_eval_cli import run_lm_eval
+
+    seen: list[bool] = []
+    monkeypatch.setattr(HarnessCLI, "execute", lambda self, args: seen.append(bool(plugin._plugins_only)))
+    metadata = json.dumps({"data_files": str(corpus), "min_tokens": 1, "num_docs": 3})
+    for tasks in ("ppl_govreport,lsm_govreport", "ppl_govreport,hellaswag"):
+        run_lm_eval(["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu",
+                     "--tasks", tasks, "--metadata", metadata])
+        args = Namespace(model="hf-pic", model_args=f"pretrained={tiny_model_dir}", tasks=tasks, include_path=None,
+                         output_path=None, metadata=metadata, func=None)
+        checked(lambda args: seen.append(bool(plugin._plugins_only)))(args)
+    assert seen == [True, True, False, False] and not plugin._plugins_only
+
+
 def test_a_task_manager_without_defaults_indexes_only_the_paths_given(tmp_path):
     """lm-eval's own rule for ``TaskManager(include_defaults=False, include_path=...)``: only the tasks of that path
     (lm-eval's tests/test_task_manager.py holds it; our plugin tasks stay out of it)."""

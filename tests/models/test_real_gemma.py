@@ -148,7 +148,7 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
         model="hf-pic", model_args={"pretrained": str(gemma3_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=task_manager(metadata=metadata), batch_size=4,
+        tasks=tasks, task_manager=task_manager(metadata=metadata, ours_only=True), batch_size=4,
         log_samples=True, gen_kwargs={"max_gen_toks": 32})
     found = 0
     for task in tasks:

@@ -62,7 +62,7 @@ def ruler_run(smollm2_dir, tmp_path_factory):
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
         model="hf-pic", model_args={"pretrained": str(smollm2_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=task_manager(metadata=metadata), batch_size=4,
+        tasks=tasks, task_manager=task_manager(metadata=metadata, ours_only=True), batch_size=4,
         apply_chat_template=True, log_samples=True)
     return results
 
