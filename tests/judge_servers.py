@@ -262,10 +262,11 @@ class CannedJudge(_LoopbackApp):
         reply = self.grade(prompt, body) if self.grade is not None else None
         if reply is None:
             reply = self.default_reply(prompt)
+        usage = canned_usage(prompt, reply)
         if not (body.get("stream") and self.streams):
             return web.json_response({
                 "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
-                "system_fingerprint": self.FINGERPRINT,
+                "system_fingerprint": self.FINGERPRINT, "usage": usage,
                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
             })
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -278,9 +279,20 @@ class CannedJudge(_LoopbackApp):
             await response.write(_sse({"delta": {"role": "assistant", "content": piece} if i == 0 else
                                        {"content": piece}, "finish_reason": None}))
         await response.write(_sse({"delta": {}, "finish_reason": "stop"}, fingerprint=self.FINGERPRINT))
+        if (body.get("stream_options") or {}).get("include_usage"):  # OpenAI's last chunk: no choices, the usage
+            chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "canned-judge",
+                     "choices": [], "usage": usage}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def canned_usage(prompt: str, reply: str) -> dict:
+    """The usage a canned judge reports for one request: its prompt's and reply's words as tokens."""
+    prompt_tokens, completion_tokens = len(prompt.split()), len(reply.split())
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
 
 
 def _sse(choice: dict, fingerprint: str | None = None) -> bytes:

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Iterator
 
-from harness.cli import demo, describe, engines, evaluate, judging, longppl, models, reports, training
+from harness.cli import demo, describe, engines, evaluate, judging, longppl, models, plan, reports, rerun, training
 from harness.cli.translate import given_models, translate
 from harness.core.errors import (
     DEBUG_VARIABLE,
@@ -31,7 +31,7 @@ from harness.core.errors import (
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
-COMMANDS = (evaluate, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
+COMMANDS = (evaluate, plan, rerun, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
 def plain_text(text: str) -> str:
@@ -196,6 +196,8 @@ def _run(argv: list[str]) -> int:
     check_folder_variables()  # a cache variable naming a file fails here, in a second, for every command
     if argv and argv[0] == "eval":  # every other argument is lm-eval's
         return evaluate.run_eval(argv[1:])
+    if argv and argv[0] == "plan":  # lm-eval's flags, and two of ours
+        return plan.run_plan(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:

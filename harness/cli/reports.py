@@ -27,6 +27,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--all", action="store_true", help="every run, not only the latest per configuration")
     board.add_argument("--on-error", default="fail", choices=["fail", "skip"], help="malformed results files")
     board.add_argument("--allow", action="append", help=ALLOW_HELP)
+    board.add_argument("--cost", action="store_true",
+                       help="add what each run cost: wall time, device, peak memory, tokens and their rate, judge tokens")
     board.set_defaults(handler=run_leaderboard, outputs=_leaderboard_outputs)
     reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
     reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
@@ -140,7 +142,7 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
         print(f"skipped: {message}", file=sys.stderr)
-    board = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow))
+    board = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow), cost=args.cost)
     for path in write_leaderboard(board, args.output):
         print(path)
     return 0

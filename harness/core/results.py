@@ -9,7 +9,10 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
 * the top level (after a run of ours, :mod:`harness.plugin.finish_results`): :data:`ABSENT` (``{task: {metric: why
   it was not computed}}``), :data:`CAUTIONS` (``{task: [sentence, ...]}``) and :data:`EFFECTIVE_LENGTH` (``{task or
   group: {"absolute": {...}, "relative": {...}}}`` for each curve of ``len_<L>`` scores:
-  :mod:`harness.metrics.context_length`);
+  :mod:`harness.metrics.context_length`), :data:`COST` (what the run cost: wall seconds, the device by name, its peak
+  memory, each task's requests, tokens and seconds, the judge's requests and tokens: :mod:`harness.core.costs`,
+  :func:`harness.plugin.finish_results.record_cost`), :data:`INVOCATION` (how ``simple_evaluate`` was called:
+  :class:`harness.core.invocation.Invocation`, what ``lch rerun`` calls again);
 * ``configs.<task>.metadata`` (each task of ours, :class:`harness.tasks.base.LchTask`): :data:`CONFIGURATION`
   (what it measured with, compared by every report), :data:`METRIC_ROLES` (``{metric: perplexity | bookkeeping |
   score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
@@ -28,6 +31,8 @@ DEVICE_ASKED = "lch_device_asked"
 ABSENT = "lch_absent"
 CAUTIONS = "lch_cautions"
 EFFECTIVE_LENGTH = "lch_effective_length"
+COST = "lch_cost"
+INVOCATION = "lch_invocation"
 CONFIGURATION = "lch_configuration"
 METRIC_ROLES = "lch_metric_roles"
 SUPPORT = "lch_support"

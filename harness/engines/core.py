@@ -49,6 +49,7 @@ from harness.engines.response_cache import (
     libraries_in_words,
     tokenizer_identity,
 )
+from harness.engines.metering import MetersLmEvalRequests
 from harness.lsm.estimator import LsmRunner, lsm_direct, lsm_overlap
 from harness.models.scoring import logprobs_from_hidden
 from harness.engines.windows import ScoringWindow, scoring_windows
@@ -69,7 +70,7 @@ class Generated:
     stopped: bool
 
 
-class EngineCore(ClaimsResponseCache):
+class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     """Our request types over an engine's primitives (module docstring). Mixed into an lm-eval model class
     before lm-eval's own base, which supplies ``tokenizer``, ``tok_encode`` and ``max_gen_toks``. Also what every
     PIC engine does with its resolved model args (:meth:`adopt`): the inference and variant it runs, recorded in

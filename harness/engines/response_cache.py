@@ -29,6 +29,7 @@ from lm_eval.api.model import hash_args
 
 from harness.core.errors import UsageError
 from harness.models import model_check
+from harness.engines.metering import meter
 from harness.engines.requests import check_response
 from harness.core.run_record import RunRecord, chat_template_field
 
@@ -202,7 +203,13 @@ def answer_with_cache(lm: Any, request_type: str, requests: list, compute: Compu
         if db is not None and _cacheable(requests[i]):
             hook.add_partial(request_type, requests[i].args, response)
 
-    compute([requests[i] for i in todo], done)
+    computing = [requests[i] for i in todo]
+
+    def computed() -> list:
+        compute(computing, done)
+        return [results[i] for i in todo]
+
+    meter(lm, request_type, computing, computed)  # the run's cost: what was computed (harness.engines.metering)
     missing = [i for i in todo if results[i] is None]
     if missing:
         raise RuntimeError(f"{request_type}: no response computed for {len(missing)} requests")

@@ -51,6 +51,7 @@ from tqdm import tqdm
 
 from harness.core.cache import cache_root
 from harness.core.errors import UsageError
+from harness.core.costs import record_judge
 from harness.core.files import read_json_or_none, write_json_atomic
 
 
@@ -199,6 +200,15 @@ def _completion_fields(reply: Any) -> dict:
     return fields
 
 
+def _usage(usage: Any) -> tuple[int, int] | None:
+    """``(prompt tokens, completion tokens)`` of a reply's ``usage`` (an object or a dict), None without one."""
+    if usage is None:
+        return None
+    read = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
+    prompt, completion = read("prompt_tokens"), read("completion_tokens")
+    return (int(prompt), int(completion)) if isinstance(prompt, int) and isinstance(completion, int) else None
+
+
 class _Hearing:
     """When one attempt last heard from the server (monotonic seconds): sent, then each part of the reply."""
 
@@ -229,17 +239,21 @@ class JudgeClient:
 
     async def _reply(self, client: Any, body: dict, attempt: _Hearing) -> dict:
         """One attempt's answer fields (:func:`_completion_fields`), from the stream or a plain completion."""
-        stream = await client.chat.completions.create(**body, stream=True)
+        # the usage of the reply (the run's cost) asked for beside the body: the body is the judge cache's key
+        stream = await client.chat.completions.create(**body, stream=True, stream_options={"include_usage": True})
         try:
             self._heard(attempt)
             content_type = stream.response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):  # a server that does not stream: one completion
-                return _completion_fields(json.loads(await stream.response.aread()))
+                reply = json.loads(await stream.response.aread())
+                return {**_completion_fields(reply), "usage": _usage(reply.get("usage") if isinstance(reply, dict)
+                                                                     else None)}
             parts: list[str] = []
-            fields: dict[str, Any] = {"finish_reason": None, "model": None, "fingerprint": None}
+            fields: dict[str, Any] = {"finish_reason": None, "model": None, "fingerprint": None, "usage": None}
             async for chunk in stream:
                 self._heard(attempt)
                 try:
+                    fields["usage"] = _usage(getattr(chunk, "usage", None)) or fields["usage"]
                     fields["model"] = fields["model"] or chunk.model
                     fields["fingerprint"] = getattr(chunk, "system_fingerprint", None) or fields["fingerprint"]
                     for choice in chunk.choices or ():  # a usage chunk has no choices
@@ -278,6 +292,8 @@ class JudgeClient:
                 try:
                     self.stats["requests_sent"] += 1
                     answer = await self._attempt(client, body, hearing)
+                    usage = answer.pop("usage", None) or (None, None)
+                    record_judge(*usage)
                     self.cache.put(key, answer)
                     return JudgeAnswer(**answer)
                 except Exception as err:  # noqa: BLE001 - classified just below

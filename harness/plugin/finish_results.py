@@ -274,6 +274,34 @@ def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, size
     return False
 
 
+def record_cost(results: dict, wall_seconds: float) -> dict:
+    """The run's cost under :data:`harness.core.results.COST`: its wall time, the device it ran on (by name) and the
+    peak memory there, each task's requests, tokens (prompt, generated, scored), seconds and tokens per second
+    (:mod:`harness.core.costs`; in a data-parallel run, ``processes`` > 1, the first process's share), and the
+    judge's requests and tokens."""
+    from dataclasses import asdict
+
+    from harness.core.costs import take_costs
+    from harness.models.device_info import device_name, peak_memory
+
+    tasks, judge = take_costs()
+    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    device = (config.get(keys.RUN) or {}).get("device") or config.get("device")
+    device = str(device) if device else None
+    cost = {"wall_seconds": wall_seconds, "device": device, "device_name": device_name(device),
+            "peak_memory": peak_memory(device), "processes": _processes(),
+            "tasks": {task: cost.as_json() for task, cost in sorted(tasks.items())}, "judge": asdict(judge)}
+    results[keys.COST] = cost
+    return cost
+
+
+def _processes() -> int:
+    """The processes of a data-parallel run (1 otherwise): the cost's tasks are the first process's share."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 def finish_results(results: dict) -> dict:
     """What a run of ours does to lm-eval's results object before its caller writes it: the tasks' aggregates settled
     (:func:`settle_aggregates`) and the groups' averaged at every length the run used (:func:`record_group_aggregates`),

@@ -63,7 +63,6 @@ def run_lm_eval(argv: list[str]) -> None:
     checked before lm-eval indexes its tasks."""
     check_json_args(argv)
     activate()
-    from lm_eval._cli.harness import HarnessCLI
     from lm_eval.utils import setup_logging
 
     if _is_task_list_request(argv):  # lm-eval 0.4.13 moved this to `lm-eval ls tasks`
@@ -73,9 +72,7 @@ def run_lm_eval(argv: list[str]) -> None:
     saved_argv = sys.argv
     sys.argv = ["lm-eval", *argv]
     try:
-        cli = HarnessCLI()
-        args = _parse_as_lch(cli)
-        move_run_settings(args, argv)
+        cli, args = parse_command_line(argv)
         index_scope: Any = contextlib.nullcontext()
         if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
             check_destinations(getattr(args, "output_path", None))
@@ -90,6 +87,22 @@ def run_lm_eval(argv: list[str]) -> None:
     finally:
         sys.argv = saved_argv
     raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails
+
+
+def parse_command_line(argv: list[str]) -> tuple[Any, Any]:
+    """lm-eval's CLI and its parse of ``argv`` (lm-eval's flags), its errors one line, the run settings given in
+    ``--model_args`` moved to their flags (:func:`move_run_settings`)."""
+    from lm_eval._cli.harness import HarnessCLI
+
+    saved_argv = sys.argv
+    sys.argv = ["lm-eval", *argv]
+    try:
+        cli = HarnessCLI()
+        args = _parse_as_lch(cli)
+    finally:
+        sys.argv = saved_argv
+    move_run_settings(args, argv)
+    return cli, args
 
 
 # lm-eval passes these to the model's constructor from its own flags, always (--device defaults to cuda:0), so the

@@ -20,6 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.core import results as keys
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.tasks import TASKS_PATH
 from harness.engines.registry import model_entry, model_names
@@ -276,21 +277,54 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         from harness.core.incomplete import take_incomplete
 
         take_incomplete()  # what an earlier run of this process left unsaid is not this run's
-        from harness.core.run_record import asking_chat_template
+        import time
 
+        from harness.core.costs import take_costs
+        from harness.core.run_record import asking_chat_template
+        from harness.models.device_info import reset_peak_memory
+
+        take_costs()  # nor is what it cost
+        reset_peak_memory()
+        start = time.perf_counter()
         with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")), \
                 task_index_for(tasks, task_manager=manager):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
             # our run.py) write this object as the results file, so what is changed here is what that file holds
-            from harness.plugin.finish_results import finish_results
+            from harness.plugin.finish_results import finish_results, record_cost
 
             finish_results(results)
+            record_cost(results, time.perf_counter() - start)
+            invocation = invocation_of(bound, metadata, manager)
+            if invocation is not None:
+                results[keys.INVOCATION] = invocation.as_json()
         return results
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
+
+
+def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
+    """How this ``simple_evaluate`` call can be made again (:class:`harness.core.invocation.Invocation`): its model,
+    model args and task names, the task metadata (the model args lm-eval's command line merges into it left out),
+    the task folders its manager included besides ours, and its other arguments (``RERUN_ARGUMENTS``). None for a
+    call that cannot be: a model or task given as an object, an argument that is not JSON."""
+    from harness.core.invocation import RERUN_ARGUMENTS, Invocation, jsonable
+
+    model, tasks = bound.get("model"), list(bound.get("tasks") or [])
+    if not isinstance(model, str) or not all(isinstance(t, str) for t in tasks):
+        return None
+    model_args = as_dict(bound.get("model_args"))
+    metadata = {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
+    include = getattr(manager, "include_path", None)
+    include = [include] if isinstance(include, (str, Path)) else list(include or [])
+    ours = TASKS_PATH.resolve()
+    include = [str(p) for p in include if Path(p).resolve() != ours]
+    arguments = {k: bound[k] for k in RERUN_ARGUMENTS if k in bound and bound[k] is not None}
+    if not all(jsonable(v) for v in (model_args, metadata, *arguments.values())):
+        return None
+    return Invocation(model, model_args, tasks, metadata, include, arguments)
 
 
 @contextlib.contextmanager

@@ -83,6 +83,7 @@ class TaskAgreement:
     n_unpaired: int = 0
     n_input_mismatch: int = 0
     n_prompt_mismatch: int = 0  # documents sent as other prompts (lm-eval's prompt_hash): e.g. cut otherwise
+    n_identical: int = 0  # paired documents whose responses are equal to the last digit
     exact_match: float | None = None
     divergences: list[Divergence] = field(default_factory=list)
     max_logprob_diff: float | None = None
@@ -152,6 +153,7 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
                                 if a.get("prompt_hash") and b.get("prompt_hash"))
     same, diffs, value_diffs = 0, [], []
     for (a, _), (ra, rb) in zip(pairs, responses):
+        out.n_identical += ra == rb
         kind = _kind(ra)
         if kind in ("generation", "generate_long"):
             ta, tb = (ra["text"], rb["text"]) if kind == "generate_long" else (ra, rb)

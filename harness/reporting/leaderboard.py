@@ -48,6 +48,11 @@ from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
+# with --cost: what each run cost (its lch_cost, harness.core.costs), summed over its tasks; empty for a run that did
+# not record it
+COST_COLUMNS = ["wall_seconds", "device_name", "peak_memory_gib", "prompt_tokens", "generated_tokens",
+                "scored_tokens", "tokens_per_second", "judge_requests", "judge_tokens"]
+TEXT_COLUMNS = set(FIXED) | {"device_name"}
 CAUTIONS = "cautions"
 # per task or group with per-length scores: its effective context length in tokens (0: not even the shortest length
 # reaches the bar), absolute (RULER's 85.6) and relative (85 % of its shortest length's score)
@@ -68,10 +73,12 @@ class Leaderboard:
     effective: list[str] = field(default_factory=list)  # effective lengths of the curves no group's own curve averages
     points: list[str] = field(default_factory=list)  # those curves' per-length scores (<task>/len_<L>)
     sort_by: str | None = None
+    cost: list[str] = field(default_factory=list)  # the cost columns shown (--cost), else none
 
     @property
     def metrics(self) -> list[str]:
-        return [c for c in self.columns if c not in FIXED and c != CAUTIONS and not c.endswith("_stderr")]
+        return [c for c in self.columns if c not in FIXED and c not in self.cost and c != CAUTIONS
+                and not c.endswith("_stderr")]
 
     @property
     def headline(self) -> list[str]:
@@ -82,22 +89,44 @@ class Leaderboard:
         return [m for m in self.metrics if m in self.effective or m == self.sort_by or m not in elsewhere]
 
 
+def cost_cells(cost: dict) -> dict[str, str]:
+    """A run's :data:`COST_COLUMNS` from its recorded cost: the wall time and device as recorded, the peak memory in
+    GiB, the tokens summed over its tasks and their rate over the seconds its engine computed, the judge's requests
+    and tokens (prompt + completion; empty when the server reported none)."""
+    if not cost:
+        return dict.fromkeys(COST_COLUMNS, "")
+    tasks = [t for t in (cost.get("tasks") or {}).values() if isinstance(t, dict)]
+    total = {name: sum(int(t.get(name) or 0) for t in tasks) for name in ("prompt_tokens", "generated_tokens",
+                                                                           "scored_tokens")}
+    seconds = sum(float(t.get("seconds") or 0.0) for t in tasks)
+    judge = cost.get("judge") if isinstance(cost.get("judge"), dict) else {}
+    judged = [judge.get("prompt_tokens"), judge.get("completion_tokens")]
+    memory = (cost.get("peak_memory") or {}).get("bytes") if isinstance(cost.get("peak_memory"), dict) else None
+    return {"wall_seconds": repr(float(cost["wall_seconds"])) if isinstance(cost.get("wall_seconds"), (int, float))
+            else "", "device_name": str(cost.get("device_name") or ""),
+            "peak_memory_gib": repr(memory / 2 ** 30) if isinstance(memory, (int, float)) else "",
+            **{name: str(value) for name, value in total.items()},
+            "tokens_per_second": repr((total["prompt_tokens"] + total["generated_tokens"]) / seconds) if seconds else "",
+            "judge_requests": str(int(judge.get("requests") or 0)),
+            "judge_tokens": str(sum(judged)) if all(isinstance(v, int) for v in judged) else ""}
+
+
 def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
     return any(r.roles.get(metric) == "bookkeeping" for r in runs)
 
 
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
-                allow: Iterable[str] = ()) -> Leaderboard:
+                allow: Iterable[str] = (), cost: bool = False) -> Leaderboard:
     """The table (module docstring); ``sort_by`` a metric column (best first, by its direction; rows without it
-    last). The runs shown must have been run alike (:func:`harness.reporting.comparability.check_side_by_side`, but
-    for ``allow``)."""
+    last); ``cost``: each run's :data:`COST_COLUMNS` after the fixed columns. The runs shown must have been run alike
+    (:func:`harness.reporting.comparability.check_side_by_side`, but for ``allow``)."""
     if not all_runs:
         runs = latest_per_configuration(runs)
     check_side_by_side(runs, allow)
     every = sorted({m for r in runs for m in r.metrics})
     diagnostics = [m for m in every if _is_diagnostic(m, runs)]
     metrics = [m for m in every if m not in diagnostics] + diagnostics
-    columns = list(FIXED)
+    columns = list(FIXED) + (COST_COLUMNS if cost else [])
     curves = curve_tasks(runs)
     columns += [f"{task}/{name}" for task in curves for name in EFFECTIVE]
     for m in metrics:
@@ -122,7 +151,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
                "model_args": json.dumps(run.model_args, sort_keys=True),
                "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-               CAUTIONS: "; ".join(cautions[label])}
+               CAUTIONS: "; ".join(cautions[label]), **(cost_cells(run.cost) if cost else {})}
         for task, f in found.items():
             for name, value in zip(EFFECTIVE, f or (None, None)):
                 row[f"{task}/{name}"] = "" if value is None else str(value.tokens or 0)
@@ -140,7 +169,8 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     depths = sorted((m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)), key=_depth_order)
     subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
                 and m not in diagnostics and m not in depths and m not in effective and m not in points]
-    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths, effective, points, sort_by)
+    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths, effective, points, sort_by,
+                       cost=COST_COLUMNS if cost else [])
 
 
 def _depth_order(metric: str) -> tuple:
@@ -246,6 +276,9 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
         return head + _table(["metric", *names], [[m, *(cell(r, m) for r in board.rows)] for m in columns])
 
     lines += section(None, "", metrics, with_stderr, runs_as_rows=True)
+    lines += section("Cost", "What each run cost, as it recorded it: wall time, the device, its peak memory, the tokens "
+                     "its engine computed over its tasks and their rate, and the judge's requests and tokens.",
+                     board.cost, _cost_text, runs_as_rows=True)
     lines += section("Scores per length", "The score of each curve above at each length (its effective lengths rest "
                      "on them).", sorted((m for m in board.points if m not in metrics), key=_row_order), with_stderr)
     lines += section("Tasks of the groups", "Each group's tasks, the group above (every column is in the CSV and HTML "
@@ -281,12 +314,27 @@ document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click"
 """
 
 
+def _cost_text(row: dict[str, str], column: str) -> str:
+    """A cost cell as a person reads it: the wall time as a duration, memory in GiB to 3 digits, counts with
+    thousands separators."""
+    from harness.plan.report import duration
+
+    text = row.get(column, "")
+    if not text or column == "device_name":
+        return text
+    if column == "wall_seconds":
+        return duration(float(text))
+    if column in ("peak_memory_gib", "tokens_per_second"):
+        return f"{float(text):.3g}"
+    return f"{int(text):,}"
+
+
 def _html_cell(column: str, text: str) -> str:
     """Numbers shown to 6 significant digits and sorted by their full value (``data-v``); model_args shown
     as ``key=value`` words without the model path (in the checkpoint column), the JSON as a tooltip."""
     if column == "model_args":
         return f"<td title='{html.escape(text, quote=True)}'>{html.escape(_short_args(text))}</td>"
-    if column not in FIXED and column != CAUTIONS and text:
+    if column not in TEXT_COLUMNS and column != CAUTIONS and text:
         return f"<td data-v='{html.escape(text, quote=True)}'>{float(text):.6g}</td>"
     return f"<td>{html.escape(text)}</td>"
 

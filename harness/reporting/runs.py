@@ -48,6 +48,7 @@ class Run:
     # "<task>/<metric>" -> why the run has no number for it: a NaN / inf in the file (not a number, never compared or
     # drawn), or a metric our run left out with its reason (the results' lch_absent)
     absent: dict[str, str] = field(default_factory=dict)
+    cost: dict = field(default_factory=dict)  # what the run cost (the results' lch_cost: harness.core.costs), {} if unrecorded
 
     @property
     def inference(self) -> Inference:
@@ -126,7 +127,8 @@ def read_run(path: str | Path) -> Run:
                         if isinstance(ts, list)}, cautions=cautions_of(data),
               configurations=declared(data, keys.CONFIGURATION),
               samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
-                       if isinstance(n, dict) and isinstance(n.get("effective"), int)})
+                       if isinstance(n, dict) and isinstance(n.get("effective"), int)},
+              cost=data[keys.COST] if isinstance(data.get(keys.COST), dict) else {})
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

@@ -35,15 +35,22 @@ def samples_files(results: str | Path) -> dict[str, Path]:
             if len(file.name) > len(SAMPLES_PREFIX) + len(suffix)}
 
 
-def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
-    """The newest results file of a run folder (by name: lm-eval's stamps sort by time), or the results file given,
-    and its samples files by task; a run without any is refused (one line saying to log samples)."""
+def results_file(path: str | Path, what: str = "two lm-eval output folders (or results_*.json files)") -> Path:
+    """The newest results file of a run folder (by name: lm-eval's stamps sort by time), or the results file given;
+    one line naming ``what`` to give otherwise."""
     path = Path(path)
     if not path.exists():
-        raise UsageError(f"{path} does not exist: give two lm-eval output folders (or results_*.json files)")
+        raise UsageError(f"{path} does not exist: give {what}")
     results = path if path.is_file() else max(path.rglob(f"{RESULTS_PREFIX}*.json"), default=None, key=lambda p: p.name)
     if results is None:
         raise UsageError(f"{path}: no results_*.json found (give the folder lm-eval wrote with --output_path)")
+    return results
+
+
+def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
+    """:func:`results_file` and its samples files by task; a run without any is refused (one line saying to log
+    samples)."""
+    results = results_file(path)
     samples = samples_files(results)
     if not samples:
         raise UsageError(f"{results.parent}: no samples_*_{stamp_of(results)}.jsonl beside {results.name}; run lm-eval "

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from dataclasses import dataclass
 import json
 import logging
 from pathlib import Path
@@ -57,6 +58,17 @@ from harness.tasks.prompt_lengths import PromptLengths
 
 log = logging.getLogger(__name__)
 _PARSED: dict[tuple, tuple] = {}  # (class, task, metadata JSON) -> (model keys, options): parsed once per process
+
+@dataclass(frozen=True)
+class CachedCounts:
+    """A task's samples of one length as it caches them: each sample's prompt tokens as a run sends them and its
+    generation budget, and whether they were cached before (False: generated just now)."""
+
+    length: str
+    prompts: tuple[int, ...]
+    budgets: tuple[int, ...]
+    cached: bool
+
 
 class LchTask(ConfigurableTask):
     """Base of every task class of ours (module docstring)."""
@@ -96,11 +108,8 @@ class LchTask(ConfigurableTask):
         # does not look our metric names up in its registry (and in HF evaluate) one by one.
         config["process_results"] = self.process_document
         meta = dict(config.get("metadata") or {})
-        self.model_keys, self.options = self.read_options(meta, config.get("task"))
-        if getattr(self.options, "chat_template", False) is None:  # the default: fit as the run renders its prompts
-            from harness.core.run_record import run_applies_chat_template
-
-            self.options = dataclasses.replace(self.options, chat_template=bool(run_applies_chat_template()))
+        self.model_keys, options = self.read_options(meta, config.get("task"))
+        self.options = self.resolved_options(options)
         config["metadata"] = {**meta, **self.options_in_effect(), keys.CONFIGURATION: self.configuration(meta.get("version"))}
         self.configure(config)
         config["metric_list"] = described(list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"])),
@@ -122,6 +131,23 @@ class LchTask(ConfigurableTask):
             options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
             _PARSED[key] = (parse_options(ModelKeys, metadata, task), options)
         return _PARSED[key]
+
+    @staticmethod
+    def resolved_options(options: Any) -> Any:
+        """``options`` with the defaults that depend on the run settled: a ``chat_template`` left unset fits the
+        samples as the run renders its prompts (``--apply_chat_template``)."""
+        if getattr(options, "chat_template", False) is None:
+            from harness.core.run_record import run_applies_chat_template
+
+            return dataclasses.replace(options, chat_template=bool(run_applies_chat_template()))
+        return options
+
+    @classmethod
+    def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
+        """What ``lch plan`` needs of this task without building its requests (one :class:`CachedCounts` per sample
+        length), when the task can give it exactly from what it caches; None (the default): the plan builds the
+        task's requests and counts them (:mod:`harness.plan.requests`)."""
+        return None
 
     @classmethod
     def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:

@@ -183,7 +183,7 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
     from harness.judges import stage
     from harness.judges.client import JudgeClient
     from harness.plugin.in_process import evaluate, task_manager
-    from tests.judge_servers import CannedJudge, longbench_write_reply
+    from tests.judge_servers import CannedJudge, canned_usage, longbench_write_reply
 
     names = ("Relevance", "Accuracy", "Coherence", "Clarity", "Breadth and Depth", "Reading Experience")
     cycle = [dict(zip(names, s)) for s in ((5, 4, 3, 2, 1, 3), (2,) * 6, (5,) * 6)]
@@ -208,6 +208,12 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
         out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, ["longbench_write"],
                        task_manager(metadata=meta, ours_only=True), device="cpu", batch_size=3, log_samples=True)
         assert canned.requests == 3
+        # the run's cost holds the judge's requests and the tokens the server reported for each (canned: words)
+        usages = [canned_usage(p, longbench_write_reply(given[p])) for p in
+                  (body["messages"][-1]["content"] for body in canned.bodies)]
+        assert out["lch_cost"]["judge"] == {"requests": 3,
+                                            "prompt_tokens": sum(u["prompt_tokens"] for u in usages),
+                                            "completion_tokens": sum(u["completion_tokens"] for u in usages)}
     assert judge_calls == [3] and len(conversations) == 3
     assert len(list((tmp_path / "judge-cache").glob("*/*.json"))) == 3
     samples = out["samples"]["longbench_write"]

@@ -762,3 +762,41 @@ def test_no_markdown_table_grows_wider_with_the_lengths_or_the_metrics(tmp_path)
         assert len(tables["Scores per length"]) == 1 + len(lengths)  # a row per length
     assert list(widths[0]) == ["", "Scores per length", "Depth x length", "Diagnostics"]
     assert widths[0] == widths[1] == {"": {5}, "Scores per length": {3}, "Depth x length": {3}, "Diagnostics": {3}}
+
+
+def test_leaderboard_cost_columns_sum_each_runs_recorded_cost(tmp_path):
+    """``--cost``: a run's recorded cost summed over its tasks (tokens 1000 + 3000 prompt, 50 generated; rate
+    (4000 + 50) / (2 + 7) s = 450 tok/s), its wall time, device and peak memory (3 GiB), and the judge's requests and
+    tokens (120 + 30); a run that recorded none has empty cells, never zeros. The Markdown says them as a person reads
+    them in a section of their own."""
+    cost = {"wall_seconds": 725.0, "device": "cuda:0", "device_name": "NVIDIA H100 80GB HBM3",
+            "peak_memory": {"bytes": 3 * 2 ** 30, "what": "CUDA memory torch allocated in this process"},
+            "processes": 1, "judge": {"requests": 2, "prompt_tokens": 120, "completion_tokens": 30},
+            "tasks": {"ppl_govreport": {"requests": 3, "prompt_tokens": 1000, "generated_tokens": 0,
+                                        "scored_tokens": 997, "seconds": 2.0, "tokens_per_second": 500.0},
+                      "lch_ruler": {"requests": 2, "prompt_tokens": 3000, "generated_tokens": 50,
+                                    "scored_tokens": 0, "seconds": 7.0, "tokens_per_second": 3050 / 7}}}
+    first = write_run(tmp_path / "a", {"pretrained": "m"}, 100.0, {"ppl_govreport": {"ppl,none": 6.0}}, DIRS)
+    data = json.loads(first.read_text())
+    data["lch_cost"] = cost
+    first.write_text(json.dumps(data))
+    write_run(tmp_path / "b", {"pretrained": "m", "pic": "naive", "pic_ratio": 2}, 200.0,
+              {"ppl_govreport": {"ppl,none": 7.0}}, DIRS)
+    out = tmp_path / "board.csv"
+    assert main(["leaderboard", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(out), "--cost"]) == 0
+    rows = {r["model_args"]: r for r in read_csv(out)}
+    costed, bare = rows['{"pretrained": "m"}'], rows['{"pic": "naive", "pic_ratio": 2, "pretrained": "m"}']
+    assert {k: costed[k] for k in ("wall_seconds", "device_name", "peak_memory_gib", "prompt_tokens",
+                                   "generated_tokens", "scored_tokens", "tokens_per_second", "judge_requests",
+                                   "judge_tokens")} == {
+        "wall_seconds": "725.0", "device_name": "NVIDIA H100 80GB HBM3", "peak_memory_gib": "3.0",
+        "prompt_tokens": "4000", "generated_tokens": "50", "scored_tokens": "997", "tokens_per_second": "450.0",
+        "judge_requests": "2", "judge_tokens": "150"}
+    assert all(bare[k] == "" for k in ("wall_seconds", "device_name", "prompt_tokens", "judge_tokens"))
+    table = markdown_tables(out.with_suffix(".md").read_text())["Cost"]
+    assert table[0][1:] == ["wall_seconds", "device_name", "peak_memory_gib", "prompt_tokens", "generated_tokens",
+                            "scored_tokens", "tokens_per_second", "judge_requests", "judge_tokens"]
+    assert table[1][1:] == ["12 min 5 s", "NVIDIA H100 80GB HBM3", "3", "4,000", "50", "997", "450", "2", "150"]
+    # without --cost the board is as it was
+    assert main(["leaderboard", str(tmp_path / "a"), "-o", str(tmp_path / "plain.csv")]) == 0
+    assert "wall_seconds" not in read_csv(tmp_path / "plain.csv")[0]

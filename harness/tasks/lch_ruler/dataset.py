@@ -43,7 +43,7 @@ from harness.data.lengths import check_lengths
 from harness.data.prompt_tokens import PromptCounter, PromptOptions
 from harness.tasks.lch_ruler import fitting
 from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
-from harness.tasks.lch_ruler.cache import cache_path, read_rows, rows_lock, write_rows
+from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, rows_lock, write_rows
 from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError
 from harness.core.errors import UsageError
@@ -142,6 +142,20 @@ def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cac
         rows = _build_rows(options, length, counter)
         write_rows(path, rows)
     return rows
+
+
+def counts(options: RulerOptions, length: int, counter: PromptCounter) -> tuple[dict[str, list[int]], bool]:
+    """The ``prompt_tokens`` and ``max_gen_toks`` of each sample :func:`generate` gives (:func:`.cache.read_counts`),
+    and whether they were cached: samples not cached yet are generated (and cached) first."""
+    path = cache_path(options, length, counter)
+    found = read_counts(path, options.num_samples)
+    if found is not None:
+        return found, True
+    generate(options, length, counter)
+    found = read_counts(path, options.num_samples)
+    if found is None:
+        raise RuntimeError(f"RULER {options.ruler_task} at {length}: the samples just generated are not in {path}")
+    return found, False
 
 
 def _build_rows(options: RulerOptions, length: int, counter: PromptCounter) -> list[dict[str, Any]]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from harness.core.errors import UsageError
+from harness.tasks.base import CachedCounts
 from harness.tasks.depth import DepthScores
 from harness.tasks.generate_until import PerLengthTask
 from harness.tasks.lch_ruler.dataset import RulerOptions
@@ -28,6 +30,30 @@ class RulerTask(DepthScores, PerLengthTask):
             raise UsageError(f"RULER task metadata ruler_task={name!r} is unknown")
         self.spec = TASKS[name]
         config["generation_kwargs"] = {"until": [], "do_sample": False, "max_gen_toks": self.spec.budget}
+
+    @classmethod
+    def plan_from_cache(cls, model_keys: Any, options: Any, limit: float | None) -> list[CachedCounts] | None:
+        """Each length's counts as its cached samples carry them (:func:`harness.tasks.lch_ruler.dataset.counts`:
+        generated first when not cached): the prompt each sends is the one it was fitted as. Not when the counts may
+        differ from what a run sends (None: the plan builds the requests): under ``--limit`` (lm-eval takes the
+        first documents of all lengths), samples fitted with another chat-template setting than the run's, or a
+        sample that does not fit the model (the truncation policy cuts it)."""
+        from harness.core.run_record import run_applies_chat_template
+        from harness.data.lengths import length_tokens
+        from harness.data.prompt_tokens import counter_for, model_max_length
+        from harness.tasks.lch_ruler.dataset import counts
+
+        options = cls.resolved_options(options)
+        if limit is not None or bool(options.chat_template) != bool(run_applies_chat_template()):
+            return None
+        counter, max_length, out = counter_for(options), model_max_length(model_keys), []
+        for length in (length_tokens(x) for x in options.length_list()):
+            found, cached = counts(options, length, counter)
+            prompts, budgets = found["prompt_tokens"], found["max_gen_toks"]
+            if any(p + b > max_length for p, b in zip(prompts, budgets)):
+                return None
+            out.append(CachedCounts(str(length), tuple(prompts), tuple(budgets), cached))
+        return out
 
     def has_depth(self) -> bool:
         return self.spec.kind == "niah"  # the needle tasks' rows record where the answer needle sits

@@ -1,0 +1,115 @@
+"""``lch plan``: what a run will cost before it runs (:mod:`harness.plan`), from ``lch eval``'s own flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+OWN_FLAGS = {"--calibrate": False, "--json": True}  # ours, taken out before lm-eval's parser reads the rest
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    # dispatched before argparse, as `lch eval` is (every other argument is lm-eval's); listed here for --help
+    sub.add_parser("plan", add_help=False,
+                   help="what a run will cost before it runs: per task and length the samples, exact prompt tokens, "
+                        "generation budget, tokens scored, judge calls, cache state, and an estimated wall time "
+                        "(lch eval's flags; --calibrate times the model here first; --json FILE writes the plan)")
+
+
+def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
+    """``(our flags, lm-eval's arguments)`` of an ``lch plan`` command line."""
+    from harness.core.errors import UsageError
+
+    own: dict[str, str | bool] = {}
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        flag, eq, value = arg.partition("=")
+        if flag not in OWN_FLAGS:
+            rest.append(arg)
+        elif OWN_FLAGS[flag]:
+            value = value if eq else next(args, "")
+            if not value:
+                raise UsageError(f"lch plan: {flag} needs a file path")
+            own[flag] = value
+        else:
+            own[flag] = True
+    return own, rest
+
+
+def plan_settings(argv: list[str]) -> Any:
+    """The :class:`harness.plan.make.RunSettings` of an ``lch eval`` command line (what ``lch plan`` plans), its
+    flags checked as ``lch eval`` checks them."""
+    from harness.core.errors import UsageError
+    from harness.plan.make import RunSettings
+    from harness.plugin.activation import activate
+    from harness.plugin.lm_eval_cli import check_cli_run, check_json_args, parse_command_line
+    from harness.plugin.preflight import as_dict, cli_settings
+
+    check_json_args(argv)
+    activate()
+    _, args = parse_command_line(argv)
+    settings = cli_settings(args)
+    tasks = settings.get("tasks")
+    tasks = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks or []) if t.strip()]
+    if not settings.get("model") or not tasks:
+        raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")
+    check_cli_run(args)
+    gen_kwargs = as_dict(settings.get("gen_kwargs"))  # key=value text or JSON, as lm-eval takes them
+    limit = settings.get("limit")
+    return RunSettings(model=settings["model"], model_args=as_dict(getattr(args, "model_args", None)), tasks=tasks,
+                       metadata=as_dict(settings.get("metadata")), include_path=settings.get("include_path"),
+                       apply_chat_template=bool(settings.get("apply_chat_template")),
+                       limit=None if limit is None else float(limit), gen_kwargs=gen_kwargs or None,
+                       device=settings.get("device"))
+
+
+def run_plan(argv: list[str]) -> int:
+    from harness.core.errors import UsageError
+    from harness.plan.make import make_plan
+    from harness.plan.report import plan_text, plan_json
+
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: lch plan --model M --model_args ARGS --tasks T [--metadata JSON] [any lch eval flag] "
+              "[--calibrate] [--json FILE]\n\nWhat the run `lch eval` would make of the same flags will cost, "
+              "before it runs: nothing is generated and no model is loaded (but for --calibrate).")
+        return 0
+    own, rest = split_own_flags(argv)
+    run = plan_settings(rest)
+    out = own.get("--json")
+    if isinstance(out, str) and Path(out).expanduser().is_dir():
+        raise UsageError(f"--json {out} is a folder: give a file path")
+    plan = make_plan(run)
+    throughput, source = estimate_source(run, plan, bool(own.get("--calibrate")))
+    print(plan_text(run, plan, throughput, source))
+    if isinstance(out, str):
+        from harness.core.files import write_text_atomic
+
+        write_text_atomic(Path(out).expanduser(), json.dumps(plan_json(run, plan, throughput, source), indent=2) + "\n")
+        print(f"plan written to {out}", file=sys.stderr)
+    return 0
+
+
+def estimate_source(run, plan, calibrate: bool):
+    """The throughput the plan's time estimate rests on and what it is, in words: measured now (``--calibrate``),
+    measured by an earlier calibration of the same setting, or none (no estimate)."""
+    from harness.plan import throughput as tp
+    from harness.plan.cells import totals
+
+    setting = tp.setting_of(run.model, run.model_args, run.device)
+    if calibrate:
+        from harness.data.prompt_tokens import ModelKeys, model_max_length
+        from harness.core.options import parse_options
+
+        keys = parse_options(ModelKeys, {**run.model_args, **run.metadata})
+        lengths = tp.calibration_lengths(totals(plan.cells)["longest_prompt"], model_max_length(keys))
+        print(f"calibrating {run.model} at {lengths[0]} and {lengths[1]} prompt tokens ...", file=sys.stderr)
+        lm = tp.load_engine(run.model, run.model_args, setting["device"])
+        found, points = tp.calibrate(lm, lengths)
+        tp.store(setting, found, points)
+        return found, "measured now"
+    found = tp.stored(setting)
+    return found, ("measured by an earlier `lch plan --calibrate` of this setting" if found is not None else None)

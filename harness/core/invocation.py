@@ -1,0 +1,56 @@
+"""How a run was invoked, as lm-eval's ``simple_evaluate`` was called: the model and its args, the tasks, the task
+metadata, the task folders included and the evaluator's other arguments. A run of ours records it in its results
+under :data:`harness.core.results.INVOCATION` (:func:`harness.plugin.preflight.after_evaluator_import`) and
+``lch rerun`` calls ``simple_evaluate`` again from it. What a run is *run with* (model content, libraries, device,
+dtype) is the run record's (:mod:`harness.core.run_record`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+# simple_evaluate's arguments a rerun passes again when the run passed them; the others are how the run was kept
+# (response cache, request cache, logging) or the model, tasks and metadata recorded on their own
+RERUN_ARGUMENTS = ("num_fewshot", "batch_size", "max_batch_size", "device", "limit", "samples", "bootstrap_iters",
+                   "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "gen_kwargs", "predict_only",
+                   "random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """``simple_evaluate(model=model, model_args=model_args, tasks=tasks, **arguments)`` with a task manager over
+    ``include_path`` that hands every task ``metadata`` (the run's own, the model args apart)."""
+
+    model: str
+    model_args: dict[str, Any]
+    tasks: list[str]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    include_path: list[str] = field(default_factory=list)
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Invocation | None":
+        """The invocation a results file recorded; None when it recorded none (a run of another harness, or of an
+        lch before it recorded them) or not in this shape."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("model"), str):
+            return None
+        try:
+            made = cls(**{name: value[name] for name in ("model", "model_args", "tasks", "metadata", "include_path",
+                                                          "arguments") if name in value})
+        except TypeError:
+            return None
+        shapes = ((made.model_args, dict), (made.tasks, list), (made.metadata, dict), (made.include_path, list),
+                  (made.arguments, dict))
+        return made if all(isinstance(v, t) for v, t in shapes) else None
+
+
+def jsonable(value: Any) -> bool:
+    """Whether ``value`` survives a JSON round trip as itself (what an invocation may hold)."""
+    try:
+        return json.loads(json.dumps(value)) == value
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,82 @@
+"""Our models report what they compute to the run's cost (:mod:`harness.core.costs`): each call's requests, their
+tokens and its seconds.
+
+Our request types are metered where every one of them is computed, around the ``compute`` of
+:func:`harness.engines.response_cache.answer_with_cache` (cache hits are not computed, so not counted); lm-eval's own
+types (``generate_until``, ``loglikelihood``, ``loglikelihood_rolling``), which our engines serve with lm-eval's
+methods, by :class:`MetersLmEvalRequests` around those methods (a class between ours and lm-eval's in the MRO, so
+nothing of lm-eval is patched).
+
+Tokens: a prompt as the model's tokenizer encodes it (``tok_encode``: lm-eval's rule for special tokens), a
+generation as the tokenizer encodes its text without special tokens (or the count the response carries), the tokens
+scored as the request type defines them. Counting tokenizes each text once more, a small fraction of a forward."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from harness.core.costs import record_requests
+
+log = logging.getLogger(__name__)
+
+Counts = tuple[int, int, int]  # (prompt tokens, generated tokens, scored tokens)
+
+
+def _encode(lm: Any, text: str, special: bool | None = None) -> int:
+    encode = getattr(lm, "tok_encode", None)
+    if callable(encode):
+        return len(encode(text) if special is None else encode(text, add_special_tokens=special))
+    return len(lm.tokenizer(text, add_special_tokens=bool(special) if special is not None else True)["input_ids"])
+
+
+def counts_of(lm: Any, request_type: str, args: tuple, response: Any) -> Counts:
+    """The tokens one request cost (module docstring)."""
+    text = args[0] if args and isinstance(args[0], str) else ""
+    if request_type == "token_logprobs":
+        n = len(response.get("token_ids") or [])
+        return n, 0, max(0, n - 1)
+    if request_type == "generate_long":
+        return _encode(lm, text), int(response.get("n_tokens") or 0), 0
+    if request_type == "generate_until":
+        return _encode(lm, text), _encode(lm, response if isinstance(response, str) else "", False), 0
+    if request_type == "loglikelihood":
+        continuation = args[1] if len(args) > 1 and isinstance(args[1], str) else ""
+        scored = _encode(lm, continuation, False)
+        return _encode(lm, text) + scored, 0, scored
+    n = _encode(lm, text)  # loglikelihood_rolling, lsm, compress_*: a forward over the text
+    return n, 0, n if request_type == "loglikelihood_rolling" else 0
+
+
+def meter(lm: Any, request_type: str, requests: list, compute: Callable[[], list]) -> list:
+    """``compute()``'s responses to ``requests``, its seconds and the requests' tokens recorded for the run's cost;
+    a counting failure is logged and never fails the run."""
+    start = time.perf_counter()
+    responses = compute()
+    seconds = time.perf_counter() - start
+    try:
+        rows = [(getattr(req, "task_name", None), *counts_of(lm, request_type, req.args, resp))
+                for req, resp in zip(requests, responses)]
+        record_requests(rows, seconds)
+    except Exception as err:  # noqa: BLE001 (the cost is a record of the run, never a reason to fail it)
+        log.warning("%s: the cost of %d requests was not recorded: %s", request_type, len(requests), err)
+    return responses
+
+
+class MetersLmEvalRequests:
+    """lm-eval's own request methods of the model class below ours, metered (module docstring)."""
+
+    def generate_until(self, requests: list, *args: Any, **kwargs: Any) -> list:
+        parent = super()
+        return meter(self, "generate_until", requests, lambda: parent.generate_until(requests, *args, **kwargs))
+
+    def loglikelihood(self, requests: list, *args: Any, **kwargs: Any) -> list:
+        parent = super()
+        return meter(self, "loglikelihood", requests, lambda: parent.loglikelihood(requests, *args, **kwargs))
+
+    def loglikelihood_rolling(self, requests: list, *args: Any, **kwargs: Any) -> list:
+        parent = super()
+        return meter(self, "loglikelihood_rolling", requests,
+                     lambda: parent.loglikelihood_rolling(requests, *args, **kwargs))
+

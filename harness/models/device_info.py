@@ -1,0 +1,46 @@
+"""What a device is and how much memory a run took on it, for the run's cost (:data:`harness.core.results.COST`)."""
+
+from __future__ import annotations
+
+import platform
+import resource
+import sys
+
+
+def device_name(device: str | None) -> str:
+    """The device's product name: the GPU's (``torch.cuda.get_device_name``) for a CUDA device, else the CPU's
+    model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    import torch
+
+    if device and device.startswith("cuda") and torch.cuda.is_available():
+        index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+        return torch.cuda.get_device_name(index)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return f"CPU: {line.split(':', 1)[1].strip()}"
+    except OSError:
+        pass
+    return f"CPU: {platform.processor() or platform.machine()}"
+
+
+def reset_peak_memory() -> None:
+    """Start counting the peak of CUDA memory afresh (nothing to do without CUDA)."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory(device: str | None) -> dict[str, object]:
+    """``{"bytes": n, "what": ...}``: on a CUDA device the peak torch allocated on it in this process since
+    :func:`reset_peak_memory` (an engine that preallocates, vLLM, holds more than it says); on the CPU this process's
+    peak resident memory over its whole life."""
+    import torch
+
+    if device and device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return {"bytes": int(torch.cuda.max_memory_allocated()), "what": "CUDA memory torch allocated in this process"}
+    kilobytes_or_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    scale = 1 if sys.platform == "darwin" else 1024  # macOS reports bytes, Linux kilobytes
+    return {"bytes": int(kilobytes_or_bytes * scale), "what": "peak resident memory of this process"}

@@ -1,0 +1,120 @@
+"""A plan's numbers and the arithmetic on them: one :class:`PlanCell` per task and sample length, their totals, and
+the wall-time estimate from a measured :class:`Throughput` (no model, no I/O).
+
+Estimate. A forward pass over ``n`` prompt tokens costs ``t_prefill(n) = a n + b n^2`` seconds (the linear layers
+and attention's quadratic term) and one generated token at context ``n`` costs ``t_decode(n) = c + d n``; the four
+coefficients are fitted from timings at two lengths (:meth:`Throughput.fit`). A sample costs
+``t_prefill(prompt) + budget x t_decode(prompt + budget / 2)`` (its generation at the mean context it sees): an
+upper bound when generations stop before their budget, and a batch-1 figure (batched runs go faster)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+LAYER = "pure"  # harness/devtools/layers.py
+
+
+@dataclass(frozen=True)
+class PlanCell:
+    """One task at one sample length (``length`` "-" for tasks whose samples have none): each request's prompt tokens
+    as sent (after the task's truncation policy, chat template counted) and generation budget, the tokens whose
+    log-probabilities are scored, the samples the truncation policy cuts or skips (``over_length``), the judge calls,
+    and whether the samples were read from the data cache (None: the task keeps no such cache)."""
+
+    task: str
+    length: str
+    prompts: tuple[int, ...]
+    budgets: tuple[int, ...]
+    scored_tokens: int = 0
+    over_length: int = 0
+    judge_calls: int = 0
+    cached: bool | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.prompts) != len(self.budgets):
+            raise ValueError(f"{self.task} {self.length}: {len(self.prompts)} prompts but {len(self.budgets)} budgets")
+
+    @property
+    def samples(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(self.prompts)
+
+    @property
+    def longest_prompt(self) -> int:
+        return max(self.prompts, default=0)
+
+    @property
+    def generated_tokens(self) -> int:
+        """At most: every generation uses its whole budget."""
+        return sum(self.budgets)
+
+    def row(self) -> dict[str, object]:
+        """The cell as one row of :data:`COLUMNS` (the plan's table and JSON)."""
+        return {name: getattr(self, name) for name in COLUMNS}
+
+
+COLUMNS = ("task", "length", "samples", "prompt_tokens", "longest_prompt", "generated_tokens", "scored_tokens",
+           "over_length", "judge_calls", "cached")
+SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "over_length", "judge_calls")
+
+
+def totals(cells: Iterable[PlanCell]) -> dict[str, int]:
+    """The sums of :data:`SUMMED` over ``cells`` and the longest prompt."""
+    cells = list(cells)
+    out = {name: sum(getattr(c, name) for c in cells) for name in SUMMED}
+    out["longest_prompt"] = max((c.longest_prompt for c in cells), default=0)
+    return out
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """``t_prefill(n) = a n + b n^2`` and ``t_decode(n) = c + d n`` in seconds (module docstring), with what they
+    were measured on (``basis``: the model, device, dtype and lengths, in words)."""
+
+    a: float
+    b: float
+    c: float
+    d: float
+    basis: str
+
+    @classmethod
+    def fit(cls, lengths: Sequence[int], prefill_seconds: Sequence[float], decode_seconds: Sequence[float],
+            basis: str) -> "Throughput":
+        """The coefficients through two measured points: ``prefill_seconds[i]`` for one forward over ``lengths[i]``
+        tokens, ``decode_seconds[i]`` for one generated token at context ``lengths[i]``. A negative coefficient
+        (timing noise) is set to 0 and its partner refitted through the longer point."""
+        (n1, n2), (p1, p2), (g1, g2) = lengths, prefill_seconds, decode_seconds
+        if not 0 < n1 < n2:
+            raise ValueError(f"calibration lengths must be two increasing positive lengths, got {n1}, {n2}")
+        # a n + b n^2 = p at n1, n2
+        b = (p2 / n2 - p1 / n1) / (n2 - n1)
+        a = p1 / n1 - b * n1
+        if b < 0:
+            a, b = p2 / n2, 0.0
+        elif a < 0:
+            a, b = 0.0, p2 / n2 ** 2
+        d = (g2 - g1) / (n2 - n1)
+        c = g1 - d * n1
+        if d < 0:
+            c, d = g2, 0.0
+        elif c < 0:
+            c, d = 0.0, g2 / n2
+        return cls(a, b, c, d, basis)
+
+    def prefill(self, n: float) -> float:
+        return self.a * n + self.b * n * n
+
+    def decode(self, n: float) -> float:
+        return self.c + self.d * n
+
+    def sample_seconds(self, prompt: float, budget: float) -> float:
+        """One sample: its prefill and at most ``budget`` generated tokens at its mean context."""
+        return self.prefill(prompt) + budget * self.decode(prompt + budget / 2)
+
+    def cell_seconds(self, cell: PlanCell) -> float:
+        """A cell's samples, each by :meth:`sample_seconds`."""
+        return sum(self.sample_seconds(p, b) for p, b in zip(cell.prompts, cell.budgets))

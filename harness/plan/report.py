@@ -1,0 +1,74 @@
+"""A plan in words and as JSON (no I/O): the cells as a table with their totals, and the time estimate with what it
+rests on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.plan.cells import COLUMNS, Throughput, totals
+
+LAYER = "pure"  # harness/devtools/layers.py
+
+HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
+           "longest_prompt": "longest", "generated_tokens": "generated <=", "scored_tokens": "scored",
+           "over_length": "over length", "judge_calls": "judge calls", "cached": "cached"}
+CALIBRATE_HINT = ("no time estimate: this model, device and model args were never timed here; add --calibrate "
+                  "(times one prefill and decode of the model at two lengths)")
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person reads a duration: 45 s, 12 min 5 s, 3 h 20 min, 2 d 4 h."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def _cell_text(name: str, value: Any) -> str:
+    if name == "cached":
+        return "-" if value is None else "yes" if value else "built now"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """``rows`` (:data:`COLUMNS`) as aligned text: names left, numbers right."""
+    texts = [[HEADERS[c] for c in COLUMNS]] + [[_cell_text(c, row.get(c, "")) for c in COLUMNS] for row in rows]
+    widths = [max(len(r[i]) for r in texts) for i in range(len(COLUMNS))]
+    left = {"task", "length", "cached"}
+    return "\n".join("  ".join(t.ljust(w) if c in left else t.rjust(w) for c, t, w in zip(COLUMNS, r, widths))
+                     .rstrip() for r in texts)
+
+
+def estimate_seconds(plan: Any, throughput: Throughput) -> float:
+    """The run's wall time at ``throughput`` (:meth:`Throughput.cell_seconds` summed)."""
+    return sum(throughput.cell_seconds(cell) for cell in plan.cells)
+
+
+def plan_text(run: Any, plan: Any, throughput: Throughput | None, source: str | None) -> str:
+    """The plan of ``run`` as a person reads it."""
+    rows = [cell.row() for cell in plan.cells]
+    total = {"task": "total", "length": "", **totals(plan.cells), "cached": None}
+    template = "chat template applied" if run.apply_chat_template else "no chat template"
+    lines = [f"lch plan: {run.model} on {len({c.task for c in plan.cells})} tasks; tokens counted in "
+             f"{plan.tokenizer} ({template}); nothing generated, no model loaded", "", table(rows + [total]), ""]
+    if throughput is None:
+        lines.append(CALIBRATE_HINT)
+    else:
+        lines.append(f"estimated wall time: {duration(estimate_seconds(plan, throughput))} at most, batch 1 "
+                     f"(an estimate: every generation taking its whole budget; batching and early stops shorten it), "
+                     f"from throughput {source}: {throughput.basis}")
+    return "\n".join(lines)
+
+
+def plan_json(run: Any, plan: Any, throughput: Throughput | None, source: str | None) -> dict[str, Any]:
+    """The plan as JSON: the run's settings, each cell, the totals and the estimate (None without a throughput)."""
+    from dataclasses import asdict
+
+    return {"run": asdict(run), "tokenizer": plan.tokenizer, "cells": [cell.row() for cell in plan.cells],
+            "totals": totals(plan.cells),
+            "estimate": None if throughput is None else {"seconds": estimate_seconds(plan, throughput),
+                                                         "throughput": asdict(throughput), "source": source}}

@@ -1,0 +1,121 @@
+"""A plan counted from the requests lm-eval would send: the run's tasks loaded by lm-eval's own task manager (with
+the run's metadata, model args merged in as lm-eval's command line merges them), their requests built by lm-eval's
+``build_all_requests`` as its evaluator builds them (limit, chat template, ``--gen_kwargs``), and each request
+counted in the evaluated model's tokenizer: so the prompts counted are the prompts a run sends, truncation policy
+and chat template included. Nothing is generated and no model is loaded (the tokenizer only).
+
+A task may give its counts without building its requests (:meth:`harness.tasks.base.LchTask.plan_from_cache`: RULER's
+cached samples carry their exact counts, so a 128k sweep is planned without reading 850M tokens of prompts); they
+must be the counts this module would make (``tests/app/test_plan.py`` holds the two equal)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable
+
+from harness.data.prompt_tokens import PromptCounter
+from harness.engines.requests import REQUESTS, TOKEN_LOGPROBS, encode_for_scoring
+from harness.plan.cells import PlanCell
+
+LAYER = "lmeval"  # harness/devtools/layers.py
+
+NO_LENGTH = "-"  # the length of a sample that was not fitted to one
+GENERATING = ("generate_until", "generate_long")  # the request types that generate
+DEFAULT_GENERATION_BUDGET = 256  # lm-eval's HF max_gen_toks, for a generation request that states none
+
+
+class ChatRenderer:
+    """lm-eval's HF model's ``apply_chat_template`` on a tokenizer alone: what a run under ``--apply_chat_template``
+    hands ``build_all_requests``."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
+                                                  add_generation_prompt=add_generation_prompt,
+                                                  continue_final_message=not add_generation_prompt)
+
+
+def sample_length(doc: Any) -> str:
+    """The length a sample was fitted to (``doc["length"]``: RULER, BABILong), else :data:`NO_LENGTH`."""
+    length = doc.get("length") if isinstance(doc, dict) else None
+    return NO_LENGTH if length is None else str(length)
+
+
+def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[int, int, int, bool]:
+    """``(prompt tokens as sent, generation budget, tokens scored, cut or skipped by the truncation policy)`` of one
+    lm-eval ``Instance``."""
+    kind, args = instance.request_type, instance.args
+    text = args[0] if args and isinstance(args[0], str) else ""
+    if kind == TOKEN_LOGPROBS.name:
+        n = len(encode_for_scoring(counter.tokenizer, text, args[1] if len(args) > 1 else None)["token_ids"])
+        return n, 0, max(0, n - 1), False
+    if kind in ("loglikelihood", "loglikelihood_rolling"):
+        context, continuation = (text, args[1]) if kind == "loglikelihood" else ("", text)
+        whole, scored = counter.count_rendered([context + continuation])[0], 0
+        if continuation:
+            scored = len(counter.tokenizer(continuation, add_special_tokens=False)["input_ids"])
+        return whole, 0, scored, False
+    fitted = task.fitted(instance.doc) if callable(getattr(task, "fitted", None)) else None
+    counted = task.prompt_lengths.tokens(instance.doc) if getattr(task, "COUNTS_PROMPT", False) else None
+    cut = fitted is not None and (fitted.truncated or fitted.skipped)
+    n = counted if counted is not None and not cut else counter.count_rendered([text])[0]
+    if kind == "generate_until":
+        options = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+        budget = int(options.get("max_gen_toks") or DEFAULT_GENERATION_BUDGET)
+    elif kind == "generate_long":
+        options = REQUESTS[kind].parse_options(args[1] if len(args) > 1 else None)
+        budget = int(options.max_gen_toks or getattr(task, "generation_budget", lambda: 0)()
+                     or DEFAULT_GENERATION_BUDGET)
+    else:  # lsm, compress_*: a forward over the text
+        budget = 0
+    scored = n if kind not in GENERATING else 0
+    return n, budget, scored, cut
+
+
+def judge_calls(task: Any, samples: int) -> int:
+    """The judge requests a task makes: one per sample for a judged task (each sample is judged once for all its
+    judged metrics: :mod:`harness.judges.stage`), 0 otherwise."""
+    return samples if callable(getattr(task, "judged_scores", None)) else 0
+
+
+def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
+    """The cells of one task whose requests are built (``task.instances``), one per sample length."""
+    by_length: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
+    for instance in task.instances:
+        by_length[sample_length(instance.doc)].append(request_counts(instance, counter, task))
+    cells = []
+    for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
+        cells.append(PlanCell(task=name, length=length, prompts=tuple(c[0] for c in counts),
+                              budgets=tuple(c[1] for c in counts), scored_tokens=sum(c[2] for c in counts),
+                              over_length=sum(c[3] for c in counts), judge_calls=judge_calls(task, len(counts))))
+    return cells
+
+
+def _length_order(length: str) -> tuple[int, str]:
+    return (int(length), "") if length.isdigit() else (1 << 62, length)
+
+
+def build_requests(tasks: dict[str, Any], counter: PromptCounter, *, limit: float | None = None,
+                   apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> None:
+    """Each task's requests built as lm-eval's evaluator builds them for one process (rank 0 of 1)."""
+    from lm_eval.evaluator_utils import get_sample_size
+
+    for task in tasks.values():
+        if gen_kwargs and task.get_config("output_type") == "generate_until":
+            task.set_config(key="generation_kwargs", value=gen_kwargs, update=True)
+        task.build_all_requests(limit=get_sample_size(task, limit), rank=0, world_size=1,
+                                apply_chat_template=apply_chat_template,
+                                chat_template=ChatRenderer(counter.tokenizer) if apply_chat_template else None,
+                                tokenizer_name=getattr(counter.tokenizer, "name_or_path", "") if apply_chat_template
+                                else "")
+
+
+def plan_requests(manager: Any, task_names: Iterable[str], counter: PromptCounter, *, limit: float | None = None,
+                  apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> list[PlanCell]:
+    """The cells of ``task_names`` (tasks or groups) loaded by the lm-eval task ``manager`` and their requests built
+    (:func:`build_requests`), in the order lm-eval loads them."""
+    loaded = manager.load(list(task_names))["tasks"]
+    build_requests(loaded, counter, limit=limit, apply_chat_template=apply_chat_template, gen_kwargs=gen_kwargs)
+    return [cell for name, task in loaded.items() for cell in count_task(str(name), task, counter)]

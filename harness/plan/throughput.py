@@ -1,0 +1,126 @@
+"""How fast a model runs here: ``lch plan --calibrate`` times the model's engine on this machine and keeps the fitted
+:class:`~harness.plan.cells.Throughput` under ``$LCH_CACHE/throughput/``, keyed by what the speed depends on (the
+engine, the model's content, the device, the dtype and the inference applied); later plans of the same setting read
+it back.
+
+Calibration times the engine's own generation primitive (:meth:`harness.engines.core.EngineCore.generate_tokens`:
+hf-pic and vllm-pic alike) at batch 1 on a prompt of random token ids, at two lengths: one new token (a prefill and a
+first step) and ``DECODE_STEPS + 1`` new tokens; the prefill time is the first, the time of one decoded token the
+difference over the extra tokens actually generated. Each timing is the fastest of ``REPEATS``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from typing import Any
+
+from harness.core.cache import cache_root
+from harness.core.files import read_json_or_none, write_json_atomic
+from harness.plan.cells import Throughput
+
+LAYER = "lmeval"  # harness/devtools/layers.py
+
+DECODE_STEPS = 16
+REPEATS = 2
+RUN_ONLY_ARGS = ("pretrained", "device", "batch_size", "max_batch_size")  # not part of a setting's speed key
+
+
+def resolved_device(device: str | None) -> str:
+    """The device a run would use: the one asked for, unless it is a GPU this machine has not (then the CPU, as our
+    engines fall back)."""
+    import torch
+
+    if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def setting_of(model: str, model_args: dict[str, Any], device: str | None) -> dict[str, str]:
+    """What a run's speed depends on: the engine (model class), the model's content (:func:`harness.models.identity.
+    model_identity`: two paths to one model are one setting), the device, and every other model arg (dtype, PIC ...)."""
+    from harness.models.identity import model_identity
+
+    pretrained = model_args.get("pretrained")
+    rest = {k: str(v) for k, v in sorted(model_args.items()) if k not in RUN_ONLY_ARGS}
+    return {"engine": model, "model": model_identity(pretrained) if pretrained else "", "device": resolved_device(device),
+            "model_args": json.dumps(rest, sort_keys=True)}
+
+
+def setting_key(setting: dict[str, str]) -> str:
+    """The store's file name for a setting (:func:`setting_of`)."""
+    return hashlib.sha256(json.dumps(setting, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def stored(setting: dict[str, str]) -> Throughput | None:
+    """The throughput last calibrated for ``setting`` on this machine, or None."""
+    found = read_json_or_none(cache_root("throughput", setting_key(setting) + ".json"))
+    if not isinstance(found, dict) or not isinstance(found.get("throughput"), dict):
+        return None
+    try:
+        return Throughput(**found["throughput"])
+    except TypeError:  # a file of another layout: calibrate again
+        return None
+
+
+def store(setting: dict[str, str], throughput: Throughput, points: dict[str, Any]) -> None:
+    write_json_atomic(cache_root("throughput", setting_key(setting) + ".json"),
+                      {"setting": setting, "throughput": asdict(throughput), "points": points,
+                       "measured": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+def calibration_lengths(longest_prompt: int, max_length: int) -> tuple[int, int]:
+    """Two lengths to time: the plan's longest prompt (at most 8192 tokens and the model's length less the decode
+    steps; at least 256) and a quarter of it."""
+    high = max(256, min(longest_prompt, 8192, max_length - DECODE_STEPS - 1))
+    return max(64, high // 4), high
+
+
+def _fastest(call: Any) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        out = call()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def calibrate(lm: Any, lengths: tuple[int, int]) -> tuple[Throughput, dict[str, Any]]:
+    """Time ``lm`` (one of our engine models) at ``lengths`` (module docstring); the fitted throughput and the
+    measured points."""
+    import random
+
+    from harness.engines.requests import LongGenerationOptions
+
+    rng = random.Random(0)
+    vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or len(lm.tokenizer))
+    options = LongGenerationOptions()
+    prefill, decode, points = [], [], {}
+    for n in lengths:
+        prompt = [rng.randrange(100, vocab - 1) for _ in range(n)]
+        lm.generate_tokens([prompt], options, 1)  # warm-up (kernels, caches)
+        first, _ = _fastest(lambda: lm.generate_tokens([prompt], options, 1))
+        longer, out = _fastest(lambda: lm.generate_tokens([prompt], options, DECODE_STEPS + 1))
+        steps = max(1, len(out[0].token_ids) - 1)
+        prefill.append(first)
+        decode.append(max(0.0, longer - first) / steps)
+        points[str(n)] = {"prefill_seconds": first, "decode_seconds_per_token": decode[-1], "decoded": steps}
+    record = lm.run_record()
+    basis = (f"timed on {record.device} ({record.engine}, {record.dtype}) at {lengths[0]} and {lengths[1]} prompt "
+             f"tokens, batch 1, {datetime.now(timezone.utc):%Y-%m-%d}")
+    return Throughput.fit(lengths, prefill, decode, basis), points
+
+
+def load_engine(model: str, model_args: dict[str, Any], device: str | None) -> Any:
+    """The run's model built as lm-eval builds it (its registry, batch size 1)."""
+    from lm_eval.api.registry import get_model
+
+    from harness.core.errors import UsageError
+
+    cls = get_model(model)
+    if not callable(getattr(cls, "generate_tokens", None)):
+        raise UsageError(f"lch plan --calibrate times hf-pic or vllm-pic models; {model} has no engine to time")
+    extra = {"batch_size": 1, **({"device": device} if device else {})}
+    return cls.create_from_arg_obj(model_args, extra)

@@ -1,0 +1,183 @@
+"""``lch plan``: the cells' arithmetic by hand, the counts against tokens counted here from the documents and the
+cached samples (not by the plan's code), RULER's plan from its cache equal to the plan of its built requests, the
+throughput store, and the command's one-line refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from fractions import Fraction
+
+import pytest
+
+from harness.plan.cells import PlanCell, Throughput, totals
+from harness.plan.report import duration, table
+
+
+def test_throughput_fits_two_points_and_prices_a_sample_by_hand():
+    """Prefill 1 s at 1000 tokens and 8 s at 4000: a n + b n^2 through both gives a = 1/1500, b = 1/3e6; decode
+    0.01 s / token at 1000 and 0.02 at 4000: c = 1/150, d = 1/3e5. A 2000-token prompt with 100 new tokens:
+    prefill 4/3 + 4/3 = 8/3 s, decode 100 x (1/150 + 2050/3e5) = 1.35 s."""
+    t = Throughput.fit((1000, 4000), (1.0, 8.0), (0.01, 0.02), "by hand")
+    for got, want in ((t.a, Fraction(1, 1500)), (t.b, Fraction(1, 3_000_000)), (t.c, Fraction(1, 150)),
+                      (t.d, Fraction(1, 300_000))):
+        assert got == pytest.approx(float(want), rel=1e-12)
+    assert t.sample_seconds(2000, 100) == pytest.approx(8 / 3 + 1.35, rel=1e-12)
+    cell = PlanCell("t", "2000", (2000, 2000), (100, 0))
+    assert t.cell_seconds(cell) == pytest.approx(2 * 8 / 3 + 1.35, rel=1e-12)
+    # timing noise that makes the per-token cost fall with length: no negative coefficient, the longer point kept
+    noisy = Throughput.fit((1000, 2000), (1.0, 1.5), (0.02, 0.01), "noisy")
+    assert (noisy.a, noisy.b, noisy.c, noisy.d) == (1.5 / 2000, 0.0, 0.01, 0.0)
+    with pytest.raises(ValueError):
+        Throughput.fit((2000, 1000), (1.0, 2.0), (0.1, 0.1), "backwards")
+
+
+def test_cells_total_and_read_as_a_table():
+    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), over_length=1, cached=True),
+             PlanCell("b", "-", (3000,), (0,), scored_tokens=2999, judge_calls=0)]
+    assert (cells[0].samples, cells[0].prompt_tokens, cells[0].longest_prompt, cells[0].generated_tokens) == (
+        2, 1900, 1000, 128)
+    assert totals(cells) == {"samples": 3, "prompt_tokens": 4900, "generated_tokens": 128, "scored_tokens": 2999,
+                             "over_length": 1, "judge_calls": 0, "longest_prompt": 3000}
+    lines = table([c.row() for c in cells]).splitlines()
+    assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "0", "yes"]
+    assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "-"]
+    with pytest.raises(ValueError):
+        PlanCell("c", "-", (1, 2), (0,))
+    assert [duration(s) for s in (44.6, 725, 12_000, 190_000)] == ["45 s", "12 min 5 s", "3 h 20 min", "2 d 4 h"]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    from harness.data.synthetic import synthetic_reports
+
+    path = tmp_path_factory.mktemp("plan") / "reports.jsonl"
+    texts = synthetic_reports(3, 200, seed=5)
+    path.write_text("".join(json.dumps({"report": t}) + "\n" for t in texts))
+    return path, texts
+
+
+def _plan(model_dir, tasks, metadata, **run):
+    from harness.plan.make import RunSettings, make_plan
+
+    return make_plan(RunSettings("hf-pic", {"pretrained": str(model_dir)}, tasks, metadata, **run))
+
+
+def test_a_scoring_plan_counts_each_document_as_the_tokenizer_does(tiny_model_dir, reports):
+    """ppl_govreport scores every document whole: its prompt tokens are the tokenizer's count of each document
+    (BOS included), n - 1 of them scored (the first token has no context)."""
+    from transformers import AutoTokenizer
+
+    path, texts = reports
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    counts = [len(tokenizer(t)["input_ids"]) for t in texts]
+    plan = _plan(tiny_model_dir, ["ppl_govreport"], {"data_files": str(path), "min_tokens": 1, "num_docs": 3})
+    (cell,) = plan.cells
+    assert (cell.task, cell.length, sorted(cell.prompts), cell.budgets) == ("ppl_govreport", "-", sorted(counts),
+                                                                             (0, 0, 0))
+    assert cell.scored_tokens == sum(counts) - 3 and cell.judge_calls == 0 and cell.cached is None
+
+
+def _ruler_meta(seed: int) -> dict:
+    return {"lengths": [512, 1024], "num_samples": 3, "essays": "synthetic", "seed": seed}
+
+
+def test_rulers_plan_from_its_cache_equals_its_counted_requests_and_the_cached_rows(tiny_model_dir):
+    """A RULER task's plan: first built (its samples generated and cached), then read from the cache; each cell equal
+    to the cell of the same requests built by lm-eval and counted, and each prompt equal to the tokenizer's count
+    of the cached row's text joined to its answer prefix as lm-eval joins them (one space)."""
+    from transformers import AutoTokenizer
+
+    from harness.plan.requests import plan_requests
+    from harness.plugin.in_process import task_manager
+    from harness.data.prompt_tokens import PromptCounter
+    from harness.core.run_record import asking_chat_template
+
+    meta = _ruler_meta(seed=4242)
+    tasks = ["lch_ruler_niah_single_1", "lch_ruler_vt"]
+    first = _plan(tiny_model_dir, tasks, meta)
+    again = _plan(tiny_model_dir, tasks, meta)
+    assert [c.cached for c in first.cells] == [False] * 4 and [c.cached for c in again.cells] == [True] * 4
+    assert [(c.task, c.length) for c in again.cells] == [(t, n) for t in tasks for n in ("512", "1024")]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    with asking_chat_template(False):
+        manager = task_manager(metadata={"pretrained": str(tiny_model_dir), **meta}, ours_only=True)
+        counted = plan_requests(manager, tasks, PromptCounter(tokenizer))
+    assert [{**c.row(), "cached": True} for c in counted] == [c.row() for c in again.cells]  # counting keeps no cache
+    assert [(c.prompts, c.budgets) for c in counted] == [(c.prompts, c.budgets) for c in again.cells]
+    # the cached rows themselves, counted here: lm-eval joins text and answer prefix with one space when neither
+    # side has whitespace at the join
+    from harness.plugin.metadata import check_task_options
+    from harness.tasks import TASKS_PATH
+    from harness.tasks.lch_ruler.cache import cache_path, read_rows
+
+    parsed = check_task_options(meta, {"pretrained": str(tiny_model_dir)}, tasks, str(TASKS_PATH))
+    for cell in again.cells:
+        _, _, options = parsed[cell.task]
+        options = dataclasses.replace(options, chat_template=False)  # as the run without a template fits them
+        rows = read_rows(cache_path(options, int(cell.length), PromptCounter(tokenizer)), 3)
+        joined = [r["input"] + (" " if r["gen_prefix"] and not (r["input"][-1].isspace() or r["gen_prefix"][0].isspace())
+                                else "") + r["gen_prefix"] for r in rows]
+        assert cell.prompts == tuple(len(tokenizer(text)["input_ids"]) for text in joined)
+        assert cell.budgets == tuple(r["max_gen_toks"] for r in rows) and cell.budgets[0] > 0
+
+
+def test_plan_refuses_what_it_cannot_plan_in_one_line(tiny_model_dir, capsys):
+    from harness.cli import main
+
+    cases = [
+        (["plan", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "hellaswag"],
+         "lch: error: lch plan plans the tasks of this package; hellaswag holds others: plan them with their own "
+         "harness, or leave them out"),
+        (["plan", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}"],
+         "lch: error: lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them"),
+        (["plan", "--model", "hf-pic", "--tasks", "ppl_govreport", "--json"],
+         "lch: error: lch plan: --json needs a file path"),
+    ]
+    for argv, line in cases:
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == line
+
+
+def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir, reports):
+    """A run of a scoring task and a generating one records, per task, the requests it computed and their tokens,
+    counted here from the documents and the logged prompts and generations (a prompt as the tokenizer encodes it,
+    its BOS included, as lm-eval's HF model sends it; a generation without special tokens); the seconds are the
+    engine's, the rate their quotient; the wall time covers them. The plan of the same run counted the same prompt
+    and scored tokens before it ran, and a generation budget the generations stayed within."""
+    from transformers import AutoTokenizer
+
+    from harness.core import results as keys
+    from harness.plugin.in_process import evaluate, task_manager
+
+    path, texts = reports
+    meta = {"data_files": str(path), "min_tokens": 1, "num_docs": 3, **_ruler_meta(seed=777), "lengths": [512],
+            "num_samples": 2}
+    tasks = ["ppl_govreport", "lch_ruler_niah_single_1"]
+    out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, tasks,
+                   task_manager(metadata={"pretrained": str(tiny_model_dir), **meta}, ours_only=True), device="cpu",
+                   batch_size=2, log_samples=True)
+    cost = out[keys.COST]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ppl, ruler = cost["tasks"]["ppl_govreport"], cost["tasks"]["lch_ruler_niah_single_1"]
+    documents = [len(tokenizer(t)["input_ids"]) for t in texts]
+    assert (ppl["requests"], ppl["prompt_tokens"], ppl["generated_tokens"], ppl["scored_tokens"]) == (
+        3, sum(documents), 0, sum(documents) - 3)
+    logged = out["samples"]["lch_ruler_niah_single_1"]
+    prompts = [len(tokenizer(s["arguments"][0][0])["input_ids"]) for s in logged]
+    generated = [len(tokenizer(s["resps"][0][0], add_special_tokens=False)["input_ids"]) for s in logged]
+    assert (ruler["requests"], ruler["prompt_tokens"], ruler["generated_tokens"], ruler["scored_tokens"]) == (
+        2, sum(prompts), sum(generated), 0)
+    for task in (ppl, ruler):
+        assert task["seconds"] > 0 and task["tokens_per_second"] == pytest.approx(
+            (task["prompt_tokens"] + task["generated_tokens"]) / task["seconds"])
+    assert cost["wall_seconds"] > ppl["seconds"] + ruler["seconds"]
+    assert cost["device"] == "cpu" and cost["device_name"].startswith("CPU") and cost["processes"] == 1
+    assert cost["peak_memory"]["what"] == "peak resident memory of this process" and cost["peak_memory"]["bytes"] > 2 ** 20
+    assert cost["judge"] == {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+
+    plan = {c.task: c for c in _plan(tiny_model_dir, tasks, meta).cells}
+    assert plan["ppl_govreport"].scored_tokens == ppl["scored_tokens"]
+    assert plan["ppl_govreport"].prompt_tokens == ppl["prompt_tokens"]
+    assert plan["lch_ruler_niah_single_1"].prompt_tokens == ruler["prompt_tokens"]
+    assert plan["lch_ruler_niah_single_1"].generated_tokens >= ruler["generated_tokens"]
