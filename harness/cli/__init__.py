@@ -1,4 +1,5 @@
-"""lch: the harness command line: lm-eval runs with our checks first (eval), what a task or model reads (options),
+"""lch: the harness command line: lm-eval runs with our checks first (eval), what a run will cost before it runs (plan),
+a result made again from its file (rerun), what a task or model reads (options),
 models and environments, LongPPL key tokens, the judge stage, training, and reports read from result files. Each
 command's one-line summary below is its own help (the ``help=`` it registers); ``lch COMMAND --help`` says the rest.
 """

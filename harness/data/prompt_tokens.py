@@ -73,11 +73,17 @@ class PromptCounter:
     def fingerprint(self) -> str:
         """Hash of everything that changes counts: vocabulary/merges, special-token handling, template."""
         tok = self.tokenizer
-        backend = getattr(tok, "backend_tokenizer", None)
-        body = backend.to_str() if backend is not None else json.dumps(sorted(tok.get_vocab().items()))
-        parts = [type(tok).__name__, body, str(tok.bos_token), str(getattr(tok, "add_bos_token", None)),
+        parts = [type(tok).__name__, _body(tok, len(tok)), str(tok.bos_token), str(getattr(tok, "add_bos_token", None)),
                  str(self.chat_template), str(getattr(tok, "chat_template", None) if self.chat_template else None)]
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8)
+def _body(tokenizer: Any, size: int) -> str:
+    """A tokenizer's vocabulary and merges as its backend's JSON (a few MB to serialise: once per tokenizer and size;
+    ``size`` counts added tokens, so a tokenizer grown since is serialised again)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    return backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
 
 
 @dataclass(frozen=True)
