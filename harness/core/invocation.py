@@ -20,7 +20,8 @@ RERUN_ARGUMENTS = ("num_fewshot", "batch_size", "max_batch_size", "device", "lim
 @dataclass(frozen=True)
 class Invocation:
     """``simple_evaluate(model=model, model_args=model_args, tasks=tasks, **arguments)`` with a task manager over
-    ``include_path`` that hands every task ``metadata`` (the run's own, the model args apart)."""
+    ``include_path`` that hands every task ``metadata`` (the run's own, the model args apart), called in the folder
+    ``cwd`` (where the relative paths of its metadata and model args are)."""
 
     model: str
     model_args: dict[str, Any]
@@ -28,6 +29,7 @@ class Invocation:
     metadata: dict[str, Any] = field(default_factory=dict)
     include_path: list[str] = field(default_factory=list)
     arguments: dict[str, Any] = field(default_factory=dict)
+    cwd: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,11 +42,11 @@ class Invocation:
             return None
         try:
             made = cls(**{name: value[name] for name in ("model", "model_args", "tasks", "metadata", "include_path",
-                                                          "arguments") if name in value})
+                                                          "arguments", "cwd") if name in value})
         except TypeError:
             return None
         shapes = ((made.model_args, dict), (made.tasks, list), (made.metadata, dict), (made.include_path, list),
-                  (made.arguments, dict))
+                  (made.arguments, dict), (made.cwd, str))
         return made if all(isinstance(v, t) for v, t in shapes) else None
 
 

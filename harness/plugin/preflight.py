@@ -17,6 +17,7 @@ import functools
 import inspect
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -308,7 +309,8 @@ def after_evaluator_import(evaluator_module: Any) -> None:
 def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     """How this ``simple_evaluate`` call can be made again (:class:`harness.core.invocation.Invocation`): its model,
     model args and task names, the task metadata (the model args lm-eval's command line merges into it left out),
-    the task folders its manager included besides ours, and its other arguments (``RERUN_ARGUMENTS``). None for a
+    the task folders its manager included besides ours (absolute), its other arguments (``RERUN_ARGUMENTS``) and the
+    folder it was called in (relative paths in its metadata and model args are relative to it). None for a
     call that cannot be: a model or task given as an object, an argument that is not JSON."""
     from harness.core.invocation import RERUN_ARGUMENTS, Invocation, jsonable
 
@@ -320,11 +322,11 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     include = getattr(manager, "include_path", None)
     include = [include] if isinstance(include, (str, Path)) else list(include or [])
     ours = TASKS_PATH.resolve()
-    include = [str(p) for p in include if Path(p).resolve() != ours]
+    include = [str(Path(p).resolve()) for p in include if Path(p).resolve() != ours]
     arguments = {k: bound[k] for k in RERUN_ARGUMENTS if k in bound and bound[k] is not None}
     if not all(jsonable(v) for v in (model_args, metadata, *arguments.values())):
         return None
-    return Invocation(model, model_args, tasks, metadata, include, arguments)
+    return Invocation(model, model_args, tasks, metadata, include, arguments, cwd=os.getcwd())
 
 
 @contextlib.contextmanager

@@ -84,21 +84,35 @@ def prepare(results: Path, overrides: Mapping[str, Any], model_dir: str | None, 
         raise NotComparable(f"this rerun would not run as {results.name} was: "
                             f"{'; '.join(d.words() for d in refused)}; pass --allow "
                             f"{','.join(d.field for d in refused)} to run it anyway")
+    if invocation.cwd and not Path(invocation.cwd).is_dir():
+        notes.append(f"the run was made in {invocation.cwd}, which is not here: its relative paths are read from "
+                     "the current folder")
     return Invocation(invocation.model, model_args, invocation.tasks, invocation.metadata, invocation.include_path,
-                      invocation.arguments), found_differences, notes
+                      invocation.arguments, invocation.cwd), found_differences, notes
 
 
 def run_invocation(invocation: Invocation, output: Path) -> Path:
-    """Call ``simple_evaluate`` as ``invocation`` says (samples logged) and write its results to ``output``."""
+    """Call ``simple_evaluate`` as ``invocation`` says (samples logged), in the folder it was called in when that is
+    here (relative paths of the run are relative to it), and write its results to ``output``."""
+    import contextlib
+    import os
+
     from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.plugin.preflight import run_task_names
 
-    ours_only = run_task_names(invocation.tasks, invocation.include_path or None) is not None
-    manager = task_manager(invocation.include_path, {**invocation.model_args, **invocation.metadata},
-                           ours_only=ours_only)
-    arguments = {k: v for k, v in invocation.arguments.items() if k != "log_samples"}
-    results = evaluate(invocation.model_args, invocation.tasks, manager, model=invocation.model, log_samples=True,
-                       **arguments)
+    output = output.absolute()
+    where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()
+    with contextlib.chdir(where):
+        missing = [p for p in invocation.include_path if not Path(p).is_dir()]
+        if missing:
+            raise UsageError(f"the run's task folder {missing[0]} (--include_path) is not here: restore it, then "
+                             "rerun")
+        ours_only = run_task_names(invocation.tasks, invocation.include_path or None) is not None
+        manager = task_manager(invocation.include_path, {**invocation.model_args, **invocation.metadata},
+                               ours_only=ours_only)
+        arguments = {k: v for k, v in invocation.arguments.items() if k != "log_samples"}
+        results = evaluate(invocation.model_args, invocation.tasks, manager, model=invocation.model,
+                           log_samples=True, **arguments)
     return save_run(results, output)
 
 

@@ -53,6 +53,30 @@ def test_the_invocation_is_recorded_as_simple_evaluate_was_called(original, tiny
     assert invocation["arguments"] == {"device": "cpu", "batch_size": 2}
     assert invocation["include_path"] == []  # our own task folder is not the user's
     assert "pretrained" not in invocation["metadata"] and invocation["metadata"]["seed"] == 31
+    assert invocation["cwd"] == str(Path.cwd())
+
+
+def test_a_run_of_relative_paths_and_a_users_group_is_rerun_from_another_folder(tiny_model_dir, tmp_path, monkeypatch,
+                                                                                capsys):
+    """The demo's shape: a group YAML of the user's under a relative ``--include_path`` and a relative data file;
+    the rerun, started elsewhere, runs in the folder the run was made in."""
+    from harness.data.synthetic import synthetic_reports
+    from harness.plugin.in_process import evaluate, save_run, task_manager
+
+    made = tmp_path / "project"
+    (made / "mytasks").mkdir(parents=True)
+    (made / "mytasks" / "my_group.yaml").write_text("group: my_group\ntask:\n  - ppl_govreport\n")
+    (made / "reports.jsonl").write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 80, seed=2)))
+    monkeypatch.chdir(made)
+    meta = {"data_files": "reports.jsonl", "min_tokens": 1, "num_docs": 2}
+    results = evaluate({"pretrained": str(tiny_model_dir)}, ["my_group"],
+                       task_manager(["mytasks"], {"pretrained": str(tiny_model_dir), **meta}, ours_only=True),
+                       device="cpu", log_samples=True)
+    path = save_run(results, made / "runs" / "one")
+    assert json.loads(path.read_text())["lch_invocation"]["include_path"] == [str(made / "mytasks")]
+    monkeypatch.chdir(tmp_path)
+    assert main(["rerun", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("reproduced: 2 of 2 samples identical")
 
 
 def test_a_rerun_here_reproduces_every_sample_and_metric(original, tmp_path, capsys):
