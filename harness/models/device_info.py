@@ -7,6 +7,16 @@ import resource
 import sys
 
 
+def resolved_device(device: str | None) -> str:
+    """The device a run would use: the one asked for, unless it is a GPU this machine has not (then the CPU, as our
+    engines fall back)."""
+    import torch
+
+    if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def device_name(device: str | None) -> str:
     """The device's product name: the GPU's (``torch.cuda.get_device_name``) for a CUDA device, else the CPU's
     model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""

@@ -16,12 +16,12 @@ from typing import Any, Iterable
 from harness.data.prompt_tokens import PromptCounter
 from harness.engines.requests import REQUESTS, TOKEN_LOGPROBS, encode_for_scoring
 from harness.plan.cells import PlanCell
+from harness.tasks.base import LchTask
 
 LAYER = "lmeval"  # harness/devtools/layers.py
 
 NO_LENGTH = "-"  # the length of a sample that was not fitted to one
 GENERATING = ("generate_until", "generate_long")  # the request types that generate
-DEFAULT_GENERATION_BUDGET = 256  # lm-eval's HF max_gen_toks, for a generation request that states none
 
 
 class ChatRenderer:
@@ -61,13 +61,13 @@ def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[in
     counted = task.prompt_lengths.tokens(instance.doc) if getattr(task, "COUNTS_PROMPT", False) else None
     cut = fitted is not None and (fitted.truncated or fitted.skipped)
     n = counted if counted is not None and not cut else counter.count_rendered([text])[0]
+    # a generation request that states no budget gets the task's (LchTask.generation_budget: one home of the default)
+    own = task.generation_budget() if callable(getattr(task, "generation_budget", None)) else LchTask.DEFAULT_MAX_GEN_TOKS
     if kind == "generate_until":
         options = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
-        budget = int(options.get("max_gen_toks") or DEFAULT_GENERATION_BUDGET)
+        budget = int(options.get("max_gen_toks") or own)
     elif kind == "generate_long":
-        options = REQUESTS[kind].parse_options(args[1] if len(args) > 1 else None)
-        budget = int(options.max_gen_toks or getattr(task, "generation_budget", lambda: 0)()
-                     or DEFAULT_GENERATION_BUDGET)
+        budget = int(REQUESTS[kind].parse_options(args[1] if len(args) > 1 else None).max_gen_toks or own)
     else:  # lsm, compress_*: a forward over the text
         budget = 0
     scored = n if kind not in GENERATING else 0

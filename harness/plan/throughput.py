@@ -28,19 +28,10 @@ REPEATS = 2
 RUN_ONLY_ARGS = ("pretrained", "device", "batch_size", "max_batch_size")  # not part of a setting's speed key
 
 
-def resolved_device(device: str | None) -> str:
-    """The device a run would use: the one asked for, unless it is a GPU this machine has not (then the CPU, as our
-    engines fall back)."""
-    import torch
-
-    if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def setting_of(model: str, model_args: dict[str, Any], device: str | None) -> dict[str, str]:
     """What a run's speed depends on: the engine (model class), the model's content (:func:`harness.models.identity.
     model_identity`: two paths to one model are one setting), the device, and every other model arg (dtype, PIC ...)."""
+    from harness.models.device_info import resolved_device
     from harness.models.identity import model_identity
 
     pretrained = model_args.get("pretrained")

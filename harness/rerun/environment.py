@@ -67,7 +67,7 @@ def differences(record: RunRecord, model: str, model_args: dict[str, Any], devic
     """The :data:`CHECKED` fields of ``record`` this rerun (``model`` with ``model_args`` on ``device``; the model
     located at ``model_found``) would change; a field the run did not record is not compared."""
     from harness.engines.model_args import folder_dtype
-    from harness.plan.throughput import resolved_device
+    from harness.models.device_info import resolved_device
 
     out = []
     if record.model and model_found is None:
