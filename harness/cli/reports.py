@@ -29,6 +29,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     board.add_argument("--allow", action="append", help=ALLOW_HELP)
     board.add_argument("--cost", action="store_true",
                        help="add what each run cost: wall time, device, peak memory, tokens and their rate, judge tokens")
+    board.add_argument("--common", action="store_true",
+                       help="compare on the samples every run scored (runs that skipped other samples: truncation "
+                            "skip, unparsed judgements), with the n of each score; needs --log_samples runs")
     board.set_defaults(handler=run_leaderboard, outputs=_leaderboard_outputs)
     reg = sub.add_parser("regress", help="gate a run on a baseline: exit 0 ok, 1 regression, 2 unusable input")
     reg.add_argument("run", help="lm-eval output folder (its latest results_*.json) or a results file")
@@ -142,7 +145,8 @@ def run_leaderboard(args: argparse.Namespace) -> int:
     runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
         print(f"skipped: {message}", file=sys.stderr)
-    board = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow), cost=args.cost)
+    board = leaderboard(runs, all_runs=args.all, sort_by=args.sort, allow=parse_allow(args.allow), cost=args.cost,
+                        common=args.common)
     for path in write_leaderboard(board, args.output):
         print(path)
     return 0

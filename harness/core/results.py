@@ -12,7 +12,9 @@ Where each lives in lm-eval's results JSON (``results_<date>.json``):
   :mod:`harness.metrics.context_length`), :data:`COST` (what the run cost: wall seconds, the device by name, its peak
   memory, each task's requests, tokens and seconds, the judge's requests and tokens: :mod:`harness.core.costs`,
   :func:`harness.plugin.finish_results.record_cost`), :data:`INVOCATION` (how ``simple_evaluate`` was called:
-  :class:`harness.core.invocation.Invocation`, what ``lch rerun`` calls again);
+  :class:`harness.core.invocation.Invocation`, what ``lch rerun`` calls again), :data:`SCORED` (when samples were
+  logged: ``{task: {"<metric>,<filter>": {"n": documents, "digest": ...}}}``, which documents each score rests on:
+  :mod:`harness.metrics.common_samples`, compared across runs by ``lch leaderboard``);
 * ``configs.<task>.metadata`` (each task of ours, :class:`harness.tasks.base.LchTask`): :data:`CONFIGURATION`
   (what it measured with, compared by every report), :data:`METRIC_ROLES` (``{metric: perplexity | bookkeeping |
   score}``, :mod:`harness.metrics.catalogue`), :data:`SUPPORT` (what each metric rests on,
@@ -33,6 +35,7 @@ CAUTIONS = "lch_cautions"
 EFFECTIVE_LENGTH = "lch_effective_length"
 COST = "lch_cost"
 INVOCATION = "lch_invocation"
+SCORED = "lch_scored"
 CONFIGURATION = "lch_configuration"
 METRIC_ROLES = "lch_metric_roles"
 SUPPORT = "lch_support"

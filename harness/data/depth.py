@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX
 
 DEPTH_BUCKETS = (0, 25, 50, 75, 100)  # percent; declared once, read by the tasks and reports
@@ -52,3 +53,19 @@ def read_cell_metric(name: str) -> tuple[int, str] | None:
     head, sep, length = name.partition(f"_{LENGTH_PREFIX}")
     bucket = head[len(DEPTH_PREFIX):] if head.startswith(DEPTH_PREFIX) else ""
     return (int(bucket), length) if sep and bucket.isdigit() and length else None
+
+
+def length_of_metric(name: str) -> tuple[int | None, int] | None:
+    """``(depth bucket or None, length in tokens)`` of a per-length score ``len_<L>`` or a depth cell
+    ``depth_<D>_len_<L>`` (any spelling of ``L``: ``1k`` and ``1024`` are one length), else None."""
+    cell = read_cell_metric(name)
+    if cell is not None:
+        bucket, label = cell
+    elif name.startswith(LENGTH_PREFIX):
+        bucket, label = None, name[len(LENGTH_PREFIX):]
+    else:
+        return None
+    try:
+        return bucket, length_tokens(label)
+    except ValueError:
+        return None

@@ -117,6 +117,16 @@ def relative_effective_length(points: Sequence[LengthPoint], share: float = RELA
     return effective_length(curve, share * curve[0].score, "relative")
 
 
+def curve_caution(task: str, caution: str) -> str:
+    """The sentence a board and a results file give a curve's caution (:attr:`EffectiveLength.caution`)."""
+    return f"{task} effective length: {caution}"
+
+
+def is_curve_caution(sentence: str, task: str) -> bool:
+    """Whether ``sentence`` is a caution of ``task``'s curve (:func:`curve_caution`)."""
+    return sentence.startswith(curve_caution(task, ""))
+
+
 def samples_at(task: str, name: str, metrics: Mapping[str, float], subtasks: Mapping[str, Sequence[str]]) -> int | None:
     """How many samples ``<task>/len_<name>`` averages: the task's ``<task>/n_len_<name>`` in ``metrics``, or the sum
     over a group's tasks (``subtasks``: group -> its tasks); None when any is unrecorded."""

@@ -30,6 +30,8 @@ from typing import Any, Iterable, Mapping
 from harness.core import results as keys
 
 SAMPLE_COUNT = "sample_len"  # lm-eval's count of the documents a task scored (results[task]["sample_len"])
+RESTS_ON = " rests on "  # the words of every caution made here (is_support_caution)
+UNSCORED = "n_skipped"  # the samples a truncation policy left out of every score (harness.metrics.catalogue)
 
 MIN_SAMPLES = 25
 SAMPLES_WHY = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
@@ -71,16 +73,29 @@ def caution(task: str, support: Support, count: float | None) -> str | None:
         return None
     n = int(count)
     if n == 0:
-        return f"{task}/{support.metric} rests on no {support.items}: it means nothing"
+        return f"{task}/{support.metric}{RESTS_ON}no {support.items}: it means nothing"
     if n < support.minimum:
-        return (f"{task}/{support.metric} rests on {n} {support.items}, fewer than {support.minimum}: "
+        return (f"{task}/{support.metric}{RESTS_ON}{n} {support.items}, fewer than {support.minimum}: "
                 f"{support.why}")
     return None
 
 
-def _count(values: Mapping[str, Any], name: str) -> float | None:
-    value = values.get(name if name == SAMPLE_COUNT else f"{name},none")
+def is_support_caution(sentence: str) -> bool:
+    """Whether ``sentence`` is a caution made here (what a metric rests on), not another of a run's cautions."""
+    return RESTS_ON in sentence
+
+
+def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(values: Mapping[str, Any], name: str) -> float | None:
+    """The count ``name`` the task reported; :data:`SAMPLE_COUNT` less the samples its truncation policy left unscored
+    (``n_skipped``: in no score), so a score rests on the samples it was computed from."""
+    if name != SAMPLE_COUNT:
+        return _number(values.get(f"{name},none"))
+    count = _number(values.get(SAMPLE_COUNT))
+    return None if count is None else count - (_number(values.get(f"{UNSCORED},none")) or 0.0)
 
 
 def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Support]) -> list[str]:
@@ -100,10 +115,10 @@ def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Suppo
     for (items, minimum, why), found in short.items():
         if len(found) == 1:
             (metric, n), = found
-            out.append(f"{task}/{metric} rests on {n} {items}, fewer than {minimum}: {why}")
+            out.append(f"{task}/{metric}{RESTS_ON}{n} {items}, fewer than {minimum}: {why}")
         else:
             listed = ", ".join(f"{metric} on {n}" for metric, n in found[1:])
-            out.append(f"{task}: {found[0][0]} rests on {found[0][1]} {items}, {listed}; fewer than {minimum} each: "
+            out.append(f"{task}: {found[0][0]}{RESTS_ON}{found[0][1]} {items}, {listed}; fewer than {minimum} each: "
                        f"{why}")
     return out
 

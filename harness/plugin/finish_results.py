@@ -34,7 +34,7 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
     from dataclasses import asdict
 
     from harness.data.lengths import length_tokens
-    from harness.metrics.context_length import RULER_THRESHOLD, curve_points, effective_lengths
+    from harness.metrics.context_length import RULER_THRESHOLD, curve_caution, curve_points, effective_lengths
 
     metrics: dict[str, float] = {}
     stderrs: dict[str, float] = {}
@@ -65,8 +65,9 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
         out[task] = {length.kind: asdict(length) for length in found}
         caution = found[0].caution
         if caution:
-            results.setdefault(keys.CAUTIONS, {}).setdefault(task, []).append(f"{task} effective length: {caution}")
-            log.warning("caution: %s effective length: %s", task, caution)
+            sentence = curve_caution(task, caution)
+            results.setdefault(keys.CAUTIONS, {}).setdefault(task, []).append(sentence)
+            log.warning("caution: %s", sentence)
     results[keys.EFFECTIVE_LENGTH] = out
     return out
 
@@ -146,33 +147,6 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
     return absent
 
 
-def _leaves(group: str, subtasks: dict[str, list[str]]) -> list[str]:
-    out: list[str] = []
-    for child in subtasks.get(group, []):
-        out += _leaves(child, subtasks) if child in subtasks else [child]
-    return out
-
-
-def _length_metric(name: str) -> tuple[int | None, int] | None:
-    """``(depth bucket or None, length in tokens)`` of a per-length score ``len_<L>`` or a depth cell
-    ``depth_<D>_len_<L>`` (any spelling of ``L``: ``1k`` and ``1024`` are one length), else None."""
-    from harness.data.depth import read_cell_metric
-    from harness.data.lengths import length_tokens
-    from harness.metrics.catalogue import LENGTH_PREFIX
-
-    cell = read_cell_metric(name)
-    if cell is not None:
-        bucket, label = cell
-    elif name.startswith(LENGTH_PREFIX):
-        bucket, label = None, name[len(LENGTH_PREFIX):]
-    else:
-        return None
-    try:
-        return bucket, length_tokens(label)
-    except ValueError:
-        return None
-
-
 def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     """Each group whose tasks are all ours averages, over the tasks that report it, every metric its YAML names (after
     :func:`settle_aggregates`: a task's mean now has its standard error, a metric no document had is gone) and every
@@ -186,7 +160,8 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     Written into both ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
     from lm_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr, unweighted_mean_stderr
 
-    from harness.data.depth import cell_metric
+    from harness.data.depth import cell_metric, length_of_metric
+    from harness.metrics.common_samples import group_leaves
     from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
 
     task_results = results.get("results") or {}
@@ -204,7 +179,7 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
 
     written: dict[str, list[str]] = {}
     for group in subtasks:
-        leaves = _leaves(group, subtasks)
+        leaves = group_leaves(group, subtasks)
         current = task_results.get(group)
         if not leaves or not set(leaves) <= ours or not isinstance(current, dict):
             continue
@@ -213,7 +188,7 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
         by_length: dict[tuple[int | None, int], dict[str, str]] = {}
         for leaf in leaves:
             for metric in names(task_results.get(leaf) or {}):
-                found = _length_metric(metric)
+                found = length_of_metric(metric)
                 if found is not None:
                     by_length.setdefault(found, {})[leaf] = metric
         for (bucket, tokens), per_leaf in by_length.items():
@@ -274,6 +249,25 @@ def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, size
     return False
 
 
+def record_scored(results: dict) -> dict[str, dict[str, dict]]:
+    """Which documents each score of each task rests on, when the run logged its samples: under
+    :data:`harness.core.results.SCORED`, ``{task: {"<metric>,<filter>": {"n", "digest"}}}``
+    (:mod:`harness.metrics.common_samples`; bookkeeping counts left out), so that reports tell runs that scored other
+    samples apart without reading their samples. Nothing is recorded without logged samples."""
+    from harness.metrics.catalogue import metric_role
+    from harness.metrics.common_samples import scored_digest, scored_values
+
+    samples = results.get("samples")
+    if not isinstance(samples, dict) or not samples:
+        return {}
+    scored = {str(task): {key: {"n": len(docs), "digest": scored_digest(docs)}
+                          for key, docs in sorted(scored_values(r for r in rows if isinstance(r, dict)).items())
+                          if metric_role(key.partition(",")[0]) != "bookkeeping"}
+              for task, rows in samples.items() if isinstance(rows, list)}
+    results[keys.SCORED] = scored
+    return scored
+
+
 def record_cost(results: dict, wall_seconds: float) -> dict:
     """The run's cost under :data:`harness.core.results.COST`: its wall time, the device it ran on (by name) and the
     peak memory there, each task's requests, tokens (prompt, generated, scored), seconds and tokens per second
@@ -307,7 +301,7 @@ def finish_results(results: dict) -> dict:
     (:func:`settle_aggregates`) and the groups' averaged at every length the run used (:func:`record_group_aggregates`),
     the cautions (:func:`record_cautions`), and no number that could not be computed (:func:`drop_absent`: the metric
     left out, the reason under ``lch_absent``, ``{}`` when every metric was computed), each curve's effective length,
-    and the device the model ran on as the config's ``device`` (lm-eval's ``--device`` as asked kept under
+    the documents each score rests on (:func:`record_scored`, when samples were logged), and the device the model ran on as the config's ``device`` (lm-eval's ``--device`` as asked kept under
     ``lch_device_asked`` where it differs)."""
     unscored = settle_aggregates(results)
     record_group_aggregates(results)
@@ -320,6 +314,7 @@ def finish_results(results: dict) -> dict:
             log.warning("%s/%s left out of the results: %s", task, metric, why)
     record_cautions(results)
     record_effective_lengths(results)
+    record_scored(results)
     config = results.get("config")
     ran_on = (config.get(keys.RUN) or {}).get("device") if isinstance(config, dict) else None
     if ran_on and config.get("device") != ran_on:  # lm-eval records its --device (cuda:0 by default, on a CPU too)

@@ -14,7 +14,9 @@ responses are:
 * per-sample scores (the numeric metrics lm-eval logs per document; ``[sum, count]`` pairs as their
   ratio): means, their difference and a paired test (exact McNemar for 0/1-valued scores, Wilcoxon
   signed-rank otherwise; p = 1 when no pair differs);
-* the task's aggregate metrics from the results files: absolute and relative difference.
+* the task's aggregate metrics from the results files: absolute and relative difference; where the runs scored
+  different documents (a sample one left unscored), each aggregate recomputed on the documents both scored, with
+  their number (:mod:`harness.reporting.common`).
 
 A task agrees when its generations match at least ``min_exact_match`` of the time, no token log-probability
 differs by more than ``max_logprob_diff``, and no aggregate metric differs by more than ``max_rel_diff``
@@ -32,7 +34,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.core.errors import UsageError
+from harness.metrics.common_samples import rule_of, scored_values
 from harness.metrics.paired import paired_test
+from harness.reporting.common import on_documents
 from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
 from harness.reporting.labels import model_args_of
@@ -184,6 +188,7 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         test, p = paired_test(va, vb)
         out.scores.append(ScoreComparison(name, len(va), sum(va) / len(va), sum(vb) / len(vb),
                                           sum(vb) / len(vb) - sum(va) / len(va), test, p))
+    scored_a, scored_b = (scored_values(samples.values()) for samples in (samples_a, samples_b))
     for key in sorted(set(metrics_a) & set(metrics_b)):
         x, y = metrics_a[key], metrics_b[key]
         if (isinstance(x, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)) or "_stderr" in key
@@ -193,10 +198,33 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         if not (math.isfinite(x) and math.isfinite(y)):  # NaN agrees with nothing, itself included
             out.reasons.append(f"{name} is {x} (A) vs {y} (B): a value that could not be computed agrees with nothing")
             continue
+        common = _on_common_samples(key, x, y, scored_a, scored_b)
+        if common is not None:  # the runs scored other documents: their aggregates on those both scored
+            if common[0] is None:
+                out.reasons.append(f"{name}: the runs scored different samples and its logged values do not reproduce "
+                                   "it, so it is not compared")
+                continue
+            x, y = common[0]
         rel = abs(y - x) / abs(x) if x else (0.0 if y == x else math.inf)
-        out.metrics[name] = {"a": x, "b": y, "delta": y - x, "rel": rel}
+        out.metrics[name] = {"a": x, "b": y, "delta": y - x, "rel": rel,
+                             **({"n_common": common[1]} if common is not None else {})}
     _verdict(out, tol)
     return out
+
+
+def _on_common_samples(key: str, x: float, y: float, scored_a: dict, scored_b: dict
+                       ) -> tuple[tuple[float, float] | None, int] | None:
+    """None when the two runs scored the same documents on results key ``key`` (or logged no values of it); else
+    ``((A, B) on the documents both scored, or None when a run's logged values do not reproduce its value, n)``
+    (:mod:`harness.reporting.common`)."""
+    docs_a, docs_b = scored_a.get(key) or {}, scored_b.get(key) or {}
+    if set(docs_a) == set(docs_b):
+        return None
+    common = set(docs_a) & set(docs_b)
+    rules = rule_of(list(docs_a.values()), x), rule_of(list(docs_b.values()), y)
+    if None in rules or not common:
+        return None, len(common)
+    return (on_documents(x, docs_a, common, rules[0]), on_documents(y, docs_b, common, rules[1])), len(common)
 
 
 def _verdict(out: TaskAgreement, tol: Tolerances) -> None:
@@ -283,7 +311,8 @@ def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
                      f"{_fmt(t.max_value_diff)} | {verdict} |")
     for t in report["tasks"]:
         lines += ["", f"## {t.task}", "", "| metric | A | B | B - A | relative |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {k} | {m['a']:.6g} | {m['b']:.6g} | {m['delta']:.3g} | {m['rel']:.3g} |" for k, m in t.metrics.items()]
+        lines += [f"| {k}{_on_common(m)} | {m['a']:.6g} | {m['b']:.6g} | {m['delta']:.3g} | {m['rel']:.3g} |"
+                  for k, m in t.metrics.items()]
         if t.scores:
             lines += ["", "| per-sample score | n | mean A | mean B | B - A | paired test | p |",
                       "|---|---:|---:|---:|---:|---|---:|"]
@@ -297,6 +326,11 @@ def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
     if report["only_a"] or report["only_b"]:
         lines += ["", f"Tasks in one run only: A {report['only_a']}, B {report['only_b']}"]
     return "\n".join(lines) + "\n"
+
+
+def _on_common(metric: dict) -> str:
+    """`` (on the n samples both scored)`` where the runs scored different samples, else nothing."""
+    return f" (on the {metric['n_common']} samples both scored)" if "n_common" in metric else ""
 
 
 def _record_lines(a: dict, b: dict, allowed: list[str]) -> list[str]:

@@ -42,7 +42,9 @@ from harness.core.files import write_text_atomic
 from harness.data.depth import read_cell_metric
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
+from harness.reporting.common import on_common_samples, sample_set_cautions
 from harness.reporting.comparability import check_side_by_side
+from harness.metrics.context_length import curve_caution
 from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
@@ -74,6 +76,7 @@ class Leaderboard:
     points: list[str] = field(default_factory=list)  # those curves' per-length scores (<task>/len_<L>)
     sort_by: str | None = None
     cost: list[str] = field(default_factory=list)  # the cost columns shown (--cost), else none
+    common: list[str] | None = None  # on the samples every run scored (--common): what that board says of itself
 
     @property
     def metrics(self) -> list[str]:
@@ -116,13 +119,21 @@ def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
 
 
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
-                allow: Iterable[str] = (), cost: bool = False) -> Leaderboard:
+                allow: Iterable[str] = (), cost: bool = False, common: bool = False) -> Leaderboard:
     """The table (module docstring); ``sort_by`` a metric column (best first, by its direction; rows without it
-    last); ``cost``: each run's :data:`COST_COLUMNS` after the fixed columns. The runs shown must have been run alike
+    last); ``cost``: each run's :data:`COST_COLUMNS` after the fixed columns; ``common``: every score on the samples
+    every run scored (:func:`harness.reporting.common.on_common_samples`), else a caution where the runs scored
+    different samples (:func:`harness.reporting.common.sample_set_cautions`). The runs shown must have been run alike
     (:func:`harness.reporting.comparability.check_side_by_side`, but for ``allow``)."""
     if not all_runs:
         runs = latest_per_configuration(runs)
     check_side_by_side(runs, allow)
+    notes, differ = None, {}
+    if common:
+        found = on_common_samples(runs)
+        runs, notes = found.runs, found.notes
+    else:
+        differ = {runs[i].path: found for i, found in sample_set_cautions(runs).items()}
     every = sorted({m for r in runs for m in r.metrics})
     diagnostics = [m for m in every if _is_diagnostic(m, runs)]
     metrics = [m for m in every if m not in diagnostics] + diagnostics
@@ -143,10 +154,10 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         runs = have + [r for r in runs if sort_by not in r.metrics]
     rows, cautions = [], {}
     for run, label in zip(runs, run_labels(runs)):
-        cautions[label] = [c for found in run.cautions.values() for c in found]
+        cautions[label] = [c for found in run.cautions.values() for c in found] + differ.get(run.path, [])
         found = {task: effective_lengths(run, task) for task in curves}
         said = set(cautions[label])  # a run of ours recorded its curves' cautions already (lch_effective_length)
-        cautions[label] += [c for c in (f"{task} effective length: {f[0].caution}" for task, f in found.items()
+        cautions[label] += [c for c in (curve_caution(task, f[0].caution) for task, f in found.items()
                                         if f is not None and f[0].caution) if c not in said]
         row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
                "model_args": json.dumps(run.model_args, sort_keys=True),
@@ -170,7 +181,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
                 and m not in diagnostics and m not in depths and m not in effective and m not in points]
     return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths, effective, points, sort_by,
-                       cost=COST_COLUMNS if cost else [])
+                       cost=COST_COLUMNS if cost else [], common=notes)
 
 
 def _depth_order(metric: str) -> tuple:
@@ -260,7 +271,9 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
             raise UsageError(f"headline metrics {', '.join(unknown)} are not columns of this leaderboard")
         metrics = board.effective + [m for m in headline if m not in board.effective]
     title, names = split_shared([r["run"] for r in board.rows])
-    lines = [f"# Leaderboard{': ' + title if title else ''}", ""]
+    lines = [f"# Leaderboard{': ' + title if title else ''}{' (on common samples)' if board.common else ''}", ""]
+    if board.common:
+        lines += [" ".join(board.common), ""]
     with_stderr = lambda r, m: _readable(r[m], r.get(f"{m}_stderr", ""))  # noqa: E731
 
     def section(title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str],
@@ -296,7 +309,8 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
         for sentence in board.cautions.get(r["run"], []):
             held.setdefault(sentence, []).append(name)
     if held:
-        lines += ["", "## Cautions", "", "Numbers that rest on too little to mean anything:", ""]
+        lines += ["", "## Cautions", "", "What the numbers rest on, where it is too little to mean anything or differs "
+                  "between the runs:", ""]
         lines += [f"- {sentence} ({'every run' if len(runs) == len(names) > 1 else ', '.join(runs)})"
                   for sentence, runs in held.items()]
     return "\n".join(lines) + "\n"

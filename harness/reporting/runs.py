@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataFormatError
-from harness.metrics.support import results_cautions
+from harness.metrics.support import Support, results_cautions
 from harness.pic.inference import Inference
 from harness.core.run_record import RunRecord
 from harness.core import results as keys
@@ -49,6 +49,10 @@ class Run:
     # drawn), or a metric our run left out with its reason (the results' lch_absent)
     absent: dict[str, str] = field(default_factory=dict)
     cost: dict = field(default_factory=dict)  # what the run cost (the results' lch_cost: harness.core.costs), {} if unrecorded
+    # task -> "<metric>,<filter>" -> {"n", "digest"}: the documents each score rests on (the results' lch_scored,
+    # harness.metrics.common_samples), {} when the run logged no samples
+    scored: dict[str, dict[str, dict]] = field(default_factory=dict)
+    supports: dict[str, list[Support]] = field(default_factory=dict)  # task -> what its metrics rest on, as declared
 
     @property
     def inference(self) -> Inference:
@@ -104,6 +108,16 @@ def _metric_roles(data: dict) -> dict[str, str]:
             for metric, role in roles.items()}
 
 
+def _supports(data: dict) -> dict[str, list[Support]]:
+    """``{task: [Support]}`` declared in the results' task configs (``metadata.lch_support``)."""
+    out = {}
+    for task, config in (data.get("configs") or {}).items():
+        found = ((config or {}).get("metadata") or {}).get(keys.SUPPORT) if isinstance(config, dict) else None
+        if isinstance(found, list):
+            out[str(task)] = [Support.from_json(s) for s in found if isinstance(s, dict)]
+    return out
+
+
 def cautions_of(data: dict) -> dict[str, list[str]]:
     """The run's cautions as it recorded them (``lch_cautions``), else as its tasks' declared supports give them."""
     recorded = data.get(keys.CAUTIONS)
@@ -128,7 +142,9 @@ def read_run(path: str | Path) -> Run:
               configurations=declared(data, keys.CONFIGURATION),
               samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
                        if isinstance(n, dict) and isinstance(n.get("effective"), int)},
-              cost=data[keys.COST] if isinstance(data.get(keys.COST), dict) else {})
+              cost=data[keys.COST] if isinstance(data.get(keys.COST), dict) else {},
+              scored={str(t): dict(v) for t, v in data[keys.SCORED].items() if isinstance(v, dict)}
+              if isinstance(data.get(keys.SCORED), dict) else {}, supports=_supports(data))
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")

@@ -19,6 +19,7 @@ import json
 import pytest
 
 from harness.data.synthetic import synthetic_reports
+from harness.metrics.common_samples import scored_digest
 from tests.judge_servers import judge_model
 from tests.lmeval.scripted_lm import ScriptedLM
 
@@ -152,6 +153,11 @@ def test_skip_leaves_over_long_samples_out_of_the_score_and_counts_them(runs, to
         metrics = out["results"][task]
         assert metrics["n_skipped,none"] == N_SAMPLES and metrics["n_truncated,none"] == 0
         assert "score,none" not in metrics or metrics["score,none"] != metrics["score,none"]  # nothing scored
+        # which documents each score rests on (lch_scored): none here; every one in the run that cut the prompts
+        assert out["lch_scored"][task] == {}
+        cut = runs["middle"]
+        assert cut["lch_scored"][task]["score,none"] == {
+            "n": N_SAMPLES, "digest": scored_digest([s["doc_id"] for s in cut["samples"][task]])}
 
 
 def test_fixed_parts_that_do_not_fit_are_skipped_never_sent_without_them(chat_model_dir, tokenizer, mrqa_file):

@@ -317,7 +317,7 @@ def test_leaderboard_puts_scores_first_and_diagnostics_with_cautions_in_their_ow
         "What each run's numbers rest on (counts of documents, tokens and samples; not scores).", "",
         "| metric | SmolLM2 | gemma3 |", "|---|---|---|",
         "| ppl_govreport/n_docs | 2 | 1 |", "| ppl_govreport/n_tokens | 2000 | 1000 |", "", "## Cautions", "",
-        "Numbers that rest on too little to mean anything:", "",
+        "What the numbers rest on, where it is too little to mean anything or differs between the runs:", "",
         "- ppl_govreport/ppl rests on 1 documents, fewer than 2: not the corpus asked for (gemma3)"]
 
 

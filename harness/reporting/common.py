@@ -1,0 +1,260 @@
+"""Runs compared on the samples every one of them scored (``lch leaderboard --common``), and the caution a board
+gives when their sample sets differ (:mod:`harness.metrics.common_samples` says why they can).
+
+* :func:`sample_set_cautions` (every board): from the results files only. Per task, the documents each score rests on
+  as the runs recorded them (``lch_scored``: counts and digests, when samples were logged), else the counts of what
+  they left unscored (``n_skipped``, ``docs_skipped``, the judge's ``n_valid``); a task whose runs differ gets one
+  caution, the same sentence for each of those runs.
+* :func:`on_common_samples` (``--common``): from the logged samples (and ``lch judge``'s judgements). For each
+  task and metric, the documents (by ``doc_id``) that every run holding the task scored; each run's
+  metric recomputed over them by the rule that reproduces its own reported value from its own logged values (a
+  mean, a pooled ratio, a perplexity from pooled NLL), its standard error too for a mean, and the count beside it
+  (``<task>/n_<metric>``, which for ``len_<L>`` replaces the samples of that length). A run whose sets are the
+  common ones keeps its numbers as reported. A group's metric is recomputed from its tasks' by the group rule
+  (plain or size-weighted mean) that reproduces its reported value. Everything else (bookkeeping totals, a metric
+  no rule reproduces, one without per-sample values) is left out of the board, and the notes say which and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.core.errors import UsageError
+from harness.core.run_files import judgements_path
+from harness.data.depth import length_of_metric
+from harness.data.documents import read_jsonl
+from harness.metrics.catalogue import COUNT_PREFIX, metric_role
+from harness.metrics.context_length import is_curve_caution
+from harness.metrics.support import is_support_caution, task_cautions
+from harness.metrics.common_samples import (doc_value, group_leaves, group_value, mean_stderr, pooled_value,
+                                             reproduces, rule_of, scored_values)
+from harness.reporting.runs import Run
+from harness.reporting.samples import read_rows, samples_files
+
+# counts in the results of what a run left unscored: runs that differ in them scored other samples
+UNSCORED_COUNTS = ("n_skipped", "docs_skipped", "n_valid")
+COMMON_FLAG = "lch leaderboard --common"
+
+Docs = dict[Any, Any]  # doc_id -> value (a number or a (sum, count) pair): one metric's logged values
+
+
+def _differing(signatures: dict[int, Any]) -> bool:
+    return len(set(signatures.values())) > 1
+
+
+def sample_set_cautions(runs: list[Run]) -> dict[int, list[str]]:
+    """``{index of a run in runs: [caution]}``: for each task two or more runs hold whose scored documents differ
+    (module docstring), one sentence naming the metrics and their range of documents."""
+    out: dict[int, list[str]] = {}
+    tasks = sorted({task for run in runs for task in run.samples} | {task for run in runs for task in run.scored})
+    for task in tasks:
+        holders = [i for i, run in enumerate(runs) if task in run.samples or task in run.scored]
+        if len(holders) < 2:
+            continue
+        differ: dict[str, list[int]] = {}  # metric -> its counts in the runs
+        recorded = [i for i in holders if task in runs[i].scored]
+        for key in sorted({k for i in recorded for k in runs[i].scored[task]}):
+            signatures = {i: (int(runs[i].scored[task].get(key, {}).get("n", 0)),
+                              str(runs[i].scored[task].get(key, {}).get("digest", ""))) for i in recorded}
+            if _differing(signatures):
+                differ[_name(key)] = [n for n, _ in signatures.values()]
+        for count in UNSCORED_COUNTS:
+            values = {i: runs[i].metrics[f"{task}/{count}"] for i in holders if f"{task}/{count}" in runs[i].metrics}
+            if len(values) > 1 and _differing(values):
+                differ[count] = [int(v) for v in values.values()]
+        if not differ:
+            continue
+        shown = sorted(differ)[:3]
+        counts = ", ".join(f"{m} on {min(differ[m])}" + (f" to {max(differ[m])}" if max(differ[m]) != min(differ[m])
+                                                        else "") for m in shown if not m.startswith(COUNT_PREFIX)
+                           and m != "docs_skipped")
+        counted = [f"{m} {', '.join(str(n) for n in differ[m])}" for m in shown if m in UNSCORED_COUNTS]
+        said = "; ".join(part for part in (counts and f"{counts} documents", ", ".join(counted)) if part)
+        sentence = (f"{task}: the runs scored different samples ({said}{', ...' if len(differ) > 3 else ''}); "
+                    f"`{COMMON_FLAG}` compares them on the samples every run scored")
+        for i in holders:
+            out.setdefault(i, []).append(sentence)
+    return out
+
+
+def _name(key: str) -> str:
+    """A results key ``<metric>,<filter>`` as the board names the metric (filter ``none`` dropped)."""
+    metric, _, flt = key.partition(",")
+    return metric if flt in ("", "none") else key
+
+
+def _count_name(name: str) -> str:
+    """``n_<metric>`` of a metric name (``score,strict`` -> ``n_score,strict``)."""
+    return f"{COUNT_PREFIX}{name}"
+
+
+def logged_values(run: Run) -> dict[str, dict[str, Docs]]:
+    """``{task: {metric name: {doc_id: value}}}`` of a run's logged samples, the per-sample judged
+    ``quality`` of ``lch judge``'s judgements beside them included; a run that logged none is refused."""
+    files = samples_files(run.path)
+    if not files:
+        raise UsageError(f"{run.path.parent}: no samples_*.jsonl beside {run.path.name}; comparing on common samples "
+                         "reads them: run lm-eval with --log_samples")
+    out: dict[str, dict[str, Docs]] = {}
+    for task, path in files.items():
+        rows = read_rows(path)
+        values = {_name(key): docs for key, docs in scored_values(rows).items()}
+        judged = judgements_path(path)
+        if judged.is_file():
+            quality = {row.get("doc_id"): doc_value(row.get("quality")) for row in read_jsonl(judged, "a judgements file")}
+            values["quality"] = {doc: q for doc, q in quality.items() if q is not None}
+        out[task] = values
+    return out
+
+
+@dataclass
+class CommonSamples:
+    """The runs with their metrics on the common samples (copies), and what was left out and why."""
+
+    runs: list[Run]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Recomputed:
+    metrics: dict[str, float] = field(default_factory=dict)
+    stderrs: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # "<task>/<metric>" -> documents it rests on
+
+
+def on_common_samples(runs: list[Run]) -> CommonSamples:
+    """The runs on the samples every run holding a task scored (module docstring)."""
+    logged = [logged_values(run) for run in runs]
+    out = [_Recomputed() for _ in runs]
+    left_out: dict[str, set[str]] = {}  # reason -> metrics
+    for task in sorted({t for values in logged for t in values}):
+        holders = [i for i, values in enumerate(logged) if task in values]
+        for name in sorted({m for i in holders for m in logged[i][task]}):
+            if metric_role(name.partition(",")[0]) == "bookkeeping":
+                continue
+            full = f"{task}/{name}"
+            reason = _recompute(full, [(i, runs[i], logged[i][task].get(name, {})) for i in holders], out)
+            if reason:
+                left_out.setdefault(reason, set()).add(full)
+    for i, run in enumerate(runs):
+        for group in run.subtasks:
+            for full in [m for m in run.metrics if m.split("/", 1)[0] == group]:
+                name = full.split("/", 1)[1]
+                if metric_role(name.partition(",")[0]) == "bookkeeping":
+                    continue
+                reason = _recompute_group(run, group, name, out[i])
+                if reason:
+                    left_out.setdefault(reason, set()).add(full)
+    done = []
+    for run, found in zip(runs, out):
+        metrics = {**found.metrics, **{_count_of(m): float(n) for m, n in found.counts.items()}}
+        roles = {**run.roles, **{_count_of(m): "bookkeeping" for m in found.counts}}
+        kept = set(found.metrics)
+        done.append(dataclasses.replace(run, metrics=metrics, stderrs=found.stderrs, roles=roles,
+                                        higher_is_better={m: h for m, h in run.higher_is_better.items() if m in kept},
+                                        cautions=_cautions(run, found)))
+    for full in sorted({m for run in runs for m in run.metrics} - {m for r in done for m in r.metrics}):
+        if not any(full in ms for ms in left_out.values()) and metric_role(
+                full.split("/", 1)[1].partition(",")[0]) != "bookkeeping":
+            left_out.setdefault("no per-sample values were logged for it", set()).add(full)
+    notes = ["Each task's scores on the samples every run holding it scored: n_<metric> counts them; the runs' "
+             "bookkeeping totals (tokens, truncations) are of their whole runs and left out."]
+    notes += [f"Left out ({reason}): {', '.join(sorted(metrics))}." for reason, metrics in sorted(left_out.items())]
+    return CommonSamples(done, notes)
+
+
+def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:
+    """A run's cautions on the common samples: what each metric rests on said again from its count there (the run's
+    declared supports, :mod:`harness.metrics.support`), a curve's left to the board to give from the values here, the
+    others as the run recorded them."""
+    out = {task: [c for c in sentences if not is_support_caution(c) and not is_curve_caution(c, task)]
+           for task, sentences in run.cautions.items()}
+    for task, supports in run.supports.items():
+        values = {}  # lm-eval's results[task] as it would read on the common samples
+        for full, value in [*found.metrics.items(), *((_count_of(m), n) for m, n in found.counts.items())]:
+            owner, name = full.split("/", 1)
+            if owner == task:
+                values[f"{name},none"] = value
+        on_common = [dataclasses.replace(s, count=_count_name(s.metric)) for s in supports]
+        out.setdefault(task, []).extend(task_cautions(task, values, on_common))
+    return {task: sentences for task, sentences in out.items() if sentences}
+
+
+def _count_of(full: str) -> str:
+    task, name = full.split("/", 1)
+    return f"{task}/{_count_name(name)}"
+
+
+def on_documents(reported: float, docs: Docs, common: set, rule: str) -> float:
+    """A metric the run reported as ``reported`` from its logged values ``docs``, by ``rule``
+    (:func:`harness.metrics.common_samples.rule_of`), on the documents ``common`` only: ``reported`` itself when those
+    are all the run's."""
+    if len(common) == len(docs) and common >= set(docs):
+        return reported
+    return pooled_value([v for doc, v in docs.items() if doc in common], rule)
+
+
+def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recomputed]) -> str | None:
+    """``full`` (``<task>/<metric>``) of each holder recomputed on the documents all of them scored, into ``out``;
+    the reason it is not, or None."""
+    rules = {}
+    for i, run, docs in holders:
+        if not docs:
+            continue  # the run scored no document on it: nothing in common
+        if full not in run.metrics:
+            return "a run has no value for it"
+        rule = rule_of(list(docs.values()), run.metrics[full])
+        if rule is None:
+            return "no pooling of its logged per-sample values reproduces its reported value"
+        rules[i] = rule
+    if len(set(rules.values())) > 1:
+        return "the runs pooled it differently"
+    common = set.intersection(*(set(docs) for _, _, docs in holders))
+    for i, run, docs in holders:
+        found = out[i]
+        found.counts[full] = len(common)
+        if not common:
+            continue  # nothing in common: no number (its count, 0, says so)
+        found.metrics[full] = on_documents(run.metrics[full], docs, common, rules[i])
+        if full in run.stderrs:  # a mean's standard error on those documents; a pooled value's is not known
+            stderr = (run.stderrs[full] if len(common) == len(docs) else
+                      mean_stderr([v for doc, v in docs.items() if doc in common]) if rules[i] == "mean" else None)
+            if stderr is not None:
+                found.stderrs[full] = stderr
+    return None
+
+
+def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str | None:
+    """A group's metric from its tasks' recomputed values, by the group rule that reproduces its reported value from
+    their reported ones (weights: the documents each rests on)."""
+    leaves = group_leaves(group, run.subtasks)
+    want = length_of_metric(name.partition(",")[0])
+    sources = {}
+    for leaf in leaves:
+        own = [m.split("/", 1)[1] for m in run.metrics if m.split("/", 1)[0] == leaf
+               and (m.split("/", 1)[1] == name or (want is not None and "," not in name
+                                                    and length_of_metric(m.split("/", 1)[1]) == want))]
+        if own:
+            sources[leaf] = f"{leaf}/{own[0]}"
+    if not sources:
+        return "a group metric none of its tasks reports"
+    if any(src not in found.counts for src in sources.values()):
+        return "its tasks' values were not recomputed"
+    reported = [run.metrics[src] for src in sources.values()]
+    sizes = [run.samples.get(leaf, 0) for leaf in sources]
+    rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[f"{group}/{name}"])),
+                None)
+    if rule is None:
+        return "no group rule over its tasks' values reproduces its reported value"
+    have = [src for src in sources.values() if src in found.metrics]
+    full = f"{group}/{name}"
+    found.counts[full] = sum(found.counts[src] for src in sources.values())
+    if have:
+        found.metrics[full] = group_value([found.metrics[s] for s in have], [found.counts[s] for s in have], rule)
+        stderrs = [found.stderrs.get(s) for s in have]
+        if not rule and full in run.stderrs and all(e is not None for e in stderrs):
+            found.stderrs[full] = math.sqrt(sum(e * e for e in stderrs)) / len(stderrs)
+    return None
