@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OWN_FLAGS = {"--calibrate": False, "--json": True}  # ours, taken out before lm-eval's parser reads the rest
+OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True}  # ours, taken out before lm-eval's parser reads the rest
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("plan", add_help=False,
                    help="what a run will cost before it runs: per task and length the samples, exact prompt tokens, "
                         "generation budget, tokens scored, judge calls, cache state, and an estimated wall time "
-                        "(lch eval's flags; --calibrate times the model here first; --json FILE writes the plan)")
+                        "(lch eval's flags; --calibrate times the model here first; --json FILE writes the plan; "
+                        "--against RESULTS: a recorded run's plan beside what it cost)")
 
 
 def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
@@ -33,7 +34,7 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
         elif OWN_FLAGS[flag]:
             value = value if eq else next(args, "")
             if not value:
-                raise UsageError(f"lch plan: {flag} needs a file path")
+                raise UsageError(f"lch plan: {flag} needs {'a file path' if flag == '--json' else 'a results file'}")
             own[flag] = value
         else:
             own[flag] = True
@@ -74,22 +75,68 @@ def run_plan(argv: list[str]) -> int:
 
     if any(a in ("-h", "--help") for a in argv):
         print("usage: lch plan --model M --model_args ARGS --tasks T [--metadata JSON] [any lch eval flag] "
-              "[--calibrate] [--json FILE]\n\nWhat the run `lch eval` would make of the same flags will cost, "
-              "before it runs: nothing is generated and no model is loaded (but for --calibrate).")
+              "[--calibrate] [--json FILE]\n       lch plan --against RESULTS [--calibrate] [--json FILE]\n\n"
+              "What the run `lch eval` would make of the same flags will cost, before it runs: nothing is generated "
+              "and no model is loaded (but for --calibrate). --against: the plan of a run a results file (or its "
+              "folder) recorded, beside what the run cost.")
         return 0
     own, rest = split_own_flags(argv)
-    run = plan_settings(rest)
     out = own.get("--json")
     if isinstance(out, str) and Path(out).expanduser().is_dir():
         raise UsageError(f"--json {out} is a folder: give a file path")
+    against = own.get("--against")
+    if isinstance(against, str):
+        if rest:
+            raise UsageError(f"lch plan --against plans the run its results file recorded: leave out {rest[0]} "
+                             "(the run's own flags are used)")
+        return run_against(against, bool(own.get("--calibrate")), out if isinstance(out, str) else None)
+    run = plan_settings(rest)
     plan = make_plan(run)
     throughput, source = estimate_source(run, plan, bool(own.get("--calibrate")))
     print(plan_text(run, plan, throughput, source))
     if isinstance(out, str):
-        from harness.core.files import write_text_atomic
+        _write(out, plan_json(run, plan, throughput, source))
+    return 0
 
-        write_text_atomic(Path(out).expanduser(), json.dumps(plan_json(run, plan, throughput, source), indent=2) + "\n")
-        print(f"plan written to {out}", file=sys.stderr)
+
+def _write(path: str, data: dict) -> None:
+    from harness.core.files import write_text_atomic
+
+    write_text_atomic(Path(path).expanduser(), json.dumps(data, indent=2) + "\n")
+    print(f"plan written to {path}", file=sys.stderr)
+
+
+def run_against(results: str, calibrate: bool, out: str | None) -> int:
+    """``lch plan --against RESULTS``: the run's recorded invocation planned again (in the folder it was called in,
+    where its relative paths are) and put beside the cost it recorded."""
+    import contextlib
+    import os
+
+    from harness.core import results as keys
+    from harness.core.errors import UsageError
+    from harness.core.invocation import Invocation
+    from harness.plan.make import make_plan, settings_of
+    from harness.plan.report import against_rows, against_text, plan_json
+    from harness.reporting.runs import RunError, read_json
+    from harness.reporting.samples import results_file
+
+    path = results_file(results, "a results file (or the folder lm-eval wrote it in)")
+    data = read_json(path, RunError)
+    invocation = Invocation.from_json(data.get(keys.INVOCATION)) if isinstance(data, dict) else None
+    cost = data.get(keys.COST) if isinstance(data, dict) else None
+    if invocation is None or not isinstance(cost, dict):
+        raise UsageError(f"{path} records no {'invocation' if invocation is None else 'cost'} (a run of another "
+                         "harness, or of lch before it recorded them): plan it with the run's own flags instead")
+    run = settings_of(invocation)
+    where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()
+    with contextlib.chdir(where):
+        plan = make_plan(run)
+        throughput, source = estimate_source(run, plan, calibrate)
+    rows = against_rows(plan, throughput, cost)
+    print(against_text(str(path), rows, cost, source, throughput))
+    if out is not None:
+        _write(out, {**plan_json(run, plan, throughput, source), "against": {"results": str(path), "tasks": rows,
+                                                                            "wall_seconds": cost.get("wall_seconds")}})
     return 0
 
 

@@ -79,3 +79,21 @@ def make_plan(run: RunSettings) -> Plan:
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
     return Plan(cells, name)
+
+
+def settings_of(invocation: Any) -> RunSettings:
+    """The settings of the run a results file recorded (:class:`harness.core.invocation.Invocation`): what ``lch plan
+    --against`` plans again to put its estimate beside what the run cost."""
+    from harness.plugin.preflight import as_dict
+
+    arguments = invocation.arguments
+    limit = arguments.get("limit")
+    device = arguments.get("device")
+    return RunSettings(model=invocation.model, model_args=dict(invocation.model_args), tasks=list(invocation.tasks),
+                       metadata=dict(invocation.metadata),
+                       include_path=invocation.include_path[0] if invocation.include_path else None,
+                       apply_chat_template=bool(arguments.get("apply_chat_template")),
+                       limit=None if limit is None else float(limit),
+                       gen_kwargs=as_dict(arguments.get("gen_kwargs")) or None,  # key=value text or a dict
+                       device=device if isinstance(device, str) else None)
+

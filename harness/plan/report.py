@@ -72,3 +72,75 @@ def plan_json(run: Any, plan: Any, throughput: Throughput | None, source: str | 
             "totals": totals(plan.cells),
             "estimate": None if throughput is None else {"seconds": estimate_seconds(plan, throughput),
                                                          "throughput": asdict(throughput), "source": source}}
+
+
+AGAINST = ("task", "samples", "requests", "prompt_tokens", "prompt_tokens_run", "generated_tokens",
+           "generated_tokens_run", "seconds_estimated", "seconds_run", "estimate_over_run")
+AGAINST_HEADERS = {"task": "task", "samples": "samples", "requests": "requests run",
+                   "prompt_tokens": "prompt tokens", "prompt_tokens_run": "run", "generated_tokens": "generated <=",
+                   "generated_tokens_run": "run", "seconds_estimated": "seconds est.", "seconds_run": "run",
+                   "estimate_over_run": "est. / run"}
+
+
+def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per task the plan beside what the run recorded (``cost``: its ``lch_cost``, :mod:`harness.core.costs`): samples
+    and requests, prompt tokens, generated tokens (planned: at most), seconds estimated (None without a throughput)
+    and computed by the engine, and the estimate over the measured seconds; the last row their totals."""
+    by_task: dict[str, list] = {}
+    for cell in plan.cells:
+        by_task.setdefault(cell.task, []).append(cell)
+    recorded = cost.get("tasks") if isinstance(cost.get("tasks"), dict) else {}
+    rows = []
+    for task, cells in by_task.items():
+        run = recorded.get(task) if isinstance(recorded.get(task), dict) else {}
+        planned = totals(cells)
+        rows.append({"task": task, "samples": planned["samples"], "requests": run.get("requests"),
+                     "prompt_tokens": planned["prompt_tokens"], "prompt_tokens_run": run.get("prompt_tokens"),
+                     "generated_tokens": planned["generated_tokens"], "generated_tokens_run": run.get("generated_tokens"),
+                     "seconds_estimated": None if throughput is None else sum(throughput.cell_seconds(c) for c in cells),
+                     "seconds_run": run.get("seconds")})
+    total: dict[str, Any] = {"task": "total"}
+    for name in AGAINST[1:-1]:
+        values = [r[name] for r in rows]
+        total[name] = None if any(v is None for v in values) else sum(values)
+    rows.append(total)
+    for row in rows:
+        est, ran = row["seconds_estimated"], row["seconds_run"]
+        row["estimate_over_run"] = est / ran if est is not None and ran else None
+    return rows
+
+
+def _against_text(name: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if name.startswith("seconds"):
+        return f"{value:.1f}"
+    if name == "estimate_over_run":
+        return f"{value:.2f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any], source: str | None,
+                 throughput: Throughput | None) -> str:
+    """The plan of the run ``results`` recorded beside what it cost, as a person reads it."""
+    texts = [[AGAINST_HEADERS[c] for c in AGAINST]] + [[_against_text(c, r.get(c)) for c in AGAINST] for r in rows]
+    widths = [max(len(r[i]) for r in texts) for i in range(len(AGAINST))]
+    lines = [f"lch plan --against {results}: the run's plan (made again from its recorded invocation) beside what it "
+             "recorded (lch_cost)", ""]
+    lines += ["  ".join(t.ljust(w) if i == 0 else t.rjust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
+              for r in texts]
+    wall = cost.get("wall_seconds")
+    lines.append("")
+    if isinstance(wall, (int, float)):
+        device = cost.get("device_name") or cost.get("device") or "device unrecorded"
+        lines.append(f"the run: {duration(wall)} wall ({device}); its engine computed for "
+                     f"{rows[-1]['seconds_run'] or 0:.1f} s")
+    if throughput is None:
+        lines.append(CALIBRATE_HINT)
+    else:
+        estimated = rows[-1]["seconds_estimated"]
+        ratio = f"{estimated / wall:.2f}x the run's wall time" if isinstance(wall, (int, float)) and wall else ""
+        lines.append(f"estimated: {duration(estimated)} at most, batch 1 ({ratio}), from throughput {source}: "
+                     f"{throughput.basis}")
+    return "\n".join(lines)
+

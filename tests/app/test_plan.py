@@ -122,10 +122,20 @@ def test_rulers_plan_from_its_cache_equals_its_counted_requests_and_the_cached_r
         assert cell.budgets == tuple(r["max_gen_toks"] for r in rows) and cell.budgets[0] > 0
 
 
-def test_plan_refuses_what_it_cannot_plan_in_one_line(tiny_model_dir, capsys):
+def test_plan_refuses_what_it_cannot_plan_in_one_line(tiny_model_dir, capsys, tmp_path):
     from harness.cli import main
 
+    foreign = tmp_path / "results_2026-01-01T00-00-00.json"  # a results file of another harness: no invocation
+    foreign.write_text(json.dumps({"results": {"t": {"acc,none": 1.0}}, "config": {"model": "hf"}}))
     cases = [
+        (["plan", "--against", str(foreign), "--tasks", "ppl_govreport"],
+         "lch: error: lch plan --against plans the run its results file recorded: leave out --tasks (the run's own "
+         "flags are used)"),
+        (["plan", "--against", str(foreign)],
+         f"lch: error: {foreign} records no invocation (a run of another harness, or of lch before it recorded "
+         "them): plan it with the run's own flags instead"),
+        (["plan", "--against", str(tmp_path / "none")],
+         f"lch: error: {tmp_path / 'none'} does not exist: give a results file (or the folder lm-eval wrote it in)"),
         (["plan", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--tasks", "hellaswag"],
          "lch: error: lch plan plans the tasks of this package; hellaswag holds others: plan them with their own "
          "harness, or leave them out"),
@@ -139,7 +149,7 @@ def test_plan_refuses_what_it_cannot_plan_in_one_line(tiny_model_dir, capsys):
         assert capsys.readouterr().err.strip().splitlines()[-1] == line
 
 
-def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir, reports):
+def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir, reports, tmp_path):
     """A run of a scoring task and a generating one records, per task, the requests it computed and their tokens,
     counted here from the documents and the logged prompts and generations (a prompt as the tokenizer encodes it,
     its BOS included, as lm-eval's HF model sends it; a generation without special tokens); the seconds are the
@@ -181,3 +191,24 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     assert plan["ppl_govreport"].prompt_tokens == ppl["prompt_tokens"]
     assert plan["lch_ruler_niah_single_1"].prompt_tokens == ruler["prompt_tokens"]
     assert plan["lch_ruler_niah_single_1"].generated_tokens >= ruler["generated_tokens"]
+
+    # lch plan --against: the recorded run planned again beside what it cost, estimated from the throughput stored for
+    # its setting (a prefill of n tokens a n + b n^2 seconds: ppl_govreport's documents generate nothing)
+    from harness.cli import main
+    from harness.plan import throughput as tp
+    from harness.plugin.in_process import save_run
+
+    save_run(out, tmp_path / "run")
+    a, b = 1e-4, 1e-8
+    tp.store(tp.setting_of("hf-pic", {"pretrained": str(tiny_model_dir), "dtype": "float32"}, "cpu"),
+             Throughput(a, b, 1e-3, 1e-7, "by hand"), {})
+    assert main(["plan", "--against", str(tmp_path / "run"), "--json", str(tmp_path / "against.json")]) == 0
+    rows = {r["task"]: r for r in json.loads((tmp_path / "against.json").read_text())["against"]["tasks"]}
+    assert rows["ppl_govreport"]["prompt_tokens"] == rows["ppl_govreport"]["prompt_tokens_run"] == sum(documents)
+    assert rows["lch_ruler_niah_single_1"]["prompt_tokens"] == rows["lch_ruler_niah_single_1"]["prompt_tokens_run"]
+    assert rows["lch_ruler_niah_single_1"]["generated_tokens_run"] == sum(generated)
+    assert rows["ppl_govreport"]["seconds_estimated"] == pytest.approx(sum(a * n + b * n * n for n in documents))
+    assert rows["ppl_govreport"]["seconds_run"] == ppl["seconds"]
+    assert rows["total"]["seconds_run"] == pytest.approx(ppl["seconds"] + ruler["seconds"])
+    assert rows["total"]["estimate_over_run"] == pytest.approx(
+        rows["total"]["seconds_estimated"] / rows["total"]["seconds_run"])
