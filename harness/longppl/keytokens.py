@@ -171,6 +171,17 @@ def key_tokens_for_texts(
     return results  # type: ignore[return-value]
 
 
+def key_tokens_cached(texts: Sequence[str], evaluator: str, options: KeyTokenOptions) -> bool:
+    """Whether the key tokens of every text are at hand without running the evaluator: read from reference span
+    files (``key_spans_dir``), or each in the cache as :func:`attach_key_tokens` would look it up."""
+    if options.key_spans_dir:
+        return True
+    evaluator_id = options.evaluator_id or evaluator_id_of(evaluator)
+    cache, values = KeyTokenCache(options.key_cache_dir), tuple(options.settings().values())
+    return all(cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None
+               for text in texts)
+
+
 def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
     """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when
     ``key_spans_dir`` is set, else from ``evaluator`` (cached)."""

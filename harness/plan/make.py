@@ -71,7 +71,8 @@ def make_plan(run: RunSettings) -> Plan:
             if own is None:
                 counted.append(task)
             else:
-                cells += [PlanCell(task, c.length, c.prompts, c.budgets, cached=c.cached) for c in own]
+                cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached)
+                          for c in own]
         if counted:
             manager = task_manager([run.include_path] if run.include_path else (), metadata, ours_only=True)
             cells += plan_requests(manager, counted, counter, limit=run.limit,

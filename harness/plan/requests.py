@@ -16,11 +16,10 @@ from typing import Any, Iterable
 from harness.data.prompt_tokens import PromptCounter
 from harness.engines.requests import REQUESTS, TOKEN_LOGPROBS, encode_for_scoring
 from harness.plan.cells import PlanCell
-from harness.tasks.base import LchTask
+from harness.tasks.base import NO_LENGTH, LchTask
 
 LAYER = "lmeval"  # harness/devtools/layers.py
 
-NO_LENGTH = "-"  # the length of a sample that was not fitted to one
 GENERATING = ("generate_until", "generate_long")  # the request types that generate
 
 

@@ -59,15 +59,20 @@ from harness.tasks.prompt_lengths import PromptLengths
 log = logging.getLogger(__name__)
 _PARSED: dict[tuple, tuple] = {}  # (class, task, metadata JSON) -> (model keys, options): parsed once per process
 
+NO_LENGTH = "-"  # the length of a sample that was not fitted to one (a plan's cell of a task without lengths)
+
+
 @dataclass(frozen=True)
 class CachedCounts:
-    """A task's samples of one length as it caches them: each sample's prompt tokens as a run sends them and its
-    generation budget, and whether they were cached before (False: generated just now)."""
+    """A task's samples of one length (:data:`NO_LENGTH`: samples not fitted to one) as it caches them: each sample's
+    prompt tokens as a run sends them and its generation budget, whether what the run needs of them was cached before
+    (False: made just now, or to be made by the run), and the tokens whose log-probabilities are scored."""
 
     length: str
     prompts: tuple[int, ...]
     budgets: tuple[int, ...]
     cached: bool
+    scored_tokens: int = 0
 
 
 class LchTask(ConfigurableTask):

@@ -16,7 +16,7 @@ from harness.metrics.pooling import nll_sum
 from harness.metrics.support import Support
 from harness.longppl.keytokens import KeyTokenOptions
 from harness.core.options import option
-from harness.tasks.base import LchTask
+from harness.tasks.base import NO_LENGTH, CachedCounts, LchTask
 from harness.tasks.metric_lists import HONESTY_METRICS
 
 
@@ -109,10 +109,38 @@ class LongPPLTask(TokenLogprobTask):
         """LongPPL rests on its key tokens too (:data:`~harness.longppl.formulas.MIN_KEY_TOKENS`)."""
         return super().support(metrics) + ([key_tokens_support("longppl")] if "longppl" in metrics else [])
 
-    def request_options(self, doc: dict) -> ScoringOptions:
+    @staticmethod
+    def scoring_options(options: Any) -> ScoringOptions:
         # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
         # that every model scores the same text: no second cut in the evaluated model's tokens here.
-        return ScoringOptions.of(add_special_tokens=bool(self.options.add_special_tokens))
+        return ScoringOptions.of(add_special_tokens=bool(options.add_special_tokens))
+
+    def request_options(self, doc: dict) -> ScoringOptions:
+        return self.scoring_options(self.options)
+
+    @classmethod
+    def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
+        """The documents as the run scores them (each one request over its text, as :meth:`request_options` says, in
+        the evaluated tokenizer; the first ``limit`` as lm-eval takes them), and ``cached``: whether their key tokens
+        are at hand (cached, or reference span files), so a plan never runs the evaluator to find them."""
+        import math
+
+        from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
+        from harness.engines.requests import encode_for_scoring
+        from harness.longppl.corpus import corpus_documents
+        from harness.longppl.keytokens import key_tokens_cached
+
+        name = tokenizer_name(model_keys)
+        if name is None:
+            return None
+        docs = corpus_documents(options)
+        if limit is not None:
+            docs = docs[:int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
+        tokenizer, scoring = load_tokenizer(name), cls.scoring_options(options)
+        prompts = tuple(len(encode_for_scoring(tokenizer, d["text"], scoring)["token_ids"]) for d in docs)
+        return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts),
+                             key_tokens_cached([d["text"] for d in docs], options.evaluator, options),
+                             scored_tokens=sum(max(0, n - 1) for n in prompts))]
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]

@@ -212,3 +212,39 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     assert rows["total"]["seconds_run"] == pytest.approx(ppl["seconds"] + ruler["seconds"])
     assert rows["total"]["estimate_over_run"] == pytest.approx(
         rows["total"]["seconds_estimated"] / rows["total"]["seconds_run"])
+
+
+def test_a_longppl_plan_never_runs_the_evaluator_and_says_whether_its_key_tokens_are_cached(tiny_model_dir, reports,
+                                                                                             tmp_path, monkeypatch):
+    """LongPPL scores each document whole without special tokens (the reference's convention): its prompt tokens are
+    the tokenizer's count of each text without them, n - 1 scored. Its key tokens come from an evaluator model: the
+    plan never loads it (its loader raises here), and says whether they are cached: not before the key tokens are
+    found, yes after."""
+    from transformers import AutoTokenizer
+
+    import harness.longppl.keytokens as keytokens
+    from harness.longppl.corpus import CorpusOptions, corpus_documents
+    from harness.longppl.keytokens import KeyTokenOptions, attach_key_tokens
+
+    path, texts = reports
+    meta = {"data_files": str(path), "min_tokens": 1, "num_docs": 3, "evaluator": str(tiny_model_dir),
+            "trunc_len": 64, "sliding_window": 32, "key_cache_dir": str(tmp_path / "keys")}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+    def never(*args, **kwargs):
+        raise AssertionError("lch plan ran the evaluator")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(keytokens, "load_evaluator", never)
+        (cell,) = _plan(tiny_model_dir, ["longppl_govreport"], meta).cells
+    assert (cell.task, sorted(cell.prompts), cell.budgets, cell.cached) == ("longppl_govreport", sorted(counts),
+                                                                           (0, 0, 0), False)
+    assert cell.scored_tokens == sum(counts) - 3
+    corpus = CorpusOptions(data_files=str(path), min_tokens=1, num_docs=3, evaluator=str(tiny_model_dir))
+    attach_key_tokens(corpus_documents(corpus), str(tiny_model_dir),  # found and cached, as a run finds them
+                      KeyTokenOptions(trunc_len=64, sliding_window=32, key_cache_dir=str(tmp_path / "keys")))
+    (cell,) = _plan(tiny_model_dir, ["longppl_govreport"], meta).cells
+    assert cell.cached is True and sorted(cell.prompts) == sorted(counts)
+    (first,) = _plan(tiny_model_dir, ["longppl_govreport"], meta, limit=1.0).cells
+    assert first.samples == 1
