@@ -67,17 +67,23 @@ def sample_set_cautions(runs: list[Run]) -> dict[int, list[str]]:
                 differ[count] = [int(v) for v in values.values()]
         if not differ:
             continue
-        shown = sorted(differ)[:3]
-        counts = ", ".join(f"{m} on {min(differ[m])}" + (f" to {max(differ[m])}" if max(differ[m]) != min(differ[m])
-                                                        else "") for m in shown if not m.startswith(COUNT_PREFIX)
-                           and m != "docs_skipped")
-        counted = [f"{m} {', '.join(str(n) for n in differ[m])}" for m in shown if m in UNSCORED_COUNTS]
-        said = "; ".join(part for part in (counts and f"{counts} documents", ", ".join(counted)) if part)
-        sentence = (f"{task}: the runs scored different samples ({said}{', ...' if len(differ) > 3 else ''}); "
-                    f"`{COMMON_FLAG}` compares them on the samples every run scored")
+        sentence = (f"{task}: the runs scored different samples ({_differences(differ)}); `{COMMON_FLAG}` compares "
+                    "them on the samples every run scored")
         for i in holders:
             out.setdefault(i, []).append(sentence)
     return out
+
+
+def _differences(differ: dict[str, list[int]]) -> str:
+    """``em, f1 on 10 to 17 documents; n_skipped 0 to 7``: the scores by their range of documents (a few names per
+    range), then the range of each count of what was left unscored."""
+    ranges: dict[tuple[int, int], list[str]] = {}
+    for name in sorted(m for m in differ if m not in UNSCORED_COUNTS):
+        ranges.setdefault((min(differ[name]), max(differ[name])), []).append(name)
+    parts = [f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''} on {low}"
+             + (f" to {high}" if high != low else "") + " documents" for (low, high), names in sorted(ranges.items())]
+    parts += [f"{name} {min(differ[name])} to {max(differ[name])}" for name in UNSCORED_COUNTS if name in differ]
+    return "; ".join(parts)
 
 
 def _name(key: str) -> str:

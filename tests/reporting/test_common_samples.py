@@ -113,8 +113,8 @@ def test_the_default_board_says_once_that_the_runs_scored_different_samples(tmp_
     a, b = write_runs(tmp_path)
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(a), str(b), "-o", str(out)]) == 0
-    sentence = ("t1: the runs scored different samples (len_2048 on 1 to 2, score on 3 to 4 documents; n_skipped 0, 1); "
-                "`lch leaderboard --common` compares them on the samples every run scored")
+    sentence = ("t1: the runs scored different samples (len_2048 on 1 to 2 documents; score on 3 to 4 documents; "
+                "n_skipped 0 to 1); `lch leaderboard --common` compares them on the samples every run scored")
     assert all(sentence in row["cautions"] for row in read_csv(out))
     text = out.with_suffix(".md").read_text()
     assert text.count(sentence) == 1 and f"- {sentence} (every run)" in text
