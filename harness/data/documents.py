@@ -7,12 +7,13 @@ or a folder of such files (read in sorted order).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from harness.core.cache import cache_root
 from harness.core.errors import DataFormatError, MissingDataError, UsageError
@@ -192,14 +193,32 @@ def downloaded_input(option_name: str, path: str | None, url: str) -> Input:
     return Input(option_name, url, "download", f"fetch it and pass {option_name}=<its path>", cached=download_cache(url))
 
 
+_NO_DOWNLOADS = False
+
+
+@contextlib.contextmanager
+def no_downloads() -> Iterator[None]:
+    """Within it :func:`local_or_download` downloads nothing: a file not at hand is a :class:`MissingDataError`
+    (``lch plan`` counts what is here and fetches nothing)."""
+    global _NO_DOWNLOADS
+    before, _NO_DOWNLOADS = _NO_DOWNLOADS, True
+    try:
+        yield
+    finally:
+        _NO_DOWNLOADS = before
+
+
 def local_or_download(path: str | None, url: str, what: str) -> Path:
-    """``path`` if given (must exist), else ``url`` downloaded once into the cache (``LCH_CACHE``)."""
+    """``path`` if given (must exist), else ``url`` downloaded once into the cache (``LCH_CACHE``; not within
+    :func:`no_downloads`)."""
     if path:
         local = Path(path).expanduser()
         if not local.is_file():
             raise MissingDataError(f"{what}: {local} does not exist")
         return local
     cached = download_cache(url)
+    if not cached.is_file() and _NO_DOWNLOADS:
+        raise MissingDataError(f"{what}: not downloaded yet ({url})")
     if not cached.is_file():
         try:
             with urllib.request.urlopen(url, timeout=60) as reply:

@@ -112,6 +112,11 @@ def _weights(path: str) -> dict[str, list[float]]:
     return load_hellobench_weights(path)
 
 
+def judge_messages(item: dict) -> list[dict]:
+    """The messages the judge is sent about one item (:func:`judge` builds them so)."""
+    return _conversation_and_parser([item])[0](item)
+
+
 def _conversation_and_parser(items: Sequence[dict]) -> tuple[Callable[[dict], list[dict]], Callable[[dict, str], Any]]:
     if is_hellobench(items):
         return (lambda it: helloeval_messages(it["instruction"], it["response"], it["checklists"]),

@@ -19,8 +19,8 @@ LAYER = "pure"  # harness/devtools/layers.py
 class PlanCell:
     """One task at one sample length (``length`` "-" for tasks whose samples have none): each request's prompt tokens
     as sent (after the task's truncation policy, chat template counted) and generation budget, the tokens whose
-    log-probabilities are scored, the samples the truncation policy cuts or skips (``over_length``), the judge calls,
-    and whether the samples were read from the data cache (None: the task keeps no such cache)."""
+    log-probabilities are scored, the samples the truncation policy cuts or skips (``over_length``), the judge calls
+    and their tokens, and whether the samples were read from the data cache (None: the task keeps no such cache)."""
 
     task: str
     length: str
@@ -30,6 +30,9 @@ class PlanCell:
     over_length: int = 0
     judge_calls: int = 0
     cached: bool | None = None
+    # at most, each judge call's prompt (its messages, the response at its budget) plus completion (the judge's
+    # max_tokens), in the evaluated tokenizer; None: the judge's prompt is not at hand to count
+    judge_tokens: int | None = 0
 
     def __post_init__(self) -> None:
         if len(self.prompts) != len(self.budgets):
@@ -58,14 +61,18 @@ class PlanCell:
 
 
 COLUMNS = ("task", "length", "samples", "prompt_tokens", "longest_prompt", "generated_tokens", "scored_tokens",
-           "over_length", "judge_calls", "cached")
-SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "over_length", "judge_calls")
+           "over_length", "judge_calls", "judge_tokens", "cached")
+SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "over_length", "judge_calls",
+          "judge_tokens")
 
 
-def totals(cells: Iterable[PlanCell]) -> dict[str, int]:
-    """The sums of :data:`SUMMED` over ``cells`` and the longest prompt."""
+def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
+    """The sums of :data:`SUMMED` over ``cells`` (None where a cell's is unknown) and the longest prompt."""
     cells = list(cells)
-    out = {name: sum(getattr(c, name) for c in cells) for name in SUMMED}
+    out: dict[str, int | None] = {}
+    for name in SUMMED:
+        values = [getattr(c, name) for c in cells]
+        out[name] = None if any(v is None for v in values) else sum(values)
     out["longest_prompt"] = max((c.longest_prompt for c in cells), default=0)
     return out
 

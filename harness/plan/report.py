@@ -11,7 +11,8 @@ LAYER = "pure"  # harness/devtools/layers.py
 
 HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
            "longest_prompt": "longest", "generated_tokens": "generated <=", "scored_tokens": "scored",
-           "over_length": "over length", "judge_calls": "judge calls", "cached": "cached"}
+           "over_length": "over length", "judge_calls": "judge calls", "judge_tokens": "judge tokens <=",
+           "cached": "cached"}
 CALIBRATE_HINT = ("no time estimate: this model, device and model args were never timed here; add --calibrate "
                   "(times one prefill and decode of the model at two lengths)")
 
@@ -31,6 +32,8 @@ def duration(seconds: float) -> str:
 def _cell_text(name: str, value: Any) -> str:
     if name == "cached":
         return "-" if value is None else "yes" if value else "built now"
+    if value is None:  # a count that could not be made (the judge's prompt not at hand)
+        return "?"
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 

@@ -73,22 +73,35 @@ def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[in
     return n, budget, scored, cut
 
 
-def judge_calls(task: Any, samples: int) -> int:
-    """The judge requests a task makes: one per sample for a judged task (each sample is judged once for all its
-    judged metrics: :mod:`harness.judges.stage`), 0 otherwise."""
-    return samples if callable(getattr(task, "judged_scores", None)) else 0
+def judge_tokens(instance: Any, budget: int, counter: PromptCounter, task: Any) -> int | None:
+    """At most the tokens of the judge request a judged task makes for one sample (each sample is judged once for
+    all its judged metrics: :mod:`harness.judges.stage`): its prompt and completion
+    (:meth:`harness.tasks.longform.LongGenerationTask.judge_tokens`), 0 for a task without a judge; None when the
+    judge's prompt is not at hand (nothing is downloaded for a plan)."""
+    from harness.data.documents import no_downloads
+
+    if not callable(getattr(task, "judge_tokens", None)):
+        return 0
+    count = lambda text: len(counter.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    with no_downloads():
+        found = task.judge_tokens(instance.doc, budget, count)
+    return None if found is None else sum(found)
 
 
 def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
     """The cells of one task whose requests are built (``task.instances``), one per sample length."""
-    by_length: dict[str, list[tuple[int, int, int, bool]]] = defaultdict(list)
+    by_length: dict[str, list[tuple[int, int, int, bool, int | None]]] = defaultdict(list)
     for instance in task.instances:
-        by_length[sample_length(instance.doc)].append(request_counts(instance, counter, task))
+        counts = request_counts(instance, counter, task)
+        by_length[sample_length(instance.doc)].append((*counts, judge_tokens(instance, counts[1], counter, task)))
     cells = []
+    judged = callable(getattr(task, "judge_tokens", None))
     for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
+        judge = [c[4] for c in counts]
         cells.append(PlanCell(task=name, length=length, prompts=tuple(c[0] for c in counts),
                               budgets=tuple(c[1] for c in counts), scored_tokens=sum(c[2] for c in counts),
-                              over_length=sum(c[3] for c in counts), judge_calls=judge_calls(task, len(counts))))
+                              over_length=sum(c[3] for c in counts), judge_calls=len(counts) if judged else 0,
+                              judge_tokens=None if None in judge else sum(judge)))
     return cells
 
 

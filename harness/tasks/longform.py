@@ -73,6 +73,26 @@ class LongGenerationTask(LchTask):
         aggregate.__name__ = f"judged_{name}"
         return aggregate
 
+    def judge_item(self, doc: dict, response: str) -> dict:
+        """What the judge is asked about ``doc`` answered by ``response`` (an item of :mod:`harness.judges.stage`)."""
+        raise NotImplementedError
+
+    def judge_tokens(self, doc: dict, budget: int, count: Any) -> tuple[int, int] | None:
+        """At most how many tokens the judge request of ``doc`` takes, in the tokenizer ``count`` counts texts in:
+        ``(prompt, completion)``, the prompt its messages with an empty response (``count`` of their texts) plus the
+        response at most ``budget`` tokens, the completion the judge's ``max_tokens``; None when the judge's prompt
+        is not at hand (LongBench-Write's official file, loaded at run time)."""
+        from harness.core.errors import MissingDataError
+        from harness.judges.stage import judge_messages
+
+        try:
+            messages = judge_messages(self.judge_item(doc, ""))
+        except MissingDataError:
+            return None
+        limit = self.options.judge_max_tokens
+        return (sum(count(m["content"]) for m in messages) + budget,
+                int(self.JUDGE_MAX_TOKENS if limit is None else limit))
+
     def judged_scores(self, items: list) -> dict:
         """The judged metrics of these items, judged once (the task's other judged metrics reuse them).
 
@@ -172,10 +192,13 @@ class LongBenchWriteTask(LongGenerationTask):
         result = results[0]
         length = longbench_write_length(result["text"])
         s_l = longbench_write_length_score(float(doc["length"]), length)
-        item = {"kind": "longbench_write", "instruction": doc["prompt"], "response": result["text"], "length_score": s_l,
-                "judge": self.judge_settings(), "prompt_path": self.options.judge_prompt}
+        item = {**self.judge_item(doc, result["text"]), "length_score": s_l}
         return {"length": length, "length_score": s_l, **dict.fromkeys(self.JUDGED_METRICS, item),
                 **self.common_metrics(result)}
+
+    def judge_item(self, doc: dict, response: str) -> dict:
+        return {"kind": "longbench_write", "instruction": doc["prompt"], "response": response,
+                "judge": self.judge_settings(), "prompt_path": self.options.judge_prompt}
 
 
 class HelloBenchTask(LongGenerationTask):
@@ -202,8 +225,11 @@ class HelloBenchTask(LongGenerationTask):
         result = results[0]
         tokens = word_tokens(result["text"])
         judged_text = " ".join(tokens[:16000]) if len(tokens) > 15000 else " ".join(tokens)
-        item = {"kind": "hellobench", "instruction": doc["instruction"], "response": judged_text,
-                "checklists": list(doc["checklists"]),
-                "category": doc["category"], "weights_file": str(weights_file),
-                "rescale": self.options.rescale, "judge": self.judge_settings()}
+        item = self.judge_item(doc, judged_text)
         return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}
+
+    def judge_item(self, doc: dict, response: str) -> dict:
+        return {"kind": "hellobench", "instruction": doc["instruction"], "response": response,
+                "checklists": list(doc["checklists"]), "category": doc["category"],
+                "weights_file": str(self.options.weights_file), "rescale": self.options.rescale,
+                "judge": self.judge_settings()}

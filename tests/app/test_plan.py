@@ -33,15 +33,19 @@ def test_throughput_fits_two_points_and_prices_a_sample_by_hand():
 
 
 def test_cells_total_and_read_as_a_table():
-    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), over_length=1, cached=True),
+    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), over_length=1, cached=True, judge_calls=2, judge_tokens=900),
              PlanCell("b", "-", (3000,), (0,), scored_tokens=2999, judge_calls=0)]
     assert (cells[0].samples, cells[0].prompt_tokens, cells[0].longest_prompt, cells[0].generated_tokens) == (
         2, 1900, 1000, 128)
     assert totals(cells) == {"samples": 3, "prompt_tokens": 4900, "generated_tokens": 128, "scored_tokens": 2999,
-                             "over_length": 1, "judge_calls": 0, "longest_prompt": 3000}
+                             "over_length": 1, "judge_calls": 2, "judge_tokens": 900, "longest_prompt": 3000}
     lines = table([c.row() for c in cells]).splitlines()
-    assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "0", "yes"]
-    assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "-"]
+    assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "2", "900", "yes"]
+    assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "0", "-"]
+    # a judge prompt not at hand: its tokens unknown ("?"), and so the total's
+    unknown = dataclasses.replace(cells[0], judge_tokens=None)
+    assert totals([unknown, cells[1]])["judge_tokens"] is None
+    assert table([unknown.row()]).splitlines()[1].split()[-2] == "?"
     with pytest.raises(ValueError):
         PlanCell("c", "-", (1, 2), (0,))
     assert [duration(s) for s in (44.6, 725, 12_000, 190_000)] == ["45 s", "12 min 5 s", "3 h 20 min", "2 d 4 h"]
@@ -248,3 +252,32 @@ def test_a_longppl_plan_never_runs_the_evaluator_and_says_whether_its_key_tokens
     assert cell.cached is True and sorted(cell.prompts) == sorted(counts)
     (first,) = _plan(tiny_model_dir, ["longppl_govreport"], meta, limit=1.0).cells
     assert first.samples == 1
+
+
+def test_a_judged_tasks_plan_counts_each_judge_call_at_most(tiny_model_dir, tmp_path, monkeypatch):
+    """LongBench-Write: each sample is judged once; its judge call takes at most the judge prompt filled with the
+    instruction and an empty response, counted here, plus the response at its budget (48) and the judge's
+    max_tokens (100). Without the judge prompt at hand the plan says it cannot count them and downloads nothing."""
+    import urllib.request
+
+    from transformers import AutoTokenizer
+
+    data = tmp_path / "lbw.jsonl"
+    rows = [{"prompt": f"Write a 3000-word report on topic {i}.", "type": "Report", "length": 3000} for i in range(2)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    prompt = tmp_path / "judge.txt"
+    prompt.write_text("Grade the response to the instruction.\n[Instruction]\n$INST$\n[Response]\n$RESPONSE$\n[End]")
+    meta = {"longbench_write_data": str(data), "limit_docs": 2, "max_gen_toks": 48, "judge_max_tokens": 100}
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    filled = [prompt.read_text().replace("$INST$", r["prompt"]).replace("$RESPONSE$", "") for r in rows]
+    expected = sum(len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 48 + 100 for text in filled)
+    (cell,) = _plan(tiny_model_dir, ["longbench_write"], {**meta, "judge_prompt": str(prompt)}).cells
+    assert (cell.judge_calls, cell.judge_tokens, cell.budgets) == (2, expected, (48, 48))
+
+    def offline(*args, **kwargs):
+        raise AssertionError("lch plan downloaded the judge prompt")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    monkeypatch.setenv("LCH_CACHE", str(tmp_path / "empty-cache"))
+    (cell,) = _plan(tiny_model_dir, ["longbench_write"], meta).cells
+    assert (cell.judge_calls, cell.judge_tokens) == (2, None)
