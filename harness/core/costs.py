@@ -24,6 +24,11 @@ class TaskCost:
     generated_tokens: int = 0
     scored_tokens: int = 0
     seconds: float = 0.0
+    # what a throughput model prices (harness.plan.cells.Throughput.work_seconds): the sum over requests of the prompt
+    # tokens squared (attention's quadratic term), and of each generation's tokens times its mean context
+    # (prompt + generated / 2)
+    prompt_tokens_squared: int = 0
+    decode_context: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = asdict(self)
@@ -57,6 +62,8 @@ def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: f
         cost.prompt_tokens += prompt
         cost.generated_tokens += generated
         cost.scored_tokens += scored
+        cost.prompt_tokens_squared += prompt * prompt
+        cost.decode_context += generated * (prompt + generated / 2)
         cost.seconds += seconds * ((prompt + generated) / weight if weight else 1 / len(rows))
 
 

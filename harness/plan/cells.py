@@ -122,6 +122,13 @@ class Throughput:
         """One sample: its prefill and at most ``budget`` generated tokens at its mean context."""
         return self.prefill(prompt) + budget * self.decode(prompt + budget / 2)
 
+    def work_seconds(self, prompt_tokens: float, prompt_tokens_squared: float, generated_tokens: float,
+                     decode_context: float) -> float:
+        """Requests given by their sums (what a run records per task, :class:`harness.core.costs.TaskCost`): the sum
+        of :meth:`sample_seconds` over them, ``a sum(n) + b sum(n^2) + c sum(g) + d sum(g (n + g / 2))``."""
+        return (self.a * prompt_tokens + self.b * prompt_tokens_squared + self.c * generated_tokens
+                + self.d * decode_context)
+
     def cell_seconds(self, cell: PlanCell) -> float:
         """A cell's samples, each by :meth:`sample_seconds`."""
         return sum(self.sample_seconds(p, b) for p, b in zip(cell.prompts, cell.budgets))

@@ -78,17 +78,21 @@ def plan_json(run: Any, plan: Any, throughput: Throughput | None, source: str | 
 
 
 AGAINST = ("task", "samples", "requests", "prompt_tokens", "prompt_tokens_run", "generated_tokens",
-           "generated_tokens_run", "seconds_estimated", "seconds_run", "estimate_over_run")
+           "generated_tokens_run", "seconds_estimated", "seconds_at_run_tokens", "seconds_run", "estimate_over_run",
+           "model_over_run")
 AGAINST_HEADERS = {"task": "task", "samples": "samples", "requests": "requests run",
                    "prompt_tokens": "prompt tokens", "prompt_tokens_run": "run", "generated_tokens": "generated <=",
-                   "generated_tokens_run": "run", "seconds_estimated": "seconds est.", "seconds_run": "run",
-                   "estimate_over_run": "est. / run"}
+                   "generated_tokens_run": "run", "seconds_estimated": "seconds est.",
+                   "seconds_at_run_tokens": "at run's tokens", "seconds_run": "run", "estimate_over_run": "est. / run",
+                   "model_over_run": "at run's / run"}
 
 
 def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any]) -> list[dict[str, Any]]:
     """Per task the plan beside what the run recorded (``cost``: its ``lch_cost``, :mod:`harness.core.costs`): samples
-    and requests, prompt tokens, generated tokens (planned: at most), seconds estimated (None without a throughput)
-    and computed by the engine, and the estimate over the measured seconds; the last row their totals."""
+    and requests, prompt tokens, generated tokens (planned: at most), seconds estimated (None without a throughput),
+    the same throughput's seconds for the requests the run made (its generations as long as they were: what the
+    throughput model is off by, the budget's upper bound apart; None for a run that did not record their sums),
+    and computed by the engine, and each estimate over the measured seconds; the last row their totals."""
     by_task: dict[str, list] = {}
     for cell in plan.cells:
         by_task.setdefault(cell.task, []).append(cell)
@@ -97,19 +101,24 @@ def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any])
     for task, cells in by_task.items():
         run = recorded.get(task) if isinstance(recorded.get(task), dict) else {}
         planned = totals(cells)
+        work = [run.get(k) for k in ("prompt_tokens", "prompt_tokens_squared", "generated_tokens", "decode_context")]
         rows.append({"task": task, "samples": planned["samples"], "requests": run.get("requests"),
                      "prompt_tokens": planned["prompt_tokens"], "prompt_tokens_run": run.get("prompt_tokens"),
                      "generated_tokens": planned["generated_tokens"], "generated_tokens_run": run.get("generated_tokens"),
                      "seconds_estimated": None if throughput is None else sum(throughput.cell_seconds(c) for c in cells),
+                     "seconds_at_run_tokens": None if throughput is None or None in work
+                     else throughput.work_seconds(*work),
                      "seconds_run": run.get("seconds")})
     total: dict[str, Any] = {"task": "total"}
-    for name in AGAINST[1:-1]:
+    for name in AGAINST[1:-2]:
         values = [r[name] for r in rows]
         total[name] = None if any(v is None for v in values) else sum(values)
     rows.append(total)
     for row in rows:
-        est, ran = row["seconds_estimated"], row["seconds_run"]
-        row["estimate_over_run"] = est / ran if est is not None and ran else None
+        ran = row["seconds_run"]
+        for ratio, est in (("estimate_over_run", row["seconds_estimated"]),
+                           ("model_over_run", row["seconds_at_run_tokens"])):
+            row[ratio] = est / ran if est is not None and ran else None
     return rows
 
 
@@ -118,7 +127,7 @@ def _against_text(name: str, value: Any) -> str:
         return "-"
     if name.startswith("seconds"):
         return f"{value:.1f}"
-    if name == "estimate_over_run":
+    if name in ("estimate_over_run", "model_over_run"):
         return f"{value:.2f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
@@ -145,5 +154,9 @@ def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any],
         ratio = f"{estimated / wall:.2f}x the run's wall time" if isinstance(wall, (int, float)) and wall else ""
         lines.append(f"estimated: {duration(estimated)} at most, batch 1 ({ratio}), from throughput {source}: "
                      f"{throughput.basis}")
+        modelled = rows[-1]["seconds_at_run_tokens"]
+        if modelled is not None:
+            lines.append(f"with the generations as long as the run's: {modelled:.1f} s, "
+                         f"{modelled / (rows[-1]['seconds_run'] or modelled):.2f}x what its engine computed")
     return "\n".join(lines)
 

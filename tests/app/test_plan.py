@@ -205,7 +205,7 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     save_run(out, tmp_path / "run")
     a, b = 1e-4, 1e-8
     tp.store(tp.setting_of("hf-pic", {"pretrained": str(tiny_model_dir), "dtype": "float32"}, "cpu"),
-             Throughput(a, b, 1e-3, 1e-7, "by hand"), {})
+             Throughput(a, b, 1e-3, 1e-7, "by hand"), {})  # c, d: below
     assert main(["plan", "--against", str(tmp_path / "run"), "--json", str(tmp_path / "against.json")]) == 0
     rows = {r["task"]: r for r in json.loads((tmp_path / "against.json").read_text())["against"]["tasks"]}
     assert rows["ppl_govreport"]["prompt_tokens"] == rows["ppl_govreport"]["prompt_tokens_run"] == sum(documents)
@@ -216,6 +216,13 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     assert rows["total"]["seconds_run"] == pytest.approx(ppl["seconds"] + ruler["seconds"])
     assert rows["total"]["estimate_over_run"] == pytest.approx(
         rows["total"]["seconds_estimated"] / rows["total"]["seconds_run"])
+    # the same throughput at the run's own requests: the RULER prompts as logged, each generation as long as it was
+    # (its mean context prompt + generated / 2); with c = 1e-3, d = 1e-7 per generated token
+    c, d = 1e-3, 1e-7
+    at_run = sum(a * n + b * n * n + g * (c + d * (n + g / 2)) for n, g in zip(prompts, generated))
+    assert ruler["prompt_tokens_squared"] == sum(n * n for n in prompts)
+    assert rows["lch_ruler_niah_single_1"]["seconds_at_run_tokens"] == pytest.approx(at_run, rel=1e-12)
+    assert rows["ppl_govreport"]["seconds_at_run_tokens"] == pytest.approx(rows["ppl_govreport"]["seconds_estimated"])
 
 
 def test_a_longppl_plan_never_runs_the_evaluator_and_says_whether_its_key_tokens_are_cached(tiny_model_dir, reports,
