@@ -9,7 +9,9 @@ the samples themselves, and how far its time estimate is from a run that follows
 2. **A small sweep, planned then run** (RULER niah_single_1 and vt at `--run-lengths`, `--run-samples` each, and
    PPL on `--run-docs` essays): `lch plan --calibrate` (its estimate), then `lch eval` of the same flags at batch
    size 1; the estimate beside the run's wall time and the seconds its engine computed (the run's `lch_cost`), and
-   the planned prompt tokens beside the tokens the run recorded.
+   the planned prompt tokens beside the tokens the run recorded; then `lch plan --against` of the run (the estimate
+   at the budget and at the run's own generations, each over the engine's seconds). `--skip-sweep` keeps step 1's
+   numbers from the results file, with the date they were measured.
 
 Writes `benchmarks/results/plan_cost.json` with the machine and the load average before and after each step.
 """
@@ -134,10 +136,19 @@ def small_sweep(model: Path, essays: str, lengths: list[int], samples: int, docs
     step["estimate_over_engine_seconds"] = round(step["estimate_seconds"] / step["engine_seconds"], 3)
     step["estimate_over_run_wall"] = round(step["estimate_seconds"] / step["run_recorded_wall_seconds"], 3)
     step["load_after"] = load()
+    # the same comparison as the command a user runs: the recorded run planned again beside its recorded cost
+    against_path = work / "against.json"
+    _, done = lch("plan", "--against", str(run_dir), "--json", str(against_path))
+    against = json.loads(against_path.read_text())["against"]
+    step["against_stdout"] = done.stdout
+    total = against["tasks"][-1]
+    step["against_total"] = {k: total[k] for k in ("seconds_estimated", "seconds_at_run_tokens", "seconds_run",
+                                                    "estimate_over_run", "model_over_run")}
     out["small_sweep"] = step
     print(f"small sweep: estimate {step['estimate_seconds']:.1f} s; the run {step['run_recorded_wall_seconds']:.1f} s "
           f"(engine {step['engine_seconds']:.1f} s): estimate / engine {step['estimate_over_engine_seconds']}, "
-          f"estimate / run {step['estimate_over_run_wall']}")
+          f"estimate / run {step['estimate_over_run_wall']}; at the run's own generations / engine "
+          f"{total['model_over_run']:.3f}")
 
 
 def main() -> None:
@@ -160,6 +171,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         if not args.skip_sweep:
             ruler_sweep(model, args.essays, args.samples, args.lengths, out)
+        elif Path(args.output).is_file():  # the sweep measured before, kept with its own date
+            before = json.loads(Path(args.output).read_text())
+            if "ruler_sweep" in before:
+                out["ruler_sweep"] = {**before["ruler_sweep"], "measured": before.get("date")}
         small_sweep(model, args.essays, args.run_lengths, args.run_samples, args.run_docs, out, Path(work))
     Path(args.output).write_text(json.dumps(out, indent=1) + "\n")
     print(f"written {args.output}")
