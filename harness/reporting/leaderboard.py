@@ -21,9 +21,13 @@ with the number of lengths, depth cells, a group's tasks or diagnostics.
   (their scores, and their own curves' effective lengths and points where the group has a curve), the depth x length
   cells of the needle tasks (``depth_<D>_len_<L>`` with their samples, drawn by ``lch plot depth``) and the
   diagnostics (a per-length truncation count that is 0 in every run is left out: its total says it).
-* The cautions, each once with the runs it holds for.
+* The cautions, each once with the runs it holds for: what a number rests on where it is too little, and where the
+  runs scored different samples of a task (:func:`harness.reporting.common.sample_set_cautions`).
 
 Each metric is in one table only.
+
+``--common`` (:func:`harness.reporting.common.on_common_samples`): every score recomputed on the samples every run
+scored, ``n_<metric>`` beside it among the diagnostics, what could not be recomputed named under the title.
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ from harness.core.files import write_text_atomic
 from harness.data.depth import read_cell_metric
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
+from harness.metrics.context_length import curve_caution
 from harness.reporting.common import on_common_samples, sample_set_cautions
 from harness.reporting.comparability import check_side_by_side
-from harness.metrics.context_length import curve_caution
 from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
@@ -376,5 +380,5 @@ def write_leaderboard(board: Leaderboard, output: str | Path, headline: list[str
     paths = leaderboard_paths(output)
     write_text_atomic(paths[0], to_csv(board))
     write_text_atomic(paths[1], to_markdown(board, headline))
-    write_text_atomic(paths[2], to_html(board))
+    write_text_atomic(paths[2], to_html(board, "Leaderboard (on common samples)" if board.common else "Leaderboard"))
     return paths
