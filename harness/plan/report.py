@@ -31,7 +31,8 @@ def duration(seconds: float) -> str:
 
 def _cell_text(name: str, value: Any) -> str:
     if name == "cached":
-        return "-" if value is None else "yes" if value else "built now"
+        # before this plan: RULER's plan builds (and caches) samples that were not; LongPPL's key tokens the run finds
+        return "-" if value is None else "yes" if value else "no"
     if value is None:  # a count that could not be made (the judge's prompt not at hand)
         return "?"
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
