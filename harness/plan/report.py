@@ -111,7 +111,7 @@ def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any])
                      else throughput.work_seconds(*work),
                      "seconds_run": run.get("seconds")})
     total: dict[str, Any] = {"task": "total"}
-    for name in AGAINST[1:-2]:
+    for name in AGAINST[1:-2]:  # the counts and seconds; the two ratios are made below
         values = [r[name] for r in rows]
         total[name] = None if any(v is None for v in values) else sum(values)
     rows.append(total)
@@ -155,9 +155,9 @@ def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any],
         ratio = f"{estimated / wall:.2f}x the run's wall time" if isinstance(wall, (int, float)) and wall else ""
         lines.append(f"estimated: {duration(estimated)} at most, batch 1 ({ratio}), from throughput {source}: "
                      f"{throughput.basis}")
-        modelled = rows[-1]["seconds_at_run_tokens"]
-        if modelled is not None:
-            lines.append(f"with the generations as long as the run's: {modelled:.1f} s, "
-                         f"{modelled / (rows[-1]['seconds_run'] or modelled):.2f}x what its engine computed")
+        modelled, ran = rows[-1]["seconds_at_run_tokens"], rows[-1]["seconds_run"]
+        if modelled is not None and ran:
+            lines.append(f"with the generations as long as the run's: {modelled:.1f} s, {modelled / ran:.2f}x what its "
+                         "engine computed")
     return "\n".join(lines)
 
