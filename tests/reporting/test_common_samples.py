@@ -178,3 +178,26 @@ def test_agree_compares_aggregates_on_the_samples_both_runs_scored(tmp_path):
     assert tasks["t2"]["metrics"]["rouge1"] == {"a": 61.0, "b": 12.0, "delta": -49.0, "rel": 49.0 / 61.0}
     text = out.with_suffix(".md").read_text()
     assert "| score (on the 3 samples both scored) |" in text
+
+
+def test_common_recomputes_judged_quality_from_lch_judges_judgements(tmp_path):
+    """A judged task logs each sample's judge item (no number); ``lch judge`` writes each sample's quality beside the
+    samples (None: the judge's reply was unparsable and dropped). A: 50, 70, 90 (mean 70); B: 40, unparsed, 80
+    (mean 60). On documents 0 and 2: A (50 + 90) / 2 = 70, B 60, n 2."""
+    for run, date, qualities, reported in (("A", 100.0, [50.0, 70.0, 90.0], 70.0), ("B", 200.0, [40.0, None, 80.0], 60.0)):
+        folder = tmp_path / run
+        folder.mkdir()
+        rows = [{"doc_id": d, "quality": {"kind": "longbench_write", "instruction": "i", "response": "r"},
+                 "metrics": ["quality"]} for d in range(3)]
+        (folder / f"samples_jt_{date}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / f"judgements_jt_{date}.jsonl").write_text("".join(
+            json.dumps({"doc_id": d, "judge": "j", "parsed": None if q is None else {}, "quality": q}) + "\n"
+            for d, q in enumerate(qualities)))
+        (folder / f"results_{date}.json").write_text(json.dumps({
+            "results": {"jt": {"quality,none": reported}}, "higher_is_better": {"jt": {"quality": True}}, "date": date,
+            "config": {"model": "hf-pic", "model_args": {"pretrained": f"m{run}"}}}))
+    out = tmp_path / "common.csv"
+    assert main(["leaderboard", str(tmp_path / "A"), str(tmp_path / "B"), "-o", str(out), "--common"]) == 0
+    rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
+    assert (float(rows["mA"]["jt/quality"]), float(rows["mB"]["jt/quality"])) == (70.0, 60.0)
+    assert float(rows["mA"]["jt/n_quality"]) == float(rows["mB"]["jt/n_quality"]) == 2
