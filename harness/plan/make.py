@@ -44,10 +44,10 @@ def make_plan(run: RunSettings) -> Plan:
     from harness.core.options import parse_options
     from harness.plan.requests import plan_requests
     from harness.plugin.in_process import task_manager
-    from harness.plugin.preflight import preflight, run_task_names
+    from harness.plugin.preflight import preflight, through_user_groups
     from harness.tasks import TASKS_PATH
 
-    names = run_task_names(run.tasks, run.include_path)
+    names = through_user_groups(run.tasks, run.include_path)
     if names is None:
         raise UsageError(f"lch plan plans the tasks of this package; {', '.join(run.tasks)} holds others: plan "
                          "them with their own harness, or leave them out")
@@ -60,7 +60,7 @@ def make_plan(run: RunSettings) -> Plan:
     counter = PromptCounter(load_tokenizer(name))
     from harness.plugin.metadata import check_task_options
 
-    parsed = check_task_options(run.metadata, run.model_args, run.tasks, str(TASKS_PATH))
+    parsed = check_task_options(run.metadata, run.model_args, names, str(TASKS_PATH))
     cells: list[PlanCell] = []
     with asking_chat_template(run.apply_chat_template):
         counted = []

@@ -201,6 +201,28 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
     return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
 
 
+def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:
+    """:func:`run_task_names`, where a name may also be a group of ``include_path`` (a user's YAML) whose every member
+    is ours or such a group: the names of our tasks it evaluates; None when any member is not ours (or is an inline
+    task). ``lch plan`` plans such a run (the demo's group of RULER and BABILong tasks)."""
+    from lm_eval.tasks._index import Kind, TaskIndex
+
+    folders = _paths(include_path)
+    theirs = TaskIndex.build(folders) if folders else {}
+    out: list[str] = []
+
+    def expand(name: Any, seen: frozenset[str]) -> bool:
+        entry = theirs.get(name) if isinstance(name, str) else None
+        if entry is not None and entry.kind == Kind.GROUP and name not in seen:
+            members = (entry.cfg or {}).get("task")
+            return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
+        found = run_task_names([name], include_path)
+        out.extend(found or [])
+        return found is not None
+
+    return list(dict.fromkeys(out)) if tasks and all(expand(t, frozenset()) for t in tasks) else None
+
+
 def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
     """The context a run of ``tasks`` builds lm-eval's task index in: a run whose every task is ours and that brings
     no task manager of its own indexes the plugin folders and ``include_path`` only

@@ -288,3 +288,23 @@ def test_a_judged_tasks_plan_counts_each_judge_call_at_most(tiny_model_dir, tmp_
     monkeypatch.setenv("LCH_CACHE", str(tmp_path / "empty-cache"))
     (cell,) = _plan(tiny_model_dir, ["longbench_write"], meta).cells
     assert (cell.judge_calls, cell.judge_tokens) == (2, None)
+
+
+def test_a_users_group_of_our_tasks_is_planned_and_one_holding_others_refused(tiny_model_dir, reports, tmp_path):
+    """A group YAML of the user's (``--include_path``, as the demo's) whose members are ours is planned as its tasks;
+    one that holds a task of another harness is refused in one line, as the other's own tasks are."""
+    from harness.core.errors import UsageError
+
+    path, texts = reports
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    (folder / "mine.yaml").write_text("group: mine\ntask:\n  - ppl_govreport\n  - inner\n")
+    (folder / "inner.yaml").write_text("group: inner\ntask:\n  - lch_ruler_niah_single_1\n")
+    (folder / "mixed.yaml").write_text("group: mixed\ntask:\n  - ppl_govreport\n  - hellaswag\n")
+    meta = {"data_files": str(path), "min_tokens": 1, "num_docs": 3, **_ruler_meta(seed=778), "lengths": [512],
+            "num_samples": 2}
+    plan = _plan(tiny_model_dir, ["mine"], meta, include_path=str(folder))
+    assert [(c.task, c.length, c.samples) for c in plan.cells] == [("ppl_govreport", "-", 3),
+                                                                   ("lch_ruler_niah_single_1", "512", 2)]
+    with pytest.raises(UsageError, match="mixed holds others"):
+        _plan(tiny_model_dir, ["mixed"], meta, include_path=str(folder))
