@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.plan.cells import COLUMNS, Throughput, totals
+from harness.plan.cells import COLUMNS, Throughput, scores_only, totals
 
 LAYER = "pure"  # harness/devtools/layers.py
 
@@ -103,12 +103,13 @@ def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any])
         run = recorded.get(task) if isinstance(recorded.get(task), dict) else {}
         planned = totals(cells)
         work = [run.get(k) for k in ("prompt_tokens", "prompt_tokens_squared", "generated_tokens", "decode_context")]
+        scoring = scores_only(run.get("scored_tokens") or 0, run.get("generated_tokens") or 0)
         rows.append({"task": task, "samples": planned["samples"], "requests": run.get("requests"),
                      "prompt_tokens": planned["prompt_tokens"], "prompt_tokens_run": run.get("prompt_tokens"),
                      "generated_tokens": planned["generated_tokens"], "generated_tokens_run": run.get("generated_tokens"),
                      "seconds_estimated": None if throughput is None else sum(throughput.cell_seconds(c) for c in cells),
                      "seconds_at_run_tokens": None if throughput is None or None in work
-                     else throughput.work_seconds(*work),
+                     else throughput.work_seconds(*work, scoring=scoring),
                      "seconds_run": run.get("seconds")})
     total: dict[str, Any] = {"task": "total"}
     for name in AGAINST[1:-2]:  # the counts and seconds; the two ratios are made below

@@ -6,7 +6,8 @@ it back.
 Calibration times the engine's own generation primitive (:meth:`harness.engines.core.EngineCore.generate_tokens`:
 hf-pic and vllm-pic alike) at batch 1 on a prompt of random token ids, at two lengths: one new token (a prefill and a
 first step) and ``DECODE_STEPS + 1`` new tokens; the prefill time is the first, the time of one decoded token the
-difference over the extra tokens actually generated. Each timing is the fastest of ``REPEATS``."""
+difference over the extra tokens actually generated; and its scoring primitive (:meth:`~harness.engines.core.
+EngineCore.row_logprobs`, a perplexity's forward) on the same prompts. Each timing is the fastest of ``REPEATS``."""
 
 from __future__ import annotations
 
@@ -88,20 +89,23 @@ def calibrate(lm: Any, lengths: tuple[int, int]) -> tuple[Throughput, dict[str, 
     rng = random.Random(0)
     vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or len(lm.tokenizer))
     options = LongGenerationOptions()
-    prefill, decode, points = [], [], {}
+    prefill, decode, score, points = [], [], [], {}
     for n in lengths:
         prompt = [rng.randrange(100, vocab - 1) for _ in range(n)]
         lm.generate_tokens([prompt], options, 1)  # warm-up (kernels, caches)
         first, _ = _fastest(lambda: lm.generate_tokens([prompt], options, 1))
         longer, out = _fastest(lambda: lm.generate_tokens([prompt], options, DECODE_STEPS + 1))
+        scored, _ = _fastest(lambda: lm.row_logprobs([prompt]))  # a perplexity's forward: every token scored
         steps = max(1, len(out[0].token_ids) - 1)
         prefill.append(first)
         decode.append(max(0.0, longer - first) / steps)
-        points[str(n)] = {"prefill_seconds": first, "decode_seconds_per_token": decode[-1], "decoded": steps}
+        score.append(scored)
+        points[str(n)] = {"prefill_seconds": first, "decode_seconds_per_token": decode[-1], "decoded": steps,
+                          "score_seconds": scored}
     record = lm.run_record()
     basis = (f"timed on {record.device} ({record.engine}, {record.dtype}) at {lengths[0]} and {lengths[1]} prompt "
              f"tokens, batch 1, {datetime.now(timezone.utc):%Y-%m-%d}")
-    return Throughput.fit(lengths, prefill, decode, basis), points
+    return Throughput.fit(lengths, prefill, decode, basis, score), points
 
 
 def load_engine(model: str, model_args: dict[str, Any], device: str | None) -> Any:

@@ -25,6 +25,14 @@ def test_throughput_fits_two_points_and_prices_a_sample_by_hand():
     assert t.sample_seconds(2000, 100) == pytest.approx(8 / 3 + 1.35, rel=1e-12)
     cell = PlanCell("t", "2000", (2000, 2000), (100, 0))
     assert t.cell_seconds(cell) == pytest.approx(2 * 8 / 3 + 1.35, rel=1e-12)
+    # a perplexity's scoring forward, timed apart: 2 s at 1000 tokens, 16 s at 4000 -> e = 1/750, f = 1/1.5e6; a
+    # cell that scores a 2000-token document and generates nothing costs 8/3 + 8/3 s; without the scoring timings
+    # (a calibration stored before they were taken) the same cell is priced as a prefill, 8/3 s
+    scoring = Throughput.fit((1000, 4000), (1.0, 8.0), (0.01, 0.02), "by hand", score_seconds=(2.0, 16.0))
+    assert (scoring.e, scoring.f) == (pytest.approx(1 / 750, rel=1e-12), pytest.approx(1 / 1_500_000, rel=1e-12))
+    document = PlanCell("p", "-", (2000,), (0,), scored_tokens=1999)
+    assert scoring.cell_seconds(document) == pytest.approx(16 / 3, rel=1e-12)
+    assert t.cell_seconds(document) == pytest.approx(8 / 3, rel=1e-12)
     # timing noise that makes the per-token cost fall with length: no negative coefficient, the longer point kept
     noisy = Throughput.fit((1000, 2000), (1.0, 1.5), (0.02, 0.01), "noisy")
     assert (noisy.a, noisy.b, noisy.c, noisy.d) == (1.5 / 2000, 0.0, 0.01, 0.0)
@@ -197,21 +205,22 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     assert plan["lch_ruler_niah_single_1"].generated_tokens >= ruler["generated_tokens"]
 
     # lch plan --against: the recorded run planned again beside what it cost, estimated from the throughput stored for
-    # its setting (a prefill of n tokens a n + b n^2 seconds: ppl_govreport's documents generate nothing)
+    # its setting
     from harness.cli import main
     from harness.plan import throughput as tp
     from harness.plugin.in_process import save_run
 
     save_run(out, tmp_path / "run")
-    a, b = 1e-4, 1e-8
+    a, b, e, f = 1e-4, 1e-8, 3e-4, 2e-8
     tp.store(tp.setting_of("hf-pic", {"pretrained": str(tiny_model_dir), "dtype": "float32"}, "cpu"),
-             Throughput(a, b, 1e-3, 1e-7, "by hand"), {})  # c, d: below
+             Throughput(a, b, 1e-3, 1e-7, "by hand", e, f), {})  # c, d: below
     assert main(["plan", "--against", str(tmp_path / "run"), "--json", str(tmp_path / "against.json")]) == 0
     rows = {r["task"]: r for r in json.loads((tmp_path / "against.json").read_text())["against"]["tasks"]}
     assert rows["ppl_govreport"]["prompt_tokens"] == rows["ppl_govreport"]["prompt_tokens_run"] == sum(documents)
     assert rows["lch_ruler_niah_single_1"]["prompt_tokens"] == rows["lch_ruler_niah_single_1"]["prompt_tokens_run"]
     assert rows["lch_ruler_niah_single_1"]["generated_tokens_run"] == sum(generated)
-    assert rows["ppl_govreport"]["seconds_estimated"] == pytest.approx(sum(a * n + b * n * n for n in documents))
+    # ppl_govreport scores its documents and generates nothing: priced by the scoring forward, e n + f n^2
+    assert rows["ppl_govreport"]["seconds_estimated"] == pytest.approx(sum(e * n + f * n * n for n in documents))
     assert rows["ppl_govreport"]["seconds_run"] == ppl["seconds"]
     assert rows["total"]["seconds_run"] == pytest.approx(ppl["seconds"] + ruler["seconds"])
     assert rows["total"]["estimate_over_run"] == pytest.approx(
