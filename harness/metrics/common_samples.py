@@ -22,6 +22,10 @@ aggregates are then means over different samples, and a difference between them 
 * :func:`pooled_value` applies a rule to a subset; :func:`mean_stderr` is the standard error of a mean
   (``sd / sqrt(n)``, ``sd`` with ``n - 1``: lm-eval's), :func:`group_value` a group's mean of its tasks' values
   (plain, or weighted by the tasks' sizes: lm-eval's two group rules) over its tasks (:func:`group_leaves`).
+
+:func:`mean_stderr` and :func:`group_value` are lm-eval's ``mean_stderr`` and ``aggregate_subtask_metrics`` written
+again on purpose: the reports that use them read results files in a layer that does not import lm-eval (the run's
+own aggregation, :mod:`harness.plugin.finish_results`, calls lm-eval's).
 """
 
 from __future__ import annotations

@@ -77,23 +77,24 @@ def judge_tokens(instance: Any, budget: int, counter: PromptCounter, task: Any) 
     """At most the tokens of the judge request a judged task makes for one sample (each sample is judged once for
     all its judged metrics: :mod:`harness.judges.stage`): its prompt and completion
     (:meth:`harness.tasks.longform.LongGenerationTask.judge_tokens`), 0 for a task without a judge; None when the
-    judge's prompt is not at hand (nothing is downloaded for a plan)."""
-    from harness.data.documents import no_downloads
-
+    judge's prompt is not at hand (the caller keeps downloads off: :func:`harness.data.documents.no_downloads`)."""
     if not callable(getattr(task, "judge_tokens", None)):
         return 0
-    count = lambda text: len(counter.tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    with no_downloads():
-        found = task.judge_tokens(instance.doc, budget, count)
+    found = task.judge_tokens(instance.doc, budget,
+                              lambda text: len(counter.tokenizer(text, add_special_tokens=False)["input_ids"]))
     return None if found is None else sum(found)
 
 
 def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
-    """The cells of one task whose requests are built (``task.instances``), one per sample length."""
+    """The cells of one task whose requests are built (``task.instances``), one per sample length; nothing is
+    downloaded to count them."""
+    from harness.data.documents import no_downloads
+
     by_length: dict[str, list[tuple[int, int, int, bool, int | None]]] = defaultdict(list)
-    for instance in task.instances:
-        counts = request_counts(instance, counter, task)
-        by_length[sample_length(instance.doc)].append((*counts, judge_tokens(instance, counts[1], counter, task)))
+    with no_downloads():
+        for instance in task.instances:
+            counts = request_counts(instance, counter, task)
+            by_length[sample_length(instance.doc)].append((*counts, judge_tokens(instance, counts[1], counter, task)))
     cells = []
     judged = callable(getattr(task, "judge_tokens", None))
     for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
@@ -45,10 +46,10 @@ def _differing(signatures: dict[int, Any]) -> bool:
     return len(set(signatures.values())) > 1
 
 
-def sample_set_cautions(runs: list[Run]) -> dict[int, list[str]]:
-    """``{index of a run in runs: [caution]}``: for each task two or more runs hold whose scored documents differ
+def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
+    """``{a run's results file: [caution]}``: for each task two or more runs hold whose scored documents differ
     (module docstring), one sentence naming the metrics and their range of documents."""
-    out: dict[int, list[str]] = {}
+    out: dict[Path, list[str]] = {}
     tasks = sorted({task for run in runs for task in run.samples} | {task for run in runs for task in run.scored})
     for task in tasks:
         holders = [i for i, run in enumerate(runs) if task in run.samples or task in run.scored]
@@ -70,7 +71,7 @@ def sample_set_cautions(runs: list[Run]) -> dict[int, list[str]]:
         sentence = (f"{task}: the runs scored different samples ({_differences(differ)}); `{COMMON_FLAG}` compares "
                     "them on the samples every run scored")
         for i in holders:
-            out.setdefault(i, []).append(sentence)
+            out.setdefault(runs[i].path, []).append(sentence)
     return out
 
 

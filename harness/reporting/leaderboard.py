@@ -137,7 +137,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         found = on_common_samples(runs)
         runs, notes = found.runs, found.notes
     else:
-        differ = {runs[i].path: found for i, found in sample_set_cautions(runs).items()}
+        differ = sample_set_cautions(runs)
     every = sorted({m for r in runs for m in r.metrics})
     diagnostics = [m for m in every if _is_diagnostic(m, runs)]
     metrics = [m for m in every if m not in diagnostics] + diagnostics
