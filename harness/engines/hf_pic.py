@@ -32,6 +32,8 @@ from harness.engines.core import EngineCore, Generated
 from harness.engines.model_args import check_hf_pic_args
 from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
+from harness.models.attention import use_blocked_masks
+from harness.models.device_sizing import check_fits, device_free_bytes, out_of_memory_said
 from harness.models.head import output_logits
 from harness.pic.hf import apply_pic, set_rope_base
 from harness.models.scoring import hidden_states, left_pad
@@ -57,6 +59,7 @@ class HFPicLM(EngineCore, HFLM):
             # shared GPU) every process would otherwise evaluate everything. Split there too.
             self._rank = accelerator.process_index
             self._world_size = accelerator.num_processes
+        use_blocked_masks(self.model)
         inference = resolved.inference
         if inference.rope_base is not None:
             set_rope_base(self.model, inference.rope_base)
@@ -93,7 +96,10 @@ class HFPicLM(EngineCore, HFLM):
         """One left-padded forward of the decoder (every PIC variant sees each row's true positions)."""
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids, mask = left_pad(rows, pad_id, self.device)
-        hidden = hidden_states(self.model, ids, mask)
+        free = device_free_bytes(ids.device)  # one reading: the check and the pass's sizes agree
+        check_fits(self.model, ids.shape[1], ids.shape[0], free, ids.device)
+        with out_of_memory_said(ids.device, ids.shape[1], free):
+            hidden = hidden_states(self.model, ids, mask, free=free)
         return [hidden[b, ids.shape[1] - len(row):] for b, row in enumerate(rows)]
 
     def score_head(self, hidden: torch.Tensor) -> torch.Tensor:

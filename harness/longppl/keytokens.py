@@ -107,7 +107,10 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
     check_model_folder(name, "evaluator", tokenizer=True)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    from harness.models.attention import use_blocked_masks
+
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    use_blocked_masks(model)
     return model, AutoTokenizer.from_pretrained(name)
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
+from harness.models.attention import MASK_BLOCK_ELEMENTS, NAME as BLOCKED
 from harness.models.unwrap import unwrap_model
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
@@ -36,6 +37,14 @@ def device_free_bytes(device: torch.device | str | None) -> int | None:
 
 
 MEASURE = object()  # "measure the device now": a caller that measured once passes its reading (an int, or None off CUDA)
+
+
+def host_available_bytes() -> int:
+    """The memory the operating system can give this process now without swapping (``MemAvailable``): a CPU
+    run's headroom."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
 
 
 def _headroom(device: torch.device | str | None, free: int | None | object) -> int | None:
@@ -85,16 +94,21 @@ def score_bytes(dtype: torch.dtype) -> int:
     return torch.empty(0, dtype=dtype).element_size() + 4
 
 
+def attention_implementation(model: nn.Module) -> str:
+    """The model's attention implementation as transformers names it (``sdpa`` when it says none)."""
+    return str(getattr(text_config(model), "_attn_implementation", "sdpa") or "sdpa")
+
+
 def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
     """Whether the model's attention on ``device`` runs a kernel that materialises no ``queries x keys`` scores:
     FlashAttention 2 as the model's implementation, or PyTorch's SDPA picking its flash or memory-efficient kernel
     for a query, keys and values of the model's shapes in ``dtype`` under an explicit mask (hf-pic always passes
     one), as ``torch.backends.cuda.can_use_flash_attention`` / ``can_use_efficient_attention`` say on the device
     itself. Eager attention, and anything PyTorch refuses to say, count as materialising."""
-    implementation = str(getattr(text_config(model), "_attn_implementation", "sdpa") or "sdpa")
+    implementation = attention_implementation(model)
     if "flash" in implementation:
         return True
-    if implementation != "sdpa" or torch.device(device).type != "cuda":
+    if implementation not in ("sdpa", BLOCKED) or torch.device(device).type != "cuda":
         return False
     config = text_config(model)
     heads = int(getattr(config, "num_attention_heads", 1) or 1)
@@ -109,6 +123,28 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
                     or torch.backends.cuda.can_use_efficient_attention(params, False))
     except Exception:  # noqa: BLE001 (an older PyTorch without these queries: assume the scores exist)
         return False
+
+
+def materialises_scores(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
+    """Whether the model's attention on ``device`` holds ``queries x keys`` scores at once: not SDPA on the CPU
+    (PyTorch's CPU kernel works through them in tiles), else as :func:`fused_attention` says."""
+    if attention_implementation(model) in ("sdpa", BLOCKED) and torch.device(device).type == "cpu":
+        return False
+    return not fused_attention(model, device, dtype)
+
+
+def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None = None) -> int:
+    """Bytes of the attention mask a forward of ``queries`` (default all ``width``) of ``batch`` rows over ``width``
+    keys holds at once where its layers need one (a sliding window, padding): a boolean pair and the float copy the
+    SDPA kernel makes of it, for every pair under ``sdpa`` / eager, for a block of
+    :data:`~harness.models.attention.MASK_BLOCK_ELEMENTS` under ``lch_sdpa``; none under FlashAttention."""
+    implementation = attention_implementation(model)
+    if "flash" in implementation:
+        return 0
+    pairs = batch * (width if queries is None else queries) * width
+    if implementation == BLOCKED:
+        pairs = min(pairs, MASK_BLOCK_ELEMENTS)
+    return pairs * (1 + torch.empty(0, dtype=model_dtype(model)).element_size())
 
 
 def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
@@ -157,27 +193,40 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
     tokens = batch * width
     peak = tokens * hidden * size  # the last hidden states
     peak += tokens * ((heads + 2 * kv_heads) * head_dim + 3 * inner + 2 * hidden) * size  # one layer at work
+    if kv_heads != heads:
+        peak += 2 * tokens * heads * head_dim * size  # keys and values repeated to every query head
     block = query_block(model, device, width, batch=batch, free=free) if free is not None else None
     if block is not None:
         peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
         peak += batch * heads * block * width * score_bytes(dtype)  # one block's scores
-    elif not fused_attention(model, device, dtype):
-        peak += batch * heads * width * width * score_bytes(dtype)
+        peak += mask_bytes(model, width, batch, queries=block)
+    else:
+        peak += mask_bytes(model, width, batch)
+        if materialises_scores(model, device, dtype):
+            peak += batch * heads * width * width * score_bytes(dtype)
     budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
     return int(peak + budget * logit_bytes(dtype))
+
+
+def in_words(size: int) -> str:
+    """Bytes as GiB with one decimal, or MiB below one GiB."""
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / (1 << 20):.0f} MiB"
 
 
 def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
                what: str = "scoring") -> None:
     """Refuse in one line, before any pass, a ``batch x width`` pass whose :func:`predicted_peak` exceeds the
-    device's headroom ``free`` (nothing is checked off CUDA, ``free`` None)."""
-    if free is None:
+    device's headroom: ``free`` on a CUDA device, :func:`host_available_bytes` on the CPU (where the operating
+    system would otherwise kill the process)."""
+    on_cpu = torch.device(device).type == "cpu"
+    if free is None and not on_cpu:
         return
     need = predicted_peak(model, width, batch, free, device)
-    if need > free:
-        raise UsageError(f"{what} {batch} x {width} tokens needs ~{need / GIB:.1f} GiB, {device} has {free / GIB:.1f} "
-                         "GiB free: score shorter documents (max_tokens), pass dtype=bfloat16, or use a device with "
-                         "more memory")
+    have = host_available_bytes() if free is None else free
+    if need > have:
+        raise UsageError(f"{what} {batch} x {width} tokens needs ~{in_words(need)}, {device} has {in_words(have)} "
+                         f"{'available' if free is None else 'free'}: score shorter documents (max_tokens), pass "
+                         "dtype=bfloat16, or use a device with more memory")
 
 
 @contextmanager
