@@ -21,11 +21,13 @@ aggregates are then means over different samples, and a difference between them 
   Reproduced means equal to a relative ``1e-9``: the same numbers summed in another order.
 * :func:`pooled_value` applies a rule to a subset; :func:`mean_stderr` is the standard error of a mean
   (``sd / sqrt(n)``, ``sd`` with ``n - 1``: lm-eval's), :func:`group_value` a group's mean of its tasks' values
-  (plain, or weighted by the tasks' sizes: lm-eval's two group rules) over its tasks (:func:`group_leaves`).
+  (plain, or weighted by the tasks' sizes: lm-eval's two group rules) over its tasks (:func:`group_leaves`), and
+  :func:`group_stderr` its standard error.
 
-:func:`mean_stderr` and :func:`group_value` are lm-eval's ``mean_stderr`` and ``aggregate_subtask_metrics`` written
-again on purpose: the reports that use them read results files in a layer that does not import lm-eval (the run's
-own aggregation, :mod:`harness.plugin.finish_results`, calls lm-eval's).
+These are lm-eval's formulas (``mean_stderr``, ``aggregate_subtask_metrics``, ``unweighted_mean_stderr``,
+``pooled_sample_stderr``) written here on purpose: reports read results files in a layer that does not import
+lm-eval, and lm-eval's releases do not all have them (``unweighted_mean_stderr`` is in 0.4.13, not in the main
+branch its plugin discovery grew on); tests/reporting/test_common_samples.py holds them equal to lm-eval's.
 """
 
 from __future__ import annotations
@@ -110,6 +112,17 @@ def mean_stderr(values: Sequence[float]) -> float | None:
         return None
     mu = sum(values) / n
     return math.sqrt(sum((v - mu) ** 2 for v in values) / (n - 1) / n)
+
+
+def group_stderr(stderrs: Sequence[float], sizes: Sequence[int], weighted: bool) -> float:
+    """The standard error of :func:`group_value` from its tasks' standard errors ``se_i`` and sizes ``n_i``:
+    unweighted, ``sqrt(sum se_i^2) / k`` (k independent means averaged); weighted by size, the pooled sample
+    variance ``sqrt(sum (n_i - 1) n_i se_i^2 / (sum n_i - k) / sum n_i)``."""
+    if not weighted:
+        return math.sqrt(sum(e * e for e in stderrs)) / len(stderrs)
+    total = sum(sizes)
+    pooled = sum((n - 1) * e * e * n for e, n in zip(stderrs, sizes)) / (total - len(sizes))
+    return math.sqrt(pooled / total)
 
 
 def group_leaves(group: str, subtasks: Mapping[str, Sequence[str]]) -> list[str]:

@@ -154,14 +154,12 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     uses are free options, so a group YAML cannot list them). A length is one length whatever its spelling: the
     group's metric averages its tasks' ``len_1k`` and ``len_1024`` alike and is named as its tasks name it, or by its
     tokens where they differ (RULER names lengths by tokens, BABILong by k-labels). Values and standard errors are
-    lm-eval's group formulas (``aggregate_subtask_metrics``; ``unweighted_mean_stderr``, or ``pooled_sample_stderr``
-    for a group weighted by size). A results file does not record a group's ``weight_by_size``: where the tasks differ
-    in size, the value lm-eval computed for the group's own metrics tells which rule it used (ours are unweighted).
+    lm-eval's group formulas, written in :mod:`harness.metrics.common_samples` (``group_value``, ``group_stderr``).
+    A results file does not record a group's ``weight_by_size``: where the tasks differ in size, the value lm-eval
+    computed for the group's own metrics tells which rule it used (ours are unweighted).
     Written into both ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
-    from lm_eval.api.metrics import aggregate_subtask_metrics, pooled_sample_stderr, unweighted_mean_stderr
-
     from harness.data.depth import cell_metric, length_of_metric
-    from harness.metrics.common_samples import group_leaves
+    from harness.metrics.common_samples import group_leaves, group_stderr, group_value
     from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
 
     task_results = results.get("results") or {}
@@ -206,10 +204,9 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
             values = [row[f"{own},none"] for row, own in rows]
             stderrs = [row.get(f"{own}_stderr,none") for row, own in rows]
             size = [sizes[leaf] for leaf in have]
-            current[f"{metric},none"] = float(aggregate_subtask_metrics(values, size, weighted))
+            current[f"{metric},none"] = float(group_value(values, size, weighted))
             if all(number(e) for e in stderrs):
-                current[f"{metric}_stderr,none"] = float(pooled_sample_stderr(stderrs, size) if weighted
-                                                         else unweighted_mean_stderr(stderrs))
+                current[f"{metric}_stderr,none"] = float(group_stderr(stderrs, size, weighted))
             else:
                 current[f"{metric}_stderr,none"] = "N/A"
             if isinstance(current.get("sample_count"), dict):  # the samples it rests on where the tasks count them

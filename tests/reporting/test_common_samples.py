@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.metrics.common_samples import (group_leaves, group_value, mean_stderr, pooled_value, rule_of,
-                                            scored_digest, scored_values)
+from harness.metrics.common_samples import (group_leaves, group_stderr, group_value, mean_stderr, pooled_value,
+                                            rule_of, scored_digest, scored_values)
 from harness.metrics.support import SAMPLES_WHY, samples_support
 from harness.plugin.finish_results import record_scored
 from tests.reporting.test_reporting import markdown_tables, read_csv
@@ -95,6 +95,27 @@ def test_pooling_rules_are_found_by_reproducing_the_reported_value():
     assert group_value([75.0, 100.0], [4, 2], False) == 87.5
     assert group_value([75.0, 100.0], [4, 2], True) == pytest.approx(500.0 / 6)
     assert group_leaves("g", {"g": ["a", "h"], "h": ["b", "c"]}) == ["a", "b", "c"]
+
+
+def test_group_formulas_equal_lm_evals_where_its_release_has_them():
+    """A group's value and stderr are written here (lm-eval's main lacks ``unweighted_mean_stderr``); by hand, and
+    equal to the installed lm-eval's functions where it has them."""
+    from lm_eval.api import metrics as lm_eval_metrics
+
+    # se 3 and 4 averaged plainly: sqrt(9 + 16) / 2 = 2.5; pooled by size 4 and 2:
+    # (3 * 9 * 4 + 1 * 16 * 2) / (6 - 2) = 35, sqrt(35 / 6)
+    assert group_stderr([3.0, 4.0], [4, 2], False) == pytest.approx(2.5, rel=1e-12)
+    assert group_stderr([3.0, 4.0], [4, 2], True) == pytest.approx(math.sqrt(35.0 / 6), rel=1e-12)
+    cases = [([75.0, 100.0, 12.5], [4, 2, 9], [3.0, 4.0, 0.5]), ([1.0, 2.0], [10, 10], [0.2, 0.1])]
+    for values, sizes, stderrs in cases:
+        for weighted in (False, True):
+            assert group_value(values, sizes, weighted) == pytest.approx(
+                lm_eval_metrics.aggregate_subtask_metrics(values, sizes, weighted), rel=1e-12)
+        assert group_stderr(stderrs, sizes, True) == pytest.approx(
+            float(lm_eval_metrics.pooled_sample_stderr(stderrs, sizes)), rel=1e-12)
+        unweighted = getattr(lm_eval_metrics, "unweighted_mean_stderr", None)
+        if unweighted is not None:
+            assert group_stderr(stderrs, sizes, False) == pytest.approx(float(unweighted(stderrs)), rel=1e-12)
 
 
 def test_a_run_records_which_documents_each_score_rests_on():
