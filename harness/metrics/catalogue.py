@@ -77,8 +77,12 @@ METRICS: dict[str, MetricInfo] = {
     "rep4": _score("rep-4: share of repeated 4-grams in an output", False),
     "distinct2": _score("distinct-2: share of distinct 2-grams in an output"),
     # bookkeeping that is not a count of n_<what>
-    "prompt_tokens": _bookkeeping("mean prompt length in the evaluated model's tokens (chat template included)"),
-    "over_length": _bookkeeping("prompts longer than the model's max length with the generation budget"),
+    "prompt_tokens": _bookkeeping("mean length of the prompt sent, after the truncation policy, in the evaluated "
+                                  "model's tokens (chat template included)"),
+    "sample_tokens": _bookkeeping("mean length of the sample's prompt before the truncation policy (prompt_tokens "
+                                  "+ the tokens it cut)"),
+    "over_length": _bookkeeping("prompts sent longer than the model's max length with the generation budget (what "
+                                "the engine would cut silently; the policy's cuts are n_truncated, n_skipped)"),
     "over_target": _bookkeeping("prompts longer than the length they were fitted to"),
     "docs_skipped": _bookkeeping("documents skipped as shorter than min_tokens"),
     "key_spans_dropped": _bookkeeping("key-token spans that matched no token of the evaluated model"),

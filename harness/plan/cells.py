@@ -21,7 +21,7 @@ LAYER = "pure"  # harness/devtools/layers.py
 class PlanCell:
     """One task at one sample length (``length`` "-" for tasks whose samples have none): each request's prompt tokens
     as sent (after the task's truncation policy, chat template counted) and generation budget, the tokens whose
-    log-probabilities are scored, the samples the truncation policy cuts or skips (``over_length``), the judge calls
+    log-probabilities are scored, the samples the truncation policy cuts or skips (``cut``), the judge calls
     and their tokens, and whether the samples were read from the data cache (None: the task keeps no such cache)."""
 
     task: str
@@ -29,7 +29,7 @@ class PlanCell:
     prompts: tuple[int, ...]
     budgets: tuple[int, ...]
     scored_tokens: int = 0
-    over_length: int = 0
+    cut: int = 0
     judge_calls: int = 0
     cached: bool | None = None
     # at most, each judge call's prompt (its messages, the response at its budget) plus completion (the judge's
@@ -63,8 +63,8 @@ class PlanCell:
 
 
 COLUMNS = ("task", "length", "samples", "prompt_tokens", "longest_prompt", "generated_tokens", "scored_tokens",
-           "over_length", "judge_calls", "judge_tokens", "cached")
-SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "over_length", "judge_calls",
+           "cut", "judge_calls", "judge_tokens", "cached")
+SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "cut", "judge_calls",
           "judge_tokens")
 
 

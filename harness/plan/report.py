@@ -11,7 +11,7 @@ LAYER = "pure"  # harness/devtools/layers.py
 
 HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
            "longest_prompt": "longest", "generated_tokens": "generated <=", "scored_tokens": "scored",
-           "over_length": "over length", "judge_calls": "judge calls", "judge_tokens": "judge tokens <=",
+           "cut": "cut or skipped", "judge_calls": "judge calls", "judge_tokens": "judge tokens <=",
            "cached": "cached"}
 CALIBRATE_HINT = ("no time estimate: this model, device and model args were never timed here; add --calibrate "
                   "(times one prefill and decode of the model at two lengths)")

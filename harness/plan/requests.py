@@ -101,7 +101,7 @@ def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
         judge = [c[4] for c in counts]
         cells.append(PlanCell(task=name, length=length, prompts=tuple(c[0] for c in counts),
                               budgets=tuple(c[1] for c in counts), scored_tokens=sum(c[2] for c in counts),
-                              over_length=sum(c[3] for c in counts), judge_calls=len(counts) if judged else 0,
+                              cut=sum(c[3] for c in counts), judge_calls=len(counts) if judged else 0,
                               judge_tokens=None if None in judge else sum(judge)))
     return cells
 

@@ -29,8 +29,8 @@ per-document metrics and aggregations. :class:`LchTask` owns what all our tasks 
 * what each metric rests on (:meth:`LchTask.support`: samples, documents, key tokens) is declared in the results
   metadata, and the run's results carry a caution where that is too little (:mod:`harness.metrics.support`);
 * length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
-  the evaluated model's tokenizer and reported as ``prompt_tokens`` / ``over_length`` (and
-  ``over_target`` for samples fitted to a length, ``TARGETED``).
+  the evaluated model's tokenizer and reported as ``sample_tokens`` (as built) / ``prompt_tokens`` (as sent, after
+  a truncation policy) / ``over_length`` (and ``over_target`` for samples fitted to a length, ``TARGETED``).
 """
 
 from __future__ import annotations
@@ -324,14 +324,21 @@ class LchTask(ConfigurableTask):
         tokenizer (:class:`~harness.tasks.prompt_lengths.PromptLengths`)."""
         return PromptLengths(self.config.task, self.model_keys)
 
+    def sent_tokens(self, doc: dict, built: int) -> int:
+        """The tokens of the prompt sent for ``doc``, whose prompt as built had ``built`` (the same here; a task
+        that cuts prompts says what it cut)."""
+        return built
+
     def honesty(self, doc: dict) -> dict:
-        """``prompt_tokens``; ``over_length`` = prompt + budget > max_length; ``over_target`` = prompt +
-        budget > the length the sample was fitted to (TARGETED tasks); nothing for a prompt not counted."""
+        """``sample_tokens`` (the prompt lm-eval built), ``prompt_tokens`` (the prompt sent: :meth:`sent_tokens`);
+        ``over_length`` = sent + budget > max_length; ``over_target`` = sample + budget > the length the sample was
+        fitted to (TARGETED tasks); nothing for a prompt not counted."""
         n = self.prompt_lengths.tokens(doc)
         if n is None:
             return {}
         budget = self.generation_budget()
-        out = {"prompt_tokens": n, "over_length": int(n + budget > self.max_length)}
+        sent = self.sent_tokens(doc, n)
+        out = {"prompt_tokens": sent, "sample_tokens": n, "over_length": int(sent + budget > self.max_length)}
         if self.TARGETED and doc.get("prompt_budget"):
             out["over_target"] = int(n + budget > int(doc["prompt_budget"]))
         return out

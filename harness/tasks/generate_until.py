@@ -2,8 +2,9 @@
 (``harness/tasks/lch_ruler/task.py``), BABILong (``lch_babilong/task.py``) and MRQA (``mrqa/task.py``).
 
 Every prompt is counted (:class:`harness.tasks.base.LchTask` length honesty), so truncation is
-never silent: ``prompt_tokens`` (mean), ``over_length`` (prompts with ``prompt_tokens + max_gen_toks >
-max_length``, i.e. those lm-eval's HF model left-truncates; ``max_length`` from the model args, else the
+never silent: ``sample_tokens`` (mean tokens of the prompt as built), ``prompt_tokens`` (mean tokens of the prompt
+sent, after the truncation policy below), ``over_length`` (prompts sent with ``prompt_tokens + max_gen_toks >
+max_length``, i.e. those lm-eval's HF model would left-truncate; ``max_length`` from the model args, else the
 model config, see :func:`harness.data.prompt_tokens.model_max_length`). Tasks that generate their
 samples at a target length (RULER, BABILong) also report ``over_target`` (prompts longer than the length
 they were fitted to, which happens when a run applies a chat template the generator was not told about:
@@ -59,14 +60,18 @@ class HonestGenerationTask(LchTask):
             return ctx
         if getattr(self, "_fit", None) is None:
             self._fitted: dict[str, Fitted] = {}
+            self._sent_tokens: dict[str, int] = {}
             self._fit = prompt_fitter(counter.tokenizer, lambda text: counter.count_rendered([text])[0])
         fitted = self._fit(ctx, self.prompt_parts(doc), self.max_length - self.generation_budget(),
                            self.options.truncation)
         self._fitted[doc_key(doc)] = fitted
+        sent = fitted.text
         if fitted.skipped:
             ids = counter.tokenizer(ctx, add_special_tokens=False)["input_ids"][:SKIP_PLACEHOLDER_TOKENS]
-            return counter.tokenizer.decode(ids)
-        return fitted.text
+            sent = counter.tokenizer.decode(ids)
+        if fitted.skipped or fitted.truncated:  # counted as sent, as lch plan and lch_cost count it
+            self._sent_tokens[doc_key(doc)] = counter.count_rendered([sent])[0]
+        return sent
 
     def prompt_parts(self, doc: dict) -> PromptParts:
         """``doc``'s text (``doc_to_text``) as instruction, context and question (:class:`~harness.data.truncation.
@@ -95,6 +100,10 @@ class HonestGenerationTask(LchTask):
     def fitted(self, doc: dict) -> Fitted | None:
         """How ``doc``'s prompt was sent (None: not counted in this process)."""
         return getattr(self, "_fitted", {}).get(doc_key(doc))
+
+    def sent_tokens(self, doc: dict, built: int) -> int:
+        """What was sent: the prompt the policy cut, or the placeholder of a skipped sample, counted."""
+        return getattr(self, "_sent_tokens", {}).get(doc_key(doc), built)
 
     def document_metrics(self, doc: dict, results: list) -> dict:
         fitted = self.fitted(doc)

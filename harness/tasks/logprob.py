@@ -59,7 +59,7 @@ class TokenLogprobTask(LchTask):
         govreport_documents(options, model_keys)
 
     def extra_metrics(self, meta: dict) -> list[dict]:
-        return [HONESTY_METRICS[1]]
+        return [spec for spec in HONESTY_METRICS if spec["metric"] == "over_length"]
 
     def extra_document_metrics(self, doc: dict, results: list) -> dict:
         return {"over_length": int(len(results[0]["token_ids"]) > self.max_length)}

@@ -12,7 +12,8 @@ from harness.metrics.catalogue import metric_info
 from harness.metrics.pooling import mean, total
 
 # how a task pools them; what they are is the catalogue's (harness.metrics.catalogue)
-HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total}]
+HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total},
+                   {"metric": "sample_tokens", "aggregation": mean}]
 TARGET_METRIC = {"metric": "over_target", "aggregation": total}
 
 def described(metric_list: list, task: Any) -> list[dict]:

@@ -41,12 +41,12 @@ def test_throughput_fits_two_points_and_prices_a_sample_by_hand():
 
 
 def test_cells_total_and_read_as_a_table():
-    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), over_length=1, cached=True, judge_calls=2, judge_tokens=900),
+    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), cut=1, cached=True, judge_calls=2, judge_tokens=900),
              PlanCell("b", "-", (3000,), (0,), scored_tokens=2999, judge_calls=0)]
     assert (cells[0].samples, cells[0].prompt_tokens, cells[0].longest_prompt, cells[0].generated_tokens) == (
         2, 1900, 1000, 128)
     assert totals(cells) == {"samples": 3, "prompt_tokens": 4900, "generated_tokens": 128, "scored_tokens": 2999,
-                             "over_length": 1, "judge_calls": 2, "judge_tokens": 900, "longest_prompt": 3000}
+                             "cut": 1, "judge_calls": 2, "judge_tokens": 900, "longest_prompt": 3000}
     lines = table([c.row() for c in cells]).splitlines()
     assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "2", "900", "yes"]
     assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "0", "-"]

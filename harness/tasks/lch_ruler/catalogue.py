@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 LAYER = "data"  # harness/devtools/layers.py
 
-GENERATOR_VERSION = "4"  # 3: niah rows record their needle depth (harness.data.depth); 4: rows record context_span
+GENERATOR_VERSION = "5"  # part of every cache key: bump when rows, or the checks made while fitting them, change
 DEPTHS = tuple(round(100 * i / 39) for i in range(40))  # 40 evenly spaced needle depths, in percent
 
 

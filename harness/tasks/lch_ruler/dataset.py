@@ -45,14 +45,14 @@ from harness.tasks.lch_ruler import fitting
 from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
 from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, rows_lock, write_rows
 from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
-from harness.tasks.lch_ruler.fitting import SegmentCounter, TooShortError
+from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
 
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
-           "Sources", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
+           "Sources", "SourceTooShortError", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
 
 
 @dataclass(frozen=True)
@@ -199,6 +199,7 @@ def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
                 fitted = fitting.fit_additive(builders, SegmentCounter(counter), target)
             if fitted is None:
                 fitted = fitting.fit_full(builders, counter, target)
+            _check_reached(options, length, target, builders, fitted)
             return builders, fitted, icl
         except TooShortError as err:
             if spec.kind == "cwe" and params["freq_common"] > params["freq_uncommon"] + 1:
@@ -209,6 +210,24 @@ def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
                 continue
             raise TooShortError(f"RULER {task} at length {length}: {err} (the answer budget takes {spec.budget}); "
                                 "use a longer length") from None
+
+
+def _check_reached(options: RulerOptions, length: int, target: int, builders: list[Builder],
+                   fitted: list[tuple[int, int]]) -> None:
+    """Refuse samples that took every unit their source has (``n == n_max``) and still leave more than one unit's
+    tokens of the target unused: the source cannot reach the length asked (a small QA set at a long length)."""
+    short = [(n, tokens) for b, (n, tokens) in zip(builders, fitted)
+             if n >= b.n_max and target - tokens > tokens / max(n, 1)]
+    if not short:
+        return
+    task = str(options.ruler_task)
+    reach = max(tokens for _, tokens in short)
+    spec = TASKS[task]
+    source = next((f"{key}={getattr(options, key)}" for key in ("squad", "hotpotqa")
+                   if spec.params.get("dataset") == key), f"essays={options.essays}")
+    raise SourceTooShortError(f"RULER {task} at length {length}: its source ({source}) reaches only {reach} prompt "
+                              f"tokens of the {target} asked; give a larger source (the official dev JSON) or lengths "
+                              f"up to {reach + spec.budget}")
 
 
 def dataset(options: RulerOptions) -> dict:

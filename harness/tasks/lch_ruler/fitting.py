@@ -35,6 +35,10 @@ class TooShortError(UsageError):
     """The prompt does not fit the token budget even with the smallest haystack."""
 
 
+class SourceTooShortError(UsageError):
+    """The sample's source runs out of haystack before the prompt reaches the token budget."""
+
+
 def _too_short(tokens: int, target: int) -> NoReturn:
     raise TooShortError(f"the prompt alone needs {tokens} tokens, more than the {target} available")
 
