@@ -220,7 +220,8 @@ class CannedJudge(_LoopbackApp):
     gives per-request replies: ``prompt`` is the text of the last message (instruction and response are
     in it, so a marker in the response picks the grades), ``body`` the whole request (``body.get("seed")``
     tells a re-judging pass); it returns the reply text, or None for the default reply.
-    ``requests`` counts the requests; ``bodies`` keeps them in arrival order.
+    ``requests`` counts the requests; ``bodies`` keeps them in arrival order, ``authorizations`` their
+    ``Authorization`` headers.
 
     A request that asks to stream gets its reply as server-sent events, as vLLM sends them: the reply cut into
     ``parts`` content chunks, ``chunk_delay`` seconds apart, then one with the finish reason (and
@@ -238,6 +239,7 @@ class CannedJudge(_LoopbackApp):
         self.streams, self.parts, self.chunk_delay, self.silent = streams, parts, chunk_delay, silent
         self.requests = 0
         self.bodies: list[dict] = []
+        self.authorizations: list[str | None] = []
 
     def default_reply(self, prompt: str) -> str:
         import re
@@ -255,6 +257,7 @@ class CannedJudge(_LoopbackApp):
         body = await request.json()
         self.requests += 1
         self.bodies.append(body)
+        self.authorizations.append(request.headers.get("Authorization"))
         prompt = body["messages"][-1]["content"]
         if self.silent is not None and self.silent(prompt, body):
             await self._hang(3600)

@@ -186,6 +186,27 @@ def test_qa_from_official_files(tmp_path, counter):
     assert row["outputs"] == [f"A{i}"] and f"T{i}\nS{i} one. A{i} two." in row["input"] and f"U{i}\nx." in row["input"]
 
 
+def test_a_qa_source_that_cannot_reach_the_length_is_refused(tmp_path, counter):
+    """Three paragraphs make a prompt of about a hundred tokens: a 1024-token sample would run short of its length
+    (as the synthetic QA set did at 128k), so it is refused, saying how far the source reaches."""
+    squad = {"data": [{"title": "t", "paragraphs": [
+        {"context": f"Paragraph {i} says the colour number {i} is {c}.", "qas": [
+            {"question": f"What is colour number {i}?", "is_impossible": False, "answers": [{"text": c}]}]}
+        for i, c in enumerate(["red", "green", "blue"])]}]}
+    (tmp_path / "squad.json").write_text(json.dumps(squad))
+    options = ruler.RulerOptions(ruler_task="qa_squad", num_samples=2, essays="synthetic",
+                                 squad=str(tmp_path / "squad.json"))
+    with pytest.raises(ruler.SourceTooShortError) as refused:
+        ruler.generate(options, 1024, counter, use_cache=False)
+    builder = ruler.BUILDERS["qa"](ruler.TASKS["qa_squad"].params, random.Random("qa_squad-1024-0-42"), 1024,
+                                   options.sources(), True)
+    whole = counter.count_rendered(["{0} {2}".format(*builder.build(builder.n_max))])[0]  # every paragraph shown
+    message = str(refused.value)
+    assert message.startswith(f"RULER qa_squad at length 1024: its source (squad={tmp_path / 'squad.json'}) reaches "
+                              f"only {whole} prompt tokens of the {1024 - ruler.TASKS['qa_squad'].budget} asked")
+    assert "\n" not in message
+
+
 def test_missing_essays_say_what_to_fetch(counter, monkeypatch):
     from harness.data.documents import MissingDataError
 

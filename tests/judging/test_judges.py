@@ -174,12 +174,15 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
-def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, tmp_path, monkeypatch):
+def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, tmp_path, monkeypatch, caplog,
+                                                               capsys):
     """lm-eval (in this process) runs longbench_write on 3 documents with a canned judge whose grades differ
     per sample; quality, score and n_valid all aggregate from one judging: one judge() call, 3
     conversations through the client (cache hits included, so a metric re-judging from the cache would
     show), 3 requests at the server. Grades: the k-th distinct instruction to arrive gets
-    [5, 4, 3, 2, 1, 3] (quality 50), all 2 (25), all 5 (100): S_q = 175 / 3 whatever the order."""
+    [5, 4, 3, 2, 1, 3] (quality 50), all 2 (25), all 5 (100): S_q = 175 / 3 whatever the order.
+    The judge's key (``LCH_JUDGE_API_KEY``) goes to the server and nowhere else: not the results, the samples,
+    the judge's cache or the log."""
     from harness.judges import stage
     from harness.judges.client import JudgeClient
     from harness.plugin.in_process import evaluate, task_manager
@@ -193,6 +196,9 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
         given.setdefault(prompt, cycle[len(given) % 3])
         return longbench_write_reply(given[prompt])
 
+    key = "sk-lch-test-0c5e1d2a9b"
+    monkeypatch.setenv("LCH_JUDGE_API_KEY", key)
+    caplog.set_level("DEBUG")
     judge_calls, conversations = [], []
     real_judge, real_ask = stage.judge, JudgeClient.ask_many
     monkeypatch.setattr(stage, "judge", lambda items: judge_calls.append(len(items)) or real_judge(items))
@@ -207,7 +213,7 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
         }
         out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, ["longbench_write"],
                        task_manager(metadata=meta, ours_only=True), device="cpu", batch_size=3, log_samples=True)
-        assert canned.requests == 3
+        assert canned.requests == 3 and canned.authorizations == [f"Bearer {key}"] * 3
         # the run's cost holds the judge's requests and the tokens the server reported for each (canned: words)
         usages = [canned_usage(p, longbench_write_reply(given[p])) for p in
                   (body["messages"][-1]["content"] for body in canned.bodies)]
@@ -227,3 +233,9 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
     assert lbw["quality,none"] == pytest.approx(s_q)
     assert lbw["score,none"] == pytest.approx((s_l + s_q) / 2) and lbw["length_score,none"] == pytest.approx(s_l)
     assert out["configs"]["longbench_write"]["metadata"]["judge_provenance"]["reported_models"] == ["canned-judge"]
+    from lm_eval.utils import handle_non_serializable
+
+    printed = capsys.readouterr()
+    assert key not in json.dumps(out, default=handle_non_serializable) and key not in caplog.text
+    assert key not in printed.out + printed.err
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
