@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True}  # ours, taken out before lm-eval's parser reads the rest
+OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True, "--memory": True}  # ours, taken out before lm-eval's parser reads the rest
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,8 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
         elif OWN_FLAGS[flag]:
             value = value if eq else next(args, "")
             if not value:
-                raise UsageError(f"lch plan: {flag} needs {'a file path' if flag == '--json' else 'a results file'}")
+                needs = {"--json": "a file path", "--against": "a results file", "--memory": "a size or a device name"}
+                raise UsageError(f"lch plan: {flag} needs {needs[flag]}")
             own[flag] = value
         else:
             own[flag] = True
@@ -70,14 +71,16 @@ def plan_settings(argv: list[str]) -> Any:
 
 def run_plan(argv: list[str]) -> int:
     from harness.core.errors import UsageError
+    from harness.plan.devices import parse_memory
     from harness.plan.make import make_plan
     from harness.plan.report import plan_text, plan_json
 
     if any(a in ("-h", "--help") for a in argv):
         print("usage: lch plan --model M --model_args ARGS --tasks T [--metadata JSON] [any lch eval flag] "
-              "[--calibrate] [--json FILE]\n       lch plan --against RESULTS [--calibrate] [--json FILE]\n\n"
+              "[--calibrate] [--memory SIZE|DEVICE] [--json FILE]\n       lch plan --against RESULTS [--calibrate] [--json FILE]\n\n"
               "What the run `lch eval` would make of the same flags will cost, before it runs: nothing is generated "
-              "and no model is loaded (but for --calibrate). --against: the plan of a run a results file (or its "
+              "and no model is loaded (but for --calibrate). --memory 80GiB / h100: check each cell's memory against "
+              "that device (default: the run's device). --against: the plan of a run a results file (or its "
               "folder) recorded, beside what the run cost.")
         return 0
     own, rest = split_own_flags(argv)
@@ -90,8 +93,10 @@ def run_plan(argv: list[str]) -> int:
             raise UsageError(f"lch plan --against plans the run its results file recorded: leave out {rest[0]} "
                              "(the run's own flags are used)")
         return run_against(against, bool(own.get("--calibrate")), out if isinstance(out, str) else None)
+    memory = own.get("--memory")
+    device = parse_memory(memory) if isinstance(memory, str) else None
     run = plan_settings(rest)
-    plan = make_plan(run)
+    plan = make_plan(run, device)
     throughput, source = estimate_source(run, plan, bool(own.get("--calibrate")))
     print(plan_text(run, plan, throughput, source))
     if isinstance(out, str):
@@ -116,7 +121,7 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
     from harness.core.errors import UsageError
     from harness.core.invocation import Invocation
     from harness.plan.make import make_plan, settings_of
-    from harness.plan.report import against_rows, against_text, plan_json
+    from harness.plan.report import against_rows, against_text, memory_against, plan_json
     from harness.reporting.runs import RunError, read_json
     from harness.reporting.samples import results_file
 
@@ -133,10 +138,12 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
         plan = make_plan(run)
         throughput, source = estimate_source(run, plan, calibrate)
     rows = against_rows(plan, throughput, cost)
-    print(against_text(str(path), rows, cost, source, throughput))
+    memory = memory_against(plan, cost)
+    print(against_text(str(path), rows, cost, source, throughput, memory))
     if out is not None:
         _write(out, {**plan_json(run, plan, throughput, source), "against": {"results": str(path), "tasks": rows,
-                                                                            "wall_seconds": cost.get("wall_seconds")}})
+                                                                            "wall_seconds": cost.get("wall_seconds"),
+                                                                            "memory": memory}})
     return 0
 
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
+from harness.core.sizes import GIB, in_words
 from harness.models.attention import MASK_BLOCK_ELEMENTS, NAME as BLOCKED
 from harness.models.unwrap import unwrap_model
 
@@ -127,9 +128,17 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
 
 def materialises_scores(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
     """Whether the model's attention on ``device`` holds ``queries x keys`` scores at once: not SDPA on the CPU
-    (PyTorch's CPU kernel works through them in tiles), else as :func:`fused_attention` says."""
-    if attention_implementation(model) in ("sdpa", BLOCKED) and torch.device(device).type == "cpu":
-        return False
+    (PyTorch's CPU kernel works through them in tiles), nor on a CUDA device planned from a machine without one
+    (SDPA's flash or memory-efficient kernel, heads up to 256 wide), else as :func:`fused_attention` says."""
+    if attention_implementation(model) in ("sdpa", BLOCKED):
+        kind = torch.device(device).type
+        if kind == "cpu":
+            return False
+        if kind == "cuda" and not torch.cuda.is_available():
+            config = text_config(model)
+            heads = int(getattr(config, "num_attention_heads", 1) or 1)
+            head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size", 64)) // heads)
+            return head_dim > 256
     return not fused_attention(model, device, dtype)
 
 
@@ -170,9 +179,6 @@ def query_block(model: nn.Module, device: torch.device | str, width: int, batch:
     return None if block >= width else block
 
 
-GIB = 1 << 30
-
-
 def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
                    device: torch.device | str = "cuda") -> int:
     """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds on a device with ``free`` bytes of headroom,
@@ -206,11 +212,6 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
             peak += batch * heads * width * width * score_bytes(dtype)
     budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
     return int(peak + budget * logit_bytes(dtype))
-
-
-def in_words(size: int) -> str:
-    """Bytes as GiB with one decimal, or MiB below one GiB."""
-    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / (1 << 20):.0f} MiB"
 
 
 def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,

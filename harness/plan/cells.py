@@ -35,6 +35,10 @@ class PlanCell:
     # at most, each judge call's prompt (its messages, the response at its budget) plus completion (the judge's
     # max_tokens), in the evaluated tokenizer; None: the judge's prompt is not at hand to count
     judge_tokens: int | None = 0
+    # bytes the cell's longest request needs on the planned device, weights included, and whether that fits it
+    # (None: not planned, harness.plan.make's with_memory)
+    memory: int | None = None
+    fits: bool | None = None
 
     def __post_init__(self) -> None:
         if len(self.prompts) != len(self.budgets):
@@ -63,19 +67,24 @@ class PlanCell:
 
 
 COLUMNS = ("task", "length", "samples", "prompt_tokens", "longest_prompt", "generated_tokens", "scored_tokens",
-           "cut", "judge_calls", "judge_tokens", "cached")
+           "cut", "judge_calls", "judge_tokens", "cached", "memory", "fits")
 SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "cut", "judge_calls",
           "judge_tokens")
 
 
 def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
-    """The sums of :data:`SUMMED` over ``cells`` (None where a cell's is unknown) and the longest prompt."""
+    """The sums of :data:`SUMMED` over ``cells`` (None where a cell's is unknown), the longest prompt, the most
+    memory a cell needs and whether every cell fits."""
     cells = list(cells)
     out: dict[str, int | None] = {}
     for name in SUMMED:
         values = [getattr(c, name) for c in cells]
         out[name] = None if any(v is None for v in values) else sum(values)
     out["longest_prompt"] = max((c.longest_prompt for c in cells), default=0)
+    needs = [c.memory for c in cells]
+    out["memory"] = None if not needs or None in needs else max(needs)  # type: ignore[type-var]
+    fits = [c.fits for c in cells]
+    out["fits"] = None if not fits or None in fits else all(fits)  # type: ignore[assignment]
     return out
 
 

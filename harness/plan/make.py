@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.plan.cells import PlanCell
+from harness.plan.cells import PlanCell, scores_only
+from harness.plan.devices import DeviceMemory
 
 LAYER = "lmeval"  # harness/devtools/layers.py
 
@@ -30,13 +31,16 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class Plan:
-    """The cells of a run (one per task and length) and the tokenizer they were counted in."""
+    """The cells of a run (one per task and length), the tokenizer they were counted in, the memory their needs
+    were checked against and, for each cell that does not fit it, what would."""
 
     cells: list[PlanCell]
     tokenizer: str
+    device: DeviceMemory | None = None
+    misfits: tuple[str, ...] = ()
 
 
-def make_plan(run: RunSettings) -> Plan:
+def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
     """The plan of ``run`` (module docstring); a one-line :class:`~harness.core.errors.UsageError` for a run that
     could not start (the preflight's checks) or that names a task not of ours (lm-eval's are not planned)."""
     from harness.core.run_record import asking_chat_template
@@ -47,6 +51,7 @@ def make_plan(run: RunSettings) -> Plan:
     from harness.plugin.preflight import preflight, through_user_groups
     from harness.tasks import TASKS_PATH
 
+    device = device or run_device_memory(run)  # before a tokenizer or a document is read here
     names = through_user_groups(run.tasks, run.include_path)
     if names is None:
         raise UsageError(f"lch plan plans the tasks of this package; {', '.join(run.tasks)} holds others: plan "
@@ -79,7 +84,119 @@ def make_plan(run: RunSettings) -> Plan:
                                    apply_chat_template=run.apply_chat_template, gen_kwargs=run.gen_kwargs)
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
-    return Plan(cells, name)
+    cells, misfits = with_memory(cells, run, device)
+    return Plan(cells, name, device, tuple(misfits))
+
+
+def run_device_memory(run: RunSettings) -> DeviceMemory:
+    """The memory of the device the run would use: a CUDA device's total, or what this machine has available."""
+    import torch
+
+    from harness.models.device_sizing import host_available_bytes
+
+    wanted = run.device or str(run.model_args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if wanted.startswith("cuda") and torch.cuda.is_available():
+        return DeviceMemory(torch.cuda.get_device_name(wanted), int(torch.cuda.mem_get_info(wanted)[1]), "cuda")
+    import psutil
+
+    # a run's process holds what this one does before a model loads (the interpreter, torch, transformers,
+    # lm-eval), and has what is available now beside this process, which ends before it starts
+    own = int(psutil.Process().memory_info().rss)
+    return DeviceMemory("this machine (available now)", host_available_bytes() + own, "cpu", runtime=own)
+
+
+VLLM_PREFILL_CHUNK = 8192  # tokens vLLM prefills at once (chunked prefill's default max_num_batched_tokens)
+
+
+def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
+    """Each cell with the memory its longest request needs (:mod:`harness.models.memory`, from the model's config:
+    no weight read) and whether it fits ``device``; and for each cell that does not, what would: the longest prompt
+    that fits, a narrower dtype, or (vLLM on GPUs) a tensor-parallel size. Models other than hf-pic and vllm-pic
+    (the compressor), or a run without a ``pretrained`` folder or name, are not sized."""
+    from dataclasses import replace
+
+    from harness.core.sizes import in_words
+
+    pretrained = run.model_args.get("pretrained")
+    if run.model not in ("hf-pic", "vllm-pic") or not isinstance(pretrained, str) or not cells:
+        return cells, []
+    dtype = str(run.model_args.get("dtype") or "auto")
+    need, room = _need_function(run, pretrained, dtype, device)
+    out, misfits = [], []
+    for cell in cells:
+        budget = max(cell.budgets, default=0)
+        scores = scores_only(cell.scored_tokens, sum(cell.budgets))
+        total = need(cell.longest_prompt, budget, scores)
+        short = _vllm_cpu_cache_short(run, pretrained, dtype, device, cell.longest_prompt + budget)
+        out.append(replace(cell, memory=total, fits=total <= room and short is None))
+        if short is not None:
+            misfits.append(f"{cell.task} {cell.length}: {short}")
+        if total <= room:
+            continue
+        ways = []
+        lo, hi = 0, cell.longest_prompt  # the longest prompt that fits: need grows with the prompt
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if need(mid, budget, scores) <= room else (lo, mid - 1)
+        ways.append(f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights")
+        if dtype in ("auto", "float32"):
+            narrow, _ = _need_function(run, pretrained, "bfloat16", device)
+            ways.append(f"dtype=bfloat16 needs {in_words(narrow(cell.longest_prompt, budget, scores))}")
+        if run.model == "vllm-pic" and device.kind == "cuda":
+            ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
+        misfits.append(f"{cell.task} {cell.length}: needs {in_words(total)}, {device.name} has {in_words(room)}"
+                       f"{' for vLLM' if run.model == 'vllm-pic' else ''}: {'; '.join(ways)}")
+    return out, misfits
+
+
+def _vllm_cpu_kv_space() -> int:
+    """Bytes of KV cache vLLM's CPU backend is given (``VLLM_CPU_KVCACHE_SPACE`` GiB, ours by default)."""
+    import os
+
+    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
+
+    return int(os.environ.get("VLLM_CPU_KVCACHE_SPACE") or CPU_RUNTIME_ENV["VLLM_CPU_KVCACHE_SPACE"]) << 30
+
+
+def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
+                          tokens: int) -> str | None:
+    """Why vLLM's CPU backend cannot hold one sequence of the run's ``max_model_len`` (else of ``tokens``) in the KV
+    space it is given, or None."""
+    if run.model != "vllm-pic" or device.kind != "cpu":
+        return None
+    from harness.core.sizes import GIB, in_words
+    from harness.models.memory import kv_cache_bytes, meta_model
+
+    length = int(run.model_args.get("max_model_len") or tokens)
+    cache, space = kv_cache_bytes(meta_model(pretrained, dtype), length), _vllm_cpu_kv_space()
+    if cache <= space:
+        return None
+    return (f"one sequence of {length:,} tokens needs {in_words(cache)} of KV cache, vLLM's CPU backend is given "
+            f"{in_words(space)}: set VLLM_CPU_KVCACHE_SPACE={-(-cache // GIB)} (GiB)")
+
+
+def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
+    """``(need(prompt, budget, scores) -> bytes, room)`` of the run's engine on ``device``."""
+    from harness.models.memory import kv_cache_bytes, meta_model, request_need, weight_bytes
+
+    model = meta_model(pretrained, dtype)
+    if run.model != "vllm-pic":
+        return (lambda prompt, budget, scores: device.runtime + request_need(model, prompt, budget, scores=scores,
+                                                                              device=device.kind).total), device.size
+    # vLLM: the weights, the KV cache of one sequence of max_model_len (a CPU backend's cache is the space it is
+    # given, VLLM_CPU_KVCACHE_SPACE), a prefill chunk's work; on a GPU within gpu_memory_utilization of it
+    weights = weight_bytes(model)
+    share = float(run.model_args.get("gpu_memory_utilization", 0.9)) if device.kind == "cuda" else 1.0
+
+    def need(prompt: int, budget: int, scores: bool) -> int:
+        length = int(run.model_args.get("max_model_len") or prompt + budget)
+        cache = kv_cache_bytes(model, length)
+        if device.kind == "cpu":
+            cache = max(cache, _vllm_cpu_kv_space())
+        work = request_need(model, min(prompt, VLLM_PREFILL_CHUNK), 0, scores=True, device=device.kind).work
+        return device.runtime + weights + cache + work
+
+    return need, int(device.size * share)
 
 
 def settings_of(invocation: Any) -> RunSettings:

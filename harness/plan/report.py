@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.sizes import in_words
 from harness.plan.cells import COLUMNS, Throughput, scores_only, totals
 
 LAYER = "pure"  # harness/devtools/layers.py
@@ -12,7 +13,7 @@ LAYER = "pure"  # harness/devtools/layers.py
 HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
            "longest_prompt": "longest", "generated_tokens": "generated <=", "scored_tokens": "scored",
            "cut": "cut or skipped", "judge_calls": "judge calls", "judge_tokens": "judge tokens <=",
-           "cached": "cached"}
+           "cached": "cached", "memory": "memory", "fits": "fits"}
 CALIBRATE_HINT = ("no time estimate: this model, device and model args were never timed here; add --calibrate "
                   "(times one prefill and decode of the model at two lengths)")
 
@@ -30,7 +31,9 @@ def duration(seconds: float) -> str:
 
 
 def _cell_text(name: str, value: Any) -> str:
-    if name == "cached":
+    if name == "memory":
+        return "-" if value is None else in_words(value)
+    if name in ("cached", "fits"):
         # before this plan: RULER's plan builds (and caches) samples that were not; LongPPL's key tokens the run finds
         return "-" if value is None else "yes" if value else "no"
     if value is None:  # a count that could not be made (the judge's prompt not at hand)
@@ -42,7 +45,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """``rows`` (:data:`COLUMNS`) as aligned text: names left, numbers right."""
     texts = [[HEADERS[c] for c in COLUMNS]] + [[_cell_text(c, row.get(c, "")) for c in COLUMNS] for row in rows]
     widths = [max(len(r[i]) for r in texts) for i in range(len(COLUMNS))]
-    left = {"task", "length", "cached"}
+    left = {"task", "length", "cached", "fits"}
     return "\n".join("  ".join(t.ljust(w) if c in left else t.rjust(w) for c, t, w in zip(COLUMNS, r, widths))
                      .rstrip() for r in texts)
 
@@ -59,6 +62,7 @@ def plan_text(run: Any, plan: Any, throughput: Throughput | None, source: str | 
     template = "chat template applied" if run.apply_chat_template else "no chat template"
     lines = [f"lch plan: {run.model} on {len({c.task for c in plan.cells})} tasks; tokens counted in "
              f"{plan.tokenizer} ({template}); nothing generated, no model loaded", "", table(rows + [total]), ""]
+    lines += memory_lines(plan)
     if throughput is None:
         lines.append(CALIBRATE_HINT)
     else:
@@ -68,12 +72,26 @@ def plan_text(run: Any, plan: Any, throughput: Throughput | None, source: str | 
     return "\n".join(lines)
 
 
+def memory_lines(plan: Any) -> list[str]:
+    """What the memory column was checked against, and each cell that does not fit with what would."""
+    device = getattr(plan, "device", None)
+    if device is None or all(cell.memory is None for cell in plan.cells):
+        return []
+    head = (f"memory: each cell's longest request, weights included, on {device.name} ({in_words(device.size)}); "
+            f"predicted from the model's config, no weight read")
+    if not plan.misfits:
+        return [head + ": every cell fits", ""]
+    return [head + "; does not fit:", *(f"  {line}" for line in plan.misfits), ""]
+
+
 def plan_json(run: Any, plan: Any, throughput: Throughput | None, source: str | None) -> dict[str, Any]:
     """The plan as JSON: the run's settings, each cell, the totals and the estimate (None without a throughput)."""
     from dataclasses import asdict
 
+    device = getattr(plan, "device", None)
     return {"run": asdict(run), "tokenizer": plan.tokenizer, "cells": [cell.row() for cell in plan.cells],
             "totals": totals(plan.cells),
+            "memory": None if device is None else {**asdict(device), "does_not_fit": list(plan.misfits)},
             "estimate": None if throughput is None else {"seconds": estimate_seconds(plan, throughput),
                                                          "throughput": asdict(throughput), "source": source}}
 
@@ -134,8 +152,20 @@ def _against_text(name: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def memory_against(plan: Any, cost: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan's most memory a cell needs beside the peak the run recorded (``lch_cost.peak_memory``) and their
+    ratio; None where either is missing."""
+    planned = totals(plan.cells).get("memory")
+    peak = cost.get("peak_memory") if isinstance(cost.get("peak_memory"), dict) else {}
+    recorded = peak.get("bytes")
+    if not isinstance(planned, int) or not isinstance(recorded, (int, float)) or not recorded:
+        return None
+    return {"planned_bytes": planned, "recorded_bytes": int(recorded), "planned_over_recorded": planned / recorded,
+            "recorded_what": peak.get("what")}
+
+
 def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any], source: str | None,
-                 throughput: Throughput | None) -> str:
+                 throughput: Throughput | None, memory: dict[str, Any] | None = None) -> str:
     """The plan of the run ``results`` recorded beside what it cost, as a person reads it."""
     texts = [[AGAINST_HEADERS[c] for c in AGAINST]] + [[_against_text(c, r.get(c)) for c in AGAINST] for r in rows]
     widths = [max(len(r[i]) for r in texts) for i in range(len(AGAINST))]
@@ -149,6 +179,10 @@ def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any],
         device = cost.get("device_name") or cost.get("device") or "device unrecorded"
         lines.append(f"the run: {duration(wall)} wall ({device}); its engine computed for "
                      f"{rows[-1]['seconds_run'] or 0:.1f} s")
+    if memory is not None:
+        lines.append(f"memory: planned {in_words(memory['planned_bytes'])} for its largest cell, recorded "
+                     f"{in_words(memory['recorded_bytes'])} ({memory['recorded_what']}): "
+                     f"{memory['planned_over_recorded']:.2f}x")
     if throughput is None:
         lines.append(CALIBRATE_HINT)
     else:

@@ -266,8 +266,10 @@ def test_lch_ruler_in_lm_eval_two_lengths(tiny_model_dir, tmp_path):
         assert r["len_2048,none"] == pytest.approx(expected[2048])
         assert r["score,none"] == pytest.approx((expected[1024] + expected[2048]) / 2)
         assert r["score,none"] == pytest.approx((r["len_1024,none"] + r["len_2048,none"]) / 2)
-        # max_length=1500: the 1024 prompts fit, every 2048 prompt would be truncated, and it is reported
-        assert r["over_length,none"] == 1.0, name
+        # max_length=1500: the 1024 prompts fit, every 2048 prompt is cut by the truncation policy (counted), so
+        # nothing sent is over the length
+        assert r["n_truncated,none"] == 1.0 and r["n_truncated_len_2048,none"] == 1.0, name
+        assert r["over_length,none"] == 0.0, name
         assert r["over_target,none"] == 0.0
         # the needle tasks also score each sample's depth bucket at its length; cells without samples are left out
         depth = {k for k in r if k.startswith(("depth_", "n_depth_")) and "_stderr," not in k}

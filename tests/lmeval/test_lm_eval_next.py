@@ -26,7 +26,7 @@ def next_lm_eval(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("lm-eval-next")
     with tarfile.open(TARBALL) as archive:
         archive.extractall(root, filter="data")
-    (source,) = [p.parent for p in root.glob("*/lm_eval/__init__.py")]
+    (source,) = [p.parent.parent for p in root.glob("*/lm_eval/__init__.py")]
     return source
 
 

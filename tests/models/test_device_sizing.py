@@ -190,9 +190,10 @@ class Gemma270M(GemmaSizes):
 
 
 def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_with):
-    """128k tokens of Gemma 3 270M in fp32: the peak (hand count: hidden states 0.34 GB, one layer at work 4.7 GB, the
-    KV cache of the row fed in blocks of 5120 queries 4.8 GB, one block's scores 21.5 GB, a chunk of 2^30 logits
-    8.6 GB: about 40 GB) fits 80 GiB and not 2 GiB, which is refused naming both."""
+    """128k tokens of Gemma 3 270M in fp32: the peak (hand count: hidden states 0.34 GB, one layer at work 4.7 GB, its
+    one key-value head repeated to the 4 query heads 1.1 GB, the KV cache of the row fed in blocks of 5120 queries
+    4.8 GB, one block's scores 21.5 GB and its mask 3.4 GB (a boolean and its float copy a pair), a chunk of 2^30
+    logits 8.6 GB: about 44 GB) fits 80 GiB and not 2 GiB, which is refused naming both."""
     from harness.core.errors import UsageError
 
     model = Gemma270M()
@@ -200,10 +201,12 @@ def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_
     n = 131072
     by_hand = (n * 640 * 4  # the last hidden states
                + n * ((4 + 2) * 256 + 3 * 2048 + 2 * 640) * 4  # one layer at work
+               + 2 * n * 4 * 256 * 4  # keys and values repeated to the 4 query heads
                + 2 * 18 * 1 * 256 * n * 4  # the KV cache (blocks of 20 GiB / (4 heads x n x 8 bytes) = 5120 queries)
                + 4 * 5120 * n * (4 + 4)  # one block's scores and their softmax
+               + 5120 * n * (1 + 4)  # one block's mask
                + (1 << 30) * 8)  # a chunk of logits, at the cap
-    assert sizing.predicted_peak(model, n, 1, 80 * GIB, "cuda") == by_hand == 39_929_774_080
+    assert sizing.predicted_peak(model, n, 1, 80 * GIB, "cuda") == by_hand == 44_358_959_104
     sizing.check_fits(model, 131072, 1, 80 * GIB, "cuda")
     cuda_with(2 * GIB)
     with pytest.raises(UsageError, match=r"^scoring 1 x 131072 tokens needs ~\d+\.\d GiB, cuda has 2\.0 GiB free: "

@@ -1,0 +1,87 @@
+"""Gemma 3 270M (a 32k window, sliding-window layers) scored past its window on the CPU through plain ``lch eval``:
+PPL of one document of the Paul Graham essays joined, at each length, under NTK-aware PIC (s_rr 4), fp32. For each
+length: the process's peak resident memory and wall time as the run records them (``lch_cost``), the peak predicted
+before the forward (``predicted_peak``: what ``check_fits`` compares with the memory available), the PPL, and the
+load average before and after. Each run is a process of its own, one at a time.
+
+    python benchmarks/long_cpu_runs.py [--lengths 16384 32768 65536] [--essays DIR]
+
+Before the masks were built per block of queries (harness/models/attention.py), this run was killed by the
+operating system at 64k (19.6 GB resident after 45 s; a ``[T x T]`` mask and its float copy per sliding-window
+layer), and at 16k / 32k its peak was 3.0 / over 7 GB. Writes benchmarks/results/long_cpu_runs.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def predicted_bytes(model_dir: str, tokens: int) -> int:
+    """The peak growth ``check_fits`` predicts for one row of ``tokens`` on the CPU, from the config alone."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from harness.models.attention import use_blocked_masks
+    from harness.models.device_sizing import predicted_peak
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir), dtype=torch.float32)
+    use_blocked_masks(model)
+    return predicted_peak(model, tokens, 1, None, "cpu")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768, 65536])
+    parser.add_argument("--essays", default=str(ROOT.parent / "shared" / "data" / "paul_graham_essays"))
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "long_cpu_runs.json"))
+    args = parser.parse_args()
+    model_dir = subprocess.run([str(BIN / "lch"), "models", "path", "gemma3-270m"], check=True, capture_output=True,
+                               text=True).stdout.strip()
+    work = Path(tempfile.mkdtemp(prefix="long-cpu-"))
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(Path(args.essays).glob("*.txt")))
+    data = work / "essays.jsonl"
+    data.write_text(json.dumps({"report": text}) + "\n")
+    rows = []
+    for tokens in args.lengths:
+        out = work / f"run-{tokens}"
+        meta = {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens, "num_docs": 1}
+        load_before = os.getloadavg()
+        start = time.perf_counter()
+        done = subprocess.run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
+                               f"pretrained={model_dir},pic=ntk,pic_ratio=4,dtype=float32,max_length=140000",
+                               "--tasks", "ppl_govreport", "--metadata", json.dumps(meta), "--batch_size", "1",
+                               "--output_path", str(out)], capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        row = {"tokens": tokens, "exit": done.returncode, "wall_seconds": round(wall, 1),
+               "predicted_peak_growth_bytes": predicted_bytes(model_dir, tokens),
+               "load_before": load_before, "load_after": os.getloadavg()}
+        if done.returncode == 0:
+            results = json.loads(next(out.rglob("results_*.json")).read_text())
+            row.update(ppl=results["results"]["ppl_govreport"]["ppl,none"],
+                       n_tokens=results["results"]["ppl_govreport"]["n_tokens,none"],
+                       peak_rss_bytes=results["lch_cost"]["peak_memory"]["bytes"],
+                       engine_seconds=results["lch_cost"]["tasks"]["ppl_govreport"]["seconds"])
+        else:
+            row["last_line"] = (done.stderr.strip().splitlines() or [""])[-1]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    Path(args.output).write_text(json.dumps({
+        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "model": "gemma3-270m, pic=ntk, pic_ratio=4, fp32", "task": "ppl_govreport, one document", "rows": rows,
+    }, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

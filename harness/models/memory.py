@@ -1,0 +1,81 @@
+"""The memory a run of a model will take, from its config alone (a model built on the meta device: no weight is
+read): its weights at the run's dtype, and per request the peak the scoring path or a generation adds
+(:func:`~harness.models.device_sizing.predicted_peak`, the KV cache of the prompt and its budget). What
+``lch plan`` shows per cell before a weight loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+from torch import nn
+
+from harness.models.device_sizing import predicted_peak, text_config
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """Bytes a request needs on its device: the weights, the work of its longest forward, the KV cache it keeps."""
+
+    weights: int
+    work: int
+    cache: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.work + self.cache
+
+
+@lru_cache(maxsize=4)
+def meta_model(pretrained: str, dtype: str = "auto") -> nn.Module:
+    """The model of ``pretrained``'s config with its weights on the meta device, in ``dtype`` (``auto``: the config's,
+    else float32), its attention as hf-pic runs it (:func:`~harness.models.attention.use_blocked_masks`)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from harness.models.attention import use_blocked_masks
+
+    config = AutoConfig.from_pretrained(pretrained)
+    named = dtype if dtype != "auto" else str(getattr(text_config_of(config), "dtype", None) or "float32")
+    torch_dtype = getattr(torch, named.removeprefix("torch."), torch.float32)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    use_blocked_masks(model)
+    return model
+
+
+def text_config_of(config: object) -> object:
+    return getattr(config, "text_config", None) or config
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of the model's parameters and buffers at their dtypes (a tied head counted once)."""
+    seen, total = set(), 0
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if id(tensor) not in seen:
+            seen.add(id(tensor))
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1) -> int:
+    """Bytes of the KV cache of ``batch`` rows of ``tokens``: keys and values of every layer at the model's dtype, a
+    sliding-window layer keeping its window only (transformers' ``DynamicCache``)."""
+    config = text_config(model)
+    size = next(model.parameters()).element_size()
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
+    head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size")) // heads)
+    layers = int(getattr(config, "num_hidden_layers", 1) or 1)
+    kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * layers)
+    window = getattr(config, "sliding_window", None)
+    kept = [min(tokens, int(window)) if kind == "sliding_attention" and window else tokens for kind in kinds]
+    return 2 * batch * kv_heads * head_dim * size * sum(kept)
+
+
+def request_need(model: nn.Module, prompt: int, budget: int = 0, batch: int = 1, scores: bool = False,
+                 device: torch.device | str = "cpu", free: int | None = None) -> MemoryNeed:
+    """What a request of ``prompt`` tokens needs: scored (``scores``: every token's log-probability, the scoring path's
+    peak) or generating ``budget`` tokens after a prefill of the prompt (its KV cache kept to the end)."""
+    work = predicted_peak(model, max(1, prompt), batch, free, device)
+    cache = 0 if scores else kv_cache_bytes(model, prompt + budget, batch)
+    return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache)

@@ -1,0 +1,83 @@
+"""The memory a run will take, from a model's config alone (harness/models/memory.py, ``lch plan``'s memory column):
+weights, KV cache and a scoring pass's peak by hand for tiny configs, a cell that does not fit with what would, and
+``--memory`` refused in one line when it is not a size or a known device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.core.errors import UsageError
+from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, predicted_peak
+from harness.models.memory import kv_cache_bytes, meta_model, request_need, weight_bytes
+from harness.plan.devices import GIB, DeviceMemory, parse_memory
+from tests.conftest import tiny_causal_lm
+
+# tiny_causal_lm: vocabulary 97, hidden 64, 4 heads of 16, 2 key-value heads, MLP 128, 2 layers, fp32
+V, H, HEADS, KV, D, I, L = 97, 64, 4, 2, 16, 128, 2
+
+
+def test_weights_kv_cache_and_a_scoring_pass_by_hand():
+    model = tiny_causal_lm("llama", layers=L)
+    layer = H * H + 2 * H * KV * D + H * H + 3 * H * I + 2 * H  # q, k, v, o, the MLP, two norms
+    rotary = 2 * (D // 2)  # the inverse frequencies and their original copy, buffers
+    assert weight_bytes(model) == 4 * (V * H + L * layer + H + V * H + rotary)
+    # keys and values of every layer: 2 x 2 layers x 2 heads x 16 x 4 bytes a token
+    assert kv_cache_bytes(model, 100) == 2 * L * KV * D * 4 * 100 == 51_200
+    # a scoring pass of 100 tokens on the CPU: the last hidden states, one layer at work (q, k, v, the MLP's three
+    # activations, two hidden-sized), k and v repeated to 4 heads, the 100 x 100 mask and its float copy (sdpa),
+    # one chunk of logits (2^23 floats at 8 bytes: the head's output and the exponential)
+    expected = 4 * (100 * H + 100 * ((HEADS + 2 * KV) * D + 3 * I + 2 * H) + 2 * 100 * HEADS * D) + 100 * 100 * 5
+    expected += DEFAULT_LOGIT_BUDGET * 8
+    assert predicted_peak(model, 100, 1, None, "cpu") == expected
+    need = request_need(model, 100, budget=28, scores=False)
+    assert need.cache == kv_cache_bytes(model, 128) and need.total == weight_bytes(model) + expected + need.cache
+
+
+def test_a_sliding_window_layer_keeps_its_window_only():
+    model = tiny_causal_lm("gemma3_text", layers=3)  # sliding, sliding, full; a window of 8
+    kinds = model.config.layer_types
+    assert kinds.count("sliding_attention") == 2 and model.config.sliding_window == 8
+    per_token = 2 * KV * model.config.head_dim * 4
+    assert kv_cache_bytes(model, 100) == per_token * (8 + 8 + 100)
+    assert kv_cache_bytes(model, 5) == per_token * 15
+
+
+def test_a_meta_model_reads_no_weight_and_sizes_the_dtype_asked(tiny_model_dir):
+    model = meta_model(str(tiny_model_dir), "bfloat16")
+    assert all(p.device.type == "meta" and p.dtype == torch.bfloat16 for p in model.parameters())
+    assert model.config._attn_implementation == "lch_sdpa"
+    params = sum(p.numel() for p in model.parameters())
+    assert weight_bytes(model) == 2 * params + sum(b.numel() * b.element_size() for b in model.buffers())
+
+
+def test_memory_sizes_and_device_names_are_parsed_and_bad_ones_refused_in_one_line():
+    assert parse_memory("80GiB") == DeviceMemory("a device of 80GiB", 80 * GIB, "cuda")
+    assert parse_memory("24GB").size == 24 * 10**9 and parse_memory("512MiB").size == 512 << 20
+    assert parse_memory("H100").size == int(79.2 * GIB)
+    for bad in ("-1", "0GiB", "80", "h1000", "lots"):
+        with pytest.raises(UsageError) as refused:
+            parse_memory(bad)
+        assert str(refused.value).startswith(f"lch plan: --memory {bad!r} is neither a positive size")
+        assert "\n" not in str(refused.value)
+
+
+def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import RunSettings, with_memory
+
+    run = RunSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+                      tasks=["ppl_govreport"])
+    model = meta_model(str(tiny_model_dir), "float32")
+    cells = [PlanCell("ppl_govreport", "-", (256,), (0,), scored_tokens=255),
+             PlanCell("ppl_govreport", "-", (4096,), (0,), scored_tokens=4095)]
+    needs = [request_need(model, n, scores=True).total for n in (256, 4096)]
+    room = (needs[0] + needs[1]) // 2
+    sized, misfits = with_memory(cells, run, DeviceMemory("a small device", room, "cpu"))
+    assert [(c.memory, c.fits) for c in sized] == [(needs[0], True), (needs[1], False)]
+    longest = max(n for n in range(256, 4097) if request_need(model, n, scores=True).total <= room)
+    narrow = request_need(meta_model(str(tiny_model_dir), "bfloat16"), 4096, scores=True).total
+    from harness.core.sizes import in_words
+
+    assert misfits == [f"ppl_govreport -: needs {in_words(needs[1])}, a small device has {in_words(room)}: prompts up "
+                       f"to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"]
