@@ -1,10 +1,12 @@
 """Gemma 3 270M (a 32k window, sliding-window layers) scored past its window on the CPU through plain ``lch eval``:
 PPL of one document of the Paul Graham essays joined, at each length, under NTK-aware PIC (s_rr 4), fp32. For each
-length: the process's peak resident memory and wall time as the run records them (``lch_cost``), the peak predicted
-before the forward (``predicted_peak``: what ``check_fits`` compares with the memory available), the PPL, and the
-load average before and after. Each run is a process of its own, one at a time.
+length: the process's peak resident memory and wall time as the run records them (``lch_cost``), the peak growth
+predicted before the forward (``predicted_peak``: what ``check_fits`` compares with the memory available), the
+memory ``lch plan`` planned for the run beside the recorded peak (``lch plan --against``: weights and the process's
+libraries included), the PPL, and the load average before and after. Each run is a process of its own, one at a
+time.
 
-    python benchmarks/long_cpu_runs.py [--lengths 16384 32768 65536] [--essays DIR]
+    python benchmarks/long_cpu_runs.py [--lengths 16384 32768 65536 131072] [--essays DIR]
 
 Before the masks were built per block of queries (harness/models/attention.py), this run was killed by the
 operating system at 64k (19.6 GB resident after 45 s; a ``[T x T]`` mask and its float copy per sliding-window
@@ -43,7 +45,7 @@ def predicted_bytes(model_dir: str, tokens: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768, 65536])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16384, 32768, 65536, 131072])
     parser.add_argument("--essays", default=str(ROOT.parent / "shared" / "data" / "paul_graham_essays"))
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "long_cpu_runs.json"))
     args = parser.parse_args()
@@ -73,6 +75,10 @@ def main() -> None:
                        n_tokens=results["results"]["ppl_govreport"]["n_tokens,none"],
                        peak_rss_bytes=results["lch_cost"]["peak_memory"]["bytes"],
                        engine_seconds=results["lch_cost"]["tasks"]["ppl_govreport"]["seconds"])
+            planned = work / f"plan-{tokens}.json"
+            subprocess.run([str(BIN / "lch"), "plan", "--against", str(out), "--json", str(planned)], check=True,
+                           capture_output=True)
+            row["plan_memory"] = json.loads(planned.read_text())["against"]["memory"]
         else:
             row["last_line"] = (done.stderr.strip().splitlines() or [""])[-1]
         print(json.dumps(row), flush=True)
