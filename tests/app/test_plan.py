@@ -41,19 +41,26 @@ def test_throughput_fits_two_points_and_prices_a_sample_by_hand():
 
 
 def test_cells_total_and_read_as_a_table():
-    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), cut=1, cached=True, judge_calls=2, judge_tokens=900),
-             PlanCell("b", "-", (3000,), (0,), scored_tokens=2999, judge_calls=0)]
+    cells = [PlanCell("a", "1024", (900, 1000), (64, 64), cut=1, cached=True, judge_calls=2, judge_tokens=900,
+                      memory=3 << 30, fits=True),
+             PlanCell("b", "-", (3000,), (0,), scored_tokens=2999, judge_calls=0, memory=512 << 20, fits=False)]
     assert (cells[0].samples, cells[0].prompt_tokens, cells[0].longest_prompt, cells[0].generated_tokens) == (
         2, 1900, 1000, 128)
+    # the memory of the run is its largest cell's; it fits where every cell does
     assert totals(cells) == {"samples": 3, "prompt_tokens": 4900, "generated_tokens": 128, "scored_tokens": 2999,
-                             "cut": 1, "judge_calls": 2, "judge_tokens": 900, "longest_prompt": 3000}
+                             "cut": 1, "judge_calls": 2, "judge_tokens": 900, "longest_prompt": 3000,
+                             "memory": 3 << 30, "fits": False}
     lines = table([c.row() for c in cells]).splitlines()
-    assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "2", "900", "yes"]
-    assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "0", "-"]
+    assert lines[1].split() == ["a", "1024", "2", "1,900", "1,000", "128", "0", "1", "2", "900", "yes", "3.0", "GiB",
+                                "yes"]
+    assert lines[2].split() == ["b", "-", "1", "3,000", "3,000", "0", "2,999", "0", "0", "0", "-", "512", "MiB", "no"]
+    unsized = dataclasses.replace(cells[1], memory=None, fits=None)  # a model the plan does not size
+    assert table([unsized.row()]).splitlines()[1].split()[-2:] == ["-", "-"]
+    assert (totals([cells[0], unsized])["memory"], totals([cells[0], unsized])["fits"]) == (None, None)
     # a judge prompt not at hand: its tokens unknown ("?"), and so the total's
     unknown = dataclasses.replace(cells[0], judge_tokens=None)
     assert totals([unknown, cells[1]])["judge_tokens"] is None
-    assert table([unknown.row()]).splitlines()[1].split()[-2] == "?"
+    assert table([unknown.row()]).splitlines()[1].split()[-5] == "?"
     with pytest.raises(ValueError):
         PlanCell("c", "-", (1, 2), (0,))
     assert [duration(s) for s in (44.6, 725, 12_000, 190_000)] == ["45 s", "12 min 5 s", "3 h 20 min", "2 d 4 h"]
@@ -115,7 +122,10 @@ def test_rulers_plan_from_its_cache_equals_its_counted_requests_and_the_cached_r
     with asking_chat_template(False):
         manager = task_manager(metadata={"pretrained": str(tiny_model_dir), **meta}, ours_only=True)
         counted = plan_requests(manager, tasks, PromptCounter(tokenizer))
-    assert [{**c.row(), "cached": True} for c in counted] == [c.row() for c in again.cells]  # counting keeps no cache
+    # counting keeps no cache; only the plan sizes memory (every cell of the tiny model fits this machine)
+    assert [{**c.row(), "cached": True, "memory": None, "fits": None} for c in counted] == [
+        {**c.row(), "memory": None, "fits": None} for c in again.cells]
+    assert all(c.memory and c.fits for c in again.cells)
     assert [(c.prompts, c.budgets) for c in counted] == [(c.prompts, c.budgets) for c in again.cells]
     # the cached rows themselves, counted here: lm-eval joins text and answer prefix with one space when neither
     # side has whitespace at the join
