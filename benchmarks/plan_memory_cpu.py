@@ -37,8 +37,8 @@ def run_cell(model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> d
     done = subprocess.run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", args, "--tasks", tasks,
                            "--metadata", json.dumps(meta), "--batch_size", "1", "--output_path", str(out)],
                           capture_output=True, text=True)
-    row = {"kind": kind, "tokens": tokens, "exit": done.returncode, "wall_seconds": round(time.perf_counter() - start, 1),
-           "load_before": load, "load_after": os.getloadavg()}
+    row = {"kind": kind, "tokens": tokens, "exit": done.returncode,
+           "wall_seconds": round(time.perf_counter() - start, 1), "load_before": load, "load_after": os.getloadavg()}
     if done.returncode != 0:
         return {**row, "last_line": (done.stderr.strip().splitlines() or [""])[-1]}
     planned = out.with_suffix(".plan.json")

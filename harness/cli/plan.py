@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True, "--memory": True}  # ours, taken out before lm-eval's parser reads the rest
+# ours, taken out before lm-eval's parser reads the rest (True: the flag takes a value)
+OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True, "--memory": True}
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -77,7 +78,8 @@ def run_plan(argv: list[str]) -> int:
 
     if any(a in ("-h", "--help") for a in argv):
         print("usage: lch plan --model M --model_args ARGS --tasks T [--metadata JSON] [any lch eval flag] "
-              "[--calibrate] [--memory SIZE|DEVICE] [--json FILE]\n       lch plan --against RESULTS [--calibrate] [--json FILE]\n\n"
+              "[--calibrate] [--memory SIZE|DEVICE] [--json FILE]\n"
+              "       lch plan --against RESULTS [--calibrate] [--json FILE]\n\n"
               "What the run `lch eval` would make of the same flags will cost, before it runs: nothing is generated "
               "and no model is loaded (but for --calibrate). --memory 80GiB / h100: check each cell's memory against "
               "that device (default: the run's device). --against: the plan of a run a results file (or its "

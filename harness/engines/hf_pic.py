@@ -33,7 +33,7 @@ from harness.engines.model_args import check_hf_pic_args
 from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
 from harness.models.attention import use_blocked_masks
-from harness.models.device_sizing import check_fits, device_free_bytes, out_of_memory_said
+from harness.models.device_sizing import sized_pass
 from harness.models.head import output_logits
 from harness.pic.hf import apply_pic, set_rope_base
 from harness.models.scoring import hidden_states, left_pad
@@ -96,9 +96,7 @@ class HFPicLM(EngineCore, HFLM):
         """One left-padded forward of the decoder (every PIC variant sees each row's true positions)."""
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids, mask = left_pad(rows, pad_id, self.device)
-        free = device_free_bytes(ids.device)  # one reading: the check and the pass's sizes agree
-        check_fits(self.model, ids.shape[1], ids.shape[0], free, ids.device)
-        with out_of_memory_said(ids.device, ids.shape[1], free):
+        with sized_pass(self.model, ids) as free:
             hidden = hidden_states(self.model, ids, mask, free=free)
         return [hidden[b, ids.shape[1] - len(row):] for b, row in enumerate(rows)]
 

@@ -19,8 +19,8 @@ from harness.longppl.formulas import (
     short_windows,
     summarize,
 )
-from harness.models.device_sizing import (MEASURE, check_fits, device_free_bytes, fused_attention, model_dtype,
-                                          out_of_memory_said, score_bytes, text_config)
+from harness.models.device_sizing import (MEASURE, device_free_bytes, fused_attention, model_dtype, score_bytes,
+                                          sized_pass, text_config)
 from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
 LAYER = "models"  # harness/devtools/layers.py
@@ -42,9 +42,7 @@ def long_short_logprobs(
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
-    free = device_free_bytes(ids.device)  # one reading for the document's passes, before any of them
-    check_fits(model, len(ids), 1, free, ids.device, "LongPPL's long pass of")
-    with out_of_memory_said(ids.device, len(ids), free, "LongPPL's long pass of"):
+    with sized_pass(model, row, "LongPPL's long pass of") as free:  # one reading for all the document's passes
         long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row), free=free), row,
                                first_target=trunc_len, free=free)[0]
     progress(1)

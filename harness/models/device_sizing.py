@@ -8,6 +8,7 @@ The passes themselves are :mod:`harness.models.scoring`'s."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
@@ -95,6 +96,25 @@ def score_bytes(dtype: torch.dtype) -> int:
     return torch.empty(0, dtype=dtype).element_size() + 4
 
 
+@dataclass(frozen=True)
+class AttentionShape:
+    """The sizes of a model's attention, from its (text) config: query heads, key-value heads, head width, layers."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    layers: int
+
+
+def attention_shape(model: nn.Module) -> AttentionShape:
+    """The model's :class:`AttentionShape` (``head_dim`` defaulting to ``hidden_size / heads``)."""
+    config = text_config(model)
+    heads = int(getattr(config, "num_attention_heads", 1) or 1)
+    head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size", 64)) // heads)
+    return AttentionShape(heads=heads, kv_heads=int(getattr(config, "num_key_value_heads", heads) or heads),
+                          head_dim=head_dim, layers=int(getattr(config, "num_hidden_layers", 1) or 1))
+
+
 def attention_implementation(model: nn.Module) -> str:
     """The model's attention implementation as transformers names it (``sdpa`` when it says none)."""
     return str(getattr(text_config(model), "_attn_implementation", "sdpa") or "sdpa")
@@ -111,10 +131,8 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
         return True
     if implementation not in ("sdpa", BLOCKED) or torch.device(device).type != "cuda":
         return False
-    config = text_config(model)
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or getattr(config, "hidden_size", 64) // heads)
+    shape = attention_shape(model)
+    heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
     try:
         query = torch.empty(1, heads, 16, head_dim, device=device, dtype=dtype)
         key = torch.empty(1, kv_heads, 16, head_dim, device=device, dtype=dtype)
@@ -135,10 +153,7 @@ def materialises_scores(model: nn.Module, device: torch.device | str, dtype: tor
         if kind == "cpu":
             return False
         if kind == "cuda" and not torch.cuda.is_available():
-            config = text_config(model)
-            heads = int(getattr(config, "num_attention_heads", 1) or 1)
-            head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size", 64)) // heads)
-            return head_dim > 256
+            return attention_shape(model).head_dim > 256
     return not fused_attention(model, device, dtype)
 
 
@@ -183,18 +198,16 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
                    device: torch.device | str = "cuda") -> int:
     """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds on a device with ``free`` bytes of headroom,
     sized as :func:`hidden_states` and :func:`target_logprobs` will size it: the last hidden states it keeps, one
-    layer's working set (queries, keys, values, the MLP's intermediate activations), the KV cache of a row fed in
-    blocks (every layer's keys and values of the whole row), the scores of one block where the kernel materialises
-    them, and one chunk of logits. An estimate (allocator rounding and kernel workspaces are not counted) made
+    layer's working set (queries, keys, values, the MLP's intermediate activations, keys and values repeated to every
+    query head), the KV cache of a row fed in blocks (every layer's keys and values of the whole row), the attention
+    mask (:func:`mask_bytes`) and the scores of one block where the kernel materialises them, and one chunk of logits. An estimate (allocator rounding and kernel workspaces are not counted) made
     before the pass, so that a document that cannot fit is refused in one line instead of running out of memory."""
     config = text_config(model)
     dtype = model_dtype(model)
     size = torch.empty(0, dtype=dtype).element_size()
     hidden = int(getattr(config, "hidden_size", 1024) or 1024)
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or hidden // heads)
-    layers = int(getattr(config, "num_hidden_layers", 1) or 1)
+    shape = attention_shape(model)
+    heads, kv_heads, head_dim, layers = shape.heads, shape.kv_heads, shape.head_dim, shape.layers
     inner = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
     tokens = batch * width
     peak = tokens * hidden * size  # the last hidden states
@@ -228,6 +241,18 @@ def check_fits(model: nn.Module, width: int, batch: int, free: int | None, devic
         raise UsageError(f"{what} {batch} x {width} tokens needs ~{in_words(need)}, {device} has {in_words(have)} "
                          f"{'available' if free is None else 'free'}: score shorter documents (max_tokens), pass "
                          "dtype=bfloat16, or use a device with more memory")
+
+
+@contextmanager
+def sized_pass(model: nn.Module, input_ids: torch.Tensor, what: str = "scoring") -> Iterator[int | None]:
+    """One pass over ``input_ids`` (``[batch, width]``) sized from one reading of the device's headroom: refused
+    before it runs when it cannot fit (:func:`check_fits`), running out of memory said in one line
+    (:func:`out_of_memory_said`); yields the reading (:func:`device_free_bytes`) for the pass's own sizes."""
+    batch, width = input_ids.shape
+    free = device_free_bytes(input_ids.device)
+    check_fits(model, width, batch, free, input_ids.device, what)
+    with out_of_memory_said(input_ids.device, width, free, what):
+        yield free
 
 
 @contextmanager

@@ -11,7 +11,8 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from harness.models.device_sizing import predicted_peak, text_config
+from harness.models.device_sizing import attention_shape, predicted_peak, text_config
+
 
 @dataclass(frozen=True)
 class MemoryNeed:
@@ -35,16 +36,13 @@ def meta_model(pretrained: str, dtype: str = "auto") -> nn.Module:
     from harness.models.attention import use_blocked_masks
 
     config = AutoConfig.from_pretrained(pretrained)
-    named = dtype if dtype != "auto" else str(getattr(text_config_of(config), "dtype", None) or "float32")
+    text = getattr(config, "text_config", None) or config
+    named = dtype if dtype != "auto" else str(getattr(text, "dtype", None) or "float32")
     torch_dtype = getattr(torch, named.removeprefix("torch."), torch.float32)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     use_blocked_masks(model)
     return model
-
-
-def text_config_of(config: object) -> object:
-    return getattr(config, "text_config", None) or config
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -60,16 +58,12 @@ def weight_bytes(model: nn.Module) -> int:
 def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1) -> int:
     """Bytes of the KV cache of ``batch`` rows of ``tokens``: keys and values of every layer at the model's dtype, a
     sliding-window layer keeping its window only (transformers' ``DynamicCache``)."""
-    config = text_config(model)
+    config, shape = text_config(model), attention_shape(model)
     size = next(model.parameters()).element_size()
-    heads = int(getattr(config, "num_attention_heads", 1) or 1)
-    kv_heads = int(getattr(config, "num_key_value_heads", heads) or heads)
-    head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size")) // heads)
-    layers = int(getattr(config, "num_hidden_layers", 1) or 1)
-    kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * layers)
+    kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * shape.layers)
     window = getattr(config, "sliding_window", None)
     kept = [min(tokens, int(window)) if kind == "sliding_attention" and window else tokens for kind in kinds]
-    return 2 * batch * kv_heads * head_dim * size * sum(kept)
+    return 2 * batch * shape.kv_heads * shape.head_dim * size * sum(kept)
 
 
 def request_need(model: nn.Module, prompt: int, budget: int = 0, batch: int = 1, scores: bool = False,

@@ -12,8 +12,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from harness.models.device_sizing import (MEASURE, check_fits, device_free_bytes, logit_budget, out_of_memory_said,
-                                          query_block)
+from harness.models.device_sizing import MEASURE, logit_budget, query_block, sized_pass
 from harness.models.head import output_logits
 from harness.models.masks import positions_from_mask
 from harness.models.unwrap import unwrap_model
@@ -158,10 +157,7 @@ def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
 
     Returns one float32 CPU tensor of length ``n_b - 1`` per row.
     """
-    free = device_free_bytes(input_ids.device)  # one reading for the document's passes
-    batch, width = input_ids.shape
-    check_fits(model, width, batch, free, input_ids.device)
-    with out_of_memory_said(input_ids.device, width, free):
+    with sized_pass(model, input_ids) as free:  # one reading for the document's passes
         hidden = hidden_states(model, input_ids, attention_mask, free=free)
         out = target_logprobs(model, hidden, input_ids, free=free)
     width = input_ids.shape[1]

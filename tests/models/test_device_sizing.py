@@ -111,7 +111,7 @@ def test_the_device_is_measured_once_per_document(monkeypatch):
         calls.append(device)
         return None  # the CPU's answer: the passes run as they do here
 
-    monkeypatch.setattr(scoring, "device_free_bytes", reading)
+    monkeypatch.setattr(sizing, "device_free_bytes", reading)  # read by sized_pass, the one reading of a pass
     monkeypatch.setattr(estimator, "device_free_bytes", reading)
     model = tiny_causal_lm("llama")
     ids = torch.randint(0, 97, (1, 200))
