@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
-from harness.data.prompt_tokens import ModelKeys
+from harness.data.prompt_tokens import ModelKeys, load_tokenizer
 from harness.data.token_heads import count_tokens_upto
 from harness.core.errors import UsageError
 
@@ -16,9 +16,7 @@ def _tokenizer_counter(name: str | None, limit: int):
     whole), under the tokenizer ``name``; None without one."""
     if not name:
         return None
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(name)
+    tokenizer = load_tokenizer(name)
     return lambda text: count_tokens_upto(tokenizer, text, limit)
 
 

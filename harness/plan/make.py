@@ -4,7 +4,7 @@ does, the others have their requests built and counted (:mod:`harness.plan.reque
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.errors import UsageError
@@ -84,6 +84,8 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
                                    apply_chat_template=run.apply_chat_template, gen_kwargs=run.gen_kwargs)
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
+    if device.kind == "cpu":
+        device = replace(device, runtime=own_resident_bytes())
     cells, misfits = with_memory(cells, run, device)
     return Plan(cells, name, device, tuple(misfits))
 
@@ -97,12 +99,18 @@ def run_device_memory(run: RunSettings) -> DeviceMemory:
     wanted = run.device or str(run.model_args.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
     if wanted.startswith("cuda") and torch.cuda.is_available():
         return DeviceMemory(torch.cuda.get_device_name(wanted), int(torch.cuda.mem_get_info(wanted)[1]), "cuda")
+    # a run has what is available now beside this process, which ends before it starts
+    own = own_resident_bytes()
+    return DeviceMemory("this machine (available now)", host_available_bytes() + own, "cpu", runtime=own)
+
+
+def own_resident_bytes() -> int:
+    """This process's resident memory. Once its tasks are built and their prompts counted it holds what a run's
+    process holds before its model loads (the interpreter, torch, transformers, lm-eval, the tokenizer, the tasks'
+    documents): the plan's ``runtime`` on the CPU."""
     import psutil
 
-    # a run's process holds what this one does before a model loads (the interpreter, torch, transformers,
-    # lm-eval), and has what is available now beside this process, which ends before it starts
-    own = int(psutil.Process().memory_info().rss)
-    return DeviceMemory("this machine (available now)", host_available_bytes() + own, "cpu", runtime=own)
+    return int(psutil.Process().memory_info().rss)
 
 
 VLLM_PREFILL_CHUNK = 8192  # tokens vLLM prefills at once (chunked prefill's default max_num_batched_tokens)
@@ -113,8 +121,6 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
     no weight read) and whether it fits ``device``; and for each cell that does not, what would: the longest prompt
     that fits, a narrower dtype, or (vLLM on GPUs) a tensor-parallel size. Models other than hf-pic and vllm-pic
     (the compressor), or a run without a ``pretrained`` folder or name, are not sized."""
-    from dataclasses import replace
-
     from harness.core.sizes import in_words
 
     pretrained = run.model_args.get("pretrained")

@@ -211,3 +211,13 @@ def test_dtype_auto_means_the_folders_dtype_on_every_engine(tmp_path, tiny_model
     for args in ({}, {"dtype": "auto"}):
         assert resolve_model_args({"pretrained": str(tiny_model_dir), **args}).engine_args["dtype"] == saved
     assert resolve_model_args({"pretrained": str(tiny_model_dir), "dtype": "bfloat16"}).engine_args["dtype"] == "bfloat16"
+
+
+def test_the_tasks_tokenizer_is_the_models(tiny_model_dir):
+    """One tokenizer per name in a run: hf-pic hands lm-eval the instance the tasks count prompts in, unless an
+    argument makes lm-eval load another (a slow tokenizer here)."""
+    from harness.data.prompt_tokens import load_tokenizer
+
+    shared = load_tokenizer(str(tiny_model_dir))
+    assert _lm(tiny_model_dir).tokenizer is shared
+    assert _lm(tiny_model_dir, use_fast_tokenizer=False).tokenizer is not shared
