@@ -1,12 +1,16 @@
-"""``lch plan``'s memory against measurement on the CPU, hf-pic: per model and length one ``lch eval`` run (a process of
-its own, one at a time) of a generation cell (RULER ``niah_single_1``, one sample, its 128-token answer budget) and a
-scoring cell (``ppl_govreport``, one document of the Paul Graham essays joined), then ``lch plan --against`` the run:
+"""``lch plan``'s memory against measurement on the CPU, hf-pic or vllm-pic (in the CPU vLLM environment of ``lch
+vllm-env``): per model and length one ``lch eval`` run (a process of its own, one at a time) of a generation cell
+(RULER ``niah_single_1``, one sample, its 128-token answer budget) and a scoring cell (``ppl_govreport``, one
+document of the Paul Graham essays joined), then ``lch plan --against`` the run:
 the memory planned for the run's largest cell beside the peak resident memory the run recorded (``lch_cost``), and
 their ratio (the issue's band: 0.95x to 1.25x).
 
-    python benchmarks/plan_memory_cpu.py [--models smollm2-135m gemma3-270m] [--lengths 4096 16384] [--essays DIR]
+    python benchmarks/plan_memory_cpu.py [--engine hf-pic|vllm-pic] [--models smollm2-135m gemma3-270m]
+                                         [--lengths 4096 16384] [--kinds generation scoring] [--essays DIR]
 
-Writes benchmarks/results/plan_memory_cpu.json.
+``--work DIR`` keeps the runs in DIR; given again, it plans the runs there again without rerunning them (after a
+change to the plan). Writes benchmarks/results/plan_memory_cpu[_vllm].json (rows of earlier runs at other lengths,
+models or kinds kept).
 """
 
 from __future__ import annotations
@@ -22,25 +26,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                        text=True).stdout.strip()
 
 
-def run_cell(model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
+def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
     """One ``lch eval`` of ``kind`` (``generation`` / ``scoring``) at ``tokens``, then the plan against it."""
     if kind == "generation":
         tasks, meta = "lch_ruler_niah_single_1", {"lengths": [tokens], "num_samples": 1, "essays": "synthetic"}
     else:
         tasks, meta = "ppl_govreport", {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens,
                                         "num_docs": 1}
-    args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,max_length={tokens + 1024}"
-    load = os.getloadavg()
-    start = time.perf_counter()
-    done = subprocess.run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", args, "--tasks", tasks,
-                           "--metadata", json.dumps(meta), "--batch_size", "1", "--output_path", str(out)],
-                          capture_output=True, text=True)
-    row = {"kind": kind, "tokens": tokens, "exit": done.returncode,
-           "wall_seconds": round(time.perf_counter() - start, 1), "load_before": load, "load_after": os.getloadavg()}
-    if done.returncode != 0:
-        return {**row, "last_line": (done.stderr.strip().splitlines() or [""])[-1]}
+    length = "max_model_len" if engine == "vllm-pic" else "max_length"
+    args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,{length}={tokens + 1024}"
+    if engine == "vllm-pic":
+        from harness.engines.vllm_pic.env import ensure_vllm_env
+
+        env = ensure_vllm_env(log=lambda line: print(line, file=sys.stderr))
+        # this checkout's code even where another checkout installed itself into the vLLM environment since
+        lch, environ = env.command(), env.environ({**os.environ, "PYTHONPATH": str(ROOT)})
+    else:
+        lch, environ = [str(BIN / "lch")], None
+    ran = out.with_suffix(".run.json")  # the run's row: a later --work of the same folder plans it again only
+    if ran.exists():
+        row = json.loads(ran.read_text())
+    else:
+        load = os.getloadavg()
+        start = time.perf_counter()
+        done = subprocess.run([*lch, "eval", "--model", engine, "--model_args", args, "--tasks", tasks,
+                               "--metadata", json.dumps(meta), "--batch_size", "1", "--output_path", str(out)],
+                              capture_output=True, text=True, env=environ)
+        row = {"kind": kind, "tokens": tokens, "exit": done.returncode, "wall_seconds":
+               round(time.perf_counter() - start, 1), "load_before": load, "load_after": os.getloadavg()}
+        if done.returncode != 0:
+            return {**row, "last_line": (done.stderr.strip().splitlines() or [""])[-1]}
+        ran.write_text(json.dumps(row))
     planned = out.with_suffix(".plan.json")
     subprocess.run([str(BIN / "lch"), "plan", "--against", str(out), "--json", str(planned)], check=True,
                    capture_output=True)
@@ -49,13 +69,19 @@ def run_cell(model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["hf-pic", "vllm-pic"], default="hf-pic")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 16384])
     parser.add_argument("--kinds", nargs="+", default=["generation", "scoring"])
     parser.add_argument("--essays", default=str(ROOT.parent / "shared" / "data" / "paul_graham_essays"))
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "plan_memory_cpu.json"))
+    parser.add_argument("--output")
+    parser.add_argument("--work", help="folder of the runs; the runs it already holds are planned again, not rerun")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="plan-memory-"))
+    suffix = "_vllm" if args.engine == "vllm-pic" else ""
+    output = Path(args.output or ROOT / "benchmarks" / "results" / f"plan_memory_cpu{suffix}.json")
+    kept = json.loads(output.read_text())["rows"] if output.exists() else []
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="plan-memory-"))
+    work.mkdir(parents=True, exist_ok=True)
     data = work / "essays.jsonl"
     text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(Path(args.essays).glob("*.txt")))
     data.write_text(json.dumps({"report": text}) + "\n")
@@ -65,12 +91,16 @@ def main() -> None:
                                    text=True).stdout.strip()
         for kind in args.kinds:
             for tokens in args.lengths:
-                row = {"model": name, **run_cell(model_dir, kind, tokens, data, work / f"{name}-{kind}-{tokens}")}
+                row = {"model": name, "engine": args.engine, "commit": COMMIT, "date": time.strftime("%Y-%m-%d %H:%M"),
+                       **run_cell(args.engine, model_dir, kind, tokens, data, work / f"{name}-{kind}-{tokens}")}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    Path(args.output).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "machine":
-                                             f"{os.uname().machine}, {os.cpu_count()} cores", "rows": rows},
-                                            indent=1) + "\n")
+                measured = {(r["model"], r["kind"], r["tokens"]) for r in rows}
+                rows_now = [r for r in kept if (r["model"], r["kind"], r["tokens"]) not in measured] + rows
+                rows_now.sort(key=lambda r: (r["model"], r["kind"], r["tokens"]))
+                output.write_text(json.dumps({"machine":
+                                              f"{os.uname().machine}, {os.cpu_count()} cores", "rows": rows_now},
+                                             indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
     if names is None:
         raise UsageError(f"lch plan plans the tasks of this package; {', '.join(run.tasks)} holds others: plan "
                          "them with their own harness, or leave them out")
-    preflight(run.model, run.model_args, run.tasks, run.metadata, run.include_path)
+    preflight(run.model, run.model_args, run.tasks, run.metadata, run.include_path, planning=True)
     metadata = {**run.model_args, **run.metadata}  # as lm-eval's command line hands them to the tasks
     name = tokenizer_name(parse_options(ModelKeys, metadata))
     if name is None:

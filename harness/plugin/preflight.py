@@ -25,6 +25,7 @@ from harness.core import results as keys
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.tasks import TASKS_PATH
 from harness.engines.registry import model_entry, model_names
+from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.task_index import check_model_serves
 
 log = logging.getLogger(__name__)
@@ -116,23 +117,28 @@ def closest_tasks(missing: list[str], include_path: Any = None) -> str:
 
 
 def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
-              task_manager: Any = None) -> None:
+              task_manager: Any = None, planning: bool = False) -> None:
     """Every check of the run that needs no model (module docstring); raises a one-line
     :class:`~harness.core.errors.LchError`. ``model``: a name (an ``LM`` object is already built: only the tasks'
     options are checked). Only the tasks lm-eval resolves to our folder are checked (:func:`our_tasks`); the others,
-    and names nobody defines, are lm-eval's to run or report."""
+    and names nobody defines, are lm-eval's to run or report. ``planning`` (``lch plan``): an engine not installed
+    here is no error (a vLLM run is planned from the model's config alone)."""
     model_args, metadata = as_dict(model_args), as_dict(metadata)
     # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
     metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
     names = [t for t in tasks if isinstance(t, str)]
-    key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata], sort_keys=True,
-                     default=str)
+    key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata, planning],
+                     sort_keys=True, default=str)
     if key in _passed:
         return
     name = model if isinstance(model, str) else None
     entry = model_entry(name) if name else None
     if entry is not None:
-        entry.preflight(model_args)
+        try:
+            entry.preflight(model_args)
+        except VllmUnavailable:
+            if not planning:
+                raise
     ours = our_tasks(names, include_path, task_manager)
     if ours:
         check_model_serves(name, ours, str(TASKS_PATH), model_args)
