@@ -1,8 +1,9 @@
 """What ``lch plan`` predicts for 8B-class models on an 80 GB GPU, from their configs alone (benchmarks/configs/:
 Llama-3.1-8B and Qwen2.5-7B, written from the published numbers; no weights), bf16: per engine (hf-pic, vllm-pic)
 and length (32k, 64k, 128k), the memory of a perplexity's document (every token scored) and of a RULER sample (the
-prompt and a 128-token answer), and whether each fits an H100 (79.2 GiB as CUDA reports it). A lent GPU checks these
-predictions against a real small model first (benchmarks/README.md, "On a GPU").
+prompt and a 128-token answer; vllm-pic's scoring run with its two engines at gpu_memory_utilization 0.45 each,
+one engine's memory shown against its share), and whether each fits an H100 (79.2 GiB as CUDA reports it). A lent
+GPU checks these predictions against a real small model first (benchmarks/README.md, "On a GPU").
 
     python benchmarks/plan_memory_gpu.py [--device h100] [--lengths 32768 65536 131072]
 
@@ -23,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from harness.core.sizes import in_words  # noqa: E402  (after the path)
 from harness.plan.cells import PlanCell  # noqa: E402
 from harness.plan.devices import parse_memory  # noqa: E402
+from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
 from harness.plan.make import RunSettings, with_memory  # noqa: E402
 
 CONFIGS = {"llama-3.1-8b": ROOT / "benchmarks" / "configs" / "llama-3.1-8b",
@@ -40,22 +42,24 @@ def main() -> None:
     rows = []
     for name, folder in CONFIGS.items():
         for engine in ("hf-pic", "vllm-pic"):
-            run = RunSettings(model=engine, model_args={"pretrained": str(folder), "dtype": "bfloat16"},
-                              tasks=["ppl_govreport", "lch_ruler"])
-            cells = []
-            for n in args.lengths:
-                cells.append(PlanCell("ppl_govreport", str(n), (n,), (0,), scored_tokens=n - 1))
-                cells.append(PlanCell("lch_ruler", str(n), (n - ANSWER,), (ANSWER,)))
-            sized, misfits = with_memory(cells, run, device)
-            for cell in sized:
-                row = {"model": name, "engine": engine, "task": cell.task, "length": int(cell.length),
-                       "memory_bytes": cell.memory, "fits": cell.fits}
-                rows.append(row)
-                print(f"{name:13} {engine:8} {cell.task:13} {cell.length:>7}  {in_words(cell.memory):>9}  "
-                      f"{'fits' if cell.fits else 'does not fit'}")
-            for line in misfits:
-                print(f"  {line}")
-            rows.append({"model": name, "engine": engine, "does_not_fit": misfits})
+            for task in ("ppl_govreport", "lch_ruler"):  # a run each: a scoring run of vllm-pic has two engines
+                model_args = {"pretrained": str(folder), "dtype": "bfloat16"}
+                if engine == "vllm-pic" and task == "ppl_govreport":
+                    model_args["gpu_memory_utilization"] = POOLED_GPU_MEMORY
+                run = RunSettings(model=engine, model_args=model_args, tasks=[task])
+                cells = [PlanCell(task, str(n), (n,), (0,), scored_tokens=n - 1) if task == "ppl_govreport" else
+                         PlanCell(task, str(n), (n - ANSWER,), (ANSWER,)) for n in args.lengths]
+                sized, misfits = with_memory(cells, run, device)
+                for cell in sized:
+                    rows.append({"model": name, "engine": engine, "task": cell.task, "length": int(cell.length),
+                                 "gpu_memory_utilization": model_args.get("gpu_memory_utilization"),
+                                 "memory_bytes": cell.memory, "fits": cell.fits})
+                    print(f"{name:13} {engine:8} {cell.task:13} {cell.length:>7}  {in_words(cell.memory):>9}  "
+                          f"{'fits' if cell.fits else 'does not fit'}")
+                for line in misfits:
+                    print(f"  {line}")
+                if misfits:
+                    rows.append({"model": name, "engine": engine, "task": task, "does_not_fit": misfits})
     Path(args.output).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "device": device.name,
                                              "device_bytes": device.size, "dtype": "bfloat16", "rows": rows},
                                             indent=1) + "\n")

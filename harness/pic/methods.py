@@ -18,8 +18,8 @@ Torch-free (reporting reads it). Each entry says what the method is called, whic
   per request in the second (``harness.pic.vllm.positions.step_plan``).
 
 How to add a method: add ONE entry to :data:`PIC_METHODS` below (its words, its ratio's symbol, the fields
-it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``linear_scaling`` if its
-ids are ``m / ratio``). Nothing else changes: ``Inference`` parses, validates and describes it, ``apply_pic``
+it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``extends_window`` if it
+reaches ``ratio`` x the model's window). Nothing else changes: ``Inference`` parses, validates and describes it, ``apply_pic``
 and ``hf-pic`` apply it, ``vllm-pic`` runs it (``Pic<Arch>``, harness/pic/vllm/model.py), the variant file
 and the plots know it. ``tests/models/test_pic_registry.py`` registers toy methods this way.
 """
@@ -62,7 +62,9 @@ class PicMethod:
     base: BaseFunction | None = None  # kind "base"
     window: Callable[[Settings], int] | None = None  # cached keys move: trailing columns that may still move
     moves_per_token: Callable[[Settings], bool] = lambda inference: False  # only keys leaving the window move
-    linear_scaling: bool = False  # ids are m / ratio: positions reach ratio x further (vLLM's length limit follows)
+    # reaches ratio x the model's window (naive: ids m / ratio; NTK-aware: the base scaled for it): vLLM's length
+    # limit, and the rotary tables of the layers PIC leaves alone (sliding windows), follow
+    extends_window: bool = False
 
     @property
     def acts(self) -> bool:
@@ -80,9 +82,9 @@ def _dynamic_ids(m: Any, length: Any, inference: Settings) -> Any:
 
 PIC_METHODS: dict[str, PicMethod] = {
     NO_PIC: PicMethod("", fields=()),
-    "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), linear_scaling=True),
+    "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), extends_window=True),
     "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_words="RoPE base scaling ratio",
-                     base=lambda b, inf: ntk_base(b, inf.ratio)),
+                     base=lambda b, inf: ntk_base(b, inf.ratio), extends_window=True),
     "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
                          window=lambda inf: inf.recent, moves_per_token=lambda inf: inf.layout == "paper"),
 }

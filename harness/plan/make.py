@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.sizes import GIB
 from harness.plan.cells import PlanCell, scores_only
 from harness.plan.devices import DeviceMemory
 
@@ -114,6 +115,9 @@ def own_resident_bytes() -> int:
 
 
 VLLM_PREFILL_CHUNK = 8192  # tokens vLLM prefills at once (chunked prefill's default max_num_batched_tokens)
+# What a vllm-pic process on the CPU holds beyond an hf-pic run's, whatever the model: vLLM's libraries and
+# torch.compile's work; measured on this machine for SmolLM2-135M and Gemma 3 270M (benchmarks/plan_memory_cpu.py)
+VLLM_CPU_OVERHEAD = int(1.25 * GIB)
 
 
 def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
@@ -127,14 +131,24 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
     if run.model not in ("hf-pic", "vllm-pic") or not isinstance(pretrained, str) or not cells:
         return cells, []
     dtype = str(run.model_args.get("dtype") or "auto")
-    need, room = _need_function(run, pretrained, dtype, device)
-    out, misfits = [], []
+    pooled = run.model == "vllm-pic" and any(cell.scored_tokens for cell in cells)
+    need, room = _need_function(run, pretrained, dtype, device, pooled)
+    out, misfits, engines_fit = [], [], True
+    if pooled and device.kind == "cuda":
+        from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY
+
+        share = float(run.model_args.get("gpu_memory_utilization", 0.9))
+        if share > POOLED_GPU_MEMORY:
+            engines_fit = False
+            misfits.append(f"the run scores from hidden states: vllm-pic starts a pooling engine beside the generating "
+                           f"one on {device.name}, each with gpu_memory_utilization={share:g}: pass "
+                           f"gpu_memory_utilization={POOLED_GPU_MEMORY} (each cell's memory is one engine's)")
     for cell in cells:
         budget = max(cell.budgets, default=0)
         scores = scores_only(cell.scored_tokens, sum(cell.budgets))
         total = need(cell.longest_prompt, budget, scores)
         short = _vllm_cpu_cache_short(run, pretrained, dtype, device, cell.longest_prompt + budget)
-        out.append(replace(cell, memory=total, fits=total <= room and short is None))
+        out.append(replace(cell, memory=total, fits=total <= room and short is None and engines_fit))
         if short is not None:
             misfits.append(f"{cell.task} {cell.length}: {short}")
         if total <= room:
@@ -146,7 +160,7 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
             lo, hi = (mid, hi) if need(mid, budget, scores) <= room else (lo, mid - 1)
         ways.append(f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights")
         if dtype in ("auto", "float32"):
-            narrow, _ = _need_function(run, pretrained, "bfloat16", device)
+            narrow, _ = _need_function(run, pretrained, "bfloat16", device, pooled)
             ways.append(f"dtype=bfloat16 needs {in_words(narrow(cell.longest_prompt, budget, scores))}")
         if run.model == "vllm-pic" and device.kind == "cuda":
             ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
@@ -181,18 +195,24 @@ def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device:
             f"{in_words(space)}: set VLLM_CPU_KVCACHE_SPACE={-(-cache // GIB)} (GiB)")
 
 
-def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
-    """``(need(prompt, budget, scores) -> bytes, room)`` of the run's engine on ``device``."""
+def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
+                   pooled: bool = False):  # noqa: ANN202
+    """``(need(prompt, budget, scores) -> bytes, room)`` of the run's engine on ``device``; ``pooled``: the run
+    scores from hidden states, for which vllm-pic runs a second (pooling) engine beside the generating one."""
     from harness.models.memory import kv_cache_bytes, meta_model, request_need, weight_bytes
 
     model = meta_model(pretrained, dtype)
     if run.model != "vllm-pic":
         return (lambda prompt, budget, scores: device.runtime + request_need(model, prompt, budget, scores=scores,
                                                                               device=device.kind).total), device.size
-    # vLLM: the weights, the KV cache of one sequence of max_model_len (a CPU backend's cache is the space it is
-    # given, VLLM_CPU_KVCACHE_SPACE), a prefill chunk's work; on a GPU within gpu_memory_utilization of it
-    weights = weight_bytes(model)
+    # vLLM: per engine the weights, the KV cache of one sequence of max_model_len (a CPU backend's cache is the space
+    # it is given, VLLM_CPU_KVCACHE_SPACE), a prefill chunk's work; on a GPU each engine within its
+    # gpu_memory_utilization share of the device, on the CPU all of them in one process beside vLLM's own
+    from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, logit_bytes, text_config
+
+    weights, engines = weight_bytes(model), 2 if pooled else 1
     share = float(run.model_args.get("gpu_memory_utilization", 0.9)) if device.kind == "cuda" else 1.0
+    hidden = int(text_config(model).hidden_size) * 4  # one token's final hidden state, as the pooling engine returns it
 
     def need(prompt: int, budget: int, scores: bool) -> int:
         length = int(run.model_args.get("max_model_len") or prompt + budget)
@@ -200,7 +220,11 @@ def _need_function(run: RunSettings, pretrained: str, dtype: str, device: Device
         if device.kind == "cpu":
             cache = max(cache, _vllm_cpu_kv_space())
         work = request_need(model, min(prompt, VLLM_PREFILL_CHUNK), 0, scores=True, device=device.kind).work
-        return device.runtime + weights + cache + work
+        if scores and pooled:
+            work += prompt * hidden + DEFAULT_LOGIT_BUDGET * logit_bytes()
+        if device.kind == "cuda":
+            return weights + cache + work  # one engine's, against its share
+        return device.runtime + VLLM_CPU_OVERHEAD + engines * (weights + cache) + work
 
     return need, int(device.size * share)
 

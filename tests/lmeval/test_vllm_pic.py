@@ -22,9 +22,12 @@ def test_naive_selects_the_pic_class_and_raises_the_window_by_s_cr():
         "pic_inference": {"pic": "naive", "pic_ratio": 4.0, **BLOCK}}
 
 
-def test_ntk_and_dynamic_select_the_pic_class_and_keep_the_config():
+def test_ntk_raises_the_window_by_s_rr_and_dynamic_keeps_the_config():
+    """NTK-aware PIC reaches s_rr x the window: vLLM's length limit (which refused max_model_len 17408 for SmolLM2's
+    8192 under s_rr 4) and the rotary tables of the layers PIC leaves alone follow it."""
     assert vllm_pic_overrides(V4_CONFIG, Inference("ntk", 16.0)) == {
         "architectures": ["PicQwen2ForCausalLM"], "pic_inference": {"pic": "ntk", "pic_ratio": 16.0, **BLOCK}}
+    assert vllm_pic_overrides(V5_CONFIG, Inference("ntk", 4.0))["max_position_embeddings"] == 32768
     dynamic = Inference("dynamic", 2.0, initial=8, recent=100, layout="contiguous")
     assert vllm_pic_overrides(V5_CONFIG, dynamic) == {
         "architectures": ["PicLlamaForCausalLM"],

@@ -192,6 +192,26 @@ def test_gemma3_270m_equals_hf_pic_past_its_sliding_window(vllm_env, gemma3_dir,
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow  # a real vLLM engine
+def test_ntk_pic_reaches_past_the_window_on_vllm_as_on_hf_pic(vllm_env):
+    """NTK-aware PIC (s_rr 4) on a tiny Gemma 3 whose window is 512 positions, prompts of 1100 and 600 tokens: vLLM
+    takes max_model_len 2048 (it refused any length past the model's window before PIC raised it) and equals hf-pic,
+    its sliding-window layers rotating at positions past 512 as hf-pic's do."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.models.tiny import build_tiny_model
+
+    folder = build_tiny_model("gemma3_text", hidden=256, heads=4, kv_heads=2, max_positions=512, train_steps=30)
+    job = {"name": "gemma3_text ntk past 512", "model": str(folder), "args": SETTINGS["ntk"], "new": NEW,
+           "prompts": prompt_ids(AutoTokenizer.from_pretrained(folder), LENGTHS, seed=7),
+           "engine": {"num_gpu_blocks_override": 40}}
+    [got] = run_vllm(vllm_env, [job])
+    assert "refused" not in got, got["refused"]
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    failures, _ = compare(model, job, got)
+    assert not failures, "\n".join(failures)
+
+
 PLAIN_VLLM = """
 import json, sys
 if __name__ == "__main__":

@@ -81,3 +81,41 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
 
     assert misfits == [f"ppl_govreport -: needs {in_words(needs[1])}, a small device has {in_words(room)}: prompts up "
                        f"to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"]
+
+
+def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, monkeypatch):
+    """vllm-pic on the CPU: vLLM's own overhead, per engine the weights and the KV space it is given (the run that
+    scores from hidden states runs a pooling engine beside the generating one), one prefill chunk's work, and for a
+    scoring cell the pooled hidden states and a chunk of logits."""
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import VLLM_CPU_OVERHEAD, VLLM_PREFILL_CHUNK, RunSettings, with_memory
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    run = RunSettings(model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+                      tasks=["ppl_govreport"])
+    model = meta_model(str(tiny_model_dir), "float32")
+    weights, hidden = weight_bytes(model), model.config.hidden_size
+    device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=300 << 20)
+    scoring = PlanCell("ppl_govreport", "-", (10_000,), (0,), scored_tokens=9_999)
+    generating = PlanCell("niah", "4096", (4_000,), (64,))
+    chunk = request_need(model, VLLM_PREFILL_CHUNK, scores=True).work
+    base = (300 << 20) + VLLM_CPU_OVERHEAD
+    [scored], _ = with_memory([scoring], run, device)
+    assert scored.memory == base + 2 * (weights + GIB) + chunk + 10_000 * hidden * 4 + DEFAULT_LOGIT_BUDGET * 8
+    [generated], _ = with_memory([generating], run, device)
+    assert generated.memory == base + weights + GIB + request_need(model, 4_000, scores=True).work
+
+
+def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import RunSettings, with_memory
+
+    cell = PlanCell("ppl_govreport", "-", (1_000,), (0,), scored_tokens=999)
+    args = {"pretrained": str(tiny_model_dir), "dtype": "float32"}
+    sized, misfits = with_memory([cell], RunSettings("vllm-pic", args, ["ppl_govreport"]), parse_memory("h100"))
+    assert not sized[0].fits and misfits == [
+        "the run scores from hidden states: vllm-pic starts a pooling engine beside the generating one on h100, each "
+        "with gpu_memory_utilization=0.9: pass gpu_memory_utilization=0.45 (each cell's memory is one engine's)"]
+    shared = RunSettings("vllm-pic", {**args, "gpu_memory_utilization": 0.45}, ["ppl_govreport"])
+    sized, misfits = with_memory([cell], shared, parse_memory("h100"))
+    assert sized[0].fits and misfits == []

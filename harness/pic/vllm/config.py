@@ -5,8 +5,9 @@ config, and the engine settings Dynamic PIC needs. No vLLM import (the model cla
 **The overrides.** vllm-pic (and a plain ``vllm serve`` / ``vllm.LLM``, through the ``vllm.general_plugins`` entry
 point) runs a model of architecture ``<Arch>`` with PIC by naming ``Pic<Arch>`` in ``architectures`` and the
 inference in ``pic_inference`` (the ``inference`` block of a variant file: ``pic``, ``pic_ratio``, ``pic_initial``,
-``pic_recent``, ``pic_layout``). Naive PIC (``m / s_cr``) also raises ``max_position_embeddings`` by ``s_cr``, so
-that vLLM's length limit is the one the compressed positions allow, as linear RoPE scaling does.
+``pic_recent``, ``pic_layout``). Naive and NTK-aware PIC also raise ``max_position_embeddings`` by their ratio, so
+that vLLM's length limit is the one the method reaches (as RoPE scaling does) and the rotary tables of the layers PIC
+leaves alone (Gemma 3's sliding windows) cover every position.
 
 **Dynamic PIC's engine settings** (docs/vllm.md, "What must be off, and why"): the plan is Algorithm 1 with a KV
 cache under one-shot prefill, so the engine runs eagerly or with full CUDA graphs of decode steps only
@@ -87,14 +88,14 @@ def check_pic_config(hf_config: Mapping[str, Any], inference: Inference) -> str:
 
 def pic_overrides(hf_config: Mapping[str, Any], inference: Inference) -> dict:
     """``hf_overrides`` that run ``inference``'s PIC method on vLLM (``{}`` for ``none``): ``Pic<Arch>``, the inference
-    under ``pic_inference``, and for a method whose ids are ``m / ratio`` the window it allows."""
+    under ``pic_inference``, and for a method that reaches ``ratio`` x the window, that window."""
     if not inference.entry.acts:
         return {}
     arch = check_pic_config(hf_config, inference)
     block = inference.to_variant_json()
     out: dict[str, Any] = {"architectures": [PREFIX + arch], INFERENCE_KEY: {key: block[key] for key in INFERENCE_FIELDS}}
     window = hf_config.get("max_position_embeddings")
-    if inference.entry.linear_scaling and window:
+    if inference.entry.extends_window and window:
         out["max_position_embeddings"] = int(int(window) * inference.ratio)
     return out
 
