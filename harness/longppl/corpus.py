@@ -77,7 +77,7 @@ def _selected_corpus(options: CorpusOptions) -> tuple[dict, ...]:
 
 
 def _select_corpus(options: CorpusOptions) -> list[dict]:
-    from transformers import AutoTokenizer
+    from harness.data.prompt_tokens import load_tokenizer
 
     docs = documents_from_options(options)
     key, name = ("length_tokenizer", options.length_tokenizer) if options.length_tokenizer else ("evaluator",
@@ -85,7 +85,7 @@ def _select_corpus(options: CorpusOptions) -> list[dict]:
     if name.startswith(("/", ".", "~")) and not Path(name).expanduser().exists():
         raise MissingDataError(f"{key}={name} does not exist: give the {key} as a model folder or a hub name")
     try:
-        length_tok = AutoTokenizer.from_pretrained(name)
+        length_tok = load_tokenizer(name)
     except OSError:  # transformers' "not a local folder and not a valid model identifier" (offline, unknown)
         default = " (the default evaluator, from the HF hub)" if name == DEFAULT_EVALUATOR else ""
         raise MissingDataError(f"the tokenizer of {key}={name}{default} could not be loaded: give the {key} as a "

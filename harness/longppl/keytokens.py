@@ -99,8 +99,9 @@ class KeyTokenCache:
 def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) -> tuple[Any, Any]:
     """``(model, tokenizer)`` of an evaluator given by HF name or local path, in eval mode."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    from harness.data.prompt_tokens import load_tokenizer
     from harness.models.folders import check_model_folder
 
     # a local folder: whole (its tokenizer too), and (fetched ones) meaning what its source says
@@ -111,7 +112,7 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
 
     model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
     use_blocked_masks(model)
-    return model, AutoTokenizer.from_pretrained(name)
+    return model, load_tokenizer(name)
 
 
 def evaluator_id_of(name: str) -> str:

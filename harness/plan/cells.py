@@ -39,6 +39,9 @@ class PlanCell:
     # (None: not planned, harness.plan.make's with_memory)
     memory: int | None = None
     fits: bool | None = None
+    # the model the run loads beside the evaluated one for this cell, (name or folder, dtype): LongPPL's evaluator
+    # when the key tokens are not cached
+    helper: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if len(self.prompts) != len(self.budgets):

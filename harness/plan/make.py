@@ -77,8 +77,8 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
             if own is None:
                 counted.append(task)
             else:
-                cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached)
-                          for c in own]
+                cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached,
+                                   helper=c.helper) for c in own]
         if counted:
             manager = task_manager([run.include_path] if run.include_path else (), metadata, ours_only=True)
             cells += plan_requests(manager, counted, counter, limit=run.limit,
@@ -146,7 +146,13 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
     for cell in cells:
         budget = max(cell.budgets, default=0)
         scores = scores_only(cell.scored_tokens, sum(cell.budgets))
-        total = need(cell.longest_prompt, budget, scores)
+        beside = _helper_need(cell.helper, pretrained, dtype, device) if cell.helper else (lambda prompt: 0)
+        if beside is None:  # a helper whose config is not at hand here: the cell's memory is not known
+            out.append(cell)
+            continue
+        cell_need = (lambda prompt, need=need, beside=beside, budget=budget, scores=scores:
+                     need(prompt, budget, scores) + beside(prompt))
+        total = cell_need(cell.longest_prompt)
         short = _vllm_cpu_cache_short(run, pretrained, dtype, device, cell.longest_prompt + budget)
         out.append(replace(cell, memory=total, fits=total <= room and short is None and engines_fit))
         if short is not None:
@@ -157,16 +163,37 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
         lo, hi = 0, cell.longest_prompt  # the longest prompt that fits: need grows with the prompt
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if need(mid, budget, scores) <= room else (lo, mid - 1)
+            lo, hi = (mid, hi) if cell_need(mid) <= room else (lo, mid - 1)
         ways.append(f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights")
         if dtype in ("auto", "float32"):
             narrow, _ = _need_function(run, pretrained, "bfloat16", device, pooled)
-            ways.append(f"dtype=bfloat16 needs {in_words(narrow(cell.longest_prompt, budget, scores))}")
+            halved = narrow(cell.longest_prompt, budget, scores) + beside(cell.longest_prompt)
+            ways.append(f"dtype=bfloat16 needs {in_words(halved)}")
         if run.model == "vllm-pic" and device.kind == "cuda":
             ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
         misfits.append(f"{cell.task} {cell.length}: needs {in_words(total)}, {device.name} has {in_words(room)}"
                        f"{' for vLLM' if run.model == 'vllm-pic' else ''}: {'; '.join(ways)}")
     return out, misfits
+
+
+def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
+    """``beside(prompt) -> bytes`` a helper model (LongPPL's evaluator) adds to the evaluated model's need: its weights
+    and its pass over the prompt, less the evaluated model's own pass, which runs after it; None when the helper's
+    config cannot be read here (a hub name offline)."""
+    from harness.models.memory import meta_model, request_need
+
+    name, helper_dtype = helper
+    try:
+        model = meta_model(name, helper_dtype)
+    except (OSError, ValueError):
+        return None
+    evaluated = meta_model(pretrained, dtype)
+
+    def beside(prompt: int) -> int:
+        own = request_need(model, prompt, scores=True, device=device.kind)
+        return max(0, own.weights + own.work - request_need(evaluated, prompt, scores=True, device=device.kind).work)
+
+    return beside
 
 
 def _vllm_cpu_kv_space() -> int:

@@ -66,13 +66,15 @@ NO_LENGTH = "-"  # the length of a sample that was not fitted to one (a plan's c
 class CachedCounts:
     """A task's samples of one length (:data:`NO_LENGTH`: samples not fitted to one) as it caches them: each sample's
     prompt tokens as a run sends them and its generation budget, whether what the run needs of them was cached before
-    (False: made just now, or to be made by the run), and the tokens whose log-probabilities are scored."""
+    (False: made just now, or to be made by the run), the tokens whose log-probabilities are scored, and the model
+    the run loads beside the evaluated one to make what is not cached (``(name, dtype)``: LongPPL's evaluator)."""
 
     length: str
     prompts: tuple[int, ...]
     budgets: tuple[int, ...]
     cached: bool
     scored_tokens: int = 0
+    helper: tuple[str, str] | None = None
 
 
 class LchTask(ConfigurableTask):

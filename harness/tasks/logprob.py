@@ -138,9 +138,10 @@ class LongPPLTask(TokenLogprobTask):
             docs = docs[:int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
         tokenizer, scoring = load_tokenizer(name), cls.scoring_options(options)
         prompts = tuple(len(encode_for_scoring(tokenizer, d["text"], scoring)["token_ids"]) for d in docs)
-        return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts),
-                             key_tokens_cached([d["text"] for d in docs], options.evaluator, options),
-                             scored_tokens=sum(max(0, n - 1) for n in prompts))]
+        cached = key_tokens_cached([d["text"] for d in docs], options.evaluator, options)
+        return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts), cached,
+                             scored_tokens=sum(max(0, n - 1) for n in prompts),
+                             helper=None if cached else (options.evaluator, options.evaluator_dtype))]
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]

@@ -119,3 +119,26 @@ def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
     shared = RunSettings("vllm-pic", {**args, "gpu_memory_utilization": 0.45}, ["ppl_govreport"])
     sized, misfits = with_memory([cell], shared, parse_memory("h100"))
     assert sized[0].fits and misfits == []
+
+
+def test_longppls_evaluator_runs_beside_the_evaluated_model_until_its_key_tokens_are_cached(tiny_model_dir,
+                                                                                            monkeypatch):
+    """A LongPPL cell whose key tokens are not cached loads the evaluator beside the evaluated model: its weights and
+    its long pass, which runs before the evaluated model's (so the larger of the two passes counts); an evaluator
+    whose config is not at hand (a hub name offline) leaves the cell unsized rather than sized without it."""
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import RunSettings, with_memory
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = RunSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+                      tasks=["longppl_govreport"])
+    model = meta_model(str(tiny_model_dir), "float32")
+    device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0)
+    alone = request_need(model, 3000, scores=True).total
+    cached = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=True)
+    evaluated_here = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
+                              helper=(str(tiny_model_dir), "float32"))
+    from_the_hub = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
+                            helper=("no-such-org/no-such-evaluator", "auto"))
+    sized, _ = with_memory([cached, evaluated_here, from_the_hub], run, device)
+    assert [c.memory for c in sized] == [alone, alone + weight_bytes(model), None]
