@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.sizes import GIB
 from harness.plan.cells import PlanCell, scores_only
 from harness.plan.devices import DeviceMemory
 
@@ -114,12 +113,6 @@ def own_resident_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-VLLM_PREFILL_CHUNK = 8192  # tokens vLLM prefills at once (chunked prefill's default max_num_batched_tokens)
-# What a vllm-pic process on the CPU holds beyond an hf-pic run's, whatever the model: vLLM's libraries and
-# torch.compile's work; measured on this machine for SmolLM2-135M and Gemma 3 270M (benchmarks/plan_memory_cpu.py)
-VLLM_CPU_OVERHEAD = int(1.25 * GIB)
-
-
 def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
     """Each cell with the memory its longest request needs (:mod:`harness.models.memory`, from the model's config:
     no weight read) and whether it fits ``device``; and for each cell that does not, what would: the longest prompt
@@ -196,64 +189,45 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
     return beside
 
 
-def _vllm_cpu_kv_space() -> int:
-    """Bytes of KV cache vLLM's CPU backend is given (``VLLM_CPU_KVCACHE_SPACE`` GiB, ours by default)."""
-    import os
-
-    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
-
-    return int(os.environ.get("VLLM_CPU_KVCACHE_SPACE") or CPU_RUNTIME_ENV["VLLM_CPU_KVCACHE_SPACE"]) << 30
-
-
-def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
-                          tokens: int) -> str | None:
-    """Why vLLM's CPU backend cannot hold one sequence of the run's ``max_model_len`` (else of ``tokens``) in the KV
-    space it is given, or None."""
-    if run.model != "vllm-pic" or device.kind != "cpu":
-        return None
-    from harness.core.sizes import GIB, in_words
-    from harness.models.memory import kv_cache_bytes, meta_model
-
-    length = int(run.model_args.get("max_model_len") or tokens)
-    cache, space = kv_cache_bytes(meta_model(pretrained, dtype), length), _vllm_cpu_kv_space()
-    if cache <= space:
-        return None
-    return (f"one sequence of {length:,} tokens needs {in_words(cache)} of KV cache, vLLM's CPU backend is given "
-            f"{in_words(space)}: set VLLM_CPU_KVCACHE_SPACE={-(-cache // GIB)} (GiB)")
-
-
 def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
                    pooled: bool = False):  # noqa: ANN202
     """``(need(prompt, budget, scores) -> bytes, room)`` of the run's engine on ``device``; ``pooled``: the run
     scores from hidden states, for which vllm-pic runs a second (pooling) engine beside the generating one."""
-    from harness.models.memory import kv_cache_bytes, meta_model, request_need, weight_bytes
+    from harness.models.memory import meta_model, request_need
 
     model = meta_model(pretrained, dtype)
     if run.model != "vllm-pic":
         return (lambda prompt, budget, scores: device.runtime + request_need(model, prompt, budget, scores=scores,
                                                                               device=device.kind).total), device.size
-    # vLLM: per engine the weights, the KV cache of one sequence of max_model_len (a CPU backend's cache is the space
-    # it is given, VLLM_CPU_KVCACHE_SPACE), a prefill chunk's work; on a GPU each engine within its
-    # gpu_memory_utilization share of the device, on the CPU all of them in one process beside vLLM's own
-    from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, logit_bytes, text_config
+    from harness.engines.vllm_pic.memory import vllm_need
 
-    weights, engines = weight_bytes(model), 2 if pooled else 1
+    shape = _engine_shape(pretrained, dtype, device)
     share = float(run.model_args.get("gpu_memory_utilization", 0.9)) if device.kind == "cuda" else 1.0
-    hidden = int(text_config(model).hidden_size) * 4  # one token's final hidden state, as the pooling engine returns it
+    runtime = device.runtime if device.kind == "cpu" else 0
+    return (lambda prompt, budget, scores: runtime + vllm_need(shape, run.model_args, device.kind, device.size, prompt,
+                                                               budget, scores, pooled)), int(device.size * share)
 
-    def need(prompt: int, budget: int, scores: bool) -> int:
-        length = int(run.model_args.get("max_model_len") or prompt + budget)
-        cache = kv_cache_bytes(model, length)
-        if device.kind == "cpu":
-            cache = max(cache, _vllm_cpu_kv_space())
-        work = request_need(model, min(prompt, VLLM_PREFILL_CHUNK), 0, scores=True, device=device.kind).work
-        if scores and pooled:
-            work += prompt * hidden + DEFAULT_LOGIT_BUDGET * logit_bytes()
-        if device.kind == "cuda":
-            return weights + cache + work  # one engine's, against its share
-        return device.runtime + VLLM_CPU_OVERHEAD + engines * (weights + cache) + work
 
-    return need, int(device.size * share)
+def _engine_shape(pretrained: str, dtype: str, device: DeviceMemory) -> Any:
+    """:class:`~harness.engines.vllm_pic.memory.EngineShape` of the model, from its meta model."""
+    from harness.engines.vllm_pic.memory import EngineShape
+    from harness.models.device_sizing import text_config
+    from harness.models.memory import kv_cache_bytes, meta_model, request_need, weight_bytes
+
+    model = meta_model(pretrained, dtype)
+    config = text_config(model)
+    return EngineShape(weight_bytes(model), lambda n: kv_cache_bytes(model, n), int(config.hidden_size),
+                       int(config.vocab_size), lambda n: request_need(model, n, scores=True, device=device.kind).work)
+
+
+def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
+                          tokens: int) -> str | None:
+    """Why vLLM's CPU backend cannot hold one sequence of the run in the KV space it is given, or None."""
+    if run.model != "vllm-pic" or device.kind != "cpu":
+        return None
+    from harness.engines.vllm_pic.memory import cpu_cache_short
+
+    return cpu_cache_short(_engine_shape(pretrained, dtype, device), run.model_args, tokens)
 
 
 def settings_of(invocation: Any) -> RunSettings:

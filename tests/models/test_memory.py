@@ -85,25 +85,27 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
 
 def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, monkeypatch):
     """vllm-pic on the CPU: vLLM's own overhead, per engine the weights and the KV space it is given (the run that
-    scores from hidden states runs a pooling engine beside the generating one), one prefill chunk's work, and for a
-    scoring cell the pooled hidden states and a chunk of logits."""
+    scores from hidden states runs a pooling engine beside the generating one), the larger of the profile run's
+    peaks (a prefill chunk of 4096 tokens, the sampler's dummy run over 256 rows of logits: vLLM's CPU defaults), and
+    for a scoring cell the pooled hidden states."""
+    from harness.engines.vllm_pic.memory import CPU_OVERHEAD, SAMPLER_BYTES_PER_LOGIT
     from harness.plan.cells import PlanCell
-    from harness.plan.make import VLLM_CPU_OVERHEAD, VLLM_PREFILL_CHUNK, RunSettings, with_memory
+    from harness.plan.make import RunSettings, with_memory
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     run = RunSettings(model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
                       tasks=["ppl_govreport"])
     model = meta_model(str(tiny_model_dir), "float32")
-    weights, hidden = weight_bytes(model), model.config.hidden_size
+    weights, hidden, vocab = weight_bytes(model), model.config.hidden_size, model.config.vocab_size
     device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=300 << 20)
+    profile = max(request_need(model, 4096, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT)
+    base = (300 << 20) + CPU_OVERHEAD + profile
     scoring = PlanCell("ppl_govreport", "-", (10_000,), (0,), scored_tokens=9_999)
-    generating = PlanCell("niah", "4096", (4_000,), (64,))
-    chunk = request_need(model, VLLM_PREFILL_CHUNK, scores=True).work
-    base = (300 << 20) + VLLM_CPU_OVERHEAD
     [scored], _ = with_memory([scoring], run, device)
-    assert scored.memory == base + 2 * (weights + GIB) + chunk + 10_000 * hidden * 4 + DEFAULT_LOGIT_BUDGET * 8
-    [generated], _ = with_memory([generating], run, device)
-    assert generated.memory == base + weights + GIB + request_need(model, 4_000, scores=True).work
+    assert scored.memory == base + 2 * (weights + GIB) + 10_000 * hidden * 4
+    [generated], _ = with_memory([PlanCell("niah", "4096", (4_000,), (64,))], run, device)
+    assert generated.memory == (300 << 20) + CPU_OVERHEAD + weights + GIB + max(
+        request_need(model, 4_000, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT)
 
 
 def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
