@@ -85,7 +85,7 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
 
 def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, monkeypatch):
     """vllm-pic on the CPU: vLLM's own overhead, per engine the weights and the KV space it is given (the run that
-    scores from hidden states runs a pooling engine beside the generating one), the larger of the profile run's
+    scores from hidden states runs a pooling engine beside the generating one) and the larger of its profile run's
     peaks (a prefill chunk of 4096 tokens, the sampler's dummy run over 256 rows of logits: vLLM's CPU defaults), and
     for a scoring cell the pooled hidden states."""
     from harness.engines.vllm_pic.memory import CPU_OVERHEAD, SAMPLER_BYTES_PER_LOGIT
@@ -99,10 +99,9 @@ def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, 
     weights, hidden, vocab = weight_bytes(model), model.config.hidden_size, model.config.vocab_size
     device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=300 << 20)
     profile = max(request_need(model, 4096, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT)
-    base = (300 << 20) + CPU_OVERHEAD + profile
     scoring = PlanCell("ppl_govreport", "-", (10_000,), (0,), scored_tokens=9_999)
     [scored], _ = with_memory([scoring], run, device)
-    assert scored.memory == base + 2 * (weights + GIB) + 10_000 * hidden * 4
+    assert scored.memory == (300 << 20) + CPU_OVERHEAD + 2 * (weights + GIB + profile) + 10_000 * hidden * 4
     [generated], _ = with_memory([PlanCell("niah", "4096", (4_000,), (64,))], run, device)
     assert generated.memory == (300 << 20) + CPU_OVERHEAD + weights + GIB + max(
         request_need(model, 4_000, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT)

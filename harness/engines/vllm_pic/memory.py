@@ -1,5 +1,5 @@
 """The memory a vllm-pic run takes, from the model's config alone (``lch plan``): per engine the weights, the KV cache
-and the larger of the profile run's two peaks (a prefill chunk's work, the sampler's dummy run over ``max_num_seqs``
+and the larger of its profile run's two peaks (a prefill chunk's work, the sampler's dummy run over ``max_num_seqs``
 rows of logits); two engines when the run scores from hidden states (the pooling engine beside the generating one,
 :mod:`harness.engines.vllm_pic.scoring`). On a GPU each engine must fit its ``gpu_memory_utilization`` share; vLLM's
 CPU backend runs both in one process, with a KV cache of the space it is given (``VLLM_CPU_KVCACHE_SPACE``) and
@@ -63,7 +63,7 @@ def vllm_need(shape: EngineShape, model_args: Mapping[str, Any], kind: str, devi
     pooled_rows = prompt * shape.hidden * 4 if scores and pooled else 0  # the final hidden states the core reads
     if kind == "cuda":
         return shape.weights + cache + profile + pooled_rows
-    return CPU_OVERHEAD + (2 if pooled else 1) * (shape.weights + cache) + profile + pooled_rows
+    return CPU_OVERHEAD + (2 if pooled else 1) * (shape.weights + cache + profile) + pooled_rows
 
 
 def cpu_cache_short(shape: EngineShape, model_args: Mapping[str, Any], tokens: int) -> str | None:
