@@ -1,5 +1,5 @@
-"""``lch plan``'s memory against measurement on the CPU, hf-pic or vllm-pic (in the CPU vLLM environment of ``lch
-vllm-env``): per model and length one ``lch eval`` run (a process of its own, one at a time) of a generation cell
+"""``lch plan``'s memory against measurement on the CPU (or the GPU a run finds), hf-pic or vllm-pic (where vLLM is
+not installed, in the CPU vLLM environment of ``lch vllm-env``): per model and length one ``lch eval`` run (a process of its own, one at a time) of a generation cell
 (RULER ``niah_single_1``, one sample, its 128-token answer budget) and a scoring cell (``ppl_govreport``, one
 document of the Paul Graham essays joined), then ``lch plan --against`` the run:
 the memory planned for the run's largest cell beside the peak resident memory the run recorded (``lch_cost``), and
@@ -16,6 +16,7 @@ models or kinds kept).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -30,6 +31,12 @@ COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
                         text=True).stdout.strip()
 
 
+def on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
     """One ``lch eval`` of ``kind`` (``generation`` / ``scoring``) at ``tokens``, then the plan against it."""
     if kind == "generation":
@@ -39,7 +46,9 @@ def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, ou
                                         "num_docs": 1}
     length = "max_model_len" if engine == "vllm-pic" else "max_length"
     args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,{length}={tokens + 1024}"
-    if engine == "vllm-pic":
+    if engine == "vllm-pic" and kind == "scoring" and on_gpu():
+        args += ",gpu_memory_utilization=0.45"  # its pooling engine beside the generating one, on one GPU
+    if engine == "vllm-pic" and importlib.util.find_spec("vllm") is None:  # on a GPU machine vLLM is installed here
         from harness.engines.vllm_pic.env import ensure_vllm_env
 
         env = ensure_vllm_env(log=lambda line: print(line, file=sys.stderr))
