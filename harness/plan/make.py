@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.sizes import GIB
 from harness.plan.cells import PlanCell, scores_only
 from harness.plan.devices import DeviceMemory
 
@@ -40,6 +41,11 @@ class Plan:
     misfits: tuple[str, ...] = ()
 
 
+# What a run's process holds beyond this one's when a task was planned from its cache: lm-eval builds the task's dataset
+# and requests, which the plan did not; measured on this machine for RULER (benchmarks/plan_memory_cpu.py)
+TASK_BUILD = int(0.15 * GIB)
+
+
 def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
     """The plan of ``run`` (module docstring); a one-line :class:`~harness.core.errors.UsageError` for a run that
     could not start (the preflight's checks) or that names a task not of ours (lm-eval's are not planned)."""
@@ -67,6 +73,7 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
 
     parsed = check_task_options(run.metadata, run.model_args, names, str(TASKS_PATH))
     cells: list[PlanCell] = []
+    from_cache = False
     with asking_chat_template(run.apply_chat_template):
         counted = []
         for task in names:
@@ -76,6 +83,7 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
             if own is None:
                 counted.append(task)
             else:
+                from_cache = True
                 cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached,
                                    helper=c.helper) for c in own]
         if counted:
@@ -85,7 +93,7 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
     if device.kind == "cpu":
-        device = replace(device, runtime=own_resident_bytes())
+        device = replace(device, runtime=own_resident_bytes() + (TASK_BUILD if from_cache else 0))
     cells, misfits = with_memory(cells, run, device)
     return Plan(cells, name, device, tuple(misfits))
 
