@@ -179,8 +179,10 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
 
 def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
     """``beside(prompt) -> bytes`` a helper model (LongPPL's evaluator) adds to the evaluated model's need: its weights
-    and its pass over the prompt, less the evaluated model's own pass, which runs after it; None when the helper's
-    config cannot be read here (a hub name offline)."""
+    and its pass over the prompt, which run before the evaluated model's pass; None when the helper's config cannot be
+    read here (a hub name offline). On the CPU, weights in their checkpoint's dtype are mapped from the file and
+    resident only once a pass reads them: the two models' phases then do not overlap (measured: Gemma 3 LongPPL at
+    64k, 4.34 GB against 6.20 planned with both resident)."""
     from harness.models.memory import meta_model, request_need
 
     name, helper_dtype = helper
@@ -189,12 +191,20 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
     except (OSError, ValueError):
         return None
     evaluated = meta_model(pretrained, dtype)
+    mapped = device.kind == "cpu" and _dtype_of(evaluated) == _dtype_of(meta_model(pretrained, "auto"))
 
     def beside(prompt: int) -> int:
         own = request_need(model, prompt, scores=True, device=device.kind)
-        return max(0, own.weights + own.work - request_need(evaluated, prompt, scores=True, device=device.kind).work)
+        theirs = request_need(evaluated, prompt, scores=True, device=device.kind)
+        if mapped:
+            return max(0, own.weights + own.work - theirs.weights - theirs.work)
+        return own.weights + max(0, own.work - theirs.work)
 
     return beside
+
+
+def _dtype_of(model: Any) -> Any:
+    return next(model.parameters()).dtype
 
 
 def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,

@@ -125,8 +125,10 @@ def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
 def test_longppls_evaluator_runs_beside_the_evaluated_model_until_its_key_tokens_are_cached(tiny_model_dir,
                                                                                             monkeypatch):
     """A LongPPL cell whose key tokens are not cached loads the evaluator beside the evaluated model: its weights and
-    its long pass, which runs before the evaluated model's (so the larger of the two passes counts); an evaluator
-    whose config is not at hand (a hub name offline) leaves the cell unsized rather than sized without it."""
+    its long pass, which runs before the evaluated model's (so the larger of the two passes counts); on the CPU the
+    evaluated model's weights, in their checkpoint's dtype, are mapped and read only by its own pass, so the two
+    phases do not overlap; an evaluator whose config is not at hand (a hub name offline) leaves the cell unsized
+    rather than sized without it."""
     from harness.plan.cells import PlanCell
     from harness.plan.make import RunSettings, with_memory
 
@@ -142,4 +144,7 @@ def test_longppls_evaluator_runs_beside_the_evaluated_model_until_its_key_tokens
     from_the_hub = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
                             helper=("no-such-org/no-such-evaluator", "auto"))
     sized, _ = with_memory([cached, evaluated_here, from_the_hub], run, device)
-    assert [c.memory for c in sized] == [alone, alone + weight_bytes(model), None]
+    assert [c.memory for c in sized] == [alone, alone, None]
+    gpu = DeviceMemory("a GPU", 64 * GIB, "cuda")
+    [on_gpu] = with_memory([evaluated_here], run, gpu)[0]
+    assert on_gpu.memory == request_need(model, 3000, scores=True, device="cuda").total + weight_bytes(model)
