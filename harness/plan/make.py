@@ -183,6 +183,7 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
     read here (a hub name offline). On the CPU, weights in their checkpoint's dtype are mapped from the file and
     resident only once a pass reads them: the two models' phases then do not overlap (measured: Gemma 3 LongPPL at
     64k, 4.34 GB against 6.20 planned with both resident)."""
+    from harness.models.device_sizing import model_dtype
     from harness.models.memory import meta_model, request_need
 
     name, helper_dtype = helper
@@ -191,7 +192,7 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
     except (OSError, ValueError):
         return None
     evaluated = meta_model(pretrained, dtype)
-    mapped = device.kind == "cpu" and _dtype_of(evaluated) == _dtype_of(meta_model(pretrained, "auto"))
+    mapped = device.kind == "cpu" and model_dtype(evaluated) == model_dtype(meta_model(pretrained, "auto"))
 
     def beside(prompt: int) -> int:
         own = request_need(model, prompt, scores=True, device=device.kind)
@@ -201,10 +202,6 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
         return own.weights + max(0, own.work - theirs.work)
 
     return beside
-
-
-def _dtype_of(model: Any) -> Any:
-    return next(model.parameters()).dtype
 
 
 def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
