@@ -44,8 +44,12 @@ def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, ou
     else:
         tasks, meta = "ppl_govreport", {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens,
                                         "num_docs": 1}
-    length = "max_model_len" if engine == "vllm-pic" else "max_length"
-    args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,{length}={tokens + 1024}"
+    if engine == "vllm-pic":  # vLLM refuses a max_model_len past the positions PIC reaches (window x s_rr)
+        window = json.loads((Path(model_dir) / "config.json").read_text())["max_position_embeddings"]
+        length = f"max_model_len={min(tokens + 1024, window * 4)}"
+    else:
+        length = f"max_length={tokens + 1024}"
+    args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,{length}"
     if engine == "vllm-pic" and kind == "scoring" and on_gpu():
         args += ",gpu_memory_utilization=0.45"  # its pooling engine beside the generating one, on one GPU
     if engine == "vllm-pic" and importlib.util.find_spec("vllm") is None:  # on a GPU machine vLLM is installed here
@@ -92,7 +96,10 @@ def main() -> None:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="plan-memory-"))
     work.mkdir(parents=True, exist_ok=True)
     data = work / "essays.jsonl"
-    text = "\n\n".join(p.read_text(encoding="utf-8") for p in sorted(Path(args.essays).glob("*.txt")))
+    essays = sorted(Path(args.essays).glob("*.txt"))
+    if not essays:
+        sys.exit(f"plan_memory_cpu: no essays (*.txt) in {args.essays}; give --essays DIR")
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays)
     data.write_text(json.dumps({"report": text}) + "\n")
     rows = []
     for name in args.models:
