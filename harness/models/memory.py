@@ -55,21 +55,25 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1) -> int:
+def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = False) -> int:
     """Bytes of the KV cache of ``batch`` rows of ``tokens``: keys and values of every layer at the model's dtype, a
-    sliding-window layer keeping its window only (transformers' ``DynamicCache``)."""
+    sliding-window layer keeping its window only (transformers' ``DynamicCache``), or every token with ``whole``."""
     config, shape = text_config(model), attention_shape(model)
     size = next(model.parameters()).element_size()
     kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * shape.layers)
     window = getattr(config, "sliding_window", None)
-    kept = [min(tokens, int(window)) if kind == "sliding_attention" and window else tokens for kind in kinds]
+    kept = [min(tokens, int(window)) if kind == "sliding_attention" and window and not whole else tokens
+            for kind in kinds]
     return 2 * batch * shape.kv_heads * shape.head_dim * size * sum(kept)
 
 
 def request_need(model: nn.Module, prompt: int, budget: int = 0, batch: int = 1, scores: bool = False,
                  device: torch.device | str = "cpu", free: int | None = None) -> MemoryNeed:
     """What a request of ``prompt`` tokens needs: scored (``scores``: every token's log-probability, the scoring path's
-    peak) or generating ``budget`` tokens after a prefill of the prompt (its KV cache kept to the end)."""
+    peak) or generating ``budget`` tokens after a prefill of the prompt (its KV cache kept to the end). At the end of
+    the prefill a sliding-window layer still holds the whole prompt's keys and values (transformers keeps its window
+    as a view of them until the first decoded token)."""
     work = predicted_peak(model, max(1, prompt), batch, free, device)
-    cache = 0 if scores else kv_cache_bytes(model, prompt + budget, batch)
+    cache = 0 if scores else max(kv_cache_bytes(model, prompt + budget, batch),
+                                 kv_cache_bytes(model, prompt, batch, whole=True))
     return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache)

@@ -41,6 +41,25 @@ def test_a_sliding_window_layer_keeps_its_window_only():
     per_token = 2 * KV * model.config.head_dim * 4
     assert kv_cache_bytes(model, 100) == per_token * (8 + 8 + 100)
     assert kv_cache_bytes(model, 5) == per_token * 15
+    assert kv_cache_bytes(model, 100, whole=True) == per_token * 300
+
+
+def test_a_generation_plans_the_prefill_cache_transformers_holds():
+    """After the prefill of a 100-token prompt, transformers' sliding-window layers keep their window as a view of the
+    whole prompt's keys and values: the memory held is every layer's 100 tokens, which the plan counts (then the
+    windowed cache of prompt and budget, when larger)."""
+    from transformers import DynamicCache
+
+    model = tiny_causal_lm("gemma3_text", layers=3)
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=(torch.arange(100) % model.config.vocab_size).unsqueeze(0), use_cache=True,
+              past_key_values=cache)
+    held = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for layer in cache.layers
+            for t in (layer.keys, layer.values)}
+    assert sum(held.values()) == kv_cache_bytes(model, 100, whole=True)
+    assert request_need(model, 100, budget=28).cache == kv_cache_bytes(model, 100, whole=True)
+    assert request_need(model, 100, budget=500).cache == kv_cache_bytes(model, 600)
 
 
 def test_a_meta_model_reads_no_weight_and_sizes_the_dtype_asked(tiny_model_dir):
