@@ -113,12 +113,12 @@ def _length_order(length: str) -> tuple[int, str]:
 def build_requests(tasks: dict[str, Any], counter: PromptCounter, *, limit: float | None = None,
                    apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> None:
     """Each task's requests built as lm-eval's evaluator builds them for one process (rank 0 of 1)."""
-    from lm_eval.evaluator_utils import get_sample_size
+    from harness.plugin.in_process import sample_size
 
     for task in tasks.values():
         if gen_kwargs and task.get_config("output_type") == "generate_until":
             task.set_config(key="generation_kwargs", value=gen_kwargs, update=True)
-        task.build_all_requests(limit=get_sample_size(task, limit), rank=0, world_size=1,
+        task.build_all_requests(limit=sample_size(task, limit), rank=0, world_size=1,
                                 apply_chat_template=apply_chat_template,
                                 chat_template=ChatRenderer(counter.tokenizer) if apply_chat_template else None,
                                 tokenizer_name=getattr(counter.tokenizer, "name_or_path", "") if apply_chat_template

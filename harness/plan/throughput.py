@@ -110,11 +110,11 @@ def calibrate(lm: Any, lengths: tuple[int, int]) -> tuple[Throughput, dict[str, 
 
 def load_engine(model: str, model_args: dict[str, Any], device: str | None) -> Any:
     """The run's model built as lm-eval builds it (its registry, batch size 1)."""
-    from lm_eval.api.registry import get_model
-
     from harness.core.errors import UsageError
+    from harness.engines.registry import model_entry
 
-    cls = get_model(model)
+    entry = model_entry(model)
+    cls = entry.cls if entry is not None else None
     if not callable(getattr(cls, "generate_tokens", None)):
         raise UsageError(f"lch plan --calibrate times hf-pic or vllm-pic models; {model} has no engine to time")
     extra = {"batch_size": 1, **({"device": device} if device else {})}

@@ -28,6 +28,13 @@ def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None, 
     return TaskManager(include_path=paths or None, metadata=metadata)
 
 
+def sample_size(task: Any, limit: float | None) -> int | None:
+    """How many of ``task``'s documents lm-eval's evaluator takes under ``--limit`` (a count, or a fraction)."""
+    from lm_eval.evaluator_utils import get_sample_size
+
+    return get_sample_size(task, limit)
+
+
 def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-pic", **kwargs: Any) -> dict:
     """``lm_eval.simple_evaluate`` of ``model`` (default our ``hf-pic``) on ``tasks``."""
     from lm_eval import simple_evaluate

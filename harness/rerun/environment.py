@@ -50,11 +50,11 @@ def locate_model(recorded: str | None, folders: Iterable[Path]) -> Path | None:
 
 
 def _engine_libraries(model: str) -> str | None:
-    from lm_eval.api.registry import get_model
-
+    from harness.engines.registry import model_entry
     from harness.engines.response_cache import libraries_in_words
 
-    names = getattr(get_model(model), "LIBRARIES", None)
+    entry = model_entry(model)
+    names = getattr(entry.cls, "LIBRARIES", None) if entry is not None else None
     return libraries_in_words(*names) if names else None
 
 
