@@ -1,46 +1,10 @@
-"""``lch regress``: compare a run with a baseline (:mod:`harness.reporting.baseline`, its format) and gate CI on
-it; the table and JUnit XML a gate prints: :mod:`harness.reporting.gate_report`.
+"""``lch regress``: a run against a baseline (:mod:`harness.reporting.baseline`), for CI (docs/ci-regression-gate.md).
 
-A metric regresses when it moves in its bad direction by more than its tolerance
-``max(abs_tol, rel_tol * |baseline value|, k * stderr, NUMERIC_NOISE * |baseline value|)``: ``stderr`` is the
-baseline's and the run's combined (``sqrt(s_b^2 + s_r^2)``, missing ones count 0); ``rel_tol`` is for perplexities
-(a perplexity moves by a share of itself), ``abs_tol`` for scores, in the score's own units (points of a x100
-accuracy); per-metric values override the defaults. :data:`NUMERIC_NOISE` is the floor under every tolerance: the
-same checkpoint re-run with another thread count or batch size moves a perplexity by floating-point reassociation
-alone (measured: ``benchmarks/gate_noise.py``), and a gate must not fail on that; metrics without a stderr (n = 1,
-and perplexities, which lm-eval gives none) would otherwise be gated exactly.
-A baseline metric absent from the run is a regression too (a gate must not pass on missing data); one the run holds
-as NaN, or left out with a reason (``lch_absent``: its judge failed), makes the run unusable (exit 2): there is
-nothing to compare. A baseline is never made of a run whose scores could not all be computed, and a hand-edited or
-damaged baseline (a NaN value, ``higher_is_better`` not a boolean, a negative tolerance) is refused naming the field.
-
-The baseline also keeps the run record of the run it was made from (``"run"``: :mod:`harness.core.run_record`); a run
-whose configuration differs (:data:`harness.reporting.comparability.SAME_CONFIGURATION`: another architecture,
-dtype, inference, length, chat template or seeds), or whose tasks measured with other options than the baseline's
-(``"tasks"``: other LongPPL windows, other RULER lengths or sample counts, other documents by name:
-:func:`harness.reporting.comparability.check_task_configurations`), is refused before any metric is compared
-(exit 3) unless ``allow_mismatch``. Exit codes: 0 nothing regressed, 1 regression, 2 unusable input, 3 not comparable.
-
-**Paired gate** (``--update-baseline --paired``). A baseline made from a run that logged its samples
-(``--log_samples``) also keeps, for each gated metric of the role ``score`` whose aggregate is the mean of its
-per-document values, those values by document (:func:`attach_samples`)::
-
-    "metrics": {"<task>/<metric>": {..., "samples": {"<doc_id>": [<value>, "<doc_hash>"], ...}}}
-
-(a metric whose aggregate is no mean of its samples, such as a corpus BLEU, a perplexity pooled over tokens, or one
-of a task that logged no samples, keeps the aggregate gate). A run that logged samples is then gated on the
-documents it shares with the baseline, paired by ``doc_id`` (:mod:`harness.metrics.paired`): the paired
-difference ``delta = mean(run - baseline)`` over the pairs (a per-length metric ``len_<L>``: the documents of that
-length only, those whose sample holds it), its 95 % percentile-bootstrap interval (10,000 resamples, seed 0), the
-p-value of the exact McNemar test (two-valued scores: 0/1, 0/100) or of the Wilcoxon signed-rank test, and the
-minimum detectable effect at that n (alpha 0.05, power 0.8). The metric regresses when its drop is significant
-(``p < alpha``, ``alpha`` 0.05 unless told) AND larger than its declared tolerance ``max(abs_tol, rel_tol * |baseline
-value|)`` (0: any significant drop fails); the stderr multiple ``k`` and the numeric-noise floor have no part in it
-(the test is what tells noise from a change). A document whose ``doc_hash`` differs from the baseline's is another
-input: the run is refused, exit 3, naming the task and the first such document (``allow_mismatch`` leaves those
-documents out and gates on the others). A run that logged no samples of a task is gated on that task's aggregates
-as above, and the row says so (``note``); so is every metric with ``aggregate_only``.
-"""
+A metric regresses when it moves its bad way by more than ``max(abs_tol, rel_tol * |b|, k * sqrt(s_b^2 + s_r^2),
+NUMERIC_NOISE * |b|)``; under a ``--paired`` baseline, a score whose drop over the shared documents is significant
+(``p < alpha``) and larger than ``max(abs_tol, rel_tol * |b|)``. A baseline metric missing from the run regresses.
+Exit codes: 0 nothing regressed, 1 regression, 2 unusable input (a NaN, an absent metric, a damaged baseline), 3 not
+comparable (another configuration, task options or documents; ``allow_mismatch`` gates anyway)."""
 
 from __future__ import annotations
 
