@@ -1,40 +1,6 @@
-"""Paired comparisons of two runs' per-sample scores: the difference of means with a bootstrap interval, an exact
-or rank test, and the smallest effect the comparison could have detected. Pure: numbers in, numbers out.
-
-Two runs scored on the same ``n`` documents give pairs ``(a_i, b_i)`` (``a``: the reference, a baseline or the run
-without a chat template; ``b``: the other run); everything here is about the differences ``d_i = b_i - a_i``:
-
-* **difference of means** ``delta = mean(b) - mean(a) = mean(d) = (1/n) sum_i d_i``;
-* **bootstrap interval** of ``delta`` over pairs (:func:`bootstrap_interval`): ``B`` resamples (default
-  :data:`DEFAULT_RESAMPLES` = 10,000) of ``n`` pair indices drawn with replacement by a seeded
-  ``numpy.random.Generator`` (``default_rng(seed)``, default seed :data:`DEFAULT_SEED`), the mean difference
-  ``delta*_k`` of each; *percentile*: the ``alpha/2`` and ``1 - alpha/2`` quantiles of the ``delta*_k`` (linear
-  interpolation, numpy's default), ``alpha = 1 - confidence``; *BCa* (Efron and Tibshirani 1993, 14.3): the
-  quantiles ``Phi(z0 + (z0 + z_q) / (1 - a (z0 + z_q)))`` for ``z_q = Phi^-1(alpha/2)`` and ``Phi^-1(1 - alpha/2)``,
-  with the bias correction ``z0 = Phi^-1((#{delta*_k < delta} + #{delta*_k <= delta}) / (2B))`` and the
-  acceleration ``a = sum_i U_i^3 / (6 (sum_i U_i^2)^(3/2))``, ``U_i = (n - 1)(mean_j theta_(j) - theta_(i))``
-  over the leave-one-out means ``theta_(i)`` (the scheme of ``scipy.stats.bootstrap``, which the tests check it
-  against);
-* **paired test** (:func:`paired_test`, two-sided): for scores of two values (0/1, 0/100) the exact McNemar test,
-  i.e. the sign test on the discordant pairs: with ``u`` pairs where only ``a`` has the high value and ``v`` where
-  only ``b`` has it, ``p = min(1, 2 sum_{k <= min(u, v)} C(u + v, k) / 2^(u + v))``
-  (``scipy.stats.binomtest(u, u + v, 0.5)``); otherwise the Wilcoxon signed-rank test (zero differences split,
-  ``zero_method="zsplit"``; exact for small n without ties, normal approximation otherwise), or on request the
-  paired t-test ``t = mean(d) / (sd(d) / sqrt(n))`` with ``n - 1`` degrees of freedom;
-* **minimum detectable effect** (:func:`minimum_detectable_effect`): the smallest true ``|delta|`` a two-sided test
-  at level ``alpha`` detects with probability ``power`` at this ``n``, under the normal approximation:
-  ``MDE = (z_{1-alpha/2} + z_{power}) * sd_d / sqrt(n)``, ``sd_d`` the sample standard deviation of the
-  differences (``n - 1`` in the denominator); alpha 0.05 and power 0.8 give ``(1.95996 + 0.84162) sd_d / sqrt(n) =
-  2.80158 sd_d / sqrt(n)``. For two-valued scores it is never below the exact floor of McNemar's test
-  (:func:`mcnemar_floor`): the least number ``k`` of discordant pairs, all one way, with ``2 * 0.5^k < alpha``
-  (6 at alpha 0.05), times the scores' spread, over ``n``; a re-run whose documents all agree (``sd_d = 0``) thus
-  says which drop it could have seen (15 points on 40 samples scored 0 / 100), not 0.
-
-Degenerate cases never give NaN (:func:`paired_difference` says what each returns): ``n = 0`` has no estimate;
-``n = 1`` has a point estimate but no spread; when every difference is the same value ``c`` the interval is
-``[c, c]``, the spread 0, and the test's p is 1 for ``c = 0`` (exact McNemar and Wilcoxon give ``2 * 0.5^n``
-otherwise, for small n; the t-test, undefined there, is replaced by the sign test, which gives the same).
-"""
+"""Paired comparisons of two runs scored on the same documents, over the differences ``d_i = b_i - a_i`` (``a``: the
+reference): the mean difference with a seeded bootstrap interval, a paired test and the smallest effect the
+comparison could detect. Pure: numbers in, numbers out; degenerate data give stated values, never NaN."""
 
 from __future__ import annotations
 
@@ -58,7 +24,7 @@ _CHUNK = 2**22  # index draws per resampling step (memory: 8 bytes each)
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """The paired comparison of ``b`` with ``a`` (module docstring). ``delta = mean_b - mean_a``; ``low`` / ``high``:
+    """The paired comparison of ``b`` with ``a``. ``delta = mean_b - mean_a``; ``low`` / ``high``:
     its bootstrap interval at ``confidence``, by ``interval`` (``percentile``, ``bca``, or ``none`` when the
     resamples cannot differ: n <= 1 or every difference equal); ``test`` / ``p_value``: the paired test;
     ``sd_diff``: the differences' sample standard deviation; ``mde``: the minimum detectable effect at ``alpha``
@@ -97,8 +63,7 @@ def _check(confidence: float, resamples: int) -> None:
 
 
 def bootstrap_means(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs`` (module docstring): resample ``k``
-    is row ``k`` of ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one
+    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs``: resample ``k`` is row ``k`` of ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one
     block, so the very draws of ``scipy.stats.bootstrap`` with the same generator, while ``resamples * n`` <= 2^22)."""
     d = np.asarray(diffs, dtype=float)
     n = d.size
@@ -116,8 +81,10 @@ def bootstrap_means(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, 
 def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
                        resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                        method: str = "percentile") -> tuple[float, float, str]:
-    """``(low, high, method)``: the bootstrap interval of ``mean(diffs)`` (module docstring: percentile or BCa).
-    Resamples that cannot differ (n = 1, or every difference equal) give ``[mean, mean]`` and method ``none``; a BCa
+    """``(low, high, method)``: the bootstrap interval of ``mean(diffs)``. Percentile: the ``alpha/2``, ``1 - alpha/2``
+    quantiles of the resampled means; BCa (Efron and Tibshirani 1993, 14.3; as ``scipy.stats.bootstrap``): the
+    quantiles ``Phi(z0 + (z0 + z_q) / (1 - a (z0 + z_q)))``, bias ``z0`` from the share of resampled means below the
+    estimate, acceleration ``a`` from the leave-one-out means. Resamples that cannot differ (n = 1, or every difference equal) give ``[mean, mean]`` and method ``none``; a BCa
     whose bias correction or acceleration is not finite (every resample on one side of the estimate, no
     leave-one-out spread) falls back to the percentile interval, method ``percentile``."""
     _check(confidence, resamples)
@@ -172,8 +139,9 @@ def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> tuple[str, float]:
-    """``(name, two-sided p)`` of the paired test of ``b`` against ``a`` (module docstring). ``auto``: exact McNemar
-    for two-valued scores, else Wilcoxon signed-rank; ``wilcoxon`` or ``t`` ask for one (two-valued scores still get
+    """``(name, two-sided p)`` of the paired test of ``b`` against ``a``. ``auto``: exact McNemar for two-valued scores
+    (the sign test on the ``u + v`` discordant pairs, ``binomtest(u, u + v, 0.5)``), else Wilcoxon signed-rank (zero
+    differences split); ``wilcoxon`` or ``t`` ask for one (two-valued scores still get
     McNemar, which is exact for them). No pair (n = 0) or no pair that differs: p = 1. The t-test of differences
     without spread (every difference the same non-zero value) is undefined (scipy gives NaN): the sign test stands
     in, ``2 * 0.5^n``."""
@@ -203,7 +171,8 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> t
 
 def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA,
                               power: float = DEFAULT_POWER) -> float | None:
-    """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (module docstring), in the scores' units; None for
+    """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (2.80158 sd_diff / sqrt(n) at 0.05 and 0.8), in the
+    scores' units; None for
     n < 2 (no spread to estimate from). ``sd_diff = 0`` gives 0: without spread any shift is seen."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
@@ -215,7 +184,7 @@ def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALP
 
 def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
     """The smallest ``|delta|`` the exact McNemar test at level ``alpha`` can call significant on these ``n`` pairs of
-    two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (module docstring); the
+    two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (6 at 0.05); the
     spread is the two values' difference, or ``|v|`` when every score is ``v`` (an accuracy seen at one value only,
     taken as v against 0). None when the scores are not two-valued or there are no pairs (may exceed the spread when
     n < k: then no change on n pairs can be significant)."""
@@ -233,7 +202,8 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
                       test: str = "auto", alpha: float = DEFAULT_ALPHA,
                       power: float = DEFAULT_POWER) -> PairedDifference:
-    """``b`` compared with ``a``, pair by pair (module docstring). What degenerate data give:
+    """``b`` compared with ``a``, pair by pair; the MDE of two-valued scores never below :func:`mcnemar_floor`. What
+    degenerate data give:
 
     * n = 0: every estimate None (means, delta, interval, sd, MDE), test ``none (no pairs)``, p = 1;
     * n = 1: means and delta, the interval ``[delta, delta]`` (method ``none``), the test's p (1 for one pair:
