@@ -1,14 +1,5 @@
-"""Where the needle sits: a sample's needle / fact depth in its haystack, and the depth bucket it is scored in.
-
-Samples that hide something in a haystack (RULER's ``niah_*``, BABILong's synthetic stories) record
-``doc["depth"]``, a percentage of the haystack (0: the needle opens it, 100: it closes it), where the sample is
-built, and ``doc["depth_bucket"]``, one of :data:`DEPTH_BUCKETS`; the tasks score each bucket at each length
-(``depth_<D>_len_<L>``, :mod:`harness.tasks.depth`) and ``lch plot depth`` draws them as a heat map.
-
-Buckets: the nearest of 0, 25, 50, 75 and 100 (the coarse depth grid of needle-in-a-haystack heat maps; five rows
-keep a few samples in each cell of a run of modest size); a depth midway between two (12.5, 37.5, 62.5, 87.5) goes to
-the deeper one. The end buckets take half as wide a band (0-12.5, 87.5-100) as the inner ones.
-"""
+"""Needle / fact depth: ``doc["depth"]``, percent of the haystack (0: the needle opens it, 100: closes it), and
+``doc["depth_bucket"]``, the nearest of :data:`DEPTH_BUCKETS` (ties to the deeper), scored per length."""
 
 from __future__ import annotations
 
@@ -21,9 +12,8 @@ DEPTH_BUCKETS = (0, 25, 50, 75, 100)  # percent; declared once, read by the task
 
 
 def depth_percent(offset: int, size: int, total: int) -> float:
-    """The depth of a needle of ``size`` units (characters, tokens, lines) starting ``offset`` units into a haystack
-    of ``total`` units, needle included: ``100 * offset / (total - size)``, 0 when the needle opens the haystack and
-    100 when it closes it (0 when the needle is the whole haystack)."""
+    """Depth (percent) of a needle of ``size`` units at ``offset`` in a haystack of ``total`` units (needle included):
+    ``100 * offset / (total - size)``; 0 when the needle is the whole haystack; ValueError when outside."""
     room = total - size
     if size < 0 or offset < 0 or offset > max(room, 0):
         raise ValueError(f"a needle of {size} at {offset} does not lie in a haystack of {total}")

@@ -1,9 +1,5 @@
-"""Long-document loaders: Hugging Face datasets first, local files for offline use.
-
-``load_documents`` returns rows ``{"doc_id": int, "text": str}``. Local ``data_files`` may be a
-``.jsonl``/``.json`` file (one object per row, text in ``text_field``), a ``.txt`` file (one document),
-or a folder of such files (read in sorted order).
-"""
+"""Long-document loaders: rows ``{"doc_id": int, "text": str}`` from local ``data_files`` (``.jsonl`` / ``.json`` rows
+with ``text_field``, a ``.txt`` as one document, or a folder of such files in sorted order), else an HF dataset."""
 
 from __future__ import annotations
 
@@ -76,8 +72,7 @@ HF_SOURCE_OPTIONS = ("hf_dataset", "hf_name", "hf_split")  # not read when data_
 
 @dataclass(frozen=True)
 class DocumentOptions:
-    """Where a document task's texts come from and which of them are scored. The defaults are the GovReport
-    protocol of docs/formulas.md §3 (50 documents of >= 16384 tokens, the head of 32767 tokens scored)."""
+    """Where a document task's texts come from and which are scored; defaults: GovReport, docs/formulas.md §3."""
 
     data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents", path=True)
     text_field: str = option("report", "field of the documents' text")
@@ -93,8 +88,7 @@ class DocumentOptions:
                                            "count them); by default that is an error", measures=False)
 
     def unused(self) -> set[str]:
-        """The options of the source not read: the HF dataset's with ``data_files``, and ``text_field`` with
-        ``data_files`` of ``.txt`` texts only (a run records what it read, not defaults it never applied)."""
+        """Options not read: the HF ones with ``data_files``, and ``text_field`` when those are ``.txt`` only."""
         if not self.data_files:
             return set()
         out = set(HF_SOURCE_OPTIONS)
@@ -113,17 +107,14 @@ class DocumentOptions:
                       "data_files=<a .txt / .jsonl file or folder of long texts> (e.g. a folder of essays)")]
 
     def __post_init__(self) -> None:
-        # a scored document must keep min_tokens after the cut (PerplexityTask skips shorter ones), so a cut below
-        # the minimum leaves nothing to score however long the documents are
+        # a scored document keeps min_tokens after the cut, so a cut below the minimum leaves nothing to score
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
             raise UsageError(f"max_tokens {self.max_tokens} is below min_tokens {self.min_tokens}: no "
                              "document could be both long enough and cut that short; give max_tokens >= min_tokens")
 
 
 def check_enough_documents(found: int, options: DocumentOptions) -> None:
-    """Fewer long-enough documents than ``num_docs`` is a :class:`UsageError` (a mean over 1 document is not the
-    mean over 50 that was asked for), unless ``allow_fewer_docs``: then a warning, and the run goes on over those
-    found (its results count them: ``n_docs``)."""
+    """Fewer than ``num_docs`` documents ``found`` is a :class:`UsageError`, a warning with ``allow_fewer_docs``."""
     asked = options.num_docs
     if asked is None or found >= asked:
         return
@@ -134,17 +125,13 @@ def check_enough_documents(found: int, options: DocumentOptions) -> None:
     logging.getLogger("harness.data").warning("%s: the scores rest on %d (allow_fewer_docs)", what, found)
 
 
-# whole documents (max_tokens none) are tokenized whole: one longer than this is refused before it is (about 10M
-# tokens of English, the most any option here counts: MAX_TOKENS; a tokenizer's output for it takes a few GB)
+# whole documents (max_tokens none) longer than this are refused before tokenizing (about MAX_TOKENS of English)
 MAX_WHOLE_DOCUMENT_CHARS = 40_000_000
 
 
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:
-    """:func:`load_documents` of the documents the options name (``data_files``, else the HF dataset), without the
-    documents that hold no text (empty or only whitespace: nothing to score; they keep their place in ``doc_id``, and
-    a corpus of nothing else is refused in one line). Documents are cut to ``max_tokens`` by tokenizing their heads
-    only (:mod:`harness.data.token_heads`); with ``max_tokens`` none a document longer than
-    :data:`MAX_WHOLE_DOCUMENT_CHARS` characters is refused before it is tokenized."""
+    """:func:`load_documents` of the options' source without documents of no text (they keep their ``doc_id``; a corpus
+    of nothing else is refused); with ``max_tokens`` none, one over :data:`MAX_WHOLE_DOCUMENT_CHARS` is refused."""
     docs = load_documents(data_files=options.data_files, text_field=options.text_field, hf_dataset=options.hf_dataset,
                           hf_name=options.hf_name, hf_split=options.hf_split)
     bad = next((d for d in docs if not isinstance(d["text"], str)), None)
@@ -186,8 +173,7 @@ def download_cache(url: str) -> Path:
 
 
 def downloaded_input(option_name: str, path: str | None, url: str) -> Input:
-    """The :class:`~harness.data.inputs.Input` of :func:`local_or_download`'s file: ``path`` if given, else
-    ``url`` (cached once)."""
+    """The :class:`~harness.data.inputs.Input` of :func:`local_or_download`'s file: ``path`` if given, else ``url``."""
     if path:
         return Input(option_name, path, "path", f"give {option_name}= an existing file")
     return Input(option_name, url, "download", f"fetch it and pass {option_name}=<its path>", cached=download_cache(url))
@@ -198,8 +184,7 @@ _NO_DOWNLOADS = False
 
 @contextlib.contextmanager
 def no_downloads() -> Iterator[None]:
-    """Within it :func:`local_or_download` downloads nothing: a file not at hand is a :class:`MissingDataError`
-    (``lch plan`` counts what is here and fetches nothing)."""
+    """Within it :func:`local_or_download` downloads nothing: a file not at hand is a :class:`MissingDataError`."""
     global _NO_DOWNLOADS
     before, _NO_DOWNLOADS = _NO_DOWNLOADS, True
     try:
@@ -209,8 +194,7 @@ def no_downloads() -> Iterator[None]:
 
 
 def local_or_download(path: str | None, url: str, what: str) -> Path:
-    """``path`` if given (must exist), else ``url`` downloaded once into the cache (``LCH_CACHE``; not within
-    :func:`no_downloads`)."""
+    """``path`` if given (must exist), else ``url`` downloaded once into the cache (not within :func:`no_downloads`)."""
     if path:
         local = Path(path).expanduser()
         if not local.is_file():
@@ -248,8 +232,7 @@ def read_json(path: str | Path) -> Any:
 
 
 def read_jsonl(path: str | Path, what: str = "JSON Lines") -> list[dict[str, Any]]:
-    """Rows of a JSON Lines file (blank lines skipped); a line that is not a JSON object is a
-    :class:`DataFormatError` naming the file and the line."""
+    """Rows of a JSON Lines file (blank lines skipped); a line not a JSON object is a :class:`DataFormatError`."""
     path = Path(path)
     rows = []
     for number, line in enumerate(read_text(path).splitlines(), start=1):

@@ -12,8 +12,7 @@ from harness.core.errors import UsageError
 
 
 def _tokenizer_counter(name: str | None, limit: int):
-    """Token counts up to ``limit`` (all that selecting by ``min_tokens`` needs: a long document is not tokenized
-    whole), under the tokenizer ``name``; None without one."""
+    """Token counts capped at ``limit`` under tokenizer ``name`` (long texts not tokenized whole); None without one."""
     if not name:
         return None
     tokenizer = load_tokenizer(name)
@@ -21,10 +20,8 @@ def _tokenizer_counter(name: str | None, limit: int):
 
 
 def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:
-    """The first ``num_docs`` documents with at least ``min_tokens`` tokens of the evaluated tokenizer
-    (``tokenizer``, else ``pretrained``); without a known tokenizer the first ``num_docs`` documents. Selected once
-    per process, options and model (the preflight selects them before any model loads, the task again when it
-    builds its dataset): each call gets its own copies."""
+    """The first ``num_docs`` documents of at least ``min_tokens`` tokens of the evaluated tokenizer (without one, the
+    first ``num_docs``); selected once per process, options and model, each call getting its own copies."""
     return [dict(doc) for doc in _selected(options, model)]
 
 
@@ -44,8 +41,7 @@ def _selected(options: DocumentOptions, model: ModelKeys) -> tuple[dict[str, Any
 
 
 def load_govreport(options: DocumentOptions, model: ModelKeys) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): ``{"test": Dataset(doc_id,
-    text)}`` selected as the module says."""
+    """A task's dataset builder: ``{"test": Dataset(doc_id, text)}`` of :func:`govreport_documents`."""
     import datasets
 
     docs = govreport_documents(options, model)

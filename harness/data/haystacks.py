@@ -1,14 +1,6 @@
-"""Text sources for RULER's synthetic tasks: noise, essays, word lists and QA documents.
-
-* Noise: a fixed paragraph written here, repeated.
-* Essays: a local text file or folder (``.txt`` / ``.jsonl`` / ``.json`` with a ``text`` field), the HF
-  dataset ``baber/paul_graham_essays``, or ``synthetic`` (seeded prose made in code, for offline smoke runs).
-* Words: the noun / adjective / verb lists of the ``wonderwords`` package (RULER's own word source).
-* QA: SQuAD v2 (official ``dev-v2.0.json`` or HF ``rajpurkar/squad_v2``) and HotpotQA (official
-  ``hotpot_dev_distractor_v1.json`` or HF ``hotpotqa/hotpot_qa`` ``distractor``), or ``synthetic``.
-  Each becomes ``QACorpus(documents, questions)`` where a question carries the indices of its gold
-  documents, as RULER builds it.
-"""
+"""Text sources for RULER's synthetic tasks: a fixed noise paragraph, essays (local files, HF
+``baber/paul_graham_essays`` or ``synthetic``), ``wonderwords`` word lists, and QA corpora (SQuAD v2, HotpotQA
+distractor: official JSON, HF or ``synthetic``) as :class:`QACorpus`, each question with its gold documents' indices."""
 
 from __future__ import annotations
 
@@ -32,10 +24,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of whitespace-normalised text, split after . ! ? before a capital or opening mark.
-
-    Deliberately not NLTK Punkt: its model is a download, and needle positions only need plausible
-    sentence boundaries, not linguistic ones."""
+    """Sentences of whitespace-normalised text, split after . ! ? before a capital or opening mark (NLTK-free)."""
     return [s for s in _SENTENCE_END.split(" ".join(text.split())) if s]
 
 
@@ -130,8 +119,7 @@ def _squad_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
 
 
 def _hotpot_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
-    """HotpotQA rows (official ``[[title, sentences], ...]`` or HF ``{"title": [...], "sentences": [...]}``)
-    -> each question with all of its paragraphs (gold and distractor) as its documents, as RULER does."""
+    """HotpotQA rows (official or HF context) -> each question with all its paragraphs as documents, as RULER does."""
     pairs = []
     for row in rows:
         ctx = row["context"]

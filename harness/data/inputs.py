@@ -1,19 +1,6 @@
-"""What a run reads besides the evaluated model, found before any model loads.
-
-Each options class of a task that reads data declares its inputs (``inputs()``, a list of :class:`Input`): the
-option that names it, its value, how it is found and what a user can do without it (a local file, ``synthetic``).
-:func:`missing_inputs` checks every input of every task of a run at once, so one error lists all that is missing
-instead of one per attempt, each after a model load:
-
-* ``path``: a local file or folder must exist;
-* ``hf_dataset`` / ``hf_model``: a Hugging Face hub name is found in the local caches, or fetched from the hub when
-  it can be reached; when the hub cannot be (:func:`hub_offline`) and the cache holds nothing, it is missing;
-* ``download``: a published file, cached once under ``LCH_CACHE`` (``cached`` says where), else fetched.
-
-The hub is offline when ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` say so, or when a connection to it fails
-within :data:`PROBE_SECONDS`; then :func:`go_offline` sets both variables for the run, so that the libraries fail
-at once instead of retrying the hub for a minute on each request.
-"""
+"""What a run reads besides the model, found before any model loads: options declare their inputs (``inputs()``:
+:class:`Input`) and :func:`missing_inputs` names all that cannot be read in one error. Kinds: ``path`` (exists),
+``hf_dataset`` / ``hf_model`` (in the local caches, or the hub reachable), ``download`` (cached, or fetched)."""
 
 from __future__ import annotations
 
@@ -53,8 +40,7 @@ def _truthy(value: str | None) -> bool:
 
 @lru_cache(maxsize=1)
 def _hub_unreachable() -> bool:
-    """Whether a TCP connection to the hub fails within :data:`PROBE_SECONDS` (name lookup included: it runs in
-    a thread that is abandoned when it takes longer)."""
+    """Whether a TCP connection to the hub (name lookup included, in a thread) fails within :data:`PROBE_SECONDS`."""
     reached: list[bool] = []
 
     def probe() -> None:
@@ -76,8 +62,8 @@ def hub_offline() -> bool:
 
 
 def go_offline() -> bool:
-    """Set the offline variables for this run when the hub cannot be reached (the libraries that read them at
-    import are told too); True when the run is offline."""
+    """Set the offline variables (and loaded libraries' constants) when the hub is offline, so that requests fail at
+    once instead of retrying; returns whether the run is offline."""
     if not hub_offline():
         return False
     for variable in OFFLINE_VARIABLES:
@@ -94,8 +80,7 @@ def go_offline() -> bool:
     return True
 
 
-# The caches' folders are read from the environment at each call, not from huggingface_hub / datasets constants:
-# those are fixed when the libraries are imported, and a run (or a test) may set HF_HOME after that.
+# read from the environment at each call: the libraries' constants are fixed at import, HF_HOME may be set later
 def _hub_cache() -> Path:
     found = os.environ.get("HF_HUB_CACHE")
     if found:
@@ -112,8 +97,7 @@ def _datasets_cache() -> Path:
 
 
 def hub_cached(name: str, kind: str) -> bool:
-    """Whether the local caches hold anything of hub ``name`` (``hf_dataset``: the hub's download cache or the
-    datasets library's prepared cache; ``hf_model``: the hub's)."""
+    """Whether the local caches hold anything of hub ``name`` (a dataset: the hub's or the prepared cache)."""
     prefix = "datasets" if kind == "hf_dataset" else "models"
     if (_hub_cache() / f"{prefix}--{name.replace('/', '--')}").is_dir():
         return True

@@ -1,15 +1,6 @@
-"""Training data for ``lch train``: instruction rows (prompt + long answer) and plain texts.
-
-Instruction rows come in either shape:
-
-* LongWriter-6k's chat format: ``{"messages": [{"role": "user", "content": ...}, {"role": "assistant",
-  "content": ...}]}`` (the last message is the answer; earlier ones, system included, are the prompt);
-* flat fields: ``{"instruction": ..., "response": ...}`` (other names with ``prompt_field`` /
-  ``response_field``), the shape of HelloBench's generation files in ``../shared/data/hellobench``.
-
-``source`` is a local ``.jsonl`` / ``.json`` file, or a Hugging Face dataset name (loaded with
-``datasets``; offline that needs the HF cache).
-"""
+"""Training rows for ``lch train`` from a local ``.jsonl`` / ``.json`` file or an HF dataset, in either shape:
+LongWriter's ``{"messages": [...]}`` (the last message the answer, earlier ones the prompt) or flat
+``{"instruction", "response"}`` fields (other names: ``prompt_field`` / ``response_field``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Context lengths as tasks name them: token counts (RULER: ``4096``) or k-labels (BABILong: ``"4k"``).
-
-Pure functions, no lm-eval import, so that reporting can read ``len_<length>`` metric names cheaply.
-"""
+"""Context lengths as tasks name them: token counts (RULER: ``4096``) or k-labels (BABILong: ``"4k"``); no lm-eval."""
 
 from __future__ import annotations
 
@@ -35,9 +32,8 @@ def length_tokens(length: Any) -> int:
 
 
 def check_lengths(lengths: Any, per_length: int | None, low: int, high: int, max_samples: int) -> None:
-    """A task's context lengths each a token count or k-label between ``low`` and ``high`` tokens, and
-    ``per_length`` samples at every one of them at most ``max_samples`` in all (the work the task would build
-    before anything is scored); else a one-line :class:`UsageError` naming the option."""
+    """A one-line :class:`UsageError` unless each length is ``low`` to ``high`` tokens and ``per_length`` x lengths is
+    at most ``max_samples``."""
     for length in lengths:
         tokens = length_tokens(length)
         if not low <= tokens <= high:

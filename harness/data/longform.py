@@ -1,9 +1,4 @@
-"""Long-form generation benchmarks: LongBench-Write and HelloBench heuristic text generation (HTG).
-
-Official files are read from ``longbench_write_data`` / ``hellobench_data`` (or ``data_files``; local, e.g.
-``../shared/data/...``) or downloaded once from
-their published location and cached.
-"""
+"""LongBench-Write / HelloBench HTG data: official files given (``*_data``, ``data_files``), else downloaded once."""
 
 from __future__ import annotations
 
@@ -66,8 +61,8 @@ def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict
 
 
 def longbench_write_dataset(options: LongBenchWriteData) -> dict:
-    """Rows with required ``length`` > ``min_required_length`` (default 2000, as in the PIC paper, which
-    reports 47 rows where a strict ``> 2000`` keeps 45)."""
+    """Rows whose required ``length`` exceeds ``min_required_length`` (default 2000: the PIC paper reports 47 rows where
+    a strict ``> 2000`` keeps 45)."""
     import datasets
 
     path = options.longbench_write_data or options.data_files

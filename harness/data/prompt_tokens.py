@@ -1,11 +1,6 @@
-"""Token length of the prompt lm-eval sends for a generation task, and the evaluated model's max length.
-
-lm-eval joins a document's text and its answer prefix (``gen_prefix``) with one space when neither side
-has whitespace at the join; under ``--apply_chat_template`` it renders ``[user: text, assistant:
-gen_prefix]`` with ``continue_final_message`` instead. :class:`PromptCounter` renders the same string and
-counts it with the evaluated tokenizer (a BOS the tokenizer adds is counted; a template that already
-starts with BOS is not given a second one), so data generators can fit prompts to an exact token budget.
-"""
+"""Token length of the prompt lm-eval sends, and the model's max length. lm-eval joins text and ``gen_prefix`` with one
+space when neither has whitespace at the join, or renders ``[user: text, assistant: gen_prefix]`` under
+``--apply_chat_template``; :class:`PromptCounter` counts the same string (a template's own BOS is not doubled)."""
 
 from __future__ import annotations
 
@@ -80,16 +75,14 @@ class PromptCounter:
 
 @lru_cache(maxsize=8)
 def _body(tokenizer: Any, size: int) -> str:
-    """A tokenizer's vocabulary and merges as its backend's JSON (a few MB to serialise: once per tokenizer and size;
-    ``size`` counts added tokens, so a tokenizer grown since is serialised again)."""
+    """A tokenizer's vocabulary and merges as backend JSON (cached per tokenizer and ``size``: added tokens count)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     return backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
 
 
 @dataclass(frozen=True)
 class ModelKeys:
-    """The model args lm-eval merges into every task's metadata that our tasks read (the evaluated
-    model's tokenizer and length)."""
+    """The model args lm-eval merges into every task's metadata that our tasks read."""
 
     pretrained: str | None = option(None, "model (model args are merged into the metadata)", shapes="tokenizer")
     tokenizer: str | None = option(None, "tokenizer (model arg)", shapes="tokenizer")
@@ -100,9 +93,8 @@ class ModelKeys:
 
 @dataclass(frozen=True)
 class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
-    """Options of tasks that fit prompts to a token budget in the evaluated tokenizer (RULER, BABILong), cut the ones
-    that still do not fit the model (``truncation``) and read their per-length scores against a bar
-    (``effective_threshold``)."""
+    """Options of tasks that fit prompts to a token budget (RULER, BABILong), cut what still does not fit
+    (``truncation``) and read per-length scores against a bar (``effective_threshold``)."""
 
     chat_template: bool | None = option(None, "fit samples with the chat template counted (default: as the run applies "
                                               "one, --apply_chat_template); true in a run without the template fits the "
@@ -110,8 +102,7 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
 
 
 def tokenizer_name(model: ModelKeys) -> str | None:
-    """The tokenizer named by the model args lm-eval merges into task metadata (``tokenizer``, then
-    ``pretrained``, then ``model``)."""
+    """The tokenizer the model args name: ``tokenizer``, then ``pretrained``, then ``model``; else None."""
     for value in (model.tokenizer, model.pretrained, model.model):
         if value:
             return value
@@ -126,8 +117,7 @@ def load_tokenizer(name: str) -> Any:
 
 
 def counter_for(options: PromptOptions) -> PromptCounter:
-    """The prompt counter of the evaluated model named in the task options, with the chat template counted when the
-    options say so (``chat_template``; a task resolves its default from the run: :class:`harness.tasks.base.LchTask`)."""
+    """The :class:`PromptCounter` of the evaluated model, counting the chat template if ``options.chat_template``."""
     name = tokenizer_name(options)
     if name is None:
         raise UsageError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
@@ -136,9 +126,8 @@ def counter_for(options: PromptOptions) -> PromptCounter:
 
 
 def model_max_length(model: ModelKeys) -> int:
-    """The context length lm-eval's HF model truncates to: ``max_length`` from the model args (or vLLM's
-    ``max_model_len``), else the model config (``max_position_embeddings``, ``n_positions``, ``n_ctx``), else the tokenizer's
-    ``model_max_length`` when it is a real value, else 2048 (HFLM's rule)."""
+    """The length lm-eval's HF model truncates to: ``max_length`` / ``max_model_len`` (model args), else the config's
+    ``max_position_embeddings`` / ``n_positions`` / ``n_ctx``, else the tokenizer's (if real), else 2048."""
     for value in (model.max_length, model.max_model_len):
         if value:
             return int(value)

@@ -1,8 +1,4 @@
-"""Synthetic long documents for offline demos and tests.
-
-Report-like text in which codes and figures introduced early are cited again much later, so that the
-long context carries information a short window misses (what LongPPL's key tokens pick up).
-"""
+"""Synthetic report-like documents for offline demos and tests, whose early codes and figures are cited much later."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The first tokens of a text without tokenizing all of it, so that a document's size costs memory only up to what is
-scored (a 500 MB document cut to 32,767 tokens is tokenized over about a megabyte of its head, not whole).
-
-A tokenizer's output for a prefix of a text agrees with its output for the whole text except near the cut (the last
-pre-token, or a few pieces, can tokenize differently). :func:`encode_head` tokenizes a growing prefix (doubling) until
-it holds :data:`HEAD_MARGIN` tokens more than asked and two successive prefixes agree on the first ``n`` tokens, then
-keeps those: the same ids and offsets as tokenizing the whole text and cutting, which ``tests/data/test_token_heads.py``
-checks against whole-text tokenization on real tokenizers. A prefix that needs more than :data:`MAX_CHARS_PER_TOKEN`
-characters per token asked for (a text made of almost nothing but one repeated character) is refused in one line
-rather than tokenized without end.
-"""
+"""The first tokens of a text without tokenizing it whole: :func:`encode_head` tokenizes a doubling prefix until it
+holds :data:`HEAD_MARGIN` tokens more than asked and two prefixes agree on the first ``n`` (the ids and offsets
+whole-text tokenization gives); more than :data:`MAX_CHARS_PER_TOKEN` characters per token asked for is refused."""
 
 from __future__ import annotations
 
@@ -24,9 +16,8 @@ MAX_CHARS_PER_TOKEN = 4096  # beyond this many characters per token asked for, t
 
 @dataclass(frozen=True)
 class Head:
-    """The first tokens of a text: ``ids`` and ``offsets`` (None unless asked for), and ``total``, the token count of
-    the whole text when it was tokenized whole (it had at most a few more tokens than asked), else None (more than
-    ``n + HEAD_MARGIN``)."""
+    """The first tokens of a text: ``ids``, ``offsets`` (None unless asked for) and ``total``, the whole text's token
+    count when it was tokenized whole, else None."""
 
     ids: list[int]
     offsets: list[list[int]] | None
@@ -44,9 +35,7 @@ def _encode(tokenizer: Any, text: str, kwargs: dict) -> tuple[list[int], list[li
 
 
 def encode_head(tokenizer: Any, text: str, n: int | None, **kwargs: Any) -> Head:
-    """The first ``n`` tokens of ``text`` under ``tokenizer(text, **kwargs)`` (``add_special_tokens``,
-    ``return_offsets_mapping``), as whole-text tokenization would give them (module docstring); ``n`` None: the
-    whole text."""
+    """The first ``n`` (None: all) tokens of ``text`` under ``tokenizer(text, **kwargs)``, as if tokenized whole."""
     if n is None:
         ids, offsets = _encode(tokenizer, text, kwargs)
         return Head(ids, offsets, len(ids))

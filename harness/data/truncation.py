@@ -1,26 +1,7 @@
-"""Truncation a user chooses: how a prompt longer than the model's room is cut, by our code, before any engine sees it.
-
-lm-eval's HF and vLLM models cut an over-long prompt from the left, silently, which can cut away the
-instruction at the start of a RULER prompt (lm-eval #3115); LongBench keeps the head and the tail. A task with
-:class:`TruncationOptions` cuts its prompts itself, the same way on every engine (the engine then has nothing left to
-cut), and counts what it did:
-
-* the room is ``limit = max_length - max_gen_toks`` tokens, counted in the evaluated tokenizer on the prompt as sent
-  (chat template and BOS included: :class:`harness.data.prompt_tokens.PromptCounter`);
-* only the document's context is cut: a task gives its text as three pieces, :class:`PromptParts` (the
-  instruction, the context, the question: ``instruction + context + question`` is the task's ``doc_to_text``), the
-  context is found inside the rendered prompt, and every character outside it (the chat template's wrapper, the
-  instruction with its worked examples, the question, the answer prefix) is sent as it is;
-* ``left`` removes the first tokens of the context, ``right`` the last, ``middle`` keeps the first ``ceil(k / 2)`` and
-  the last ``floor(k / 2)`` of the ``k`` tokens that fit (LongBench's rule); ``skip`` sends nothing to score: the
-  sample leaves the score's denominator and is counted;
-* a cut re-tokenised can merge tokens at its seam, so the prompt is counted again after the cut and cut further
-  until it fits (:func:`fit_prompt`); the tokens removed are the difference of the two counts.
-
-A prompt that does not fit even with the whole context cut (the template, the instruction, the question and the
-budget alone exceed the room), or whose context cannot be found in the prompt as rendered, is skipped, whatever the
-policy: a prompt is never sent without its instruction or its question.
-"""
+"""Prompt truncation a user chooses, done by our code before any engine sees the prompt (lm-eval cuts from the left,
+silently): only the document's context (:class:`PromptParts`) is cut, to ``limit = max_length - max_gen_toks`` tokens of
+the prompt as sent, by ``left`` / ``middle`` / ``right``; ``skip`` leaves it unscored, as does a prompt whose fixed
+parts alone do not fit or whose context is not found."""
 
 from __future__ import annotations
 
@@ -46,8 +27,7 @@ class TruncationOptions:
 
 @dataclass(frozen=True)
 class PromptParts:
-    """A document's text as a cut tells it apart: ``instruction + context + question == text``; only ``context`` is
-    ever cut. A task whose text has no instruction or question before or after its context gives ``""``."""
+    """A document's text as ``instruction + context + question``; only ``context`` is ever cut (``""`` where absent)."""
 
     instruction: str
     context: str
@@ -71,9 +51,8 @@ class Span(NamedTuple):
 
 
 def locate_context(prompt: str, parts: PromptParts) -> Span | None:
-    """Where ``parts.context`` sits in the rendered ``prompt``: inside the document's text when the prompt holds it
-    whole (or with its outer whitespace stripped, as some chat templates do), else the context's only occurrence;
-    None when it cannot be told (absent, or found several times outside the text)."""
+    """Where ``parts.context`` sits in ``prompt``: inside the document's text (whole or whitespace-stripped), else the
+    context's only occurrence; None when it cannot be told."""
     if not parts.context:
         return None
     text = parts.text
@@ -109,9 +88,8 @@ class Fitted:
 
 
 def kept_pieces(ids: Sequence[int], keep: int, policy: str) -> tuple[list[int], list[int]]:
-    """The tokens ``policy`` keeps of ``ids`` when ``keep`` of them fit, as (head, tail): the text is
-    ``decode(head) + decode(tail)``. ``left`` keeps the last ``keep``, ``right`` the first, ``middle`` the first
-    ``ceil(keep / 2)`` and the last ``floor(keep / 2)``."""
+    """(head, tail) that ``policy`` keeps of ``ids`` when ``keep`` fit (text ``decode(head) + decode(tail)``): ``left``
+    the last ``keep``, ``right`` the first, ``middle`` the first ``ceil(keep / 2)`` and the last ``floor(keep / 2)``."""
     if policy not in POLICIES or policy == "skip":
         raise ValueError(f"kept_pieces: policy {policy!r} cuts nothing (one of left, middle, right)")
     keep = max(0, min(keep, len(ids)))
@@ -125,10 +103,8 @@ def kept_pieces(ids: Sequence[int], keep: int, policy: str) -> tuple[list[int], 
 
 def fit_prompt(prompt: str, parts: PromptParts, limit: int, policy: str, count: Callable[[str], int],
                encode: Callable[[str], list[int]], decode: Callable[[list[int]], str]) -> Fitted:
-    """``prompt`` cut to at most ``limit`` tokens by ``policy``, removing tokens of the context only (module
-    docstring). ``parts`` is the document's text inside ``prompt`` as instruction, context and question; ``count``
-    counts a whole prompt as the engine will see it, ``encode`` / ``decode`` tokenise the context without special
-    tokens."""
+    """``prompt`` cut by ``policy`` to at most ``limit`` tokens, context only, counted again after each cut (a seam can
+    merge tokens); ``count`` counts as the engine will, ``encode`` / ``decode`` work without special tokens."""
     if policy not in POLICIES:
         raise ValueError(f"truncation {policy!r}: use one of {', '.join(POLICIES)}")
     total = count(prompt)

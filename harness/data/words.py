@@ -1,7 +1,4 @@
-"""NLTK word tokens for long-form lengths (HelloBench counts NLTK word tokens), with an offline path.
-
-Which tokenizer is used depends on the NLTK data installed on the machine, so it is looked up once and
-reported by :func:`word_tokenizer_name` (the HelloBench task records it in its results)."""
+"""NLTK word tokens for HelloBench lengths, with an offline fallback (:func:`word_tokenizer_name` says which ran)."""
 
 from __future__ import annotations
 
@@ -11,9 +8,8 @@ from typing import Callable
 
 @lru_cache(maxsize=1)
 def _word_tokenizer() -> tuple[str, Callable[[str], list[str]]]:
-    """NLTK ``word_tokenize`` when its ``punkt_tab`` data is installed; otherwise the same Treebank word
-    tokenizer over sentences from an *untrained* Punkt model, which needs no download (sentence splits
-    can then differ at abbreviations, changing counts by a token there). Returns ``(name, tokenize)``."""
+    """``(name, tokenize)``: NLTK ``word_tokenize`` when ``punkt_tab`` is installed, else the Treebank tokenizer over an
+    untrained Punkt model's sentences (no download; counts can differ by a token at abbreviations)."""
     import nltk
     from nltk.tokenize import PunktSentenceTokenizer, TreebankWordTokenizer
 

@@ -1,34 +1,9 @@
-"""Async judge client for OpenAI-compatible chat servers (vLLM, ``transformers serve``, OpenAI).
-
-Settings come from arguments, else the environment (``LCH_JUDGE_BASE_URL``, ``LCH_JUDGE_MODEL``,
-``LCH_JUDGE_API_KEY`` / ``OPENAI_API_KEY``). Requests run concurrently under a semaphore.
-
-Silence, not slowness, ends an attempt. Every request asks for a streamed reply (server-sent events, which vLLM,
-``transformers serve`` and OpenAI send), and an attempt fails as ``silent`` when nothing has come from the server for
-``idle_timeout`` seconds (60 by default; the first byte included, so a request queued or prefilled silently longer
-than that fails too): httpx's own connect / read / write timeouts, which bound each wait for the server, not the
-reply. A judge that keeps streaming completes however slowly it writes, within ``timeout`` seconds per attempt (600
-by default, the whole reply: a ``timeout`` failure). A server that answers the streamed request with one plain JSON
-completion (it does not stream) is answered from that completion.
-
-A request gets at most ``max_attempts`` attempts (4) with exponential backoff between them (the openai client's own
-retries are off so that every attempt is counted). 429, 408, 409, 5xx, whole-reply timeouts, dropped connections,
-error events in a stream and replies that are not a chat completion (a body that is not JSON, no choices, no message
-content, a stream that ends before its ``finish_reason``) are retried; other HTTP errors (a 400: a request the server
-refuses) are not. A silent attempt is retried only while the server is heard on other requests (one stuck request on
-a live server). When nothing at all came from the server, on any request, during an attempt's silent window, the
-server is taken as dead (hung: it accepts connections and never answers) and :attr:`JudgeClient.server_silent` is
-set: that request and every one not yet answered fail as ``silent`` at once, unsent, with no further attempts. So a
-dead server ends :meth:`JudgeClient.ask_many` about ``idle_timeout`` after it went silent (twice that at worst),
-however many requests there are, instead of ``max_attempts * timeout`` per request. The same holds when the server's
-model list, checked once before the first uncached request, is silent for ``idle_timeout``.
-
-A request that gets no answer is never an exception: its answer carries the kind of failure (:func:`failure_kind`:
-``http_500``, ``silent``, ``timeout``, ``connection``, ``stream_error``, ``malformed`` ...), counted in
-:attr:`JudgeClient.stats`, so a run ends with what it has and says what failed. Every answer is written to the cache
-the moment it arrives, keyed by the SHA-256 of the request's content (:func:`request_body`: streaming is transport
-and is not part of it), so a killed or failed run resumes where it stopped and a finished run re-asks nothing.
-"""
+"""Async judge client for OpenAI-compatible chat servers. Replies are streamed: an attempt fails as ``silent`` after
+``idle_timeout`` s without a byte, as ``timeout`` past ``timeout`` s for the whole reply; ``max_attempts`` per request
+with exponential backoff (4xx other than 408 / 409 / 429 not retried; silence only while the server is heard on other
+requests). A server silent on every request is dead (:attr:`JudgeClient.server_silent`): the rest fail at once, unsent.
+Failures are never raised (an answer carries its :func:`failure_kind`); answers are cached as they arrive, keyed by the
+SHA-256 of :func:`request_body`."""
 
 from __future__ import annotations
 
@@ -101,10 +76,8 @@ _ANSWER_FIELDS = {"text", "finish_reason", "model", "fingerprint"}
 
 
 class JudgeCache:
-    """One JSON file per answered request, named by the request hash. Writes are atomic
-    (:func:`harness.core.files.write_json_atomic`), so concurrent runs asking the same request both store the same
-    answer harmlessly (no lock: asking twice costs one request); an entry that is not a JSON object (a writer
-    killed before writes were atomic) is a miss, asked again and overwritten."""
+    """One JSON file per answered request, named by the request hash; atomic writes and no lock (asking twice costs one
+    request); an entry that is not an answer is a miss."""
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder) if folder else default_cache_dir()
@@ -130,8 +103,7 @@ def request_key(body: dict) -> str:
 
 
 class MalformedReply(ValueError):
-    """A reply that is not a chat completion with a message (a body that is not JSON, no choices, no content, a
-    stream that ends before its ``finish_reason``)."""
+    """A reply that is not a chat completion with a message (or a stream ending before its ``finish_reason``)."""
 
 
 class JudgeUnreachable(UsageError):
@@ -145,9 +117,8 @@ class ReplyTimeout(Exception):
 
 @lru_cache(maxsize=1)
 def _http_errors() -> tuple[type[Exception], type[Exception]]:
-    """The timeout and transport exception classes of the HTTP library the openai client runs on (httpx, or httpx2
-    from openai 3 on). A response body read directly (a server that does not stream), and a stream under openai 1.x,
-    raise them unwrapped."""
+    """The timeout and transport exception classes of the HTTP library under the openai client (httpx, or httpx2 from
+    openai 3 on), which a directly read body and a stream under openai 1.x raise unwrapped."""
     import openai
 
     base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
@@ -156,10 +127,9 @@ def _http_errors() -> tuple[type[Exception], type[Exception]]:
 
 
 def failure_kind(err: Exception) -> str | None:
-    """The kind of a failed attempt: ``http_<status>``, ``silent`` (nothing came from the server for
-    ``idle_timeout`` seconds: an HTTP-level timeout, as every one of them is set to it), ``timeout`` (the whole reply
-    took longer than ``timeout``), ``connection``, ``stream_error`` (an error event inside a stream) or ``malformed``;
-    None for an exception that is not the server's doing (a bug: it propagates)."""
+    """The kind of a failed attempt: ``http_<status>``, ``silent`` (any HTTP-level timeout: each is ``idle_timeout``),
+    ``timeout`` (the whole reply past ``timeout``), ``connection``, ``stream_error`` or ``malformed``; None for an
+    exception that is not the server's doing (a bug: it propagates)."""
     import openai
 
     http_timeout, http_transport = _http_errors()
@@ -217,11 +187,8 @@ class _Hearing:
 
 
 class JudgeClient:
-    """``ask_many(list_of_messages)`` -> list of :class:`JudgeAnswer`, in order (module docstring: the contract).
-
-    ``stats``: ``requests_sent`` (attempts sent), ``retries``, ``cache_hits``, ``failed`` and ``failures`` (requests
-    left unanswered, per kind); ``server_silent``: the server was found dead (silent on every request for
-    ``idle_timeout``), after which nothing more is sent."""
+    """``ask_many(conversations)`` -> :class:`JudgeAnswer` list, in order; ``stats`` counts ``requests_sent``,
+    ``retries``, ``cache_hits``, ``failed``, ``failures`` (per kind); ``server_silent``: dead, nothing more sent."""
 
     def __init__(self, settings: JudgeSettings | None = None):
         self.settings = (settings or JudgeSettings()).resolved()
@@ -317,13 +284,9 @@ class JudgeClient:
         return JudgeAnswer(text=None, error=error, failure=kind)
 
     def check_server(self) -> bool:
-        """One ``GET <base_url>/models`` before the first request that is not cached: an OpenAI-compatible
-        server (vLLM, OpenAI) answers with a JSON model list. Nothing listening, a 4xx (no such endpoint, a
-        refused key) or a page that is not JSON is a :class:`JudgeUnreachable` naming the URL, instead of every
-        request failing after its retries and the judged metrics coming out empty; a 5xx is left to the
-        requests' own retries (``transformers serve`` offline answers 500 here: it lists hub models). Returns
-        False when the server stays silent for ``idle_timeout`` seconds (a hung server, not a wrong address: its
-        requests then fail as ``silent`` unsent, and a run keeps what it generated), else True."""
+        """One ``GET <base_url>/models`` before the first uncached request: nothing listening, a 4xx or no JSON model
+        list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the requests' retries. False when the
+        server is silent for ``idle_timeout`` (its requests then fail as ``silent``, unsent), else True."""
         import urllib.error
         import urllib.request
 
@@ -359,10 +322,8 @@ class JudgeClient:
         return True
 
     async def _check_server_off_loop(self) -> bool:
-        """:meth:`check_server` in a daemon thread, awaited (whether the server spoke): the blocking probe (up to
-        ``idle_timeout``) must not hold the event loop, or an interrupt (asyncio.run turns Ctrl-C into a cancellation
-        of the main task) would wait for it and then surface as the probe's error. (``asyncio.to_thread`` would
-        still make ``asyncio.run`` wait for the thread at shutdown.)"""
+        """:meth:`check_server` in a daemon thread, awaited: a blocking probe on the loop would hold up an interrupt and
+        then surface as the probe's error (``asyncio.to_thread`` would still be waited for at shutdown)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future = loop.create_future()
 
@@ -394,8 +355,7 @@ class JudgeClient:
             if not await self._check_server_off_loop():
                 self.server_silent = True  # nothing is sent: the uncached requests fail as silent at once
 
-        # httpx's timeouts bound each wait for the server (connecting, each read, each write), so they are the
-        # silence detector; the whole reply is bounded by _attempt. Waiting for a pooled connection is our own queue.
+        # httpx's timeouts bound each wait for the server: the silence detector (_attempt bounds the whole reply)
         client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
                                     timeout=openai.Timeout(self.settings.idle_timeout, pool=None), max_retries=0)
         semaphore = asyncio.Semaphore(self.settings.concurrency)

@@ -1,6 +1,5 @@
-"""How a task's samples are judged, as one typed value: :class:`JudgeConfig` (the server, the model, the
-parse-failure policy, the request settings; carried by each logged item as JSON) and :class:`JudgeOptions`, the
-``--metadata`` keys of a judged task that build it."""
+"""How a task's samples are judged: :class:`JudgeConfig`, carried by each logged item as JSON, and
+:class:`JudgeOptions`, the ``--metadata`` keys that build it."""
 
 from __future__ import annotations
 

@@ -27,12 +27,9 @@ def first_literal(candidates: Sequence[str], convert: Callable[[Any], Any]) -> A
 
 
 def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | None:
-    """Checklist scores from a judge reply, or None.
-
-    First the official parser (strip code fences, newlines and backslashes, JSON list of objects with
-    ``checklist_id`` / ``evaluation_score``, every score in [0, 1], one per checklist item); then
-    fallbacks: the first ``[...]`` block, Python-literal syntax.
-    """
+    """Checklist scores from a judge reply, or None: the official parser first (strip code fences, newlines and
+    backslashes; a JSON list of ``checklist_id`` / ``evaluation_score`` objects, one score in [0, 1] per item), then the
+    first ``[...]`` block, and Python-literal syntax."""
     candidates = [raw.replace("```json", "").replace("```python", "").replace("```", "").replace("\n", "").replace("\\", "")]
     match = re.search(r"\[.*\]", raw, flags=re.S)
     if match:
@@ -56,11 +53,8 @@ def _valid_dimensions(obj: object) -> dict[str, float] | None:
 
 
 def parse_longbench_write_judgement(raw: str) -> dict[str, float] | None:
-    """Six 1-5 dimension scores from a LongBench-Write judge reply.
-
-    Official behaviour: the first ``{...}`` block parsed as JSON with all six dimensions. Fallbacks: the
-    widest ``{...}`` block, Python-literal syntax, then ``"Dimension": score`` pairs anywhere in the text.
-    """
+    """Six 1-5 dimension scores from a LongBench-Write judge reply, or None: the first ``{...}`` block with all six
+    (official), then the widest ``{...}`` block, Python-literal syntax, and ``"Dimension": score`` pairs anywhere."""
     blocks = [m.group(0) for m in re.finditer(r"\{.*?\}", raw, flags=re.S)]
     wide = re.search(r"\{.*\}", raw, flags=re.S)
     if wide:

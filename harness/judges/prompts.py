@@ -1,11 +1,5 @@
-"""Judge prompts.
-
-* LongBench-Write: the official prompt (placeholders ``$INST$`` and ``$RESPONSE$``) is loaded at run time
-  from a path (argument, or ``LCH_LONGBENCH_WRITE_PROMPT``), else downloaded once from its published
-  location and cached; it is never part of this package.
-* HelloEval: a checklist rubric written for this project, following the HelloBench protocol (one score
-  in {0, 0.25, 0.5, 0.75, 1} with a reason per checklist item, answered as a JSON list).
-"""
+"""Judge prompts: the official LongBench-Write prompt (``$INST$``, ``$RESPONSE$``), loaded at run time, never part of
+this package; our HelloEval checklist rubric (per item a score in {0, 0.25, 0.5, 0.75, 1} and a reason, as JSON)."""
 
 from __future__ import annotations
 

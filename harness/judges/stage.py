@@ -1,20 +1,7 @@
-"""The judge stage: every long-form sample judged once per judge; per-sample judgements written next to the
-logged samples, so that reporting reads files only.
-
-Input: one *item* per sample, as the long-form tasks log it under their judged metrics (instruction,
-response, what the judge needs, and the judge settings). :func:`judge` asks the judge about all items
-concurrently (every answer cached by request, so a re-run re-asks nothing) and returns one parsed
-judgement per item plus the judge's provenance (as configured and as the server reported it).
-:func:`task_scores` turns judgements into the task's judged metrics with the formulas of
-:mod:`harness.metrics.generation`; :func:`judge_samples_file` (``lch judge``) does both for a logged
-samples file and writes ``judgements_<task>_<date>.jsonl`` beside it.
-
-Parse failures follow ``policy``: ``drop`` (left out of the mean, counted by ``n_valid``), ``zero``
-(scored as the lowest grade) or ``rejudge`` (asked again with a different seed, up to two more times,
-then dropped). Requests the judge never answers are counted per kind (:mod:`harness.judges.client`) and leave the
-judged scores absent; a server found silent on every request (dead) is asked nothing more, rejudge passes included,
-so a dead judge ends the stage about ``idle_timeout`` after it went silent.
-"""
+"""The judge stage: each long-form sample judged once per judge (:func:`judge`, answers cached by request), scored by
+:func:`task_scores`; :func:`judge_samples_file` (``lch judge``) writes the judgements beside the logged samples. Parse
+failures follow ``policy``: ``drop`` (out of the mean, counted by ``n_valid``), ``zero`` (the lowest grade) or
+``rejudge`` (asked again with another seed, up to two more times, then dropped)."""
 
 from __future__ import annotations
 
@@ -50,10 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Judgements:
-    """Parsed judgement per item (None: unparsable or unanswered) and who judged.
-
-    ``parsed[i]`` is a dict of the six LongBench-Write dimension scores (1-5) or a list of HelloEval
-    checklist scores (0-1); ``provenance`` is None when no judge is configured."""
+    """Per item the parsed judgement (None: unparsable or unanswered), six LongBench-Write dimension scores (1-5) or
+    HelloEval checklist scores (0-1); ``provenance``: who judged (None: no judge configured)."""
 
     parsed: list[Any]
     provenance: dict[str, Any] | None
@@ -68,9 +53,8 @@ class Judgements:
         return sum(self.failures.values())
 
     def absent_because(self) -> str | None:
-        """Why the judged scores do not exist (None: they do): no judge configured, or a request the judge never
-        answered. A judged score is the mean over every sample's judgement (parse failures follow the policy); a
-        mean over the samples a failing server happened to answer would be a number of other samples than asked."""
+        """Why the judged scores do not exist (None: they do): no judge configured, a request never answered (a mean
+        over the rest would be of other samples than asked), or no parsable reply (policy not ``zero``)."""
         if self.provenance is None:
             return ("no judge configured (judge_base_url / judge_model): judge the logged samples (--log_samples) "
                     "with `lch judge`")
@@ -88,8 +72,7 @@ KINDS = ("longbench_write", "hellobench")
 
 
 def item_kind(items: Sequence[dict]) -> str:
-    """What the items are: their ``kind`` (written by the tasks); samples logged before items said their
-    kind are recognised by HelloBench's checklists."""
+    """The items' ``kind``; items without one are HelloBench's when they have ``checklists``."""
     if not items:
         return KINDS[0]
     kind = items[0].get("kind") or ("hellobench" if "checklists" in items[0] else "longbench_write")
@@ -174,9 +157,8 @@ def _provenance(cfg: dict, models: set[str], fingerprints: set[str], requests: i
 
 
 def unanswered(items: Sequence[dict], kind: str) -> Judgements:
-    """The judgements of a judge that could not be asked at all (``kind``: e.g. ``unreachable``, the server check
-    refused it): every item unanswered, so that the judged scores are absent with the reason and the run keeps what
-    it generated."""
+    """The judgements of a judge that could not be asked at all (``kind``: e.g. ``unreachable``): every item unanswered,
+    so the judged scores are absent with the reason and the run keeps its generations."""
     cfg = JudgeConfig.from_json(items[0]["judge"]).to_json()
     failures = {kind: len(items)} if items else {}
     return Judgements([None] * len(items), _provenance(cfg, set(), set(), len(items), failures, 0), failures)
@@ -204,11 +186,9 @@ def sample_quality(items: Sequence[dict], judged: Judgements) -> list[float | No
 
 
 def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
-    """The task's judged metrics from the judgements.
-
-    LongBench-Write: ``quality`` = S_q over parsed samples, ``score`` = S = (S_l + S_q) / 2 with S_l the
-    mean length score of all samples, ``n_valid``. HelloBench: ``quality`` = mean HelloEval ``s_i``
-    (rescaled when the items say so) over parsed samples, ``n_valid``."""
+    """The task's judged metrics (NaN: absent). LongBench-Write: ``quality`` = S_q over parsed samples, ``score`` = S =
+    (S_l + S_q) / 2 with S_l the mean length score of all samples, ``n_valid``. HelloBench: ``quality`` = mean HelloEval
+    ``s_i`` (rescaled when the items say so) over parsed samples, ``n_valid``."""
     filled = _policy_filled(items, judged)
     n_valid = judged.n_valid  # parsed judgements, whatever the policy made of the others
     if not items:
@@ -227,9 +207,8 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
 
 
 def save_unjudged(task: str, items: Sequence[dict]) -> Path:
-    """The judged items of a run whose judge failed, kept as a samples file that ``lch judge`` reads (rows ``doc_id``
-    and ``quality``, as lm-eval logs them), under the judge cache folder: ``unjudged/samples_<task>_<digest>.jsonl``
-    (the digest of the items: the same run keeps one file). Returns its path."""
+    """Keeps the judged items of a run whose judge failed as a samples file that ``lch judge`` reads (rows ``doc_id``,
+    ``quality``): ``unjudged/samples_<task>_<digest>.jsonl`` under the judge cache folder. Returns its path."""
     import hashlib
 
     from harness.judges.client import default_cache_dir
@@ -248,14 +227,10 @@ def judge_samples_file(
     samples_file: str | Path, judge_overrides: dict | None = None, prompt_path: str | None = None,
     weights_file: str | None = None,
 ) -> dict[str, Any]:
-    """Judge the logged samples of a long-form task and write their judgements beside them (``lch judge``).
-
-    ``judge_overrides`` replaces base_url, model, policy, concurrency, cache_dir (and max_tokens, when given)
-    of the logged judge settings; temperature stays as logged. Each row of the written file: ``doc_id``, ``judge``
-    (model), ``parsed`` (None when unparsable), ``quality`` (per-sample quality, see
-    :func:`sample_quality`). Returns the task's judged metrics with the samples file, judge and counts (a metric that
-    does not exist is left out, ``absent`` says why). A request the judge never answered (after its retries) writes
-    no judgements file: :class:`~harness.core.errors.IncompleteError`, and the same command resumes."""
+    """Judges the logged samples of a long-form task (``lch judge``), writing ``doc_id``, ``judge``, ``parsed``,
+    ``quality`` rows beside them; the non-None ``judge_overrides`` replace the logged judge settings. Returns the judged
+    metrics (absent ones left out, ``absent`` says why), file, judge and counts; IncompleteError, nothing written, when
+    a request was never answered (the same command resumes)."""
     if not Path(samples_file).is_file():
         raise MissingDataError(f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
                                "lm-eval wrote with --log_samples")

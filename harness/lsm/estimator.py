@@ -1,12 +1,5 @@
-"""LSM estimators (the LSM paper): run the model on the two suffixes of each sampled pair and average the
-symmetric cross-entropy. The formula and the law of the lengths live in :mod:`harness.lsm.formulas`.
-
-The estimators need two things of an engine, given as an :class:`LsmRunner`: the final hidden states of
-whole windows of tokens, and the LM head applied to some of them. :func:`hf_runner` gives them for an HF
-model (the decoder's forward, ``get_output_embeddings``); ``vllm-pic`` gives them for vLLM
-(:mod:`harness.engines.vllm_pic.scoring`). The draws (positions, lengths, offsets) depend only on the seed, so
-both engines score the same pairs.
-"""
+"""LSM estimators (docs/formulas.md §4): the mean SCE of the model on the two suffixes of sampled pairs, run through
+an :class:`LsmRunner`; the draws depend only on the seed, so every engine scores the same pairs."""
 
 from __future__ import annotations
 
@@ -73,7 +66,8 @@ def lsm_overlap(
     model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: int, n_samples: int, seed: int = 0,
     batch_size: int = 8,
 ) -> list[float]:
-    """Per sample, the mean SCE over the valid overlap positions of two windows offset by a drawn delta."""
+    """Per sample, the mean SCE over the overlap of two length-``L`` windows ``delta`` tokens apart (``delta`` drawn
+    from :func:`~harness.lsm.formulas.delta_distribution`; positions with ``l1 = l2 + delta``, ``l2 >= ceil(L/2)``)."""
     runner = _runner(model)
     lo, hi = length_range(context_length)
     _check_length(len(ids), hi + (hi - lo))

@@ -1,20 +1,6 @@
-"""Long-short misalignment (the LSM paper, docs/formulas.md §4).
-
-``SCE(p, q) = -<p, log q> - <q, log p>`` between next-token distributions, and
-
-    LSM(f) = E_x E_{l1, l2 ~ U[L/2, L]} SCE(f(x[-l1:]), f(x[-l2:]))
-
-with ``f(x[-l:])`` the model's next-token distribution after the last ``l`` tokens of a prefix and
-``L`` the training context length. Lengths are integers in ``[ceil(L/2), L]``.
-
-The estimators that run a model live in :mod:`harness.lsm.estimator`:
-
-* :func:`~harness.lsm.estimator.lsm_direct` samples an end position and ``(l1, l2)`` and runs two forwards per pair;
-* :func:`~harness.lsm.estimator.lsm_overlap` (paper Sec. 4.2) runs two length-``L`` windows offset by ``delta`` tokens; every
-  position in their overlap gives a pair ``(l1, l2) = (l2 + delta, l2)``, and the positions with
-  ``l2 >= ceil(L/2)`` count. Drawing ``delta`` from the law of ``|l1 - l2|`` (independent uniform
-  lengths) makes the mean over those positions an unbiased sample of the same expectation.
-"""
+"""Long-short misalignment (the LSM paper, docs/formulas.md §4): ``SCE(p, q) = -<p, log q> - <q, log p>``,
+``LSM(f) = E_x E_{l1, l2 ~ U[L/2, L]} SCE(f(x[-l1:]), f(x[-l2:]))``, ``L`` the training context length, lengths
+integers in ``[ceil(L/2), L]``."""
 
 from __future__ import annotations
 

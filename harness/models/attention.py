@@ -1,17 +1,7 @@
-"""Attention whose mask is never materialised whole: ``lch_sdpa``, transformers' SDPA attention with its
-``[batch, 1, queries, keys]`` mask built one block of queries at a time.
-
-Transformers builds one boolean mask of every query against every key for each attention type a forward needs,
-unless SDPA's ``is_causal`` can stand in for it (plain causal attention without padding): a sliding-window layer
-(Gemma 2 / 3, Mistral with a window, Phi-3 small), or any left-padded batch, gets the whole ``T x T`` mask, and
-PyTorch's CPU kernel converts it to a float mask of the same size (4.3 GB + 17 GB at 64k tokens). Registered
-through transformers' own extension points (``AttentionMaskInterface`` and ``AttentionInterface``), ``lch_sdpa``
-keeps transformers' mask for small inputs (the same tensors as ``sdpa``) and otherwise hands the layers a
-:class:`RowBlockedMask`: each block of at most :data:`MASK_BLOCK_ELEMENTS` query-key pairs gets its rows of the
-same mask function, over the keys any of its rows attend (a sliding window's keys only), so memory grows linearly
-with the length. Each query's softmax is over the same keys with the same mask, so results equal ``sdpa``'s up to
-rounding.
-"""
+"""``lch_sdpa``: transformers' SDPA attention with its ``[batch, 1, queries, keys]`` mask built one block of queries at
+a time, over the keys the block attends, so mask memory grows linearly with the length (else a sliding-window layer or a
+padded batch gets a whole ``T x T`` mask, and the CPU kernel a float copy of it). Masks of at most
+:data:`MASK_BLOCK_ELEMENTS` pairs are transformers' own; results equal ``sdpa``'s up to rounding."""
 
 from __future__ import annotations
 
@@ -25,8 +15,7 @@ MASK_BLOCK_ELEMENTS = 1 << 25  # query-key pairs of one block's mask (a 128 MiB 
 
 
 class RowBlockedMask:
-    """A ``sdpa_mask`` not yet built: its arguments, and :meth:`rows` builds the mask of a block of queries over the
-    keys the block attends (their range found once per block, shared by every layer of the forward)."""
+    """An unbuilt ``sdpa_mask`` (its arguments); :meth:`rows` builds the mask of one block of queries."""
 
     def __init__(self, arguments: dict[str, Any]) -> None:
         self.arguments = arguments
@@ -80,8 +69,7 @@ def blocked_sdpa_mask(batch_size: int, q_length: int, kv_length: int, q_offset: 
 
 
 def _needs_no_mask(arguments: dict[str, Any]) -> bool:
-    """Whether ``sdpa_mask`` would return None for these arguments, asked of the same (private) checks it makes;
-    a transformers without them counts as "a mask is needed" (correct, only slower)."""
+    """Whether ``sdpa_mask`` would return None here (asked of its private checks; without them, a mask is needed)."""
     from transformers import masking_utils
 
     padding = masking_utils.prepare_padding_mask(arguments["attention_mask"], arguments["kv_length"],
@@ -134,9 +122,8 @@ def register() -> None:
 
 
 def use_blocked_masks(model: nn.Module) -> bool:
-    """Switch a model whose attention is transformers' ``sdpa`` to ``lch_sdpa`` (the same attention, masks built
-    per block of queries); other implementations (eager, FlashAttention, flex) are left as they are. Returns whether
-    the model now runs ``lch_sdpa``."""
+    """Switch a model from transformers' ``sdpa`` to ``lch_sdpa`` (other implementations are left as they are); returns
+    whether it now runs ``lch_sdpa``."""
     from harness.models.unwrap import unwrap_model
 
     base = unwrap_model(model)

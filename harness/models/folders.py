@@ -1,6 +1,5 @@
-"""A model folder checked before transformers / peft read it, so that a folder with a file missing or
-corrupt is one line naming the folder and the file, not the library's traceback; a folder fetched by ``lch
-models`` is also checked to mean here what its source says (:func:`harness.models.model_check.check_before_use`)."""
+"""Model folders checked before transformers / peft read them: a missing or corrupt file is one line naming the folder
+and the file; a fetched folder must mean here what its source says (:mod:`harness.models.model_check`)."""
 
 from __future__ import annotations
 
@@ -14,16 +13,14 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.b
            "adapter_model.safetensors", "adapter_model.bin")
 
 
-# files from which transformers builds a tokenizer (one is enough: tokenizer.json for fast tokenizers, the
-# SentencePiece / BPE vocabularies the converters read, tiktoken's ranks)
+# files transformers builds a tokenizer from (one is enough: fast JSON, SentencePiece / BPE vocabularies, tiktoken)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
                    "vocab.txt", "tokenizer.tiktoken")
 
 
 def check_tokenizer_folder(folder: str | Path, arg: str = "pretrained") -> None:
-    """A local folder a tokenizer is loaded from (the model folder, or ``tokenizer=``) holds the files of one
-    (:data:`TOKENIZER_FILES`), and its ``tokenizer.json`` is whole (a file cut short does not end its JSON object):
-    otherwise transformers fails minutes later, or falls back to converting a slow tokenizer that is not there."""
+    """Refuse a local folder without tokenizer files (:data:`TOKENIZER_FILES`) or whose ``tokenizer.json`` is cut short
+    (it does not end its JSON object); a path that is not a folder passes."""
     path = Path(folder).expanduser()
     if not path.is_dir():
         return  # a hub name, or refused already
@@ -41,11 +38,10 @@ def check_tokenizer_folder(folder: str | Path, arg: str = "pretrained") -> None:
 
 
 def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: bool = False) -> None:
-    """``folder`` (given as ``arg``), when it is a local folder: it has a readable ``config.json`` (or
-    ``adapter_config.json``) and a weights file whose header reads; a file where a folder is wanted is refused
-    too. A folder fetched by ``lch models`` must also behave as its source says in this environment (its
-    tokenizer's BOS / EOS and special ids). With ``tokenizer``, the folder's tokenizer files are checked too
-    (:func:`check_tokenizer_folder`). A hub name (nothing on disk) is left to the loader."""
+    """Refuse a local ``folder`` (option ``arg``) that is a file, lacks a readable ``config.json`` /
+    ``adapter_config.json`` or weights whose header reads, or fails
+    :func:`~harness.models.model_check.check_before_use`; with ``tokenizer``, also :func:`check_tokenizer_folder`. Hub
+    names pass."""
     path = Path(folder).expanduser()
     try:
         if not path.exists():
@@ -75,7 +71,7 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
         except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
             raise DataFormatError(f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
                                   "is damaged; fetch or save the model again") from None
-    if tokenizer:  # its tokenizer is loaded from it too
+    if tokenizer:
         check_tokenizer_folder(path, arg)
     from harness.models.model_check import check_before_use
 
@@ -83,9 +79,8 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
 
 
 def describe_architecture(folder: Any) -> str | None:
-    """A model folder's architecture in words, from its ``config.json`` (the text config of a multimodal one):
-    ``LlamaForCausalLM (30 layers, hidden 576, vocab 49152)``; what a regression baseline must share with the run
-    it gates (a new checkpoint of the same model keeps it). None for a model that is not a local folder."""
+    """A local model folder's architecture from its ``config.json`` (a multimodal one's text config), e.g.
+    ``LlamaForCausalLM (30 layers, hidden 576, vocab 49152)``; None for anything not a readable local folder."""
     if not isinstance(folder, (str, Path)):
         return None
     try:

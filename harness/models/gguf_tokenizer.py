@@ -1,26 +1,7 @@
-"""A GGUF's tokenizer as an HF tokenizer folder, built from the file's own vocabulary with the ``tokenizers`` library,
-the same on every transformers version.
-
-transformers' own GGUF converter changes between releases: under transformers 5.17 it builds Gemma 3's tokenizer
-without merges, so text is spelled letter by letter ("The three primary colors are" -> 29 ids instead of 6), while
-5.24's converter is right. The fetch must not depend on which one is installed, so the registry builds the files
-here and transformers only reads them (a ``tokenizer.json`` loads alike on every 5.x release). Two vocabulary types,
-by ``tokenizer.ggml.model``:
-
-* ``gpt2``: byte-level BPE. The vocabulary and the merges are the file's (``tokenizer.ggml.tokens``,
-  ``tokenizer.ggml.merges``); GPT-2's split rule (``ByteLevel`` with its regex) before the merges.
-* ``llama`` (SentencePiece BPE, Gemma): the file lists no merges. A pair ``(left, right)`` is a merge when both
-  pieces and their concatenation are tokens, ranked by the position of the concatenation in the file (Gemma's scores
-  do not follow its merge order; its token order does), then the longer left piece, the longer right piece and the
-  pieces' ids. Tokens of several spaces are stored with real spaces while the model's text spells a space ``▁``:
-  they are respelled. Spaces become ``▁`` (no prefix space: ``tokenizer.ggml.add_space_prefix``); bytes with no
-  token fall back to ``<0xNN>`` tokens; decoding undoes both.
-
-Tokens the file marks control (type 3) are added whole as special tokens; user-defined ones (type 4) whole as plain
-added tokens (llama.cpp matches both whole in the text); a control token not spelled in a byte-level vocabulary's
-alphabet is a mislabel and is left out. Special-token behaviour (BOS / EOS added) is pinned afterwards from the same
-file (:func:`harness.models.model_check.pin_tokenizer`), and the fetch checks the result with a probe of known answer.
-"""
+"""A GGUF's tokenizer as an HF tokenizer folder, built from the file's own vocabulary with ``tokenizers``: the same on
+every transformers 5.x (transformers' own GGUF converter is not: 5.17 spells Gemma 3 letter by letter). Vocabularies
+``gpt2`` (byte-level BPE, the file's merges) and ``llama`` (SentencePiece BPE, merges derived: :func:`spm_merges`);
+control tokens (type 3) become special tokens, user-defined ones (type 4) plain added tokens."""
 
 from __future__ import annotations
 
@@ -36,8 +17,7 @@ TOKENIZER_CLASS = {"gemma": "GemmaTokenizer", "gemma2": "GemmaTokenizer", "gemma
 
 
 def read_vocabulary(gguf_file: str | Path) -> dict[str, Any]:
-    """``tokenizer.ggml.*`` fields of a GGUF (tokens, token types, merges, special ids, flags, chat template) and the
-    architecture, read with the ``gguf`` package."""
+    """A GGUF's ``tokenizer.ggml.*`` fields, chat template and architecture, read with the ``gguf`` package."""
     from gguf import GGUFReader
 
     fields = GGUFReader(str(gguf_file)).fields
@@ -53,8 +33,8 @@ def read_vocabulary(gguf_file: str | Path) -> dict[str, Any]:
 
 
 def spm_merges(tokens: list[str]) -> list[tuple[str, str]]:
-    """The merges a SentencePiece BPE vocabulary implies (module docstring): every split of a token into two tokens,
-    ranked by the token's position, then longer left piece, longer right piece, then the pieces' ids."""
+    """The merges a SentencePiece BPE vocabulary implies: every split of a token into two tokens, ranked by the token's
+    position (Gemma's scores do not follow its merge order), then longer left, longer right piece, pieces' ids."""
     index = {token: i for i, token in enumerate(tokens)}
     ranked = []
     for position, token in enumerate(tokens):
@@ -72,7 +52,8 @@ def _respelled(tokens: list[str]) -> list[str]:
 
 
 def build_backend(vocabulary: dict[str, Any]) -> Any:
-    """The ``tokenizers.Tokenizer`` of a GGUF vocabulary (:func:`read_vocabulary`)."""
+    """The ``tokenizers.Tokenizer`` of a GGUF vocabulary (:func:`read_vocabulary`); a control token that a byte-level
+    alphabet cannot spell is a mislabel, left out."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     kind = vocabulary.get("model")
@@ -113,9 +94,8 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
 
 
 def write_tokenizer(gguf_file: str | Path, out: str | Path) -> None:
-    """``tokenizer.json``, ``tokenizer_config.json`` and (when the GGUF holds one) ``chat_template.jinja`` of the
-    GGUF's tokenizer in folder ``out``. The special tokens are named by the file's
-    ids; which ones are added to a text is pinned afterwards (:func:`harness.models.model_check.pin_tokenizer`)."""
+    """Write ``tokenizer.json``, ``tokenizer_config.json`` and (if the GGUF has one) ``chat_template.jinja`` into
+    ``out``; the special tokens a text gets are pinned later (:func:`~harness.models.model_check.pin_tokenizer`)."""
     out = Path(out)
     vocabulary = read_vocabulary(gguf_file)
     backend = build_backend(vocabulary)

@@ -1,15 +1,6 @@
-"""Logits from final hidden states as the model's own forward computes them.
-
-Our estimators apply the LM head to slices of hidden states (never ``[tokens x vocab]`` at once), so they
-must also apply what some families do after the head, elementwise:
-
-* Granite divides by ``config.logits_scaling``;
-* Cohere multiplies by ``config.logit_scale``;
-* Gemma 2 / 3 soft-cap: ``c * tanh(x / c)`` with ``c = config.final_logit_softcapping``.
-
-Every other family of :data:`harness.models.tiny.ARCHITECTURES` returns the head's output unchanged
-(tests/models/test_scoring_heads.py compares with ``model(...).logits`` family by family).
-"""
+"""Logits from final hidden states as the model's own forward computes them, for estimators that apply the LM head to
+slices: the family's elementwise post-head transform (Granite: ``/ logits_scaling``; Cohere: ``* logit_scale``;
+Gemma 2 / 3: ``c * tanh(x / c)``, ``c = final_logit_softcapping``); identity for other families."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""The keyword transformers passes a KV cache under, across the versions we support.
-
-transformers 5.24 renamed the ``past_key_values`` argument of every model, decoder layer and attention
-``forward`` (and the field of model outputs) to ``cache``; the old name is still accepted at the top-level
-model, with a deprecation warning, until 5.40. Code that reads the cache out of a module's keyword
-arguments (the PIC pre-hooks) or passes one in (the compressor) goes through these two helpers, so it
-works on both sides of the rename and never warns.
-"""
+"""The keyword a KV cache travels under: ``cache`` from transformers 5.24 (every ``forward`` and model output),
+``past_key_values`` before (still accepted, with a warning, at the top-level model until 5.40)."""
 
 from __future__ import annotations
 
@@ -27,8 +21,7 @@ def cache_keyword() -> str:
 
 
 def given_cache(kwargs: dict[str, Any]) -> Any:
-    """The cache in a forward call's keyword arguments under either name (a pre-hook runs before the
-    deprecation shim renames the old one), or None."""
+    """The cache in a forward's keyword arguments under either name (pre-hooks run before the rename shim), or None."""
     cache = kwargs.get(NEW_NAME)
     return cache if cache is not None else kwargs.get(OLD_NAME)
 

@@ -1,15 +1,6 @@
-"""What a model is, for the keys of caches that depend on it: a digest of a local folder's content, or the hub name.
-
-A model named by its path is not a model: the same path can hold a rebuilt folder (a stale fetch replaced, a
-checkpoint saved again), and two environments can hold different files under one name. Caches whose entries
-depend on a model's outputs (key tokens, response caches) are keyed by :func:`model_identity` instead.
-
-The digest covers every file of the folder (not sub-folders) except ``lch_model.json`` (provenance: fetch time and
-converter versions) and hidden files; in ``config.json`` / ``generation_config.json`` the ``transformers_version``
-field is left out, so the same model converted by two transformers versions has one identity. Hashing a 1 GB
-folder takes about a second; it is remembered under ``$LCH_CACHE/identities/`` by the path and the state (inode,
-size, modification time) of every file, so it runs once per folder state.
-"""
+"""A model's identity for cache keys: ``sha256:<hex>`` of a local folder's files (not sub-folders, hidden files or
+``lch_model.json``; ``transformers_version`` left out of ``config.json`` / ``generation_config.json``), memoised under
+``$LCH_CACHE/identities/`` by path and file state; a hub name is its own identity."""
 
 from __future__ import annotations
 
@@ -25,8 +16,7 @@ VERSION_STAMPED = {"config.json", "generation_config.json"}  # JSON with a trans
 
 
 def model_identity(name_or_path: str | Path) -> str:
-    """``sha256:<hex>`` of the content of a local model folder (see the module docstring); a name that is not a
-    local folder (a hub id) is its own identity."""
+    """``sha256:<hex>`` of a local model folder's content (module docstring); anything else (a hub id) as given."""
     path = Path(str(name_or_path)).expanduser()
     try:
         if not path.is_dir():

@@ -1,6 +1,4 @@
-"""Positions of the real tokens of padded rows, from their attention mask (the ids a model without PIC would see).
-
-Shared by scoring, PIC's model patches and the training losses: a fact of every model's input, not of a method."""
+"""Positions of the real tokens of padded rows, from their attention mask (the ids a model without PIC would see)."""
 
 from __future__ import annotations
 
@@ -8,11 +6,8 @@ import torch
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Original 0-based ids and lengths of left- or right-padded rows.
-
-    Returns ``(ids, lengths)``: ``ids[b, t]`` is the index of token t among row b's real tokens
-    (0 at padding), ``lengths[b]`` the number of real tokens of row b.
-    """
+    """``(ids, lengths)`` of left- or right-padded rows: ``ids[b, t]`` is token t's 0-based index among row b's real
+    tokens (0 at padding), ``lengths[b]`` the number of real tokens of row b."""
     mask = attention_mask.to(torch.long)
     ids = (mask.cumsum(-1) - 1).clamp(min=0) * mask
     return ids, mask.sum(-1)

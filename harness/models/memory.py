@@ -1,7 +1,5 @@
-"""The memory a run of a model will take, from its config alone (a model built on the meta device: no weight is
-read): its weights at the run's dtype, and per request the peak the scoring path or a generation adds
-(:func:`~harness.models.device_sizing.predicted_peak`, the KV cache of the prompt and its budget). What
-``lch plan`` shows per cell before a weight loads."""
+"""The memory a run of a model will take, from its config alone (weights on the meta device): its weights at the run's
+dtype and, per request, the scoring path's peak or a generation's KV cache; ``lch plan``'s memory column."""
 
 from __future__ import annotations
 
@@ -56,8 +54,9 @@ def weight_bytes(model: nn.Module) -> int:
 
 
 def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = False) -> int:
-    """Bytes of the KV cache of ``batch`` rows of ``tokens``: keys and values of every layer at the model's dtype, a
-    sliding-window layer keeping its window only (transformers' ``DynamicCache``), or every token with ``whole``."""
+    """Bytes of the KV cache of ``batch`` rows of ``tokens``: ``2 * batch * kv_heads * head_dim * dtype size`` per token
+    kept per layer, a sliding-window layer keeping ``min(tokens, window)`` (transformers' ``DynamicCache``), or every
+    token with ``whole``."""
     config, shape = text_config(model), attention_shape(model)
     size = next(model.parameters()).element_size()
     kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * shape.layers)

@@ -1,26 +1,7 @@
-"""What a fetched model folder must mean in every environment that reads it, and the checks of it.
-
-A model folder in the model cache (``$LCH_MODELS``) is read by every environment: the main one and the CPU
-vLLM one (``lch vllm-env``), which pins an older transformers. When a GGUF is converted to an HF folder, the
-tokenizer's special-token behaviour is a converter default: transformers 5.19 writes a Gemma 3 tokenizer that
-adds no ``<bos>``, 5.24 one that adds it, from the same GGUF and with bit-identical weights. Gemma depends on
-BOS, so whichever environment fetched first decided what every later evaluation meant. Here:
-
-* :class:`TokenizerFacts`: the special-token behaviour the source declares (a GGUF's ``tokenizer.ggml.*``
-  metadata: add-BOS and add-EOS flags, BOS / EOS / padding / unknown ids);
-* :func:`pin_tokenizer` writes those facts explicitly into the folder, so that no converter or loader default
-  decides them: ``add_bos_token`` / ``add_eos_token`` and the special tokens in ``tokenizer_config.json`` (from
-  which every transformers 5.x tokenizer rebuilds its post-processor), the post-processor of ``tokenizer.json``
-  (for readers of the raw ``tokenizers`` file) and the ids in ``config.json`` / ``generation_config.json``;
-* :func:`tokenizer_problems`: how the tokenizer, as *this* environment loads it, differs from the facts;
-* :class:`Probe`: a short greedy completion with a known answer (tokenizer and weights together), run after
-  every conversion, before the folder is renamed into the cache;
-* :func:`check_before_use`, run by every loader of a local model folder (``harness.models.folders``): a fetched
-  folder (one with ``lch_model.json``) of an older conversion format, or whose tokenizer does not behave as its
-  recorded facts in this environment, is refused in one line naming the command that rebuilds it (``lch models
-  fetch NAME``, which swaps a new folder in atomically). A pass is
-  remembered per folder state and library versions, so it costs one tokenizer load per environment.
-"""
+"""What a fetched model folder must mean in every environment that reads it (the main one, ``lch vllm-env``'s older
+transformers): the source's special-token facts (:class:`TokenizerFacts`) pinned into the folder (:func:`pin_tokenizer`)
+rather than left to a converter default, a probe of known answer after conversion (:class:`Probe`), and
+:func:`check_before_use`, run by every loader, refusing a stale folder in one line naming ``lch models fetch NAME``."""
 
 from __future__ import annotations
 
@@ -38,15 +19,13 @@ MARKER = "lch_model.json"
 # 1: the converter's defaults (before tokenizer facts were pinned); 2: facts pinned from the source and checked
 FORMAT = 2
 SPECIAL = ("bos", "eos", "pad", "unk")
-# the transformers releases a fetch was run under and checked (the probe and the tokenizer facts): the oldest the
-# install allows, the GPU image's and the newest at the time (harness/models/gguf_tokenizer.py, docs/ARCHITECTURE.md)
+# transformers releases fetches were checked under: the oldest the install allows, the GPU image's, the newest
 CHECKED_TRANSFORMERS = ("5.0.0", "5.17.0", "5.24.0")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 class StaleModelError(MissingDataError):
-    """A fetched folder that does not mean what its source says in this environment (one line, with the fix;
-    ``reason`` is the first half alone)."""
+    """A fetched folder that does not mean here what its source says; ``reason`` is the message without its fix."""
 
     def __init__(self, reason: str, repair: str) -> None:
         super().__init__(f"{reason}; {repair}")
@@ -55,8 +34,7 @@ class StaleModelError(MissingDataError):
 
 @dataclass(frozen=True)
 class TokenizerFacts:
-    """The special-token behaviour of a model's tokenizer: whether encoding a text adds BOS first and EOS last,
-    and the ids of the special tokens (``None``: the model has none)."""
+    """Special-token behaviour: BOS added first / EOS last, and the special ids (None: the model has none)."""
 
     add_bos: bool
     add_eos: bool
@@ -67,9 +45,8 @@ class TokenizerFacts:
 
     @classmethod
     def from_gguf(cls, gguf_file: str | Path) -> "TokenizerFacts":
-        """The facts a GGUF declares (``tokenizer.ggml.add_bos_token`` ... ``padding_token_id``). A flag the GGUF
-        leaves out takes llama.cpp's reading of a missing flag: BOS added for SentencePiece (``llama``)
-        vocabularies, not for others; EOS never."""
+        """The facts a GGUF declares; a missing add-BOS flag reads as llama.cpp reads it (added for ``llama``
+        vocabularies only), a missing add-EOS as never."""
         from gguf import GGUFReader
 
         fields = GGUFReader(str(gguf_file)).fields
@@ -106,8 +83,8 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def pin_tokenizer(folder: str | Path, facts: TokenizerFacts) -> None:
-    """Write ``facts`` explicitly into the HF folder ``folder`` (see the module docstring). The special tokens
-    are named by their text in the folder's own vocabulary."""
+    """Write ``facts`` into the HF folder: ``tokenizer.json``'s post-processor, ``tokenizer_config.json``'s flags and
+    special tokens (named by their text in its vocabulary), the ids in ``config.json`` / ``generation_config.json``."""
     from tokenizers import Tokenizer, processors
 
     folder = Path(folder)
@@ -205,8 +182,7 @@ CONVERTERS = ("transformers", "tokenizers", "torch", "gguf", "safetensors")
 
 
 def library_versions(*names: str) -> dict[str, str]:
-    """``{name: version}`` of each installed library among ``names`` (default: the ones that convert and read model
-    folders, recorded by every fetch)."""
+    """``{name: version}`` of the installed libraries among ``names`` (default :data:`CONVERTERS`)."""
     from importlib.metadata import PackageNotFoundError, version
 
     found = {}
@@ -225,11 +201,9 @@ def read_marker(folder: str | Path) -> dict | None:
 
 
 def check_before_use(folder: str | Path, tokenizer: Any = None) -> None:
-    """Refuse a fetched folder (one holding ``lch_model.json``) that does not mean what its source says here:
-    converted before tokenizer facts were pinned (format < 2), or whose tokenizer, as this environment loads it,
-    differs from the facts recorded at the fetch. Raises :class:`StaleModelError` naming ``lch models fetch NAME``,
-    which rebuilds it. Other folders pass untouched; a pass is remembered (see :func:`_pass_file`). ``tokenizer``:
-    the folder's tokenizer, when the caller has loaded it already."""
+    """Raise :class:`StaleModelError` (naming ``lch models fetch NAME``) for a fetched folder of format < :data:`FORMAT`
+    or whose tokenizer, as loaded here (or ``tokenizer``, already loaded), differs from its recorded facts; other
+    folders pass. A pass is remembered (:func:`_pass_file`)."""
     folder = Path(folder).expanduser()
     marker = read_marker(folder)
     if marker is None:
@@ -260,9 +234,8 @@ def check_before_use(folder: str | Path, tokenizer: Any = None) -> None:
 
 
 def _pass_file(folder: Path) -> Path | None:
-    """Where a passed check of ``folder`` is remembered: named by the folder's path, the state (inode, size,
-    mtime) of its marker and tokenizer files, and the library versions that read them. A rebuilt folder or
-    another environment checks again. None when the files cannot be read (the check runs every time)."""
+    """Where a pass of ``folder`` is remembered, keyed by its path, the state of its marker and tokenizer files and the
+    library versions; None when those files cannot be read (the check then runs every time)."""
     parts: list[Any] = [str(folder.resolve()), sorted(library_versions().items())]
     try:
         for name in (MARKER, *TOKENIZER_FILES):
@@ -275,9 +248,8 @@ def _pass_file(folder: Path) -> Path | None:
 
 
 def verify_conversion(folder: str | Path, facts: TokenizerFacts, probe: Probe | None) -> None:
-    """The checks of a freshly converted folder, before it is renamed into the cache: its tokenizer behaves as
-    ``facts`` say and the model gives ``probe``'s known answer. Raises :class:`MissingDataError` (the fetch
-    fails and leaves nothing) naming what differs."""
+    """Raise :class:`MissingDataError` (nothing is cached) when a freshly converted folder's tokenizer differs from
+    ``facts`` or the model misses ``probe``'s known answer."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(folder))

@@ -1,9 +1,6 @@
-"""Per-token log-probabilities of texts under a causal LM, without [tokens x vocab] logits.
-
-The decoder runs once over a left-padded batch; the LM head and an fp32 log-softmax are applied chunk
-by chunk over the sequence, so peak extra memory is ``batch x chunk x vocab`` floats. How much goes into one launch
-(chunks of logits, blocks of queries) is :mod:`harness.models.device_sizing`'s.
-"""
+"""Per-token log-probabilities under a causal LM without ``[tokens x vocab]`` logits: the LM head and an fp32
+log-softmax run chunk by chunk, ``batch x chunk x vocab`` floats at once (sizes:
+:mod:`harness.models.device_sizing`)."""
 
 from __future__ import annotations
 
@@ -30,26 +27,22 @@ def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "c
     return ids.to(device), mask.to(device)
 
 
-# Set (True) on an unwrapped model whose positions depend on a row's whole length, computed per call (naive and
-# Dynamic PIC: harness.pic.hf.apply_pic sets it, remove_pic takes it away): such a row is never fed in blocks.
+# set True (by harness.pic.hf.apply_pic) on a model whose positions depend on a row's whole length: no blocks
 WHOLE_ROW_POSITIONS = "_lch_whole_row_positions"
 
 
 def blocks_allowed(model: nn.Module) -> bool:
-    """Whether a row may be fed in blocks over a KV cache and mean what one forward means: not where the model's
-    positions depend on the row's whole length (:data:`WHOLE_ROW_POSITIONS`: naive and Dynamic PIC); a RoPE base
-    (NTK-aware PIC) and no PIC do not."""
+    """Whether a row may be fed in blocks over a KV cache: not when the model's positions depend on its whole length
+    (:data:`WHOLE_ROW_POSITIONS`: naive and Dynamic PIC)."""
     return not getattr(unwrap_model(model), WHOLE_ROW_POSITIONS, False)
 
 
 @torch.inference_mode()
 def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                   block: int | None = None, free: int | None | object = MEASURE) -> torch.Tensor:
-    """Last hidden states of a left-padded batch; position ids from the mask, always with the mask. A row longer than
-    ``block`` query positions (default :func:`query_block` of the device: on a CUDA device, what keeps attention in
-    bounded memory) is fed ``block`` positions at a time over a KV cache, the mask and positions of the whole row
-    given (chunked prefill: the same attention over the same keys, so the same states up to rounding), where
-    :func:`blocks_allowed`."""
+    """Last hidden states of a left-padded batch (position ids from the mask). A row longer than ``block`` (default
+    :func:`query_block`) is fed ``block`` positions at a time over a KV cache where :func:`blocks_allowed` (chunked
+    prefill: the same states up to rounding)."""
     base = unwrap_model(model)
     position_ids, _ = positions_from_mask(attention_mask)
     width = input_ids.shape[1]
@@ -74,15 +67,9 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
 
 
 def picked_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """``log_softmax(logits)`` at ``targets``: ``logits[..., t] - logsumexp(logits)`` over the last dimension, in the
-    logits' dtype (fp32 from every caller), without a second ``[rows x vocab]`` tensor.
-
-    Where no gradient is wanted the logits are *consumed*: the max is subtracted and the exponential taken in place.
-    ``torch.logsumexp`` allocates a temporary of the logits' size for its exponential, which on the CPU costs fresh
-    pages on every chunk (a 32 MiB chunk sits at glibc's mmap threshold): measured, the head of an 8k-token LongPPL
-    took 40% longer that way (benchmarks/longppl_vs_reference.py). Under autograd (training's losses) it is
-    ``torch.logsumexp``, whose backward needs the logits kept.
-    """
+    """``logits[..., t] - logsumexp(logits)`` at ``targets`` in the logits' dtype, without a second ``[rows x vocab]``
+    tensor: without grad the logits are consumed (max subtracted, ``exp`` in place: a temporary per chunk cost 40% on
+    the CPU); under autograd ``torch.logsumexp``, whose backward needs the logits."""
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     if torch.is_grad_enabled() and logits.requires_grad:
         return picked - torch.logsumexp(logits, dim=-1)
@@ -99,21 +86,15 @@ def target_logprobs(
     budget: int | None = None,
     free: int | None | object = MEASURE,
 ) -> torch.Tensor:
-    """``log P(input_ids[:, t] | ...)`` for columns ``t >= first_target`` from ``hidden`` [B, T, H].
-
-    The LM head and an fp32 log-softmax run chunk by chunk over the sequence, ``budget`` logits at a time (default:
-    :func:`logit_budget` of the device and the head's dtype, from ``free`` when the caller measured the device once);
-    returns float32 ``[B, T - first_target]``. Gradients flow when the caller has them on (training losses).
-    """
+    """Float32 ``log P(input_ids[:, t] | ...)`` ``[B, T - first_target]`` for ``t >= first_target`` from ``hidden``
+    [B, T, H], ``budget`` logits a chunk (default :func:`logit_budget` of the device and head dtype, from ``free``);
+    gradients flow when on."""
     batch, width = input_ids.shape
     head = unwrap_model(model).get_output_embeddings().weight
     vocab = head.shape[0]
     budget = logit_budget(hidden.device, head.dtype, free) if budget is None else budget
     chunk = max(1, budget // max(1, batch * vocab))
-    # Scoring writes into one result allocated before the first chunk: small results kept chunk after chunk would
-    # sit in the heap between one chunk's freed logits and the next one's, so that on the CPU no freed chunk fits the
-    # next (glibc's heap; measured, PPL of a 32k-token document grew the process by 4 GB, one chunk's worth per
-    # chunk). Training's losses keep each chunk's part, which the graph holds anyway.
+    # one result allocated up front: small per-chunk results fragment glibc's heap (+4 GB on a 32k-token document)
     out = None if torch.is_grad_enabled() else torch.empty(batch, max(0, width - first_target), dtype=torch.float32,
                                                            device=hidden.device)
     parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
@@ -129,11 +110,9 @@ def target_logprobs(
 
 def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
                         budget: int | None = None) -> torch.Tensor:
-    """``log P(token_ids[t] | token_ids[:t])`` for ``t >= 1`` of one row, from its final hidden states ``hidden``
-    [T, H] and ``head`` (hidden rows -> fp32 logits [m, V], the family's post-head transform included): the head
-    and the log-softmax run ``budget // V`` rows at a time (default: :func:`logit_budget` of the device the logits
-    are on), on that device, so memory stays ``O(chunk x vocab)`` whatever ``T`` is and only the picked
-    log-probabilities leave it. Returns float32 [T - 1] on the CPU."""
+    """Float32 CPU ``log P(token_ids[t] | token_ids[:t])`` [T - 1] for ``t >= 1`` of one row, from ``hidden`` [T, H] and
+    ``head`` (rows -> fp32 logits [m, V], post-head transform included), ``budget // V`` rows at a time (default
+    :func:`logit_budget`) on the logits' device."""
     targets = token_ids.reshape(-1)
     out: torch.Tensor | None = None  # allocated once, as target_logprobs's (why there)
     start, chunk = 1, 1  # one row first: the head's vocabulary size and device are known after it
@@ -153,10 +132,7 @@ def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: t
 
 @torch.inference_mode()
 def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
-    """``log P(x_t | x_<t)`` for every real token but the first of each left-padded row.
-
-    Returns one float32 CPU tensor of length ``n_b - 1`` per row.
-    """
+    """Per left-padded row, a float32 CPU tensor of ``log P(x_t | x_<t)`` for its real tokens but the first."""
     with sized_pass(model, input_ids) as free:  # one reading for the document's passes
         hidden = hidden_states(model, input_ids, attention_mask, free=free)
         out = target_logprobs(model, hidden, input_ids, free=free)

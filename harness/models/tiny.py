@@ -1,30 +1,7 @@
-"""Tiny offline models for the demo, tests and benchmarks: no hub access.
-
-``build_tiny_model`` returns the folder of a tiny model and its tokenizer (``save_pretrained`` layout) for its
-arguments, built once per cache folder:
-
-* **Shipped models** (:data:`SHIPPED`: the two trained Llamas of ``lch demo --tiny``, on which the committed baseline
-  ``results/baselines/demo-vanilla.json`` and README's regression-gate example rest) are copied byte for byte from
-  the package's ``harness/models/tiny_trained/`` (checked against the SHA-256 of each file in its
-  ``manifest.json``), never trained: training is not reproducible across CPUs (another ISA path of ATen, AVX-512 /
-  AVX2 / scalar, draws another random init and rounds the AdamW steps otherwise, and 300 steps amplify a 1e-16
-  difference to 1e-3 in the weights even in float64), so numbers committed from a model trained on one machine
-  would hold on that machine only. Their folder is keyed by the shipped files' digests alone: the same name and
-  the same bytes on every machine and with every library version (the run record's ``model`` and LongPPL's
-  ``evaluator`` name then match the committed baseline's). An install without the shipped files, or with
-  damaged ones, is refused (:class:`~harness.core.errors.MissingDataError`) rather than trained in their place.
-* **Every other argument combination** (the tests' own models, whose expected values are computed at run time) is
-  built here: a byte-level BPE tokenizer trained on synthetic reports, a seeded random-init model of the requested
-  architecture and size (any RoPE family of ``ARCHITECTURES``), optionally trained a few AdamW steps, under a
-  folder keyed by every argument and by the versions of the libraries that build it (torch's initialisation and
-  training numerics, transformers' model code, tokenizers' BPE trainer: the main and the vLLM environment each
-  build their own). These are reproducible on one machine only.
-
-Maintainers regenerate the shipped models (after a change to what they are built from: the synthetic reports, the
-tokenizer or training recipe, the arguments in :data:`SHIPPED`) with ``python -m harness.models.tiny``
-(:func:`ship_tiny_models`: it trains them here and rewrites the folder and its manifest), then remake the baseline
-with README's command plus ``--update-baseline --abs-tol 0.01 --rel-tol 0.001`` (results/README.md).
-"""
+"""Tiny offline models for the demo, tests and benchmarks (no hub): :func:`build_tiny_model`'s folder. The models of
+:data:`SHIPPED` are copied, SHA-256-checked, from ``harness/models/tiny_trained/`` (training is not reproducible across
+CPUs); other arguments are built here (BPE tokenizer, seeded model, optional AdamW steps), keyed by arguments and
+library versions. Maintainers retrain the shipped ones with ``python -m harness.models.tiny`` (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
@@ -83,8 +60,7 @@ def _hybrid(layers: int, first: str, last: str) -> list[str]:
     return [first] * (layers - 1) + [last]
 
 
-# Per family: the config class name and what a tiny config of it needs beyond the common fields. Hybrid
-# families get their layer kinds (sliding / full, RoPE / no RoPE) with the full-attention RoPE layer last.
+# per family: the config class and its extra fields; hybrid families keep their layer kinds, full RoPE layer last
 _FAMILIES: dict[str, tuple[str, Callable[[int, int], dict]]] = {
     "llama": ("LlamaConfig", lambda layers, hd: {}),
     "mistral": ("MistralConfig", lambda layers, hd: {"sliding_window": None}),
@@ -117,8 +93,8 @@ ARCHITECTURES = tuple(_FAMILIES)
 
 
 def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int, max_positions: int):
-    """A small config of the given architecture (model type) in which every PIC variant applies: no
-    sliding window where the family can go without one; hybrid families keep their layer kinds."""
+    """A small config of ``arch`` in which every PIC variant applies (no sliding window where the family allows; hybrid
+    families keep their layer kinds)."""
     import transformers
 
     if arch not in _FAMILIES:
@@ -153,15 +129,9 @@ def build_tiny_model(
     train_length: int = 128,
     cache_dir: str | Path | None = None,
 ) -> Path:
-    """Folder with a tiny model and its tokenizer, made once per cache folder (``cache_dir``, default
-    ``$LCH_CACHE``); concurrent callers (processes sharing the cache) make it once and all get the same whole folder.
-
-    Arguments of a shipped model (:data:`SHIPPED`) give a copy of its shipped files, identical on every machine
-    (module docstring; :class:`~harness.core.errors.MissingDataError` when the install lacks them or they are
-    damaged). Any other arguments build one here: with ``train_steps > 0`` the random-init model is trained that
-    many AdamW steps on synthetic reports in windows of ``train_length`` tokens, so that it has a real (short)
-    training context and position-dependent predictions.
-    """
+    """Folder of a tiny model and its tokenizer, made once per ``cache_dir`` (default ``$LCH_CACHE``) even by concurrent
+    callers. :data:`SHIPPED` arguments copy the shipped files (:class:`MissingDataError` when missing or damaged);
+    others build one, trained ``train_steps`` AdamW steps on synthetic reports in windows of ``train_length`` tokens."""
     build = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
                  max_positions=max_positions, seed=seed, train_steps=train_steps, train_length=train_length)
     shipped = shipped_model(build)
@@ -191,9 +161,8 @@ _DEFAULTS: dict[str, Any] = {name: p.default for name, p in inspect.signature(bu
 
 
 def shipped_model(build: dict[str, Any], root: Path = SHIPPED_DIR) -> tuple[str, dict[str, str]] | None:
-    """``(name, {file: sha256 hex})`` of the shipped model whose build arguments are ``build`` (every argument of
-    :func:`build_tiny_model` but ``cache_dir``), or None when no shipped model has them. Which arguments are shipped
-    is :data:`SHIPPED` (not the manifest), so that an install without the shipped files is refused, not trained."""
+    """``(name, {file: sha256})`` of the shipped model built with ``build``, or None. Shipped arguments come from
+    :data:`SHIPPED`, not the manifest, so that an install without the files is refused, not trained."""
     names = [name for name, extra in SHIPPED.items() if build == {**_DEFAULTS, **extra}]
     if not names:
         return None
@@ -229,10 +198,8 @@ def _copy_shipped(out: Path, name: str, digests: dict[str, str], root: Path = SH
 
 
 def ship_tiny_models(root: Path = SHIPPED_DIR) -> dict:
-    """Train every model of :data:`SHIPPED` on this machine and write it into ``root/<name>/``, with
-    ``root/manifest.json`` (each model's build arguments and files' SHA-256, and what trained them); returns the
-    manifest. For maintainers: every committed number resting on these models (results/baselines/demo-vanilla.json)
-    must then be remade from them."""
+    """Train every :data:`SHIPPED` model here into ``root/<name>/`` and write ``root/manifest.json`` (build arguments,
+    files' SHA-256, what trained them); returns the manifest. Then remake results/baselines/demo-vanilla.json."""
     import platform
 
     import torch

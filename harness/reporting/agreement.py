@@ -1,28 +1,5 @@
-"""``lch agree RUN_A RUN_B``: how far two runs of the same tasks agree, task by task and sample by sample.
-
-Two runs of one model on two engines (hf-pic vs vllm-pic) or in two dtypes should give the same answers;
-users report that they often do not. For every task both runs logged (``--log_samples``), documents are
-paired by ``doc_id`` (their ``doc_hash`` must match: the same input) and compared by what the task's
-responses are:
-
-* generations (``generate_until``, ``generate_long``): exact-match rate of the texts and, for each pair that
-  differs, the first diverging token (in the tokenizer of run A's model when it loads, else the first
-  diverging character);
-* per-token log-probabilities (``token_logprobs``): the token ids must be equal; the largest and mean
-  absolute log-probability difference per token;
-* LSM samples (``lsm``) and log-likelihoods (``loglikelihood``): the largest absolute difference;
-* per-sample scores (the numeric metrics lm-eval logs per document; ``[sum, count]`` pairs as their
-  ratio): means, their difference and a paired test (exact McNemar for 0/1-valued scores, Wilcoxon
-  signed-rank otherwise; p = 1 when no pair differs);
-* the task's aggregate metrics from the results files: absolute and relative difference; where the runs scored
-  different documents (a sample one left unscored), each aggregate recomputed on the documents both scored, with
-  their number (:mod:`harness.reporting.common`).
-
-A task agrees when its generations match at least ``min_exact_match`` of the time, no token log-probability
-differs by more than ``max_logprob_diff``, and no aggregate metric differs by more than ``max_rel_diff``
-relatively (or ``max_abs_diff`` absolutely, for metrics near zero). The report is Markdown and JSON;
-``lch agree`` exits 0 when every shared task agrees and 1 otherwise, so it gates CI.
-"""
+"""``lch agree RUN_A RUN_B``: two runs of the same tasks compared task by task and sample by sample (documents
+paired by ``doc_id``, ``doc_hash`` equal); a task agrees within :class:`Tolerances`."""
 
 from __future__ import annotations
 
@@ -50,7 +27,9 @@ _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate
 
 @dataclass(frozen=True)
 class Tolerances:
-    """When two runs count as agreeing (module docstring); defaults fit fp32 on two engines."""
+    """A task agrees when generations match at least ``min_exact_match`` of the time, no token log-probability
+    differs by more than ``max_logprob_diff`` and no aggregate by more than both ``max_rel_diff`` (relative) and
+    ``max_abs_diff``; defaults fit fp32 on two engines."""
 
     min_exact_match: float = 1.0
     max_logprob_diff: float = 1e-3
@@ -143,16 +122,14 @@ def _divergence(doc_id: Any, a: str, b: str, tokenizer: Any) -> Divergence:
 
 def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, metrics_b: dict,
                  tol: Tolerances, tokenizer: Any = None, roles: dict[str, str] | None = None) -> TaskAgreement:
-    """The agreement of one task's samples and aggregate metrics (module docstring); ``roles``: the task's
-    declared metric roles (rows of per-sample pairs are named by them)."""
+    """One task's agreement; ``roles``: its declared metric roles (they name the per-sample pairs' rows)."""
     pairing = pair_docs(samples_a, samples_b)
     pairs = [(a, b) for _, a, b in pairing.pairs]
     responses = [(_response(a), _response(b)) for a, b in pairs]  # parsed once: token_logprobs reprs are long
     kinds = {_kind(ra) for ra, _ in responses} or {"none"}
     out = TaskAgreement(task, "/".join(sorted(kinds)), len(pairs),
                         n_unpaired=pairing.unpaired, n_input_mismatch=len(pairing.input_mismatch))
-    # the same document must have been sent as the same prompt: a task cuts over-long prompts itself, the same on
-    # every engine (harness/data/truncation.py), so a prompt that differs is an engine or a template that differs
+    # tasks cut over-long prompts the same on every engine: a prompt that differs is an engine or template difference
     out.n_prompt_mismatch = sum(a.get("prompt_hash") != b.get("prompt_hash") for a, b in pairs
                                 if a.get("prompt_hash") and b.get("prompt_hash"))
     same, diffs, value_diffs = 0, [], []
@@ -214,9 +191,8 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
 
 def _on_common_samples(key: str, x: float, y: float, scored_a: dict, scored_b: dict
                        ) -> tuple[tuple[float, float] | None, int] | None:
-    """None when the two runs scored the same documents on results key ``key`` (or logged no values of it); else
-    ``((A, B) on the documents both scored, or None when a run's logged values do not reproduce its value, n)``
-    (:mod:`harness.reporting.common`)."""
+    """None when both runs scored the same documents on ``key`` (or logged none); else ``((A, B) on the documents both
+    scored, or None when a run's logged values do not reproduce its value), n)``."""
     docs_a, docs_b = scored_a.get(key) or {}, scored_b.get(key) or {}
     if set(docs_a) == set(docs_b):
         return None
@@ -248,10 +224,8 @@ def _verdict(out: TaskAgreement, tol: Tolerances) -> None:
 
 def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances(),
               tokenizer: Any = None, allow: Iterable[str] = ()) -> dict[str, Any]:
-    """Compare two runs (module docstring): ``{"a", "b", "tolerances", "allowed", "tasks": [TaskAgreement],
-    "only_a", "only_b", "agrees"}``. First, whether they were run alike
-    (:data:`harness.reporting.comparability.SAME_MODEL`, but for ``allow``) and with the same task options (unless
-    ``allow`` holds ``task_options``): :class:`NotComparable` otherwise."""
+    """``{"a", "b", "tolerances", "allowed", "tasks": [TaskAgreement], "only_a", "only_b", "agrees"}`` of two runs;
+    :class:`NotComparable` unless run alike (:data:`SAME_MODEL`) with the same task options, but for ``allow``."""
     results_a, files_a = run_files(run_a)
     results_b, files_b = run_files(run_b)
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
@@ -334,8 +308,7 @@ def _on_common(metric: dict) -> str:
 
 
 def _record_lines(a: dict, b: dict, allowed: list[str]) -> list[str]:
-    """What the two runs were run with: the fields they share, then those that differ (by design, such as the
-    engine, or allowed with --allow)."""
+    """What the two runs were run with: the fields they share, then those that differ."""
     same = [f"{k} {a[k]}" for k in FIELDS if a.get(k) is not None and a.get(k) == b.get(k)]
     differ = [f"{k}: A {a.get(k) or 'unrecorded'}, B {b.get(k) or 'unrecorded'}" + (" (allowed)" if k in allowed else "")
               for k in FIELDS if a.get(k) != b.get(k)]

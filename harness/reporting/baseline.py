@@ -1,21 +1,5 @@
-"""The baseline of ``lch regress``: its file format, made from a run, checked when read.
-
-Baseline JSON (``results/baselines/NAME.json``, see ``results/README.md``)::
-
-    {"name": "...", "created": "...", "source": "<results file>", "run": {<run record>},
-     "tasks": {"<task>": {<what the task measured with: its lch_configuration>}},
-     "defaults": {"abs_tol": 0.0, "rel_tol": 0.0, "k": 2.0},
-     "metrics": {"<task>/<metric>": {"value": 12.3, "stderr": 0.4, "higher_is_better": false,
-                                      "role": "perplexity", "rel_tol": 0.01, "k": 2.0}}}
-
-Which metrics: a baseline holds the run's scores (every metric with a direction whose task does not declare it
-bookkeeping: ``harness.metrics.catalogue.metric_role``; token, document and sample counts describe the run, and a
-change in them is no regression of the model; nor the depth x length cells, a breakdown of ``len_<L>`` on a few
-samples each), or every directed metric with ``all_metrics``, or those listed.
-
-How a run is gated on it: :mod:`harness.reporting.regress`; the paired baseline's per-document values:
-:func:`attach_samples`.
-"""
+"""The baseline of ``lch regress`` (format: results/README.md): made from a run, checked when read. By default it
+holds the run's scores: not bookkeeping metrics (counts describe the run) nor depth x length cells."""
 
 from __future__ import annotations
 
@@ -30,7 +14,7 @@ from harness.core.run_record import FIELDS, RunRecord
 from harness.core import results as keys
 
 
-NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value (module docstring)
+NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value
 
 
 SAMPLES = "samples"  # a metric's per-document values in a paired baseline: {doc_id: [value, doc_hash]}
@@ -44,16 +28,14 @@ class BaselineError(DataFormatError):
 
 
 def load_baseline(path: str | Path) -> dict:
-    """A baseline file, each field checked (a hand edit or a damaged file is one line naming the metric and the
-    field): every metric has a finite numeric ``value`` and a boolean ``higher_is_better``; a ``stderr`` is null or a
-    finite number >= 0; ``abs_tol`` / ``rel_tol`` / ``k`` (per metric or in ``defaults``) finite numbers >= 0."""
+    """A baseline file, each field checked (:class:`BaselineError` naming metric and field): a finite ``value``, a
+    boolean ``higher_is_better``, ``stderr`` null or a finite number >= 0, ``abs_tol`` / ``rel_tol`` / ``k`` >= 0."""
     path = Path(path)
     return check_baseline(read_json(path, BaselineError), str(path))
 
 
 def check_baseline(data: object, where: str) -> dict:
-    """:func:`load_baseline`'s checks of a baseline's content (``where``: how the messages name it), also made on a
-    baseline about to be written (:func:`baseline_from_run`), so that none is written that could not be read."""
+    """:func:`load_baseline`'s checks on content (``where``: its name in messages); made before writing one too."""
     path = where
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not metrics:
@@ -82,8 +64,7 @@ def check_baseline(data: object, where: str) -> dict:
 
 
 def _check_samples(path: str, name: str, samples: object) -> None:
-    """A paired baseline's ``samples`` field of one metric: a non-empty object of doc_id -> [finite value,
-    doc_hash string or null]."""
+    """A paired metric's ``samples``: a non-empty ``{doc_id: [finite value, doc_hash or null]}``."""
     remake = "remake the baseline with --update-baseline --paired"
     if not isinstance(samples, dict) or not samples:
         raise BaselineError(f"{path}: metric {name!r} field 'samples' must be a non-empty object of doc_id: [value, "
@@ -102,8 +83,8 @@ def _short(value: object) -> str:
 
 def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0, metrics: list[str] | None = None,
                       rel_tol: float = 0.0, all_metrics: bool = False) -> dict:
-    """A baseline of ``run`` (module docstring): its scores, every directed metric with ``all_metrics``, or the
-    listed ``metrics``; ``rel_tol`` set on perplexities, ``abs_tol`` on the rest."""
+    """A baseline of ``run``: its scores, every directed metric with ``all_metrics``, or the listed ``metrics``;
+    ``rel_tol`` set on perplexities, ``abs_tol`` on the rest."""
     directed = [m for m in run.metrics if m in run.higher_is_better]
     chosen = metrics or [m for m in directed if all_metrics or (run.roles.get(m) != "bookkeeping" and not _cell(m))]
     uncomputed = [m for m in (metrics or run.absent) if m in run.absent and (all_metrics or run.roles.get(m) != "bookkeeping")]
@@ -161,10 +142,9 @@ def sample_value(row: dict, metric: str) -> float | None:
 
 
 def attach_samples(baseline: dict, run: Run) -> list[str]:
-    """Make ``baseline`` (of ``run``) paired (module docstring): each metric of the role ``score`` whose task logged
-    samples and whose aggregate is the mean of its per-document values (within :data:`MEAN_CHECK` of it) gets
-    ``samples``: ``{doc_id: [value, doc_hash]}``. The notes say which metrics keep the aggregate gate and why; a
-    run with no samples beside its results file, or none that give a metric its values, is refused (BaselineError)."""
+    """Make ``baseline`` (of ``run``) paired: each ``score`` whose aggregate is the mean of its logged values (within
+    :data:`MEAN_CHECK`) gets ``samples``: ``{doc_id: [value, doc_hash]}``. Returns notes on the metrics left on the
+    aggregate gate; :class:`BaselineError` when the run logged no samples or none gives a metric its values."""
     found = RunSamples(run)
     if not found.files:
         raise BaselineError(f"{run.path}: --paired needs the run's samples (samples_<task>_*.jsonl beside it): run "
@@ -196,8 +176,7 @@ def attach_samples(baseline: dict, run: Run) -> list[str]:
 
 
 def _cell(metric: str) -> bool:
-    """A depth x length cell (``<task>/depth_<D>_len_<L>``): a breakdown of ``len_<L>`` on a few samples, gated only
-    when listed or with ``all_metrics`` (``len_<L>`` itself is)."""
+    """A depth x length cell (``<task>/depth_<D>_len_<L>``): gated only when listed or with ``all_metrics``."""
     return metric.split("/", 1)[-1].startswith(DEPTH_PREFIX)
 
 

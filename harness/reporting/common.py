@@ -1,19 +1,5 @@
-"""Runs compared on the samples every one of them scored (``lch leaderboard --common``), and the caution a board
-gives when their sample sets differ (:mod:`harness.metrics.common_samples` says why they can).
-
-* :func:`sample_set_cautions` (every board): from the results files only. Per task, the documents each score rests on
-  as the runs recorded them (``lch_scored``: counts and digests, when samples were logged), else the counts of what
-  they left unscored (``n_skipped``, ``docs_skipped``, the judge's ``n_valid``); a task whose runs differ gets one
-  caution, the same sentence for each of those runs.
-* :func:`on_common_samples` (``--common``): from the logged samples (and ``lch judge``'s judgements). For each
-  task and metric, the documents (by ``doc_id``) that every run holding the task scored; each run's
-  metric recomputed over them by the rule that reproduces its own reported value from its own logged values (a
-  mean, a pooled ratio, a perplexity from pooled NLL), its standard error too for a mean, and the count beside it
-  (``<task>/n_<metric>``, which for ``len_<L>`` replaces the samples of that length). A run whose sets are the
-  common ones keeps its numbers as reported. A group's metric is recomputed from its tasks' by the group rule
-  (plain or size-weighted mean) that reproduces its reported value. Everything else (bookkeeping totals, a metric
-  no rule reproduces, one without per-sample values) is left out of the board, and the notes say which and why.
-"""
+"""Runs that scored different samples: the caution every board gives (:func:`sample_set_cautions`, from the results
+only) and ``lch leaderboard --common`` (:func:`on_common_samples`, from the logged samples)."""
 
 from __future__ import annotations
 
@@ -47,8 +33,8 @@ def _differing(signatures: dict[int, Any]) -> bool:
 
 
 def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
-    """``{a run's results file: [caution]}``: for each task two or more runs hold whose scored documents differ
-    (module docstring), one sentence naming the metrics and their range of documents."""
+    """``{a run's results file: [caution]}``: per task whose runs scored different documents (``lch_scored``, else the
+    counts of what they left unscored), one sentence naming the metrics and their range of documents."""
     out: dict[Path, list[str]] = {}
     tasks = sorted({task for run in runs for task in run.samples} | {task for run in runs for task in run.scored})
     for task in tasks:
@@ -76,8 +62,7 @@ def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
 
 
 def _differences(differ: dict[str, list[int]]) -> str:
-    """``em, f1 on 10 to 17 documents; n_skipped 0 to 7``: the scores by their range of documents (a few names per
-    range), then the range of each count of what was left unscored."""
+    """``em, f1 on 10 to 17 documents; n_skipped 0 to 7``: scores by range of documents, then unscored counts."""
     ranges: dict[tuple[int, int], list[str]] = {}
     for name in sorted(m for m in differ if m not in UNSCORED_COUNTS):
         ranges.setdefault((min(differ[name]), max(differ[name])), []).append(name)
@@ -133,7 +118,9 @@ class _Recomputed:
 
 
 def on_common_samples(runs: list[Run]) -> CommonSamples:
-    """The runs on the samples every run holding a task scored (module docstring)."""
+    """Each metric recomputed on the documents every run holding its task scored, by the pooling rule that reproduces
+    the run's own value (a mean's stderr too), its count as ``<task>/n_<metric>``; a group's by the group rule that
+    reproduces its value. The notes name what was left out and why."""
     logged = [logged_values(run) for run in runs]
     out = [_Recomputed() for _ in runs]
     left_out: dict[str, set[str]] = {}  # reason -> metrics
@@ -174,9 +161,7 @@ def on_common_samples(runs: list[Run]) -> CommonSamples:
 
 
 def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:
-    """A run's cautions on the common samples: what each metric rests on said again from its count there (the run's
-    declared supports, :mod:`harness.metrics.support`), a curve's left to the board to give from the values here, the
-    others as the run recorded them."""
+    """A run's cautions on the common samples: support ones from the counts there, curve ones left to the board."""
     out = {task: [c for c in sentences if not is_support_caution(c) and not is_curve_caution(c, task)]
            for task, sentences in run.cautions.items()}
     for task, supports in run.supports.items():
@@ -196,9 +181,8 @@ def _count_of(full: str) -> str:
 
 
 def on_documents(reported: float, docs: Docs, common: set, rule: str) -> float:
-    """A metric the run reported as ``reported`` from its logged values ``docs``, by ``rule``
-    (:func:`harness.metrics.common_samples.rule_of`), on the documents ``common`` only: ``reported`` itself when those
-    are all the run's."""
+    """``reported`` recomputed from ``docs`` by ``rule`` on the documents ``common`` only (``reported`` itself when
+    those are all the run's)."""
     if len(common) == len(docs) and common >= set(docs):
         return reported
     return pooled_value([v for doc, v in docs.items() if doc in common], rule)

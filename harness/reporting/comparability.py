@@ -1,27 +1,7 @@
-"""Whether runs put side by side were run alike: the check every report makes before any numeric verdict.
-
-Each run's :class:`harness.core.run_record.RunRecord` (what it was run with) is compared field by field, for the
-fields the kind of comparison needs to be equal:
-
-* :data:`SAME_MODEL` (``lch agree``): one model and one configuration computed twice, e.g. on two
-  engines. The engine, the device, the libraries and the batch size may differ: that is what such a comparison
-  measures. The model's content, its adapter, the dtype, the inference applied, the maximum length, the chat
-  template and the seeds may not: a bfloat16 run and a float32 run differ by design (0.3 in a token log-probability
-  on SmolLM2), and an agreement report that blames the engine for it misleads.
-* :data:`SAME_CONFIGURATION` (``lch regress``): a new checkpoint gated on an older one's baseline: the weights
-  differ by design, the architecture and everything the numbers are computed with may not (a SmolLM2 run gated on
-  a Gemma 3 baseline, or a bfloat16 run on a float32 one, says nothing about a regression).
-* :data:`SIDE_BY_SIDE` (``lch leaderboard``, ``lch correlate``, ``lch plot``): different models and settings on
-  purpose, but computed alike: the dtype, the chat template and the seeds.
-
-A field a run did not record (an older run, lm-eval's own model classes) is unknown and not compared. A
-difference is :class:`NotComparable`, one line naming each field and its values, exit 3; ``--allow FIELD`` compares
-such runs anyway, for deliberate comparisons (fp32 against bf16).
-
-Besides the model, a gate compares what each task measured with (:func:`check_task_configurations`: the options
-our tasks record as ``lch_configuration``, files by their names): a LongPPL with other windows, a RULER task at
-other lengths or with other samples is another measurement, whatever the model.
-"""
+"""Whether runs put side by side were run alike, before any numeric verdict: the run-record fields a comparison
+needs equal (:data:`SAME_MODEL`: ``lch agree``; :data:`SAME_CONFIGURATION`: ``lch regress``; :data:`SIDE_BY_SIDE`:
+the rest) and the task options. An unrecorded field is not compared; a difference is :class:`NotComparable` (exit 3)
+unless allowed (``--allow FIELD``)."""
 
 from __future__ import annotations
 
@@ -41,7 +21,7 @@ TASK_OPTIONS = "task_options"  # the --allow name of differing task options (wha
 
 
 class NotComparable(LchError):
-    """Runs that differ in what the comparison needs equal (module docstring); exit 3."""
+    """Runs that differ in what the comparison needs equal; exit 3."""
 
     exit_code = EXIT_NOT_COMPARABLE
 
@@ -95,9 +75,7 @@ def _names(names: list[str]) -> str:
 
 
 def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
-    """:func:`check_comparable` of runs a report puts side by side (:data:`SIDE_BY_SIDE`), and then what their
-    common tasks measured with (:func:`configuration_differences`: a RULER task at other lengths or with other
-    samples, a LongPPL with another evaluator is another measurement), unless ``allow`` holds
+    """:func:`check_comparable` on :data:`SIDE_BY_SIDE`, then :func:`check_task_configurations` unless ``allow`` holds
     :data:`TASK_OPTIONS`; runs named by their results files."""
     allow = frozenset(allow)
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
@@ -107,11 +85,8 @@ def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None
 
 
 def comparable_configuration(configuration: Mapping) -> dict:
-    """A task configuration as it is compared: options after conversion, not as spelled. The context lengths of a
-    length-based task (RULER, BABILong) are the ones it ran, in tokens: ``lengths`` (``"1k"`` is 1024), else lm-eval's
-    ``max_seq_lengths`` spelling of them, which is then no option of its own (results written before lch recorded
-    only the lengths in effect hold both). The HF dataset's options beside local ``data_files`` are a source the task
-    did not read (results written before lch left them out hold them)."""
+    """A task configuration as compared: ``lengths`` in tokens (``"1k"`` is 1024; lm-eval's ``max_seq_lengths``
+    read as ``lengths``), and no HF dataset options beside local ``data_files`` (a source the task did not read)."""
     from harness.data.documents import HF_SOURCE_OPTIONS
     from harness.data.lengths import length_tokens
 
@@ -131,10 +106,8 @@ def comparable_configuration(configuration: Mapping) -> dict:
 
 
 def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]]) -> list[str]:
-    """``"<task>: <option> <value> (<run>) vs <value> (<run>)"`` for each task that every one of the named runs
-    recorded (``configurations``: run name -> {task: configuration}, compared as :func:`comparable_configuration`
-    has them) and each option on which they disagree; an option one run recorded and another did not is a
-    difference (``unset``)."""
+    """``"<task>: <option> <value> (<run>) vs <value> (<run>)"`` per task all runs recorded (``configurations``: run
+    name -> {task: configuration}, compared as :func:`comparable_configuration`); an option one lacks is ``unset``."""
     configurations = {name: {task: comparable_configuration(c) for task, c in tasks.items()}
                       for name, tasks in configurations.items()}
     named = list(configurations.items())

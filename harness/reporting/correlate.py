@@ -1,22 +1,7 @@
-"""``lch correlate``: do two metrics track each other across runs (the LSM and LongPPL papers, e.g. LongPPL vs
-LongBench, Pearson -0.96)?
-
-Pearson, Spearman and Kendall (tau-b) coefficients, each with a p-value (two-sided, against no correlation) and a
-95 % interval **from one normal approximation per coefficient**, so that the two cannot contradict each other: the
-interval excludes 0 exactly when p < 0.05.
-
-* Pearson r: Fisher's z = atanh(r) with standard error ``1 / sqrt(n - 3)``; the interval is ``tanh(z +- 1.96 se)``
-  (scipy's ``pearsonr(...).confidence_interval()``).
-* Spearman rho (average ranks for ties): the same transform with ``se = sqrt(1.06 / (n - 3))`` (Fieller, Hartley
-  and Pearson 1957).
-* Kendall tau-b: ``z = S / sqrt(Var0(S))`` with the tie-corrected null variance of Kendall's S (scipy's
-  ``kendalltau(method="asymptotic")``); the interval is ``tau +- 1.96 * se`` with ``se = tau / z``, clipped to
-  [-1, 1].
-
-With fewer than :data:`MIN_RUNS` runs no coefficient is estimable (Fisher's transform needs n > 3, and at n = 4
-any r's interval spans most of [-1, 1]): the report, the JSON and the picture say so instead of a number. Scatter
-plot with run labels that do not overlap and the least-squares line; a Markdown report; a matrix mode.
-"""
+"""``lch correlate``: do two metrics track each other across runs? Pearson, Spearman (average ranks) and Kendall
+tau-b, each p (two-sided) and 95 % interval from one normal approximation, so the interval excludes 0 iff p < 0.05:
+``tanh(atanh(r) +- 1.96 se)``, ``se = sqrt(1 / (n - 3))`` (Spearman: ``sqrt(1.06 / (n - 3))``); Kendall
+``z = S / sqrt(Var0(S))`` (tie-corrected), ``tau +- 1.96 tau / z`` clipped to [-1, 1]. None below :data:`MIN_RUNS`."""
 
 from __future__ import annotations
 
@@ -82,11 +67,8 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
 
 
 def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] = ("x", "y")) -> dict:
-    """``{"n", "undefined", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``.
-
-    No coefficient is estimable from fewer than :data:`MIN_RUNS` runs, nor with a constant series (which has no
-    correlation with anything): ``undefined`` then says why (``names``: the series' names) and every coefficient is
-    NaN; otherwise ``undefined`` is None."""
+    """``{"n", "undefined", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``; ``undefined``
+    says why none is estimable (below :data:`MIN_RUNS` runs, a constant series), all then NaN; else it is None."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or len(x) < 2:
         raise UsageError(f"correlation needs two equally long series of at least 2 values (got {len(x)}, {len(y)})")
@@ -111,10 +93,8 @@ def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], n
 
 
 def label_rises(pixels: np.ndarray, lengths: Sequence[int], dpi: float, size: float = 7.0) -> list[float]:
-    """How far (points) to raise each point's label above its default place so that no two labels overlap: labels
-    are boxes of ``0.6 * size`` points per character by ``1.3 * size`` points beside their point (``pixels``: the
-    points in display pixels), placed lowest point first, each raised one line at a time until it meets no box
-    placed before it."""
+    """Points to raise each label so none overlap: boxes ``0.6 * size`` per character by ``1.3 * size``, lowest point
+    first, each raised a line at a time; ``pixels``: the points in display pixels."""
     scale = dpi / 72.0  # pixels per point
     height, placed, rises = 1.3 * size * scale, [], [0.0] * len(pixels)
     for i in sorted(range(len(pixels)), key=lambda i: (pixels[i][1], pixels[i][0])):

@@ -1,7 +1,5 @@
-"""Score-vs-length curves of a run, read from its results: the points of a task or group (``<task>/len_<L>`` with
-their stderr and sample counts) and their effective context lengths (:mod:`harness.metrics.context_length`), for
-``lch plot context`` and ``lch leaderboard``. The threshold is the one the task declared (its configuration's
-``effective_threshold``; a group's when all its tasks declare one; RULER's bar otherwise)."""
+"""Score-vs-length curves of a run from its results (``<task>/len_<L>``) and their effective context lengths
+(:mod:`harness.metrics.context_length`) at the task's declared ``effective_threshold``, else RULER's bar."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``lch plot depth``: depth x length (:func:`depth_grids`, :func:`plot_depth`): one heat map per configuration of
-one task's ``<task>/depth_<D>_len_<L>`` (with ``n_depth_<D>_len_<L>``): length across, depth bucket down, the score as
-colour; :func:`depth_table` the same as Markdown. Cells without samples are left out, never drawn as zeros."""
+"""``lch plot depth``: a heat map per configuration of a task's ``<task>/depth_<D>_len_<L>`` cells, and
+:func:`depth_table`; cells without samples are left out, never drawn as zeros."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def depth_tasks(runs: list[Run]) -> list[str]:
 
 
 def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
-    """The run's cells of ``task``, by depth then length: each ``<task>/depth_<D>_len_<L>`` that is a number and
-    names a length, with its count ``<task>/n_depth_<D>_len_<L>``."""
+    """The run's numeric cells of ``task`` at readable lengths, by depth then length, with their counts."""
     from harness.data.lengths import length_tokens
     from harness.metrics.catalogue import COUNT_PREFIX
 
@@ -57,9 +55,7 @@ def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
 
 
 def depth_grids(runs: list[Run], task: str) -> dict[str, list[DepthCell]]:
-    """``{run label: cells}`` of ``task`` for the latest run of each configuration that has any (labels from
-    :mod:`harness.reporting.labels`). Raises ``UsageError`` naming the task and the tasks that have depths when no
-    run has a cell of it."""
+    """``{run label: cells}`` of ``task``, latest run per configuration; ``UsageError`` naming the tasks with depths."""
     grids = latest_having(runs, lambda run: run_depth_cells(run, task))
     if not grids:
         have = depth_tasks(runs)
@@ -70,8 +66,7 @@ def depth_grids(runs: list[Run], task: str) -> dict[str, list[DepthCell]]:
 
 
 def _depth_axes(grids: dict[str, list[DepthCell]]) -> tuple[list[int], dict[int, str]]:
-    """The rows (every bucket of :data:`harness.data.depth.DEPTH_BUCKETS` and any other found) and the columns
-    (lengths in token order, with the task's names) that all panels share."""
+    """The rows (every depth bucket and any other found) and columns (lengths in token order) all panels share."""
     from harness.data.depth import DEPTH_BUCKETS
 
     cells = [c for found in grids.values() for c in found]
@@ -79,8 +74,7 @@ def _depth_axes(grids: dict[str, list[DepthCell]]) -> tuple[list[int], dict[int,
 
 
 def depth_table(task: str, grids: dict[str, list[DepthCell]]) -> list[str]:
-    """The cells as text, one table per run: a row per depth bucket, a column per length, ``score (n=N)``, ``-``
-    where the run has no sample."""
+    """One text table per run: a row per depth, a column per length, ``score (n=N)``; ``-`` without samples."""
     depths, lengths = _depth_axes(grids)
     lines = []
     for label, cells in grids.items():
@@ -104,9 +98,8 @@ def plot_depth(grids: dict[str, list[DepthCell]], task: str, path: str | Path) -
 
 
 def depth_figure(grids: dict[str, list[DepthCell]], task: str):
-    """One heat map per run: context length (x, token order, the task's names), depth bucket (y, 0 % at the top),
-    colour the score on 0-100; each cell says its score and n; a cell without samples is grey and empty. The title
-    names the task and what all runs share, each panel what is its own."""
+    """One heat map per run: length across (token order), depth bucket down (0 % at the top), the score (0-100) as
+    colour with its n; a cell without samples grey and empty."""
     import numpy as np
 
     plt = pyplot()

@@ -47,8 +47,7 @@ def _paired_words(r: Comparison) -> str:
 
 
 def junit_error(message: str, suite: str) -> str:
-    """The JUnit report of a gate that could not compare (unusable input, exit 2; not comparable, exit 3): one
-    test case in error with the reason, so that a CI reader sees why instead of no report."""
+    """JUnit of a gate that could not compare (exit 2 or 3): one test case in error with the reason."""
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr(suite)} tests="1" failures="0" '
             f'errors="1">\n<testcase classname={quoteattr(suite)} name="lch regress"><error message='
             f'{quoteattr(message)}>{escape(message)}</error></testcase>\n</testsuite>\n')

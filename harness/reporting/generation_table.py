@@ -1,11 +1,6 @@
-"""The PIC paper, Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) per model / PIC setting.
-
-Reads lm-eval output folders (``results_*.json`` + ``samples_<task>_*.jsonl`` with ``--log_samples``) of a
-judged long-form task and the per-sample judgements ``lch judge`` wrote beside the samples
-(``judgements_<task>_*.jsonl``; reporting never calls a judge), and averages length and quality as in the PIC paper, Appendix A: models with CR < 20 %
-over the non-corrupted samples shared by all compared models, the others over their own non-corrupted
-samples (both averages are kept in the rows).
-"""
+"""The PIC paper, Table 1 from runs: Length, Tokens, Quality and corrupted ratio (CR) from logged samples and
+``lch judge``'s judgements beside them, averaged as in Appendix A: runs with CR < 20 % over the non-corrupted
+samples all compared runs share, the others over their own."""
 
 from __future__ import annotations
 

@@ -1,22 +1,6 @@
-"""One name per run, the same in every report: leaderboards, plots, correlation reports, agreement reports, the
-generation table and the demo's summary all call :func:`run_name`, so a run is never "gemma3-270m" in a figure and
-"base model" in the table beside it.
-
-A run's name has three parts (:class:`RunName`):
-
-* ``model``: what was evaluated, by its folder's name: the compressor checkpoint, else the LoRA adapter, else the
-  model (``SmolLM2-135M-Instruct``); lm-eval's model class name when no path was given.
-* ``variant``: how it was evaluated, in words: what our models record (``config.lch_evaluated_as``: ``base model``,
-  ``Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)``, ``Dynamic PIC-SFT (...), evaluated with standard inference``); for a run
-  that recorded none, the same words made from the inference its model args ask for (``base model`` for a model
-  without adapter run as is).
-* ``extras``: the other model args that tell configurations apart (``epl_layout=upl``); paths, the dtype and the
-  device are not in a name (the run record compares those: :mod:`harness.reporting.comparability`).
-
-The whole name is its parts joined by :data:`SEPARATOR`. When runs are shown together, :func:`distinct_labels` moves
-the parts they all share into a title (``SmolLM2-135M-Instruct``) and names each run by the rest (``base model``,
-``Naive PIC (s_cr 2)``); two runs whose names are equal get their results folder's name added.
-"""
+"""One name per run, the same in every report (:func:`run_name`): ``model`` (the checkpoint's, adapter's or model's
+folder), ``variant`` (how it was evaluated, in words) and ``extras`` (other model args that tell configurations
+apart); shown together, the parts all runs share move into a title (:func:`distinct_labels`)."""
 
 from __future__ import annotations
 
@@ -29,8 +13,7 @@ from harness.pic.inference import MODEL_ARGS, Inference
 from harness.core import results as keys
 
 SEPARATOR = " · "
-# model args that are not in a name: where the model is (the model part has its name), how it is run (the run
-# record has the dtype and device), lm-eval's engine plumbing
+# model args not in a name: paths (the model part names it), dtype and device (the run record), engine plumbing
 NOT_IN_NAME = frozenset({"pretrained", "checkpoint", "peft", "model", "tokenizer", "dtype", "device", "trust_remote_code",
                          "max_length", "batch_size", "parallelize", "gpu_memory_utilization", "revision"})
 
@@ -52,8 +35,7 @@ def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
 
 
 def model_args_of(results: dict) -> dict:
-    """``config.model_args`` of an lm-eval results object as a dict (older lm-eval writes the CLI string
-    ``"k=v,k=v"``)."""
+    """``config.model_args`` of lm-eval results as a dict (older lm-eval writes ``"k=v,k=v"``)."""
     model_args: Any = (results.get("config") or {}).get("model_args") or {}
     if isinstance(model_args, str):
         model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
@@ -72,7 +54,7 @@ class NamedRun(Protocol):
 
 @dataclass(frozen=True)
 class RunName:
-    """A run's name in parts (module docstring)."""
+    """A run's name in parts (module docstring), joined by :data:`SEPARATOR`."""
 
     model: str
     variant: str
@@ -88,9 +70,8 @@ class RunName:
 
 
 def name_of(model: str, model_args: Mapping, variant: str = "", applied: Mapping | None = None) -> RunName:
-    """The name of a run of lm-eval model ``model`` with ``model_args``; ``variant`` is what our models recorded
-    (``config.lch_evaluated_as``) and ``applied`` the inference they applied (``config.lch_inference``), when
-    recorded."""
+    """The name of a run of lm-eval model ``model``; ``variant`` (``config.lch_evaluated_as``) and ``applied``
+    (``config.lch_inference``) as the run recorded them, when it did."""
     if not variant:
         inference = inference_of(dict(model_args), dict(applied) if applied is not None else None)
         adapted = bool(model_args.get("peft") or model_args.get("checkpoint"))

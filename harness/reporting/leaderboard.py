@@ -1,34 +1,6 @@
-"""``lch leaderboard``: one row per run (latest per configuration unless ``all_runs``), one column per
-metric with its stderr beside it; CSV, Markdown and a self-contained HTML table with sortable columns.
-Missing metrics are empty cells, never zeros.
-
-Runs are named by :mod:`harness.reporting.labels` (the ``run`` column), as every other report names them. Columns
-come headline first: each task's or group's effective context length where it has per-length scores
-(:mod:`harness.metrics.context_length`; ``<task>/effective_length`` and ``_rel``, in tokens, 0 when not even the
-shortest length reaches the bar, with a caution when the curve is not monotone within its intervals), the scores and
-perplexities, then the diagnostics (the counts our tasks declare bookkeeping:
-documents, tokens, key tokens, samples per length), then ``cautions`` (what a metric rests on when that is too little:
-:mod:`harness.metrics.support`). The CSV and HTML keep every column.
-
-The Markdown is for people. Only its headline has a column per metric, and those are few: no table's width grows
-with the number of lengths, depth cells, a group's tasks or diagnostics.
-
-* The headline, a row per run (the parts of the names all runs share in its title): the effective lengths of each
-  curve that no group's own curve averages (a group's when it has one, else its tasks': the demo's group averages only
-  ``score``), then the scores and perplexities of the groups and of the tasks in no group except their per-length
-  scores (or the ``headline`` metrics when given), and the metric the board is sorted by.
-* Below it, a row per metric and a column per run: the headline curves' scores per length, the tasks of the groups
-  (their scores, and their own curves' effective lengths and points where the group has a curve), the depth x length
-  cells of the needle tasks (``depth_<D>_len_<L>`` with their samples, drawn by ``lch plot depth``) and the
-  diagnostics (a per-length truncation count that is 0 in every run is left out: its total says it).
-* The cautions, each once with the runs it holds for: what a number rests on where it is too little, and where the
-  runs scored different samples of a task (:func:`harness.reporting.common.sample_set_cautions`).
-
-Each metric is in one table only.
-
-``--common`` (:func:`harness.reporting.common.on_common_samples`): every score recomputed on the samples every run
-scored, ``n_<metric>`` beside it among the diagnostics, what could not be recomputed named under the title.
-"""
+"""``lch leaderboard``: a row per run (latest per configuration unless ``all_runs``), a column per metric with its
+stderr; CSV and sortable HTML with every column, Markdown for people (a headline, then a table per section, then
+each caution once). Missing metrics are empty cells, never zeros."""
 
 from __future__ import annotations
 
@@ -54,21 +26,18 @@ from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
-# with --cost: what each run cost (its lch_cost, harness.core.costs), summed over its tasks; empty for a run that did
-# not record it
+# with --cost: each run's lch_cost summed over its tasks; empty for a run that did not record it
 COST_COLUMNS = ["wall_seconds", "device_name", "peak_memory_gib", "prompt_tokens", "generated_tokens",
                 "scored_tokens", "tokens_per_second", "judge_requests", "judge_tokens"]
 TEXT_COLUMNS = set(FIXED) | {"device_name"}
 CAUTIONS = "cautions"
-# per task or group with per-length scores: its effective context length in tokens (0: not even the shortest length
-# reaches the bar), absolute (RULER's 85.6) and relative (85 % of its shortest length's score)
+# effective context length in tokens (0: no length reaches the bar), absolute and relative (to the shortest's score)
 EFFECTIVE = ("effective_length", "effective_length_rel")
 
 
 @dataclass
 class Leaderboard:
-    """``columns`` (CSV order), ``rows`` (dicts of strings), ``diagnostics`` (the bookkeeping metric columns),
-    ``cautions`` (each run's, by its ``run`` label)."""
+    """``columns`` (CSV order), ``rows`` (dicts of strings), ``diagnostics`` (bookkeeping columns), ``cautions``."""
 
     columns: list[str]
     rows: list[dict[str, str]]
@@ -89,17 +58,15 @@ class Leaderboard:
 
     @property
     def headline(self) -> list[str]:
-        """The metrics a reader wants first (module docstring): :attr:`effective`, the scores and perplexities of the
-        groups and of the tasks in no group except their per-length scores (:attr:`points`), and :attr:`sort_by`; not
-        a group's tasks (:attr:`subtasks`), the depth cells or the diagnostics."""
+        """The metrics a reader wants first: :attr:`effective`, the scores and perplexities of groups and ungrouped
+        tasks but their per-length scores, and :attr:`sort_by`."""
         elsewhere = set(self.diagnostics) | set(self.subtasks) | set(self.depths) | set(self.points)
         return [m for m in self.metrics if m in self.effective or m == self.sort_by or m not in elsewhere]
 
 
 def cost_cells(cost: dict) -> dict[str, str]:
-    """A run's :data:`COST_COLUMNS` from its recorded cost: the wall time and device as recorded, the peak memory in
-    GiB, the tokens summed over its tasks and their rate over the seconds its engine computed, the judge's requests
-    and tokens (prompt + completion; empty when the server reported none)."""
+    """A run's :data:`COST_COLUMNS` from its recorded cost: peak memory in GiB, tokens summed over its tasks and their
+    rate per engine second, judge tokens prompt + completion (empty when the server reported none)."""
     if not cost:
         return dict.fromkeys(COST_COLUMNS, "")
     tasks = [t for t in (cost.get("tasks") or {}).values() if isinstance(t, dict)]
@@ -124,11 +91,8 @@ def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
 
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
                 allow: Iterable[str] = (), cost: bool = False, common: bool = False) -> Leaderboard:
-    """The table (module docstring); ``sort_by`` a metric column (best first, by its direction; rows without it
-    last); ``cost``: each run's :data:`COST_COLUMNS` after the fixed columns; ``common``: every score on the samples
-    every run scored (:func:`harness.reporting.common.on_common_samples`), else a caution where the runs scored
-    different samples (:func:`harness.reporting.common.sample_set_cautions`). The runs shown must have been run alike
-    (:func:`harness.reporting.comparability.check_side_by_side`, but for ``allow``)."""
+    """The table; ``sort_by``: a metric, best first, rows without it last; ``cost``: the :data:`COST_COLUMNS`;
+    ``common``: scores on the samples all runs scored. Runs not run alike are refused (but for ``allow``)."""
     if not all_runs:
         runs = latest_per_configuration(runs)
     check_side_by_side(runs, allow)
@@ -199,8 +163,7 @@ def _depth_order(metric: str) -> tuple:
 
 
 def _all_zero_breakdown(metric: str, rows: list[dict[str, str]]) -> bool:
-    """A per-length truncation count (``n_truncated_len_<L>`` ...) that is 0 or empty in every row: its total says
-    as much, so the Markdown leaves it out (the CSV and HTML keep it)."""
+    """A per-length truncation count that is 0 or empty in every row: the Markdown leaves it to its total."""
     name = metric.split("/", 1)[-1]
     per_length = any(name.startswith(f"{count}_{LENGTH_PREFIX}") for count in TRUNCATION_COUNTS)
     return per_length and all(not r.get(metric) or float(r[metric]) == 0 for r in rows)
@@ -221,8 +184,7 @@ def _short_args(text: str) -> str:
 
 
 def _readable(value: str, stderr: str = "") -> str:
-    """A metric to 4 significant digits, with its stderr to 2 (``12.35 ± 0.41``); a whole number whole (counts and
-    lengths: ``131072``, not ``1.311e+05``)."""
+    """A metric to 4 significant digits, its stderr to 2 (``12.35 ± 0.41``); a whole number whole."""
     if not value:
         return ""
     number = float(value)
@@ -249,8 +211,7 @@ def _with_n(row: dict[str, str], metric: str) -> str:
 
 
 def _row_order(metric: str) -> tuple:
-    """A row of a section with a row per metric: grouped by task, each task's effective lengths first, then its
-    per-length scores by length (numbers: 2k before 16k), then the rest in the CSV's order (a stable sort)."""
+    """Rows grouped by task: effective lengths, per-length scores by length, then the rest in CSV order."""
     task, name = metric.split("/", 1)
     if name in EFFECTIVE:
         return task, 0, 0
@@ -263,11 +224,8 @@ def _row_order(metric: str) -> tuple:
 
 
 def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
-    """Tables for people (module docstring): the runs by the parts of their names that differ (the shared parts in
-    the title); the headline, a row per run, of the effective lengths then the headline metrics (``headline`` when
-    given, else :attr:`Leaderboard.headline`); then the sections with a row per metric and a column per run (the same
-    whatever ``headline`` holds, less what it holds); then each caution once with the runs it holds for. Metrics to 4
-    significant digits with their stderr in the cell; full precision and every column stay in the CSV and HTML."""
+    """Tables for people: the headline, a row per run (``headline``, else :attr:`Leaderboard.headline`), sections
+    with a row per metric, then each caution once; metrics to 4 significant digits with their stderr."""
     metrics = board.headline
     if headline is not None:
         unknown = [m for m in headline if m not in board.metrics]
@@ -333,8 +291,7 @@ document.querySelectorAll("th").forEach((th, col) => th.addEventListener("click"
 
 
 def _cost_text(row: dict[str, str], column: str) -> str:
-    """A cost cell as a person reads it: the wall time as a duration, memory in GiB to 3 digits, counts with
-    thousands separators."""
+    """A cost cell for people: wall time as a duration, memory and rate to 3 digits, counts with separators."""
     from harness.plan.report import duration
 
     text = row.get(column, "")
@@ -348,8 +305,7 @@ def _cost_text(row: dict[str, str], column: str) -> str:
 
 
 def _html_cell(column: str, text: str) -> str:
-    """Numbers shown to 6 significant digits and sorted by their full value (``data-v``); model_args shown
-    as ``key=value`` words without the model path (in the checkpoint column), the JSON as a tooltip."""
+    """Numbers to 6 digits, sorted by their full value (``data-v``); model_args as words, the JSON as a tooltip."""
     if column == "model_args":
         return f"<td title='{html.escape(text, quote=True)}'>{html.escape(_short_args(text))}</td>"
     if column not in TEXT_COLUMNS and column != CAUTIONS and text:

@@ -1,8 +1,5 @@
-"""``lch plot pic``: generation length and quality vs PIC ratio, the PIC paper, Fig. 1 (:func:`pic_points_from_runs`
-or :func:`pic_points_from_samples`, then :func:`pic_series`, :func:`plot_pic`): one panel per base model and PIC
-method, the ratio (s_cr or s_rr) on a log axis, length on the left axis in blue, quality on the right in red. A base
-model's run without PIC is drawn at ratio 1 on each of its lines: PIC with ratio 1 is the identity for all three
-methods (g(m) = m; base b * 1). Missing values are left out of a line, never drawn as zeros."""
+"""``lch plot pic``: generation length and quality vs PIC ratio (the PIC paper, Fig. 1), a panel per base model and
+method; a run without PIC joins its base model's lines at ratio 1 (PIC's identity); missing values left out."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ def _finite(value: float | None) -> float | None:
 
 def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "length",
                          quality_metric: str = "quality") -> list[PicPoint]:
-    """Length and quality as the results files report them (``<task>/length``: mean over all samples;
-    ``<task>/quality``: the judged mean), latest run per configuration."""
+    """Length and quality as the results report them (means over all samples), latest run per configuration."""
     out = []
     for run in latest_per_configuration(runs):
         length = _finite(run.metrics.get(f"{task}/{length_metric}"))
@@ -53,9 +49,8 @@ def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "lengt
 
 
 def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold: float = 0.2) -> list[PicPoint]:
-    """Length and quality with the PIC paper's, Appendix-A averaging (over non-corrupted samples shared by the
-    compared runs when their corrupted ratio is below ``threshold``), from logged samples; see
-    :func:`harness.reporting.generation_table.generation_table`."""
+    """Length and quality from logged samples, averaged as in the PIC paper, Appendix A (``lch gentable``;
+    ``threshold``: the corrupted ratio below which a run averages over the shared samples)."""
     from harness.reporting.generation_table import generation_table
 
     rows = generation_table([str(d) for d in run_dirs], task, threshold)
@@ -64,10 +59,8 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
 
 
 def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
-    """(base model, method, ratio, variant): the inference the run applied (recorded by our models, so a checkpoint
-    whose variant file applied Dynamic PIC is on the Dynamic PIC line; else from its model args); variant names
-    the settings besides the ratio that the method uses and the run did not leave at their defaults (so that a
-    run that leaves one at its default and a run that spells it out fall on the same line)."""
+    """(base model, method, ratio, variant) of the inference the run applied (recorded, else its model args);
+    ``variant``: the method's settings besides the ratio that are not at their defaults."""
     model_args = point.model_args
     inference = inference_of(model_args, point.applied)
     name = name_of("", {k: v for k, v in model_args.items() if k not in MODEL_ARGS.values()})
@@ -79,10 +72,8 @@ def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
 
 
 def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tuple[float, PicPoint]]]]]:
-    """``{base model: {method: {variant: [(ratio, point)] sorted by ratio}}}``.
-
-    Runs without PIC join every line of their base model at ratio 1 unless the line has its own ratio-1
-    run. A later point of the same (base, method, variant, ratio) replaces an earlier one."""
+    """``{base model: {method: {variant: [(ratio, point)] sorted by ratio}}}``; runs without PIC join their base
+    model's lines at ratio 1 unless a line has its own; a later point of the same setting replaces an earlier one."""
     lines: dict[tuple[str, str, str], dict[float, PicPoint]] = {}
     vanilla: dict[str, PicPoint] = {}
     for point in points:
@@ -108,10 +99,8 @@ def plot_pic(series: dict, path: str | Path, length_name: str = "length", qualit
 
 
 def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):
-    """The PIC paper, Fig. 1 (bottom): rows = base models, columns = PIC methods; blue length (left axis),
-    red quality (right axis; a quality out of 100 on its whole range) vs ratio (log axis); one marker / line style
-    per Dynamic PIC variant, named in a legend when a panel has several; n per point in the panel's title when every
-    point has the same, else beside each point; panels without runs say so."""
+    """Rows = base models, columns = methods: blue length (left axis), red quality (right) vs ratio (log axis); a
+    marker / line style per variant; n per point in the title when shared, else beside each point."""
     plt = pyplot()
     from matplotlib.lines import Line2D
 

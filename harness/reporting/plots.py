@@ -1,23 +1,5 @@
-"""``lch plot``: the figures people expect from runs, as PNG (matplotlib, Agg).
-
-* Score vs context length (:func:`context_curves`, :func:`plot_context`): one line per configuration, and in the
-  legend's title each line's effective context lengths (:mod:`harness.metrics.context_length`: absolute at the task's declared bar (RULER's 85.6 by default),
-  relative at 85 % of its shortest length's score; said where the curve is not monotone within its intervals)
-  (latest run; the legend drops the words all configurations share, the title shows them), one panel
-  per task or group, from the per-length metrics ``<task>/len_<L>`` that the RULER
-  (token counts) and BABILong (k-labels, 1k = 1024 tokens) tasks and groups report. Bars are 95 % confidence
-  intervals, ``1.96 x`` lm-eval's stderr (a normal approximation) cut to the score's range; each point's n (the
-  samples it averages: ``<task>/n_len_<L>``, summed over a group's tasks) is written under its length when all
-  lines share it, else beside the point. Lengths sit at evenly spaced positions in token order (they usually double, so this
-  is a log2 axis that can also hold BABILong's ``0k``), labelled with the task's own names.
-* Generation length and quality vs PIC ratio, the PIC paper, Fig. 1: :mod:`harness.reporting.pic_plot`.
-* Depth x length heat maps: :mod:`harness.reporting.depth_plot`.
-
-This module also holds what the three figures share: :func:`pyplot` (matplotlib on Agg), :func:`save_png`, the line
-styles, :data:`SCORE_RANGE` and :func:`latest_having`.
-
-Missing values are left out of a line, never drawn as zeros.
-"""
+"""``lch plot context`` (score vs context length, as PNG) and what every figure shares: :func:`pyplot`,
+:func:`save_png`, :data:`SCORE_RANGE`, :func:`latest_having`. Missing values are left out, never drawn as zeros."""
 
 from __future__ import annotations
 
@@ -35,9 +17,8 @@ from harness.reporting.runs import Run, latest_per_configuration
 
 
 def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
-    """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration;
-    runs without any such metric are left out; labels from :mod:`harness.reporting.labels` (whole names: the figure
-    moves what they share into its title). Raises ``UsageError`` when no run has one."""
+    """``{run label: points sorted by length}`` from ``<task>/len_<L>`` of the latest run of each configuration that
+    has any; ``UsageError`` when none has."""
     curves = latest_having(runs, lambda run: length_points(run, task))
     if not curves:
         raise UsageError(f"no run has per-length metrics {task}/len_<length> (RULER / BABILong tasks and groups report them)")
@@ -45,8 +26,7 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
 
 
 def latest_having(runs: list[Run], read: Callable[[Run], list]) -> dict[str, list]:
-    """``{run label: read(run)}`` of the latest run of each configuration for which ``read`` finds something, labels
-    from :mod:`harness.reporting.labels`."""
+    """``{run label: read(run)}`` of the latest run of each configuration where ``read`` finds something."""
     chosen, found = [], []
     for run in latest_per_configuration(runs):
         items = read(run)
@@ -90,8 +70,9 @@ def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: 
 
 
 def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thresholds: dict[str, float] | None = None):
-    """One panel per task: score (y) vs context length (x), one line per configuration, 95 % CI bars, n per point
-    (module docstring); ``thresholds``: each task's declared effective-length bar (RULER's where none)."""
+    """One panel per task: score vs context length (evenly spaced in token order, the task's names), a line per
+    configuration with 95 % bars (:func:`confidence_bars`) and each point's n; the legend's title gives each line's
+    effective lengths, absolute (at ``thresholds[task]``, RULER's where none) and relative."""
     plt = pyplot()
     n = len(curves_by_task)
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
@@ -105,8 +86,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
         # n under a length when every line has the same there, else beside each point
         counts = {t: {p.n for points in curves.values() for p in points if p.tokens == t} for t in order}
         common_n = {t: next(iter(c)) for t, c in counts.items() if len(c) == 1}
-        # equal scores would draw one series over another: each series is shifted a little along x and has
-        # its own marker and line style, so every one stays visible
+        # a small x shift and a marker / line style per series keep series with equal scores visible
         dodge = 0.04 if len(curves) > 1 else 0.0
         bar = (thresholds or {}).get(task, RULER_THRESHOLD)
         effective = []  # each line's effective lengths: absolute (the task's bar) and relative, written in the panel
@@ -136,8 +116,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
 
         ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:
-            # per-length scores are points out of 100 (RULER, BABILong): the axis shows the whole range, so that
-            # 95 vs 100 is not drawn as a collapse; the margin keeps markers at 0 and 100 visible
+            # the whole 0-100 range, so that 95 vs 100 is not drawn as a collapse; the margin keeps 0 and 100 visible
             low, high = SCORE_RANGE
             margin = (high - low) * 0.03
             ax.set_ylim(low - margin, high + margin)
@@ -146,7 +125,6 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
             ax.set_ylabel("score")
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
         ax.grid(alpha=0.3)
-        # the legend's title: each line's effective lengths (absolute / relative), its entries the lines
         ax.legend(fontsize=7, title_fontsize=6, title=f"effective length (>= {bar:g} / >= "
                   f"{RELATIVE_SHARE:.0%} of the shortest's):\n" + "\n".join(effective))
     return fig
@@ -154,8 +132,7 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
 
 def confidence_bars(points: Sequence[LengthPoint], bounded: bool) -> tuple[list[float], list[float]]:
     """``(below, above)``: each point's 95 % interval ``score -/+ 1.96 stderr`` as distances, cut to
-    :data:`SCORE_RANGE` when the scores are bounded (an accuracy's interval does not pass 100); 0 without a
-    stderr (n = 1)."""
+    :data:`SCORE_RANGE` when ``bounded``; 0 without a stderr."""
     below, above = [], []
     for p in points:
         half = Z95 * p.stderr if p.stderr is not None and math.isfinite(p.stderr) else 0.0

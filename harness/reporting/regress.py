@@ -1,10 +1,7 @@
-"""``lch regress``: a run against a baseline (:mod:`harness.reporting.baseline`), for CI (docs/ci-regression-gate.md).
-
-A metric regresses when it moves its bad way by more than ``max(abs_tol, rel_tol * |b|, k * sqrt(s_b^2 + s_r^2),
-NUMERIC_NOISE * |b|)``; under a ``--paired`` baseline, a score whose drop over the shared documents is significant
-(``p < alpha``) and larger than ``max(abs_tol, rel_tol * |b|)``. A baseline metric missing from the run regresses.
-Exit codes: 0 nothing regressed, 1 regression, 2 unusable input (a NaN, an absent metric, a damaged baseline), 3 not
-comparable (another configuration, task options or documents; ``allow_mismatch`` gates anyway)."""
+"""``lch regress``: a run against a baseline, for CI; the rules in docs/ci-regression-gate.md. A metric regresses
+when it moves its bad way by more than ``max(abs_tol, rel_tol * |b|, k * sqrt(s_b^2 + s_r^2), NUMERIC_NOISE * |b|)``;
+paired, when its drop over the shared documents is significant (``p < alpha``) and over
+``max(abs_tol, rel_tol * |b|)``. A metric missing from the run regresses."""
 
 from __future__ import annotations
 
@@ -40,10 +37,9 @@ class Comparison:
 
 def compare(run: Run, baseline: dict, allow_mismatch: bool = False, alpha: float = DEFAULT_ALPHA,
             aggregate_only: bool = False, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> list[Comparison]:
-    """Each baseline metric against the run (module docstring), once the run is of the baseline's configuration
-    (:class:`~harness.reporting.comparability.NotComparable` otherwise, unless ``allow_mismatch``). Metrics with
-    per-sample values in the baseline are gated paired (level ``alpha``; bootstrap ``resamples`` and ``seed``) where
-    the run logged samples of their task, unless ``aggregate_only``."""
+    """Each baseline metric against the run, once it is of the baseline's configuration and task options
+    (:class:`NotComparable` otherwise, unless ``allow_mismatch``); metrics with per-sample values are gated paired where
+    the run logged their task's samples, unless ``aggregate_only``."""
     if not (number(alpha) and 0.0 < alpha < 1.0):
         raise UsageError(f"--alpha {alpha}: give a significance level in (0, 1), e.g. 0.05")
     if not allow_mismatch:
@@ -86,7 +82,7 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False, alpha: float
 
 def _paired_row(name: str, spec: dict, value: float, docs: dict[str, dict], tolerance: float, alpha: float,
                 allow_mismatch: bool, resamples: int, seed: int) -> Comparison:
-    """The paired gate of one metric (module docstring) on the run's documents ``docs`` ({doc_id: sample})."""
+    """The paired gate of one metric on the run's documents ``docs`` ({doc_id: sample})."""
     metric = split_metric(name)[1]
     saved = spec[SAMPLES]
     mismatched = [doc for doc, (_, digest) in saved.items() if doc in docs and digest is not None

@@ -1,9 +1,5 @@
-"""Reading lm-eval run folders: every ``results_*.json`` under them becomes a :class:`Run`.
-
-A metric is named ``<task>/<metric>`` (lm-eval's ``"<metric>,<filter>"`` keys with filter ``none``
-dropped, other filters kept as ``<metric>,<filter>``); its stderr, when lm-eval gives a number, sits
-beside it. Direction comes from the file's ``higher_is_better``.
-"""
+"""lm-eval run folders read as :class:`Run`s, one per ``results_*.json``: a metric is ``<task>/<metric>`` (filter
+``none`` dropped, others kept as ``<metric>,<filter>``), its stderr and direction (``higher_is_better``) beside it."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ class Run:
     variant: str = ""  # what was evaluated, in words (``config.lch_evaluated_as`` written by hf-pic / vllm-pic)
     applied: dict | None = None  # the inference applied, as model args (``config.lch_inference``), if recorded
     record: RunRecord = field(default_factory=RunRecord)  # what the run was run with (harness.core.run_record)
-    # "<task>/<metric>" -> perplexity | score | bookkeeping, as our tasks declare them (config metadata
-    # keys.METRIC_ROLES); metrics of other tasks and of groups are not in it
+    # "<task>/<metric>" -> perplexity | score | bookkeeping as our tasks declare them; not other tasks' or groups'
     roles: dict[str, str] = field(default_factory=dict)
     subtasks: dict[str, list[str]] = field(default_factory=dict)  # group -> its tasks (lm-eval's group_subtasks)
     # task -> sentences on metrics that rest on too little (harness.metrics.support; the results' lch_cautions)
@@ -45,19 +40,16 @@ class Run:
     # task -> what it measured with (config metadata keys.CONFIGURATION: harness.tasks.base.LchTask)
     configurations: dict[str, dict] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # task -> documents scored (lm-eval's n-samples effective)
-    # "<task>/<metric>" -> why the run has no number for it: a NaN / inf in the file (not a number, never compared or
-    # drawn), or a metric our run left out with its reason (the results' lch_absent)
+    # "<task>/<metric>" -> why it has no number: a NaN / inf in the file, or left out by our run (lch_absent)
     absent: dict[str, str] = field(default_factory=dict)
     cost: dict = field(default_factory=dict)  # what the run cost (the results' lch_cost: harness.core.costs), {} if unrecorded
-    # task -> "<metric>,<filter>" -> {"n", "digest"}: the documents each score rests on (the results' lch_scored,
-    # harness.metrics.common_samples), {} when the run logged no samples
+    # task -> "<metric>,<filter>" -> {"n", "digest"}: the documents each score rests on (lch_scored); {} if unlogged
     scored: dict[str, dict[str, dict]] = field(default_factory=dict)
     supports: dict[str, list[Support]] = field(default_factory=dict)  # task -> what its metrics rest on, as declared
 
     @property
     def inference(self) -> Inference:
-        """The PIC / RoPE settings the run applied: recorded by our models (a checkpoint's variant file included),
-        else read from its model args (runs that did not record it)."""
+        """The PIC / RoPE settings the run applied: as recorded, else from its model args."""
         return inference_of(self.model_args, self.applied)
 
     @property
@@ -200,8 +192,7 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
 
 
 def latest_per_configuration(runs: list[Run]) -> list[Run]:
-    """The newest run of each configuration (``Run.key``), in date order; ``runs`` must be date-sorted
-    (as :func:`load_runs` returns them)."""
+    """The newest run of each configuration, in date order; ``runs`` date-sorted, as :func:`load_runs` gives."""
     latest: dict[str, Run] = {}
     for run in runs:
         latest.pop(run.key, None)  # re-insert so the order is that of the newest runs

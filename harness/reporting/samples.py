@@ -1,11 +1,5 @@
-"""Logged samples of lm-eval runs (``--log_samples``), read once for every report that compares runs sample by
-sample (``lch agree``, ``lch regress``'s paired gate, ``lch template-effect``).
-
-lm-eval writes ``samples_<task>_<stamp>.jsonl`` beside ``results_<stamp>.json``: one row per document and filter
-(``doc_id``, ``doc_hash``: the SHA-256 of the document, ``filter``, ``metrics``: the names of the per-document
-values the row holds, and each value under its name). Two runs' documents pair by ``doc_id``; a pair is the same
-input only when their ``doc_hash`` is equal.
-"""
+"""Logged samples (``samples_<task>_<stamp>.jsonl`` beside ``results_<stamp>.json``, a row per document and
+filter) for reports that compare runs sample by sample; pairs by ``doc_id``, the same input iff ``doc_hash`` is."""
 
 from __future__ import annotations
 
@@ -48,8 +42,7 @@ def results_file(path: str | Path, what: str = "two lm-eval output folders (or r
 
 
 def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
-    """:func:`results_file` and its samples files by task; a run without any is refused (one line saying to log
-    samples)."""
+    """:func:`results_file` and its samples files by task; a run that logged none is refused."""
     results = results_file(path)
     samples = samples_files(results)
     if not samples:
@@ -89,9 +82,8 @@ def number(value: Any) -> bool:
 
 
 def score_values(sample: Mapping, roles: Mapping[str, str] | None = None) -> dict[str, float]:
-    """The sample's numeric scores by row name. A ``[sum, count]`` pair (what pooled metrics log per document) is
-    compared as its ratio and named for it: ``<metric> mean NLL`` for a perplexity (``roles``: the task's declared
-    metric roles), else ``<metric> sum / count``."""
+    """The sample's numeric scores by row name; a ``[sum, count]`` pair as its ratio, named ``<metric> mean NLL`` for
+    a perplexity (``roles``: declared metric roles), else ``<metric> sum / count``."""
     out = {}
     for name in sample.get("metrics") or []:
         value = sample.get(name)
@@ -107,9 +99,8 @@ def score_values(sample: Mapping, roles: Mapping[str, str] | None = None) -> dic
 
 @dataclass
 class Pairing:
-    """Two runs' documents side by side: ``pairs`` (doc_id, row of A, row of B) in A's order; ``unpaired``: documents
-    of one run only; ``input_mismatch``: doc_ids both runs hold whose ``doc_hash`` differs (another input: left out
-    of ``pairs`` unless :func:`pair_docs` was told to keep them)."""
+    """``pairs``: (doc_id, row of A, row of B) in A's order; ``unpaired``: documents of one run only;
+    ``input_mismatch``: shared doc_ids whose ``doc_hash`` differs."""
 
     pairs: list[tuple[Any, dict, dict]] = field(default_factory=list)
     unpaired: int = 0

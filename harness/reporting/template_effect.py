@@ -1,25 +1,6 @@
-"""``lch template-effect RUN_RAW RUN_CHAT``: what a chat template does to a model's scores, sample by sample.
-
-The two runs must differ in the chat template only (:func:`check_template_pair`): every field of the run record
-(:data:`harness.core.run_record.FIELDS`) but ``chat_template`` equal (:func:`~harness.reporting.comparability.
-check_comparable`; ``--allow FIELD`` compares them anyway), the ``chat_template`` field recorded by both and
-different (``none`` for RUN_RAW, a template's digest for RUN_CHAT; two different templates are accepted too), and
-the tasks run with the same options (:func:`~harness.reporting.comparability.check_task_configurations`) but for
-those that follow the template, :data:`TEMPLATE_OPTIONS` (``chat_template``: RULER and BABILong fit their prompts
-to the token budget with the template counted, by default as the run applies it; a raw run that declares it true fits
-the very samples of the chat run). Same-template runs, or runs that differ in anything else, are not
-comparable (exit 3); a run that did not record its template, or the runs given in the wrong order, is a usage
-error (exit 2).
-
-For every task both runs logged (``--log_samples``) and every per-document score of it (bookkeeping counts and the
-depth x length cells left out; a per-length score ``len_<L>`` on the documents of that length), documents pair by ``doc_id``
-(:mod:`harness.reporting.samples`): n paired, the mean of each run, ``chat - raw`` with its bootstrap interval
-over pairs and the p-value of the paired test (:func:`harness.metrics.paired.paired_difference`: exact McNemar for
-0/1 or 0/100 scores, Wilcoxon signed-rank otherwise). A document whose ``doc_hash`` differs between the runs is
-another input and left out (counted), except in a task whose template options differ: there every document was
-refitted to the same budget with the template counted, and documents pair by ``doc_id`` (the task is marked
-``refitted``). The report is Markdown and JSON.
-"""
+"""``lch template-effect RUN_RAW RUN_CHAT``: per task and per-document score, ``chat - raw`` over documents paired
+by ``doc_id`` with its bootstrap interval and p; a differing ``doc_hash`` leaves a document out unless the task
+was refitted (its :data:`TEMPLATE_OPTIONS` differ)."""
 
 from __future__ import annotations
 
@@ -80,7 +61,9 @@ def _load(run: str | Path) -> tuple[Path, dict[str, Path], dict]:
 
 
 def check_template_pair(raw: RunRecord, chat: RunRecord, where: tuple[Path, Path], allow: Iterable[str] = ()) -> None:
-    """The two runs differ in the chat template only (module docstring); ``where``: their results files."""
+    """Refuses runs that are no raw / chat pair: a run that recorded no chat template, or the two in the wrong order
+    (UsageError); the same template, or another run-record field that differs but for ``allow`` (:class:`NotComparable`,
+    exit 3). ``where``: their results files."""
     for record, path in ((raw, where[0]), (chat, where[1])):
         if record.chat_template is None:
             raise UsageError(f"{path}: the run recorded no chat template (neither lch_run nor lm-eval's "
@@ -106,7 +89,7 @@ def _order(name: str) -> tuple:
 
 def compare_task(task: str, rows_raw: list[dict], rows_chat: list[dict], roles: dict[str, str], refitted: bool,
                  confidence: float, resamples: int, seed: int, interval: str) -> TaskEffect:
-    """The template's effect on one task's per-document scores (module docstring)."""
+    """The template's effect on one task's per-document scores (no counts, no depth cells)."""
     shared_filters = [f for f in filters_of(rows_raw) if f in filters_of(rows_chat)]
     out = TaskEffect(task, len(by_doc(rows_raw)), len(by_doc(rows_chat)), 0, refitted=refitted)
     for flt in shared_filters:
@@ -132,8 +115,8 @@ def compare_task(task: str, rows_raw: list[dict], rows_chat: list[dict], roles: 
 def template_effect(run_raw: str | Path, run_chat: str | Path, allow: Iterable[str] = (),
                     confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     interval: str = "percentile") -> dict[str, Any]:
-    """The chat-template report (module docstring): ``{"raw", "chat", "settings", "tasks": [TaskEffect],
-    "only_raw", "only_chat"}``."""
+    """``{"raw", "chat", "settings", "tasks": [TaskEffect], "only_raw", "only_chat"}``; the task options must be equal
+    but :data:`TEMPLATE_OPTIONS` (unless ``allow`` holds ``task_options``)."""
     results_raw, files_raw, data_raw = _load(run_raw)
     results_chat, files_chat, data_chat = _load(run_chat)
     allow = frozenset(allow)

@@ -1,7 +1,5 @@
-"""What would differ between a recorded run and its rerun here, found before anything runs: the model (located by its
-content, :func:`harness.models.identity.model_identity`, in the folder the run named, a folder given, or the model
-cache), the libraries that compute the numbers, the device kind and the dtype (the model args' ``dtype``, ``auto``
-read from the model folder as the engines read it)."""
+"""What would differ between a recorded run and its rerun here (:data:`CHECKED`), found before anything runs; the
+model is located by its content (:func:`harness.models.identity.model_identity`)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ class Difference:
 
 
 def model_folders(extra: Iterable[str | Path]) -> list[Path]:
-    """Where a model may be: the folders given first, then every model folder (one with a ``config.json``) of the
-    model cache (:func:`harness.core.cache.models_root`)."""
+    """Where a model may be: the folders given, then every folder with a ``config.json`` in the model cache."""
     from harness.core.cache import models_root
 
     found = [Path(p).expanduser() for p in extra if p]

@@ -1,8 +1,5 @@
-"""A recorded run made again and compared with itself: its invocation called again (the model found by its content,
-``--set`` model args applied), each difference from its run record named before anything runs and refused unless
-allowed, the new results written beside the original in lm-eval's layout, then every logged sample and every metric
-compared (:func:`harness.reporting.agreement.agreement` with no tolerance: a reproduction is equal to the last digit).
-"""
+"""A recorded run made again (its invocation, the model found by its content, ``--set`` model args applied) and
+compared with the original, every sample and metric, at zero tolerance."""
 
 from __future__ import annotations
 
@@ -21,8 +18,7 @@ LAYER = "app"  # harness/devtools/layers.py: a run (lmeval) then a report of it 
 
 @dataclass
 class Comparison:
-    """How a rerun compares with its original: samples paired and identical, the ones that differ (``task doc N``),
-    the metrics compared and those that differ (``task/metric: a -> b``)."""
+    """A rerun against its original: samples paired, identical and differing (``task doc N``), metrics differing."""
 
     samples: int = 0
     identical: int = 0
@@ -38,8 +34,7 @@ class Comparison:
 
 @dataclass
 class Rerun:
-    """A rerun's outcome: where the two results are, the fields of the two run records that differ (named and
-    allowed before the run, or asked for) and the comparison."""
+    """A rerun's outcome: both results, the run-record fields that differ, and the comparison."""
 
     original: Path
     rerun: Path
@@ -50,9 +45,8 @@ class Rerun:
 
 def prepare(results: Path, overrides: Mapping[str, Any], model_dir: str | None, allow: Iterable[str]
             ) -> tuple[Invocation, list[Difference], list[str]]:
-    """The invocation to call again (model located, ``overrides`` applied), the differences from the run record, and
-    notes; a difference not allowed (in ``allow`` or asked for by an override of its own field) is refused in one
-    line (:class:`~harness.reporting.comparability.NotComparable`, exit 3) before anything runs."""
+    """The invocation to call again (model located, ``overrides`` applied), the run-record differences and notes; a
+    difference neither in ``allow`` nor overridden is refused (``NotComparable``, exit 3) before anything runs."""
     from harness.reporting.comparability import NotComparable
     from harness.reporting.runs import RunError, read_json
 
@@ -117,8 +111,8 @@ def run_invocation(invocation: Invocation, output: Path) -> Path:
 
 
 def compare(original: Path, rerun: Path, allow: Iterable[str]) -> Comparison:
-    """Every logged sample and every metric of ``original`` against ``rerun`` (module docstring); the metrics only when
-    the original logged no samples."""
+    """Every logged sample and metric of ``original`` against ``rerun``; the metrics only when the original logged no
+    samples."""
     from harness.reporting.agreement import Tolerances, agreement
     from harness.reporting.runs import RunError, read_json
     from harness.reporting.samples import samples_files
@@ -156,8 +150,8 @@ def compare(original: Path, rerun: Path, allow: Iterable[str]) -> Comparison:
 
 def rerun(results: str | Path, output: str | Path | None = None, allow: Iterable[str] = (),
           overrides: Mapping[str, Any] | None = None, model_dir: str | None = None) -> Rerun:
-    """Make the run of ``results`` (a results file, or a run folder: its newest) again and compare (module
-    docstring); the new run is written to ``output`` (default: a folder beside the original's, ``<name>-rerun``)."""
+    """Make the run of ``results`` (a results file, or a run folder: its newest) again and compare; the new run goes to
+    ``output`` (default: ``<name>-rerun`` beside the original's folder)."""
     from harness.reporting.samples import results_file
 
     original = results_file(results, "a results file (or the folder lm-eval wrote it in)")
@@ -165,8 +159,7 @@ def rerun(results: str | Path, output: str | Path | None = None, allow: Iterable
     invocation, found, notes = prepare(original, overrides, model_dir, allow)
     folder = Path(output) if output else original.parent.with_name(original.parent.name + "-rerun")
     written = run_invocation(invocation, folder)
-    # what the two runs were run with may now differ only as named (and allowed) above or as asked (overrides): the
-    # comparison goes on, and the summary names every field of the two records that differs
+    # the records may now differ only as allowed or asked: the comparison goes on and the summary names each field
     from harness.core.run_record import FIELDS
     from harness.reporting.comparability import TASK_OPTIONS
     from harness.reporting.runs import RunError, read_json

@@ -1,8 +1,4 @@
-"""lm-eval task folder of the harness (installed as ``harness.tasks``).
-
-Our ``lm_eval.tasks`` entry point names this package: lm-eval's task plugin discovery (and its backport,
-:mod:`harness.plugin.discovery`) indexes every YAML below this folder.
-"""
+"""lm-eval task folder (``harness.tasks``), named by our ``lm_eval.tasks`` entry point: every YAML below is indexed."""
 
 from pathlib import Path
 

@@ -1,6 +1,4 @@
-"""Our lm-eval aggregations (the task YAMLs' ``aggregation:`` and the ``lm_eval.aggregations`` entry point): they
-refuse to report a meaningless number: a perplexity over no scored token is an error that says what to do, not a
-NaN with exit 0. What is done to the results after a run is :mod:`harness.plugin.finish_results`."""
+"""Our lm-eval aggregations: a perplexity over no scored token is an error that says what to do, never a NaN."""
 
 from __future__ import annotations
 
@@ -20,11 +18,8 @@ def perplexity(items: Sequence[tuple[float, float]]) -> float:
 
 
 def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
-    """LongPPL: :func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(key nll_sum, n_key)``.
-    No key token in any document is an error (a LongPPL of nothing, never NaN); fewer than
-    :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution in the results
-    (:func:`harness.plugin.finish_results.record_cautions`; the count
-    is ``n_key_tokens``)."""
+    """LongPPL: :func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(key nll_sum, n_key)``; raises
+    when no document has a key token (fewer than :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution)."""
     n_key = sum(n for _, n in items)
     if not n_key:
         raise UsageError(f"LongPPL has no key token in any of the {len(items)} documents under the evaluated "

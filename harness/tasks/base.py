@@ -1,37 +1,6 @@
-"""The one base of our lm-eval task classes: the plumbing every task of ours shares, written once.
-
-lm-eval builds a task from its YAML (``class: !function utils.<Class>``) and then asks it for requests,
-per-document metrics and aggregations. :class:`LchTask` owns what all our tasks need from that:
-
-* the YAML's ``class`` key is dropped before lm-eval validates the config;
-* options: the class names its options dataclass (``OPTIONS``, composed of the data layer's, the
-  models layer's and its own), parsed once per task and run from the task metadata into
-  :attr:`LchTask.options` (a wrong value fails in one line naming the task, the key and the type; the preflight's
-  parse of the same metadata is reused); the options in effect are written back into the metadata, so the results
-  JSON records them;
-* the dataset: the YAML's ``custom_dataset`` names a builder that takes the parsed options and the model keys
-  (:meth:`LchTask.download`), never the raw metadata;
-* per-document metrics come from :meth:`LchTask.document_metrics` = :meth:`score_document` (or the
-  YAML's own ``process_results``) plus :meth:`LchTask.extra_document_metrics` (length honesty);
-  metrics a class adds itself are declared by :meth:`LchTask.extra_metrics`;
-* in a task whose documents do not all have every metric (``PARTIAL``: per-length scores, depth cells, samples left
-  unscored), every document reports every metric the task declares, ``None`` where the metric is not the document's,
-  and each aggregation takes the documents that have it (:class:`PresentItems`): the metric keys of a run depend on
-  the task's options, never on which documents a process drew, which lm-eval's data parallelism needs (it gathers
-  every key of the first process from every process);
-* requests: ``REQUEST_TYPE = None`` keeps lm-eval's own request for the YAML's ``output_type``
-  (``generate_until`` ...); otherwise ``REQUEST_TYPE`` names one of our declared request types
-  (:data:`harness.engines.requests.REQUESTS`; checked when the class is defined), the config's
-  ``output_type`` is the lm-eval type it stands in for (filled in here: the YAML states none), and each
-  document sends one request built by the declaration from :meth:`request_text` and :meth:`request_options`;
-* the generation budget lives in one place, ``generation_kwargs["max_gen_toks"]``, set by
-  :meth:`configure` and read by :meth:`generation_budget`;
-* what each metric rests on (:meth:`LchTask.support`: samples, documents, key tokens) is declared in the results
-  metadata, and the run's results carry a caution where that is too little (:mod:`harness.metrics.support`);
-* length honesty (``COUNTS_PROMPT``): every prompt lm-eval built (chat template included) is counted in
-  the evaluated model's tokenizer and reported as ``sample_tokens`` (as built) / ``prompt_tokens`` (as sent, after
-  a truncation policy) / ``over_length`` (and ``over_target`` for samples fitted to a length, ``TARGETED``).
-"""
+"""The one base of our lm-eval task classes, :class:`LchTask`: options parsed once from the task metadata (``OPTIONS``),
+the dataset built from them, per-document metrics and their aggregations, our request types (``REQUEST_TYPE``), the
+generation budget, what each metric rests on, and length honesty (``COUNTS_PROMPT``)."""
 
 from __future__ import annotations
 
@@ -64,10 +33,9 @@ NO_LENGTH = "-"  # the length of a sample that was not fitted to one (a plan's c
 
 @dataclass(frozen=True)
 class CachedCounts:
-    """A task's samples of one length (:data:`NO_LENGTH`: samples not fitted to one) as it caches them: each sample's
-    prompt tokens as a run sends them and its generation budget, whether what the run needs of them was cached before
-    (False: made just now, or to be made by the run), the tokens whose log-probabilities are scored, and the model
-    the run loads beside the evaluated one to make what is not cached (``(name, dtype)``: LongPPL's evaluator)."""
+    """A task's samples of one length (:data:`NO_LENGTH`: not fitted to one) as cached: each sample's prompt tokens as
+    sent and its generation budget, ``cached`` (False: made now, or to be made by the run), the scored tokens, and the
+    model loaded beside the evaluated one to make what is not cached (``(name, dtype)``: LongPPL's evaluator)."""
 
     length: str
     prompts: tuple[int, ...]
@@ -86,8 +54,7 @@ class LchTask(ConfigurableTask):
     PARTIAL = False  # some documents lack some declared metric: each reports them all, None where not its own
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
-    # the task caches data generated from its options, keyed by them (harness.core.cache_keys.data_key): every field of
-    # OPTIONS declares how it shapes that data, checked when the class is built
+    # caches data keyed by OPTIONS (harness.core.cache_keys.data_key): each field declares shapes=, checked at build
     KEYED_OPTIONS = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -111,8 +78,7 @@ class LchTask(ConfigurableTask):
             config["output_type"] = declaration.output_type
         yaml_scorer = config.get("process_results")
         self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
-        # Routing process_results through the config tells lm-eval the metrics are computed here, so it
-        # does not look our metric names up in its registry (and in HF evaluate) one by one.
+        # set in the config, lm-eval does not look our metric names up in its registry (and HF evaluate) one by one
         config["process_results"] = self.process_document
         meta = dict(config.get("metadata") or {})
         self.model_keys, options = self.read_options(meta, config.get("task"))
@@ -130,9 +96,8 @@ class LchTask(ConfigurableTask):
 
     @classmethod
     def read_options(cls, metadata: dict | None, task: str | None = None) -> tuple[ModelKeys, Any]:
-        """``(model keys, OPTIONS)`` parsed from a task's metadata; :class:`~harness.core.errors.UsageError` in
-        one line for a value of the wrong type (the preflight calls this before any model loads, and the task
-        reuses that parse: one per task, metadata and process)."""
+        """``(model keys, OPTIONS)`` parsed from a task's metadata, once per task, metadata and process (the preflight's
+        parse is reused); a value of the wrong type is a one-line :class:`~harness.core.errors.UsageError`."""
         key = (cls, task, json.dumps(metadata or {}, sort_keys=True, default=str))
         if key not in _PARSED:
             options = parse_options(cls.OPTIONS, metadata, task) if cls.OPTIONS is not None else None
@@ -141,8 +106,7 @@ class LchTask(ConfigurableTask):
 
     @staticmethod
     def resolved_options(options: Any) -> Any:
-        """``options`` with the defaults that depend on the run settled: a ``chat_template`` left unset fits the
-        samples as the run renders its prompts (``--apply_chat_template``)."""
+        """``options`` with an unset ``chat_template`` settled as the run renders its prompts."""
         if getattr(options, "chat_template", False) is None:
             from harness.core.run_record import run_applies_chat_template
 
@@ -151,19 +115,17 @@ class LchTask(ConfigurableTask):
 
     @classmethod
     def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
-        """What ``lch plan`` needs of this task without building its requests (one :class:`CachedCounts` per sample
-        length), when the task can give it exactly from what it caches; None (the default): the plan builds the
-        task's requests and counts them (:mod:`harness.plan.requests`)."""
+        """What ``lch plan`` needs of this task (one :class:`CachedCounts` per length) when its cache gives it exactly;
+        None (the default): the plan builds and counts the task's requests (:mod:`harness.plan.requests`)."""
         return None
 
     @classmethod
     def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
-        """What the preflight checks of this task's data once its inputs are there, before any model loads (a
-        one-line :class:`~harness.core.errors.LchError`); nothing by default."""
+        """What the preflight checks of this task's data before any model loads (a one-line LchError); none by
+        default."""
 
     def download(self, dataset_kwargs: dict | None = None, **kwargs: Any) -> None:
-        """The dataset from the YAML's ``custom_dataset`` builder, given the parsed options and model keys (lm-eval
-        would hand it the raw metadata, after advice about ``--metadata`` keys that none of our tasks has)."""
+        """The dataset: the YAML's ``custom_dataset`` builder called with the parsed options and model keys."""
         build = self.config.custom_dataset
         if callable(build):
             self.dataset = build(self.options, self.model_keys)
@@ -171,8 +133,7 @@ class LchTask(ConfigurableTask):
             super().download(dataset_kwargs, **kwargs)
 
     def options_in_effect(self) -> dict:
-        """The task's options (not the model's keys) as JSON values, None left out, and those of a source the task
-        does not read (the options' ``unused()``: the HF dataset's name beside local ``data_files``)."""
+        """The task's options (not the model keys) as JSON values, without None and the options' ``unused()``."""
         if self.options is None:
             return {}
         model_keys = {f.name for f in dataclasses.fields(ModelKeys)}
@@ -189,11 +150,9 @@ class LchTask(ConfigurableTask):
         return out
 
     def configuration(self, version: Any = None) -> dict:
-        """What the task measured with, for reports that refuse to compare runs of different configurations
-        (``lch regress``): the options in effect (:meth:`options_in_effect`) without those that only say where
-        something is kept (declared ``location=True``: cache folders) or how the run reacts rather than what it
-        measures (``measures=False``: whether fewer documents may do), files and folders by their names (declared
-        ``path=True``: the same data elsewhere is the same configuration), and the YAML's ``version``."""
+        """What the task measured with, for reports that refuse to compare unlike runs (``lch regress``): the options in
+        effect less those declared ``location=True`` or ``measures=False``, ``path=True`` ones by file name only, and
+        the YAML's ``version``."""
         out: dict[str, Any] = {} if version is None else {"version": version}
         fields = {f.name: f for f in dataclasses.fields(self.options)} if self.options is not None else {}
         for name, value in self.options_in_effect().items():
@@ -216,9 +175,8 @@ class LchTask(ConfigurableTask):
         return specs + ([TARGET_METRIC] if self.TARGETED else [])
 
     def support(self, metrics: list[str]) -> list[Support]:
-        """What each of ``metrics`` rests on (:mod:`harness.metrics.support`; the run's results carry a caution for
-        each shortfall): a score on the samples scored; a perplexity on the ``num_docs`` documents asked for, when
-        the task has that option and reports ``n_docs``."""
+        """What each of ``metrics`` rests on (:mod:`harness.metrics.support`): a score on the samples scored; a
+        perplexity on the ``num_docs`` documents asked for, when the task has that option and reports ``n_docs``."""
         rules = [samples_support(m) for m in metrics if metric_role(m) == "score"]
         asked = getattr(self.options, "num_docs", None)
         if asked and "n_docs" in metrics:
@@ -240,8 +198,7 @@ class LchTask(ConfigurableTask):
         return declaration.arguments(self.request_text(doc, ctx), self.request_options(doc))
 
     def prompt_to_send(self, doc: dict, ctx: Any) -> Any:
-        """The prompt sent for ``doc`` once lm-eval built ``ctx`` and it was counted (default: ``ctx``; tasks that
-        cut over-long prompts themselves return the cut one)."""
+        """The prompt sent for ``doc`` once ``ctx`` was built and counted (``ctx``; tasks that cut prompts cut it)."""
         return ctx
 
     def request_text(self, doc: dict, ctx: Any) -> str:
@@ -266,8 +223,7 @@ class LchTask(ConfigurableTask):
         return model_max_length(self.model_keys)
 
     def aggregation(self) -> dict:
-        """lm-eval's aggregations of the declared metrics; in a ``PARTIAL`` task each over the documents that have it
-        (:class:`PresentItems`)."""
+        """lm-eval's aggregations; in a ``PARTIAL`` task each over the documents that have the metric."""
         if not self.PARTIAL:
             return super().aggregation()
         if getattr(self, "_present", None) is None:
@@ -280,14 +236,13 @@ class LchTask(ConfigurableTask):
             self.config.metadata.setdefault(keys.AGGREGATED, {})[metric] = {"n": n, "stderr": stderr}
 
     def process_document(self, doc: dict, results: list) -> dict:
-        """The metrics of ``doc`` (:meth:`document_metrics`); in a ``PARTIAL`` task every declared one, None for those
-        it does not have (module docstring)."""
+        """The metrics of ``doc``; in a ``PARTIAL`` task every declared one, None where not its own, so that every
+        process of a data-parallel run reports the same keys (lm-eval gathers the first process's keys from all)."""
         found = self.document_metrics(doc, results)
         return {**dict.fromkeys(self.aggregation()), **found} if self.PARTIAL else found
 
     def document_metrics(self, doc: dict, results: list) -> dict:
-        """The metrics ``doc`` has: its score (:meth:`score_document` or the YAML's ``process_results``) and
-        :meth:`extra_document_metrics`."""
+        """The metrics ``doc`` has: its score (``score_document`` or the YAML's) and :meth:`extra_document_metrics`."""
         scorer = self._yaml_scorer or self.score_document
         return {**scorer(doc, results), **self.extra_document_metrics(doc, results)}
 
@@ -297,9 +252,8 @@ class LchTask(ConfigurableTask):
 
     def build_all_requests(self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False,
                            **kwargs: Any) -> None:
-        """lm-eval's, without its request cache for tasks that count their prompts: the counts and the cuts of the
-        truncation policy are made while the requests are built (:meth:`construct_requests`), and lm-eval's cache key
-        holds none of the task's options (a cache of another ``truncation`` or ``max_length`` would be reused)."""
+        """lm-eval's, without its request cache for tasks that count prompts: the counts and cuts are made while the
+        requests are built, and lm-eval's cache key holds none of the task's options."""
         if self.COUNTS_PROMPT and (cache_requests or rewrite_requests_cache):
             log.warning("%s builds its requests anew: its prompt counts and cuts are made while building them, so "
                         "lm-eval's --cache_requests is not used for it", self.config.task)
@@ -322,13 +276,11 @@ class LchTask(ConfigurableTask):
 
     @functools.cached_property
     def prompt_lengths(self) -> PromptLengths:
-        """The counts of the prompts lm-eval built for this task (``COUNTS_PROMPT``), in the evaluated model's
-        tokenizer (:class:`~harness.tasks.prompt_lengths.PromptLengths`)."""
+        """Counts of the prompts lm-eval built for this task, in the evaluated model's tokenizer."""
         return PromptLengths(self.config.task, self.model_keys)
 
     def sent_tokens(self, doc: dict, built: int) -> int:
-        """The tokens of the prompt sent for ``doc``, whose prompt as built had ``built`` (the same here; a task
-        that cuts prompts says what it cut)."""
+        """Tokens of the prompt sent for ``doc``, whose built prompt had ``built`` (tasks that cut prompts override)."""
         return built
 
     def honesty(self, doc: dict) -> dict:

@@ -1,12 +1,6 @@
-"""Depth x length: per-length tasks whose samples record where their needle sits score each depth bucket at each
-length.
-
-A sample carrying ``doc["depth_bucket"]`` (:mod:`harness.data.depth`: RULER's ``niah_*`` rows, BABILong's synthetic
-ones) adds ``depth_<D>_len_<L>`` (its score: lm-eval's mean, x 100 as ``len_<L>``) and ``n_depth_<D>_len_<L>`` (1:
-summed, the samples of that cell) to what :class:`~harness.tasks.generate_until.PerLengthTask` scores; the task declares
-them for every bucket of :data:`~harness.data.depth.DEPTH_BUCKETS` at every length of its options, and a cell
-without samples is left out of the results. ``lch plot depth`` draws them (:mod:`harness.reporting.depth_plot`).
-"""
+"""Depth x length: a per-length task whose samples carry ``doc["depth_bucket"]`` (:mod:`harness.data.depth`) also
+scores ``depth_<D>_len_<L>`` (mean x 100) and counts ``n_depth_<D>_len_<L>`` (summed) for every bucket of
+:data:`~harness.data.depth.DEPTH_BUCKETS` at every length; a cell without samples is left out of the results."""
 
 from __future__ import annotations
 
@@ -19,8 +13,7 @@ from harness.metrics.support import Support
 
 
 class DepthScores:
-    """Mixin before :class:`~harness.tasks.generate_until.PerLengthTask` (module docstring); :meth:`has_depth` says
-    whether this task's samples record a depth."""
+    """Mixin placed before ``PerLengthTask`` in the bases; :meth:`has_depth` says whether the samples record a depth."""
 
     def has_depth(self) -> bool:
         return True
@@ -34,8 +27,7 @@ class DepthScores:
                 + [{"metric": COUNT_PREFIX + name, "aggregation": total} for name in cells])
 
     def support(self, metrics: list[str]) -> list[Support]:
-        """No caution per depth cell: a cell is a breakdown of its length's score (whose own support stands) and
-        usually rests on a handful of samples; the heat map and the tables print each cell's n beside it."""
+        """No caution per depth cell: a cell breaks down its length's score, whose own support stands."""
         return [s for s in super().support(metrics) if not s.metric.startswith(DEPTH_PREFIX)]  # type: ignore[misc]
 
     def score_document(self, doc: dict, results: list) -> dict:

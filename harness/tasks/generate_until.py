@@ -1,26 +1,7 @@
-"""lm-eval ``generate_until`` tasks with length honesty and per-length scores: the bases of RULER
-(``harness/tasks/lch_ruler/task.py``), BABILong (``lch_babilong/task.py``) and MRQA (``mrqa/task.py``).
-
-Every prompt is counted (:class:`harness.tasks.base.LchTask` length honesty), so truncation is
-never silent: ``sample_tokens`` (mean tokens of the prompt as built), ``prompt_tokens`` (mean tokens of the prompt
-sent, after the truncation policy below), ``over_length`` (prompts sent with ``prompt_tokens + max_gen_toks >
-max_length``, i.e. those lm-eval's HF model would left-truncate; ``max_length`` from the model args, else the
-model config, see :func:`harness.data.prompt_tokens.model_max_length`). Tasks that generate their
-samples at a target length (RULER, BABILong) also report ``over_target`` (prompts longer than the length
-they were fitted to, which happens when a run applies a chat template the generator was not told about:
-``--metadata '{"chat_template": true}'``).
-
-Truncation is the task's, not the engine's (:mod:`harness.data.truncation`): a prompt longer than ``max_length -
-max_gen_toks`` is cut by the task's ``truncation`` option (``left | middle | right | skip``) before the request is
-built, identically on every engine, and counted: ``n_truncated`` (samples cut), ``n_truncated_tokens`` (tokens
-removed), ``n_skipped`` (samples left unscored: their score leaves the denominator). A skipped sample still sends a
-request (lm-eval wants one response per document): a :data:`SKIP_PLACEHOLDER_TOKENS`-token placeholder that
-generates one token, never scored.
-
-:class:`PerLengthTask` adds one score per sample length, ``len_<length>``, next to the overall ``score``, and the
-truncation counts per length (``n_truncated_len_<L>``, ``n_truncated_tokens_len_<L>``, ``n_skipped_len_<L>``);
-the lengths come from the options' ``lengths``.
-"""
+"""lm-eval ``generate_until`` tasks with length honesty and per-length scores (RULER, BABILong, MRQA). A prompt over
+``max_length - max_gen_toks`` is cut in its context by the ``truncation`` option before the request is built, on every
+engine alike, and counted: ``n_truncated``, ``n_truncated_tokens``, ``n_skipped`` (unscored; a
+:data:`SKIP_PLACEHOLDER_TOKENS`-token placeholder is sent: lm-eval wants a response)."""
 
 from __future__ import annotations
 
@@ -40,11 +21,8 @@ SKIP_PLACEHOLDER_TOKENS = 16
 
 
 class HonestGenerationTask(LchTask):
-    """``generate_until`` whose results include ``prompt_tokens`` / ``over_length`` and whose over-long prompts are
-    cut by the task's ``truncation`` option and counted (module docstring); the options have ``truncation``
-    (:class:`harness.data.truncation.TruncationOptions`).
-
-    Subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
+    """``generate_until`` with length honesty, its over-long prompts cut by the ``truncation`` option and counted;
+    subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
 
     COUNTS_PROMPT = True
     PARTIAL = True  # a skipped sample has no score (and a per-length score or depth cell is its samples' only)
@@ -74,10 +52,9 @@ class HonestGenerationTask(LchTask):
         return sent
 
     def prompt_parts(self, doc: dict) -> PromptParts:
-        """``doc``'s text (``doc_to_text``) as instruction, context and question (:class:`~harness.data.truncation.
-        PromptParts`): only the context may be cut. From the document's ``context_span`` (the context's characters
-        ``[start, end)`` in the text: RULER, BABILong), else its ``context`` field found once in the text (MRQA); a
-        document that says neither has no context that may be cut (an over-long prompt of it is skipped)."""
+        """``doc``'s text as instruction, context and question (only the context may be cut): from its ``context_span``
+        (``[start, end)`` characters: RULER, BABILong), else its ``context`` field found once in the text (MRQA), else
+        no context (an over-long prompt is then skipped)."""
         text = self.doc_to_text(doc)
         span = doc.get("context_span")
         if span is not None:
@@ -131,9 +108,7 @@ class PerLengthTask(HonestGenerationTask):
         return length_tokens(length)
 
     def extra_metrics(self, meta: dict) -> list[dict]:
-        # lm-eval's own mean, whose standard error lm-eval knows (sample standard deviation / sqrt(n)): every score
-        # and per-length score carries its stderr in the results, for the intervals of reports and the gate. A
-        # length's metric is reported by its own samples only, so the mean never sees an empty list.
+        # lm-eval's own mean, whose stderr lm-eval knows; a len_<L> sees only its own samples, never an empty list
         lengths = [self.label(x) for x in self.options.length_list()]
         out = [{"metric": "score", "aggregation": lm_eval_mean}]
         out += [{"metric": f"len_{n}", "aggregation": lm_eval_mean} for n in lengths]

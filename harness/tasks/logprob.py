@@ -37,23 +37,19 @@ class LongPPLOptions(TokenLogprobOptions, CorpusOptions, KeyTokenOptions):
 
 @dataclass(frozen=True)
 class LsmTaskOptions(DocumentOptions, LsmOptions):
-    """The LSM request's options (defaults: :class:`LsmOptions`) over the documents (``max_tokens``: the
-    documents' own cut)."""
+    """The LSM request's options (:class:`LsmOptions`) over the documents (``max_tokens``: their own cut)."""
 
 
 class TokenLogprobTask(LchTask):
-    """Per-token log-probabilities; options ``max_tokens`` and ``add_special_tokens`` pass through.
-
-    Length honesty: ``over_length`` counts documents scored over more tokens than the model's max length
-    (positions past its window, which is what PIC variants are evaluated on; never silently cut)."""
+    """Per-token log-probabilities (options ``max_tokens``, ``add_special_tokens``); ``over_length`` counts documents
+    scored past the model's max length (what PIC variants are evaluated on; never silently cut)."""
 
     OPTIONS = TokenLogprobOptions
     REQUEST_TYPE = TOKEN_LOGPROBS.name
 
     @classmethod
     def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
-        """Enough long documents (:func:`harness.data.documents.check_enough_documents`), selected as the task
-        selects them."""
+        """Enough long documents (:func:`harness.data.documents.check_enough_documents`), selected as the task does."""
         from harness.data.govreport import govreport_documents
 
         govreport_documents(options, model_keys)
@@ -85,20 +81,14 @@ class PerplexityTask(TokenLogprobTask):
 
 
 class LongPPLTask(TokenLogprobTask):
-    """LongPPL, PPL and LongPPL-soft from key spans carried by each document (``key_json``).
-
-    The evaluated text is tokenised without special tokens (the reference's convention) unless
-    ``add_special_tokens`` says otherwise. Per-document sums are pooled over documents in log space. The
-    key-token settings in effect (the paper's defaults, :data:`KEY_TOKEN_DEFAULTS`, unless the metadata
-    sets them) are written into the task metadata (:class:`LchTask`), so the results JSON records them.
-    """
+    """LongPPL, PPL and LongPPL-soft from each document's key spans (``key_json``), pooled in log space; the text is
+    tokenised without special tokens (the reference's) unless ``add_special_tokens`` says otherwise."""
 
     OPTIONS = LongPPLOptions
 
     @classmethod
     def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
-        """Enough long documents by the length tokenizer, and windows shorter than they are (or key spans given):
-        what :func:`harness.longppl.keytokens.key_token_corpus` checks before the evaluator runs."""
+        """What :func:`harness.longppl.keytokens.key_token_corpus` checks of the documents before the evaluator runs."""
         from harness.longppl.corpus import check_key_windows, corpus_documents
 
         docs = corpus_documents(options)
@@ -111,8 +101,7 @@ class LongPPLTask(TokenLogprobTask):
 
     @staticmethod
     def scoring_options(options: Any) -> ScoringOptions:
-        # The text was already cut to max_tokens of the length tokenizer when the corpus was built, so
-        # that every model scores the same text: no second cut in the evaluated model's tokens here.
+        # no max_tokens cut: the corpus was cut in the length tokenizer, so that every model scores the same text
         return ScoringOptions.of(add_special_tokens=bool(options.add_special_tokens))
 
     def request_options(self, doc: dict) -> ScoringOptions:
@@ -120,9 +109,8 @@ class LongPPLTask(TokenLogprobTask):
 
     @classmethod
     def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
-        """The documents as the run scores them (each one request over its text, as :meth:`request_options` says, in
-        the evaluated tokenizer; the first ``limit`` as lm-eval takes them), and ``cached``: whether their key tokens
-        are at hand (cached, or reference span files), so a plan never runs the evaluator to find them."""
+        """The documents as the run scores them (in the evaluated tokenizer; the first ``limit``), and ``cached``:
+        whether their key tokens are at hand, so a plan never runs the evaluator."""
         import math
 
         from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
@@ -166,9 +154,8 @@ class LongPPLTask(TokenLogprobTask):
 
 
 class LSMTask(LchTask):
-    """Long-short misalignment: options ``context_length`` (L), ``n_samples`` per document,
-    ``seed`` (document ``i`` uses ``seed + i``), ``estimator`` (``overlap`` or ``direct``), ``max_tokens``;
-    defaults and checks are :class:`~harness.engines.requests.LsmOptions`."""
+    """Long-short misalignment (options :class:`~harness.engines.requests.LsmOptions`: ``context_length``, ``n_samples``
+    per document, ``estimator``, ``max_tokens``, ``seed``: document ``i`` uses ``seed + i``)."""
 
     OPTIONS = LsmTaskOptions
 

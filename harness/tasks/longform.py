@@ -1,11 +1,5 @@
-"""Long-form generation tasks (``generate_long``): LongBench-Write and HelloBench HTG, judged.
-
-The judged metrics (``quality``, ``score``, ``n_valid``) are declared here, not in the YAML: their
-aggregation is the judge stage (:mod:`harness.judges.stage`), run once per task over all samples when
-lm-eval aggregates the first of them (the others reuse the judgements). Each sample's judged item
-(instruction, response, judge settings) is what lm-eval logs with ``--log_samples``, which is what
-``lch judge`` reads to write per-sample judgements beside the samples.
-"""
+"""Long-form generation tasks (``generate_long``): LongBench-Write and HelloBench HTG, judged by the judge stage
+(:mod:`harness.judges.stage`), the aggregation of their judged metrics, once per task."""
 
 from __future__ import annotations
 
@@ -44,10 +38,7 @@ class HelloBenchOptions(HelloBenchData, GenerationOptions):
 
 
 class LongGenerationTask(LchTask):
-    """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked).
-
-    Options: :class:`GenerationOptions` (``max_gen_toks``, ``do_sample``, ``temperature``, the judge).
-    """
+    """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked)."""
 
     OPTIONS: Any = GenerationOptions
     REQUEST_TYPE = GENERATE_LONG.name
@@ -78,10 +69,9 @@ class LongGenerationTask(LchTask):
         raise NotImplementedError
 
     def judge_tokens(self, doc: dict, budget: int, count: Any) -> tuple[int, int] | None:
-        """At most how many tokens the judge request of ``doc`` takes, in the tokenizer ``count`` counts texts in:
-        ``(prompt, completion)``, the prompt its messages with an empty response (``count`` of their texts) plus the
-        response at most ``budget`` tokens, the completion the judge's ``max_tokens``; None when the judge's prompt
-        is not at hand (LongBench-Write's official file, loaded at run time)."""
+        """At most ``(prompt, completion)`` tokens of ``doc``'s judge request in ``count``'s tokenizer: its messages
+        with an empty response plus ``budget``, and the judge's ``max_tokens``; None when the judge's prompt is not at
+        hand (LongBench-Write's official file, loaded at run time)."""
         from harness.core.errors import MissingDataError
         from harness.judges.stage import judge_messages
 
@@ -94,10 +84,8 @@ class LongGenerationTask(LchTask):
                 int(self.JUDGE_MAX_TOKENS if limit is None else limit))
 
     def judged_scores(self, items: list) -> dict:
-        """The judged metrics of these items, judged once (the task's other judged metrics reuse them).
-
-        lm-eval writes the task config into the results after aggregating, so the judge's provenance put
-        into the metadata here lands in the results JSON (``configs.<task>.metadata.judge_provenance``)."""
+        """The judged metrics of these items, judged once (the other judged metrics reuse them); the judge's provenance
+        goes into the task metadata, which lm-eval writes into the results after aggregating."""
         from harness.judges.stage import judge, task_scores
 
         key = hashlib.sha1(json.dumps(items, sort_keys=True, default=str).encode()).hexdigest()
@@ -110,11 +98,8 @@ class LongGenerationTask(LchTask):
         return self._judged_scores
 
     def _judge_keeping_generations(self, items: list, judge: Any) -> Any:
-        """``judge(items)``. A judge that cannot be asked at all (nothing listening at its address, a refused key:
-        :class:`~harness.judges.client.JudgeUnreachable`) leaves every item unanswered (``unreachable``), so the run
-        writes its results without the judged scores and keeps the generations (:meth:`_explain_absent`), as for a
-        judge that fails its requests; an interrupt while judging keeps the generations too
-        (:func:`harness.judges.stage.save_unjudged`, which ``lch judge`` resumes from) before it ends the run."""
+        """``judge(items)``; an unreachable judge leaves every item ``unreachable`` so the run keeps its generations; an
+        interrupt saves them (:func:`harness.judges.stage.save_unjudged`) before it ends the run."""
         from harness.judges.client import JudgeUnreachable
         from harness.judges.stage import save_unjudged, unanswered
 
@@ -130,11 +115,8 @@ class LongGenerationTask(LchTask):
             raise
 
     def _explain_absent(self, items: list, judged: Any) -> None:
-        """Judged scores that do not exist (NaN here, left out of the results by
-        :func:`harness.plugin.finish_results.finish_results`) get their reason in the task's metadata
-        (``lch_absent``). When the judge failed requests, the run is incomplete (its command ends with one line and
-        exit 2 once the results are written) and the judged items are kept as a samples file that ``lch judge``
-        resumes from."""
+        """Records why absent judged scores (NaN) are absent (``lch_absent``); when judge requests failed, marks the run
+        incomplete (exit 2 after the results) and keeps the items as a samples file that ``lch judge`` resumes from."""
         from harness.judges.stage import save_unjudged
         from harness.core import results as keys
         from harness.core.incomplete import report_incomplete

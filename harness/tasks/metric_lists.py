@@ -1,6 +1,4 @@
-"""The metric lists of our tasks: each spec checked against the catalogue (:func:`described`: a task says how it
-pools a metric, the catalogue what it is), the length honesty metrics every counting task adds, and the
-aggregation of a metric only some documents have (:class:`PresentItems`)."""
+"""Metric lists: specs checked against the catalogue, length honesty metrics, :class:`PresentItems` aggregations."""
 
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": 
 TARGET_METRIC = {"metric": "over_target", "aggregation": total}
 
 def described(metric_list: list, task: Any) -> list[dict]:
-    """``metric_list`` with each metric's ``higher_is_better`` from the catalogue (:mod:`harness.metrics.catalogue`:
-    a task says how it pools a metric, not what the metric is); a metric the catalogue does not know, or a direction
-    that contradicts it, is a ``TypeError`` naming the task (a defect of the task, not of the run)."""
+    """``metric_list`` with each metric's ``higher_is_better`` from :mod:`harness.metrics.catalogue`; a metric it does
+    not know, or a direction that contradicts it, is a ``TypeError`` naming the task."""
     out = []
     for spec in metric_list:
         if not isinstance(spec, dict) or "metric" not in spec:
@@ -36,14 +33,10 @@ def described(metric_list: list, task: Any) -> list[dict]:
 
 
 class PresentItems:
-    """An lm-eval aggregation over the documents that have the metric (:class:`LchTask`: the others report None).
-
-    ``fn`` aggregates the items present; with none present the value is what ``fn`` makes of no items (a count: 0)
-    or, where it has none (a mean), NaN, so that a group averaging it does not break; such a metric is left out of the
-    results (nothing to report: a depth cell no sample fell in, a score every sample of which was skipped). lm-eval gives a standard error only to aggregations it knows by identity, so for its own
-    ``mean`` the same closed form (``mean_stderr``) is computed here; the count and standard error go to ``record``
-    (the task's metadata, :data:`harness.core.results.AGGREGATED`), which :func:`harness.plugin.finish_results.
-    finish_results` moves into the results."""
+    """An lm-eval aggregation over the documents that have the metric (the others report None). With none present the
+    value is ``fn([])`` (a count: 0), or NaN where that fails (a mean; the metric is then left out of the results). The
+    count and, for lm-eval's own ``mean``, the closed-form ``mean_stderr`` (lm-eval gives a stderr only to aggregations
+    it knows) go to ``record``."""
 
     def __init__(self, fn: Any, name: str, record: Any) -> None:
         self.fn, self.name, self.record = fn, name, record

@@ -1,5 +1,4 @@
-"""Length honesty's counts: every prompt lm-eval built for a task (chat template included), counted in the evaluated
-model's tokenizer, by document."""
+"""Length honesty's counts: each prompt lm-eval built for a task, by document, in the model's tokenizer."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ def doc_key(doc: dict) -> str:
 
 class PromptLengths:
     """The prompt counts of one task: :meth:`record` counts the prompt built for a document, :meth:`tokens` gives it
-    back; :attr:`counter` is the evaluated model's (None when the model args name no tokenizer: then nothing is
-    counted, said once)."""
+    back (None: not counted; :attr:`counter` is None when the model args name no tokenizer)."""
 
     def __init__(self, task: str | None, model_keys: ModelKeys) -> None:
         self.task, self.model_keys = task, model_keys
@@ -44,8 +42,7 @@ class PromptLengths:
         return self._counter
 
     def record(self, doc: dict, ctx: Any) -> None:
-        """Count the exact prompt lm-eval built for ``doc`` (a chat-rendered or plain string; other contexts are
-        not prompts of ours)."""
+        """Count the prompt lm-eval built for ``doc`` (a string; other contexts are not prompts of ours)."""
         if isinstance(ctx, str) and self.counter is not None:
             self._tokens[doc_key(doc)] = self.counter.count_rendered([ctx])[0]
 

@@ -1,9 +1,4 @@
-"""compress_ae / compress_lm: the EPL paper's pretraining evaluation of a compressor (``--model compressor``).
-
-Options (:class:`~harness.tasks.compress.task.CompressOptions`, defaults there): ``data_files`` (local
-.jsonl/.json/.txt or folder; field ``text_field``), else seeded synthetic reports (``synthetic_words`` words
-each); ``num_docs``; ``max_tokens`` (|X|: the first half is the context, the rest the completion).
-"""
+"""compress_ae / compress_lm: the EPL paper's evaluation of a compressor; options :class:`CompressOptions`."""
 
 from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
@@ -14,7 +9,7 @@ from harness.tasks.compress.task import CompressAETask, CompressLMTask, Compress
 
 
 def load_texts(options: CompressOptions, model=None):
-    """The tasks' dataset builder: ``num_docs`` texts (module docstring)."""
+    """The tasks' dataset builder: ``num_docs`` texts of ``data_files``, else seeded synthetic reports."""
     import datasets
 
     n = options.num_docs

@@ -1,18 +1,6 @@
-"""Seeded bAbI-style stories (qa1-qa5) hidden in filler text at a target token length — BABILong offline.
-
-Each generator simulates a small world and asks one question whose answer lies in the task's official
-label set (:data:`harness.tasks.lch_babilong.scoring.TASK_LABELS`):
-
-* qa1 single supporting fact: people move; "Where is X?"
-* qa2 two supporting facts: people move and carry objects; "Where is the <object>?"
-* qa3 three supporting facts: "Where was the <object> before the <place>?" (its place before the last move)
-* qa4 two-argument relations: "The A is north of the B."; "What is north of the B?" / "What is the B south of?"
-* qa5 three-argument relations: "X gave the <object> to Y."; who gave / who received / what was given
-
-:func:`babilong_sample` spreads the story's sentences, in order, through filler sentences until the text
-reaches ``target_tokens`` under the caller's token counter (never more), and records the depth of the story's answer
-fact in that text (:func:`story_with_answer_fact`, :func:`fact_depth`).
-"""
+"""Seeded bAbI-style stories (qa1-qa5: one, two, three supporting facts, two- and three-argument relations) hidden in
+filler text at a target token length: BABILong offline. Every answer is in the task's official label set
+(:data:`harness.tasks.lch_babilong.scoring.TASK_LABELS`)."""
 
 from __future__ import annotations
 
@@ -49,9 +37,8 @@ def _qa1(rng: random.Random) -> tuple[list[str], str, str, int]:
 
 
 def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str, list[str]], dict[str, list[int]]]:
-    """People move, pick up and drop objects; returns facts, each object's history of places and, for each place of
-    it, the fact naming that place: the move that carried it there, or the picker's last move when it was first
-    seen at a pick-up."""
+    """``(facts, history, named_by)``: people move, pick up and drop objects; each object's places in order and, per
+    place, the fact naming it (the move that carried it there, or the picker's last move at a first pick-up)."""
     facts: list[str] = []
     person_at: dict[str, str] = {}
     last_move: dict[str, int] = {}
@@ -146,10 +133,9 @@ GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str, int]]
 
 
 def story_with_answer_fact(task: str, seed: int) -> tuple[list[str], str, str, int]:
-    """``(facts, question, answer, k)`` of one story, deterministic in ``seed``: ``facts[k]`` is its answer's fact,
-    the supporting fact that names the answer (the depth a BABILong sample records): qa1 the person's last move;
-    qa2 / qa3 the fact naming the object's current / previous place (the move that carried it there, or where its
-    picker last went when it was first seen at a pick-up); qa4 the stated relation; qa5 the last gift."""
+    """``(facts, question, answer, k)`` of one story, deterministic in ``seed``; ``facts[k]`` is the fact that names the
+    answer: qa1 the person's last move, qa2 / qa3 the fact naming the object's current / previous place, qa4 the stated
+    relation, qa5 the last gift."""
     if task not in GENERATORS:
         raise UsageError(f"offline bAbI generator covers {', '.join(GENERATORS)}; got {task!r}")
     return GENERATORS[task](random.Random(f"{task}-{seed}"))
@@ -170,9 +156,8 @@ def fact_depth(parts: Sequence[str], index: int) -> dict[str, Any]:
 def babilong_sample(
     task: str, seed: int, target_tokens: int, count_tokens: Callable[[str], int], filler: Sequence[str]
 ) -> dict[str, Any]:
-    """A story spread through filler sentences: ``{"input", "question", "target", "depth", "depth_bucket"}`` with
-    ``count_tokens(input) <= target_tokens`` (the story alone must fit); the depth is that of the answer's fact
-    (:func:`story_with_answer_fact`) in ``input``, in characters (:func:`fact_depth`)."""
+    """A story spread, in order, through filler: ``{"input", "question", "target", "depth", "depth_bucket"}`` (depth:
+    :func:`fact_depth`) with ``count_tokens(input) <= target_tokens``; UsageError when the story alone does not fit."""
     facts, question, answer, key = story_with_answer_fact(task, seed)
     rng = random.Random(f"filler-{task}-{seed}")
     story = " ".join(facts)

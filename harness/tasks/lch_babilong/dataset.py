@@ -1,26 +1,7 @@
-"""BABILong samples and prompts: HF ``RMT-team/babilong`` (config = length, split = task), local files, or
-the offline generator of :mod:`harness.tasks.lch_babilong.babi`.
-
-The prompt has the official structure — instruction, worked examples, post-prompt, then the context in
-``<context>`` tags and the question::
-
-    {instruction}\\n\\n{examples}\\n\\n{post_prompt}\\n\\n<context>\\n{context}\\n</context>\\n\\nQuestion: {question}
-
-with our own wording (:data:`PROMPTS`; examples for qa1-qa5 come from the offline generator). The official
-wording can be loaded at run time from a JSON file (``prompts_file``: ``{"qa1": {"instruction": ...,
-"examples": ..., "post_prompt": ...}, ...}``).
-
-Sources (metadata ``source``):
-
-* ``hf`` (default): ``RMT-team/babilong`` (or ``hf_dataset``, e.g. ``RMT-team/babilong-1k-samples``);
-* a local folder: ``<folder>/<length>/<task>.jsonl`` (or ``.json``) with fields ``input``, ``question``,
-  ``target`` (the HF columns);
-* ``synthetic``: qa1-qa5 stories spread through filler sentences (``filler``: a text file/folder, an HF
-  essay id, or ``synthetic`` prose), fitted so that prompt + generation budget <= ``N * 1024`` tokens of
-  the evaluated tokenizer for length ``Nk`` (``0k``: the story alone). Their rows record the depth of the story's
-  answer fact in the context (``depth``, percent of its characters; ``depth_bucket``: :mod:`harness.data.depth`);
-  HF and local rows do not say which facts support the answer, so they carry no depth.
-"""
+"""BABILong samples and prompts: HF ``RMT-team/babilong`` (config = length, split = task), a local folder
+``<folder>/<length>/<task>.jsonl`` (or ``.json``; the HF columns), or the offline generator (:mod:`.babi`, qa1-qa5,
+fitted so that prompt + :data:`BUDGET` <= ``N * 1024`` tokens for length ``Nk``). Prompts follow the official
+:data:`TEMPLATE`, in our wording (:data:`PROMPTS`) or that of ``prompts_file``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""BABILong official answer scoring (docs/formulas.md §6), as a pure function.
-
-The output is lower-cased and cut to its first sentence (text before the first "."), then at "<context>"
-and at "<example>". The official code also cuts at "Question" *after* lower-casing, which can never
-match; that no-op is kept, so outputs are never cut there. The task's closed label set is searched in
-what remains (substring match), labels that also occur in the lower-cased question are dropped, and the
-answer is correct iff exactly the target remains — or, for a list target (a "," in a target longer than
-3 characters), iff all of its parts and nothing else remain.
-"""
+"""BABILong official answer scoring (docs/formulas.md §6), as a pure function: the output is lower-cased, cut before
+its first ".", then at "<context>" and "<example>" (the official cut at "Question", made after lower-casing, never
+matches); the task's labels found in it (substring match), less those in the lower-cased question, must be exactly
+the target, or for a list target (a "," in a target longer than 3 characters) exactly its parts."""
 
 from __future__ import annotations
 

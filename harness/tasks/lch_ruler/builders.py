@@ -1,13 +1,6 @@
-"""Per-task seeded sample builders and where their haystack text comes from.
-
-A builder function ``(params, rng, length, sources, icl) -> Builder`` draws everything a sample contains
-(keys, values, needle depths, word choices, which documents) from ``rng`` at once; the returned
-:class:`Builder` then renders the sample for any haystack size ``n`` in ``[n_min, n_max]`` without drawing
-again, so that the fitting search (:mod:`harness.tasks.lch_ruler.fitting`) can try sizes freely and the chosen
-sample depends only on the seed and ``n``. Prompt wording is our own (docs/formulas.md §6). The niah builder
-records where its answer needle sits in :attr:`Builder.extra` (``depth``, ``depth_bucket``, ``needle_depths``:
-:mod:`harness.data.depth`): the depth it drew, in percent of the haystack's units, which the row keeps.
-"""
+"""Per-task seeded RULER sample builders and their haystack sources. A builder draws all a sample holds from ``rng`` at
+once; the :class:`Builder` renders it at any haystack size ``n`` in ``[n_min, n_max]`` without drawing again, so the
+fitting search may try sizes freely. Prompt wording is our own."""
 
 from __future__ import annotations
 
@@ -37,10 +30,9 @@ class Sources:
 
 
 def source_fingerprint(src: str | None) -> str | None:
-    """What the haystack text read from ``src`` depends on (for the cache key): a local file or folder by its resolved
-    path and its files' names, sizes and modification times; anything else (an HF id, ``synthetic``, None) by
-    itself. A folder is walked once per process while its own entry is unchanged (every task and length of a run
-    keys on the same walk; a file added or removed is seen, one edited in place is seen by the next run)."""
+    """What the text read from ``src`` depends on (for the cache key): a local file or folder by its resolved path and
+    its files' names, sizes and mtimes; anything else (an HF id, ``synthetic``, None) by itself. A folder is walked once
+    per process while its own entry is unchanged."""
     path = Path(str(src)).expanduser() if src else None
     if path is None or not path.exists():
         return src
@@ -58,9 +50,8 @@ _FINGERPRINTS: dict[tuple[str, int, int], str] = {}  # (resolved path, its mtime
 
 @dataclass
 class Builder:
-    """``build(n) -> (input, outputs, gen_prefix)`` for haystack size ``n`` in ``[n_min, n_max]``. Every input starts
-    with ``instruction`` and ends with ``question`` (the same for every ``n``); what lies between is the context, the
-    one part a truncation policy may cut (:mod:`harness.data.truncation`)."""
+    """``build(n) -> (input, outputs, gen_prefix)`` for ``n`` in ``[n_min, n_max]``; every input starts with
+    ``instruction`` and ends with ``question``, and the context between them is all a truncation policy may cut."""
 
     build: Callable[[int], tuple[str, list[str], str]]
     n_min: int
@@ -68,8 +59,7 @@ class Builder:
     extra: dict = field(default_factory=dict)
     instruction: str = ""
     question: str = ""
-    # Optional: the input text of size n as consecutive segments (``"".join(parts(n)) == build(n)[0]``),
-    # each haystack item with its separator, which lets :class:`SegmentCounter` count it additively.
+    # optional: the input as segments (``"".join(parts(n)) == build(n)[0]``), for SegmentCounter's additive count
     parts: Callable[[int], list[str]] | None = None
 
 
@@ -114,8 +104,7 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
     fractions = [d / 100 for d in drawn]
     queries = rng.sample(keys, p["n_queries"])
     answers = [v for q in queries for v in values[q]]
-    # the depth recorded: the drawn depth of the needle that holds the answer, the mean of those of the needles that
-    # hold one when several do (multivalue, multiquery); distractor keys' needles do not count
+    # the depth recorded: the mean drawn depth of the needles holding an answer (distractor keys' needles aside)
     asked = {_needle(p["value"], q, v) for q in queries for v in values[q]}
     answer_depths = [d for d, needle in zip(drawn, needles) if needle in asked]
     depth = {**depth_fields(sum(answer_depths) / len(answer_depths)), "needle_depths": answer_depths}
@@ -161,8 +150,7 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
     def build(n: int) -> tuple[str, list[str], str]:
         return "".join(parts(n)), answers, prefix
 
-    # distractor needles are all distinct strings, so counting them one by one costs more than counting
-    # the whole prompt: only noise and essay haystacks (repeated units) are counted additively
+    # distinct distractor needles cost more counted one by one than whole: only repeated units are counted additively
     return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts,
                    instruction=f"{head}\n", question=f"\n{tail}")
 
@@ -223,9 +211,8 @@ def _cwe_words(rng: random.Random, count: int) -> list[str]:
 
 
 def _order_key(seed: float, word: str, k: int) -> int:
-    """A fixed pseudo-random sort key per occurrence (splitmix64 of seed, word and k): growing the list
-    inserts items and never reshuffles it, so the token count grows smoothly with its size, which the
-    fitting search relies on. Deterministic across processes (no salted ``hash``)."""
+    """A fixed pseudo-random sort key per occurrence (splitmix64 of seed, word and k, stable across processes): growing
+    the list inserts items and never reshuffles it, so its token count grows smoothly, as the fitting search needs."""
     x = (int(seed * (1 << 53)) ^ (zlib.crc32(word.encode()) << 20) ^ k) & 0xFFFFFFFFFFFFFFFF
     x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF

@@ -1,14 +1,5 @@
-"""The on-disk cache of generated RULER rows: ``<cache>/ruler/<task>-<length>-<digest>.jsonl``.
-
-The digest hashes everything the rows depend on: every option that declares it shapes them (:func:`harness.core.
-cache_keys.data_key` over :class:`~harness.tasks.lch_ruler.dataset.RulerOptions`: the task, the entry's length, sample
-count, seed, worked example by value; the haystack sources the task reads by their content; the tokenizer and chat
-template by the counter's fingerprint of the tokenizer as loaded here), and what no option holds (the task's builder
-parameters, the word lists, :data:`GENERATOR_VERSION`, the depth buckets the niah rows record). So a hit is always
-the rows a fresh generation would give, in whichever environment it was generated, and an option added to
-``RulerOptions`` enters the key by its declaration. The key's contents and hashing are part of the cache format:
-changing either orphans every cached file.
-"""
+"""The on-disk cache of generated RULER rows, ``<cache>/ruler/<task>-<length>-<digest>.jsonl``, keyed by all they depend
+on (:func:`cache_key`); the key's contents and hashing are the cache format: changing either orphans every file."""
 
 from __future__ import annotations
 
@@ -34,7 +25,9 @@ if TYPE_CHECKING:
 
 
 def cache_key(options: RulerOptions, length: int, counter: PromptCounter) -> dict[str, Any]:
-    """What the rows of ``generate(options, length, counter)`` depend on (module docstring)."""
+    """What the rows of ``generate(options, length, counter)`` depend on: every option declared to shape them
+    (:func:`harness.core.cache_keys.data_key`; sources by content, the tokenizer by fingerprint), the task's builder
+    parameters, the word lists, :data:`GENERATOR_VERSION` and the depth buckets."""
     tokenizer = counter.fingerprint()
     unused = options.unused()
     resolve = {"entry": lambda name: length, "tokenizer": lambda name: tokenizer,
@@ -51,9 +44,8 @@ def cache_path(options: RulerOptions, length: int, counter: PromptCounter) -> Pa
 
 
 def read_rows(path: Path, expected: int | None = None) -> list[dict[str, Any]] | None:
-    """The cached rows at ``path``; None when there are none or the file is not a whole entry (unreadable, a
-    line that is not a JSON object, a missing final newline, or not ``expected`` rows: a partial file of a
-    writer killed before writes were atomic). A None entry is regenerated and overwritten by the caller."""
+    """The cached rows at ``path``; None when absent or not a whole entry (unreadable, a line not a JSON object, no
+    final newline, or not ``expected`` rows), which the caller regenerates and overwrites."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, ValueError):
@@ -70,9 +62,7 @@ def read_rows(path: Path, expected: int | None = None) -> list[dict[str, Any]] |
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Stores ``rows`` at ``path`` atomically (:func:`harness.core.files.write_text_atomic`): concurrent runs never
-    read a partial file, and two runs writing the same rows leave them. Their counts go beside them
-    (:func:`counts_path`)."""
+    """Stores ``rows`` at ``path`` atomically, and their counts beside them (:func:`counts_path`)."""
     sweep_temporaries(path.parent)
     write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
     _write_counts(path, rows)
@@ -92,9 +82,8 @@ def _write_counts(path: Path, rows: list[dict[str, Any]]) -> dict[str, list[int]
 
 
 def read_counts(path: Path, expected: int) -> dict[str, list[int]] | None:
-    """The counts of the rows cached at ``path`` (:func:`counts_path`); when the rows are there without them (an
-    older cache), read from the rows and written beside them; None when no whole entry of ``expected`` rows is
-    cached."""
+    """The counts of the rows cached at ``path``, read from the rows (and written beside them) when missing; None when
+    no whole entry of ``expected`` rows is cached."""
     if not path.is_file():
         return None
     try:
@@ -109,6 +98,5 @@ def read_counts(path: Path, expected: int) -> dict[str, list[int]] | None:
 
 
 def rows_lock(path: Path) -> contextlib.AbstractContextManager[bool]:
-    """The lock under which one process generates the rows at ``path`` while concurrent ones wait and read them
-    (:func:`harness.core.files.entry_lock`; an optimisation, not needed for correctness)."""
+    """The lock under which one process generates the rows at ``path`` while others wait (an optimisation only)."""
     return entry_lock(path)

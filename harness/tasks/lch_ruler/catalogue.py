@@ -1,10 +1,5 @@
-"""The catalogue of RULER's 13 synthetic tasks: for each, the kind of sample it generates, the builder
-parameters, the generation budget (tokens reserved for the answer, docs/formulas.md §6) and the scoring rule.
-
-Pure data, no I/O: the lm-eval task classes read budgets and metrics from :data:`TASKS` without generating
-anything. :data:`GENERATOR_VERSION` is part of every cache key (see :mod:`harness.tasks.lch_ruler.cache`): bump it
-whenever a change alters the generated rows.
-"""
+"""The catalogue of RULER's 13 tasks: each one's builder kind and parameters, generation budget (docs/formulas.md
+§6) and scoring rule. Pure data: the task classes read budgets and metrics from :data:`TASKS` without generating."""
 
 from __future__ import annotations
 

@@ -1,35 +1,6 @@
-"""RULER's 13 synthetic tasks: seeded sample generation fitted to a token budget, cached on disk.
-
-Task definitions follow RULER (Hsieh et al., 2024; docs/formulas.md §6); all prompt wording is our own.
-
-* ``niah_*``: needles ``One special magic <value kind> for <key> is: <value>.`` hidden at depths drawn
-  from 40 evenly spaced percentages in a haystack of noise, essays or distractor needles; keys are
-  adjective-noun words or UUIDs, values 7-digit numbers, words or UUIDs; several keys (multikey), values
-  per key (multivalue) or queried keys (multiquery).
-* ``vt``: one chain of 4 hops ``VAR X = 12345``, ``VAR Y = VAR X``... in noise; answer: every variable.
-* ``cwe``: a numbered word list, 10 common words x 30 and the rest x 3; answer: the 10 common words.
-* ``fwe``: coded words with Zipf counts (alpha 2); answer: the three most frequent.
-* ``qa_squad`` / ``qa_hotpot``: the gold paragraphs among distractor paragraphs; answer: the gold answers.
-
-**Fitting.** Every sample draws its content (keys, values, depths, word choices) from
-``random.Random(f"{task}-{length}-{index}-{seed}")`` first; only the haystack size ``n`` (noise units,
-essay sentences, distractor needles, uncommon words, top-word count or documents) is then searched. A
-sample is accepted at the ``n`` whose prompt, counted exactly by :class:`~harness.data.prompt_tokens.
-PromptCounter` (the evaluated tokenizer, chat template included when declared), satisfies
-``prompt_tokens + budget <= length`` and leaves less than one average haystack unit unused. The search
-starts from a linear model of tokens-vs-``n`` calibrated on two probes and corrects by secant steps
-inside a bracket; all samples of one (task, length) are counted in batched tokenizer calls, so a sample
-typically costs one or two tokenizations. lm-eval's generator instead grows the haystack in fixed steps,
-re-tokenising the whole prompt each time, and shrinks by a fixed step per sample.
-
-**Cache.** Samples are stored under ``<cache>/ruler/`` keyed by a hash of everything they depend on (task,
-length, sample count, seed, tokenizer and chat-template fingerprint, haystack sources, generator version):
-a second run reads them and generates nothing.
-
-Modules: :mod:`.catalogue` (the tasks), :mod:`.builders` (one seeded sample per task kind),
-:mod:`.fitting` (the size searches), :mod:`.cache` (the row cache); this module assembles them into
-:func:`generate` and the task's dataset builder :func:`ruler_dataset`.
-"""
+"""RULER's 13 synthetic tasks (docs/formulas.md §6; wording ours), seeded and cached: sample ``i`` draws its content
+from ``random.Random(f"{task}-{length}-{i}-{seed}")``, then only its haystack size ``n`` is searched so that
+``prompt_tokens + budget <= length`` with less than one haystack unit unused."""
 
 from __future__ import annotations
 
@@ -85,8 +56,7 @@ class RulerOptions(PromptOptions):
         return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
 
     def unused(self) -> set[str]:
-        """The sources this RULER task does not read: the essays unless its haystack is essays, the QA files of
-        other QA tasks."""
+        """The sources this task does not read: the essays unless its haystack is essays, the other QA files."""
         spec = TASKS.get(self.ruler_task or "")
         if spec is None:
             return set()
@@ -118,14 +88,10 @@ _ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
 
 
 def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cache: bool = True) -> list[dict[str, Any]]:
-    """``options.num_samples`` samples of the RULER task ``options.ruler_task`` fitted to ``length`` tokens (prompt +
-    generation budget), counted by ``counter``; read from the cache (:mod:`.cache`, keyed by the options' declaration)
-    when ``use_cache`` and there.
-
-    Rows: ``index, input, outputs, gen_prefix, context_span, length, prompt_tokens, max_gen_toks, task`` (+
-    ``n_units``; niah tasks also ``depth``, ``depth_bucket``, ``needle_depths``: where the answer needle was drawn, in
-    percent). ``context_span`` is the ``[start, end)`` of the input's characters between its instruction and its
-    question: the one part a truncation policy may cut."""
+    """``options.num_samples`` samples of ``options.ruler_task`` fitted to ``length`` tokens (prompt + budget) by
+    ``counter``, from the cache when ``use_cache`` and there. Rows: ``index, input, outputs, gen_prefix, context_span,
+    length, prompt_tokens, max_gen_toks, task, n_units`` (niah also ``depth``, ``depth_bucket``, ``needle_depths``);
+    ``context_span``: the ``[start, end)`` of the input between instruction and question, all a truncation may cut."""
     task = options.ruler_task
     if task not in TASKS:
         raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
@@ -178,10 +144,8 @@ def _build_rows(options: RulerOptions, length: int, counter: PromptCounter) -> l
 
 def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
                  ) -> tuple[list[Builder], list[tuple[int, int]], bool]:
-    """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example.
-
-    When even the smallest haystack does not fit (short lengths), first fewer repeats of cwe's common words
-    (they stay the most common), then no worked example; the rows record both."""
+    """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example; when even
+    the smallest haystack does not fit, first fewer repeats of cwe's common words, then no worked example."""
     task = str(options.ruler_task)
     spec, sources, icl = TASKS[task], options.sources(), options.icl_example
     target = length - spec.budget
@@ -231,8 +195,7 @@ def _check_reached(options: RulerOptions, length: int, target: int, builders: li
 
 
 def dataset(options: RulerOptions) -> dict:
-    """lm-eval ``custom_dataset`` result: samples of ``ruler_task`` at every length of the options
-    (:class:`RulerOptions`), fitted in the evaluated tokenizer (``tokenizer`` / ``pretrained``)."""
+    """lm-eval ``custom_dataset`` result: ``ruler_task`` samples at every length, fitted in the evaluated tokenizer."""
     import datasets
 
     from harness.data.lengths import length_tokens

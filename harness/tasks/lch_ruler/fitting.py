@@ -1,19 +1,6 @@
-"""Fitting each sample's haystack size ``n`` to a token budget.
-
-Contract: for every :class:`~harness.tasks.lch_ruler.builders.Builder` the search returns ``(n, prompt_tokens)``
-with ``prompt_tokens <= target``, counted exactly as the evaluated prompt is (chat template and answer
-prefix included, see :class:`~harness.data.prompt_tokens.PromptCounter`). Both searches raise
-:class:`TooShortError` when even ``n_min`` does not fit.
-
-* :func:`fit_additive` (builders that expose ``parts``): counts prompts as sums of cached per-segment
-  counts (:class:`SegmentCounter`) and returns the largest ``n`` that fits, so ``n + 1`` does not; or None
-  when additive counting cannot be trusted for these prompts, and the caller falls back to:
-* :func:`fit_full`: tokenizes whole prompts, all samples batched, and stops at less than one average unit
-  left unused (or at the exact largest ``n``, or ``n_max``).
-
-Both start from a linear model of tokens-vs-``n`` calibrated on a short probe and correct by secant steps
-inside a bracket, so a sample typically costs one or two tokenizations.
-"""
+"""Fitting each sample's haystack size ``n`` to a token budget: ``(n, prompt_tokens)`` with ``prompt_tokens <= target``,
+counted exactly as the evaluated prompt; :class:`TooShortError` when even ``n_min`` does not fit. Both searches start
+from a linear tokens-vs-``n`` model and correct by secant steps inside a bracket."""
 
 from __future__ import annotations
 
@@ -44,16 +31,10 @@ def _too_short(tokens: int, target: int) -> NoReturn:
 
 
 class SegmentCounter:
-    """Exact prompt token counts from cached per-segment counts.
-
-    A prompt rendered as ``pre + s_0 + s_1 + ... + s_k + post`` (``pre`` / ``post``: chat template and
-    answer prefix around the input) has ``specials + sum(tokens(segment))`` tokens when every junction
-    between adjacent segments is clean: ``tokens(x + y) == tokens(x) + tokens(y)``. Tokenizers built on a
-    local pre-tokenizer (byte-level BPE, Metaspace with whitespace splitting) never merge across such a
-    junction, and :meth:`count` checks every junction of every prompt it counts (each distinct pair once,
-    cached) and returns None when one is not clean, so callers fall back to full tokenization. Segment
-    and junction results are cached across samples: an essay sentence is tokenized once per run.
-    """
+    """Exact prompt token counts from cached per-segment counts: ``pre + s_0 + ... + s_k + post`` has ``specials +
+    sum(tokens(segment))`` tokens when every junction is clean (``tokens(x + y) == tokens(x) + tokens(y)``, as local
+    pre-tokenizers give); :meth:`count` checks every junction (each distinct pair once) and returns None when one is
+    not, so callers fall back to full tokenization."""
 
     def __init__(self, counter: PromptCounter) -> None:
         self.counter, self.tok = counter, counter.tokenizer
@@ -98,11 +79,8 @@ class SegmentCounter:
 
 def fit_additive(builders: list[Builder], seg: SegmentCounter, target: int,
                  spot_check: int = 50) -> list[tuple[int, int]] | None:
-    """For each builder (all with ``parts``), the largest ``n`` whose exact count is ``<= target`` (so
-    ``n + 1`` does not fit) and that count. None if a junction is not clean or a spot check (full
-    tokenization of sample 0 and every ``spot_check``-th sample) disagrees: the caller then counts fully.
-
-    Samples are searched one after the other, each starting at the size the previous one ended at."""
+    """For each builder (all with ``parts``), the largest ``n`` whose exact count is ``<= target``, and that count; None
+    when a junction is not clean or a spot check by full tokenization disagrees (the caller then counts fully)."""
     results = []
     guess, slope = None, 1.0
     for i, b in enumerate(builders):
@@ -212,8 +190,7 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
                     continue
                 if s.fit is None and n <= builders[b].n_min:
                     _too_short(c, target)
-                # secant step from this probe (through this sample's previous probe when there is one:
-                # units differ in size between samples), kept inside the bracket
+                # secant step through this sample's own previous probe (unit sizes differ between samples)
                 prev = s.prev
                 own = (c - prev[1]) / (n - prev[0]) if prev is not None and prev[0] != n and c != prev[1] else 0.0
                 s.prev = (n, c)

@@ -33,11 +33,9 @@ class RulerTask(DepthScores, PerLengthTask):
 
     @classmethod
     def plan_from_cache(cls, model_keys: Any, options: Any, limit: float | None) -> list[CachedCounts] | None:
-        """Each length's counts as its cached samples carry them (:func:`harness.tasks.lch_ruler.dataset.counts`:
-        generated first when not cached): the prompt each sends is the one it was fitted as. Not when the counts may
-        differ from what a run sends (None: the plan builds the requests): under ``--limit`` (lm-eval takes the
-        first documents of all lengths), samples fitted with another chat-template setting than the run's, or a
-        sample that does not fit the model (the truncation policy cuts it)."""
+        """Each length's counts as its cached samples carry them (generated first when not cached); None (the plan
+        builds the requests) when they may differ from what the run sends: under ``--limit``, with another chat-template
+        setting than the run's, or when a sample does not fit the model."""
         from harness.core.run_record import run_applies_chat_template
         from harness.data.lengths import length_tokens
         from harness.data.prompt_tokens import counter_for, model_max_length

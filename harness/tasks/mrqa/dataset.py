@@ -1,8 +1,5 @@
-"""MRQA 2019 shared-task data: HF ``mrqa-workshop/mrqa`` or local files in the official MRQA jsonl format.
-
-Rows: ``{"id", "subset", "context", "question", "answers"}`` — context and question stay separate so a
-context compressor (EPL) can take the context alone.
-"""
+"""MRQA 2019 data: HF ``mrqa-workshop/mrqa`` or official MRQA jsonl. Rows: ``{"id", "subset", "context", "question",
+"answers"}``, context apart so that a context compressor (EPL) can take it alone."""
 
 from __future__ import annotations
 

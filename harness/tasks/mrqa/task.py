@@ -7,7 +7,6 @@ from harness.tasks.mrqa.dataset import MrqaOptions
 
 
 class MrqaTask(HonestGenerationTask):
-    """One MRQA subset (options :class:`~harness.tasks.mrqa.dataset.MrqaOptions`), scored by the YAML's
-    ``process_results``."""
+    """One MRQA subset (:class:`~harness.tasks.mrqa.dataset.MrqaOptions`), scored by the YAML's ``process_results``."""
 
     OPTIONS = MrqaOptions
