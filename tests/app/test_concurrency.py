@@ -1,4 +1,4 @@
-"""On-disk state shared by concurrent runs (docs/ARCHITECTURE.md, "On-disk state"): several processes computing
+"""On-disk state shared by concurrent runs (docs/on-disk-state.md): several processes computing
 the same cache entries at once all succeed with the serial result and leave only whole entries; a writer killed
 at a random point leaves nothing the next run trips over; partial entries are repaired.
 

@@ -9,7 +9,7 @@ found by lm-eval, which indexes its 14,000 task YAMLs first (10-14 s on 2 cores)
 timed here on the same machine, plus :data:`BOUND_S` (the "did you mean" reads that index, it does not build a second
 one). Without these checks the
 same inputs cost minutes to hours: a RULER run builds every sample before scoring, an evaluation writes its
-results only at the end (docs/ARCHITECTURE.md, "Domains and preflight").
+results only at the end (docs/tasks.md, "Domains and preflight").
 """
 
 from __future__ import annotations
