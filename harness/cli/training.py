@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.core.errors import DataFormatError
 
@@ -87,10 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from harness.cli.options import given_options
     from harness.compressor.config import CompressorConfig, TrainSettings
     from harness.compressor.train import train_from_files
+    from harness.tasks.mrqa.dataset import read_mrqa_jsonl
 
     settings = TrainSettings(**given_options(TrainSettings, args))
+    mrqa_rows = (read_mrqa_jsonl(args.mrqa_data, Path(args.mrqa_data).stem)
+                 if args.mrqa_data and settings.stage != "pretrain" else None)
     losses = train_from_files(args.base, args.output, settings, given_options(CompressorConfig, args),
-                              init=args.init, data_files=args.data_files, mrqa_data=args.mrqa_data,
+                              init=args.init, data_files=args.data_files, mrqa_rows=mrqa_rows,
                               text_field=args.text_field, dtype=args.dtype, device=args.device)
     print(f"{settings.stage}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}; saved {args.output}")
     return 0

@@ -91,9 +91,10 @@ def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] 
 
 
 def train_from_files(base: str, output: str | Path, settings: TrainSettings, compressor_args: dict,
-                     init: str | None = None, data_files: str | None = None, mrqa_data: str | None = None,
+                     init: str | None = None, data_files: str | None = None, mrqa_rows: list[dict] | None = None,
                      text_field: str = "text", dtype: str = "float32", device: str = "cpu") -> list[float]:
-    """``lch train-compressor``: load the base model (and ``init`` checkpoint), train, save to ``output``."""
+    """``lch train-compressor``: load the base model (and ``init`` checkpoint), train, save to ``output``; fine-tuning
+    reads ``mrqa_rows`` (an MRQA file's rows, ``--mrqa-data``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness.data.documents import load_documents
@@ -122,11 +123,9 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
             texts = synthetic_reports(200, 800, seed=settings.seed)
         pretrain_tokens = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     else:
-        from harness.tasks.mrqa.dataset import read_mrqa_jsonl
-
-        if not mrqa_data:
+        if mrqa_rows is None:
             raise UsageError("fine-tuning needs --mrqa-data (an MRQA-format .jsonl file)")
-        qa = qa_examples(read_mrqa_jsonl(mrqa_data, Path(mrqa_data).stem), tokenizer)
+        qa = qa_examples(mrqa_rows, tokenizer)
     losses = train(compressor, settings, pretrain_tokens, qa)
     compressor.save(output)
     return losses

@@ -52,9 +52,6 @@ from harness.engines.response_cache import (
 )
 from harness.models.identity import model_identity
 
-LAYER = "lmeval"  # harness/devtools/layers.py
-
-
 COMPRESSOR_ARGS = {"pretrained", "checkpoint", "dtype", "device", "max_gen_toks", "batch_size", "context_field"}
 # the compressor settings a model arg may override: CompressorConfig's fields, but the training-only dropout
 COMPRESSOR_OVERRIDES = tuple(f.name for f in dataclasses.fields(CompressorConfig) if f.name != "lora_dropout")
