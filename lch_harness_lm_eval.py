@@ -123,6 +123,15 @@ class LchLmEvalFinder:
         return None
 
 
+def withdraw(name: str) -> None:
+    """Hook ``name`` no more in this process (a command line whose run is not ours: lm-eval's module as it is)."""
+    for finder in list(sys.meta_path):
+        if isinstance(finder, LchLmEvalFinder):
+            finder.waiting.discard(name)
+            if not finder.waiting:
+                sys.meta_path.remove(finder)
+
+
 def install() -> None:
     """Put the finder at the front of ``sys.meta_path`` (the ``.pth`` line calls this at start-up), unless switched
     off; hooked modules that are already imported get their hooks at once."""

@@ -58,12 +58,13 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
         try:
             from harness.core.incomplete import raise_if_incomplete
             from harness.plugin.lm_eval_cli import check_cli_run
-            from harness.plugin.preflight import check_destinations, cli_run_settings, task_index_for
+            from harness.plugin.preflight import (check_destinations, cli_run_settings, command_line_run,
+                                                  task_index_for)
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
             check_cli_run(args)  # lm-eval's own flags, before it indexes its tasks
             _, tasks, include_path = cli_run_settings(args)
-            with task_index_for(tasks, include_path):
+            with command_line_run(), task_index_for(tasks, include_path):
                 done = func(args)
             raise_if_incomplete()  # results written, a metric asked for missing: the command fails
             return done

@@ -25,6 +25,7 @@ import importlib
 import importlib.metadata as metadata
 import importlib.util
 import logging
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -113,7 +114,7 @@ def plugin_task_paths() -> list[Path]:
 
 
 _last_index: list[dict] = []  # the index the last TaskManager with lm-eval's own tasks built in this process
-_plugins_only: list[bool] = []  # non-empty while plugin_tasks_only() is on
+_PLUGINS_ONLY: ContextVar[bool] = ContextVar("lch_plugin_tasks_only", default=False)
 
 
 @contextlib.contextmanager
@@ -122,11 +123,11 @@ def plugin_tasks_only() -> Iterator[None]:
     ``include_path``) only: for a run whose every task is a plugin's, where lm-eval's own 14,000 YAMLs (12 to 25 s
     of indexing on 2 cores) define nothing it loads. The index it builds resolves each of the run's names to the
     same YAML as the whole one: plugin folders come after lm-eval's own, so lm-eval's never win a name of theirs."""
-    _plugins_only.append(True)
+    token = _PLUGINS_ONLY.set(True)
     try:
         yield
     finally:
-        _plugins_only.pop()
+        _PLUGINS_ONLY.reset(token)
 
 
 def last_task_index() -> dict | None:
@@ -148,7 +149,7 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
     index with ``TaskIndex.build(paths)`` (lm-eval's folder first when ``include_defaults``, then ``include_path``);
     the manager module's ``TaskIndex`` becomes a subclass that inserts the plugin folders right after lm-eval's own,
     so nothing of the manager's construction is wrapped. ``TaskManager(include_defaults=False)`` indexes exactly the
-    paths given, as in stock lm-eval (#4015 as opened adds plugins there too: docs/ARCHITECTURE.md, "Plain lm_eval").
+    paths given, as in stock lm-eval (#4015 as opened adds plugins there too: docs/lm-eval-plugin.md).
     Returns whether it patched; nothing on an lm-eval with its own discovery."""
     if manager_module is None:
         import lm_eval.tasks.manager as manager_module
@@ -165,7 +166,7 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
             at = next((i + 1 for i, p in enumerate(paths) if Path(p).resolve() == defaults), None)
             if at is None:
                 return base.build(paths, *args, **kwargs)
-            if _plugins_only:
+            if _PLUGINS_ONLY.get():
                 del paths[at - 1]
                 paths[0:0] = [p for p in plugin_task_folders() if p not in paths]
                 return base.build(paths, *args, **kwargs)  # not the last whole index: no "did you mean" reads it
@@ -178,3 +179,36 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
     manager_module.TaskIndex = TaskIndex
     return True
 
+
+
+# lm-eval's private modules, read here only, each behind a check of what the installed release has.
+
+def index_folders(folders: list[Path] | list[str]) -> dict:
+    """``{name: entry}`` of lm-eval's task indexer over ``folders`` only: ``TaskIndex.build`` (private in 0.4.13 and
+    the next release), else a ``TaskManager`` told to index nothing else."""
+    try:
+        from lm_eval.tasks._index import TaskIndex
+    except ImportError:
+        TaskIndex = None
+    if TaskIndex is not None and callable(getattr(TaskIndex, "build", None)):
+        return dict(TaskIndex.build([Path(f) for f in folders]))
+    from lm_eval.tasks import TaskManager
+
+    return dict(TaskManager(include_path=[str(f) for f in folders], include_defaults=False).task_index)
+
+
+def is_group(entry: Any) -> bool:
+    """Whether an index entry (:func:`index_folders`) is a group: its ``kind`` named ``GROUP``."""
+    return getattr(getattr(entry, "kind", None), "name", None) == "GROUP"
+
+
+def harness_cli() -> Any:
+    """lm-eval's command line (``HarnessCLI``: ``lm-eval run / ls / validate``), a one-line error on a release
+    without it."""
+    try:
+        from lm_eval._cli import HarnessCLI
+    except ImportError as err:
+        from harness.core.errors import UsageError
+
+        raise UsageError(f"this lm-eval ({err}) has no `lm-eval run` command line; install lm-eval>=0.4.13") from err
+    return HarnessCLI()

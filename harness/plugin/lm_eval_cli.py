@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.core.incomplete import raise_if_incomplete
 from harness.plugin.activation import activate
-from harness.plugin.preflight import as_dict, check_destinations, preflight, task_index_for
+from harness.plugin.preflight import as_dict, check_destinations, command_line_run, preflight, task_index_for
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -72,18 +72,19 @@ def run_lm_eval(argv: list[str]) -> None:
     saved_argv = sys.argv
     sys.argv = ["lm-eval", *argv]
     try:
-        cli, args = parse_command_line(argv)
-        index_scope: Any = contextlib.nullcontext()
-        if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
-            check_destinations(getattr(args, "output_path", None))
-            check_cli_run(args)
-            tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
-            tasks = [t.strip() for t in tasks if t.strip()]
-            preflight(getattr(args, "model", None), _model_args(args), tasks, getattr(args, "metadata", None),
-                      include_path_of(argv))
-            index_scope = task_index_for(tasks, include_path_of(argv))
-        with index_scope:
-            cli.execute(args)
+        with command_line_run():
+            cli, args = parse_command_line(argv)
+            index_scope: Any = contextlib.nullcontext()
+            if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
+                check_destinations(getattr(args, "output_path", None))
+                check_cli_run(args)
+                tasks = args.tasks.split(",") if isinstance(args.tasks, str) else list(args.tasks or [])
+                tasks = [t.strip() for t in tasks if t.strip()]
+                preflight(getattr(args, "model", None), _model_args(args), tasks, getattr(args, "metadata", None),
+                          include_path_of(argv))
+                index_scope = task_index_for(tasks, include_path_of(argv))
+            with index_scope:
+                cli.execute(args)
     finally:
         sys.argv = saved_argv
     raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails
@@ -92,12 +93,12 @@ def run_lm_eval(argv: list[str]) -> None:
 def parse_command_line(argv: list[str]) -> tuple[Any, Any]:
     """lm-eval's CLI and its parse of ``argv`` (lm-eval's flags), its errors one line, the run settings given in
     ``--model_args`` moved to their flags (:func:`move_run_settings`)."""
-    from lm_eval._cli.harness import HarnessCLI
+    from harness.plugin.discovery import harness_cli
 
     saved_argv = sys.argv
     sys.argv = ["lm-eval", *argv]
     try:
-        cli = HarnessCLI()
+        cli = harness_cli()
         args = _parse_as_lch(cli)
     finally:
         sys.argv = saved_argv

@@ -18,6 +18,8 @@ import inspect
 import json
 import logging
 import os
+import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -30,7 +32,20 @@ from harness.plugin.task_index import check_model_serves
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
-_passed: set[str] = set()  # runs already checked in this process (lch eval checks before lm-eval does)
+# set while lm-eval's command line runs a run of ours: the keys of the runs it has checked (None: a Python caller)
+_COMMAND_LINE: ContextVar[set[str] | None] = ContextVar("lch_command_line", default=None)
+
+
+@contextlib.contextmanager
+def command_line_run() -> Iterator[None]:
+    """While lm-eval's command line runs a run of ours (``lch eval``, plain ``lm_eval``): errors name lm-eval's flags,
+    and a run checked before lm-eval starts is not checked again inside ``simple_evaluate``."""
+    current = _COMMAND_LINE.get()
+    token = _COMMAND_LINE.set(current if current is not None else set())
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
 
 
 def as_dict(value: Any) -> dict:
@@ -58,9 +73,9 @@ def _paths(include_path: Any) -> list[Path]:
 @functools.lru_cache(maxsize=1)
 def _our_index() -> frozenset[str]:
     """The names (tasks, groups, tags) lm-eval's own indexer finds in our task folder."""
-    from lm_eval.tasks._index import TaskIndex
+    from harness.plugin.discovery import index_folders
 
-    return frozenset(TaskIndex.build([TASKS_PATH]))
+    return frozenset(index_folders([TASKS_PATH]))
 
 
 def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
@@ -81,9 +96,9 @@ def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = No
     candidates = [t for t in names if t in _our_index()]
     folders = _paths(include_path)
     if candidates and folders:
-        from lm_eval.tasks._index import TaskIndex
+        from harness.plugin.discovery import index_folders
 
-        theirs = TaskIndex.build(folders)
+        theirs = index_folders(folders)
         candidates = [t for t in candidates if t not in theirs]
     return candidates
 
@@ -129,7 +144,8 @@ def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, incl
     names = [t for t in tasks if isinstance(t, str)]
     key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata, planning],
                      sort_keys=True, default=str)
-    if key in _passed:
+    checked = _COMMAND_LINE.get()
+    if checked is not None and key in checked:
         return
     name = model if isinstance(model, str) else None
     entry = model_entry(name) if name else None
@@ -147,7 +163,8 @@ def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, incl
         # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model, and every
         # input those options name is looked for at once
         check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
-    _passed.add(key)
+    if checked is not None:
+        checked.add(key)
 
 
 def check_destinations(output_path: Any) -> None:
@@ -211,15 +228,15 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
     """:func:`run_task_names`, where a name may also be a group of ``include_path`` (a user's YAML) whose every member
     is ours or such a group: the names of our tasks it evaluates; None when any member is not ours (or is an inline
     task). ``lch plan`` plans such a run (the demo's group of RULER and BABILong tasks)."""
-    from lm_eval.tasks._index import Kind, TaskIndex
+    from harness.plugin.discovery import index_folders, is_group
 
     folders = _paths(include_path)
-    theirs = TaskIndex.build(folders) if folders else {}
+    theirs = index_folders(folders) if folders else {}
     out: list[str] = []
 
     def expand(name: Any, seen: frozenset[str]) -> bool:
         entry = theirs.get(name) if isinstance(name, str) else None
-        if entry is not None and entry.kind == Kind.GROUP and name not in seen:
+        if entry is not None and is_group(entry) and name not in seen:
             members = (entry.cfg or {}).get("task")
             return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
         found = run_task_names([name], include_path)
@@ -240,25 +257,19 @@ def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any
     return contextlib.nullcontext()
 
 
-# lm-eval's command line, once parsed, says whether its run is ours (harness.cli.lm_eval_errors); None: no command
-# line was parsed (a Python caller of simple_evaluate), every call is looked at
-_cli_run_is_ours: bool | None = None
-
-
 def cli_decided(ours: bool) -> None:
-    """lm-eval's command line has named its run: a run that is not ours gets lm-eval's own ``simple_evaluate`` (the
-    wrapper removed if it was installed already), one of ours gets the wrapper."""
-    global _cli_run_is_ours
-    import sys
-
-    _cli_run_is_ours = ours
+    """lm-eval's command line has named its run: one of ours gets the wrapper of ``simple_evaluate``; any other gets
+    lm-eval's own function (the wrapper removed, or its import hook withdrawn before the evaluator is imported)."""
     evaluator = sys.modules.get("lm_eval.evaluator")
-    if evaluator is None:
-        return
     if ours:
-        after_evaluator_import(evaluator)
-    else:
+        if evaluator is not None:
+            after_evaluator_import(evaluator)
+    elif evaluator is not None:
         unwrap(evaluator)
+    else:
+        import lch_harness_lm_eval
+
+        lch_harness_lm_eval.withdraw("lm_eval.evaluator")
 
 
 def unwrap(evaluator_module: Any) -> None:
@@ -278,7 +289,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     that import ``simple_evaluate`` afterwards, as lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the
     wrapper."""
     original = evaluator_module.simple_evaluate
-    if getattr(original, _MARK, False) or _cli_run_is_ours is False:
+    if getattr(original, _MARK, False):
         return
     signature = inspect.signature(original)
 
@@ -298,7 +309,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
 
         # lm-eval's own settings first (a command line's were checked as it was parsed: here they are a Python
         # caller's, or the same values again)
-        check_run_arguments(bound, cli=_cli_run_is_ours is not None,
+        check_run_arguments(bound, cli=_COMMAND_LINE.get() is not None,
                             tasks=run_task_names(tasks, task_manager=manager) if bound.get("samples") else None)
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
         metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")

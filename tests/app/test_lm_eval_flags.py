@@ -172,15 +172,13 @@ def test_good_values_reach_the_model(flags, tiny, corpus, tmp_path, no_model_loa
     assert code == 70 and "ModelLoaded: the model was loaded" in err, err[-2000:]
 
 
-def test_python_callers_of_simple_evaluate_get_the_parameter_named(tiny, corpus, no_model_load, monkeypatch):
+def test_python_callers_of_simple_evaluate_get_the_parameter_named(tiny, corpus, no_model_load):
     """`lm_eval.simple_evaluate` with our tasks: the same checks, naming the parameter (a Python caller types no
     flag), before the model loads; `bootstrap_iters` has no flag and is checked there only."""
     import lm_eval
 
-    from harness.plugin import preflight
     from harness.plugin.activation import activate
 
-    monkeypatch.setattr(preflight, "_cli_run_is_ours", None)  # no command line in this process (earlier tests ran one)
     activate()
     common = {"model": "hf-pic", "model_args": {"pretrained": str(tiny)}, "tasks": ["ppl_govreport"],
               "metadata": {"data_files": str(corpus), "min_tokens": 0, "num_docs": 2}, "device": "cpu"}

@@ -221,15 +221,15 @@ def test_lch_eval_and_plain_lm_eval_run_only_our_tasks_under_the_plugin_scope(mo
     from harness.plugin.lm_eval_cli import run_lm_eval
 
     seen: list[bool] = []
-    monkeypatch.setattr(HarnessCLI, "execute", lambda self, args: seen.append(bool(plugin._plugins_only)))
+    monkeypatch.setattr(HarnessCLI, "execute", lambda self, args: seen.append(plugin._PLUGINS_ONLY.get()))
     metadata = json.dumps({"data_files": str(corpus), "min_tokens": 1, "num_docs": 3})
     for tasks in ("ppl_govreport,lsm_govreport", "ppl_govreport,hellaswag"):
         run_lm_eval(["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu",
                      "--tasks", tasks, "--metadata", metadata])
         args = Namespace(model="hf-pic", model_args=f"pretrained={tiny_model_dir}", tasks=tasks, include_path=None,
                          output_path=None, metadata=metadata, func=None)
-        checked(lambda args: seen.append(bool(plugin._plugins_only)))(args)
-    assert seen == [True, True, False, False] and not plugin._plugins_only
+        checked(lambda args: seen.append(plugin._PLUGINS_ONLY.get()))(args)
+    assert seen == [True, True, False, False] and not plugin._PLUGINS_ONLY.get()
 
 
 def test_a_task_manager_without_defaults_indexes_only_the_paths_given(tmp_path):
