@@ -1,13 +1,5 @@
-"""The one on-disk cache root of the harness: ``$LCH_CACHE``, else ``~/.cache/lch``.
-
-Sub-folders: tiny models (top level), ``models/`` (real models, see harness.models.catalogue), ``keytokens/``,
-``judge/``, ``downloads/``, ``ruler/``, ``model-checks/`` and ``identities/`` (harness.models.model_check,
-harness.models.identity). What each entry depends on across environments: docs/ARCHITECTURE.md, "On-disk state".
-
-The folders a user may move by environment variable (:data:`FOLDER_VARIABLES`) are checked before any work by
-:func:`check_folder_variables`: a variable that names a file, a path under a file or a folder this user cannot
-write is one line naming the variable.
-"""
+"""The one on-disk cache root of the harness: ``$LCH_CACHE``, else ``~/.cache/lch`` (its entries:
+docs/on-disk-state.md), and the check of the folder variables a user may set."""
 
 from __future__ import annotations
 
@@ -27,15 +19,13 @@ def cache_root(*parts: str) -> Path:
 
 
 def models_root() -> Path:
-    """``$LCH_MODELS`` if set, else ``<cache root>/models`` (``~/.cache/lch/models``): the real models of
-    ``lch models`` (:mod:`harness.models.catalogue`)."""
+    """``$LCH_MODELS`` if set, else ``<cache root>/models``: the real models of ``lch models``."""
     env = os.environ.get("LCH_MODELS")
     return Path(env).expanduser() if env else cache_root("models")
 
 
 def check_folder_variables(environ: dict[str, str] | None = None) -> None:
-    """Each of :data:`FOLDER_VARIABLES` that is set names a folder that exists or can be made, and that this user
-    can write; else a one-line :class:`UsageError` naming the variable."""
+    """Each set :data:`FOLDER_VARIABLES` names a folder this user can write or make, else :class:`UsageError`."""
     from harness.core.files import writable_problem
 
     environ = dict(os.environ if environ is None else environ)

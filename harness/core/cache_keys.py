@@ -1,6 +1,5 @@
-"""The key of data a task generates from its options and caches, derived from the options' declaration: each field
-says with its ``option(..., shapes=...)`` how it changes the data (:data:`harness.core.options.SHAPES`), so that an
-option added to a cached task's options enters the key by being declared, and one that says nothing is refused."""
+"""The key of data a task generates from its options and caches: each field declares how it changes the data with
+``option(..., shapes=...)`` (:data:`harness.core.options.SHAPES`); a field that declares nothing is refused."""
 
 from __future__ import annotations
 
@@ -19,10 +18,9 @@ OMIT = object()  # a resolver's answer for a field that does not enter this key 
 
 
 def data_key(options: Any, resolve: Mapping[str, Callable[[str], Any]]) -> dict[str, Any]:
-    """The part of a cached dataset's key that its options give: ``{field: keyed value}`` for every field whose
-    declared ``shapes`` is not ``no``: the value itself for ``value``, else ``resolve[shapes](field name)`` (a
-    fingerprint, the entry's length; :data:`OMIT` leaves the field out). A field that declares nothing is a
-    ``TypeError``: every field of a cached task's options says whether it changes the data."""
+    """The options' part of a cached dataset's key: ``{field: keyed value}`` for each field whose ``shapes`` is not
+    ``no``: the value for ``value``, else ``resolve[shapes](field name)`` (:data:`OMIT` leaves the field out).
+    ``TypeError`` when a field declares no ``shapes``."""
     missing = undeclared_shapes(type(options))
     if missing:
         raise TypeError(f"{type(options).__name__}: {', '.join(missing)} declare no shapes= (how each changes the "

@@ -1,11 +1,6 @@
-"""What a run cost, gathered while it runs: our engines report each batch of requests they computed (tokens in,
-tokens out, tokens scored, seconds: :mod:`harness.engines.metering`), the judge stage each judge request (its tokens
-as the server counted them), and the run's wrapper (:func:`harness.plugin.preflight.after_evaluator_import`) takes
-them at the end (:func:`take_costs`) into the results under :data:`harness.core.results.COST`.
-
-lm-eval hands an engine every request of one type at once, of every task; the seconds of a call are shared among its
-requests in proportion to their tokens (prompt + generated), so each task's seconds and tokens per second are that
-share. Requests answered from a response cache (``--use_cache``) are not computed and not counted."""
+"""What a run cost, gathered while it runs (engine calls, judge requests) and taken at the end into the results under
+:data:`harness.core.results.COST`. A call's seconds are shared among its requests in proportion to prompt + generated
+tokens; requests answered from the response cache (``--use_cache``) are not counted."""
 
 from __future__ import annotations
 
@@ -24,9 +19,7 @@ class TaskCost:
     generated_tokens: int = 0
     scored_tokens: int = 0
     seconds: float = 0.0
-    # what a throughput model prices (harness.plan.cells.Throughput.work_seconds): the sum over requests of the prompt
-    # tokens squared (attention's quadratic term), and of each generation's tokens times its mean context
-    # (prompt + generated / 2)
+    # priced by harness.plan.cells.Throughput.work_seconds: sum of prompt**2, of generated * (prompt + generated / 2)
     prompt_tokens_squared: int = 0
     decode_context: float = 0.0
 
@@ -39,8 +32,7 @@ class TaskCost:
 
 @dataclass
 class JudgeCost:
-    """The judge requests a run sent and their tokens as the server reported them (None: a server that reports no
-    usage)."""
+    """The judge requests a run sent and their tokens as the server reported them (None: not reported)."""
 
     requests: int = 0
     prompt_tokens: int | None = 0
@@ -52,8 +44,7 @@ _judge = JudgeCost()
 
 
 def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: float) -> None:
-    """One engine call: each computed request as ``(task, prompt tokens, generated tokens, scored tokens)``, and the
-    call's seconds, shared in proportion to prompt + generated tokens (module docstring)."""
+    """One engine call: ``(task, prompt, generated, scored tokens)`` per computed request, and the call's seconds."""
     rows = list(rows)
     weight = sum(p + g for _, p, g, _ in rows)
     for task, prompt, generated, scored in rows:

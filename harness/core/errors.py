@@ -1,21 +1,7 @@
-"""The errors a user can act on: one line saying what is wrong and what to do, and an exit code.
-
-Raised wherever the package checks its input; ``lch`` prints ``lch: error: <message>`` on stderr and exits
-with the error's code, without a traceback (``--debug`` or ``LCH_DEBUG=1`` shows it). Anything else that
-escapes is a bug and keeps its traceback (exit 70).
-
-Exit codes of ``lch``:
-
-* 0: done;
-* 1: ``lch regress`` found a regression;
-* 2: something the user must fix: a bad argument, model arg, metadata key or value (:class:`UsageError`),
-  a malformed file (:class:`DataFormatError`), data or a model that must be fetched first
-  (:class:`MissingDataError`), a service that failed the run (:class:`IncompleteError`: a judge server);
-* 3: runs put side by side that were not run alike (``lch agree``, ``lch leaderboard``, ``lch correlate``,
-  ``lch plot``, ``lch regress``: :mod:`harness.reporting.comparability`);
-* 70: an internal error (a bug: please report it with the traceback);
-* 130: interrupted.
-"""
+"""The errors a user can act on: one line saying what is wrong and what to do, and an exit code; ``lch`` prints
+``lch: error: <message>`` without a traceback (``--debug`` or ``LCH_DEBUG=1`` shows it). Exit codes of ``lch``: 0 done;
+1 ``lch regress`` found a regression; 2 the user must fix something (:class:`LchError`); 3 runs put side by side
+were not run alike (:mod:`harness.reporting.comparability`); 70 an internal error (a bug); 130 interrupted."""
 
 from __future__ import annotations
 
@@ -46,9 +32,8 @@ class MissingDataError(LchError, RuntimeError):
 
 
 class IncompleteError(LchError, RuntimeError):
-    """Work a service it needs failed to finish (a judge server that did not answer every request): what was asked
-    for is not computed from what happened to arrive; the message says what failed and how the same command
-    resumes from what was kept."""
+    """A service the work needs (a judge server) did not finish: nothing is computed from a partial answer; the
+    message says what failed and how the same command resumes."""
 
 
 DEBUG_VARIABLE = "LCH_DEBUG"  # "1": every error keeps its traceback (what `lch --debug` sets for its command)

@@ -1,20 +1,6 @@
-"""On-disk writes that readers see whole or not at all, and that concurrent processes can race on harmlessly.
-
-The contract every writer of the harness follows (docs/ARCHITECTURE.md, "On-disk state"):
-
-* a file is written to a temporary name beside its target (``.<name>.<random>.tmp``, same folder, so the same
-  file system) and renamed into place with :func:`os.replace`, which is atomic on POSIX and on NFS: a reader
-  sees the old content or the new one, never a half-written file, and two writers of the same content leave
-  that content;
-* a folder is built under a temporary sibling and renamed into place by :func:`atomic_folder`; when another
-  process renamed its own copy in first, ours is discarded;
-* :func:`entry_lock` lets concurrent computations of the same entry share the work (one computes, the others
-  wait and read). It is an optimisation only: when the file system cannot lock (NFS mounted ``nolock``) or the
-  lock is not obtained in time, the caller goes on unlocked and the races above stay harmless;
-* readers treat an entry they cannot parse as missing (:func:`read_json_or_none`), so an entry truncated by a
-  writer killed before these rules existed, or by a full disk, is recomputed and overwritten;
-* temporaries left by killed writers are never read, and :func:`sweep_temporaries` deletes old ones.
-"""
+"""On-disk writes that readers see whole or not at all, and that concurrent processes can race on harmlessly: each
+file or folder is built under a temporary sibling (``.<name>.<random>.tmp``) and renamed into place; an unparsable
+entry reads as missing. The contract: docs/on-disk-state.md."""
 
 from __future__ import annotations
 
@@ -41,9 +27,8 @@ def _temporary_name(path: Path) -> str:
 
 @contextlib.contextmanager
 def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
-    """An open file (``mode`` ``"w"``: UTF-8 text, ``"wb"``: bytes) whose content replaces ``path`` when the block
-    ends without an exception (flushed and fsynced first); on an exception the temporary is deleted and ``path``
-    is left as it was. Parent folders are created."""
+    """An open file (``"w"``: UTF-8 text, ``"wb"``: bytes) whose content replaces ``path`` (fsynced, parents made) when
+    the block ends without an exception; on an exception ``path`` is left as it was."""
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_writer writes with mode 'w' or 'wb', not {mode!r}")
     path = Path(path)
@@ -76,15 +61,13 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
 
 
 def write_json_atomic(path: str | Path, value: Any, **dumps: Any) -> Path:
-    """``value`` as JSON (``json.dumps(value, **dumps)``, a newline added when ``indent`` is given) written
-    atomically at ``path``."""
+    """``json.dumps(value, **dumps)`` written atomically at ``path`` (a final newline when ``indent`` is given)."""
     text = json.dumps(value, **dumps)
     return write_text_atomic(path, text + "\n" if dumps.get("indent") is not None else text)
 
 
 def read_json_or_none(path: str | Path) -> Any | None:
-    """The JSON value at ``path``; None when the file is missing, unreadable, empty or not JSON (a partial entry
-    of a killed writer is a cache miss, never a crash)."""
+    """The JSON value at ``path``; None when the file is missing, unreadable, empty or not JSON."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -102,13 +85,10 @@ def savefig_atomic(fig: Any, path: str | Path, **kwargs: Any) -> Path:
 
 @contextlib.contextmanager
 def atomic_folder(path: str | Path, replace: bool = False, prefix: str | None = None) -> Iterator[Path]:
-    """A fresh temporary sibling folder of ``path`` to fill; when the block ends without an exception it is
-    renamed to ``path``. If ``path`` exists by then (a concurrent process won, or an older folder): with
-    ``replace=False`` ours is discarded and theirs kept; with ``replace=True`` (an output the user asked to
-    overwrite) the old folder is renamed aside, ours renamed in, the old one deleted. On an exception the
-    temporary is deleted. ``prefix`` names the temporary (default ``.<name>.``, suffix ``.tmp``). Callers check
-    ``path`` for completeness before building (a folder of an older tool without the caller's completion marker
-    should be removed under :func:`entry_lock` first)."""
+    """A fresh temporary sibling folder of ``path`` to fill, renamed to ``path`` when the block ends without an
+    exception (else deleted). If ``path`` exists by then, ``replace=False`` keeps it and discards ours;
+    ``replace=True`` puts ours in its place. ``prefix`` names the temporary (default ``.<name>.``, suffix ``.tmp``).
+    An incomplete ``path`` is the caller's to remove (under :func:`entry_lock`) first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=prefix or _temporary_name(path), suffix=TMP_SUFFIX, dir=path.parent))
@@ -133,11 +113,9 @@ def atomic_folder(path: str | Path, replace: bool = False, prefix: str | None = 
 
 @contextlib.contextmanager
 def staged_files(folder: str | Path) -> Iterator[Path]:
-    """A temporary folder inside ``folder`` to save files into (e.g. ``save_pretrained``); when the block ends
-    without an exception each file in it is renamed into ``folder``, replacing a file of that name, one by one
-    (each file appears whole; the set is not one step: write the file that marks the folder complete, such as
-    a variant file, after the block). Sub-folders are moved only where ``folder`` has none of that name. For an
-    output folder that holds other things (training checkpoints) and cannot be replaced whole."""
+    """A temporary folder inside ``folder`` to save files into; when the block ends without an exception each file is
+    renamed into ``folder`` one by one, replacing one of that name (not one step: write the file marking the folder
+    complete after the block). A sub-folder whose name ``folder`` has is ``FileExistsError``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".staged.", suffix=TMP_SUFFIX, dir=folder))
@@ -167,10 +145,8 @@ def append_line(path: str | Path, line: str) -> None:
 
 @contextlib.contextmanager
 def entry_lock(path: str | Path, timeout: float = 1800.0) -> Iterator[bool]:
-    """Hold ``<path>.lock`` (a :class:`filelock.FileLock`: ``flock``, released by the kernel when the holder
-    dies, so a lock file left on disk is never stale) while computing the entry at ``path``; yields whether the
-    lock is held. When it cannot be taken within ``timeout`` seconds or the file system cannot lock, the block
-    runs unlocked (the caller's writes are atomic, so the race only duplicates work)."""
+    """Hold ``<path>.lock`` (``flock``: released when the holder dies) while computing the entry at ``path``; yields
+    whether it is held. Not taken within ``timeout`` seconds, or a file system that cannot lock: runs unlocked."""
     from filelock import FileLock, Timeout
 
     path = Path(path)
@@ -186,8 +162,7 @@ def entry_lock(path: str | Path, timeout: float = 1800.0) -> Iterator[bool]:
         yield True
     finally:
         lock.release()
-        # filelock >= 4 removes the lock file on release; older versions leave it. Removing it here can let two
-        # waiters hold "the lock" at once (one on the unlinked file): harmless, the lock only saves work.
+        # may let two waiters hold "the lock" at once (one on the unlinked file): harmless, it only saves work
         with contextlib.suppress(OSError):
             Path(lock.lock_file).unlink(missing_ok=True)
 
@@ -216,9 +191,7 @@ def sweep_temporaries(folder: str | Path, older_than: float = STALE_TMP_SECONDS)
 
 
 def writable_problem(path: str | Path, folder: bool) -> str | None:
-    """Why nothing could be written at ``path`` (a file, or a folder when ``folder``), in words, or None when it
-    can be: an existing path of the other kind, a path under a file, or a nearest existing folder that this user
-    cannot write into. Nothing is created (a check before work, not a write)."""
+    """Why nothing could be written at ``path`` (a folder if ``folder``), in words; None if it can. Creates nothing."""
     target = Path(path).expanduser().absolute()
     if target.exists():
         if folder and not target.is_dir():

@@ -1,6 +1,5 @@
-"""A metric a run could not compute because a service failed it (a judge server): the run still writes its
-results (the metric absent, with the reason), then its command ends with one ``lch: error:`` line and exit 2.
-The messages wait in this process's queue between the task that met the failure and the command that ends."""
+"""Metrics a run could not compute because a service (a judge server) failed: queued until the command, once its
+results are written, ends with one ``lch: error:`` line and exit 2."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ _incomplete: list[str] = []  # what a run of this process could not compute for 
 
 
 def report_incomplete(message: str) -> None:
-    """Say that the current run could not compute a metric it was asked for because a service failed it (a judge
-    server): its results are still written (the metric absent, with the reason), then its command ends with this
-    message as one ``lch: error:`` line and exit 2 (:func:`take_incomplete`)."""
+    """Queue ``message``: the current run could not compute a metric because a service failed it."""
     log.warning("%s", message)
     _incomplete.append(message)
 
@@ -27,8 +24,7 @@ def take_incomplete() -> list[str]:
 
 
 def raise_if_incomplete() -> None:
-    """After a command has written its results: :class:`~harness.core.errors.IncompleteError` (one line, exit 2) with
-    what :func:`report_incomplete` said since the last call, if anything."""
+    """:class:`~harness.core.errors.IncompleteError` with what :func:`report_incomplete` queued, if anything."""
     failed = take_incomplete()
     if failed:
         from harness.core.errors import IncompleteError

@@ -1,8 +1,5 @@
-"""How a run was invoked, as lm-eval's ``simple_evaluate`` was called: the model and its args, the tasks, the task
-metadata, the task folders included and the evaluator's other arguments. A run of ours records it in its results
-under :data:`harness.core.results.INVOCATION` (:func:`harness.plugin.preflight.after_evaluator_import`) and
-``lch rerun`` calls ``simple_evaluate`` again from it. What a run is *run with* (model content, libraries, device,
-dtype) is the run record's (:mod:`harness.core.run_record`)."""
+"""How a run called lm-eval's ``simple_evaluate``, recorded under :data:`harness.core.results.INVOCATION`: what
+``lch rerun`` calls again. What a run is *run with* is :mod:`harness.core.run_record`'s."""
 
 from __future__ import annotations
 
@@ -10,8 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-# simple_evaluate's arguments a rerun passes again when the run passed them; the others are how the run was kept
-# (response cache, request cache, logging) or the model, tasks and metadata recorded on their own
+# passed again when the run passed them; the others are how it was kept (caches, logging) or recorded on their own
 RERUN_ARGUMENTS = ("num_fewshot", "batch_size", "max_batch_size", "device", "limit", "samples", "bootstrap_iters",
                    "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "gen_kwargs", "predict_only",
                    "random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
@@ -36,8 +32,7 @@ class Invocation:
 
     @classmethod
     def from_json(cls, value: Any) -> "Invocation | None":
-        """The invocation a results file recorded; None when it recorded none (a run of another harness, or of an
-        lch before it recorded them) or not in this shape."""
+        """The invocation a results file recorded; None when it recorded none or not in this shape."""
         if not isinstance(value, Mapping) or not isinstance(value.get("model"), str):
             return None
         try:

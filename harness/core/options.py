@@ -1,25 +1,7 @@
-"""Task options as typed, frozen dataclasses, and the one parser that builds them from ``--metadata``.
-
-lm-eval hands every task (and its ``custom_dataset`` function) one flat ``metadata`` dict: the YAML's
-``metadata:``, the model args and ``--metadata`` merged. A group of options is a frozen dataclass whose
-fields are declared with :func:`option` (default written once, a help string, optional ``choices``);
-:func:`parse_options` picks that dataclass's fields out of a metadata dict and converts the values the
-way lm-eval's CLI delivers them (``"4"`` -> 4, ``"true"`` -> True, ``"1k,2k"`` -> ``("1k", "2k")``,
-``"none"`` -> None), refusing a wrong value in one line that names the task, the key, the expected type
-and the value. Keys the dataclass has no field for are left alone (other groups read them).
-
-A missing key, a value of None, or an empty string for a field that is not a string takes the field's
-default.
-
-**Domains.** A field declares what makes sense besides its type where it is declared: ``low`` / ``high``
-(inclusive bounds of a number, or of each number of a list), ``above`` (an exclusive lower bound), ``nonempty``
-(a list or a string with something in it), ``choices`` (words, the closest suggested for a typo).
-:func:`parse_options` checks them after the conversion, :func:`check_domains` checks a dataclass built some other way (``lch train``'s configs) and
-:func:`check_fields` converts and checks every field of a value built from Python (``Inference``); a value
-outside is one line naming the key, the domain and the value. Relations between fields (``min_tokens <=
-max_tokens``) are the dataclass's own ``__post_init__`` checks. A bound that stands for "more work than any run
-needs" says why in its help (e.g. :data:`MAX_TOKENS`).
-"""
+"""Task options as typed, frozen dataclasses declared with :func:`option`, and the one parser that builds them from
+lm-eval's flat ``metadata`` dict (:func:`parse_options`): values convert as lm-eval's CLI delivers them (``"4"``,
+``"true"``, ``"1k,2k"``, ``"none"``); a missing key, None, or an empty string for a non-string field takes the default;
+keys without a field are left alone; a wrong type or a value outside the field's domain is one line."""
 
 from __future__ import annotations
 
@@ -34,11 +16,9 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
 from harness.core.errors import UsageError
 
 T = TypeVar("T")
-# No released model reads more tokens than this: a length or budget above it is a typo (1e12), not a run, and
-# would only cost memory and time before anything is said.
+# no released model reads more tokens: a length or budget above it is a typo (1e12), not a run
 MAX_TOKENS = 10_000_000
-# Items a task evaluates (documents, questions, samples per length): 100,000 is about 6x the largest evaluation set
-# our tasks read (MRQA's SearchQA dev set, ~17k questions; RULER uses 500 per length, BABILong at most 1,000).
+# items a task evaluates: about 6x the largest evaluation set our tasks read (MRQA's SearchQA dev, ~17k questions)
 MAX_SAMPLES = 100_000
 MAX_SEED = 2**32 - 1  # numpy's and torch's generators take seeds in [0, 2**32)
 _NONE_WORDS = frozenset({"none", "null"})
@@ -46,8 +26,7 @@ _TRUE = frozenset({"true", "yes", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off"})
 
 
-# How a field enters the key of the data a task generates from its options and caches (``option(..., shapes=...)``,
-# read by :func:`harness.core.cache_keys.data_key`): declared with the field, so that a field cannot be forgotten in the key.
+# how a field enters the key of cached task data (harness.core.cache_keys.data_key): declared, so never forgotten
 SHAPES = {
     "value": "its value",
     "source": "the content of the file or folder it names, when the task reads it (the task's fingerprint of it)",
@@ -60,12 +39,9 @@ SHAPES = {
 def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
            low: float | None = None, high: float | None = None, above: float | None = None, nonempty: bool = False,
            **metadata: Any) -> Any:
-    """A dataclass field with its default, its help string, its domain (for a word option the allowed values;
-    ``low`` / ``high``: inclusive bounds of a number or of each number of a list; ``above``: an exclusive lower
-    bound; ``nonempty``: a list or string with something in it) and any other metadata its readers use (``lch
-    train``'s ``record`` / ``flag``: harness/train/config.py; ``shapes``: how the field enters a cached dataset's
-    key, one of :data:`SHAPES`).
-    Task options, training configs and their generated command lines all declare fields with it."""
+    """A dataclass field with its default, help string, domain (``choices``: allowed words; ``low`` / ``high``:
+    inclusive bounds of a number or of each number of a list; ``above``: exclusive lower bound; ``nonempty``) and
+    other metadata its readers use (``shapes``: one of :data:`SHAPES`, else ``TypeError``)."""
     if "shapes" in metadata and metadata["shapes"] not in SHAPES:
         raise TypeError(f"shapes={metadata['shapes']!r} is not one of {', '.join(SHAPES)}")
     meta: dict[str, Any] = {"help": help, **metadata}
@@ -138,10 +114,8 @@ def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> 
 
 
 def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
-    """Each field of the dataclass ``obj`` (frozen or not) converted to its annotation by :func:`convert`'s rules
-    and inside its declared domain (:func:`domain_problem`), in field order, set back converted; else a one-line
-    :class:`UsageError` ``{label(name)} must be ...`` (``label`` may read the fields already checked). For a
-    ``__post_init__`` whose dataclass declares its fields' domains: what remains to check is between fields."""
+    """Each field of the dataclass ``obj`` (frozen or not), in order, converted by :func:`convert`'s rules, checked
+    against its domain and set back; else one-line :class:`UsageError` (``label`` may read fields already checked)."""
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = convert(getattr(obj, f.name), hints[f.name], label(f.name))
@@ -162,8 +136,7 @@ def describe_type(tp: Any) -> str:
 
 
 def describe_domain(field: dataclasses.Field) -> str:
-    """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``between 0 and 1``; ``not empty``); ``""``
-    when it declares none."""
+    """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``not empty``); ``""`` when it declares none."""
     meta = field.metadata
     parts = []
     if meta.get("choices") is not None:
@@ -242,9 +215,7 @@ def _convert(value: Any, tp: Any) -> Any:
 
 
 def convert(value: Any, tp: Any, name: str) -> Any:
-    """``value`` as type ``tp`` by the rules :func:`parse_options` applies to each field (strings parsed, no
-    bool taken for a number, no fractional float for an int); a value that does not convert is a one-line
-    :class:`UsageError`: ``{name} must be {the type in words}, got {value!r}``."""
+    """``value`` as ``tp`` by :func:`parse_options`'s rules; else :class:`UsageError` ``{name} must be ...``."""
     try:
         return _convert(value, tp)
     except _BadValue:
@@ -267,12 +238,9 @@ def flag_name(name: str) -> str:
 
 def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None,
                   label: Callable[[str], str] = metadata_key) -> T:
-    """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields.
-
-    Values are converted to the field types (module docstring); a value that does not convert, or one outside
-    the field's domain (``choices``, bounds, ``nonempty``), raises :class:`UsageError` with one line naming
-    ``task``, the key as ``label`` writes it (default ``--metadata <key>``), what it must be and the value. A check
-    the dataclass makes itself (``__post_init__``) raising :class:`UsageError` is re-raised with the task named."""
+    """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields, converted to their
+    types. A value that does not convert or is outside its domain is a one-line :class:`UsageError` naming ``task``
+    and the key as ``label`` writes it; a :class:`UsageError` of ``cls``'s ``__post_init__`` gets the task named."""
     metadata = metadata or {}
     hints = typing.get_type_hints(cls)
     prefix = f"{task}: " if task else ""
@@ -300,8 +268,7 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
 
 
 def _number(value: Any, tp: type) -> int | float:
-    """``value`` as an int or a float: numbers (an int only from a whole float), or a string that parses as
-    one; never a bool, nan or infinity (no number a user meant)."""
+    """``value`` (a number or a numeric string) as an int or float; never a bool, nan, inf or a fraction for an int."""
     if isinstance(value, bool):
         raise _BadValue
     if isinstance(value, str):

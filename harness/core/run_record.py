@@ -1,17 +1,7 @@
-"""What a run was run with: one typed record, written by our models into lm-eval's results and read back by
-every report that puts runs side by side.
-
-Our model classes (hf-pic, vllm-pic, the compressor) add :meth:`RunRecord.as_info` to lm-eval's results
-``config`` under :data:`harness.core.results.RUN` (``lch_run``): the engine, the dtype and the device the model actually ran in (not
-the ``--device`` lm-eval records, which defaults to ``cuda:0`` on a CPU run too), the maximum length, the
-inference as applied (in words), the model's content identity (a digest of its weights and tokenizer files, so two
-paths to one model are one model and one path re-fetched with other weights is another), its architecture, the libraries
-that compute the numbers, and the chat template the run applied (``none``, or the SHA-256 of its text as lm-eval's
-``chat_template_sha``; known when the run went through lm-eval's ``simple_evaluate``, as the CLI and ``lch eval`` do).
-:meth:`RunRecord.from_results` completes it with what lm-eval records itself: the batch size, the seeds and, for
-other model classes, the chat template. A field a run did not record (an older run, another model class) is None:
-unknown, never a guess.
-"""
+"""What a run was run with (:class:`RunRecord`): written by our models into lm-eval's results ``config`` under
+``lch_run``, completed from lm-eval's own fields and read back by every report. ``device`` is where the model actually
+ran (lm-eval's ``--device`` says ``cuda:0`` on CPU too); ``model`` is a digest of weights and tokenizer files. A field a
+run did not record is None: unknown, never a guess."""
 
 from __future__ import annotations
 
@@ -24,9 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
 
-# what the running lm-eval run was asked for --apply_chat_template (False: no template; True or a name: one), set
-# for the length of a run by harness.plugin.preflight's wrapper of simple_evaluate; None: not known (lm-eval's
-# evaluate called directly)
+# the running run's --apply_chat_template (False: none; True or a name: one); None: not known (evaluate called directly)
 _ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
 
 
@@ -41,16 +29,14 @@ def asking_chat_template(value: Any) -> Iterator[None]:
 
 
 def run_applies_chat_template() -> bool | None:
-    """Whether the running lm-eval run applies a chat template (``--apply_chat_template``, or a template's name); None
-    when not known (outside :func:`asking_chat_template`: lm-eval's ``evaluate`` called directly)."""
+    """Whether the running lm-eval run applies a chat template; None outside :func:`asking_chat_template`."""
     asked = _ASKED_CHAT_TEMPLATE.get()
     return None if asked is None else bool(asked)
 
 
 def chat_template_field(template_of: Any) -> str | None:
-    """The run record's ``chat_template``: ``"none"`` when the run applies none, the SHA-256 of the template text
-    when it applies one (the digest lm-eval records as ``chat_template_sha``), None when the run's setting is not
-    known. ``template_of(asked)`` gives the template text a model applies for lm-eval's setting ``asked``."""
+    """The run record's ``chat_template``: ``"none"``, the SHA-256 of the template text (lm-eval's
+    ``chat_template_sha``), or None when not known; ``template_of(asked)``: the text applied for setting ``asked``."""
     asked = _ASKED_CHAT_TEMPLATE.get()
     if asked is None:
         return None

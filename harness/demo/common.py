@@ -12,9 +12,8 @@ def slug(name: str) -> str:
 def write_reports(runs_dir: Path, out: Path, ppl_metric: str = "ppl_govreport/ppl",
                   longppl_metric: str = "longppl_govreport/longppl",
                   headline: list[str] | None = None) -> tuple[list[Path], dict]:
-    """The demo's runs as a leaderboard (CSV / Markdown / HTML, best LongPPL first) and a correlation
-    report of LongPPL vs PPL across the variants (scatter PNG, Markdown, JSON); the Markdown leaderboard shows
-    the ``headline`` metrics when given. Returns the paths and the correlation statistics."""
+    """The demo's runs as a leaderboard (best LongPPL first; Markdown shows ``headline``) and a LongPPL vs PPL
+    correlation report; returns the paths and the correlation statistics."""
     from harness.reporting.correlate import write_report
     from harness.reporting.leaderboard import leaderboard, write_leaderboard
     from harness.reporting.runs import load_runs

@@ -1,34 +1,6 @@
-"""README's main command (``lch demo``): a registry model under four PIC variants, offline.
-
-``--model`` picks the model (:data:`DEMO_MODELS`): SmolLM2-135M-Instruct (default; Llama, 8k window,
-instruction-tuned) or Gemma 3 270M (base; gemma3_text, 32k window). It comes from the registry
-(:mod:`harness.models.catalogue`, fetched and converted on first use). Each variant runs once through
-lm-eval (``hf-pic``, fp32, CPU, greedy) on:
-
-* RULER ``niah_single_1`` (noise haystack) / ``niah_single_2`` (essay haystack) and BABILong ``qa1`` at 1k
-  and 2k tokens, essays as RULER's essay haystack and BABILong's filler, 1 sample per task and length (2 took the
-  demo past 5 minutes on 2 cores: the prompts' prefill is most of its time).
-  An instruct model gets its chat template (samples fitted with the template counted); a base model gets
-  the plain prompt ending in the answer prefix. (``vt`` is left out: SmolLM2 answers it with 30 tokens
-  of haystack);
-* PPL and LongPPL on 4 essays cut to 2048 tokens (``longppl_govreport`` pointed at the essays).
-
-LongPPL settings, and why: the evaluator is the vanilla model itself. The LongPPL paper warns that a model is no
-judge of *itself*, but here the evaluated models are PIC variants of it: the key tokens are those whose
-prediction the unmodified model improves by more than ``alpha`` nats with more than ``K`` tokens of
-context, and LongPPL asks whether a variant still predicts *those* tokens. The paper's thresholds
-(``alpha = 2``, ``beta = -2``) are kept; the windows are scaled to 2048-token documents: ``K = d = 256``
-(the paper has 4096 / 1024 on 16k-32k tokens). With ``K = 1024, d = 512`` SmolLM2 finds 1-2 key tokens
-per essay, too few for a LongPPL to mean anything; with ``K = d = 256`` it finds 6-8 per essay (short
-contexts of 256-511 tokens), so a few dozen over the 4 essays. Gemma 3 depends on its BOS token, so its
-short windows start with BOS (``short_start=bos``, docs/longppl.md). Key tokens are computed once and
-cached; their count is printed next to every LongPPL.
-
-The group ``lch_demo_long_context`` (written next to the runs) averages the RULER and BABILong scores,
-which the demo correlates with PPL and LongPPL across the variants. Everything stays below the model's
-8k window so the demo fits in minutes on 2 CPU cores; past-window behaviour is what
-``benchmarks/paper_claims.py`` measures.
-"""
+"""README's main command (``lch demo``): a registry model (:data:`DEMO_MODELS`) under four PIC variants, offline,
+through lm-eval: RULER / BABILong at 1k and 2k tokens on an essay haystack, and PPL / LongPPL on essays cut to 2048
+tokens with the vanilla model as LongPPL's evaluator at ``K = d = 256`` (why: docs/demo.md)."""
 
 from __future__ import annotations
 
@@ -71,9 +43,8 @@ LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": KEY_TOKEN_DEFAULTS[
 
 
 def essays_folder(explicit: str | None = None) -> Path:
-    """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays``
-    beside this checkout (where the project's data lives). A folder given that is not one of essays is refused (not
-    replaced by the next one)."""
+    """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays`` beside this
+    checkout; a folder given that holds no essays is refused, never replaced by the next."""
     import os
 
     from harness.data.documents import MissingDataError
@@ -103,7 +74,7 @@ def group_yaml(tasks: list[str]) -> str:
 def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
                   num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
                   variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
-    """Run the demo (see the module docstring); returns the summary also written to ``summary.json``."""
+    """Run the demo; returns the summary also written to ``summary.json``."""
     from harness.core.errors import UsageError
     from harness.core.files import writable_problem
 
@@ -128,7 +99,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
         "lengths": list(lengths), "num_samples": num_samples, "essays": str(essays_dir), "source": "synthetic",
         "filler": str(essays_dir), "chat_template": demo_model.chat_template,
-        # PPL / LongPPL: essays cut to doc_tokens; the vanilla model as evaluator (module docstring)
+        # PPL / LongPPL: essays cut to doc_tokens; the vanilla model as evaluator (docs/demo.md)
         "data_files": str(essays_dir), "min_tokens": doc_tokens, "max_tokens": doc_tokens, "num_docs": num_docs,
         "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
         "short_start": demo_model.short_start,
@@ -160,8 +131,7 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
 
 
 def summary_row(name: str, pic_args: dict, run: dict, lengths, seconds: float) -> dict:
-    """One variant's line of the summary from its lm-eval results object ``run``: ``variant`` is the demo's name
-    of the variant (its run folder), ``run`` the name every report gives the run (:mod:`harness.reporting.labels`)."""
+    """One variant's summary line from its lm-eval results ``run`` (``variant``: the demo's name; ``run``: reports')."""
     from harness.data.lengths import length_label, length_tokens, parse_lengths
     from harness.reporting.labels import name_from_results
 

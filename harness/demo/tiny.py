@@ -1,15 +1,6 @@
-"""The tiny-model demo (``lch demo --tiny``): seconds, no real model, the whole pipeline.
-
-Two tiny Llamas, shipped with the package (``harness.models.tiny.SHIPPED``: the same bytes on every machine, so
-the numbers are too, and the committed baseline ``results/baselines/demo-vanilla.json`` holds everywhere), are
-copied into the cache: the evaluated model, trained on 128-token windows, and an evaluator for LongPPL key tokens,
-trained on 256-token windows with its own tokenizer. Synthetic long reports are written to the output folder, and
-``ppl_govreport`` and ``longppl_govreport`` run through lm-eval with ``hf-pic`` once per PIC variant (key tokens are
-computed once and reused). Each run's lm-eval results JSON is saved under ``runs/<variant>/`` as lm-eval's
-``--output_path`` would, a table is printed, and the demo ends with what ``lch leaderboard`` and ``lch correlate``
-make of those runs: ``leaderboard.csv`` (+ ``.md``, ``.html``) and ``correlation/`` (LongPPL vs PPL scatter PNG and
-report).
-"""
+"""The tiny-model demo (``lch demo --tiny``): seconds, no real model, the whole pipeline. Two shipped tiny Llamas (the
+same bytes everywhere, so ``results/baselines/demo-vanilla.json`` holds) run ``ppl_govreport`` and
+``longppl_govreport`` on synthetic reports per PIC variant; the runs, a leaderboard and a correlation are written."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """How heavy the package is to read, counted from its source by the AST: ``python -m harness.devtools.house [--json]``.
 
-Per file of ``harness/``: lines of code, of docstrings (module, class and function docstrings, whole lines) and of
-comments (lines that hold only a comment); docstrings longer than :data:`LONG_DOCSTRING` lines; the files that import
-lm-eval and the folders they are in; imports of lm-eval's private modules (a dotted part starting with ``_``);
-process-global state (``global`` statements, module-level mutable containers under lower-case names); and the lines
-of docs/ARCHITECTURE.md. The numbers of a before / after table of a refactor.
-"""
+Per file of ``harness/``: lines of code, of docstrings and of comment-only lines; docstrings over :data:`LONG_DOCSTRING`
+lines; files importing lm-eval, and imports of its private modules; process-global state (``global``, module-level
+mutable containers under lower-case names); and the lines of docs/ARCHITECTURE.md."""
 
 from __future__ import annotations
 

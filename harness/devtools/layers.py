@@ -1,33 +1,7 @@
-"""The package's layers and the imports between them: ``python -m harness.devtools.layers`` prints the
-layer graph as the code has it and exits 1 when a module imports a layer it may not.
-
-Layers, lowest first (a layer may import only the layers listed in its ``may_import``):
-
-* ``base``: paths of the on-disk caches, user errors, atomic writes, the task-options parser, the run record.
-* ``pure``: position and metric math (PIC / EPL positions, LongPPL / LSM / long-form / QA formulas,
-  pooling). Tensors and arrays allowed; no model, no transformers, no lm-eval, no file or network I/O.
-* ``data``: loaders of benchmark data, tokenizer-based length fitting (transformers tokenizers only).
-* ``models``: torch + transformers: scoring, the LongPPL / LSM estimators, PIC, compressors, training.
-* ``judging``: the judge stage (OpenAI-compatible client, official prompts, reply parsers).
-* ``lmeval``: the only layer that imports ``lm_eval``: plugin, model classes, task classes, task folder.
-* ``reporting``: reads results files (and logged samples / judgements) only.
-* ``app``: the CLI, the demos, these dev tools and the package's public API.
-
-A module's layer is the one it declares at its top (``LAYER = "data"``), else the nearest declaration of its packages
-(``__init__.py``), else its folder's (:data:`LAYERS`); a module of ours with none is refused. A concept folder (pic,
-longppl, a task) is layered inside, so its modules say their own layer where they live.
-
-Imports count wherever they are written (also inside functions): a lazy import is still a dependency. Imports
-under ``if TYPE_CHECKING:`` (annotations only, never run) do not count.
-
-Import circles: :func:`cycles` lists the groups of modules that import each other (directly or through others);
-the check refuses any.
-
-Folders: the shared floors (:data:`FLOORS`: core, metrics, data, models) import no other folder of the package, so that
-a concept folder (pic, longppl, lsm, a task, an engine ...) may import any floor and nothing below it imports it back;
-and the folders import each other in no circle but those declared in :data:`FOLDER_CIRCLES`, each with its reason
-(:func:`folder_problems`; docs/ARCHITECTURE.md quotes them).
-"""
+"""The package's layers and the imports between them: ``python -m harness.devtools.layers`` prints the layer graph
+as the code has it and exits 1 on a forbidden import, a module without a layer or an import circle. The rules are
+docs/ARCHITECTURE.md's "Layers": a module's layer is its own ``LAYER``, else its packages', else its folder's
+(:data:`LAYERS`); imports count wherever written, but not under ``if TYPE_CHECKING:``."""
 
 from __future__ import annotations
 
@@ -45,9 +19,7 @@ class Layer:
     forbidden_libraries: tuple[str, ...] = ()
 
 
-# The folders whose modules are of a layer unless they declare another (``LAYER = "..."``, below). A module of any
-# other folder (a concept: pic, longppl, lsm, compressor, train) declares its layer itself or in its package's
-# ``__init__.py``, so that the rule of a new module is written in one place: the module.
+# each folder's layer, unless a module declares another; concept folders (pic, train ...) declare their own
 LAYERS = (
     Layer("base", ("harness.core",), ()),
     Layer("pure", ("harness.metrics",), ("base",),
@@ -65,9 +37,7 @@ ROOT_PACKAGE = "harness"  # its own layer is app's; it gives none to the folders
 BY_NAME = {layer.name: layer for layer in LAYERS}
 _FOLDER_LAYERS = {package: layer for layer in LAYERS for package in layer.packages}
 FLOORS = ("core", "metrics", "data", "models")  # the shared floors: they import no other folder of the package
-# Folder circles that stand, and why ({frozenset of folders: reason}); none stands: the glue (plugin) imports the
-# engines and the tasks, which import no glue back (the model registry lives with the engines, the aggregations with
-# the tasks, the failed-service queue in core), and the compressor's tasks live in their task folder.
+# folder circles that stand, and why ({frozenset of folders: reason}); none does
 FOLDER_CIRCLES: dict[frozenset[str], str] = {}
 # Calls that read or write files: none may appear in the pure layer.
 IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes", "urlopen"})
@@ -99,9 +69,8 @@ _TREE: dict[str, str] | None = None  # this checkout's declarations, read once
 
 
 def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | None:
-    """The layer of a ``harness`` module: the nearest of the module itself, then its packages upwards, that declares
-    one (``LAYER`` in ``declared``: this checkout's by default) or is one of a layer's folders (:data:`LAYERS`);
-    None for other modules and for a module of ours that has none (:func:`violations` says so)."""
+    """The layer of a ``harness`` module: the nearest of itself and its packages upwards that declares one
+    (``declared``: this checkout's by default) or is a layer's folder; None for others and for one of ours with none."""
     global _TREE
     if declared is None:
         if _TREE is None:
@@ -227,8 +196,7 @@ def layer_edges(graph: dict[str, set[str]], declared: dict[str, str] | None = No
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles of ``graph``: each group of two or more modules of ours that reach each other through
-    imports (strongly connected components, Tarjan's algorithm, iterative), sorted."""
+    """The import circles of ``graph``: groups of two or more of our modules that reach each other (Tarjan), sorted."""
     ours = {module: sorted(t for t in targets if t in graph) for module, targets in graph.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -271,8 +239,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def folder_of(module: str) -> str | None:
-    """The folder of a ``harness`` module (``harness.pic.hf.hooks`` -> ``pic``; every module of the package but its
-    ``__init__`` lives in a folder), None for ``harness`` itself and for other packages."""
+    """The folder of a ``harness`` module (``harness.pic.hf.hooks`` -> ``pic``); None for ``harness`` and others."""
     parts = module.split(".")
     return parts[1] if parts[0] == "harness" and len(parts) >= 2 else None
 
@@ -293,9 +260,8 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 def folder_problems(graph: dict[str, set[str]]) -> list[str]:
-    """A floor importing another folder (the importing module named), and each folder circle not declared in
-    :data:`FOLDER_CIRCLES` (a declared one whose folders all exist but no longer circle is said too, so that the
-    declaration stays true)."""
+    """A floor importing another folder, each folder circle not declared in :data:`FOLDER_CIRCLES`, and each declared
+    one whose folders all exist but no longer circle."""
     out = []
     for module, targets in sorted(graph.items()):
         src = folder_of(module)
@@ -314,8 +280,7 @@ def folder_problems(graph: dict[str, set[str]]) -> list[str]:
 
 
 def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
-    """The import graph of the repository at ``root`` and its violations (layer rules, I/O in the pure layer,
-    import circles)."""
+    """The import graph of the repository at ``root`` and its violations (layers, pure-layer I/O, circles, folders)."""
     files = module_files(root)
     graph = import_graph(root)
     declared = declared_layers(root)
@@ -331,8 +296,7 @@ def rules() -> list[str]:
 
 
 def render(graph: dict[str, set[str]], problems: list[str], declared: dict[str, str] | None = None) -> str:
-    """The rules, the modules of concept folders that declare their layer, the imports found between layers
-    (module imports per pair) and the violations."""
+    """As text: the rules, the modules that declare their layer, the imports between layers, the violations."""
     edges = layer_edges(graph, declared)
     declared = _TREE if declared is None else declared
     lines = ["Layers (name: folders -> may import):", *(f"  {line}" for line in rules()), "",

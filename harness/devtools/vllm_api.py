@@ -1,12 +1,6 @@
 """What vllm-pic uses of vLLM, checked against the vLLM installed beside it: ``python -m harness.devtools.vllm_api``
-prints each check and exits 1 when one fails.
-
-It needs vLLM's Python only, not its kernels, so it runs on any machine where ``import vllm`` works: e.g. a venv with
-``--system-site-packages`` and a CUDA wheel of another vLLM installed with ``--no-deps`` (its ``vllm._C`` need not
-load). That is how the ends of :data:`~harness.pic.vllm.model.VLLM_VERSIONS` were checked on a CPU machine
-(docs/vllm.md, "Versions"). The engine-level checks (rotary modules against what PIC computes, the KV cache's
-layout probed with the backend's writer) still run when a model loads; this catches a renamed or moved name early.
-"""
+prints each check and exits 1 when one fails. It needs vLLM's Python only (``vllm._C`` need not load), and catches a
+renamed or moved name before any model loads."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Documents for the LongPPL tasks (their key tokens are attached by :mod:`harness.longppl.keytokens`).
-
-Selection (docs/formulas.md §3 GovReport protocol by default): the first ``num_docs`` documents with at least
-``min_tokens`` tokens under ``length_tokenizer`` (default: the evaluator's tokenizer, special tokens
-included), each cut to the text of its first ``max_tokens`` tokens, so that the evaluator and every
-evaluated model score exactly the same text.
-"""
+"""Documents for the LongPPL tasks (docs/formulas.md §3): the first ``num_docs`` with at least ``min_tokens`` tokens of
+``length_tokenizer`` (default: the evaluator's, special tokens included), each cut to its first ``max_tokens``."""
 
 from __future__ import annotations
 
@@ -41,9 +36,8 @@ class CorpusOptions(DocumentOptions):
 
 
 def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tuple[str, int]:
-    """``(text of the first max_tokens tokens, token count of the full text)``; a text longer than ``max_tokens`` is
-    not tokenized whole (:func:`harness.data.token_heads.encode_head`), and its count is then a number above
-    ``max_tokens``."""
+    """``(text of the first max_tokens tokens, token count)``; a text longer than ``max_tokens`` is not tokenized
+    whole, and its count is then some number above ``max_tokens``."""
     head = encode_head(tokenizer, text, max_tokens, return_offsets_mapping=True)
     n = head.count_at_least()
     if max_tokens is None or n <= max_tokens:
@@ -65,9 +59,7 @@ def select_documents(docs: list[dict], tokenizer: Any, min_tokens: int, max_toke
 
 
 def corpus_documents(options: CorpusOptions) -> list[dict]:
-    """The selected documents (``doc_id``, ``text``), each cut to ``max_tokens`` of the length tokenizer. Selected
-    once per process and options (the preflight selects them before any model loads, the task again when it
-    builds its dataset): each call gets its own copies."""
+    """The selected documents (``doc_id``, ``text``), selected once per process and options; each call gets copies."""
     return [dict(doc) for doc in _selected_corpus(options)]
 
 
@@ -99,9 +91,7 @@ def _select_corpus(options: CorpusOptions) -> list[dict]:
 
 
 def check_key_windows(docs: list[dict], trunc_len: int) -> None:
-    """Every document longer than the short window ``trunc_len`` (K): a token has a context longer than K only
-    after the first K tokens, so a document of at most K tokens can hold no key token and its LongPPL would be
-    empty. Checked before the evaluator runs; lengths are ``n_tokens`` of :func:`select_documents`."""
+    """Refuse documents of at most ``trunc_len`` (K) tokens (``n_tokens``): they can hold no key token."""
     short = [d for d in docs if d["n_tokens"] <= trunc_len]
     if short:
         first = short[0]

@@ -8,10 +8,8 @@ LAYER = "lmeval"  # harness/devtools/layers.py
 
 
 def longppl_corpus(options: Any, model: Any = None) -> dict:
-    """``{"test": Dataset(doc_id, text, key_json)}``: the LongPPL documents
-    with their key tokens (:func:`harness.longppl.keytokens.key_token_corpus`: windows checked against the documents,
-    key tokens computed once and cached, none at all refused). ``options``: the task's, a
-    :class:`~harness.longppl.corpus.CorpusOptions` and a :class:`~harness.longppl.keytokens.KeyTokenOptions`."""
+    """``{"test": Dataset(doc_id, text, key_json)}``: the LongPPL documents with their key tokens
+    (:func:`harness.longppl.keytokens.key_token_corpus`); ``options``: both its corpus and key-token options."""
     import datasets
 
     from harness.longppl.keytokens import key_token_corpus

@@ -1,6 +1,5 @@
-"""LongPPL estimators (the LongPPL paper): the evaluator's long / short log-probabilities, key tokens of a text,
-and LongPPL of a text under a model. The formulas (LSD, LCL, selection, pooling) live in
-:mod:`harness.longppl.formulas`; this module runs the forwards."""
+"""LongPPL estimators (the LongPPL paper): the forwards behind the evaluator's long / short log-probabilities, key
+tokens of a text and its LongPPL under a model; the formulas live in :mod:`harness.longppl.formulas`."""
 
 from __future__ import annotations
 
@@ -31,13 +30,9 @@ def long_short_logprobs(
     model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int | None = None,
     bos_id: int | None = None, progress: Callable[[int], Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(long, short)`` log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor.
-
-    ``long`` from one pass over all tokens, ``short`` from the windows of :func:`short_windows`, batched
-    ``batch_size`` at a time (windows of equal length share a forward; default :func:`window_batch` of the device),
-    each preceded by ``bos_id`` when given. Both float32, length ``n - K``. ``progress(k)`` is told of every pass
-    done (the long one, then the short windows of each forward): :func:`passes` of them in all.
-    """
+    """``(long, short)`` float32 log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor: ``long``
+    from one pass, ``short`` from :func:`short_windows` (``batch_size`` per forward, default :func:`window_batch`), each
+    after ``bos_id`` when given. ``progress(k)`` is told of each pass done (:func:`passes` in all)."""
     progress = progress or (lambda done: None)
     if trunc_len < 1 or sliding_window < 1:
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
@@ -48,8 +43,7 @@ def long_short_logprobs(
     progress(1)
     short = torch.empty_like(long)
     windows = short_windows(len(ids), trunc_len, sliding_window)
-    # The first window starts at token 0, so its context *is* the full context: its targets get the
-    # long log-probabilities (LSD = 0 exactly) instead of a forward that could only add rounding noise.
+    # the first window's context is the full context: its targets take the long values (LSD = 0, not rounding noise)
     first_end = windows[0][1] if windows else trunc_len
     short[: first_end - trunc_len] = long[: first_end - trunc_len]
     by_length: dict[int, list[tuple[int, int]]] = {}
@@ -73,9 +67,8 @@ def long_short_logprobs(
 
 
 def passes(n_tokens: int, trunc_len: int, sliding_window: int) -> int:
-    """The forward passes over windows that finding the key tokens of an ``n_tokens`` text takes (the unit of its
-    progress): one long pass and every short window but the first (whose context is the long pass's), or a single
-    pass for a text no longer than ``trunc_len`` (nothing to compare)."""
+    """The forward passes that finding an ``n_tokens`` text's key tokens takes: the long one and every short window but
+    the first (whose context is the long pass's), or 1 for a text no longer than ``trunc_len``."""
     if n_tokens <= trunc_len:
         return 1
     return 1 + max(0, len(short_windows(n_tokens, trunc_len, sliding_window)) - 1)
@@ -87,12 +80,9 @@ MAX_WINDOW_BATCH = 256
 
 
 def window_batch(model: Any, device: torch.device | str, width: int, free: Any = MEASURE) -> int:
-    """Short windows of ``width`` tokens per forward: on the CPU :data:`CPU_WINDOW_BATCH`; on a CUDA device as many
-    as :data:`WINDOW_SHARE` of its headroom holds (``free``: a reading of :func:`device_free_bytes`, else measured
-    now), by a bound of one window's peak: ``16 x hidden`` fp32 floats a token of activations, plus the attention
-    scores where the kernel materialises them (:func:`~harness.models.device_sizing.fused_attention` false: ``heads x
-    width^2`` floats of the model's dtype and their fp32 softmax), so that a 32k document's windows take a few
-    forwards, not dozens."""
+    """Short windows of ``width`` tokens per forward: :data:`CPU_WINDOW_BATCH` on the CPU; on CUDA as many as
+    :data:`WINDOW_SHARE` of the headroom holds at ``16 x hidden`` fp32 activations a token plus, unless
+    :func:`~harness.models.device_sizing.fused_attention`, ``heads x width^2`` scores (model dtype and fp32)."""
     free = device_free_bytes(device) if free is MEASURE else free
     if free is None:
         return CPU_WINDOW_BATCH
@@ -117,8 +107,8 @@ def find_key_tokens(
     batch_size: int | None = None,
     progress: Callable[[int], Any] | None = None,
 ) -> KeyTokens:
-    """Key tokens of ``text`` under the evaluator (module docstring); ``short_start`` is ``text`` or ``bos``
-    (:data:`~harness.longppl.formulas.KEY_TOKEN_DEFAULTS`); ``progress`` as :func:`long_short_logprobs`'s."""
+    """Key tokens of ``text`` under the evaluator (:mod:`~harness.longppl.formulas`); ``short_start``: ``text`` or
+    ``bos`` (:data:`~harness.longppl.formulas.KEY_TOKEN_DEFAULTS`); ``progress`` as :func:`long_short_logprobs`'s."""
     bos_id = _short_window_bos(evaluator_tokenizer, short_start)
     enc = evaluator_tokenizer(text, return_offsets_mapping=True)
     offsets = enc["offset_mapping"]
@@ -160,11 +150,8 @@ def compute_longppl(
     gamma: float = SOFT_GAMMA,
     short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
 ) -> dict[str, Any]:
-    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``.
-
-    Key tokens come from ``key_spans`` (spans or a :class:`KeyTokens`) or are found with the evaluator.
-    ``longppl`` is None when the text has no key token; ``longppl_soft`` needs the evaluator's LSD.
-    """
+    """LongPPL of ``text`` under ``model``: ``{"longppl", "ppl", "longppl_soft", "n_key_token", "n_token"}``; key tokens
+    from ``key_spans`` or the evaluator. ``longppl`` is None without key tokens; ``longppl_soft`` needs the LSD."""
     if key_spans is None:
         if evaluator_model is None or evaluator_tokenizer is None:
             raise UsageError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")

@@ -1,34 +1,9 @@
-"""LongPPL (the LongPPL paper, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model.
-
-For evaluator tokens ``x_i`` (tokenised with special tokens, i.e. with BOS):
-
-* ``LCL(x_i) = log P(x_i | full context)`` from one pass over the whole document;
-* ``LSD(x_i) = LCL(x_i) - log P(x_i | short context)``, the short context being a window that starts
-  at ``s = 0, d, 2d, ...`` (``s < N - K``): window ``ids[s : s + K + d]`` (cut at the end) scores targets
-  ``s + K ... s + K + d - 1``, so each short context holds ``K .. K + d - 1`` tokens; tokens ``< K``
-  are never key tokens;
-* key token: ``LSD > alpha`` and ``LCL > beta``; key tokens become character spans (touching spans merged);
-* a short window starts with the text's own tokens (the reference) or, with ``short_start="bos"``, with
-  the evaluator's BOS token before them.
-
-The evaluated text is tokenised without special tokens; an evaluated token is a key token iff its
-character span lies inside a key span (paper Eq. 9). ``LongPPL = exp(mean key-token NLL)``,
-``PPL = exp(mean NLL)`` over all scored tokens, and ``LongPPL-soft`` weights every token's NLL by
-``min(exp(LSD), gamma)`` transferred to the evaluated tokens as a per-character average (paper Eq. 10;
-evaluator tokens before ``K`` weigh 1).
-
-Deliberate differences from the reference package ``longppl`` 0.3.0 (numbers agree otherwise):
-
-* no ``[tokens x vocab]`` logits: hidden states are scored chunk by chunk, fp32 log-softmax, short
-  windows batched;
-* the evaluated model's first token has no prediction and is never a key token (the reference would
-  index the loss array at -1 for it);
-* a last window with a single target works (the reference fails on it);
-* the first window (start 0) has the full context, so its targets get LSD = 0 exactly (the reference
-  recomputes them and gets 0 up to rounding: with alpha >= 0 no key token can differ);
-* a token inside *any* key span counts, also when offsets overlap (the reference's two-pointer walk
-  assumes disjoint sorted spans — identical on those).
-"""
+"""LongPPL (the LongPPL paper, docs/formulas.md §3): perplexity on key tokens chosen by an evaluator model. For
+evaluator tokens (special tokens included), ``LCL = log P(x_i | full context)``, ``LSD = LCL - log P(x_i | short
+context)`` (windows ``ids[s : s + K + d]`` at ``s = 0, d, 2d, ... < N - K`` score targets ``s + K .. s + K + d - 1``;
+tokens ``< K`` are never key); a key token has ``LSD > alpha`` and ``LCL > beta``. An evaluated token is key iff its
+character span lies inside a key span (Eq. 9); ``LongPPL = exp(mean key-token NLL)``. Deliberate differences from
+the reference package ``longppl`` 0.3.0: docs/longppl.md, "Differences from the reference package"."""
 
 from __future__ import annotations
 
@@ -46,31 +21,21 @@ LAYER = "pure"  # harness/devtools/layers.py
 
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
-# The paper's key-token settings (docs/formulas.md §3): K, d, alpha, beta. The one source of these defaults.
-# ``short_start``: how a short window starts: "text" (the reference package: the text's own tokens, sliced
-# from the document's ids, so never a BOS) or "bos" (the evaluator's BOS token first, as the long pass
-# starts when its tokenizer adds one: pick it for BOS-dependent evaluators such as Gemma; docs/longppl.md).
-# A LongPPL over fewer key tokens than this is reported with a warning: it is exp(mean NLL of the key tokens),
-# whose standard error is sd(NLL) / sqrt(n); per-token NLL spreads by about 2 nats, so at n = 100 the mean is only
-# known to about 0.2 nats, a 20 % band on the perplexity, wider than most differences between models it is asked
-# to tell apart.
+# a LongPPL over fewer key tokens warns: per-token NLL spreads ~2 nats, so n = 100 pins the mean to ~0.2 nats
 MIN_KEY_TOKENS = 100
 KEY_TOKENS_WHY = "the mean NLL of n key tokens is known to about 2/sqrt(n) nats"
 SHORT_STARTS = ("text", "bos")
 
 
 def key_tokens_support(metric: str, count: str = "n_key_tokens") -> Support:
-    """What a LongPPL rests on (:class:`~harness.metrics.support.Support`): its key tokens, at least
-    :data:`MIN_KEY_TOKENS`."""
+    """What a LongPPL rests on (:class:`~harness.metrics.support.Support`): :data:`MIN_KEY_TOKENS` key tokens."""
     return Support(metric, count, MIN_KEY_TOKENS, "key tokens", KEY_TOKENS_WHY)
 
 
 @dataclass(frozen=True)
 class KeySettings:
-    """What a key token depends on besides the evaluator and the text: K, d, alpha, beta (the paper's values,
-    docs/formulas.md §3) and how short windows start. The one home of these settings and their defaults; the task
-    options (:class:`harness.longppl.keytokens.KeyTokenOptions`), ``lch keytokens``' flags and the key-token cache
-    entry all take them from here."""
+    """What a key token depends on besides the evaluator and the text: K, d, alpha, beta (the paper's values) and how
+    short windows start (``bos``: the evaluator's BOS first). The one home of their defaults."""
 
     trunc_len: int = option(4096, "K: short-context length of the key-token test", low=1, high=MAX_TOKENS)
     sliding_window: int = option(1024, "d: stride of the short windows", low=1, high=MAX_TOKENS)
@@ -142,8 +107,7 @@ def dropped_key_spans(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence
     if not len(tokens):
         return len(spans_arr)
     tokens = tokens[np.argsort(tokens[:, 0], kind="stable")]
-    # tokens do not overlap, so the first token starting at or after a span's start ends first: the span keeps a
-    # token iff that one ends inside it
+    # tokens do not overlap: the first one starting at or after a span's start is the one that can end inside it
     first = np.searchsorted(tokens[:, 0], spans_arr[:, 0], side="left")
     found = first < len(tokens)
     kept = np.zeros(len(spans_arr), dtype=bool)
@@ -162,11 +126,8 @@ def count_key_tokens(key: KeyTokens) -> int:
 def soft_token_weights(
     offsets: Sequence[Sequence[int]], key: KeyTokens, gamma: float = SOFT_GAMMA
 ) -> np.ndarray | None:
-    """Per evaluated token, the mean over its characters of the evaluator weight ``min(exp(LSD), gamma)``.
-
-    Evaluator tokens without LSD (the first ``K``) weigh 1; a token covering no evaluator character weighs 1.
-    Returns None when the evaluator's per-token LSD is unknown (spans imported from files).
-    """
+    """Per evaluated token, the mean over its characters of the evaluator weight ``min(exp(LSD), gamma)`` (Eq. 10;
+    evaluator tokens before ``K`` and tokens covering no evaluator character weigh 1); None when LSD is unknown."""
     if not key.offsets or len(key.lsd) != len(key.offsets):
         return None
     length = max([e for _, e in key.offsets] + [e for _, e in offsets] + [0])
@@ -188,11 +149,8 @@ def document_stats(
     key: KeyTokens | Sequence[Sequence[int]],
     gamma: float = SOFT_GAMMA,
 ) -> dict[str, float]:
-    """Sums that LongPPL / PPL / LongPPL-soft pool over documents.
-
-    ``logprobs[i]`` is the log-probability of evaluated token ``i + 1`` (token 0 has none);
-    ``offsets`` are the character spans of all evaluated tokens.
-    """
+    """Sums that LongPPL / PPL / LongPPL-soft pool over documents; ``logprobs[i]`` is that of evaluated token
+    ``i + 1`` (token 0 has none), ``offsets`` the character spans of all evaluated tokens."""
     key = key if isinstance(key, KeyTokens) else KeyTokens([list(s) for s in key])
     nll = -np.asarray(logprobs, dtype=np.float64)
     if len(offsets) != len(nll) + 1:
@@ -247,10 +205,8 @@ def select_key_tokens(
     offsets: Sequence[Sequence[int]], long: Sequence[float], short: Sequence[float], trunc_len: int,
     alpha: float, beta: float,
 ) -> KeyTokens:
-    """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``.
-
-    ``LSD_i = long_i - short_i``, ``LCL_i = long_i``; token ``i`` is key iff ``LSD_i > alpha`` and
-    ``LCL_i > beta``; key tokens become character spans (touching spans merged)."""
+    """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``: ``LSD_i = long_i - short_i``,
+    ``LCL_i = long_i``; key iff ``LSD_i > alpha`` and ``LCL_i > beta``, as character spans (touching ones merged)."""
     n = len(offsets)
     lsd: list[float | None] = [None] * n
     lcl: list[float | None] = [None] * n

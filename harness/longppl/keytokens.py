@@ -1,11 +1,6 @@
-"""Key tokens computed once per (evaluator, text, K, d, alpha, beta), cached on disk, reused by every model.
-
-The cache is a folder of JSON files named by the SHA-256 of those six things (the evaluator by the digest of
-its folder's content, :func:`harness.models.identity.model_identity`, so that a folder rebuilt at the same path
-is another evaluator; a hub name by itself; or an explicit ``evaluator_id``) and the evaluator's dtype. Loading the evaluator is deferred until a text misses the
-cache, so a warm run never loads or runs it. Reference-format span files (:mod:`harness.longppl.span_files`) can be
-used instead of an evaluator.
-"""
+"""Key tokens computed once per (evaluator, text, K, d, alpha, beta, short_start) and evaluator dtype, cached on disk
+(the evaluator by its folder's content digest, a hub name, or ``evaluator_id``) and loaded only on a miss; reference
+span files (:mod:`harness.longppl.span_files`) can replace the evaluator."""
 
 from __future__ import annotations
 
@@ -32,9 +27,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KeyTokenOptions(KeySettings):
-    """How key tokens are found (:class:`~harness.longppl.formulas.KeySettings`: K, d, alpha, beta, how short
-    windows start) and where they are cached; the evaluator itself is named by
-    :class:`harness.longppl.corpus.CorpusOptions`."""
+    """How key tokens are found (:class:`KeySettings`) and where cached; the evaluator is named by ``CorpusOptions``."""
 
     key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator", path=True,
                                        flag=False)
@@ -63,13 +56,8 @@ def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int,
 
 
 class KeyTokenCache:
-    """Folder of ``<cache_key>.json`` files holding :class:`KeyTokens`, shared by concurrent processes.
-
-    Entries are written atomically (:func:`harness.core.files.write_json_atomic`); an entry that cannot be read (a
-    writer killed before writes were atomic, a full disk) is a miss and is overwritten. :meth:`lock` serialises
-    the computation of one entry across processes (``<cache_key>.json.lock``), so concurrent runs compute it
-    once; correctness never depends on it.
-    """
+    """Folder of ``<cache_key>.json`` :class:`KeyTokens`, shared by concurrent processes: written atomically, an
+    unreadable entry is a miss; :meth:`lock` lets concurrent runs compute an entry once (correctness never needs it)."""
 
     def __init__(self, folder: str | Path | None = None):
         self.folder = Path(folder) if folder else default_cache_dir()
@@ -131,13 +119,8 @@ def key_tokens_for_texts(
     loader: Callable[[str], tuple[Any, Any]] = load_evaluator,
     dtype: str = "auto",
 ) -> list[KeyTokens]:
-    """Key tokens of every text, from the cache where possible; the evaluator runs only on misses.
-
-    ``evaluator`` is a name/path (loaded with ``loader`` on the first miss) or a ``(model, tokenizer)`` pair
-    (then ``evaluator_id`` is required, since an object has no stable name); ``settings``: K, d, alpha, beta and how
-    short windows start (the paper's by default). ``dtype`` is the dtype ``loader``
-    loads it in (part of the cache key).
-    """
+    """Key tokens of every text, from the cache where possible (the evaluator runs only on misses). ``evaluator``: a
+    name / path (``loader`` loads it in ``dtype``) or a ``(model, tokenizer)`` pair, which needs ``evaluator_id``."""
     if evaluator_id is None:
         if not isinstance(evaluator, str):
             raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
@@ -157,8 +140,7 @@ def key_tokens_for_texts(
         from harness.longppl.estimator import find_key_tokens, passes
 
         model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
-        # counted in the evaluator's forward passes over windows, so that the bar moves (and says how long) within
-        # a long document too: one document of the default protocol is minutes of windows on a CPU
+        # progress in forward passes, so the bar moves within a long document (minutes of windows on a CPU)
         counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}
         description = f"Finding key tokens ({len(missing)} documents)"
         with tqdm(total=sum(counts.values()), unit="window", desc=description) as bar:
@@ -208,19 +190,15 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
 
 @dataclass(frozen=True)
 class KeyTokenCorpus:
-    """The documents of a LongPPL task with their key tokens (``doc_id``, ``text``, ``key_json``, ``n_tokens``) and
-    the key tokens each holds under the evaluator (:func:`harness.longppl.formulas.count_key_tokens`)."""
+    """The documents of a LongPPL task with their key tokens (``key_json``) and each one's key-token count."""
 
     docs: list[dict]
     key_counts: list[int]
 
 
 def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyTokenCorpus:
-    """The one way to a LongPPL corpus (``lch keytokens`` and the tasks' dataset builder): the documents selected
-    (:func:`harness.longppl.corpus.corpus_documents`), the evaluator's windows checked against their lengths
-    before it runs (:func:`harness.longppl.corpus.check_key_windows`; not for reference span files), the key
-    tokens attached (cached), and no key token in any document refused in one line: a LongPPL over nothing is
-    not a number to report."""
+    """The one way to a LongPPL corpus: documents selected, windows checked against their lengths (not for span files),
+    key tokens attached (cached); no key token in any document is refused in one line."""
     from harness.longppl.corpus import check_key_windows, corpus_documents
 
     docs = corpus_documents(corpus)

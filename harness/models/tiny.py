@@ -1,7 +1,7 @@
 """Tiny offline models for the demo, tests and benchmarks (no hub): :func:`build_tiny_model`'s folder. The models of
 :data:`SHIPPED` are copied, SHA-256-checked, from ``harness/models/tiny_trained/`` (training is not reproducible across
 CPUs); other arguments are built here (BPE tokenizer, seeded model, optional AdamW steps), keyed by arguments and
-library versions. Maintainers retrain the shipped ones with ``python -m harness.models.tiny`` (docs/ARCHITECTURE.md)."""
+library versions. Maintainers retrain the shipped ones with ``python -m harness.models.tiny`` (docs/models.md)."""
 
 from __future__ import annotations
 

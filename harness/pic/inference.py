@@ -1,17 +1,7 @@
 """``Inference``: the PIC / RoPE settings a model is run with, as one typed value (the PIC paper, docs/formulas.md §1).
 
-The one home of these settings: their defaults (the dataclass fields below; Dynamic PIC's from its formula's
-module, :mod:`harness.pic.positions`), their
-checks (one-line :class:`~harness.core.errors.UsageError` naming the field), their two spellings —
-
-* ``hf-pic`` / ``vllm-pic`` model args: ``pic``, ``pic_ratio``, ``pic_initial``, ``pic_recent``,
-  ``pic_layout``, ``rope_base``, ``pic_impl`` (strings converted, ``rope_base=none`` for the model's own);
-* the ``inference`` block of a variant file (``lch_variant.json``): the same keys without ``pic_impl``;
-
-— which fields matter (:meth:`Inference.effective`, from the method's registry entry) and the settings in
-words (:meth:`Inference.words`). What a method does is its entry in
-:data:`harness.pic.methods.PIC_METHODS` (how to add one is said there). Torch-free.
-"""
+Owns their defaults, checks (one-line ``UsageError`` naming the field), spellings (``hf-pic`` / ``vllm-pic`` model
+args; a variant file's ``inference`` block: the same keys but ``pic_impl``), what matters, their words. Torch-free."""
 
 from __future__ import annotations
 
@@ -40,18 +30,12 @@ def _is_number(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Inference:
-    """PIC and RoPE settings: ``method`` (a name in ``PIC_METHODS``: ``none | naive | ntk | dynamic``);
-    ``ratio``: ``s_cr`` (naive, dynamic) or ``s_rr`` (ntk), 1 is the identity for every method; ``initial`` /
-    ``recent``: ``l_ic`` / ``l_rc`` of Dynamic PIC (the paper's inference sweeps: 4 and 200); ``layout``:
-    ``paper`` (literal Eq. 9) or ``contiguous``; ``rope_base``: the RoPE base the weights expect (``None``:
-    the model's own); ``impl``: ``cached`` or ``reference`` (paper Algorithm 1, the oracle).
+    """PIC and RoPE settings: ``method`` (a key of ``PIC_METHODS``); ``ratio``: ``s_cr`` (naive, dynamic) or ``s_rr``
+    (ntk), 1 the identity; ``initial`` / ``recent``: Dynamic PIC's ``l_ic`` / ``l_rc``; ``layout``: ``paper`` (literal
+    Eq. 9) or ``contiguous``; ``rope_base``: the base the weights expect (``None``: the model's own); ``impl``:
+    ``cached`` or ``reference`` (Algorithm 1). A bad value raises a one-line ``UsageError`` naming the field."""
 
-    Built checked: a bad value raises a one-line ``UsageError`` naming the field; ratio / base become floats,
-    ``l_ic`` / ``l_rc`` ints."""
-
-    # Each field declares its model arg (``arg``; the variant file's key too, unless ``variant=False``) and the symbol
-    # the settings are said with (``symbol``; the ratio's is the method's: s_cr or s_rr): MODEL_ARGS, VARIANT_KEYS and
-    # the conversions of model-arg strings below are read from here.
+    # each field's ``arg`` (model arg; variant key unless variant=False) and ``symbol`` feed MODEL_ARGS and VARIANT_KEYS
     method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
     ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
                           above=0, arg="pic_ratio")
@@ -67,12 +51,10 @@ class Inference:
                        choices=IMPLEMENTATIONS, arg="pic_impl", variant=False)  # how hf-pic runs it, not the model
 
     def __post_init__(self) -> None:
-        # each field converted to its annotation and inside its declared domain (no cross-field rule to add)
         check_fields(self, self._label)
 
     def _label(self, name: str) -> str:
-        """A field as the user names it: its model arg and symbol (``pic_initial (l_ic)``, ``pic_ratio (s_rr)``:
-        the ratio's symbol is the method's, and the method is checked before it)."""
+        """A field as the user names it (``pic_initial (l_ic)``; the ratio's symbol is the method's)."""
         f = _FIELD_BY_NAME[name]
         symbol = f.metadata.get("symbol")
         if name == "ratio" and self.method in PIC_METHODS and PIC_METHODS[self.method].acts:
@@ -92,9 +74,8 @@ class Inference:
         return ("method", *self.entry.fields, "rope_base")
 
     def effective(self) -> "Inference":
-        """This inference with every field that does not change the model at its default (no ratio / l_ic /
-        l_rc / layout without PIC, no l_ic / l_rc / layout for naive or NTK-aware PIC; ``impl`` never), so
-        that two inferences that run the same model compare equal."""
+        """This inference with every field that does not change the model (``impl`` always) at its default, so that
+        two inferences that run the same model compare equal."""
         defaults = Inference()
         return dataclasses.replace(defaults, **{name: getattr(self, name) for name in self.used_fields})
 
@@ -129,10 +110,9 @@ class Inference:
 
     @staticmethod
     def fields_from(values: Mapping[str, Any], keys: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """``{field: value}`` of the keys of ``values`` named in ``keys`` (field -> key; model args by default)
-        that are given (not ``None``), converted to the fields' annotations (:func:`~harness.core.options.convert`:
-        ``"16"`` -> 16.0, ``"none"`` -> None for ``rope_base``); a value that does not convert is a one-line
-        ``UsageError`` naming the key. Other keys are ignored."""
+        """``{field: value}`` of the keys of ``values`` named in ``keys`` (field -> key; default: the model args) that
+        are not ``None``, converted to the fields' types (``"none"`` -> None for ``rope_base``); a value that does not
+        convert is a one-line ``UsageError`` naming the key. Other keys are ignored."""
         keys = MODEL_ARGS if keys is None else keys
         return {name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None}
 
@@ -159,18 +139,16 @@ class Inference:
 
 
 _FIELDS = dataclasses.fields(Inference)
-# field -> model arg; the variant file's keys: the same but those declared variant=False (pic_impl)
 MODEL_ARGS = {f.name: f.metadata["arg"] for f in _FIELDS}
 VARIANT_KEYS = tuple(f.metadata["arg"] for f in _FIELDS if f.metadata.get("variant", True))
 _VARIANT_FIELDS = {name: key for name, key in MODEL_ARGS.items() if key in VARIANT_KEYS}
 _FIELD_BY_NAME = {f.name: f for f in _FIELDS}
-_HINTS = typing.get_type_hints(Inference)  # each field's annotation, read once: how a model-arg string converts
+_HINTS = typing.get_type_hints(Inference)
 
 
 def option_like(name: str, **changes: Any) -> Any:
-    """A dataclass field declared as :class:`Inference`'s field ``name`` is (its help, its domain), with ``changes``
-    (``default``, ``help``) applied: how another dataclass that takes the same setting under its model arg's name
-    (``lch train``'s ``pic_ratio`` ...) declares it without a second copy of its domain."""
+    """A dataclass field declared as :class:`Inference`'s field ``name`` (help, domain), with ``changes`` (``default``,
+    ``help``) applied: for another dataclass that takes the same setting under its model arg's name."""
     meta = {key: value for key, value in _FIELD_BY_NAME[name].metadata.items()
             if key not in ("arg", "symbol", "variant")}
     meta.update(changes)

@@ -1,28 +1,8 @@
-"""The registry of PIC methods (the PIC paper, docs/formulas.md §1): ``PIC_METHODS``, name -> :class:`PicMethod`,
-in the shape of transformers' ``ROPE_INIT_FUNCTIONS``.
-
-Torch-free (reporting reads it). Each entry says what the method is called, which
-:class:`~harness.pic.inference.Inference` fields it reads, and how it acts on RoPE, as math:
-
-* kind ``ids``: a function of the float32 token ids ``m`` (and, for a method whose positions depend on the
-  length, ``l_c`` per row) giving the positions RoPE rotates at — naive PIC ``m / s_cr``, Dynamic PIC
-  ``g_{l_c}(m)`` (Eq. 9);
-* kind ``base``: a function of the model's RoPE base ``b`` giving the base the PIC layers rotate with —
-  NTK-aware PIC ``b * s_rr`` (Eq. 8);
-* ``window``: for a method whose positions depend on ``l_c`` (so cached keys move as the text grows): how
-  many trailing cache columns can still move between two calls (Dynamic PIC: ``l_rc``). The model layer
-  then keeps its keys in re-rotating cache layers (``harness.pic.hf.dynamic``).
-* ``moves_per_token``: with a ``window``, whether a step that adds ``q`` tokens moves at most the first ``q`` keys
-  of the window (those that leave it: Dynamic PIC's paper layout), rather than any key of it (the contiguous
-  layout shifts them all). vLLM's fixed-size step plan has one slot per new token in the first case, ``window``
-  per request in the second (``harness.pic.vllm.positions.step_plan``).
-
-How to add a method: add ONE entry to :data:`PIC_METHODS` below (its words, its ratio's symbol, the fields
-it reads, its ``ids`` and / or ``base`` function, ``window`` if cached keys move, ``extends_window`` if it
-reaches ``ratio`` x the model's window). Nothing else changes: ``Inference`` parses, validates and describes it, ``apply_pic``
-and ``hf-pic`` apply it, ``vllm-pic`` runs it (``Pic<Arch>``, harness/pic/vllm/model.py), the variant file
-and the plots know it. ``tests/models/test_pic_registry.py`` registers toy methods this way.
-"""
+"""The registry of PIC methods (docs/formulas.md §1): ``PIC_METHODS``, name -> :class:`PicMethod`. An entry acts on
+RoPE by kind ``ids``, a function of float32 ids ``m`` (and ``l_c`` per row when positions depend on the length)
+giving positions (naive ``m / s_cr``, Dynamic ``g_{l_c}(m)``, Eq. 9), and / or kind ``base``, a function of the
+model's RoPE base ``b`` giving the PIC layers' base (NTK-aware ``b * s_rr``, Eq. 8). To add a method, add ONE
+entry: ``Inference``, ``apply_pic``, ``hf-pic``, ``vllm-pic``, variant files and plots read it. Torch-free."""
 
 from __future__ import annotations
 
@@ -35,8 +15,7 @@ LAYER = "pure"  # harness/devtools/layers.py
 
 
 class Settings(Protocol):
-    """What a method's functions read of the settings: :class:`harness.pic.inference.Inference` (which imports this
-    registry, so the functions name its fields, not the class)."""
+    """What a method's functions read of :class:`harness.pic.inference.Inference` (which imports this registry)."""
 
     ratio: float
     initial: int
@@ -52,7 +31,9 @@ BaseFunction = Callable[[float, Settings], float]  # (RoPE base b, inference) ->
 
 @dataclass(frozen=True)
 class PicMethod:
-    """One PIC method (see the module docstring)."""
+    """One PIC method. ``window``: for a method whose positions depend on ``l_c``, how many trailing cache columns
+    can still move between two calls (Dynamic: ``l_rc``); ``moves_per_token``: whether a step adding ``q`` tokens moves
+    only the first ``q`` keys of the window (Dynamic's paper layout) rather than any key of it (contiguous)."""
 
     words: str  # its name in words, as leaderboards write it: "Naive PIC" ("" for none)
     symbol: str = "s_cr"  # the ratio's symbol in words: "Naive PIC (s_cr 4)"
@@ -62,8 +43,7 @@ class PicMethod:
     base: BaseFunction | None = None  # kind "base"
     window: Callable[[Settings], int] | None = None  # cached keys move: trailing columns that may still move
     moves_per_token: Callable[[Settings], bool] = lambda inference: False  # only keys leaving the window move
-    # reaches ratio x the model's window (naive: ids m / ratio; NTK-aware: the base scaled for it): vLLM's length
-    # limit, and the rotary tables of the layers PIC leaves alone (sliding windows), follow
+    # reaches ratio x the model's window: vLLM's length limit and the kept layers' rotary tables follow
     extends_window: bool = False
 
     @property

@@ -1,26 +1,10 @@
-"""Position ID Compression (PIC) position layouts — pure functions, no model code.
+"""PIC position layouts (the PIC paper, docs/formulas.md §1): pure functions, torch imported only when one runs.
 
-The PIC paper (docs/formulas.md §1). With 0-based original ids ``m`` and ``l_c`` tokens seen so far:
-
-* Naive PIC:     ``m -> m / s_cr``.
-* NTK-aware PIC: ids unchanged; the RoPE base ``b`` becomes ``b * s_rr`` (see :func:`ntk_base`).
-* Dynamic PIC (Eq. 9), with ``b = l_c - l_rc``:
-
-  - ``layout="paper"`` (literal Eq. 9): ``g(m) = m`` if ``m < l_ic`` or ``m >= b``, else ``m / s_cr``;
-  - ``layout="contiguous"`` (monotone): initial ``m``; middle ``l_ic + (m - l_ic) / s_cr``;
-    recent ``l_ic + (b - l_ic) / s_cr + (m - b)``.
-
-  With ``l_c <= l_ic + l_rc`` nothing changes.
-
-The Dynamic PIC parameters' defaults (:data:`DEFAULT_INITIAL`, :data:`DEFAULT_RECENT`, :data:`DEFAULT_LAYOUT`) and its
-layouts (:data:`LAYOUTS`) live here, with the formula; :class:`harness.pic.inference.Inference` takes its defaults
-from them. Which method runs which of these functions is its entry in :data:`harness.pic.methods.PIC_METHODS`.
-Nothing else of the package is imported, and torch only when a function runs (the settings import this module
-torch-free).
-
-Positions are float32 tensors: fractional ids are legal and every caller (the model patches, the
-reference oracle, the tests) computes them through these functions, so they agree bit for bit.
-"""
+0-based original ids ``m``, ``l_c`` tokens seen so far, ``b = l_c - l_rc``. Naive: ``m -> m / s_cr``. NTK-aware:
+ids unchanged, the RoPE base times ``s_rr`` (:func:`ntk_base`). Dynamic (Eq. 9), ``layout="paper"``: ``g(m) = m``
+if ``m < l_ic`` or ``m >= b``, else ``m / s_cr``; ``layout="contiguous"``: initial ``m``, middle
+``l_ic + (m - l_ic) / s_cr``, recent ``l_ic + (b - l_ic) / s_cr + (m - b)``; with ``l_c <= l_ic + l_rc`` nothing
+changes. Positions are float32 and every caller computes them here, so they agree bit for bit."""
 
 from __future__ import annotations
 
@@ -66,11 +50,8 @@ def dynamic_positions(
     recent: int = DEFAULT_RECENT,
     layout: str = DEFAULT_LAYOUT,
 ) -> torch.Tensor:
-    """Dynamic PIC positions ``g_{l_c}(m)`` for original ids ``ids`` (any shape).
-
-    ``length`` is ``l_c``: an int, or a tensor broadcastable against ``ids`` (e.g. ``[B, 1]`` for a
-    batch whose rows have different lengths).  Returns float32 positions of ``ids``'s shape.
-    """
+    """Dynamic PIC positions ``g_{l_c}(m)`` (float32, ``ids``'s shape) of original ids ``ids`` (any shape); ``length``
+    is ``l_c``: an int, or a tensor broadcastable against ``ids`` (``[B, 1]`` for rows of different lengths)."""
     import torch
 
     m = ids.to(torch.float32)

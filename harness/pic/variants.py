@@ -1,21 +1,7 @@
-"""Variant metadata: the small JSON file saved with every checkpoint or adapter ``lch train`` writes.
-
-``lch_variant.json`` says what the weights are and how they must be evaluated::
-
-    {
-      "lch_variant": 1,
-      "base_model": "/path/or/hub-name",
-      "recipe": "pic-sft",
-      "settings": {"pic": "dynamic", "segment_length": 256, "lr": 5e-05, ...},
-      "inference": {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 10, "pic_recent": 600,
-                    "pic_layout": "paper", "rope_base": null}
-    }
-
-``inference`` is an :class:`~harness.pic.inference.Inference` written with the names of ``hf-pic``'s
-model args (``rope_base``: the RoPE base the weights were trained with, ``null`` for the model's own), so
-``hf-pic`` applies it key by key and an explicit model arg overrides one key. ``settings`` is free-form (recorded, shown, never applied). The file can be written
-by hand for checkpoints trained elsewhere (e.g. a PIC-SFT model from LLaMA-Factory).
-"""
+"""Variant metadata: ``lch_variant.json``, saved with every checkpoint or adapter ``lch train`` writes
+(docs/training.md). It holds ``base_model``, ``recipe``, free-form ``settings`` (recorded, never applied) and
+``inference``: an :class:`~harness.pic.inference.Inference` under ``hf-pic``'s model-arg names (``rope_base``
+``null``: the model's own), applied key by key, so an explicit model arg overrides one key. May be written by hand."""
 
 from __future__ import annotations
 
@@ -103,9 +89,8 @@ def check_inference(inference: Any, where: str) -> Inference:
 
 
 def results_info(variant: Variant | None, applied: Inference) -> dict[str, Any]:
-    """What a model class adds to lm-eval's results ``config``: ``lch_inference`` (the PIC / RoPE settings
-    in force, as model args), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as``
-    (words)."""
+    """What a model class adds to lm-eval's results ``config``: ``lch_inference`` (the settings in force, as model
+    args), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words)."""
     return {keys.INFERENCE: applied.to_model_args(), keys.VARIANT: variant.to_json() if variant is not None else None,
             keys.EVALUATED_AS: evaluated_as(variant, applied)}
 

@@ -1,13 +1,5 @@
-"""A plan's numbers and the arithmetic on them: one :class:`PlanCell` per task and sample length, their totals, and
-the wall-time estimate from a measured :class:`Throughput` (no model, no I/O).
-
-Estimate. A forward pass over ``n`` prompt tokens costs ``t_prefill(n) = a n + b n^2`` seconds (the linear layers
-and attention's quadratic term) and one generated token at context ``n`` costs ``t_decode(n) = c + d n``; the four
-coefficients are fitted from timings at two lengths (:meth:`Throughput.fit`). A sample costs
-``t_prefill(prompt) + budget x t_decode(prompt + budget / 2)`` (its generation at the mean context it sees): an
-upper bound when generations stop before their budget, and a batch-1 figure (batched runs go faster). A request that
-scores every token of its text and generates nothing (a perplexity) costs ``t_score(n) = e n + f n^2``, timed
-apart: the head and the log-softmax at every position cost about as much again as the prefill."""
+"""A plan's numbers and arithmetic (no model, no I/O): :class:`PlanCell`, totals, and the estimate: a sample costs
+``t_prefill(prompt) + budget x t_decode(prompt + budget / 2)`` (:class:`Throughput`; batch 1, an upper bound)."""
 
 from __future__ import annotations
 
@@ -19,10 +11,8 @@ LAYER = "pure"  # harness/devtools/layers.py
 
 @dataclass(frozen=True)
 class PlanCell:
-    """One task at one sample length (``length`` "-" for tasks whose samples have none): each request's prompt tokens
-    as sent (after the task's truncation policy, chat template counted) and generation budget, the tokens whose
-    log-probabilities are scored, the samples the truncation policy cuts or skips (``cut``), the judge calls
-    and their tokens, and whether the samples were read from the data cache (None: the task keeps no such cache)."""
+    """One task at one sample length (``"-"``: none): each request's prompt tokens as sent and generation budget, tokens
+    scored, samples cut or skipped, judge calls, and whether read from the data cache (None: the task keeps none)."""
 
     task: str
     length: str
@@ -32,15 +22,12 @@ class PlanCell:
     cut: int = 0
     judge_calls: int = 0
     cached: bool | None = None
-    # at most, each judge call's prompt (its messages, the response at its budget) plus completion (the judge's
-    # max_tokens), in the evaluated tokenizer; None: the judge's prompt is not at hand to count
+    # at most: each judge call's prompt plus max_tokens, in the evaluated tokenizer; None: the prompt is not at hand
     judge_tokens: int | None = 0
-    # bytes the cell's longest request needs on the planned device, weights included, and whether that fits it
-    # (None: not planned, harness.plan.make's with_memory)
+    # bytes the longest request needs on the planned device, weights included, and whether it fits (None: not planned)
     memory: int | None = None
     fits: bool | None = None
-    # the model the run loads beside the evaluated one for this cell, (name or folder, dtype): LongPPL's evaluator
-    # when the key tokens are not cached
+    # (name or folder, dtype) of a model loaded beside the evaluated one: LongPPL's evaluator, key tokens not cached
     helper: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
@@ -76,8 +63,7 @@ SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "cut"
 
 
 def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
-    """The sums of :data:`SUMMED` over ``cells`` (None where a cell's is unknown), the longest prompt, the most
-    memory a cell needs and whether every cell fits."""
+    """Sums of :data:`SUMMED` (None where one is unknown), the longest prompt, the most memory, whether all fit."""
     cells = list(cells)
     out: dict[str, int | None] = {}
     for name in SUMMED:
@@ -93,10 +79,8 @@ def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
 
 @dataclass(frozen=True)
 class Throughput:
-    """``t_prefill(n) = a n + b n^2`` and ``t_decode(n) = c + d n`` in seconds (module docstring), and
-    ``t_score(n) = e n + f n^2`` for a forward that scores every token of ``n`` (the head and an fp32 log-softmax at
-    each position: a perplexity's request; None in a calibration made before it was timed: priced as a prefill), with
-    what they were measured on (``basis``: the model, device, dtype and lengths, in words)."""
+    """``t_prefill(n) = a n + b n^2``, ``t_decode(n) = c + d n`` per generated token and ``t_score(n) = e n + f n^2``
+    in seconds (``e``, ``f`` None: scoring priced as a prefill); ``basis``: what they were measured on, in words."""
 
     a: float
     b: float
@@ -109,10 +93,7 @@ class Throughput:
     @classmethod
     def fit(cls, lengths: Sequence[int], prefill_seconds: Sequence[float], decode_seconds: Sequence[float],
             basis: str, score_seconds: Sequence[float] | None = None) -> "Throughput":
-        """The coefficients through two measured points: ``prefill_seconds[i]`` for one forward over ``lengths[i]``
-        tokens, ``decode_seconds[i]`` for one generated token at context ``lengths[i]``, ``score_seconds[i]`` for
-        the log-probabilities of every token of ``lengths[i]``. A negative coefficient (timing noise) is set to 0 and
-        its partner refitted through the longer point."""
+        """The coefficients through timings at two ``lengths``; a negative one (noise) is 0, its partner refitted."""
         (n1, n2), (g1, g2) = lengths, decode_seconds
         if not 0 < n1 < n2:
             raise ValueError(f"calibration lengths must be two increasing positive lengths, got {n1}, {n2}")
@@ -144,17 +125,15 @@ class Throughput:
 
     def work_seconds(self, prompt_tokens: float, prompt_tokens_squared: float, generated_tokens: float,
                      decode_context: float, scoring: bool = False) -> float:
-        """Requests given by their sums (what a run records per task, :class:`harness.core.costs.TaskCost`): the sum
-        of :meth:`sample_seconds` over them, ``a sum(n) + b sum(n^2) + c sum(g) + d sum(g (n + g / 2))``; with
-        ``scoring`` (requests that score every token and generate none) ``e sum(n) + f sum(n^2)``."""
+        """Requests given by their sums (:class:`harness.core.costs.TaskCost`): ``a sum(n) + b sum(n^2) + c sum(g) + d
+        sum(g (n + g / 2))``; with ``scoring`` (requests that only score) ``e sum(n) + f sum(n^2)``."""
         if scoring and self.e is not None and self.f is not None:
             return self.e * prompt_tokens + self.f * prompt_tokens_squared
         return (self.a * prompt_tokens + self.b * prompt_tokens_squared + self.c * generated_tokens
                 + self.d * decode_context)
 
     def cell_seconds(self, cell: PlanCell) -> float:
-        """A cell's samples, each by :meth:`sample_seconds`; a cell that scores its prompts and generates nothing
-        (a perplexity's documents), each by :meth:`score`."""
+        """A cell's samples, each by :meth:`sample_seconds`, or by :meth:`score` when the cell only scores."""
         if scores_only(cell.scored_tokens, sum(cell.budgets)):
             return sum(self.score(p) for p in cell.prompts)
         return sum(self.sample_seconds(p, b) for p, b in zip(cell.prompts, cell.budgets))
@@ -166,8 +145,7 @@ def scores_only(scored_tokens: float, generated_tokens: float) -> bool:
 
 
 def _through(n1: int, n2: int, y1: float, y2: float) -> tuple[float, float]:
-    """``(p, q)`` of ``p n + q n^2`` through ``(n1, y1)`` and ``(n2, y2)``; a negative one set to 0 and the other
-    through the longer point."""
+    """``(p, q)`` of ``p n + q n^2`` through ``(n1, y1)``, ``(n2, y2)``; a negative one 0, the other through ``n2``."""
     q = (y2 / n2 - y1 / n1) / (n2 - n1)
     p = y1 / n1 - q * n1
     if q < 0:

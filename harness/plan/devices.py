@@ -1,5 +1,4 @@
-"""The memory a plan is checked against (``lch plan --memory``): a size (``80GiB``, ``24GB``, ``512MiB``) or a device
-by name (its memory as CUDA reports it), parsed and refused in one line."""
+"""The memory a plan is checked against (``lch plan --memory``): a size (``80GiB``, ``24GB``) or a device by name."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 <
 
 @dataclass(frozen=True)
 class DeviceMemory:
-    """What a plan's cells must fit: ``size`` bytes of a ``kind`` device (``cuda`` or ``cpu``), named in words, of
-    which a run's process takes ``runtime`` before any model (on the CPU: the interpreter and its libraries)."""
+    """``size`` bytes of a ``kind`` device (``cuda``, ``cpu``), named; a run takes ``runtime`` before any model."""
 
     name: str
     size: int

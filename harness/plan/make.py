@@ -1,6 +1,4 @@
-"""``lch plan``'s work: a run's settings (as ``lch eval`` takes them) checked as a run checks them, then planned
-task by task: a task that plans itself from its data cache (:meth:`harness.tasks.base.LchTask.plan_from_cache`)
-does, the others have their requests built and counted (:mod:`harness.plan.requests`)."""
+"""``lch plan``'s work: a run's settings checked, then each task planned from its data cache or its built requests."""
 
 from __future__ import annotations
 
@@ -32,8 +30,7 @@ class RunSettings:
 
 @dataclass(frozen=True)
 class Plan:
-    """The cells of a run (one per task and length), the tokenizer they were counted in, the memory their needs
-    were checked against and, for each cell that does not fit it, what would."""
+    """A run's cells, the tokenizer they were counted in, the memory checked against, and what would fit each misfit."""
 
     cells: list[PlanCell]
     tokenizer: str
@@ -41,14 +38,12 @@ class Plan:
     misfits: tuple[str, ...] = ()
 
 
-# What a run's process holds beyond this one's when a task was planned from its cache: lm-eval builds the task's dataset
-# and requests, which the plan did not; measured on this machine for RULER (benchmarks/plan_memory_cpu.py)
+# a run's extra memory for a task planned from its cache (lm-eval builds its requests): benchmarks/plan_memory_cpu.py
 TASK_BUILD = int(0.15 * GIB)
 
 
 def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
-    """The plan of ``run`` (module docstring); a one-line :class:`~harness.core.errors.UsageError` for a run that
-    could not start (the preflight's checks) or that names a task not of ours (lm-eval's are not planned)."""
+    """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks."""
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
     from harness.core.options import parse_options
@@ -113,19 +108,15 @@ def run_device_memory(run: RunSettings) -> DeviceMemory:
 
 
 def own_resident_bytes() -> int:
-    """This process's resident memory. Once its tasks are built and their prompts counted it holds what a run's
-    process holds before its model loads (the interpreter, torch, transformers, lm-eval, the tokenizer, the tasks'
-    documents): the plan's ``runtime`` on the CPU."""
+    """This process's resident memory: after counting, what a run's process holds before its model loads."""
     import psutil
 
     return int(psutil.Process().memory_info().rss)
 
 
 def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
-    """Each cell with the memory its longest request needs (:mod:`harness.models.memory`, from the model's config:
-    no weight read) and whether it fits ``device``; and for each cell that does not, what would: the longest prompt
-    that fits, a narrower dtype, or (vLLM on GPUs) a tensor-parallel size. Models other than hf-pic and vllm-pic
-    (the compressor), or a run without a ``pretrained`` folder or name, are not sized."""
+    """Each cell with its longest request's memory (from the model's config) and whether it fits ``device``, and what
+    would fit each misfit. Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
     from harness.core.sizes import in_words
 
     pretrained = run.model_args.get("pretrained")
@@ -178,11 +169,8 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
 
 
 def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
-    """``beside(prompt) -> bytes`` a helper model (LongPPL's evaluator) adds to the evaluated model's need: its weights
-    and its pass over the prompt, which run before the evaluated model's pass; None when the helper's config cannot be
-    read here (a hub name offline). On the CPU, weights in their checkpoint's dtype are mapped from the file and
-    resident only once a pass reads them: the two models' phases then do not overlap (measured: Gemma 3 LongPPL at
-    64k, 4.34 GB against 6.20 planned with both resident)."""
+    """``beside(prompt) -> bytes`` a helper model (LongPPL's evaluator) adds to the evaluated model's; None when its
+    config cannot be read here. On the CPU, mapped weights are resident only while read: the phases do not overlap."""
     from harness.models.device_sizing import model_dtype
     from harness.models.memory import meta_model, request_need
 
@@ -206,8 +194,7 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
 
 def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
                    pooled: bool = False):  # noqa: ANN202
-    """``(need(prompt, budget, scores) -> bytes, room)`` of the run's engine on ``device``; ``pooled``: the run
-    scores from hidden states, for which vllm-pic runs a second (pooling) engine beside the generating one."""
+    """``(need(prompt, budget, scores) -> bytes, room)`` on ``device``; ``pooled``: vllm-pic adds a pooling engine."""
     from harness.models.memory import meta_model, request_need
 
     model = meta_model(pretrained, dtype)
@@ -246,8 +233,7 @@ def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device:
 
 
 def settings_of(invocation: Any) -> RunSettings:
-    """The settings of the run a results file recorded (:class:`harness.core.invocation.Invocation`): what ``lch plan
-    --against`` plans again to put its estimate beside what the run cost."""
+    """The settings of the run a results file recorded (:class:`harness.core.invocation.Invocation`)."""
     from harness.plugin.preflight import as_dict
 
     arguments = invocation.arguments

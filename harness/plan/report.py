@@ -1,5 +1,4 @@
-"""A plan in words and as JSON (no I/O): the cells as a table with their totals, and the time estimate with what it
-rests on."""
+"""A plan in words and as JSON (no I/O): the cells as a table with totals, and the time estimate with its basis."""
 
 from __future__ import annotations
 
@@ -107,11 +106,8 @@ AGAINST_HEADERS = {"task": "task", "samples": "samples", "requests": "requests r
 
 
 def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per task the plan beside what the run recorded (``cost``: its ``lch_cost``, :mod:`harness.core.costs`): samples
-    and requests, prompt tokens, generated tokens (planned: at most), seconds estimated (None without a throughput),
-    the same throughput's seconds for the requests the run made (its generations as long as they were: what the
-    throughput model is off by, the budget's upper bound apart; None for a run that did not record their sums),
-    and computed by the engine, and each estimate over the measured seconds; the last row their totals."""
+    """Per task the plan beside the run's ``lch_cost``: samples, requests, tokens, seconds estimated, the throughput's
+    seconds at the run's actual tokens, seconds run, each estimate over the run's (None: unknown); last, totals."""
     by_task: dict[str, list] = {}
     for cell in plan.cells:
         by_task.setdefault(cell.task, []).append(cell)
@@ -153,8 +149,7 @@ def _against_text(name: str, value: Any) -> str:
 
 
 def memory_against(plan: Any, cost: dict[str, Any]) -> dict[str, Any] | None:
-    """The plan's most memory a cell needs beside the peak the run recorded (``lch_cost.peak_memory``) and their
-    ratio; None where either is missing."""
+    """The plan's largest cell memory beside the run's recorded peak, and their ratio; None where either is missing."""
     planned = totals(plan.cells).get("memory")
     peak = cost.get("peak_memory") if isinstance(cost.get("peak_memory"), dict) else {}
     recorded = peak.get("bytes")

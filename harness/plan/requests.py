@@ -1,12 +1,5 @@
-"""A plan counted from the requests lm-eval would send: the run's tasks loaded by lm-eval's own task manager (with
-the run's metadata, model args merged in as lm-eval's command line merges them), their requests built by lm-eval's
-``build_all_requests`` as its evaluator builds them (limit, chat template, ``--gen_kwargs``), and each request
-counted in the evaluated model's tokenizer: so the prompts counted are the prompts a run sends, truncation policy
-and chat template included. Nothing is generated and no model is loaded (the tokenizer only).
-
-A task may give its counts without building its requests (:meth:`harness.tasks.base.LchTask.plan_from_cache`: RULER's
-cached samples carry their exact counts, so a 128k sweep is planned without reading 850M tokens of prompts); they
-must be the counts this module would make (``tests/app/test_plan.py`` holds the two equal)."""
+"""A plan counted from the requests lm-eval would send: tasks loaded and requests built by lm-eval itself, each counted
+in the evaluated model's tokenizer (no model loaded). :meth:`harness.tasks.base.LchTask.plan_from_cache` must agree."""
 
 from __future__ import annotations
 
@@ -24,8 +17,7 @@ GENERATING = ("generate_until", "generate_long")  # the request types that gener
 
 
 class ChatRenderer:
-    """lm-eval's HF model's ``apply_chat_template`` on a tokenizer alone: what a run under ``--apply_chat_template``
-    hands ``build_all_requests``."""
+    """lm-eval's HF model's ``apply_chat_template`` on a tokenizer alone, as ``build_all_requests`` receives it."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -43,8 +35,7 @@ def sample_length(doc: Any) -> str:
 
 
 def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[int, int, int, bool]:
-    """``(prompt tokens as sent, generation budget, tokens scored, cut or skipped by the truncation policy)`` of one
-    lm-eval ``Instance``."""
+    """``(prompt tokens as sent, generation budget, tokens scored, cut or skipped)`` of one lm-eval ``Instance``."""
     kind, args = instance.request_type, instance.args
     text = args[0] if args and isinstance(args[0], str) else ""
     if kind == TOKEN_LOGPROBS.name:
@@ -74,10 +65,7 @@ def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[in
 
 
 def judge_tokens(instance: Any, budget: int, counter: PromptCounter, task: Any) -> int | None:
-    """At most the tokens of the judge request a judged task makes for one sample (each sample is judged once for
-    all its judged metrics: :mod:`harness.judges.stage`): its prompt and completion
-    (:meth:`harness.tasks.longform.LongGenerationTask.judge_tokens`), 0 for a task without a judge; None when the
-    judge's prompt is not at hand (the caller keeps downloads off: :func:`harness.data.documents.no_downloads`)."""
+    """At most the tokens of a sample's judge request; 0 without a judge; None if the judge's prompt is not at hand."""
     if not callable(getattr(task, "judge_tokens", None)):
         return 0
     found = task.judge_tokens(instance.doc, budget,
@@ -86,8 +74,7 @@ def judge_tokens(instance: Any, budget: int, counter: PromptCounter, task: Any) 
 
 
 def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
-    """The cells of one task whose requests are built (``task.instances``), one per sample length; nothing is
-    downloaded to count them."""
+    """The cells of one task from its built requests, one per sample length; nothing is downloaded."""
     from harness.data.documents import no_downloads
 
     by_length: dict[str, list[tuple[int, int, int, bool, int | None]]] = defaultdict(list)
@@ -127,8 +114,7 @@ def build_requests(tasks: dict[str, Any], counter: PromptCounter, *, limit: floa
 
 def plan_requests(manager: Any, task_names: Iterable[str], counter: PromptCounter, *, limit: float | None = None,
                   apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> list[PlanCell]:
-    """The cells of ``task_names`` (tasks or groups) loaded by the lm-eval task ``manager`` and their requests built
-    (:func:`build_requests`), in the order lm-eval loads them."""
+    """The cells of ``task_names`` (tasks or groups) loaded by ``manager``, requests built, in lm-eval's order."""
     loaded = manager.load(list(task_names))["tasks"]
     build_requests(loaded, counter, limit=limit, apply_chat_template=apply_chat_template, gen_kwargs=gen_kwargs)
     return [cell for name, task in loaded.items() for cell in count_task(str(name), task, counter)]

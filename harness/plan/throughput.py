@@ -1,13 +1,5 @@
-"""How fast a model runs here: ``lch plan --calibrate`` times the model's engine on this machine and keeps the fitted
-:class:`~harness.plan.cells.Throughput` under ``$LCH_CACHE/throughput/``, keyed by what the speed depends on (the
-engine, the model's content, the device, the dtype and the inference applied); later plans of the same setting read
-it back.
-
-Calibration times the engine's own generation primitive (:meth:`harness.engines.core.EngineCore.generate_tokens`:
-hf-pic and vllm-pic alike) at batch 1 on a prompt of random token ids, at two lengths: one new token (a prefill and a
-first step) and ``DECODE_STEPS + 1`` new tokens; the prefill time is the first, the time of one decoded token the
-difference over the extra tokens actually generated; and its scoring primitive (:meth:`~harness.engines.core.
-EngineCore.row_logprobs`, a perplexity's forward) on the same prompts. Each timing is the fastest of ``REPEATS``."""
+"""How fast a model runs here: ``lch plan --calibrate`` times the engine (batch 1, two lengths, fastest of ``REPEATS``)
+and keeps the fitted :class:`~harness.plan.cells.Throughput` under ``$LCH_CACHE/throughput/`` by setting."""
 
 from __future__ import annotations
 
@@ -30,8 +22,7 @@ RUN_ONLY_ARGS = ("pretrained", "device", "batch_size", "max_batch_size")  # not 
 
 
 def setting_of(model: str, model_args: dict[str, Any], device: str | None) -> dict[str, str]:
-    """What a run's speed depends on: the engine (model class), the model's content (:func:`harness.models.identity.
-    model_identity`: two paths to one model are one setting), the device, and every other model arg (dtype, PIC ...)."""
+    """What a run's speed depends on: the engine, the model's content identity, the device, every other model arg."""
     from harness.models.device_info import resolved_device
     from harness.models.identity import model_identity
 
@@ -80,8 +71,7 @@ def _fastest(call: Any) -> tuple[float, Any]:
 
 
 def calibrate(lm: Any, lengths: tuple[int, int]) -> tuple[Throughput, dict[str, Any]]:
-    """Time ``lm`` (one of our engine models) at ``lengths`` (module docstring); the fitted throughput and the
-    measured points."""
+    """``(fitted throughput, measured points)`` of ``lm`` (one of our engine models) timed at ``lengths``."""
     import random
 
     from harness.engines.requests import LongGenerationOptions

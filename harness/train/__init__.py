@@ -1,8 +1,5 @@
-"""Training of the trained variants: losses (LongCE, LSM regulariser, masked CE), ``lch train`` recipes
-(:mod:`harness.train.trainer`), adapter merging (:mod:`harness.train.merge`) and the compressor trainer.
-
-The losses are imported on first use, so that ``harness.train.config`` (read by ``lch``'s parser for its
-help text) does not load torch."""
+"""Training of the trained variants: losses, ``lch train`` recipes, adapter merging and the compressor trainer.
+The losses are imported on first use, so that ``harness.train.config`` (read by ``lch``'s parser) loads no torch."""
 
 from typing import Any
 

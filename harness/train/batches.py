@@ -1,5 +1,4 @@
-"""Training examples as batches: the dataset transformers' ``Trainer`` reads and the collation of examples
-(``{"input_ids", "loss_mask"[, "position_ids"]}``, :mod:`harness.train.examples`) into right-padded tensors."""
+"""Training examples as batches: the dataset transformers' ``Trainer`` reads, and their right-padded collation."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ class ExampleDataset(torch.utils.data.Dataset):
 
 
 def collate(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``, ``attention_mask``, ``loss_mask`` and ``position_ids`` (each row's own
-    ``0 .. n-1`` unless the example carries position ids)."""
+    """Right-padded ``input_ids``, ``attention_mask``, ``loss_mask``, ``position_ids`` (default: row's ``0 .. n-1``)."""
     width = max(len(r["input_ids"]) for r in rows)
     out = {name: torch.zeros(len(rows), width, dtype=torch.long)
            for name in ("input_ids", "attention_mask", "loss_mask", "position_ids")}

@@ -1,18 +1,7 @@
-"""What ``lch train <recipe>`` is asked to do: the options every recipe shares (:class:`TrainConfig`), one
-dataclass per recipe holding its own options and its papers' optimiser defaults (:data:`RECIPE_CONFIGS`),
-and the inference each trained variant expects (written to its ``lch_variant.json``).
-
-The fields are the command line: ``lch train <recipe>``'s options are generated from them
-(:mod:`harness.cli.options`). Field metadata (set through :func:`option`):
-
-- ``help``: the option's help; ``(default X)`` is added from the field;
-- ``flag``: the flag when it is not ``--field-name`` (``--quiet`` for ``progress``), ``False`` for none;
-- ``choices``: the allowed values;
-- ``record``: whether the variant file's ``settings`` record the field, a bool or a predicate of the config
-  (unset: False for the common fields, True for a recipe's own).
-
-This module stays free of torch: ``lch``'s parser reads it.
-"""
+"""What ``lch train <recipe>`` is asked to do: the shared options (:class:`TrainConfig`), one dataclass per recipe
+(:data:`RECIPE_CONFIGS`), the inference each variant expects. Fields are the command line (docs/training.md); field
+metadata ``flag``: the flag if not ``--field-name`` (``False``: none); ``record``: whether the variant's ``settings``
+record it (a bool or a predicate of the config; unset: a recipe's own fields only). Free of torch: ``lch`` reads it."""
 
 from __future__ import annotations
 
@@ -41,9 +30,8 @@ def _lora(cfg: TrainConfig) -> bool:
 
 @dataclass
 class TrainConfig:
-    """The options every recipe shares. A recipe's config is a subclass adding its own fields and its
-    optimiser defaults (``OPTIMISER``: what ``lr`` / ``warmup`` / ``epochs`` / ``weight_decay`` / AdamW
-    ``betas`` are when not given, from the papers); build one with :meth:`for_recipe`."""
+    """The options every recipe shares; a recipe's subclass adds its own and ``OPTIMISER`` (the papers' ``lr`` /
+    ``warmup`` / ``epochs`` / ``weight_decay`` / ``betas`` when not given). Build one with :meth:`for_recipe`."""
 
     OPTIMISER: ClassVar[dict[str, Any]] = {}
 
@@ -51,8 +39,7 @@ class TrainConfig:
     model: str = option(help="base HF model (folder or hub name)")
     data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
     output: str = option(help="folder for the adapter, checkpoints and loss log")
-    # positions during training = the inference the variant expects: Inference's fields under their model args'
-    # names (domains declared there; None: the recipe's default, filled by check_config)
+    # the inference the variant expects, under the model args' names (None: the recipe's default, by check_config)
     pic: str = option_like("method", help="PIC while training")
     pic_ratio: float | None = option_like("ratio", default=None, help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
                                                                       f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
@@ -94,8 +81,7 @@ class TrainConfig:
 
     @classmethod
     def for_recipe(cls, recipe: str, **options: Any) -> TrainConfig:
-        """The config of ``recipe`` (its class in :data:`RECIPE_CONFIGS`) with ``options``; an unknown recipe,
-        or an option that is not one of that recipe's, is a one-line :class:`UsageError`."""
+        """The config of ``recipe`` with ``options``; an unknown recipe or option is a one-line :class:`UsageError`."""
         klass = config_class(recipe)
         names = {f.name for f in fields(klass)}
         for name in options:
@@ -124,8 +110,7 @@ class TrainConfig:
         return rule(self) if callable(rule) else bool(rule)
 
     def settings(self) -> dict[str, Any]:
-        """What the variant file records as the recipe's settings: the data, the optimiser (defaults
-        resolved), LoRA unless ``full``, and the options of this recipe only."""
+        """The variant file's ``settings``: the fields :meth:`records` keeps, optimiser defaults resolved."""
         return {f.name: self.default(f.name) if f.name in self.optimiser() else getattr(self, f.name)
                 for f in fields(self) if self.records(f.name)}
 
@@ -138,9 +123,7 @@ _COMMON = frozenset(f.name for f in fields(TrainConfig))
 
 
 def trains_in_segments(cfg: Any) -> bool:
-    """Whether ``cfg``'s PIC method trains on segments (Dynamic PIC-SFT, the PIC paper, §4): a method whose positions
-    depend on the tokens seen so far (its cached keys move, ``PicMethod.window``) is trained on examples cut into
-    ``segment_length`` pieces, each scored at the positions its own context length gives."""
+    """Whether ``cfg``'s PIC method moves cached keys, so trains on ``segment_length`` segments (Dynamic PIC-SFT)."""
     method = PIC_METHODS.get(getattr(cfg, "pic", NO_PIC))
     return method is not None and method.moves_cached_keys
 
@@ -161,9 +144,7 @@ class SftConfig(TrainConfig):
 
 @dataclass
 class LongCEConfig(TrainConfig):
-    """``longce`` (the LongPPL paper): CE re-weighted by the model's own long-context gain, on text chunks of
-    ``seq_len`` tokens. gamma, short context K and sliding window d are LongPPL's defaults, written once in
-    :mod:`harness.longppl.formulas` (the weights are re-estimated by the model every step)."""
+    """``longce`` (the LongPPL paper): CE re-weighted by the model's own long-context gain, on ``seq_len`` chunks."""
 
     # the LongPPL paper App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
@@ -199,8 +180,7 @@ def _extending(cfg: LongRecipeConfig) -> bool:
 
 @dataclass
 class LongRecipeConfig(TrainConfig):
-    """``longrecipe`` (the LongRecipe paper): impactful sentences at skip positions (``--stage extend``), then a replay
-    stage on plain text chunks (``--stage replay --init <the extended adapter>``)."""
+    """``longrecipe`` (the LongRecipe paper): impactful sentences at skip positions, then ``--stage replay``."""
 
     # the LongRecipe paper, Table 6: lr 5e-5; its replay stage (§5.3): lr 5e-6 with weight decay 0.1
     OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0,
@@ -269,8 +249,7 @@ def config_class(recipe: str) -> type[TrainConfig]:
 
 
 def check_config(cfg: TrainConfig) -> TrainConfig:
-    """Fill the recipe-specific PIC defaults and refuse contradictory options (one line each): the common
-    checks here, the recipe's own in its :meth:`TrainConfig.check`."""
+    """``cfg`` with the recipe's PIC defaults filled; contradictory options are refused (one line each)."""
     config_class(cfg.recipe)  # an unknown recipe is refused
     check_domains(cfg, flag_name)  # every option inside its declared domain, named by its flag
     if cfg.recipe == "pic-sft" and cfg.pic == NO_PIC:
@@ -294,7 +273,6 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
 
 
 def expected_inference(cfg: TrainConfig) -> Inference:
-    """The inference the trained variant expects: the positions it was trained with (the PIC settings only
-    under a PIC method: plain SFT expects standard inference) and its RoPE base."""
+    """The inference the variant expects: its training PIC settings (none for plain SFT) and RoPE base."""
     inference = Inference.from_model_args({key: getattr(cfg, key) for key in VARIANT_KEYS})  # the model args' names
     return inference if inference.entry.acts else Inference(rope_base=cfg.rope_base)

@@ -1,9 +1,5 @@
-"""Training examples of each recipe, as token lists: ``{"input_ids", "loss_mask"[, "position_ids"]}``.
-
-``loss_mask[t] = 1`` when token ``t`` is a target (predicted from the tokens before it). Instruction
-examples use the tokenizer's chat template when it has one (the prompt rendered with the generation
-prompt, the answer the rest of the rendered conversation), else ``prompt + "\\n\\n" + answer + EOS``.
-"""
+"""Training examples of each recipe as ``{"input_ids", "loss_mask"[, "position_ids"]}``, ``loss_mask[t] = 1`` for a
+target. Instruction rows use the tokenizer's chat template if any, else ``prompt + "\\n\\n" + answer + EOS``."""
 
 from __future__ import annotations
 
@@ -48,14 +44,12 @@ def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: i
 
 
 def sft_examples(prompt: list[int], answer: list[int], max_length: int | None = None) -> list[dict]:
-    """One example: the prompt, then the answer (cut at its end to fit ``max_length``); loss on the answer
-    (the Dynamic split with one segment)."""
+    """One example: the prompt, then the answer (cut at its end to fit ``max_length``); loss on the answer."""
     return dynamic_sft_examples(prompt, answer, max(1, len(answer)), max_length)
 
 
 def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:
-    """Non-overlapping chunks of exactly ``length`` tokens (remainders dropped: LongCE and the LSM
-    regulariser score unpadded batches); loss on every token."""
+    """Non-overlapping chunks of exactly ``length`` tokens (remainders dropped: unpadded batches); loss on all."""
     out = []
     for tokens in token_lists:
         for start in range(0, len(tokens) - length + 1, length):
@@ -64,8 +58,7 @@ def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:
 
 
 def split_heldout(rows: list, fraction: float, seed: int) -> tuple[list, list]:
-    """``(train, heldout)``: a seeded split, ``round(fraction * n)`` rows held out (at least one when ``fraction > 0``
-    and there are two rows or more)."""
+    """``(train, heldout)``: a seeded split, ``round(fraction * n)`` held out (>= 1 if ``fraction > 0`` and n >= 2)."""
     if fraction <= 0 or len(rows) < 2:
         return list(rows), []
     order = list(range(len(rows)))

@@ -1,5 +1,4 @@
-"""The held-out loss of a training run (every recipe on the same scale: CE under the training positions) and what
-to say when it rose (the run diverged)."""
+"""The held-out loss of a training run (CE at the training positions, every recipe alike) and its divergence warning."""
 
 from __future__ import annotations
 
@@ -14,9 +13,7 @@ from harness.train.losses import masked_nll
 
 @torch.no_grad()
 def heldout_loss(model, examples: list[dict], pad_id: int, batch_size: int = 1, progress: bool = False) -> float | None:
-    """Token-weighted mean ``-log P`` of the held-out examples' targets, under the training positions
-    (CE only: the recipes' extra terms are not part of it, so every recipe is compared on the same scale).
-    Batched like training, longest first (right padding, each row at its own positions)."""
+    """Token-weighted mean ``-log P`` of held-out targets at the training positions (CE only); None without examples."""
     if not examples:
         return None
     device = next(model.parameters()).device
@@ -36,10 +33,7 @@ DIVERGED = 1.5  # a held-out loss this many times its value before training: the
 
 
 def heldout_warning(before: float | None, after: float | None) -> str | None:
-    """What to say of a training run's held-out loss (token-weighted ``-log P`` before and after training): nothing
-    when it is missing or stayed below ``DIVERGED`` x its value before; otherwise one sentence: the checkpoint is
-    saved, but a held-out loss that is not a number or rose that much (1.82 -> 111 was seen) means the training
-    diverged."""
+    """A sentence when the held-out loss ``after`` is not finite or above ``DIVERGED`` x ``before``; else None."""
     if before is None or after is None:
         return None
     if not math.isfinite(after):

@@ -1,6 +1,5 @@
-"""LongRecipe training examples (the LongRecipe paper): impactful-token analysis with two models, then sentences with
-transformed position ids. The selection rules are pure (:mod:`harness.metrics.impactful`), and so are
-the positions (:mod:`harness.train.positions`)."""
+"""LongRecipe training examples (the LongRecipe paper): impactful-token analysis with two models, then sentences
+at transformed position ids."""
 
 from __future__ import annotations
 
@@ -53,11 +52,9 @@ def longrecipe_examples(docs: list[tuple[list[int], list[str]]], base_logits: li
                         extended_logits: list[torch.Tensor], train_length: int, target_length: int,
                         max_skip: int | None, fraction: float = 0.2, seed: int = 0,
                         anchors: dict[int, float] | None = None) -> tuple[list[dict], dict]:
-    """One example per document: the sentences with impactful tokens (up to ``train_length`` tokens), with
-    ``delta_t = |S_H'(x_t) - S_H(x_t)|`` from the two models' logits, at positions spread over
-    ``target_length`` by random skips ``0..M`` (``M`` from :func:`~harness.train.positions.auto_max_skip`
-    when ``max_skip`` is None), drawn anew for every example. ``anchors`` (e.g. those of the training
-    documents, for held-out ones) skips the analysis. Returns the examples and a summary (with ``anchors``)."""
+    """``(examples, summary with "anchors")``: per document its sentences with impactful tokens (``delta_t =
+    |S_H'(x_t) - S_H(x_t)|``) up to ``train_length`` tokens, spread over ``target_length`` by skips ``0..M`` drawn per
+    example (``M``: :func:`~harness.train.positions.auto_max_skip` if None). Given ``anchors``: no analysis."""
     if anchors is None:
         deltas = [[0.0] + (ext - base).abs().tolist() for base, ext in zip(base_logits, extended_logits)]
         anchors = anchor_types([(ids, d) for (ids, _), d in zip(docs, deltas)], fraction)

@@ -1,13 +1,7 @@
-"""Losses for long-context fine-tuning of trained variants.
-
-* LongCE (the LongPPL paper, Eq. 6-7): ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)`` with
-  ``I_soft = min(exp(LSD_theta(x_i)), gamma)`` estimated by the model being trained (no gradient through
-  the weights), LSD from the same short windows as LongPPL; targets before ``K`` weigh 1.
-* masked CE (SFT, PIC-SFT, LongRecipe): the mean of ``-log P`` over the target tokens of a padded batch.
-* LSM regulariser (the LSM paper): ``L = L_CE + lambda * L_misalign``, ``L_misalign`` the mean SCE between the
-  next-token distributions of two length-``L`` windows offset by ``delta`` tokens, over the overlapping
-  positions whose two context lengths both lie in ``[ceil(L/2), L]``.
-"""
+"""Training losses: LongCE ``-(1/n) sum_i I_soft(x_i) log P(x_i | x_<i)``, ``I_soft = min(exp(LSD_theta(x_i)), gamma)``
+(no gradient through the weights; targets before ``K`` weigh 1); masked CE; the LSM regulariser ``L_CE + lambda *
+L_misalign``, ``L_misalign`` the mean SCE of two length-``L`` windows ``delta`` apart over the positions whose two
+context lengths lie in ``[ceil(L/2), L]``."""
 
 from __future__ import annotations
 
@@ -28,17 +22,14 @@ def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
 
 
 def token_nll(model, input_ids: torch.Tensor) -> torch.Tensor:
-    """``-log P(x_t | x_<t)`` for targets ``1 .. T-1`` of ``input_ids`` [B, T], with gradients
-    (the chunked fp32 scoring of :func:`harness.models.scoring.target_logprobs`). Returns ``[B, T-1]``."""
+    """``-log P(x_t | x_<t)`` ``[B, T-1]`` for targets ``1 .. T-1`` of ``input_ids`` ``[B, T]``, with gradients."""
     return -target_logprobs(model, _hidden(model, input_ids), input_ids)
 
 
 def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
                position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(sum of -log P(x_t | x_<t), number of targets)`` over the targets ``t >= 1`` with ``loss_mask`` and
-    ``attention_mask`` set, for a padded batch ``[B, T]``; with gradients. Position ids default to each
-    row's own ``0 .. n-1`` (from the mask); they are always passed with the mask (a PIC patch on the
-    model changes what the rotary embedding makes of them)."""
+    """``(sum of -log P(x_t | x_<t), number of targets)`` over targets ``t >= 1`` with both masks set, for a padded
+    ``[B, T]`` batch, with gradients; position ids default to each row's ``0 .. n-1``."""
     if position_ids is None:
         position_ids, _ = positions_from_mask(attention_mask)
     hidden = unwrap_model(model).get_decoder()(
@@ -77,10 +68,8 @@ def longce_loss(
 def lsm_regularized_loss(
     model, input_ids: torch.Tensor, context_length: int, delta: int, lam: float = 0.1
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``CE(window A) + lam * mean SCE(A, B)`` with ``A = x[:, :L]``, ``B = x[:, delta : delta + L]``.
-
-    Returns ``(loss, {"ce": ..., "misalign": ...})``; both windows carry gradients.
-    """
+    """``(CE(A) + lam * mean SCE(A, B), {"ce", "misalign"})``, ``A = x[:, :L]``, ``B = x[:, delta : delta + L]``,
+    both windows with gradients."""
     lo, hi = length_range(context_length)
     if not 0 < delta <= hi - lo:
         raise UsageError(f"delta must be in 1..{hi - lo} for L = {context_length}, got {delta}")

@@ -1,12 +1,6 @@
-"""``lch train merge``: LongRecipe's model merging (the LongRecipe paper, Eq. 8), ``Theta = l1 * Theta_orig + l2 * Theta_tuned``.
-
-* A LoRA adapter tuned from ``Theta_orig`` with ``l1 + l2 = 1``: ``l1 W + l2 (W + dW) = W + l2 dW``, so the
-  merge is the same adapter with ``lora_B`` scaled by ``l2`` — exact, and still an adapter (``peft=``).
-* Otherwise (weights that do not sum to 1, or a full checkpoint): every floating-point tensor of the two
-  state dicts is averaged with the weights, and a full model is written.
-
-The merged folder keeps the tuned model's variant file (its inference), with ``settings.merged`` added.
-"""
+"""``lch train merge`` (the LongRecipe paper, Eq. 8): ``Theta = l1 * Theta_orig + l2 * Theta_tuned``. An adapter with
+``l1 + l2 = 1`` stays one, ``lora_B`` scaled by ``l2`` (``l1 W + l2 (W + dW) = W + l2 dW``); else the float tensors
+are averaged into a full model. The tuned variant file is kept, with ``settings.merged``."""
 
 from __future__ import annotations
 

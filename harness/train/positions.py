@@ -1,15 +1,5 @@
-"""Positions and splits used while training the variants — pure functions (the PIC paper, Fig. 2, the LongRecipe paper, §4.2).
-
-* :func:`dynamic_sft_segments`: Dynamic PIC-SFT cuts an answer of ``n`` tokens from its end backwards
-  into segments of ``segment_length`` tokens (the first one keeps the remainder); each segment is one
-  training example whose input is the prompt plus every answer token before it and whose loss covers
-  the segment only. The positions of such an example are Dynamic PIC's ``g_{l_c}`` with ``l_c`` the
-  example's whole length (input + segment), the positions a Dynamic PIC prefill of it would use.
-* :func:`skip_positions`: LongRecipe's position index transformation (docs/formulas.md §7, the LongRecipe paper, Eq. 7):
-  ``pos(s_1) = 0``, ``pos(s_i) = pos(s_{i-1}) + |s_{i-1}| + g_i + 1`` with ``g_i`` drawn uniformly from
-  ``0..M`` for every segment of every example; tokens inside a segment count up by 1; segments are
-  kept while their last position stays below the target length ``L^``.
-"""
+"""Training positions and splits (pure): Dynamic PIC-SFT's answer segments (the PIC paper, Fig. 2) and LongRecipe's
+transformation (docs/formulas.md §7): ``pos(s_1) = 0``, ``pos(s_i) = pos(s_{i-1}) + |s_{i-1}| + g_i + 1``."""
 
 from __future__ import annotations
 
@@ -46,9 +36,8 @@ def auto_max_skip(segment_lengths: list[int], target_length: int) -> int:
 
 def skip_positions(segment_lengths: list[int], max_skip: int, target_length: int,
                    rng: random.Random) -> tuple[int, list[int]]:
-    """``(n_segments_kept, positions)`` of LongRecipe's transformation: positions of the tokens of the
-    first ``n_segments_kept`` segments, a new skip ``g_i ~ U{0..max_skip}`` drawn for each segment after
-    the first. A segment whose last position would reach ``target_length`` ends the example."""
+    """``(n_segments_kept, their tokens' positions)``, ``g_i ~ U{0..max_skip}`` drawn for each segment after the first;
+    a segment whose last position would reach ``target_length`` ends the example."""
     if max_skip < 0:
         raise UsageError(f"max skip M must be >= 0, got {max_skip}")
     positions: list[int] = []

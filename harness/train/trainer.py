@@ -1,15 +1,5 @@
-"""``lch train <recipe>``: load the model, build the recipe's examples, train with transformers' ``Trainer``
-(LoRA through peft, or full fine-tuning), and save weights + ``lch_variant.json`` + a loss log.
-
-The positions the model trains with are the inference the variant expects: PIC is applied to the model
-(:func:`harness.pic.hf.apply_pic`) and the RoPE base set (:func:`harness.pic.hf.set_rope_base`)
-before training, exactly as ``hf-pic`` does before evaluating; LongRecipe passes its own position ids.
-
-The ``Trainer`` is used, not a hand-written loop, for what it already does: optimiser and schedule,
-gradient accumulation, progress bar, checkpoints every ``save_steps`` that ``--resume`` continues from
-(optimizer, scheduler and RNG state included), and multi-GPU data parallel under ``accelerate launch``.
-Only ``compute_loss`` is ours (the recipe's loss, fp32 log-softmax chunk by chunk).
-"""
+"""``lch train <recipe>``: build the recipe's examples, train with transformers' ``Trainer`` (LoRA or full) at the
+inference the variant expects (PIC and RoPE base applied as ``hf-pic`` does), save weights, variant file, loss log."""
 
 from __future__ import annotations
 
@@ -81,8 +71,7 @@ class RecipeTrainer(Trainer):
 
 
 class VariantCallback(TrainerCallback):
-    """Writes the loss log line by line and the variant file into every checkpoint (so any checkpoint
-    is evaluated with the right inference)."""
+    """Writes the loss log line by line, and the variant file into every checkpoint."""
 
     def __init__(self, output: Path, variant: Variant):
         self.output, self.variant = output, variant
@@ -97,8 +86,7 @@ class VariantCallback(TrainerCallback):
 
 
 def read_losses(path: Path) -> list[float]:
-    """The logged losses of the loss log at ``path`` (none when it is missing); a line cut by a killed run is
-    skipped."""
+    """The logged losses at ``path`` (none when it is missing); unreadable lines are skipped."""
     if not path.exists():
         return []
     losses = []
@@ -142,8 +130,7 @@ def add_adapter(model, cfg: TrainConfig):
 
 
 def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list[dict], dict]:
-    """``(train, heldout, summary)`` examples of the recipe (rows are split before examples are cut, so
-    no held-out text is trained on). ``model`` is at its own RoPE base (LongRecipe's analysis needs it)."""
+    """``(train, heldout, summary)`` examples (rows split before cutting); ``model`` at its own RoPE base."""
     from harness.data.documents import load_documents
     from harness.data.instructions import load_rows
 
@@ -190,8 +177,7 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
 
 
 def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts, info) -> tuple[list, list, dict]:
-    """LongRecipe's examples: impactful-token analysis between the base (H) and the extended model (H':
-    ``--extended-model``, else the base at ``--rope-base``), then sentences at skip positions."""
+    """LongRecipe's examples: impactful tokens of H vs H' (``--extended-model``, else the base at ``--rope-base``)."""
     from harness.train.impactful import document_logits, longrecipe_examples, tokenized_documents
 
     train_docs = tokenized_documents(tokenizer, train_texts, cfg.max_length)

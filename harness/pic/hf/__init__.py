@@ -1,20 +1,7 @@
 """Position ID Compression on a loaded Hugging Face causal LM, in place (the PIC paper, docs/formulas.md §1).
 
-``apply_pic(model, inference)`` (an :class:`~harness.pic.inference.Inference`, or the keyword form
-``apply_pic(model, "dynamic", ratio=4, initial=4, recent=200)``) makes plain ``model(...)`` and
-``model.generate(...)`` follow a PIC variant; ``remove_pic(model)`` restores the model exactly;
-``pic_settings(model)`` tells which is applied.
-
-Every variant reaches the model the same way (:mod:`~harness.pic.hf.hooks`): a decoder pre-hook
-computes the call's positions and ``(cos, sin)`` once, and attention pre-hooks give them to the
-full-attention RoPE layers (:mod:`~harness.pic.hf.rope_layout`: which layers, on every RoPE family of
-transformers 5.x), whose own ``forward`` does the rest. Dynamic PIC adds cache layers that re-rotate
-cached keys as the length grows (:mod:`~harness.pic.hf.dynamic`).
-
-What a method does (its positions or RoPE base) is its entry in :data:`harness.pic.methods.PIC_METHODS`;
-defaults and checks are :class:`~harness.pic.inference.Inference`'s; the transformers versions the
-patches support come from :mod:`~harness.pic.hf.compat`, checked when a variant is applied.
-"""
+:func:`apply_pic` applies an :class:`~harness.pic.inference.Inference`, :func:`remove_pic` restores the model
+exactly, :func:`pic_settings` tells which is applied. The mechanism is :mod:`~harness.pic.hf.hooks` (docs/pic.md)."""
 
 from __future__ import annotations
 
@@ -95,9 +82,8 @@ def _layout_rope_base(layout: RopeLayout) -> float:
 
 
 def set_rope_base(model: nn.Module, base: float) -> nn.Module:
-    """Give the model RoPE base ``base`` for good (as if loaded with ``rope_theta = base``); a PIC
-    variant applied afterwards (e.g. NTK-aware PIC multiplies it) works on top of it. Apply it before
-    :func:`apply_pic`. Returns ``model``."""
+    """Give the model RoPE base ``base`` for good (as if loaded with ``rope_theta = base``); refused once PIC is
+    applied. A PIC variant applied afterwards (NTK-aware PIC multiplies it) works on top of it. Returns ``model``."""
     from harness.pic.hf.rope import set_rope_base as rebuild
 
     base_model = unwrap_model(model)
@@ -109,16 +95,11 @@ def set_rope_base(model: nn.Module, base: float) -> nn.Module:
 
 
 def apply_pic(model: nn.Module, inference: Inference | str | None = None, **fields: Any) -> nn.Module:
-    """Apply an :class:`Inference` to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped), in
-    place: its RoPE base first (for good, as :func:`set_rope_base`; skipped when the model has it already),
-    then its PIC method (undone by :func:`remove_pic`). Re-applying replaces the previous variant.
-    Returns ``model``.
-
-    ``inference`` is an :class:`Inference`, or a method's name (``none | naive | ntk | dynamic``, also as
-    ``method=``); ``fields`` are :class:`Inference`'s fields by name (``ratio``, ``initial``, ``recent``,
-    ``layout``, ``rope_base``, ``impl``: their meanings and domains are declared there), replacing the given
-    value's or the defaults.
-    """
+    """Apply an :class:`Inference` in place to a loaded HF causal LM of a RoPE family (optionally PEFT-wrapped): its
+    RoPE base for good (as :func:`set_rope_base`; skipped when the model has it already), then its PIC method (undone
+    by :func:`remove_pic`); re-applying replaces the previous variant. ``inference``: an :class:`Inference` or a method
+    name (also as ``method=``); ``fields``: :class:`Inference` fields by name, replacing its values or the defaults.
+    Returns ``model``."""
     unknown = sorted(set(fields) - set(MODEL_ARGS))
     if unknown:
         raise UsageError(f"apply_pic: {', '.join(unknown)} is not a field of Inference; "

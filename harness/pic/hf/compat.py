@@ -1,15 +1,7 @@
-"""The one transformers-version guard of PIC.
-
-PIC relies on how transformers 5.x writes its RoPE decoders, not only on its public API: the decoder's
-``rotary_emb`` and the ``position_embeddings`` keyword every attention module takes
-(:mod:`harness.pic.hf.rope_layout`), the keyword arguments a decoder hands on to its attention modules
-(:mod:`harness.pic.hf.hooks`), each modelling file's ``apply_rotary_pos_emb`` and the cache layer class
-that :class:`harness.pic.hf.dynamic.PicLayer` extends. They were written against and tested on the
-versions in :data:`SUPPORTED_TRANSFORMERS`; :func:`apply_pic` calls :func:`check_transformers_version`
-first, so another version fails at once with a one-line error instead of computing something subtly
-different. Widen the range only after running tests/models/test_pic_model.py and
-tests/models/test_pic_families.py on the new version.
-"""
+"""The one transformers-version guard of PIC: the patches rely on transformers 5.x internals (``rotary_emb``,
+``position_embeddings``, the kwargs a decoder hands its attention modules, each modelling file's
+``apply_rotary_pos_emb``, ``DynamicLayer``), so :func:`apply_pic` refuses other versions in one line. Widen
+:data:`SUPPORTED_TRANSFORMERS` only once tests/models/test_pic_model.py and test_pic_families.py pass on it."""
 
 from __future__ import annotations
 
@@ -17,8 +9,7 @@ from packaging.version import Version
 
 from harness.core.errors import LchError
 
-# [lowest, first unsupported): written against 5.x; the tests pass on 5.0.0, 5.23.0 and 5.24.0 (which renamed
-# past_key_values to cache: harness.models.hf_cache).
+# [lowest, first unsupported); the tests pass on 5.0.0, 5.23.0 and 5.24.0
 SUPPORTED_TRANSFORMERS = ("5.0", "6.0")
 
 

@@ -1,28 +1,8 @@
-"""Dynamic PIC (the PIC paper, Eq. 9, Algorithm 1): the cache layers that keep keys at ``g_{l_c}``.
-
-Positions depend on the total length ``l_c`` of each row. The new tokens of a call get theirs from the
-plan (:mod:`~harness.pic.hf.hooks`), and the family's own attention rotates their queries and keys
-with them. What a plain forward cannot do is Algorithm 1's other half: as ``l_c`` grows, re-rotate the
-keys already in the cache at the new ``g_{l_c}``. That is the job of :class:`PicLayer`, a subclass of
-transformers' ``DynamicLayer`` that the decoder pre-hook installs, for the PIC layers only, into an empty
-``DynamicCache`` (sliding-window and no-RoPE layers keep transformers' own layers). The attention
-pre-hook hands each layer its :class:`CachePlan` just before the family's ``forward`` calls
-``cache.update`` (``past_key_values.update`` before transformers 5.24); the layer receives the new keys rotated, recovers their pre-RoPE values
-with the inverse rotation (:func:`~harness.pic.hf.rope.unrotate`, fp32) and keeps what it needs:
-
-* ``impl="reference"`` is Algorithm 1 literally: the layer holds pre-RoPE keys and every call re-rotates
-  every cached key at ``g_{l_c}``. It is the test oracle and the benchmark baseline.
-* ``impl="cached"`` (default) holds rotated keys. Between two calls a key's position only changes while
-  it is in the last ``l_rc`` tokens (it shifts with the recent window in the contiguous layout, or leaves
-  it for the middle); initial and middle positions never change again. So the layer also keeps the
-  pre-RoPE keys of its last ``l_rc`` columns (fp32) and each call re-rotates, from them, only the columns
-  whose position changed, in its own storage.
-
-Both rotate with the family's ``apply_rotary_pos_emb``, so partial, interleaved and scaled RoPE are the
-family's own. Beam search and other batch reorders go through the layer's ``reorder_cache`` /
-``batch_select_indices`` / ``batch_repeat_interleave``, which reorder the side state too. Cropped caches
-(assisted decoding) and caches not filled under the same Dynamic PIC are refused with a clear error.
-"""
+"""Dynamic PIC (the PIC paper, Eq. 9, Algorithm 1): :class:`PicLayer`, a PIC layer's cache layer, receives the new
+keys rotated, recovers their pre-RoPE values (:func:`~harness.pic.hf.rope.unrotate`, fp32) and either keeps pre-RoPE
+keys, re-rotating all at ``g_{l_c}`` every call (``impl="reference"``: Algorithm 1, the oracle), or rotated keys plus
+the pre-RoPE keys of the last ``l_rc`` columns, the only ones that can move, re-rotating those that did
+(``"cached"``). Batch reorders reorder the side state; cropped or foreign caches are refused."""
 
 from __future__ import annotations
 
@@ -64,12 +44,9 @@ class CachePlan:
 
 
 class PicLayer(DynamicLayer):
-    """A ``DynamicLayer`` under Dynamic PIC (see the module docstring): ``update`` takes the new keys rotated
-    at this call's positions and returns all keys rotated at them.
-
-    ``impl="reference"`` stores pre-RoPE keys; ``impl="cached"`` stores rotated keys plus ``prekeys``,
-    the fp32 pre-RoPE keys of the last ``l_rc`` columns. The first PIC layer of a cache also keeps
-    ``positions`` [B, T], the positions its columns are rotated at (shared by all PIC layers)."""
+    """A ``DynamicLayer`` under Dynamic PIC: ``update`` takes the new keys rotated at this call's positions and returns
+    all keys rotated at them. ``prekeys``: the fp32 pre-RoPE keys of the last ``l_rc`` columns (cached); the first PIC
+    layer of a cache also keeps ``positions`` [B, T], those its columns are rotated at (shared by all PIC layers)."""
 
     def __init__(self, impl: str):
         super().__init__()
@@ -84,7 +61,6 @@ class PicLayer(DynamicLayer):
         if call is None or call.dynamic is None:
             raise RuntimeError("a Dynamic PIC cache layer was updated without a position plan")
         plan = call.dynamic
-        # the new keys arrive rotated at the call's positions (the family's attention rotated them)
         pre = unrotate(plan.apply_rotary, key_states, call.cos, call.sin)
         if self.impl == "reference":  # Algorithm 1: keep pre-RoPE keys, rotate all of them every call
             keys, values = super().update(pre.to(key_states.dtype), value_states)

@@ -1,29 +1,8 @@
-"""The one mechanism by which every PIC variant reaches a model: two kinds of forward pre-hooks.
-
-1. A pre-hook on the decoder (:func:`plan_call`) computes, once per forward call, the positions the PIC
-   layers see and their ``(cos, sin)`` from the model's rotary embedding (NTK-aware PIC: from a copy at
-   base ``b * s_rr``), and passes the resulting :class:`Plan` on in the decoder's keyword arguments,
-   which transformers hands unchanged to every decoder layer and attention module.
-2. A pre-hook on every attention module takes the plan out of its keyword arguments (so the attention
-   kernel never sees it) and, on a PIC layer (:mod:`~harness.pic.hf.rope_layout`), replaces the
-   ``position_embeddings`` it was given by the plan's. The family's own ``forward`` then rotates,
-   normalises, caches and attends as it always does.
-
-What a method does is its entry in :data:`harness.pic.methods.PIC_METHODS`, and the plan follows it
-(docs/formulas.md §1), for the new tokens of the call:
-
-* kind ``ids`` (naive: ``m / s_cr``): the entry's function of the positions the decoder would use
-  (``position_ids``, else ``cache_position`` (before transformers 5.24), else ``past + arange``);
-* kind ``base`` (NTK-aware: ``b * s_rr``): those positions, rotated by a copy of the model's rotary
-  embedding at the entry's base (both kinds may combine);
-* a method whose positions depend on the length ``l_c`` (the entry's ``window``; Dynamic: ``g_{l_c}`` of
-  Eq. 9) gets them from the 2D attention mask (left padding and per-row lengths work); the KV cache also
-  needs its keys re-rotated as ``l_c`` grows, which :mod:`~harness.pic.hf.dynamic` adds to the plan
-  and does in the cache layers.
-
-Nothing per call is stored on the model, so calls may interleave (threads, nested calls). No transformers
-``forward`` is replaced (why this is enough for Dynamic PIC is in :mod:`~harness.pic.hf.dynamic`).
-"""
+"""The one mechanism by which every PIC variant reaches a model (docs/pic.md, "One mechanism"): a decoder pre-hook
+(:func:`plan_call`) computes once per call the PIC layers' positions and ``(cos, sin)`` (for kind ``base`` from a
+rotary copy at the entry's base; for a method with a ``window``, ``g_{l_c}`` from the 2D attention mask plus the
+cache layers' part) and passes the :class:`Plan` in the decoder's kwargs; an attention pre-hook pops it and, on a PIC
+layer, replaces ``position_embeddings``. Nothing per call is stored on the model."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The per-call position plan: what the decoder pre-hook (:mod:`harness.pic.hf.hooks`) computes once per forward call
-and hands to every PIC layer, and, for methods whose cached keys move, to their cache layers
-(:mod:`harness.pic.hf.dynamic`). A module of its own so that both read it without importing each other."""
+"""The per-call position plan the decoder pre-hook (:mod:`harness.pic.hf.hooks`) computes once per forward call and
+hands to every PIC layer and, when cached keys move, to their cache layers (:mod:`harness.pic.hf.dynamic`)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""RoPE arithmetic on a family's own functions (docs/formulas.md §1).
-
-* A method of kind ``base`` (NTK-aware PIC: ``b * s_rr``) rotates with another base: :func:`rebased_rotary`
-  builds a second rotary embedding of the model's own class from a config copy with that RoPE base (so
-  rope types such as llama3, longrope or Gemma 3's per-layer-type parameters keep working); the PIC layers
-  take their ``(cos, sin)`` from it.
-* :func:`rotate` / :func:`unrotate` apply the family's ``apply_rotary_pos_emb`` forwards and backwards.
-  The inverse of ``x cos + R(x) sin`` (``R`` rotates each pair by 90 degrees, so ``R(R(x)) = -x``, in the
-  rotate-half and the interleaved layout alike; un-rotated dimensions of partial rotary pass through) is
-  the same rotation with ``(cos, -sin) / (cos^2 + sin^2)``; the divisor undoes a rope type's attention
-  scaling. It is computed in fp32.
-"""
+"""RoPE arithmetic on a family's own functions (docs/formulas.md §1): a rotary embedding rebased for NTK-aware PIC
+(:func:`rebased_rotary`, a copy of the model's class, so any rope type keeps working), :func:`rotate` and
+:func:`unrotate`: the inverse of ``x cos + R(x) sin`` (``R(R(x)) = -x`` in both pairings; un-rotated dimensions pass
+through) is the same rotation at ``(cos, -sin) / (cos^2 + sin^2)`` in fp32 (the divisor undoes rope scaling)."""
 
 from __future__ import annotations
 
@@ -64,9 +56,8 @@ def rebased_rotary(rotary: nn.Module, layer_type: str | None, base: float) -> nn
 
 
 def set_rope_base(decoder: nn.Module, layer_type: str | None, base: float) -> None:
-    """Give the decoder RoPE base ``base`` for good (its full-attention layers): the config is updated and
-    the rotary embedding rebuilt from it, so the model behaves, and saves, as if loaded with
-    ``rope_theta = base``. LongRecipe and other context extensions train and evaluate at a larger base."""
+    """Give the decoder (its full-attention layers) RoPE base ``base`` for good: the config is updated and the rotary
+    embedding rebuilt from it, so the model behaves, and saves, as if loaded with ``rope_theta = base``."""
     if not base > 0:
         raise ValueError(f"rope base must be > 0, got {base}")
     rotary = decoder.rotary_emb

@@ -1,22 +1,6 @@
-"""Which attention layers of a decoder PIC changes, and the family's own RoPE functions.
-
-PIC works on any transformers decoder built the way the RoPE families of transformers 5.x are: a
-``rotary_emb`` module on the decoder turns position ids into ``(cos, sin)``, the decoder hands them to
-every attention module as ``position_embeddings``, and the attention ``forward`` rotates its queries
-and keys with the ``apply_rotary_pos_emb`` of its own modelling file (rotate-half or interleaved,
-full or partial rotary, after the family's q/k norms). PIC substitutes the ``(cos, sin)`` a layer
-receives and nothing else, so every family detail stays the family's own.
-
-**Which layers.** PIC changes the positions of the *full-attention RoPE layers* only:
-
-* a sliding-window layer (Mistral v0.1, Gemma 2 / 3 local layers, Qwen2 with ``use_sliding_window``)
-  never attends further than its window, which lies inside what the model was trained on, so it keeps
-  its original positions and its own cache. This is also how Gemma 3 extends its own context (its
-  RoPE scaling applies to the global layers only, the local layers keep base 1e4);
-* a layer without RoPE (SmolLM3's ``no_rope_layers``) has no positions to change.
-
-A model with no full-attention RoPE layer at all is refused: PIC would change nothing.
-"""
+"""Which attention layers of a decoder PIC changes, and the family's own RoPE functions. PIC substitutes only the
+``(cos, sin)`` a full-attention RoPE layer receives; sliding-window and no-RoPE layers keep their positions, and a
+model with no full-attention RoPE layer is refused (docs/pic.md, "Which layers")."""
 
 from __future__ import annotations
 
@@ -29,8 +13,7 @@ from torch import nn
 
 from harness.core.errors import UsageError
 
-# Families whose tiny configs tests/models/test_pic_families.py runs against the references. Other
-# decoders built the same way are accepted (with a warning), anything else is refused by structure.
+# covered by tests/models/test_pic_families.py; other decoders built the same way are accepted with a warning
 TESTED_MODEL_TYPES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "glm", "glm4", "gemma2", "gemma3_text",
     "phi3", "olmo2", "smollm3", "granite",
@@ -64,13 +47,9 @@ def _refuse(model: nn.Module, what: str) -> UsageError:
 
 def kept_layers(config: Any) -> dict[int, str]:
     """The layers PIC leaves alone, with why (``"no RoPE"``, ``"sliding window 512"``), from a model's config (a
-    transformers config or its ``config.json`` as a dict; a multimodal config's ``text_config``): the one rule of
-    which layers PIC changes, read by HF models (:func:`rope_layout`) and vLLM engines alike.
-
-    A layer keeps its positions when the config's ``no_rope_layers`` marks it 0 (SmolLM3), when ``layer_types``
-    calls it anything but ``full_attention`` (Gemma 2 / 3, Qwen2 with ``use_sliding_window``), or, in a family
-    without ``layer_types``, when the config has a ``sliding_window`` and does not switch it off with
-    ``use_sliding_window`` (Mistral v0.1)."""
+    transformers config or a ``config.json`` dict; a multimodal one's ``text_config``), for HF and vLLM alike: those
+    ``no_rope_layers`` marks 0, those ``layer_types`` calls anything but ``full_attention``, or, without
+    ``layer_types``, all when the config has a ``sliding_window`` that ``use_sliding_window`` does not switch off."""
     get = config.get if isinstance(config, dict) else lambda key, default=None: getattr(config, key, default)
     text = get("text_config")
     if text is not None:

@@ -1,23 +1,7 @@
-"""PIC on vLLM before anything loads: the ``hf_overrides`` that select PIC's model class, the checks of a model's
-config, and the engine settings Dynamic PIC needs. No vLLM import (the model class is
-:mod:`harness.pic.vllm.model`).
-
-**The overrides.** vllm-pic (and a plain ``vllm serve`` / ``vllm.LLM``, through the ``vllm.general_plugins`` entry
-point) runs a model of architecture ``<Arch>`` with PIC by naming ``Pic<Arch>`` in ``architectures`` and the
-inference in ``pic_inference`` (the ``inference`` block of a variant file: ``pic``, ``pic_ratio``, ``pic_initial``,
-``pic_recent``, ``pic_layout``). Naive and NTK-aware PIC also raise ``max_position_embeddings`` by their ratio, so
-that vLLM's length limit is the one the method reaches (as RoPE scaling does) and the rotary tables of the layers PIC
-leaves alone (Gemma 3's sliding windows) cover every position.
-
-**Dynamic PIC's engine settings** (docs/vllm.md, "What must be off, and why"): the plan is Algorithm 1 with a KV
-cache under one-shot prefill, so the engine runs eagerly or with full CUDA graphs of decode steps only
-(:func:`graph_settings`), prefix caching off (a shared prefix's
-keys are rotated for another length), no preemption (a preempted request is recomputed by one prefill at its final
-length: :func:`preemption_free_sequences` caps ``max_num_seqs`` so that the KV cache holds every running sequence at
-``max_model_len``), chunked prefill off with ``max_num_batched_tokens >= max_model_len``, no speculative decoding
-(rejected drafts would leave keys re-rotated for a length never reached) and no fp8 KV cache (re-rotating quantized
-keys compounds error). :func:`engine_settings` says so before anything loads; the model class checks them again.
-"""
+"""PIC on vLLM before anything loads (no vLLM import): the ``hf_overrides`` that name ``Pic<Arch>`` and carry the
+inference (``pic_inference``; naive / NTK-aware also raise ``max_position_embeddings`` by their ratio), the checks of a
+model's config, and Dynamic PIC's engine settings (docs/vllm.md, "What must be off, and why"): eager or
+``FULL_DECODE_ONLY`` CUDA graphs; no prefix caching, chunked prefill, preemption, speculative decoding, fp8 KV cache."""
 
 from __future__ import annotations
 
@@ -65,9 +49,8 @@ def pic_layer_rope_type(hf_config: Mapping[str, Any]) -> str:
 
 
 def check_pic_config(hf_config: Mapping[str, Any], inference: Inference) -> str:
-    """A model config PIC can run on vLLM, else a one-line refusal: an architecture, at least one
-    full-attention RoPE layer (:func:`harness.pic.hf.rope_layout.kept_layers`, the rule hf-pic follows), and RoPE on
-    those layers that rotates by ``position x inv_freq`` (:data:`ROPE_TYPES`). Returns the architecture."""
+    """A model config PIC can run on vLLM, else a one-line refusal: an architecture, a full-attention RoPE layer
+    (:func:`~harness.pic.hf.rope_layout.kept_layers`), :data:`ROPE_TYPES` RoPE on those. Returns the architecture."""
     from harness.pic.hf.rope_layout import kept_layers
 
     arch = architecture(hf_config)
@@ -116,10 +99,9 @@ def config_inference(hf_config: Any) -> Inference:
 
 
 def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, str] | None = None) -> dict:
-    """The engine args Dynamic PIC needs (module docstring), added to ``engine_args``; a given value that
-    contradicts them is refused in one line. ``max_num_batched_tokens`` defaults to ``max_model_len``
-    (else the model's ``max_position_embeddings``); ``max_num_seqs`` to :func:`preemption_free_sequences`
-    when the KV cache's size is known (``environ``: the process environment, default ``os.environ``)."""
+    """The engine args Dynamic PIC needs, added to ``engine_args`` (a contradicting given value is refused in one line);
+    ``max_num_batched_tokens`` defaults to ``max_model_len`` (else ``max_position_embeddings``), ``max_num_seqs`` to
+    :func:`preemption_free_sequences`. ``environ``: default ``os.environ``."""
     environ = os.environ if environ is None else environ
     out = dict(engine_args)
     for key, (needed, why) in FORCED.items():
@@ -149,8 +131,7 @@ def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, st
                              f"max_model_len={length} (more could be preempted and recomputed, which is not "
                              f"Algorithm 1): set max_num_seqs<={cap}, a larger KV cache or a smaller max_model_len")
         out["max_num_seqs"] = int(given) if given is not None else cap
-    # vLLM refuses max_num_seqs > max_num_batched_tokens, which this sets to max_model_len: a short max_model_len
-    # with a large KV cache (or vLLM's own default of up to VLLM_MAX_NUM_SEQS) would not start
+    # vLLM refuses max_num_seqs > max_num_batched_tokens (max_model_len here): a short max_model_len would not start
     batched = out.get("max_num_batched_tokens")
     if batched is not None and given is None and int(out.get("max_num_seqs") or VLLM_MAX_NUM_SEQS) > int(batched):
         out["max_num_seqs"] = int(batched)
@@ -161,11 +142,9 @@ GRAPH_MODES = ("NONE", "FULL_DECODE_ONLY")  # vLLM's cudagraph modes whose graph
 
 
 def graph_settings(engine_args: dict) -> dict:
-    """Dynamic PIC's ``enforce_eager`` / ``compilation_config``: eager by default (one engine start without
-    compilation); with ``enforce_eager=False`` vLLM compiles the model (Dynamic PIC's layer step is one opaque
-    operator to it) and captures full CUDA graphs of decode steps only (``cudagraph_mode=FULL_DECODE_ONLY``): a
-    piecewise graph is captured without the step's attention metadata, so it could not hold the plan. A given
-    ``cudagraph_mode`` other than those is refused in one line."""
+    """Dynamic PIC's ``enforce_eager`` / ``compilation_config``: eager by default, else full CUDA graphs of decode steps
+    only (``cudagraph_mode=FULL_DECODE_ONLY``: a piecewise graph is captured without the step's attention metadata, so
+    could not hold the plan); another given ``cudagraph_mode`` is refused in one line."""
     eager = convert(engine_args.get("enforce_eager", True), bool, "enforce_eager")
     if eager:
         return {"enforce_eager": True}
@@ -178,8 +157,7 @@ def graph_settings(engine_args: dict) -> dict:
     if mode not in GRAPH_MODES:
         raise UsageError(f"pic=dynamic on vLLM runs under cudagraph_mode {' or '.join(GRAPH_MODES)} only (a piecewise "
                          f"CUDA graph is captured without the step's attention metadata); {mode} was given")
-    # at least one eager warm-up run before each graph is captured: the first call of a layer probes its cache's
-    # layout, which reads values back to the host and so cannot run while a graph is being captured
+    # >= 1 eager warm-up: a layer's first call probes its cache layout, reading values back (not capturable)
     warmups = max(1, int(given.get("cudagraph_num_of_warmups", 1)))
     return {"enforce_eager": False,
             "compilation_config": {**given, "cudagraph_mode": mode, "cudagraph_num_of_warmups": warmups}}
@@ -216,10 +194,8 @@ def kv_block_size(engine_args: dict) -> int:
 def preemption_free_sequences(engine_args: dict, hf_config: dict, length: int | None,
                               environ: Mapping[str, str]) -> int | None:
     """The most sequences that may run at once without vLLM ever preempting one: ``blocks // ceil(max_model_len
-    / block_size)`` (each running sequence may grow to ``max_model_len``); None when the cache size is unknown
-    before the engine starts. A preempted request is recomputed by one prefill of its prompt and generated
-    tokens, whose hidden states attend at the final length's ids: not Algorithm 1, whose hidden states of a
-    token saw the ids of the length at which it was made."""
+    / block_size)``; None when the cache size is unknown before the engine starts. (A preempted request is recomputed
+    by one prefill at its final length's ids: not Algorithm 1.)"""
     blocks = kv_cache_blocks(engine_args, hf_config, environ)
     if blocks is None or length is None:
         return None

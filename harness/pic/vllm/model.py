@@ -1,25 +1,7 @@
-"""PIC on vLLM: one model class per architecture, made by one factory, whose full-attention RoPE layers rotate at
-PIC's positions. The one module that reaches into vLLM's internals (vLLM imported inside functions; the version
-guard is :func:`check_vllm_version`).
-
-**The seam.** Every decoder vLLM builds natively gives its attention module ``self.rotary_emb`` (from ``get_rope``:
-the layer's base, ``rotary_dim`` for partial rotary, the neox or GPT-J layout) and calls ``q, k =
-self.rotary_emb(positions, q, k)`` right before ``self.attn(q, k, v)``, whose ``Attention`` knows the layer's sliding
-window and holds its KV cache. ``Pic<Arch>`` (:func:`pic_model_class`) is vLLM's own ``<Arch>`` class with, on each
-full-attention RoPE layer (:func:`harness.pic.hf.rope_layout.kept_layers`, the rule hf-pic follows: sliding-window and
-no-RoPE layers keep their positions), ``rotary_emb`` replaced by a :class:`PicRotary` that rotates in the same
-layout at PIC's positions, as the method's registry entry says (:mod:`harness.pic.methods`):
-
-* ids ``m / s_cr`` (naive), the model's positions at base ``b * s_rr`` (NTK-aware), from the positions alone;
-* Dynamic PIC: ``g_{l_c}(m)`` of each scheduled token from the step's attention metadata, and first the cached keys
-  whose id moved, re-rotated in place in the layer's KV cache (:mod:`harness.pic.vllm.positions`; CPU backend).
-
-Before it replaces a module it checks that the module computes what PIC assumes (its cos / sin cache is
-``position x inv_freq`` and its rotation is :func:`~harness.pic.vllm.positions.rotate`'s, on integer positions);
-anything else is refused in one line naming what is missing. Registered with vLLM's ``ModelRegistry`` for every
-``*ForCausalLM`` architecture, lazily by module path, by vllm-pic and in every vLLM process through the
-``vllm.general_plugins`` entry point (:func:`register`).
-"""
+"""PIC on vLLM: ``Pic<Arch>``, vLLM's own ``<Arch>`` class with the ``rotary_emb`` of its full-attention RoPE layers
+replaced by a :class:`PicRotary` rotating in the same layout at PIC's positions (docs/vllm.md). The one module on
+vLLM's internals (imported inside functions; versions: :func:`check_vllm_version`); registered for every
+``*ForCausalLM`` by :func:`register` (vllm-pic and the ``vllm.general_plugins`` entry point)."""
 
 from __future__ import annotations
 
@@ -38,8 +20,7 @@ from harness.pic.inference import Inference
 
 log = logging.getLogger(__name__)
 
-# The vLLM minor versions this module accepts: those whose internals it was checked against (docs/vllm.md, "Versions";
-# pyproject's [vllm] extra says the same range, tests/lmeval/test_vllm_pic.py holds them equal).
+# vLLM minors whose internals this was checked against (docs/vllm.md, "Versions"); pyproject's [vllm] extra agrees
 VLLM_VERSIONS = ((0, 26), (0, 33))  # oldest, newest (inclusive)
 TRANSFORMERS_BACKEND = "vllm.model_executor.models.transformers"  # vLLM's generic backend: transformers' own code
 CHECK_POSITIONS = 4096  # integer positions at which a rotary module is compared with what PIC computes
@@ -56,10 +37,8 @@ def vllm_version() -> str:
 
 
 def check_vllm_version(version: str | None = None) -> None:
-    """Refuse, in one line, a vLLM outside :data:`VLLM_VERSIONS` (``version``: this process's vLLM by default).
-    Within the range the differences between versions are left to the structural and numeric checks the model
-    class makes as it loads (:func:`check_rotary`, :func:`install`, the cache layout's probe), not to version
-    branches."""
+    """Refuse, in one line, a vLLM outside :data:`VLLM_VERSIONS` (``version``: this process's by default); within the
+    range, differences are left to the checks the model class makes as it loads, not to version branches."""
     text = vllm_version() if version is None else version
     try:
         found = tuple(int(part) for part in text.split("+")[0].split(".")[:2])
@@ -77,9 +56,8 @@ def check_vllm_version(version: str | None = None) -> None:
 
 def check_rotary(rope: Any, where: str) -> None:
     """``rope`` (a layer's ``rotary_emb``) rotates as PIC's rotary does, else a one-line ``ValueError``: a plain
-    ``RotaryEmbedding`` (or a subclass that only changes ``inv_freq``, Llama 3) whose cos / sin cache is ``position
-    x inv_freq`` (:func:`~harness.pic.vllm.positions.rotation`) and whose rotation of a probe at integer positions
-    is :func:`~harness.pic.vllm.positions.rotate`'s in its layout."""
+    ``RotaryEmbedding`` (or a subclass changing only ``inv_freq``, Llama 3) whose cos / sin cache is ``position x
+    inv_freq`` and whose rotation of a probe is :func:`~harness.pic.vllm.positions.rotate`'s in its layout."""
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding, RotaryEmbeddingBase
 
     kind = type(rope)
@@ -100,8 +78,7 @@ def check_rotary(rope: Any, where: str) -> None:
         raise ValueError(f"PIC on vLLM: {where}'s {kind.__name__} cache is not cos / sin of position x inv_freq; use "
                          "--model hf-pic")
     cos, sin = expected.chunk(2, dim=-1)
-    # vLLM builds the model under ``with torch.device(<its device>)`` and its dtype as the default: the probe is drawn
-    # on the CPU (where its generator is) in fp32, whatever either default is, then moved to the cache's device
+    # vLLM builds under its device and dtype as defaults: draw the probe on the CPU in fp32, then move it
     probe = torch.randn(n, 2 * rope.head_size, generator=torch.Generator().manual_seed(0), device="cpu",
                         dtype=torch.float32).to(cache.device)
     theirs, _ = RotaryEmbedding.forward_static(positions, probe.clone(), None, rope.head_size, rope.rotary_dim,
@@ -116,9 +93,7 @@ def check_rotary(rope: Any, where: str) -> None:
 def apply_table(query: torch.Tensor, key: torch.Tensor | None, table: torch.Tensor, head_size: int,
                 neox: bool, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``query`` / ``key`` (``[n, heads * head_size]``) rotated in place by vLLM's own rotary kernel, token ``i``
-    by row ``rows[i]`` (default ``i``) of ``table`` (``[>= n, rotary_dim]``: cos then sin, the layout of a rotary
-    module's cos / sin cache): the kernel the replaced module runs, given the cos / sin of PIC's ids instead of a
-    lookup by position."""
+    by row ``rows[i]`` (default ``i``) of ``table`` (``[>= n, rotary_dim]``: cos then sin, as rotary caches are)."""
     from vllm import _custom_ops as ops
 
     if rows is None:
@@ -130,11 +105,9 @@ def apply_table(query: torch.Tensor, key: torch.Tensor | None, table: torch.Tens
 
 
 class PicRotary(nn.Module):
-    """A full-attention layer's ``rotary_emb`` under PIC: ``forward(positions, query, key)`` as vLLM's rotary
-    modules, in the replaced module's layout (``head_size``, ``rotary_dim``, neox / GPT-J) and with its base
-    (NTK-aware PIC: the method's base of it). Naive / NTK-aware PIC compute their ids from ``positions`` alone
-    (traceable: CUDA graphs and torch.compile keep working); Dynamic PIC takes the step's plan from ``step`` and
-    re-rotates this layer's moved cached keys before rotating the new tokens."""
+    """A full-attention layer's ``rotary_emb`` under PIC, in the replaced module's layout and base (NTK-aware: the
+    method's base of it). Naive / NTK-aware PIC compute ids from ``positions`` alone (traceable); Dynamic PIC takes the
+    step's plan from ``step`` and re-rotates this layer's moved cached keys before rotating the new tokens."""
 
     def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: "DynamicStep | None") -> None:
         super().__init__()
@@ -178,11 +151,8 @@ _DYNAMIC_LAYERS: dict[str, PicRotary] = {}
 
 @torch.library.custom_op("lch_pic::dynamic_rotary", mutates_args=("query", "key"))
 def dynamic_rotary(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, layer: str) -> None:
-    """Dynamic PIC's rotary step of one layer (:meth:`PicRotary.rotate_dynamic`) as one opaque operator: it reads
-    the step's attention metadata from vLLM's forward context and moves keys in the layer's KV cache, which
-    torch.compile cannot trace, so vLLM's compiled model calls it as it calls its own attention operators. Its
-    work is tensor operations of sizes fixed by the batch's shape (:func:`~harness.pic.vllm.positions.step_plan`),
-    so a full CUDA graph of a decode step captures it and replays it over vLLM's persistent metadata buffers."""
+    """Dynamic PIC's rotary step of one layer as one opaque operator (it moves keys in the KV cache, which torch.compile
+    cannot trace); its sizes are fixed by the batch's shape, so a full CUDA graph of a decode step captures it."""
     _DYNAMIC_LAYERS[layer].rotate_dynamic(positions, query, key)
 
 
@@ -217,9 +187,8 @@ def _layer_metadata(layer_name: str) -> Any:
 
 
 class DynamicStep:
-    """Dynamic PIC's state of one engine step, shared by one model's PIC layers: the plan of each KV cache group
-    (hybrid models keep sliding-window and full-attention layers in groups with their own block tables), and the
-    rotations of its ids and moves per RoPE base, computed once per step, not once per layer."""
+    """Dynamic PIC's state of one engine step, shared by one model's PIC layers: the plan of each KV cache group and
+    the rotations of its ids and moves per RoPE base, computed once per step."""
 
     def __init__(self, inference: Inference) -> None:
         self.inference = inference
@@ -234,11 +203,8 @@ class DynamicStep:
         self.positions, self._plans, self._rotations = None, {}, {}
 
     def plan(self, attn: Any) -> PicPlan:
-        """This step's plan for ``attn``'s KV cache group. No key moves in exactly two cases, both with nothing
-        cached that could: a step without attention metadata (vLLM's memory-profile run: attention computes
-        nothing from a cache), and a cache not allocated yet (an empty tensor: the V2 model runner's profile runs
-        carry metadata before the KV cache exists). Any other cache that is not ``[blocks, kv_heads, block_size,
-        values]`` is refused: planning no moves there would run another method than Dynamic PIC."""
+        """This step's plan for ``attn``'s KV cache group: no key moves without attention metadata (a profile run)
+        or cache (empty); a cache that is not ``[blocks, kv_heads, block_size, values]`` is refused."""
         if self.positions is None:
             raise RuntimeError("Dynamic PIC: a PIC layer was called outside its model's forward (no step)")
         metadata = _layer_metadata(attn.layer_name)
@@ -283,8 +249,7 @@ class DynamicStep:
 
 def cache_layout(attn: Any, kv_cache: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Where ``attn``'s backend keeps each key element of a block (:func:`~harness.pic.vllm.positions.locate_keys`),
-    probed once per backend, cache shape and dtype with the backend's own writer (``impl.do_kv_cache_update``, the
-    one vLLM's attention calls), so it holds for CPU_ATTN's ISA layouts and the GPU backends' stride orders alike."""
+    probed once per backend, cache shape and dtype with the backend's own writer (``impl.do_kv_cache_update``)."""
     tag = (type(attn.impl).__qualname__, tuple(kv_cache.shape[1:]), kv_cache.dtype, str(kv_cache.device))
     if tag not in _LAYOUTS:
         if kv_cache.is_cuda and torch.cuda.is_current_stream_capturing():
@@ -327,10 +292,9 @@ def check_engine(vllm_config: Any) -> None:
 
 
 def check_cuda_graphs(vllm_config: Any) -> None:
-    """Dynamic PIC under CUDA graphs, checked once vLLM has resolved its graph mode (the first real step): only full
-    graphs of decode steps (``FULL_DECODE_ONLY``, which vllm-pic asks for with ``enforce_eager=False``) capture the
-    plan with the step's metadata; a piecewise graph is captured without attention metadata and would replay a step
-    with no key moves, so it is refused (vLLM falls back to piecewise graphs for a backend without full ones)."""
+    """Dynamic PIC under CUDA graphs, checked once vLLM has resolved its graph mode: a piecewise graph is captured
+    without attention metadata and would replay a step with no key moves, so it is refused (only ``FULL_DECODE_ONLY``
+    graphs capture the plan)."""
     mode = getattr(vllm_config.compilation_config, "cudagraph_mode", None)
     if mode is not None and not vllm_config.model_config.enforce_eager and mode.has_piecewise_cudagraphs():
         raise ValueError(f"Dynamic PIC on vLLM cannot run under piecewise CUDA graphs (vLLM chose cudagraph_mode "
@@ -338,10 +302,9 @@ def check_cuda_graphs(vllm_config: Any) -> None:
 
 
 def check_started_engine(model: Any) -> None:
-    """Dynamic PIC's checks of the started engine (:func:`check_no_preemption`, :func:`check_cuda_graphs`), made once,
-    at the first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``). Not
-    before: the V2 model runner's memory-profile runs carry metadata while the cache's size is still unknown, and a
-    check made there would pass without looking."""
+    """Dynamic PIC's checks of the started engine (:func:`check_no_preemption`, :func:`check_cuda_graphs`), once, at the
+    first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``); the V2 runner's
+    memory-profile runs carry metadata before the cache's size is known."""
     config = model.pic_vllm_config
     if model.pic_checked_cache or config.cache_config.num_gpu_blocks is None or not _step_metadata():
         return
@@ -356,9 +319,8 @@ def check_started_engine(model: Any) -> None:
 
 def install(model: nn.Module, hf_config: Any, inference: Inference, step: DynamicStep | None) -> tuple[int, ...]:
     """Replace the ``rotary_emb`` of every full-attention RoPE layer of ``model`` (a vLLM model just built) by a
-    :class:`PicRotary`; returns those layers. Refused in one line: a model with no attention module holding
-    ``rotary_emb`` and ``attn``, none whose layer PIC changes, a PIC layer whose ``Attention`` has a sliding window
-    (the config rule and the model disagree), or a rotary module PIC cannot follow (:func:`check_rotary`)."""
+    :class:`PicRotary`; returns those layers. Refused in one line: no attention module with ``rotary_emb`` and ``attn``,
+    no layer PIC changes, a PIC layer with a sliding window, a rotary module :func:`check_rotary` refuses."""
     from vllm.model_executor.layers.attention import Attention
     from vllm.model_executor.models.utils import extract_layer_index
 
@@ -439,11 +401,9 @@ def pic_model_class(name: str) -> type:
 
 
 def register(arch: str | None = None) -> None:
-    """Register ``Pic<Arch>`` with vLLM's ``ModelRegistry`` for every ``*ForCausalLM`` architecture it knows,
-    lazily by module path (idempotent; vLLM's ``vllm.general_plugins`` entry point calls it in each of its
-    processes). ``arch``: that one registered as a class, which vLLM inspects in this process (vllm-pic, for the
-    model it is about to build; a lazily registered class is inspected in a subprocess, about 10 s on 2 CPU cores,
-    once per class and version of this module)."""
+    """Register ``Pic<Arch>`` with vLLM's ``ModelRegistry`` for every ``*ForCausalLM`` architecture it knows, lazily by
+    module path (idempotent). ``arch``: that one also registered as a class, which vLLM inspects in this process (a
+    lazily registered class is inspected in a subprocess, about 10 s on 2 CPU cores)."""
     from vllm import ModelRegistry
 
     if arch is not None:

@@ -1,15 +1,6 @@
-"""What PIC's rotary modules on vLLM compute, as tensor math (no vLLM import: tested without it).
-
-* :func:`rotation` / :func:`rotate`: RoPE at float ids in any family's layout. vLLM's rotary modules rotate
-  ``x[..., :rotary_dim]`` of each head (``rotary_dim < head_size``: partial rotary, Phi-3 / GLM) by the angle
-  ``id * theta_i``, pairing dimension ``i`` with ``i + rotary_dim / 2`` (neox, rotate-half) or ``2i`` with ``2i + 1``
-  (GPT-J, interleaved), and leave the rest of the head alone.
-* :func:`move_rotation`: the rotation that takes a cached key from its old id to its new one (Dynamic PIC).
-* :func:`step_plan`: the plan of one engine step of a method whose cached keys move (Dynamic PIC) from its
-  attention metadata: the id of every scheduled token at its request's length (``g_{l_c}(m)``) and the cached keys
-  whose id changed (docs/vllm.md, "How Dynamic PIC runs on vLLM"). The ids and the window of keys that can move
-  are the method's registry entry's (:mod:`harness.pic.methods`).
-"""
+"""What PIC's rotary modules on vLLM compute, as tensor math (no vLLM import: tested without it): RoPE at float ids
+in vLLM's layouts (:func:`rotation`, :func:`rotate`), the plan of one Dynamic PIC engine step (:func:`step_plan`;
+docs/vllm.md, "How Dynamic PIC runs on vLLM") and where a backend's KV cache keeps each key (:func:`locate_keys`)."""
 
 from __future__ import annotations
 
@@ -33,26 +24,20 @@ def rotation(ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, t
 
 
 def move_rotation(old_ids: torch.Tensor, new_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cos, sin)`` (float64) of the rotation that takes a key rotated at ``old_ids`` to one rotated at
-    ``new_ids``: by the difference of the two fp32 angles RoPE computes (:func:`rotation`), taken in float64.
-
-    Not the fp32 angle of ``new - old``: at ids in the thousands an fp32 angle carries a rounding error of
-    1e-4 rad or more, and the key rotated at the old angle and then by that one would differ from the key
-    rotated at the new angle by the rounding of three large angles (measured: log-probs off by 2e-4 after a
-    6k-token prompt, against 3e-5 between vanilla vLLM and HF). The exact difference of the two rounded angles
-    composes to the new rounded angle; with the key rotated in float64 too (:func:`rotate`), a key moved every
-    step (contiguous layout: each recent key, ``l_rc`` times) gathers only the rounding of its store to the
-    cache's dtype."""
+    """``(cos, sin)`` (float64) of the rotation that takes a key rotated at ``old_ids`` to one rotated at ``new_ids``:
+    the difference of the two fp32 angles RoPE computes (:func:`rotation`), taken in float64, so that it composes to
+    the new rounded angle. Not the fp32 angle of ``new - old``, whose rounding at ids in the thousands (1e-4 rad) would
+    drift a key moved every step (docs/vllm.md)."""
     old = (old_ids.float()[:, None] * inv_freq[None, :]).double()
     new = (new_ids.float()[:, None] * inv_freq[None, :]).double()
     return (new - old).cos(), (new - old).sin()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rotary_dim: int, neox: bool) -> torch.Tensor:
-    """``x`` ``[n, heads, head_size]`` with ``x[..., :rotary_dim]`` rotated by ``(cos, sin)`` ``[n, rotary_dim / 2]``
-    in the neox (``neox``) or GPT-J layout, the rest of each head unchanged. The rotation runs in the wider of
-    ``x``'s and ``cos``'s dtypes (so float64 ``cos`` / ``sin`` rotate in float64; fp32 ``cos`` / ``sin`` on a bf16
-    ``x`` are rounded to bf16 first, as vLLM's and transformers' RoPE do) and the result is in ``x``'s dtype."""
+    """``x`` ``[n, heads, head_size]`` with ``x[..., :rotary_dim]`` rotated by ``(cos, sin)`` ``[n, rotary_dim / 2]``,
+    pairing ``i`` with ``i + rotary_dim / 2`` (``neox``) or ``2i`` with ``2i + 1`` (GPT-J), the rest unchanged. Runs in
+    float64 when ``cos`` is float64, else in ``x``'s dtype (as vLLM's and transformers' RoPE do); returns ``x``'s
+    dtype."""
     work = torch.promote_types(x.dtype, cos.dtype) if cos.dtype == torch.float64 else x.dtype
     rot, rest = x[..., :rotary_dim].to(work), x[..., rotary_dim:]
     c, s = cos.to(work)[:, None, :], sin.to(work)[:, None, :]
@@ -93,12 +78,8 @@ class PicPlan:
 
 
 def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Cached tokens ``m < ctx`` whose id differs between lengths ``ctx`` and ``length`` (the method's ids,
-    ``g_{l_c}(m)`` for Dynamic PIC): ``(m, id at ctx, id at length)``.
-
-    Only the last ``window`` cached tokens can move (the method's registry entry; Dynamic PIC: ``l_rc``, since
-    below ``ctx - l_rc`` a token is initial or middle for both lengths and neither layout makes those ids depend on
-    ``l_c``), so only those are examined."""
+    """Cached tokens ``m < ctx`` whose id (Dynamic: ``g_{l_c}(m)``) differs between lengths ``ctx`` and ``length``,
+    as ``(m, id at ctx, id at length)``; only the last ``window`` cached tokens (Dynamic: ``l_rc``) can move."""
     entry = inference.entry
     m = torch.arange(max(0, ctx - entry.window(inference)), ctx)
     if m.numel() == 0 or length == ctx:
@@ -110,27 +91,13 @@ def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torc
 
 def step_plan(positions: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
               block_table: torch.Tensor, block_size: int, inference: Inference) -> PicPlan:
-    """The :class:`PicPlan` of one step from its attention metadata: request ``r`` owns tokens
-    ``query_start_loc[r] : query_start_loc[r + 1]`` of ``positions`` and has ``l_c = seq_lens[r]`` tokens once
-    they are written, ``ctx = l_c - query_len`` of them cached; its token ``m`` lives at block
-    ``block_table[r, m // block_size]``, offset ``m % block_size``.
-
-    Tensor operations only, on the metadata's device, with sizes that depend on the shapes alone (no value is read
-    back to the host): the plan a CUDA graph can capture and replay over vLLM's persistent metadata buffers, and no
-    step waits on a device-to-host copy. So the moved keys come in a fixed number of *slots*:
-
-    * a method whose keys move only as tokens leave the window (``entry.moves_per_token``: Dynamic PIC's paper
-      layout) has one slot per scheduled token: token ``i`` of request ``r`` looks at cached key
-      ``ctx - window + i`` (the ``q`` keys that leave ``[ctx - window, ctx)`` when ``q`` tokens arrive);
-    * any other (the contiguous layout: every key of the window shifts) has ``window`` slots per request, the
-      keys ``[ctx - window, ctx)``.
-
-    A slot whose key does not exist (before 0, at or past ``ctx``, a padding token or request) is pointed at a key
-    that another slot of the same place also rewrites identically: the window's first cached key of its request
-    (``max(0, ctx - window)``; when nothing is cached, the request's first new token, which this step's cache write
-    overwrites after the rotation), or, for padding, slot 0's place. Every slot is rotated by ``new - old`` of its
-    place, so two slots of one place read the same key and write the same value, and an unmoved key is rotated by
-    exactly 0 (cos 1, sin 0)."""
+    """The :class:`PicPlan` of one step: request ``r`` owns tokens ``query_start_loc[r] : query_start_loc[r + 1]`` of
+    ``positions``, has ``l_c = seq_lens[r]`` once they are written, ``ctx = l_c - query_len`` cached; its token ``m``
+    lives at block ``block_table[r, m // block_size]``, offset ``m % block_size``. Tensor ops only, sizes from shapes
+    alone (CUDA-graph capturable, no host sync), so moved keys come in fixed *slots*: one per scheduled token when
+    ``entry.moves_per_token`` (token ``i`` looks at key ``ctx - window + i``), else ``window`` per request (keys
+    ``[ctx - window, ctx)``). A slot without a key points at a place another slot rewrites identically (``max(0, ctx -
+    window)``, or slot 0's for padding); an unmoved key is rotated by exactly 0."""
     entry = inference.entry
     device = positions.device
     ids = positions.to(torch.float32).clone()
@@ -184,18 +151,11 @@ DIGIT = 16  # probe values are base-16 digits + 1: at most 16, exact in every fl
 
 def locate_keys(write: KeyWriter, cache_shape: tuple[int, ...], heads: int, head_size: int,
                 dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
-    """Where an attention backend's cache writer puts key element ``(offset t, kv head h, dim d)`` of a block, as
-    one index tensor ``[block_size, heads, head_size]`` per dimension of the cache after the first (the block's),
-    so that ``cache[b, *(index[t, h, d] for index in ...)]`` is that key element of block ``b`` whatever the layout
-    (vLLM: logical ``[blocks, kv_heads, block_size, 2 * head_size]`` for its CPU, FlashAttention, FlashInfer and
-    Triton backends, in any stride order, CPU_ATTN with an ISA-dependent order inside a block).
-
-    ``write(key, value, cache, slots)`` is the backend's own writer (``key`` / ``value`` ``[n, heads, head_size]``,
-    token ``i`` into slot ``slots[i]`` = block ``slots[i] // block_size``, offset ``slots[i] % block_size``);
-    ``cache_shape`` the layer's cache shape (its block count is replaced by 2). Each coordinate is written in
-    base-16 digits (small integers, exact in bf16 / fp16) into a zeroed two-block cache and read back; a layout
-    where a key element lands twice, nowhere, outside its block's index 0 / 1 on the first dimension, or at
-    another place in block 1 than in block 0 is refused (``RuntimeError``)."""
+    """Where a backend's cache writer puts key element ``(offset t, kv head h, dim d)`` of a block: one index tensor
+    ``[block_size, heads, head_size]`` per cache dimension after the block's, so that ``cache[b, *(index[t, h, d] for
+    index in ...)]`` is that element of block ``b``. ``write(key, value, cache, slots)``: the backend's writer (token
+    ``i`` into slot ``slots[i]``). Probed with base-16 digits in a zeroed two-block cache; a layout placing an element
+    twice, nowhere, outside its block or differently in two blocks raises ``RuntimeError``."""
     block_size = cache_shape[2] if len(cache_shape) == 4 else None
     shape = (2,) + tuple(cache_shape[1:])
     if block_size is None:
