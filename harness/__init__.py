@@ -1,16 +1,12 @@
 """lch-harness: long-context evaluation for lm-evaluation-harness.
 
-Public API (importing it does not import torch until used):
-
-* :func:`apply_pic` / :func:`remove_pic` / :func:`pic_settings` — Position ID Compression on a loaded HF
-  causal LM; :class:`Inference` — the PIC / RoPE settings as one value (``apply_pic(model, Inference(...))``).
-* :func:`tasks_path` — our lm-eval task folder.
+Public API (torch is imported only when used): :func:`apply_pic` / :func:`remove_pic` / :func:`pic_settings` (Position
+ID Compression on a loaded HF causal LM), :class:`Inference` (those settings as one value), :func:`tasks_path`.
 """
 
 from __future__ import annotations
 
-# nothing imported at module level: importing the package (as every lm-eval plugin hook does) must cost next to
-# nothing
+# nothing imported at module level: every lm-eval plugin hook imports the package, so it must cost next to nothing
 __version__ = "0.1.0"
 __all__ = ["Inference", "apply_pic", "remove_pic", "pic_settings", "tasks_path", "__version__"]
 

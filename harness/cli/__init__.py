@@ -42,8 +42,7 @@ def plain_text(text: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are our one-line user errors (argparse prints the usage and exits) and whose
-    help is plain text (descriptions come from docstrings)."""
+    """argparse whose errors are our one-line user errors and whose help is plain text (descriptions are docstrings)."""
 
     def error(self, message: str):  # type: ignore[override]
         where = "" if self.prog == "lch" else f"{self.prog}: "  # the top level is already "lch: error:"
@@ -135,8 +134,7 @@ def _on_sigterm_interrupt():
 
 
 def _close_progress_bars() -> None:
-    """Close the tqdm bars a stopped command left open: closed later (at exit) they would print after our
-    error line, which must be the last line of stderr."""
+    """Close the tqdm bars a stopped command left open, so that our error line stays the last line of stderr."""
     from tqdm import tqdm
 
     for bar in list(getattr(tqdm, "_instances", ())):
@@ -163,9 +161,8 @@ OUTPUT_ARGS = ("output", "junit")  # the arguments that name what a command writ
 
 
 def _new_paths(args: argparse.Namespace) -> list[Path]:
-    """The outermost paths a command's outputs would create (each output's first missing ancestor), recorded
-    before the command runs. The outputs are what the subcommand declares (``set_defaults(outputs=f)``, for
-    commands that write beside the path given), else the values of :data:`OUTPUT_ARGS`."""
+    """The outermost paths a command's outputs would create (each one's first missing ancestor); the outputs are what
+    the subcommand declares (``set_defaults(outputs=f)``), else the values of :data:`OUTPUT_ARGS`."""
     declared = getattr(args, "outputs", None)
     outputs = declared(args) if callable(declared) else [getattr(args, name, None) for name in OUTPUT_ARGS]
     found = []

@@ -1,5 +1,4 @@
-"""``lch options``: a task's options (its ``--metadata`` keys) or a model's PIC args, printed from the dataclasses
-that declare them (type, default, domain, help), so that no table of them is written by hand anywhere else."""
+"""``lch options``: a task's options (``--metadata`` keys) or a model's PIC args, read from their dataclasses."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Plain lm-eval's command line (``lm_eval``, ``python -m lm_eval``) on a run of our models or tasks: the places it
-writes are checked before the run, and a failure on user input ends with one ``lch: error:`` line and exit 2, as
-``lch eval`` does, instead of a traceback. Installed by the import hook of ``lm_eval._cli.harness``
-(:mod:`lch_harness_lm_eval`).
-
-Whether the run is ours is known only once lm-eval has parsed its command line (its flags, or a ``--config`` YAML
-holding them), so the hook extends ``HarnessCLI.parse_args``: the parsed run is looked up in lm-eval's task index and
-our model names (:func:`harness.plugin.preflight.involves_us`); a run of ours gets its subcommand's function wrapped
-(``args.func``), any other run gets back exactly what lm-eval parsed, runs with lm-eval's own ``simple_evaluate``,
-and keeps lm-eval's own errors, tracebacks and exit codes. Errors that are not recognised as user errors (bugs:
-their traceback is kept) are untouched; ``LCH_DEBUG=1`` (``lch --debug``) keeps every traceback."""
+"""Plain lm-eval's command line (``lm_eval``, ``python -m lm_eval``) on a run of ours: destinations checked first, a
+user-input failure one ``lch: error:`` line and exit 2, as in ``lch eval``. The import hook of ``lm_eval._cli.harness``
+extends ``HarnessCLI.parse_args`` (a run is ours only once parsed); other runs and bugs' tracebacks stay lm-eval's."""
 
 from __future__ import annotations
 
@@ -46,10 +38,8 @@ def after_cli_import(cli_module: Any) -> None:
 
 
 def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
-    """A subcommand of a run of ours: its destinations and lm-eval's flags checked first
-    (:func:`harness.plugin.lm_eval_cli.check_cli_run`), its user errors one line and their exit code, and
-    a run that wrote its results without a metric a failed service kept it from computing (a judge server) ends as
-    one line and exit 2 too (:func:`harness.core.incomplete.report_incomplete`)."""
+    """A subcommand of a run of ours: destinations and lm-eval's flags checked first, user errors one line with their
+    exit code, and so too results missing a metric a failed service kept from being computed."""
 
     @functools.wraps(func)
     def run(args: Namespace) -> Any:

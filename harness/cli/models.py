@@ -34,8 +34,7 @@ def run_models(args: argparse.Namespace) -> int:
         return 0
     if not args.name:
         raise UsageError(f"lch models {args.action}: give a model name ({', '.join(MODELS)})")
-    # `path` fetches on first use (and rebuilds a stale folder) too, so `pretrained=$(lch models path NAME)` always
-    # works; progress goes to stderr so that stdout is the folder alone
+    # `path` fetches on first use too, so `pretrained=$(lch models path NAME)` always works; stdout: the folder alone
     print(fetch_model(args.name, log=lambda msg: print(msg, file=sys.stderr)))
     return 0
 

@@ -1,13 +1,6 @@
-"""Command-line options generated from a dataclass's fields, so that an option is written once, in the
-dataclass (``lch train <recipe>``: :mod:`harness.train.config`).
-
-Per field: the flag is ``--field-name`` (``metadata["flag"]`` when given; ``False``: no option), the type
-comes from the annotation (``int | None`` -> ``int``), ``metadata["choices"]`` restricts the values and
-``metadata["help"]`` is the help, followed by ``(default X)`` from the field. A bool field is a switch that
-flips its default: ``--name`` (store_true) when it defaults to False, ``--no-name`` (store_false) when it
-defaults to True. A field without a default is required; any other option not given stays out of the
-namespace, so the dataclass's own default applies (nothing is repeated here).
-"""
+"""Command-line options generated from a dataclass's fields: ``--field-name`` (``metadata["flag"]``; ``False``: none),
+the annotation's type, ``metadata["choices"]`` and ``["help"]``; a bool is a switch flipping its default; a field
+without a default is required, and an option not given stays out of the namespace (the dataclass default applies)."""
 
 from __future__ import annotations
 
@@ -41,16 +34,14 @@ def flag(f: Field) -> str | None:
 
 
 def default_text(cls: type, name: str, shown: Mapping[str, str] | None = None) -> str:
-    """``" (default X)"`` for the help of field ``name`` of ``cls``: its default, else ``shown[name]`` (a
-    default the dataclass resolves later, e.g. a recipe's optimiser defaults); ``""`` when there is none."""
+    """``" (default X)"`` for field ``name``'s help: its default, else ``shown[name]``; ``""`` when there is none."""
     f = next(f for f in fields(cls) if f.name == name)
     value = f.default if f.default not in (MISSING, None) else (shown or {}).get(name)
     return "" if value is None else f" (default {value})"
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type, shown: Mapping[str, str] | None = None) -> None:
-    """Add one option per field of the dataclass ``cls`` to ``parser`` (rules: the module docstring);
-    ``shown`` gives the help's default for fields whose own default is ``None``."""
+    """Add one option per field of the dataclass ``cls`` to ``parser``; ``shown``: help defaults for ``None`` ones."""
     hints = typing.get_type_hints(cls)
     for f in fields(cls):
         option = flag(f)

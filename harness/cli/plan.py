@@ -44,8 +44,7 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
 
 
 def plan_settings(argv: list[str]) -> Any:
-    """The :class:`harness.plan.make.RunSettings` of an ``lch eval`` command line (what ``lch plan`` plans), its
-    flags checked as ``lch eval`` checks them."""
+    """The :class:`harness.plan.make.RunSettings` of an ``lch eval`` command line, its flags checked as there."""
     from harness.core.errors import UsageError
     from harness.plan.make import RunSettings
     from harness.plugin.activation import activate
@@ -114,8 +113,7 @@ def _write(path: str, data: dict) -> None:
 
 
 def run_against(results: str, calibrate: bool, out: str | None) -> int:
-    """``lch plan --against RESULTS``: the run's recorded invocation planned again (in the folder it was called in,
-    where its relative paths are) and put beside the cost it recorded."""
+    """``lch plan --against RESULTS``: the run's recorded invocation planned again (in its folder) beside its cost."""
     import contextlib
     import os
 
@@ -150,8 +148,7 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
 
 
 def estimate_source(run, plan, calibrate: bool):
-    """The throughput the plan's time estimate rests on and what it is, in words: measured now (``--calibrate``),
-    measured by an earlier calibration of the same setting, or none (no estimate)."""
+    """The throughput the time estimate rests on, in words: measured now (``--calibrate``), earlier, or none."""
     from harness.plan import throughput as tp
     from harness.plan.cells import totals
 

@@ -1,5 +1,4 @@
-"""Reporting commands: ``lch leaderboard``, ``lch regress``, ``lch correlate``, ``lch plot``, ``lch agree``,
-``lch template-effect``. They read lm-eval results files (and logged samples / judgements) only."""
+"""Reporting commands (leaderboard, regress, correlate, plot, agree, template-effect): they read result files only."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``lch train <recipe>`` (trained variants: PIC-SFT, LongCE, LSM-regularised, LongRecipe; ``merge``) and
-``lch train-compressor`` (the EPL paper's soft-prompt compressors)."""
+"""``lch train <recipe>`` (trained variants; ``merge``) and ``lch train-compressor`` (EPL soft-prompt compressors)."""
 
 from __future__ import annotations
 
@@ -41,7 +40,6 @@ def add_train(sub: argparse._SubParsersAction) -> None:
                                        "--model hf-pic` applies. Recipes and defaults: docs/training.md.")
     recipes = train.add_subparsers(dest="recipe", metavar="RECIPE", required=True)
     for name, text in RECIPE_HELP.items():
-        # the options are the fields of the recipe's config (the common ones and its own), generated
         cls = config_class(name)
         p = recipes.add_parser(name, help=text, description=text + ". Unset optimiser options take the recipe's "
                                                                    "paper defaults (docs/training.md).")

@@ -1,6 +1,5 @@
-"""Errors raised by lm-eval, transformers or the standard library that come from user input, recognised by
-their type and message and turned into one-line :class:`~harness.core.errors.LchError`\\ s. Anything not
-recognised here is treated as a bug (traceback, exit 70)."""
+"""Errors of lm-eval, transformers or the standard library that come from user input, turned into one-line
+:class:`~harness.core.errors.LchError`\\ s; anything not recognised is a bug (traceback, exit 70)."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ _MODEL_KEYS = ("pretrained", "peft", "tokenizer", "checkpoint")
 
 
 def given_models(argv: list[str]) -> list[str]:
-    """The model names / folders the user typed: values of ``--base`` / ``--tuned`` / ``--evaluator`` ...
-    and the ``pretrained=`` / ``peft=`` / ``tokenizer=`` model args. A message names only these."""
+    """The model names / folders the user typed (model flags, ``pretrained=`` ...): a message names only these."""
     names = []
     for i, arg in enumerate(argv[:-1]):
         value = argv[i + 1]
@@ -56,8 +54,7 @@ def _model_not_found(models: list[str]) -> MissingDataError:
 
 
 def _raised_by_lm_evals_arguments(err: BaseException) -> bool:
-    """Whether ``err`` was raised inside lm-eval's checks of its command line and configuration (its ``_cli`` and
-    ``config`` packages): whatever those refuse is a flag the user gave."""
+    """Whether ``err`` was raised in lm-eval's ``_cli`` or ``config`` packages (what they refuse is a user's flag)."""
     import os
 
     tb, innermost = err.__traceback__, None
@@ -68,11 +65,8 @@ def _raised_by_lm_evals_arguments(err: BaseException) -> bool:
 
 
 def translate(err: BaseException, models: list[str] | None = None, include_path: object = None) -> LchError | None:
-    """The user error behind ``err``, or None when it is not recognised as one. Recognised by type and
-    attributes first (huggingface_hub's errors anywhere in the chain, ``JSONDecodeError``'s position,
-    ``OSError``'s errno / filename), by the library's wording only where it raises a plain ``OSError``.
-    ``models``: the model names the user gave (:func:`given_models`), the only names a message may use;
-    ``include_path``: the run's ``--include_path`` (a task name lm-eval did not find gets the closest known one)."""
+    """The user error behind ``err`` (by type and attributes; by wording only for a plain ``OSError``), or None.
+    ``models``: :func:`given_models`; ``include_path``: the run's ``--include_path`` (for the closest task name)."""
     models = models or []
     message = " ".join(str(err).split())
     if any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err)):
@@ -116,8 +110,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
 
 
 def _engine_config_error(err: BaseException) -> UsageError | None:
-    """vLLM validates its engine args as pydantic dataclasses (``ModelConfig``, ``VllmConfig`` ...): a
-    ``ValidationError`` with such a title is a bad ``--model_args`` value, recognised by type and title."""
+    """A bad ``--model_args`` value: pydantic's ``ValidationError`` of a vLLM ``...Config`` (its engine args)."""
     if type(err).__name__ != "ValidationError" or not type(err).__module__.startswith("pydantic"):
         return None
     title = str(getattr(err, "title", ""))

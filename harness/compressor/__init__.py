@@ -1,4 +1,4 @@
-"""Soft-prompt context compressors with Enhanced Position Layout (the EPL paper) end to end: position layouts
-(`positions`, pure), the compressor model (`model`), training (`train`), the lm-eval model (`lm`) and its tasks (`tasks`)."""
+"""Soft-prompt context compressors with Enhanced Position Layout (the EPL paper): position layouts (`positions`,
+pure), settings (`config`), the compressor model (`model`) and its training (`train`)."""
 
 LAYER = "pure"  # harness/devtools/layers.py

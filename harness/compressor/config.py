@@ -1,6 +1,5 @@
-"""The settings of a soft-prompt compressor (the EPL paper) and of its training, as option dataclasses: the one home of
-their defaults (the EPL paper, Table 8) and domains, read by the model, the trainer, the ``compressor`` model's args and
-``lch train-compressor``'s generated flags. Torch-free."""
+"""The settings of a soft-prompt compressor (the EPL paper) and of its training as option dataclasses: the one home of
+their defaults (the EPL paper, Table 8) and domains. Torch-free."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class CompressorConfig:
 
 @dataclass
 class TrainSettings:
-    """``lch train-compressor``'s training settings (the EPL paper's), each within its declared domain (a value
-    outside: one line naming the flag)."""
+    """``lch train-compressor``'s training settings (the EPL paper's); a value outside its domain names its flag."""
 
     stage: str = option("pretrain", "pretrain (AE + LM) or finetune (QA)", choices=("pretrain", "finetune"))
     steps: int = option(20000, "optimiser steps", low=1)

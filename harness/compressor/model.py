@@ -1,15 +1,7 @@
-"""Soft-prompt context compressors (ICAE / 500xCompressor) under DPL, UPL or EPL position layouts.
-
-The encoder is the base model with a LoRA adapter (q and v projections, peft): each context chunk is
-followed by ``|M|`` learned memory embeddings and the adapter-enabled model reads ``[chunk; memory]``.
-Carrier ``icae`` keeps the memory tokens' last hidden states (they become the decoder's input embeddings);
-carrier ``500x`` keeps the memory tokens' key/value cache of every layer. The decoder is the base model
-with the adapter disabled; it reads the memories, a learned [AE] or [LM] embedding, then the tokens that
-follow. Position ids come from :mod:`harness.compressor.positions`, always with an explicit attention mask.
-
-Losses (the EPL paper, Eq. 2-4): AE reconstructs the context after [AE]; LM continues it after [LM]; QA
-answers after [LM] + question. Log-probabilities use the chunked fp32 scorer (no [tokens x vocab] logits).
-"""
+"""Soft-prompt context compressors (ICAE / 500xCompressor) under DPL, UPL or EPL position layouts
+(:mod:`harness.compressor.positions`). The encoder (base model + LoRA on q and v) reads ``[chunk; |M| memory
+embeddings]`` and keeps the memories' last hidden states (``icae``) or their KV cache (``500x``); the decoder (adapter
+disabled) reads the memories, [AE] or [LM], then what follows. Losses: the EPL paper, Eq. 2-4 (AE, LM, QA)."""
 
 from __future__ import annotations
 

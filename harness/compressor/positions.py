@@ -1,29 +1,10 @@
-"""Position layouts of soft-prompt context compressors (the EPL paper, docs/formulas.md §5): DPL, UPL and EPL.
-
-The context (``p`` tokens) is cut into chunks of ``L`` tokens (the last one may be shorter); the encoder
-reads each chunk followed by ``|M|`` memory tokens; the decoder reads the memories of all ``k`` chunks,
-a special token ([AE] for reconstruction, [LM] for completion and QA) and the tokens that follow it.
-
-Encoder, per chunk ``i`` (0-based) with ``n_i`` context tokens:
-
-* ``dpl``: context ``0 .. n_i-1``, memory ``n_i .. n_i+|M|-1`` (ids restart in every chunk).
-* ``upl``: as DPL for the context; memory ``U(0, n_i-1)``.
-* ``epl``: context ids global and 1-based, ``i*L + 1 .. i*L + n_i``; memory ``U`` over them.
-
-``U(v1, vL)`` is Algorithm 1: ``r = (vL - v1 + 1) / |M|``, ``o = (r - 1) / 2``,
-``round(linspace(v1 + o, vL - o, |M|))`` (torch float32 linspace and round-half-even, as the paper's code).
-
-Decoder, ``k`` chunks, ``n_follow`` tokens after the special token:
-
-* ``dpl`` / ``upl``, carrier ``icae`` (memory outputs as input embeddings): memories ``0 .. k|M|-1``;
-  carrier ``500x`` (memory KV cache): each chunk's memories keep their encoder ids. Then the special token
-  at ``k|M|`` and the following tokens at ``k|M|+1, ...`` (physical positions after the memories).
-* ``epl`` (CPL), either carrier: memories keep their encoder ids; AE: [AE] at 0 and the reconstructed
-  context at ``1 .. p``; LM and QA: [LM] at ``p`` and the completion (or question then answer) at
-  ``p+1, ...``.
-
-UPL alone changes only the encoder (the paper's ablation "UPL applies only UPL to encoder").
-"""
+"""Position layouts of soft-prompt context compressors (the EPL paper, docs/formulas.md §5). Encoder, chunk ``i`` of
+``n_i`` tokens (chunks of ``L``) then ``|M|`` memories: ``dpl`` context ``0 .. n_i-1``, memory ``n_i .. n_i+|M|-1``;
+``upl`` memory ``U(0, n_i-1)``; ``epl`` context ``i*L + 1 .. i*L + n_i``, memory ``U`` over it. ``U(v1, vL)``
+(Algorithm 1) is ``round(linspace(v1 + o, vL - o, |M|))``, ``r = (vL - v1 + 1) / |M|``, ``o = (r - 1) / 2``. Decoder,
+``k`` chunks: ``dpl`` / ``upl`` memories at ``0 .. k|M|-1`` (``icae``) or their encoder ids (``500x``), the special
+token at ``k|M|`` and what follows after it; ``epl`` memories at their encoder ids, then [AE] at 0 and the context at
+``1 .. p``, or [LM] at ``p`` (``p`` context tokens) and the completion or question + answer at ``p+1, ...``."""
 
 from __future__ import annotations
 

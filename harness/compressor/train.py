@@ -1,13 +1,7 @@
-"""Train a soft-prompt compressor (the EPL paper): pretraining (joint AE + LM, alpha 0.5) and QA fine-tuning.
-
-Defaults are the paper's Table 8: AdamW, betas (0.9, 0.95), weight decay 0.1, learning rate 1e-4
-(pretraining) / 5e-5 (fine-tuning), constant schedule after 300 warmup steps, batch size 16, clip norm
-2.0; LoRA rank 128 / alpha 256 on q and v; L = 510, |M| = 102. Pretraining windows have |X| tokens drawn
-from ``[min_length, max_length]`` (paper: 510..2040) and the first ``floor(|X|/2)`` are the context.
-
-A plain PyTorch loop (one sequence per forward: chunk counts differ between samples, so batching means
-gradient accumulation); only the LoRA adapter, the memory embeddings and [AE] / [LM] train.
-"""
+"""Train a soft-prompt compressor (the EPL paper, Table 8 defaults): pretraining (joint AE + LM) on windows of |X|
+tokens drawn from ``[min_length, max_length]``, the first ``floor(|X|/2)`` the context, and QA fine-tuning; AdamW,
+betas (0.9, 0.95), constant after warm-up. One sequence per forward (batches accumulate gradients); only the LoRA
+adapter, the memory embeddings and [AE] / [LM] train."""
 
 from __future__ import annotations
 

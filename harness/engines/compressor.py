@@ -1,25 +1,9 @@
-"""``compressor``: a soft-prompt context compressor as an lm-eval model (:mod:`harness.compressor.model`).
-
-``--model_args``: ``pretrained`` (base HF model), ``checkpoint`` (a folder saved by ``lch train-compressor``
-/ :meth:`Compressor.save`; without it an untrained compressor is built, for smoke tests), and overrides
-``carrier`` (icae|500x), ``layout`` (dpl|upl|epl), ``chunk_size``, ``n_memory``; ``dtype``, ``device``,
-``max_gen_toks`` (default 64), ``context_field`` (default ``context``: the document field whose text is
-compressed; empty: always compress the whole prompt).
-
-Requests:
-
-* ``generate_until``: when the document's ``context_field`` holds a text that lm-eval's prompt contains
-  (MRQA's ``context``), that text is compressed and the decoder reads [memory; [LM]; prompt] where the
-  prompt is lm-eval's prompt with that text removed (the question part). Otherwise the whole context string is compressed and the decoder
-  continues after [LM]. Greedy; ``until`` strings cut the output.
-* ``loglikelihood``: ``(context, continuation)``: log P(continuation | memory of context, [LM]).
-* ``compress_ae`` / ``compress_lm`` (the EPL paper pretraining evaluation): args ``(text, {"max_tokens"})``;
-  the first ``floor(n/2)`` tokens are the context, the rest the completion. ``compress_ae`` returns
-  ``{"reference", "prediction"}`` (greedy reconstruction after [AE], as many tokens as the context),
-  ``compress_lm`` ``{"logprobs"}`` of the completion after [LM].
-
-Text is tokenised without special tokens: the memory carries the context, not a BOS.
-"""
+"""``compressor``: a soft-prompt context compressor (:mod:`harness.compressor.model`) as an lm-eval model; without
+``checkpoint`` (from ``lch train-compressor``) an untrained one, for smoke tests. ``generate_until`` compresses the
+document's ``context_field`` text and reads the rest of the prompt after [LM] (the whole prompt when that field is
+empty or not in it); ``loglikelihood`` is log P(continuation | memory of context, [LM]); ``compress_ae`` /
+``compress_lm`` halve the text's first ``max_tokens`` tokens into context and completion: greedy reconstruction after
+[AE] / the completion's log-probs after [LM]. Texts are tokenised without special tokens."""
 
 from __future__ import annotations
 
@@ -58,9 +42,8 @@ COMPRESSOR_OVERRIDES = tuple(f.name for f in dataclasses.fields(CompressorConfig
 
 
 def check_compressor_args(args: dict) -> dict[str, Any]:
-    """Unknown compressor args, model / checkpoint folders that do not exist, and compressor settings outside their
-    domains (:class:`harness.compressor.config.CompressorConfig`), before anything loads; returns the settings given,
-    converted."""
+    """Refuse unknown args, missing model / checkpoint folders and settings outside :class:`CompressorConfig`'s
+    domains, before anything loads; returns the settings given, converted."""
     from harness.core.options import parse_options
 
     refuse_unknown_args("compressor", args, COMPRESSOR_ARGS | set(COMPRESSOR_OVERRIDES))

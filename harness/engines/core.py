@@ -1,24 +1,7 @@
-"""The engine core: our request types (``token_logprobs``, ``lsm``, ``generate_long``) written once, over three
-primitives an engine supplies, in the spirit of lm-eval's ``TemplateLM`` (which writes ``loglikelihood`` once
-over ``_loglikelihood_tokens``).
-
-An engine (``hf-pic``, ``vllm-pic``; a third one would be one more adapter) supplies:
-
-* :meth:`EngineCore.score_hidden`: the final hidden states (after the last norm) of token rows, each row starting
-  at position 0 and at most :meth:`EngineCore.score_window` tokens long;
-* :meth:`EngineCore.score_head`: the model's head on chosen hidden rows, fp32 logits with the family's post-head
-  transform (Gemma's soft-cap, Granite's scaling);
-* :meth:`EngineCore.generate_tokens`: batched generation of token prompts under one set of options, each result
-  the generated ids and whether EOS, a stop token or a stop string ended it.
-
-The core owns everything else, once: parsing and checking requests (their declarations,
-:mod:`harness.engines.requests`), texts longer than the engine's window (half-overlapping windows,
-:mod:`harness.engines.windows`), the head and an fp32 log-softmax applied ``O(chunk x vocab)`` at a time
-(never ``[tokens x vocab]``), the LSM estimators, prompts cut to what fits a generation budget, the text of a
-generation cut at its first stop string, lm-eval's ``--use_cache`` (:mod:`harness.engines.response_cache`),
-progress bars and the response shapes. Which request types a model serves follows from which primitives it
-supplies (:meth:`EngineCore.serves`).
-"""
+"""The engine core: our request types (``token_logprobs``, ``lsm``, ``generate_long``) written once over an engine's
+primitives (:meth:`EngineCore.score_hidden`, :meth:`EngineCore.score_head`, :meth:`EngineCore.generate_tokens`), as
+lm-eval's ``TemplateLM`` writes ``loglikelihood``. The core owns request parsing, windows, the chunked fp32
+log-softmax, the LSM estimators, prompt cutting, stop strings, ``--use_cache`` and progress bars."""
 
 from __future__ import annotations
 
@@ -71,10 +54,9 @@ class Generated:
 
 
 class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
-    """Our request types over an engine's primitives (module docstring). Mixed into an lm-eval model class
-    before lm-eval's own base, which supplies ``tokenizer``, ``tok_encode`` and ``max_gen_toks``. Also what every
-    PIC engine does with its resolved model args (:meth:`adopt`): the inference and variant it runs, recorded in
-    the results (:meth:`get_model_info`) and in the response cache's owner (:meth:`cache_owner`)."""
+    """Our request types over an engine's primitives, mixed into an lm-eval model class before lm-eval's own base
+    (which supplies ``tokenizer``, ``tok_encode``, ``max_gen_toks``); also keeps the resolved model args
+    (:meth:`adopt`) that the results and the response cache's owner record."""
 
     # the primitives each request type needs: a model serves it when it supplies every primitive of one option
     NEEDS: ClassVar[dict[str, tuple[tuple[str, ...], ...]]] = {
@@ -88,8 +70,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     # ------------------------------------------------------------------ the resolved model args
 
     def adopt(self, resolved: "ResolvedArgs") -> "ResolvedArgs":
-        """Keep the resolved model args (the inference, the variant file, the folders), saying in the log which
-        explicit args override the variant file and what the variant is evaluated with."""
+        """Keep the resolved model args, logging which explicit args override the variant file."""
         self.resolved, self.inference, self.variant = resolved, resolved.inference, resolved.variant
         self.pic = resolved.inference.method
         for override in resolved.overrides:
@@ -104,9 +85,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         raise NotImplementedError
 
     def get_model_info(self) -> dict:
-        """lm-eval's model info plus what this harness applied: ``lch_inference`` (the PIC / RoPE settings in
-        force), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words) and the run
-        record ``lch_run`` (:meth:`~harness.engines.response_cache.ClaimsResponseCache.run_record`)."""
+        """lm-eval's model info plus ``lch_inference``, ``lch_variant``, ``lch_evaluated_as`` and ``lch_run``."""
         from harness.pic.variants import results_info
 
         base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
@@ -143,10 +122,8 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
 
     @torch.inference_mode()
     def row_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
-        """``log P(row[t] | row[:t])`` for ``t >= 1`` of each token row (float32 [len(row) - 1]): by default from
-        :meth:`score_hidden` and :meth:`score_head`, the head and an fp32 log-softmax a chunk of rows at a time
-        (``O(chunk x vocab)``); an engine that cannot give hidden states may supply log-probs of given ids
-        instead."""
+        """``log P(row[t] | row[:t])`` for ``t >= 1`` of each token row (float32 [len(row) - 1]); by default from
+        :meth:`score_hidden` and :meth:`score_head`. An engine without hidden states may override it."""
         return [logprobs_from_hidden(self.score_head, hidden, torch.tensor(row))
                 for row, hidden in zip(rows, self.score_hidden(rows))]
 
@@ -155,8 +132,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         return None
 
     def prompt_limit(self, budget: int) -> int | None:
-        """The longest prompt :meth:`generate_tokens` takes with ``budget`` new tokens (None: any length; a longer
-        prompt is cut from the left, as lm-eval's ``generate_until`` does)."""
+        """The longest prompt :meth:`generate_tokens` takes with ``budget`` new tokens (None: any length)."""
         return None
 
     def score_batch_size(self) -> int:
@@ -183,10 +159,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     # ------------------------------------------------------------------ token_logprobs
 
     def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[TokenLogprobsResponse]:
-        """Per-token log-probabilities of whole texts (:data:`~harness.engines.requests.TOKEN_LOGPROBS`:
-        args ``(text, ScoringOptions)``, a :class:`~harness.engines.requests.TokenLogprobsResponse` each).
-        A text longer than :meth:`score_window` is scored in half-overlapping windows, each token once with at
-        least half a window of context; the head and an fp32 log-softmax run a chunk of rows at a time."""
+        """Per-token log-probabilities of whole texts, in half-overlapping windows beyond :meth:`score_window`."""
         return answer_with_cache(self, TOKEN_LOGPROBS.name, requests,
                                  lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
 
@@ -226,10 +199,8 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     # ------------------------------------------------------------------ lsm
 
     def lsm(self, requests: list, disable_tqdm: bool = False) -> list[LsmResponse]:
-        """Long-short misalignment samples of whole texts (:mod:`harness.lsm.formulas`;
-        :data:`~harness.engines.requests.LSM`: args ``(text, LsmOptions)``), from the engine's hidden states
-        and head; the draws depend only on the seed, so every engine scores the same pairs. The text is tokenised
-        without special tokens (suffix windows start mid-document)."""
+        """Long-short misalignment samples of whole texts (:mod:`harness.lsm.formulas`; args ``(text, LsmOptions)``);
+        the draws depend only on the seed, so every engine scores the same pairs."""
         return answer_with_cache(self, LSM.name, requests, lambda todo, done: self._lsm(todo, done, disable_tqdm))
 
     def _lsm(self, requests: list, done: Callable[[int, Any], None], disable_tqdm: bool) -> None:
@@ -245,11 +216,9 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     # ------------------------------------------------------------------ generate_long
 
     def generate_long(self, requests: list, disable_tqdm: bool = False) -> list[LongGenerationResponse]:
-        """Long-form generation that reports how it ended (:data:`~harness.engines.requests.GENERATE_LONG`:
-        args ``(context, LongGenerationOptions)``; ``max_gen_toks`` None: the model's ``max_gen_toks``).
-        ``ended_with_eos`` is False when the token budget ran out (a stop string counts as an end); the text is
-        the decode of the generated tokens cut at the first stop string; ``n_tokens`` counts them (the EOS not).
-        A prompt longer than :meth:`prompt_limit` is cut from the left (the task's ``over_length`` counts it)."""
+        """Long-form generation (args ``(context, LongGenerationOptions)``; ``max_gen_toks`` None: the model's): text
+        cut at the first stop string, ``ended_with_eos`` False when the budget ran out, ``n_tokens`` without the EOS. A
+        prompt longer than :meth:`prompt_limit` is cut from the left."""
         return answer_with_cache(self, GENERATE_LONG.name, requests,
                                  lambda todo, done: self._generate_long(todo, done, disable_tqdm))
 

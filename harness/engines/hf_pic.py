@@ -1,25 +1,8 @@
-"""``hf-pic``: lm-eval's HF model with Position ID Compression and per-token log-probabilities.
+"""``hf-pic``: lm-eval's HF model with Position ID Compression and our request types (:mod:`harness.engines.core`).
 
-``--model_args`` adds to those of ``hf``:
-
-* ``pic=none|naive|ntk|dynamic``; ``pic_ratio`` (s_cr for naive/dynamic, s_rr for ntk);
-  ``pic_initial`` (l_ic); ``pic_recent`` (l_rc); ``pic_layout=paper|contiguous``;
-  ``pic_impl=cached|reference`` (the Algorithm-1 oracle). Defaults: the variant file (below), else
-  :class:`harness.pic.inference.Inference`'s.
-* ``rope_base=`` gives the model that RoPE base (``none``: its own) before any PIC variant.
-* ``peft=<adapter dir>`` (inherited from ``hf``) loads a LoRA adapter of a trained variant; PIC is
-  applied to the model under the adapter.
-* A trained variant's ``lch_variant.json`` (in the ``peft`` folder, else the ``pretrained`` folder) sets
-  the defaults of the PIC and RoPE args: the inference it was trained for is applied unless a model arg
-  says otherwise (each override is logged as a warning; ``pic=none`` is the paper's standard inference).
-  What was applied is recorded in the results (``config.lch_inference`` / ``lch_variant`` /
-  ``lch_evaluated_as``).
-
-Request types: ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until`` as in ``hf``, plus ours
-(``token_logprobs``, ``lsm``, ``generate_long``) from the engine core (:mod:`harness.engines.core`), over this
-adapter's primitives: the decoder's final hidden states of left-padded batches (position ids from the attention
-mask, which is always passed), the model's head, and ``generate`` with every EOS id.
-"""
+Model args beyond ``hf``'s: the PIC / RoPE args of :class:`~harness.pic.inference.Inference` (``pic``, ``pic_ratio``,
+``pic_initial``, ``pic_recent``, ``pic_layout``, ``pic_impl``, ``rope_base``), defaulting to a trained variant's
+``lch_variant.json`` (in ``peft``, else ``pretrained``); PIC applies to the model under a ``peft`` adapter."""
 
 from __future__ import annotations
 
@@ -47,9 +30,7 @@ DEFAULT_TOKENIZER_ARGS = {"revision": ("main", None), "trust_remote_code": (Fals
 
 
 def with_shared_tokenizer(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with the tokenizer the tasks count prompts in (:func:`~harness.data.prompt_tokens.load_tokenizer`,
-    one instance per name in a process) handed to HFLM as its tokenizer, when HFLM would load that very tokenizer:
-    a run then holds one copy (Gemma 3's is ~300 MB resident) instead of two."""
+    """``kwargs`` with the tasks' shared tokenizer for HFLM when HFLM would load that very tokenizer (one copy)."""
     name = kwargs.get("tokenizer") or kwargs.get("pretrained")
     if not isinstance(name, str) or any(kwargs.get(key) not in allowed
                                         for key, allowed in DEFAULT_TOKENIZER_ARGS.items()):
@@ -67,14 +48,12 @@ class HFPicLM(EngineCore, HFLM):
         resolved = self.adopt(check_hf_pic_args(model_args))  # before loading
         kwargs = dict(resolved.engine_args)
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
-        # lm-eval's HFLM defaults to device "cuda" even without one (its CLI passes --device, whose default cuda:0
-        # it maps to the CPU there; simple_evaluate passes none): no device given means the GPU when there is one
+        # HFLM defaults to device "cuda" even without a GPU: no device given means the GPU when there is one
         kwargs.setdefault("device", "cuda" if torch.cuda.is_available() else "cpu")
         super().__init__(**with_shared_tokenizer(kwargs))
         accelerator = getattr(self, "accelerator", None)
         if accelerator is not None and accelerator.num_processes > 1 and self._world_size == 1:
-            # lm-eval splits data only across several GPUs; under `accelerate launch` on CPU (or one
-            # shared GPU) every process would otherwise evaluate everything. Split there too.
+            # lm-eval splits data only across GPUs: under `accelerate launch` on CPU each process would do everything
             self._rank = accelerator.process_index
             self._world_size = accelerator.num_processes
         use_blocked_masks(self.model)
@@ -93,9 +72,7 @@ class HFPicLM(EngineCore, HFLM):
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, override_bs: int | None = None):
         if not self.inference.entry.moves_cached_keys:
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
-        # Dynamic PIC positions (any method whose cached keys move) depend on each row's own length, and lm-eval
-        # right-pads these batches without an attention mask, so score one sequence per forward to stay
-        # batch-independent.
+        # Dynamic PIC positions depend on each row's length and lm-eval right-pads without a mask: one row per forward
         saved = self.batch_size_per_gpu
         self.batch_size_per_gpu = 1
         try:
@@ -122,8 +99,7 @@ class HFPicLM(EngineCore, HFLM):
         return output_logits(self.model, hidden)
 
     def generate_tokens(self, prompts: list[list[int]], options: LongGenerationOptions, budget: int) -> list[Generated]:
-        """``generate`` on a left-padded batch with its attention mask and every EOS id of the model; stop strings
-        are left to the core (generation goes on and the text is cut)."""
+        """``generate`` on a left-padded batch with every EOS id of the model; stop strings are left to the core."""
         eos_ids = set(self._eos_ids())
         pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         ids, mask = left_pad(prompts, pad_id, self.device)

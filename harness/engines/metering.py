@@ -1,15 +1,7 @@
-"""Our models report what they compute to the run's cost (:mod:`harness.core.costs`): each call's requests, their
-tokens and its seconds.
-
-Our request types are metered where every one of them is computed, around the ``compute`` of
-:func:`harness.engines.response_cache.answer_with_cache` (cache hits are not computed, so not counted); lm-eval's own
-types (``generate_until``, ``loglikelihood``, ``loglikelihood_rolling``), which our engines serve with lm-eval's
-methods, by :class:`MetersLmEvalRequests` around those methods (a class between ours and lm-eval's in the MRO, so
-nothing of lm-eval is patched).
-
-Tokens: a prompt as the model's tokenizer encodes it (``tok_encode``: lm-eval's rule for special tokens), a
-generation as the tokenizer encodes its text without special tokens (or the count the response carries), the tokens
-scored as the request type defines them. Counting tokenizes each text once more, a small fraction of a forward."""
+"""Our models report what they compute to the run's cost (:mod:`harness.core.costs`): each call's requests, tokens and
+seconds. Our request types are metered around :func:`~harness.engines.response_cache.answer_with_cache`'s ``compute``
+(cache hits not counted), lm-eval's by :class:`MetersLmEvalRequests`. Tokens: a prompt as ``tok_encode`` encodes it, a
+generation's text without special tokens (or the count the response carries), scored tokens as the type defines."""
 
 from __future__ import annotations
 
@@ -65,7 +57,7 @@ def meter(lm: Any, request_type: str, requests: list, compute: Callable[[], list
 
 
 class MetersLmEvalRequests:
-    """lm-eval's own request methods of the model class below ours, metered (module docstring)."""
+    """lm-eval's own request methods of the model class below ours in the MRO, metered (nothing of lm-eval patched)."""
 
     def generate_until(self, requests: list, *args: Any, **kwargs: Any) -> list:
         parent = super()

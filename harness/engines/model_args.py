@@ -1,5 +1,4 @@
-"""Checks of our models' ``--model_args``, run before anything is loaded: by the model classes themselves,
-and by ``lch eval`` before lm-eval indexes the tasks (so a typo fails in a second, not after the indexing)."""
+"""Checks of our models' ``--model_args`` before anything loads (also by ``lch eval``, before lm-eval indexes tasks)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 
 def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False,
                      kind: str = "model") -> None:
-    """A model arg that names a local folder (``local``, or a path rather than a hub id like ``org/name``)
-    must exist and be whole: a model folder (:func:`check_model_folder`; with ``tokenizer``, its tokenizer too), or
-    with ``kind="tokenizer"`` a tokenizer folder (:func:`check_tokenizer_folder`)."""
+    """Refuse a local folder arg (``local``, or a path rather than a hub id) that is missing or not a whole model
+    folder (with ``tokenizer``, tokenizer included), or with ``kind="tokenizer"`` not a whole tokenizer folder."""
     if not isinstance(value, str):
         return
     looks_local = local or value.startswith(("/", ".", "~")) or value.count("/") > 1
@@ -32,9 +30,8 @@ def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, t
 
 @dataclass(frozen=True)
 class ResolvedArgs:
-    """The ``--model_args`` of a PIC model (hf-pic, vllm-pic) as one typed value: the :class:`Inference` to apply
-    (explicit args win, key by key, then the variant file's, then the defaults), the checkpoint's variant file,
-    the explicit args that override it (in words, for a warning), and every other arg: the engine's."""
+    """A PIC model's ``--model_args`` as one value: the :class:`Inference` (explicit args win, key by key, then the
+    variant file's, then defaults), the variant file, the explicit args overriding it (in words), the engine's args."""
 
     inference: Inference
     variant: Variant | None
@@ -46,9 +43,8 @@ class ResolvedArgs:
 
 def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
                        inference_keys: Iterable[str] = MODEL_ARGS.values()) -> ResolvedArgs:
-    """The one reading of a PIC model's ``--model_args`` (:class:`ResolvedArgs`): the inference args among
-    ``inference_keys`` checked (one line naming the arg), the model and adapter folders checked, the variant file
-    of the adapter (``adapter_key``) or model folder read; the other args handed on unchanged."""
+    """The one reading of a PIC model's ``--model_args``: inference args among ``inference_keys`` and the model and
+    adapter folders checked, the variant file of the adapter (``adapter_key``) or model folder read."""
     inference_keys = set(inference_keys)
     try:
         explicit = Inference.fields_from({k: v for k, v in args.items() if k in inference_keys})
@@ -72,11 +68,9 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
 
 
 def folder_dtype(pretrained: Any) -> str | None:
-    """What ``dtype=auto`` means for a local model folder, the same on every engine: the dtype its ``config.json``
-    was saved in (``dtype``, or the older ``torch_dtype``), float32 when it names none (transformers' rule).
-    vLLM's own ``auto`` would run a float32 folder in half precision (bfloat16 on CPU) while transformers runs it in
-    float32, so two engines given the same args would compute different numbers. None for a model that is not a
-    local folder (a hub id, an object): its engine resolves ``auto`` itself."""
+    """What ``dtype=auto`` means for a local model folder on every engine: its ``config.json`` dtype (``dtype`` or
+    ``torch_dtype``), float32 when it names none, as transformers does (vLLM's own ``auto`` would run float32 in half
+    precision). None for a hub id or an object: its engine resolves ``auto``."""
     import json
 
     if not isinstance(pretrained, (str, Path)):
@@ -95,10 +89,9 @@ def folder_dtype(pretrained: Any) -> str | None:
 
 
 def refuse_unknown_args(model: str, given: Iterable[str], known: Iterable[str], passed_on: str = "") -> None:
-    """Model args of ``model`` that it does not know, refused in one line with the closest known name. With
-    ``passed_on`` (a model that hands unknown args to its loader, as lm-eval's ``hf`` hands them to
-    ``from_pretrained``), only the args that look like a typo of a known one (in our ``pic`` / ``rope`` namespace,
-    or close to a known name) are refused, and the line says what the others are for."""
+    """Refuse, in one line with the closest known name, a model arg ``model`` does not know. With ``passed_on`` (a
+    model that hands unknown args to its loader) only likely typos (``pic`` / ``rope`` names, or close to a known
+    one) are refused."""
     import difflib
 
     known = set(known)
@@ -122,9 +115,8 @@ def hf_model_args() -> set[str]:
 
 
 def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
-    """hf-pic's model args before anything loads: a typo of a known arg refused with the closest name
-    (:func:`refuse_unknown_args`; others go on to ``from_pretrained``, as lm-eval's ``hf`` model hands them), then
-    :func:`resolve_model_args` (its adapter is ``peft``)."""
+    """hf-pic's model args before anything loads: typos of known args refused (others go to ``from_pretrained``),
+    then :func:`resolve_model_args` with adapter ``peft``."""
     refuse_unknown_args("hf-pic", args, set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
                         passed_on="other args go to transformers' from_pretrained; give a known one")
     return resolve_model_args(args, "peft")
@@ -147,9 +139,8 @@ def local_config(pretrained: Any) -> dict | None:
 
 
 def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
-    """PIC asked for (or expected by the checkpoint's variant file) on vLLM, before anything loads: a local model's
-    config one PIC runs on (:func:`harness.pic.vllm.config.check_pic_config`), and for Dynamic PIC the engine
-    settings it needs (a contradicting engine arg: one line)."""
+    """PIC on vLLM, before anything loads: a local model's config must be one PIC runs on, and an engine arg
+    contradicting Dynamic PIC's settings is refused (:mod:`harness.pic.vllm.config`)."""
     inference = resolved.inference
     if not inference.entry.acts:
         return
@@ -183,10 +174,9 @@ def vllm_known_args() -> set[str]:
 
 
 def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
-    """vllm-pic's args before vLLM loads anything: the inference args and the variant file as hf-pic's (and
-    pic=dynamic refused), vLLM importable, every other arg one that lm-eval's vLLM model or vLLM's engine
-    takes, and a local model folder one that vLLM can load (:func:`check_vllm_model`). Returns what
-    :func:`check_hf_pic_args` resolves."""
+    """vllm-pic's args before vLLM loads: inference args and variant file as hf-pic's (``pic_impl`` refused), vLLM
+    importable, every other arg one lm-eval's vLLM model or vLLM's engine takes, and a local model vLLM can load
+    (:func:`check_vllm_model`); returns the resolved args."""
     resolved = resolve_model_args(args, "lora_local_path", VLLM_PIC_ARGS)
     check_pic_on_vllm(resolved, args)
     if "pic_impl" in args:
@@ -197,10 +187,8 @@ def check_vllm_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
 
 
 def check_vllm_model(pretrained: Any, inference: Inference) -> None:
-    """A local model folder that vLLM could not load, refused before it tries: an adapter folder given as the
-    model, an architecture this vLLM does not support, or, under PIC, one this vLLM does not build natively
-    (:func:`harness.pic.vllm.model.native_class`). (Missing or corrupt files were refused already by
-    :func:`harness.models.folders.check_model_folder`, through :func:`check_hf_pic_args`.)"""
+    """Refuse a local model folder vLLM could not load: an adapter folder given as the model, an architecture this
+    vLLM does not support, or under PIC one it does not build natively (:func:`harness.pic.vllm.model.native_class`)."""
     config = local_config(pretrained)
     if config is None:
         if isinstance(pretrained, str) and Path(pretrained).expanduser().is_dir():

@@ -1,14 +1,6 @@
-"""Our lm-eval models, each registered once, by a decorator on its class.
-
-``@lch_model("hf-pic", preflight=check_hf_pic_args)`` registers the class with lm-eval (its
-``@register_model`` under that name, the name of our ``lm_eval.models`` entry point) and here: the request
-types it serves (lm-eval's own, plus ours whose primitives it supplies: :meth:`EngineCore.serves
-<harness.engines.core.EngineCore.serves>`, or whose method it defines) and the check of its ``--model_args``
-that runs before anything loads. The plugin, the CLI preflight, the request-type check, ``lch``'s error messages
-and the docs read this registry; the names also sit in pyproject.toml's entry points (tests/lmeval/test_plugin.py
-holds the two equal). Which of our models exist is read from those entry points, so a model module is imported
-only when it is asked about.
-"""
+"""Our lm-eval models, each registered once by :func:`lch_model` on its class: with lm-eval under its name, and here
+with the request types it serves and the check of its ``--model_args`` run before anything loads. Which models exist
+is read from pyproject.toml's ``lm_eval.models`` entry points, so a model module is imported only when asked about."""
 
 from __future__ import annotations
 
@@ -32,8 +24,7 @@ class ModelEntry:
 
     @property
     def serves(self) -> frozenset[str]:
-        """lm-eval's request types and ours that the class answers: a method of the request's name, and for
-        the engine core's requests the primitives they need."""
+        """lm-eval's request types and ours that the class answers (the engine core's: with their primitives)."""
         from harness.engines.core import EngineCore
         from harness.engines.requests import REQUESTS
 

@@ -1,27 +1,7 @@
-"""Our request types, each declared once: name, arguments, options (with their defaults and checks),
-response shape and the lm-eval ``output_type`` it stands in for (which models serve it follows from the model
-classes: :mod:`harness.engines.registry`).
-
-lm-eval hands a request to the model method named like its type (``getattr(lm, request_type)``) with the
-``Instance``'s ``args``. Ours are always ``(text, options dict)``: the text (a context for
-``generate_long``) and a frozen options dataclass sent as :meth:`RequestOptions.as_request` (a plain
-dict, so lm-eval's response-cache keys and ``--log_samples`` stay JSON). A task builds them with
-:meth:`RequestType.arguments`; an engine reads them once with :meth:`RequestType.parse` (unknown options
-and bad values refused in one line); responses are ``TypedDict`` s (they travel as JSON) and
-:func:`check_response` holds a value against its type's shape.
-
-* ``token_logprobs``: :class:`ScoringOptions` -> :class:`TokenLogprobsResponse` (stands in for
-  ``loglikelihood_rolling``; written once in the engine core, :mod:`harness.engines.core`);
-* ``lsm``: :class:`LsmOptions` -> :class:`LsmResponse` (``loglikelihood_rolling``; the engine core);
-* ``generate_long``: :class:`LongGenerationOptions` -> :class:`LongGenerationResponse` (``generate_until``;
-  the engine core);
-* ``compress_ae`` / ``compress_lm``: :class:`CompressRequestOptions` -> :class:`ReconstructionResponse` /
-  :class:`CompletionResponse` (``loglikelihood_rolling``; the compressor's own methods).
-
-A new request type is one :class:`RequestType` in :data:`REQUESTS` (with its options dataclass and
-response ``TypedDict``) and its method: in the engine core over the engines' primitives (with the primitives it
-needs in ``EngineCore.NEEDS``), or on a model class.
-"""
+"""Our request types, each declared once in :data:`REQUESTS`: name, options dataclass, response ``TypedDict`` and the
+lm-eval ``output_type`` it stands in for. Args are ``(text, options dict)`` (JSON: lm-eval's cache key), built by
+:meth:`RequestType.arguments` and read by :meth:`RequestType.parse` (unknown options and bad values refused in one
+line); :func:`check_response` holds a response against its shape."""
 
 from __future__ import annotations
 
@@ -40,11 +20,8 @@ O = TypeVar("O", bound="RequestOptions")
 
 
 class RequestOptions:
-    """Base of our requests' frozen options dataclasses: how they travel in a request.
-
-    :meth:`as_request` sends, in field order and never as None: the fields in ``ALWAYS_SENT``, the fields
-    a request stated (:meth:`of`), and any other field not at its default. So a request says only what it
-    means, and its dict (lm-eval's cache key) is the one tasks have always sent."""
+    """Base of our requests' frozen options dataclasses. :meth:`as_request` sends, in field order and never as None,
+    the fields in ``ALWAYS_SENT``, those a request stated (:meth:`of`) and any other not at its default."""
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ()
 
@@ -73,11 +50,9 @@ class RequestOptions:
 
 @dataclass(frozen=True)
 class ScoringOptions(RequestOptions):
-    """The options of a ``token_logprobs`` request: keep the first ``max_tokens`` tokens (None: all),
-    special tokens as ``add_special_tokens`` says (True: BOS as the tokenizer adds it), each token's
-    character span when ``return_offsets`` (and the tokenizer is a fast one)."""
+    """The options of a ``token_logprobs`` request (offsets need a fast tokenizer)."""
 
-    # field order is the order tasks have always sent them in (a cache key is the JSON of the dict)
+    # field order is part of the cache key (the JSON of the dict): do not reorder
     max_tokens: int | None = option(None, "keep the first N tokens (none: all)", low=1, high=MAX_TOKENS)
     add_special_tokens: bool = option(True, "tokenise with the tokenizer's special tokens (BOS)")
     return_offsets: bool = option(True, "each token's character span (fast tokenizers)")
@@ -85,10 +60,7 @@ class ScoringOptions(RequestOptions):
 
 @dataclass(frozen=True)
 class LsmOptions(RequestOptions):
-    """The options of an ``lsm`` request (the LSM paper): ``context_length`` L (the training context length),
-    ``n_samples`` per document, ``seed``, ``estimator`` (``overlap``: paper Sec. 4.2, or ``direct``) and
-    ``max_tokens`` (cut the document first; None: all of it). The text is tokenised without special
-    tokens (suffix windows start mid-document)."""
+    """The options of an ``lsm`` request (the LSM paper); the text is tokenised without special tokens."""
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("context_length", "n_samples", "seed", "estimator")
 
@@ -109,9 +81,7 @@ class LsmOptions(RequestOptions):
 
 @dataclass(frozen=True)
 class LongGenerationOptions(RequestOptions):
-    """The options of a ``generate_long`` request: ``max_gen_toks`` (None: the engine's own
-    ``max_gen_toks``), greedy unless ``do_sample``, then ``temperature`` and ``top_p``; ``until``: stop
-    strings (a stop string ends generation as EOS does)."""
+    """The options of a ``generate_long`` request: greedy unless ``do_sample``; a stop string ends it as EOS does."""
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("max_gen_toks", "do_sample")
 
@@ -177,10 +147,8 @@ class CompletionResponse(TypedDict):
 
 @dataclass(frozen=True)
 class RequestType(Generic[O]):
-    """One request type of ours: lm-eval calls the method ``name`` of the model with requests whose args
-    are ``(text, options.as_request())``; each answer is a ``response``. ``output_type`` is the lm-eval
-    type a task of ours declares to pass lm-eval's config validation (filled in by
-    :class:`harness.tasks.base.LchTask`)."""
+    """One request type: lm-eval calls the model's method ``name`` with args ``(text, options.as_request())``, each
+    answer a ``response``; ``output_type`` is the lm-eval type our tasks declare to pass its config validation."""
 
     name: str
     options: type[O]
@@ -246,8 +214,7 @@ def check_response(kind: str, value: Any) -> None:
 
 
 def first_stop(text: str, until: Sequence[str]) -> int:
-    """Where the first of the stop strings ``until`` starts in ``text`` (-1 for none): both engines cut a
-    ``generate_long`` text there."""
+    """Where the first of the stop strings ``until`` starts in ``text`` (-1 for none)."""
     return min((text.find(u) for u in until if u and u in text), default=-1)
 
 

@@ -1,22 +1,7 @@
-"""Resumable runs for our request types through lm-eval's own response cache (``--use_cache PATH``).
-
-lm-eval's ``CachingLM`` caches only ``loglikelihood``, ``loglikelihood_rolling`` and ``generate_until``,
-and passes other request types straight to the model; it still hands the model its cache hook (an
-SQLite dict keyed by ``hash_args(request_type, args)``). :func:`answer_with_cache` uses that hook for
-our request types: cached responses are returned without running the model, and every new response is
-written as soon as it exists, so a killed run restarted with the same command re-computes only what was
-not finished. Sampled generations (``do_sample``) are never cached, as lm-eval does for its own.
-Without ``--use_cache`` the hook holds no database and this is a plain call. A cached entry that is not of
-its request type's response shape (:func:`harness.engines.requests.check_response`: an older or
-damaged database) counts as a miss: it is recomputed and overwritten.
-
-lm-eval keys a response by its request alone, so one database given to two runs (hf-pic then vllm-pic, another
-dtype, another PIC setting, another tokenizer or chat template, another ``max_length`` or ``max_gen_toks``, a model
-folder rebuilt at the same path, another environment's libraries) would hand the second run the first one's
-answers. Our models therefore claim the database when lm-eval hands them its
-hook (:class:`ClaimsResponseCache`): the first run records its :class:`CacheOwner` in it, and a run of any other
-owner is refused in one line before it reads a response.
-"""
+"""Resumable runs for our request types through lm-eval's response cache (``--use_cache PATH``):
+:func:`answer_with_cache` reuses cached responses and stores each new one at once (never sampled ones; a cached entry
+of the wrong shape is recomputed). lm-eval keys a response by its request alone, so a database is claimed by its first
+run's :class:`CacheOwner` and a run of any other owner is refused in one line (:class:`ClaimsResponseCache`)."""
 
 from __future__ import annotations
 
@@ -38,11 +23,8 @@ OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belon
 
 @dataclass(frozen=True)
 class CacheOwner:
-    """What every response in a response cache depends on besides its request: the engine, the model's and the
-    adapter's content (:func:`harness.models.identity.model_identity`), the tokenizer that turns request texts into
-    ids (its files' content and its chat template: :func:`tokenizer_identity`), the inference applied, the dtype the
-    model runs in, every other model arg that changes an answer (:func:`answer_settings`: ``max_length``,
-    ``max_gen_toks``, ``add_bos_token`` ...) and the versions of the libraries that compute it."""
+    """What every response in a response cache depends on besides its request: engine, model and adapter content,
+    tokenizer, inference, dtype, the other model args that change an answer, and library versions."""
 
     engine: str
     model: str
@@ -60,7 +42,7 @@ class CacheOwner:
 
     @classmethod
     def recorded(cls, record: dict) -> "CacheOwner":
-        """The owner a database recorded; a field an older lch did not record reads as such (so it differs)."""
+        """The owner a database recorded; a field it lacks reads as not recorded (so it differs)."""
         return cls(**{f.name: record.get(f.name, "not recorded (an older lch)") for f in fields(cls)})
 
 
@@ -78,9 +60,8 @@ def answer_settings(model_args: dict) -> str:
 
 
 def tokenizer_identity(source: Any, tokenizer: Any) -> str:
-    """The tokenizer a run encodes with: the content of the folder it was loaded from
-    (:func:`~harness.models.identity.model_identity`; a hub name as itself) and a digest of the chat template it
-    applies (``none`` without one)."""
+    """The tokenizer a run encodes with: its folder's content (:func:`~harness.models.identity.model_identity`; a hub
+    name as itself) and a digest of its chat template (``none`` without one)."""
     import hashlib
     import json
 
@@ -93,15 +74,13 @@ def tokenizer_identity(source: Any, tokenizer: Any) -> str:
 
 
 def libraries_in_words(*names: str) -> str:
-    """``name version, ...`` of the installed libraries among ``names``
-    (:func:`harness.models.model_check.library_versions` in words), for :attr:`CacheOwner.libraries`."""
+    """``name version, ...`` of the installed libraries among ``names``."""
     return ", ".join(f"{name} {version}" for name, version in model_check.library_versions(*names).items())
 
 
 def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
     """Record ``owner`` in the database behind lm-eval's cache ``hook`` (none: nothing to do), or refuse, in one
-    line, a database that holds another owner's responses. A database of responses with no owner recorded (an
-    older lch) is claimed with a warning: its responses are reused as they are."""
+    line, a database holding another owner's responses; one with no owner recorded is claimed with a warning."""
     db = getattr(hook, "dbdict", None)
     if db is None:
         return
@@ -121,9 +100,8 @@ def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
 
 
 class ClaimsResponseCache:
-    """Mixin of our lm-eval models: claims lm-eval's response cache for :meth:`cache_owner` when lm-eval hands the
-    model its cache hook (``CachingLM`` calls ``set_cache_hook`` once, before any request), and records what the
-    run was run with (:meth:`run_record`) in lm-eval's results."""
+    """Mixin of our lm-eval models: claims lm-eval's response cache for :meth:`cache_owner` when lm-eval sets the
+    cache hook (once, before any request), and records :meth:`run_record` in lm-eval's results."""
 
     def cache_owner(self) -> CacheOwner:
         raise NotImplementedError
@@ -137,9 +115,7 @@ class ClaimsResponseCache:
         raise NotImplementedError
 
     def run_record(self) -> RunRecord:
-        """What this model runs with (:class:`harness.core.run_record.RunRecord`): the response cache's owner, the
-        device, the maximum length, the architecture and the chat template the run applies (lm-eval adds batch
-        size and seeds)."""
+        """What this model runs with (:class:`harness.core.run_record.RunRecord`); lm-eval adds batch size and seeds."""
         from harness.models.folders import describe_architecture
 
         owner = self.cache_owner()

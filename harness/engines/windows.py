@@ -1,12 +1,7 @@
-"""Windows that score a text longer than an engine's length limit, each token once.
-
-A text of ``n`` tokens that fits (``n <= window``) is one window. A longer one is cut into windows of
-``window`` tokens whose starts advance by ``stride``: window ``k`` covers tokens ``[s_k, s_k + window)``
-and scores the tokens it adds beyond the previous window's end, so that every token from 1 on is scored
-exactly once, with at least ``window - stride`` tokens of context (all of them in the first window).
-Each window starts at position 0: a token is predicted from its window only, never from the text
-before it.
-"""
+"""Windows that score a text longer than an engine's length limit, each token once. A text of ``n <= window`` tokens
+is one window; a longer one gets windows of ``window`` tokens whose starts advance by ``stride``, each scoring the
+tokens past the previous window's end, so every token from 1 on is scored once with at least ``window - stride``
+tokens of context. Each window starts at position 0: a token is predicted from its window only."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ class ScoringWindow:
 
 
 def scoring_windows(n_tokens: int, window: int, stride: int | None = None) -> list[ScoringWindow]:
-    """The windows of a text of ``n_tokens`` tokens (module docstring); ``stride`` defaults to half the
-    window. A text of fewer than 2 tokens has nothing to score: no window."""
+    """The windows of a text of ``n_tokens`` tokens (none under 2 tokens); ``stride`` defaults to half the window."""
     if window < 2:
         raise ValueError(f"a scoring window needs at least 2 tokens, got {window}")
     stride = max(1, window // 2) if stride is None else stride

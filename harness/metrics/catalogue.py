@@ -1,19 +1,7 @@
-"""The metric catalogue: what each metric our tasks report means, its role and its direction, declared once.
-
-Every task of ours reports metrics by these names; a task's YAML (or its class) says only how the task pools a
-metric over its documents (``aggregation``), never what the metric is: :class:`harness.tasks.base.LchTask` fills
-``higher_is_better`` from here and refuses a metric the catalogue does not know. The reports read the role
-(:func:`metric_role`, written into each task's results metadata, :data:`harness.core.results.METRIC_ROLES`):
-
-* ``perplexity``: compared relatively (a ratio) by the regression gate;
-* ``bookkeeping``: counts of tokens, documents, samples and of what was skipped or cut. They describe the run; a
-  change in them is no regression of the model, so ``lch regress`` never gates one. Every count is named
-  ``n_<what>`` (:data:`COUNT_PREFIX`: ``n_tokens``, ``n_docs``, the judged samples ``n_valid``, the samples of a
-  length ``n_len_<L>``);
-* ``score``: everything else (accuracies, points, lengths, ratios), compared in its own units.
-
-Formulas are in docs/formulas.md; the numbers in brackets below are the papers' numbers there.
-"""
+"""The metric catalogue: what each metric our tasks report means, its role and its direction, declared once
+(:class:`harness.tasks.base.LchTask` fills ``higher_is_better`` from it and refuses a metric it does not know). Roles:
+``perplexity`` (gated as a ratio), ``bookkeeping`` (counts, named ``n_<what>``: never gated) and ``score`` (the rest,
+in its own units). Formulas, and the papers' numbers in brackets below: docs/formulas.md."""
 
 from __future__ import annotations
 
@@ -111,7 +99,6 @@ def metric_info(name: str) -> MetricInfo | None:
 
 
 def metric_role(name: str) -> str:
-    """``perplexity``, ``bookkeeping`` or ``score`` (module docstring); a metric the catalogue does not know (another
-    package's task) is a score."""
+    """``perplexity``, ``bookkeeping`` or ``score``; a metric the catalogue does not know is a score."""
     info = metric_info(name)
     return info.role if info is not None else "score"

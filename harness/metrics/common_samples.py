@@ -1,34 +1,6 @@
-"""Scores on the samples every run scored: which documents a run scored for each metric, and a metric recomputed
-over a subset of them by the rule that made it.
-
-Runs of one task can score different documents: a truncation policy of ``skip`` leaves over-long samples unscored
-(another model's tokenizer makes other samples over-long), a judge's unparsable replies are dropped. Their
-aggregates are then means over different samples, and a difference between them mixes the models with the samples.
-
-* A document *scored* a metric when its logged sample holds a number for it (or a ``[sum, count]`` pair: what pooled
-  metrics log per document); :func:`scored_values` reads them from the logged rows, per results key
-  (``<metric>,<filter>``).
-* Documents are the benchmark's samples, named by ``doc_id``: a task that fits its samples to the evaluated model's
-  tokenizer (RULER, BABILong) gives two models the same sample (needle, question, length) as two texts, so the
-  input hash is not part of a sample's identity here (whether runs were run alike is
-  :mod:`harness.reporting.comparability`'s to check).
-* :func:`scored_digest`: one short string per set of documents, so a results file can record which documents each
-  metric rests on without listing them, and two runs' sets are compared by their digests.
-* :func:`rule_of`: how the run pooled a metric, found by reproducing its reported value from its logged values:
-  ``mean`` (the plain mean: scores, per-length scores, depth cells), ``pooled`` (``sum / count`` over ``[sum, count]``
-  pairs) or ``pooled_exp`` (``exp(sum / count)``: a perplexity from summed NLLs); None when no rule reproduces it
-  (a corpus-level metric, a weighted judge score): such a metric is not recomputed on a subset.
-  Reproduced means equal to a relative ``1e-9``: the same numbers summed in another order.
-* :func:`pooled_value` applies a rule to a subset; :func:`mean_stderr` is the standard error of a mean
-  (``sd / sqrt(n)``, ``sd`` with ``n - 1``: lm-eval's), :func:`group_value` a group's mean of its tasks' values
-  (plain, or weighted by the tasks' sizes: lm-eval's two group rules) over its tasks (:func:`group_leaves`), and
-  :func:`group_stderr` its standard error.
-
-These are lm-eval's formulas (``mean_stderr``, ``aggregate_subtask_metrics``, ``unweighted_mean_stderr``,
-``pooled_sample_stderr``) written here on purpose: reports read results files in a layer that does not import
-lm-eval, and lm-eval's releases do not all have them (``unweighted_mean_stderr`` is in 0.4.13, not in the main
-branch its plugin discovery grew on); tests/reporting/test_common_samples.py holds them equal to lm-eval's.
-"""
+"""Scores on the samples every run scored: which documents (by ``doc_id``) a run scored for each metric, and a metric
+recomputed over a subset by the rule that made it (:func:`rule_of`). Also lm-eval's stderr and group formulas, for
+reports that do not import lm-eval (tests/reporting/test_common_samples.py holds them equal to lm-eval's)."""
 
 from __future__ import annotations
 
@@ -42,8 +14,7 @@ REL_TOL = 1e-9
 
 
 def doc_value(value: Any) -> float | tuple[float, float] | None:
-    """A logged per-document value as a number, or a ``(sum, count)`` pair with a non-zero count; None otherwise
-    (no value, a judged item awaiting its judge, text)."""
+    """A logged per-document value as a number, or a ``(sum, count)`` pair with a non-zero count; None otherwise."""
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, (int, float)):
@@ -91,8 +62,7 @@ def reproduces(a: float, b: float) -> bool:
 
 
 def rule_of(values: Sequence[Any], reported: float) -> str | None:
-    """The rule of :data:`RULES` that turns ``values`` (a run's logged values of one metric, in its logged order)
-    into its ``reported`` aggregate; None when none does."""
+    """The rule of :data:`RULES` turning ``values`` (a metric's logged values, in order) into ``reported``, or None."""
     if not values:
         return None
     pairs = all(isinstance(v, tuple) for v in values)
@@ -105,8 +75,7 @@ def rule_of(values: Sequence[Any], reported: float) -> str | None:
 
 
 def mean_stderr(values: Sequence[float]) -> float | None:
-    """The standard error of the mean of ``values``: ``sd / sqrt(n)``, ``sd`` with ``n - 1`` degrees of freedom
-    (lm-eval's ``mean_stderr``); None for fewer than 2 values."""
+    """``sd / sqrt(n)``, ``sd`` with ``n - 1`` degrees of freedom (lm-eval's ``mean_stderr``); None for n < 2."""
     n = len(values)
     if n < 2:
         return None
@@ -134,8 +103,7 @@ def group_leaves(group: str, subtasks: Mapping[str, Sequence[str]]) -> list[str]
 
 
 def group_value(values: Sequence[float], sizes: Sequence[int], weighted: bool) -> float:
-    """A group's value from its tasks' ``values``: their plain mean, or with ``weighted`` their mean weighted by
-    ``sizes`` (the documents each rests on)."""
+    """A group's value: the plain mean of its tasks' ``values``, or with ``weighted`` the mean weighted by ``sizes``."""
     if not values:
         return math.nan
     if not weighted:

@@ -1,18 +1,8 @@
-"""Effective context length: the one number a score-vs-length curve gives.
-
-A curve is the per-length scores of a task or group (``len_<L>``, points out of 100, each with its standard error
-and sample count). Two readings, as the long-context benchmarks define them:
-
-* **absolute** (RULER's leaderboard): the longest length whose score, and the score of every shorter length,
-  is at least a threshold the task declares; RULER's is :data:`RULER_THRESHOLD`, Llama-2-7B's score at 4k;
-* **relative** (NoLiMa's): the same with the threshold :data:`RELATIVE_SHARE` of the curve's own score at its
-  shortest length (none when that score is 0: there is nothing to keep a share of).
-
-``None`` when the shortest length already scores below the threshold. The value rests on the lengths measured: a
-run at 1k and 2k cannot say 8k, and every result names the lengths and the samples it rests on. A curve that is not
-monotone within its intervals (a longer length scoring above a shorter one by more than the 95 % interval of their
-difference) carries a caution: there the prefix rule reads noise or a task that gets easier with length.
-"""
+"""Effective context length of a score-vs-length curve (``len_<L>`` scores out of 100, with stderrs and counts):
+**absolute** (RULER): the longest length whose score and every shorter length's are at least a threshold
+(:data:`RULER_THRESHOLD` by default); **relative** (NoLiMa): the same at :data:`RELATIVE_SHARE` of the shortest
+length's score (none when that is 0). ``None`` when the shortest length is already below. A longer length scoring above
+a shorter one by more than the 95 % interval of their difference makes the curve not monotone: a caution."""
 
 from __future__ import annotations
 
@@ -51,9 +41,8 @@ class LengthPoint:
 
 @dataclass(frozen=True)
 class EffectiveLength:
-    """The effective length of one curve under one threshold: the length (its name and tokens; None when the shortest
-    length is already below), the threshold and how it was set (``absolute`` | ``relative``), the lengths and sample
-    counts it rests on, and the caution when the curve is not monotone within its intervals."""
+    """The effective length of one curve under one threshold (``kind``: ``absolute`` | ``relative``): the length (None
+    when the shortest is already below), the lengths and sample counts it rests on, and the monotonicity caution."""
 
     kind: str
     threshold: float
@@ -71,9 +60,8 @@ class EffectiveLength:
 
 
 def _rises(points: Sequence[LengthPoint]) -> list[tuple[LengthPoint, LengthPoint]]:
-    """Pairs (shorter, longer) where the longer length scores above the shorter one beyond the 95 % interval of the
-    difference (independent samples: the standard errors add in quadrature); none where a standard error is
-    unknown."""
+    """Pairs (shorter, longer) where the longer scores above the shorter by more than ``Z95 * sqrt(se_s^2 + se_l^2)``;
+    none where a standard error is unknown."""
     out = []
     for i, short in enumerate(points):
         for long in points[i + 1:]:
@@ -86,8 +74,7 @@ def _rises(points: Sequence[LengthPoint]) -> list[tuple[LengthPoint, LengthPoint
 
 
 def effective_length(points: Sequence[LengthPoint], threshold: float, kind: str = "absolute") -> EffectiveLength:
-    """The longest length ``L`` of ``points`` such that the score at ``L`` and at every shorter length is at least
-    ``threshold`` (module docstring); the points are sorted by tokens here. An empty curve is a ``ValueError``."""
+    """The longest length whose score, and every shorter length's, is at least ``threshold``; empty: ``ValueError``."""
     curve = sorted(points)
     if not curve:
         raise ValueError("an effective length needs at least one length with a score")
@@ -142,9 +129,8 @@ def samples_at(task: str, name: str, metrics: Mapping[str, float], subtasks: Map
 
 def curve_points(task: str, metrics: Mapping[str, float], stderrs: Mapping[str, float],
                  subtasks: Mapping[str, Sequence[str]], tokens: Callable[[str], int]) -> list[LengthPoint]:
-    """The curve of ``task``, sorted by length: each ``<task>/len_<L>`` of ``metrics`` that is a number, with its
-    stderr (``stderrs``, same names) and sample count (:func:`samples_at`); ``tokens`` reads a length's name
-    (``4k`` -> 4096) and raises ``ValueError`` for a name that is no length."""
+    """The curve of ``task``, sorted by length: each numeric ``<task>/len_<L>`` of ``metrics``, its stderr and sample
+    count; ``tokens`` reads a length's name (``4k`` -> 4096), raising ``ValueError`` for a name that is no length."""
     prefix = f"{task}/{LENGTH_PREFIX}"
     points = []
     for metric, value in metrics.items():

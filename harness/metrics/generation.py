@@ -1,6 +1,5 @@
 """Long-form generation scores (docs/formulas.md §2): lengths, LongBench-Write S_l / S_q / S, HelloEval scores,
-repetition diagnostics and the corrupted-sample rule of the PIC paper, Appendix A. Pure functions: NLTK word counting lives in :mod:`harness.data.words`, reading the
-HelloEval weights file in :mod:`harness.data.longform`, judge-reply parsing in :mod:`harness.judges.parsing`."""
+repetition diagnostics and the PIC paper's corrupted-sample rule (App. A). Pure functions."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ def longbench_write_total(length_score: float, quality_score: float) -> float:
 
 
 def parse_hellobench_weights(text: str) -> dict[str, list[float]]:
-    """Per-category checklist weights from the text of the published ``REGRESSION_DICT = {...}`` file
-    (parsed as a literal, never executed)."""
+    """Per-category checklist weights from the published ``REGRESSION_DICT = {...}`` file's text (never executed)."""
     weights = ast.literal_eval(text[text.index("{") : text.rindex("}") + 1])
     return {k: [float(x) for x in v] for k, v in weights.items()}
 
@@ -81,11 +79,8 @@ def hellobench_rescale(score: float) -> float:
 def hellobench_task_score(
     samples: Iterable[tuple[str, Sequence[float] | None]], weights: dict[str, list[float]], rescale: bool = False
 ) -> dict[str, float]:
-    """Task score = mean ``s_i`` (optionally rescaled) over samples whose judgement parsed.
-
-    ``samples`` yields ``(category, item_scores or None)``; unparsed judgements are dropped from the mean
-    and counted: returns ``{"score", "n_valid", "n_total"}``.
-    """
+    """Mean ``s_i`` (optionally rescaled) over the ``(category, item_scores or None)`` samples whose judgement parsed:
+    ``{"score", "n_valid", "n_total"}``."""
     scores, total = [], 0
     for category, item_scores in samples:
         total += 1
@@ -111,14 +106,8 @@ def distinct_n(text: str, n: int = 2) -> float:
 
 
 def has_consecutive_loop(text: str, window: int = 8000, min_unit: int = 10, max_unit: int = 300, repeats: int = 4) -> bool:
-    """A unit of 10-300 characters repeated >= 4 times in a row in the last ``window`` characters
-    (whitespace collapsed), the unit holding >= 3 word characters.
-
-    "Unit u repeated k times at i" is "text[i : i + k|u|] has period |u|", i.e. ``text[j] == text[j + |u|]``
-    for ``(k-1)|u|`` consecutive j: one vectorised comparison per unit length instead of a backtracking
-    regular expression. Every window of a periodic run holds the same characters, so the word-character
-    test can look at the run's first unit.
-    """
+    """A unit of 10-300 characters repeated >= 4 times in a row in the last ``window`` characters (whitespace
+    collapsed), the unit holding >= 3 word characters."""
     import numpy as np
 
     tail = re.sub(r"\s+", " ", text)[-window:]
@@ -163,13 +152,9 @@ def corrupted_ratio(flags: Sequence[bool]) -> float:
 def shared_clean_average(
     values: dict[str, dict[Any, float]], corrupted: dict[str, dict[Any, bool]], threshold: float = 0.2
 ) -> dict[str, dict[str, float]]:
-    """The PIC paper App. A averaging across compared models.
-
-    ``values[model][sample_id]`` (a length or a quality score) and ``corrupted[model][sample_id]``.
-    A model with corrupted ratio < ``threshold`` is averaged over the samples that are clean for *all*
-    compared models; at >= ``threshold`` over its own clean samples. Both averages are returned per model:
-    ``{"shared": ..., "own": ..., "used": ..., "n_used": <samples "used" averages>, "corrupted_ratio": ...}``.
-    """
+    """The PIC paper App. A averaging of ``values[model][sample_id]`` given ``corrupted[model][sample_id]``: a model
+    with corrupted ratio < ``threshold`` is averaged over the samples clean for all models, else over its own clean.
+    Returns per model ``{"shared", "own", "used", "n_used", "corrupted_ratio"}``."""
     shared_ids = set.intersection(*[{i for i, bad in flags.items() if not bad} for flags in corrupted.values()])
     out = {}
     for model, per_sample in values.items():

@@ -1,18 +1,9 @@
-"""LongRecipe's impactful-token analysis (the LongRecipe paper, §4.1, Eq. 3-4) — pure functions on per-token scores.
-
-For each document and target position t, ``delta_t = |S_H'(x_t | x_<t) - S_H(x_t | x_<t)|``: how much the
-logit of the actual token moves between the base model H and the extended model H' (computed by
-:mod:`harness.train.impactful`). Then:
-
-1. in each document, the top ``fraction`` (20 %) of positions by ``delta`` are marked;
-2. each token type v scores ``Delta(v) = sum of delta over its marked positions, over all documents``
-   (Eq. 4 restricted to marked positions);
-3. the anchor types are the top ``fraction`` of the types that were marked, by ``Delta(v)``;
-4. a document keeps only sentences that contain an anchor, the highest-scoring first (score: the sum of
-   ``Delta(v)`` of its anchor tokens) until ``budget`` tokens, then put back in document order.
-
-The paper ranks part-of-speech types; token ids are the tokenizer-independent analogue we use.
-"""
+"""LongRecipe's impactful-token analysis (the LongRecipe paper, §4.1, Eq. 3-4) on per-token scores
+``delta_t = |S_H'(x_t | x_<t) - S_H(x_t | x_<t)|`` (base model H, extended H': :mod:`harness.train.impactful`):
+(1) per document the top ``fraction`` of positions by ``delta`` are marked; (2) each token type v scores ``Delta(v)``,
+the sum of delta over its marked positions in all documents; (3) the anchors are the top ``fraction`` of marked types
+by ``Delta(v)``; (4) a document keeps the sentences holding an anchor, highest sum of anchor ``Delta(v)`` first,
+within ``budget`` tokens, in document order. Token ids stand in for the paper's part-of-speech types."""
 
 from __future__ import annotations
 

@@ -24,11 +24,10 @@ _CHUNK = 2**22  # index draws per resampling step (memory: 8 bytes each)
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """The paired comparison of ``b`` with ``a``. ``delta = mean_b - mean_a``; ``low`` / ``high``:
-    its bootstrap interval at ``confidence``, by ``interval`` (``percentile``, ``bca``, or ``none`` when the
-    resamples cannot differ: n <= 1 or every difference equal); ``test`` / ``p_value``: the paired test;
-    ``sd_diff``: the differences' sample standard deviation; ``mde``: the minimum detectable effect at ``alpha``
-    and ``power``. None: no such number for these data (n = 0: every estimate; n = 1: ``sd_diff`` and ``mde``)."""
+    """The paired comparison of ``b`` with ``a``: ``delta = mean_b - mean_a``, its bootstrap interval ``low`` / ``high``
+    at ``confidence`` (``interval``: ``percentile``, ``bca``, or ``none`` when resamples cannot differ), the paired
+    test's ``p_value``, ``sd_diff`` (sample sd) and the ``mde`` at ``alpha`` / ``power``. None: no such number (n = 0:
+    every estimate; n = 1: ``sd_diff`` and ``mde``)."""
 
     n: int
     mean_a: float | None
@@ -63,8 +62,9 @@ def _check(confidence: float, resamples: int) -> None:
 
 
 def bootstrap_means(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs``: resample ``k`` is row ``k`` of ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one
-    block, so the very draws of ``scipy.stats.bootstrap`` with the same generator, while ``resamples * n`` <= 2^22)."""
+    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs``: resample ``k`` is row ``k`` of
+    ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one block, so the very draws
+    of ``scipy.stats.bootstrap`` with the same generator, while ``resamples * n`` <= 2^22)."""
     d = np.asarray(diffs, dtype=float)
     n = d.size
     if n == 0:
@@ -84,9 +84,8 @@ def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFI
     """``(low, high, method)``: the bootstrap interval of ``mean(diffs)``. Percentile: the ``alpha/2``, ``1 - alpha/2``
     quantiles of the resampled means; BCa (Efron and Tibshirani 1993, 14.3; as ``scipy.stats.bootstrap``): the
     quantiles ``Phi(z0 + (z0 + z_q) / (1 - a (z0 + z_q)))``, bias ``z0`` from the share of resampled means below the
-    estimate, acceleration ``a`` from the leave-one-out means. Resamples that cannot differ (n = 1, or every difference equal) give ``[mean, mean]`` and method ``none``; a BCa
-    whose bias correction or acceleration is not finite (every resample on one side of the estimate, no
-    leave-one-out spread) falls back to the percentile interval, method ``percentile``."""
+    estimate, acceleration ``a`` from the leave-one-out means. Resamples that cannot differ give ``[mean, mean]``,
+    method ``none``; a BCa whose ``z0`` or ``a`` is not finite falls back to ``percentile``."""
     _check(confidence, resamples)
     if method not in INTERVALS:
         raise ValueError(f"interval method {method!r} is not one of {INTERVALS}")
@@ -139,12 +138,10 @@ def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> tuple[str, float]:
-    """``(name, two-sided p)`` of the paired test of ``b`` against ``a``. ``auto``: exact McNemar for two-valued scores
-    (the sign test on the ``u + v`` discordant pairs, ``binomtest(u, u + v, 0.5)``), else Wilcoxon signed-rank (zero
-    differences split); ``wilcoxon`` or ``t`` ask for one (two-valued scores still get
-    McNemar, which is exact for them). No pair (n = 0) or no pair that differs: p = 1. The t-test of differences
-    without spread (every difference the same non-zero value) is undefined (scipy gives NaN): the sign test stands
-    in, ``2 * 0.5^n``."""
+    """``(name, two-sided p)`` of the paired test of ``b`` against ``a``: exact McNemar for two-valued scores whatever
+    ``test`` (the sign test on the ``u + v`` discordant pairs, ``binomtest(u, u + v, 0.5)``), else Wilcoxon signed-rank
+    (zero differences split) or with ``t`` the paired t-test (a constant non-zero difference: the sign test,
+    ``2 * 0.5^n``). No pair, or none that differs: p = 1."""
     from scipy import stats
 
     if test not in TESTS:
@@ -172,8 +169,7 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> t
 def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA,
                               power: float = DEFAULT_POWER) -> float | None:
     """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (2.80158 sd_diff / sqrt(n) at 0.05 and 0.8), in the
-    scores' units; None for
-    n < 2 (no spread to estimate from). ``sd_diff = 0`` gives 0: without spread any shift is seen."""
+    scores' units; None for n < 2; ``sd_diff = 0`` gives 0."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
         raise ValueError(f"alpha and power must be in (0, 1), got {alpha} and {power}")
     if n < 2:
@@ -184,10 +180,8 @@ def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALP
 
 def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
     """The smallest ``|delta|`` the exact McNemar test at level ``alpha`` can call significant on these ``n`` pairs of
-    two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (6 at 0.05); the
-    spread is the two values' difference, or ``|v|`` when every score is ``v`` (an accuracy seen at one value only,
-    taken as v against 0). None when the scores are not two-valued or there are no pairs (may exceed the spread when
-    n < k: then no change on n pairs can be significant)."""
+    two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (6 at 0.05), spread being the
+    two values' difference or ``|v|`` when every score is ``v``; None when not two-valued or no pairs."""
     values = set(map(float, a)) | set(map(float, b))
     if not values or len(values) > 2 or len(a) == 0:
         return None
@@ -202,17 +196,11 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
                       test: str = "auto", alpha: float = DEFAULT_ALPHA,
                       power: float = DEFAULT_POWER) -> PairedDifference:
-    """``b`` compared with ``a``, pair by pair; the MDE of two-valued scores never below :func:`mcnemar_floor`. What
-    degenerate data give:
-
-    * n = 0: every estimate None (means, delta, interval, sd, MDE), test ``none (no pairs)``, p = 1;
-    * n = 1: means and delta, the interval ``[delta, delta]`` (method ``none``), the test's p (1 for one pair:
-      McNemar ``binomtest(1, 1)`` and Wilcoxon alike), ``sd_diff`` and ``mde`` None;
-    * every difference equal to ``c`` (n >= 2): interval ``[c, c]`` (method ``none``), ``sd_diff`` 0, ``mde`` 0
-      (two-valued scores: McNemar's floor, :func:`mcnemar_floor`),
-      p = 1 for ``c = 0``, else the test's (McNemar's and the sign test's ``2 * 0.5^n``; Wilcoxon's the same for
-      n <= 50, its normal approximation beyond).
-    """
+    """``b`` compared with ``a``, pair by pair; the MDE of two-valued scores never below :func:`mcnemar_floor`. n = 0:
+    every estimate None, test ``none (no pairs)``, p = 1. n = 1: means, delta, interval ``[delta, delta]`` (method
+    ``none``), p = 1, ``sd_diff`` and ``mde`` None. Every difference ``c`` (n >= 2): interval ``[c, c]`` (``none``),
+    ``sd_diff`` 0, ``mde`` 0 (or McNemar's floor), p = 1 for ``c = 0``, else the test's (``2 * 0.5^n`` for McNemar,
+    the sign test and Wilcoxon up to n = 50)."""
     _check(confidence, resamples)
     x, y = _as_pairs(a, b)
     name, p = paired_test(x, y, test)

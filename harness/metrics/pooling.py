@@ -1,8 +1,6 @@
-"""Pooling per-document sums into dataset metrics (lm-eval aggregations).
-
-Perplexities are token-weighted in log space: for documents ``d`` with per-token log-probabilities
-``lp_{d,t}``, ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )``; LongPPL pools its key tokens the same way.
-"""
+"""Pooling per-document sums into dataset metrics (lm-eval aggregations). Perplexities are token-weighted in log
+space: ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` over documents ``d`` with per-token log-probabilities
+``lp_{d,t}``; LongPPL pools its key tokens the same way."""
 
 from __future__ import annotations
 

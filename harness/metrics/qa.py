@@ -57,8 +57,7 @@ def string_match_part(prediction: str, references: Sequence[str]) -> float:
 
 
 def corpus_bleu4(pairs: Sequence[tuple[str, str]]) -> float:
-    """Corpus BLEU-4 x 100 (NLTK, uniform weights, no smoothing) of ``(reference, prediction)`` pairs,
-    whitespace tokens."""
+    """Corpus BLEU-4 x 100 (NLTK, uniform weights, no smoothing) of ``(reference, prediction)`` pairs, word-split."""
     from nltk.translate.bleu_score import corpus_bleu
 
     pairs = list(pairs)

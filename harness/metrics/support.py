@@ -1,26 +1,7 @@
-"""What a reported metric rests on, and the caution a run carries when that is too little to mean anything.
-
-A mean over a handful of items is a number with no meaning beyond noise, and a results file that holds it with no
-word looks as trustworthy as one over five hundred. Each of our tasks declares, per metric, the count it rests on and
-the fewest items below which it is noise (:class:`Support`, written into the task's results metadata under
-:data:`harness.core.results.SUPPORT`); after a run, :func:`results_cautions` turns the declarations and the counts the run reported
-into one sentence per shortfall, which lm-eval's results then carry under :data:`harness.core.results.CAUTIONS` (and the run logs).
-
-The minimums, and why:
-
-* key tokens under a LongPPL: :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` (100), declared with LongPPL
-  (:func:`harness.longppl.formulas.key_tokens_support`; the mean NLL of n key tokens is known to about 2 / sqrt(n)
-  nats).
-* samples under a score that is a mean of per-sample values (an accuracy out of 100, a RULER or BABILong score per
-  length, a judged quality): :data:`MIN_SAMPLES` (25). A mean of 0 / 100 outcomes over n samples has a standard error
-  of up to 50 / sqrt(n) points: 10 points at 25 samples, 50 at one; below 25 a difference between two models is
-  mostly noise.
-* documents under a perplexity: the ``num_docs`` the run asked for. Fewer long-enough documents than asked is a
-  different corpus from the one named, so the number is not comparable with runs that found them all.
-
-A count of zero is stated too (the metric rests on nothing); the aggregations already refuse the cases where the
-value itself would be NaN.
-"""
+"""What a reported metric rests on (:class:`Support`: a count and its minimum, declared per metric by each task), and
+the cautions :func:`results_cautions` makes of shortfalls and counts of zero. Minimums: key tokens under a LongPPL,
+``MIN_KEY_TOKENS`` (100); samples under a mean of per-sample scores, :data:`MIN_SAMPLES` (25: a 0 / 100 mean has a
+stderr of up to 50 / sqrt(n) points); documents under a perplexity, the ``num_docs`` asked."""
 
 from __future__ import annotations
 
@@ -128,8 +109,7 @@ OWN_EVALUATOR_WHY = ("its key tokens are where its own long context helps it mos
 
 
 def _pretrained(results: Mapping[str, Any]) -> str | None:
-    """The ``pretrained`` model argument of an lm-eval results object (``config.model_args``: a dict or lm-eval's
-    ``k=v,k=v`` string)."""
+    """The ``pretrained`` model arg of an lm-eval results object (``config.model_args``: a dict or ``k=v`` text)."""
     args = (results.get("config") or {}).get("model_args") if isinstance(results.get("config"), Mapping) else None
     if isinstance(args, Mapping):
         return None if args.get("pretrained") is None else str(args["pretrained"])
@@ -146,10 +126,8 @@ def _same_model(a: str, b: str) -> bool:
 
 
 def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
-    """``{task: [caution, ...]}`` of an lm-eval results object, from each task's declared supports (its config
-    metadata's :data:`harness.core.results.SUPPORT`) and the counts it reported, and for a LongPPL task whose evaluator (metadata
-    ``evaluator``, no reference ``key_spans_dir``) is the evaluated model itself (:data:`OWN_EVALUATOR_WHY`); tasks
-    without a caution are left out."""
+    """``{task: [caution, ...]}`` of an lm-eval results object (tasks without one left out): each task's declared
+    supports against its counts, and a LongPPL task whose evaluator is the model itself (:data:`OWN_EVALUATOR_WHY`)."""
     out: dict[str, list[str]] = {}
     pretrained = _pretrained(results)
     for task, config in (results.get("configs") or {}).items():

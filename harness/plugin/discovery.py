@@ -1,21 +1,6 @@
-"""lm-eval finds our models and tasks through entry points, as its plugin loading resolves them; this module
-backports that discovery onto lm-eval releases without it.
-
-Our entry points (pyproject.toml):
-
-* ``lm_eval.models``: ``hf-pic``, ``vllm-pic``, ``compressor``, each ``module:Class`` of a class registered under the
-  same name by :func:`harness.engines.registry.lch_model` (lm-eval's ``@register_model`` within; PR #4013 upgrades
-  the entry point to the decorated class only when the value is exactly ``f"{cls.__module__}:{cls.__name__}"``);
-* ``lm_eval.tasks``: ``lch = "harness.tasks"``, the package that holds our task YAMLs (PR #4015 resolves a value
-  to the folder of the package, or of the module's file, it names, ignoring any ``:attr``, and scans it for
-  ``*.yaml`` recursively).
-
-The backport (:func:`after_models_import`, :func:`after_task_manager_import`) follows those PRs' rules for every
-entry point of the two groups, ours and other packages', and does nothing on an lm-eval that has its own
-discovery. It runs through the import hooks of :mod:`lch_harness_lm_eval` (plain ``lm_eval``) and through
-:func:`activate` (``lch eval`` and tests). Deliberately patched rather than extended: lm-eval 0.4.13 offers no
-extension point for either registry.
-"""
+"""Backport, onto lm-eval releases without it, of lm-eval's entry-point discovery of plugin models (PR #4013) and task
+folders (PR #4015), for every package's entry points; it does nothing on an lm-eval with its own. Patched, not
+extended: lm-eval 0.4.13 offers no extension point. docs/lm-eval-plugin.md describes the mechanism."""
 
 from __future__ import annotations
 
@@ -52,12 +37,9 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
 
 
 def after_models_import(models_module: Any = None) -> list[str]:
-    """Register every ``lm_eval.models`` entry point in lm-eval's model registry, as PR #4013 does once the built-in
-    models are registered: the alias is the entry point's name; a name already registered (a built-in, an earlier
-    plugin) is kept; nothing is imported until the model is asked for. lm-eval 0.4.13 cannot hold an ``EntryPoint``
-    as a placeholder, so its ``module:attr`` text is (materialised by import and ``getattr``, and upgraded to the
-    class by its ``@register_model`` when the two name the same class). Returns the names registered; does nothing
-    on an lm-eval with its own discovery."""
+    """Register every ``lm_eval.models`` entry point in lm-eval's model registry as PR #4013 does: under its name, a
+    name already registered kept, its ``module:attr`` text as the placeholder (imported when the model is asked for).
+    Returns the names registered; nothing on an lm-eval with its own discovery."""
     from lm_eval.api import registry
 
     if hasattr(registry, "load_plugins") or getattr(registry.model_registry, _MARK, False):
@@ -95,8 +77,7 @@ def resolve_task_dir(value: str) -> Path | None:
 
 
 def plugin_task_paths() -> list[Path]:
-    """The folders of every ``lm_eval.tasks`` entry point in entry-point order, each once; one that does not
-    resolve (a missing module, a value that names no folder) is skipped with a warning (PR #4015)."""
+    """The folders of the ``lm_eval.tasks`` entry points, in order, each once (one that does not resolve: a warning)."""
     found: list[Path] = []
     for ep in _entry_points(TASKS_GROUP):
         try:
@@ -119,10 +100,8 @@ _PLUGINS_ONLY: ContextVar[bool] = ContextVar("lch_plugin_tasks_only", default=Fa
 
 @contextlib.contextmanager
 def plugin_tasks_only() -> Iterator[None]:
-    """While on, a ``TaskManager`` that would index lm-eval's own tasks indexes the plugin folders (and its
-    ``include_path``) only: for a run whose every task is a plugin's, where lm-eval's own 14,000 YAMLs (12 to 25 s
-    of indexing on 2 cores) define nothing it loads. The index it builds resolves each of the run's names to the
-    same YAML as the whole one: plugin folders come after lm-eval's own, so lm-eval's never win a name of theirs."""
+    """While on, a ``TaskManager`` that would index lm-eval's own tasks indexes the plugin folders and its
+    ``include_path`` only (for a run of plugin tasks only: each name resolves to the YAML the whole index gives it)."""
     token = _PLUGINS_ONLY.set(True)
     try:
         yield
@@ -131,9 +110,7 @@ def plugin_tasks_only() -> Iterator[None]:
 
 
 def last_task_index() -> dict | None:
-    """``{name: Entry}`` of the last ``TaskManager`` this process built over lm-eval's own tasks (ours and any
-    ``include_path`` with them), or None: what a "did you mean" after lm-eval's "Tasks not found" reads instead of
-    indexing 14,000 YAMLs a second time."""
+    """``{name: Entry}`` of the last ``TaskManager`` this process built over lm-eval's own tasks, or None."""
     return _last_index[0] if _last_index else None
 
 
@@ -145,12 +122,8 @@ def plugin_task_folders() -> tuple[Path, ...]:
 
 def after_task_manager_import(manager_module: Any = None) -> bool:
     """Make a ``TaskManager`` that indexes lm-eval's own tasks also index the ``lm_eval.tasks`` entry points' folders,
-    as PR #4015 does: after lm-eval's tasks and before ``include_path`` (which overrides them). The manager builds its
-    index with ``TaskIndex.build(paths)`` (lm-eval's folder first when ``include_defaults``, then ``include_path``);
-    the manager module's ``TaskIndex`` becomes a subclass that inserts the plugin folders right after lm-eval's own,
-    so nothing of the manager's construction is wrapped. ``TaskManager(include_defaults=False)`` indexes exactly the
-    paths given, as in stock lm-eval (#4015 as opened adds plugins there too: docs/lm-eval-plugin.md).
-    Returns whether it patched; nothing on an lm-eval with its own discovery."""
+    right after lm-eval's and before ``include_path`` (PR #4015), by subclassing the manager module's ``TaskIndex``;
+    ``include_defaults=False`` indexes exactly the paths given. Returns whether it patched."""
     if manager_module is None:
         import lm_eval.tasks.manager as manager_module
     base = getattr(manager_module, "TaskIndex", None)
@@ -203,8 +176,7 @@ def is_group(entry: Any) -> bool:
 
 
 def harness_cli() -> Any:
-    """lm-eval's command line (``HarnessCLI``: ``lm-eval run / ls / validate``), a one-line error on a release
-    without it."""
+    """lm-eval's command line (``HarnessCLI``), or a one-line error on a release without it."""
     try:
         from lm_eval._cli import HarnessCLI
     except ImportError as err:

@@ -1,7 +1,6 @@
 """What a run of ours does to lm-eval's results object before it is written (:func:`finish_results`): aggregates
-settled, group curves at every length the run used, no number that could not be computed (left out, with why),
-the cautions of a metric that rests on a handful of items (a LongPPL over 12 key tokens, a score over 1 sample:
-:mod:`harness.metrics.support`), each curve's effective context length, the device the model ran on."""
+settled, group curves at every length, uncomputable numbers left out with why, the cautions of metrics resting on a
+handful of items (:mod:`harness.metrics.support`), effective context lengths, the device the model ran on."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ log = logging.getLogger(__name__)
 
 
 def record_cautions(results: dict) -> dict[str, list[str]]:
-    """The cautions of a run (:func:`harness.metrics.support.results_cautions`) written into lm-eval's results object
-    under :data:`harness.core.results.CAUTIONS` (``{}``: checked, none) and logged as warnings."""
+    """The run's cautions written under :data:`harness.core.results.CAUTIONS` (``{}``: none) and logged as warnings."""
     found = results_cautions(results)
     results[keys.CAUTIONS] = found
     for sentences in found.values():
@@ -26,11 +24,10 @@ def record_cautions(results: dict) -> dict[str, list[str]]:
 
 
 def record_effective_lengths(results: dict) -> dict[str, dict]:
-    """The effective context length of every task and group with ``len_<L>`` scores in lm-eval's results object
-    (:func:`harness.metrics.context_length.effective_lengths`, at the threshold the task declared in its options,
-    ``effective_threshold``; a group's when its tasks share one), written under
+    """The effective context length of every task and group with ``len_<L>`` scores
+    (:func:`harness.metrics.context_length.effective_lengths` at their shared ``effective_threshold``), written under
     :data:`harness.core.results.EFFECTIVE_LENGTH` as ``{task: {"absolute": {...}, "relative": {...}}}``; a curve not
-    monotone within its intervals adds its caution to the task's cautions."""
+    monotone within its intervals adds a caution."""
     from dataclasses import asdict
 
     from harness.data.lengths import length_tokens
@@ -77,10 +74,8 @@ def _finite(value: object) -> bool:
 
 
 def drop_absent(results: dict) -> dict[str, dict[str, str]]:
-    """Every metric of lm-eval's results object whose value is not a finite number (NaN, inf: it could not be
-    computed) taken out, its stderr with it, and recorded under :data:`harness.core.results.ABSENT` with its reason: the one the task
-    gave in its metadata (``lch_absent``, e.g. the judge's failures), else that it is not a number. A group whose
-    score averages an absent metric loses it too (lm-eval's mean of a NaN). Returns ``{task: {metric: reason}}``."""
+    """Take every metric whose value is not a finite number out of lm-eval's results (groups too), its stderr with it;
+    returns ``{task: {metric: reason}}`` (the task's ``lch_absent`` reason, else "not a number")."""
     absent: dict[str, dict[str, str]] = {}
     configs = results.get("configs") or {}
     for section in ("results", "groups"):
@@ -102,14 +97,10 @@ def drop_absent(results: dict) -> dict[str, dict[str, str]]:
 
 
 def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
-    """What the tasks of ours recorded while aggregating (:class:`harness.tasks.metric_lists.PresentItems`, under
-    :data:`harness.core.results.AGGREGATED` in each task's metadata) taken into the results and out of the configs: the
-    standard error of each mean lm-eval could not give one (it knows only its own aggregations), and a metric no
-    document had left out of the task's results (a count of none stays, 0): a depth cell no sample fell in silently (a
-    breakdown with nothing to show), any other (a score every sample of which the truncation policy skipped) with its
-    reason, returned as ``{task: {metric: why}}`` for the results' ``lch_absent``. The logged samples lose the None of the metrics that
-    were not theirs (every document reports every declared metric so that data-parallel processes hold the same
-    keys), so a sample lists what it was scored on, as before."""
+    """Move what our tasks recorded while aggregating (:data:`harness.core.results.AGGREGATED` in their metadata) into
+    the results: the stderr of each mean lm-eval could not give, and a metric no document had left out (a count stays,
+    0; a depth cell silently, any other with its reason, returned as ``{task: {metric: why}}``). Logged samples lose
+    the None of metrics that were not theirs."""
     from harness.data.depth import read_cell_metric
     from harness.metrics.catalogue import COUNT_PREFIX
 
@@ -148,16 +139,10 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
 
 
 def record_group_aggregates(results: dict) -> dict[str, list[str]]:
-    """Each group whose tasks are all ours averages, over the tasks that report it, every metric its YAML names (after
-    :func:`settle_aggregates`: a task's mean now has its standard error, a metric no document had is gone) and every
-    per-length score and depth cell any of its tasks reports (``len_<L>``, ``depth_<D>_len_<L>``: the lengths a run
-    uses are free options, so a group YAML cannot list them). A length is one length whatever its spelling: the
-    group's metric averages its tasks' ``len_1k`` and ``len_1024`` alike and is named as its tasks name it, or by its
-    tokens where they differ (RULER names lengths by tokens, BABILong by k-labels). Values and standard errors are
-    lm-eval's group formulas, written in :mod:`harness.metrics.common_samples` (``group_value``, ``group_stderr``).
-    A results file does not record a group's ``weight_by_size``: where the tasks differ in size, the value lm-eval
-    computed for the group's own metrics tells which rule it used (ours are unweighted).
-    Written into both ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
+    """For each group whose tasks are all ours, average over the tasks reporting it every metric its YAML names and
+    every ``len_<L>`` / ``depth_<D>_len_<L>`` score (a length matched by its tokens), by lm-eval's group formulas
+    (:mod:`harness.metrics.common_samples`), weighted by size when lm-eval's own group values show it was. Written
+    into ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
     from harness.data.depth import cell_metric, length_of_metric
     from harness.metrics.common_samples import group_leaves, group_stderr, group_value
     from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
@@ -247,10 +232,8 @@ def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, size
 
 
 def record_scored(results: dict) -> dict[str, dict[str, dict]]:
-    """Which documents each score of each task rests on, when the run logged its samples: under
-    :data:`harness.core.results.SCORED`, ``{task: {"<metric>,<filter>": {"n", "digest"}}}``
-    (:mod:`harness.metrics.common_samples`; bookkeeping counts left out), so that reports tell runs that scored other
-    samples apart without reading their samples. Nothing is recorded without logged samples."""
+    """Which documents each score of each task rests on, under :data:`harness.core.results.SCORED` as ``{task:
+    {"<metric>,<filter>": {"n", "digest"}}}`` (bookkeeping counts left out); nothing without logged samples."""
     from harness.metrics.catalogue import metric_role
     from harness.metrics.common_samples import scored_digest, scored_values
 
@@ -266,10 +249,9 @@ def record_scored(results: dict) -> dict[str, dict[str, dict]]:
 
 
 def record_cost(results: dict, wall_seconds: float) -> dict:
-    """The run's cost under :data:`harness.core.results.COST`: its wall time, the device it ran on (by name) and the
-    peak memory there, each task's requests, tokens (prompt, generated, scored), seconds and tokens per second
-    (:mod:`harness.core.costs`; in a data-parallel run, ``processes`` > 1, the first process's share), and the
-    judge's requests and tokens."""
+    """The run's cost under :data:`harness.core.results.COST`: wall time, device and its peak memory, each task's
+    requests, tokens, seconds and tokens per second (:mod:`harness.core.costs`; a data-parallel run: the first
+    process's share), and the judge's requests and tokens."""
     from dataclasses import asdict
 
     from harness.core.costs import take_costs
@@ -294,12 +276,8 @@ def _processes() -> int:
 
 
 def finish_results(results: dict) -> dict:
-    """What a run of ours does to lm-eval's results object before its caller writes it: the tasks' aggregates settled
-    (:func:`settle_aggregates`) and the groups' averaged at every length the run used (:func:`record_group_aggregates`),
-    the cautions (:func:`record_cautions`), and no number that could not be computed (:func:`drop_absent`: the metric
-    left out, the reason under ``lch_absent``, ``{}`` when every metric was computed), each curve's effective length,
-    the documents each score rests on (:func:`record_scored`, when samples were logged), and the device the model ran on as the config's ``device`` (lm-eval's ``--device`` as asked kept under
-    ``lch_device_asked`` where it differs)."""
+    """What a run of ours does to lm-eval's results object before its caller writes it (module docstring); the device
+    the model ran on becomes the config's ``device`` (the one asked kept as ``lch_device_asked`` where it differs)."""
     unscored = settle_aggregates(results)
     record_group_aggregates(results)
     absent = drop_absent(results)

@@ -12,10 +12,8 @@ from harness.core.files import write_text_atomic
 
 
 def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None, ours_only: bool = False) -> Any:
-    """An lm-eval ``TaskManager`` over lm-eval's tasks, ours (found as a task plugin) and ``extra_paths``, with
-    ``metadata`` for every task. Indexing lm-eval's thousands of task YAMLs is slow (tens of seconds): build it once per
-    run of several evaluations, or index our task folder and ``extra_paths`` only (``ours_only``: a fraction of a
-    second)."""
+    """An lm-eval ``TaskManager`` over lm-eval's tasks, ours and ``extra_paths``, with ``metadata`` for every task;
+    ``ours_only``: our folder and ``extra_paths`` only (lm-eval's own take tens of seconds to index)."""
     from lm_eval.tasks import TaskManager
 
     from harness.plugin.activation import activate
@@ -46,8 +44,7 @@ def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-
 
 
 def save_run(results: dict, run_dir: Path) -> Path:
-    """Write ``results`` as ``<run_dir>/results_<date>.json`` and its logged samples (a run with ``log_samples``) as
-    ``samples_<task>_<date>.jsonl`` beside it, by lm-eval's own writer: lm-eval's layout, so ``lch`` reports read it."""
+    """Write ``results`` (and its logged samples) into ``run_dir`` in lm-eval's ``--output_path`` layout."""
     import copy
 
     from lm_eval.loggers import EvaluationTracker

@@ -36,16 +36,14 @@ def _model_args(args) -> dict:
 
 
 def _parse_as_lch(cli):
-    """lm-eval's ``cli.parse_args()``, its argparse errors raised as our one-line ``UsageError`` (argparse would
-    print its usage and exit)."""
+    """lm-eval's ``cli.parse_args()``, argparse's errors raised as our one-line ``UsageError``."""
     import argparse
     import re
 
     from harness.core.errors import UsageError
 
     def error(parser: argparse.ArgumentParser, message: str):
-        # argparse names a flag's type function in its message: lm-eval's --seed type is a functools.partial whose
-        # repr (with a memory address) says nothing to a user
+        # argparse names a flag's type function: lm-eval's --seed type is a functools.partial, meaningless to a user
         message = re.sub(r"invalid (functools\.partial\(.*\)|<lambda>) value:", "invalid value:", message)
         raise UsageError(f"lch eval: {message}; see `lch eval --help`")
 
@@ -58,9 +56,8 @@ def _parse_as_lch(cli):
 
 
 def run_lm_eval(argv: list[str]) -> None:
-    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied (:func:`harness.plugin.activation.activate`),
-    and lm-eval's flags (:func:`check_cli_run`) and the run's preflight (:func:`harness.plugin.preflight.preflight`)
-    checked before lm-eval indexes its tasks."""
+    """Run lm-eval's own CLI on ``argv`` with our plugin discovery applied, lm-eval's flags (:func:`check_cli_run`) and
+    the run's preflight checked before lm-eval indexes its tasks."""
     check_json_args(argv)
     activate()
     from lm_eval.utils import setup_logging
@@ -91,8 +88,7 @@ def run_lm_eval(argv: list[str]) -> None:
 
 
 def parse_command_line(argv: list[str]) -> tuple[Any, Any]:
-    """lm-eval's CLI and its parse of ``argv`` (lm-eval's flags), its errors one line, the run settings given in
-    ``--model_args`` moved to their flags (:func:`move_run_settings`)."""
+    """lm-eval's CLI and its parse of ``argv`` (errors one line; run settings moved out of ``--model_args``)."""
     from harness.plugin.discovery import harness_cli
 
     saved_argv = sys.argv
@@ -106,9 +102,8 @@ def parse_command_line(argv: list[str]) -> tuple[Any, Any]:
     return cli, args
 
 
-# lm-eval passes these to the model's constructor from its own flags, always (--device defaults to cuda:0), so the
-# same key in --model_args would reach the constructor twice (a TypeError in lm-eval 0.4.13, for its own `hf`
-# model too)
+# lm-eval always passes these to the model's constructor from its own flags: the same key in --model_args would reach
+# it twice (a TypeError)
 RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
 
 
@@ -131,10 +126,8 @@ def move_run_settings(args, argv: list[str]) -> None:
 
 
 def check_json_args(argv: list[str]) -> None:
-    """``--metadata`` / ``--model_args`` values that are meant as JSON (they hold ``{``) must parse, and a
-    ``key=value,...`` value must give each key once (lm-eval keeps the last and its warning fails to format);
-    ``--samples`` must be what lm-eval can use (:func:`check_samples_arg`): refused in one line naming the flag,
-    before lm-eval's parser sees them."""
+    """Refuse in one line naming the flag, before lm-eval's parser sees them: ``--metadata`` / ``--model_args`` JSON
+    (holding ``{``) that does not parse, a ``key=value,...`` value giving a key twice, an unusable ``--samples``."""
     import json
 
     from harness.core.errors import UsageError
@@ -162,9 +155,8 @@ def check_json_args(argv: list[str]) -> None:
 
 
 def check_samples_arg(flag: str, value: str) -> dict:
-    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object.
-    lm-eval 0.4.13 keeps any other text as it is and fails on it in the middle of the run (``'str' object has no
-    attribute 'keys'``)."""
+    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object and
+    refuses anything else (lm-eval 0.4.13 would fail on it mid-run)."""
     import json
     from pathlib import Path
 
@@ -195,9 +187,8 @@ _REQUEST_CACHING = ("cache_requests", "rewrite_requests_cache", "delete_requests
 
 def cli_arguments(args: Any) -> dict[str, Any]:
     """The arguments lm-eval's ``run`` command will hand ``simple_evaluate`` for the settings of
-    :data:`harness.plugin.lm_eval_flags.FLAGS`, from a parsed command line (a ``--config`` YAML under the flags): the
-    seeds of ``--seed`` one by one, ``--cache_requests``' three switches, ``--samples`` read from its file. A shape
-    lm-eval's configuration refuses itself (a YAML seed list of another length) is left out, for it to say so."""
+    :data:`~harness.plugin.lm_eval_flags.FLAGS`, from a parsed command line: ``--seed`` split, ``--cache_requests``'
+    three switches, ``--samples`` read from its file; a shape lm-eval's configuration refuses itself is left out."""
     from harness.plugin.lm_eval_flags import FLAGS
     from harness.plugin.preflight import cli_settings
 
@@ -222,9 +213,8 @@ def cli_arguments(args: Any) -> dict[str, Any]:
 
 
 def check_cli_run(args: Any) -> None:
-    """lm-eval's settings of a parsed command line of a run of ours checked before lm-eval indexes its tasks
-    (:func:`harness.plugin.lm_eval_flags.check_run_arguments`, naming the flags); a run that is not ours is left to
-    lm-eval."""
+    """lm-eval's settings of a parsed command line of a run of ours checked, naming the flags, before lm-eval indexes
+    its tasks; a run that is not ours is left to lm-eval."""
     from harness.plugin.lm_eval_flags import check_run_arguments
     from harness.plugin.preflight import cli_run_settings, involves_us, run_task_names
 

@@ -1,22 +1,6 @@
-"""lm-eval's own run settings (its flags, ``simple_evaluate``'s parameters) checked like our options, before any model
-loads: a value outside its domain is one line naming the flag, the value and what is allowed (exit 2).
-
-lm-eval 0.4.13 passes most of these values on unchecked and fails on them only once the model has loaded, or
-after the run, or not at all: ``--limit -3`` ends in a traceback from ``islice``, ``--limit 0`` in "did not find any
-docs", ``--limit nan`` / ``inf`` in a conversion error, ``--seed -1`` in numpy's seeding error, ``--verbosity bogus``
-in ``Unknown level`` once every result is computed; ``--limit 1.5`` runs 1 document, ``--samples '{"typo": [0]}'``
-and an empty index list run every document, a negative ``bootstrap_iters`` computes no standard error, and none
-of them says so.
-
-:data:`FLAGS` declares each setting once: the ``simple_evaluate`` parameter, the flag that sets it, its domain in
-words (the end of the error line) and the test of it; :data:`GEN_KWARGS` does the same for the ``--gen_kwargs`` keys
-whose meaning lm-eval and the engines fix. :func:`check_run_arguments` applies them to the values as
-``simple_evaluate`` receives them. It runs where every run of ours passes (``harness.plugin.preflight``'s wrapper of
-``simple_evaluate``: plain ``lm_eval``, ``lch eval`` and Python callers) and, earlier, on the parsed command line
-(``harness.plugin.lm_eval_cli.check_cli_run``: before lm-eval indexes its tasks). Values lm-eval's own parser or
-configuration already refuse in one line (``--limit x``, ``--seed 1,2``, ``--cache_requests bogus``, ``--samples``
-with ``--limit``) are left to them.
-"""
+"""lm-eval's own run settings (its flags, ``simple_evaluate``'s parameters) checked like our options before any model
+loads (lm-eval 0.4.13 passes most on unchecked): a value outside its domain is one line naming the flag, the value and
+what is allowed. :data:`FLAGS` and :data:`GEN_KWARGS` declare each once; :func:`check_run_arguments` applies them."""
 
 from __future__ import annotations
 
@@ -115,9 +99,8 @@ def _gen_kwargs(value: Any) -> bool:
 @dataclass(frozen=True)
 class Flag:
     """One run setting: ``simple_evaluate``'s ``parameter``, the lm-eval ``flag`` that sets it (``""``: Python callers
-    only), its domain in words (``allowed``) and the test of a value (``accepts``); ``why``: more about a refused
-    value, when the value alone does not say it; ``part``: which part of the flag's value the parameter is (the four
-    seeds of ``--seed``)."""
+    only), its domain in words (``allowed``), the test of a value (``accepts``); ``why``: more about a refused value;
+    ``part``: which part of the flag's value it is (the four seeds of ``--seed``)."""
 
     parameter: str
     flag: str
@@ -204,8 +187,7 @@ def _until(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
 
 
-# The --gen_kwargs keys whose meaning lm-eval's models and ours share (lm-eval's HF and vLLM models, the engine core's
-# generate_long): key -> (domain in words, test). Other keys go to the engine's generate as they are.
+# --gen_kwargs keys whose meaning lm-eval's models and ours share: key -> (domain in words, test); others pass as given
 GEN_KWARGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "max_gen_toks": ("an integer >= 1 (tokens generated at most)", _at_least(1)),
     "temperature": ("a number >= 0", lambda v: _number(v) and v >= 0),
@@ -226,10 +208,9 @@ def _gen_kwargs_items(value: Any) -> Iterable[tuple[str, Any]]:
 
 
 def check_run_arguments(arguments: Mapping[str, Any], cli: bool, tasks: list[str] | None = None) -> None:
-    """Raise a one-line :class:`UsageError` for the first of ``arguments`` (``simple_evaluate``'s parameter ->
-    value; parameters not given are absent) outside its domain (:data:`FLAGS`, :data:`GEN_KWARGS`), naming the flag
-    (``cli``: the values came from lm-eval's command line) or the parameter. ``tasks``: the task names the run
-    evaluates (groups expanded), when all are known; ``--samples`` must name only those."""
+    """Raise a one-line :class:`UsageError` for the first of ``arguments`` (``simple_evaluate``'s parameter -> value)
+    outside its domain, naming the flag (``cli``) or the parameter. ``tasks``: the run's task names (groups
+    expanded) when known; ``--samples`` must name only those."""
     for flag in FLAGS:
         value = arguments.get(flag.parameter)
         if flag.parameter in arguments and not flag.accepts(value):

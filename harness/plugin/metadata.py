@@ -1,18 +1,6 @@
-"""The ``--metadata`` keys our tasks read, derived from their options dataclasses, and the checks ``lch
-eval`` runs on them before lm-eval indexes tasks or loads a model.
-
-lm-eval passes ``--metadata`` (merged with ``--model_args``) to every task and its dataset function, and a
-key nobody reads is silently ignored: a typo (``num_sample``) would run the default. ``lch eval`` refuses
-keys that none of our tasks reads, with the closest known keys, when every task of the run is ours (other
-tasks may read keys of their own); and it parses each requested task's options (its class's ``OPTIONS``,
-:mod:`harness.core.options`) so that a value of the wrong type fails in one line naming the task, the key and
-the type.
-
-The key table, :data:`METADATA_KEYS`, is not written by hand: it is the fields of the options dataclasses
-of every task class our YAMLs name (:func:`metadata_keys`), plus lm-eval's own keys and the model args
-lm-eval merges into the metadata (:class:`~harness.data.prompt_tokens.ModelKeys`). A new option is one
-field in one dataclass.
-"""
+"""The ``--metadata`` keys our tasks read (:data:`METADATA_KEYS`: their options dataclasses' fields, lm-eval's own keys
+and the model keys) and the checks run on them before a model loads: a key none of the run's tasks reads is refused
+with the closest known keys (when every task is ours; lm-eval ignores it), and every task's options are parsed."""
 
 from __future__ import annotations
 
@@ -29,8 +17,7 @@ LM_EVAL_KEYS: dict[str, str] = {"version": "task version"}
 
 
 def metadata_keys(option_classes: Iterable[type | None]) -> dict[str, str]:
-    """``{key: help}``: the fields of these options dataclasses, lm-eval's own keys and the model keys
-    (the first help string of a key shared by several dataclasses is kept)."""
+    """``{key: help}`` of these options dataclasses' fields, lm-eval's own keys and the model keys (first help wins)."""
     table: dict[str, str] = {**LM_EVAL_KEYS, **option_help(ModelKeys)}
     for cls in option_classes:
         if cls is not None:
@@ -87,10 +74,9 @@ def check_metadata(metadata: dict | None, tasks: Iterable[str], tasks_dir: str |
 
 def check_task_options(metadata: dict | None, model_args: dict | None, tasks: Iterable[str],
                        tasks_dir: str | Path) -> dict[str, Any]:
-    """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what
-    lm-eval will hand it (YAML metadata, then model args, then ``--metadata``); raises the parser's one-line
-    :class:`UsageError` for a value of the wrong type. Tasks that are not ours are left to lm-eval. Returns each
-    task's ``(class, model keys, options)`` (options None for a task without options of its own)."""
+    """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what lm-eval will
+    hand it (YAML metadata, then model args, then ``--metadata``); a wrong-typed value raises a one-line
+    :class:`UsageError`. Returns each task's ``(class, model keys, options)`` (options None: none of its own)."""
     from harness.plugin.task_index import task_folder
 
     folder = task_folder(str(tasks_dir))
@@ -105,10 +91,9 @@ def check_task_options(metadata: dict | None, model_args: dict | None, tasks: It
 
 
 def check_task_inputs(parsed: dict[str, tuple[Any, Any, Any]]) -> None:
-    """Every input that the tasks' options read (:mod:`harness.data.inputs`) checked at once: one
-    :class:`~harness.core.errors.MissingDataError` naming all that are missing, before anything is loaded (when the hub
-    cannot be reached the run is made offline first: no retries); then, all there, each task's own
-    ``check_before_loading`` (enough long documents). ``parsed``: :func:`check_task_options`'s."""
+    """Every input the tasks' options read (:mod:`harness.data.inputs`) checked at once: one
+    :class:`~harness.core.errors.MissingDataError` naming all that are missing (offline when the hub cannot be
+    reached), then each task's own ``check_before_loading``. ``parsed``: :func:`check_task_options`'s."""
     from harness.data.inputs import go_offline, missing_inputs
     from harness.core.errors import MissingDataError
 

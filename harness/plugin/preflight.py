@@ -1,14 +1,7 @@
-"""The checks of a run of our models or tasks that need no model, before lm-eval loads one: the model args of
-our models, whether the model serves every request type the tasks send (a stock ``hf`` / ``vllm`` asked for
-``ppl_govreport`` is refused naming the models that serve it), ``--metadata`` keys and every task option, and
-lm-eval's own settings (``--limit``, ``--seed`` ...: :mod:`harness.plugin.lm_eval_flags`).
-
-``lch eval`` runs :func:`preflight` before lm-eval indexes its tasks; plain lm-eval runs it through
-:func:`after_evaluator_import` (the import hook of :mod:`lch_harness_lm_eval`), which wraps ``simple_evaluate`` so
-that the command, ``python -m lm_eval`` and Python callers get the same checks before the model loads. Whether a run
-is ours is decided by lm-eval's own task index (:func:`our_tasks`: which names resolve to our task folder) and our
-registered model names, never by how a name looks: a run that uses neither is left to lm-eval, its errors included.
-"""
+"""The checks of a run of our models or tasks that need no model, before lm-eval loads one (model args, request types
+served, ``--metadata`` and task options, lm-eval's own flags), run by ``lch eval`` and by the ``simple_evaluate``
+wrapper (:func:`after_evaluator_import`). A run is ours by lm-eval's task index (:func:`our_tasks`) and our model
+names; any other is left to lm-eval. docs/lm-eval-plugin.md describes the mechanism."""
 
 from __future__ import annotations
 
@@ -79,10 +72,8 @@ def _our_index() -> frozenset[str]:
 
 
 def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
-    """The names among ``tasks`` that lm-eval resolves to our task folder. With the run's ``TaskManager``: its index
-    says where each name's YAML is. Without one (before lm-eval indexes): a name of our folder's index that no
-    YAML under ``include_path`` redefines (lm-eval indexes its own tasks, then ours, then ``include_path``, later
-    ones winning). YAML paths, folders and names of nobody's are not ours: lm-eval resolves and reports them."""
+    """The names among ``tasks`` that lm-eval resolves to our task folder: by the run's ``TaskManager`` index, else
+    (before lm-eval indexes) names of our folder's index that no YAML under ``include_path`` redefines."""
     names = [t for t in tasks if isinstance(t, str)]
     index = getattr(task_manager, "task_index", None)
     if isinstance(index, dict):
@@ -109,9 +100,8 @@ def involves_us(model: Any, tasks: list[Any], include_path: Any = None, task_man
 
 
 def closest_tasks(missing: list[str], include_path: Any = None) -> str:
-    """``"; did you mean X?"`` for the first of ``missing`` names with a close name in lm-eval's whole task index
-    (its own tasks, ours, ``include_path``), else ``""``. Asked once lm-eval did not find a name: the index it has just
-    built is read (:func:`harness.plugin.discovery.last_task_index`), else one is built (seconds: 14,000 YAMLs)."""
+    """``"; did you mean X?"`` for the first of ``missing`` with a close name in lm-eval's whole task index (the last
+    one built, else a new one), else ``""``."""
     from harness.plugin.discovery import last_task_index
     from harness.core.options import closest
 
@@ -133,11 +123,9 @@ def closest_tasks(missing: list[str], include_path: Any = None) -> str:
 
 def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
               task_manager: Any = None, planning: bool = False) -> None:
-    """Every check of the run that needs no model (module docstring); raises a one-line
-    :class:`~harness.core.errors.LchError`. ``model``: a name (an ``LM`` object is already built: only the tasks'
-    options are checked). Only the tasks lm-eval resolves to our folder are checked (:func:`our_tasks`); the others,
-    and names nobody defines, are lm-eval's to run or report. ``planning`` (``lch plan``): an engine not installed
-    here is no error (a vLLM run is planned from the model's config alone)."""
+    """Every check of the run that needs no model; raises a one-line :class:`~harness.core.errors.LchError`.
+    ``model``: a name (an ``LM`` object: only task options are checked). Only our tasks are checked
+    (:func:`our_tasks`). ``planning`` (``lch plan``): an engine not installed here is no error."""
     model_args, metadata = as_dict(model_args), as_dict(metadata)
     # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
     metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
@@ -160,17 +148,15 @@ def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, incl
         check_model_serves(name, ours, str(TASKS_PATH), model_args)
         if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
             check_metadata(metadata, ours, str(TASKS_PATH))
-        # every task's options parsed now, so a wrong-typed value fails before lm-eval loads the model, and every
-        # input those options name is looked for at once
+        # every task's options parsed now: a wrong-typed value or a missing input fails before the model loads
         check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
     if checked is not None:
         checked.add(key)
 
 
 def check_destinations(output_path: Any) -> None:
-    """Where the run will write, checked before it computes anything (a run that cannot write its results must
-    not run for hours first): lm-eval's ``--output_path`` (a folder, or a ``.json`` file) and the folders of
-    :data:`harness.core.cache.FOLDER_VARIABLES`; a one-line :class:`~harness.core.errors.UsageError` otherwise."""
+    """Refuse in one line, before the run computes anything, an ``--output_path`` (a folder or a ``.json`` file) or a
+    folder of :data:`harness.core.cache.FOLDER_VARIABLES` that cannot be written."""
     from harness.core.cache import check_folder_variables
     from harness.core.errors import UsageError
     from harness.core.files import writable_problem
@@ -225,9 +211,8 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
 
 
 def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:
-    """:func:`run_task_names`, where a name may also be a group of ``include_path`` (a user's YAML) whose every member
-    is ours or such a group: the names of our tasks it evaluates; None when any member is not ours (or is an inline
-    task). ``lch plan`` plans such a run (the demo's group of RULER and BABILong tasks)."""
+    """:func:`run_task_names` where a name may also be a group of ``include_path`` whose every member is ours or such a
+    group; None when any member is not ours (or is an inline task)."""
     from harness.plugin.discovery import index_folders, is_group
 
     folders = _paths(include_path)
@@ -247,9 +232,8 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
 
 
 def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
-    """The context a run of ``tasks`` builds lm-eval's task index in: a run whose every task is ours and that brings
-    no task manager of its own indexes the plugin folders and ``include_path`` only
-    (:func:`harness.plugin.discovery.plugin_tasks_only`); any other run, lm-eval's whole index."""
+    """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only
+    <harness.plugin.discovery.plugin_tasks_only>`) for a run of our tasks without its own manager, else the whole."""
     from harness.plugin.discovery import plugin_tasks_only
 
     if task_manager is None and run_task_names(tasks, include_path) is not None:
@@ -280,14 +264,9 @@ def unwrap(evaluator_module: Any) -> None:
 
 
 def after_evaluator_import(evaluator_module: Any) -> None:
-    """Wrap ``lm_eval.evaluator.simple_evaluate`` so that a run of our models or tasks is preflighted before the
-    model loads, lm-eval's git lookup is quiet during it (:func:`quiet_git_lookup`), and its results carry the
-    cautions of metrics that rest on too little and no number that could not be computed
-    (:func:`harness.plugin.finish_results.finish_results`). A call that is not ours goes straight to lm-eval's function
-    (Python callers see the wrapper's one frame in its tracebacks); lm-eval's command line, once it knows its run is
-    not ours (:func:`cli_decided`), gets lm-eval's function itself. The import hook of ``lm_eval.evaluator``; callers
-    that import ``simple_evaluate`` afterwards, as lm-eval's CLI and ``lm_eval.simple_evaluate`` do, get the
-    wrapper."""
+    """Wrap ``lm_eval.evaluator.simple_evaluate`` (its import hook): a run of our models or tasks is preflighted before
+    the model loads, runs with a quiet git lookup, and has its results finished (:mod:`harness.plugin.finish_results`)
+    and its invocation recorded; other calls go straight to lm-eval's function."""
     original = evaluator_module.simple_evaluate
     if getattr(original, _MARK, False):
         return
@@ -307,8 +286,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
             return original(*args, **kwargs)
         from harness.plugin.lm_eval_flags import check_run_arguments
 
-        # lm-eval's own settings first (a command line's were checked as it was parsed: here they are a Python
-        # caller's, or the same values again)
+        # lm-eval's own settings first (a command line's were checked as it was parsed)
         check_run_arguments(bound, cli=_COMMAND_LINE.get() is not None,
                             tasks=run_task_names(tasks, task_manager=manager) if bound.get("samples") else None)
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
@@ -330,8 +308,7 @@ def after_evaluator_import(evaluator_module: Any) -> None:
                 task_index_for(tasks, task_manager=manager):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
-            # lm-eval has no hook after aggregation that sees every task's numbers at once; its callers (the CLI,
-            # our run.py) write this object as the results file, so what is changed here is what that file holds
+            # lm-eval has no hook after aggregation; its callers write this object as the results file
             from harness.plugin.finish_results import finish_results, record_cost
 
             finish_results(results)
@@ -346,11 +323,8 @@ def after_evaluator_import(evaluator_module: Any) -> None:
 
 
 def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
-    """How this ``simple_evaluate`` call can be made again (:class:`harness.core.invocation.Invocation`): its model,
-    model args and task names, the task metadata (the model args lm-eval's command line merges into it left out),
-    the task folders its manager included besides ours (absolute), its other arguments (``RERUN_ARGUMENTS``) and the
-    folder it was called in (relative paths in its metadata and model args are relative to it). None for a
-    call that cannot be: a model or task given as an object, an argument that is not JSON."""
+    """How this ``simple_evaluate`` call can be made again (:class:`harness.core.invocation.Invocation`); None when a
+    model or task is given as an object or an argument is not JSON."""
     from harness.core.invocation import RERUN_ARGUMENTS, Invocation, jsonable
 
     model, tasks = bound.get("model"), list(bound.get("tasks") or [])
@@ -370,9 +344,8 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
 
 @contextlib.contextmanager
 def quiet_git_lookup(evaluator_module: Any) -> Iterator[None]:
-    """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval runs
-    ``git describe`` with the user's stderr, so a run outside a git checkout prints git's "fatal: not a git
-    repository" (noise about nothing the user did) and lm-eval has no switch for it. Other runs keep lm-eval's."""
+    """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval's
+    prints git's "fatal: not a git repository" outside a checkout and has no switch for it."""
     original = getattr(evaluator_module, "get_git_commit_hash", None)
     if not callable(original):
         yield
@@ -385,8 +358,7 @@ def quiet_git_lookup(evaluator_module: Any) -> Iterator[None]:
 
 
 def quiet_git_commit_hash() -> str | None:
-    """lm-eval's ``get_git_commit_hash`` (``git describe --always`` in the working folder, else the commit read
-    from a ``.git`` folder above it) without git's error line on stderr."""
+    """lm-eval's ``get_git_commit_hash`` without git's error line on stderr."""
     import os
     import subprocess
 

@@ -1,14 +1,6 @@
-"""Which request types our tasks send and which models serve them, checked before any model loads.
-
-lm-eval hands each request to the model method named like its type (``getattr(lm, request_type)``), so a
-model without that method fails only after it has loaded, minutes into a run, with an ``AttributeError``.
-``lch eval`` reads the request type of every task of the run from our task folder (the class the YAML
-names: its ``REQUEST_TYPE``, one of our declared request types; a YAML without a class of ours: its
-``output_type``, lm-eval's own; groups: the union of their members) and refuses the run in one line when
-the model does not serve one of them, naming the models that do. Which request types our models serve is
-read from our model registry (:mod:`harness.engines.registry`: derived from each class); any other model (lm-eval's
-``hf``, ``vllm`` ...) serves lm-eval's own types.
-"""
+"""Which request types our tasks send (the YAML's class ``REQUEST_TYPE``, else its ``output_type``; a group: its
+members') and which models serve them (:mod:`harness.engines.registry`), checked before any model loads: lm-eval
+would fail with an ``AttributeError`` only after the model has loaded."""
 
 from __future__ import annotations
 
@@ -79,9 +71,8 @@ class TaskFolder:
 
 @functools.lru_cache(maxsize=4)
 def task_folder(tasks_dir: str) -> TaskFolder:
-    """The one walk over a task folder's YAMLs: each task's class, request type and YAML metadata, and
-    the groups (the request type: the class's ``REQUEST_TYPE``, else the YAML's ``output_type``, for
-    tasks on lm-eval's own requests)."""
+    """The one walk over a task folder's YAMLs: each task's class, request type (the class's ``REQUEST_TYPE``, else the
+    YAML's ``output_type``) and YAML metadata, and the groups."""
     tasks: dict[str, TaskEntry] = {}
     groups: dict[str, list[str]] = {}
     for path in sorted(Path(tasks_dir).rglob("*.yaml")):
@@ -112,9 +103,8 @@ def serving_models(request_type: str) -> list[str]:
 
 
 def served(model: str) -> frozenset[str] | None:
-    """The request types ``model`` serves: ours from the registry; another model of lm-eval's registry lm-eval's
-    own types and any of ours its class has a method for (lm-eval's own models: none); None for a model lm-eval
-    does not know either (lm-eval says so when it loads it)."""
+    """The request types ``model`` serves: ours from the registry; another registered model lm-eval's types plus ours
+    its class has methods for; None for a model lm-eval does not know."""
     entry = model_entry(model)
     if entry is not None:
         return entry.serves
@@ -133,9 +123,8 @@ def served(model: str) -> frozenset[str] | None:
 
 def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str | Path,
                        model_args: dict | None = None) -> None:
-    """Raise :class:`UsageError` when ``model`` cannot serve a request type that one of ``tasks`` sends, naming
-    the models that do (or when the model refuses one under these model args); tasks that are not ours are left
-    to lm-eval."""
+    """Raise :class:`UsageError` when ``model`` cannot serve (or refuses under ``model_args``) a request type one of
+    ``tasks`` sends, naming the models that do; tasks not ours are left to lm-eval."""
     if not model:
         return
     known = task_request_types(str(tasks_dir))

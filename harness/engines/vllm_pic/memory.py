@@ -1,9 +1,7 @@
 """The memory a vllm-pic run takes, from the model's config alone (``lch plan``): per engine the weights, the KV cache
-and the larger of its profile run's two peaks (a prefill chunk's work, the sampler's dummy run over ``max_num_seqs``
-rows of logits); two engines when the run scores from hidden states (the pooling engine beside the generating one,
-:mod:`harness.engines.vllm_pic.scoring`). On a GPU each engine must fit its ``gpu_memory_utilization`` share; vLLM's
-CPU backend runs both in one process, with a KV cache of the space it is given (``VLLM_CPU_KVCACHE_SPACE``) and
-vLLM's own overhead beside them."""
+and the larger of its profile run's two peaks (a prefill chunk's work, the sampler's dummy run); two engines when the
+run scores from hidden states. On a GPU each engine must fit its ``gpu_memory_utilization`` share; on the CPU both
+share one process, with the KV space ``VLLM_CPU_KVCACHE_SPACE`` gives and vLLM's own overhead."""
 
 from __future__ import annotations
 
@@ -21,9 +19,8 @@ CPU_DEFAULTS = (4096, 256)
 GPU_DEFAULTS = (8192, 256)
 LARGE_GPU_DEFAULTS = (16384, 1024)  # a GPU of 70 GiB or more other than an A100
 LARGE_GPU = 70 * GIB
-# Measured on this machine (benchmarks/plan_memory_cpu.py --engine vllm-pic, SmolLM2-135M and Gemma 3 270M): what a
-# vllm-pic process on the CPU holds beyond an hf-pic run's (vLLM's libraries, torch.compile's work), and the bytes
-# per logit of the sampler's dummy run (the logits, their log-softmax, probabilities, sorted values and indices)
+# measured (benchmarks/plan_memory_cpu.py --engine vllm-pic): what a vllm-pic CPU process holds beyond an hf-pic run's,
+# and the bytes per logit of the sampler's dummy run (logits, log-softmax, probabilities, sorted values, indices)
 CPU_OVERHEAD = int(0.8 * GIB)
 SAMPLER_BYTES_PER_LOGIT = 40
 
@@ -67,8 +64,7 @@ def vllm_need(shape: EngineShape, model_args: Mapping[str, Any], kind: str, devi
 
 
 def cpu_cache_short(shape: EngineShape, model_args: Mapping[str, Any], tokens: int) -> str | None:
-    """Why vLLM's CPU backend cannot hold one sequence of the run's ``max_model_len`` (else of ``tokens``) in the KV
-    space it is given, or None."""
+    """Why vLLM's CPU KV space cannot hold one sequence of ``max_model_len`` (else ``tokens``) tokens, or None."""
     length = int(model_args.get("max_model_len") or tokens)
     cache, space = shape.cache(length), cpu_kv_space()
     if cache <= space:

@@ -1,18 +1,7 @@
-"""The engine core's scoring primitives on vLLM (:mod:`harness.engines.core`): final hidden states, the head,
-and, where no hidden states can be had, log-probabilities of given ids.
-
-* Hidden states: vLLM runs one runner per engine, so a second engine beside the generating one, with the pooling
-  runner (``token_embed``, ``ALL`` pooling, no activation), returns the final hidden states of each token row
-  (:func:`pooled_hidden`). Both engines get the same model, dtype, length and RoPE / PIC overrides, so positions
-  are those of the evaluated variant.
-* The head: the generating engine's own ``compute_logits`` (its vocabulary-parallel head, soft-capping and scaling
-  included) on the rows the core asks for, through ``LLM.apply_model`` (:func:`head_logits`). The core applies it
-  a chunk of rows at a time, so scoring memory is ``O(chunk x vocab)`` whatever the text's length.
-* Log-probabilities of given ids (:func:`prompt_token_logprobs`): ``SamplingParams(max_tokens=1,
-  prompt_logprobs=0)`` returns, for every prompt token but the first, its log-probability given the ones before
-  it, but vLLM computes them from ``[tokens x vocab]`` fp32 logits and a log-softmax per prefill step; vllm-pic
-  uses it only where the pooling engine cannot run (data-parallel replicas).
-"""
+"""The engine core's scoring primitives on vLLM: final hidden states from a second engine with the pooling runner
+beside the generating one (same model, dtype, length and RoPE / PIC overrides), the generating engine's own head
+through ``LLM.apply_model``, and, where no pooling engine can run (data-parallel replicas), log-probabilities of given
+ids from ``prompt_logprobs`` (which vLLM computes from ``[tokens x vocab]`` fp32 logits)."""
 
 from __future__ import annotations
 
