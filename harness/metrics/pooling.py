@@ -5,7 +5,26 @@ space: ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` over documents ``d`` wi
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
+
+F = TypeVar("F", bound=Callable)
+POOLING = "pooling"  # the attribute an aggregation declares its pooling under
+# how per-document values pool over any subset of documents: a mean, sum / count over (sum, count) pairs, exp of it
+# (a perplexity from summed NLLs), a sum (counts); None: not over documents (corpus-level, weighted across categories)
+POOLINGS = ("mean", "pooled", "pooled_exp", "sum", None)
+
+
+def pools_as(rule: str | None) -> Callable[[F], F]:
+    """Declare on an aggregation how its per-document values pool over any subset of documents (:data:`POOLINGS`):
+    what a task records (``lch_metric_pooling``) and ``--common`` and ``lch agree`` recompute by."""
+    if rule not in POOLINGS:
+        raise ValueError(f"pooling {rule!r} is not one of {POOLINGS}")
+
+    def declare(aggregation: F) -> F:
+        setattr(aggregation, POOLING, rule)
+        return aggregation
+
+    return declare
 
 
 def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
@@ -13,6 +32,7 @@ def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
     return -math.fsum(logprobs), len(logprobs)
 
 
+@pools_as("pooled_exp")
 def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
     """``exp(sum nll / sum n)`` over ``(nll_sum, n_tokens)`` pairs; NaN when no token was scored."""
     total_nll, total_n = 0.0, 0
@@ -22,16 +42,19 @@ def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
     return math.exp(total_nll / total_n) if total_n else float("nan")
 
 
+@pools_as("mean")
 def mean(items: Sequence[float]) -> float:
     """Plain mean, as an lm-eval aggregation; NaN when no document reported the metric."""
     return sum(items) / len(items) if items else math.nan
 
 
+@pools_as("sum")
 def total(items: Iterable[float]) -> float:
     """Plain sum, as an lm-eval aggregation (counts of tokens, skipped documents)."""
     return sum(items)
 
 
+@pools_as("pooled")
 def pooled_mean(items: Iterable[tuple[float, float]]) -> float:
     """``sum(values) / sum(counts)`` over ``(sum, count)`` pairs; NaN when empty."""
     total_sum, total_n = 0.0, 0.0

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Sequence
 
 from harness.core.errors import UsageError
+from harness.metrics.pooling import pools_as
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -56,6 +57,7 @@ def string_match_part(prediction: str, references: Sequence[str]) -> float:
     return 100.0 * float(any(r.lower() in pred for r in references))
 
 
+@pools_as(None)  # corpus-level: n-gram counts pooled over the corpus, not a per-document value
 def corpus_bleu4(pairs: Sequence[tuple[str, str]]) -> float:
     """Corpus BLEU-4 x 100 (NLTK, uniform weights, no smoothing) of ``(reference, prediction)`` pairs, word-split."""
     from nltk.translate.bleu_score import corpus_bleu

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.core.errors import UsageError
-from harness.metrics.common_samples import rule_of, scored_values
+from harness.metrics.common_samples import scored_values
 from harness.metrics.paired import paired_test
-from harness.reporting.common import on_documents
+from harness.reporting.common import on_documents, pooling_rule
 from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
 from harness.reporting.labels import name_from_results
 from harness.reporting.labels import model_args_of
@@ -121,8 +121,10 @@ def _divergence(doc_id: Any, a: str, b: str, tokenizer: Any) -> Divergence:
 
 
 def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, metrics_b: dict,
-                 tol: Tolerances, tokenizer: Any = None, roles: dict[str, str] | None = None) -> TaskAgreement:
-    """One task's agreement; ``roles``: its declared metric roles (they name the per-sample pairs' rows)."""
+                 tol: Tolerances, tokenizer: Any = None, roles: dict[str, str] | None = None,
+                 pooling: tuple[dict | None, dict | None] = (None, None)) -> TaskAgreement:
+    """One task's agreement; ``roles``: its declared metric roles (they name the per-sample pairs' rows); ``pooling``:
+    each run's declared pooling of its metrics (None: not recorded)."""
     pairing = pair_docs(samples_a, samples_b)
     pairs = [(a, b) for _, a, b in pairing.pairs]
     responses = [(_response(a), _response(b)) for a, b in pairs]  # parsed once: token_logprobs reprs are long
@@ -175,7 +177,7 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         if not (math.isfinite(x) and math.isfinite(y)):  # NaN agrees with nothing, itself included
             out.reasons.append(f"{name} is {x} (A) vs {y} (B): a value that could not be computed agrees with nothing")
             continue
-        common = _on_common_samples(key, x, y, scored_a, scored_b)
+        common = _on_common_samples(key, x, y, scored_a, scored_b, pooling)
         if common is not None:  # the runs scored other documents: their aggregates on those both scored
             if common[0] is None:
                 out.reasons.append(f"{name}: the runs scored different samples and its logged values do not reproduce "
@@ -189,7 +191,8 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
     return out
 
 
-def _on_common_samples(key: str, x: float, y: float, scored_a: dict, scored_b: dict
+def _on_common_samples(key: str, x: float, y: float, scored_a: dict, scored_b: dict,
+                       pooling: tuple[dict | None, dict | None] = (None, None)
                        ) -> tuple[tuple[float, float] | None, int] | None:
     """None when both runs scored the same documents on ``key`` (or logged none); else ``((A, B) on the documents both
     scored, or None when a run's logged values do not reproduce its value), n)``."""
@@ -197,7 +200,8 @@ def _on_common_samples(key: str, x: float, y: float, scored_a: dict, scored_b: d
     if set(docs_a) == set(docs_b):
         return None
     common = set(docs_a) & set(docs_b)
-    rules = rule_of(list(docs_a.values()), x), rule_of(list(docs_b.values()), y)
+    rules = (pooling_rule(pooling[0], key, list(docs_a.values()), x),
+             pooling_rule(pooling[1], key, list(docs_b.values()), y))
     if None in rules or not common:
         return None, len(common)
     return (on_documents(x, docs_a, common, rules[0]), on_documents(y, docs_b, common, rules[1])), len(common)
@@ -237,7 +241,9 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
     for task in sorted(set(files_a) & set(files_b)):
         tasks.append(compare_task(task, read_samples(files_a[task]), read_samples(files_b[task]),
                                   (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
-                                  tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {})))
+                                  tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {}),
+                                  (declared(data_a, keys.METRIC_POOLING).get(task),
+                                   declared(data_b, keys.METRIC_POOLING).get(task))))
     if not tasks:
         raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
                          f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")

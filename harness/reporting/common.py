@@ -16,7 +16,7 @@ from harness.data.documents import read_jsonl
 from harness.metrics.catalogue import COUNT_PREFIX, metric_role
 from harness.metrics.context_length import is_curve_caution
 from harness.metrics.support import is_support_caution, task_cautions
-from harness.metrics.common_samples import (doc_value, group_leaves, group_value, mean_stderr, pooled_value,
+from harness.metrics.common_samples import (RULES, doc_value, group_leaves, group_value, mean_stderr, pooled_value,
                                              reproduces, rule_of, scored_values)
 from harness.reporting.runs import Run
 from harness.reporting.samples import read_rows, samples_files
@@ -180,6 +180,20 @@ def _count_of(full: str) -> str:
     return f"{task}/{_count_name(name)}"
 
 
+def pooling_rule(declared: dict[str, str | None] | None, key: str, values: list, reported: float) -> str | None:
+    """How a run pooled ``key`` (``<metric>,<filter>``) over its documents, a rule of :data:`RULES` or None (not
+    recomputed): as its task declared it (``declared``: the results' ``lch_metric_pooling`` of the task), checked
+    against the shape of the logged values; for a task that declared none (another package's, an older file, None),
+    the rule that reproduces ``reported`` from ``values``."""
+    if declared is None:
+        return rule_of(values, reported)
+    rule = declared.get(key.partition(",")[0])
+    pairs = bool(values) and all(isinstance(v, tuple) for v in values)
+    if rule not in RULES or not values or pairs != (rule != "mean"):
+        return None
+    return rule
+
+
 def on_documents(reported: float, docs: Docs, common: set, rule: str) -> float:
     """``reported`` recomputed from ``docs`` by ``rule`` on the documents ``common`` only (``reported`` itself when
     those are all the run's)."""
@@ -197,9 +211,12 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
             continue  # the run scored no document on it: nothing in common
         if full not in run.metrics:
             return "a run has no value for it"
-        rule = rule_of(list(docs.values()), run.metrics[full])
+        task, name = full.split("/", 1)
+        declared = run.pooling.get(task)
+        rule = pooling_rule(declared, name, list(docs.values()), run.metrics[full])
         if rule is None:
-            return "no pooling of its logged per-sample values reproduces its reported value"
+            return ("its task declares no pooling of its per-sample values over documents" if declared is not None
+                    else "no pooling of its logged per-sample values reproduces its reported value")
         rules[i] = rule
     if len(set(rules.values())) > 1:
         return "the runs pooled it differently"

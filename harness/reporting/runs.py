@@ -34,6 +34,9 @@ class Run:
     record: RunRecord = field(default_factory=RunRecord)  # what the run was run with (harness.core.run_record)
     # "<task>/<metric>" -> perplexity | score | bookkeeping as our tasks declare them; not other tasks' or groups'
     roles: dict[str, str] = field(default_factory=dict)
+    # task -> metric -> how its per-document values pool over any subset, as the task declared it (None: not poolable);
+    # a task absent here recorded none (another package's task, an older file)
+    pooling: dict[str, dict[str, str | None]] = field(default_factory=dict)
     subtasks: dict[str, list[str]] = field(default_factory=dict)  # group -> its tasks (lm-eval's group_subtasks)
     # task -> sentences on metrics that rest on too little (harness.metrics.support; the results' lch_cautions)
     cautions: dict[str, list[str]] = field(default_factory=dict)
@@ -129,6 +132,7 @@ def read_run(path: str | Path) -> Run:
               variant=str(config.get(keys.EVALUATED_AS) or ""),
               applied=config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), dict) else None,
               record=RunRecord.from_results(data), roles=_metric_roles(data),
+              pooling=declared(data, keys.METRIC_POOLING),
               subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
                         if isinstance(ts, list)}, cautions=cautions_of(data),
               configurations=declared(data, keys.CONFIGURATION),

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from harness.core.errors import UsageError
-from harness.metrics.pooling import pooled_perplexity
+from harness.metrics.pooling import pooled_perplexity, pools_as
 
 
+@pools_as("pooled_exp")
 def perplexity(items: Sequence[tuple[float, float]]) -> float:
     """:func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(nll_sum, n_tokens)``; raises
     when no document had a token to score (every document empty, or skipped by ``min_tokens``)."""
@@ -17,6 +18,7 @@ def perplexity(items: Sequence[tuple[float, float]]) -> float:
     return pooled_perplexity(items)
 
 
+@pools_as("pooled_exp")
 def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
     """LongPPL: :func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(key nll_sum, n_key)``; raises
     when no document has a key token (fewer than :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution)."""

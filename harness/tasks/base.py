@@ -22,7 +22,7 @@ from harness.metrics.support import Support, documents_support, samples_support
 from harness.core.cache_keys import undeclared_shapes
 from harness.core.options import parse_options
 from harness.core import results as keys
-from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described
+from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
 from harness.tasks.prompt_lengths import PromptLengths
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,8 @@ class LchTask(ConfigurableTask):
                                           config.get("task"))
         names = [m["metric"] for m in config["metric_list"]]
         config["metadata"][keys.METRIC_ROLES] = {name: metric_role(name) for name in names}
+        config["metadata"][keys.METRIC_POOLING] = {m["metric"]: pooling_of(m, config.get("task"))
+                                                   for m in config["metric_list"]}
         config["metadata"][keys.SUPPORT] = [support.to_json() for support in self.support(names)]
         super().__init__(config=config, **kwargs)
         if self.REQUEST_TYPE is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.data.longform import HelloBenchData, LongBenchWriteData
 from harness.judges.config import JudgeOptions
+from harness.metrics.pooling import pools_as
 from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask
@@ -46,6 +47,8 @@ class LongGenerationTask(LchTask):
     DEFAULT_MAX_GEN_TOKS = 16384
     JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.0, 4096
     JUDGED_METRICS: tuple[str, ...] = ("quality", "n_valid")
+    # how each judged metric pools over documents (harness.judges.stage.task_scores); absent: not poolable
+    JUDGED_POOLING: dict[str, str] = {"n_valid": "sum"}
 
     def configure(self, config: dict) -> None:
         budget = self.options.max_gen_toks
@@ -62,7 +65,7 @@ class LongGenerationTask(LchTask):
             return self.judged_scores(items)[name]
 
         aggregate.__name__ = f"judged_{name}"
-        return aggregate
+        return pools_as(self.JUDGED_POOLING.get(name))(aggregate)
 
     def judge_item(self, doc: dict, response: str) -> dict:
         """What the judge is asked about ``doc`` answered by ``response`` (an item of :mod:`harness.judges.stage`)."""
@@ -167,6 +170,7 @@ class LongBenchWriteTask(LongGenerationTask):
     DEFAULT_MAX_GEN_TOKS = 32768
     JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS = 0.5, 1024  # the reference judge settings
     JUDGED_METRICS = ("quality", "score", "n_valid")
+    JUDGED_POOLING = {"quality": "mean", "n_valid": "sum"}  # S_q is linear in the samples; S mixes two sample sets
 
     def score_document(self, doc: dict, results: list) -> dict:
         from harness.metrics.generation import longbench_write_length, longbench_write_length_score

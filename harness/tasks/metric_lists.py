@@ -7,7 +7,7 @@ from typing import Any
 from lm_eval.api.metrics import mean as lm_eval_mean, mean_stderr
 
 from harness.metrics.catalogue import metric_info
-from harness.metrics.pooling import mean, total
+from harness.metrics.pooling import POOLING, mean, total
 
 # how a task pools them; what they are is the catalogue's (harness.metrics.catalogue)
 HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total},
@@ -30,6 +30,19 @@ def described(metric_list: list, task: Any) -> list[dict]:
                             f"{spec['higher_is_better']}, the catalogue {info.higher_is_better}")
         out.append({**spec, "higher_is_better": info.higher_is_better})
     return out
+
+
+def pooling_of(spec: dict, task: Any) -> str | None:
+    """How the metric of ``spec`` pools over any subset of documents: what its aggregation declares
+    (:func:`harness.metrics.pooling.pools_as`; lm-eval's ``mean``: ``mean``). An aggregation that declares nothing is a
+    ``TypeError`` naming the task."""
+    aggregation = spec.get("aggregation")
+    if aggregation == "mean" or aggregation is lm_eval_mean:
+        return "mean"
+    if not hasattr(aggregation, POOLING):
+        raise TypeError(f"task {task}: the aggregation of metric {spec.get('metric')!r} ({aggregation!r}) does not say "
+                        "how it pools over documents; declare it with harness.metrics.pooling.pools_as")
+    return getattr(aggregation, POOLING)
 
 
 class PresentItems:

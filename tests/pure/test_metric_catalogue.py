@@ -60,3 +60,58 @@ def test_a_task_metric_list_takes_its_direction_from_the_catalogue():
         described([{"metric": "pll"}], "t")
     with pytest.raises(TypeError, match="says higher_is_better True, the catalogue False"):
         described([{"metric": "ppl", "higher_is_better": True}], "t")
+
+
+def _yaml_aggregations() -> list[tuple[str, str, object]]:
+    """``(task, metric, aggregation)`` of every metric_list entry of our YAMLs, ``!function utils.X`` resolved in the
+    YAML's folder as lm-eval resolves it."""
+    import importlib
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    out = []
+    for path in TASKS.rglob("*yaml"):
+        folder = path.parent.relative_to(TASKS.parent.parent)
+
+        def function(loader, node, folder=folder):
+            module, _, name = loader.construct_scalar(node).rpartition(".")
+            return getattr(importlib.import_module(".".join((*folder.parts, module))), name)
+
+        Loader.add_constructor("!function", function)
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
+        out += [(config.get("task"), m["metric"], m.get("aggregation")) for m in config.get("metric_list") or []]
+    return out
+
+
+def test_each_aggregation_declares_how_it_pools_over_documents():
+    """The pooling a task records for ``--common`` and ``lch agree`` is its aggregation's declaration, not a rule
+    guessed from the numbers: a perplexity is exp of the pooled NLL, a pooled ratio sum / count, a score a mean, a
+    count a sum, a corpus-level BLEU nothing."""
+    from lm_eval.api.metrics import mean as lm_eval_mean
+
+    from harness.metrics.pooling import pools_as
+    from harness.tasks.metric_lists import pooling_of
+
+    found = {(task, metric): pooling_of({"metric": metric, "aggregation": aggregation}, task)
+             for task, metric, aggregation in _yaml_aggregations()}
+    assert found[("ppl_govreport", "ppl")] == "pooled_exp" and found[("ppl_govreport", "n_tokens")] == "sum"
+    assert found[("longppl_govreport", "longppl")] == found[("longppl_govreport", "longppl_soft")] == "pooled_exp"
+    assert found[("lsm_govreport", "lsm")] == "pooled"
+    assert found[("compress_ae", "bleu4")] is None
+    assert {found[("longbench_write", m)] for m in ("length_score", "length", "rep4", "distinct2")} == {"mean"}
+    assert pooling_of({"metric": "score", "aggregation": lm_eval_mean}, "t") == "mean"
+    with pytest.raises(TypeError, match="task t: the aggregation of metric 'score' .* does not say how it pools"):
+        pooling_of({"metric": "score", "aggregation": lambda items: 0.0}, "t")
+    assert pools_as(None)(lambda items: 0.0).pooling is None
+    with pytest.raises(ValueError, match="pooling 'median'"):
+        pools_as("median")
+
+
+def test_judged_metrics_declare_their_pooling():
+    """LongBench-Write's S_q is linear in the samples (a mean of per-sample S_q); its S mixes S_l over all samples
+    with S_q over the parsed ones, and HelloBench's quality weights categories: neither pools."""
+    from harness.tasks.longform import HelloBenchTask, LongBenchWriteTask
+
+    assert LongBenchWriteTask.JUDGED_POOLING == {"quality": "mean", "n_valid": "sum"}
+    assert HelloBenchTask.JUDGED_POOLING == {"n_valid": "sum"}

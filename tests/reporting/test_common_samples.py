@@ -222,3 +222,28 @@ def test_common_recomputes_judged_quality_from_lch_judges_judgements(tmp_path):
     rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
     assert (float(rows["mA"]["jt/quality"]), float(rows["mB"]["jt/quality"])) == (70.0, 60.0)
     assert float(rows["mA"]["jt/n_quality"]) == float(rows["mB"]["jt/n_quality"]) == 2
+
+
+def test_common_and_agree_pool_as_the_tasks_declare_not_as_the_numbers_suggest(tmp_path):
+    """A task of ours records how each metric pools (``lch_metric_pooling``): t2's rouge1 declared not poolable is left
+    out even where its logged values would reproduce a mean (both 50 here), and t1's score declared a mean is
+    recomputed as a mean (A on documents 0-2: 200 / 3)."""
+    a, b = write_runs(tmp_path)
+    for folder in (a, b):
+        path = next(folder.glob("results_*.json"))
+        data = json.loads(path.read_text())
+        data["results"]["t2"]["rouge1,none"] = 50.0  # a mean of its logged values, which the old guess would take
+        data["configs"]["t1"]["metadata"]["lch_metric_pooling"] = {"score": "mean", "len_1024": "mean",
+                                                                   "len_2048": "mean", "n_skipped": "sum"}
+        data["configs"]["t2"] = {"metadata": {"lch_metric_pooling": {"score": "mean", "rouge1": None}}}
+        path.write_text(json.dumps(data))
+    out = tmp_path / "common.csv"
+    assert main(["leaderboard", str(a), str(b), "-o", str(out), "--common"]) == 0
+    rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
+    assert float(rows["mA"]["t1/score"]) == pytest.approx(200.0 / 3) and "t2/rouge1" not in rows["mA"]
+    assert "Left out (its task declares no pooling of its per-sample values over documents): t2/rouge1." in (
+        out.with_suffix(".md").read_text())
+    agreed = tmp_path / "agree"
+    assert main(["agree", str(a), str(b), "-o", str(agreed)]) == 1
+    tasks = {t["task"]: t for t in json.loads(agreed.with_suffix(".json").read_text())["tasks"]}
+    assert tasks["t1"]["metrics"]["score"]["n_common"] == 3
