@@ -23,7 +23,8 @@ def after_cli_import(cli_module: Any) -> None:
     def parse_args(self: Any) -> Namespace:
         args = original(self)
         try:
-            from harness.plugin.preflight import cli_decided, cli_run_settings, involves_us
+            from harness.plugin.lm_eval_flags import cli_run_settings
+            from harness.plugin.preflight import cli_decided, involves_us
 
             ours = callable(getattr(args, "func", None)) and involves_us(*cli_run_settings(args))
             cli_decided(ours)
@@ -47,9 +48,8 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
 
         try:
             from harness.core.incomplete import raise_if_incomplete
-            from harness.plugin.lm_eval_cli import check_cli_run
-            from harness.plugin.preflight import (check_destinations, cli_run_settings, command_line_run,
-                                                  task_index_for)
+            from harness.plugin.lm_eval_flags import cli_run_settings
+            from harness.plugin.preflight import check_cli_run, check_destinations, command_line_run, task_index_for
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
             check_cli_run(args)  # lm-eval's own flags, before it indexes its tasks

@@ -48,8 +48,9 @@ def plan_settings(argv: list[str]) -> Any:
     from harness.core.errors import UsageError
     from harness.plan.make import RunSettings
     from harness.plugin.activation import activate
-    from harness.plugin.lm_eval_cli import check_cli_run, check_json_args, parse_command_line
-    from harness.plugin.preflight import as_dict, cli_settings
+    from harness.plugin.lm_eval_cli import parse_command_line
+    from harness.plugin.lm_eval_flags import check_json_args, cli_settings
+    from harness.plugin.preflight import as_dict, check_cli_run
 
     check_json_args(argv)
     activate()

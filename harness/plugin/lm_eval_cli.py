@@ -9,7 +9,9 @@ from typing import Any
 
 from harness.core.incomplete import raise_if_incomplete
 from harness.plugin.activation import activate
-from harness.plugin.preflight import as_dict, check_destinations, command_line_run, preflight, task_index_for
+from harness.plugin.lm_eval_flags import check_json_args
+from harness.plugin.preflight import (as_dict, check_cli_run, check_destinations, command_line_run, preflight,
+                                      task_index_for)
 
 
 def _is_task_list_request(argv: list[str]) -> bool:
@@ -123,104 +125,3 @@ def move_run_settings(args, argv: list[str]) -> None:
                              f"--{key}: give it once")
         setattr(args, key, value)
     args.model_args = model_args
-
-
-def check_json_args(argv: list[str]) -> None:
-    """Refuse in one line naming the flag, before lm-eval's parser sees them: ``--metadata`` / ``--model_args`` JSON
-    (holding ``{``) that does not parse, a ``key=value,...`` value giving a key twice, an unusable ``--samples``."""
-    import json
-
-    from harness.core.errors import UsageError
-
-    for i, arg in enumerate(argv):
-        flag, _, value = arg.partition("=")
-        if flag not in ("--metadata", "--model_args", "-a", "--samples", "-E"):
-            continue
-        if not _:
-            value = argv[i + 1] if i + 1 < len(argv) else ""
-        if flag in ("--samples", "-E"):
-            check_samples_arg(flag, value)
-            continue
-        if "{" not in value:
-            keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
-            twice = sorted({k for k in keys if keys.count(k) > 1})
-            if twice:
-                raise UsageError(f"{flag} gives {', '.join(twice)} more than once: give each key once")
-            continue
-        try:
-            json.loads(value)
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object with "
-                             "double quotes, e.g. '{\"num_docs\": 2}'") from None
-
-
-def check_samples_arg(flag: str, value: str) -> dict:
-    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object and
-    refuses anything else (lm-eval 0.4.13 would fail on it mid-run)."""
-    import json
-    from pathlib import Path
-
-    from harness.core.errors import UsageError
-
-    try:
-        samples = json.loads(value)
-    except json.JSONDecodeError as err:
-        path = Path(value).expanduser()
-        if value.lstrip().startswith(("{", "[")) or not path.is_file():
-            raise UsageError(f"{flag} {value!r} is neither a JSON object ({err.msg}) nor a file: give "
-                             "'{\"<task>\": [<doc indices>]}' or the path of a file holding it") from None
-        try:
-            samples = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except json.JSONDecodeError as err:
-            raise UsageError(f"{flag} file {path} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
-                             "holding '{\"<task>\": [<doc indices>]}'") from None
-    if not isinstance(samples, dict):
-        raise UsageError(f"{flag} must be a JSON object of task -> doc indices, got a {type(samples).__name__}")
-    return samples
-
-
-# lm-eval's `run` command hands simple_evaluate these settings under other names or shapes (lm_eval/_cli/run.py:
-# Run._execute); every other setting of lm_eval_flags.FLAGS goes by its own name
-_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
-_REQUEST_CACHING = ("cache_requests", "rewrite_requests_cache", "delete_requests_cache")
-
-
-def cli_arguments(args: Any) -> dict[str, Any]:
-    """The arguments lm-eval's ``run`` command will hand ``simple_evaluate`` for the settings of
-    :data:`~harness.plugin.lm_eval_flags.FLAGS`, from a parsed command line: ``--seed`` split, ``--cache_requests``'
-    three switches, ``--samples`` read from its file; a shape lm-eval's configuration refuses itself is left out."""
-    from harness.plugin.lm_eval_flags import FLAGS
-    from harness.plugin.preflight import cli_settings
-
-    settings = cli_settings(args)
-    arguments = {flag.parameter: settings[flag.parameter] for flag in FLAGS
-                 if flag.parameter in settings and flag.parameter not in _REQUEST_CACHING}
-    seeds = settings.get("seed")
-    seeds = list(seeds) if isinstance(seeds, (list, tuple)) else [seeds] if seeds is not None else []
-    if len(seeds) in (1, len(_SEEDS)):
-        arguments.update(zip(_SEEDS, seeds * (len(_SEEDS) // len(seeds))))
-    caching = settings.get("cache_requests")
-    if isinstance(caching, dict):  # the flag, as its argparse type converts it
-        arguments.update((key, caching.get(key, False)) for key in _REQUEST_CACHING)
-    elif caching is not None:  # a --config YAML's: lm-eval 0.4.13 reads it as a dict and fails mid-run on a word
-        from harness.core.errors import UsageError
-
-        raise UsageError(f"--config {settings.get('config')}: cache_requests {caching!r} is not read from a config "
-                         "file by lm-eval 0.4.13; give --cache_requests true, refresh or delete on the command line")
-    if isinstance(arguments.get("samples"), str):
-        arguments["samples"] = check_samples_arg("--samples", arguments["samples"])
-    return arguments
-
-
-def check_cli_run(args: Any) -> None:
-    """lm-eval's settings of a parsed command line of a run of ours checked, naming the flags, before lm-eval indexes
-    its tasks; a run that is not ours is left to lm-eval."""
-    from harness.plugin.lm_eval_flags import check_run_arguments
-    from harness.plugin.preflight import cli_run_settings, involves_us, run_task_names
-
-    model, tasks, include_path = cli_run_settings(args)
-    if not involves_us(model, tasks, include_path):
-        return
-    arguments = cli_arguments(args)
-    check_run_arguments(arguments, cli=True,
-                        tasks=run_task_names(tasks, include_path) if arguments.get("samples") else None)

@@ -1,6 +1,7 @@
 """lm-eval's own run settings (its flags, ``simple_evaluate``'s parameters) checked like our options before any model
 loads (lm-eval 0.4.13 passes most on unchecked): a value outside its domain is one line naming the flag, the value and
-what is allowed. :data:`FLAGS` and :data:`GEN_KWARGS` declare each once; :func:`check_run_arguments` applies them."""
+what is allowed. :data:`FLAGS` and :data:`GEN_KWARGS` declare each once; :func:`check_run_arguments` applies them to
+``simple_evaluate``'s arguments, :func:`check_cli_run` to a parsed command line, :func:`check_json_args` before it."""
 
 from __future__ import annotations
 
@@ -233,3 +234,117 @@ def check_run_arguments(arguments: Mapping[str, Any], cli: bool, tasks: list[str
         if unknown:
             raise UsageError(f"{name} names {', '.join(unknown)}, which this run does not evaluate (lm-eval would "
                              f"ignore it and run every document); give indices of its tasks: {', '.join(tasks or [])}")
+
+
+def check_json_args(argv: list[str]) -> None:
+    """Refuse in one line naming the flag, before lm-eval's parser sees them: ``--metadata`` / ``--model_args`` JSON
+    (holding ``{``) that does not parse, a ``key=value,...`` value giving a key twice, an unusable ``--samples``."""
+    import json
+
+    from harness.core.errors import UsageError
+
+    for i, arg in enumerate(argv):
+        flag, _, value = arg.partition("=")
+        if flag not in ("--metadata", "--model_args", "-a", "--samples", "-E"):
+            continue
+        if not _:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if flag in ("--samples", "-E"):
+            check_samples_arg(flag, value)
+            continue
+        if "{" not in value:
+            keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
+            twice = sorted({k for k in keys if keys.count(k) > 1})
+            if twice:
+                raise UsageError(f"{flag} gives {', '.join(twice)} more than once: give each key once")
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object with "
+                             "double quotes, e.g. '{\"num_docs\": 2}'") from None
+
+
+def check_samples_arg(flag: str, value: str) -> dict:
+    """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object and
+    refuses anything else (lm-eval 0.4.13 would fail on it mid-run)."""
+    import json
+    from pathlib import Path
+
+    from harness.core.errors import UsageError
+
+    try:
+        samples = json.loads(value)
+    except json.JSONDecodeError as err:
+        path = Path(value).expanduser()
+        if value.lstrip().startswith(("{", "[")) or not path.is_file():
+            raise UsageError(f"{flag} {value!r} is neither a JSON object ({err.msg}) nor a file: give "
+                             "'{\"<task>\": [<doc indices>]}' or the path of a file holding it") from None
+        try:
+            samples = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{flag} file {path} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
+                             "holding '{\"<task>\": [<doc indices>]}'") from None
+    if not isinstance(samples, dict):
+        raise UsageError(f"{flag} must be a JSON object of task -> doc indices, got a {type(samples).__name__}")
+    return samples
+
+
+# lm-eval's `run` command hands simple_evaluate these settings under other names or shapes (lm_eval/_cli/run.py:
+# Run._execute); every other setting of lm_eval_flags.FLAGS goes by its own name
+_SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+_REQUEST_CACHING = ("cache_requests", "rewrite_requests_cache", "delete_requests_cache")
+
+
+def cli_arguments(args: Any) -> dict[str, Any]:
+    """The arguments lm-eval's ``run`` command will hand ``simple_evaluate`` for the settings of
+    :data:`~harness.plugin.lm_eval_flags.FLAGS`, from a parsed command line: ``--seed`` split, ``--cache_requests``'
+    three switches, ``--samples`` read from its file; a shape lm-eval's configuration refuses itself is left out."""
+    settings = cli_settings(args)
+    arguments = {flag.parameter: settings[flag.parameter] for flag in FLAGS
+                 if flag.parameter in settings and flag.parameter not in _REQUEST_CACHING}
+    seeds = settings.get("seed")
+    seeds = list(seeds) if isinstance(seeds, (list, tuple)) else [seeds] if seeds is not None else []
+    if len(seeds) in (1, len(_SEEDS)):
+        arguments.update(zip(_SEEDS, seeds * (len(_SEEDS) // len(seeds))))
+    caching = settings.get("cache_requests")
+    if isinstance(caching, dict):  # the flag, as its argparse type converts it
+        arguments.update((key, caching.get(key, False)) for key in _REQUEST_CACHING)
+    elif caching is not None:  # a --config YAML's: lm-eval 0.4.13 reads it as a dict and fails mid-run on a word
+        from harness.core.errors import UsageError
+
+        raise UsageError(f"--config {settings.get('config')}: cache_requests {caching!r} is not read from a config "
+                         "file by lm-eval 0.4.13; give --cache_requests true, refresh or delete on the command line")
+    if isinstance(arguments.get("samples"), str):
+        arguments["samples"] = check_samples_arg("--samples", arguments["samples"])
+    return arguments
+
+
+def _tasks(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
+
+
+def cli_settings(args: Any) -> dict[str, Any]:
+    """The settings of a parsed lm-eval command line as lm-eval merges them (``EvaluatorConfig.from_cli``): a
+    ``--config`` YAML first, the flags given over it (a flag counts when its value is truthy or 0)."""
+    settings: dict[str, Any] = {}
+    config = getattr(args, "config", None)
+    if config:
+        try:
+            from lm_eval.config.evaluate_config import EvaluatorConfig
+
+            settings.update(EvaluatorConfig.load_yaml_config(config))
+        except Exception:  # noqa: BLE001 (lm-eval reports its own config file's problems)
+            pass
+    for key, value in vars(args).items():
+        if (value or value == 0) and key not in ("command", "func"):
+            settings[key] = value
+    return settings
+
+
+def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
+    """``(model, tasks, include_path)`` of a parsed lm-eval command line (:func:`cli_settings`)."""
+    settings = cli_settings(args)
+    return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from harness.core import results as keys
+from harness.plugin.lm_eval_flags import check_run_arguments, cli_arguments, cli_run_settings
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.tasks import TASKS_PATH
 from harness.engines.registry import model_entry, model_names
@@ -168,36 +169,6 @@ def check_destinations(output_path: Any) -> None:
             raise UsageError(f"--output_path {output_path}: {problem}; give a folder you can write")
 
 
-def _tasks(value: Any) -> list[str]:
-    if isinstance(value, str):
-        value = value.split(",")
-    return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
-
-
-def cli_settings(args: Any) -> dict[str, Any]:
-    """The settings of a parsed lm-eval command line as lm-eval merges them (``EvaluatorConfig.from_cli``): a
-    ``--config`` YAML first, the flags given over it (a flag counts when its value is truthy or 0)."""
-    settings: dict[str, Any] = {}
-    config = getattr(args, "config", None)
-    if config:
-        try:
-            from lm_eval.config.evaluate_config import EvaluatorConfig
-
-            settings.update(EvaluatorConfig.load_yaml_config(config))
-        except Exception:  # noqa: BLE001 (lm-eval reports its own config file's problems)
-            pass
-    for key, value in vars(args).items():
-        if (value or value == 0) and key not in ("command", "func"):
-            settings[key] = value
-    return settings
-
-
-def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
-    """``(model, tasks, include_path)`` of a parsed lm-eval command line (:func:`cli_settings`)."""
-    settings = cli_settings(args)
-    return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")
-
-
 def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str] | None:
     """The names of the tasks a run evaluates (our groups expanded into their members) when every task it names is
     ours (:func:`our_tasks`); None otherwise (another folder's groups are lm-eval's to expand)."""
@@ -284,8 +255,6 @@ def after_evaluator_import(evaluator_module: Any) -> None:
             ours = False
         if not ours:
             return original(*args, **kwargs)
-        from harness.plugin.lm_eval_flags import check_run_arguments
-
         # lm-eval's own settings first (a command line's were checked as it was parsed)
         check_run_arguments(bound, cli=_COMMAND_LINE.get() is not None,
                             tasks=run_task_names(tasks, task_manager=manager) if bound.get("samples") else None)
@@ -368,3 +337,14 @@ def quiet_git_commit_hash() -> str | None:
         from lm_eval.loggers.utils import get_commit_from_path
 
         return get_commit_from_path(os.getcwd())
+
+
+def check_cli_run(args: Any) -> None:
+    """lm-eval's settings of a parsed command line of a run of ours checked, naming the flags, before lm-eval indexes
+    its tasks; a run that is not ours is left to lm-eval."""
+    model, tasks, include_path = cli_run_settings(args)
+    if not involves_us(model, tasks, include_path):
+        return
+    arguments = cli_arguments(args)
+    check_run_arguments(arguments, cli=True,
+                        tasks=run_task_names(tasks, include_path) if arguments.get("samples") else None)
