@@ -9,8 +9,6 @@ from harness.compressor.positions import CARRIERS, LAYOUTS
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 
 @dataclass
 class CompressorConfig:

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from harness.core.errors import UsageError
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 LAYOUTS = ("dpl", "upl", "epl")
 CARRIERS = ("icae", "500x")
 DECODER_TASKS = ("ae", "lm", "qa")

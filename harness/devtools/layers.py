@@ -6,6 +6,7 @@ docs/ARCHITECTURE.md's "Layers": a module's layer is its own ``LAYER``, else its
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,17 +66,17 @@ def declared_layers(root: Path) -> dict[str, str]:
     return out
 
 
-_TREE: dict[str, str] | None = None  # this checkout's declarations, read once
+@functools.lru_cache(maxsize=1)
+def _this_tree() -> dict[str, str]:
+    """This checkout's declarations, read once."""
+    return declared_layers(Path(__file__).resolve().parents[2])
 
 
 def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | None:
     """The layer of a ``harness`` module: the nearest of itself and its packages upwards that declares one
     (``declared``: this checkout's by default) or is a layer's folder; None for others and for one of ours with none."""
-    global _TREE
     if declared is None:
-        if _TREE is None:
-            _TREE = declared_layers(Path(__file__).resolve().parents[2])
-        declared = _TREE
+        declared = _this_tree()
     parts = module.split(".")
     if parts[0] != ROOT_PACKAGE:
         return None
@@ -164,6 +165,10 @@ def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None 
     """One line per module of ours with no layer, per import a module's layer may not make and per I/O call in the
     pure layer (``declared``: the modules' ``LAYER`` declarations, this checkout's by default)."""
     out = []
+    tree = _this_tree() if declared is None else declared
+    for module in sorted(m for m in tree if m in graph):
+        if layer_of(module, {k: v for k, v in tree.items() if k != module}) is BY_NAME.get(tree[module]):
+            out.append(f"{module} declares LAYER = {tree[module]!r}, the layer it has without it: remove the line")
     for module, targets in sorted(graph.items()):
         layer = layer_of(module, declared)
         if layer is None:

@@ -17,8 +17,6 @@ import numpy as np
 from harness.core.options import MAX_TOKENS, option
 from harness.metrics.support import Support
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 SOFT_GAMMA = 5.0
 DEFAULT_EVALUATOR = "Qwen/Qwen2-72B-Instruct"  # the paper's main evaluator
 # a LongPPL over fewer key tokens warns: per-token NLL spreads ~2 nats, so n = 100 pins the mean to ~0.2 nats

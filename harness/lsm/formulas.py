@@ -10,8 +10,6 @@ import torch
 
 from harness.core.errors import UsageError
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 
 def sce(logits_p: torch.Tensor, logits_q: torch.Tensor) -> torch.Tensor:
     """Symmetric cross-entropy of ``softmax(logits_p)`` and ``softmax(logits_q)`` over the last dim (fp32)."""

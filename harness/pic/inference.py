@@ -15,8 +15,6 @@ from harness.core.options import check_fields, convert, option
 from harness.pic.methods import NO_PIC, PIC_METHODS, PicMethod
 from harness.pic.positions import DEFAULT_INITIAL, DEFAULT_LAYOUT, DEFAULT_RECENT, LAYOUTS
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 IMPLEMENTATIONS = ("cached", "reference")  # Dynamic PIC: the shipped fast path, paper Algorithm 1
 
 

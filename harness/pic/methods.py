@@ -11,8 +11,6 @@ from typing import Any, Callable, Protocol
 
 from harness.pic.positions import dynamic_positions, naive_ids, ntk_base
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 
 class Settings(Protocol):
     """What a method's functions read of :class:`harness.pic.inference.Inference` (which imports this registry)."""

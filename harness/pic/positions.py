@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import UsageError
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 if TYPE_CHECKING:
     import torch
 

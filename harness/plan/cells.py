@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 
 @dataclass(frozen=True)
 class PlanCell:

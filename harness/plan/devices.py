@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from harness.core.errors import UsageError
 from harness.core.sizes import GIB
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 # total memory as torch.cuda.mem_get_info reports it on each device, in GiB
 DEVICES = {"h100": 79.2, "h100-80gb": 79.2, "h200": 139.8, "a100-80gb": 79.2, "a100-40gb": 39.4, "a100": 79.2,
            "l40s": 44.4, "l4": 22.0, "a10g": 22.0, "rtx4090": 23.6}

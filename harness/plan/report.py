@@ -7,8 +7,6 @@ from typing import Any
 from harness.core.sizes import in_words
 from harness.plan.cells import COLUMNS, Throughput, scores_only, totals
 
-LAYER = "pure"  # harness/devtools/layers.py
-
 HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
            "longest_prompt": "longest", "generated_tokens": "generated <=", "scored_tokens": "scored",
            "cut": "cut or skipped", "judge_calls": "judge calls", "judge_tokens": "judge tokens <=",

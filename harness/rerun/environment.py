@@ -9,8 +9,6 @@ from typing import Any, Iterable
 
 from harness.core.run_record import RunRecord
 
-LAYER = "lmeval"  # harness/devtools/layers.py
-
 CHECKED = ("model", "libraries", "device", "dtype")  # the run record's fields a rerun holds against this machine
 
 

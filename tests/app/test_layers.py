@@ -168,3 +168,18 @@ def test_floors_import_no_concept_and_folder_circles_are_declared():
     doc = " ".join((ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").split())
     for group in FOLDER_CIRCLES:
         assert " <-> ".join(sorted(group)) in doc
+
+
+def test_a_declaration_that_repeats_the_inherited_layer_is_refused(tmp_path):
+    """A module says its layer only where it differs from its package's or folder's: a repeated one is named."""
+    files = {"harness/__init__.py": "", "harness/concept/__init__.py": 'LAYER = "pure"\n',
+             "harness/concept/math.py": 'LAYER = "pure"\n', "harness/concept/run.py": 'LAYER = "models"\n',
+             "harness/metrics/__init__.py": "", "harness/metrics/again.py": 'LAYER = "pure"\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    _, problems = check(tmp_path)
+    assert problems == [
+        "harness.concept.math declares LAYER = 'pure', the layer it has without it: remove the line",
+        "harness.metrics.again declares LAYER = 'pure', the layer it has without it: remove the line",
+    ]
