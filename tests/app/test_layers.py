@@ -76,6 +76,14 @@ def test_layer_of_takes_the_nearest_declaration_or_folder():
     assert layer_of("numpy") is None
 
 
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    """``root`` holding ``files`` (path -> text)."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
 def test_a_module_declares_its_layer_where_it_lives(tmp_path):
     """A module of a concept folder takes the layer it (or its package) declares; one that declares none is
     refused, named, with what to write; a declaration overrides its folder's layer."""
@@ -88,10 +96,7 @@ def test_a_module_declares_its_layer_where_it_lives(tmp_path):
         "harness/tasks/t/dataset.py": 'LAYER = "data"\nfrom harness.tasks.t import utils\n',
         "harness/tasks/t/utils.py": "", "harness/stray/thing.py": "",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    _, problems = check(tmp_path)
+    _, problems = check(_tree(tmp_path, files))
     assert problems == [
         "harness.concept.math (pure) imports harness.models.scoring (models)",
         "harness.stray.thing has no layer: declare LAYER = \"<layer>\" in it or in its package's __init__.py",
@@ -175,10 +180,7 @@ def test_a_declaration_that_repeats_the_inherited_layer_is_refused(tmp_path):
     files = {"harness/__init__.py": "", "harness/concept/__init__.py": 'LAYER = "pure"\n',
              "harness/concept/math.py": 'LAYER = "pure"\n', "harness/concept/run.py": 'LAYER = "models"\n',
              "harness/metrics/__init__.py": "", "harness/metrics/again.py": 'LAYER = "pure"\n'}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
-    _, problems = check(tmp_path)
+    _, problems = check(_tree(tmp_path, files))
     assert problems == [
         "harness.concept.math declares LAYER = 'pure', the layer it has without it: remove the line",
         "harness.metrics.again declares LAYER = 'pure', the layer it has without it: remove the line",
