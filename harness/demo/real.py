@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dataclasses import dataclass
 
-from harness.demo.common import slug, write_reports
+from harness.demo.shared import slug, write_reports
 from harness.core.files import write_json_atomic, write_text_atomic
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.demo.common import slug, write_reports
+from harness.demo.shared import slug, write_reports
 from harness.core.files import atomic_writer, write_json_atomic
 
 VARIANTS: list[tuple[str, dict]] = [

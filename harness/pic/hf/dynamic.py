@@ -16,7 +16,7 @@ from transformers.cache_utils import DynamicLayer
 
 from harness.core.errors import UsageError
 from harness.models.hf_cache import cache_keyword, given_cache
-from harness.pic.hf.plan import Plan
+from harness.pic.hf.call_positions import Plan
 from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.hf.rope import rotate, unrotate
 from harness.pic.inference import Inference

@@ -13,7 +13,7 @@ from torch import nn
 
 from harness.models.hf_cache import given_cache
 from harness.pic.hf.rope_layout import RopeLayout
-from harness.pic.hf.plan import PLAN_KWARG, Plan
+from harness.pic.hf.call_positions import PLAN_KWARG, Plan
 from harness.pic.inference import Inference
 
 

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 from harness.data import haystacks
 from harness.data.depth import depth_fields
-from harness.tasks.lch_ruler.catalogue import DEPTHS
+from harness.tasks.lch_ruler.definitions import DEPTHS
 
 LAYER = "data"  # harness/devtools/layers.py
 

@@ -16,7 +16,7 @@ from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import source_fingerprint
-from harness.tasks.lch_ruler.catalogue import GENERATOR_VERSION, TASKS
+from harness.tasks.lch_ruler.definitions import GENERATOR_VERSION, TASKS
 
 LAYER = "data"  # harness/devtools/layers.py
 

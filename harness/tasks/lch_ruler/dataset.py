@@ -15,7 +15,7 @@ from harness.data.prompt_tokens import PromptCounter, PromptOptions
 from harness.tasks.lch_ruler import fitting
 from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
 from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, rows_lock, write_rows
-from harness.tasks.lch_ruler.catalogue import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
+from harness.tasks.lch_ruler.definitions import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option

@@ -16,14 +16,14 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 class RulerTask(DepthScores, PerLengthTask):
-    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.catalogue.TASKS`.
+    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.definitions.TASKS`.
     The ``niah_*`` tasks also score each needle-depth bucket at each length (:mod:`harness.tasks.depth`)."""
 
     OPTIONS = RulerOptions
     KEYED_OPTIONS = True  # its samples are cached under a key derived from RulerOptions' declaration
 
     def configure(self, config: dict) -> None:
-        from harness.tasks.lch_ruler.catalogue import TASKS
+        from harness.tasks.lch_ruler.definitions import TASKS
 
         name = self.options.ruler_task
         if name not in TASKS:

@@ -1,4 +1,4 @@
-"""The catalogue of RULER's 13 tasks: each one's builder kind and parameters, generation budget (docs/formulas.md
+"""The definitions of RULER's 13 tasks: each one's builder kind and parameters, generation budget (docs/formulas.md
 §6) and scoring rule. Pure data: the task classes read budgets and metrics from :data:`TASKS` without generating."""
 
 from __future__ import annotations
