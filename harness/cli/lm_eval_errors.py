@@ -47,16 +47,16 @@ def checked(func: Callable[[Namespace], Any]) -> Callable[[Namespace], Any]:
         from harness.core.errors import LchError, debug_enabled
 
         try:
-            from harness.core.incomplete import raise_if_incomplete
+            from harness.core.incomplete import collecting, raise_if_incomplete
             from harness.plugin.lm_eval_flags import cli_run_settings
             from harness.plugin.preflight import check_cli_run, check_destinations, command_line_run, task_index_for
 
             check_destinations(getattr(args, "output_path", None))  # before the run, not after it
             check_cli_run(args)  # lm-eval's own flags, before it indexes its tasks
             _, tasks, include_path = cli_run_settings(args)
-            with command_line_run(), task_index_for(tasks, include_path):
+            with command_line_run(), collecting() as incomplete, task_index_for(tasks, include_path):
                 done = func(args)
-            raise_if_incomplete()  # results written, a metric asked for missing: the command fails
+            raise_if_incomplete(incomplete)  # results written, a metric asked for missing: the command fails
             return done
         except Exception as err:
             from harness.cli import _close_progress_bars

@@ -4,8 +4,10 @@ tokens; requests answered from the response cache (``--use_cache``) are not coun
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+import contextlib
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator
 
 UNKNOWN_TASK = "(no task)"  # a request lm-eval built outside a task (none of ours)
 
@@ -39,16 +41,38 @@ class JudgeCost:
     completion_tokens: int | None = 0
 
 
-_tasks: dict[str, TaskCost] = {}
-_judge = JudgeCost()
+@dataclass
+class RunCost:
+    """What one run has cost so far: each task's share and the judge's."""
+
+    tasks: dict[str, TaskCost] = field(default_factory=dict)
+    judge: JudgeCost = field(default_factory=JudgeCost)
+
+
+_CURRENT: ContextVar[RunCost | None] = ContextVar("lch_run_cost", default=None)
+
+
+@contextlib.contextmanager
+def gathering() -> Iterator[RunCost]:
+    """Within it, engine calls and judge requests are recorded into the :class:`RunCost` it yields (outside any run,
+    nothing is recorded)."""
+    cost = RunCost()
+    token = _CURRENT.set(cost)
+    try:
+        yield cost
+    finally:
+        _CURRENT.reset(token)
 
 
 def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: float) -> None:
     """One engine call: ``(task, prompt, generated, scored tokens)`` per computed request, and the call's seconds."""
+    run = _CURRENT.get()
+    if run is None:
+        return
     rows = list(rows)
     weight = sum(p + g for _, p, g, _ in rows)
     for task, prompt, generated, scored in rows:
-        cost = _tasks.setdefault(task or UNKNOWN_TASK, TaskCost())
+        cost = run.tasks.setdefault(task or UNKNOWN_TASK, TaskCost())
         cost.requests += 1
         cost.prompt_tokens += prompt
         cost.generated_tokens += generated
@@ -60,17 +84,12 @@ def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: f
 
 def record_judge(prompt_tokens: int | None, completion_tokens: int | None) -> None:
     """One judge request answered by the server (not from the judge cache), with the usage it reported."""
-    _judge.requests += 1
-    _judge.prompt_tokens = None if _judge.prompt_tokens is None or prompt_tokens is None else \
-        _judge.prompt_tokens + prompt_tokens
-    _judge.completion_tokens = None if _judge.completion_tokens is None or completion_tokens is None else \
-        _judge.completion_tokens + completion_tokens
-
-
-def take_costs() -> tuple[dict[str, TaskCost], JudgeCost]:
-    """What was recorded since the last call (then cleared): each task's cost and the judge's."""
-    global _judge
-    tasks, judge = dict(_tasks), _judge
-    _tasks.clear()
-    _judge = JudgeCost()
-    return tasks, judge
+    run = _CURRENT.get()
+    if run is None:
+        return
+    judge = run.judge
+    judge.requests += 1
+    judge.prompt_tokens = None if judge.prompt_tokens is None or prompt_tokens is None else \
+        judge.prompt_tokens + prompt_tokens
+    judge.completion_tokens = None if judge.completion_tokens is None or completion_tokens is None else \
+        judge.completion_tokens + completion_tokens

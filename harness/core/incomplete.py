@@ -1,32 +1,41 @@
-"""Metrics a run could not compute because a service (a judge server) failed: queued until the command, once its
-results are written, ends with one ``lch: error:`` line and exit 2."""
+"""Metrics a run could not compute because a service (a judge server) failed: collected while a command runs
+(:func:`collecting`), which, once its results are written, ends with one ``lch: error:`` line and exit 2."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from contextvars import ContextVar
+from typing import Iterator
 
 log = logging.getLogger(__name__)
 
-_incomplete: list[str] = []  # what a run of this process could not compute for a failed service (report_incomplete)
+_CURRENT: ContextVar[list[str] | None] = ContextVar("lch_incomplete", default=None)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[str]]:
+    """Within it, :func:`report_incomplete`'s messages go to the list it yields."""
+    found: list[str] = []
+    token = _CURRENT.set(found)
+    try:
+        yield found
+    finally:
+        _CURRENT.reset(token)
 
 
 def report_incomplete(message: str) -> None:
-    """Queue ``message``: the current run could not compute a metric because a service failed it."""
+    """Warn with ``message`` (the current run could not compute a metric because a service failed it) and collect it
+    for the command running the run, if one collects."""
     log.warning("%s", message)
-    _incomplete.append(message)
+    found = _CURRENT.get()
+    if found is not None:
+        found.append(message)
 
 
-def take_incomplete() -> list[str]:
-    """The messages of :func:`report_incomplete` since the last call (emptied)."""
-    found = list(_incomplete)
-    _incomplete.clear()
-    return found
-
-
-def raise_if_incomplete() -> None:
-    """:class:`~harness.core.errors.IncompleteError` with what :func:`report_incomplete` queued, if anything."""
-    failed = take_incomplete()
-    if failed:
+def raise_if_incomplete(found: list[str]) -> None:
+    """:class:`~harness.core.errors.IncompleteError` with the messages ``found`` (:func:`collecting`), if any."""
+    if found:
         from harness.core.errors import IncompleteError
 
-        raise IncompleteError("; ".join(failed))
+        raise IncompleteError("; ".join(found))

@@ -8,6 +8,7 @@ import logging
 import math
 
 from harness.core import results as keys
+from harness.core.costs import RunCost
 from harness.metrics.support import results_cautions
 
 log = logging.getLogger(__name__)
@@ -248,16 +249,15 @@ def record_scored(results: dict) -> dict[str, dict[str, dict]]:
     return scored
 
 
-def record_cost(results: dict, wall_seconds: float) -> dict:
+def record_cost(results: dict, wall_seconds: float, run: RunCost) -> dict:
     """The run's cost under :data:`harness.core.results.COST`: wall time, device and its peak memory, each task's
     requests, tokens, seconds and tokens per second (:mod:`harness.core.costs`; a data-parallel run: the first
     process's share), and the judge's requests and tokens."""
     from dataclasses import asdict
 
-    from harness.core.costs import take_costs
     from harness.models.device_info import device_name, peak_memory
 
-    tasks, judge = take_costs()
+    tasks, judge = run.tasks, run.judge
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     device = (config.get(keys.RUN) or {}).get("device") or config.get("device")
     device = str(device) if device else None

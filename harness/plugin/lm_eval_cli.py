@@ -7,7 +7,7 @@ import contextlib
 import sys
 from typing import Any
 
-from harness.core.incomplete import raise_if_incomplete
+from harness.core.incomplete import collecting, raise_if_incomplete
 from harness.plugin.activation import activate
 from harness.plugin.lm_eval_flags import check_json_args
 from harness.plugin.preflight import (as_dict, check_cli_run, check_destinations, command_line_run, preflight,
@@ -71,7 +71,7 @@ def run_lm_eval(argv: list[str]) -> None:
     saved_argv = sys.argv
     sys.argv = ["lm-eval", *argv]
     try:
-        with command_line_run():
+        with command_line_run(), collecting() as incomplete:
             cli, args = parse_command_line(argv)
             index_scope: Any = contextlib.nullcontext()
             if getattr(args, "model", None) is not None or getattr(args, "tasks", None):
@@ -86,7 +86,7 @@ def run_lm_eval(argv: list[str]) -> None:
                 cli.execute(args)
     finally:
         sys.argv = saved_argv
-    raise_if_incomplete()  # the results are written; a metric asked for is missing: the command fails
+    raise_if_incomplete(incomplete)  # the results are written; a metric asked for is missing: the command fails
 
 
 def parse_command_line(argv: list[str]) -> tuple[Any, Any]:

@@ -261,27 +261,23 @@ def after_evaluator_import(evaluator_module: Any) -> None:
         # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
         metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
         preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
-        from harness.core.incomplete import take_incomplete
-
-        take_incomplete()  # what an earlier run of this process left unsaid is not this run's
         import time
 
-        from harness.core.costs import take_costs
+        from harness.core.costs import gathering
         from harness.core.run_record import asking_chat_template
         from harness.models.device_info import reset_peak_memory
 
-        take_costs()  # nor is what it cost
         reset_peak_memory()
         start = time.perf_counter()
-        with quiet_git_lookup(evaluator_module), asking_chat_template(bound.get("apply_chat_template")), \
-                task_index_for(tasks, task_manager=manager):
+        with gathering() as cost, quiet_git_lookup(evaluator_module), \
+                asking_chat_template(bound.get("apply_chat_template")), task_index_for(tasks, task_manager=manager):
             results = original(*args, **kwargs)
         if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
             # lm-eval has no hook after aggregation; its callers write this object as the results file
             from harness.plugin.finish_results import finish_results, record_cost
 
             finish_results(results)
-            record_cost(results, time.perf_counter() - start)
+            record_cost(results, time.perf_counter() - start, cost)
             invocation = invocation_of(bound, metadata, manager)
             if invocation is not None:
                 results[keys.INVOCATION] = invocation.as_json()
