@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 from harness.data.documents import MissingDataError, load_documents
 from harness.core.errors import UsageError
@@ -141,21 +142,42 @@ def _synthetic_qa(n: int = 1000) -> QACorpus:
     return _corpus(pairs)
 
 
+def _squad_hub_pairs(rows: list[dict]) -> list[tuple[str, list[str], list[str]]]:
+    """HF SQuAD v2 rows are flat: one question per row, answers as ``{"text": [...]}``."""
+    return [(r["question"], list(r["answers"]["text"]), [r["context"]]) for r in rows if r["answers"]["text"]]
+
+
+@dataclass(frozen=True)
+class QaSource:
+    """A QA corpus RULER's qa tasks read: its HF dataset ``(name, config, split)``, the official file's rows as
+    ``(question, answers, gold documents)`` pairs, and the HF rows'."""
+
+    hub: tuple[str, str | None, str]
+    official: Callable[[Any], list[tuple[str, list[str], list[str]]]]
+    hub_rows: Callable[[list[dict]], list[tuple[str, list[str], list[str]]]]
+
+
+# the qa tasks' corpora, by the option (and TaskSpec ``dataset``) that names each one's file
+QA_SOURCES = {
+    "squad": QaSource(SQUAD_HF, lambda raw: _squad_pairs(raw["data"]), _squad_hub_pairs),
+    "hotpotqa": QaSource(HOTPOT_HF, _hotpot_pairs, _hotpot_pairs),
+}
+
+
 @lru_cache(maxsize=4)
 def load_qa(dataset: str, source: str | None = None) -> QACorpus:
-    """``dataset`` = ``squad`` or ``hotpotqa``; ``source`` = local official JSON, ``synthetic`` or None (HF)."""
-    if dataset not in ("squad", "hotpotqa"):
-        raise UsageError(f"RULER QA dataset {dataset!r} is unknown; allowed: squad, hotpotqa")
+    """``dataset``: a key of :data:`QA_SOURCES`; ``source`` = local official JSON, ``synthetic`` or None (HF)."""
+    if dataset not in QA_SOURCES:
+        raise UsageError(f"RULER QA dataset {dataset!r} is unknown; allowed: {', '.join(QA_SOURCES)}")
     if source == SYNTHETIC:
         return _synthetic_qa()
-    to_pairs = _squad_pairs if dataset == "squad" else _hotpot_pairs
+    spec = QA_SOURCES[dataset]
     if source:
         path = Path(source).expanduser()
         if not path.is_file():
             raise MissingDataError(f"RULER {dataset}: {path} does not exist; put the official dev JSON there")
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        return _corpus(to_pairs(raw["data"] if dataset == "squad" else raw))
-    name, config, split = SQUAD_HF if dataset == "squad" else HOTPOT_HF
+        return _corpus(spec.official(json.loads(path.read_text(encoding="utf-8"))))
+    name, config, split = spec.hub
     try:
         import datasets
 
@@ -164,7 +186,4 @@ def load_qa(dataset: str, source: str | None = None) -> QACorpus:
         raise MissingDataError(
             f"RULER {dataset}: HF {name} is not in the HF cache ({type(err).__name__}); download it or pass "
             f"--metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'") from err
-    if dataset == "squad":  # HF rows are flat: one question per row, answers as {"text": [...]}
-        pairs = [(r["question"], list(r["answers"]["text"]), [r["context"]]) for r in rows if r["answers"]["text"]]
-        return _corpus(pairs)
-    return _corpus(to_pairs(rows))
+    return _corpus(spec.hub_rows(rows))

@@ -61,7 +61,7 @@ class RulerOptions(PromptOptions):
         if spec is None:
             return set()
         out = set() if spec.params.get("haystack") == "essay" else {"essays"}
-        return out | ({"squad", "hotpotqa"} - ({spec.params["dataset"]} if spec.kind == "qa" else set()))
+        return out | (set(haystacks.QA_SOURCES) - ({spec.params["dataset"]} if spec.kind == "qa" else set()))
 
     def inputs(self) -> list[Input]:
         """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
@@ -78,7 +78,7 @@ class RulerOptions(PromptOptions):
             key = spec.params["dataset"]
             value = getattr(self, key)
             if value != haystacks.SYNTHETIC:
-                hub = (haystacks.SQUAD_HF if key == "squad" else haystacks.HOTPOT_HF)[0]
+                hub = haystacks.QA_SOURCES[key].hub[0]
                 found.append(Input(key, value or hub, "path" if value else "hf_dataset",
                                    f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a "
                                    "smoke run)"))
@@ -187,7 +187,7 @@ def _check_reached(options: RulerOptions, length: int, target: int, builders: li
     task = str(options.ruler_task)
     reach = max(tokens for _, tokens in short)
     spec = TASKS[task]
-    source = next((f"{key}={getattr(options, key)}" for key in ("squad", "hotpotqa")
+    source = next((f"{key}={getattr(options, key)}" for key in haystacks.QA_SOURCES
                    if spec.params.get("dataset") == key), f"essays={options.essays}")
     raise SourceTooShortError(f"RULER {task} at length {length}: its source ({source}) reaches only {reach} prompt "
                               f"tokens of the {target} asked; give a larger source (the official dev JSON) or lengths "
