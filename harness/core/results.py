@@ -18,6 +18,6 @@ SCORED = "lch_scored"  # {task: {"<metric>,<filter>": {"n", "digest"}}}: the doc
 # in ``configs.<task>.metadata`` (each task of ours: tasks/base.py)
 CONFIGURATION = "lch_configuration"  # what the task measured with, compared by every report
 METRIC_ROLES = "lch_metric_roles"  # {metric: perplexity | bookkeeping | score} (metrics/catalogue.py)
-METRIC_POOLING = "lch_metric_pooling"  # {metric: mean | pooled | pooled_exp | sum | null}: its aggregation's
+METRIC_POOLING = "lch_metric_pooling"  # {metric: its aggregation's pooling, metrics/pooling.py: POOLINGS}
 SUPPORT = "lch_support"  # what each metric rests on (metrics/support.py)
 AGGREGATED = "lch_aggregated"  # while aggregating: {metric: {"n", "stderr"}}, dropped before the results are written

@@ -9,7 +9,8 @@ import json
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-RULES = ("mean", "pooled", "pooled_exp")
+from harness.metrics.pooling import RULES
+
 REL_TOL = 1e-9
 
 

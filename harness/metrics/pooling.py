@@ -10,8 +10,10 @@ from typing import Callable, Iterable, Sequence, TypeVar
 F = TypeVar("F", bound=Callable)
 POOLING = "pooling"  # the attribute an aggregation declares its pooling under
 # how per-document values pool over any subset of documents: a mean, sum / count over (sum, count) pairs, exp of it
-# (a perplexity from summed NLLs), a sum (counts); None: not over documents (corpus-level, weighted across categories)
-POOLINGS = ("mean", "pooled", "pooled_exp", "sum", None)
+# (a perplexity from summed NLLs): the rules a score is recomputed by on a subset; a sum (counts); None: not over
+# documents (corpus-level, weighted across categories)
+RULES = ("mean", "pooled", "pooled_exp")
+POOLINGS = (*RULES, "sum", None)
 
 
 def pools_as(rule: str | None) -> Callable[[F], F]:

@@ -375,3 +375,19 @@ def test_our_runs_outside_a_git_checkout_print_no_git_error_and_others_keep_lm_e
                                    "LCH_LM_EVAL_PLUGIN": switch})
         assert done.returncode == 0 and done.stdout.split() == ["True", "None", "True"], done.stderr
         assert "not a git repository" not in done.stderr
+
+
+def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
+    """A release without ``lm_eval.tasks._index`` indexes our folder through a ``TaskManager`` told to index nothing
+    else, with the same names; one without ``lm_eval._cli`` refuses ``lch eval`` in one line."""
+    from harness.core.errors import UsageError
+
+    names = set(plugin.index_folders([plugin.tasks_path()]))
+    groups = {n for n, e in plugin.index_folders([plugin.tasks_path()]).items() if plugin.is_group(e)}
+    assert {"ppl_govreport", "longppl_govreport"} <= names and "lch_ruler" in groups and "ppl_govreport" not in groups
+    monkeypatch.setitem(sys.modules, "lm_eval.tasks._index", None)  # import of it raises ImportError
+    assert set(plugin.index_folders([plugin.tasks_path()])) == names
+    monkeypatch.setitem(sys.modules, "lm_eval._cli", None)
+    with pytest.raises(UsageError, match=r"^this lm-eval \(.*\) has no `lm-eval run` command line; install "
+                                         r"lm-eval>=0.4.13$"):
+        plugin.harness_cli()
