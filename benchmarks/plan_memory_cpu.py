@@ -58,6 +58,11 @@ def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, ou
         env = ensure_vllm_env(log=lambda line: print(line, file=sys.stderr))
         # this checkout's code even where another checkout installed itself into the vLLM environment since
         lch, environ = env.command(), env.environ({**os.environ, "PYTHONPATH": str(ROOT)})
+    elif engine == "vllm-pic":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from vllm_cuda import Engines
+
+        lch, environ = [str(BIN / "lch")], Engines.local_environ()
     else:
         lch, environ = [str(BIN / "lch")], None
     ran = out.with_suffix(".run.json")  # the run's row: a later --work of the same folder plans it again only

@@ -100,13 +100,23 @@ class Engines:
 
     def lch(self, engine: str, *args: str) -> tuple[list[str], dict]:
         if engine == "hf" or self.local_vllm:
-            return [sys.executable, "-m", "harness.cli", *args], dict(os.environ)
+            return [sys.executable, "-m", "harness.cli", *args], self.local_environ()
         return self.env.command(*args), self.env.environ()
 
     def python(self) -> tuple[str, dict]:
         if self.local_vllm:
-            return sys.executable, dict(os.environ)
+            return sys.executable, self.local_environ()
         return str(self.env.python), self.env.environ()
+
+    @staticmethod
+    def local_environ() -> dict:
+        """This process's environment; where FlashInfer is not installed (the wheels a lent GPU machine is carried,
+        vllm_cuda_wheels.txt) vLLM's sampler is told not to import it: vLLM 0.26's GPU model runner does, and on an
+        H200 on 2026-11-28 every engine, bare vLLM too, stopped there with ``No module named 'flashinfer'``."""
+        environ = dict(os.environ)
+        if importlib.util.find_spec("flashinfer") is None:
+            environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        return environ
 
 
 def timed(command: list[str], environ: dict, log: Path | None = None) -> tuple[int, float, list[str]]:
