@@ -32,6 +32,8 @@ from harness.core.errors import (
 
 EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
+# commands whose arguments are lm-eval's (plan: and a few of ours), dispatched before argparse
+BEFORE_ARGPARSE = {"eval": evaluate.run_eval, "plan": plan.run_plan}
 COMMANDS = (evaluate, plan, rerun, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
@@ -192,10 +194,8 @@ def _run(argv: list[str]) -> int:
     from harness.core.cache import check_folder_variables
 
     check_folder_variables()  # a cache variable naming a file fails here, in a second, for every command
-    if argv and argv[0] == "eval":  # every other argument is lm-eval's
-        return evaluate.run_eval(argv[1:])
-    if argv and argv[0] == "plan":  # lm-eval's flags, and two of ours
-        return plan.run_plan(argv[1:])
+    if argv and argv[0] in BEFORE_ARGPARSE:
+        return BEFORE_ARGPARSE[argv[0]](argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:

@@ -21,7 +21,6 @@ def run_vllm_env(args: argparse.Namespace) -> int:
 
     from harness.engines.vllm_pic.env import ensure_vllm_env
 
-    env = ensure_vllm_env(Path(args.root).expanduser() if args.root else None,
-                          log=lambda msg: print(msg, file=sys.stderr))
-    print(env.root)
+    print(ensure_vllm_env(Path(args.root).expanduser() if args.root else None,
+                          log=lambda msg: print(msg, file=sys.stderr)).root)
     return 0

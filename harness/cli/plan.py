@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import UsageError
+
 # ours, taken out before lm-eval's parser reads the rest (True: the flag takes a value)
 OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True, "--memory": True}
 
@@ -23,8 +25,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
     """``(our flags, lm-eval's arguments)`` of an ``lch plan`` command line."""
-    from harness.core.errors import UsageError
-
     own: dict[str, str | bool] = {}
     rest: list[str] = []
     args = iter(argv)
@@ -45,7 +45,6 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
 
 def plan_settings(argv: list[str]) -> Any:
     """The :class:`harness.plan.make.RunSettings` of an ``lch eval`` command line, its flags checked as there."""
-    from harness.core.errors import UsageError
     from harness.plan.make import RunSettings
     from harness.plugin.activation import activate
     from harness.plugin.lm_eval_cli import parse_command_line
@@ -71,7 +70,6 @@ def plan_settings(argv: list[str]) -> Any:
 
 
 def run_plan(argv: list[str]) -> int:
-    from harness.core.errors import UsageError
     from harness.plan.devices import parse_memory
     from harness.plan.make import make_plan
     from harness.plan.report import plan_text, plan_json
@@ -95,8 +93,7 @@ def run_plan(argv: list[str]) -> int:
             raise UsageError(f"lch plan --against plans the run its results file recorded: leave out {rest[0]} "
                              "(the run's own flags are used)")
         return run_against(against, bool(own.get("--calibrate")), out if isinstance(out, str) else None)
-    memory = own.get("--memory")
-    device = parse_memory(memory) if isinstance(memory, str) else None
+    device = parse_memory(own["--memory"]) if "--memory" in own else None
     run = plan_settings(rest)
     plan = make_plan(run, device)
     throughput, source = estimate_source(run, plan, bool(own.get("--calibrate")))
@@ -119,7 +116,6 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
     import os
 
     from harness.core import results as keys
-    from harness.core.errors import UsageError
     from harness.core.invocation import Invocation
     from harness.plan.make import make_plan, settings_of
     from harness.plan.report import against_rows, against_text, memory_against, plan_json
@@ -161,8 +157,7 @@ def estimate_source(run, plan, calibrate: bool):
         keys = parse_options(ModelKeys, {**run.model_args, **run.metadata})
         lengths = tp.calibration_lengths(totals(plan.cells)["longest_prompt"], model_max_length(keys))
         print(f"calibrating {run.model} at {lengths[0]} and {lengths[1]} prompt tokens ...", file=sys.stderr)
-        lm = tp.load_engine(run.model, run.model_args, setting["device"])
-        found, points = tp.calibrate(lm, lengths)
+        found, points = tp.calibrate(tp.load_engine(run.model, run.model_args, setting["device"]), lengths)
         tp.store(setting, found, points)
         return found, "measured now"
     found = tp.stored(setting)

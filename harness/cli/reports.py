@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from harness.core.errors import LchError, UsageError
 from harness.core.files import write_json_atomic, write_text_atomic
 from harness.core.options import MAX_SEED
 from harness.metrics.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, INTERVALS
-from harness.reporting.agreement import Tolerances
+from harness.reporting import agreement
 from harness.reporting.comparability import check_side_by_side, parse_allow
+from harness.reporting.runs import load_runs
 
 
 ALLOW_HELP = ("compare runs that differ in these run-record fields anyway (comma-separated, e.g. dtype for fp32 vs "
               "bf16; task_options: tasks run with other options); without it runs not run alike exit 3 before any "
               "verdict")
+ONE_TASK_EXAMPLES = {"depth": "lch_ruler_niah_single_1", "pic": "hellobench_htg or longbench_write"}
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +102,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     agree.add_argument("-o", "--output", help="write OUTPUT.md and OUTPUT.json (default: Markdown on stdout only)")
     agree.add_argument("--tokenizer", help="tokenizer for diverging tokens (default: run A's model; 'none': characters)")
     agree.add_argument("--allow", action="append", help=ALLOW_HELP)
-    defaults = Tolerances()
+    defaults = agreement.Tolerances()
     agree.add_argument("--min-exact-match", type=float, default=defaults.min_exact_match,
                        help=f"share of identical generations needed (default {defaults.min_exact_match:g})")
     agree.add_argument("--max-logprob-diff", type=float, default=defaults.max_logprob_diff,
@@ -139,7 +142,6 @@ def _agree_outputs(args: argparse.Namespace) -> list[str]:
 
 def run_leaderboard(args: argparse.Namespace) -> int:
     from harness.reporting.leaderboard import leaderboard, write_leaderboard
-    from harness.reporting.runs import load_runs
 
     runs, errors = load_runs(args.runs, on_error=args.on_error)
     for message in errors:
@@ -152,13 +154,10 @@ def run_leaderboard(args: argparse.Namespace) -> int:
 
 
 def run_regress(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from harness.reporting.baseline import (attach_samples, baseline_from_run, check_baseline, load_baseline,
                                             tolerance_words)
     from harness.reporting.gate_report import format_table, junit_error, junit_xml
     from harness.reporting.regress import compare, exit_code
-    from harness.reporting.runs import load_runs
 
     if args.junit and Path(args.junit).is_dir():  # found before anything runs: no report could be written there
         raise UsageError(f"--junit {args.junit} is a folder: give the path of the XML file to write")
@@ -193,10 +192,7 @@ def run_regress(args: argparse.Namespace) -> int:
 
 
 def run_correlate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from harness.reporting.correlate import matrix_markdown, paired_values, write_report
-    from harness.reporting.runs import load_runs
 
     out = Path(args.output)
     runs, _ = load_runs(args.runs)
@@ -220,15 +216,18 @@ def run_correlate(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from harness.reporting.pic_plot import pic_points_from_runs, pic_points_from_samples, pic_series, plot_pic
-    from harness.reporting.plots import context_curves, plot_context
+    from harness.reporting.pic_plot import pic_figure, pic_points_from_runs, pic_points_from_samples, pic_series
+    from harness.reporting.plots import context_curves, plot_context, save_png
     from harness.reporting.curves import declared_threshold
-    from harness.reporting.runs import load_runs
 
     allow = parse_allow(args.allow)
-    if args.kind == "context":
-        runs, _ = load_runs(args.runs)
+    task = args.task[0]
+    if args.kind != "context" and len(args.task) != 1:
+        raise UsageError(f"lch plot {args.kind} takes one --task (e.g. {ONE_TASK_EXAMPLES[args.kind]})")
+    if not (args.kind == "pic" and args.appendix_a):  # Appendix A reads the logged samples instead
+        runs = load_runs(args.runs)[0]
         check_side_by_side(runs, allow)
+    if args.kind == "context":
         curves = {task: context_curves(runs, task) for task in args.task}
         bars = {task: declared_threshold(runs[-1], task) for task in args.task}  # what the newest run declared
         path = plot_context(curves, args.output or "reports/context_length.png", bars)
@@ -236,29 +235,17 @@ def run_plot(args: argparse.Namespace) -> int:
             for label, points in by_label.items():
                 print(f"{task} | {label}: " + ", ".join(f"{p.name} {p.score:.4g}" for p in points))
     elif args.kind == "depth":
-        from harness.reporting.depth_plot import depth_grids, depth_table, plot_depth
+        from harness.reporting.depth_plot import depth_figure, depth_grids, depth_table
 
-        if len(args.task) != 1:
-            raise UsageError("lch plot depth takes one --task (e.g. lch_ruler_niah_single_1)")
-        task = args.task[0]
-        runs, _ = load_runs(args.runs)
-        check_side_by_side(runs, allow)
         grids = depth_grids(runs, task)
-        path = plot_depth(grids, task, args.output or f"reports/depth_{task}.png")
+        path = save_png(depth_figure(grids, task), args.output or f"reports/depth_{task}.png")
         print("\n".join(depth_table(task, grids)))
     else:
-        if len(args.task) != 1:
-            raise UsageError("lch plot pic takes one --task (e.g. hellobench_htg or longbench_write)")
-        task = args.task[0]
-        if args.appendix_a:
-            points = pic_points_from_samples(args.runs, task, args.threshold)
-        else:
-            runs = load_runs(args.runs)[0]
-            check_side_by_side(runs, allow)
-            points = pic_points_from_runs(runs, task, args.length_metric, args.quality_metric)
-        series = pic_series(points)
-        path = plot_pic(series, args.output or f"reports/pic_{task}.png", f"{task} {args.length_metric}",
-                        f"{task} {args.quality_metric}", "Appendix-A averages" if args.appendix_a else "")
+        series = pic_series(pic_points_from_samples(args.runs, task, args.threshold) if args.appendix_a else
+                            pic_points_from_runs(runs, task, args.length_metric, args.quality_metric))
+        title = "Appendix-A averages" if args.appendix_a else ""
+        path = save_png(pic_figure(series, f"{task} {args.length_metric}", f"{task} {args.quality_metric}", title),
+                        args.output or f"reports/pic_{task}.png")
         for base, by_method in series.items():
             for method, lines in by_method.items():
                 for variant, line in lines.items():
@@ -269,45 +256,38 @@ def run_plot(args: argparse.Namespace) -> int:
 
 
 def run_agree(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from harness.reporting.agreement import agreement, to_json, to_markdown
-
-    tolerances = Tolerances(args.min_exact_match, args.max_logprob_diff, args.max_rel_diff)
+    tolerances = agreement.Tolerances(args.min_exact_match, args.max_logprob_diff, args.max_rel_diff)
     allow = parse_allow(args.allow)  # before the tokenizer loads
-    report = agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a), allow)
-    markdown = to_markdown(report)
-    if args.output:
-        for suffix, text in ((".md", markdown), (".json", to_json(report))):
-            write_text_atomic(Path(args.output + suffix), text)
-    print(markdown, end="")
+    report = agreement.agreement(args.run_a, args.run_b, tolerances, _diff_tokenizer(args.tokenizer, args.run_a), allow)
+    _write_report(args.output, report, agreement)
     return 0 if report["agrees"] else 1
 
 
 def run_template_effect(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from harness.reporting.template_effect import template_effect, to_json, to_markdown
+    from harness.reporting import template_effect
 
     if not 1 <= args.resamples <= 1_000_000:
         raise UsageError(f"--resamples {args.resamples}: give a count from 1 to 1000000 (default {DEFAULT_RESAMPLES})")
     if not 0 <= args.seed <= MAX_SEED:
         raise UsageError(f"--seed {args.seed}: give a seed from 0 to {MAX_SEED}")
-    report = template_effect(args.run_raw, args.run_chat, parse_allow(args.allow), resamples=args.resamples,
-                             seed=args.seed, interval=args.interval)
-    markdown = to_markdown(report)
-    if args.output:
-        for suffix, text in ((".md", markdown), (".json", to_json(report))):
-            write_text_atomic(Path(args.output + suffix), text)
-    print(markdown, end="")
+    report = template_effect.template_effect(args.run_raw, args.run_chat, parse_allow(args.allow),
+                                             resamples=args.resamples, seed=args.seed, interval=args.interval)
+    _write_report(args.output, report, template_effect)
     return 0
+
+
+def _write_report(output: str | None, report: dict, module) -> None:
+    """The report's Markdown on stdout, and ``OUTPUT.md`` / ``OUTPUT.json`` by ``module``'s writers when ``output``."""
+    markdown = module.to_markdown(report)
+    if output:
+        for suffix, text in ((".md", markdown), (".json", module.to_json(report))):
+            write_text_atomic(Path(output + suffix), text)
+    print(markdown, end="")
 
 
 def _diff_tokenizer(name: str | None, run: str):
     """The tokenizer that locates diverging tokens: ``name``, else run A's model's; None for characters."""
-    from harness.reporting.agreement import model_tokenizer_name
-
-    name = name or model_tokenizer_name(run)
+    name = name or agreement.model_tokenizer_name(run)
     if not name or name == "none":
         return None
     from harness.data.prompt_tokens import load_tokenizer

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from harness.core.errors import UsageError
+
 
 def add(sub: argparse._SubParsersAction) -> None:
     rerun = sub.add_parser("rerun", help="make a result again from its results file and compare it with the original "
@@ -22,7 +24,6 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def parse_sets(values: list[str]) -> dict[str, object]:
     """``--set key=value`` pairs as model args (values typed as lm-eval types model args)."""
-    from harness.core.errors import UsageError
     from harness.plugin.preflight import as_dict
 
     out: dict[str, object] = {}
@@ -37,7 +38,6 @@ def run_rerun(args: argparse.Namespace) -> int:
     from harness.plugin.activation import activate
     from harness.reporting.comparability import parse_allow
     from harness.rerun.environment import CHECKED
-    from harness.core.errors import UsageError
     from harness.rerun.reproduce import rerun, summary
 
     allow = parse_allow(args.allow)

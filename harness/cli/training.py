@@ -6,33 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.options import add_options, given_options
 from harness.core.errors import DataFormatError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    from harness.cli.options import add_options
     from harness.compressor.config import CompressorConfig, TrainSettings
-
-    add_train(sub)
-    trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor",
-                             description="Unset options take the EPL paper's values (Table 8; L 510, |M| 102, LoRA 128/256) "
-                                         "or, with --init, the checkpoint's.")
-    trainer.add_argument("--base", required=True, help="base HF model (name or folder)")
-    trainer.add_argument("--output", required=True, help="checkpoint folder to write")
-    trainer.add_argument("--init", help="checkpoint to start from (e.g. the pretrained one for fine-tuning)")
-    # the compressor's and the training's settings: flags generated from their dataclasses (defaults written there)
-    add_options(trainer, CompressorConfig)
-    add_options(trainer, TrainSettings)
-    trainer.add_argument("--data-files", help="pretraining texts (.jsonl/.json/.txt or folder); default synthetic")
-    trainer.add_argument("--text-field", default="text")
-    trainer.add_argument("--mrqa-data", help="fine-tuning data: an MRQA-format .jsonl file")
-    trainer.add_argument("--dtype", default="float32")
-    trainer.add_argument("--device", default="cpu")
-    trainer.set_defaults(handler=run)
-
-
-def add_train(sub: argparse._SubParsersAction) -> None:
-    from harness.cli.options import add_options
     from harness.train.config import RECIPE_HELP, config_class
 
     train = sub.add_parser("train", help="train a variant (pic-sft, sft, longce, lsm-reg, longrecipe) or merge",
@@ -53,15 +32,28 @@ def add_train(sub: argparse._SubParsersAction) -> None:
                        help="weights of the original and the tuned model (default 0.5 0.5)")
     merge.add_argument("--dtype", default="float32")
     merge.set_defaults(handler=run_merge)
+    trainer = sub.add_parser("train-compressor", help="pretrain (AE+LM) or fine-tune (QA) a soft-prompt compressor",
+                             description="Unset options take the EPL paper's values (Table 8; L 510, |M| 102, LoRA 128/256) "
+                                         "or, with --init, the checkpoint's.")
+    trainer.add_argument("--base", required=True, help="base HF model (name or folder)")
+    trainer.add_argument("--output", required=True, help="checkpoint folder to write")
+    trainer.add_argument("--init", help="checkpoint to start from (e.g. the pretrained one for fine-tuning)")
+    # the compressor's and the training's settings: flags generated from their dataclasses (defaults written there)
+    add_options(trainer, CompressorConfig)
+    add_options(trainer, TrainSettings)
+    trainer.add_argument("--data-files", help="pretraining texts (.jsonl/.json/.txt or folder); default synthetic")
+    trainer.add_argument("--text-field", default="text")
+    trainer.add_argument("--mrqa-data", help="fine-tuning data: an MRQA-format .jsonl file")
+    trainer.add_argument("--dtype", default="float32")
+    trainer.add_argument("--device", default="cpu")
+    trainer.set_defaults(handler=run)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from harness.cli.options import given_options
     from harness.train.config import TrainConfig, config_class
     from harness.train.trainer import train_recipe
 
-    cfg = TrainConfig.for_recipe(**given_options(config_class(args.recipe), args))
-    summary = train_recipe(cfg)
+    summary = train_recipe(TrainConfig.for_recipe(**given_options(config_class(args.recipe), args)))
     before, after = summary["heldout_loss_before"], summary["heldout_loss_after"]
     heldout = (f"held-out loss {before:.4f} -> {after:.4f}" if before is not None and after is not None else
                "held-out loss no number after training" if before is not None else "no held-out rows")
@@ -83,7 +75,6 @@ def run_merge(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.cli.options import given_options
     from harness.compressor.config import CompressorConfig, TrainSettings
     from harness.compressor.train import train_from_files
     from harness.tasks.mrqa.dataset import read_mrqa_jsonl

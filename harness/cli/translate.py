@@ -69,9 +69,8 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
     ``models``: :func:`given_models`; ``include_path``: the run's ``--include_path`` (for the closest task name)."""
     models = models or []
     message = " ".join(str(err).split())
-    if any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err)):
-        return _model_not_found(models)
-    if isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND):
+    if (any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err))
+            or (isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND))):
         return _model_not_found(models)
     if isinstance(err, json.JSONDecodeError):
         return DataFormatError(f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
@@ -99,8 +98,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         from harness.engines.registry import model_names
 
         return UsageError(f"{message} (our models: {', '.join(model_names())})")
-    engine_args = _engine_config_error(err)
-    if engine_args is not None:
+    if (engine_args := _engine_config_error(err)) is not None:
         return engine_args
     unexpected = re.search(r"got an unexpected keyword argument '(\w+)'", message)
     if isinstance(err, TypeError) and unexpected and "__init__" in message:

@@ -10,15 +10,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.core.errors import UsageError
 from harness.metrics.common_samples import scored_values
 from harness.metrics.paired import paired_test
 from harness.reporting.common import on_documents, pooling_rule
-from harness.reporting.comparability import SAME_MODEL, TASK_OPTIONS, check_comparable, check_task_configurations
-from harness.reporting.labels import name_from_results
-from harness.reporting.labels import model_args_of
+from harness.reporting.comparability import SAME_MODEL, check_comparable, check_task_options
+from harness.reporting.labels import model_args_of, name_from_results
 from harness.reporting.runs import RunError, cautions_of, declared, read_json
-from harness.reporting.samples import pair_docs, paired_values, read_samples, run_files, score_values
+from harness.reporting.samples import by_doc, common_tasks, pair_docs, paired_values, read_rows, run_files, score_values
 from harness.core.run_record import FIELDS, RunRecord
 from harness.core import results as keys
 
@@ -140,9 +138,8 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         kind = _kind(ra)
         if kind in ("generation", "generate_long"):
             ta, tb = (ra["text"], rb["text"]) if kind == "generate_long" else (ra, rb)
-            if ta == tb:
-                same += 1
-            else:
+            same += ta == tb
+            if ta != tb:
                 out.divergences.append(_divergence(a["doc_id"], ta, tb, tokenizer))
         elif kind == "token_logprobs":
             if ra["token_ids"] != rb["token_ids"]:
@@ -234,19 +231,13 @@ def agreement(run_a: str | Path, run_b: str | Path, tol: Tolerances = Tolerances
     results_b, files_b = run_files(run_b)
     data_a, data_b = read_json(results_a, RunError), read_json(results_b, RunError)
     check_comparable({"A": RunRecord.from_results(data_a), "B": RunRecord.from_results(data_b)}, SAME_MODEL, allow)
-    if TASK_OPTIONS not in set(allow):
-        check_task_configurations({"A": declared(data_a, keys.CONFIGURATION), "B": declared(data_b, keys.CONFIGURATION)},
-                                  override=f"--allow {TASK_OPTIONS}")
-    tasks = []
-    for task in sorted(set(files_a) & set(files_b)):
-        tasks.append(compare_task(task, read_samples(files_a[task]), read_samples(files_b[task]),
-                                  (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
-                                  tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {}),
-                                  (declared(data_a, keys.METRIC_POOLING).get(task),
-                                   declared(data_b, keys.METRIC_POOLING).get(task))))
-    if not tasks:
-        raise UsageError(f"{results_a.parent} and {results_b.parent} logged samples of no common task "
-                         f"({', '.join(sorted(files_a))} vs {', '.join(sorted(files_b))})")
+    check_task_options({"A": declared(data_a, keys.CONFIGURATION), "B": declared(data_b, keys.CONFIGURATION)}, allow)
+    tasks = [compare_task(task, by_doc(read_rows(files_a[task])), by_doc(read_rows(files_b[task])),
+                          (data_a.get("results") or {}).get(task, {}), (data_b.get("results") or {}).get(task, {}),
+                          tol, tokenizer, declared(data_a, keys.METRIC_ROLES).get(task, {}),
+                          (declared(data_a, keys.METRIC_POOLING).get(task),
+                           declared(data_b, keys.METRIC_POOLING).get(task)))
+             for task in common_tasks((results_a, results_b), (files_a, files_b))]
     return {"a": _describe(results_a, data_a), "b": _describe(results_b, data_b), "tolerances": asdict(tol),
             "allowed": sorted(allow), "tasks": tasks, "only_a": sorted(set(files_a) - set(files_b)), "only_b": sorted(set(files_b) - set(files_a)),
             "agrees": all(t.agrees for t in tasks)}

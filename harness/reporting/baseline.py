@@ -36,30 +36,29 @@ def load_baseline(path: str | Path) -> dict:
 
 def check_baseline(data: object, where: str) -> dict:
     """:func:`load_baseline`'s checks on content (``where``: its name in messages); made before writing one too."""
-    path = where
     metrics = data.get("metrics") if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not metrics:
-        raise BaselineError(f"{path}: no 'metrics' object")
+        raise BaselineError(f"{where}: no 'metrics' object")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
-        raise BaselineError(f"{path}: 'defaults' must be an object")
+        raise BaselineError(f"{where}: 'defaults' must be an object")
     for name, spec in [("defaults", defaults), *metrics.items()]:
         if name != "defaults":
             if not isinstance(spec, dict) or not number(spec.get("value")):
-                raise BaselineError(f"{path}: metric {name!r} needs a finite numeric 'value' (got "
+                raise BaselineError(f"{where}: metric {name!r} needs a finite numeric 'value' (got "
                                     f"{spec.get('value') if isinstance(spec, dict) else spec!r}); remake the baseline "
                                     "with --update-baseline")
             if not isinstance(spec.get("higher_is_better"), bool):
-                raise BaselineError(f"{path}: metric {name!r} needs 'higher_is_better' true or false (got "
+                raise BaselineError(f"{where}: metric {name!r} needs 'higher_is_better' true or false (got "
                                     f"{spec.get('higher_is_better')!r})")
             if spec.get("stderr") is not None and not (number(spec["stderr"]) and spec["stderr"] >= 0):
-                raise BaselineError(f"{path}: metric {name!r} has stderr {spec['stderr']!r}: give a finite number "
+                raise BaselineError(f"{where}: metric {name!r} has stderr {spec['stderr']!r}: give a finite number "
                                     ">= 0 or null")
             if SAMPLES in spec:
-                _check_samples(path, name, spec[SAMPLES])
+                _check_samples(where, name, spec[SAMPLES])
         for key in ("abs_tol", "rel_tol", "k"):
             if key in spec and not (number(spec[key]) and spec[key] >= 0):
-                raise BaselineError(f"{path}: {name} {key} is {spec[key]!r}: give a finite number >= 0")
+                raise BaselineError(f"{where}: {name} {key} is {spec[key]!r}: give a finite number >= 0")
     return data
 
 

@@ -18,7 +18,7 @@ from harness.metrics.context_length import is_curve_caution
 from harness.metrics.support import is_support_caution, task_cautions
 from harness.metrics.common_samples import (RULES, doc_value, group_leaves, group_value, mean_stderr, pooled_value,
                                              reproduces, rule_of, scored_values)
-from harness.reporting.runs import Run
+from harness.reporting.runs import Run, count_of
 from harness.reporting.samples import read_rows, samples_files
 
 # counts in the results of what a run left unscored: runs that differ in them scored other samples
@@ -28,16 +28,11 @@ COMMON_FLAG = "lch leaderboard --common"
 Docs = dict[Any, Any]  # doc_id -> value (a number or a (sum, count) pair): one metric's logged values
 
 
-def _differing(signatures: dict[int, Any]) -> bool:
-    return len(set(signatures.values())) > 1
-
-
 def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
     """``{a run's results file: [caution]}``: per task whose runs scored different documents (``lch_scored``, else the
     counts of what they left unscored), one sentence naming the metrics and their range of documents."""
     out: dict[Path, list[str]] = {}
-    tasks = sorted({task for run in runs for task in run.samples} | {task for run in runs for task in run.scored})
-    for task in tasks:
+    for task in sorted({task for run in runs for task in [*run.samples, *run.scored]}):
         holders = [i for i, run in enumerate(runs) if task in run.samples or task in run.scored]
         if len(holders) < 2:
             continue
@@ -46,11 +41,11 @@ def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
         for key in sorted({k for i in recorded for k in runs[i].scored[task]}):
             signatures = {i: (int(runs[i].scored[task].get(key, {}).get("n", 0)),
                               str(runs[i].scored[task].get(key, {}).get("digest", ""))) for i in recorded}
-            if _differing(signatures):
+            if len(set(signatures.values())) > 1:
                 differ[_name(key)] = [n for n, _ in signatures.values()]
         for count in UNSCORED_COUNTS:
             values = {i: runs[i].metrics[f"{task}/{count}"] for i in holders if f"{task}/{count}" in runs[i].metrics}
-            if len(values) > 1 and _differing(values):
+            if len(set(values.values())) > 1:
                 differ[count] = [int(v) for v in values.values()]
         if not differ:
             continue
@@ -72,15 +67,14 @@ def _differences(differ: dict[str, list[int]]) -> str:
     return "; ".join(parts)
 
 
+def _is_bookkeeping(name: str) -> bool:
+    return metric_role(name.partition(",")[0]) == "bookkeeping"
+
+
 def _name(key: str) -> str:
     """A results key ``<metric>,<filter>`` as the board names the metric (filter ``none`` dropped)."""
     metric, _, flt = key.partition(",")
     return metric if flt in ("", "none") else key
-
-
-def _count_name(name: str) -> str:
-    """``n_<metric>`` of a metric name (``score,strict`` -> ``n_score,strict``)."""
-    return f"{COUNT_PREFIX}{name}"
 
 
 def logged_values(run: Run) -> dict[str, dict[str, Docs]]:
@@ -126,33 +120,26 @@ def on_common_samples(runs: list[Run]) -> CommonSamples:
     left_out: dict[str, set[str]] = {}  # reason -> metrics
     for task in sorted({t for values in logged for t in values}):
         holders = [i for i, values in enumerate(logged) if task in values]
-        for name in sorted({m for i in holders for m in logged[i][task]}):
-            if metric_role(name.partition(",")[0]) == "bookkeeping":
-                continue
+        for name in sorted({m for i in holders for m in logged[i][task] if not _is_bookkeeping(m)}):
             full = f"{task}/{name}"
             reason = _recompute(full, [(i, runs[i], logged[i][task].get(name, {})) for i in holders], out)
             if reason:
                 left_out.setdefault(reason, set()).add(full)
     for i, run in enumerate(runs):
         for group in run.subtasks:
-            for full in [m for m in run.metrics if m.split("/", 1)[0] == group]:
-                name = full.split("/", 1)[1]
-                if metric_role(name.partition(",")[0]) == "bookkeeping":
-                    continue
-                reason = _recompute_group(run, group, name, out[i])
-                if reason:
-                    left_out.setdefault(reason, set()).add(full)
+            for name in [m.split("/", 1)[1] for m in run.metrics if m.split("/", 1)[0] == group]:
+                if not _is_bookkeeping(name) and (reason := _recompute_group(run, group, name, out[i])):
+                    left_out.setdefault(reason, set()).add(f"{group}/{name}")
     done = []
     for run, found in zip(runs, out):
-        metrics = {**found.metrics, **{_count_of(m): float(n) for m, n in found.counts.items()}}
-        roles = {**run.roles, **{_count_of(m): "bookkeeping" for m in found.counts}}
+        metrics = {**found.metrics, **{count_of(m): float(n) for m, n in found.counts.items()}}
+        roles = {**run.roles, **{count_of(m): "bookkeeping" for m in found.counts}}
         kept = set(found.metrics)
         done.append(dataclasses.replace(run, metrics=metrics, stderrs=found.stderrs, roles=roles,
                                         higher_is_better={m: h for m, h in run.higher_is_better.items() if m in kept},
                                         cautions=_cautions(run, found)))
     for full in sorted({m for run in runs for m in run.metrics} - {m for r in done for m in r.metrics}):
-        if not any(full in ms for ms in left_out.values()) and metric_role(
-                full.split("/", 1)[1].partition(",")[0]) != "bookkeeping":
+        if not any(full in ms for ms in left_out.values()) and not _is_bookkeeping(full.split("/", 1)[1]):
             left_out.setdefault("no per-sample values were logged for it", set()).add(full)
     notes = ["Each task's scores on the samples every run holding it scored: n_<metric> counts them; the runs' "
              "bookkeeping totals (tokens, truncations) are of their whole runs and left out."]
@@ -166,18 +153,13 @@ def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:
            for task, sentences in run.cautions.items()}
     for task, supports in run.supports.items():
         values = {}  # lm-eval's results[task] as it would read on the common samples
-        for full, value in [*found.metrics.items(), *((_count_of(m), n) for m, n in found.counts.items())]:
+        for full, value in [*found.metrics.items(), *((count_of(m), n) for m, n in found.counts.items())]:
             owner, name = full.split("/", 1)
             if owner == task:
                 values[f"{name},none"] = value
-        on_common = [dataclasses.replace(s, count=_count_name(s.metric)) for s in supports]
+        on_common = [dataclasses.replace(s, count=f"{COUNT_PREFIX}{s.metric}") for s in supports]
         out.setdefault(task, []).extend(task_cautions(task, values, on_common))
     return {task: sentences for task, sentences in out.items() if sentences}
-
-
-def _count_of(full: str) -> str:
-    task, name = full.split("/", 1)
-    return f"{task}/{_count_name(name)}"
 
 
 def pooling_rule(declared: dict[str, str | None] | None, key: str, values: list, reported: float) -> str | None:
@@ -189,9 +171,7 @@ def pooling_rule(declared: dict[str, str | None] | None, key: str, values: list,
         return rule_of(values, reported)
     rule = declared.get(key.partition(",")[0])
     pairs = bool(values) and all(isinstance(v, tuple) for v in values)
-    if rule not in RULES or not values or pairs != (rule != "mean"):
-        return None
-    return rule
+    return rule if rule in RULES and values and pairs == (rule != "mean") else None
 
 
 def on_documents(reported: float, docs: Docs, common: set, rule: str) -> float:
@@ -238,10 +218,10 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
 def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str | None:
     """A group's metric from its tasks' recomputed values, by the group rule that reproduces its reported value from
     their reported ones (weights: the documents each rests on)."""
-    leaves = group_leaves(group, run.subtasks)
+    full = f"{group}/{name}"
     want = length_of_metric(name.partition(",")[0])
     sources = {}
-    for leaf in leaves:
+    for leaf in group_leaves(group, run.subtasks):
         own = [m.split("/", 1)[1] for m in run.metrics if m.split("/", 1)[0] == leaf
                and (m.split("/", 1)[1] == name or (want is not None and "," not in name
                                                     and length_of_metric(m.split("/", 1)[1]) == want))]
@@ -253,12 +233,10 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
         return "its tasks' values were not recomputed"
     reported = [run.metrics[src] for src in sources.values()]
     sizes = [run.samples.get(leaf, 0) for leaf in sources]
-    rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[f"{group}/{name}"])),
-                None)
+    rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[full])), None)
     if rule is None:
         return "no group rule over its tasks' values reproduces its reported value"
     have = [src for src in sources.values() if src in found.metrics]
-    full = f"{group}/{name}"
     found.counts[full] = sum(found.counts[src] for src in sources.values())
     if have:
         found.metrics[full] = group_value([found.metrics[s] for s in have], [found.counts[s] for s in have], rule)

@@ -79,9 +79,14 @@ def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None
     :data:`TASK_OPTIONS`; runs named by their results files."""
     allow = frozenset(allow)
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
-    if TASK_OPTIONS not in allow:
-        check_task_configurations({str(run.path): run.configurations for run in runs},
-                                  override=f"--allow {TASK_OPTIONS}")
+    check_task_options({str(run.path): run.configurations for run in runs}, allow)
+
+
+def check_task_options(configurations: Mapping[str, Mapping[str, Mapping]], allow: Iterable[str]) -> None:
+    """:func:`check_task_configurations` (``--allow task_options`` overrides it), unless ``allow`` holds
+    :data:`TASK_OPTIONS`."""
+    if TASK_OPTIONS not in set(allow):
+        check_task_configurations(configurations, override=f"--allow {TASK_OPTIONS}")
 
 
 def comparable_configuration(configuration: Mapping) -> dict:

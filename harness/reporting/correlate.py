@@ -48,10 +48,9 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
     :data:`MIN_RUNS`: the p-value and the interval come from the same statistic, so ``ci`` excludes 0 iff p < 0.05."""
     from scipy import stats
 
-    n = len(x)
     if method in ("pearson", "spearman"):
         r = float(stats.pearsonr(x, y).statistic if method == "pearson" else stats.spearmanr(x, y).statistic)
-        se = math.sqrt((1.0 if method == "pearson" else SPEARMAN_VARIANCE) / (n - 3))
+        se = math.sqrt((1.0 if method == "pearson" else SPEARMAN_VARIANCE) / (len(x) - 3))
         if abs(r) >= 1.0:  # a perfect relation: Fisher's z is infinite, p 0, the interval the point
             return {"r": r, "p": 0.0, "ci": [r, r]}
         z = math.atanh(r)
@@ -76,11 +75,9 @@ def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] =
            if np.ptp(values) == 0]
     if len(x) < MIN_RUNS:
         why.insert(0, f"{len(x)} runs are too few to estimate a correlation, which needs at least {MIN_RUNS}")
-    out: dict = {"n": int(len(x)), "undefined": "; ".join(why) or None}
-    for method in METHODS:
-        out[method] = ({"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else
-                       coefficient(method, x, y))
-    return out
+    return {"n": int(len(x)), "undefined": "; ".join(why) or None,
+            **{method: {"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else coefficient(method, x, y)
+               for method in METHODS}}
 
 
 def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], np.ndarray]:

@@ -7,13 +7,7 @@ from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import LENGTH_PREFIX
 from harness.metrics.context_length import RULER_THRESHOLD, EffectiveLength, LengthPoint, curve_points
 from harness.metrics.context_length import effective_lengths as curve_effective_lengths
-from harness.metrics.context_length import samples_at as _samples_at
 from harness.reporting.runs import Run
-
-
-def samples_at(run: Run, task: str, name: str) -> int | None:
-    """How many samples ``<task>/len_<name>`` averages (:func:`harness.metrics.context_length.samples_at`)."""
-    return _samples_at(task, name, run.metrics, run.subtasks)
 
 
 def length_points(run: Run, task: str) -> list[LengthPoint]:
@@ -33,9 +27,7 @@ def declared_threshold(run: Run, task: str) -> float:
     return float(declared.pop()) if len(declared) == 1 and None not in declared else RULER_THRESHOLD
 
 
-def effective_lengths(run: Run, task: str, threshold: float | None = None
-                      ) -> tuple[EffectiveLength, EffectiveLength] | None:
-    """``(absolute, relative)`` effective lengths of the run's ``task`` curve (``threshold``: the declared one when
-    None); None when it has no point."""
-    return curve_effective_lengths(length_points(run, task),
-                                   declared_threshold(run, task) if threshold is None else threshold)
+def effective_lengths(run: Run, task: str) -> tuple[EffectiveLength, EffectiveLength] | None:
+    """``(absolute, relative)`` effective lengths of the run's ``task`` curve at its declared threshold; None when it
+    has no point."""
+    return curve_effective_lengths(length_points(run, task), declared_threshold(run, task))

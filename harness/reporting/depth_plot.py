@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.data.depth import read_cell_metric
 from harness.reporting.labels import split_shared
-from harness.reporting.plots import SCORE_RANGE, latest_having, pyplot, save_png
-from harness.reporting.runs import Run
+from harness.reporting.plots import SCORE_RANGE, latest_having, pyplot
+from harness.reporting.runs import Run, count_of
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,6 @@ def depth_tasks(runs: list[Run]) -> list[str]:
 def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
     """The run's numeric cells of ``task`` at readable lengths, by depth then length, with their counts."""
     from harness.data.lengths import length_tokens
-    from harness.metrics.catalogue import COUNT_PREFIX
 
     cells = []
     for metric, value in run.metrics.items():
@@ -48,7 +46,7 @@ def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
             tokens = length_tokens(found[1])
         except ValueError:
             continue
-        n = run.metrics.get(f"{task}/{COUNT_PREFIX}{name}")
+        n = run.metrics.get(count_of(metric))
         cells.append(DepthCell(found[0], tokens, found[1], value,
                                int(n) if n is not None and math.isfinite(n) else None, run.stderrs.get(metric)))
     return sorted(cells, key=lambda c: (c.depth, c.tokens))
@@ -73,6 +71,10 @@ def _depth_axes(grids: dict[str, list[DepthCell]]) -> tuple[list[int], dict[int,
     return sorted(set(DEPTH_BUCKETS) | {c.depth for c in cells}), {c.tokens: c.length for c in sorted(cells, key=lambda c: c.tokens)}
 
 
+def _cell_text(cell: DepthCell | None) -> str:
+    return "-" if cell is None else f"{cell.score:.4g}" + (f" (n={cell.n})" if cell.n is not None else "")
+
+
 def depth_table(task: str, grids: dict[str, list[DepthCell]]) -> list[str]:
     """One text table per run: a row per depth, a column per length, ``score (n=N)``; ``-`` without samples."""
     depths, lengths = _depth_axes(grids)
@@ -80,21 +82,11 @@ def depth_table(task: str, grids: dict[str, list[DepthCell]]) -> list[str]:
     for label, cells in grids.items():
         at = {(c.depth, c.tokens): c for c in cells}
         rows = [["depth", *lengths.values()]]
-        for depth in depths:
-            row = [f"{depth}%"]
-            for tokens in lengths:
-                c = at.get((depth, tokens))
-                row.append("-" if c is None else f"{c.score:.4g}" + (f" (n={c.n})" if c.n is not None else ""))
-            rows.append(row)
+        rows += [[f"{depth}%", *(_cell_text(at.get((depth, tokens))) for tokens in lengths)] for depth in depths]
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines.append(f"{task} | {label}")
         lines += ["  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip() for r in rows]
     return lines
-
-
-def plot_depth(grids: dict[str, list[DepthCell]], task: str, path: str | Path) -> Path:
-    """Writes :func:`depth_figure` as PNG."""
-    return save_png(depth_figure(grids, task), path)
 
 
 def depth_figure(grids: dict[str, list[DepthCell]], task: str):

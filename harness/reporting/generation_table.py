@@ -12,8 +12,7 @@ from typing import Any
 from harness.core.run_files import judgements_path
 from harness.core.errors import MissingDataError
 from harness.metrics.generation import shared_clean_average
-from harness.reporting.labels import name_from_results
-from harness.reporting.labels import model_args_of
+from harness.reporting.labels import model_args_of, name_from_results
 from harness.core import results as keys
 
 
@@ -42,20 +41,17 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
     lengths, tokens, quality, corrupted, labels, model_args, applied = {}, {}, {}, {}, {}, {}, {}
     for run in run_dirs:
         results = json.loads(_latest(Path(run), "results_*.json").read_text())
-        config = results.get("config") or {}
-        model_args[run], applied[run] = model_args_of(results), config.get(keys.INFERENCE)
-        label = name_from_results(results).text
+        model_args[run], applied[run] = model_args_of(results), (results.get("config") or {}).get(keys.INFERENCE)
+        labels[run] = name_from_results(results).text
         samples_file = _latest(Path(run), f"samples_{task}_*.jsonl")
         rows = [json.loads(l) for l in samples_file.read_text().splitlines() if l.strip()]
         ids = [r["doc_id"] for r in rows]
         judged = read_judgements(samples_file)
-        per_quality = [judged.get(i) for i in ids]
-        labels[run] = label
         lengths[run] = dict(zip(ids, (float(r["length"]) for r in rows)))
         tokens[run] = dict(zip(ids, (float(r["n_tokens"]) for r in rows)))
         corrupted[run] = dict(zip(ids, (bool(r["corrupted_ratio"]) for r in rows)))
         # unparsed judgements count as corrupted for the quality average only
-        quality[run] = {i: q for i, q in zip(ids, per_quality) if q is not None}
+        quality[run] = {i: judged[i] for i in ids if judged.get(i) is not None}
     avg_len = shared_clean_average(lengths, corrupted, threshold)
     avg_tok = shared_clean_average(tokens, corrupted, threshold)
     q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from harness.pic.variants import evaluated_as
 from harness.pic.inference import MODEL_ARGS, Inference
 from harness.core import results as keys
+
+if TYPE_CHECKING:
+    from harness.reporting.runs import Run  # which imports this module for its name
 
 SEPARATOR = " · "
 # model args not in a name: paths (the model part names it), dtype and device (the run record), engine plumbing
@@ -20,10 +23,8 @@ NOT_IN_NAME = frozenset({"pretrained", "checkpoint", "peft", "model", "tokenizer
 
 def checkpoint_of(model_args: dict) -> str:
     """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
-    for name in ("checkpoint", "peft", "pretrained", "model"):
-        if model_args.get(name):
-            return str(model_args[name])
-    return ""
+    return next((str(model_args[name]) for name in ("checkpoint", "peft", "pretrained", "model")
+                 if model_args.get(name)), "")
 
 
 def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
@@ -40,16 +41,6 @@ def model_args_of(results: dict) -> dict:
     if isinstance(model_args, str):
         model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
     return dict(model_args)
-
-
-class NamedRun(Protocol):
-    """What a name is made of: a :class:`harness.reporting.runs.Run` (which imports this module for its name)."""
-
-    model: str
-    model_args: dict
-    variant: str
-    applied: dict | None
-    path: Path
 
 
 @dataclass(frozen=True)
@@ -89,7 +80,7 @@ def name_from_results(data: Mapping) -> RunName:
                    str(config.get(keys.EVALUATED_AS) or ""), applied)
 
 
-def run_name(run: NamedRun) -> RunName:
+def run_name(run: Run) -> RunName:
     """The name of a :class:`~harness.reporting.runs.Run`."""
     return name_of(run.model, run.model_args, run.variant, run.applied)
 
@@ -118,7 +109,7 @@ def unique_labels(labels: Sequence[str], folders: Sequence[str | Path] | None = 
     return unique_labels(out) if len(set(out)) < len(out) else out
 
 
-def run_labels(runs: Sequence[NamedRun]) -> list[str]:
+def run_labels(runs: Sequence[Run]) -> list[str]:
     """Each run's whole name, equal ones told apart by their results folders (:func:`unique_labels`)."""
     return unique_labels([run_name(r).text for r in runs], [r.path for r in runs])
 

@@ -17,13 +17,13 @@ from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
 from harness.data.depth import read_cell_metric
 from harness.data.lengths import length_tokens
-from harness.metrics.catalogue import COUNT_PREFIX, DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
+from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
 from harness.metrics.context_length import curve_caution
 from harness.reporting.common import on_common_samples, sample_set_cautions
 from harness.reporting.comparability import check_side_by_side
 from harness.reporting.curves import curve_tasks, effective_lengths
 from harness.reporting.labels import run_labels, split_shared
-from harness.reporting.runs import Run, latest_per_configuration
+from harness.reporting.runs import Run, count_of, latest_per_configuration
 
 FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
 # with --cost: each run's lch_cost summed over its tasks; empty for a run that did not record it
@@ -85,10 +85,6 @@ def cost_cells(cost: dict) -> dict[str, str]:
             "judge_tokens": str(sum(judged)) if all(isinstance(v, int) for v in judged) else ""}
 
 
-def _is_diagnostic(metric: str, runs: list[Run]) -> bool:
-    return any(r.roles.get(metric) == "bookkeeping" for r in runs)
-
-
 def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
                 allow: Iterable[str] = (), cost: bool = False, common: bool = False) -> Leaderboard:
     """The table; ``sort_by``: a metric, best first, rows without it last; ``cost``: the :data:`COST_COLUMNS`;
@@ -103,7 +99,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     else:
         differ = sample_set_cautions(runs)
     every = sorted({m for r in runs for m in r.metrics})
-    diagnostics = [m for m in every if _is_diagnostic(m, runs)]
+    diagnostics = [m for m in every if any(r.roles.get(m) == "bookkeeping" for r in runs)]
     metrics = [m for m in every if m not in diagnostics] + diagnostics
     columns = list(FIXED) + (COST_COLUMNS if cost else [])
     curves = curve_tasks(runs)
@@ -117,8 +113,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         if sort_by not in metrics:
             raise UsageError(f"--sort {sort_by!r} is not a metric of these runs; e.g. {', '.join(metrics[:5])}")
         higher = next((r.higher_is_better[sort_by] for r in runs if sort_by in r.higher_is_better), True)
-        have = [r for r in runs if sort_by in r.metrics]
-        have.sort(key=lambda r: r.metrics[sort_by], reverse=higher)
+        have = sorted((r for r in runs if sort_by in r.metrics), key=lambda r: r.metrics[sort_by], reverse=higher)
         runs = have + [r for r in runs if sort_by not in r.metrics]
     rows, cautions = [], {}
     for run, label in zip(runs, run_labels(runs)):
@@ -198,15 +193,10 @@ def _table(head: list[str], lines: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(map(escape, cells)) + " |" for cells in lines])
 
 
-def _count_of(metric: str) -> str:
-    task, name = metric.split("/", 1)
-    return f"{task}/{COUNT_PREFIX}{name}"
-
-
 def _with_n(row: dict[str, str], metric: str) -> str:
     """A depth cell as ``score (n=N)``; empty when the run has no sample in it."""
     text = _readable(row.get(metric, ""))
-    n = row.get(_count_of(metric), "")
+    n = row.get(count_of(metric), "")
     return f"{text} (n={int(float(n))})" if text and n else text
 
 
@@ -261,7 +251,7 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
     depths = [m for m in board.depths if m not in metrics]
     lines += section("Depth x length", "Each needle-depth bucket's score at each length, with the samples it averages "
                      "(`lch plot depth` draws them as a heat map).", depths, _with_n)
-    counted = {_count_of(m) for m in depths}  # the cells' counts are beside them above
+    counted = {count_of(m) for m in depths}  # the cells' counts are beside them above
     lines += section("Diagnostics", "What each run's numbers rest on (counts of documents, tokens and samples; not "
                      "scores).", [m for m in board.diagnostics if m not in metrics and m not in counted
                                   and not _all_zero_breakdown(m, board.rows)], lambda r, m: _readable(r[m]))

@@ -12,7 +12,7 @@ from harness.core.errors import UsageError
 from harness.pic.inference import MODEL_ARGS, Inference
 from harness.pic.methods import PIC_METHODS
 from harness.reporting.labels import SEPARATOR, inference_of, name_of
-from harness.reporting.plots import SCORE_RANGE, pyplot, save_png
+from harness.reporting.plots import SCORE_RANGE, pyplot
 from harness.reporting.runs import Run, latest_per_configuration
 
 
@@ -38,14 +38,11 @@ def _finite(value: float | None) -> float | None:
 def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "length",
                          quality_metric: str = "quality") -> list[PicPoint]:
     """Length and quality as the results report them (means over all samples), latest run per configuration."""
-    out = []
-    for run in latest_per_configuration(runs):
-        length = _finite(run.metrics.get(f"{task}/{length_metric}"))
-        quality = _finite(run.metrics.get(f"{task}/{quality_metric}"))
-        if length is not None or quality is not None:
-            out.append(PicPoint(run.model_args, length, quality, _finite(run.metrics.get(f"{task}/corrupted_ratio")),
-                                run.applied, run.samples.get(task)))
-    return out
+    points = [PicPoint(run.model_args, _finite(run.metrics.get(f"{task}/{length_metric}")),
+                       _finite(run.metrics.get(f"{task}/{quality_metric}")),
+                       _finite(run.metrics.get(f"{task}/corrupted_ratio")), run.applied, run.samples.get(task))
+              for run in latest_per_configuration(runs)]
+    return [p for p in points if p.length is not None or p.quality is not None]
 
 
 def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold: float = 0.2) -> list[PicPoint]:
@@ -53,9 +50,8 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
     ``threshold``: the corrupted ratio below which a run averages over the shared samples)."""
     from harness.reporting.generation_table import generation_table
 
-    rows = generation_table([str(d) for d in run_dirs], task, threshold)
     return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"],
-                     row["n"]) for row in rows]
+                     row["n"]) for row in generation_table([str(d) for d in run_dirs], task, threshold)]
 
 
 def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
@@ -90,12 +86,6 @@ def pic_series(points: list[PicPoint]) -> dict[str, dict[str, dict[str, list[tup
             by_ratio.setdefault(1.0, vanilla[base])
         out.setdefault(base, {}).setdefault(method, {})[variant] = sorted(by_ratio.items(), key=lambda kv: kv[0])
     return out
-
-
-def plot_pic(series: dict, path: str | Path, length_name: str = "length", quality_name: str = "quality",
-             title: str = "") -> Path:
-    """Writes :func:`pic_figure` as PNG."""
-    return save_png(pic_figure(series, length_name, quality_name, title), path)
 
 
 def pic_figure(series: dict, length_name: str = "length", quality_name: str = "quality", title: str = ""):

@@ -27,13 +27,8 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
 
 def latest_having(runs: list[Run], read: Callable[[Run], list]) -> dict[str, list]:
     """``{run label: read(run)}`` of the latest run of each configuration where ``read`` finds something."""
-    chosen, found = [], []
-    for run in latest_per_configuration(runs):
-        items = read(run)
-        if items:
-            chosen.append(run)
-            found.append(items)
-    return dict(zip(run_labels(chosen), found))
+    found = [(run, items) for run in latest_per_configuration(runs) if (items := read(run))]
+    return dict(zip(run_labels([run for run, _ in found]), [items for _, items in found]))
 
 
 def pyplot():
@@ -77,14 +72,14 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
     n = len(curves_by_task)
     fig, axes = plt.subplots(1, n, figsize=(5.5 * n, 4.2), dpi=120, squeeze=False)
     for ax, (task, curves) in zip(axes[0], curves_by_task.items()):
-        names = {p.tokens: p.name for points in curves.values() for p in points}
+        every = [p for points in curves.values() for p in points]
+        names = {p.tokens: p.name for p in every}
         order = sorted(names)
         where = {tokens: i for i, tokens in enumerate(order)}
         shared, short = split_shared(list(curves))
-        scores = [p.score for points in curves.values() for p in points]
-        bounded = bool(scores) and all(SCORE_RANGE[0] <= v <= SCORE_RANGE[1] for v in scores)
+        bounded = bool(every) and all(SCORE_RANGE[0] <= p.score <= SCORE_RANGE[1] for p in every)
         # n under a length when every line has the same there, else beside each point
-        counts = {t: {p.n for points in curves.values() for p in points if p.tokens == t} for t in order}
+        counts = {t: {p.n for p in every if p.tokens == t} for t in order}
         common_n = {t: next(iter(c)) for t, c in counts.items() if len(c) == 1}
         # a small x shift and a marker / line style per series keep series with equal scores visible
         dodge = 0.04 if len(curves) > 1 else 0.0
@@ -105,14 +100,11 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
                     ax.annotate(f"n={p.n}", (x, p.score), textcoords="offset points", xytext=(4, -9), fontsize=6)
         ax.set_xticks(range(len(order)), [names[t] + (f"\nn={common_n[t]}" if common_n.get(t) is not None else "")
                                           for t in order])
-        known_n = any(p.n is not None for points in curves.values() for p in points)
-        barred = any(p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0
-                     for points in curves.values() for p in points)
+        barred = [p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0 for p in every]
         # a point without a bar says why: no standard error (one sample, or results without one) or a zero one
-        bare = any(not (p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0)
-                   for points in curves.values() for p in points)
-        notes = [*(["n: samples per point"] if known_n else []), *(["bars: 95% CI"] if barred else []),
-                 *(["no bar: n = 1, samples alike or no stderr"] if bare else [])]
+        notes = [*(["n: samples per point"] if any(p.n is not None for p in every) else []),
+                 *(["bars: 95% CI"] if any(barred) else []),
+                 *(["no bar: n = 1, samples alike or no stderr"] if not all(barred) else [])]
 
         ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:

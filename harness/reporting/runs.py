@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import DataFormatError
+from harness.metrics.catalogue import COUNT_PREFIX
 from harness.metrics.support import Support, results_cautions
-from harness.pic.inference import Inference
 from harness.core.run_record import RunRecord
 from harness.core import results as keys
-from harness.reporting.labels import checkpoint_of, inference_of, model_args_of, run_name
+from harness.reporting.labels import checkpoint_of, model_args_of, run_name
 
 class RunError(DataFormatError):
     """A results file that cannot be used; the message names the file."""
@@ -51,11 +51,6 @@ class Run:
     supports: dict[str, list[Support]] = field(default_factory=dict)  # task -> what its metrics rest on, as declared
 
     @property
-    def inference(self) -> Inference:
-        """The PIC / RoPE settings the run applied: as recorded, else from its model args."""
-        return inference_of(self.model_args, self.applied)
-
-    @property
     def key(self) -> str:
         """The configuration: model and model_args (PIC / EPL settings included)."""
         return f"{self.model}|{json.dumps(self.model_args, sort_keys=True)}"
@@ -79,6 +74,12 @@ def _metric_name(task: str, key: str) -> tuple[str, bool] | None:
     return f"{task}/{metric}" + ("" if flt == "none" else f",{flt}"), is_stderr
 
 
+def count_of(metric: str) -> str:
+    """``<task>/n_<metric>``: how many documents ``<task>/<metric>`` rests on."""
+    task, name = metric.split("/", 1)
+    return f"{task}/{COUNT_PREFIX}{name}"
+
+
 def read_json(path: Path, error: type[ValueError]) -> Any:
     """The file's JSON, or ``error("<path>: not readable JSON (...)")``."""
     try:
@@ -87,12 +88,12 @@ def read_json(path: Path, error: type[ValueError]) -> Any:
         raise error(f"{path}: not readable JSON ({err})") from None
 
 
-def declared(data: dict, key: str) -> dict[str, dict]:
-    """``{task: metadata[key]}`` of the results' task configs that declare ``key`` as an object."""
+def declared(data: dict, key: str, kind: type = dict) -> dict[str, Any]:
+    """``{task: metadata[key]}`` of the results' task configs that declare ``key`` as an object (a ``kind``)."""
     out = {}
     for task, config in (data.get("configs") or {}).items():
         declared = ((config or {}).get("metadata") or {}).get(key) if isinstance(config, dict) else None
-        if isinstance(declared, dict):
+        if isinstance(declared, kind):
             out[str(task)] = declared
     return out
 
@@ -105,12 +106,8 @@ def _metric_roles(data: dict) -> dict[str, str]:
 
 def _supports(data: dict) -> dict[str, list[Support]]:
     """``{task: [Support]}`` declared in the results' task configs (``metadata.lch_support``)."""
-    out = {}
-    for task, config in (data.get("configs") or {}).items():
-        found = ((config or {}).get("metadata") or {}).get(keys.SUPPORT) if isinstance(config, dict) else None
-        if isinstance(found, list):
-            out[str(task)] = [Support.from_json(s) for s in found if isinstance(s, dict)]
-    return out
+    return {task: [Support.from_json(s) for s in found if isinstance(s, dict)]
+            for task, found in declared(data, keys.SUPPORT, list).items()}
 
 
 def cautions_of(data: dict) -> dict[str, list[str]]:

@@ -22,8 +22,7 @@ def stamp_of(results: Path) -> str:
 def samples_files(results: str | Path) -> dict[str, Path]:
     """``{task: samples_<task>_<stamp>.jsonl}`` beside a results file (empty: the run logged no samples)."""
     results = Path(results)
-    stamp = stamp_of(results)
-    suffix = f"_{stamp}.jsonl"
+    suffix = f"_{stamp_of(results)}.jsonl"
     return {file.name[len(SAMPLES_PREFIX):-len(suffix)]: file
             for file in sorted(results.parent.glob(f"{SAMPLES_PREFIX}*{suffix}"))
             if len(file.name) > len(SAMPLES_PREFIX) + len(suffix)}
@@ -51,6 +50,16 @@ def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
     return results, samples
 
 
+def common_tasks(results: tuple[Path, Path], files: tuple[dict[str, Path], dict[str, Path]]) -> list[str]:
+    """The tasks both runs (``results`` files, ``files``: :func:`run_files`' samples) logged samples of, sorted; one
+    line saying there is none otherwise."""
+    tasks = sorted(set(files[0]) & set(files[1]))
+    if not tasks:
+        raise UsageError(f"{results[0].parent} and {results[1].parent} logged samples of no common task "
+                         f"({', '.join(sorted(files[0]))} vs {', '.join(sorted(files[1]))})")
+    return tasks
+
+
 def read_rows(path: str | Path) -> list[dict]:
     """The rows of a samples file, each with a ``doc_id`` (:class:`DataFormatError` naming the file otherwise)."""
     rows = read_jsonl(path, "an lm-eval samples file")
@@ -64,11 +73,6 @@ def by_doc(rows: Iterable[dict], filter_name: str | None = None) -> dict[Any, di
     """``{doc_id: row}`` of the rows of one filter (``None``: every row, a later filter's row of a document
     replacing an earlier one's)."""
     return {row["doc_id"]: row for row in rows if filter_name is None or row.get("filter", "none") == filter_name}
-
-
-def read_samples(path: str | Path, filter_name: str | None = None) -> dict[Any, dict]:
-    """:func:`by_doc` of a samples file."""
-    return by_doc(read_rows(path), filter_name)
 
 
 def filters_of(rows: Iterable[dict]) -> list[str]:
@@ -110,26 +114,14 @@ class Pairing:
 def pair_docs(a: Mapping[Any, dict], b: Mapping[Any, dict], keep_mismatched: bool = False) -> Pairing:
     """Documents of ``a`` and ``b`` (``{doc_id: row}``) paired by ``doc_id``; those whose ``doc_hash`` differs are
     listed in ``input_mismatch`` and left out, or kept with ``keep_mismatched``."""
-    out = Pairing(unpaired=len(set(a) ^ set(b)))
-    for doc in a:
-        if doc not in b:
-            continue
-        if a[doc].get("doc_hash") != b[doc].get("doc_hash"):
-            out.input_mismatch.append(doc)
-            if not keep_mismatched:
-                continue
-        out.pairs.append((doc, a[doc], b[doc]))
-    return out
+    same = {doc: a[doc].get("doc_hash") == b[doc].get("doc_hash") for doc in a if doc in b}
+    return Pairing([(doc, a[doc], b[doc]) for doc, equal in same.items() if equal or keep_mismatched],
+                   len(set(a) ^ set(b)), [doc for doc, equal in same.items() if not equal])
 
 
 def paired_values(pairs: Iterable[tuple[Any, Mapping[str, float], Mapping[str, float]]],
                   name: str) -> tuple[list[Any], list[float], list[float]]:
     """``(doc_ids, values of A, values of B)`` of ``name`` over the pairs whose two sides both hold it (a per-length
     metric ``len_<L>``: the documents of that length); ``pairs``: (doc_id, values of A, values of B)."""
-    docs, xs, ys = [], [], []
-    for doc, x, y in pairs:
-        if name in x and name in y:
-            docs.append(doc)
-            xs.append(x[name])
-            ys.append(y[name])
-    return docs, xs, ys
+    kept = [(doc, x[name], y[name]) for doc, x, y in pairs if name in x and name in y]
+    return [doc for doc, _, _ in kept], [x for _, x, _ in kept], [y for _, _, y in kept]

@@ -15,10 +15,11 @@ from harness.core.run_record import FIELDS, RunRecord
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.paired import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, paired_difference
-from harness.reporting.comparability import NotComparable, TASK_OPTIONS, check_comparable, check_task_configurations
+from harness.reporting.comparability import NotComparable, check_comparable, check_task_options
 from harness.reporting.labels import name_from_results
 from harness.reporting.runs import RunError, declared, read_json
-from harness.reporting.samples import by_doc, filters_of, pair_docs, paired_values, read_rows, run_files, score_values
+from harness.reporting.samples import (by_doc, common_tasks, filters_of, pair_docs, paired_values, read_rows, run_files,
+                                       score_values)
 
 TEMPLATE_OPTIONS = ("chat_template",)  # task options that follow the chat template (harness.data.prompt_tokens.PromptOptions)
 NO_TEMPLATE = "none"  # the run record's chat_template of a run that applied none
@@ -98,8 +99,7 @@ def compare_task(task: str, rows_raw: list[dict], rows_chat: list[dict], roles: 
             out.n_paired, out.n_unpaired = len(pairing.pairs), pairing.unpaired
             out.n_input_mismatch = len(pairing.input_mismatch)
         values = [(doc, score_values(a, roles), score_values(b, roles)) for doc, a, b in pairing.pairs]
-        names = set().union(*(x for _, x, _ in values)) if values else set()
-        for name in sorted(names, key=_order):
+        for name in sorted(set().union(*(x for _, x, _ in values)), key=_order):
             base = name.split(" ")[0]  # "<metric> mean NLL" / "<metric> sum / count": a pair's ratio
             if (roles.get(base) or metric_role(base)) == "bookkeeping" or base.startswith(DEPTH_PREFIX):
                 continue  # counts; depth x length cells (a breakdown of len_<L> on a few documents each)
@@ -125,18 +125,14 @@ def template_effect(run_raw: str | Path, run_chat: str | Path, allow: Iterable[s
     configurations = {name: {task: {k: v for k, v in config.items() if k not in TEMPLATE_OPTIONS}
                              for task, config in declared(data, keys.CONFIGURATION).items()}
                       for name, data in (("raw", data_raw), ("chat", data_chat))}
-    if TASK_OPTIONS not in allow:
-        check_task_configurations(configurations, override=f"--allow {TASK_OPTIONS}")
+    check_task_options(configurations, allow)
     full_raw, full_chat = declared(data_raw, keys.CONFIGURATION), declared(data_chat, keys.CONFIGURATION)
     tasks = []
-    for task in sorted(set(files_raw) & set(files_chat)):
+    for task in common_tasks((results_raw, results_chat), (files_raw, files_chat)):
         refitted = any((full_raw.get(task) or {}).get(k) != (full_chat.get(task) or {}).get(k) for k in TEMPLATE_OPTIONS)
         roles = declared(data_raw, keys.METRIC_ROLES).get(task, {})
         tasks.append(compare_task(task, read_rows(files_raw[task]), read_rows(files_chat[task]), roles, refitted,
                                   confidence, resamples, seed, interval))
-    if not tasks:
-        raise UsageError(f"{results_raw.parent} and {results_chat.parent} logged samples of no common task "
-                         f"({', '.join(sorted(files_raw))} vs {', '.join(sorted(files_chat))})")
     return {"raw": _describe(results_raw, data_raw, record_raw), "chat": _describe(results_chat, data_chat, record_chat),
             "settings": {"confidence": confidence, "resamples": resamples, "seed": seed, "interval": interval,
                          "allowed": sorted(allow)},
