@@ -213,10 +213,6 @@ class LchTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ plumbing
 
-    @property
-    def task_metadata(self) -> dict:
-        return dict(self.config.metadata or {})
-
     @functools.cached_property
     def max_length(self) -> int:
         """The evaluated model's max length, resolved as lm-eval's HF model does."""

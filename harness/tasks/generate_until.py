@@ -67,7 +67,7 @@ class HonestGenerationTask(LchTask):
 
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         request = super().construct_requests(doc, ctx, **kwargs)
-        fitted = getattr(self, "_fitted", {}).get(doc_key(doc))
+        fitted = self.fitted(doc)
         if fitted is not None and fitted.skipped:  # the placeholder generates one token, never scored
             for instance in request if isinstance(request, list) else [request]:
                 text, generation = instance.arguments

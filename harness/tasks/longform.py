@@ -210,8 +210,7 @@ class HelloBenchTask(LongGenerationTask):
                                    "(e.g. ../shared/data/hellobench/weighted_scores.txt)")
         result = results[0]
         tokens = word_tokens(result["text"])
-        judged_text = " ".join(tokens[:16000]) if len(tokens) > 15000 else " ".join(tokens)
-        item = self.judge_item(doc, judged_text)
+        item = self.judge_item(doc, " ".join(tokens[:16000]))
         return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}
 
     def judge_item(self, doc: dict, response: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -24,22 +25,17 @@ class PromptLengths:
     def __init__(self, task: str | None, model_keys: ModelKeys) -> None:
         self.task, self.model_keys = task, model_keys
         self._tokens: dict[str, int] = {}
-        self._counter: PromptCounter | None = None
-        self._looked = False
 
-    @property
+    @functools.cached_property
     def counter(self) -> PromptCounter | None:
         """The counter in the evaluated model's tokenizer, loaded on first use (None: no tokenizer named)."""
-        if not self._looked:
-            from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
+        from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
 
-            self._looked = True
-            name = tokenizer_name(self.model_keys)
-            if name is None:
-                log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.task)
-            else:
-                self._counter = PromptCounter(load_tokenizer(name))
-        return self._counter
+        name = tokenizer_name(self.model_keys)
+        if name is None:
+            log.warning("%s: no tokenizer in the model args, so prompt lengths are not reported", self.task)
+            return None
+        return PromptCounter(load_tokenizer(name))
 
     def record(self, doc: dict, ctx: Any) -> None:
         """Count the prompt lm-eval built for ``doc`` (a string; other contexts are not prompts of ours)."""

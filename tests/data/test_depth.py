@@ -86,7 +86,7 @@ def test_babilong_rows_carry_depth_only_when_generated(tiny_model_dir, tmp_path)
     from harness.tasks.lch_babilong import dataset as babilong
 
     def rows(meta):
-        return list(babilong.dataset(parse_options(babilong.BabilongOptions, meta))["test"])
+        return list(babilong.babilong_dataset(parse_options(babilong.BabilongOptions, meta))["test"])
 
     synthetic = rows({"babilong_task": "qa1", "lengths": ["0k", "1k"], "source": "synthetic", "num_samples": 2,
                       "pretrained": str(tiny_model_dir)})

@@ -199,7 +199,7 @@ def test_a_qa_source_that_cannot_reach_the_length_is_refused(tmp_path, counter):
     with pytest.raises(ruler.SourceTooShortError) as refused:
         ruler.generate(options, 1024, counter, use_cache=False)
     builder = ruler.BUILDERS["qa"](ruler.TASKS["qa_squad"].params, random.Random("qa_squad-1024-0-42"), 1024,
-                                   options.sources(), True)
+                                   options, True)
     whole = counter.count_rendered(["{0} {2}".format(*builder.build(builder.n_max))])[0]  # every paragraph shown
     message = str(refused.value)
     assert message.startswith(f"RULER qa_squad at length 1024: its source (squad={tmp_path / 'squad.json'}) reaches "

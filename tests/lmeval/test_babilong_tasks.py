@@ -19,7 +19,7 @@ from tests.data.test_ruler import run_lch_eval
 
 def _dataset(metadata: dict) -> dict:
     """A BABILong dataset of task metadata, as the task's ``custom_dataset`` gets it (options parsed once)."""
-    return babilong.dataset(parse_options(babilong.BabilongOptions, metadata))
+    return babilong.babilong_dataset(parse_options(babilong.BabilongOptions, metadata))
 
 
 def test_prompt_has_the_official_structure(tmp_path):

@@ -5,6 +5,7 @@ filler text at a target token length: BABILong offline. Every answer is in the t
 from __future__ import annotations
 
 import random
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from harness.core.errors import UsageError
@@ -75,22 +76,15 @@ def _carrying_world(rng: random.Random, steps: int) -> tuple[list[str], dict[str
     return facts, history, named_by
 
 
-def _qa2(rng: random.Random) -> tuple[list[str], str, str, int]:
+def _carried(rng: random.Random, steps: tuple[int, int], back: int) -> tuple[list[str], str, str, int]:
+    """qa2 (``back`` 1: where an object is) and qa3 (``back`` 2: where it was before its current place)."""
     while True:
-        facts, history, named_by = _carrying_world(rng, rng.randint(8, 14))
-        known = [o for o in OBJECTS if history[o]]
-        if known:
-            obj = rng.choice(known)
-            return facts, f"Where is the {obj}?", history[obj][-1], named_by[obj][-1]
-
-
-def _qa3(rng: random.Random) -> tuple[list[str], str, str, int]:
-    while True:
-        facts, history, named_by = _carrying_world(rng, rng.randint(12, 20))
-        moved = [o for o in OBJECTS if len(history[o]) >= 2]
-        if moved:
-            obj = rng.choice(moved)
-            return facts, f"Where was the {obj} before the {history[obj][-1]}?", history[obj][-2], named_by[obj][-2]
+        facts, history, named_by = _carrying_world(rng, rng.randint(*steps))
+        placed = [o for o in OBJECTS if len(history[o]) >= back]
+        if placed:
+            obj = rng.choice(placed)
+            question = f"Where is the {obj}?" if back == 1 else f"Where was the {obj} before the {history[obj][-1]}?"
+            return facts, question, history[obj][-back], named_by[obj][-back]
 
 
 def _qa4(rng: random.Random) -> tuple[list[str], str, str, int]:
@@ -128,7 +122,8 @@ def _qa5(rng: random.Random) -> tuple[list[str], str, str, int]:
 
 # each returns (facts, question, answer, the index of the answer's fact: see story_with_answer_fact)
 GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str, int]]] = {
-    "qa1": _qa1, "qa2": _qa2, "qa3": _qa3, "qa4": _qa4, "qa5": _qa5,
+    "qa1": _qa1, "qa2": partial(_carried, steps=(8, 14), back=1), "qa3": partial(_carried, steps=(12, 20), back=2),
+    "qa4": _qa4, "qa5": _qa5,
 }
 
 

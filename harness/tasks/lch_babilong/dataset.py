@@ -13,8 +13,8 @@ from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.inputs import Input
-from harness.data.lengths import check_lengths, length_label
-from harness.data.prompt_tokens import PromptOptions
+from harness.data.lengths import check_lengths, length_label, length_tokens
+from harness.data.prompt_tokens import PromptOptions, counter_for
 from harness.data.truncation import PromptParts
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
@@ -88,11 +88,8 @@ def _examples(task: str) -> str:
 
     if task not in GENERATORS:
         return ""
-    shots = []
-    for seed in (-1,):
-        facts, question, answer = babi_story(task, seed)
-        shots.append(f"<example>\n{' '.join(facts)}\nQuestion: {question}\nAnswer: The answer is {answer}.\n</example>")
-    return "\n".join(shots)
+    facts, question, answer = babi_story(task, -1)
+    return f"<example>\n{' '.join(facts)}\nQuestion: {question}\nAnswer: The answer is {answer}.\n</example>"
 
 
 @lru_cache(maxsize=4)
@@ -142,7 +139,6 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
                prompts_file: str | None) -> list[dict]:
     from harness.tasks.lch_babilong.babi import babilong_sample, fact_depth, story_with_answer_fact
     from harness.data.haystacks import essay_sentences
-    from harness.data.lengths import length_tokens
 
     budget = length_tokens(length)
     sentences = essay_sentences(filler) if budget else ()
@@ -160,18 +156,15 @@ def _synthetic(task: str, length: str, num_samples: int, seed: int, counter: Any
     return rows
 
 
-def dataset(options: BabilongOptions) -> dict:
-    """lm-eval ``custom_dataset`` result for ``babilong_task`` at every length of ``lengths``."""
+def babilong_dataset(options: BabilongOptions, model: Any = None) -> dict:
+    """lm-eval ``custom_dataset`` result (:meth:`harness.tasks.base.LchTask.download`) for ``babilong_task`` at every
+    length of ``lengths``."""
     import datasets
-
-    from harness.data.lengths import length_label
 
     task, source, prompts_file, num_samples = str(options.babilong_task), options.source, options.prompts_file, options.num_samples
     rows = []
     for length in [length_label(x) for x in options.length_list()]:
         if source == "synthetic":
-            from harness.data.prompt_tokens import counter_for
-
             part = _synthetic(task, length, num_samples or 100, options.seed, counter_for(options), options.filler,
                               prompts_file)
         elif source == "hf":
@@ -188,8 +181,3 @@ def dataset(options: BabilongOptions) -> dict:
                          "prompt": parts.text, "context_span": [start, start + len(parts.context)],
                          **{k: row[k] for k in DEPTH_KEYS if k in row}})
     return {"test": datasets.Dataset.from_list(rows)}
-
-
-def babilong_dataset(options: BabilongOptions, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`dataset`."""
-    return dataset(options)

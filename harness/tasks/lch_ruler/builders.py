@@ -10,7 +10,7 @@ import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from harness.data import haystacks
 from harness.data.depth import depth_fields
@@ -18,15 +18,8 @@ from harness.tasks.lch_ruler.definitions import DEPTHS
 
 LAYER = "data"  # harness/devtools/layers.py
 
-
-@dataclass
-class Sources:
-    """Where haystack text comes from: ``essays`` (path, HF id or ``synthetic``), ``squad`` / ``hotpotqa``
-    (official JSON path, ``synthetic``, or None for HF)."""
-
-    essays: str = haystacks.ESSAYS_HF
-    squad: str | None = None
-    hotpotqa: str | None = None
+if TYPE_CHECKING:
+    from harness.tasks.lch_ruler.dataset import RulerOptions
 
 
 def source_fingerprint(src: str | None) -> str | None:
@@ -90,19 +83,18 @@ def _insert(units: list[str], items: Sequence[str], fractions: Sequence[float]) 
     return out
 
 
-def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
+def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """Needle(s) in a haystack of noise lines, essay sentences or distractor needles; ``n`` counts those units."""
-    keys, needles, values = [], [], {}
-    while len(keys) < p["n_keys"]:
+    needles, values = [], {}  # values: each key's, in the order the keys were drawn
+    while len(values) < p["n_keys"]:
         key = _random_value(rng, p["key"])
         if key not in values:
-            keys.append(key)
             values[key] = [_random_value(rng, p["value"]) for _ in range(p["n_values"])]
             needles += [_needle(p["value"], key, v) for v in values[key]]
     rng.shuffle(needles)
     drawn = sorted(rng.sample(DEPTHS, len(needles)))  # needle i goes at depth drawn[i]
     fractions = [d / 100 for d in drawn]
-    queries = rng.sample(keys, p["n_queries"])
+    queries = rng.sample(list(values), p["n_queries"])
     answers = [v for q in queries for v in values[q]]
     # the depth recorded: the mean drawn depth of the needles holding an answer (distractor keys' needles aside)
     asked = {_needle(p["value"], q, v) for q in queries for v in values[q]}
@@ -121,7 +113,7 @@ def niah_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl
         prefix = f"The special magic {kind} for {query} mentioned in the text above are"
 
     if p["haystack"] == "essay":
-        sentences = haystacks.essay_sentences(sources.essays)
+        sentences = haystacks.essay_sentences(options.essays)
         sep, n_max = " ", max(length, 64)  # a sentence is more than one token
 
         def units(n: int) -> list[str]:
@@ -166,7 +158,7 @@ def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str
     return statements, value, names
 
 
-def vt_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
+def vt_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """One chain of ``n_hops`` variable assignments in ``n`` noise lines (plus a worked example with ``icl``)."""
     statements, value, names = _vt_chain(rng, p["n_hops"])
     fractions = sorted(rng.random() for _ in statements)
@@ -225,7 +217,7 @@ def _cwe_list(words: Sequence[str], counts: Sequence[int], seed: float) -> str:
     return "\n".join(f"{i + 1}. {w}" for i, (_, w) in enumerate(items))
 
 
-def cwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
+def cwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """A numbered word list: ``n_common`` words ``freq_common`` times and ``n`` uncommon words
     ``freq_uncommon`` times each, in a fixed pseudo-random order."""
     n_common, freq_c, freq_u = p["n_common"], p["freq_common"], p["freq_uncommon"]
@@ -255,7 +247,7 @@ def _fwe_text(vocab: Sequence[str], top: int, alpha: float, seed: float) -> str:
     return " ".join(w for _, w in items)
 
 
-def fwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
+def fwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """Coded words with Zipf counts ``int(n * rank^-alpha)``: ``n`` is the count of the most frequent word."""
     alpha = p["alpha"]
 
@@ -284,9 +276,9 @@ def fwe_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl:
     return Builder(build, 18, max(length, 18), instruction=f"{head}\n\n{example}", question=f"\n{question}")
 
 
-def qa_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: bool) -> Builder:
+def qa_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """A question's gold paragraphs among ``n - len(gold)`` distractor paragraphs of the same corpus."""
-    corpus = haystacks.load_qa(p["dataset"], getattr(sources, p["dataset"]))
+    corpus = haystacks.load_qa(p["dataset"], getattr(options, p["dataset"]))
     question, answers, gold = corpus.questions[rng.randrange(len(corpus.questions))]
     wanted = min(len(corpus.documents), max(length // 16, 8) + len(gold))
     others = [d for d in rng.sample(range(len(corpus.documents)), wanted) if d not in gold]
@@ -302,7 +294,7 @@ def qa_builder(p: dict, rng: random.Random, length: int, sources: Sources, icl: 
                    question=f"\n\n{instruction}\n\nQuestion: {question}")
 
 
-BuilderFn = Callable[[dict, random.Random, int, Sources, bool], Builder]
-BUILDERS: dict[str, BuilderFn] = {  # TaskSpec.kind -> its builder
+# TaskSpec.kind -> its builder
+BUILDERS: dict[str, Callable[[dict, random.Random, int, RulerOptions, bool], Builder]] = {
     "niah": niah_builder, "vt": vt_builder, "cwe": cwe_builder, "fwe": fwe_builder, "qa": qa_builder,
 }

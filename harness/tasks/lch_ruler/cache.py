@@ -3,14 +3,13 @@ on (:func:`cache_key`); the key's contents and hashing are the cache format: cha
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.cache import cache_root
-from harness.core.files import entry_lock, sweep_temporaries, write_text_atomic
+from harness.core.files import sweep_temporaries, write_text_atomic
 from harness.core.cache_keys import OMIT, data_key
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
@@ -95,8 +94,3 @@ def read_counts(path: Path, expected: int) -> dict[str, list[int]] | None:
         return counts
     rows = read_rows(path, expected)
     return None if rows is None else _write_counts(path, rows)
-
-
-def rows_lock(path: Path) -> contextlib.AbstractContextManager[bool]:
-    """The lock under which one process generates the rows at ``path`` while others wait (an optimisation only)."""
-    return entry_lock(path)

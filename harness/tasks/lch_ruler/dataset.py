@@ -4,29 +4,30 @@ from ``random.Random(f"{task}-{length}-{i}-{seed}")``, then only its haystack si
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from dataclasses import dataclass
 from typing import Any
 
 from harness.data import haystacks
 from harness.data.inputs import Input
-from harness.data.lengths import check_lengths
-from harness.data.prompt_tokens import PromptCounter, PromptOptions
+from harness.data.lengths import check_lengths, length_tokens
+from harness.data.prompt_tokens import PromptCounter, PromptOptions, counter_for
 from harness.tasks.lch_ruler import fitting
-from harness.tasks.lch_ruler.builders import BUILDERS, Builder, Sources
-from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, rows_lock, write_rows
+from harness.tasks.lch_ruler.builders import BUILDERS, Builder
+from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, write_rows
 from harness.tasks.lch_ruler.definitions import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
 from harness.core.errors import UsageError
+from harness.core.files import entry_lock
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
 
 __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
-           "Sources", "SourceTooShortError", "TaskSpec", "TooShortError", "dataset", "generate", "ruler_dataset"]
+           "Sources", "SourceTooShortError", "TaskSpec", "TooShortError", "generate", "ruler_dataset"]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class RulerOptions(PromptOptions):
     """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
 
@@ -52,37 +53,36 @@ class RulerOptions(PromptOptions):
         """The lengths of this run: ``lengths``, else lm-eval's ``max_seq_lengths``."""
         return self.lengths or self.max_seq_lengths
 
-    def sources(self) -> Sources:
-        return Sources(essays=self.essays, squad=self.squad, hotpotqa=self.hotpotqa)
+    def source(self) -> str | None:
+        """The source option this task's haystack reads: a qa task's ``dataset``, ``essays`` for an essay haystack;
+        None for a generated haystack."""
+        params = TASKS[str(self.ruler_task)].params
+        return params.get("dataset", "essays" if params.get("haystack") == "essay" else None)
 
     def unused(self) -> set[str]:
-        """The sources this task does not read: the essays unless its haystack is essays, the other QA files."""
-        spec = TASKS.get(self.ruler_task or "")
-        if spec is None:
-            return set()
-        out = set() if spec.params.get("haystack") == "essay" else {"essays"}
-        return out | (set(haystacks.QA_SOURCES) - ({spec.params["dataset"]} if spec.kind == "qa" else set()))
+        """The source options (:data:`SOURCE_OPTIONS`) this task does not read."""
+        return set(SOURCE_OPTIONS) - {self.source()} if self.ruler_task in TASKS else set()
 
     def inputs(self) -> list[Input]:
         """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
         the QA dataset of qa_squad / qa_hotpot; ``synthetic`` reads nothing."""
-        spec = TASKS.get(self.ruler_task or "")
-        if spec is None:
+        key = self.source() if self.ruler_task in TASKS else None
+        if key is None or getattr(self, key) == haystacks.SYNTHETIC:
             return []
-        found = []
-        if spec.params.get("haystack") == "essay" and self.essays != haystacks.SYNTHETIC:
-            kind = "hf_dataset" if self.essays == haystacks.ESSAYS_HF else "path"
-            found.append(Input("essays", self.essays, kind, "pass essays=<folder of .txt essays>, or essays=synthetic "
-                               "(generated prose: a smoke run)"))
-        if spec.kind == "qa":
-            key = spec.params["dataset"]
-            value = getattr(self, key)
-            if value != haystacks.SYNTHETIC:
-                hub = haystacks.QA_SOURCES[key].hub[0]
-                found.append(Input(key, value or hub, "path" if value else "hf_dataset",
-                                   f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a "
-                                   "smoke run)"))
-        return found
+        value = getattr(self, key)
+        if key == "essays":
+            kind = "hf_dataset" if value == haystacks.ESSAYS_HF else "path"
+            return [Input(key, value, kind, "pass essays=<folder of .txt essays>, or essays=synthetic (generated "
+                          "prose: a smoke run)")]
+        return [Input(key, value or haystacks.QA_SOURCES[key].hub[0], "path" if value else "hf_dataset",
+                      f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a smoke run)")]
+
+
+_SOURCE_FIELDS = [f for f in dataclasses.fields(RulerOptions) if f.metadata.get("shapes") == "source"]
+SOURCE_OPTIONS = tuple(f.name for f in _SOURCE_FIELDS)
+# the source options alone (what a builder reads of RulerOptions), for callers that build samples without a task
+Sources = dataclasses.make_dataclass("Sources", [(f.name, f.type, dataclasses.field(default=f.default))
+                                                 for f in _SOURCE_FIELDS])
 
 _ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
 
@@ -101,7 +101,7 @@ def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cac
     cached = read_rows(path, options.num_samples)
     if cached is not None:
         return cached
-    with rows_lock(path):  # concurrent runs: one generates, the others wait and read its rows
+    with entry_lock(path):  # concurrent runs: one generates, the others wait and read its rows (an optimisation)
         cached = read_rows(path, options.num_samples)
         if cached is not None:
             return cached
@@ -147,14 +147,14 @@ def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
     """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example; when even
     the smallest haystack does not fit, first fewer repeats of cwe's common words, then no worked example."""
     task = str(options.ruler_task)
-    spec, sources, icl = TASKS[task], options.sources(), options.icl_example
+    spec, icl = TASKS[task], options.icl_example
     target = length - spec.budget
     if target <= 0:
         raise TooShortError(f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
                             f"use lengths well above it (e.g. 1k or more)")
     params = dict(spec.params)
     while True:
-        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{options.seed}"), length, sources,
+        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{options.seed}"), length, options,
                                         icl)
                     for i in range(options.num_samples)]
         try:
@@ -186,27 +186,18 @@ def _check_reached(options: RulerOptions, length: int, target: int, builders: li
         return
     task = str(options.ruler_task)
     reach = max(tokens for _, tokens in short)
-    spec = TASKS[task]
-    source = next((f"{key}={getattr(options, key)}" for key in haystacks.QA_SOURCES
-                   if spec.params.get("dataset") == key), f"essays={options.essays}")
-    raise SourceTooShortError(f"RULER {task} at length {length}: its source ({source}) reaches only {reach} prompt "
-                              f"tokens of the {target} asked; give a larger source (the official dev JSON) or lengths "
-                              f"up to {reach + spec.budget}")
+    spec, key = TASKS[task], options.source() or "essays"
+    raise SourceTooShortError(f"RULER {task} at length {length}: its source ({key}={getattr(options, key)}) reaches "
+                              f"only {reach} prompt tokens of the {target} asked; give a larger source (the official "
+                              f"dev JSON) or lengths up to {reach + spec.budget}")
 
 
-def dataset(options: RulerOptions) -> dict:
-    """lm-eval ``custom_dataset`` result: ``ruler_task`` samples at every length, fitted in the evaluated tokenizer."""
+def ruler_dataset(options: RulerOptions, model: Any = None) -> dict:
+    """lm-eval ``custom_dataset`` result (:meth:`harness.tasks.base.LchTask.download`): ``ruler_task`` samples at every
+    length, fitted in the evaluated tokenizer."""
     import datasets
-
-    from harness.data.lengths import length_tokens
-    from harness.data.prompt_tokens import counter_for
 
     lengths = [length_tokens(x) for x in options.length_list()]
     counter = counter_for(options)
     rows = [row for length in lengths for row in generate(options, length, counter)]
     return {"test": datasets.Dataset.from_list(rows)}
-
-
-def ruler_dataset(options: RulerOptions, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`dataset`."""
-    return dataset(options)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import NoReturn
 
 from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import Builder
@@ -26,8 +25,9 @@ class SourceTooShortError(UsageError):
     """The sample's source runs out of haystack before the prompt reaches the token budget."""
 
 
-def _too_short(tokens: int, target: int) -> NoReturn:
-    raise TooShortError(f"the prompt alone needs {tokens} tokens, more than the {target} available")
+def _require_fit(tokens: int, target: int) -> None:
+    if tokens > target:
+        raise TooShortError(f"the prompt alone needs {tokens} tokens, more than the {target} available")
 
 
 class SegmentCounter:
@@ -94,8 +94,7 @@ def fit_additive(builders: list[Builder], seg: SegmentCounter, target: int,
             lo_c = count(b.n_min)
             if lo_c is None:
                 return None
-            if lo_c > target:
-                _too_short(lo_c, target)
+            _require_fit(lo_c, target)
         if guess is None:  # the first sample: per-unit cost from a short probe
             probe = min(b.n_max, b.n_min + 16)
             c = count(probe)
@@ -122,8 +121,7 @@ def fit_additive(builders: list[Builder], seg: SegmentCounter, target: int,
             lo_c = count(lo)
             if lo_c is None:
                 return None
-            if lo_c > target:
-                _too_short(lo_c, target)
+            _require_fit(lo_c, target)
         if i % spot_check == 0:
             text, _, prefix = b.build(lo)
             if seg.counter(text, prefix) != lo_c:
@@ -159,8 +157,7 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
     lo_n = first.n_min
     hi_n = min(first.n_max, max(first.n_min + 1, first.n_min + 16))
     c_lo, c_hi = count([(0, lo_n), (0, hi_n)])
-    if c_lo > target:
-        _too_short(c_lo, target)
+    _require_fit(c_lo, target)
     slope = max((c_hi - c_lo) / max(hi_n - lo_n, 1), 1e-3)
     results: list[tuple[int, int] | None] = [None] * len(builders)
     state = [_Search(guess=min(b.n_max, max(b.n_min, lo_n + int((target - c_lo) / slope))), over=b.n_max + 1)
@@ -188,8 +185,8 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
                 if s.fit is not None and (target - fit_c < slope or fit_n + 1 >= s.over):
                     results[b] = s.fit
                     continue
-                if s.fit is None and n <= builders[b].n_min:
-                    _too_short(c, target)
+                if s.fit is None and n <= builders[b].n_min:  # c > target: even n_min does not fit
+                    _require_fit(c, target)
                 # secant step through this sample's own previous probe (unit sizes differ between samples)
                 prev = s.prev
                 own = (c - prev[1]) / (n - prev[0]) if prev is not None and prev[0] != n and c != prev[1] else 0.0

@@ -9,7 +9,7 @@ from harness.core.errors import UsageError
 from harness.tasks.base import CachedCounts
 from harness.tasks.depth import DepthScores
 from harness.tasks.generate_until import PerLengthTask
-from harness.tasks.lch_ruler.dataset import RulerOptions
+from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions, counts
 
 
 _CONTROL = re.compile(r"[\x00-\x1f]")
@@ -23,8 +23,6 @@ class RulerTask(DepthScores, PerLengthTask):
     KEYED_OPTIONS = True  # its samples are cached under a key derived from RulerOptions' declaration
 
     def configure(self, config: dict) -> None:
-        from harness.tasks.lch_ruler.definitions import TASKS
-
         name = self.options.ruler_task
         if name not in TASKS:
             raise UsageError(f"RULER task metadata ruler_task={name!r} is unknown")
@@ -39,7 +37,6 @@ class RulerTask(DepthScores, PerLengthTask):
         from harness.core.run_record import run_applies_chat_template
         from harness.data.lengths import length_tokens
         from harness.data.prompt_tokens import counter_for, model_max_length
-        from harness.tasks.lch_ruler.dataset import counts
 
         options = cls.resolved_options(options)
         if limit is not None or bool(options.chat_template) != bool(run_applies_chat_template()):

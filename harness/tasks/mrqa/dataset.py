@@ -52,13 +52,9 @@ def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
 
 
 def load_mrqa(options: MrqaOptions, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`mrqa_dataset`."""
-    return mrqa_dataset(options)
-
-
-def mrqa_dataset(options: MrqaOptions) -> dict:
-    """One MRQA subset (``subset``): ``mrqa_data`` = a local official jsonl file, or a folder holding
-    ``<subset>*.jsonl``; else the HF dataset (validation = in-domain, test = out-of-domain)."""
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): one MRQA subset (``subset``):
+    ``mrqa_data`` = a local official jsonl file, or a folder holding ``<subset>*.jsonl``; else the HF dataset
+    (validation = in-domain, test = out-of-domain)."""
     import datasets
 
     if not options.subset:
