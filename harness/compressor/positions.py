@@ -76,12 +76,11 @@ def decoder_positions(n_context: int, chunk_size: int, n_memory: int, layout: st
                       n_follow: int) -> DecoderLayout:
     """Decoder position ids: memories, the [AE]/[LM] token, then ``n_follow`` tokens (the reconstructed
     context for AE, the completion for LM, question + answer for QA)."""
-    _check(layout, chunk_size, n_memory, n_context)
+    chunks = encoder_positions(n_context, chunk_size, n_memory, layout)  # checks the layout and sizes first
     if carrier not in CARRIERS:
         raise UsageError(f"carrier {carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
     if task not in DECODER_TASKS:
         raise UsageError(f"decoder task {task!r} is unknown; allowed: {', '.join(DECODER_TASKS)}")
-    chunks = encoder_positions(n_context, chunk_size, n_memory, layout)
     n_mem_total = len(chunks) * n_memory
     if layout == "epl":
         memory = [m for c in chunks for m in c.memory]

@@ -54,12 +54,10 @@ def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] 
         if not pretrain_tokens:
             raise UsageError("pretraining needs texts")
         windows = pretrain_windows(pretrain_tokens, settings)
-    elif settings.stage == "finetune":
+    else:  # finetune (TrainSettings allows no other stage)
         if not qa:
             raise UsageError("fine-tuning needs QA examples")
         rng = random.Random(settings.seed)
-    else:
-        raise UsageError(f"stage {settings.stage!r} is unknown; allowed: pretrain, finetune")
     compressor.train()
     losses = []
     for _ in tqdm(range(settings.steps), disable=not progress, desc=f"Compressor {settings.stage}"):

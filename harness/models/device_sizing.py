@@ -119,12 +119,11 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
     if implementation not in ("sdpa", BLOCKED) or torch.device(device).type != "cuda":
         return False
     shape = attention_shape(model)
-    heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
     try:
-        query = torch.empty(1, heads, 16, head_dim, device=device, dtype=dtype)
-        key = torch.empty(1, kv_heads, 16, head_dim, device=device, dtype=dtype)
+        query = torch.empty(1, shape.heads, 16, shape.head_dim, device=device, dtype=dtype)
+        key = torch.empty(1, shape.kv_heads, 16, shape.head_dim, device=device, dtype=dtype)
         mask = torch.zeros(1, 1, 16, 16, device=device, dtype=dtype)
-        params = torch.backends.cuda.SDPAParams(query, key, key, mask, 0.0, False, kv_heads != heads)
+        params = torch.backends.cuda.SDPAParams(query, key, key, mask, 0.0, False, shape.kv_heads != shape.heads)
         return bool(torch.backends.cuda.can_use_flash_attention(params, False)
                     or torch.backends.cuda.can_use_efficient_attention(params, False))
     except Exception:  # noqa: BLE001 (an older PyTorch without these queries: assume the scores exist)

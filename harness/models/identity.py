@@ -52,8 +52,13 @@ def _file_digest(f: Path) -> bytes:
         if isinstance(value, dict):
             value.pop("transformers_version", None)
             return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).digest()
+    return file_sha256(f)
+
+
+def file_sha256(path: Path) -> bytes:
+    """The SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
-    with f.open("rb") as handle:
+    with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     return digest.digest()

@@ -45,12 +45,8 @@ def meta_model(pretrained: str, dtype: str = "auto") -> nn.Module:
 
 def weight_bytes(model: nn.Module) -> int:
     """Bytes of the model's parameters and buffers at their dtypes (a tied head counted once)."""
-    seen, total = set(), 0
-    for tensor in [*model.parameters(), *model.buffers()]:
-        if id(tensor) not in seen:
-            seen.add(id(tensor))
-            total += tensor.numel() * tensor.element_size()
-    return total
+    unique = {id(tensor): tensor for tensor in [*model.parameters(), *model.buffers()]}
+    return sum(tensor.numel() * tensor.element_size() for tensor in unique.values())
 
 
 def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = False) -> int:

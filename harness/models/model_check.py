@@ -47,14 +47,9 @@ class TokenizerFacts:
     def from_gguf(cls, gguf_file: str | Path) -> "TokenizerFacts":
         """The facts a GGUF declares; a missing add-BOS flag reads as llama.cpp reads it (added for ``llama``
         vocabularies only), a missing add-EOS as never."""
-        from gguf import GGUFReader
+        from harness.models.gguf_tokenizer import read_vocabulary
 
-        fields = GGUFReader(str(gguf_file)).fields
-
-        def value(key: str) -> Any:
-            field = fields.get(f"tokenizer.ggml.{key}")
-            return None if field is None else field.contents()
-
+        value = read_vocabulary(gguf_file).get
         add_bos = value("add_bos_token")
         return cls(add_bos=bool(add_bos) if add_bos is not None else value("model") == "llama",
                    add_eos=bool(value("add_eos_token") or False),

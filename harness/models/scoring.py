@@ -136,10 +136,5 @@ def score_tokens(model: nn.Module, input_ids: torch.Tensor, attention_mask: torc
     with sized_pass(model, input_ids) as free:  # one reading for the document's passes
         hidden = hidden_states(model, input_ids, attention_mask, free=free)
         out = target_logprobs(model, hidden, input_ids, free=free)
-    width = input_ids.shape[1]
-    lengths = attention_mask.sum(-1)
-    rows = []
-    for b in range(input_ids.shape[0]):
-        n = int(lengths[b])
-        rows.append(out[b, width - n :].cpu() if n > 1 else out[b, :0].cpu())
-    return rows
+    width = input_ids.shape[1]  # a row of n real tokens has its n - 1 targets last (none when n < 2)
+    return [out[b, width - int(n) :].cpu() for b, n in enumerate(attention_mask.sum(-1))]

@@ -27,10 +27,6 @@ SHIPPED: dict[str, dict[str, Any]] = {
 }
 
 
-def default_cache_dir() -> Path:
-    return cache_root()
-
-
 def train_tokenizer(texts: list[str], vocab_size: int):
     """A byte-level BPE ``PreTrainedTokenizerFast`` with ``<s>``, ``</s>``, ``<pad>`` (BOS added)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -135,12 +131,10 @@ def build_tiny_model(
     build = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
                  max_positions=max_positions, seed=seed, train_steps=train_steps, train_length=train_length)
     shipped = shipped_model(build)
-    if shipped is not None:
-        key = hashlib.sha256(json.dumps({"shipped": shipped[1]}, sort_keys=True).encode()).hexdigest()[:12]
-    else:
-        args = dict(build, format=2, libraries=library_versions("torch", "transformers", "tokenizers"))
-        key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()[:12]
-    folder = Path(cache_dir or default_cache_dir()) / f"tiny-{arch}-{key}"
+    keyed = ({"shipped": shipped[1]} if shipped is not None else
+             dict(build, format=2, libraries=library_versions("torch", "transformers", "tokenizers")))
+    key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:12]
+    folder = Path(cache_dir or cache_root()) / f"tiny-{arch}-{key}"
     if _complete(folder):
         return folder
     with entry_lock(folder):  # concurrent builders: one builds, the others wait and take its folder

@@ -18,14 +18,6 @@ from harness.pic.positions import DEFAULT_INITIAL, DEFAULT_LAYOUT, DEFAULT_RECEN
 IMPLEMENTATIONS = ("cached", "reference")  # Dynamic PIC: the shipped fast path, paper Algorithm 1
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class Inference:
     """PIC and RoPE settings: ``method`` (a key of ``PIC_METHODS``); ``ratio``: ``s_cr`` (naive, dynamic) or ``s_rr``
@@ -33,7 +25,8 @@ class Inference:
     Eq. 9) or ``contiguous``; ``rope_base``: the base the weights expect (``None``: the model's own); ``impl``:
     ``cached`` or ``reference`` (Algorithm 1). A bad value raises a one-line ``UsageError`` naming the field."""
 
-    # each field's ``arg`` (model arg; variant key unless variant=False) and ``symbol`` feed MODEL_ARGS and VARIANT_KEYS
+    # each field's ``arg`` (model arg; variant key unless variant=False) and ``symbol`` feed MODEL_ARGS and VARIANT_KEYS;
+    # each variant key is also an option of `lch train` (options_class)
     method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
     ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
                           above=0, arg="pic_ratio")
@@ -74,8 +67,7 @@ class Inference:
     def effective(self) -> "Inference":
         """This inference with every field that does not change the model (``impl`` always) at its default, so that
         two inferences that run the same model compare equal."""
-        defaults = Inference()
-        return dataclasses.replace(defaults, **{name: getattr(self, name) for name in self.used_fields})
+        return dataclasses.replace(Inference(), **{name: getattr(self, name) for name in self.used_fields})
 
     def replace(self, **fields: Any) -> "Inference":
         """A copy with ``fields`` changed (checked again)."""
@@ -93,15 +85,14 @@ class Inference:
             for name in entry.fields:
                 value = getattr(self, name)
                 if name == "ratio":
-                    settings.append(f"{entry.symbol} {_number(value)}")
-                elif name == "layout":
-                    if value != Inference.layout:
-                        settings.append(f"{value} layout")
-                else:
+                    settings.append(f"{entry.symbol} {value:g}")
+                elif name != "layout":
                     settings.append(f"{_FIELD_BY_NAME[name].metadata.get('symbol', name)} {value}")
+                elif value != Inference.layout:
+                    settings.append(f"{value} layout")
             parts.append(f"{entry.words} ({', '.join(settings)})" if settings else entry.words)
         if self.rope_base is not None:
-            parts.append(f"RoPE base {_number(self.rope_base)}")
+            parts.append(f"RoPE base {self.rope_base:g}")
         return ", ".join(parts) or "standard inference"
 
     # ------------------------------------------------------------------ model args and the variant file
@@ -144,10 +135,15 @@ _FIELD_BY_NAME = {f.name: f for f in _FIELDS}
 _HINTS = typing.get_type_hints(Inference)
 
 
-def option_like(name: str, **changes: Any) -> Any:
-    """A dataclass field declared as :class:`Inference`'s field ``name`` (help, domain), with ``changes`` (``default``,
-    ``help``) applied: for another dataclass that takes the same setting under its model arg's name."""
-    meta = {key: value for key, value in _FIELD_BY_NAME[name].metadata.items()
-            if key not in ("arg", "symbol", "variant")}
-    meta.update(changes)
-    return option(meta.pop("default", _FIELD_BY_NAME[name].default), **meta)
+def options_class(name: str, base: type, changes: Mapping[str, Mapping[str, Any]]) -> type:
+    """A dataclass ``name`` deriving from ``base`` that adds one option per variant key of :class:`Inference`, in its
+    order, named by the key and declared as its field (help, domain), with ``changes[field]`` (``default``, ``help``,
+    bounds) applied (a ``None`` default makes the option optional): for a command that takes the settings as options."""
+    options = []
+    for field_name, key in _VARIANT_FIELDS.items():
+        meta = {k: v for k, v in _FIELD_BY_NAME[field_name].metadata.items() if k not in ("arg", "symbol", "variant")}
+        meta.update(changes.get(field_name, {}))
+        default = meta.pop("default", _FIELD_BY_NAME[field_name].default)
+        hint = _HINTS[field_name] if default is not None else _HINTS[field_name] | None
+        options.append((key, hint, option(default, **meta)))
+    return dataclasses.make_dataclass(name, options, bases=(base,), namespace={"__module__": base.__module__})

@@ -1,19 +1,8 @@
-"""Training examples as batches: the dataset transformers' ``Trainer`` reads, and their right-padded collation."""
+"""Training examples as batches: their right-padded collation (``Trainer`` reads the examples as a list)."""
 
 from __future__ import annotations
 
 import torch
-
-
-class ExampleDataset(torch.utils.data.Dataset):
-    def __init__(self, examples: list[dict]):
-        self.examples = examples
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, i: int) -> dict:
-        return self.examples[i]
 
 
 def collate(rows: list[dict], pad_id: int) -> dict[str, torch.Tensor]:

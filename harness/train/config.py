@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from harness.core.errors import MissingDataError, UsageError
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
-from harness.pic.inference import VARIANT_KEYS, Inference, option_like
+from harness.pic.inference import VARIANT_KEYS, Inference, options_class
 from harness.pic.methods import NO_PIC, PIC_METHODS
 
 # Dynamic PIC-SFT: the PIC paper, §4 trains with l_ic = 10 and l_rc = 600 (its inference sweeps use 4 / 200).
@@ -29,26 +29,32 @@ def _lora(cfg: TrainConfig) -> bool:
 
 
 @dataclass
-class TrainConfig:
+class _Run:
+    recipe: str = option(flag=False)
+    model: str = option(help="base HF model (folder or hub name)")
+    data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
+    output: str = option(help="folder for the adapter, checkpoints and loss log")
+
+
+# the inference the variant expects: Inference's settings under the model args' names, with training's help and
+# defaults where they differ (None: the recipe's default, by check_config)
+_PicOptions = options_class("_PicOptions", _Run, {
+    "method": dict(help="PIC while training"),
+    "ratio": dict(default=None, help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) or s_rr (ntk, default "
+                                     f"{NTK_SFT_RATIO:g})"),
+    "initial": dict(default=None, high=MAX_TOKENS, help=f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)"),
+    "recent": dict(default=None, high=MAX_TOKENS, help=f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)"),
+    "rope_base": dict(help="train (and evaluate) at this RoPE base"),
+})
+
+
+@dataclass
+class TrainConfig(_PicOptions):
     """The options every recipe shares; a recipe's subclass adds its own and ``OPTIMISER`` (the papers' ``lr`` /
     ``warmup`` / ``epochs`` / ``weight_decay`` / ``betas`` when not given). Build one with :meth:`for_recipe`."""
 
     OPTIMISER: ClassVar[dict[str, Any]] = {}
 
-    recipe: str = option(flag=False)
-    model: str = option(help="base HF model (folder or hub name)")
-    data: str = option(help="local .jsonl / .json / .txt / folder, or an HF dataset name", record=True)
-    output: str = option(help="folder for the adapter, checkpoints and loss log")
-    # the inference the variant expects, under the model args' names (None: the recipe's default, by check_config)
-    pic: str = option_like("method", help="PIC while training")
-    pic_ratio: float | None = option_like("ratio", default=None, help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) "
-                                                                      f"or s_rr (ntk, default {NTK_SFT_RATIO:g})")
-    pic_initial: int | None = option_like("initial", default=None, high=MAX_TOKENS,
-                                          help=f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)")
-    pic_recent: int | None = option_like("recent", default=None, high=MAX_TOKENS,
-                                         help=f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)")
-    pic_layout: str = option_like("layout")
-    rope_base: float | None = option_like("rope_base", help="train (and evaluate) at this RoPE base")
     # data
     split: str = option("train", "split of an HF dataset")
     text_field: str = option("text", "field of the texts")
@@ -83,10 +89,9 @@ class TrainConfig:
     def for_recipe(cls, recipe: str, **options: Any) -> TrainConfig:
         """The config of ``recipe`` with ``options``; an unknown recipe or option is a one-line :class:`UsageError`."""
         klass = config_class(recipe)
-        names = {f.name for f in fields(klass)}
-        for name in options:
-            if name not in names:
-                raise UsageError(f"--{name.replace('_', '-')} is not an option of `lch train {recipe}`")
+        unknown = [name for name in options if name not in {f.name for f in fields(klass)}]
+        if unknown:
+            raise UsageError(f"{flag_name(unknown[0])} is not an option of `lch train {recipe}`")
         return klass(recipe=recipe, **options)
 
     def optimiser(self) -> dict[str, Any]:
@@ -212,8 +217,6 @@ class LongRecipeConfig(TrainConfig):
         return (name == "seq_len" and self.stage == "replay") or super().records(name)
 
     def check(self) -> None:
-        if self.stage not in STAGES:
-            raise UsageError(f"--stage {self.stage!r} is unknown; allowed: {', '.join(STAGES)}")
         if self.stage == "replay" and not self.init:
             raise UsageError("--stage replay is LongRecipe's second stage: give --init <the extended adapter>")
         if self.stage == "extend" and not self.target_length:
@@ -252,10 +255,8 @@ def check_config(cfg: TrainConfig) -> TrainConfig:
     """``cfg`` with the recipe's PIC defaults filled; contradictory options are refused (one line each)."""
     config_class(cfg.recipe)  # an unknown recipe is refused
     check_domains(cfg, flag_name)  # every option inside its declared domain, named by its flag
-    if cfg.recipe == "pic-sft" and cfg.pic == NO_PIC:
-        cfg.recipe = "sft"  # plain SFT, the control of the PIC paper, Table 2
-    if cfg.recipe == "sft" and cfg.pic != NO_PIC:
-        cfg.recipe = "pic-sft"
+    if cfg.recipe in ("sft", "pic-sft"):  # sft: plain SFT, the control of the PIC paper, Table 2
+        cfg.recipe = "sft" if cfg.pic == NO_PIC else "pic-sft"
     if cfg.pic_ratio is None:
         cfg.pic_ratio = NTK_SFT_RATIO if cfg.pic == "ntk" else PIC_SFT_RATIO if cfg.pic != NO_PIC else 1.0
     if cfg.pic_initial is None:

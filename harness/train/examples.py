@@ -36,25 +36,14 @@ def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: i
         if len(prompt) >= max_length:
             return []
         answer = answer[: max_length - len(prompt)]
-    out = []
-    for start, end in dynamic_sft_segments(len(answer), segment_length):
-        ids = prompt + answer[:end]
-        out.append({"input_ids": ids, "loss_mask": [0] * (len(prompt) + start) + [1] * (end - start)})
-    return out
-
-
-def sft_examples(prompt: list[int], answer: list[int], max_length: int | None = None) -> list[dict]:
-    """One example: the prompt, then the answer (cut at its end to fit ``max_length``); loss on the answer."""
-    return dynamic_sft_examples(prompt, answer, max(1, len(answer)), max_length)
+    return [{"input_ids": prompt + answer[:end], "loss_mask": [0] * (len(prompt) + start) + [1] * (end - start)}
+            for start, end in dynamic_sft_segments(len(answer), segment_length)]
 
 
 def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:
     """Non-overlapping chunks of exactly ``length`` tokens (remainders dropped: unpadded batches); loss on all."""
-    out = []
-    for tokens in token_lists:
-        for start in range(0, len(tokens) - length + 1, length):
-            out.append({"input_ids": tokens[start : start + length], "loss_mask": [1] * length})
-    return out
+    return [{"input_ids": tokens[start : start + length], "loss_mask": [1] * length}
+            for tokens in token_lists for start in range(0, len(tokens) - length + 1, length)]
 
 
 def split_heldout(rows: list, fraction: float, seed: int) -> tuple[list, list]:

@@ -17,8 +17,8 @@ from harness.models.unwrap import unwrap_model
 from harness.models.masks import positions_from_mask
 
 
-def _hidden(model, input_ids: torch.Tensor) -> torch.Tensor:
-    return unwrap_model(model).get_decoder()(input_ids=input_ids, use_cache=False).last_hidden_state
+def _hidden(model, input_ids: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+    return unwrap_model(model).get_decoder()(input_ids=input_ids, use_cache=False, **inputs).last_hidden_state
 
 
 def token_nll(model, input_ids: torch.Tensor) -> torch.Tensor:
@@ -32,9 +32,7 @@ def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, los
     ``[B, T]`` batch, with gradients; position ids default to each row's ``0 .. n-1``."""
     if position_ids is None:
         position_ids, _ = positions_from_mask(attention_mask)
-    hidden = unwrap_model(model).get_decoder()(
-        input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
-    ).last_hidden_state
+    hidden = _hidden(model, input_ids, attention_mask=attention_mask, position_ids=position_ids)
     logprobs = target_logprobs(model, hidden, input_ids)
     mask = (loss_mask[:, 1:] * attention_mask[:, 1:]).to(logprobs.dtype)
     return -(logprobs * mask).sum(), mask.sum()
@@ -76,11 +74,10 @@ def lsm_regularized_loss(
     if input_ids.shape[1] < hi + delta:
         raise UsageError(f"sequences need at least L + delta = {hi + delta} tokens, got {input_ids.shape[1]}")
     window_a = input_ids[:, :hi]
-    window_b = input_ids[:, delta : delta + hi]
     hidden_a = _hidden(model, window_a)  # one forward of A serves its CE and its distributions
     ce = -target_logprobs(model, hidden_a, window_a).mean()
     l2 = torch.arange(lo, hi - delta + 1, device=input_ids.device)  # context length in B; l1 = l2 + delta
     logits_a = output_logits(model, hidden_a[:, l2 + delta - 1])
-    logits_b = output_logits(model, _hidden(model, window_b)[:, l2 - 1])
+    logits_b = output_logits(model, _hidden(model, input_ids[:, delta : delta + hi])[:, l2 - 1])
     misalign = sce(logits_a, logits_b).mean()
     return ce + lam * misalign, {"ce": ce.item(), "misalign": misalign.item()}

@@ -29,13 +29,8 @@ def average_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], wa: f
     if a.keys() != b.keys():
         missing = sorted(set(a) ^ set(b))[:3]
         raise UsageError(f"the two models have different weights (e.g. {missing}): merge checkpoints of one architecture")
-    out = {}
-    for k, v in a.items():
-        if v.is_floating_point():
-            out[k] = (wa * v.float() + wb * b[k].float()).to(v.dtype)
-        else:
-            out[k] = v
-    return out
+    return {k: (wa * v.float() + wb * b[k].float()).to(v.dtype) if v.is_floating_point() else v
+            for k, v in a.items()}
 
 
 def merge(base: str, tuned: str, output: str, weights: tuple[float, float] = (0.5, 0.5), dtype: str = "float32") -> Path:
@@ -71,20 +66,17 @@ def _merge_into(out: Path, base: str, tuned_path: Path, l1: float, l2: float, dt
                                               "training_summary.json", "README.md"):
                 shutil.copy2(f, out / f.name)
         save_file(scale_lora(load_file(str(weights_file)), l2), str(out / "adapter_model.safetensors"))
-        kind = "adapter (lora_B scaled)"
-    else:
-        torch_dtype = getattr(torch, dtype)
-        original = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
-        if is_adapter(tuned_path):
-            from peft import PeftModel
+        return "adapter (lora_B scaled)"
+    torch_dtype = getattr(torch, dtype)
+    original = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
+    if is_adapter(tuned_path):
+        from peft import PeftModel
 
-            tuned_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype),
-                                                    str(tuned_path)).merge_and_unload()
-        else:
-            tuned_model = AutoModelForCausalLM.from_pretrained(str(tuned_path), dtype=torch_dtype)
-        merged = average_states(original.state_dict(), tuned_model.state_dict(), l1, l2)
-        original.load_state_dict(merged)
-        original.save_pretrained(str(out))
-        AutoTokenizer.from_pretrained(base).save_pretrained(str(out))
-        kind = "full model"
-    return kind
+        tuned_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype),
+                                                str(tuned_path)).merge_and_unload()
+    else:
+        tuned_model = AutoModelForCausalLM.from_pretrained(str(tuned_path), dtype=torch_dtype)
+    original.load_state_dict(average_states(original.state_dict(), tuned_model.state_dict(), l1, l2))
+    original.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(base).save_pretrained(str(out))
+    return "full model"

@@ -15,13 +15,7 @@ def dynamic_sft_segments(n_answer: int, segment_length: int) -> list[tuple[int, 
     ends at ``n_answer``, each is ``segment_length`` long except the first (the remainder)."""
     if segment_length < 1:
         raise UsageError(f"segment length must be >= 1, got {segment_length}")
-    bounds = []
-    end = n_answer
-    while end > 0:
-        start = max(0, end - segment_length)
-        bounds.append((start, end))
-        end = start
-    return bounds[::-1]
+    return [(max(0, end - segment_length), end) for end in range(n_answer, 0, -segment_length)][::-1]
 
 
 def auto_max_skip(segment_lengths: list[int], target_length: int) -> int:

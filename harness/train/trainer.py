@@ -22,11 +22,10 @@ from harness.train.examples import (
     dynamic_sft_examples,
     encode_instruction,
     require,
-    sft_examples,
     split_heldout,
     text_chunks,
 )
-from harness.train.batches import ExampleDataset, collate
+from harness.train.batches import collate
 from harness.train.heldout import heldout_loss, heldout_warning
 from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll
 
@@ -64,8 +63,7 @@ class RecipeTrainer(Trainer):
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         if "loss" in logs:
-            for k, values in self._parts.items():
-                logs[k] = sum(values) / len(values)
+            logs.update({k: sum(values) / len(values) for k, values in self._parts.items()})
             self._parts = {}
         super().log(logs, *args, **kwargs)
 
@@ -144,10 +142,9 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
             for i in indices:
                 prompt, answer = encode_instruction(tokenizer, rows[i], f"{cfg.data} row {i}", cfg.chat_template,
                                                     cfg.prompt_field, cfg.response_field)
-                if trains_in_segments(cfg):
-                    out += dynamic_sft_examples(prompt, answer, cfg.segment_length, cfg.max_length)
-                else:
-                    out += sft_examples(prompt, answer, cfg.max_length)
+                # plain SFT: one segment, the whole answer (cut at its end to fit --max-length)
+                segment = cfg.segment_length if trains_in_segments(cfg) else max(1, len(answer))
+                out += dynamic_sft_examples(prompt, answer, segment, cfg.max_length)
             return out
 
         train, held = make(train_rows), make(held_rows)
@@ -164,11 +161,9 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
     train_texts, held_texts = split_heldout(texts, cfg.heldout, cfg.seed)
     info.update(rows=len(texts), heldout_rows=len(held_texts))
     enc = lambda ts: [tokenizer(t, add_special_tokens=False)["input_ids"][: cfg.max_length] for t in ts]  # noqa: E731
-    if cfg.recipe == "longce":
-        length = cfg.seq_len
-    elif cfg.recipe == "lsm-reg":
+    if cfg.recipe == "lsm-reg":
         length = cfg.context_length + cfg.delta
-    elif cfg.stage == "replay":
+    elif cfg.recipe == "longce" or cfg.stage == "replay":
         length = cfg.seq_len
     else:
         return longrecipe_split(cfg, tokenizer, model, train_texts, held_texts, info)
@@ -239,7 +234,7 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
         use_cpu=not torch.cuda.is_available(), bf16=cfg.dtype == "bfloat16" and torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
-    trainer = RecipeTrainer(model=model, args=args, train_dataset=ExampleDataset(train),
+    trainer = RecipeTrainer(model=model, args=args, train_dataset=train,
                             data_collator=lambda rows: collate(rows, pad_id), loss_fn=recipe_loss(cfg),
                             callbacks=[VariantCallback(output, variant)])
     if not cfg.progress:  # --quiet: no per-step dicts on stdout either (the loss log keeps them)
