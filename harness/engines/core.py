@@ -22,7 +22,6 @@ from harness.engines.requests import (
     LsmResponse,
     TokenLogprobsResponse,
     encode_for_scoring,
-    first_stop,
 )
 from harness.engines.response_cache import (
     CacheOwner,
@@ -72,7 +71,6 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     def adopt(self, resolved: "ResolvedArgs") -> "ResolvedArgs":
         """Keep the resolved model args, logging which explicit args override the variant file."""
         self.resolved, self.inference, self.variant = resolved, resolved.inference, resolved.variant
-        self.pic = resolved.inference.method
         for override in resolved.overrides:
             log.warning("model_arg %s overrides the variant file of %s (%s)", override,
                         resolved.adapter or resolved.pretrained, resolved.variant.describe())
@@ -88,8 +86,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         """lm-eval's model info plus ``lch_inference``, ``lch_variant``, ``lch_evaluated_as`` and ``lch_run``."""
         from harness.pic.variants import results_info
 
-        base = super().get_model_info() if hasattr(super(), "get_model_info") else {}
-        return {**base, **results_info(self.variant, self.inference)}
+        return {**super().get_model_info(), **results_info(self.variant, self.inference)}
 
     def model_folder(self) -> Any:
         return self.resolved.pretrained
@@ -170,8 +167,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         pieces: dict[int, list[torch.Tensor | None]] = {}
         for i, enc in enumerate(encoded):
             n = len(enc["token_ids"])
-            windows = [ScoringWindow(0, n, 1)] if n >= 2 and (window is None or n <= window) else \
-                scoring_windows(n, window) if n >= 2 else []
+            windows = scoring_windows(n, n if window is None else window) if n >= 2 else []
             if len(windows) > 1:
                 log.warning(
                     "token_logprobs: a text of %d tokens is longer than the engine's %d-token window: scored in %d "
@@ -253,6 +249,6 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     def long_generation_response(self, out: Generated, until: tuple[str, ...]) -> LongGenerationResponse:
         """The response of one generation: the decoded text cut at its first stop string."""
         text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-        cut = first_stop(text, until)
+        cut = min((text.find(u) for u in until if u and u in text), default=-1)
         return {"text": text if cut < 0 else text[:cut], "ended_with_eos": out.stopped or cut >= 0,
                 "n_tokens": len(out.token_ids)}

@@ -89,8 +89,7 @@ class HFPicLM(EngineCore, HFLM):
 
     def score_hidden(self, rows: list[list[int]]) -> list[torch.Tensor]:
         """One left-padded forward of the decoder (every PIC variant sees each row's true positions)."""
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids, mask = left_pad(rows, pad_id, self.device)
+        ids, mask = self._left_pad(rows)
         with sized_pass(self.model, ids) as free:
             hidden = hidden_states(self.model, ids, mask, free=free)
         return [hidden[b, ids.shape[1] - len(row):] for b, row in enumerate(rows)]
@@ -100,9 +99,11 @@ class HFPicLM(EngineCore, HFLM):
 
     def generate_tokens(self, prompts: list[list[int]], options: LongGenerationOptions, budget: int) -> list[Generated]:
         """``generate`` on a left-padded batch with every EOS id of the model; stop strings are left to the core."""
-        eos_ids = set(self._eos_ids())
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        ids, mask = left_pad(prompts, pad_id, self.device)
+        configured = self.model.generation_config.eos_token_id
+        eos_ids = set([] if configured is None else [configured] if isinstance(configured, int) else configured)
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.add(self.tokenizer.eos_token_id)
+        ids, mask = self._left_pad(prompts)
         # greedy: sampling settings would only trigger HF warnings
         sampling = {"temperature": options.temperature, "top_p": options.top_p} if options.do_sample else {}
         with torch.no_grad():
@@ -115,9 +116,6 @@ class HFPicLM(EngineCore, HFLM):
             results.append(Generated(row if stop is None else row[:stop], stop is not None))
         return results
 
-    def _eos_ids(self) -> list[int]:
-        ids = self.model.generation_config.eos_token_id
-        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-        if self.tokenizer.eos_token_id is not None:
-            ids.append(self.tokenizer.eos_token_id)
-        return ids
+    def _left_pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        return left_pad(rows, pad_id, self.device)

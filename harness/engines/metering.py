@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import Any, Callable
 
 from harness.core.costs import record_requests
@@ -60,15 +61,12 @@ class MetersLmEvalRequests:
     """lm-eval's own request methods of the model class below ours in the MRO, metered (nothing of lm-eval patched)."""
 
     def generate_until(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        parent = super()
-        return meter(self, "generate_until", requests, lambda: parent.generate_until(requests, *args, **kwargs))
+        return meter(self, "generate_until", requests, partial(super().generate_until, requests, *args, **kwargs))
 
     def loglikelihood(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        parent = super()
-        return meter(self, "loglikelihood", requests, lambda: parent.loglikelihood(requests, *args, **kwargs))
+        return meter(self, "loglikelihood", requests, partial(super().loglikelihood, requests, *args, **kwargs))
 
     def loglikelihood_rolling(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        parent = super()
         return meter(self, "loglikelihood_rolling", requests,
-                     lambda: parent.loglikelihood_rolling(requests, *args, **kwargs))
+                     partial(super().loglikelihood_rolling, requests, *args, **kwargs))
 

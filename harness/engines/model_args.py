@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -71,8 +73,6 @@ def folder_dtype(pretrained: Any) -> str | None:
     """What ``dtype=auto`` means for a local model folder on every engine: its ``config.json`` dtype (``dtype`` or
     ``torch_dtype``), float32 when it names none, as transformers does (vLLM's own ``auto`` would run float32 in half
     precision). None for a hub id or an object: its engine resolves ``auto``."""
-    import json
-
     if not isinstance(pretrained, (str, Path)):
         return None
     config = Path(pretrained).expanduser() / "config.json"
@@ -106,8 +106,6 @@ def refuse_unknown_args(model: str, given: Iterable[str], known: Iterable[str], 
 
 def hf_model_args() -> set[str]:
     """The model args lm-eval's ``hf`` model (and so hf-pic) takes by name: its constructor's parameters."""
-    import inspect
-
     from lm_eval.models.huggingface import HFLM
 
     return {name for name, p in inspect.signature(HFLM.__init__).parameters.items()
@@ -127,8 +125,6 @@ VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_im
 
 def local_config(pretrained: Any) -> dict | None:
     """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
-    import json
-
     if not isinstance(pretrained, str):
         return None
     config_file = Path(pretrained).expanduser() / "config.json"
@@ -156,7 +152,6 @@ def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
 def vllm_known_args() -> set[str]:
     """Model args vllm-pic passes on: lm-eval's ``VLLM`` parameters, ``vllm.LLM``'s and vLLM's engine args."""
     import dataclasses
-    import inspect
 
     from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 

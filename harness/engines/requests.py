@@ -213,11 +213,6 @@ def check_response(kind: str, value: Any) -> None:
     REQUESTS[kind].check_response(value)
 
 
-def first_stop(text: str, until: Sequence[str]) -> int:
-    """Where the first of the stop strings ``until`` starts in ``text`` (-1 for none)."""
-    return min((text.find(u) for u in until if u and u in text), default=-1)
-
-
 def encode_for_scoring(tokenizer: Any, text: str, options: ScoringOptions | Mapping[str, Any] | None = None) -> dict:
     """``{"token_ids", "offsets"}`` of a ``token_logprobs`` request's text under :class:`ScoringOptions`
     (a dict is parsed first): offsets are None unless asked for and the tokenizer is a fast one."""
@@ -252,10 +247,6 @@ def _matches(value: Any, tp: Any) -> bool:
         return value is None
     if origin is list:
         return isinstance(value, list) and all(_matches(v, typing.get_args(tp)[0]) for v in value)
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, tp)
+    if tp in (int, float) and isinstance(value, bool):  # a bool is an int to isinstance, not a number here
+        return False
+    return isinstance(value, (int, float) if tp is float else tp)

@@ -15,9 +15,6 @@ from harness.core.errors import UsageError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["LAYOUTS", "dynamic_position_list", "dynamic_positions", "naive_ids", "naive_positions", "ntk_base",
-]
-
 LAYOUTS = ("paper", "contiguous")  # Dynamic PIC: literal Eq. 9, or monotone
 # l_ic and l_rc of the PIC paper's inference sweeps; the literal Eq. 9 layout
 DEFAULT_INITIAL, DEFAULT_RECENT, DEFAULT_LAYOUT = 4, 200, "paper"
@@ -57,14 +54,12 @@ def dynamic_positions(
     boundary = l_c - recent  # b: first id of the recent window
     is_middle = (m >= initial) & (m < boundary)
     if layout == "paper":
-        squeezed = m / ratio
-        return torch.where(is_middle, squeezed, m)
+        return torch.where(is_middle, m / ratio, m)
     if layout == "contiguous":
         middle = initial + (m - initial) / ratio
         # Only rows with a non-empty middle shift their recent window down.
         shift = torch.clamp(boundary - initial, min=0) * (1.0 / ratio - 1.0)
-        recent_pos = m + shift
-        out = torch.where(is_middle, middle, recent_pos)
+        out = torch.where(is_middle, middle, m + shift)
         return torch.where(m < initial, m, out)
     raise UsageError(f"pic layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
 
@@ -75,5 +70,4 @@ def dynamic_position_list(
     """``g_{l_c}(0..l_c-1)`` as a Python list — the form the fixtures in the tests are written in."""
     import torch
 
-    ids = torch.arange(length)
-    return dynamic_positions(ids, length, ratio, initial, recent, layout).tolist()
+    return dynamic_positions(torch.arange(length), length, ratio, initial, recent, layout).tolist()

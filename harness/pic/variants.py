@@ -40,10 +40,6 @@ class Variant:
         return describe(self.recipe, self.inference, self.settings)
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
-
-
 def describe(recipe: str, inference: Inference, settings: dict[str, Any] | None = None) -> str:
     """A recipe and its inference in words (the leaderboard's ``variant`` column), e.g. ``Dynamic PIC-SFT
     (s_cr 2, l_ic 10, l_rc 600)``, ``LongRecipe, RoPE base 40000, merged 0.5 / 0.5 with the original``."""
@@ -59,7 +55,7 @@ def describe(recipe: str, inference: Inference, settings: dict[str, Any] | None 
             text += f", {inference_text}"
     merged = settings.get("merged")
     if isinstance(merged, dict) and merged.get("weights"):
-        text += f", merged {' / '.join(_number(w) for w in merged['weights'])} with the original"
+        text += f", merged {' / '.join(f'{w:g}' for w in merged['weights'])} with the original"
     return text
 
 

@@ -122,9 +122,8 @@ def ensure_vllm_env(root: Path | None = None, log: Callable[[str], None] = print
             marker = _build(root, checkout, log)
         fingerprint = dependencies_fingerprint(checkout)
         if marker.get("checkout") != str(checkout) or marker.get("dependencies") != fingerprint:
-            same_deps = marker.get("dependencies") == fingerprint
             log(f"vllm-env: installing this checkout ({checkout}) into {root}")
-            _install_package(root, checkout, with_dependencies=not same_deps)
+            _install_package(root, checkout, with_dependencies=marker.get("dependencies") != fingerprint)
             marker = {**marker, "checkout": str(checkout), "dependencies": fingerprint}
             _write_marker(root, marker)
     return VllmEnv(root, root / "bin" / "python", marker["vllm"], marker["transformers"])

@@ -98,15 +98,6 @@ def generated(completion: Any) -> Generated:
     return Generated(tokens, stopped)
 
 
-def _is_validation_error(err: BaseException) -> bool:
-    """Whether ``err`` is pydantic's ``ValidationError`` (vLLM's check of its engine args)."""
-    try:
-        from pydantic import ValidationError
-    except ImportError:
-        return False
-    return isinstance(err, ValidationError)
-
-
 def scores_from_hidden(data_parallel_size: int, moves_cached_keys: bool) -> bool:
     """Whether vllm-pic scores from a pooling engine's hidden states (else from ``prompt_logprobs``): with one replica
     and a method a plain forward applies (not one that moves cached keys)."""
@@ -164,9 +155,13 @@ class VLLMPicLM(EngineCore, _Base):
         self._pooling = None  # the pooling engine of the scoring requests, built on the first one
         try:
             super().__init__(**kwargs)
-        except (RuntimeError, ValueError) as err:  # an engine in another process: a bare RuntimeError, the
-            if isinstance(err, LchError) or _is_validation_error(err):  # cause in its log above; in this
-                raise  # process: vLLM's own error (bad engine args: pydantic's, which lch translates per field)
+        except (RuntimeError, ValueError) as err:
+            # an engine in another process: a bare RuntimeError, the cause in its log above; in this process: vLLM's
+            # own error (bad engine args: pydantic's, which lch translates per field; vLLM requires pydantic)
+            from pydantic import ValidationError
+
+            if isinstance(err, (LchError, ValidationError)):
+                raise
             raise EngineStartError(
                 f"vLLM's engine did not start for pretrained={pretrained}: {str(err).splitlines()[0]} (vLLM's log "
                 "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)") from err
@@ -227,9 +222,6 @@ class VLLMPicLM(EngineCore, _Base):
     def generation_batch_size(self) -> int:
         return 10**9 if self.data_parallel_size > 1 else DOCS_PER_CALL  # replicas are started per call
 
-    def _pooled(self) -> bool:
-        return scores_from_hidden(self.data_parallel_size, self.inference.entry.moves_cached_keys)
-
     def score_window(self) -> int:
         # prompt_logprobs keeps room for one generated token; the pooling engine uses the same windows
         return self.max_length - 1
@@ -246,7 +238,7 @@ class VLLMPicLM(EngineCore, _Base):
 
     def row_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
         """From hidden states and the head, else (:func:`scores_from_hidden`) from vLLM's ``prompt_logprobs``."""
-        if self._pooled():
+        if scores_from_hidden(self.data_parallel_size, self.inference.entry.moves_cached_keys):
             return super().row_logprobs(rows)
         from vllm import SamplingParams
 
@@ -286,14 +278,3 @@ class VLLMPicLM(EngineCore, _Base):
                 args.update(enable_lora=True, max_lora_rank=self.model_args.get("max_lora_rank", 16))
             self._pooling = LLM(**args)
         return self._pooling
-
-    if _VLLM_ERROR is not None:  # abstract methods of LM, never reached: __init__ raises first
-
-        def loglikelihood(self, requests):  # pragma: no cover
-            raise NotImplementedError
-
-        def loglikelihood_rolling(self, requests):  # pragma: no cover
-            raise NotImplementedError
-
-        def generate_until(self, requests):  # pragma: no cover
-            raise NotImplementedError

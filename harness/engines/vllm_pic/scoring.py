@@ -30,8 +30,7 @@ def prompt_token_logprobs(output: Any, token_ids: list[int]) -> list[float]:
 
 def pooling_engine_args(model_args: dict) -> dict:
     """Engine args of the pooling engine beside a generating engine built from ``model_args``."""
-    args = {k: v for k, v in model_args.items() if k not in _GENERATION_ONLY and v is not None}
-    return {**args, **POOLING_ARGS}
+    return {k: v for k, v in model_args.items() if k not in _GENERATION_ONLY and v is not None} | POOLING_ARGS
 
 
 def pooled_hidden(pooling: Any, rows: list[list[int]], lora_request: Any = None) -> list[torch.Tensor]:

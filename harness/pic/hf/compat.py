@@ -17,18 +17,13 @@ class UnsupportedTransformersError(LchError, RuntimeError):
     """The installed transformers is outside :data:`SUPPORTED_TRANSFORMERS`."""
 
 
-def supported_range() -> str:
-    low, high = SUPPORTED_TRANSFORMERS
-    return f">={low},<{high}"
-
-
 def check_transformers_version() -> None:
     """Raise :class:`UnsupportedTransformersError` (one line) outside :data:`SUPPORTED_TRANSFORMERS`."""
     import transformers
 
     installed = transformers.__version__
-    low, high = (Version(v) for v in SUPPORTED_TRANSFORMERS)
-    if not low <= Version(Version(installed).base_version) < high:  # 6.0.0.dev0 counts as 6.0
+    low, high = SUPPORTED_TRANSFORMERS
+    if not Version(low) <= Version(Version(installed).base_version) < Version(high):  # 6.0.0.dev0 counts as 6.0
         raise UnsupportedTransformersError(
-            f"PIC patches support transformers {supported_range()}; installed: transformers {installed}"
+            f"PIC patches support transformers >={low},<{high}; installed: transformers {installed}"
         )

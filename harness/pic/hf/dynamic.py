@@ -102,9 +102,8 @@ def _pic_layers(cache: Any, layout: RopeLayout, impl: str, past: int) -> PicLaye
     first PIC layer (the one that keeps the positions)."""
     if not isinstance(cache, DynamicCache):
         raise UsageError(f"Dynamic PIC needs a transformers DynamicCache; got {type(cache).__name__}")
-    n_layers = len(layout.decoder.layers)
     if past == 0:
-        while len(cache.layers) < n_layers:  # a cache built without a config grows its layers lazily
+        while len(cache.layers) < len(layout.decoder.layers):  # a cache built without a config grows its layers lazily
             cache.layers.append(DynamicLayer())
         for index in layout.pic_layers:
             cache.layers[index] = PicLayer(impl)

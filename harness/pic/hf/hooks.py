@@ -80,7 +80,6 @@ def _attention_hook(is_pic: bool) -> Callable[[nn.Module, tuple, dict], tuple[tu
 def install(layout: RopeLayout, inference: Inference) -> list[Callable[[], None]]:
     """Hook the decoder and its attention modules; returns the undo functions."""
     decoder = layout.decoder
-    undo: list[Callable[[], None]] = []
     base_of = inference.entry.base
     if base_of is not None:
         from harness.pic.hf.rope import rebased_rotary, rope_base_of
@@ -93,8 +92,7 @@ def install(layout: RopeLayout, inference: Inference) -> list[Callable[[], None]
     handle = decoder.register_forward_pre_hook(
         lambda module, args, kwargs: plan_call(inference, layout, rotary, module, args, kwargs), with_kwargs=True
     )
-    undo.append(handle.remove)
-    for index, layer in enumerate(decoder.layers):
-        hook = _attention_hook(index in layout.pic_layers)
-        undo.append(layer.self_attn.register_forward_pre_hook(hook, with_kwargs=True).remove)
-    return undo
+    return [handle.remove] + [
+        layer.self_attn.register_forward_pre_hook(_attention_hook(index in layout.pic_layers), with_kwargs=True).remove
+        for index, layer in enumerate(decoder.layers)
+    ]

@@ -64,8 +64,7 @@ def set_rope_base(decoder: nn.Module, layer_type: str | None, base: float) -> No
     _with_base(rotary.config, layer_type, base)
     # rebuilt in place (buffers and attributes of a fresh one), so hooks and references to it stay valid
     fresh = type(rotary)(rotary.config).to(_device(rotary))
-    for name, buffer in fresh.named_buffers(recurse=False):
-        rotary._buffers[name] = buffer
+    rotary._buffers.update(fresh.named_buffers(recurse=False))
     for name, value in vars(fresh).items():
         if not name.startswith("_") and name != "training":
             setattr(rotary, name, value)

@@ -30,9 +30,6 @@ class RopeLayout:
     layer_type: str | None  # the rotary embedding's ``layer_type`` argument for PIC layers (Gemma 3), else None
     apply_rotary: Callable[..., Any]  # the family's apply_rotary_pos_emb(q, k, cos, sin)
 
-    def attention(self, index: int) -> nn.Module:
-        return self.decoder.layers[index].self_attn
-
     def rotary(self, rotary: nn.Module, x: Any, positions: Any) -> tuple[Any, Any]:
         """``(cos, sin)`` of the PIC layers at ``positions`` from ``rotary`` (the model's or a rebased copy)."""
         if self.layer_type is None:

@@ -145,8 +145,7 @@ def graph_settings(engine_args: dict) -> dict:
     """Dynamic PIC's ``enforce_eager`` / ``compilation_config``: eager by default, else full CUDA graphs of decode steps
     only (``cudagraph_mode=FULL_DECODE_ONLY``: a piecewise graph is captured without the step's attention metadata, so
     could not hold the plan); another given ``cudagraph_mode`` is refused in one line."""
-    eager = convert(engine_args.get("enforce_eager", True), bool, "enforce_eager")
-    if eager:
+    if convert(engine_args.get("enforce_eager", True), bool, "enforce_eager"):
         return {"enforce_eager": True}
     given = engine_args.get("compilation_config") or {}
     if isinstance(given, str):

@@ -98,9 +98,7 @@ def apply_table(query: torch.Tensor, key: torch.Tensor | None, table: torch.Tens
 
     if rows is None:
         rows = torch.arange(query.shape[0], device=query.device)
-    if table.dtype != query.dtype:
-        table = table.to(query.dtype)
-    ops.rotary_embedding(rows, query, key, head_size, table.contiguous(), neox)
+    ops.rotary_embedding(rows, query, key, head_size, table.to(query.dtype).contiguous(), neox)
     return query, key
 
 
@@ -260,10 +258,7 @@ def cache_layout(attn: Any, kv_cache: torch.Tensor) -> tuple[torch.Tensor, ...]:
             raise RuntimeError(f"Dynamic PIC on vLLM: the {type(attn.impl).__name__} attention backend has no cache "
                                "writer of its own (do_kv_cache_update) to locate the keys with; pass "
                                "attention_backend=FLASH_ATTN (GPU) or use --model hf-pic")
-
-        def write(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slots: torch.Tensor) -> None:
-            attn.impl.do_kv_cache_update(attn, key, value, cache, slots)
-
+        write = functools.partial(attn.impl.do_kv_cache_update, attn)  # (key, value, cache, slots)
         _LAYOUTS[tag] = locate_keys(write, tuple(kv_cache.shape), int(kv_cache.shape[1]), attn.head_size,
                                     kv_cache.dtype, kv_cache.device)
     return _LAYOUTS[tag]
@@ -327,11 +322,9 @@ def install(model: nn.Module, hf_config: Any, inference: Inference, step: Dynami
     from harness.pic.hf.rope_layout import kept_layers
 
     arch = type(model).__name__.removeprefix(PREFIX)
-    found: dict[int, nn.Module] = {}
-    for module in model.modules():
-        if isinstance(getattr(module, "attn", None), Attention) and isinstance(getattr(module, "rotary_emb", None),
-                                                                               nn.Module):
-            found[extract_layer_index(module.attn.layer_name)] = module
+    found = {extract_layer_index(module.attn.layer_name): module for module in model.modules()
+             if isinstance(getattr(module, "attn", None), Attention)
+             and isinstance(getattr(module, "rotary_emb", None), nn.Module)}
     if not found:
         raise ValueError(f"PIC on vLLM: {arch}'s attention modules hold no rotary_emb beside their Attention, so PIC "
                          "cannot reach its positions; use --model hf-pic")
@@ -378,7 +371,6 @@ def pic_model_class(name: str) -> type:
         if inference.entry.moves_cached_keys:
             check_engine(vllm_config)
         base.__init__(self, vllm_config=vllm_config, prefix=prefix, **kwargs)
-        self.pic_inference = inference
         self.pic_step = DynamicStep(inference) if inference.entry.moves_cached_keys else None
         self.pic_layers = install(self, vllm_config.model_config.hf_text_config, inference, self.pic_step)
         self.pic_vllm_config, self.pic_checked_cache = vllm_config, False
