@@ -4,10 +4,11 @@ tokens; requests answered from the response cache (``--use_cache``) are not coun
 
 from __future__ import annotations
 
-import contextlib
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, ContextManager, Iterable
+
+from harness.core.context import setting
 
 UNKNOWN_TASK = "(no task)"  # a request lm-eval built outside a task (none of ours)
 
@@ -26,10 +27,8 @@ class TaskCost:
     decode_context: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = asdict(self)
         tokens = self.prompt_tokens + self.generated_tokens
-        out["tokens_per_second"] = tokens / self.seconds if self.seconds > 0 else None
-        return out
+        return {**asdict(self), "tokens_per_second": tokens / self.seconds if self.seconds > 0 else None}
 
 
 @dataclass
@@ -52,16 +51,10 @@ class RunCost:
 _CURRENT: ContextVar[RunCost | None] = ContextVar("lch_run_cost", default=None)
 
 
-@contextlib.contextmanager
-def gathering() -> Iterator[RunCost]:
+def gathering() -> ContextManager[RunCost]:
     """Within it, engine calls and judge requests are recorded into the :class:`RunCost` it yields (outside any run,
     nothing is recorded)."""
-    cost = RunCost()
-    token = _CURRENT.set(cost)
-    try:
-        yield cost
-    finally:
-        _CURRENT.reset(token)
+    return setting(_CURRENT, RunCost())
 
 
 def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: float) -> None:

@@ -3,25 +3,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from contextvars import ContextVar
-from typing import Iterator
+from typing import ContextManager
+
+from harness.core.context import setting
 
 log = logging.getLogger(__name__)
 
 _CURRENT: ContextVar[list[str] | None] = ContextVar("lch_incomplete", default=None)
 
 
-@contextlib.contextmanager
-def collecting() -> Iterator[list[str]]:
+def collecting() -> ContextManager[list[str]]:
     """Within it, :func:`report_incomplete`'s messages go to the list it yields."""
-    found: list[str] = []
-    token = _CURRENT.set(found)
-    try:
-        yield found
-    finally:
-        _CURRENT.reset(token)
+    return setting(_CURRENT, [])
 
 
 def report_incomplete(message: str) -> None:

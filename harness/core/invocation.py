@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 # passed again when the run passed them; the others are how it was kept (caches, logging) or recorded on their own
@@ -36,8 +36,7 @@ class Invocation:
         if not isinstance(value, Mapping) or not isinstance(value.get("model"), str):
             return None
         try:
-            made = cls(**{name: value[name] for name in ("model", "model_args", "tasks", "metadata", "include_path",
-                                                          "arguments", "cwd") if name in value})
+            made = cls(**{f.name: value[f.name] for f in fields(cls) if f.name in value})
         except TypeError:
             return None
         shapes = ((made.model_args, dict), (made.tasks, list), (made.metadata, dict), (made.include_path, list),

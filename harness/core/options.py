@@ -47,9 +47,7 @@ def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable
     meta: dict[str, Any] = {"help": help, **metadata}
     if choices is not None:  # a registry's keys stay a live view: a method registered later is allowed
         meta["choices"] = choices if isinstance(choices, KeysView) else tuple(choices)
-    for key, value in (("low", low), ("high", high), ("above", above)):
-        if value is not None:
-            meta[key] = value
+    meta.update({key: value for key, value in (("low", low), ("high", high), ("above", above)) if value is not None})
     if nonempty:
         meta["nonempty"] = True
     return dataclasses.field(default=default, metadata=meta)
@@ -104,13 +102,17 @@ def _bound(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
+def _check_domain(field: dataclasses.Field, value: Any, name: str) -> None:
+    problem = domain_problem(field, value)
+    if problem:
+        raise UsageError(f"{name} {problem}")
+
+
 def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
     """Every field of the dataclass ``obj`` inside its declared domain (:func:`domain_problem`), else a one-line
     :class:`UsageError` ``{label(name)} {problem}`` (``label``: how the user wrote the key, e.g. :func:`flag_name`)."""
     for f in dataclasses.fields(obj):
-        problem = domain_problem(f, getattr(obj, f.name))
-        if problem:
-            raise UsageError(f"{label(f.name)} {problem}")
+        _check_domain(f, getattr(obj, f.name), label(f.name))
 
 
 def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
@@ -119,9 +121,7 @@ def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> N
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         value = convert(getattr(obj, f.name), hints[f.name], label(f.name))
-        problem = domain_problem(f, value)
-        if problem:
-            raise UsageError(f"{label(f.name)} {problem}")
+        _check_domain(f, value, label(f.name))
         object.__setattr__(obj, f.name, value)
 
 
@@ -130,22 +130,12 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def describe_type(tp: Any) -> str:
-    """A field's type in words, as the error lines say it (``an integer (int) or none``)."""
-    return _describe(tp)
-
-
 def describe_domain(field: dataclasses.Field) -> str:
     """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``not empty``); ``""`` when it declares none."""
     meta = field.metadata
-    parts = []
-    if meta.get("choices") is not None:
-        parts.append(", ".join(c or repr(c) for c in meta["choices"]))
-    if _bounds(meta):
-        parts.append(_bounds(meta))
-    if meta.get("nonempty"):
-        parts.append("not empty")
-    return "; ".join(parts)
+    choices = ", ".join(c or repr(c) for c in meta["choices"]) if meta.get("choices") is not None else ""
+    parts = (choices, _bounds(meta), "not empty" if meta.get("nonempty") else "")
+    return "; ".join(part for part in parts if part)
 
 
 def option_help(cls: type) -> dict[str, str]:
@@ -157,15 +147,15 @@ class _BadValue(ValueError):
     """A value that does not convert to a field's type (the parser words the message)."""
 
 
-def _describe(tp: Any) -> str:
-    """The expected type in words, as the error line says it."""
+def describe_type(tp: Any) -> str:
+    """A field's type in words, as the error lines say it (``an integer (int) or none``)."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
-        words = " or ".join(_describe(a) for a in args)
+        words = " or ".join(describe_type(a) for a in args)
         return f"{words} or none" if type(None) in typing.get_args(tp) else words
     if origin in (tuple, list):
-        return f"a list ({_describe(args[0])} each; e.g. 1k,2k or [1024, 2048])"
+        return f"a list ({describe_type(args[0])} each; e.g. 1k,2k or [1024, 2048])"
     return {int: "an integer (int)", float: "a number (float)", bool: "true or false (bool)",
             str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
 
@@ -219,7 +209,7 @@ def convert(value: Any, tp: Any, name: str) -> Any:
     try:
         return _convert(value, tp)
     except _BadValue:
-        raise UsageError(f"{name} must be {_describe(tp)}, got {value!r}") from None
+        raise UsageError(f"{name} must be {describe_type(tp)}, got {value!r}") from None
 
 
 def _takes_str(tp: Any) -> bool:
@@ -251,13 +241,8 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
         raw = metadata[f.name]
         if isinstance(raw, str) and not raw.strip() and not _takes_str(hints[f.name]):
             continue  # `key=` with nothing after it: not given
-        try:
-            value = _convert(raw, hints[f.name])
-        except _BadValue:
-            raise UsageError(f"{prefix}{label(f.name)} must be {_describe(hints[f.name])}, got {raw!r}") from None
-        problem = domain_problem(f, value)
-        if problem:
-            raise UsageError(f"{prefix}{label(f.name)} {problem}")
+        value = convert(raw, hints[f.name], f"{prefix}{label(f.name)}")
+        _check_domain(f, value, f"{prefix}{label(f.name)}")
         values[f.name] = value
     try:
         return cls(**values)

@@ -5,27 +5,24 @@ run did not record is None: unknown, never a guess."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 from harness.core import results as keys
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, ContextManager, Mapping
+
+from harness.core.context import setting
+from harness.core.options import option, option_help
 
 
 # the running run's --apply_chat_template (False: none; True or a name: one); None: not known (evaluate called directly)
 _ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
 
 
-@contextlib.contextmanager
-def asking_chat_template(value: Any) -> Iterator[None]:
+def asking_chat_template(value: Any) -> ContextManager[bool | str]:
     """For the length of one run: the ``apply_chat_template`` it was asked for (None and "" mean none)."""
-    token = _ASKED_CHAT_TEMPLATE.set(value if isinstance(value, str) and value else bool(value))
-    try:
-        yield
-    finally:
-        _ASKED_CHAT_TEMPLATE.reset(token)
+    return setting(_ASKED_CHAT_TEMPLATE, value if isinstance(value, str) and value else bool(value))
 
 
 def run_applies_chat_template() -> bool | None:
@@ -45,39 +42,24 @@ def chat_template_field(template_of: Any) -> str | None:
     template = template_of(asked)
     return hashlib.sha256(template.encode("utf-8")).hexdigest() if template else "none"
 
-# what each field says, for reports and --allow's help
-FIELDS: dict[str, str] = {
-    "engine": "the engine that computed the numbers (hf-pic, vllm-pic, compressor)",
-    "dtype": "the dtype the weights ran in (resolved: never auto)",
-    "device": "the device the model ran on (cpu, cuda, cuda:0 ...)",
-    "max_length": "the longest input the model was run with, in tokens",
-    "inference": "the PIC / RoPE settings applied, in words",
-    "model": "the model's content identity (weights and tokenizer files)",
-    "architecture": "the model's architecture and sizes (a new checkpoint of one model keeps it)",
-    "adapter": "the LoRA adapter's content identity (none: no adapter)",
-    "libraries": "the versions of the libraries that computed the numbers",
-    "batch_size": "lm-eval's batch size",
-    "seed": "lm-eval's seeds (random, numpy, torch, few-shot)",
-    "chat_template": "the chat template applied (its digest; none: none applied)",
-}
-
 
 @dataclass(frozen=True)
 class RunRecord:
     """What one run was run with (module docstring); every field a string or None (unknown)."""
 
-    engine: str | None = None
-    dtype: str | None = None
-    device: str | None = None
-    max_length: str | None = None
-    inference: str | None = None
-    model: str | None = None
-    architecture: str | None = None
-    adapter: str | None = None
-    libraries: str | None = None
-    batch_size: str | None = None
-    seed: str | None = None
-    chat_template: str | None = None
+    engine: str | None = option(None, "the engine that computed the numbers (hf-pic, vllm-pic, compressor)")
+    dtype: str | None = option(None, "the dtype the weights ran in (resolved: never auto)")
+    device: str | None = option(None, "the device the model ran on (cpu, cuda, cuda:0 ...)")
+    max_length: str | None = option(None, "the longest input the model was run with, in tokens")
+    inference: str | None = option(None, "the PIC / RoPE settings applied, in words")
+    model: str | None = option(None, "the model's content identity (weights and tokenizer files)")
+    architecture: str | None = option(None, "the model's architecture and sizes (a new checkpoint of one model "
+                                            "keeps it)")
+    adapter: str | None = option(None, "the LoRA adapter's content identity (none: no adapter)")
+    libraries: str | None = option(None, "the versions of the libraries that computed the numbers")
+    batch_size: str | None = option(None, "lm-eval's batch size")
+    seed: str | None = option(None, "lm-eval's seeds (random, numpy, torch, few-shot)")
+    chat_template: str | None = option(None, "the chat template applied (its digest; none: none applied)")
 
     def as_info(self) -> dict[str, Any]:
         """``{RUN: {field: value}}`` for a model's ``get_model_info`` (lm-eval merges it into ``config``)."""
@@ -99,6 +81,10 @@ class RunRecord:
             values["chat_template"] = _text(data.get("chat_template_sha")) or ("none" if not data.get("chat_template")
                                                                               else "unnamed")
         return cls(**values)
+
+
+# what each field says, for reports and --allow's help
+FIELDS: dict[str, str] = option_help(RunRecord)
 
 
 def _text(value: Any) -> str | None:

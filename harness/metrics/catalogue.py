@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ROLES = ("perplexity", "bookkeeping", "score")
 COUNT_PREFIX = "n_"
 LENGTH_PREFIX = "len_"
 DEPTH_PREFIX = "depth_"  # depth_<D>_len_<L>: one depth bucket at one length (harness/data/depth.py)
@@ -17,15 +16,12 @@ TRUNCATION_COUNTS = ("n_truncated", "n_truncated_tokens", "n_skipped")
 
 @dataclass(frozen=True)
 class MetricInfo:
-    """What a metric is: its meaning in words, its role (:data:`ROLES`) and whether higher is better."""
+    """What a metric is: its meaning in words, its role (``perplexity``, ``bookkeeping`` or ``score``) and whether
+    higher is better."""
 
     meaning: str
     role: str
     higher_is_better: bool
-
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"metric role {self.role!r} is not one of {ROLES}")
 
 
 def _perplexity(meaning: str) -> MetricInfo:

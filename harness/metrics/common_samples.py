@@ -69,10 +69,8 @@ def rule_of(values: Sequence[Any], reported: float) -> str | None:
     pairs = all(isinstance(v, tuple) for v in values)
     if not pairs and not all(isinstance(v, float) for v in values):
         return None
-    for rule in (("pooled", "pooled_exp") if pairs else ("mean",)):
-        if reproduces(pooled_value(values, rule), reported):
-            return rule
-    return None
+    rules = ("pooled", "pooled_exp") if pairs else ("mean",)
+    return next((rule for rule in rules if reproduces(pooled_value(values, rule), reported)), None)
 
 
 def mean_stderr(values: Sequence[float]) -> float | None:

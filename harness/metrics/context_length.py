@@ -62,15 +62,9 @@ class EffectiveLength:
 def _rises(points: Sequence[LengthPoint]) -> list[tuple[LengthPoint, LengthPoint]]:
     """Pairs (shorter, longer) where the longer scores above the shorter by more than ``Z95 * sqrt(se_s^2 + se_l^2)``;
     none where a standard error is unknown."""
-    out = []
-    for i, short in enumerate(points):
-        for long in points[i + 1:]:
-            if short.stderr is None or long.stderr is None:
-                continue
-            spread = Z95 * math.sqrt(short.stderr ** 2 + long.stderr ** 2)
-            if long.score - short.score > spread:
-                out.append((short, long))
-    return out
+    return [(short, long) for i, short in enumerate(points) for long in points[i + 1:]
+            if short.stderr is not None and long.stderr is not None
+            and long.score - short.score > Z95 * math.sqrt(short.stderr ** 2 + long.stderr ** 2)]
 
 
 def effective_length(points: Sequence[LengthPoint], threshold: float, kind: str = "absolute") -> EffectiveLength:

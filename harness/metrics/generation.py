@@ -81,13 +81,11 @@ def hellobench_task_score(
 ) -> dict[str, float]:
     """Mean ``s_i`` (optionally rescaled) over the ``(category, item_scores or None)`` samples whose judgement parsed:
     ``{"score", "n_valid", "n_total"}``."""
-    scores, total = [], 0
-    for category, item_scores in samples:
-        total += 1
-        if item_scores is not None:
-            s = hellobench_sample_score(category, item_scores, weights)
-            scores.append(hellobench_rescale(s) if rescale else s)
-    return {"score": sum(scores) / len(scores) if scores else float("nan"), "n_valid": len(scores), "n_total": total}
+    samples = list(samples)
+    scores = [hellobench_sample_score(category, items, weights) for category, items in samples if items is not None]
+    scores = [hellobench_rescale(s) for s in scores] if rescale else scores
+    return {"score": sum(scores) / len(scores) if scores else float("nan"), "n_valid": len(scores),
+            "n_total": len(samples)}
 
 
 # --------------------------------------------------------------------------- repetition / corruption

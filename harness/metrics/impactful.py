@@ -28,18 +28,14 @@ def anchor_types(documents: Sequence[tuple[Sequence[int], Sequence[float]]], fra
         for i in marked_positions(deltas, fraction) if len(deltas) else []:
             scores[ids[i]] = scores.get(ids[i], 0.0) + float(deltas[i])
     keep = math.ceil(fraction * len(scores))
-    ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:keep]
-    return dict(ranked)
+    return dict(sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:keep])
 
 
 def select_sentences(sentences: Sequence[Sequence[int]], anchors: dict[int, float], budget: int) -> list[int]:
     """Indices (in document order) of the sentences kept for training (step 4): only sentences with an
     anchor token, best first, while their total length stays within ``budget`` tokens."""
-    scored = []
-    for i, sentence in enumerate(sentences):
-        score = sum(anchors.get(tok, 0.0) for tok in sentence)
-        if any(tok in anchors for tok in sentence):
-            scored.append((-score, i))
+    scored = [(-sum(anchors.get(tok, 0.0) for tok in sentence), i) for i, sentence in enumerate(sentences)
+              if any(tok in anchors for tok in sentence)]
     chosen, used = [], 0
     for _, i in sorted(scored):
         if used + len(sentences[i]) <= budget:

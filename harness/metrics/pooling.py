@@ -37,11 +37,7 @@ def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
 @pools_as("pooled_exp")
 def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
     """``exp(sum nll / sum n)`` over ``(nll_sum, n_tokens)`` pairs; NaN when no token was scored."""
-    total_nll, total_n = 0.0, 0
-    for nll, n in items:
-        total_nll += nll
-        total_n += n
-    return math.exp(total_nll / total_n) if total_n else float("nan")
+    return math.exp(pooled_mean(items))
 
 
 @pools_as("mean")
@@ -59,8 +55,6 @@ def total(items: Iterable[float]) -> float:
 @pools_as("pooled")
 def pooled_mean(items: Iterable[tuple[float, float]]) -> float:
     """``sum(values) / sum(counts)`` over ``(sum, count)`` pairs; NaN when empty."""
-    total_sum, total_n = 0.0, 0.0
-    for value, n in items:
-        total_sum += value
-        total_n += n
-    return total_sum / total_n if total_n else float("nan")
+    items = list(items)
+    total_n = sum(n for _, n in items)
+    return sum(value for value, _ in items) / total_n if total_n else float("nan")

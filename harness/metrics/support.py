@@ -48,19 +48,6 @@ def documents_support(metric: str, asked: int, count: str = "n_docs") -> Support
     return Support(metric, count, asked, "documents", DOCUMENTS_WHY)
 
 
-def caution(task: str, support: Support, count: float | None) -> str | None:
-    """The sentence for ``support`` given the run's ``count`` (None: not reported, nothing to say)."""
-    if count is None:
-        return None
-    n = int(count)
-    if n == 0:
-        return f"{task}/{support.metric}{RESTS_ON}no {support.items}: it means nothing"
-    if n < support.minimum:
-        return (f"{task}/{support.metric}{RESTS_ON}{n} {support.items}, fewer than {support.minimum}: "
-                f"{support.why}")
-    return None
-
-
 def is_support_caution(sentence: str) -> bool:
     """Whether ``sentence`` is a caution made here (what a metric rests on), not another of a run's cautions."""
     return RESTS_ON in sentence
@@ -90,7 +77,7 @@ def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Suppo
             continue
         count = _count(values, support.count)
         if count is not None and int(count) == 0:
-            out.append(caution(task, support, count) or "")
+            out.append(f"{task}/{support.metric}{RESTS_ON}no {support.items}: it means nothing")
         elif count is not None and count < support.minimum:
             short.setdefault((support.items, support.minimum, support.why), []).append((support.metric, int(count)))
     for (items, minimum, why), found in short.items():
@@ -120,11 +107,6 @@ def _pretrained(results: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _same_model(a: str, b: str) -> bool:
-    """The same folder or name, as written (a trailing slash aside; not resolved: this layer reads no file system)."""
-    return a.rstrip("/") == b.rstrip("/")
-
-
 def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
     """``{task: [caution, ...]}`` of an lm-eval results object (tasks without one left out): each task's declared
     supports against its counts, and a LongPPL task whose evaluator is the model itself (:data:`OWN_EVALUATOR_WHY`)."""
@@ -140,7 +122,7 @@ def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
         evaluator = metadata.get("evaluator")  # a run's metadata reaches every task: only a LongPPL task is judged
         longppl = any(str(key).split(",")[0] == "longppl" for key in values)
         if (longppl and pretrained and evaluator and not metadata.get("key_spans_dir")
-                and _same_model(str(evaluator), pretrained)):
+                and str(evaluator).rstrip("/") == pretrained.rstrip("/")):  # as written: this layer reads no files
             found.append(f"{task}/longppl: the evaluated model is its own LongPPL evaluator: {OWN_EVALUATOR_WHY}")
         if found:
             out[task] = found

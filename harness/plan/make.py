@@ -151,12 +151,11 @@ def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -
             misfits.append(f"{cell.task} {cell.length}: {short}")
         if total <= room:
             continue
-        ways = []
         lo, hi = 0, cell.longest_prompt  # the longest prompt that fits: need grows with the prompt
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if cell_need(mid) <= room else (lo, mid - 1)
-        ways.append(f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights")
+        ways = [f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights"]
         if dtype in ("auto", "float32"):
             narrow, _ = _need_function(run, pretrained, "bfloat16", device, pooled)
             halved = narrow(cell.longest_prompt, budget, scores) + beside(cell.longest_prompt)

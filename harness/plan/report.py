@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from harness.core.sizes import in_words
 from harness.plan.cells import COLUMNS, Throughput, scores_only, totals
@@ -38,12 +38,13 @@ def _cell_text(name: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
+def table(rows: list[dict[str, Any]], columns: Sequence[str] = COLUMNS, headers: Mapping[str, str] = HEADERS,
+          text: Callable[[str, Any], str] = _cell_text, left: Collection[str] = ("task", "length", "cached", "fits")
+          ) -> str:
     """``rows`` (:data:`COLUMNS`) as aligned text: names left, numbers right."""
-    texts = [[HEADERS[c] for c in COLUMNS]] + [[_cell_text(c, row.get(c, "")) for c in COLUMNS] for row in rows]
-    widths = [max(len(r[i]) for r in texts) for i in range(len(COLUMNS))]
-    left = {"task", "length", "cached", "fits"}
-    return "\n".join("  ".join(t.ljust(w) if c in left else t.rjust(w) for c, t, w in zip(COLUMNS, r, widths))
+    texts = [[headers[c] for c in columns]] + [[text(c, row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(r[i]) for r in texts) for i in range(len(columns))]
+    return "\n".join("  ".join(t.ljust(w) if c in left else t.rjust(w) for c, t, w in zip(columns, r, widths))
                      .rstrip() for r in texts)
 
 
@@ -160,12 +161,8 @@ def memory_against(plan: Any, cost: dict[str, Any]) -> dict[str, Any] | None:
 def against_text(results: str, rows: list[dict[str, Any]], cost: dict[str, Any], source: str | None,
                  throughput: Throughput | None, memory: dict[str, Any] | None = None) -> str:
     """The plan of the run ``results`` recorded beside what it cost, as a person reads it."""
-    texts = [[AGAINST_HEADERS[c] for c in AGAINST]] + [[_against_text(c, r.get(c)) for c in AGAINST] for r in rows]
-    widths = [max(len(r[i]) for r in texts) for i in range(len(AGAINST))]
     lines = [f"lch plan --against {results}: the run's plan (made again from its recorded invocation) beside what it "
-             "recorded (lch_cost)", ""]
-    lines += ["  ".join(t.ljust(w) if i == 0 else t.rjust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
-              for r in texts]
+             "recorded (lch_cost)", "", table(rows, AGAINST, AGAINST_HEADERS, _against_text, ("task",))]
     wall = cost.get("wall_seconds")
     lines.append("")
     if isinstance(wall, (int, float)):

@@ -4,7 +4,6 @@ extended: lm-eval 0.4.13 offers no extension point. docs/lm-eval-plugin.md descr
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 import importlib.metadata as metadata
@@ -12,12 +11,13 @@ import importlib.util
 import logging
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ContextManager
+
+from harness.core.context import setting
 
 log = logging.getLogger(__name__)
 
 MODELS_GROUP, TASKS_GROUP = "lm_eval.models", "lm_eval.tasks"
-TASKS_PACKAGE = "harness.tasks"  # the value of our lm_eval.tasks entry point
 _MARK = "_lch_plugin_discovery"  # set on what the backport has patched, so that it patches once
 
 
@@ -64,9 +64,7 @@ def resolve_task_dir(value: str) -> Path | None:
     name = value.split(":", 1)[0].strip()
     if not name:
         return None
-    spec = importlib.util.find_spec(name)
-    if spec is None:
-        spec = importlib.import_module(name).__spec__
+    spec = importlib.util.find_spec(name) or importlib.import_module(name).__spec__
     if spec is None:
         return None
     if spec.submodule_search_locations:
@@ -76,8 +74,10 @@ def resolve_task_dir(value: str) -> Path | None:
     return None
 
 
-def plugin_task_paths() -> list[Path]:
-    """The folders of the ``lm_eval.tasks`` entry points, in order, each once (one that does not resolve: a warning)."""
+@functools.lru_cache(maxsize=1)
+def plugin_task_folders() -> tuple[Path, ...]:
+    """The folders of the ``lm_eval.tasks`` entry points, in order, each once (one that does not resolve: a warning),
+    scanned once per process (as #4015 caches its discovery)."""
     found: list[Path] = []
     for ep in _entry_points(TASKS_GROUP):
         try:
@@ -91,33 +91,22 @@ def plugin_task_paths() -> list[Path]:
         if folder not in found:
             log.info("Discovered task plugin %r -> %s", ep.name, folder)
             found.append(folder)
-    return found
+    return tuple(found)
 
 
 _last_index: list[dict] = []  # the index the last TaskManager with lm-eval's own tasks built in this process
 _PLUGINS_ONLY: ContextVar[bool] = ContextVar("lch_plugin_tasks_only", default=False)
 
 
-@contextlib.contextmanager
-def plugin_tasks_only() -> Iterator[None]:
+def plugin_tasks_only() -> ContextManager[bool]:
     """While on, a ``TaskManager`` that would index lm-eval's own tasks indexes the plugin folders and its
     ``include_path`` only (for a run of plugin tasks only: each name resolves to the YAML the whole index gives it)."""
-    token = _PLUGINS_ONLY.set(True)
-    try:
-        yield
-    finally:
-        _PLUGINS_ONLY.reset(token)
+    return setting(_PLUGINS_ONLY, True)
 
 
 def last_task_index() -> dict | None:
     """``{name: Entry}`` of the last ``TaskManager`` this process built over lm-eval's own tasks, or None."""
     return _last_index[0] if _last_index else None
-
-
-@functools.lru_cache(maxsize=1)
-def plugin_task_folders() -> tuple[Path, ...]:
-    """:func:`plugin_task_paths` scanned once per process (as #4015 caches its discovery)."""
-    return tuple(plugin_task_paths())
 
 
 def after_task_manager_import(manager_module: Any = None) -> bool:

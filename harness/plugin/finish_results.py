@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import asdict
 
 from harness.core import results as keys
 from harness.core.costs import RunCost
+from harness.data.depth import cell_metric, length_of_metric, read_cell_metric
+from harness.data.lengths import length_tokens
+from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX, metric_role
+from harness.metrics.common_samples import group_leaves, group_stderr, group_value, scored_digest, scored_values
+from harness.metrics.context_length import RULER_THRESHOLD, curve_caution, curve_points, effective_lengths
 from harness.metrics.support import results_cautions
 
 log = logging.getLogger(__name__)
@@ -29,11 +35,6 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
     (:func:`harness.metrics.context_length.effective_lengths` at their shared ``effective_threshold``), written under
     :data:`harness.core.results.EFFECTIVE_LENGTH` as ``{task: {"absolute": {...}, "relative": {...}}}``; a curve not
     monotone within its intervals adds a caution."""
-    from dataclasses import asdict
-
-    from harness.data.lengths import length_tokens
-    from harness.metrics.context_length import RULER_THRESHOLD, curve_caution, curve_points, effective_lengths
-
     metrics: dict[str, float] = {}
     stderrs: dict[str, float] = {}
     for task, values in (results.get("results") or {}).items():
@@ -102,9 +103,6 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
     the results: the stderr of each mean lm-eval could not give, and a metric no document had left out (a count stays,
     0; a depth cell silently, any other with its reason, returned as ``{task: {metric: why}}``). Logged samples lose
     the None of metrics that were not theirs."""
-    from harness.data.depth import read_cell_metric
-    from harness.metrics.catalogue import COUNT_PREFIX
-
     absent: dict[str, dict[str, str]] = {}
     configs = results.get("configs") or {}
     for task, config in configs.items():
@@ -144,10 +142,6 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     every ``len_<L>`` / ``depth_<D>_len_<L>`` score (a length matched by its tokens), by lm-eval's group formulas
     (:mod:`harness.metrics.common_samples`), weighted by size when lm-eval's own group values show it was. Written
     into ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
-    from harness.data.depth import cell_metric, length_of_metric
-    from harness.metrics.common_samples import group_leaves, group_stderr, group_value
-    from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
-
     task_results = results.get("results") or {}
     configs = results.get("configs") or {}
     subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
@@ -176,7 +170,7 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
                 if found is not None:
                     by_length.setdefault(found, {})[leaf] = metric
         for (bucket, tokens), per_leaf in by_length.items():
-            spellings = {_label(m) for m in per_leaf.values()}
+            spellings = {m.rpartition(LENGTH_PREFIX)[2] for m in per_leaf.values()}  # the length as each spells it
             label = spellings.pop() if len(spellings) == 1 else str(tokens)
             sources[f"{LENGTH_PREFIX}{label}" if bucket is None else cell_metric(bucket, label)] = per_leaf
         sizes = {leaf: int((task_results.get(leaf) or {}).get("sample_len") or 0) for leaf in leaves}
@@ -191,10 +185,8 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
             stderrs = [row.get(f"{own}_stderr,none") for row, own in rows]
             size = [sizes[leaf] for leaf in have]
             current[f"{metric},none"] = float(group_value(values, size, weighted))
-            if all(number(e) for e in stderrs):
-                current[f"{metric}_stderr,none"] = float(group_stderr(stderrs, size, weighted))
-            else:
-                current[f"{metric}_stderr,none"] = "N/A"
+            current[f"{metric}_stderr,none"] = (float(group_stderr(stderrs, size, weighted))
+                                                if all(number(e) for e in stderrs) else "N/A")
             if isinstance(current.get("sample_count"), dict):  # the samples it rests on where the tasks count them
                 counts = [row.get(f"{COUNT_PREFIX}{own},none") for row, own in rows]
                 current["sample_count"][f"{metric},none"] = (int(sum(counts)) if all(number(c) for c in counts)
@@ -204,13 +196,6 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
         if isinstance(groups, dict) and group in groups and groups[group] is not current:
             groups[group] = current
     return written
-
-
-def _label(metric: str) -> str:
-    """The length's spelling in ``len_<L>`` or ``depth_<D>_len_<L>``."""
-    from harness.metrics.catalogue import LENGTH_PREFIX
-
-    return metric.rpartition(LENGTH_PREFIX)[2]
 
 
 def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, sizes: dict[str, int]) -> bool:
@@ -235,9 +220,6 @@ def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, size
 def record_scored(results: dict) -> dict[str, dict[str, dict]]:
     """Which documents each score of each task rests on, under :data:`harness.core.results.SCORED` as ``{task:
     {"<metric>,<filter>": {"n", "digest"}}}`` (bookkeeping counts left out); nothing without logged samples."""
-    from harness.metrics.catalogue import metric_role
-    from harness.metrics.common_samples import scored_digest, scored_values
-
     samples = results.get("samples")
     if not isinstance(samples, dict) or not samples:
         return {}
@@ -253,17 +235,14 @@ def record_cost(results: dict, wall_seconds: float, run: RunCost) -> dict:
     """The run's cost under :data:`harness.core.results.COST`: wall time, device and its peak memory, each task's
     requests, tokens, seconds and tokens per second (:mod:`harness.core.costs`; a data-parallel run: the first
     process's share), and the judge's requests and tokens."""
-    from dataclasses import asdict
-
     from harness.models.device_info import device_name, peak_memory
 
-    tasks, judge = run.tasks, run.judge
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
     device = (config.get(keys.RUN) or {}).get("device") or config.get("device")
     device = str(device) if device else None
     cost = {"wall_seconds": wall_seconds, "device": device, "device_name": device_name(device),
             "peak_memory": peak_memory(device), "processes": _processes(),
-            "tasks": {task: cost.as_json() for task, cost in sorted(tasks.items())}, "judge": asdict(judge)}
+            "tasks": {task: cost.as_json() for task, cost in sorted(run.tasks.items())}, "judge": asdict(run.judge)}
     results[keys.COST] = cost
     return cost
 

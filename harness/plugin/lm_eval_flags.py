@@ -5,9 +5,11 @@ what is allowed. :data:`FLAGS` and :data:`GEN_KWARGS` declare each once; :func:`
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from harness.core.errors import UsageError
@@ -180,10 +182,6 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
-def _positive_number(value: Any) -> bool:
-    return _number(value) and value > 0
-
-
 def _until(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
 
@@ -192,7 +190,7 @@ def _until(value: Any) -> bool:
 GEN_KWARGS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "max_gen_toks": ("an integer >= 1 (tokens generated at most)", _at_least(1)),
     "temperature": ("a number >= 0", lambda v: _number(v) and v >= 0),
-    "top_p": ("a number in (0, 1]", lambda v: _positive_number(v) and v <= 1),
+    "top_p": ("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
     "top_k": ("an integer >= 0", _at_least(0)),
     "do_sample": (_BOOLEAN, _boolean),
     "until": ("a text or a list of texts (stop sequences)", _until),
@@ -239,10 +237,6 @@ def check_run_arguments(arguments: Mapping[str, Any], cli: bool, tasks: list[str
 def check_json_args(argv: list[str]) -> None:
     """Refuse in one line naming the flag, before lm-eval's parser sees them: ``--metadata`` / ``--model_args`` JSON
     (holding ``{``) that does not parse, a ``key=value,...`` value giving a key twice, an unusable ``--samples``."""
-    import json
-
-    from harness.core.errors import UsageError
-
     for i, arg in enumerate(argv):
         flag, _, value = arg.partition("=")
         if flag not in ("--metadata", "--model_args", "-a", "--samples", "-E"):
@@ -268,11 +262,6 @@ def check_json_args(argv: list[str]) -> None:
 def check_samples_arg(flag: str, value: str) -> dict:
     """lm-eval's ``--samples``: a JSON object ``{"task": [doc indices]}``, or a file holding one; returns the object and
     refuses anything else (lm-eval 0.4.13 would fail on it mid-run)."""
-    import json
-    from pathlib import Path
-
-    from harness.core.errors import UsageError
-
     try:
         samples = json.loads(value)
     except json.JSONDecodeError as err:
@@ -311,8 +300,6 @@ def cli_arguments(args: Any) -> dict[str, Any]:
     if isinstance(caching, dict):  # the flag, as its argparse type converts it
         arguments.update((key, caching.get(key, False)) for key in _REQUEST_CACHING)
     elif caching is not None:  # a --config YAML's: lm-eval 0.4.13 reads it as a dict and fails mid-run on a word
-        from harness.core.errors import UsageError
-
         raise UsageError(f"--config {settings.get('config')}: cache_requests {caching!r} is not read from a config "
                          "file by lm-eval 0.4.13; give --cache_requests true, refresh or delete on the command line")
     if isinstance(arguments.get("samples"), str):
@@ -320,7 +307,8 @@ def cli_arguments(args: Any) -> dict[str, Any]:
     return arguments
 
 
-def _tasks(value: Any) -> list[str]:
+def split_tasks(value: Any) -> list[str]:
+    """Task names as lm-eval's ``--tasks`` gives them (comma-separated text, or a list), blanks left out."""
     if isinstance(value, str):
         value = value.split(",")
     return [t.strip() for t in value or [] if isinstance(t, str) and t.strip()]
@@ -347,4 +335,4 @@ def cli_settings(args: Any) -> dict[str, Any]:
 def cli_run_settings(args: Any) -> tuple[Any, list[str], Any]:
     """``(model, tasks, include_path)`` of a parsed lm-eval command line (:func:`cli_settings`)."""
     settings = cli_settings(args)
-    return settings.get("model"), _tasks(settings.get("tasks")), settings.get("include_path")
+    return settings.get("model"), split_tasks(settings.get("tasks")), settings.get("include_path")

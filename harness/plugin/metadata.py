@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.data.prompt_tokens import ModelKeys
-from harness.core.errors import LchError, UsageError
+from harness.core.errors import LchError, MissingDataError, UsageError
 from harness.core.options import option_help
+from harness.plugin.task_index import task_folder
 
 # lm-eval's own metadata keys (not options of ours)
 LM_EVAL_KEYS: dict[str, str] = {"version": "task version"}
@@ -28,14 +29,8 @@ def metadata_keys(option_classes: Iterable[type | None]) -> dict[str, str]:
 
 def task_option_classes(tasks_dir: str | Path) -> list[type]:
     """The ``OPTIONS`` dataclass of every task class our task folder names, once each, in folder order."""
-    from harness.plugin.task_index import task_folder
-
-    out: list[type] = []
-    for entry in task_folder(str(tasks_dir)).tasks.values():
-        cls = getattr(entry.task_class, "OPTIONS", None)
-        if cls is not None and cls not in out:
-            out.append(cls)
-    return out
+    classes = (getattr(entry.task_class, "OPTIONS", None) for entry in task_folder(str(tasks_dir)).tasks.values())
+    return [cls for cls in dict.fromkeys(classes) if cls is not None]
 
 
 def __getattr__(name: str) -> Any:
@@ -49,17 +44,12 @@ def __getattr__(name: str) -> Any:
 
 def our_task_names(tasks_dir: str | Path) -> set[str]:
     """Task and group names defined by the YAMLs of our task folder."""
-    from harness.plugin.task_index import task_folder
-
     folder = task_folder(str(tasks_dir))
     return set(folder.tasks) | set(folder.groups)
 
 
-def check_metadata(metadata: dict | None, tasks: Iterable[str], tasks_dir: str | Path) -> None:
+def check_metadata(metadata: dict, tasks: Iterable[str], tasks_dir: str | Path) -> None:
     """Raise :class:`UsageError` for ``--metadata`` keys none of our tasks reads (module docstring)."""
-    if not metadata:
-        return
-    tasks = list(tasks)
     ours = our_task_names(tasks_dir)
     if not all(task in ours for task in tasks):
         return
@@ -77,8 +67,6 @@ def check_task_options(metadata: dict | None, model_args: dict | None, tasks: It
     """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what lm-eval will
     hand it (YAML metadata, then model args, then ``--metadata``); a wrong-typed value raises a one-line
     :class:`UsageError`. Returns each task's ``(class, model keys, options)`` (options None: none of its own)."""
-    from harness.plugin.task_index import task_folder
-
     folder = task_folder(str(tasks_dir))
     parsed: dict[str, tuple[Any, Any, Any]] = {}
     for name in tasks:
@@ -95,14 +83,12 @@ def check_task_inputs(parsed: dict[str, tuple[Any, Any, Any]]) -> None:
     :class:`~harness.core.errors.MissingDataError` naming all that are missing (offline when the hub cannot be
     reached), then each task's own ``check_before_loading``. ``parsed``: :func:`check_task_options`'s."""
     from harness.data.inputs import go_offline, missing_inputs
-    from harness.core.errors import MissingDataError
 
     needs = {task: options.inputs() for task, (_, _, options) in parsed.items()
              if callable(getattr(options, "inputs", None))}
     if not needs:
         return
-    offline = go_offline()
-    missing = missing_inputs(needs, offline)
+    missing = missing_inputs(needs, go_offline())
     if missing:
         count = f"{len(missing)} inputs are" if len(missing) > 1 else "an input is"
         raise MissingDataError(f"{count} missing (nothing was loaded): "

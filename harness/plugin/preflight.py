@@ -14,15 +14,17 @@ import os
 import sys
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ContextManager
 
 from harness.core import results as keys
+from harness.core.context import patched, setting
 from harness.plugin.lm_eval_flags import check_run_arguments, cli_arguments, cli_run_settings
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.tasks import TASKS_PATH
 from harness.engines.registry import model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
-from harness.plugin.task_index import check_model_serves
+from harness.plugin.task_index import check_model_serves, task_folder
+from harness.plugin.discovery import index_folders, is_group, last_task_index, plugin_tasks_only
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
@@ -30,16 +32,11 @@ _MARK = "_lch_preflight"
 _COMMAND_LINE: ContextVar[set[str] | None] = ContextVar("lch_command_line", default=None)
 
 
-@contextlib.contextmanager
-def command_line_run() -> Iterator[None]:
+def command_line_run() -> ContextManager[set[str]]:
     """While lm-eval's command line runs a run of ours (``lch eval``, plain ``lm_eval``): errors name lm-eval's flags,
     and a run checked before lm-eval starts is not checked again inside ``simple_evaluate``."""
     current = _COMMAND_LINE.get()
-    token = _COMMAND_LINE.set(current if current is not None else set())
-    try:
-        yield
-    finally:
-        _COMMAND_LINE.reset(token)
+    return setting(_COMMAND_LINE, current if current is not None else set())
 
 
 def as_dict(value: Any) -> dict:
@@ -67,8 +64,6 @@ def _paths(include_path: Any) -> list[Path]:
 @functools.lru_cache(maxsize=1)
 def _our_index() -> frozenset[str]:
     """The names (tasks, groups, tags) lm-eval's own indexer finds in our task folder."""
-    from harness.plugin.discovery import index_folders
-
     return frozenset(index_folders([TASKS_PATH]))
 
 
@@ -79,17 +74,11 @@ def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = No
     index = getattr(task_manager, "task_index", None)
     if isinstance(index, dict):
         ours = TASKS_PATH.resolve()
-        found = []
-        for name in names:
-            yaml_path = getattr(index.get(name), "yaml_path", None)
-            if yaml_path is not None and ours in Path(yaml_path).resolve().parents:
-                found.append(name)
-        return found
+        found = [(name, getattr(index.get(name), "yaml_path", None)) for name in names]
+        return [name for name, path in found if path is not None and ours in Path(path).resolve().parents]
     candidates = [t for t in names if t in _our_index()]
     folders = _paths(include_path)
     if candidates and folders:
-        from harness.plugin.discovery import index_folders
-
         theirs = index_folders(folders)
         candidates = [t for t in candidates if t not in theirs]
     return candidates
@@ -103,7 +92,6 @@ def involves_us(model: Any, tasks: list[Any], include_path: Any = None, task_man
 def closest_tasks(missing: list[str], include_path: Any = None) -> str:
     """``"; did you mean X?"`` for the first of ``missing`` with a close name in lm-eval's whole task index (the last
     one built, else a new one), else ``""``."""
-    from harness.plugin.discovery import last_task_index
     from harness.core.options import closest
 
     try:
@@ -115,11 +103,8 @@ def closest_tasks(missing: list[str], include_path: Any = None) -> str:
         known = sorted(index)
     except Exception:  # noqa: BLE001 (a hint only)
         return ""
-    for name in missing:
-        hint = closest(name, known)
-        if hint:
-            return hint
-    return ""
+    hints = (closest(name, known) for name in missing)
+    return next((hint for hint in hints if hint), "")
 
 
 def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
@@ -131,12 +116,11 @@ def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, incl
     # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
     metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
     names = [t for t in tasks if isinstance(t, str)]
-    key = json.dumps([model if isinstance(model, str) else None, model_args, names, metadata, planning],
-                     sort_keys=True, default=str)
+    name = model if isinstance(model, str) else None
+    key = json.dumps([name, model_args, names, metadata, planning], sort_keys=True, default=str)
     checked = _COMMAND_LINE.get()
     if checked is not None and key in checked:
         return
-    name = model if isinstance(model, str) else None
     entry = model_entry(name) if name else None
     if entry is not None:
         try:
@@ -175,8 +159,6 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
     ours = our_tasks(tasks, include_path, task_manager)
     if not ours or len(ours) != len(tasks):
         return None
-    from harness.plugin.task_index import task_folder
-
     folder = task_folder(str(TASKS_PATH))
     return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
 
@@ -184,8 +166,6 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
 def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:
     """:func:`run_task_names` where a name may also be a group of ``include_path`` whose every member is ours or such a
     group; None when any member is not ours (or is an inline task)."""
-    from harness.plugin.discovery import index_folders, is_group
-
     folders = _paths(include_path)
     theirs = index_folders(folders) if folders else {}
     out: list[str] = []
@@ -205,8 +185,6 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
 def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
     """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only
     <harness.plugin.discovery.plugin_tasks_only>`) for a run of our tasks without its own manager, else the whole."""
-    from harness.plugin.discovery import plugin_tasks_only
-
     if task_manager is None and run_task_names(tasks, include_path) is not None:
         return plugin_tasks_only()
     return contextlib.nullcontext()
@@ -307,24 +285,16 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     return Invocation(model, model_args, tasks, metadata, include, arguments, cwd=os.getcwd())
 
 
-@contextlib.contextmanager
-def quiet_git_lookup(evaluator_module: Any) -> Iterator[None]:
+def quiet_git_lookup(evaluator_module: Any) -> ContextManager[None]:
     """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval's
     prints git's "fatal: not a git repository" outside a checkout and has no switch for it."""
-    original = getattr(evaluator_module, "get_git_commit_hash", None)
-    if not callable(original):
-        yield
-        return
-    evaluator_module.get_git_commit_hash = quiet_git_commit_hash
-    try:
-        yield
-    finally:
-        evaluator_module.get_git_commit_hash = original
+    if not callable(getattr(evaluator_module, "get_git_commit_hash", None)):
+        return contextlib.nullcontext()
+    return patched(evaluator_module, "get_git_commit_hash", quiet_git_commit_hash)
 
 
 def quiet_git_commit_hash() -> str | None:
     """lm-eval's ``get_git_commit_hash`` without git's error line on stderr."""
-    import os
     import subprocess
 
     try:

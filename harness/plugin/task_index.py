@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import yaml
+
 from harness.core.errors import UsageError
 from harness.engines.registry import LM_EVAL_TYPES, model_entry, models
 
 
 def _yaml_loader() -> Any:
-    import yaml
-
     class Loader(yaml.SafeLoader):
         pass
 
@@ -27,8 +27,6 @@ def _yaml_loader() -> Any:
 
 def _read_config(path: Path) -> dict:
     """A task YAML with its ``include`` (a file of the same folder) merged under it."""
-    import yaml
-
     config = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
     base = config.get("include")
     if isinstance(base, str):
@@ -97,11 +95,6 @@ def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
     return {name: frozenset(entry.request_type for entry in folder.members(name)) for name in names}
 
 
-def serving_models(request_type: str) -> list[str]:
-    """Our models that serve ``request_type``, in the order they are declared."""
-    return [entry.name for entry in models() if request_type in entry.serves]
-
-
 def served(model: str) -> frozenset[str] | None:
     """The request types ``model`` serves: ours from the registry; another registered model lm-eval's types plus ours
     its class has methods for; None for a model lm-eval does not know."""
@@ -138,7 +131,7 @@ def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str |
     for task in tasks:
         for request_type in sorted(known.get(task, ())):
             if request_type not in serves:
-                others = " or ".join(f"--model {m}" for m in serving_models(request_type))
+                others = " or ".join(f"--model {m.name}" for m in models() if request_type in m.serves)
                 raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
                                  f"use {others}")
             if entry is not None:

@@ -3,14 +3,17 @@ compared with the original, every sample and metric, at zero tolerance."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core import results as keys
 from harness.core.errors import UsageError
 from harness.core.invocation import Invocation
-from harness.core.run_record import RunRecord
+from harness.core.run_record import FIELDS, RunRecord
+from harness.reporting.comparability import TASK_OPTIONS, NotComparable
+from harness.reporting.runs import RunError, read_json
+from harness.reporting.samples import results_file, samples_files
 from harness.rerun.environment import Difference, differences, locate_model, model_folders
 
 LAYER = "app"  # harness/devtools/layers.py: a run (lmeval) then a report of it (reporting)
@@ -47,9 +50,6 @@ def prepare(results: Path, overrides: Mapping[str, Any], model_dir: str | None, 
             ) -> tuple[Invocation, list[Difference], list[str]]:
     """The invocation to call again (model located, ``overrides`` applied), the run-record differences and notes; a
     difference neither in ``allow`` nor overridden is refused (``NotComparable``, exit 3) before anything runs."""
-    from harness.reporting.comparability import NotComparable
-    from harness.reporting.runs import RunError, read_json
-
     data = read_json(results, RunError)
     invocation = Invocation.from_json(data.get(keys.INVOCATION)) if isinstance(data, dict) else None
     if invocation is None:
@@ -81,8 +81,7 @@ def prepare(results: Path, overrides: Mapping[str, Any], model_dir: str | None, 
     if invocation.cwd and not Path(invocation.cwd).is_dir():
         notes.append(f"the run was made in {invocation.cwd}, which is not here: its relative paths are read from "
                      "the current folder")
-    return Invocation(invocation.model, model_args, invocation.tasks, invocation.metadata, invocation.include_path,
-                      invocation.arguments, invocation.cwd), found_differences, notes
+    return replace(invocation, model_args=model_args), found_differences, notes
 
 
 def run_invocation(invocation: Invocation, output: Path) -> Path:
@@ -114,8 +113,6 @@ def compare(original: Path, rerun: Path, allow: Iterable[str]) -> Comparison:
     """Every logged sample and metric of ``original`` against ``rerun``; the metrics only when the original logged no
     samples."""
     from harness.reporting.agreement import Tolerances, agreement
-    from harness.reporting.runs import RunError, read_json
-    from harness.reporting.samples import samples_files
 
     out = Comparison()
     if not samples_files(original):
@@ -152,18 +149,12 @@ def rerun(results: str | Path, output: str | Path | None = None, allow: Iterable
           overrides: Mapping[str, Any] | None = None, model_dir: str | None = None) -> Rerun:
     """Make the run of ``results`` (a results file, or a run folder: its newest) again and compare; the new run goes to
     ``output`` (default: ``<name>-rerun`` beside the original's folder)."""
-    from harness.reporting.samples import results_file
-
     original = results_file(results, "a results file (or the folder lm-eval wrote it in)")
     overrides = dict(overrides or {})
     invocation, found, notes = prepare(original, overrides, model_dir, allow)
     folder = Path(output) if output else original.parent.with_name(original.parent.name + "-rerun")
     written = run_invocation(invocation, folder)
     # the records may now differ only as allowed or asked: the comparison goes on and the summary names each field
-    from harness.core.run_record import FIELDS
-    from harness.reporting.comparability import TASK_OPTIONS
-    from harness.reporting.runs import RunError, read_json
-
     records = [RunRecord.from_results(read_json(p, RunError)) for p in (original, written)]
     found = [Difference(name, str(getattr(records[0], name)), str(getattr(records[1], name))) for name in FIELDS
              if getattr(records[0], name) != getattr(records[1], name)]

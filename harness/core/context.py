@@ -1,0 +1,30 @@
+"""A context variable's value for the length of a ``with`` block (a run's cost, its chat template, what it collects)."""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Any, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def setting(var: ContextVar[T], value: T) -> Iterator[T]:
+    """``var`` set to ``value`` (yielded) within the block, and back to what it was after it."""
+    token = var.set(value)
+    try:
+        yield value
+    finally:
+        var.reset(token)
+
+
+@contextlib.contextmanager
+def patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner``'s attribute ``name`` set to ``value`` within the block, and back to what it was after it."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
