@@ -81,27 +81,18 @@ def go_offline() -> bool:
 
 
 # read from the environment at each call: the libraries' constants are fixed at import, HF_HOME may be set later
-def _hub_cache() -> Path:
-    found = os.environ.get("HF_HUB_CACHE")
-    if found:
-        return Path(found).expanduser()
-    home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser()
-    return home / "hub"
-
-
-def _datasets_cache() -> Path:
-    found = os.environ.get("HF_DATASETS_CACHE")
-    if found:
-        return Path(found).expanduser()
-    return Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "datasets"
+def _hf_cache(variable: str, folder: str) -> Path:
+    """``$<variable>``, else ``$HF_HOME/<folder>`` (default ``~/.cache/huggingface/<folder>``)."""
+    home = Path(os.environ.get("HF_HOME", "~/.cache/huggingface"))
+    return Path(os.environ.get(variable) or home / folder).expanduser()
 
 
 def hub_cached(name: str, kind: str) -> bool:
     """Whether the local caches hold anything of hub ``name`` (a dataset: the hub's or the prepared cache)."""
     prefix = "datasets" if kind == "hf_dataset" else "models"
-    if (_hub_cache() / f"{prefix}--{name.replace('/', '--')}").is_dir():
+    if (_hf_cache("HF_HUB_CACHE", "hub") / f"{prefix}--{name.replace('/', '--')}").is_dir():
         return True
-    return kind == "hf_dataset" and (_datasets_cache() / name.replace("/", "___")).is_dir()
+    return kind == "hf_dataset" and (_hf_cache("HF_DATASETS_CACHE", "datasets") / name.replace("/", "___")).is_dir()
 
 
 def problem(item: Input, offline: bool) -> str | None:

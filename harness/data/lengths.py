@@ -12,10 +12,8 @@ def parse_lengths(value: Any, default: list) -> list:
     if value is None or value == "":
         return list(default)
     items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    out = []
-    for item in items:
-        item = str(item).strip()
-        out.append(int(item) if item.isdigit() else item)
+    stripped = [str(item).strip() for item in items]
+    out = [int(item) if item.isdigit() else item for item in stripped]
     if not out:
         raise UsageError("lengths is empty")
     return out

@@ -56,13 +56,8 @@ class HelloBenchData:
 
 
 def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`longbench_write_dataset`."""
-    return longbench_write_dataset(options)
-
-
-def longbench_write_dataset(options: LongBenchWriteData) -> dict:
-    """Rows whose required ``length`` exceeds ``min_required_length`` (default 2000: the PIC paper reports 47 rows where
-    a strict ``> 2000`` keeps 45)."""
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): rows whose required ``length`` exceeds
+    ``min_required_length`` (default 2000: the PIC paper reports 47 rows where a strict ``> 2000`` keeps 45)."""
     import datasets
 
     path = options.longbench_write_data or options.data_files
@@ -78,12 +73,8 @@ def longbench_write_dataset(options: LongBenchWriteData) -> dict:
 
 
 def load_hellobench_htg(options: HelloBenchData, model: Any = None) -> dict:
-    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): :func:`hellobench_htg_dataset`."""
-    return hellobench_htg_dataset(options)
-
-
-def hellobench_htg_dataset(options: HelloBenchData) -> dict:
-    """The 123 HTG prompts (``variant`` "" or 2k / 4k / 8k / 16k)."""
+    """A task's dataset builder (:meth:`harness.tasks.base.LchTask.download`): the 123 HTG prompts (``variant`` "" or
+    2k / 4k / 8k / 16k)."""
     import datasets
 
     path = options.hellobench_data or options.data_files

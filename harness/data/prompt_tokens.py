@@ -51,8 +51,6 @@ class PromptCounter:
 
     def count_rendered(self, rendered: Sequence[str]) -> list[int]:
         """Token counts of already rendered prompts (one batched tokenizer call)."""
-        if not rendered:
-            return []
         with_special = [i for i, r in enumerate(rendered) if self._special_kwargs(r)["add_special_tokens"]]
         out = [0] * len(rendered)
         for flag, idx in ((True, with_special), (False, sorted(set(range(len(rendered))) - set(with_special)))):
@@ -103,10 +101,7 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
 
 def tokenizer_name(model: ModelKeys) -> str | None:
     """The tokenizer the model args name: ``tokenizer``, then ``pretrained``, then ``model``; else None."""
-    for value in (model.tokenizer, model.pretrained, model.model):
-        if value:
-            return value
-    return None
+    return next((value for value in (model.tokenizer, model.pretrained, model.model) if value), None)
 
 
 @lru_cache(maxsize=8)
@@ -128,9 +123,8 @@ def counter_for(options: PromptOptions) -> PromptCounter:
 def model_max_length(model: ModelKeys) -> int:
     """The length lm-eval's HF model truncates to: ``max_length`` / ``max_model_len`` (model args), else the config's
     ``max_position_embeddings`` / ``n_positions`` / ``n_ctx``, else the tokenizer's (if real), else 2048."""
-    for value in (model.max_length, model.max_model_len):
-        if value:
-            return int(value)
+    if model.max_length or model.max_model_len:
+        return int(model.max_length or model.max_model_len)
     name = model.pretrained or model.model
     if name:
         try:

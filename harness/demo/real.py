@@ -10,8 +10,9 @@ from pathlib import Path
 
 from dataclasses import dataclass
 
-from harness.demo.shared import slug, write_reports
-from harness.core.files import write_json_atomic, write_text_atomic
+from harness.demo.shared import COMMON_VARIANTS, slug, write_reports
+from harness.core.errors import MissingDataError, UsageError
+from harness.core.files import writable_problem, write_json_atomic, write_text_atomic
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
 
 
@@ -29,12 +30,7 @@ DEMO_MODELS = {
     "gemma3-270m": DemoModel("Gemma 3 270M (base)", chat_template=False, short_start="bos"),
 }
 DEFAULT_MODEL = "smollm2-135m"
-VARIANTS: list[tuple[str, dict]] = [
-    ("vanilla", {"pic": "none"}),
-    ("naive s_cr=2", {"pic": "naive", "pic_ratio": 2.0}),
-    ("ntk s_rr=4", {"pic": "ntk", "pic_ratio": 4.0}),
-    ("dynamic s_cr=2", {"pic": "dynamic", "pic_ratio": 2.0}),
-]
+VARIANTS: list[tuple[str, dict]] = [*COMMON_VARIANTS, ("dynamic s_cr=2", {"pic": "dynamic", "pic_ratio": 2.0})]
 RULER_TASKS = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
 BABILONG_TASKS = ["lch_babilong_qa1"]
 GROUP = "lch_demo_long_context"
@@ -46,8 +42,6 @@ def essays_folder(explicit: str | None = None) -> Path:
     """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays`` beside this
     checkout; a folder given that holds no essays is refused, never replaced by the next."""
     import os
-
-    from harness.data.documents import MissingDataError
 
     for given, what in ((explicit, "--essays"), (os.environ.get("LCH_ESSAYS"), "$LCH_ESSAYS")):
         if given:  # a folder asked for is the one used, or the demo stops: never another folder of essays instead
@@ -75,9 +69,6 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                   num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
                   variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
     """Run the demo; returns the summary also written to ``summary.json``."""
-    from harness.core.errors import UsageError
-    from harness.core.files import writable_problem
-
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]

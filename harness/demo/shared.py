@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+COMMON_VARIANTS: list[tuple[str, dict]] = [  # both demos' first variants
+    ("vanilla", {"pic": "none"}),
+    ("naive s_cr=2", {"pic": "naive", "pic_ratio": 2.0}),
+    ("ntk s_rr=4", {"pic": "ntk", "pic_ratio": 4.0}),
+]
+
 
 def slug(name: str) -> str:
     return name.replace(" ", "_").replace("=", "")

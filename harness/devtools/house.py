@@ -39,14 +39,10 @@ class Counts:
 
 
 def _docstring_lines(tree: ast.Module) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
-                                                                                                     str):
-                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
-    return lines
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    firsts = [n.body[0] for n in ast.walk(tree)
+              if isinstance(n, kinds) and ast.get_docstring(n, clean=False) is not None]
+    return {line for first in firsts for line in range(first.lineno, (first.end_lineno or first.lineno) + 1)}
 
 
 def _comment_lines(source: str) -> set[int]:

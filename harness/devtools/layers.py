@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,12 +59,8 @@ def declared_layer(path: Path) -> str | None:
 
 def declared_layers(root: Path) -> dict[str, str]:
     """``{module: layer}`` of the modules and packages under the repository ``root`` that declare one."""
-    out = {}
-    for module, path in module_files(root).items():
-        name = declared_layer(path)
-        if name is not None:
-            out[module] = name
-    return out
+    found = {module: declared_layer(path) for module, path in module_files(root).items()}
+    return {module: name for module, name in found.items() if name is not None}
 
 
 @functools.lru_cache(maxsize=1)
@@ -148,18 +145,6 @@ def imports_of(module: str, path: Path) -> tuple[set[str], set[str]]:
     return found, calls
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
-    """``{module: the harness modules and top-level libraries it imports}``."""
-    files = module_files(root)
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        found, _ = imports_of(module, path)
-        ours = {m for m in found if m in files}
-        libraries = {m.split(".")[0] for m in found if not m.startswith("harness")}
-        graph[module] = ours | libraries
-    return graph
-
-
 def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None = None,
                declared: dict[str, str] | None = None) -> list[str]:
     """One line per module of ours with no layer, per import a module's layer may not make and per I/O call in the
@@ -190,57 +175,25 @@ def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None 
 
 def layer_edges(graph: dict[str, set[str]], declared: dict[str, str] | None = None) -> dict[tuple[str, str], int]:
     """``{(layer, imported layer): number of module imports}`` between different layers."""
-    edges: dict[tuple[str, str], int] = {}
-    for module, targets in graph.items():
-        src = layer_of(module, declared)
-        for target in targets:
-            dst = layer_of(target, declared)
-            if src and dst and src.name != dst.name:
-                edges[(src.name, dst.name)] = edges.get((src.name, dst.name), 0) + 1
-    return edges
+    pairs = ((layer_of(module, declared), layer_of(target, declared)) for module, targets in graph.items()
+             for target in targets)
+    return Counter((src.name, dst.name) for src, dst in pairs if src and dst and src.name != dst.name)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles of ``graph``: groups of two or more of our modules that reach each other (Tarjan), sorted."""
-    ours = {module: sorted(t for t in targets if t in graph) for module, targets in graph.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(ours):
-        if root in index:
-            continue
-        work = [(root, iter(ours[root]))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(ours[child])))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    found.append(sorted(group))
-    return sorted(found)
+    """The import circles of ``graph``: groups of two or more of our modules that reach each other (strongly connected
+    components, scipy's), sorted."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    index = {module: i for i, module in enumerate(sorted(graph))}
+    edges = [(index[module], index[t]) for module, targets in graph.items() for t in targets if t in index]
+    matrix = coo_matrix(([1] * len(edges), ([a for a, _ in edges], [b for _, b in edges])), shape=(len(index),) * 2)
+    _, labels = connected_components(matrix, directed=True, connection="strong")
+    groups: dict[int, list[str]] = {}
+    for module, label in zip(index, labels):
+        groups.setdefault(label, []).append(module)
+    return sorted(group for group in groups.values() if len(group) > 1)
 
 
 def folder_of(module: str) -> str | None:
@@ -254,13 +207,8 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for module, targets in graph.items():
         src = folder_of(module)
-        if src is None:
-            continue
-        out.setdefault(src, set())
-        for target in targets:
-            dst = folder_of(target)
-            if dst is not None and dst != src:
-                out[src].add(dst)
+        if src is not None:
+            out.setdefault(src, set()).update({folder_of(target) for target in targets} - {None, src})
     return out
 
 
@@ -287,11 +235,14 @@ def folder_problems(graph: dict[str, set[str]]) -> list[str]:
 def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
     """The import graph of the repository at ``root`` and its violations (layers, pure-layer I/O, circles, folders)."""
     files = module_files(root)
-    graph = import_graph(root)
-    declared = declared_layers(root)
-    io_calls = {module: imports_of(module, path)[1] for module, path in files.items()}
+    graph: dict[str, set[str]] = {}  # {module: the harness modules and top-level libraries it imports}
+    io_calls: dict[str, set[str]] = {}
+    for module, path in files.items():
+        found, io_calls[module] = imports_of(module, path)
+        libraries = {m.split(".")[0] for m in found if not m.startswith("harness")}
+        graph[module] = {m for m in found if m in files} | libraries
     circles = [f"import circle: {' <-> '.join(group)}" for group in cycles(graph)]
-    return graph, violations(graph, io_calls, declared) + circles + folder_problems(graph)
+    return graph, violations(graph, io_calls, declared_layers(root)) + circles + folder_problems(graph)
 
 
 def rules() -> list[str]:
@@ -300,14 +251,13 @@ def rules() -> list[str]:
             for layer in LAYERS]
 
 
-def render(graph: dict[str, set[str]], problems: list[str], declared: dict[str, str] | None = None) -> str:
+def render(graph: dict[str, set[str]], problems: list[str], declared: dict[str, str]) -> str:
     """As text: the rules, the modules that declare their layer, the imports between layers, the violations."""
     edges = layer_edges(graph, declared)
-    declared = _TREE if declared is None else declared
     lines = ["Layers (name: folders -> may import):", *(f"  {line}" for line in rules()), "",
              "Declared in the module or its package (LAYER = ...):"]
     for layer in LAYERS:
-        names = sorted(m for m, name in (declared or {}).items() if name == layer.name)
+        names = sorted(m for m, name in declared.items() if name == layer.name)
         if names:
             lines.append(f"  {layer.name}: {', '.join(names)}")
     lines += ["", "Imports found (layer -> imported layer: module imports):"]

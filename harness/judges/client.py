@@ -172,8 +172,6 @@ def _completion_fields(reply: Any) -> dict:
 
 def _usage(usage: Any) -> tuple[int, int] | None:
     """``(prompt tokens, completion tokens)`` of a reply's ``usage`` (an object or a dict), None without one."""
-    if usage is None:
-        return None
     read = usage.get if isinstance(usage, dict) else lambda name: getattr(usage, name, None)
     prompt, completion = read("prompt_tokens"), read("completion_tokens")
     return (int(prompt), int(completion)) if isinstance(prompt, int) and isinstance(completion, int) else None
@@ -213,8 +211,7 @@ class JudgeClient:
             content_type = stream.response.headers.get("content-type", "")
             if not content_type.startswith("text/event-stream"):  # a server that does not stream: one completion
                 reply = json.loads(await stream.response.aread())
-                return {**_completion_fields(reply), "usage": _usage(reply.get("usage") if isinstance(reply, dict)
-                                                                     else None)}
+                return {**_completion_fields(reply), "usage": _usage(reply.get("usage"))}  # a dict: fields were read
             parts: list[str] = []
             fields: dict[str, Any] = {"finish_reason": None, "model": None, "fingerprint": None, "usage": None}
             async for chunk in stream:
@@ -277,8 +274,7 @@ class JudgeClient:
                         break
                     if attempt + 1 < self.settings.max_attempts:
                         self.stats["retries"] += 1
-                        delay = self.settings.backoff * (2 ** attempt) * (0.5 + random.random())
-                        await asyncio.sleep(delay)
+                        await asyncio.sleep(self.settings.backoff * (2 ** attempt) * (0.5 + random.random()))
         self.stats["failed"] += 1
         self.stats["failures"][kind] += 1
         return JudgeAnswer(text=None, error=error, failure=kind)

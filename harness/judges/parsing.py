@@ -62,9 +62,5 @@ def parse_longbench_write_judgement(raw: str) -> dict[str, float] | None:
     found = first_literal(blocks, _valid_dimensions)
     if found:
         return found
-    pairs = {}
-    for dim in LONGBENCH_WRITE_DIMENSIONS:
-        m = re.search(re.escape(dim) + r"\W{0,4}\s*(\d(?:\.\d+)?)", raw)
-        if m:
-            pairs[dim] = m.group(1)
-    return _valid_dimensions(pairs)
+    pairs = {dim: re.search(re.escape(dim) + r"\W{0,4}\s*(\d(?:\.\d+)?)", raw) for dim in LONGBENCH_WRITE_DIMENSIONS}
+    return _valid_dimensions({dim: m.group(1) for dim, m in pairs.items() if m})

@@ -5,6 +5,7 @@ failures follow ``policy``: ``drop`` (out of the mean, counted by ``n_valid``), 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -19,7 +20,7 @@ from harness.data.longform import load_hellobench_weights
 from harness.core.run_files import judgements_path
 from harness.core.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
 from harness.core.files import atomic_writer
-from harness.judges.client import JudgeClient, JudgeSettings
+from harness.judges.client import JudgeClient, JudgeSettings, default_cache_dir
 from harness.judges.config import JudgeConfig
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
 from harness.judges.prompts import helloeval_messages, load_longbench_write_prompt, longbench_write_messages
@@ -85,14 +86,8 @@ def is_hellobench(items: Sequence[dict]) -> bool:
     return item_kind(items) == "hellobench"
 
 
-@lru_cache(maxsize=4)
-def _longbench_write_template(path: str | None) -> str:
-    return load_longbench_write_prompt(path)
-
-
-@lru_cache(maxsize=4)
-def _weights(path: str) -> dict[str, list[float]]:
-    return load_hellobench_weights(path)
+_longbench_write_template = lru_cache(maxsize=4)(load_longbench_write_prompt)
+_weights = lru_cache(maxsize=4)(load_hellobench_weights)
 
 
 def judge_messages(item: dict) -> list[dict]:
@@ -121,13 +116,9 @@ def judge(items: Sequence[dict]) -> Judgements:
     models: set[str] = set()
     fingerprints: set[str] = set()
     pending = list(range(len(items)))
+    request = {k: v for k, v in cfg.items() if k != "policy"}  # the rest of the config is the client's settings
     for attempt in range(3 if cfg["policy"] == "rejudge" else 1):
-        client = JudgeClient(JudgeSettings(
-            base_url=cfg["base_url"], model=cfg["model"], temperature=cfg["temperature"],
-            max_tokens=cfg["max_tokens"], concurrency=cfg["concurrency"], cache_dir=cfg["cache_dir"],
-            max_attempts=cfg["max_attempts"], timeout=cfg["timeout"], idle_timeout=cfg["idle_timeout"],
-            extra={"seed": attempt} if attempt else {},
-        ))
+        client = JudgeClient(JudgeSettings(**request, extra={"seed": attempt} if attempt else {}))
         answers = client.ask_many([build(items[i]) for i in pending], progress=False)
         models.update(a.model for a in answers if a.model)
         fingerprints.update(a.fingerprint for a in answers if a.fingerprint)
@@ -209,10 +200,6 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
 def save_unjudged(task: str, items: Sequence[dict]) -> Path:
     """Keeps the judged items of a run whose judge failed as a samples file that ``lch judge`` reads (rows ``doc_id``,
     ``quality``): ``unjudged/samples_<task>_<digest>.jsonl`` under the judge cache folder. Returns its path."""
-    import hashlib
-
-    from harness.judges.client import default_cache_dir
-
     judge = (items[0].get("judge") or {}) if items else {}
     folder = Path(judge.get("cache_dir") or default_cache_dir()) / "unjudged"
     digest = hashlib.sha256(json.dumps(list(items), sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -65,10 +65,6 @@ def corpus_documents(options: CorpusOptions) -> list[dict]:
 
 @lru_cache(maxsize=4)
 def _selected_corpus(options: CorpusOptions) -> tuple[dict, ...]:
-    return tuple(_select_corpus(options))
-
-
-def _select_corpus(options: CorpusOptions) -> list[dict]:
     from harness.data.prompt_tokens import load_tokenizer
 
     docs = documents_from_options(options)
@@ -87,7 +83,7 @@ def _select_corpus(options: CorpusOptions) -> list[dict]:
         raise UsageError(f"none of the {len(docs)} documents has {options.min_tokens} tokens or more: lower "
                          "min_tokens or give longer documents")
     check_enough_documents(len(chosen), options)
-    return chosen
+    return tuple(chosen)
 
 
 def check_key_windows(docs: list[dict], trunc_len: int) -> None:

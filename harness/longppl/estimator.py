@@ -69,8 +69,6 @@ def long_short_logprobs(
 def passes(n_tokens: int, trunc_len: int, sliding_window: int) -> int:
     """The forward passes that finding an ``n_tokens`` text's key tokens takes: the long one and every short window but
     the first (whose context is the long pass's), or 1 for a text no longer than ``trunc_len``."""
-    if n_tokens <= trunc_len:
-        return 1
     return 1 + max(0, len(short_windows(n_tokens, trunc_len, sliding_window)) - 1)
 
 

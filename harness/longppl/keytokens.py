@@ -17,6 +17,7 @@ from harness.core.cache import cache_root
 from harness.core.errors import UsageError
 from harness.core.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, KeySettings, KeyTokens, count_key_tokens
+from harness.models.identity import model_identity
 from harness.core.options import option
 
 LAYER = "models"  # harness/devtools/layers.py
@@ -103,13 +104,6 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
     return model, load_tokenizer(name)
 
 
-def evaluator_id_of(name: str) -> str:
-    """Cache identity of an evaluator: the digest of a local folder's content, else the hub name."""
-    from harness.models.identity import model_identity
-
-    return model_identity(name)
-
-
 def key_tokens_for_texts(
     texts: Sequence[str],
     evaluator: str | tuple[Any, Any],
@@ -124,17 +118,13 @@ def key_tokens_for_texts(
     if evaluator_id is None:
         if not isinstance(evaluator, str):
             raise UsageError("pass evaluator_id when the evaluator is given as a (model, tokenizer) pair")
-        evaluator_id = evaluator_id_of(evaluator)
+        evaluator_id = model_identity(evaluator)  # a local folder's content digest, else the hub name
     cache = cache or KeyTokenCache()
     trunc_len, sliding_window = settings.trunc_len, settings.sliding_window
     values = tuple(settings.settings().values())  # K, d, alpha, beta, short_start: the cache key's order
-    results: list[KeyTokens | None] = []
-    missing = []
-    for i, text in enumerate(texts):
-        found = cache.get(cache_key(evaluator_id, text, *values, dtype=dtype))
-        results.append(found)
-        if found is None:
-            missing.append(i)
+    entries = [cache_key(evaluator_id, text, *values, dtype=dtype) for text in texts]
+    results = [cache.get(entry) for entry in entries]
+    missing = [i for i, found in enumerate(results) if found is None]
     if missing:
         # imported here: the task classes read KeyTokenOptions without importing torch
         from harness.longppl.estimator import find_key_tokens, passes
@@ -145,12 +135,11 @@ def key_tokens_for_texts(
         description = f"Finding key tokens ({len(missing)} documents)"
         with tqdm(total=sum(counts.values()), unit="window", desc=description) as bar:
             for i in missing:
-                entry = cache_key(evaluator_id, texts[i], *values, dtype=dtype)
-                with cache.lock(entry):
-                    found = cache.get(entry)  # a concurrent run may have computed it while we waited
+                with cache.lock(entries[i]):
+                    found = cache.get(entries[i])  # a concurrent run may have computed it while we waited
                     if found is None:
                         found = find_key_tokens(texts[i], model, tokenizer, *values, progress=bar.update)
-                        cache.put(entry, found)
+                        cache.put(entries[i], found)
                     else:
                         bar.update(counts[i])
                 results[i] = found
@@ -162,7 +151,7 @@ def key_tokens_cached(texts: Sequence[str], evaluator: str, options: KeyTokenOpt
     files (``key_spans_dir``), or each in the cache as :func:`attach_key_tokens` would look it up."""
     if options.key_spans_dir:
         return True
-    evaluator_id = options.evaluator_id or evaluator_id_of(evaluator)
+    evaluator_id = options.evaluator_id or model_identity(evaluator)
     cache, values = KeyTokenCache(options.key_cache_dir), tuple(options.settings().values())
     return all(cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None
                for text in texts)

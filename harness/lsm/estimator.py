@@ -54,9 +54,7 @@ def lsm_direct(model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: 
     for _ in range(n_samples):
         end = rng.randint(hi - 1, len(ids) - 1)  # the suffix ends at token `end`
         l1, l2 = rng.randint(lo, hi), rng.randint(lo, hi)
-        a, b = (ids[None, end - l + 1 : end + 1] for l in (l1, l2))
-        last_a = runner.hidden_states(a)[0, -1]
-        last_b = runner.hidden_states(b)[0, -1]
+        last_a, last_b = (runner.hidden_states(ids[None, end - l + 1 : end + 1])[0, -1] for l in (l1, l2))
         values.append(float(sce(runner.logits(last_a[None])[0], runner.logits(last_b[None])[0])))
     return values
 
