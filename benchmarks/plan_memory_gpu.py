@@ -25,7 +25,7 @@ from harness.core.sizes import in_words  # noqa: E402  (after the path)
 from harness.plan.cells import PlanCell  # noqa: E402
 from harness.plan.devices import parse_memory  # noqa: E402
 from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
-from harness.plan.make import RunSettings, with_memory  # noqa: E402
+from harness.plan.make import EvalSettings, with_memory  # noqa: E402
 
 CONFIGS = {"llama-3.1-8b": ROOT / "benchmarks" / "configs" / "llama-3.1-8b",
            "qwen2.5-7b": ROOT / "benchmarks" / "configs" / "qwen2.5-7b"}
@@ -46,7 +46,7 @@ def main() -> None:
                 model_args = {"pretrained": str(folder), "dtype": "bfloat16"}
                 if engine == "vllm-pic" and task == "ppl_govreport":
                     model_args["gpu_memory_utilization"] = POOLED_GPU_MEMORY
-                run = RunSettings(model=engine, model_args=model_args, tasks=[task])
+                run = EvalSettings(model=engine, model_args=model_args, tasks=[task])
                 cells = [PlanCell(task, str(n), (n,), (0,), scored_tokens=n - 1) if task == "ppl_govreport" else
                          PlanCell(task, str(n), (n - ANSWER,), (ANSWER,)) for n in args.lengths]
                 sized, misfits = with_memory(cells, run, device)

@@ -87,12 +87,12 @@ def claim_longform(ctx: Context) -> dict:
     for variant in LONGFORM_VARIANTS[1:]:
         d, paper = out[variant], PAPER_LONGFORM[variant]
         ratio_tokens = d["mean_tokens"] / base["mean_tokens"] if base["mean_tokens"] else float("nan")
-        ratio_words = d["mean_words"] / base["mean_words"] if base["mean_words"] else float("nan")
+        ratio_label = d["mean_words"] / base["mean_words"] if base["mean_words"] else float("nan")
         paper_ratio = paper["length"] / paper["base_length"]
         need = 1 + 0.5 * (paper_ratio - 1)
         more_corrupt = sum(x["corrupted"] for x in d["samples"]) > sum(x["corrupted"] for x in base["samples"])
         ok = ratio_tokens >= need and not more_corrupt
-        per_variant[variant] = {"ratio_tokens": ratio_tokens, "ratio_words": ratio_words, "paper_ratio": paper_ratio,
+        per_variant[variant] = {"ratio_tokens": ratio_tokens, "ratio_label": ratio_label, "paper_ratio": paper_ratio,
                                 "needed_ratio": need, "more_corrupted_than_vanilla": more_corrupt,
                                 "verdict": "reproduced" if ok else "not reproduced at this scale"}
     verdict = ("reproduced" if all(v["verdict"] == "reproduced" for v in per_variant.values())

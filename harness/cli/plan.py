@@ -44,8 +44,8 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
 
 
 def plan_settings(argv: list[str]) -> Any:
-    """The :class:`harness.plan.make.RunSettings` of an ``lch eval`` command line, its flags checked as there."""
-    from harness.plan.make import RunSettings
+    """The :class:`harness.plan.make.EvalSettings` of an ``lch eval`` command line, its flags checked as there."""
+    from harness.plan.make import EvalSettings
     from harness.plugin.activation import activate
     from harness.plugin.lm_eval_cli import parse_command_line
     from harness.plugin.lm_eval_flags import check_json_args, cli_settings
@@ -62,7 +62,7 @@ def plan_settings(argv: list[str]) -> Any:
     check_cli_run(args)
     gen_kwargs = as_dict(settings.get("gen_kwargs"))  # key=value text or JSON, as lm-eval takes them
     limit = settings.get("limit")
-    return RunSettings(model=settings["model"], model_args=as_dict(getattr(args, "model_args", None)), tasks=tasks,
+    return EvalSettings(model=settings["model"], model_args=as_dict(getattr(args, "model_args", None)), tasks=tasks,
                        metadata=as_dict(settings.get("metadata")), include_path=settings.get("include_path"),
                        apply_chat_template=bool(settings.get("apply_chat_template")),
                        limit=None if limit is None else float(limit), gen_kwargs=gen_kwargs or None,

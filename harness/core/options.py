@@ -27,7 +27,7 @@ _FALSE = frozenset({"false", "no", "0", "off"})
 
 
 # how a field enters the key of cached task data (harness.core.cache_keys.data_key): declared, so never forgotten
-SHAPES = {
+CACHE_KEY_KINDS = {
     "value": "its value",
     "source": "the content of the file or folder it names, when the task reads it (the task's fingerprint of it)",
     "tokenizer": "the tokenizer the prompts are counted in, chat template included (the counter's fingerprint)",
@@ -41,9 +41,9 @@ def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable
            **metadata: Any) -> Any:
     """A dataclass field with its default, help string, domain (``choices``: allowed words; ``low`` / ``high``:
     inclusive bounds of a number or of each number of a list; ``above``: exclusive lower bound; ``nonempty``) and
-    other metadata its readers use (``shapes``: one of :data:`SHAPES`, else ``TypeError``)."""
-    if "shapes" in metadata and metadata["shapes"] not in SHAPES:
-        raise TypeError(f"shapes={metadata['shapes']!r} is not one of {', '.join(SHAPES)}")
+    other metadata its readers use (``cache_key``: one of :data:`CACHE_KEY_KINDS`, else ``TypeError``)."""
+    if "cache_key" in metadata and metadata["cache_key"] not in CACHE_KEY_KINDS:
+        raise TypeError(f"cache_key={metadata['cache_key']!r} is not one of {', '.join(CACHE_KEY_KINDS)}")
     meta: dict[str, Any] = {"help": help, **metadata}
     if choices is not None:  # a registry's keys stay a live view: a method registered later is allowed
         meta["choices"] = choices if isinstance(choices, KeysView) else tuple(choices)

@@ -82,11 +82,11 @@ def _body(tokenizer: Any, size: int) -> str:
 class ModelKeys:
     """The model args lm-eval merges into every task's metadata that our tasks read."""
 
-    pretrained: str | None = option(None, "model (model args are merged into the metadata)", shapes="tokenizer")
-    tokenizer: str | None = option(None, "tokenizer (model arg)", shapes="tokenizer")
-    model: str | None = option(None, "model name", shapes="tokenizer")
-    max_length: int | None = option(None, "model max length (model arg)", low=1, high=MAX_TOKENS, shapes="no")
-    max_model_len: int | None = option(None, "vLLM engine length (model arg)", low=1, high=MAX_TOKENS, shapes="no")
+    pretrained: str | None = option(None, "model (model args are merged into the metadata)", cache_key="tokenizer")
+    tokenizer: str | None = option(None, "tokenizer (model arg)", cache_key="tokenizer")
+    model: str | None = option(None, "model name", cache_key="tokenizer")
+    max_length: int | None = option(None, "model max length (model arg)", low=1, high=MAX_TOKENS, cache_key="no")
+    max_model_len: int | None = option(None, "vLLM engine length (model arg)", low=1, high=MAX_TOKENS, cache_key="no")
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
 
     chat_template: bool | None = option(None, "fit samples with the chat template counted (default: as the run applies "
                                               "one, --apply_chat_template); true in a run without the template fits the "
-                                              "very samples of a run with it", shapes="tokenizer")
+                                              "very samples of a run with it", cache_key="tokenizer")
 
 
 def tokenizer_name(model: ModelKeys) -> str | None:

@@ -22,7 +22,7 @@ class TruncationOptions:
     truncation: str = option(DEFAULT_POLICY, "over-long prompts: left | middle | right cut the document's context (never "
                              "its instruction or question) in the evaluated tokenizer; skip leaves the sample unscored "
                              "(counted as n_skipped)",
-                             choices=POLICIES, shapes="no")  # applied to requests, the rows keep context_span
+                             choices=POLICIES, cache_key="no")  # applied to requests, the rows keep context_span
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
             log.warning("model_arg %s overrides the variant file of %s (%s)", override,
                         resolved.adapter or resolved.pretrained, resolved.variant.describe())
         if resolved.variant is not None:
-            log.info("variant %s: evaluating with %s", resolved.variant.describe(), resolved.inference.words())
+            log.info("variant %s: evaluating with %s", resolved.variant.describe(), resolved.inference.label())
         return resolved
 
     def engine_dtype(self) -> str:
@@ -100,7 +100,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained) if isinstance(pretrained, str)
                           else type(pretrained).__name__, adapter=model_identity(adapter) if adapter else None,
                           tokenizer=tokenizer_identity(engine_args.get("tokenizer") or pretrained, self.tokenizer),
-                          inference=self.inference.words(), dtype=self.engine_dtype(),
+                          inference=self.inference.label(), dtype=self.engine_dtype(),
                           settings=answer_settings(engine_args), libraries=libraries_in_words(*self.LIBRARIES))
 
     # ------------------------------------------------------------------ primitives (the adapter's)

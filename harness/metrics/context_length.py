@@ -24,7 +24,8 @@ class CurveOptions:
 
     effective_threshold: float = option(RULER_THRESHOLD, "score (0-100) a length and every shorter one must reach to "
                                         "count in the effective length (default RULER's bar, Llama-2-7B at 4k)",
-                                        low=0.0, high=100.0, measures=False, shapes="no")  # how scores are read, not made
+                                        low=0.0, high=100.0, measures=False,
+                                        cache_key="no")  # how scores are read, not made
 
 
 @dataclass(frozen=True, order=True)
@@ -52,7 +53,7 @@ class EffectiveLength:
     n: tuple[int | None, ...]
     caution: str | None = None
 
-    def words(self) -> str:
+    def label(self) -> str:
         """``2k (>= 85.6 at 1k, 2k; n 25, 25)``, or ``below 85.6 at 1k`` when none."""
         counts = ", ".join("?" if n is None else str(n) for n in self.n)
         where = f"{self.threshold:g} at {', '.join(self.lengths)}; n {counts}"

@@ -73,9 +73,9 @@ class Inference:
         """A copy with ``fields`` changed (checked again)."""
         return dataclasses.replace(self, **fields)
 
-    # ------------------------------------------------------------------ words
+    # ------------------------------------------------------------------ label
 
-    def words(self) -> str:
+    def label(self) -> str:
         """``Dynamic PIC (s_cr 2, l_ic 10, l_rc 600)``, ``NTK-aware PIC (s_rr 16)``, ``RoPE base 1e+06``, or
         ``standard inference``; a non-default layout is added as ``, contiguous layout``."""
         parts = []
@@ -90,7 +90,7 @@ class Inference:
                     settings.append(f"{_FIELD_BY_NAME[name].metadata.get('symbol', name)} {value}")
                 elif value != Inference.layout:
                     settings.append(f"{value} layout")
-            parts.append(f"{entry.words} ({', '.join(settings)})" if settings else entry.words)
+            parts.append(f"{entry.label} ({', '.join(settings)})" if settings else entry.label)
         if self.rope_base is not None:
             parts.append(f"RoPE base {self.rope_base:g}")
         return ", ".join(parts) or "standard inference"

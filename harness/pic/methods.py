@@ -33,9 +33,9 @@ class PicMethod:
     can still move between two calls (Dynamic: ``l_rc``); ``moves_per_token``: whether a step adding ``q`` tokens moves
     only the first ``q`` keys of the window (Dynamic's paper layout) rather than any key of it (contiguous)."""
 
-    words: str  # its name in words, as leaderboards write it: "Naive PIC" ("" for none)
+    label: str  # its name in words, as leaderboards write it: "Naive PIC" ("" for none)
     symbol: str = "s_cr"  # the ratio's symbol in words: "Naive PIC (s_cr 4)"
-    ratio_words: str = "compression ratio"  # the ratio in a plot's axis label: "compression ratio s_cr"
+    ratio_label: str = "compression ratio"  # the ratio in a plot's axis label: "compression ratio s_cr"
     fields: tuple[str, ...] = ("ratio",)  # the Inference fields it reads (besides method, rope_base), in word order
     ids: IdsFunction | None = None  # kind "ids"
     base: BaseFunction | None = None  # kind "base"
@@ -61,7 +61,7 @@ def _dynamic_ids(m: Any, length: Any, inference: Settings) -> Any:
 PIC_METHODS: dict[str, PicMethod] = {
     NO_PIC: PicMethod("", fields=()),
     "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), extends_window=True),
-    "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_words="RoPE base scaling ratio",
+    "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_label="RoPE base scaling ratio",
                      base=lambda b, inf: ntk_base(b, inf.ratio), extends_window=True),
     "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
                          window=lambda inf: inf.recent, moves_per_token=lambda inf: inf.layout == "paper"),

@@ -44,8 +44,8 @@ def describe(recipe: str, inference: Inference, settings: dict[str, Any] | None 
     """A recipe and its inference in words (the leaderboard's ``variant`` column), e.g. ``Dynamic PIC-SFT
     (s_cr 2, l_ic 10, l_rc 600)``, ``LongRecipe, RoPE base 40000, merged 0.5 / 0.5 with the original``."""
     settings = settings or {}
-    method_words = inference.entry.words
-    inference_text = inference.words()
+    method_words = inference.entry.label
+    inference_text = inference.label()
     if recipe == "pic-sft" and inference.entry.acts:
         text = method_words + "-SFT" + inference_text[len(method_words):]
     else:
@@ -63,11 +63,11 @@ def evaluated_as(variant: Variant | None, applied: Inference) -> str:
     """What a run evaluated, in words: the variant (and the inference, when it is not the variant's own,
     e.g. ``Dynamic PIC-SFT (...), evaluated with standard inference``), or the inference of a plain model."""
     if variant is None:
-        words = applied.words()
+        words = applied.label()
         return "base model" if words == "standard inference" else words
     if applied.effective() == variant.inference.effective():
         return variant.describe()
-    return f"{variant.describe()}, evaluated with {applied.words()}"
+    return f"{variant.describe()}, evaluated with {applied.label()}"
 
 
 def check_inference(inference: Any, where: str) -> Inference:

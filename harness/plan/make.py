@@ -14,7 +14,7 @@ LAYER = "lmeval"  # harness/devtools/layers.py
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class EvalSettings:
     """What a plan is of: the settings of an ``lch eval`` / ``lm_eval`` run that decide its requests."""
 
     model: str
@@ -42,7 +42,7 @@ class Plan:
 TASK_BUILD = int(0.15 * GIB)
 
 
-def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
+def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
     """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks."""
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
@@ -93,7 +93,7 @@ def make_plan(run: RunSettings, device: DeviceMemory | None = None) -> Plan:
     return Plan(cells, name, device, tuple(misfits))
 
 
-def run_device_memory(run: RunSettings) -> DeviceMemory:
+def run_device_memory(run: EvalSettings) -> DeviceMemory:
     """The memory of the device the run would use: a CUDA device's total, or what this machine has available."""
     import torch
 
@@ -114,7 +114,7 @@ def own_resident_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def with_memory(cells: list[PlanCell], run: RunSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
+def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
     """Each cell with its longest request's memory (from the model's config) and whether it fits ``device``, and what
     would fit each misfit. Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
     from harness.core.sizes import in_words
@@ -191,7 +191,7 @@ def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: D
     return beside
 
 
-def _need_function(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
+def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory,
                    pooled: bool = False):  # noqa: ANN202
     """``(need(prompt, budget, scores) -> bytes, room)`` on ``device``; ``pooled``: vllm-pic adds a pooling engine."""
     from harness.models.memory import meta_model, request_need
@@ -221,7 +221,7 @@ def _engine_shape(pretrained: str, dtype: str, device: DeviceMemory) -> Any:
                        int(config.vocab_size), lambda n: request_need(model, n, scores=True, device=device.kind).work)
 
 
-def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device: DeviceMemory,
+def _vllm_cpu_cache_short(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory,
                           tokens: int) -> str | None:
     """Why vLLM's CPU backend cannot hold one sequence of the run in the KV space it is given, or None."""
     if run.model != "vllm-pic" or device.kind != "cpu":
@@ -231,14 +231,14 @@ def _vllm_cpu_cache_short(run: RunSettings, pretrained: str, dtype: str, device:
     return cpu_cache_short(_engine_shape(pretrained, dtype, device), run.model_args, tokens)
 
 
-def settings_of(invocation: Any) -> RunSettings:
+def settings_of(invocation: Any) -> EvalSettings:
     """The settings of the run a results file recorded (:class:`harness.core.invocation.Invocation`)."""
     from harness.plugin.preflight import as_dict
 
     arguments = invocation.arguments
     limit = arguments.get("limit")
     device = arguments.get("device")
-    return RunSettings(model=invocation.model, model_args=dict(invocation.model_args), tasks=list(invocation.tasks),
+    return EvalSettings(model=invocation.model, model_args=dict(invocation.model_args), tasks=list(invocation.tasks),
                        metadata=dict(invocation.metadata),
                        include_path=invocation.include_path[0] if invocation.include_path else None,
                        apply_chat_template=bool(arguments.get("apply_chat_template")),

@@ -118,7 +118,7 @@ def split_metric(name: str) -> tuple[str, str, str]:
     return task, metric, flt or "none"
 
 
-class RunSamples:
+class LoggedSamples:
     """The samples files beside a run's results file, each read once, by task and filter: ``{str(doc_id): row}``."""
 
     def __init__(self, run: Run) -> None:
@@ -144,7 +144,7 @@ def attach_samples(baseline: dict, run: Run) -> list[str]:
     """Make ``baseline`` (of ``run``) paired: each ``score`` whose aggregate is the mean of its logged values (within
     :data:`MEAN_CHECK`) gets ``samples``: ``{doc_id: [value, doc_hash]}``. Returns notes on the metrics left on the
     aggregate gate; :class:`BaselineError` when the run logged no samples or none gives a metric its values."""
-    found = RunSamples(run)
+    found = LoggedSamples(run)
     if not found.files:
         raise BaselineError(f"{run.path}: --paired needs the run's samples (samples_<task>_*.jsonl beside it): run "
                             "lm-eval with --log_samples")

@@ -66,7 +66,7 @@ def name_of(model: str, model_args: Mapping, variant: str = "", applied: Mapping
     if not variant:
         inference = inference_of(dict(model_args), dict(applied) if applied is not None else None)
         adapted = bool(model_args.get("peft") or model_args.get("checkpoint"))
-        variant = inference.words() if adapted else evaluated_as(None, inference)
+        variant = inference.label() if adapted else evaluated_as(None, inference)
     pic_keys = set(MODEL_ARGS.values())
     extras = tuple(f"{k}={v}" for k, v in sorted(model_args.items()) if k not in NOT_IN_NAME and k not in pic_keys)
     return RunName(Path(checkpoint_of(dict(model_args))).name or model, variant, extras)

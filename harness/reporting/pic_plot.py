@@ -132,7 +132,7 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
             ratios = sorted({r for _, line in lines for r, _ in line})
             ax.set_xticks(ratios, [f"{r:g}" for r in ratios])
             ax.minorticks_off()
-            ax.set_xlabel(f"{PIC_METHODS[method].ratio_words} {PIC_METHODS[method].symbol}")
+            ax.set_xlabel(f"{PIC_METHODS[method].ratio_label} {PIC_METHODS[method].symbol}")
             ax.set_ylabel(length_name, color="tab:blue")
             twin.set_ylabel(quality_name, color="tab:red")
             ax.grid(alpha=0.3)

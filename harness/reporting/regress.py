@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from harness.core.errors import UsageError
 from harness.metrics.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, PairedDifference, paired_difference
-from harness.reporting.baseline import (NUMERIC_NOISE, SAMPLES, RunSamples, baseline_record, sample_value,
+from harness.reporting.baseline import (NUMERIC_NOISE, SAMPLES, LoggedSamples, baseline_record, sample_value,
                                         split_metric)
 from harness.reporting.comparability import SAME_CONFIGURATION, NotComparable, check_comparable, check_task_configurations
 from harness.reporting.runs import Run, RunError
@@ -52,7 +52,7 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False, alpha: float
         raise RunError(f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): it cannot "
                        "be gated; fix the run and run it again")
     defaults = baseline.get("defaults") or {}
-    found = None if aggregate_only else RunSamples(run)
+    found = None if aggregate_only else LoggedSamples(run)
     out = []
     for name, spec in sorted(baseline["metrics"].items()):
         abs_tol = float(spec.get("abs_tol", defaults.get("abs_tol", 0.0)))

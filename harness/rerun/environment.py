@@ -20,7 +20,7 @@ class Difference:
     recorded: str
     now: str
 
-    def words(self) -> str:
+    def label(self) -> str:
         return f"{self.field} {self.recorded} -> {self.now}"
 
 

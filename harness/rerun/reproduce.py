@@ -76,7 +76,7 @@ def prepare(results: Path, overrides: Mapping[str, Any], model_dir: str | None, 
     refused = [d for d in found_differences if d.field not in allowed]
     if refused:
         raise NotComparable(f"this rerun would not run as {results.name} was: "
-                            f"{'; '.join(d.words() for d in refused)}; pass --allow "
+                            f"{'; '.join(d.label() for d in refused)}; pass --allow "
                             f"{','.join(d.field for d in refused)} to run it anyway")
     if invocation.cwd and not Path(invocation.cwd).is_dir():
         notes.append(f"the run was made in {invocation.cwd}, which is not here: its relative paths are read from "
@@ -171,7 +171,7 @@ def summary(outcome: Rerun) -> list[str]:
     lines = [f"{'reproduced' if c.reproduced else 'differs'}: {counted}, {metrics}",
              f"original: {outcome.original}", f"rerun:    {outcome.rerun}"]
     lines += [f"- {note}" for note in outcome.notes]
-    lines += [f"- run with: {d.words()}" for d in outcome.differences]
+    lines += [f"- run with: {d.label()}" for d in outcome.differences]
     lines += [f"- metric {m}" for m in c.differing_metrics]
     lines += [f"- sample {s}" for s in c.differing_samples[:20]]
     if len(c.differing_samples) > 20:

@@ -19,7 +19,7 @@ from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import REQUESTS, RequestOptions, RequestType
 from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
-from harness.core.cache_keys import undeclared_shapes
+from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
 from harness.core import results as keys
 from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
@@ -54,14 +54,15 @@ class LchTask(ConfigurableTask):
     PARTIAL = False  # some documents lack some declared metric: each reports them all, None where not its own
     TARGETED = False  # samples carry the token length they were fitted to (doc["prompt_budget"])
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
-    # caches data keyed by OPTIONS (harness.core.cache_keys.data_key): each field declares shapes=, checked at build
+    # caches data keyed by OPTIONS (harness.core.cache_keys.data_key): each field declares cache_key=, checked at build
     KEYED_OPTIONS = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.KEYED_OPTIONS and cls.OPTIONS is not None and undeclared_shapes(cls.OPTIONS):
+        if cls.KEYED_OPTIONS and cls.OPTIONS is not None and undeclared_cache_key(cls.OPTIONS):
             raise TypeError(f"{cls.__name__} caches data keyed by its options, but {cls.OPTIONS.__name__}'s "
-                            f"{', '.join(undeclared_shapes(cls.OPTIONS))} declare no shapes= (how each changes the data)")
+                            f"{', '.join(undeclared_cache_key(cls.OPTIONS))} declare no cache_key= (how each changes "
+                            "the data)")
         if cls.REQUEST_TYPE is not None and cls.REQUEST_TYPE not in REQUESTS:
             raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
                             f"({', '.join(REQUESTS)})")

@@ -77,9 +77,9 @@ def reports(tmp_path_factory):
 
 
 def _plan(model_dir, tasks, metadata, **run):
-    from harness.plan.make import RunSettings, make_plan
+    from harness.plan.make import EvalSettings, make_plan
 
-    return make_plan(RunSettings("hf-pic", {"pretrained": str(model_dir)}, tasks, metadata, **run))
+    return make_plan(EvalSettings("hf-pic", {"pretrained": str(model_dir)}, tasks, metadata, **run))
 
 
 def test_a_scoring_plan_counts_each_document_as_the_tokenizer_does(tiny_model_dir, reports):

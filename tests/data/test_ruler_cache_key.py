@@ -85,12 +85,12 @@ class WithAForgottenOption(RulerOptions):
 
 
 def test_an_option_that_does_not_declare_how_it_shapes_the_rows_is_refused():
-    with pytest.raises(TypeError, match="haystack_style declare no shapes="):
+    with pytest.raises(TypeError, match="haystack_style declare no cache_key="):
         type("NewRulerTask", (RulerTask,), {"OPTIONS": WithAForgottenOption})
     with pytest.raises(TypeError, match="haystack_style"):
         data_key(WithAForgottenOption(ruler_task="vt"), {})
     with pytest.raises(TypeError, match="not one of"):
-        option(1, "x", shapes="maybe")
+        option(1, "x", cache_key="maybe")
 
 
 def test_a_source_folder_is_walked_once_per_process_while_its_entries_stand(sources, monkeypatch):

@@ -168,7 +168,7 @@ def test_pic_on_vllm_runs_on_hybrid_models_and_refuses_one_without_a_pic_layer(t
         if kept is None or method == "none":
             check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
             continue
-        with pytest.raises(UsageError, match=rf"^{resolved.inference.entry.words} on vLLM would change nothing: no "
+        with pytest.raises(UsageError, match=rf"^{resolved.inference.entry.label} on vLLM would change nothing: no "
                                              rf"layer of this MistralForCausalLM has full attention with RoPE \({kept}\)$"):
             check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
 

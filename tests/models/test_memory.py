@@ -83,9 +83,9 @@ def test_memory_sizes_and_device_names_are_parsed_and_bad_ones_refused_in_one_li
 
 def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
     from harness.plan.cells import PlanCell
-    from harness.plan.make import RunSettings, with_memory
+    from harness.plan.make import EvalSettings, with_memory
 
-    run = RunSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
                       tasks=["ppl_govreport"])
     model = meta_model(str(tiny_model_dir), "float32")
     cells = [PlanCell("ppl_govreport", "-", (256,), (0,), scored_tokens=255),
@@ -109,10 +109,10 @@ def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, 
     for a scoring cell the pooled hidden states."""
     from harness.engines.vllm_pic.memory import CPU_OVERHEAD, SAMPLER_BYTES_PER_LOGIT
     from harness.plan.cells import PlanCell
-    from harness.plan.make import RunSettings, with_memory
+    from harness.plan.make import EvalSettings, with_memory
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-    run = RunSettings(model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+    run = EvalSettings(model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
                       tasks=["ppl_govreport"])
     model = meta_model(str(tiny_model_dir), "float32")
     weights, hidden, vocab = weight_bytes(model), model.config.hidden_size, model.config.vocab_size
@@ -128,15 +128,15 @@ def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, 
 
 def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
     from harness.plan.cells import PlanCell
-    from harness.plan.make import RunSettings, with_memory
+    from harness.plan.make import EvalSettings, with_memory
 
     cell = PlanCell("ppl_govreport", "-", (1_000,), (0,), scored_tokens=999)
     args = {"pretrained": str(tiny_model_dir), "dtype": "float32"}
-    sized, misfits = with_memory([cell], RunSettings("vllm-pic", args, ["ppl_govreport"]), parse_memory("h100"))
+    sized, misfits = with_memory([cell], EvalSettings("vllm-pic", args, ["ppl_govreport"]), parse_memory("h100"))
     assert not sized[0].fits and misfits == [
         "the run scores from hidden states: vllm-pic starts a pooling engine beside the generating one on h100, each "
         "with gpu_memory_utilization=0.9: pass gpu_memory_utilization=0.45 (each cell's memory is one engine's)"]
-    shared = RunSettings("vllm-pic", {**args, "gpu_memory_utilization": 0.45}, ["ppl_govreport"])
+    shared = EvalSettings("vllm-pic", {**args, "gpu_memory_utilization": 0.45}, ["ppl_govreport"])
     sized, misfits = with_memory([cell], shared, parse_memory("h100"))
     assert sized[0].fits and misfits == []
 
@@ -149,10 +149,10 @@ def test_longppls_evaluator_runs_beside_the_evaluated_model_until_its_key_tokens
     phases do not overlap; an evaluator whose config is not at hand (a hub name offline) leaves the cell unsized
     rather than sized without it."""
     from harness.plan.cells import PlanCell
-    from harness.plan.make import RunSettings, with_memory
+    from harness.plan.make import EvalSettings, with_memory
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    run = RunSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
                       tasks=["longppl_govreport"])
     model = meta_model(str(tiny_model_dir), "float32")
     device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0)

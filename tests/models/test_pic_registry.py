@@ -25,7 +25,7 @@ def _knee(m, length, inference):
 def toy_methods():
     """Two toy methods, registered for one test and removed after it."""
     added = {"knee": PicMethod("Knee PIC", fields=("ratio", "initial"), ids=_knee),
-             "squared": PicMethod("Squared-base PIC", symbol="s_b", ratio_words="base ratio",
+             "squared": PicMethod("Squared-base PIC", symbol="s_b", ratio_label="base ratio",
                                   base=lambda b, inf: b * inf.ratio ** 2)}
     PIC_METHODS.update(added)
     yield added
@@ -36,8 +36,8 @@ def toy_methods():
 def test_a_registered_method_parses_validates_and_describes_itself(toy_methods):
     knee = Inference.from_model_args({"pic": "knee", "pic_ratio": "2", "pic_initial": "3", "pic_recent": "9"})
     assert knee == Inference("knee", 2.0, 3, 9)
-    assert knee.words() == "Knee PIC (s_cr 2, l_ic 3)"
-    assert Inference("squared", 4.0).words() == "Squared-base PIC (s_b 4)"
+    assert knee.label() == "Knee PIC (s_cr 2, l_ic 3)"
+    assert Inference("squared", 4.0).label() == "Squared-base PIC (s_b 4)"
     assert knee.used_fields == ("method", "ratio", "initial", "rope_base")
     assert knee.effective() == Inference("knee", 2.0, 3)  # l_rc does not matter to it
     assert describe("pic-sft", knee) == "Knee PIC-SFT (s_cr 2, l_ic 3)"

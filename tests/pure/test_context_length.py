@@ -18,7 +18,7 @@ def test_absolute_effective_length_is_the_longest_prefix_at_or_above_rulers_thre
     assert found.lengths == ("1k", "2k", "4k", "8k") and found.n == (25, 25, 25, 25)
     # 8k - 4k = 8 points; their 95 % interval is 1.96 x sqrt(4^2 + 4^2) = 11.09: within it, no caution
     assert found.caution is None
-    assert found.words() == "2k (>= 85.6 at 1k, 2k, 4k, 8k; n 25, 25, 25, 25)"
+    assert found.label() == "2k (>= 85.6 at 1k, 2k, 4k, 8k; n 25, 25, 25, 25)"
     assert effective_length(CURVE, 90.0).name == "2k" and effective_length(CURVE, 90.1).name == "1k"
 
 
@@ -32,7 +32,7 @@ def test_relative_effective_length_keeps_85_percent_of_the_shortest_lengths_scor
 def test_a_curve_below_the_threshold_at_its_shortest_length_has_none():
     found = effective_length([LengthPoint(1024, "1k", 50.0)], RULER_THRESHOLD)
     assert found.name is None and found.tokens is None
-    assert found.words() == "none (below 85.6 at 1k; n ?)"
+    assert found.label() == "none (below 85.6 at 1k; n ?)"
     with pytest.raises(ValueError):
         effective_length([], RULER_THRESHOLD)
 

@@ -18,7 +18,7 @@ def test_defaults_are_standard_inference():
     assert Inference() == Inference("none", 1.0, 4, 200, "paper", None, "cached")
     assert [f.name for f in dataclasses.fields(Inference)] == ["method", "ratio", "initial", "recent", "layout",
                                                                "rope_base", "impl"]
-    assert Inference().words() == "standard inference" and not Inference().entry.acts
+    assert Inference().label() == "standard inference" and not Inference().entry.acts
     assert list(PIC_METHODS) == ["none", "naive", "ntk", "dynamic"] and LAYOUTS == ("paper", "contiguous")
 
 
@@ -109,14 +109,14 @@ def test_effective_keeps_only_the_fields_the_method_uses(value, used):
 
 
 def test_words():
-    assert Inference("dynamic", 2.0, 10, 600).words() == "Dynamic PIC (s_cr 2, l_ic 10, l_rc 600)"
-    assert (Inference("dynamic", 2.0, 10, 600, "contiguous").words()
+    assert Inference("dynamic", 2.0, 10, 600).label() == "Dynamic PIC (s_cr 2, l_ic 10, l_rc 600)"
+    assert (Inference("dynamic", 2.0, 10, 600, "contiguous").label()
             == "Dynamic PIC (s_cr 2, l_ic 10, l_rc 600, contiguous layout)")
-    assert Inference("ntk", 16.0).words() == "NTK-aware PIC (s_rr 16)"
-    assert Inference("naive", 4.0, 9, 9).words() == "Naive PIC (s_cr 4)"
-    assert Inference(rope_base=1e6).words() == "RoPE base 1e+06"
-    assert Inference("ntk", 2.0, rope_base=40000).words() == "NTK-aware PIC (s_rr 2), RoPE base 40000"
-    assert Inference("none", 8.0).words() == "standard inference"
+    assert Inference("ntk", 16.0).label() == "NTK-aware PIC (s_rr 16)"
+    assert Inference("naive", 4.0, 9, 9).label() == "Naive PIC (s_cr 4)"
+    assert Inference(rope_base=1e6).label() == "RoPE base 1e+06"
+    assert Inference("ntk", 2.0, rope_base=40000).label() == "NTK-aware PIC (s_rr 2), RoPE base 40000"
+    assert Inference("none", 8.0).label() == "standard inference"
 
 
 def test_the_value_and_the_registry_import_no_torch():

@@ -157,7 +157,7 @@ def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, de
         if changed is not None and changed.numel():
             first_buffered = past - min(past, window)
             if int(changed.min()) < first_buffered:  # would contradict the method's window (Eq. 9: l_rc)
-                raise RuntimeError(f"{entry.words}: a position outside the recent window changed")
+                raise RuntimeError(f"{entry.label}: a position outside the recent window changed")
             cos_changed, sin_changed = layout.rotary(rotary, x, g[:, changed])
             fields.update(changed=changed, changed_in_buffer=changed - first_buffered,
                           cos_changed=cos_changed, sin_changed=sin_changed)

@@ -60,11 +60,11 @@ def check_pic_config(hf_config: Mapping[str, Any], inference: Inference) -> str:
     kept = kept_layers(dict(hf_config))
     if layers and len(kept) >= layers:
         reasons = ", ".join(sorted(set(kept.values())))
-        raise UsageError(f"{inference.entry.words} on vLLM would change nothing: no layer of this {arch} has full "
+        raise UsageError(f"{inference.entry.label} on vLLM would change nothing: no layer of this {arch} has full "
                          f"attention with RoPE ({reasons})")
     rope_type = pic_layer_rope_type(hf_config)
     if rope_type not in ROPE_TYPES:
-        raise UsageError(f"{inference.entry.words} on vLLM needs {' or '.join(ROPE_TYPES)} RoPE on the full-attention "
+        raise UsageError(f"{inference.entry.label} on vLLM needs {' or '.join(ROPE_TYPES)} RoPE on the full-attention "
                          f"layers; this {arch} uses {rope_type!r} RoPE: use --model hf-pic, which composes both")
     return arch
 

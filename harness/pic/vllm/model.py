@@ -122,7 +122,7 @@ class PicRotary(nn.Module):
             _DYNAMIC_LAYERS[self.op_key] = self
 
     def extra_repr(self) -> str:
-        return (f"{self.inference.words()}, head_size={self.head_size}, rotary_dim={self.rotary_dim}, "
+        return (f"{self.inference.label()}, head_size={self.head_size}, rotary_dim={self.rotary_dim}, "
                 f"base={self.base:g}, neox={self.neox}")
 
     def forward(self, positions: torch.Tensor, query: torch.Tensor,

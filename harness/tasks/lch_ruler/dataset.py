@@ -31,18 +31,21 @@ __all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "Ruler
 class RulerOptions(PromptOptions):
     """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
 
-    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS), shapes="value")
+    ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS), cache_key="value")
     lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
-                                                         "k-labels; default max_seq_lengths, else 4096)", shapes="entry")
+                                                         "k-labels; default max_seq_lengths, else 4096)",
+                                                         cache_key="entry")
     max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1,
-                                                    high=MAX_TOKENS, shapes="entry")
-    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES, shapes="value")
-    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED, shapes="value")
+                                                    high=MAX_TOKENS, cache_key="entry")
+    num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES, cache_key="value")
+    seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED, cache_key="value")
     essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True,
-                         shapes="source")
-    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True, shapes="source")
-    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True, shapes="source")
-    icl_example: bool = option(True, "RULER worked example in the prompt", shapes="value")
+                         cache_key="source")
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True,
+                               cache_key="source")
+    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True,
+                                  cache_key="source")
+    icl_example: bool = option(True, "RULER worked example in the prompt", cache_key="value")
 
     def __post_init__(self) -> None:
         if self.lengths is not None and not self.lengths:
@@ -78,7 +81,7 @@ class RulerOptions(PromptOptions):
                       f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a smoke run)")]
 
 
-_SOURCE_FIELDS = [f for f in dataclasses.fields(RulerOptions) if f.metadata.get("shapes") == "source"]
+_SOURCE_FIELDS = [f for f in dataclasses.fields(RulerOptions) if f.metadata.get("cache_key") == "source"]
 SOURCE_OPTIONS = tuple(f.name for f in _SOURCE_FIELDS)
 # the source options alone (what a builder reads of RulerOptions), for callers that build samples without a task
 Sources = dataclasses.make_dataclass("Sources", [(f.name, f.type, dataclasses.field(default=f.default))
