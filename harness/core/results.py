@@ -14,6 +14,7 @@ CAUTIONS = "lch_cautions"  # {task: [sentence, ...]}
 EFFECTIVE_LENGTH = "lch_effective_length"  # {task or group: {"absolute": ..., "relative": ...}} per len_<L> curve
 COST = "lch_cost"  # wall time, device, peak memory, per task requests / tokens / seconds, the judge's (core/costs.py)
 INVOCATION = "lch_invocation"  # how simple_evaluate was called: what lch rerun calls again (core/invocation.py)
+GROUP_WEIGHTING = "lch_group_weighting"  # {group: whether its aggregates weight its tasks by size}, as they were made
 SCORED = "lch_scored"  # {task: {"<metric>,<filter>": {"n", "digest"}}}: the documents each score rests on
 # in ``configs.<task>.metadata`` (each task of ours: tasks/base.py)
 CONFIGURATION = "lch_configuration"  # what the task measured with, compared by every report

@@ -16,6 +16,8 @@ from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.common_samples import group_leaves, group_stderr, group_value, scored_digest, scored_values
 from harness.metrics.context_length import RULER_THRESHOLD, curve_caution, curve_points, effective_lengths
 from harness.metrics.support import results_cautions
+from harness.plugin.discovery import tasks_path
+from harness.plugin.task_index import task_folder
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +142,9 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
 def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     """For each group whose tasks are all ours, average over the tasks reporting it every metric its YAML names and
     every ``len_<L>`` / ``depth_<D>_len_<L>`` score (a length matched by its tokens), by lm-eval's group formulas
-    (:mod:`harness.metrics.common_samples`), weighted by size when lm-eval's own group values show it was. Written
-    into ``results`` and ``groups``; returns ``{group: [metrics written]}``."""
+    (:mod:`harness.metrics.common_samples`), weighted by size as the group's YAML declares (a group of another folder:
+    as lm-eval's own group values show). Written into ``results`` and ``groups``, the weighting under
+    ``lch_group_weighting``; returns ``{group: [metrics written]}``."""
     task_results = results.get("results") or {}
     configs = results.get("configs") or {}
     subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
@@ -156,6 +159,8 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
         return [k.partition(",")[0] for k in values if k.partition(",")[2] == "none" and not k.endswith("_stderr,none")]
 
     written: dict[str, list[str]] = {}
+    declared = task_folder(tasks_path()).weighted
+    weightings: dict[str, bool] = {}
     for group in subtasks:
         leaves = group_leaves(group, subtasks)
         current = task_results.get(group)
@@ -174,7 +179,8 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
             label = spellings.pop() if len(spellings) == 1 else str(tokens)
             sources[f"{LENGTH_PREFIX}{label}" if bucket is None else cell_metric(bucket, label)] = per_leaf
         sizes = {leaf: int((task_results.get(leaf) or {}).get("sample_len") or 0) for leaf in leaves}
-        weighted = _weighted_by_size(current, leaves, task_results, sizes)
+        weighted = declared[group] if group in declared else _weighted_by_size(current, leaves, task_results, sizes)
+        weightings[group] = weighted
         for metric in sorted(sources):
             have = [leaf for leaf, own in sources[metric].items()
                     if number((task_results.get(leaf) or {}).get(f"{own},none"))]
@@ -195,6 +201,8 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
         groups = results.get("groups")
         if isinstance(groups, dict) and group in groups and groups[group] is not current:
             groups[group] = current
+    if weightings:
+        results[keys.GROUP_WEIGHTING] = weightings
     return written
 
 

@@ -216,8 +216,9 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
 
 
 def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str | None:
-    """A group's metric from its tasks' recomputed values, by the group rule that reproduces its reported value from
-    their reported ones (weights: the documents each rests on)."""
+    """A group's metric from its tasks' recomputed values, by the group's weighting as the run recorded it
+    (``lch_group_weighting``), else the one that reproduces its reported value from their reported ones (weights:
+    the documents each rests on)."""
     full = f"{group}/{name}"
     want = length_of_metric(name.partition(",")[0])
     sources = {}
@@ -233,7 +234,9 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
         return "its tasks' values were not recomputed"
     reported = [run.metrics[src] for src in sources.values()]
     sizes = [run.samples.get(leaf, 0) for leaf in sources]
-    rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[full])), None)
+    rule = run.weighted.get(group)
+    if rule is None:
+        rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[full])), None)
     if rule is None:
         return "no group rule over its tasks' values reproduces its reported value"
     have = [src for src in sources.values() if src in found.metrics]

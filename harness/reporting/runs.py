@@ -38,6 +38,8 @@ class Run:
     # a task absent here recorded none (another package's task, an older file)
     pooling: dict[str, dict[str, str | None]] = field(default_factory=dict)
     subtasks: dict[str, list[str]] = field(default_factory=dict)  # group -> its tasks (lm-eval's group_subtasks)
+    # group -> whether its aggregates weight its tasks by size (lch_group_weighting); absent where unrecorded
+    weighted: dict[str, bool] = field(default_factory=dict)
     # task -> sentences on metrics that rest on too little (harness.metrics.support; the results' lch_cautions)
     cautions: dict[str, list[str]] = field(default_factory=dict)
     # task -> what it measured with (config metadata keys.CONFIGURATION: harness.tasks.base.LchTask)
@@ -132,6 +134,7 @@ def read_run(path: str | Path) -> Run:
               pooling=declared(data, keys.METRIC_POOLING),
               subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
                         if isinstance(ts, list)}, cautions=cautions_of(data),
+              weighted={str(g): w for g, w in (data.get(keys.GROUP_WEIGHTING) or {}).items() if isinstance(w, bool)},
               configurations=declared(data, keys.CONFIGURATION),
               samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
                        if isinstance(n, dict) and isinstance(n.get("effective"), int)},

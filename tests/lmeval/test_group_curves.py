@@ -112,3 +112,27 @@ def test_a_group_of_tasks_that_spell_lengths_differently_has_one_curve(tiny_mode
                        for task, metric in zip(tasks, ("len_1024", "len_1k")))
     assert group["len_1024,none"] == pytest.approx((ruler + babilong) / 2)
     assert "len_1k,none" not in group and group["sample_count"]["len_1024,none"] == 8
+
+
+def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares():
+    """lch_ruler_niah_m's YAML declares weight_by_size false: its score is the plain mean of its tasks' even where
+    lm-eval's own group value is the size-weighted one (as a group of another folder's is read: weighted, recorded so)."""
+    from harness.plugin.finish_results import record_group_aggregates
+
+    def results(group: str) -> dict:
+        tasks = {"lch_ruler_niah_multikey_1": (40.0, 1), "lch_ruler_niah_multikey_2": (100.0, 3)}
+        weighted = (40.0 * 1 + 100.0 * 3) / 4  # 85.0; the plain mean is 70.0
+        return {"results": {**{t: {"score,none": v, "score_stderr,none": 10.0, "sample_len": n}
+                                for t, (v, n) in tasks.items()},
+                            group: {"score,none": weighted, "score_stderr,none": "N/A"}},
+                "group_subtasks": {group: list(tasks)},
+                "configs": {t: {"metadata": {"lch_configuration": {}}} for t in tasks}}
+
+    ours, theirs = results("lch_ruler_niah_m"), results("my_niah_group")
+    record_group_aggregates(ours)
+    record_group_aggregates(theirs)
+    assert ours["results"]["lch_ruler_niah_m"]["score,none"] == 70.0
+    assert ours["results"]["lch_ruler_niah_m"]["score_stderr,none"] == pytest.approx(math.sqrt(200.0) / 2)
+    assert ours["lch_group_weighting"] == {"lch_ruler_niah_m": False}
+    assert theirs["results"]["my_niah_group"]["score,none"] == 85.0
+    assert theirs["lch_group_weighting"] == {"my_niah_group": True}

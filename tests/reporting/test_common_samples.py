@@ -247,3 +247,20 @@ def test_common_and_agree_pool_as_the_tasks_declare_not_as_the_numbers_suggest(t
     assert main(["agree", str(a), str(b), "-o", str(agreed)]) == 1
     tasks = {t["task"]: t for t in json.loads(agreed.with_suffix(".json").read_text())["tasks"]}
     assert tasks["t1"]["metrics"]["score"]["n_common"] == 3
+
+
+def test_common_recomputes_a_group_by_the_weighting_the_run_recorded(tmp_path):
+    """A run of ours records how its groups weight their tasks (``lch_group_weighting``): recorded weighted by size,
+    grp is recomputed so even though its reported 87.5 is the plain mean: A (200 / 3 x 3 + 100 x 2) / 5 = 80,
+    B (200 / 3 x 3 + 50 x 2) / 5 = 60 on the common documents (t1: 3, t2: 2)."""
+    a, b = write_runs(tmp_path)
+    for folder in (a, b):
+        path = next(folder.glob("results_*.json"))
+        data = json.loads(path.read_text())
+        data["lch_group_weighting"] = {"grp": True}
+        path.write_text(json.dumps(data))
+    out = tmp_path / "common.csv"
+    assert main(["leaderboard", str(a), str(b), "-o", str(out), "--common"]) == 0
+    rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
+    assert float(rows["mA"]["grp/score"]) == pytest.approx(80.0)
+    assert float(rows["mB"]["grp/score"]) == pytest.approx(60.0)
