@@ -25,8 +25,9 @@ class Inference:
     Eq. 9) or ``contiguous``; ``rope_base``: the base the weights expect (``None``: the model's own); ``impl``:
     ``cached`` or ``reference`` (Algorithm 1). A bad value raises a one-line ``UsageError`` naming the field."""
 
-    # each field's ``arg`` (model arg; variant key unless variant=False) and ``symbol`` feed MODEL_ARGS and VARIANT_KEYS;
-    # each variant key is also an option of `lch train` (options_class)
+    # each field's ``arg`` (model arg; variant key unless variant=False) and ``symbol`` feed MODEL_ARGS and
+    # VARIANT_KEYS; each variant key is also an option of `lch train` (options_class); ``label`` (default
+    # "{symbol} {value}") and ``shown_at_default`` (default True) say how label() writes it
     method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
     ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
                           above=0, arg="pic_ratio")
@@ -35,7 +36,7 @@ class Inference:
     recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0,
                          arg="pic_recent", symbol="l_rc")
     layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
-                         choices=LAYOUTS, arg="pic_layout")
+                         choices=LAYOUTS, arg="pic_layout", label="{value} layout", shown_at_default=False)
     rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", above=0,
                                      arg="rope_base")
     impl: str = option("cached", "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
@@ -77,19 +78,20 @@ class Inference:
 
     def label(self) -> str:
         """``Dynamic PIC (s_cr 2, l_ic 10, l_rc 600)``, ``NTK-aware PIC (s_rr 16)``, ``RoPE base 1e+06``, or
-        ``standard inference``; a non-default layout is added as ``, contiguous layout``."""
+        ``standard inference``: each field the method reads as it declares (a non-default layout: ``contiguous
+        layout``)."""
         parts = []
         entry = self.entry
         if entry.acts:
             settings = []
             for name in entry.fields:
-                value = getattr(self, name)
-                if name == "ratio":
-                    settings.append(f"{entry.symbol} {value:g}")
-                elif name != "layout":
-                    settings.append(f"{_FIELD_BY_NAME[name].metadata.get('symbol', name)} {value}")
-                elif value != Inference.layout:
-                    settings.append(f"{value} layout")
+                declared, value = _FIELD_BY_NAME[name], getattr(self, name)
+                if not declared.metadata.get("shown_at_default", True) and value == declared.default:
+                    continue
+                symbol = entry.symbol if name == "ratio" else declared.metadata.get("symbol", name)
+                shown = f"{value:g}" if name == "ratio" else value  # the ratio's symbol is the method's
+                form = declared.metadata.get("label", "{symbol} {value}")
+                settings.append(form.format(symbol=symbol, value=shown))
             parts.append(f"{entry.label} ({', '.join(settings)})" if settings else entry.label)
         if self.rope_base is not None:
             parts.append(f"RoPE base {self.rope_base:g}")
@@ -133,6 +135,7 @@ VARIANT_KEYS = tuple(f.metadata["arg"] for f in _FIELDS if f.metadata.get("varia
 _VARIANT_FIELDS = {name: key for name, key in MODEL_ARGS.items() if key in VARIANT_KEYS}
 _FIELD_BY_NAME = {f.name: f for f in _FIELDS}
 _HINTS = typing.get_type_hints(Inference)
+_NAMING_KEYS = ("arg", "symbol", "variant", "label", "shown_at_default")  # how Inference names a field, not its domain
 
 
 def options_class(name: str, base: type, changes: Mapping[str, Mapping[str, Any]]) -> type:
@@ -141,7 +144,7 @@ def options_class(name: str, base: type, changes: Mapping[str, Mapping[str, Any]
     bounds) applied (a ``None`` default makes the option optional): for a command that takes the settings as options."""
     options = []
     for field_name, key in _VARIANT_FIELDS.items():
-        meta = {k: v for k, v in _FIELD_BY_NAME[field_name].metadata.items() if k not in ("arg", "symbol", "variant")}
+        meta = {k: v for k, v in _FIELD_BY_NAME[field_name].metadata.items() if k not in _NAMING_KEYS}
         meta.update(changes.get(field_name, {}))
         default = meta.pop("default", _FIELD_BY_NAME[field_name].default)
         hint = _HINTS[field_name] if default is not None else _HINTS[field_name] | None

@@ -116,7 +116,8 @@ def test_a_group_of_tasks_that_spell_lengths_differently_has_one_curve(tiny_mode
 
 def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares():
     """lch_ruler_niah_m's YAML declares weight_by_size false: its score is the plain mean of its tasks' even where
-    lm-eval's own group value is the size-weighted one (as a group of another folder's is read: weighted, recorded so)."""
+    lm-eval's own group value is the size-weighted one (as a group of another folder's is read: weighted, recorded
+    so)."""
     from harness.plugin.finish_results import record_group_aggregates
 
     def results(group: str) -> dict:

@@ -108,7 +108,7 @@ def test_effective_keeps_only_the_fields_the_method_uses(value, used):
     assert Inference("ntk", 2.0, 9).effective() == Inference("ntk", 2.0)
 
 
-def test_words():
+def test_label():
     assert Inference("dynamic", 2.0, 10, 600).label() == "Dynamic PIC (s_cr 2, l_ic 10, l_rc 600)"
     assert (Inference("dynamic", 2.0, 10, 600, "contiguous").label()
             == "Dynamic PIC (s_cr 2, l_ic 10, l_rc 600, contiguous layout)")
