@@ -232,10 +232,10 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
         return "a group metric none of its tasks reports"
     if any(src not in found.counts for src in sources.values()):
         return "its tasks' values were not recomputed"
-    reported = [run.metrics[src] for src in sources.values()]
-    sizes = [run.samples.get(leaf, 0) for leaf in sources]
     rule = run.weighted.get(group)
     if rule is None:
+        reported = [run.metrics[src] for src in sources.values()]
+        sizes = [run.samples.get(leaf, 0) for leaf in sources]
         rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[full])), None)
     if rule is None:
         return "no group rule over its tasks' values reproduces its reported value"
