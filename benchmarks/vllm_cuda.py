@@ -110,9 +110,8 @@ class Engines:
 
     @staticmethod
     def local_environ() -> dict:
-        """This process's environment; where FlashInfer is not installed (the wheels a lent GPU machine is carried,
-        vllm_cuda_wheels.txt) vLLM's sampler is told not to import it: vLLM 0.26's GPU model runner does, and on an
-        H200 on 2026-11-28 every engine, bare vLLM too, stopped there with ``No module named 'flashinfer'``."""
+        """This process's environment, with vLLM's FlashInfer sampler off where FlashInfer is not installed (the
+        wheels a lent GPU machine is carried, vllm_cuda_wheels.txt): vLLM 0.26's GPU model runner imports it."""
         environ = dict(os.environ)
         if importlib.util.find_spec("flashinfer") is None:
             environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
