@@ -2,7 +2,7 @@
 the project and vLLM's wheels.
 
     python benchmarks/gpu_first_light.py [--device cuda|cpu] [--runners default v1] [--modes eager graphs]
-                                         [--step-timeout 60] [--out DIR]
+                                         [--dynamic-only] [--step-timeout 60] [--out DIR]
 
 A tiny Llama built here (head size 64, 2 layers, trained 30 steps so that greedy choices are not ties; cached), one
 step per engine, in order: bare vLLM (``vllm.LLM``), vllm-pic with ``pic=none``, ``naive`` and ``ntk`` (eager, the
@@ -64,10 +64,10 @@ def pic_settings(method: str) -> dict:
     return {key: value for key, value in pairs}
 
 
-def steps(runners: list[str], modes: list[str]) -> list[dict]:
+def steps(runners: list[str], modes: list[str], dynamic_only: bool = False) -> list[dict]:
     """Bare vLLM, then ``pic=none``, naive and NTK-aware PIC (ids from positions alone: traced like vLLM's own
     rotary) on the first runner and mode, then Dynamic PIC (the step code: plan, cache probe, key moves) under every
-    runner and mode."""
+    runner and mode; ``dynamic_only``: the Dynamic PIC steps alone."""
     def step(engine: str, method: str | None, runner: str, mode: str) -> dict:
         name = "bare vLLM" if engine == "bare" else f"vllm-pic {method}"
         return {"name": f"{name} ({runner} runner, {mode})", "engine": engine, "method": method, "runner": runner,
@@ -75,8 +75,8 @@ def steps(runners: list[str], modes: list[str]) -> list[dict]:
 
     out = [step("bare", None, runners[0], modes[0])]
     out += [step("vllm-pic", method, runners[0], modes[0]) for method in PIC_ARGS if method != "dynamic"]
-    out += [step("vllm-pic", "dynamic", runner, mode) for runner in runners for mode in modes]
-    return out
+    dynamic = [step("vllm-pic", "dynamic", runner, mode) for runner in runners for mode in modes]
+    return dynamic if dynamic_only else out + dynamic
 
 
 def engine_args(step: dict, device: str) -> dict:
@@ -109,6 +109,8 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=None, choices=["eager", "graphs"])
     parser.add_argument("--step-timeout", type=float, default=60.0, help="seconds for one step (engine start "
                         "and generation)")
+    parser.add_argument("--dynamic-only", action="store_true", help="run the Dynamic PIC steps only (a step left "
+                        "over from an earlier call)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "gpu_first_light")
     args = parser.parse_args()
     gpu = args.device == "cuda"
@@ -133,7 +135,7 @@ def main() -> None:
              "load_average_before": os.getloadavg(), "step_timeout_s": args.step_timeout}
     rows = Rows(args.out / f"first_light_{args.device}.json", setup)
     token_prompts, bare = prompts(model), None
-    for step in steps(runners, modes):
+    for step in steps(runners, modes, args.dynamic_only):
         spec = {"engine": step["engine"], "model": str(model), "prompts": token_prompts, "new": NEW,
                 "engine_args": engine_args(step, args.device),
                 "pic": pic_settings(step["method"]) if step["method"] else {}}
