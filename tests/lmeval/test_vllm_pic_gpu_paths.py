@@ -278,3 +278,25 @@ def test_the_engine_is_checked_once_its_kv_cache_exists(monkeypatch):
     cache_config.num_gpu_blocks = 256
     pic_model.check_started_engine(model)
     assert model.pic_checked_cache is True
+
+
+def test_the_v1_runners_cuda_graph_probe_cache_is_not_checked(monkeypatch):
+    """Under CUDA graphs vLLM's V1 runner captures on a probe cache of one block per captured sequence before it sizes
+    the real one (seen on an H200 with vLLM 0.26: 8 blocks for max_num_seqs=8 were refused as too small); that probe
+    is passed over, the real cache after it is checked, and an eager engine's cache of the same size is refused."""
+    cache_config = SimpleNamespace(num_gpu_blocks=8, block_size=16)
+    compilation = SimpleNamespace(cudagraph_mode=SimpleNamespace(has_piecewise_cudagraphs=lambda: False),
+                                  max_cudagraph_capture_size=512)
+    model_config = SimpleNamespace(max_model_len=2048, enforce_eager=False)
+    config = SimpleNamespace(cache_config=cache_config, model_config=model_config,
+                             scheduler_config=SimpleNamespace(max_num_seqs=8), compilation_config=compilation)
+    model = SimpleNamespace(pic_vllm_config=config, pic_checked_cache=False)
+    monkeypatch.setattr(pic_model, "_step_metadata", lambda: {"model.layers.0.self_attn.attn": object()})
+    pic_model.check_started_engine(model)
+    assert model.pic_checked_cache is False
+    cache_config.num_gpu_blocks = 9 * 128  # the real cache: 9 sequences of 2048 tokens
+    pic_model.check_started_engine(model)
+    assert model.pic_checked_cache is True
+    model_config.enforce_eager, cache_config.num_gpu_blocks, model.pic_checked_cache = True, 8, False
+    with pytest.raises(UsageError, match="holds 0 sequences of max_model_len=2048, not max_num_seqs=8"):
+        pic_model.check_started_engine(model)

@@ -296,12 +296,25 @@ def check_cuda_graphs(vllm_config: Any) -> None:
                          f"{mode.name} for this attention backend); pass enforce_eager=True")
 
 
+def profiling_cache(vllm_config: Any) -> bool:
+    """Whether the KV cache is the V1 runner's CUDA-graph memory probe: before the real cache, it captures graphs on a
+    cache of one block per captured sequence, ``min(max_num_seqs, max_cudagraph_capture_size)``, and sets
+    ``num_gpu_blocks`` to it meanwhile. (A user's ``num_gpu_blocks_override`` of that very size is not checked.)"""
+    compilation = vllm_config.compilation_config
+    if vllm_config.model_config.enforce_eager or getattr(compilation, "cudagraph_mode", None) is None:
+        return False
+    probe = min(vllm_config.scheduler_config.max_num_seqs, getattr(compilation, "max_cudagraph_capture_size", None)
+                or vllm_config.scheduler_config.max_num_seqs) or 1
+    return vllm_config.cache_config.num_gpu_blocks == probe
+
+
 def check_started_engine(model: Any) -> None:
     """Dynamic PIC's checks of the started engine (:func:`check_no_preemption`, :func:`check_cuda_graphs`), once, at the
-    first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``); the V2 runner's
-    memory-profile runs carry metadata before the cache's size is known."""
+    first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``); memory-profile
+    runs carry metadata before the cache's size is known (V2 runner) or on a probe cache (:func:`profiling_cache`)."""
     config = model.pic_vllm_config
-    if model.pic_checked_cache or config.cache_config.num_gpu_blocks is None or not _step_metadata():
+    if (model.pic_checked_cache or config.cache_config.num_gpu_blocks is None or not _step_metadata()
+            or profiling_cache(config)):
         return
     check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
                         config.cache_config.block_size, config.cache_config.num_gpu_blocks)
