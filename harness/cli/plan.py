@@ -10,8 +10,9 @@ from typing import Any
 
 from harness.core.errors import UsageError
 
-# ours, taken out before lm-eval's parser reads the rest (True: the flag takes a value)
-OWN_FLAGS = {"--calibrate": False, "--json": True, "--against": True, "--memory": True}
+# ours, taken out before lm-eval's parser reads the rest: the value each takes, in words (None: a switch)
+OWN_FLAGS = {"--calibrate": None, "--json": "a file path", "--against": "a results file",
+             "--memory": "a size or a device name"}
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -35,8 +36,7 @@ def split_own_flags(argv: list[str]) -> tuple[dict[str, str | bool], list[str]]:
         elif OWN_FLAGS[flag]:
             value = value if eq else next(args, "")
             if not value:
-                needs = {"--json": "a file path", "--against": "a results file", "--memory": "a size or a device name"}
-                raise UsageError(f"lch plan: {flag} needs {needs[flag]}")
+                raise UsageError(f"lch plan: {flag} needs {OWN_FLAGS[flag]}")
             own[flag] = value
         else:
             own[flag] = True

@@ -13,6 +13,7 @@ from harness.metrics.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEE
 from harness.reporting import agreement
 from harness.reporting.comparability import check_side_by_side, parse_allow
 from harness.reporting.runs import load_runs
+from harness.reporting.samples import report_json
 
 
 ALLOW_HELP = ("compare runs that differ in these run-record fields anyway (comma-separated, e.g. dtype for fp32 vs "
@@ -277,10 +278,10 @@ def run_template_effect(args: argparse.Namespace) -> int:
 
 
 def _write_report(output: str | None, report: dict, module) -> None:
-    """The report's Markdown on stdout, and ``OUTPUT.md`` / ``OUTPUT.json`` by ``module``'s writers when ``output``."""
+    """The report's Markdown (``module``'s) on stdout, and ``OUTPUT.md`` / ``OUTPUT.json`` when ``output``."""
     markdown = module.to_markdown(report)
     if output:
-        for suffix, text in ((".md", markdown), (".json", module.to_json(report))):
+        for suffix, text in ((".md", markdown), (".json", report_json(report))):
             write_text_atomic(Path(output + suffix), text)
     print(markdown, end="")
 

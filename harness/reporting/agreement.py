@@ -4,7 +4,6 @@ paired by ``doc_id``, ``doc_hash`` equal); a task agrees within :class:`Toleranc
 from __future__ import annotations
 
 import ast
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from harness.reporting.common import on_documents, pooling_rule
 from harness.reporting.comparability import SAME_MODEL, check_comparable, check_task_options
 from harness.reporting.labels import model_args_of, name_from_results
 from harness.reporting.runs import RunError, cautions_of, declared, read_json
-from harness.reporting.samples import by_doc, common_tasks, pair_docs, paired_values, read_rows, run_files, score_values
+from harness.reporting.samples import by_doc, common_tasks, pair_docs, paired_scores, read_rows, run_files
 from harness.core.run_record import FIELDS, RunRecord
 from harness.core import results as keys
 
@@ -156,11 +155,7 @@ def compare_task(task: str, samples_a: dict, samples_b: dict, metrics_a: dict, m
         out.max_logprob_diff, out.mean_logprob_diff = max(diffs), sum(diffs) / len(diffs)
     if value_diffs:
         out.max_value_diff = max(value_diffs)
-    scores = [(doc, score_values(a, roles), score_values(b, roles)) for doc, a, b in pairing.pairs]
-    for name in sorted(set().union(*(x for _, x, _ in scores)) if scores else ()):
-        _, va, vb = paired_values(scores, name)
-        if not va:
-            continue
+    for name, va, vb in paired_scores(pairing.pairs, roles):
         test, p = paired_test(va, vb)
         out.scores.append(ScoreComparison(name, len(va), sum(va) / len(va), sum(vb) / len(vb),
                                           sum(vb) / len(vb) - sum(va) / len(va), test, p))
@@ -310,7 +305,3 @@ def _record_lines(a: dict, b: dict, allowed: list[str]) -> list[str]:
     differ = [f"{k}: A {a.get(k) or 'unrecorded'}, B {b.get(k) or 'unrecorded'}" + (" (allowed)" if k in allowed else "")
               for k in FIELDS if a.get(k) != b.get(k)]
     return ([f"- both run with: {'; '.join(same)}"] if same else []) + [f"- run with: {d}" for d in differ]
-
-
-def to_json(report: dict[str, Any]) -> str:
-    return json.dumps({**report, "tasks": [asdict(t) for t in report["tasks"]]}, indent=1, default=str) + "\n"

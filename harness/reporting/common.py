@@ -97,24 +97,17 @@ def logged_values(run: Run) -> dict[str, dict[str, Docs]]:
 
 
 @dataclass
-class CommonSamples:
-    """The runs with their metrics on the common samples (copies), and what was left out and why."""
-
-    runs: list[Run]
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
 class _Recomputed:
     metrics: dict[str, float] = field(default_factory=dict)
     stderrs: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)  # "<task>/<metric>" -> documents it rests on
 
 
-def on_common_samples(runs: list[Run]) -> CommonSamples:
-    """Each metric recomputed on the documents every run holding its task scored, by the pooling rule that reproduces
-    the run's own value (a mean's stderr too), its count as ``<task>/n_<metric>``; a group's by the group rule that
-    reproduces its value. The notes name what was left out and why."""
+def on_common_samples(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """``(runs, notes)``: copies of the runs with each metric recomputed on the documents every run holding its task
+    scored, by the pooling rule that reproduces the run's own value (a mean's stderr too), its count as
+    ``<task>/n_<metric>``; a group's by the group rule that reproduces its value. The notes name what was left out and
+    why."""
     logged = [logged_values(run) for run in runs]
     out = [_Recomputed() for _ in runs]
     left_out: dict[str, set[str]] = {}  # reason -> metrics
@@ -144,7 +137,7 @@ def on_common_samples(runs: list[Run]) -> CommonSamples:
     notes = ["Each task's scores on the samples every run holding it scored: n_<metric> counts them; the runs' "
              "bookkeeping totals (tokens, truncations) are of their whole runs and left out."]
     notes += [f"Left out ({reason}): {', '.join(sorted(metrics))}." for reason, metrics in sorted(left_out.items())]
-    return CommonSamples(done, notes)
+    return done, notes
 
 
 def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:

@@ -75,18 +75,11 @@ def _names(names: list[str]) -> str:
 
 
 def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
-    """:func:`check_comparable` on :data:`SIDE_BY_SIDE`, then :func:`check_task_configurations` unless ``allow`` holds
-    :data:`TASK_OPTIONS`; runs named by their results files."""
+    """:func:`check_comparable` on :data:`SIDE_BY_SIDE`, then :func:`check_task_options`; runs named by their results
+    files."""
     allow = frozenset(allow)
     check_comparable({str(run.path): run.record for run in runs}, SIDE_BY_SIDE, allow)
     check_task_options({str(run.path): run.configurations for run in runs}, allow)
-
-
-def check_task_options(configurations: Mapping[str, Mapping[str, Mapping]], allow: Iterable[str]) -> None:
-    """:func:`check_task_configurations` (``--allow task_options`` overrides it), unless ``allow`` holds
-    :data:`TASK_OPTIONS`."""
-    if TASK_OPTIONS not in set(allow):
-        check_task_configurations(configurations, override=f"--allow {TASK_OPTIONS}")
 
 
 def comparable_configuration(configuration: Mapping) -> dict:
@@ -130,10 +123,11 @@ def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]
     return out
 
 
-def check_task_configurations(configurations: Mapping[str, Mapping[str, Mapping]],
-                              override: str = "--allow-mismatch") -> None:
-    """:class:`NotComparable` naming every task option of :func:`configuration_differences`, with ``override``."""
-    found = configuration_differences(configurations)
+def check_task_options(configurations: Mapping[str, Mapping[str, Mapping]], allow: Iterable[str] = (),
+                       override: str = f"--allow {TASK_OPTIONS}") -> None:
+    """:class:`NotComparable` naming every task option of :func:`configuration_differences`, with the option that
+    accepts them (``override``); nothing when ``allow`` holds :data:`TASK_OPTIONS`."""
+    found = configuration_differences(configurations) if TASK_OPTIONS not in set(allow) else []
     if found:
         raise NotComparable(f"not comparable: task configuration {'; '.join(found)} (compare runs of the same task "
                             f"options, or pass {override} to compare them anyway)")

@@ -94,8 +94,7 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     check_side_by_side(runs, allow)
     notes, differ = None, {}
     if common:
-        found = on_common_samples(runs)
-        runs, notes = found.runs, found.notes
+        runs, notes = on_common_samples(runs)
     else:
         differ = sample_set_cautions(runs)
     every = sorted({m for r in runs for m in r.metrics})

@@ -12,7 +12,7 @@ from harness.core.errors import UsageError
 from harness.metrics.paired import DEFAULT_ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, PairedDifference, paired_difference
 from harness.reporting.baseline import (NUMERIC_NOISE, SAMPLES, LoggedSamples, baseline_record, sample_value,
                                         split_metric)
-from harness.reporting.comparability import SAME_CONFIGURATION, NotComparable, check_comparable, check_task_configurations
+from harness.reporting.comparability import SAME_CONFIGURATION, NotComparable, check_comparable, check_task_options
 from harness.reporting.runs import Run, RunError
 from harness.reporting.samples import number
 
@@ -46,7 +46,7 @@ def compare(run: Run, baseline: dict, allow_mismatch: bool = False, alpha: float
         check_comparable({"baseline": baseline_record(baseline), "run": run.record}, SAME_CONFIGURATION,
                          override="--allow-mismatch")
         saved = baseline.get("tasks") if isinstance(baseline.get("tasks"), dict) else {}  # older baselines: none
-        check_task_configurations({"baseline": saved, "run": run.configurations})
+        check_task_options({"baseline": saved, "run": run.configurations}, override="--allow-mismatch")
     uncomputed = [name for name in sorted(baseline["metrics"]) if name in run.absent]
     if uncomputed:  # neither a regression nor a pass: the run has nothing to compare
         raise RunError(f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): it cannot "

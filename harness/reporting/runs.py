@@ -120,11 +120,17 @@ def cautions_of(data: dict) -> dict[str, list[str]]:
     return results_cautions(data)
 
 
-def read_run(path: str | Path) -> Run:
-    path = Path(path)
+def read_results(path: Path) -> dict:
+    """An lm-eval results file's JSON, or :class:`RunError` naming the file."""
     data = read_json(path, RunError)
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
         raise RunError(f"{path}: no 'results' object (not an lm-eval results file)")
+    return data
+
+
+def read_run(path: str | Path) -> Run:
+    path = Path(path)
+    data = read_results(path)
     config = data.get("config") or {}
     run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
               float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),

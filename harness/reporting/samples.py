@@ -3,10 +3,11 @@ filter) for reports that compare runs sample by sample; pairs by ``doc_id``, the
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from harness.core.errors import DataFormatError, UsageError
 from harness.data.documents import read_jsonl
@@ -119,9 +120,19 @@ def pair_docs(a: Mapping[Any, dict], b: Mapping[Any, dict], keep_mismatched: boo
                    len(set(a) ^ set(b)), [doc for doc, equal in same.items() if not equal])
 
 
-def paired_values(pairs: Iterable[tuple[Any, Mapping[str, float], Mapping[str, float]]],
-                  name: str) -> tuple[list[Any], list[float], list[float]]:
-    """``(doc_ids, values of A, values of B)`` of ``name`` over the pairs whose two sides both hold it (a per-length
-    metric ``len_<L>``: the documents of that length); ``pairs``: (doc_id, values of A, values of B)."""
-    kept = [(doc, x[name], y[name]) for doc, x, y in pairs if name in x and name in y]
-    return [doc for doc, _, _ in kept], [x for _, x, _ in kept], [y for _, _, y in kept]
+def paired_scores(pairs: Iterable[tuple[Any, dict, dict]], roles: Mapping[str, str] | None = None,
+                  order: Callable[[str], Any] | None = None) -> Iterator[tuple[str, list[float], list[float]]]:
+    """``(name, values of A, values of B)`` of each per-sample score (:func:`score_values`, names sorted by ``order``)
+    over the pairs (doc_id, row of A, row of B) whose two sides both hold it (a per-length metric ``len_<L>``: the
+    documents of that length); a score no pair holds on both sides is left out."""
+    values = [(score_values(a, roles), score_values(b, roles)) for _, a, b in pairs]
+    for name in sorted(set().union(*(x for x, _ in values)), key=order):
+        kept = [(x[name], y[name]) for x, y in values if name in x and name in y]
+        if kept:
+            yield name, [x for x, _ in kept], [y for _, y in kept]
+
+
+def report_json(report: dict[str, Any]) -> str:
+    """A report of two runs compared sample by sample (``lch agree``, ``lch template-effect``) as JSON, its
+    ``tasks`` (dataclasses) as objects."""
+    return json.dumps({**report, "tasks": [asdict(t) for t in report["tasks"]]}, indent=1, default=str) + "\n"

@@ -4,7 +4,6 @@ was refitted (its :data:`TEMPLATE_OPTIONS` differ)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -17,9 +16,8 @@ from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.paired import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, paired_difference
 from harness.reporting.comparability import NotComparable, check_comparable, check_task_options
 from harness.reporting.labels import name_from_results
-from harness.reporting.runs import RunError, declared, read_json
-from harness.reporting.samples import (by_doc, common_tasks, filters_of, pair_docs, paired_values, read_rows, run_files,
-                                       score_values)
+from harness.reporting.runs import declared, read_results
+from harness.reporting.samples import by_doc, common_tasks, filters_of, pair_docs, paired_scores, read_rows, run_files
 
 TEMPLATE_OPTIONS = ("chat_template",)  # task options that follow the chat template (harness.data.prompt_tokens.PromptOptions)
 NO_TEMPLATE = "none"  # the run record's chat_template of a run that applied none
@@ -55,10 +53,7 @@ class TaskEffect:
 
 def _load(run: str | Path) -> tuple[Path, dict[str, Path], dict]:
     results, samples = run_files(run)
-    data = read_json(results, RunError)
-    if not isinstance(data, dict) or not isinstance(data.get("results"), dict):
-        raise RunError(f"{results}: no 'results' object (not an lm-eval results file)")
-    return results, samples, data
+    return results, samples, read_results(results)
 
 
 def check_template_pair(raw: RunRecord, chat: RunRecord, where: tuple[Path, Path], allow: Iterable[str] = ()) -> None:
@@ -98,14 +93,10 @@ def compare_task(task: str, rows_raw: list[dict], rows_chat: list[dict], roles: 
         if flt == shared_filters[0]:
             out.n_paired, out.n_unpaired = len(pairing.pairs), pairing.unpaired
             out.n_input_mismatch = len(pairing.input_mismatch)
-        values = [(doc, score_values(a, roles), score_values(b, roles)) for doc, a, b in pairing.pairs]
-        for name in sorted(set().union(*(x for _, x, _ in values)), key=_order):
+        for name, xs, ys in paired_scores(pairing.pairs, roles, order=_order):
             base = name.split(" ")[0]  # "<metric> mean NLL" / "<metric> sum / count": a pair's ratio
             if (roles.get(base) or metric_role(base)) == "bookkeeping" or base.startswith(DEPTH_PREFIX):
                 continue  # counts; depth x length cells (a breakdown of len_<L> on a few documents each)
-            _, xs, ys = paired_values(values, name)
-            if not xs:
-                continue
             d = paired_difference(xs, ys, confidence=confidence, resamples=resamples, seed=seed, interval=interval)
             out.rows.append(EffectRow(name if flt == "none" else f"{name},{flt}", d.n, d.mean_a, d.mean_b, d.delta,
                                       d.low, d.high, d.interval, d.test, d.p_value))
@@ -181,7 +172,3 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report["only_raw"] or report["only_chat"]:
         notes.append(f"tasks in one run only: raw {report['only_raw']}, chat {report['only_chat']}")
     return "\n".join(lines + ([""] + [f"- {n}" for n in notes] if notes else [])) + "\n"
-
-
-def to_json(report: dict[str, Any]) -> str:
-    return json.dumps({**report, "tasks": [asdict(t) for t in report["tasks"]]}, indent=1) + "\n"
