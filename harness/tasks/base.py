@@ -16,7 +16,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from harness.data.prompt_tokens import ModelKeys
-from harness.engines.requests import REQUESTS, RequestOptions, RequestType
+from harness.engines.requests import REQUESTS, RequestOptions
 from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
 from harness.core.cache_keys import undeclared_cache_key
@@ -67,16 +67,10 @@ class LchTask(ConfigurableTask):
             raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
                             f"({', '.join(REQUESTS)})")
 
-    @classmethod
-    def request_declaration(cls) -> RequestType | None:
-        """The declaration of the request type this class sends (None: lm-eval's own)."""
-        return None if cls.REQUEST_TYPE is None else REQUESTS[cls.REQUEST_TYPE]
-
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
-        declaration = self.request_declaration()
-        if declaration is not None:  # lm-eval validates output_type; ours stands in for one of its types
-            config["output_type"] = declaration.output_type
+        if self.REQUEST_TYPE is not None:  # lm-eval validates output_type; ours stands in for one of its types
+            config["output_type"] = REQUESTS[self.REQUEST_TYPE].output_type
         yaml_scorer = config.get("process_results")
         self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
         # set in the config, lm-eval does not look our metric names up in its registry (and HF evaluate) one by one
@@ -194,12 +188,6 @@ class LchTask(ConfigurableTask):
         """Metrics every document gets besides its score (length honesty)."""
         return self.honesty(doc) if self.COUNTS_PROMPT else {}
 
-    def request_arguments(self, doc: dict, ctx: Any) -> tuple:
-        """Arguments of the ``REQUEST_TYPE`` request of one document, built by its declaration."""
-        declaration = self.request_declaration()
-        assert declaration is not None, "only classes with a REQUEST_TYPE build requests of ours"
-        return declaration.arguments(self.request_text(doc, ctx), self.request_options(doc))
-
     def prompt_to_send(self, doc: dict, ctx: Any) -> Any:
         """The prompt sent for ``doc`` once ``ctx`` was built and counted (``ctx``; tasks that cut prompts cut it)."""
         return ctx
@@ -268,8 +256,8 @@ class LchTask(ConfigurableTask):
             return super().construct_requests(doc, ctx, **kwargs)
         for key in ("apply_chat_template", "chat_template"):  # lm-eval passes them; our requests take none
             kwargs.pop(key, None)
-        return Instance(request_type=self.REQUEST_TYPE, doc=doc, arguments=self.request_arguments(doc, ctx), idx=0,
-                        **kwargs)
+        arguments = REQUESTS[self.REQUEST_TYPE].arguments(self.request_text(doc, ctx), self.request_options(doc))
+        return Instance(request_type=self.REQUEST_TYPE, doc=doc, arguments=arguments, idx=0, **kwargs)
 
     # ------------------------------------------------------------------ length honesty
 

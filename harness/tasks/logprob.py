@@ -158,14 +158,8 @@ class LSMTask(LchTask):
     per document, ``estimator``, ``max_tokens``, ``seed``: document ``i`` uses ``seed + i``)."""
 
     OPTIONS = LsmTaskOptions
-
-    @classmethod
-    def check_before_loading(cls, model_keys: ModelKeys, options: Any) -> None:
-        """Enough long documents, selected as the task selects them."""
-        from harness.data.govreport import govreport_documents
-
-        govreport_documents(options, model_keys)
     REQUEST_TYPE = LSM.name
+    check_before_loading = TokenLogprobTask.check_before_loading  # enough long documents, selected as the task does
 
     def request_options(self, doc: dict) -> LsmOptions:
         o = self.options

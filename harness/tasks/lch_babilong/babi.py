@@ -21,17 +21,12 @@ GIVERS = ("Bill", "Fred", "Jeff", "Mary")
 DIRECTIONS = {"north": "south", "south": "north", "east": "west", "west": "east"}
 
 
-def _moves(rng: random.Random, n: int) -> tuple[list[str], dict[str, str]]:
+def _qa1(rng: random.Random) -> tuple[list[str], str, str, int]:
     facts, where = [], {}
-    for _ in range(n):
+    for _ in range(rng.randint(4, 8)):
         person, place = rng.choice(PEOPLE), rng.choice(PLACES)
         facts.append(f"{person} {rng.choice(MOVES)} the {place}.")
         where[person] = place
-    return facts, where
-
-
-def _qa1(rng: random.Random) -> tuple[list[str], str, str, int]:
-    facts, where = _moves(rng, rng.randint(4, 8))
     person = rng.choice(sorted(where))
     last_move = max(i for i, fact in enumerate(facts) if fact.startswith(f"{person} "))
     return facts, f"Where is {person}?", where[person], last_move

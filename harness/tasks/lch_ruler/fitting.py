@@ -155,7 +155,7 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
 
     first = builders[0]
     lo_n = first.n_min
-    hi_n = min(first.n_max, max(first.n_min + 1, first.n_min + 16))
+    hi_n = min(first.n_max, lo_n + 16)
     c_lo, c_hi = count([(0, lo_n), (0, hi_n)])
     _require_fit(c_lo, target)
     slope = max((c_hi - c_lo) / max(hi_n - lo_n, 1), 1e-3)
