@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from lm_eval.models.huggingface import HFLM  # (imports lm_eval.models: the built-in models register first)
 
+from harness.core.context import patched
 from harness.data.prompt_tokens import load_tokenizer
 from harness.engines.core import EngineCore, Generated
 from harness.engines.model_args import check_hf_pic_args
@@ -73,12 +74,8 @@ class HFPicLM(EngineCore, HFLM):
         if not self.inference.entry.moves_cached_keys:
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs)
         # Dynamic PIC positions depend on each row's length and lm-eval right-pads without a mask: one row per forward
-        saved = self.batch_size_per_gpu
-        self.batch_size_per_gpu = 1
-        try:
+        with patched(self, "batch_size_per_gpu", 1):
             return super()._loglikelihood_tokens(requests, disable_tqdm, override_bs=1)
-        finally:
-            self.batch_size_per_gpu = saved
 
     # ------------------------------------------------------------------ the engine core's primitives
 

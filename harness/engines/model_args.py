@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -11,6 +10,7 @@ from typing import Any, Iterable, Mapping
 from harness.pic.variants import Variant, read_variant
 from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.core.errors import MissingDataError, UsageError
+from harness.core.files import read_json_or_none
 from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference
 
 
@@ -69,16 +69,19 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
     return ResolvedArgs(base.replace(**explicit), variant, overrides, engine_args, pretrained, adapter)
 
 
+def local_config(pretrained: Any) -> dict | None:
+    """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
+    if not isinstance(pretrained, str):
+        return None
+    return read_json_or_none(Path(pretrained).expanduser() / "config.json")  # unreadable: check_model_folder says why
+
+
 def folder_dtype(pretrained: Any) -> str | None:
     """What ``dtype=auto`` means for a local model folder on every engine: its ``config.json`` dtype (``dtype`` or
     ``torch_dtype``), float32 when it names none, as transformers does (vLLM's own ``auto`` would run float32 in half
     precision). None for a hub id or an object: its engine resolves ``auto``."""
-    if not isinstance(pretrained, (str, Path)):
-        return None
-    config = Path(pretrained).expanduser() / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    data = local_config(str(pretrained)) if isinstance(pretrained, (str, Path)) else None
+    if data is None:
         return None
     for key in ("dtype", "torch_dtype"):
         if isinstance(data.get(key), str) and data[key] not in ("", "auto"):
@@ -121,17 +124,6 @@ def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
 
 
 VLLM_PIC_ARGS = set(VARIANT_KEYS)  # ours on vLLM: the inference args but pic_impl (hf-pic's Algorithm-1 oracle)
-
-
-def local_config(pretrained: Any) -> dict | None:
-    """The ``config.json`` of a local model folder as a dict (None for a hub name or an unreadable file)."""
-    if not isinstance(pretrained, str):
-        return None
-    config_file = Path(pretrained).expanduser() / "config.json"
-    try:
-        return json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else None
-    except ValueError:
-        return None  # check_model_folder says why
 
 
 def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:

@@ -7,24 +7,17 @@ entry: ``Inference``, ``apply_pic``, ``hf-pic``, ``vllm-pic``, variant files and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable
 
 from harness.pic.positions import dynamic_positions, naive_ids, ntk_base
 
-
-class Settings(Protocol):
-    """What a method's functions read of :class:`harness.pic.inference.Inference` (which imports this registry)."""
-
-    ratio: float
-    initial: int
-    recent: int
-    layout: str
-
+if TYPE_CHECKING:
+    from harness.pic.inference import Inference  # which imports this registry
 
 NO_PIC = "none"  # the identity method: standard inference
 
-IdsFunction = Callable[[Any, Any, Settings], Any]  # (m float32 [B, T], l_c [B, 1] or None, inference) -> positions
-BaseFunction = Callable[[float, Settings], float]  # (RoPE base b, inference) -> base the PIC layers rotate with
+IdsFunction = Callable[[Any, Any, "Inference"], Any]  # (m float32 [B, T], l_c [B, 1] or None, inference) -> positions
+BaseFunction = Callable[[float, "Inference"], float]  # (RoPE base b, inference) -> base the PIC layers rotate with
 
 
 @dataclass(frozen=True)
@@ -39,8 +32,8 @@ class PicMethod:
     fields: tuple[str, ...] = ("ratio",)  # the Inference fields it reads (besides method, rope_base), in word order
     ids: IdsFunction | None = None  # kind "ids"
     base: BaseFunction | None = None  # kind "base"
-    window: Callable[[Settings], int] | None = None  # cached keys move: trailing columns that may still move
-    moves_per_token: Callable[[Settings], bool] = lambda inference: False  # only keys leaving the window move
+    window: Callable[[Inference], int] | None = None  # cached keys move: trailing columns that may still move
+    moves_per_token: Callable[[Inference], bool] = lambda inference: False  # only keys leaving the window move
     # reaches ratio x the model's window: vLLM's length limit and the kept layers' rotary tables follow
     extends_window: bool = False
 
@@ -54,7 +47,7 @@ class PicMethod:
         return self.window is not None
 
 
-def _dynamic_ids(m: Any, length: Any, inference: Settings) -> Any:
+def _dynamic_ids(m: Any, length: Any, inference: Inference) -> Any:
     return dynamic_positions(m, length, inference.ratio, inference.initial, inference.recent, inference.layout)
 
 

@@ -20,7 +20,7 @@ from filelock import FileLock
 
 from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError
-from harness.core.files import write_text_atomic
+from harness.core.files import read_json_or_none, write_text_atomic
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -95,10 +95,7 @@ def dependencies_fingerprint(checkout: Path) -> str:
 
 
 def read_marker(root: Path) -> dict | None:
-    try:
-        return json.loads((root / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    return read_json_or_none(root / MARKER)
 
 
 def ensure_vllm_env(root: Path | None = None, log: Callable[[str], None] = print) -> VllmEnv:
