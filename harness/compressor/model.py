@@ -94,13 +94,12 @@ class Compressor(nn.Module):
         n_follow = n_done + len(following)
         layout = decoder_positions(memory.n_context, cfg.chunk_size, cfg.n_memory, cfg.layout, cfg.carrier, task, n_follow)
         special = self.ae_token if task == "ae" else self.lm_token
-        n_mem = cfg.n_memory * len(chunk_lengths(memory.n_context, cfg.chunk_size))
         new = self._embed(following)
         if cache is None:  # first call: memories (+ their cache) and the special token
             if cfg.carrier == "icae":
                 embeds = torch.cat([memory.states, special.unsqueeze(0), new])
-                positions = [*layout.memory, layout.special, *layout.following]
-                prefix = n_mem  # hidden states returned start after the memories
+                positions = layout.all()
+                prefix = len(layout.memory)  # hidden states returned start after the memories
             else:
                 cache = DynamicCache()
                 for i, (k, v) in enumerate(memory.kv):

@@ -192,7 +192,7 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
     peak += tokens * ((heads + 2 * kv_heads) * head_dim + 3 * inner + 2 * hidden) * size  # one layer at work
     if kv_heads != heads:
         peak += 2 * tokens * heads * head_dim * size  # keys and values repeated to every query head
-    block = query_block(model, device, width, batch=batch, free=free) if free is not None else None
+    block = query_block(model, device, width, batch=batch, free=free)  # None when free is None
     if block is not None:
         peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
         peak += batch * heads * block * width * score_bytes(dtype)  # one block's scores
@@ -201,7 +201,7 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
         peak += mask_bytes(model, width, batch)
         if materialises_scores(model, device, dtype):
             peak += batch * heads * width * width * score_bytes(dtype)
-    budget = logit_budget(device, dtype, free) if free is not None else DEFAULT_LOGIT_BUDGET
+    budget = logit_budget(device, dtype, free)  # DEFAULT_LOGIT_BUDGET when free is None
     return int(peak + budget * logit_bytes(dtype))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.core.cache import cache_root
 from harness.core.files import read_json_or_none, write_json_atomic
@@ -22,10 +23,9 @@ def model_identity(name_or_path: str | Path) -> str:
         if not path.is_dir():
             return str(name_or_path)
         files = sorted(f for f in path.iterdir() if f.is_file() and f.name not in SKIPPED and not f.name.startswith("."))
-        state = [str(path.resolve())] + [(f.name, *_stat(f)) for f in files]
+        memo = state_memo("identities", [str(path.resolve())], files)
     except OSError:
         return str(name_or_path)
-    memo = cache_root("identities", hashlib.sha256(json.dumps(state).encode()).hexdigest()[:24] + ".json")
     known = read_json_or_none(memo)
     if isinstance(known, dict) and isinstance(known.get("identity"), str):
         return known["identity"]
@@ -38,9 +38,12 @@ def model_identity(name_or_path: str | Path) -> str:
     return identity
 
 
-def _stat(f: Path) -> tuple[int, int, int]:
-    s = f.stat()
-    return s.st_ino, s.st_size, s.st_mtime_ns
+def state_memo(kind: str, key: list[Any], files: list[Path]) -> Path:
+    """A memo file under ``$LCH_CACHE/<kind>/`` named by ``key`` and the state (inode, size, mtime) of ``files``;
+    :class:`OSError` when one cannot be read."""
+    stats = [(f.name, f.stat()) for f in files]
+    state = [*key, *((name, s.st_ino, s.st_size, s.st_mtime_ns) for name, s in stats)]
+    return cache_root(kind, hashlib.sha256(json.dumps(state).encode()).hexdigest()[:24] + ".json")
 
 
 def _file_digest(f: Path) -> bytes:

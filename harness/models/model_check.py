@@ -5,15 +5,14 @@ rather than left to a converter default, a probe of known answer after conversio
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError
 from harness.core.files import read_json_or_none, write_json_atomic
+from harness.models.identity import state_memo
 
 MARKER = "lch_model.json"
 # 1: the converter's defaults (before tokenizer facts were pinned); 2: facts pinned from the source and checked
@@ -231,15 +230,11 @@ def check_before_use(folder: str | Path, tokenizer: Any = None) -> None:
 def _pass_file(folder: Path) -> Path | None:
     """Where a pass of ``folder`` is remembered, keyed by its path, the state of its marker and tokenizer files and the
     library versions; None when those files cannot be read (the check then runs every time)."""
-    parts: list[Any] = [str(folder.resolve()), sorted(library_versions().items())]
     try:
-        for name in (MARKER, *TOKENIZER_FILES):
-            stat = (folder / name).stat()
-            parts.append((name, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+        return state_memo("model-checks", [str(folder.resolve()), sorted(library_versions().items())],
+                          [folder / name for name in (MARKER, *TOKENIZER_FILES)])
     except OSError:
         return None
-    digest = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:24]
-    return cache_root("model-checks", f"{digest}.json")
 
 
 def verify_conversion(folder: str | Path, facts: TokenizerFacts, probe: Probe | None) -> None:

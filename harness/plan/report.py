@@ -94,14 +94,12 @@ def plan_json(run: Any, plan: Any, throughput: Throughput | None, source: str | 
                                                          "throughput": asdict(throughput), "source": source}}
 
 
-AGAINST = ("task", "samples", "requests", "prompt_tokens", "prompt_tokens_run", "generated_tokens",
-           "generated_tokens_run", "seconds_estimated", "seconds_at_run_tokens", "seconds_run", "estimate_over_run",
-           "model_over_run")
 AGAINST_HEADERS = {"task": "task", "samples": "samples", "requests": "requests run",
                    "prompt_tokens": "prompt tokens", "prompt_tokens_run": "run", "generated_tokens": "generated <=",
                    "generated_tokens_run": "run", "seconds_estimated": "seconds est.",
                    "seconds_at_run_tokens": "at run's tokens", "seconds_run": "run", "estimate_over_run": "est. / run",
                    "model_over_run": "at run's / run"}
+AGAINST = tuple(AGAINST_HEADERS)  # the columns of lch plan --against, in order
 
 
 def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any]) -> list[dict[str, Any]]:

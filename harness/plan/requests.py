@@ -85,10 +85,9 @@ def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
     cells = []
     judged = callable(getattr(task, "judge_tokens", None))
     for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
-        judge = [c[4] for c in counts]
-        cells.append(PlanCell(task=name, length=length, prompts=tuple(c[0] for c in counts),
-                              budgets=tuple(c[1] for c in counts), scored_tokens=sum(c[2] for c in counts),
-                              cut=sum(c[3] for c in counts), judge_calls=len(counts) if judged else 0,
+        prompts, budgets, scored, cut, judge = zip(*counts)
+        cells.append(PlanCell(task=name, length=length, prompts=prompts, budgets=budgets, scored_tokens=sum(scored),
+                              cut=sum(cut), judge_calls=len(counts) if judged else 0,
                               judge_tokens=None if None in judge else sum(judge)))
     return cells
 
