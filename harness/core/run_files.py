@@ -9,5 +9,4 @@ from pathlib import Path
 def judgements_path(samples_file: str | Path) -> Path:
     """``judgements_<task>_<date>.jsonl`` beside ``samples_<task>_<date>.jsonl``."""
     path = Path(samples_file)
-    name = path.name[len("samples_"):] if path.name.startswith("samples_") else path.name
-    return path.with_name("judgements_" + name)
+    return path.with_name("judgements_" + path.name.removeprefix("samples_"))

@@ -9,7 +9,7 @@ import json
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.metrics.pooling import RULES
+from harness.metrics.pooling import RULES, mean, pooled_mean, pooled_perplexity
 
 REL_TOL = 1e-9
 
@@ -47,14 +47,9 @@ def scored_digest(docs: Iterable[Any]) -> str:
 def pooled_value(values: Sequence[Any], rule: str) -> float:
     """``values`` pooled by ``rule`` (:data:`RULES`): their mean, or ``sum of sums / sum of counts`` (then ``exp``
     of it for ``pooled_exp``); NaN when there is nothing to pool."""
-    if rule == "mean":
-        return sum(values) / len(values) if values else math.nan
     if rule not in RULES:
         raise ValueError(f"pooling rule {rule!r} is not one of {RULES}")
-    total, count = sum(v[0] for v in values), sum(v[1] for v in values)
-    if not count:
-        return math.nan
-    return math.exp(total / count) if rule == "pooled_exp" else total / count
+    return {"mean": mean, "pooled": pooled_mean, "pooled_exp": pooled_perplexity}[rule](values)
 
 
 def reproduces(a: float, b: float) -> bool:

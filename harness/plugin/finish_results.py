@@ -217,9 +217,8 @@ def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, size
         rows = [task_results.get(leaf) or {} for leaf in leaves]
         if not all(isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) for r in rows):
             continue
-        plain = sum(r[key] for r in rows) / len(rows)
-        total = sum(sizes[leaf] for leaf in leaves)
-        by_size = sum(r[key] * sizes[leaf] for r, leaf in zip(rows, leaves)) / total if total else plain
+        values, size = [r[key] for r in rows], [sizes[leaf] for leaf in leaves]
+        plain, by_size = group_value(values, size, False), group_value(values, size, True)
         if math.isfinite(value) and by_size != plain:
             return abs(by_size - value) < abs(plain - value)
     return False

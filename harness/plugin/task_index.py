@@ -16,18 +16,17 @@ from harness.core.errors import UsageError
 from harness.engines.registry import LM_EVAL_TYPES, model_entry, models
 
 
-def _yaml_loader() -> Any:
-    class Loader(yaml.SafeLoader):
-        pass
+class _Loader(yaml.SafeLoader):
+    pass
 
-    # `!function utils.X` is kept as its text, which names the task class
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
-    return Loader
+
+# `!function utils.X` is kept as its text, which names the task class
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
 
 
 def _read_config(path: Path) -> dict:
     """A task YAML with its ``include`` (a file of the same folder) merged under it."""
-    config = yaml.load(path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
+    config = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
     base = config.get("include")
     if isinstance(base, str):
         config = {**_read_config(path.parent / base), **{k: v for k, v in config.items() if k != "include"}}
