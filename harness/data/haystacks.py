@@ -45,7 +45,6 @@ def word_lists() -> dict[str, tuple[str, ...]]:
 def word_lists_digest() -> str:
     """A digest of :func:`word_lists` (a cache key part: another ``wonderwords`` release may list other words)."""
     import hashlib
-    import json
 
     return hashlib.sha256(json.dumps(word_lists(), sort_keys=True).encode()).hexdigest()[:16]
 

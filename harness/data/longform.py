@@ -67,9 +67,7 @@ def load_longbench_write(options: LongBenchWriteData, model: Any = None) -> dict
     if not kept:
         raise UsageError(f"no row of the LongBench-Write data asks for more than {threshold:g} words "
                          "(min_required_length): lower min_required_length in --metadata, or give the full data")
-    if options.limit_docs is not None:
-        kept = kept[: options.limit_docs]
-    return {"test": datasets.Dataset.from_list(kept)}
+    return {"test": datasets.Dataset.from_list(kept[: options.limit_docs])}
 
 
 def load_hellobench_htg(options: HelloBenchData, model: Any = None) -> dict:
@@ -81,9 +79,7 @@ def load_hellobench_htg(options: HelloBenchData, model: Any = None) -> dict:
     rows = read_jsonl(local_or_download(path, HELLOBENCH_URLS[options.variant], "HelloBench HTG data (hellobench_data)"))
     keep = ("id", "category", "instruction", "checklists")
     rows = [{k: r[k] for k in keep} for r in rows]
-    if options.limit_docs is not None:
-        rows = rows[: options.limit_docs]
-    return {"test": datasets.Dataset.from_list(rows)}
+    return {"test": datasets.Dataset.from_list(rows[: options.limit_docs])}
 
 
 def load_hellobench_weights(path: str | Path) -> dict[str, list[float]]:

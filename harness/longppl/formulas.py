@@ -85,9 +85,7 @@ def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tu
 def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> np.ndarray:
     """True for tokens whose character span lies inside some key span (paper Eq. 9)."""
     offsets_arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
-    if not len(spans) or not len(offsets_arr):
-        return np.zeros(len(offsets_arr), dtype=bool)
-    spans_arr = np.asarray(sorted(map(tuple, spans)), dtype=np.int64)
+    spans_arr = np.asarray(sorted(map(tuple, spans)), dtype=np.int64).reshape(-1, 2)
     max_end = np.maximum.accumulate(spans_arr[:, 1])  # any span starting before can contain the token
     k = np.searchsorted(spans_arr[:, 0], offsets_arr[:, 0], side="right") - 1
     inside = k >= 0
@@ -100,10 +98,6 @@ def dropped_key_spans(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence
     may straddle a span's edge, and then that key token counts for nothing (paper Eq. 9 keeps whole tokens only)."""
     tokens = np.asarray([(s, e) for s, e in offsets if e > s], dtype=np.int64).reshape(-1, 2)  # no empty specials
     spans_arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    if not len(spans_arr):
-        return 0
-    if not len(tokens):
-        return len(spans_arr)
     tokens = tokens[np.argsort(tokens[:, 0], kind="stable")]
     # tokens do not overlap: the first one starting at or after a span's start is the one that can end inside it
     first = np.searchsorted(tokens[:, 0], spans_arr[:, 0], side="left")
