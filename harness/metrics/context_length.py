@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.core.options import option
 from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
@@ -97,6 +97,13 @@ def relative_effective_length(points: Sequence[LengthPoint], share: float = RELA
         return EffectiveLength("relative", 0.0, None, None, tuple(p.name for p in curve), tuple(p.n for p in curve),
                                f"no relative length: {curve[0].name} scores {curve[0].score:g}")
     return effective_length(curve, share * curve[0].score, "relative")
+
+
+def shared_threshold(declared: Iterable[Any]) -> float:
+    """The ``effective_threshold`` a curve's tasks declared (a group's: the one its tasks share), else RULER's."""
+    values = set(declared)
+    value = values.pop() if len(values) == 1 else None
+    return float(value) if isinstance(value, (int, float)) else RULER_THRESHOLD
 
 
 def curve_caution(task: str, caution: str) -> str:

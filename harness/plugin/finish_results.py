@@ -14,7 +14,7 @@ from harness.data.depth import cell_metric, length_of_metric, read_cell_metric
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.common_samples import group_leaves, group_stderr, group_value, scored_digest, scored_values
-from harness.metrics.context_length import RULER_THRESHOLD, curve_caution, curve_points, effective_lengths
+from harness.metrics.context_length import curve_caution, curve_points, effective_lengths, shared_threshold
 from harness.metrics.support import results_cautions
 from harness.plugin.discovery import tasks_path
 from harness.plugin.task_index import task_folder
@@ -53,10 +53,8 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
     configs = results.get("configs") or {}
 
     def threshold(task: str) -> float:
-        declared = {(((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold"))
-                    for t in subtasks.get(task) or [task]}
-        value = declared.pop() if len(declared) == 1 else None
-        return float(value) if isinstance(value, (int, float)) else RULER_THRESHOLD
+        return shared_threshold(((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold")
+                                for t in subtasks.get(task) or [task])
 
     out: dict[str, dict] = {}
     for task in sorted({m.split("/", 1)[0] for m in metrics}):

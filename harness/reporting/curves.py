@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import LENGTH_PREFIX
-from harness.metrics.context_length import RULER_THRESHOLD, EffectiveLength, LengthPoint, curve_points
+from harness.metrics.context_length import EffectiveLength, LengthPoint, curve_points, shared_threshold
 from harness.metrics.context_length import effective_lengths as curve_effective_lengths
 from harness.reporting.runs import Run
 
@@ -23,8 +23,8 @@ def curve_tasks(runs: list[Run]) -> list[str]:
 
 def declared_threshold(run: Run, task: str) -> float:
     """The threshold ``task`` declared in ``run`` (a group: the one its tasks share), else RULER's."""
-    declared = {run.configurations.get(t, {}).get("effective_threshold") for t in run.subtasks.get(task) or [task]}
-    return float(declared.pop()) if len(declared) == 1 and None not in declared else RULER_THRESHOLD
+    return shared_threshold(run.configurations.get(t, {}).get("effective_threshold")
+                            for t in run.subtasks.get(task) or [task])
 
 
 def effective_lengths(run: Run, task: str) -> tuple[EffectiveLength, EffectiveLength] | None:
