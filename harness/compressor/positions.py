@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, check_known
 
 LAYOUTS = ("dpl", "upl", "epl")
 CARRIERS = ("icae", "500x")
@@ -18,8 +18,7 @@ DECODER_TASKS = ("ae", "lm", "qa")
 
 
 def _check(layout: str, chunk_size: int, n_memory: int, n_context: int) -> None:
-    if layout not in LAYOUTS:
-        raise UsageError(f"layout {layout!r} is unknown; allowed: {', '.join(LAYOUTS)}")
+    check_known("layout", layout, LAYOUTS)
     if chunk_size < 1 or n_memory < 1:
         raise UsageError(f"chunk_size and n_memory must be >= 1 (got {chunk_size}, {n_memory})")
     if n_context < 1:
@@ -77,10 +76,8 @@ def decoder_positions(n_context: int, chunk_size: int, n_memory: int, layout: st
     """Decoder position ids: memories, the [AE]/[LM] token, then ``n_follow`` tokens (the reconstructed
     context for AE, the completion for LM, question + answer for QA)."""
     chunks = encoder_positions(n_context, chunk_size, n_memory, layout)  # checks the layout and sizes first
-    if carrier not in CARRIERS:
-        raise UsageError(f"carrier {carrier!r} is unknown; allowed: {', '.join(CARRIERS)}")
-    if task not in DECODER_TASKS:
-        raise UsageError(f"decoder task {task!r} is unknown; allowed: {', '.join(DECODER_TASKS)}")
+    check_known("carrier", carrier, CARRIERS)
+    check_known("decoder task", task, DECODER_TASKS)
     n_mem_total = len(chunks) * n_memory
     if layout == "epl":
         memory = [m for c in chunks for m in c.memory]

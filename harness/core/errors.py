@@ -5,7 +5,9 @@ were not run alike (:mod:`harness.reporting.comparability`); 70 an internal erro
 
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Any, Collection, Iterator
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 
@@ -23,12 +25,28 @@ class UsageError(LchError, ValueError):
     """A bad argument, model arg, metadata key or value (a ValueError, so library callers can catch it so)."""
 
 
+def check_known(what: str, value: Any, allowed: Collection[str]) -> None:
+    """:class:`UsageError` "<what> <value!r> is unknown; allowed: <a, b, ...>" unless ``value`` is in ``allowed``."""
+    if value not in allowed:
+        raise UsageError(f"{what} {value!r} is unknown; allowed: {', '.join(allowed)}")
+
+
 class DataFormatError(LchError, ValueError):
     """A file that exists but cannot be read as what it should be (names the file and the line)."""
 
 
 class MissingDataError(LchError, RuntimeError):
     """Data, a model or a file that must be fetched or created first; the message says what and where."""
+
+
+@contextlib.contextmanager
+def missing_data_on_error(what: str, advice: str) -> Iterator[None]:
+    """Any error in the block (loading from the HF hub: network, auth or missing-cache errors) as a
+    :class:`MissingDataError` "<what> (<the error's type>); <advice>"."""
+    try:
+        yield
+    except Exception as err:
+        raise MissingDataError(f"{what} ({type(err).__name__}); {advice}") from err
 
 
 class IncompleteError(LchError, RuntimeError):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from harness.core.cache import cache_root
-from harness.core.errors import DataFormatError, MissingDataError, UsageError
+from harness.core.errors import DataFormatError, MissingDataError, UsageError, missing_data_on_error
 from harness.data.inputs import Input
 from harness.core.files import write_bytes_atomic
 from harness.core.options import MAX_SAMPLES, MAX_TOKENS, option
@@ -53,14 +53,10 @@ def load_documents(
     elif hf_dataset:
         import datasets
 
-        try:
+        with missing_data_on_error(f"could not load HF dataset {hf_dataset!r} split {hf_split!r}",
+                                   f"download it to the HF cache, or pass --metadata '{{\"data_files\": \"<file.jsonl "
+                                   f"with field {text_field!r}>\"}}'"):
             ds = datasets.load_dataset(hf_dataset, hf_name, split=hf_split)
-        except Exception as err:  # network, auth or missing-cache errors all end here
-            raise MissingDataError(
-                f"could not load HF dataset {hf_dataset!r} split {hf_split!r} ({type(err).__name__}); "
-                f"download it to the HF cache, or pass --metadata '{{\"data_files\": \"<file.jsonl with "
-                f"field {text_field!r}>\"}}'"
-            ) from err
         texts = list(ds[text_field])
     else:
         raise UsageError("load_documents needs data_files or hf_dataset")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.data.documents import MissingDataError, load_documents
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, check_known, missing_data_on_error
 
 NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
 SYNTHETIC = "synthetic"
@@ -166,8 +166,7 @@ QA_SOURCES = {
 @lru_cache(maxsize=4)
 def load_qa(dataset: str, source: str | None = None) -> QACorpus:
     """``dataset``: a key of :data:`QA_SOURCES`; ``source`` = local official JSON, ``synthetic`` or None (HF)."""
-    if dataset not in QA_SOURCES:
-        raise UsageError(f"RULER QA dataset {dataset!r} is unknown; allowed: {', '.join(QA_SOURCES)}")
+    check_known("RULER QA dataset", dataset, QA_SOURCES)
     if source == SYNTHETIC:
         return _synthetic_qa()
     spec = QA_SOURCES[dataset]
@@ -177,12 +176,9 @@ def load_qa(dataset: str, source: str | None = None) -> QACorpus:
             raise MissingDataError(f"RULER {dataset}: {path} does not exist; put the official dev JSON there")
         return _corpus(spec.official(json.loads(path.read_text(encoding="utf-8"))))
     name, config, split = spec.hub
-    try:
+    with missing_data_on_error(f"RULER {dataset}: HF {name} is not in the HF cache",
+                               f"download it or pass --metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'"):
         import datasets
 
         rows = list(datasets.load_dataset(name, config, split=split))
-    except Exception as err:  # network, auth or missing-cache errors all end here
-        raise MissingDataError(
-            f"RULER {dataset}: HF {name} is not in the HF cache ({type(err).__name__}); download it or pass "
-            f"--metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'") from err
     return _corpus(spec.hub_rows(rows))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import read_json, read_jsonl
-from harness.core.errors import DataFormatError, MissingDataError
+from harness.core.errors import DataFormatError, MissingDataError, missing_data_on_error
 
 
 def load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
@@ -23,11 +23,9 @@ def load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:
         return rows
     import datasets
 
-    try:
+    with missing_data_on_error(f"could not load HF dataset {source!r} split {split!r}",
+                               "download it to the HF cache or give a local .jsonl file"):
         return [dict(r) for r in datasets.load_dataset(source, split=split)]
-    except Exception as err:  # network, auth or missing-cache errors all end here
-        raise MissingDataError(f"could not load HF dataset {source!r} split {split!r} ({type(err).__name__}); "
-                               "download it to the HF cache or give a local .jsonl file") from err
 
 
 def conversation(row: dict[str, Any], where: str, prompt_field: str = "instruction",

@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, check_known
 from harness.core.options import MAX_TOKENS, option
 from harness.judges.client import JudgeSettings
 
@@ -32,8 +32,7 @@ class JudgeConfig:
     idle_timeout: float = JudgeSettings.idle_timeout
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise UsageError(f"judge_policy {self.policy!r} is unknown; allowed: {', '.join(POLICIES)}")
+        check_known("judge_policy", self.policy, POLICIES)
         for name in ("timeout", "idle_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value < math.inf):

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, check_known
 from harness.longppl.formulas import (
     KEY_TOKEN_DEFAULTS,
     SHORT_STARTS,
@@ -122,8 +122,7 @@ def find_key_tokens(
 
 
 def _short_window_bos(tokenizer: Any, short_start: str) -> int | None:
-    if short_start not in SHORT_STARTS:
-        raise UsageError(f"short_start {short_start!r} is unknown; allowed: {', '.join(SHORT_STARTS)}")
+    check_known("short_start", short_start, SHORT_STARTS)
     if short_start == "text":
         return None
     if tokenizer.bos_token_id is None:

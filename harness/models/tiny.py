@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.core.cache import cache_root
-from harness.core.errors import MissingDataError, UsageError
+from harness.core.errors import MissingDataError, check_known
 from harness.core.files import atomic_folder, entry_lock, write_json_atomic
 from harness.models.model_check import library_versions
 
@@ -93,8 +93,7 @@ def tiny_config(arch: str, vocab_size: int, hidden: int, layers: int, heads: int
     families keep their layer kinds)."""
     import transformers
 
-    if arch not in _FAMILIES:
-        raise UsageError(f"arch {arch!r} is unknown; allowed: {', '.join(ARCHITECTURES)}")
+    check_known("arch", arch, _FAMILIES)
     name, extra = _FAMILIES[arch]
     common = dict(
         vocab_size=vocab_size,

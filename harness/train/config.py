@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.core.errors import MissingDataError, UsageError
+from harness.core.errors import MissingDataError, UsageError, check_known
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, flag_name, option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.pic.inference import VARIANT_KEYS, Inference, options_class
@@ -246,8 +246,7 @@ RECIPE_HELP = {
 
 def config_class(recipe: str) -> type[TrainConfig]:
     """The config dataclass of ``recipe``; an unknown one is a one-line :class:`UsageError`."""
-    if recipe not in RECIPE_CONFIGS:
-        raise UsageError(f"recipe {recipe!r} is unknown; allowed: {', '.join(RECIPE_CONFIGS)}")
+    check_known("recipe", recipe, RECIPE_CONFIGS)
     return RECIPE_CONFIGS[recipe]
 
 

@@ -16,6 +16,7 @@ from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label, length_tokens
 from harness.data.prompt_tokens import PromptOptions, counter_for
 from harness.data.truncation import PromptParts
+from harness.core.errors import missing_data_on_error
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
@@ -124,14 +125,12 @@ def _local(folder: Path, length: str, task: str) -> list[dict]:
 
 
 def _hf(name: str, length: str, task: str) -> list[dict]:
-    try:
+    with missing_data_on_error(f"BABILong: HF {name} ({length}, {task}) is not in the HF cache",
+                               "download it, pass --metadata '{\"source\": \"<folder>/<length>/<task>.jsonl\"}', or "
+                               "\"synthetic\" for qa1-qa5"):
         import datasets
 
         ds = datasets.load_dataset(name, length, split=task)
-    except Exception as err:  # network, auth or missing-cache errors all end here
-        raise MissingDataError(
-            f"BABILong: HF {name} ({length}, {task}) is not in the HF cache ({type(err).__name__}); download it, "
-            "pass --metadata '{\"source\": \"<folder>/<length>/<task>.jsonl\"}', or \"synthetic\" for qa1-qa5") from err
     return [{"input": r["input"], "question": r["question"], "target": r["target"]} for r in ds]
 
 

@@ -17,7 +17,7 @@ from harness.tasks.lch_ruler.builders import BUILDERS, Builder
 from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, write_rows
 from harness.tasks.lch_ruler.definitions import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, check_known
 from harness.core.files import entry_lock
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
@@ -96,8 +96,7 @@ def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cac
     length, prompt_tokens, max_gen_toks, task, n_units`` (niah also ``depth``, ``depth_bucket``, ``needle_depths``);
     ``context_span``: the ``[start, end)`` of the input between instruction and question, all a truncation may cut."""
     task = options.ruler_task
-    if task not in TASKS:
-        raise UsageError(f"RULER task {task!r} is unknown; allowed: {', '.join(TASKS)}")
+    check_known("RULER task", task, TASKS)
     if not use_cache:
         return _build_rows(options, length, counter)
     path = cache_path(options, length, counter)

@@ -10,7 +10,7 @@ from typing import Any
 from harness.data.inputs import Input
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.truncation import TruncationOptions
-from harness.core.errors import DataFormatError, UsageError
+from harness.core.errors import DataFormatError, UsageError, missing_data_on_error
 from harness.core.options import MAX_SAMPLES, option
 
 LAYER = "data"  # harness/devtools/layers.py
@@ -72,13 +72,9 @@ def load_mrqa(options: MrqaOptions, model: Any = None) -> dict:
         rows = read_mrqa_jsonl(path, subset)
     else:
         split = "validation" if subset in IN_DOMAIN else "test"
-        try:
+        with missing_data_on_error("could not load HF mrqa-workshop/mrqa",
+                                   "pass --metadata '{\"mrqa_data\": \"<official MRQA jsonl file or folder>\"}'"):
             ds = datasets.load_dataset(MRQA_HF, split=split)
-        except Exception as err:  # offline or missing cache
-            raise MissingDataError(
-                f"could not load HF mrqa-workshop/mrqa ({type(err).__name__}); pass --metadata "
-                "'{\"mrqa_data\": \"<official MRQA jsonl file or folder>\"}'"
-            ) from err
         ds = ds.filter(lambda r: r["subset"] == subset)
         rows = [{"id": r["qid"], "subset": subset, "context": r["context"], "question": r["question"],
                  "answers": list(r["answers"])} for r in ds]
