@@ -41,8 +41,7 @@ class MissingDataError(LchError, RuntimeError):
 
 @contextlib.contextmanager
 def missing_data_on_error(what: str, advice: str) -> Iterator[None]:
-    """Any error in the block (loading from the HF hub: network, auth or missing-cache errors) as a
-    :class:`MissingDataError` "<what> (<the error's type>); <advice>"."""
+    """Any error in the block (a hub load: network, auth, cache) as MissingDataError "<what> (<type>); <advice>"."""
     try:
         yield
     except Exception as err:

@@ -39,8 +39,7 @@ def model_identity(name_or_path: str | Path) -> str:
 
 
 def state_memo(kind: str, key: list[Any], files: list[Path]) -> Path:
-    """A memo file under ``$LCH_CACHE/<kind>/`` named by ``key`` and the state (inode, size, mtime) of ``files``;
-    :class:`OSError` when one cannot be read."""
+    """``$LCH_CACHE/<kind>/<hash of key and the inode, size, mtime of files>.json``; OSError if one is unreadable."""
     stats = [(f.name, f.stat()) for f in files]
     state = [*key, *((name, s.st_ino, s.st_size, s.st_mtime_ns) for name, s in stats)]
     return cache_root(kind, hashlib.sha256(json.dumps(state).encode()).hexdigest()[:24] + ".json")

@@ -105,9 +105,8 @@ class _Recomputed:
 
 def on_common_samples(runs: list[Run]) -> tuple[list[Run], list[str]]:
     """``(runs, notes)``: copies of the runs with each metric recomputed on the documents every run holding its task
-    scored, by the pooling rule that reproduces the run's own value (a mean's stderr too), its count as
-    ``<task>/n_<metric>``; a group's by the group rule that reproduces its value. The notes name what was left out and
-    why."""
+    scored by its pooling rule (a mean's stderr too), its count as ``<task>/n_<metric>``, groups by their weighting;
+    the notes name what was left out and why."""
     logged = [logged_values(run) for run in runs]
     out = [_Recomputed() for _ in runs]
     left_out: dict[str, set[str]] = {}  # reason -> metrics

@@ -297,9 +297,8 @@ def check_cuda_graphs(vllm_config: Any) -> None:
 
 
 def profiling_cache(vllm_config: Any) -> bool:
-    """Whether the KV cache is the V1 runner's CUDA-graph memory probe: before the real cache, it captures graphs on a
-    cache of one block per captured sequence, ``min(max_num_seqs, max_cudagraph_capture_size)``, and sets
-    ``num_gpu_blocks`` to it meanwhile. (A user's ``num_gpu_blocks_override`` of that very size is not checked.)"""
+    """Whether the KV cache is the V1 runner's CUDA-graph probe (before the real one): one block per captured sequence,
+    ``min(max_num_seqs, max_cudagraph_capture_size)`` (an override of that very size goes unchecked)."""
     compilation = vllm_config.compilation_config
     if vllm_config.model_config.enforce_eager or getattr(compilation, "cudagraph_mode", None) is None:
         return False
