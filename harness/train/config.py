@@ -28,11 +28,6 @@ def _lora(cfg: TrainConfig) -> bool:
     return not cfg.full
 
 
-def _in_chunks(cfg: TrainConfig) -> bool:
-    """Whether the recipe trains on ``seq_len`` text chunks (LongCE, LongRecipe's replay stage)."""
-    return cfg.recipe == "longce" or getattr(cfg, "stage", None) == "replay"
-
-
 @dataclass
 class _Run:
     recipe: str = option(flag=False)
@@ -64,8 +59,7 @@ class TrainConfig(_PicOptions):
     split: str = option("train", "split of an HF dataset")
     text_field: str = option("text", "field of the texts")
     max_length: int | None = option(None, "tokens per example (longer ones are cut)", record=True, low=1, high=MAX_TOKENS)
-    # recorded where it is used (lsm-reg chunks by L + delta instead)
-    seq_len: int = option(1024, "text chunk length (longce, replay)", record=_in_chunks, low=1, high=MAX_TOKENS)
+    seq_len: int = option(1024, "text chunk length (longce, replay)", low=1, high=MAX_TOKENS)  # lsm-reg uses L + delta
     heldout: float = option(0.1, "fraction of rows held out for the loss before/after", record=True, low=0.0, high=0.99)
     # optimisation (None: the recipe's OPTIMISER value)
     lr: float | None = option(None, "learning rate", record=True, low=0.0)
@@ -165,6 +159,9 @@ class LongCEConfig(TrainConfig):
     short_context: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context", low=1, high=MAX_TOKENS)
     sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows", low=1, high=MAX_TOKENS)
 
+    def records(self, name: str) -> bool:
+        return name == "seq_len" or super().records(name)
+
 
 @dataclass
 class LsmRegConfig(TrainConfig):
@@ -215,6 +212,9 @@ class LongRecipeConfig(TrainConfig):
         replay = {name: str(value) for name, value in cls.REPLAY.items()}
         return {name: value if replay[name] == value else f"{value}; --stage replay: {replay[name]}"
                 for name, value in super().optimiser_help().items()}
+
+    def records(self, name: str) -> bool:
+        return (name == "seq_len" and self.stage == "replay") or super().records(name)
 
     def check(self) -> None:
         if self.stage == "replay" and not self.init:
