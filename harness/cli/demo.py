@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.data.haystacks import BUILTIN_ESSAYS
 from harness.demo.real import DEFAULT_MODEL, DEMO_MODELS
 
 
@@ -11,7 +12,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="offline demo: a real model (SmolLM2-135M-Instruct or Gemma 3 270M) under PIC "
                                        "variants (RULER, BABILong, PPL, LongPPL), leaderboard, plot, correlations")
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
-    demo.add_argument("--essays", help="folder of .txt essays (default $LCH_ESSAYS or shared/data/paul_graham_essays)")
+    demo.add_argument("--essays", help=f"folder of .txt essays, or {BUILTIN_ESSAYS} (default $LCH_ESSAYS, else "
+                                       "../shared/data/paul_graham_essays beside a checkout, else the essays shipped "
+                                       f"with the package, {BUILTIN_ESSAYS})")
     demo.add_argument("--model", default=DEFAULT_MODEL, choices=list(DEMO_MODELS),
                       help=f"registry model to run (default {DEFAULT_MODEL})")
     demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
@@ -26,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
         run_demo(output=args.output, n_docs=args.docs, n_words=args.words)
     else:
-        from harness.demo.real import essays_folder, run_real_demo
+        from harness.demo.real import demo_corpus, run_real_demo
 
-        essays = essays_folder(args.essays)  # checked before any work (the model fetch, the output folder)
-        run_real_demo(output=args.output, essays=str(essays), model=args.model)
+        demo_corpus(args.essays)  # checked before any work (lm-eval's import, the model fetch, the output folder)
+        run_real_demo(output=args.output, essays=args.essays, model=args.model)
     return 0

@@ -1,6 +1,7 @@
 """Text sources for RULER's synthetic tasks: a fixed noise paragraph, essays (local files, HF
-``baber/paul_graham_essays`` or ``synthetic``), ``wonderwords`` word lists, and QA corpora (SQuAD v2, HotpotQA
-distractor: official JSON, HF or ``synthetic``) as :class:`QACorpus`, each question with its gold documents' indices."""
+``baber/paul_graham_essays``, the essays shipped with the package (:data:`BUILTIN_ESSAYS`) or ``synthetic``),
+``wonderwords`` word lists, and QA corpora (SQuAD v2, HotpotQA distractor: official JSON, HF or ``synthetic``) as
+:class:`QACorpus`, each question with its gold documents' indices."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ from harness.core.errors import UsageError, check_known, missing_data_on_error
 NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
 SYNTHETIC = "synthetic"
 ESSAYS_HF = "baber/paul_graham_essays"
+# Five essays written for this project (original prose, the package's license), 2,313-2,635 SmolLM2 tokens each:
+# real prose where no other corpus is at hand (``lch demo`` installed away from ../shared; RULER essays / BABILong filler)
+BUILTIN_ESSAYS = "lch-essays"
+BUILTIN_ESSAYS_DIR = Path(__file__).with_name("lch_essays")
 SQUAD_HF = ("rajpurkar/squad_v2", None, "validation")
 HOTPOT_HF = ("hotpotqa/hotpot_qa", "distractor", "validation")
 
@@ -68,11 +73,17 @@ def synthetic_prose(n_sentences: int, seed: int = 0) -> str:
     )
 
 
+def essays_path(source: str) -> str:
+    """``source`` with :data:`BUILTIN_ESSAYS` replaced by the folder it names; any other source unchanged."""
+    return str(BUILTIN_ESSAYS_DIR) if source == BUILTIN_ESSAYS else source
+
+
 @lru_cache(maxsize=4)
 def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
     """Sentences of the essay haystack named by ``source`` (see module docstring)."""
     if source == SYNTHETIC:
         return tuple(split_sentences(synthetic_prose(20000)))
+    source = essays_path(source)
     if Path(source).expanduser().exists():
         docs = load_documents(data_files=source)
     elif source == ESSAYS_HF:
@@ -83,7 +94,8 @@ def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
                 f"RULER essays: {ESSAYS_HF} is not in the HF cache; download it, or pass --metadata "
                 "'{\"essays\": \"<folder of .txt essays>\"}' (or \"synthetic\" for a smoke run)") from None
     else:
-        raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r}")
+        raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r} nor "
+                               f"{BUILTIN_ESSAYS!r}")
     sentences = tuple(s for d in docs for s in split_sentences(d["text"]))
     if not sentences:
         raise UsageError(f"RULER essays: {source} holds no text")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
-
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from harness.demo.shared import COMMON_VARIANTS, slug, write_reports
 from harness.core.errors import MissingDataError, UsageError
@@ -38,25 +38,46 @@ LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": KEY_TOKEN_DEFAULTS[
            "beta": KEY_TOKEN_DEFAULTS["beta"]}
 
 
-def essays_folder(explicit: str | None = None) -> Path:
-    """The essay haystack: ``explicit``, else ``$LCH_ESSAYS``, else ``shared/data/paul_graham_essays`` beside this
-    checkout; a folder given that holds no essays is refused, never replaced by the next."""
+@dataclass(frozen=True)
+class DemoCorpus:
+    """The essays the demo reads: their ``folder``, the corpus's ``name`` and how it was ``chosen``."""
+
+    folder: Path
+    name: str
+    chosen: str
+
+
+def demo_corpus(explicit: str | None = None) -> DemoCorpus:
+    """The demo's essays: ``explicit`` (``--essays``; the name :data:`~harness.data.haystacks.BUILTIN_ESSAYS` too),
+    else ``$LCH_ESSAYS``, else ``../shared/data/paul_graham_essays`` beside this checkout, else the essays shipped
+    with the package; a folder given that holds no essays is refused, never replaced by the next."""
     import os
 
+    from harness.data.haystacks import BUILTIN_ESSAYS, BUILTIN_ESSAYS_DIR
+
+    def shipped(chosen: str) -> DemoCorpus:
+        if not any(BUILTIN_ESSAYS_DIR.glob("*.txt")):
+            raise MissingDataError(f"the essays shipped with the package are not in {BUILTIN_ESSAYS_DIR}: reinstall "
+                                   "lch-harness, or pass --essays DIR (a folder of .txt essays)")
+        return DemoCorpus(BUILTIN_ESSAYS_DIR, BUILTIN_ESSAYS, chosen)
+
     for given, what in ((explicit, "--essays"), (os.environ.get("LCH_ESSAYS"), "$LCH_ESSAYS")):
+        if given == BUILTIN_ESSAYS:
+            return shipped(f"shipped with the package, named by {what}")
         if given:  # a folder asked for is the one used, or the demo stops: never another folder of essays instead
             folder = Path(given).expanduser()
             if not folder.is_dir():
-                raise MissingDataError(f"{what} {given} is not a folder: give a folder of .txt essays")
+                raise MissingDataError(f"{what} {given} is not a folder: give a folder of .txt essays, or "
+                                       f"{BUILTIN_ESSAYS} (the essays shipped with the package)")
             if not any(folder.glob("*.txt")):
-                raise MissingDataError(f"{what} {given} holds no .txt file: give a folder of .txt essays")
-            return folder
-    default = Path(__file__).resolve().parents[3] / "shared" / "data" / "paul_graham_essays"
-    if default.is_dir():
-        return default
-    raise MissingDataError(
-        "the demo needs a folder of essays (.txt): pass --essays DIR or set LCH_ESSAYS (e.g. the Paul Graham "
-        "essays of the NIAH haystack); `lch demo --tiny` runs without any data")
+                raise MissingDataError(f"{what} {given} holds no .txt file: give a folder of .txt essays, or "
+                                       f"{BUILTIN_ESSAYS} (the essays shipped with the package)")
+            return DemoCorpus(folder, folder.resolve().name, what)
+    checkout = Path(__file__).resolve().parents[2]
+    beside = checkout.parent / "shared" / "data" / "paul_graham_essays"
+    if (checkout / "pyproject.toml").is_file() and any(beside.glob("*.txt")):  # a source checkout, not an install
+        return DemoCorpus(beside, beside.name, "beside the checkout")
+    return shipped("shipped with the package")
 
 
 def group_yaml(tasks: list[str]) -> str:
@@ -65,18 +86,31 @@ def group_yaml(tasks: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
-                  num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
-                  variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
-    """Run the demo; returns the summary also written to ``summary.json``."""
+@dataclass(frozen=True)
+class DemoSetup:
+    """What the demo's runs read, resolved before any of them: its essays, model folder, output, its tasks' metadata
+    and lm-eval's task manager over them."""
+
+    corpus: DemoCorpus
+    model_dir: Path
+    out: Path
+    metadata: dict
+    manager: Any
+
+
+def prepare_demo(output: str | Path = "results/demo", essays: str | None = None,
+                 lengths: tuple[str, ...] = ("1k", "2k"), num_samples: int = 1, num_docs: int = 4,
+                 doc_tokens: int = 2048, model: str = DEFAULT_MODEL) -> DemoSetup:
+    """The demo's inputs (:func:`demo_corpus` of ``essays`` first: a mistake costs no fetch and no output folder),
+    its output folder, the model fetched, and lm-eval's task manager with the demo's group and task metadata."""
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]
-    from harness.plugin.in_process import evaluate, save_run, task_manager
+    from harness.plugin.in_process import task_manager
     from harness.models.fetch import fetch_model
 
-    start = time.perf_counter()
-    essays_dir = essays_folder(essays)  # the inputs first: a mistake costs no fetch and no output folder
+    corpus = demo_corpus(essays)
+    essays_dir = corpus.folder
     out = Path(output)
     problem = writable_problem(str(out), folder=True)
     if problem:
@@ -96,6 +130,18 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
         "short_start": demo_model.short_start,
     }
     manager = task_manager([str(group_dir)], metadata, ours_only=True)  # the group lists only our tasks
+    return DemoSetup(corpus, model_dir, out, metadata, manager)
+
+
+def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
+                  num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
+                  variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
+    """Run the demo; returns the summary also written to ``summary.json``."""
+    from harness.plugin.in_process import evaluate, save_run
+
+    start = time.perf_counter()
+    setup = prepare_demo(output, essays, lengths, num_samples, num_docs, doc_tokens, model)
+    demo_model, out, model_dir, manager = DEMO_MODELS[model], setup.out, setup.model_dir, setup.manager
     rows = []
     chosen = variants or VARIANTS
     for number, (name, pic_args) in enumerate(chosen, 1):
@@ -110,7 +156,9 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
                 "longppl_govreport/longppl", "longppl_govreport/ppl_nobos", "longppl_govreport/n_key_tokens"]
     paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl_nobos", headline=headline)
     paths += long_context_reports(out)
+    corpus = setup.corpus
     summary = {"model": str(model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
+               "corpus": {"name": corpus.name, "chosen": corpus.chosen, "folder": str(corpus.folder)},
                "lengths": list(lengths), "num_samples": num_samples,
                "num_docs": num_docs, "doc_tokens": doc_tokens, "longppl_settings": LONGPPL, "rows": rows,
                "longppl_vs_ppl": stats, "seconds": round(time.perf_counter() - start, 1)}
@@ -163,7 +211,7 @@ def format_summary(summary: dict) -> str:
     from harness.reporting.correlate import correlation
     from harness.reporting.labels import split_shared
 
-    rows = summary["rows"]
+    rows, corpus = summary["rows"], summary["corpus"]
     labels = list(rows[0]["ruler"])
     shared, names = split_shared([r["run"] for r in rows])  # runs named as the leaderboard and plots name them
     width = max(len(n) for n in names + ["run"]) + 2
@@ -174,7 +222,8 @@ def format_summary(summary: dict) -> str:
              f"(LongPPL: vanilla model as evaluator, K={LONGPPL['trunc_len']}, d={LONGPPL['sliding_window']}, "
              f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']}, short windows start with "
              f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)"
-             + (f"\nruns of {shared}" if shared else ""), head]
+             + f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): {corpus['name']} ({corpus['chosen']}: "
+               f"{corpus['folder']})" + (f"\nruns of {shared}" if shared else ""), head]
     for r, name in zip(rows, names):
         lines.append(f"{name:<{width}}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
                      + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)

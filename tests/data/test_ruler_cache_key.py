@@ -5,6 +5,7 @@ class that would cache under it."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -77,6 +78,16 @@ def test_a_source_folder_edited_after_generation_changes_the_key(sources):
     key = cache_key(base, 1024, Counter("tok"))
     (Path(sources["essays"]) / "b.txt").write_text("Another essay.")
     assert cache_key(base, 1024, Counter("tok")) != key
+
+
+def test_the_shipped_essays_by_name_are_keyed_and_read_as_their_folder():
+    from harness.data.haystacks import BUILTIN_ESSAYS, BUILTIN_ESSAYS_DIR, essay_sentences
+
+    named = RulerOptions(ruler_task="niah_single_2", num_samples=3, essays=BUILTIN_ESSAYS)
+    folder = dataclasses.replace(named, essays=str(BUILTIN_ESSAYS_DIR))
+    assert cache_key(named, 1024, Counter("tok")) == cache_key(folder, 1024, Counter("tok"))
+    assert str(BUILTIN_ESSAYS_DIR) in json.dumps(cache_key(named, 1024, Counter("tok")), default=str)  # by content
+    assert essay_sentences(BUILTIN_ESSAYS) == essay_sentences(str(BUILTIN_ESSAYS_DIR))
 
 
 @dataclasses.dataclass(frozen=True)

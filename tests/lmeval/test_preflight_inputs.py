@@ -35,7 +35,8 @@ def test_every_missing_input_of_every_task_is_named_in_one_error(offline, tiny_m
         "(2) longppl_govreport: evaluator=Qwen/Qwen2-72B-Instruct is not in the local Hugging Face cache and the hub "
         "is offline; give a local model folder",
         "(3) lch_ruler_niah_single_2: essays=baber/paul_graham_essays is not in the local Hugging Face cache and the "
-        "hub is offline; pass essays=<folder of .txt essays>, or essays=synthetic",
+        "hub is offline; pass essays=<folder of .txt essays>, essays=lch-essays (the essays shipped with the package), "
+        "or essays=synthetic",
         "(4) lch_ruler_qa_squad: squad=rajpurkar/squad_v2 is not in",
         "(5) lch_babilong_qa1: hf_dataset=RMT-team/babilong is not in",
         "or pass source=<folder of <length>/<task>.jsonl files>, or source=synthetic",
@@ -59,6 +60,9 @@ def test_local_files_and_synthetic_sources_are_not_missing(offline, tiny_model_d
                 "squad": "synthetic", "source": "synthetic", "longbench_write_data": str(data), "min_tokens": 1,
                 "max_tokens": 64, "num_docs": 1, "trunc_len": 8, "sliding_window": 4}
     preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, TASKS, metadata)  # nothing raised
+    # the essays shipped with the package, by name, as RULER's haystack and BABILong's filler: nothing to find
+    preflight("hf-pic", {"pretrained": str(tiny_model_dir)}, TASKS,
+              {**metadata, "essays": "lch-essays", "filler": "lch-essays"})
     # a named local path that is not there is missing whatever the hub
     with pytest.raises(MissingDataError, match=r"^an input is missing \(nothing was loaded\): \(1\) lch_ruler_niah_"
                                                r"single_2: essays=/nowhere does not exist; pass essays="):

@@ -194,6 +194,8 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
     summary = run_real_demo(tmp_path, essays=str(ESSAYS), lengths=("1k",), num_samples=1, num_docs=1,
                             variants=VARIANTS[:3])
     printed = capsys.readouterr().out
+    assert summary["corpus"] == {"name": "paul_graham_essays", "chosen": "--essays", "folder": str(ESSAYS)}
+    assert f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): paul_graham_essays (--essays: {ESSAYS})\n" in printed
     assert [r["variant"] for r in summary["rows"]] == ["vanilla", "naive s_cr=2", "ntk s_rr=4"]
     # each run has the name the leaderboard and plots give it; the table shows what differs, the model above it
     words = {"vanilla": "base model", "naive s_cr=2": "Naive PIC (s_cr 2)", "ntk s_rr=4": "NTK-aware PIC (s_rr 4)"}

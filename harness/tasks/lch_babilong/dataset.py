@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.haystacks import BUILTIN_ESSAYS
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label, length_tokens
 from harness.data.prompt_tokens import PromptOptions, counter_for
@@ -51,7 +52,8 @@ class BabilongOptions(PromptOptions):
     hf_dataset: str = option(HF_DATASET, "HF dataset of the samples (source hf)")
     num_samples: int | None = option(None, "samples per length (default: all; synthetic: 100)", low=1, high=MAX_SAMPLES)
     seed: int = option(0, "random seed of sampling", low=0, high=MAX_SEED)
-    filler: str = option("synthetic", "BABILong filler text folder (source synthetic)", path=True)
+    filler: str = option("synthetic", f"BABILong filler text folder (source synthetic; {BUILTIN_ESSAYS}: the essays "
+                                      "shipped with the package)", path=True)
     prompts_file: str | None = option(None, "BABILong prompts file", path=True)
 
     def __post_init__(self) -> None:
@@ -74,8 +76,9 @@ class BabilongOptions(PromptOptions):
         if self.source == "hf":
             found = [Input("hf_dataset", self.hf_dataset, "hf_dataset", "download it to the HF cache, or " + instead)]
         elif self.source == "synthetic":
-            found = [] if self.filler == "synthetic" else [
-                Input("filler", self.filler, "path", "pass filler=<folder of .txt texts>, or filler=synthetic")]
+            found = [] if self.filler in ("synthetic", BUILTIN_ESSAYS) else [
+                Input("filler", self.filler, "path", f"pass filler=<folder of .txt texts>, filler={BUILTIN_ESSAYS} "
+                      "(the essays shipped with the package), or filler=synthetic")]
         else:
             found = [Input("source", self.source, "path", instead)]
         if self.prompts_file:

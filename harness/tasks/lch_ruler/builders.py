@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 def source_fingerprint(src: str | None) -> str | None:
     """What the text read from ``src`` depends on (for the cache key): a local file or folder by its resolved path and
     its files' names, sizes and mtimes; anything else (an HF id, ``synthetic``, None) by itself. A folder is walked once
-    per process while its own entry is unchanged."""
-    path = Path(str(src)).expanduser() if src else None
+    per process while its own entry is unchanged; the shipped essays' name stands for their folder."""
+    path = Path(haystacks.essays_path(str(src))).expanduser() if src else None
     if path is None or not path.exists():
         return src
     top = path.stat()

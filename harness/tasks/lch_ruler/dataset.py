@@ -39,8 +39,8 @@ class RulerOptions(PromptOptions):
                                                     high=MAX_TOKENS, cache_key="entry")
     num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES, cache_key="value")
     seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED, cache_key="value")
-    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id or synthetic", path=True,
-                         cache_key="source")
+    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id, "
+                         f"{haystacks.BUILTIN_ESSAYS} (shipped) or synthetic", path=True, cache_key="source")
     squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True,
                                cache_key="source")
     hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True,
@@ -68,15 +68,17 @@ class RulerOptions(PromptOptions):
 
     def inputs(self) -> list[Input]:
         """What this RULER task's haystack reads (:mod:`harness.data.inputs`): the essays of the essay haystacks,
-        the QA dataset of qa_squad / qa_hotpot; ``synthetic`` reads nothing."""
+        the QA dataset of qa_squad / qa_hotpot; ``synthetic`` and the shipped essays read nothing outside."""
         key = self.source() if self.ruler_task in TASKS else None
         if key is None or getattr(self, key) == haystacks.SYNTHETIC:
+            return []
+        if key == "essays" and self.essays == haystacks.BUILTIN_ESSAYS:
             return []
         value = getattr(self, key)
         if key == "essays":
             kind = "hf_dataset" if value == haystacks.ESSAYS_HF else "path"
-            return [Input(key, value, kind, "pass essays=<folder of .txt essays>, or essays=synthetic (generated "
-                          "prose: a smoke run)")]
+            return [Input(key, value, kind, f"pass essays=<folder of .txt essays>, essays={haystacks.BUILTIN_ESSAYS} "
+                          "(the essays shipped with the package), or essays=synthetic (generated prose: a smoke run)")]
         return [Input(key, value or haystacks.QA_SOURCES[key].hub[0], "path" if value else "hf_dataset",
                       f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a smoke run)")]
 
