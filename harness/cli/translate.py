@@ -19,6 +19,7 @@ _MODEL_NOT_FOUND = (
 )
 
 
+_UNKNOWN_SPEC = r"Spec '(.+)' is not a registered task/group/tag name or valid YAML path"  # lm-eval's 0.5 line
 _HUB_ERRORS = ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError",
                "LocalEntryNotFoundError", "HFValidationError", "OfflineModeIsEnabled")
 _MODEL_FLAGS = ("--model", "--base", "--tuned", "--evaluator", "--init", "--tokenizer")
@@ -53,20 +54,22 @@ def _model_not_found(models: list[str]) -> MissingDataError:
                             "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
 
 
-def _raised_by_lm_evals_arguments(err: BaseException) -> bool:
-    """Whether ``err`` was raised in lm-eval's ``_cli`` or ``config`` packages (what they refuse is a user's flag)."""
+def _raised_in_lm_eval(err: BaseException, *packages: str) -> bool:
+    """Whether ``err`` was raised in one of lm-eval's ``packages`` (``_cli``, ``config``: what they refuse is a user's
+    flag; ``tasks``: a task name)."""
     import os
 
     tb, innermost = err.__traceback__, None
     while tb is not None:
         innermost, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
     parts = os.path.normpath(innermost or "").split(os.sep)
-    return any(parts[i:i + 2] in (["lm_eval", "_cli"], ["lm_eval", "config"]) for i in range(len(parts) - 1))
+    return any(parts[i:i + 2] in [["lm_eval", package] for package in packages] for i in range(len(parts) - 1))
 
 
 def translate(err: BaseException, models: list[str] | None = None, include_path: object = None) -> LchError | None:
-    """The user error behind ``err`` (by type and attributes; by wording only for a plain ``OSError``), or None.
-    ``models``: :func:`given_models`; ``include_path``: the run's ``--include_path`` (for the closest task name)."""
+    """The user error behind ``err`` (by type and attributes; by wording only for a plain ``OSError`` and lm-eval's
+    refusals of a task name), or None. ``models``: :func:`given_models`; ``include_path``: the run's
+    ``--include_path`` (for the closest task name)."""
     models = models or []
     message = " ".join(str(err).split())
     if (any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err))
@@ -85,7 +88,15 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         missing = [t.strip() for t in message.split(":", 1)[1].split(",") if t.strip()]
         return UsageError(f"{message.rstrip('.')}{closest_tasks(missing, include_path)} (`lch eval --tasks list` "
                           "lists every task)")
-    if isinstance(err, (ValueError, TypeError)) and _raised_by_lm_evals_arguments(err):
+    unknown_spec = (re.fullmatch(_UNKNOWN_SPEC, str(err.args[0]))
+                    if isinstance(err, KeyError) and err.args and _raised_in_lm_eval(err, "tasks") else None)
+    if unknown_spec:  # lm-eval's 0.5 line matches no name up front: its task manager refuses the name when loading it
+        from harness.plugin.preflight import closest_tasks
+
+        missing = [unknown_spec.group(1)]
+        return UsageError(f"Tasks not found: {missing[0]}{closest_tasks(missing, include_path)} (`lch eval --tasks "
+                          "list` lists every task)")
+    if isinstance(err, (ValueError, TypeError)) and _raised_in_lm_eval(err, "_cli", "config"):
         return UsageError(f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run "
                           "--help`)")
     samples_beyond = re.match(r"Elements of --samples should be in the interval .* k=(\d+)", message)

@@ -156,7 +156,26 @@ def index_folders(folders: list[Path] | list[str]) -> dict:
         return dict(TaskIndex.build([Path(f) for f in folders]))
     from lm_eval.tasks import TaskManager
 
-    return dict(TaskManager(include_path=[str(f) for f in folders], include_defaults=False).task_index)
+    return dict(manager_index(TaskManager(include_path=[str(f) for f in folders], include_defaults=False)) or {})
+
+
+def manager_index(task_manager: Any) -> dict | None:
+    """``{name: entry}`` a ``TaskManager`` has indexed: its ``task_index`` (0.4.13, the next release), else the 0.5
+    line's private ``_task_index``; None for anything else."""
+    for attribute in ("task_index", "_task_index"):
+        index = getattr(task_manager, attribute, None)
+        if isinstance(index, dict):
+            return index
+    return None
+
+
+def sample_size(task: Any, limit: float | None) -> int | None:
+    """How many of ``task``'s documents lm-eval's evaluator takes under ``--limit`` (a count, or a fraction):
+    ``get_sample_size`` (0.4.13, the next release), else the 0.5 line's private ``_get_sample_size``."""
+    import lm_eval.evaluator_utils as utils
+
+    found = getattr(utils, "get_sample_size", None) or getattr(utils, "_get_sample_size")
+    return found(task, limit)
 
 
 def is_group(entry: Any) -> bool:

@@ -28,9 +28,9 @@ def task_manager(extra_paths: Sequence[str] = (), metadata: dict | None = None, 
 
 def sample_size(task: Any, limit: float | None) -> int | None:
     """How many of ``task``'s documents lm-eval's evaluator takes under ``--limit`` (a count, or a fraction)."""
-    from lm_eval.evaluator_utils import get_sample_size
+    from harness.plugin.discovery import sample_size as lm_eval_sample_size
 
-    return get_sample_size(task, limit)
+    return lm_eval_sample_size(task, limit)
 
 
 def evaluate(model_args: dict, tasks: list[str], manager: Any, model: str = "hf-pic", **kwargs: Any) -> dict:

@@ -24,7 +24,7 @@ from harness.tasks import TASKS_PATH
 from harness.engines.registry import model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.task_index import check_model_serves, task_folder
-from harness.plugin.discovery import index_folders, is_group, last_task_index, plugin_tasks_only
+from harness.plugin.discovery import index_folders, is_group, last_task_index, manager_index, plugin_tasks_only
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
@@ -71,8 +71,8 @@ def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = No
     """The names among ``tasks`` that lm-eval resolves to our task folder: by the run's ``TaskManager`` index, else
     (before lm-eval indexes) names of our folder's index that no YAML under ``include_path`` redefines."""
     names = [t for t in tasks if isinstance(t, str)]
-    index = getattr(task_manager, "task_index", None)
-    if isinstance(index, dict):
+    index = manager_index(task_manager)
+    if index is not None:
         ours = TASKS_PATH.resolve()
         found = [(name, getattr(index.get(name), "yaml_path", None)) for name in names]
         return [name for name, path in found if path is not None and ours in Path(path).resolve().parents]
@@ -99,7 +99,7 @@ def closest_tasks(missing: list[str], include_path: Any = None) -> str:
         if index is None:
             from lm_eval.tasks import TaskManager
 
-            index = TaskManager(include_path=include_path or None).task_index
+            index = manager_index(TaskManager(include_path=include_path or None)) or {}
         known = sorted(index)
     except Exception:  # noqa: BLE001 (a hint only)
         return ""

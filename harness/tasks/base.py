@@ -12,7 +12,6 @@ import logging
 from pathlib import Path
 from typing import Any, ClassVar
 
-from lm_eval.api.instance import Instance
 from lm_eval.api.task import ConfigurableTask
 
 from harness.data.prompt_tokens import ModelKeys
@@ -22,6 +21,7 @@ from harness.metrics.support import Support, documents_support, samples_support
 from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
 from harness.core import results as keys
+from harness.tasks.lm_eval_api import task_base, task_scorer
 from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
 from harness.tasks.prompt_lengths import PromptLengths
 
@@ -71,6 +71,9 @@ class LchTask(ConfigurableTask):
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         if self.REQUEST_TYPE is not None:  # lm-eval validates output_type; ours stands in for one of its types
             config["output_type"] = REQUESTS[self.REQUEST_TYPE].output_type
+        if config.get("output_type") and not isinstance(self, task_base(config["output_type"])):
+            raise TypeError(f"{type(self).__name__} ({config.get('task')}) builds {config['output_type']} requests: "
+                            f"derive it from harness.tasks.lm_eval_api.task_base({config['output_type']!r}) too")
         yaml_scorer = config.get("process_results")
         self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
         # set in the config, lm-eval does not look our metric names up in its registry (and HF evaluate) one by one
@@ -87,6 +90,9 @@ class LchTask(ConfigurableTask):
         config["metadata"][keys.METRIC_POOLING] = {m["metric"]: pooling_of(m, config.get("task"))
                                                    for m in config["metric_list"]}
         config["metadata"][keys.SUPPORT] = [support.to_json() for support in self.support(names)]
+        scorer = task_scorer()
+        if scorer is not None:  # where lm-eval's tasks score through scorers, ours aggregates as 0.4.13 does
+            config["scorer"] = scorer
         super().__init__(config=config, **kwargs)
         if self.REQUEST_TYPE is not None:
             self.OUTPUT_TYPE = self.REQUEST_TYPE  # lm-eval's multi-rank padding keys on this
@@ -249,15 +255,24 @@ class LchTask(ConfigurableTask):
                                    **kwargs)
 
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
+        """lm-eval's requests of the output type (its own constructor fills every field its ``Instance`` has); with a
+        ``REQUEST_TYPE``, each made ours: that type, and its arguments."""
         if self.COUNTS_PROMPT:
             self.prompt_lengths.record(doc, ctx)
             ctx = self.prompt_to_send(doc, ctx)
         if self.REQUEST_TYPE is None:
             return super().construct_requests(doc, ctx, **kwargs)
-        for key in ("apply_chat_template", "chat_template"):  # lm-eval passes them; our requests take none
-            kwargs.pop(key, None)
+        self.OUTPUT_TYPE = self.config.output_type  # what lm-eval's constructor builds (0.4.13 branches on it)
+        try:
+            built = super().construct_requests(doc, ctx, **kwargs)
+        finally:
+            self.OUTPUT_TYPE = self.REQUEST_TYPE
+        if built is None:
+            return built
         arguments = REQUESTS[self.REQUEST_TYPE].arguments(self.request_text(doc, ctx), self.request_options(doc))
-        return Instance(request_type=self.REQUEST_TYPE, doc=doc, arguments=arguments, idx=0, **kwargs)
+        for instance in built if isinstance(built, list) else [built]:
+            instance.request_type, instance.arguments = self.REQUEST_TYPE, arguments
+        return built
 
     # ------------------------------------------------------------------ length honesty
 

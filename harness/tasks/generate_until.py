@@ -15,12 +15,13 @@ from harness.metrics.catalogue import TRUNCATION_COUNTS
 from harness.metrics.pooling import total
 from harness.metrics.support import Support, samples_support
 from harness.tasks.base import LchTask
+from harness.tasks.lm_eval_api import task_base
 from harness.tasks.prompt_lengths import doc_key
 
 SKIP_PLACEHOLDER_TOKENS = 16
 
 
-class HonestGenerationTask(LchTask):
+class HonestGenerationTask(LchTask, task_base("generate_until")):
     """``generate_until`` with length honesty, its over-long prompts cut by the ``truncation`` option and counted;
     subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
 

@@ -17,6 +17,7 @@ from harness.metrics.support import Support
 from harness.longppl.keytokens import KeyTokenOptions
 from harness.core.options import option
 from harness.tasks.base import NO_LENGTH, CachedCounts, LchTask
+from harness.tasks.lm_eval_api import task_base
 from harness.tasks.metric_lists import HONESTY_METRICS
 
 
@@ -40,7 +41,7 @@ class LsmTaskOptions(DocumentOptions, LsmOptions):
     """The LSM request's options (:class:`LsmOptions`) over the documents (``max_tokens``: their own cut)."""
 
 
-class TokenLogprobTask(LchTask):
+class TokenLogprobTask(LchTask, task_base(TOKEN_LOGPROBS.output_type)):
     """Per-token log-probabilities (options ``max_tokens``, ``add_special_tokens``); ``over_length`` counts documents
     scored past the model's max length (what PIC variants are evaluated on; never silently cut)."""
 
@@ -153,7 +154,7 @@ class LongPPLTask(TokenLogprobTask):
         }
 
 
-class LSMTask(LchTask):
+class LSMTask(LchTask, task_base(LSM.output_type)):
     """Long-short misalignment (options :class:`~harness.engines.requests.LsmOptions`: ``context_length``, ``n_samples``
     per document, ``estimator``, ``max_tokens``, ``seed``: document ``i`` uses ``seed + i``)."""
 

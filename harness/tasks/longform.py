@@ -15,6 +15,7 @@ from harness.metrics.pooling import pools_as
 from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask
+from harness.tasks.lm_eval_api import task_base
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class HelloBenchOptions(HelloBenchData, GenerationOptions):
     """HelloBench HTG's prompts and weights, generation and judge."""
 
 
-class LongGenerationTask(LchTask):
+class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
     """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked)."""
 
     OPTIONS: Any = GenerationOptions

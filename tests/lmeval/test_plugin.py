@@ -391,3 +391,22 @@ def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
     with pytest.raises(UsageError, match=r"^this lm-eval \(.*\) has no `lm-eval run` command line; install "
                                          r"lm-eval>=0.4.13$"):
         plugin.harness_cli()
+
+
+def test_what_the_0_5_line_makes_private_is_read_where_the_public_name_is_gone(monkeypatch):
+    """The 0.5 line keeps a task manager's index as ``_task_index`` and the evaluator's sample size as
+    ``_get_sample_size`` (``tests/lmeval/test_lm_eval_05.py`` runs it); a release with the public names is read by
+    them."""
+    import types
+
+    import lm_eval.evaluator_utils as utils
+
+    index = {"ppl_govreport": object()}
+    assert plugin.manager_index(types.SimpleNamespace(task_index=index)) is index
+    assert plugin.manager_index(types.SimpleNamespace(_task_index=index)) is index
+    assert plugin.manager_index(types.SimpleNamespace()) is None and plugin.manager_index(None) is None
+    task = types.SimpleNamespace(eval_docs=list(range(10)))
+    assert [plugin.sample_size(task, limit) for limit in (None, 4, 0.25)] == [None, 4, 3]  # a fraction: rounded up
+    monkeypatch.delattr(utils, "get_sample_size")
+    monkeypatch.setattr(utils, "_get_sample_size", lambda task, limit: ("private", limit), raising=False)
+    assert plugin.sample_size(task, 0.25) == ("private", 0.25)

@@ -9,6 +9,7 @@ from harness.engines.requests import COMPRESS_AE, COMPRESS_LM, CompressRequestOp
 from harness.metrics.pooling import nll_sum
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.tasks.base import LchTask
+from harness.tasks.lm_eval_api import task_base
 
 
 
@@ -29,7 +30,7 @@ class CompressOptions:
                       "folder, or leave it unset (seeded synthetic reports)")] if self.data_files else []
 
 
-class CompressAETask(LchTask):
+class CompressAETask(LchTask, task_base(COMPRESS_AE.output_type)):
     """Compressor reconstruction (the EPL paper AE): ``bleu4`` (corpus BLEU-4 x100, NLTK) of the greedy
     reconstruction of each text's first half; options :class:`CompressOptions`."""
 
