@@ -3,7 +3,7 @@ Gemma 3 270M x three PIC variants (vanilla, NTK-aware s_rr 4, Dynamic PIC s_cr 2
 at 4k tokens (fp32, CPU). Prints and saves the wall time of each way and their ratio (the target: the sweep within
 1.1x of the sequential wall time on a 2-core machine, where parallelism cannot help: what is left is Ray's own
 cost), Ray's own seconds (starting and stopping the local Ray; per cell: placing and starting its task, and
-returning its outcome), the sweep's planning seconds, and whether the two leaderboards are equal (dates apart).
+returning its outcome), the rest of the sweep's own seconds (planning its cells, the reports), and whether the two leaderboards are equal (dates apart).
 
     python benchmarks/sweep_vs_sequential.py [--num-samples 2] [--lengths 4096] [--output FILE]
 
@@ -41,6 +41,19 @@ def board(runs: Path, out: Path, cwd: Path) -> list[str]:
         raise SystemExit(done.stderr)
     return sorted(json.dumps({k: v for k, v in row.items() if k != "date"}, sort_keys=True)
                   for row in csv.DictReader(out.open()))
+
+
+def ray_overheads(cells: list[dict]) -> dict[str, dict[str, float]]:
+    """Per cell, Ray's own seconds: ``start`` from when its node could take it (the sweep handed it over, or the
+    node's previous cell ended) to its task's body beginning; ``gather`` from the body's end to its outcome here."""
+    out, free = {}, {}
+    for cell in sorted(cells, key=lambda c: c["outcome"]["began"]):
+        outcome = cell["outcome"]
+        ready = max(cell["submitted"], free.get(outcome["node"], 0.0))
+        out[cell["label"]] = {"start": round(outcome["began"] - ready, 3),
+                              "gather": round(cell["gathered"] - outcome["ended"], 3)}
+        free[outcome["node"]] = outcome["ended"]
+    return out
 
 
 def main() -> None:
@@ -87,16 +100,16 @@ def main() -> None:
     if done.returncode:
         raise SystemExit(done.stderr[-3000:])
     record = json.loads((work / "swept" / "sweep.json").read_text())
-    overheads = {c["label"]: c["ray_overhead_seconds"] for c in record["cells"]}
+    overheads = ray_overheads(record["cells"])
     equal = board(work / "sequential", work / "seq.csv", work) == board(work / "swept" / "cells", work / "sw.csv", work)
     row = {"date": time.strftime("%Y-%m-%d %H:%M"), "commit": commit, "machine": f"{platform.machine()}, "
            f"{os.cpu_count()} cores", "cells": len(cells), "lengths": args.lengths, "num_samples": args.num_samples,
            "sequential_seconds": round(sequential, 1), "sweep_seconds": round(swept, 1),
            "sweep_over_sequential": round(swept / sequential, 3),
+           "cell_seconds": {c["label"]: round(c["outcome"]["seconds"], 1) for c in record["cells"]},
            "ray_start_stop_seconds": record["ray_seconds"], "ray_overhead_per_cell_seconds": overheads,
-           "sweep_planning_and_gathering_seconds": round(swept - sum(
-               c["outcome"]["seconds"] for c in record["cells"] if c["outcome"]) - record["ray_seconds"] -
-               sum(v for v in overheads.values() if v), 1),
+           "rest_seconds": round(swept - sum(c["outcome"]["seconds"] for c in record["cells"]) - record["ray_seconds"]
+                                 - sum(sum(v.values()) for v in overheads.values()), 1),
            "leaderboards_equal": equal, "load_before": load_before, "load_between": load_between,
            "load_after": load_after}
     print(json.dumps(row, indent=1))

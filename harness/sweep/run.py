@@ -49,20 +49,13 @@ class PlannedCell:
     submitted: float = 0.0  # epoch seconds: handed to Ray, and its outcome back here (Ray's overhead around the task)
     gathered: float = 0.0
 
-    @property
-    def ray_overhead(self) -> float | None:
-        """Seconds of Ray's own around this cell's task: placing and starting it, and returning its outcome."""
-        if self.outcome is None or not self.submitted:
-            return None
-        return (self.outcome.began - self.submitted) + (self.gathered - self.outcome.ended)
-
     def row(self) -> dict[str, Any]:
         return {"label": self.cell.label, "identity": self.identity, "folder": self.folder.name, "step": self.cell.step,
                 "model": self.cell.model, "variant": self.cell.variant, "model_args": self.cell.model_args,
                 "planned_memory": self.planned, "tokens": self.tokens, "estimated_seconds": self.seconds,
                 "need": asdict(self.need) if self.need else None, "status": self.status, "line": self.line,
-                "outcome": asdict(self.outcome) if self.outcome else None,
-                "ray_overhead_seconds": None if self.ray_overhead is None else round(self.ray_overhead, 3)}
+                "outcome": asdict(self.outcome) if self.outcome else None, "submitted": self.submitted or None,
+                "gathered": self.gathered or None}
 
 
 def cell_identity(cell: Cell) -> str:
