@@ -17,7 +17,8 @@ import traceback
 from pathlib import Path
 from typing import Iterator
 
-from harness.cli import demo, describe, engines, evaluate, judging, longppl, models, plan, reports, rerun, training
+from harness.cli import (demo, describe, engines, evaluate, judging, longppl, models, plan, reports, rerun, sweep,
+                         training)
 from harness.cli.translate import given_models, translate
 from harness.core.errors import (
     DEBUG_VARIABLE,
@@ -34,7 +35,7 @@ EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch re
           "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
 # commands whose arguments are lm-eval's (plan: and a few of ours), dispatched before argparse
 BEFORE_ARGPARSE = {"eval": evaluate.run_eval, "plan": plan.run_plan}
-COMMANDS = (evaluate, plan, rerun, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
+COMMANDS = (evaluate, plan, sweep, rerun, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
 
 
 def plain_text(text: str) -> str:
