@@ -56,9 +56,6 @@ class TaskFolder:
 
     tasks: dict[str, TaskEntry]
     groups: dict[str, list[str]]
-    # group -> its aggregate_metric_list's weight_by_size (lm-eval's default True where an entry names none), for the
-    # groups whose entries all agree
-    weighted: dict[str, bool]
 
     def members(self, name: str, seen: frozenset[str] = frozenset()) -> list[TaskEntry]:
         """The tasks a task or group name runs (a group's members, recursively); [] for names not ours."""
@@ -75,15 +72,10 @@ def task_folder(tasks_dir: str) -> TaskFolder:
     YAML's ``output_type``) and YAML metadata, and the groups."""
     tasks: dict[str, TaskEntry] = {}
     groups: dict[str, list[str]] = {}
-    weighted: dict[str, bool] = {}
     for path in sorted(Path(tasks_dir).rglob("*.yaml")):
         config = _read_config(path)
         if isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
             groups[config["group"]] = [t for t in config["task"] if isinstance(t, str)]
-            entries = [e for e in config.get("aggregate_metric_list") or [] if isinstance(e, dict)]
-            declared = {bool(e.get("weight_by_size", True)) for e in entries}
-            if len(declared) == 1:
-                weighted[config["group"]] = declared.pop()
         elif isinstance(config.get("task"), str):
             reference = config.get("class")
             task_class = _task_class(path.parent, reference) if isinstance(reference, str) else None
@@ -92,7 +84,7 @@ def task_folder(tasks_dir: str) -> TaskFolder:
             tasks[config["task"]] = TaskEntry(config["task"], task_class,
                                               request or str(config.get("output_type", "generate_until")),
                                               dict(meta) if isinstance(meta, dict) else {})
-    return TaskFolder(tasks, groups, weighted)
+    return TaskFolder(tasks, groups)
 
 
 def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
