@@ -383,19 +383,20 @@ def table(rows: list[dict], against: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def same_values(rows: list[dict], against: dict) -> list[str]:
-    """The values that differ from ``against``'s (empty when every one is identical)."""
+def same_values(rows: list[dict], against: dict) -> tuple[int, list[str]]:
+    """How many rows ``against`` has too, and the values that differ there (every run's, cold and warm)."""
     old = {(r.get("path", against.get("path")), r["kind"], r["tokens"]): r["warm"]["values"] for r in against["rows"]}
-    differ = []
+    compared, differ = 0, []
     for row in rows:
         before = old.get((row["path"], row["kind"], row["tokens"]))
         if before is None:
             continue
+        compared += 1
         for run in [row["cold"], row["warm"]]:
             for key, value in run["values"].items():
                 if before.get(key) != value:
                     differ.append(f"{row['path']} {row['kind']} {row['tokens']} {key}: {before.get(key)!r} -> {value!r}")
-    return differ
+    return compared, differ
 
 
 def main() -> None:
@@ -422,6 +423,8 @@ def main() -> None:
     import torch
     import transformers
 
+    import harness
+
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
@@ -431,12 +434,15 @@ def main() -> None:
     essays = essays_dir(args.essays)
     name = Path(folder).name if args.model not in ("tiny", *MODELS) else args.model
     report = {"script": "benchmarks/time_split.py", "label": args.label, "argv": sys.argv[1:], "model": args.model,
-              "model_folder": folder, "paths": args.paths, "device": device_name(args.device), "dtype": args.dtype,
+              "model_folder": folder, "harness": str(Path(harness.__file__).parent), "paths": args.paths, "device": device_name(args.device), "dtype": args.dtype,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": args.threads
               if args.device == "cpu" else None, "torch": torch.__version__, "transformers": transformers.__version__,
               "date": time.strftime("%Y-%m-%d %H:%M"), "settings": {**SETTINGS, "trunc_len": args.trunc_len,
                                                                      "sliding_window": args.sliding_window},
               "load_average_before": load_before, "rows": []}
+    out = Path(args.out or ROOT / "benchmarks" / "results" / "time_split" /
+               f"{name}_{'_'.join(args.paths)}_{args.device.split(':')[0]}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     for path in args.paths:
         runner = Runner(args, path, folder, split)
         split.instrument_model(runner.model, runner.tokenizer)
@@ -446,27 +452,30 @@ def main() -> None:
                 runs = [measured(split, runner, kind, text) for _ in range(args.repeats)]
                 warm = min(runs[1:], key=lambda r: r["total_s"])
                 row = {"path": path, "kind": kind, "tokens": n, "characters": len(text), "cold": runs[0],
-                       "warm": warm, "warm_totals_s": [r["total_s"] for r in runs[1:]]}
+                       "warm": warm, "warm_totals_s": [r["total_s"] for r in runs[1:]],
+                       "runs": [{"total_s": r["total_s"], "outside_s": r["outside_s"],
+                                 "gc_s": sum(v for k, v in r["phases_s"].items() if k.startswith("Python GC"))}
+                                for r in runs]}
                 if args.profile:
                     row["profile"] = profiled(split, runner, kind, text,
                                               Path(args.profile) / f"{name}_{args.dtype}_{path}_{kind}_{n}.txt")
                 report["rows"].append(row)
                 print(table([row]), flush=True)
-        del runner
+                out.write_text(json.dumps(report, indent=1) + "\n")  # a call cut short keeps the rows it measured
+        del runner  # one model at a time on the device
         gc.collect()
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
     report["load_average_after"] = os.getloadavg()
-    out = Path(args.out or ROOT / "benchmarks" / "results" / "time_split" /
-               f"{name}_{'_'.join(args.paths)}_{args.device.split(':')[0]}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
     if args.against:
         against = json.loads(Path(args.against).read_text())
-        differ = same_values(report["rows"], against)
-        report["against"] = {"file": args.against, "values_identical": not differ, "differences": differ}
+        compared, differ = same_values(report["rows"], against)
+        report["against"] = {"file": args.against, "rows_compared": compared, "values_identical": bool(compared)
+                             and not differ, "differences": differ}
         print(f"\nagainst {args.against} ({against.get('label')}, {against.get('date')}):")
         print(table(report["rows"], against))
-        print("values identical" if not differ else "values DIFFER:\n  " + "\n  ".join(differ))
+        print("no row in common" if not compared else f"values identical in {compared} rows" if not differ else
+              "values DIFFER:\n  " + "\n  ".join(differ))
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"{args.model} {args.dtype} on {report['device']} (load {load_before[0]:.2f} -> "
           f"{report['load_average_after'][0]:.2f}): written to {out}")
