@@ -399,6 +399,35 @@ def same_values(rows: list[dict], against: dict) -> tuple[int, list[str]]:
     return compared, differ
 
 
+def summarize(folder: str) -> str:
+    """Per model, path, kind, length and label, over every run of the JSONs in ``folder`` (before / after runs
+    alternated, say): the median total, the median outside the forwards with and without Python's garbage collector,
+    and each run's collector seconds."""
+    runs: dict[tuple, list[dict]] = defaultdict(list)
+    values: dict[tuple, set[str]] = defaultdict(set)
+    lines = []
+    for file in sorted(Path(folder).glob("*.json")):
+        report = json.loads(file.read_text())
+        lines.append(f"{file.name}: {report['label']}, {report['date']}, load {report['load_average_before'][0]:.2f} -> "
+                     f"{report['load_average_after'][0]:.2f}")
+        for row in report["rows"]:
+            runs[(report["model"], row["path"], row["kind"], row["tokens"], report["label"])] += row["runs"]
+            values[(report["model"], row["path"], row["kind"], row["tokens"])].add(json.dumps(row["warm"]["values"]))
+    lines.append(f"{'model':8} {'path':9} {'kind':7} {'tokens':>6} {'label':8} {'runs':>4} {'total s':>8} "
+                 f"{'outside s (min-max)':>20} {'share':>6} {'w/o GC s':>9}  GC s per run")
+    for key, rows in sorted(runs.items()):
+        total = statistics.median(r["total_s"] for r in rows)
+        outside = [r["outside_s"] for r in rows]
+        lines.append(f"{key[0]:8} {key[1]:9} {key[2]:7} {key[3]:>6} {str(key[4]):8} {len(rows):>4} {total:>8.3f} "
+                     f"{statistics.median(outside):>7.3f} ({min(outside):.3f}-{max(outside):.3f}) "
+                     f"{100 * statistics.median(outside) / total:>5.1f}% "
+                     f"{statistics.median(r['outside_s'] - r['gc_s'] for r in rows):>9.3f}  "
+                     + " ".join(f"{r['gc_s']:.3f}" for r in rows))
+    same = all(len(v) == 1 for v in values.values())
+    lines.append("values identical across the files" if same else "values DIFFER across the files")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="tiny", help="tiny (lch tiny-model), smollm2, gemma3 or a folder")
@@ -415,9 +444,16 @@ def main() -> None:
     parser.add_argument("--essays", default=None)
     parser.add_argument("--profile", default=None, metavar="DIR", help="one more run of each kind under torch.profiler")
     parser.add_argument("--against", default=None, help="an earlier JSON of this script: times beside it, values equal")
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded: what full "
+                        "collections cost when they skip the objects of the libraries and the model (an experiment)")
     parser.add_argument("--label", default=None, help="what this run is (e.g. before, after), kept in the JSON")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--summarize", default=None, metavar="DIR", help="print the runs of the JSONs in DIR "
+                        "(median over every run) and exit")
     args = parser.parse_args()
+    if args.summarize:
+        print(summarize(args.summarize))
+        return
     if args.repeats < 2:
         parser.error("--repeats must be at least 2 (one cold run, then warm ones)")
     import torch
@@ -434,7 +470,8 @@ def main() -> None:
     essays = essays_dir(args.essays)
     name = Path(folder).name if args.model not in ("tiny", *MODELS) else args.model
     report = {"script": "benchmarks/time_split.py", "label": args.label, "argv": sys.argv[1:], "model": args.model,
-              "model_folder": folder, "harness": str(Path(harness.__file__).parent), "paths": args.paths, "device": device_name(args.device), "dtype": args.dtype,
+              "model_folder": folder, "harness": str(Path(harness.__file__).parent), "paths": args.paths,
+              "gc_freeze": args.gc_freeze, "device": device_name(args.device), "dtype": args.dtype,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": args.threads
               if args.device == "cpu" else None, "torch": torch.__version__, "transformers": transformers.__version__,
               "date": time.strftime("%Y-%m-%d %H:%M"), "settings": {**SETTINGS, "trunc_len": args.trunc_len,
@@ -446,6 +483,9 @@ def main() -> None:
     for path in args.paths:
         runner = Runner(args, path, folder, split)
         split.instrument_model(runner.model, runner.tokenizer)
+        if args.gc_freeze:
+            gc.collect()
+            gc.freeze()
         for n in args.lengths:
             text = text_of(runner.tokenizer, essays, n)
             for kind in args.kinds:
