@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Collection
 
 from harness.core.errors import UsageError
 from harness.core.sizes import GIB
@@ -42,8 +42,11 @@ class Plan:
 TASK_BUILD = int(0.15 * GIB)
 
 
-def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
-    """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks."""
+def make_plan(run: EvalSettings, device: DeviceMemory | None = None,
+              helpers_ran: Collection[tuple[str, str]] = ()) -> Plan:
+    """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks.
+    ``helpers_ran``: ``(model, dtype)`` of the models a recorded run loaded beside its own (``lch plan --against``:
+    LongPPL's evaluator ran there though its key tokens are cached now)."""
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
     from harness.core.options import parse_options
@@ -89,7 +92,7 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
     if device.kind == "cpu":
         device = replace(device, runtime=own_resident_bytes() + (TASK_BUILD if from_cache else 0))
-    cells, misfits = with_memory(cells, run, device)
+    cells, misfits = with_memory(cells, run, device, helpers_ran)
     return Plan(cells, name, device, tuple(misfits))
 
 
@@ -114,9 +117,11 @@ def own_resident_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
+def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
+                helpers_ran: Collection[tuple[str, str]] = ()) -> tuple[list[PlanCell], list[str]]:
     """Each cell with its longest request's memory (from the model's config) and whether it fits ``device``, and what
-    would fit each misfit. Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
+    would fit each misfit; a cell's helper counts where what it makes is not cached, or where it is in
+    ``helpers_ran``. Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
     from harness.core.sizes import in_words
 
     pretrained = run.model_args.get("pretrained")
@@ -138,7 +143,8 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) 
     for cell in cells:
         budget = max(cell.budgets, default=0)
         scores = scores_only(cell.scored_tokens, sum(cell.budgets))
-        beside = _helper_need(cell.helper, pretrained, dtype, device) if cell.helper else (lambda prompt: 0)
+        helper = cell.helper if cell.helper and (not cell.cached or cell.helper in helpers_ran) else None
+        beside = _helper_need(helper, pretrained, dtype, device) if helper else (lambda prompt: 0)
         if beside is None:  # a helper whose config is not at hand here: the cell's memory is not known
             out.append(cell)
             continue

@@ -109,8 +109,8 @@ class LongPPLTask(TokenLogprobTask):
 
     @classmethod
     def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
-        """The documents as the run scores them (in the evaluated tokenizer; the first ``limit``), and ``cached``:
-        whether their key tokens are at hand, so a plan never runs the evaluator."""
+        """The documents as the run scores them (in the evaluated tokenizer; the first ``limit``), ``cached``: whether
+        their key tokens are at hand, so a plan never runs the evaluator, and the evaluator that would make them."""
         import math
 
         from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
@@ -129,7 +129,7 @@ class LongPPLTask(TokenLogprobTask):
         cached = key_tokens_cached([d["text"] for d in docs], options.evaluator, options)
         return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts), cached,
                              scored_tokens=sum(max(0, n - 1) for n in prompts),
-                             helper=None if cached else (options.evaluator, options.evaluator_dtype))]
+                             helper=None if options.key_spans_dir else (options.evaluator, options.evaluator_dtype))]
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
