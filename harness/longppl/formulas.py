@@ -82,6 +82,35 @@ def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tu
     return [(s, min(s + trunc_len + sliding_window, n_tokens)) for s in range(0, n_tokens - trunc_len, sliding_window)]
 
 
+@dataclass(frozen=True)
+class EvaluatorRun:
+    """The evaluator as a run loads it to find key tokens (``lch plan`` sizes it): its name or folder and dtype, the
+    longest document in its ``tokens`` (one long pass over them), and its short windows: ``trunc_len +
+    sliding_window`` tokens every ``sliding_window`` (``bos``: a BOS first)."""
+
+    model: str
+    dtype: str
+    tokens: int
+    trunc_len: int
+    sliding_window: int
+    bos: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(model, dtype)``: what a run records of the models it loaded beside its own."""
+        return self.model, self.dtype
+
+    def window_widths(self, tokens: int | None = None) -> dict[int, int]:
+        """``{width: count}`` of the short windows over ``tokens`` (default its own) that the evaluator batches by
+        width: every one of :func:`short_windows` but the first (its context is the long pass's)."""
+        widths: dict[int, int] = {}
+        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len,
+                                        self.sliding_window)[1:]:
+            width = end - start + int(self.bos)
+            widths[width] = widths.get(width, 0) + 1
+        return widths
+
+
 def character_spans(offsets: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
     """``[start, end)`` character spans as an int64 ``[n, 2]`` array (an array of that shape is returned as it is)."""
     return np.asarray(offsets, dtype=np.int64).reshape(-1, 2)

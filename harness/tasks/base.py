@@ -18,6 +18,7 @@ from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import REQUESTS, RequestOptions
 from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
+from harness.longppl.formulas import EvaluatorRun
 from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
 from harness.core import results as keys
@@ -35,14 +36,15 @@ NO_LENGTH = "-"  # the length of a sample that was not fitted to one (a plan's c
 class CachedCounts:
     """A task's samples of one length (:data:`NO_LENGTH`: not fitted to one) as cached: each sample's prompt tokens as
     sent and its generation budget, ``cached`` (False: made now, or to be made by the run), the scored tokens, and the
-    model loaded beside the evaluated one to make what is not cached (``(name, dtype)``: LongPPL's evaluator)."""
+    model loaded beside the evaluated one to make what is not cached (LongPPL's evaluator:
+    :class:`~harness.longppl.formulas.EvaluatorRun`)."""
 
     length: str
     prompts: tuple[int, ...]
     budgets: tuple[int, ...]
     cached: bool
     scored_tokens: int = 0
-    helper: tuple[str, str] | None = None
+    helper: EvaluatorRun | None = None
 
 
 class LchTask(ConfigurableTask):
