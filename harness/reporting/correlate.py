@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.core.errors import UsageError
 from harness.core.files import write_json_atomic, write_text_atomic
+from harness.core.tables import markdown
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
@@ -147,14 +148,13 @@ def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], va
     if stats.get("undefined"):
         lines.append(f"Not estimable: {stats['undefined']}.")
     else:
-        lines += ["| method | coefficient | p-value | 95% CI (same approximation as p) |", "|---|---|---|---|"]
-        for method in METHODS:
-            s = stats[method]
-            lines.append(f"| {method} | {s['r']:.4f} | {s['p']:.3g} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] |")
+        lines += markdown(["method", "coefficient", "p-value", "95% CI (same approximation as p)"],
+                          [[m, f"{s['r']:.4f}", f"{s['p']:.3g}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]"]
+                           for m, s in ((m, stats[m]) for m in METHODS)])
     if png:
         lines += ["", f"![scatter]({png})"]
-    lines += ["", f"| run | {x_name} | {y_name} |", "|---|---|---|"]
-    lines += [f"| {label} | {row[0]:.6g} | {row[1]:.6g} |" for label, row in zip(labels, values)]
+    lines += ["", *markdown(["run", x_name, y_name], [[label, f"{row[0]:.6g}", f"{row[1]:.6g}"]
+                                                       for label, row in zip(labels, values)])]
     return "\n".join(lines) + "\n"
 
 
@@ -166,7 +166,7 @@ def _json_number(value: float | list) -> float | list | None:
 
 def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "pearson") -> str:
     """Pairwise coefficients (p-values in brackets) of every metric pair (:func:`coefficient`)."""
-    lines = ["| | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    rows = []
     for i, a in enumerate(metrics):
         cells = []
         for j in range(len(metrics)):
@@ -178,8 +178,8 @@ def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "p
                 continue
             found = coefficient(method, values[:, i], values[:, j]) if i != j else {"r": 1.0, "p": 0.0}
             cells.append(f"{found['r']:.3f} ({found['p']:.2g})")
-        lines.append(f"| {a} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([a, *cells])
+    return "\n".join(markdown(["", *metrics], rows)) + "\n"
 
 
 def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path) -> tuple[Path, dict]:
