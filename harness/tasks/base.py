@@ -230,6 +230,20 @@ class LchTask(ConfigurableTask):
         if isinstance(self.config.metadata, dict):
             self.config.metadata.setdefault(keys.AGGREGATED, {})[metric] = {"n": n, "stderr": stderr}
 
+    def override_metric(self, metric_name: str) -> None:
+        """lm-eval's ``--predict_only``: ``metric_name`` alone (its ``bypass``), None for every document as in
+        lm-eval's own tasks; our scorers do not run (a prediction-only run need not have what they read)."""
+        scorer = task_scorer()
+        if scorer is None:  # 0.4.13: its evaluator aggregates by aggregation()
+            super().override_metric(metric_name)
+        else:  # the 0.5 line rebuilds its scorers for lm-eval's own output types only (ours are not among them)
+            from lm_eval.scorers import build_scorer
+
+            self._scorers = [build_scorer(cfg={"name": "none", "filter": [], "metric_list": [
+                {"metric": metric_name, "aggregation": metric_name}]}, output_type=self.OUTPUT_TYPE, scorer_type=scorer)]
+        self._config.process_results = lambda doc, results: {metric_name: None}
+        self._present = None
+
     def process_document(self, doc: dict, results: list) -> dict:
         """The metrics of ``doc``; in a ``PARTIAL`` task every declared one, None where not its own, so that every
         process of a data-parallel run reports the same keys (lm-eval gathers the first process's keys from all)."""
