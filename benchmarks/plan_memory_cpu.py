@@ -1,16 +1,22 @@
 """``lch plan``'s memory against measurement on the CPU (or the GPU a run finds), hf-pic or vllm-pic (where vLLM is
-not installed, in the CPU vLLM environment of ``lch vllm-env``): per model and length one ``lch eval`` run (a process of its own, one at a time) of a generation cell
-(RULER ``niah_single_1``, one sample, its 128-token answer budget) and a scoring cell (``ppl_govreport``, one
-document of the Paul Graham essays joined), then ``lch plan --against`` the run:
-the memory planned for the run's largest cell beside the peak resident memory the run recorded (``lch_cost``), and
-their ratio (the issue's band: 0.95x to 1.25x).
+not installed, in the CPU vLLM environment of ``lch vllm-env``): per model, kind and length one ``lch eval`` run (a
+process of its own, one at a time), then ``lch plan --against`` the run: the memory planned for the run's largest
+cell beside the peak resident memory the run recorded (``lch_cost``), and their ratio (the band: 0.95x to 1.25x).
+The kinds:
+
+* ``generation``: RULER ``niah_single_1``, one sample, its 128-token answer budget, NTK-aware PIC (s_rr 4);
+* ``dynamic``: the same under Dynamic PIC (s_cr 4, its default l_ic and l_rc);
+* ``scoring``: ``ppl_govreport``, one document of the Paul Graham essays joined, NTK-aware PIC (s_rr 4);
+* ``longppl``: ``longppl_govreport`` of that document with the other model as its evaluator (SmolLM2 evaluated by
+  Gemma 3 270M and the reverse; fp32, its key tokens not cached: the evaluator runs in the run), K 4096 and d 1024,
+  so from 8k on (a document of K tokens or fewer holds no key token).
 
     python benchmarks/plan_memory_cpu.py [--engine hf-pic|vllm-pic] [--models smollm2-135m gemma3-270m]
                                          [--lengths 4096 16384] [--kinds generation scoring] [--essays DIR]
 
-``--work DIR`` keeps the runs in DIR; given again, it plans the runs there again without rerunning them (after a
-change to the plan). Writes benchmarks/results/plan_memory_cpu[_vllm].json (rows of earlier runs at other lengths,
-models or kinds kept).
+``--work DIR`` keeps the runs in DIR (with each run's resident memory sampled every 0.2 s, ``*.rss.json``); given
+again, it plans the runs there again without rerunning them (after a change to the plan). Writes
+benchmarks/results/plan_memory_cpu[_vllm].json (rows of earlier runs at other lengths, models or kinds kept).
 """
 
 from __future__ import annotations
@@ -37,20 +43,66 @@ def on_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
-    """One ``lch eval`` of ``kind`` (``generation`` / ``scoring``) at ``tokens``, then the plan against it."""
-    if kind == "generation":
-        tasks, meta = "lch_ruler_niah_single_1", {"lengths": [tokens], "num_samples": 1, "essays": "synthetic"}
-    else:
-        tasks, meta = "ppl_govreport", {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens,
-                                        "num_docs": 1}
-    if engine == "vllm-pic":  # vLLM refuses a max_model_len past the positions PIC reaches (window x s_rr)
+KINDS = ("generation", "dynamic", "scoring", "longppl")
+OTHER = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}  # each model's evaluator in a longppl cell
+
+
+def model_path(name: str) -> str:
+    return subprocess.run([str(BIN / "lch"), "models", "path", name], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def cell_run(kind: str, name: str, tokens: int, data: Path, out: Path) -> tuple[str, dict, str]:
+    """``(task, metadata, PIC model args)`` of one cell."""
+    if kind in ("generation", "dynamic"):
+        task, meta = "lch_ruler_niah_single_1", {"lengths": [tokens], "num_samples": 1, "essays": "synthetic"}
+    elif kind == "scoring":
+        task, meta = "ppl_govreport", {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens,
+                                       "num_docs": 1}
+    else:  # the other model its evaluator, in a key-token cache of the run's own: the evaluator runs
+        task, meta = "longppl_govreport", {"evaluator": model_path(OTHER[name]), "evaluator_dtype": "float32",
+                                           "key_cache_dir": str(out.with_suffix(".keys")), "data_files": str(data),
+                                           "min_tokens": tokens, "max_tokens": tokens, "num_docs": 1}
+    return task, meta, "pic=dynamic,pic_ratio=4" if kind == "dynamic" else "pic=ntk,pic_ratio=4"
+
+
+def sampled_peak(command: list[str], environ: dict | None, samples: Path) -> subprocess.CompletedProcess:
+    """``command`` run to its end, its resident memory (children included) sampled every 0.2 s into ``samples``."""
+    import threading
+
+    import psutil
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ)
+    start, timeline = time.perf_counter(), []
+
+    def sample() -> None:
+        watched = psutil.Process(process.pid)
+        while process.poll() is None:
+            try:
+                rss = sum(p.memory_info().rss for p in [watched, *watched.children(recursive=True)])
+            except psutil.Error:
+                break
+            timeline.append((round(time.perf_counter() - start, 1), rss))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = process.communicate()
+    sampler.join()
+    samples.write_text(json.dumps(timeline))
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
+    """One ``lch eval`` of ``kind`` (:data:`KINDS`) at ``tokens``, then the plan against it."""
+    tasks, meta, pic = cell_run(kind, name, tokens, data, out)
+    if engine == "vllm-pic":  # vLLM refuses a max_model_len past the positions PIC reaches (window x ratio)
         window = json.loads((Path(model_dir) / "config.json").read_text())["max_position_embeddings"]
         length = f"max_model_len={min(tokens + 1024, window * 4)}"
     else:
         length = f"max_length={tokens + 1024}"
-    args = f"pretrained={model_dir},dtype=float32,pic=ntk,pic_ratio=4,{length}"
-    if engine == "vllm-pic" and kind == "scoring" and on_gpu():
+    args = f"pretrained={model_dir},dtype=float32,{pic},{length}"
+    if engine == "vllm-pic" and kind in ("scoring", "longppl") and on_gpu():
         args += ",gpu_memory_utilization=0.45"  # its pooling engine beside the generating one, on one GPU
     if engine == "vllm-pic" and importlib.util.find_spec("vllm") is None:  # on a GPU machine vLLM is installed here
         from harness.engines.vllm_pic.env import ensure_vllm_env
@@ -71,10 +123,10 @@ def run_cell(engine: str, model_dir: str, kind: str, tokens: int, data: Path, ou
     else:
         load = os.getloadavg()
         start = time.perf_counter()
-        done = subprocess.run([*lch, "eval", "--model", engine, "--model_args", args, "--tasks", tasks,
-                               "--metadata", json.dumps(meta), "--batch_size", "1", "--output_path", str(out)],
-                              capture_output=True, text=True, env=environ)
-        row = {"kind": kind, "tokens": tokens, "exit": done.returncode, "wall_seconds":
+        done = sampled_peak([*lch, "eval", "--model", engine, "--model_args", args, "--tasks", tasks, "--metadata",
+                             json.dumps(meta), "--batch_size", "1", "--output_path", str(out)], environ,
+                            out.with_suffix(".rss.json"))
+        row = {"kind": kind, "tokens": tokens, "run_commit": COMMIT, "exit": done.returncode, "wall_seconds":
                round(time.perf_counter() - start, 1), "load_before": load, "load_after": os.getloadavg()}
         if done.returncode != 0:
             return {**row, "last_line": (done.stderr.strip().splitlines() or [""])[-1]}
@@ -90,7 +142,7 @@ def main() -> None:
     parser.add_argument("--engine", choices=["hf-pic", "vllm-pic"], default="hf-pic")
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 16384])
-    parser.add_argument("--kinds", nargs="+", default=["generation", "scoring"])
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--essays", default=str(ROOT.parent / "shared" / "data" / "paul_graham_essays"))
     parser.add_argument("--output")
     parser.add_argument("--work", help="folder of the runs; the runs it already holds are planned again, not rerun")
@@ -108,12 +160,11 @@ def main() -> None:
     data.write_text(json.dumps({"report": text}) + "\n")
     rows = []
     for name in args.models:
-        model_dir = subprocess.run([str(BIN / "lch"), "models", "path", name], check=True, capture_output=True,
-                                   text=True).stdout.strip()
+        model_dir = model_path(name)
         for kind in args.kinds:
             for tokens in args.lengths:
                 row = {"model": name, "engine": args.engine, "commit": COMMIT, "date": time.strftime("%Y-%m-%d %H:%M"),
-                       **run_cell(args.engine, model_dir, kind, tokens, data, work / f"{name}-{kind}-{tokens}")}
+                       **run_cell(args.engine, model_dir, name, kind, tokens, data, work / f"{name}-{kind}-{tokens}")}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
                 measured = {(r["model"], r["kind"], r["tokens"]) for r in rows}

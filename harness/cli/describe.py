@@ -8,6 +8,7 @@ import typing
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.tables import markdown
 
 PIC_MODELS = ("hf-pic", "vllm-pic")
 
@@ -31,13 +32,9 @@ def _default(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def option_rows(cls: type, names: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> list[str]:
-    """One Markdown row per field of the options dataclass ``cls``: key (``names[field]`` when given), type,
-    default (``defaults[key]`` over the field's own), domain, help."""
+def option_table(cls: type, names: dict[str, str] | None = None, defaults: dict[str, Any] | None = None) -> list[str]:
+    """A Markdown table of the fields of the options dataclass ``cls``, a row each: key (``names[field]`` when given),
+    type, default (``defaults[key]`` over the field's own), domain, help."""
     hints = typing.get_type_hints(cls)
     from harness.core.options import describe_domain, describe_type
 
@@ -45,12 +42,8 @@ def option_rows(cls: type, names: dict[str, str] | None = None, defaults: dict[s
     for f in dataclasses.fields(cls):
         key = (names or {}).get(f.name, f.name)
         default = (defaults or {}).get(key, f.default if f.default_factory is dataclasses.MISSING else f.default_factory())
-        rows.append(f"| {key} | {_cell(describe_type(hints[f.name]))} | {_cell(_default(default))} | "
-                    f"{_cell(describe_domain(f))} | {_cell(f.metadata.get('help', ''))} |")
-    return rows
-
-
-HEADER = ["| key | type | default | domain | meaning |", "|---|---|---|---|---|"]
+        rows.append([key, describe_type(hints[f.name]), _default(default), describe_domain(f), f.metadata.get("help", "")])
+    return markdown(["key", "type", "default", "domain", "meaning"], rows)
 
 
 def task_options(name: str) -> str:
@@ -78,8 +71,8 @@ def task_options(name: str) -> str:
             continue
         yaml_keys = {k for e in entries for k in e.metadata if k != "version"}
         defaults = entries[0].metadata if len(entries) == 1 else {}
-        out += [f"{title}: {cls.__name__} (--metadata '{{\"key\": value}}')", "", *HEADER,
-                *option_rows(cls, defaults=defaults), ""]
+        out += [f"{title}: {cls.__name__} (--metadata '{{\"key\": value}}')", "", *option_table(cls, defaults=defaults),
+                ""]
         if len(entries) > 1 and yaml_keys:
             out += [f"set per task by its YAML: {', '.join(sorted(yaml_keys))}", ""]
     return "\n".join(out)
@@ -92,7 +85,7 @@ def model_options(model: str) -> str:
     engine = "lm-eval's hf model and transformers' from_pretrained" if model == "hf-pic" else \
         "lm-eval's vllm model and vLLM's engine args"
     return "\n".join([f"{model}: PIC args (--model_args key=value,...); every other arg goes to {engine}", "",
-                      *HEADER, *option_rows(Inference, names=MODEL_ARGS), ""])
+                      *option_table(Inference, names=MODEL_ARGS), ""])
 
 
 def run_options(args: argparse.Namespace) -> int:

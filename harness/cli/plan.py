@@ -108,7 +108,8 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
     run = settings_of(invocation)
     where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()
     with contextlib.chdir(where):
-        plan = make_plan(run)
+        ran = [h for h in cost.get("helpers") or [] if isinstance(h, dict)]  # models the run loaded beside its own
+        plan = make_plan(run, helpers_ran={(str(h.get("model")), str(h.get("dtype"))) for h in ran})
         throughput, source = estimate_source(run, plan, calibrate)
     rows = against_rows(plan, throughput, cost)
     memory = memory_against(plan, cost)

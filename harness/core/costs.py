@@ -42,10 +42,12 @@ class JudgeCost:
 
 @dataclass
 class RunCost:
-    """What one run has cost so far: each task's share and the judge's."""
+    """What one run has cost so far: each task's share, the judge's, and the models loaded beside the evaluated one
+    (``{"model", "dtype"}``: LongPPL's evaluator where its key tokens were not cached), for ``lch plan --against``."""
 
     tasks: dict[str, TaskCost] = field(default_factory=dict)
     judge: JudgeCost = field(default_factory=JudgeCost)
+    helpers: list[dict[str, str]] = field(default_factory=list)
 
 
 _CURRENT: ContextVar[RunCost | None] = ContextVar("lch_run_cost", default=None)
@@ -73,6 +75,13 @@ def record_requests(rows: Iterable[tuple[str | None, int, int, int]], seconds: f
         cost.prompt_tokens_squared += prompt * prompt
         cost.decode_context += generated * (prompt + generated / 2)
         cost.seconds += seconds * ((prompt + generated) / weight if weight else 1 / len(rows))
+
+
+def record_helper(model: str, dtype: str) -> None:
+    """A model loaded beside the evaluated one (by name or folder, in ``dtype``), once per run however often."""
+    run = _CURRENT.get()
+    if run is not None and {"model": model, "dtype": dtype} not in run.helpers:
+        run.helpers.append({"model": model, "dtype": dtype})
 
 
 def record_judge(prompt_tokens: int | None, completion_tokens: int | None) -> None:

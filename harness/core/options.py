@@ -160,6 +160,10 @@ def describe_type(tp: Any) -> str:
             str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
 
 
+# pydantic (installed with openai; lch sweep's spec uses it) was tried for these conversions and not taken: its lax mode
+# takes True for the number 1, "4.0" for the integer 4 and "t" / "y" for true, and has no "none" word, no "1k,2k" list
+# and no str from a number or a Path, so every rule here would stay, as a validator around it, and every refusal
+# would be re-worded from its errors: more code, not less, and the options' domains (a registry's live keys) its own.
 def _convert(value: Any, tp: Any) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:

@@ -1,6 +1,7 @@
-"""README's main command (``lch demo``): a registry model (:data:`DEMO_MODELS`) under four PIC variants, offline,
-through lm-eval: RULER / BABILong at 1k and 2k tokens on an essay haystack, and PPL / LongPPL on essays cut to 2048
-tokens with the vanilla model as LongPPL's evaluator at ``K = d = 256`` (why: docs/demo.md)."""
+"""README's main command (``lch demo``): a registry model (:data:`DEMO_MODELS`) under five PIC variants, offline, as a
+sweep of ``lch eval`` cells (its grid: :data:`DEMO_SWEEP`, a file shipped with the package): RULER / BABILong at 1k
+and 2k tokens on an essay haystack, and PPL / LongPPL on essays cut to 2048 tokens with the vanilla model as
+LongPPL's evaluator at ``K = d = 256`` (why: docs/demo.md); then the reports over the cells."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.demo.shared import COMMON_VARIANTS, slug, write_reports
-from harness.core.errors import MissingDataError, UsageError
+from harness.demo.shared import DEMO_SWEEP, demo_grid, variants, write_reports
+from harness.core.errors import LchError, MissingDataError, UsageError
 from harness.core.files import writable_problem, write_json_atomic, write_text_atomic
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
+from harness.sweep.worker import CELLS, COMPLETE
 
 
 @dataclass(frozen=True)
@@ -30,12 +32,16 @@ DEMO_MODELS = {
     "gemma3-270m": DemoModel("Gemma 3 270M (base)", chat_template=False, short_start="bos"),
 }
 DEFAULT_MODEL = "smollm2-135m"
-VARIANTS: list[tuple[str, dict]] = [*COMMON_VARIANTS, ("dynamic s_cr=2", {"pic": "dynamic", "pic_ratio": 2.0})]
 RULER_TASKS = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
 BABILONG_TASKS = ["lch_babilong_qa1"]
 GROUP = "lch_demo_long_context"
-LONGPPL = {"trunc_len": 256, "sliding_window": 256, "alpha": KEY_TOKEN_DEFAULTS["alpha"],  # the paper's thresholds
-           "beta": KEY_TOKEN_DEFAULTS["beta"]}
+
+
+def longppl_settings() -> dict[str, Any]:
+    """LongPPL's windows as the grid sets them, with the paper's thresholds (recorded in the metadata as run)."""
+    metadata = demo_grid()["metadata"]
+    return {"trunc_len": metadata["trunc_len"], "sliding_window": metadata["sliding_window"],
+            "alpha": KEY_TOKEN_DEFAULTS["alpha"], "beta": KEY_TOKEN_DEFAULTS["beta"]}
 
 
 @dataclass(frozen=True)
@@ -89,29 +95,29 @@ def group_yaml(tasks: list[str]) -> str:
 @dataclass(frozen=True)
 class DemoSetup:
     """What the demo's runs read, resolved before any of them: its essays, model folder, output, its tasks' metadata
-    and lm-eval's task manager over them."""
+    (the grid's, with the run-time paths) and the folder of its group of tasks."""
 
     corpus: DemoCorpus
     model_dir: Path
     out: Path
     metadata: dict
-    manager: Any
+    group_dir: Path
 
 
 def prepare_demo(output: str | Path = "results/demo", essays: str | None = None,
-                 lengths: tuple[str, ...] = ("1k", "2k"), num_samples: int = 1, num_docs: int = 4,
-                 doc_tokens: int = 2048, model: str = DEFAULT_MODEL) -> DemoSetup:
+                 lengths: tuple[str, ...] | None = None, num_samples: int | None = None, num_docs: int | None = None,
+                 doc_tokens: int | None = None, model: str = DEFAULT_MODEL) -> DemoSetup:
     """The demo's inputs (:func:`demo_corpus` of ``essays`` first: a mistake costs no fetch and no output folder),
-    its output folder, the model fetched, and lm-eval's task manager with the demo's group and task metadata."""
+    its output folder, the model fetched, the demo's group written and its tasks' metadata: the grid's
+    (:data:`DEMO_SWEEP`; a size given here replaces the grid's) with what this run found."""
     if model not in DEMO_MODELS:
         raise UsageError(f"the demo runs {', '.join(DEMO_MODELS)}; got --model {model!r}")
     demo_model = DEMO_MODELS[model]
-    from harness.plugin.in_process import task_manager
     from harness.models.fetch import fetch_model
 
     corpus = demo_corpus(essays)
     essays_dir = corpus.folder
-    out = Path(output)
+    out = Path(output).expanduser().resolve()
     problem = writable_problem(str(out), folder=True)
     if problem:
         raise UsageError(f"--output {output}: {problem}; give a folder you can write")
@@ -119,54 +125,91 @@ def prepare_demo(output: str | Path = "results/demo", essays: str | None = None,
     model_dir = fetch_model(model)
     group_dir = out / "tasks"
     write_text_atomic(group_dir / f"{GROUP}.yaml", group_yaml(RULER_TASKS + BABILONG_TASKS))
+    grid = demo_grid()
+    sizes = {"lengths": list(lengths or grid["lengths"]), "num_samples": num_samples, "num_docs": num_docs,
+             "min_tokens": doc_tokens, "max_tokens": doc_tokens}
     metadata = {
+        **grid["metadata"], **{key: value for key, value in sizes.items() if value is not None},
         "pretrained": str(model_dir),  # lm-eval's CLI merges model_args into task metadata; tasks size prompts by it
         # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
-        "lengths": list(lengths), "num_samples": num_samples, "essays": str(essays_dir), "source": "synthetic",
-        "filler": str(essays_dir), "chat_template": demo_model.chat_template,
-        # PPL / LongPPL: essays cut to doc_tokens; the vanilla model as evaluator (docs/demo.md)
-        "data_files": str(essays_dir), "min_tokens": doc_tokens, "max_tokens": doc_tokens, "num_docs": num_docs,
-        "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"), **LONGPPL,
-        "short_start": demo_model.short_start,
+        "essays": str(essays_dir), "filler": str(essays_dir), "chat_template": demo_model.chat_template,
+        # PPL / LongPPL: the essays; the vanilla model as evaluator (docs/demo.md)
+        "data_files": str(essays_dir), "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"),
+        **longppl_settings(), "short_start": demo_model.short_start,
     }
-    manager = task_manager([str(group_dir)], metadata, ours_only=True)  # the group lists only our tasks
-    return DemoSetup(corpus, model_dir, out, metadata, manager)
+    return DemoSetup(corpus, model_dir, out, metadata, group_dir)
 
 
-def run_real_demo(output: str | Path = "results/demo", essays: str | None = None, lengths: tuple[str, ...] = ("1k", "2k"),
-                  num_samples: int = 1, num_docs: int = 4, doc_tokens: int = 2048,
-                  variants: list[tuple[str, dict]] | None = None, model: str = DEFAULT_MODEL) -> dict:
-    """Run the demo; returns the summary also written to ``summary.json``."""
-    from harness.plugin.in_process import evaluate, save_run
+def demo_sweep(setup: DemoSetup, model: str, chosen: list[tuple[str, dict]] | None = None) -> Any:
+    """The demo as a sweep (:class:`harness.sweep.spec.SweepSpec`): the grid's, with this run's model, paths and
+    ``chosen`` variants (default the grid's)."""
+    from harness.sweep.spec import parse_spec
+
+    grid = demo_grid()
+    metadata = {k: v for k, v in setup.metadata.items() if k not in ("pretrained", "lengths")}
+    lm_eval = {**grid.get("lm_eval", {}), "include_path": str(setup.group_dir),
+               "apply_chat_template": DEMO_MODELS[model].chat_template}
+    return parse_spec({**grid, "models": [str(setup.model_dir)], "variants": dict(chosen or variants()),
+                       "lengths": setup.metadata["lengths"], "metadata": metadata, "lm_eval": lm_eval}, str(DEMO_SWEEP))
+
+
+def run_real_demo(output: str | Path = "results/demo", essays: str | None = None,
+                  lengths: tuple[str, ...] | None = None, num_samples: int | None = None, num_docs: int | None = None,
+                  doc_tokens: int | None = None, variants: list[tuple[str, dict]] | None = None,
+                  model: str = DEFAULT_MODEL) -> dict:
+    """Run the demo's sweep, then its reports; returns the summary also written to ``summary.json``. A cell with a
+    result from an earlier demo of the same settings is not run again."""
+    from harness.sweep.gather import record
+    from harness.sweep.run import sweep
+    from harness.sweep.spec import expand
 
     start = time.perf_counter()
     setup = prepare_demo(output, essays, lengths, num_samples, num_docs, doc_tokens, model)
-    demo_model, out, model_dir, manager = DEMO_MODELS[model], setup.out, setup.model_dir, setup.manager
-    rows = []
-    chosen = variants or VARIANTS
-    for number, (name, pic_args) in enumerate(chosen, 1):
-        print(f"variant {number}/{len(chosen)}: {name}", file=sys.stderr, flush=True)  # a long step says what runs
-        t0 = time.perf_counter()
-        model_args = {"pretrained": str(model_dir), "device": "cpu", "dtype": "float32", **pic_args}
-        results = evaluate(model_args, [GROUP, "longppl_govreport"], manager, batch_size=4,
-                           apply_chat_template=demo_model.chat_template)
-        save_run(results, out / "runs" / slug(name))
-        rows.append(summary_row(name, pic_args, results, lengths, time.perf_counter() - t0))
+    demo_model, out, metadata = DEMO_MODELS[model], setup.out, setup.metadata
+    spec = demo_sweep(setup, model, variants)
+    cells = expand(spec, str(DEMO_SWEEP))
+    outcome = sweep(spec, cells, out, log=lambda line: print(line, file=sys.stderr))
+    record(out, spec, outcome)
+    failed = [p for p in outcome.prepared if p.status == "failed"]
+    if failed:
+        raise DemoFailed(f"the demo's cell {failed[0].cell.label!r} failed: {failed[0].line} (its log: "
+                         f"{out / 'logs' / (failed[0].folder.name + '.log')})")
+    rows = [summary_row(p.cell.variant, spec.variants[p.cell.variant], cell_results(p.folder), metadata["lengths"],
+                        cell_seconds(p.folder)) for p in outcome.prepared]
     headline = [f"{GROUP}/score", *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
                 "longppl_govreport/longppl", "longppl_govreport/ppl_nobos", "longppl_govreport/n_key_tokens"]
-    paths, stats = write_reports(out / "runs", out, ppl_metric="longppl_govreport/ppl_nobos", headline=headline)
+    paths, stats = write_reports(out / CELLS, out, ppl_metric="longppl_govreport/ppl_nobos", headline=headline)
     paths += long_context_reports(out)
     corpus = setup.corpus
-    summary = {"model": str(model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
+    summary = {"model": str(setup.model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
                "corpus": {"name": corpus.name, "chosen": corpus.chosen, "folder": str(corpus.folder)},
-               "lengths": list(lengths), "num_samples": num_samples,
-               "num_docs": num_docs, "doc_tokens": doc_tokens, "longppl_settings": LONGPPL, "rows": rows,
-               "longppl_vs_ppl": stats, "seconds": round(time.perf_counter() - start, 1)}
+               "lengths": list(metadata["lengths"]), "num_samples": metadata["num_samples"],
+               "num_docs": metadata["num_docs"], "doc_tokens": metadata["max_tokens"],
+               "longppl_settings": longppl_settings(), "rows": rows, "longppl_vs_ppl": stats,
+               "seconds": round(time.perf_counter() - start, 1)}
     write_json_atomic(out / "summary.json", summary, indent=2)
     print(format_summary(summary))
     for path in paths:
         print(f"  {path}")
     return summary
+
+
+class DemoFailed(LchError):
+    """A cell of the demo ended without a result (its one line, and where its log is)."""
+
+
+def cell_results(folder: Path) -> dict:
+    """The lm-eval results a cell of the demo wrote."""
+    import json
+
+    return json.loads(next(folder.rglob("results_*.json")).read_text(encoding="utf-8"))
+
+
+def cell_seconds(folder: Path) -> float:
+    """A cell's run time as its ``cell.json`` records it (an earlier demo's for a cell not run again)."""
+    import json
+
+    return float(json.loads((folder / COMPLETE).read_text(encoding="utf-8"))["seconds"])
 
 
 def summary_row(name: str, pic_args: dict, run: dict, lengths, seconds: float) -> dict:
@@ -197,7 +240,7 @@ def long_context_reports(out: Path) -> list[Path]:
     from harness.reporting.plots import context_curves, plot_context
     from harness.reporting.runs import load_runs
 
-    runs, _ = load_runs([out / "runs"])
+    runs, _ = load_runs([out / CELLS])
     curves = {task: context_curves(runs, task) for task in RULER_TASKS + BABILONG_TASKS}
     paths = [plot_context(curves, out / "context_length.png")]
     for x in ("longppl_govreport/longppl", "longppl_govreport/ppl_nobos"):
@@ -211,7 +254,7 @@ def format_summary(summary: dict) -> str:
     from harness.reporting.correlate import correlation
     from harness.reporting.labels import split_shared
 
-    rows, corpus = summary["rows"], summary["corpus"]
+    rows, corpus, windows = summary["rows"], summary["corpus"], summary["longppl_settings"]
     labels = list(rows[0]["ruler"])
     shared, names = split_shared([r["run"] for r in rows])  # runs named as the leaderboard and plots name them
     width = max(len(n) for n in names + ["run"]) + 2
@@ -219,8 +262,8 @@ def format_summary(summary: dict) -> str:
             + "".join(f"{'bAbI ' + l:>9}" for l in labels) + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}")
     lines = [f"\n{summary['title']}, {summary['num_samples']} samples per RULER/BABILong task and length, "
              f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
-             f"(LongPPL: vanilla model as evaluator, K={LONGPPL['trunc_len']}, d={LONGPPL['sliding_window']}, "
-             f"alpha={LONGPPL['alpha']}, beta={LONGPPL['beta']}, short windows start with "
+             f"(LongPPL: vanilla model as evaluator, K={windows['trunc_len']}, d={windows['sliding_window']}, "
+             f"alpha={windows['alpha']}, beta={windows['beta']}, short windows start with "
              f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)"
              + f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): {corpus['name']} ({corpus['chosen']}: "
                f"{corpus['folder']})" + (f"\nruns of {shared}" if shared else ""), head]

@@ -1,14 +1,25 @@
-"""What both demos share: run names and the reports."""
+"""What both demos share: the real demo's grid (whose first variants the tiny demo runs too), run names, reports."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
-COMMON_VARIANTS: list[tuple[str, dict]] = [  # both demos' first variants
-    ("vanilla", {"pic": "none"}),
-    ("naive s_cr=2", {"pic": "naive", "pic_ratio": 2.0}),
-    ("ntk s_rr=4", {"pic": "ntk", "pic_ratio": 4.0}),
-]
+DEMO_SWEEP = Path(__file__).with_name("demo_sweep.yaml")  # the real demo's grid: variants, tasks, lengths, documents
+
+
+@functools.cache
+def demo_grid() -> dict[str, Any]:
+    """The real demo's sweep as :data:`DEMO_SWEEP` declares it (before the run-time paths are added)."""
+    import yaml
+
+    return yaml.safe_load(DEMO_SWEEP.read_text(encoding="utf-8"))
+
+
+def variants() -> list[tuple[str, dict]]:
+    """The real demo's PIC variants, in order: ``(name, model args)``; the tiny demo runs the first three too."""
+    return list(demo_grid()["variants"].items())
 
 
 def slug(name: str) -> str:

@@ -8,11 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from harness.demo.shared import COMMON_VARIANTS, slug, write_reports
+from harness.demo.shared import slug, variants, write_reports
 from harness.core.files import atomic_writer, write_json_atomic
 
 VARIANTS: list[tuple[str, dict]] = [
-    *COMMON_VARIANTS,
+    *variants()[:3],  # vanilla, naive s_cr=2, ntk s_rr=4
     ("dynamic s_cr=2 paper", {"pic": "dynamic", "pic_ratio": 2.0, "pic_layout": "paper"}),
     ("dynamic s_cr=2 contiguous", {"pic": "dynamic", "pic_ratio": 2.0, "pic_layout": "contiguous"}),
 ]

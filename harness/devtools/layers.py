@@ -1,187 +1,76 @@
-"""The package's layers and the imports between them: ``python -m harness.devtools.layers`` prints the layer graph
-as the code has it and exits 1 on a forbidden import, a module without a layer or an import circle. The rules are
-docs/ARCHITECTURE.md's "Layers": a module's layer is its own ``LAYER``, else its packages', else its folder's
-(:data:`LAYERS`); imports count wherever written, but not under ``if TYPE_CHECKING:``."""
+"""The package's layers as an import-linter contract of our own (``type = "declared_layers"`` in pyproject.toml's
+``[tool.importlinter]``; ``lint-imports`` checks it with the built-in ones). A module's layer is its own ``LAYER``,
+else its packages', else its folder's (the contract's ``layers``: ``name: folders -> layers it may import``); the
+import graph is import-linter's (grimp: imports wherever written, none under ``if TYPE_CHECKING:``). The built-in
+layers contract was tried and not taken for this: its layers may not contain one another, so a module declaring
+another layer than its folder's would make every folder a list of leaf modules, and a new file would have no layer."""
 
 from __future__ import annotations
 
 import ast
 import functools
-import sys
-from collections import Counter
-from dataclasses import dataclass
+import importlib.util
 from pathlib import Path
 
+from importlinter.application import output
+from importlinter.domain import fields
+from importlinter.domain.contract import Contract, ContractCheck
 
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    packages: tuple[str, ...]
-    may_import: tuple[str, ...]
-    forbidden_libraries: tuple[str, ...] = ()
-
-
-# each folder's layer, unless a module declares another; concept folders (pic, train ...) declare their own
-LAYERS = (
-    Layer("base", ("harness.core",), ()),
-    Layer("pure", ("harness.metrics",), ("base",),
-          ("transformers", "lm_eval", "datasets", "peft", "accelerate", "openai", "huggingface_hub", "os",
-           "pathlib", "urllib", "shutil", "tempfile", "subprocess")),
-    Layer("data", ("harness.data",), ("base", "pure"), ("lm_eval", "peft", "accelerate", "openai")),
-    Layer("models", ("harness.models",), ("base", "pure", "data"), ("lm_eval", "openai")),
-    Layer("judging", ("harness.judges",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
-    Layer("lmeval", ("harness.plugin", "harness.engines", "harness.tasks"), ("base", "pure", "data", "models", "judging")),
-    Layer("reporting", ("harness.reporting",), ("base", "pure", "data"), ("lm_eval", "torch", "transformers")),
-    Layer("app", ("harness.cli", "harness.demo", "harness.devtools", "harness"),
-          ("base", "pure", "data", "models", "judging", "lmeval", "reporting")),
-)
-ROOT_PACKAGE = "harness"  # its own layer is app's; it gives none to the folders under it
-BY_NAME = {layer.name: layer for layer in LAYERS}
-_FOLDER_LAYERS = {package: layer for layer in LAYERS for package in layer.packages}
-FLOORS = ("core", "metrics", "data", "models")  # the shared floors: they import no other folder of the package
-# folder circles that stand, and why ({frozenset of folders: reason}); none does
-FOLDER_CIRCLES: dict[frozenset[str], str] = {}
-# Calls that read or write files: none may appear in the pure layer.
+# Calls that read or write files: none may appear in a layer the contract names ``io_free``.
 IO_CALLS = frozenset({"open", "read_text", "write_text", "read_bytes", "write_bytes", "urlopen"})
-# Source folders of the installed packages: the source tree is the import tree.
-SOURCES = {"harness": "harness"}
 
 
-def declared_layer(path: Path) -> str | None:
-    """The layer a source file declares at its top level (``LAYER = "data"``), None when it declares none."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    for node in tree.body:
+def parse_rule(line: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """``"pure: harness.metrics -> base"`` -> ``("pure", ("harness.metrics",), ("base",))``."""
+    name, _, rest = line.partition(":")
+    folders, _, allowed = rest.partition("->")
+    split = lambda text: tuple(part.strip() for part in text.split(",") if part.strip() not in ("", "(nothing)"))
+    return name.strip(), split(folders), split(allowed)
+
+
+def declared_layer(path: Path | None) -> str | None:
+    """The layer a source file declares at its top level (``LAYER = "data"``), None when it declares none (or is no
+    file: a folder without ``__init__.py``)."""
+    for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body if path else ():
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.targets[0].id == "LAYER" and isinstance(node.value, ast.Constant)):
             return node.value.value
     return None
 
 
-def declared_layers(root: Path) -> dict[str, str]:
-    """``{module: layer}`` of the modules and packages under the repository ``root`` that declare one."""
-    found = {module: declared_layer(path) for module, path in module_files(root).items()}
-    return {module: name for module, name in found.items() if name is not None}
+def source_file(module: str) -> Path | None:
+    """The file of one of the root package's modules, found without importing it; None for a folder without one."""
+    root, *parts = module.split(".")
+    folder = Path(importlib.util.find_spec(root).submodule_search_locations[0]).joinpath(*parts)
+    path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+    return path if path.is_file() else None
 
 
-@functools.lru_cache(maxsize=1)
-def _this_tree() -> dict[str, str]:
-    """This checkout's declarations, read once."""
-    return declared_layers(Path(__file__).resolve().parents[2])
-
-
-def layer_of(module: str, declared: dict[str, str] | None = None) -> Layer | None:
-    """The layer of a ``harness`` module: the nearest of itself and its packages upwards that declares one
-    (``declared``: this checkout's by default) or is a layer's folder; None for others and for one of ours with none."""
-    if declared is None:
-        declared = _this_tree()
+def layer_of(module: str, folders: dict[str, str], declared: dict[str, str], skip: str | None = None) -> str | None:
+    """The layer of one of our modules: the nearest of itself and its packages upwards that declares one (``declared``,
+    but not ``skip``) or is a layer's folder (``folders``); None for one with none. The root package's layer is its
+    own, which it gives to none of the folders under it."""
     parts = module.split(".")
-    if parts[0] != ROOT_PACKAGE:
-        return None
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
-        if prefix == ROOT_PACKAGE and module != ROOT_PACKAGE:
+        if end == 1 and len(parts) > 1:
             return None
-        if prefix in declared:
-            if declared[prefix] not in BY_NAME:
-                raise ValueError(f"{prefix} declares LAYER = {declared[prefix]!r}; layers: {', '.join(BY_NAME)}")
-            return BY_NAME[declared[prefix]]
-        if prefix in _FOLDER_LAYERS:
-            return _FOLDER_LAYERS[prefix]
+        if prefix != skip and prefix in declared:
+            return declared[prefix]
+        if prefix in folders:
+            return folders[prefix]
     return None
 
 
-def module_files(root: Path) -> dict[str, Path]:
-    """``{module name: file}`` of every module of the installed packages under the repository ``root``."""
-    out: dict[str, Path] = {}
-    for package, folder in SOURCES.items():
-        base = root / folder
-        for path in sorted(base.rglob("*.py")):
-            parts = list(path.relative_to(base).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join([package, *parts])] = path
-    return out
-
-
-def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def _is_type_checking(node: ast.AST) -> bool:
-    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for type checkers only, never run."""
-    if not isinstance(node, ast.If):
-        return False
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def imports_of(module: str, path: Path) -> tuple[set[str], set[str]]:
-    """``(imported modules, names of I/O calls)`` of one source file; ``from x import y`` counts ``x.y``
-    when that is a module of ours (else ``x``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: set[str] = set()
-    calls: set[str] = set()
-    typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block) for stmt in block.body
-                   for n in ast.walk(stmt)}
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            target = _resolve(module, node, path.name == "__init__.py")
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names if target.startswith("harness"))
-        elif isinstance(node, ast.Call):
-            func = node.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            if name in IO_CALLS:
-                calls.add(name)
-    return found, calls
-
-
-def violations(graph: dict[str, set[str]], io_calls: dict[str, set[str]] | None = None,
-               declared: dict[str, str] | None = None) -> list[str]:
-    """One line per module of ours with no layer, per import a module's layer may not make and per I/O call in the
-    pure layer (``declared``: the modules' ``LAYER`` declarations, this checkout's by default)."""
-    out = []
-    tree = _this_tree() if declared is None else declared
-    for module in sorted(m for m in tree if m in graph):
-        if layer_of(module, {k: v for k, v in tree.items() if k != module}) is BY_NAME.get(tree[module]):
-            out.append(f"{module} declares LAYER = {tree[module]!r}, the layer it has without it: remove the line")
-    for module, targets in sorted(graph.items()):
-        layer = layer_of(module, declared)
-        if layer is None:
-            if module.startswith(ROOT_PACKAGE + "."):
-                out.append(f"{module} has no layer: declare LAYER = \"<layer>\" in it or in its package's __init__.py")
-            continue
-        for target in sorted(targets):
-            other = layer_of(target, declared)
-            if other is not None:
-                if other.name != layer.name and other.name not in layer.may_import:
-                    out.append(f"{module} ({layer.name}) imports {target} ({other.name})")
-            elif target.split(".")[0] in layer.forbidden_libraries:
-                out.append(f"{module} ({layer.name}) imports {target}, which the {layer.name} layer may not")
-        for call in sorted((io_calls or {}).get(module, ())):
-            if layer.name == "pure":
-                out.append(f"{module} (pure) calls {call}(): the pure layer does no I/O")
-    return out
-
-
-def layer_edges(graph: dict[str, set[str]], declared: dict[str, str] | None = None) -> dict[tuple[str, str], int]:
-    """``{(layer, imported layer): number of module imports}`` between different layers."""
-    pairs = ((layer_of(module, declared), layer_of(target, declared)) for module, targets in graph.items()
-             for target in targets)
-    return Counter((src.name, dst.name) for src, dst in pairs if src and dst and src.name != dst.name)
+def io_calls(path: Path | None) -> set[str]:
+    """The names of the file I/O calls (:data:`IO_CALLS`) in one source file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) if path else ast.Module(body=[])
+    return {name for node in ast.walk(tree) if isinstance(node, ast.Call)
+            for name in [getattr(node.func, "id", None) or getattr(node.func, "attr", None)] if name in IO_CALLS}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles of ``graph``: groups of two or more of our modules that reach each other (strongly connected
+    """The import circles of ``graph``: groups of two or more modules that reach each other (strongly connected
     components, scipy's), sorted."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
@@ -196,86 +85,53 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(group for group in groups.values() if len(group) > 1)
 
 
-def folder_of(module: str) -> str | None:
-    """The folder of a ``harness`` module (``harness.pic.hf.hooks`` -> ``pic``); None for ``harness`` and others."""
-    parts = module.split(".")
-    return parts[1] if parts[0] == "harness" and len(parts) >= 2 else None
+class DeclaredLayersContract(Contract):
+    """Each module imports only its own layer's modules, those of the layers it may import and no library its layer
+    forbids (``forbidden``: ``"layer: library, ..."``); the ``io_free`` layers call no file I/O; every module of the
+    root package has a layer, and declares one only where it differs from its package's or folder's; no modules import
+    each other through any path (import-linter's acyclic_siblings, tried for this, also refuses two sibling packages
+    whose modules import each other without a circle: engines.model_args -> engines.vllm_pic.imports beside
+    engines.vllm_pic.lm -> engines.model_args)."""
 
+    type_name = "declared_layers"
+    layers = fields.ListField(subfield=fields.StringField())
+    forbidden = fields.ListField(subfield=fields.StringField(), required=False)
+    io_free = fields.SetField(subfield=fields.StringField(), required=False)
 
-def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """``{folder: the other folders its modules import}`` of the package."""
-    out: dict[str, set[str]] = {}
-    for module, targets in graph.items():
-        src = folder_of(module)
-        if src is not None:
-            out.setdefault(src, set()).update({folder_of(target) for target in targets} - {None, src})
-    return out
+    def check(self, graph, verbose: bool) -> ContractCheck:
+        rules = [parse_rule(line) for line in self.layers]
+        may_import = {name: set(allowed) | {name} for name, _, allowed in rules}
+        folders = {folder: name for name, packages, _ in rules for folder in packages}
+        forbidden = {name.strip(): {lib.strip() for lib in libraries.split(",")}
+                     for name, _, libraries in (line.partition(":") for line in self.forbidden or ())}
+        root = next(iter(folders)).split(".")[0]  # the package the rules are of
+        ours = sorted(m for m in graph.modules if m == root or m.startswith(root + "."))
+        declared = {m: name for m in ours if (name := declared_layer(source_file(m))) is not None}
+        problems = [f"{m} declares LAYER = {name!r}, which is no layer: {', '.join(may_import)}"
+                    for m, name in declared.items() if name not in may_import]
 
+        layer = functools.partial(layer_of, folders=folders, declared=declared)
+        for module in ours:
+            own = layer(module)
+            if module in declared and layer(module, skip=module) == own:
+                problems.append(f"{module} declares LAYER = {own!r}, the layer it has without it: remove the line")
+            if own is None:
+                problems.append(f"{module} has no layer: declare LAYER = \"<layer>\" in it or in its package's "
+                                "__init__.py")
+                continue
+            for target in sorted(graph.find_modules_directly_imported_by(module)):
+                other = layer(target) if target.split(".")[0] == root else None
+                if other is not None and other not in may_import.get(own, ()):
+                    problems.append(f"{module} ({own}) imports {target} ({other})")
+                elif other is None and target.split(".")[0] in forbidden.get(own, ()):
+                    problems.append(f"{module} ({own}) imports {target}, which the {own} layer may not")
+            if own in (self.io_free or ()):
+                problems += [f"{module} ({own}) calls {call}(): the {own} layer does no I/O"
+                             for call in sorted(io_calls(source_file(module)))]
+        ours_graph = {m: set(graph.find_modules_directly_imported_by(m)) for m in ours}
+        problems += [f"import circle: {' <-> '.join(group)}" for group in cycles(ours_graph)]
+        return ContractCheck(kept=not problems, metadata={"problems": problems})
 
-def folder_problems(graph: dict[str, set[str]]) -> list[str]:
-    """A floor importing another folder, each folder circle not declared in :data:`FOLDER_CIRCLES`, and each declared
-    one whose folders all exist but no longer circle."""
-    out = []
-    for module, targets in sorted(graph.items()):
-        src = folder_of(module)
-        if src in FLOORS:
-            for target in sorted(targets):
-                dst = folder_of(target)
-                if dst is not None and dst != src and dst not in FLOORS:
-                    out.append(f"{module} (floor {src}) imports {target} (folder {dst}): a floor imports no concept")
-    folders = folder_graph(graph)
-    found = {frozenset(group) for group in cycles(folders)}
-    for group in sorted(found - set(FOLDER_CIRCLES), key=sorted):
-        out.append(f"folder circle: {' <-> '.join(sorted(group))} (break it, or declare it in FOLDER_CIRCLES with why)")
-    for group in sorted(g for g in set(FOLDER_CIRCLES) - found if g <= set(folders)):  # (a tree without them: a test's)
-        out.append(f"declared folder circle {' <-> '.join(sorted(group))} no longer stands: take it out of FOLDER_CIRCLES")
-    return out
-
-
-def check(root: Path) -> tuple[dict[str, set[str]], list[str]]:
-    """The import graph of the repository at ``root`` and its violations (layers, pure-layer I/O, circles, folders)."""
-    files = module_files(root)
-    graph: dict[str, set[str]] = {}  # {module: the harness modules and top-level libraries it imports}
-    io_calls: dict[str, set[str]] = {}
-    for module, path in files.items():
-        found, io_calls[module] = imports_of(module, path)
-        libraries = {m.split(".")[0] for m in found if not m.startswith("harness")}
-        graph[module] = {m for m in found if m in files} | libraries
-    circles = [f"import circle: {' <-> '.join(group)}" for group in cycles(graph)]
-    return graph, violations(graph, io_calls, declared_layers(root)) + circles + folder_problems(graph)
-
-
-def rules() -> list[str]:
-    """One line per layer: ``name: folders -> layers it may import`` (docs/ARCHITECTURE.md quotes these)."""
-    return [f"{layer.name}: {', '.join(layer.packages)} -> {', '.join(layer.may_import) or '(nothing)'}"
-            for layer in LAYERS]
-
-
-def render(graph: dict[str, set[str]], problems: list[str], declared: dict[str, str]) -> str:
-    """As text: the rules, the modules that declare their layer, the imports between layers, the violations."""
-    edges = layer_edges(graph, declared)
-    lines = ["Layers (name: folders -> may import):", *(f"  {line}" for line in rules()), "",
-             "Declared in the module or its package (LAYER = ...):"]
-    for layer in LAYERS:
-        names = sorted(m for m, name in declared.items() if name == layer.name)
-        if names:
-            lines.append(f"  {layer.name}: {', '.join(names)}")
-    lines += ["", "Imports found (layer -> imported layer: module imports):"]
-    for layer in LAYERS:
-        found = ", ".join(f"{dst} {n}" for (src, dst), n in sorted(edges.items()) if src == layer.name)
-        lines.append(f"  {layer.name} -> {found or '(none)'}")
-    lines.append("")
-    lines.append(f"{len(graph)} modules; " + ("no violations" if not problems else f"{len(problems)} violations:"))
-    lines.extend(f"  {p}" for p in problems)
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    root = Path(argv[0]) if argv else Path(__file__).resolve().parents[2]
-    graph, problems = check(root)
-    print(render(graph, problems, declared_layers(root)))
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    def render_broken_contract(self, check: ContractCheck) -> None:
+        for problem in check.metadata["problems"]:
+            output.print_error(problem, bold=False)

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import random
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -116,14 +115,14 @@ class ReplyTimeout(Exception):
 
 
 @lru_cache(maxsize=1)
-def _http_errors() -> tuple[type[Exception], type[Exception]]:
-    """The timeout and transport exception classes of the HTTP library under the openai client (httpx, or httpx2 from
-    openai 3 on), which a directly read body and a stream under openai 1.x raise unwrapped."""
+def _http_errors() -> tuple[type[Exception], type[Exception], type[Exception]]:
+    """The timeout, transport and bad-URL exception classes of the HTTP library under the openai client (httpx, or
+    httpx2 from openai 3 on), which a directly read body and a stream under openai 1.x raise unwrapped."""
     import openai
 
     base = next(c for c in openai.DefaultAsyncHttpxClient.__mro__ if c.__name__ == "AsyncClient")
     http = importlib.import_module(base.__module__.partition(".")[0])
-    return http.TimeoutException, http.TransportError
+    return http.TimeoutException, http.TransportError, http.InvalidURL
 
 
 def failure_kind(err: Exception) -> str | None:
@@ -132,7 +131,7 @@ def failure_kind(err: Exception) -> str | None:
     exception that is not the server's doing (a bug: it propagates)."""
     import openai
 
-    http_timeout, http_transport = _http_errors()
+    http_timeout, http_transport, _ = _http_errors()
     if isinstance(err, (openai.APITimeoutError, http_timeout)):  # APITimeoutError subclasses APIConnectionError
         return "silent"
     if isinstance(err, ReplyTimeout):
@@ -279,81 +278,63 @@ class JudgeClient:
         self.stats["failures"][kind] += 1
         return JudgeAnswer(text=None, error=error, failure=kind)
 
-    def check_server(self) -> bool:
-        """One ``GET <base_url>/models`` before the first uncached request: nothing listening, a 4xx or no JSON model
-        list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the requests' retries. False when the
-        server is silent for ``idle_timeout`` (its requests then fail as ``silent``, unsent), else True."""
-        import urllib.error
-        import urllib.request
+    async def check_server(self, client: Any) -> bool:
+        """One ``GET <base_url>/models`` (``client.models.list()``) before the first uncached request: nothing listening,
+        a 4xx or no JSON model list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the requests'
+        retries. False when the server is silent for ``idle_timeout`` (its requests then fail as ``silent``, unsent),
+        else True."""
+        import openai
 
-        url = self.settings.base_url.rstrip("/") + "/models"
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.settings.api_key}"})
-        hint = ("start an OpenAI-compatible server (e.g. python -m vllm.entrypoints.openai.api_server --model M) "
-                "or fix the judge base URL (it ends in /v1)")
+        url, hint = self.settings.base_url, ("start an OpenAI-compatible server (e.g. python -m "
+                                             "vllm.entrypoints.openai.api_server --model M) or fix the judge base URL "
+                                             "(it ends in /v1)")
         try:
-            # urllib's timeout bounds each wait on the socket (connect, each read), as httpx's do for the requests
-            with urllib.request.urlopen(request, timeout=self.settings.idle_timeout) as reply:
-                body = json.loads(reply.read().decode("utf-8", "replace"))
-        except TimeoutError:  # waiting for the answer (urllib wraps a connect timeout in a URLError, below)
+            # the raw reply: the page openai parses from it hides a body that is not JSON, or JSON that is no list
+            reply = await client.models.with_raw_response.list()
+            body = json.loads(reply.http_response.content)
+        except openai.APITimeoutError:  # no connection accepted, or no answer, within idle_timeout: silent
             return False
-        except urllib.error.HTTPError as err:
-            if err.code >= 500:  # a server that is there but failed (transformers serve offline lists the hub): ask
+        except openai.APIStatusError as err:
+            if err.status_code >= 500:  # a server that is there but failed (transformers serve offline lists the hub)
                 return True
-            if err.code in (401, 403):
-                raise JudgeUnreachable(f"the judge server at {self.settings.base_url} refused the API key (HTTP "
-                                       f"{err.code}): set LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
-            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
-                                   f"/models answered HTTP {err.code}): {hint}") from None
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            if isinstance(reason, TimeoutError):  # no connection accepted within idle_timeout: silent too
-                return False
-            raise JudgeUnreachable(f"no judge server answers at {self.settings.base_url} ({reason}): {hint}") from None
+            if err.status_code in (401, 403):
+                raise JudgeUnreachable(f"the judge server at {url} refused the API key (HTTP {err.status_code}): set "
+                                       "LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
+            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models answered HTTP "
+                                   f"{err.status_code}): {hint}") from None
+        except openai.APIConnectionError as err:
+            reason: BaseException = err
+            while (reason.__cause__ or reason.__context__) is not None:  # the innermost: the socket's, the URL's
+                reason = reason.__cause__ or reason.__context__
+            if isinstance(reason, OSError) and reason.errno and reason.errno > 0:  # not asyncio's "Connect call failed"
+                reason = OSError(reason.errno, os.strerror(reason.errno))
+            raise JudgeUnreachable(f"no judge server answers at {url} ({reason}): {hint}") from None
         except ValueError:
-            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
-                                   f"/models did not answer JSON): {hint}") from None
+            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models did not answer "
+                                   f"JSON): {hint}") from None
         if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise JudgeUnreachable(f"the judge server at {self.settings.base_url} is not OpenAI-compatible (GET "
-                                   f"/models has no model list): {hint}")
+            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models has no model list): "
+                                   f"{hint}")
         return True
-
-    async def _check_server_off_loop(self) -> bool:
-        """:meth:`check_server` in a daemon thread, awaited: a blocking probe on the loop would hold up an interrupt and
-        then surface as the probe's error (``asyncio.to_thread`` would still be waited for at shutdown)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future = loop.create_future()
-
-        def probe() -> None:
-            spoke, outcome = False, None
-            try:
-                spoke = self.check_server()
-            except BaseException as err:  # noqa: BLE001 - handed to the awaiting task
-                outcome = err
-
-            def settle() -> None:
-                if not done.done():
-                    done.set_exception(outcome) if outcome is not None else done.set_result(spoke)
-
-            try:
-                loop.call_soon_threadsafe(settle)
-            except RuntimeError:  # the loop has closed: the run was interrupted, nobody waits any more
-                pass
-
-        threading.Thread(target=probe, name="judge-server-probe", daemon=True).start()
-        return await done
 
     async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
         """The answers to ``conversations``, in order; never raises for the server's failures (module docstring)."""
         import openai
 
+        # httpx's timeouts bound each wait for the server: the silence detector (_attempt bounds the whole reply).
+        # The client's own retries (max_retries) were tried and not taken: they cover the opening of a request only,
+        # not a reply that fails while it streams, and they retry a timeout, so a dead server would be asked again,
+        # each attempt an idle timeout, where _ask gives it up after one.
+        try:
+            client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
+                                        timeout=openai.Timeout(self.settings.idle_timeout, pool=None), max_retries=0)
+        except _http_errors()[2] as err:  # a URL httpx cannot parse
+            raise JudgeUnreachable(f"no judge server answers at {self.settings.base_url} ({err}): fix the judge base "
+                                   "URL (it ends in /v1)") from None
         bodies = [request_body(self.settings, messages) for messages in conversations]
         if any(self.cache.get(request_key(body)) is None for body in bodies):  # answers from the cache need no server
-            if not await self._check_server_off_loop():
+            if not await self.check_server(client):
                 self.server_silent = True  # nothing is sent: the uncached requests fail as silent at once
-
-        # httpx's timeouts bound each wait for the server: the silence detector (_attempt bounds the whole reply)
-        client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
-                                    timeout=openai.Timeout(self.settings.idle_timeout, pool=None), max_retries=0)
         semaphore = asyncio.Semaphore(self.settings.concurrency)
         bar = tqdm(total=len(conversations), desc="Judging", disable=not progress)
 

@@ -118,7 +118,7 @@ def find_key_tokens(
     device = next(evaluator_model.parameters()).device
     ids = torch.tensor(enc["input_ids"], device=device)
     long, short = long_short_logprobs(evaluator_model, ids, trunc_len, sliding_window, batch_size, bos_id, progress)
-    return select_key_tokens(offsets, long.cpu().tolist(), short.cpu().tolist(), trunc_len, alpha, beta)
+    return select_key_tokens(offsets, long.cpu().numpy(), short.cpu().numpy(), trunc_len, alpha, beta)
 
 
 def _short_window_bos(tokenizer: Any, short_start: str) -> int | None:
@@ -157,6 +157,6 @@ def compute_longppl(
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     device = next(model.parameters()).device
     ids = torch.tensor([enc["input_ids"]], device=device)
-    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].tolist()
+    logprobs = score_tokens(model, ids, torch.ones_like(ids))[0].numpy()
     stats = document_stats(logprobs, enc["offset_mapping"], key_spans, gamma)
     return summarize(stats, n_token=len(enc["input_ids"]))

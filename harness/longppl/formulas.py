@@ -82,9 +82,43 @@ def short_windows(n_tokens: int, trunc_len: int, sliding_window: int) -> list[tu
     return [(s, min(s + trunc_len + sliding_window, n_tokens)) for s in range(0, n_tokens - trunc_len, sliding_window)]
 
 
-def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> np.ndarray:
+@dataclass(frozen=True)
+class EvaluatorRun:
+    """The evaluator as a run loads it to find key tokens (``lch plan`` sizes it): its name or folder and dtype, the
+    longest document in its ``tokens`` (one long pass over them), and its short windows: ``trunc_len +
+    sliding_window`` tokens every ``sliding_window`` (``bos``: a BOS first)."""
+
+    model: str
+    dtype: str
+    tokens: int
+    trunc_len: int
+    sliding_window: int
+    bos: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(model, dtype)``: what a run records of the models it loaded beside its own."""
+        return self.model, self.dtype
+
+    def window_widths(self, tokens: int | None = None) -> dict[int, int]:
+        """``{width: count}`` of the short windows over ``tokens`` (default its own) that the evaluator batches by
+        width: every one of :func:`short_windows` but the first (its context is the long pass's)."""
+        widths: dict[int, int] = {}
+        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len,
+                                        self.sliding_window)[1:]:
+            width = end - start + int(self.bos)
+            widths[width] = widths.get(width, 0) + 1
+        return widths
+
+
+def character_spans(offsets: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray:
+    """``[start, end)`` character spans as an int64 ``[n, 2]`` array (an array of that shape is returned as it is)."""
+    return np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+
+
+def key_token_mask(offsets: Sequence[Sequence[int]] | np.ndarray, spans: Sequence[Sequence[int]]) -> np.ndarray:
     """True for tokens whose character span lies inside some key span (paper Eq. 9)."""
-    offsets_arr = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    offsets_arr = character_spans(offsets)
     spans_arr = np.asarray(sorted(map(tuple, spans)), dtype=np.int64).reshape(-1, 2)
     max_end = np.maximum.accumulate(spans_arr[:, 1])  # any span starting before can contain the token
     k = np.searchsorted(spans_arr[:, 0], offsets_arr[:, 0], side="right") - 1
@@ -93,10 +127,11 @@ def key_token_mask(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[in
     return inside
 
 
-def dropped_key_spans(offsets: Sequence[Sequence[int]], spans: Sequence[Sequence[int]]) -> int:
+def dropped_key_spans(offsets: Sequence[Sequence[int]] | np.ndarray, spans: Sequence[Sequence[int]]) -> int:
     """Key spans (of the evaluator's tokens) that no evaluated token lies inside: under another tokenizer a token
     may straddle a span's edge, and then that key token counts for nothing (paper Eq. 9 keeps whole tokens only)."""
-    tokens = np.asarray([(s, e) for s, e in offsets if e > s], dtype=np.int64).reshape(-1, 2)  # no empty specials
+    tokens = character_spans(offsets)
+    tokens = tokens[tokens[:, 1] > tokens[:, 0]]  # no empty specials
     spans_arr = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     tokens = tokens[np.argsort(tokens[:, 0], kind="stable")]
     # tokens do not overlap: the first one starting at or after a span's start is the one that can end inside it
@@ -116,22 +151,44 @@ def count_key_tokens(key: KeyTokens) -> int:
 
 
 def soft_token_weights(
-    offsets: Sequence[Sequence[int]], key: KeyTokens, gamma: float = SOFT_GAMMA
+    offsets: Sequence[Sequence[int]] | np.ndarray, key: KeyTokens, gamma: float = SOFT_GAMMA
 ) -> np.ndarray | None:
     """Per evaluated token, the mean over its characters of the evaluator weight ``min(exp(LSD), gamma)`` (Eq. 10;
-    evaluator tokens before ``K`` and tokens covering no evaluator character weigh 1); None when LSD is unknown."""
+    evaluator tokens before ``K`` and tokens covering no evaluator character weigh 1); None when LSD is unknown. A
+    character takes the weight of the last evaluator token over it; a NaN LSD weighs nothing, as no token."""
     if not key.offsets or len(key.lsd) != len(key.offsets):
         return None
-    length = max([e for _, e in key.offsets] + [e for _, e in offsets] + [0])
-    char_w = np.full(length, np.nan)
-    for (start, end), d in zip(key.offsets, key.lsd):
-        char_w[start:end] = 1.0 if d is None else min(math.exp(min(d, 50.0)), gamma)
-    weights = np.ones(len(offsets))
-    for i, (start, end) in enumerate(offsets):
-        covered = char_w[start:end]
-        covered = covered[~np.isnan(covered)]
-        if covered.size:
-            weights[i] = covered.mean()
+    evaluator, evaluated = character_spans(key.offsets), character_spans(offsets)
+    known = np.fromiter((d is not None for d in key.lsd), dtype=bool, count=len(key.lsd))
+    token_w = np.ones(len(evaluator))
+    capped = np.minimum(np.array(key.lsd, dtype=np.float64)[known], 50.0).tolist()
+    token_w[known] = np.minimum([math.exp(d) for d in capped], gamma)  # math.exp: the values Python's exp gives
+    # each character's weighing evaluator token (the last over it; -1: none)
+    widths = np.maximum(evaluator[:, 1] - evaluator[:, 0], 0)
+    chars = np.repeat(evaluator[:, 0] - np.cumsum(widths) + widths, widths) + np.arange(widths.sum())
+    length = int(max(evaluator[:, 1].max(initial=0), evaluated[:, 1].max(initial=0)))
+    owner = np.full(length, -1, dtype=np.int64)
+    np.maximum.at(owner, chars, np.repeat(np.arange(len(widths)), widths))
+    weighed = owner >= 0
+    weighed[weighed] = ~np.isnan(token_w[owner[weighed]])
+    covered = np.flatnonzero(weighed)
+    values = token_w[owner[covered]]
+    # the weighed characters of evaluated token i: values[first[i] : first[i] + count[i]]
+    first = np.searchsorted(covered, evaluated[:, 0])
+    count = np.maximum(np.searchsorted(covered, evaluated[:, 1]) - first, 0)
+    weights = np.ones(len(evaluated))
+    if not len(values):
+        return weights
+    # where they all weigh the same (the model its own evaluator: every token), the mean of that many copies taken
+    # as numpy takes a row's mean, so that every weight is the per-token mean's to the last bit
+    runs = np.concatenate([[0], np.cumsum(values[1:] != values[:-1])])
+    stop = np.minimum(first + count - 1, len(values) - 1)
+    uniform = (count > 0) & (runs[np.minimum(first, len(values) - 1)] == runs[stop])
+    for n in np.unique(count[uniform]):
+        rows = np.flatnonzero(uniform & (count == n))
+        weights[rows] = np.repeat(values[first[rows]], n).reshape(len(rows), n).mean(axis=1)
+    for i in np.flatnonzero((count > 0) & ~uniform):
+        weights[i] = values[first[i] : first[i] + count[i]].mean()
     return weights
 
 
@@ -145,6 +202,7 @@ def document_stats(
     ``i + 1`` (token 0 has none), ``offsets`` the character spans of all evaluated tokens."""
     key = key if isinstance(key, KeyTokens) else KeyTokens([list(s) for s in key])
     nll = -np.asarray(logprobs, dtype=np.float64)
+    offsets = character_spans(offsets)
     if len(offsets) != len(nll) + 1:
         raise ValueError(f"{len(offsets)} offsets for {len(nll)} log-probabilities (expected one more)")
     is_key = key_token_mask(offsets, key.spans)[1:]
@@ -194,19 +252,19 @@ def format_spans(spans: Sequence[Sequence[int]]) -> str:
 
 
 def select_key_tokens(
-    offsets: Sequence[Sequence[int]], long: Sequence[float], short: Sequence[float], trunc_len: int,
-    alpha: float, beta: float,
+    offsets: Sequence[Sequence[int]], long: Sequence[float] | np.ndarray, short: Sequence[float] | np.ndarray,
+    trunc_len: int, alpha: float, beta: float,
 ) -> KeyTokens:
     """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``: ``LSD_i = long_i - short_i``,
     ``LCL_i = long_i``; key iff ``LSD_i > alpha`` and ``LCL_i > beta``, as character spans (touching ones merged)."""
-    n = len(offsets)
+    offsets = character_spans(offsets).tolist()
+    lcl_values = np.asarray(long, dtype=np.float64)
+    lsd_values = lcl_values - np.asarray(short, dtype=np.float64)
+    n, m = len(offsets), len(lsd_values)
+    if m and trunc_len + m > n:
+        raise ValueError(f"{m} targets from token {trunc_len} on in a text of {n} tokens")
     lsd: list[float | None] = [None] * n
     lcl: list[float | None] = [None] * n
-    key_positions = []
-    for j, (lcl_j, short_j) in enumerate(zip(long, short)):
-        pos = trunc_len + j
-        lsd[pos], lcl[pos] = lcl_j - short_j, lcl_j
-        if lsd[pos] > alpha and lcl_j > beta:
-            key_positions.append(pos)
-    offsets = [list(map(int, span)) for span in offsets]
+    lsd[trunc_len : trunc_len + m], lcl[trunc_len : trunc_len + m] = lsd_values.tolist(), lcl_values.tolist()
+    key_positions = trunc_len + np.flatnonzero((lsd_values > alpha) & (lcl_values > beta))
     return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)

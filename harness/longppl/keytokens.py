@@ -129,6 +129,10 @@ def key_tokens_for_texts(
         # imported here: the task classes read KeyTokenOptions without importing torch
         from harness.longppl.estimator import find_key_tokens, passes
 
+        if isinstance(evaluator, str):
+            from harness.core.costs import record_helper
+
+            record_helper(evaluator, dtype)  # what the run held beside its model (lch plan --against)
         model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
         # progress in forward passes, so the bar moves within a long document (minutes of windows on a CPU)
         counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}

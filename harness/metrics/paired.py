@@ -19,7 +19,7 @@ DEFAULT_ALPHA = 0.05  # two-sided level of the test and of the minimum detectabl
 DEFAULT_POWER = 0.8
 INTERVALS = ("percentile", "bca")
 TESTS = ("auto", "wilcoxon", "t")
-_CHUNK = 2**22  # index draws per resampling step (memory: 8 bytes each)
+_CHUNK = 2**22  # index draws per block of resamples (scipy.stats.bootstrap's batch; memory: 8 bytes each)
 
 
 @dataclass(frozen=True)
@@ -61,31 +61,15 @@ def _check(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be a positive integer, got {resamples}")
 
 
-def bootstrap_means(diffs: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """The means ``delta*_k`` of ``resamples`` bootstrap resamples of ``diffs``: resample ``k`` is row ``k`` of
-    ``default_rng(seed).integers(0, n, (resamples, n))``, drawn a block of rows at a time (one block, so the very draws
-    of ``scipy.stats.bootstrap`` with the same generator, while ``resamples * n`` <= 2^22)."""
-    d = np.asarray(diffs, dtype=float)
-    n = d.size
-    if n == 0:
-        raise ValueError("no pairs to resample")
-    rng = np.random.default_rng(seed)
-    rows = max(1, _CHUNK // n)
-    out = np.empty(int(resamples))
-    for start in range(0, int(resamples), rows):
-        stop = min(int(resamples), start + rows)
-        out[start:stop] = d[rng.integers(0, n, (stop - start, n))].mean(axis=1)
-    return out
-
-
 def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
                        resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                        method: str = "percentile") -> tuple[float, float, str]:
-    """``(low, high, method)``: the bootstrap interval of ``mean(diffs)``. Percentile: the ``alpha/2``, ``1 - alpha/2``
-    quantiles of the resampled means; BCa (Efron and Tibshirani 1993, 14.3; as ``scipy.stats.bootstrap``): the
-    quantiles ``Phi(z0 + (z0 + z_q) / (1 - a (z0 + z_q)))``, bias ``z0`` from the share of resampled means below the
-    estimate, acceleration ``a`` from the leave-one-out means. Resamples that cannot differ give ``[mean, mean]``,
-    method ``none``; a BCa whose ``z0`` or ``a`` is not finite falls back to ``percentile``."""
+    """``(low, high, method)``: ``scipy.stats.bootstrap``'s interval of ``mean(diffs)``, percentile or BCa (Efron and
+    Tibshirani 1993, 14.3), resample ``k`` being row ``k`` of ``default_rng(seed).integers(0, n, (rows, n))`` drawn a
+    block of ``rows = max(1, 2^22 // n)`` at a time. Resamples that cannot differ give ``[mean, mean]``, method
+    ``none``; a BCa scipy cannot compute (a bias ``z0`` that is not finite) falls back to ``percentile``."""
+    from scipy import stats
+
     _check(confidence, resamples)
     if method not in INTERVALS:
         raise ValueError(f"interval method {method!r} is not one of {INTERVALS}")
@@ -95,41 +79,16 @@ def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFI
     estimate = float(d.mean())
     if d.size == 1 or np.all(d == d[0]):
         return estimate, estimate, "none"
-    means = bootstrap_means(d, resamples, seed)
-    alpha = (1.0 - confidence) / 2.0
-    quantiles = (alpha, 1.0 - alpha)
-    if method == "bca":
-        bca = _bca_quantiles(d, means, alpha)
-        if bca is not None:
-            quantiles = bca
-        else:
-            method = "percentile"
-    low, high = np.quantile(means, quantiles)
-    return float(low), float(high), method
-
-
-def _bca_quantiles(d: np.ndarray, means: np.ndarray, alpha: float) -> tuple[float, float] | None:
-    normal = NormalDist()
-    estimate = d.mean()
-    share = (np.count_nonzero(means < estimate) + np.count_nonzero(means <= estimate)) / (2.0 * means.size)
-    if not 0.0 < share < 1.0:
-        return None
-    z0 = normal.inv_cdf(float(share))
-    n = d.size
-    leave_one_out = (d.sum() - d) / (n - 1)
-    u = (n - 1) * (leave_one_out.mean() - leave_one_out)
-    spread = float(np.sum(u**2))
-    if spread <= 0.0:
-        return None
-    accel = float(np.sum(u**3)) / (6.0 * spread**1.5)
-    out = []
-    for z in (normal.inv_cdf(alpha), normal.inv_cdf(1.0 - alpha)):
-        num = z0 + z
-        denominator = 1.0 - accel * num
-        if denominator <= 0.0:
-            return None
-        out.append(normal.cdf(z0 + num / denominator))
-    return out[0], out[1]
+    settings = {"confidence_level": confidence, "vectorized": True, "batch": max(1, _CHUNK // d.size)}
+    # scipy does not guard BCa's 1 - a (z0 + z) <= 0; for a mean |a| < 1/6 and z0 stays near 0, so it does not arise
+    with warnings.catch_warnings():  # scipy's DegenerateDataWarning: the NaN interval below
+        warnings.simplefilter("ignore")
+        found = stats.bootstrap((d,), np.mean, n_resamples=int(resamples), rng=np.random.default_rng(seed),
+                                method="BCa" if method == "bca" else "percentile", **settings)
+    if np.isnan(found.confidence_interval.low) or np.isnan(found.confidence_interval.high):
+        method = "percentile"  # from the very same resamples
+        found = stats.bootstrap((d,), np.mean, n_resamples=0, bootstrap_result=found, method=method, **settings)
+    return float(found.confidence_interval.low), float(found.confidence_interval.high), method
 
 
 def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:

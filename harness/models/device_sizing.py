@@ -142,17 +142,40 @@ def materialises_scores(model: nn.Module, device: torch.device | str, dtype: tor
     return not fused_attention(model, device, dtype)
 
 
-def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None = None) -> int:
-    """Bytes of the mask of ``queries`` (default ``width``) x ``width`` keys x ``batch`` held at once:
-    ``pairs * (1 + dtype size)`` (boolean, and the SDPA kernel's float copy), pairs capped at
-    :data:`~harness.models.attention.MASK_BLOCK_ELEMENTS` under ``lch_sdpa``; 0 under FlashAttention."""
+def sliding_window(model: nn.Module) -> int | None:
+    """The window of the model's sliding-window layers (``layer_types``, else a ``sliding_window`` that
+    ``use_sliding_window`` does not switch off), or None when it has none."""
+    config = text_config(model)
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if not window or (types and "sliding_attention" not in types) or (not types and not getattr(
+            config, "use_sliding_window", True)):
+        return None
+    return int(window)
+
+
+def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None = None,
+               padded: bool | None = None) -> int:
+    """Bytes of the mask one layer holds at once for ``queries`` (default ``width``) x ``width`` keys x ``batch``:
+    ``pairs * (1 + dtype size)`` (boolean, and SDPA's float copy); 0 under FlashAttention. A full-attention layer has
+    none over rows without padding (``padded``, default ``batch > 1``) fed whole (SDPA's causal flag stands in);
+    a sliding-window layer's keys past its window are masked. Under ``lch_sdpa`` a mask of more than
+    :data:`~harness.models.attention.MASK_BLOCK_ELEMENTS` pairs is built a block of queries at a time over the keys
+    the block attends (a sliding layer's: the block and its window)."""
     implementation = attention_implementation(model)
     if "flash" in implementation:
         return 0
-    pairs = batch * (width if queries is None else queries) * width
-    if implementation == BLOCKED:
-        pairs = min(pairs, MASK_BLOCK_ELEMENTS)
-    return pairs * (1 + torch.empty(0, dtype=model_dtype(model)).element_size())
+    queries = width if queries is None else queries
+    padded = batch > 1 if padded is None else padded
+    pairs = batch * queries * width
+    full = pairs if padded or queries != width else 0
+    window = sliding_window(model)
+    sliding = pairs if window is not None else 0
+    if implementation == BLOCKED and pairs > MASK_BLOCK_ELEMENTS:
+        rows = max(1, MASK_BLOCK_ELEMENTS // max(1, batch * width))
+        full = min(full, MASK_BLOCK_ELEMENTS)
+        sliding = batch * rows * min(width, rows + window) if window is not None else 0
+    return max(full, sliding) * (1 + torch.empty(0, dtype=model_dtype(model)).element_size())
 
 
 def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
@@ -174,45 +197,104 @@ def query_block(model: nn.Module, device: torch.device | str, width: int, batch:
     return None if block >= width else block
 
 
+def rope_tables(model: nn.Module) -> int:
+    """How many ``(cos, sin)`` pairs a forward keeps for its whole length: one per RoPE kind (Gemma 3: its full and
+    its sliding layers', ``rope_parameters`` keyed by layer type), else one."""
+    config = text_config(model)
+    params = getattr(config, "rope_parameters", None)
+    if isinstance(params, dict) and params and all(isinstance(value, dict) for value in params.values()):
+        return len(params)
+    return 2 if getattr(config, "rope_local_base_freq", None) else 1
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """Bytes one token costs in a forward of the decoder, by what holds them (as transformers' decoders are written;
+    measured layer by layer: benchmarks/layer_memory.py): ``held`` through the whole forward (the embeddings the
+    decoder's forward keeps, the hidden states a layer is given, each RoPE table's cos and sin), and on top at a
+    layer's peak, the larger of its ``attention`` (the normed input, queries, keys, values, keys and values repeated to
+    every query head, the output; the mask and any scores apart) and its ``mlp`` (the residual, the normed input, the
+    gate's activation, the up projection and their product)."""
+
+    held: int
+    attention: int
+    mlp: int
+
+    def peak(self, tokens: int, attention_extra: int = 0) -> int:
+        """The decoder's peak over ``tokens`` at once: held, and the larger of a layer's two phases."""
+        return tokens * self.held + max(tokens * self.attention + attention_extra, tokens * self.mlp)
+
+
+def layer_work(model: nn.Module, extra_tables: int = 0) -> LayerWork:
+    """The model's :class:`LayerWork`, from its config; ``extra_tables``: RoPE tables a PIC method adds (Dynamic PIC's
+    cos and sin at its positions)."""
+    config = text_config(model)
+    size = torch.empty(0, dtype=model_dtype(model)).element_size()
+    hidden = int(getattr(config, "hidden_size", 1024) or 1024)
+    inner = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
+    shape = attention_shape(model)
+    queries, keys = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    repeated = 2 * queries if shape.kv_heads != shape.heads else 0
+    return LayerWork(held=(2 * hidden + 2 * shape.head_dim * (rope_tables(model) + extra_tables)) * size,
+                     attention=(hidden + queries + 2 * keys + repeated + queries) * size,
+                     mlp=(2 * hidden + 3 * inner) * size)
+
+
 def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
-                   device: torch.device | str = "cuda") -> int:
-    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds with ``free`` bytes of headroom, sized as
-    :func:`hidden_states` and :func:`target_logprobs` size it: the last hidden states, one layer's working set, the
-    row's KV cache and one block's scores and mask when fed in blocks (else the whole mask, and the scores where
-    materialised), and one chunk of logits. An estimate: allocator rounding and kernel workspaces are not counted."""
+                   device: torch.device | str = "cuda", extra_tables: int = 0, padded: bool | None = None) -> int:
+    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds at its peak with ``free`` bytes of headroom,
+    sized as :func:`hidden_states` and :func:`target_logprobs` size it: the larger of the decoder's peak
+    (:class:`LayerWork`; the whole mask and the scores where materialised; fed in blocks, one block at work beside the
+    row's KV cache and the finished blocks' hidden states) and the head's (the last hidden states, the log-probabilities
+    and one chunk of logits); ``padded``: as :func:`mask_bytes`. A prediction: allocator rounding and kernel
+    workspaces are the run-time check's margin (:data:`FIT_MARGIN`)."""
     config = text_config(model)
     dtype = model_dtype(model)
     size = torch.empty(0, dtype=dtype).element_size()
     hidden = int(getattr(config, "hidden_size", 1024) or 1024)
     shape = attention_shape(model)
-    heads, kv_heads, head_dim, layers = shape.heads, shape.kv_heads, shape.head_dim, shape.layers
-    inner = int(getattr(config, "intermediate_size", 4 * hidden) or 4 * hidden)
+    work = layer_work(model, extra_tables)
     tokens = batch * width
-    peak = tokens * hidden * size  # the last hidden states
-    peak += tokens * ((heads + 2 * kv_heads) * head_dim + 3 * inner + 2 * hidden) * size  # one layer at work
-    if kv_heads != heads:
-        peak += 2 * tokens * heads * head_dim * size  # keys and values repeated to every query head
     block = query_block(model, device, width, batch=batch, free=free)  # None when free is None
     if block is not None:
-        peak += 2 * layers * kv_heads * head_dim * tokens * size  # the KV cache of the whole row
-        peak += batch * heads * block * width * score_bytes(dtype)  # one block's scores
-        peak += mask_bytes(model, width, batch, queries=block)
+        rows = batch * block
+        decoder = tokens * hidden * size  # the finished blocks' hidden states
+        decoder += 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * size  # the KV cache of the whole row
+        decoder += work.peak(rows, batch * shape.heads * block * width * score_bytes(dtype)
+                             + mask_bytes(model, width, batch, queries=block, padded=padded))
     else:
-        peak += mask_bytes(model, width, batch)
-        if materialises_scores(model, device, dtype):
-            peak += batch * heads * width * width * score_bytes(dtype)
-    budget = logit_budget(device, dtype, free)  # DEFAULT_LOGIT_BUDGET when free is None
-    return int(peak + budget * logit_bytes(dtype))
+        scores = batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device,
+                                                                                                 dtype) else 0
+        decoder = work.peak(tokens, mask_bytes(model, width, batch, padded=padded) + scores)
+    head = tokens * (hidden * size + 4) + logit_budget(device, dtype, free) * logit_bytes(dtype)
+    return int(max(decoder, head))
+
+
+def prefill_peak(model: nn.Module, width: int, batch: int = 1, device: torch.device | str = "cuda",
+                 extra_tables: int = 0) -> int:
+    """Bytes a generation's prefill of ``batch`` rows of ``width`` tokens adds at its peak beside its KV cache: the
+    decoder's peak over the whole prompt (transformers' ``generate`` feeds it at once and takes logits of its last
+    token only), the mask, and the scores where the kernel materialises them."""
+    dtype = model_dtype(model)
+    shape = attention_shape(model)
+    scores = batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device,
+                                                                                             dtype) else 0
+    return layer_work(model, extra_tables).peak(batch * width, mask_bytes(model, width, batch) + scores)
+
+
+# the run-time check's margin over a pass's predicted peak (allocator rounding, kernel workspaces, a heap's
+# fragments): a policy of check_fits and of a plan's "fits", never part of a plan's predicted memory
+FIT_MARGIN = 1.2
 
 
 def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
                what: str = "scoring") -> None:
-    """Raise :class:`UsageError` before any pass whose :func:`predicted_peak` exceeds the headroom: ``free`` on a CUDA
-    device (nothing checked when None), :func:`host_available_bytes` on the CPU."""
+    """Raise :class:`UsageError` before any pass whose :func:`predicted_peak` with :data:`FIT_MARGIN` exceeds the
+    headroom: ``free`` on a CUDA device (nothing checked when None), :func:`host_available_bytes` on the CPU."""
     on_cpu = torch.device(device).type == "cpu"
     if free is None and not on_cpu:
         return
-    need = predicted_peak(model, width, batch, free, device)
+    need = int(predicted_peak(model, width, batch, free, device) * FIT_MARGIN)
     have = host_available_bytes() if free is None else free
     if need > have:
         raise UsageError(f"{what} {batch} x {width} tokens needs ~{in_words(need)}, {device} has {in_words(have)} "

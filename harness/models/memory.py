@@ -1,5 +1,6 @@
 """The memory a run of a model will take, from its config alone (weights on the meta device): its weights at the run's
-dtype and, per request, the scoring path's peak or a generation's KV cache; ``lch plan``'s memory column."""
+dtype and, per request, the scoring path's peak, or a generation's prefill peak and KV cache (under Dynamic PIC with
+its pre-RoPE keys); ``lch plan``'s memory column."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from harness.models.device_sizing import attention_shape, predicted_peak, text_config
+from harness.models.device_sizing import attention_shape, predicted_peak, prefill_peak, text_config
+
+
+# what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
+# glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
+# Measured: benchmarks/plan_memory_cpu.py against benchmarks/layer_memory.py's tensors, which show none of it
+CPU_HEAP_SLACK = 0.2
 
 
 @dataclass(frozen=True)
@@ -23,6 +30,12 @@ class MemoryNeed:
     @property
     def total(self) -> int:
         return self.weights + self.work + self.cache
+
+    def resident(self, device: torch.device | str) -> int:
+        """What a process holds for it on ``device``: :attr:`total`, and on the CPU :data:`CPU_HEAP_SLACK` of what its
+        passes make."""
+        return self.total + (int(CPU_HEAP_SLACK * (self.work + self.cache)) if torch.device(device).type == "cpu"
+                             else 0)
 
 
 @lru_cache(maxsize=4)
@@ -62,13 +75,34 @@ def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = 
     return 2 * batch * shape.kv_heads * shape.head_dim * size * sum(kept)
 
 
+@dataclass(frozen=True)
+class DynamicPic:
+    """Dynamic PIC as a run holds it: its ``impl`` (``cached`` or ``reference``) and the ``layers`` whose positions it
+    moves (:func:`harness.pic.hf.rope_layout.kept_layers` says which it leaves)."""
+
+    impl: str
+    layers: int
+
+
 def request_need(model: nn.Module, prompt: int, budget: int = 0, batch: int = 1, scores: bool = False,
-                 device: torch.device | str = "cpu", free: int | None = None) -> MemoryNeed:
+                 device: torch.device | str = "cpu", free: int | None = None,
+                 dynamic: DynamicPic | None = None) -> MemoryNeed:
     """What a request of ``prompt`` tokens needs: scored (``scores``: every token's log-probability, the scoring path's
-    peak) or generating ``budget`` tokens after a prefill of the prompt (its KV cache kept to the end). At the end of
-    the prefill a sliding-window layer still holds the whole prompt's keys and values (transformers keeps its window
-    as a view of them until the first decoded token)."""
-    work = predicted_peak(model, max(1, prompt), batch, free, device)
-    cache = 0 if scores else max(kv_cache_bytes(model, prompt + budget, batch),
-                                 kv_cache_bytes(model, prompt, batch, whole=True))
+    peak) or generating ``budget`` tokens after a prefill of the prompt (its peak, and its KV cache kept to the end).
+    At the end of the prefill a sliding-window layer still holds the whole prompt's keys and values (transformers keeps
+    its window as a view of them until the first decoded token). ``dynamic``: Dynamic PIC (None: not it), whose cos and
+    sin at its positions are one more RoPE table; ``impl`` ``cached`` keeps each of its layers' fp32 pre-RoPE keys of
+    the prompt to the first decoded token (a view of them), ``reference`` keeps pre-RoPE keys as the cache and rotates
+    one layer's keys of every token at a time, with the cos and sin of every position."""
+    impl = dynamic.impl if dynamic is not None else None
+    tables = 0 if impl is None else 2 if impl == "reference" else 1
+    if scores:
+        return MemoryNeed(weight_bytes(model), predicted_peak(model, max(1, prompt), batch, free, device, tables))
+    work = prefill_peak(model, max(1, prompt), batch, device, tables)
+    shape = attention_shape(model)
+    if impl == "cached":
+        work += dynamic.layers * batch * shape.kv_heads * shape.head_dim * 4 * prompt
+    elif impl == "reference":
+        work += batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)
+    cache = max(kv_cache_bytes(model, prompt + budget, batch), kv_cache_bytes(model, prompt, batch, whole=True))
     return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from harness.longppl.formulas import EvaluatorRun
+
 
 @dataclass(frozen=True)
 class PlanCell:
@@ -25,8 +27,8 @@ class PlanCell:
     # bytes the longest request needs on the planned device, weights included, and whether it fits (None: not planned)
     memory: int | None = None
     fits: bool | None = None
-    # (name or folder, dtype) of a model loaded beside the evaluated one: LongPPL's evaluator, key tokens not cached
-    helper: tuple[str, str] | None = None
+    # a model loaded beside the evaluated one where ``cached`` is not True: LongPPL's evaluator
+    helper: EvaluatorRun | None = None
 
     def __post_init__(self) -> None:
         if len(self.prompts) != len(self.budgets):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Collection
 
 from harness.core.errors import UsageError
 from harness.core.sizes import GIB
+from harness.longppl.formulas import EvaluatorRun
 from harness.plan.cells import PlanCell, scores_only
 from harness.plan.devices import DeviceMemory
 
@@ -38,12 +39,16 @@ class Plan:
     misfits: tuple[str, ...] = ()
 
 
-# a run's extra memory for a task planned from its cache (lm-eval builds its requests): benchmarks/plan_memory_cpu.py
-TASK_BUILD = int(0.15 * GIB)
+# what an lch eval process holds beyond this plan's own before its model's passes (lm-eval's evaluator, the model's
+# wrapper and object, the requests it builds): measured, benchmarks/plan_memory_cpu.py
+RUN_OVERHEAD = int(0.15 * GIB)
 
 
-def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
-    """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks."""
+def make_plan(run: EvalSettings, device: DeviceMemory | None = None,
+              helpers_ran: Collection[tuple[str, str]] = ()) -> Plan:
+    """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks.
+    ``helpers_ran``: ``(model, dtype)`` of the models a recorded run loaded beside its own (``lch plan --against``:
+    LongPPL's evaluator ran there though its key tokens are cached now)."""
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
     from harness.core.options import parse_options
@@ -68,7 +73,6 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
 
     parsed = check_task_options(run.metadata, run.model_args, names, str(TASKS_PATH))
     cells: list[PlanCell] = []
-    from_cache = False
     with asking_chat_template(run.apply_chat_template):
         counted = []
         for task in names:
@@ -78,7 +82,6 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
             if own is None:
                 counted.append(task)
             else:
-                from_cache = True
                 cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached,
                                    helper=c.helper) for c in own]
         if counted:
@@ -88,8 +91,8 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None) -> Plan:
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
     if device.kind == "cpu":
-        device = replace(device, runtime=own_resident_bytes() + (TASK_BUILD if from_cache else 0))
-    cells, misfits = with_memory(cells, run, device)
+        device = replace(device, runtime=own_resident_bytes() + RUN_OVERHEAD)
+    cells, misfits = with_memory(cells, run, device, helpers_ran)
     return Plan(cells, name, device, tuple(misfits))
 
 
@@ -114,9 +117,21 @@ def own_resident_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) -> tuple[list[PlanCell], list[str]]:
+@dataclass(frozen=True)
+class CellMemory:
+    """A cell's longest request on the planned device: ``total``, what the run holds at its peak (the plan's memory);
+    ``checked``, what the run-time check asks for at its tightest pass (:data:`FIT_MARGIN` on that pass's work: a
+    cell fits when this does)."""
+
+    total: int
+    checked: int
+
+
+def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
+                helpers_ran: Collection[tuple[str, str]] = ()) -> tuple[list[PlanCell], list[str]]:
     """Each cell with its longest request's memory (from the model's config) and whether it fits ``device``, and what
-    would fit each misfit. Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
+    would fit each misfit; a cell's helper counts where what it makes is not cached, or where the run that is planned
+    again recorded it (``helpers_ran``). Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
     from harness.core.sizes import in_words
 
     pretrained = run.model_args.get("pretrained")
@@ -138,28 +153,32 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) 
     for cell in cells:
         budget = max(cell.budgets, default=0)
         scores = scores_only(cell.scored_tokens, sum(cell.budgets))
-        beside = _helper_need(cell.helper, pretrained, dtype, device) if cell.helper else (lambda prompt: 0)
-        if beside is None:  # a helper whose config is not at hand here: the cell's memory is not known
+        helper = cell.helper if cell.helper and (not cell.cached or cell.helper.key in helpers_ran) else None
+        if helper is not None and _helper_model(helper) is None:  # its config is not at hand: memory not known
             out.append(cell)
             continue
-        cell_need = (lambda prompt, need=need, beside=beside, budget=budget, scores=scores:
-                     need(prompt, budget, scores) + beside(prompt))
-        total = cell_need(cell.longest_prompt)
-        short = _vllm_cpu_cache_short(run, pretrained, dtype, device, cell.longest_prompt + budget)
-        out.append(replace(cell, memory=total, fits=total <= room and short is None and engines_fit))
+        longest = cell.longest_prompt
+
+        def cell_need(prompt: int, need=need, budget=budget, scores=scores, helper=helper,
+                      longest=longest) -> CellMemory:
+            return need(prompt, budget, scores, helper, prompt / longest if longest else 1.0)
+
+        memory = cell_need(longest)
+        total = memory.total
+        short = _vllm_cpu_cache_short(run, pretrained, dtype, device, longest + budget)
+        out.append(replace(cell, memory=total, fits=memory.checked <= room and short is None and engines_fit))
         if short is not None:
             misfits.append(f"{cell.task} {cell.length}: {short}")
-        if total <= room:
+        if memory.checked <= room:
             continue
-        lo, hi = 0, cell.longest_prompt  # the longest prompt that fits: need grows with the prompt
+        lo, hi = 0, longest  # the longest prompt that fits: need grows with the prompt
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if cell_need(mid) <= room else (lo, mid - 1)
+            lo, hi = (mid, hi) if cell_need(mid).checked <= room else (lo, mid - 1)
         ways = [f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights"]
         if dtype in ("auto", "float32"):
             narrow, _ = _need_function(run, pretrained, "bfloat16", device, pooled)
-            halved = narrow(cell.longest_prompt, budget, scores) + beside(cell.longest_prompt)
-            ways.append(f"dtype=bfloat16 needs {in_words(halved)}")
+            ways.append(f"dtype=bfloat16 needs {in_words(narrow(longest, budget, scores, helper, 1.0).total)}")
         if run.model == "vllm-pic" and device.kind == "cuda":
             ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
         misfits.append(f"{cell.task} {cell.length}: needs {in_words(total)}, {device.name} has {in_words(room)}"
@@ -167,46 +186,97 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory) 
     return out, misfits
 
 
-def _helper_need(helper: tuple[str, str], pretrained: str, dtype: str, device: DeviceMemory):  # noqa: ANN202
-    """``beside(prompt) -> bytes`` a helper model (LongPPL's evaluator) adds to the evaluated model's; None when its
-    config cannot be read here. On the CPU, mapped weights are resident only while read: the phases do not overlap."""
-    from harness.models.device_sizing import model_dtype
-    from harness.models.memory import meta_model, request_need
+def _helper_model(helper: EvaluatorRun) -> Any:
+    """The helper's meta model, or None where its config is not at hand here (a hub name offline)."""
+    from harness.models.memory import meta_model
 
-    name, helper_dtype = helper
     try:
-        model = meta_model(name, helper_dtype)
+        return meta_model(helper.model, helper.dtype)
     except (OSError, ValueError):
         return None
-    evaluated = meta_model(pretrained, dtype)
-    mapped = device.kind == "cpu" and model_dtype(evaluated) == model_dtype(meta_model(pretrained, "auto"))
 
-    def beside(prompt: int) -> int:
-        own = request_need(model, prompt, scores=True, device=device.kind)
-        theirs = request_need(evaluated, prompt, scores=True, device=device.kind)
-        if mapped:
-            return max(0, own.weights + own.work - theirs.weights - theirs.work)
-        return own.weights + max(0, own.work - theirs.work)
 
-    return beside
+def _mapped(name: str, dtype: str) -> bool:
+    """Whether a CPU run loads ``name`` in ``dtype`` by mapping its checkpoint (the same dtype): its weights become
+    resident as its own passes read them, not at load."""
+    from harness.models.device_sizing import model_dtype
+    from harness.models.memory import meta_model
+
+    return model_dtype(meta_model(name, dtype)) == model_dtype(meta_model(name, "auto"))
+
+
+def helper_phase(helper: EvaluatorRun, device: DeviceMemory, taken: int = 0, scale: float = 1.0) -> tuple[int, int]:
+    """``(bytes, work checked)`` the helper adds while it runs (before the evaluated model's passes: lm-eval loads
+    the model, then the tasks, whose key tokens the evaluator finds, and lets it go): its weights and the larger of
+    its long pass over its document (``scale`` of its tokens) and its largest batch of short windows, sized as
+    :func:`~harness.longppl.estimator.window_batch` sizes them (on a CUDA device from what ``taken`` and its weights
+    leave free), as a process holds them (:meth:`~harness.models.memory.MemoryNeed.resident`); the long pass is the
+    one the run-time check sizes. Its tokenizer is in the plan's runtime (the plan loads it to count the document)."""
+    from harness.longppl.estimator import window_batch
+    from harness.models.device_sizing import predicted_peak
+    from harness.models.memory import MemoryNeed, weight_bytes
+
+    model = _helper_model(helper)
+    weights = weight_bytes(model)
+    free = None if device.kind == "cpu" else max(0, device.size - taken - weights)
+    tokens = max(1, int(helper.tokens * scale))
+    long = predicted_peak(model, tokens + int(helper.bos), 1, None, device.kind)
+    windows = [predicted_peak(model, width, min(count, window_batch(model, device.kind, width, free)), None,
+                              device.kind, padded=False)  # windows of one width: no padding
+               for width, count in helper.window_widths(tokens).items()]
+    return MemoryNeed(weights, max([long, *windows])).resident(device.kind), long
 
 
 def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory,
                    pooled: bool = False):  # noqa: ANN202
-    """``(need(prompt, budget, scores) -> bytes, room)`` on ``device``; ``pooled``: vllm-pic adds a pooling engine."""
-    from harness.models.memory import meta_model, request_need
+    """``(need(prompt, budget, scores, helper, scale) -> CellMemory, room)`` on ``device``: the run's peak, the larger
+    of the helper's phase (``scale`` of its document) and the evaluated model's passes; ``pooled``: vllm-pic adds a
+    pooling engine."""
+    from harness.models.device_sizing import FIT_MARGIN
+    from harness.models.memory import meta_model, request_need, weight_bytes
 
     model = meta_model(pretrained, dtype)
+    margin = FIT_MARGIN - 1
+    runtime = device.runtime if device.kind == "cpu" else 0
     if run.model != "vllm-pic":
-        return (lambda prompt, budget, scores: device.runtime + request_need(model, prompt, budget, scores=scores,
-                                                                              device=device.kind).total), device.size
+        from harness.engines.model_args import resolve_model_args
+
+        inference = resolve_model_args(run.model_args).inference
+        dynamic = None
+        if inference.entry.moves_cached_keys:
+            from harness.models.device_sizing import attention_shape, text_config
+            from harness.models.memory import DynamicPic
+            from harness.pic.hf.rope_layout import kept_layers
+
+            layers = attention_shape(model).layers - len(kept_layers(text_config(model)))
+            dynamic = DynamicPic(inference.impl, layers)
+        # on the CPU a model mapped from its checkpoint is read only by its own passes, after the helper's
+        resident = 0 if device.kind == "cpu" and _mapped(pretrained, dtype) else weight_bytes(model)
+
+        def need(prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float) -> CellMemory:
+            own = request_need(model, prompt, budget, scores=scores, device=device.kind, dynamic=dynamic)
+            total = own.resident(device.kind)
+            checked = total + (int(margin * own.work) if scores else 0)
+            if helper is not None:
+                beside, long = helper_phase(helper, device, resident, scale)
+                total, checked = max(total, resident + beside), max(checked, resident + beside + int(margin * long))
+            return CellMemory(runtime + total, runtime + checked)
+
+        return need, device.size
     from harness.engines.vllm_pic.memory import vllm_need
 
     shape = _engine_shape(pretrained, dtype, device)
     share = float(run.model_args.get("gpu_memory_utilization", 0.9)) if device.kind == "cuda" else 1.0
-    runtime = device.runtime if device.kind == "cpu" else 0
-    return (lambda prompt, budget, scores: runtime + vllm_need(shape, run.model_args, device.kind, device.size, prompt,
-                                                               budget, scores, pooled)), int(device.size * share)
+
+    def vllm(prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float) -> CellMemory:
+        total = vllm_need(shape, run.model_args, device.kind, device.size, prompt, budget, scores, pooled)
+        checked = total
+        if helper is not None:  # beside the engines, which are started first
+            beside, long = helper_phase(helper, device, int(device.size * share), scale)
+            total, checked = total + beside, total + beside + int(margin * long)
+        return CellMemory(runtime + total, runtime + checked)
+
+    return vllm, int(device.size * share)
 
 
 def _engine_shape(pretrained: str, dtype: str, device: DeviceMemory) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 from harness.core.sizes import in_words
+from harness.core.tables import aligned
 from harness.plan.cells import COLUMNS, Throughput, scores_only, totals
 
 HEADERS = {"task": "task", "length": "length", "samples": "samples", "prompt_tokens": "prompt tokens",
@@ -43,9 +44,7 @@ def table(rows: list[dict[str, Any]], columns: Sequence[str] = COLUMNS, headers:
           ) -> str:
     """``rows`` (:data:`COLUMNS`) as aligned text: names left, numbers right."""
     texts = [[headers[c] for c in columns]] + [[text(c, row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(r[i]) for r in texts) for i in range(len(columns))]
-    return "\n".join("  ".join(t.ljust(w) if c in left else t.rjust(w) for c, t, w in zip(columns, r, widths))
-                     .rstrip() for r in texts)
+    return "\n".join(aligned(texts, right=[i for i, c in enumerate(columns) if c not in left]))
 
 
 def estimate_seconds(plan: Any, throughput: Throughput) -> float:

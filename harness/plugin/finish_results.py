@@ -219,7 +219,7 @@ def record_scored(results: dict) -> dict[str, dict[str, dict]]:
 def record_cost(results: dict, wall_seconds: float, run: RunCost) -> dict:
     """The run's cost under :data:`harness.core.results.COST`: wall time, device and its peak memory, each task's
     requests, tokens, seconds and tokens per second (:mod:`harness.core.costs`; a data-parallel run: the first
-    process's share), and the judge's requests and tokens."""
+    process's share), the judge's requests and tokens, and the models loaded beside the evaluated one."""
     from harness.models.device_info import device_name, peak_memory
 
     config = results.get("config") if isinstance(results.get("config"), dict) else {}
@@ -227,7 +227,8 @@ def record_cost(results: dict, wall_seconds: float, run: RunCost) -> dict:
     device = str(device) if device else None
     cost = {"wall_seconds": wall_seconds, "device": device, "device_name": device_name(device),
             "peak_memory": peak_memory(device), "processes": _processes(),
-            "tasks": {task: cost.as_json() for task, cost in sorted(run.tasks.items())}, "judge": asdict(run.judge)}
+            "tasks": {task: cost.as_json() for task, cost in sorted(run.tasks.items())}, "judge": asdict(run.judge),
+            "helpers": list(run.helpers)}
     results[keys.COST] = cost
     return cost
 

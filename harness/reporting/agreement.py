@@ -18,6 +18,7 @@ from harness.reporting.runs import RunError, cautions_of, declared, read_json
 from harness.reporting.samples import by_doc, common_tasks, pair_docs, paired_scores, read_rows, run_files
 from harness.core.run_record import FIELDS, RunRecord
 from harness.core import results as keys
+from harness.core.tables import markdown
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
 
@@ -267,23 +268,22 @@ def to_markdown(report: dict[str, Any], max_divergences: int = 5) -> str:
              f"- B: {b['name']} (`{b['results']}`, lm-eval model {b['model']})",
              f"- tolerances: {', '.join(f'{k} {v:g}' for k, v in report['tolerances'].items())}",
              *_record_lines(a["record"], b["record"], report.get("allowed") or []),
-             *(f"- caution ({side}): {c}" for side, run in (("A", a), ("B", b)) for c in run.get("cautions") or []), "",
-             "| task | kind | paired | identical generations | max abs logprob diff | max abs value diff | verdict |",
-             "|---|---|---:|---:|---:|---:|---|"]
+             *(f"- caution ({side}): {c}" for side, run in (("A", a), ("B", b)) for c in run.get("cautions") or []), ""]
+    lines += markdown(["task", "kind", "paired", "identical generations", "max abs logprob diff", "max abs value diff",
+                       "verdict"],
+                      [[t.task, t.kind, t.n_paired, "" if t.exact_match is None else f"{t.exact_match:.1%}",
+                        _fmt(t.max_logprob_diff), _fmt(t.max_value_diff),
+                        "agree" if t.agrees else "differ: " + "; ".join(t.reasons)] for t in report["tasks"]],
+                      right=(2, 3, 4, 5))
     for t in report["tasks"]:
-        exact = "" if t.exact_match is None else f"{t.exact_match:.1%}"
-        verdict = "agree" if t.agrees else "differ: " + "; ".join(t.reasons)
-        lines.append(f"| {t.task} | {t.kind} | {t.n_paired} | {exact} | {_fmt(t.max_logprob_diff)} | "
-                     f"{_fmt(t.max_value_diff)} | {verdict} |")
-    for t in report["tasks"]:
-        lines += ["", f"## {t.task}", "", "| metric | A | B | B - A | relative |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {k}{_on_common(m)} | {m['a']:.6g} | {m['b']:.6g} | {m['delta']:.3g} | {m['rel']:.3g} |"
-                  for k, m in t.metrics.items()]
+        lines += ["", f"## {t.task}", ""]
+        lines += markdown(["metric", "A", "B", "B - A", "relative"],
+                          [[f"{k}{_on_common(m)}", f"{m['a']:.6g}", f"{m['b']:.6g}", f"{m['delta']:.3g}",
+                            f"{m['rel']:.3g}"] for k, m in t.metrics.items()], right=(1, 2, 3, 4))
         if t.scores:
-            lines += ["", "| per-sample score | n | mean A | mean B | B - A | paired test | p |",
-                      "|---|---:|---:|---:|---:|---|---:|"]
-            lines += [f"| {s.metric} | {s.n} | {s.mean_a:.6g} | {s.mean_b:.6g} | {s.delta:.3g} | {s.test} | {s.p_value:.3g} |"
-                      for s in t.scores]
+            lines += [""] + markdown(["per-sample score", "n", "mean A", "mean B", "B - A", "paired test", "p"],
+                                     [[s.metric, s.n, f"{s.mean_a:.6g}", f"{s.mean_b:.6g}", f"{s.delta:.3g}", s.test,
+                                       f"{s.p_value:.3g}"] for s in t.scores], right=(1, 2, 3, 4, 6))
         if t.divergences:
             lines += ["", f"First diverging {t.divergences[0].unit} of differing generations "
                           f"({len(t.divergences)}; {min(max_divergences, len(t.divergences))} shown):", ""]

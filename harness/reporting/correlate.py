@@ -13,6 +13,7 @@ import numpy as np
 
 from harness.core.errors import UsageError
 from harness.core.files import write_json_atomic, write_text_atomic
+from harness.core.tables import markdown
 from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
@@ -22,12 +23,10 @@ Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile: 95 % two-sided
 SPEARMAN_VARIANCE = 1.06  # Fieller, Hartley and Pearson (1957): var(atanh(rho)) ~ 1.06 / (n - 3)
 
 
-def _kendall_s_variance(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Kendall's S (concordant minus discordant pairs), its null variance with ties in both series, and the
-    tau-b denominator ``sqrt((n0 - n1)(n0 - n2))``."""
+def _kendall_se(x: np.ndarray, y: np.ndarray) -> float:
+    """The null standard error of tau-b, ``sqrt(Var0(S)) / sqrt((n0 - n1)(n0 - n2))``, with ties in both series (the
+    variance behind ``scipy.stats.kendalltau``'s asymptotic p, which scipy does not return)."""
     n = len(x)
-    i, j = np.triu_indices(n, k=1)
-    s = float(np.sum(np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])))
 
     def tie_terms(values: np.ndarray) -> tuple[float, float, float, float]:
         _, counts = np.unique(values, return_counts=True)
@@ -40,7 +39,7 @@ def _kendall_s_variance(x: np.ndarray, y: np.ndarray) -> tuple[float, float, flo
     n0 = n * (n - 1) / 2
     variance = ((n * (n - 1) * (2 * n + 5) - vx - vy) / 18 + ax1 * ay1 / (2 * n * (n - 1))
                 + ax2 * ay2 / (9 * n * (n - 1) * (n - 2)))
-    return s, variance, math.sqrt((n0 - n1) * (n0 - n2))
+    return math.sqrt(variance) / math.sqrt((n0 - n1) * (n0 - n2))
 
 
 def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
@@ -58,11 +57,11 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
                 "ci": [math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)]}
     if method != "kendall":
         raise UsageError(f"correlation method {method!r} is unknown; allowed: {', '.join(METHODS)}")
-    s, variance, denominator = _kendall_s_variance(np.asarray(x, float), np.asarray(y, float))
-    tau = s / denominator
-    se = math.sqrt(variance) / denominator
-    p = float(2 * stats.norm.sf(abs(tau) / se))
-    return {"r": tau, "p": p, "ci": [max(-1.0, tau - Z95 * se), min(1.0, tau + Z95 * se)]}
+    # The interval needs Var0(S), which scipy does not return: deriving its se as tau / z from scipy's p was tried
+    # and not taken, since tau = 0 gives 0 / 0 and p underflows to 0 (z infinite) from about a thousand runs.
+    found = stats.kendalltau(x, y, method="asymptotic")
+    tau, se = float(found.statistic), _kendall_se(np.asarray(x, float), np.asarray(y, float))
+    return {"r": tau, "p": float(found.pvalue), "ci": [max(-1.0, tau - Z95 * se), min(1.0, tau + Z95 * se)]}
 
 
 def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] = ("x", "y")) -> dict:
@@ -149,14 +148,13 @@ def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], va
     if stats.get("undefined"):
         lines.append(f"Not estimable: {stats['undefined']}.")
     else:
-        lines += ["| method | coefficient | p-value | 95% CI (same approximation as p) |", "|---|---|---|---|"]
-        for method in METHODS:
-            s = stats[method]
-            lines.append(f"| {method} | {s['r']:.4f} | {s['p']:.3g} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] |")
+        lines += markdown(["method", "coefficient", "p-value", "95% CI (same approximation as p)"],
+                          [[m, f"{s['r']:.4f}", f"{s['p']:.3g}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]"]
+                           for m, s in ((m, stats[m]) for m in METHODS)])
     if png:
         lines += ["", f"![scatter]({png})"]
-    lines += ["", f"| run | {x_name} | {y_name} |", "|---|---|---|"]
-    lines += [f"| {label} | {row[0]:.6g} | {row[1]:.6g} |" for label, row in zip(labels, values)]
+    lines += ["", *markdown(["run", x_name, y_name], [[label, f"{row[0]:.6g}", f"{row[1]:.6g}"]
+                                                       for label, row in zip(labels, values)])]
     return "\n".join(lines) + "\n"
 
 
@@ -168,7 +166,7 @@ def _json_number(value: float | list) -> float | list | None:
 
 def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "pearson") -> str:
     """Pairwise coefficients (p-values in brackets) of every metric pair (:func:`coefficient`)."""
-    lines = ["| | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    rows = []
     for i, a in enumerate(metrics):
         cells = []
         for j in range(len(metrics)):
@@ -180,8 +178,8 @@ def matrix_markdown(metrics: Sequence[str], values: np.ndarray, method: str = "p
                 continue
             found = coefficient(method, values[:, i], values[:, j]) if i != j else {"r": 1.0, "p": 0.0}
             cells.append(f"{found['r']:.3f} ({found['p']:.2g})")
-        lines.append(f"| {a} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([a, *cells])
+    return "\n".join(markdown(["", *metrics], rows)) + "\n"
 
 
 def write_report(runs: list[Run], x_name: str, y_name: str, output: str | Path) -> tuple[Path, dict]:

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from harness.core.errors import UsageError
+from harness.core.tables import aligned
 from harness.data.depth import read_cell_metric
 from harness.reporting.labels import split_shared
 from harness.reporting.plots import SCORE_RANGE, latest_having, pyplot
@@ -83,9 +84,7 @@ def depth_table(task: str, grids: dict[str, list[DepthCell]]) -> list[str]:
         at = {(c.depth, c.tokens): c for c in cells}
         rows = [["depth", *lengths.values()]]
         rows += [[f"{depth}%", *(_cell_text(at.get((depth, tokens))) for tokens in lengths)] for depth in depths]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines.append(f"{task} | {label}")
-        lines += ["  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip() for r in rows]
+        lines += [f"{task} | {label}", *aligned(rows)]
     return lines
 
 

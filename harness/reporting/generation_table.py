@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.core.run_files import judgements_path
 from harness.core.errors import MissingDataError
+from harness.core.tables import markdown
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.labels import model_args_of, name_from_results
 from harness.core import results as keys
@@ -68,8 +69,6 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The PIC paper, Table 1's columns, and n: the samples each run's averages are over (Appendix A)."""
-    lines = ["| model | Length | Tokens | Quality | CR | n |", "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['label']} | {r['length']:.1f} | {r['tokens']:.1f} | {r['quality']:.2f} | {100 * r['cr']:.1f}% "
-                     f"| {r['n']} |")
-    return "\n".join(lines)
+    return "\n".join(markdown(["model", "Length", "Tokens", "Quality", "CR", "n"],
+                              [[r["label"], f"{r['length']:.1f}", f"{r['tokens']:.1f}", f"{r['quality']:.2f}",
+                                f"{100 * r['cr']:.1f}%", r["n"]] for r in rows], right=(1, 2, 3, 4, 5)))

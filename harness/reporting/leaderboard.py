@@ -4,9 +4,7 @@ each caution once). Missing metrics are empty cells, never zeros."""
 
 from __future__ import annotations
 
-import csv
 import html
-import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -15,6 +13,7 @@ from typing import Callable, Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
+from harness.core.tables import csv_text, html_table, markdown
 from harness.data.depth import read_cell_metric
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, TRUNCATION_COUNTS
@@ -164,11 +163,7 @@ def _all_zero_breakdown(metric: str, rows: list[dict[str, str]]) -> bool:
 
 
 def to_csv(board: Leaderboard) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=board.columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(board.rows)
-    return out.getvalue()
+    return csv_text(board.columns, board.rows)
 
 
 def _short_args(text: str) -> str:
@@ -184,12 +179,6 @@ def _readable(value: str, stderr: str = "") -> str:
     number = float(value)
     text = str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.4g}"
     return f"{text} ± {float(stderr):.2g}" if stderr and float(stderr) == float(stderr) else text
-
-
-def _table(head: list[str], lines: list[list[str]]) -> list[str]:
-    escape = lambda text: str(text).replace("|", "\\|")  # noqa: E731
-    return (["| " + " | ".join(map(escape, head)) + " |", "|" + "---|" * len(head)]
-            + ["| " + " | ".join(map(escape, cells)) + " |" for cells in lines])
 
 
 def _with_n(row: dict[str, str], metric: str) -> str:
@@ -235,9 +224,9 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
             return []
         head = [] if title is None else ["", f"## {title}", "", text, ""]
         if runs_as_rows:
-            return head + _table(["run", *columns], [[name, *(cell(r, m) for m in columns)]
+            return head + markdown(["run", *columns], [[name, *(cell(r, m) for m in columns)]
                                                      for name, r in zip(names, board.rows)])
-        return head + _table(["metric", *names], [[m, *(cell(r, m) for r in board.rows)] for m in columns])
+        return head + markdown(["metric", *names], [[m, *(cell(r, m) for r in board.rows)] for m in columns])
 
     lines += section(None, "", metrics, with_stderr, runs_as_rows=True)
     lines += section("Cost", "What each run cost, as it recorded it: wall time, the device, its peak memory, the tokens "
@@ -293,23 +282,21 @@ def _cost_text(row: dict[str, str], column: str) -> str:
     return f"{int(text):,}"
 
 
-def _html_cell(column: str, text: str) -> str:
+def _html_cell(column: str, text: str) -> str | tuple[str, dict[str, str]]:
     """Numbers to 6 digits, sorted by their full value (``data-v``); model_args as words, the JSON as a tooltip."""
     if column == "model_args":
-        return f"<td title='{html.escape(text, quote=True)}'>{html.escape(_short_args(text))}</td>"
+        return _short_args(text), {"title": text}
     if column not in TEXT_COLUMNS and column != CAUTIONS and text:
-        return f"<td data-v='{html.escape(text, quote=True)}'>{float(text):.6g}</td>"
-    return f"<td>{html.escape(text)}</td>"
+        return f"{float(text):.6g}", {"data-v": text}
+    return text
 
 
 def to_html(board: Leaderboard, title: str = "Leaderboard") -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in board.columns)
-    body = "".join("<tr>" + "".join(_html_cell(c, r[c]) for c in board.columns) + "</tr>" for r in board.rows)
+    table = html_table(board.columns, [[_html_cell(c, r[c]) for c in board.columns] for r in board.rows])
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
             "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
             "th{cursor:pointer;background:#eee;position:sticky;top:0}td[data-v]{text-align:right}</style></head><body>"
-            f"<p>Click a column header to sort; hover model_args for the full JSON.</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p>Click a column header to sort; hover model_args for the full JSON.</p>{table}"
             f"<script>{_SORT_JS}</script></body></html>\n")
 
 

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from harness.core import results as keys
 from harness.core.errors import UsageError
 from harness.core.run_record import FIELDS, RunRecord
+from harness.core.tables import markdown
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import DEPTH_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.paired import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED, paired_difference
@@ -150,15 +151,13 @@ def to_markdown(report: dict[str, Any]) -> str:
              *([f"- allowed to differ: {', '.join(settings['allowed'])}"] if settings["allowed"] else []),
              f"- interval: {settings['confidence']:.0%} paired bootstrap over documents ({settings['interval']}, "
              f"{settings['resamples']} resamples, seed {settings['seed']}); p: exact McNemar for two-valued scores, "
-             "else Wilcoxon signed-rank", "",
-             "| task | metric | n | raw | chat | chat - raw | interval | p | test |",
-             "|---|---|---:|---:|---:|---:|---|---:|---|"]
+             "else Wilcoxon signed-rank", ""]
+    lines += markdown(["task", "metric", "n", "raw", "chat", "chat - raw", "interval", "p", "test"],
+                      [[t.task, r.metric, r.n, _fmt(r.mean_raw), _fmt(r.mean_chat), _fmt(r.delta, "+.4g"),
+                        "" if r.low is None else f"[{r.low:+.4g}, {r.high:+.4g}]", f"{r.p_value:.3g}", r.test]
+                       for t in report["tasks"] for r in t.rows], right=(2, 3, 4, 5, 7))
     notes = []
     for t in report["tasks"]:
-        for r in t.rows:
-            interval = "" if r.low is None else f"[{r.low:+.4g}, {r.high:+.4g}]"
-            lines.append(f"| {t.task} | {r.metric} | {r.n} | {_fmt(r.mean_raw)} | {_fmt(r.mean_chat)} | "
-                         f"{_fmt(r.delta, '+.4g')} | {interval} | {r.p_value:.3g} | {r.test} |")
         if not t.rows:
             notes.append(f"{t.task}: no per-document score paired ({t.n_paired} documents paired)")
         if t.refitted:

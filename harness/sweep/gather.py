@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from harness.core.sizes import in_words
+from harness.core.tables import csv_text, markdown
 from harness.plan.report import duration, table
 
 SWEEP_FILE = "sweep.json"
@@ -120,10 +121,9 @@ def step_reports(out: Path, by_variant: dict[str, list[tuple[int, Any]]]) -> lis
     def text(value: Any, short: bool) -> str:  # the CSV keeps every digit, the Markdown six
         return "" if value is None else f"{value:.6g}" if short and isinstance(value, float) else str(value)
 
-    csv = "\n".join(",".join(text(row.get(c), False) for c in columns) for row in [{c: c for c in columns}, *rows])
-    md = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    md += ["| " + " | ".join(text(row.get(c), True) for c in columns) + " |" for row in rows]
-    paths = [write_text_atomic(out / "by_step.csv", csv + "\n"), write_text_atomic(out / "by_step.md", "\n".join(md) + "\n")]
+    csv = csv_text(columns, [[text(row.get(c), False) for c in columns] for row in rows])
+    md = markdown(columns, [[text(row.get(c), True) for c in columns] for row in rows])
+    paths = [write_text_atomic(out / "by_step.csv", csv), write_text_atomic(out / "by_step.md", "\n".join(md) + "\n")]
     plt = pyplot()
     cols = min(3, len(metrics)) or 1
     fig, axes = plt.subplots(math.ceil(len(metrics) / cols) or 1, cols, figsize=(4.5 * cols, 3.2 * math.ceil(len(metrics) / cols) or 1),

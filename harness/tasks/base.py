@@ -18,6 +18,7 @@ from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import REQUESTS, RequestOptions
 from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
+from harness.longppl.formulas import EvaluatorRun
 from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
 from harness.core import results as keys
@@ -35,14 +36,15 @@ NO_LENGTH = "-"  # the length of a sample that was not fitted to one (a plan's c
 class CachedCounts:
     """A task's samples of one length (:data:`NO_LENGTH`: not fitted to one) as cached: each sample's prompt tokens as
     sent and its generation budget, ``cached`` (False: made now, or to be made by the run), the scored tokens, and the
-    model loaded beside the evaluated one to make what is not cached (``(name, dtype)``: LongPPL's evaluator)."""
+    model loaded beside the evaluated one to make what is not cached (LongPPL's evaluator:
+    :class:`~harness.longppl.formulas.EvaluatorRun`)."""
 
     length: str
     prompts: tuple[int, ...]
     budgets: tuple[int, ...]
     cached: bool
     scored_tokens: int = 0
-    helper: tuple[str, str] | None = None
+    helper: EvaluatorRun | None = None
 
 
 class LchTask(ConfigurableTask):
@@ -227,6 +229,20 @@ class LchTask(ConfigurableTask):
     def _record_aggregate(self, metric: str, n: int, stderr: float | None) -> None:
         if isinstance(self.config.metadata, dict):
             self.config.metadata.setdefault(keys.AGGREGATED, {})[metric] = {"n": n, "stderr": stderr}
+
+    def override_metric(self, metric_name: str) -> None:
+        """lm-eval's ``--predict_only``: ``metric_name`` alone (its ``bypass``), None for every document as in
+        lm-eval's own tasks; our scorers do not run (a prediction-only run need not have what they read)."""
+        scorer = task_scorer()
+        if scorer is None:  # 0.4.13: its evaluator aggregates by aggregation()
+            super().override_metric(metric_name)
+        else:  # the 0.5 line rebuilds its scorers for lm-eval's own output types only (ours are not among them)
+            from lm_eval.scorers import build_scorer
+
+            self._scorers = [build_scorer(cfg={"name": "none", "filter": [], "metric_list": [
+                {"metric": metric_name, "aggregation": metric_name}]}, output_type=self.OUTPUT_TYPE, scorer_type=scorer)]
+        self._config.process_results = lambda doc, results: {metric_name: None}
+        self._present = None
 
     def process_document(self, doc: dict, results: list) -> dict:
         """The metrics of ``doc``; in a ``PARTIAL`` task every declared one, None where not its own, so that every

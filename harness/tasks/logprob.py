@@ -11,7 +11,7 @@ from harness.longppl.corpus import CorpusOptions
 from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import UsageError
 from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
-from harness.longppl.formulas import SOFT_GAMMA, KeyTokens, document_stats, key_tokens_support
+from harness.longppl.formulas import SOFT_GAMMA, EvaluatorRun, KeyTokens, document_stats, key_tokens_support
 from harness.metrics.pooling import nll_sum
 from harness.metrics.support import Support
 from harness.longppl.keytokens import KeyTokenOptions
@@ -110,8 +110,8 @@ class LongPPLTask(TokenLogprobTask):
 
     @classmethod
     def plan_from_cache(cls, model_keys: ModelKeys, options: Any, limit: float | None) -> list[CachedCounts] | None:
-        """The documents as the run scores them (in the evaluated tokenizer; the first ``limit``), and ``cached``:
-        whether their key tokens are at hand, so a plan never runs the evaluator."""
+        """The documents as the run scores them (in the evaluated tokenizer; the first ``limit``), ``cached``: whether
+        their key tokens are at hand, so a plan never runs the evaluator, and the evaluator that would make them."""
         import math
 
         from harness.data.prompt_tokens import load_tokenizer, tokenizer_name
@@ -130,7 +130,21 @@ class LongPPLTask(TokenLogprobTask):
         cached = key_tokens_cached([d["text"] for d in docs], options.evaluator, options)
         return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts), cached,
                              scored_tokens=sum(max(0, n - 1) for n in prompts),
-                             helper=None if cached else (options.evaluator, options.evaluator_dtype))]
+                             helper=None if options.key_spans_dir or not docs else cls.evaluator_helper(docs, options))]
+
+    @staticmethod
+    def evaluator_helper(docs: list[dict], options: Any) -> EvaluatorRun:
+        """The evaluator as the run would load it to find the key tokens of ``docs``: the longest in its tokens (with
+        its special tokens, as it reads them; the documents' own count where its tokenizer is not at hand)."""
+        from harness.data.prompt_tokens import load_tokenizer
+
+        try:
+            tokenizer = load_tokenizer(options.evaluator)
+            tokens = max(len(tokenizer(d["text"])["input_ids"]) for d in docs)
+        except OSError:  # a hub name offline: its config is not at hand either, and the plan leaves it unsized
+            tokens = max(d["n_tokens"] for d in docs)
+        return EvaluatorRun(options.evaluator, options.evaluator_dtype, tokens, options.trunc_len,
+                            options.sliding_window, bos=options.short_start == "bos")
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]

@@ -109,11 +109,12 @@ from pathlib import Path
 import harness, lch_harness_lm_eval
 from harness.demo.real import GROUP, prepare_demo
 from harness.longppl.corpus import corpus_documents
+from harness.plugin.in_process import task_manager
 from harness.tasks.logprob import LongPPLTask
 
 setup = prepare_demo(output="results/demo")  # what `lch demo` resolves, with no --essays and no $LCH_ESSAYS
 _, options = LongPPLTask.read_options(setup.metadata, "longppl_govreport")  # the LongPPL task's own parse
-loaded = setup.manager.load([GROUP])
+loaded = task_manager([str(setup.group_dir)], setup.metadata, ours_only=True).load([GROUP])  # as each cell's run does
 print(json.dumps({
     "harness": harness.__file__, "plugin": lch_harness_lm_eval.__file__, "sys_path": sys.path,
     "dists": [str(d._path) for d in importlib.metadata.distributions() if d.metadata["Name"] == "lch-harness"],

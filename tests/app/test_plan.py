@@ -206,7 +206,7 @@ def test_a_run_records_what_it_cost_and_its_tokens_are_its_plans(tiny_model_dir,
     assert cost["wall_seconds"] > ppl["seconds"] + ruler["seconds"]
     assert cost["device"] == "cpu" and cost["device_name"].startswith("CPU") and cost["processes"] == 1
     assert cost["peak_memory"]["what"] == "peak resident memory of this process" and cost["peak_memory"]["bytes"] > 2 ** 20
-    assert cost["judge"] == {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    assert cost["judge"] == {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0} and cost["helpers"] == []
 
     plan = {c.task: c for c in _plan(tiny_model_dir, tasks, meta).cells}
     assert plan["ppl_govreport"].scored_tokens == ppl["scored_tokens"]
@@ -254,6 +254,7 @@ def test_a_longppl_plan_never_runs_the_evaluator_and_says_whether_its_key_tokens
 
     import harness.longppl.keytokens as keytokens
     from harness.longppl.corpus import CorpusOptions, corpus_documents
+    from harness.longppl.formulas import EvaluatorRun
     from harness.longppl.keytokens import KeyTokenOptions, attach_key_tokens
 
     path, texts = reports
@@ -271,13 +272,55 @@ def test_a_longppl_plan_never_runs_the_evaluator_and_says_whether_its_key_tokens
     assert (cell.task, sorted(cell.prompts), cell.budgets, cell.cached) == ("longppl_govreport", sorted(counts),
                                                                            (0, 0, 0), False)
     assert cell.scored_tokens == sum(counts) - 3
+    # the evaluator as the run would load it: the longest document in its own tokens (special tokens included, as it
+    # reads them), K and d, for the plan's memory
+    longest = max(len(tokenizer(t)["input_ids"]) for t in texts)
+    assert cell.helper == EvaluatorRun(str(tiny_model_dir), "auto", longest, 64, 32)
     corpus = CorpusOptions(data_files=str(path), min_tokens=1, num_docs=3, evaluator=str(tiny_model_dir))
     attach_key_tokens(corpus_documents(corpus), str(tiny_model_dir),  # found and cached, as a run finds them
                       KeyTokenOptions(trunc_len=64, sliding_window=32, key_cache_dir=str(tmp_path / "keys")))
     (cell,) = _plan(tiny_model_dir, ["longppl_govreport"], meta).cells
-    assert cell.cached is True and sorted(cell.prompts) == sorted(counts)
+    assert cell.cached is True and sorted(cell.prompts) == sorted(counts) and cell.helper.tokens == longest
     (first,) = _plan(tiny_model_dir, ["longppl_govreport"], meta, limit=1.0).cells
     assert first.samples == 1
+
+
+def test_a_run_records_the_evaluator_it_ran_and_its_plan_counts_it_after_the_key_tokens_are_cached(
+        tiny_model_dir, reports, tmp_path):
+    """A LongPPL run whose key tokens are not cached runs its evaluator (here a Gemma 3 of its own vocabulary) and says
+    so in its cost (``helpers``); the same run again finds them cached and runs none. Planned again afterwards (its key
+    tokens cached by then), the first run's plan counts the evaluator it held (its weights above the evaluated
+    model's), the second's does not."""
+    from harness.cli import main
+    from harness.core import results as keys
+    from harness.models.memory import meta_model, request_need, weight_bytes
+    from harness.models.tiny import build_tiny_model
+    from harness.plugin.in_process import evaluate, save_run, task_manager
+
+    evaluator = str(build_tiny_model(arch="gemma3_text", vocab_size=300, hidden=96, layers=3, heads=4, kv_heads=1))
+    path, _ = reports
+    meta = {"data_files": str(path), "min_tokens": 1, "num_docs": 3, "evaluator": evaluator,
+            "evaluator_dtype": "float32", "trunc_len": 64, "sliding_window": 32, "key_cache_dir": str(tmp_path / "k"),
+            "alpha": -100.0, "beta": -100.0}  # an untrained evaluator: every token past K is key
+    model_args = {"pretrained": str(tiny_model_dir), "dtype": "float32"}
+    planned = []
+    for run in ("first", "again"):
+        out = evaluate(model_args, ["longppl_govreport"], task_manager(metadata={**model_args, **meta},
+                                                                       ours_only=True), device="cpu", batch_size=1)
+        assert out[keys.COST]["helpers"] == ([{"model": evaluator, "dtype": "float32"}] if run == "first" else [])
+        save_run(out, tmp_path / run)
+        assert main(["plan", "--against", str(tmp_path / run), "--json", str(tmp_path / f"{run}.json")]) == 0
+        plan = json.loads((tmp_path / f"{run}.json").read_text())
+        (cell,) = plan["cells"]
+        assert cell["cached"] is True
+        planned.append(cell["memory"] - plan["memory"]["runtime"])
+    evaluated = meta_model(str(tiny_model_dir), "float32")
+    assert planned[1] == request_need(evaluated, max_prompt(tmp_path / "again.json"), scores=True).resident("cpu")
+    assert weight_bytes(meta_model(evaluator, "float32")) > weight_bytes(evaluated) and planned[0] > planned[1]
+
+
+def max_prompt(plan_json):
+    return json.loads(plan_json.read_text())["cells"][0]["longest_prompt"]
 
 
 def test_a_judged_tasks_plan_counts_each_judge_call_at_most(tiny_model_dir, tmp_path, monkeypatch):

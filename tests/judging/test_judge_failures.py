@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import openai  # noqa: F401 - imported before any timing, so that no measured call pays for it
@@ -186,3 +187,51 @@ def test_an_interrupt_while_judging_keeps_the_generations(tmp_path, caplog):
     (kept,) = (tmp_path / "cache" / "unjudged").glob("samples_longbench_write_*.jsonl")
     assert [json.loads(line)["quality"] for line in kept.read_text().splitlines()] == items
     assert str(kept) in caplog.text
+
+
+@pytest.mark.parametrize("status, content_type, body, message", [
+    (404, "text/html", b"<html>not here</html>", "is not OpenAI-compatible (GET /models answered HTTP 404): start an "),
+    (401, "application/json", b'{"error": "bad key"}', "refused the API key (HTTP 401): set LCH_JUDGE_API_KEY or "
+                                                         "OPENAI_API_KEY"),
+    (200, "text/html", b"<html>a web page</html>", "is not OpenAI-compatible (GET /models did not answer JSON): "),
+    (200, "application/json", b"[1, 2]", "is not OpenAI-compatible (GET /models has no model list): "),
+    (200, "application/json", b'{"object": "list"}', "is not OpenAI-compatible (GET /models has no model list): "),
+])
+def test_a_server_that_is_no_judge_is_refused_in_one_line_naming_it(status, content_type, body, message, tmp_path):
+    """The model-list check before the first request: what answers at the judge URL is named, with what to do."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from harness.judges.client import JudgeUnreachable
+
+    class Reply(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Reply)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        with pytest.raises(JudgeUnreachable) as refused:
+            JudgeClient(JudgeSettings(base_url=url, model="m", cache_dir=str(tmp_path))).ask_many([[]], progress=False)
+    finally:
+        server.shutdown()
+    assert str(refused.value).startswith(f"the judge server at {url} {message}")
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["not a url", "localhost", "http://[::1/v1"])
+def test_a_judge_url_that_is_no_url_is_refused_in_one_line(url, tmp_path):
+    """What httpx says of the URL, in brackets; never a traceback."""
+    from harness.judges.client import JudgeUnreachable
+
+    with pytest.raises(JudgeUnreachable) as refused:
+        JudgeClient(JudgeSettings(base_url=url, model="m", cache_dir=str(tmp_path))).ask_many([[]], progress=False)
+    assert re.fullmatch(rf"no judge server answers at {re.escape(url)} \([^\n]+\): (start an .* or )?fix the judge "
+                        r"base URL \(it ends in /v1\)", str(refused.value)), str(refused.value)

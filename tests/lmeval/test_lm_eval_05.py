@@ -144,3 +144,36 @@ def test_a_task_name_of_nobody_in_a_run_of_ours_is_one_line_on_the_0_5_line(lm_e
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == ("lch: error: Tasks not found: ppl_govrepot; did you mean ppl_govreport? "
                                             "(`lch eval --tasks list` lists every task)")
+
+
+def test_predict_only_logs_our_tasks_predictions_on_both_lines(lm_eval_05, tiny_model_dir, tmp_path):
+    """``--predict_only``: lm-eval's ``bypass`` metric (999) for a scoring and a generating task of ours, the samples
+    logged, the same predictions on the 0.5 line and on 0.4.13 (both used to end in a traceback: neither line's
+    bypass knows our request types)."""
+    from harness.data.synthetic import synthetic_reports
+
+    corpus = tmp_path / "reports.jsonl"
+    corpus.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 300, seed=1)))
+    meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 2, "lengths": [768], "num_samples": 1,
+            "essays": "synthetic"}
+    predictions = []
+    for lm_eval_path in (lm_eval_05, None):
+        out = tmp_path / ("0.5" if lm_eval_path else "installed")
+        done = _lm_eval(["run", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device",
+                         "cpu", "--tasks", "ppl_govreport,lch_ruler_niah_single_1", "--metadata", json.dumps(meta),
+                         "--output_path", str(out), "--predict_only", "--log_samples"], tmp_path, lm_eval_path,
+                        tmp_path / "cache")
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        results = _as_0_4_13(_outcome(out))["results"]
+        assert {task: results[task]["bypass,none"] for task in results} == {"ppl_govreport": 999,
+                                                                              "lch_ruler_niah_single_1": 999}
+        samples = {path.name.split("_20")[0]: [json.loads(line) for line in path.read_text().splitlines()]
+                   for path in out.rglob("samples_*.jsonl")}
+        assert [len(samples[name]) for name in sorted(samples)] == [1, 2], sorted(samples)
+        predictions.append({name: [_leaves(row["filtered_resps"]) for row in rows] for name, rows in samples.items()})
+    on_05, installed = predictions  # the 0.5 line nests a sample's responses one list deeper
+    assert {name.rpartition("::")[2]: rows for name, rows in on_05.items()} == installed
+
+
+def _leaves(value: object) -> list:
+    return [leaf for item in value for leaf in _leaves(item)] if isinstance(value, list) else [value]

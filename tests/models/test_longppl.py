@@ -1,7 +1,9 @@
 """LongPPL pinned to hand-built cases, a straightforward re-implementation and the reference package."""
 
 import math
+import random
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -14,6 +16,7 @@ from harness.longppl.formulas import (
     document_stats,
     key_token_mask,
     merge_touching,
+    select_key_tokens,
     short_windows,
     soft_token_weights,
     summarize,
@@ -74,6 +77,64 @@ def test_soft_weights_are_character_averages():
     key = KeyTokens([], offsets=[[0, 4], [4, 6], [6, 8]], lsd=[None, math.log(3.0), 9.0])
     weights = soft_token_weights([[0, 2], [2, 5], [5, 8]], key, gamma=5.0)
     assert weights.tolist() == pytest.approx([1.0, (1 + 1 + 3) / 3, (3 + 5 + 5) / 3])
+
+
+def _per_character_soft_weights(offsets, key, gamma):
+    """Eq. 10 spelled out: each character takes the weight of the last evaluator token over it (NaN weighs nothing),
+    each evaluated token the numpy mean of its weighed characters (1 when none)."""
+    length = max([e for _, e in key.offsets] + [e for _, e in offsets] + [0])
+    char_w = np.full(length, np.nan)
+    for (start, end), d in zip(key.offsets, key.lsd):
+        char_w[start:end] = 1.0 if d is None else min(math.exp(min(d, 50.0)), gamma)
+    weights = np.ones(len(offsets))
+    for i, (start, end) in enumerate(offsets):
+        covered = char_w[start:end]
+        covered = covered[~np.isnan(covered)]
+        if covered.size:
+            weights[i] = covered.mean()
+    return weights
+
+
+def _random_spans(rng, n, width, repeat=0.1, gap=0.1):
+    """``n`` token spans in text order: some empty, some repeating the one before (a character cut into byte
+    tokens), gaps between some."""
+    spans, pos = [], 0
+    for _ in range(n):
+        if spans and rng.random() < repeat:
+            spans.append(list(spans[-1]))
+            continue
+        pos += rng.randint(1, 3) if rng.random() < gap else 0
+        w = rng.randint(0, width)
+        spans.append([pos, pos + w])
+        pos += w
+    return spans
+
+
+def test_soft_weights_equal_the_per_character_definition_bit_for_bit():
+    rng = random.Random(0)
+    odd = [None, float("nan"), float("inf"), -float("inf"), 0.0]
+    for _ in range(2000):
+        evaluator = _random_spans(rng, rng.randint(1, 50), rng.choice([1, 3, 12, 40]))
+        lsd = [rng.choice(odd) if rng.random() < 0.2 else rng.uniform(-3.0, 4.0) for _ in evaluator]
+        same = rng.random() < 0.3  # the model its own evaluator: every token over characters of one weight
+        evaluated = [list(s) for s in evaluator] if same else _random_spans(rng, rng.randint(0, 50), rng.choice([1, 12]))
+        key = KeyTokens([], offsets=evaluator, lsd=lsd)
+        expected = _per_character_soft_weights(evaluated, key, 5.0)
+        for given in (evaluated, np.asarray(evaluated, dtype=np.int64).reshape(-1, 2)):
+            assert np.array_equal(soft_token_weights(given, key, gamma=5.0), expected, equal_nan=True)
+    assert soft_token_weights([[0, 2]], KeyTokens([[0, 2]]), gamma=5.0) is None  # spans read from files: no LSD
+
+
+def test_key_token_selection_from_arrays_and_lists_alike():
+    # K = 2: targets 2..4; LSD 3 - 1 = 2 (not > 2), 0.5 - (-2) = 2.5 (key), -1 - (-4) = 3 with LCL -1 > beta (key)
+    offsets = [(0, 0), (0, 3), (3, 5), (5, 9), (9, 12)]
+    expected = KeyTokens([[5, 12]], [[0, 0], [0, 3], [3, 5], [5, 9], [9, 12]], [None, None, 2.0, 2.5, 3.0],
+                         [None, None, 3.0, 0.5, -1.0])
+    for long, short in (([3.0, 0.5, -1.0], [1.0, -2.0, -4.0]),
+                        (np.array([3.0, 0.5, -1.0], np.float32), np.array([1.0, -2.0, -4.0], np.float32))):
+        found = select_key_tokens(offsets, long, short, 2, alpha=2.0, beta=-2.0)
+        assert found == expected and all(type(v) is float for v in found.lsd[2:] + found.lcl[2:])
+    assert select_key_tokens(offsets, [], [], 7, 2.0, -2.0) == KeyTokens([], expected.offsets, [None] * 5, [None] * 5)
 
 
 def _straightforward_key_positions(model, ids, trunc_len, sliding_window, alpha, beta):

@@ -24,14 +24,47 @@ def test_weights_kv_cache_and_a_scoring_pass_by_hand():
     assert weight_bytes(model) == 4 * (V * H + L * layer + H + V * H + rotary)
     # keys and values of every layer: 2 x 2 layers x 2 heads x 16 x 4 bytes a token
     assert kv_cache_bytes(model, 100) == 2 * L * KV * D * 4 * 100 == 51_200
-    # a scoring pass of 100 tokens on the CPU: the last hidden states, one layer at work (q, k, v, the MLP's three
-    # activations, two hidden-sized), k and v repeated to 4 heads, the 100 x 100 mask and its float copy (sdpa),
-    # one chunk of logits (2^23 floats at 8 bytes: the head's output and the exponential)
-    expected = 4 * (100 * H + 100 * ((HEADS + 2 * KV) * D + 3 * I + 2 * H) + 2 * 100 * HEADS * D) + 100 * 100 * 5
-    expected += DEFAULT_LOGIT_BUDGET * 8
-    assert predicted_peak(model, 100, 1, None, "cpu") == expected
+    # a token's bytes in the decoder (fp32): held throughout, the embeddings the decoder keeps and the hidden states
+    # passed on (64 each) and one RoPE table's cos and sin (16 each); at a layer's peak the larger of its attention
+    # (the normed input 64, q 64, k and v 32 each, k and v repeated to 4 heads 128, the output 64) and its MLP (the
+    # residual and the normed input 64 each, gate activation, up and product 128 each); no mask (one unpadded row,
+    # no sliding layer: SDPA's causal flag)
+    held, attention, mlp = 4 * (2 * H + 2 * D), 4 * (H + HEADS * D + 2 * KV * D + 2 * HEADS * D + HEADS * D), \
+        4 * (2 * H + 3 * I)
+    assert (held, attention, mlp) == (640, 1536, 2048)
+    # the head's phase: the last hidden states and the log-probabilities, beside one chunk of logits (2^23 floats at
+    # 8 bytes: the head's output and the exponential); the larger of the two phases is the pass's peak
+    head = lambda n: n * (4 * H + 4) + DEFAULT_LOGIT_BUDGET * 8  # noqa: E731
+    assert predicted_peak(model, 100, 1, None, "cpu") == head(100) == 67_134_864
+    assert predicted_peak(model, 50_000, 1, None, "cpu") == 50_000 * (held + mlp) == 134_400_000
+    # a generation: the prefill's decoder peak (logits of its last token only) beside the cache of prompt and budget
     need = request_need(model, 100, budget=28, scores=False)
-    assert need.cache == kv_cache_bytes(model, 128) and need.total == weight_bytes(model) + expected + need.cache
+    assert (need.work, need.cache) == (100 * (held + mlp), kv_cache_bytes(model, 128))
+    assert need.total == weight_bytes(model) + 100 * (held + mlp) + need.cache
+
+
+def test_a_sliding_window_model_holds_two_rope_tables_and_its_windows_mask():
+    """Gemma 3's sliding layers have a RoPE of their own (a second cos and sin held), and a mask SDPA's causal flag
+    cannot stand in for: the whole mask while it has at most 2^25 pairs (with SDPA's float copy), else a block of
+    queries over the keys the block attends (the block and its window) under lch_sdpa."""
+    from harness.models.attention import MASK_BLOCK_ELEMENTS, use_blocked_masks
+    from harness.models.device_sizing import layer_work, mask_bytes
+
+    model = tiny_causal_lm("gemma3_text", layers=3)  # sliding, sliding, full; a window of 8
+    use_blocked_masks(model)
+    hd, inner = model.config.head_dim, model.config.intermediate_size
+    work = layer_work(model)
+    assert work.held == 4 * (2 * H + 2 * 2 * hd)
+    assert (work.attention, work.mlp) == (4 * (H + HEADS * hd + 2 * KV * hd + 2 * HEADS * hd + HEADS * hd),
+                                          4 * (2 * H + 3 * inner))
+    assert mask_bytes(model, 100) == 100 * 100 * (1 + 4)
+    rows = MASK_BLOCK_ELEMENTS // 10_000
+    assert mask_bytes(model, 10_000) == rows * (rows + 8) * (1 + 4)
+    assert predicted_peak(model, 10_000, 1, None, "cpu") == 10_000 * work.held + max(
+        10_000 * work.attention + rows * (rows + 8) * 5, 10_000 * work.mlp)
+    llama = tiny_causal_lm("llama")
+    use_blocked_masks(llama)
+    assert mask_bytes(llama, 10_000) == 0 and mask_bytes(llama, 10_000, batch=2) == MASK_BLOCK_ELEMENTS * 5
 
 
 def test_a_sliding_window_layer_keeps_its_window_only():
@@ -82,6 +115,13 @@ def test_memory_sizes_and_device_names_are_parsed_and_bad_ones_refused_in_one_li
 
 
 def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
+    """A cell's memory is what the run holds (on the CPU with the heap's slack); it fits when the run-time check would
+    let its pass run, the pass's work taken again with the check's margin (FIT_MARGIN - 1); a misfit says the longest
+    prompt that fits and what bf16 needs."""
+    import bisect
+
+    from harness.models.device_sizing import FIT_MARGIN
+    from harness.models.memory import CPU_HEAP_SLACK
     from harness.plan.cells import PlanCell
     from harness.plan.make import EvalSettings, with_memory
 
@@ -89,17 +129,24 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
                       tasks=["ppl_govreport"])
     model = meta_model(str(tiny_model_dir), "float32")
     cells = [PlanCell("ppl_govreport", "-", (256,), (0,), scored_tokens=255),
-             PlanCell("ppl_govreport", "-", (4096,), (0,), scored_tokens=4095)]
-    needs = [request_need(model, n, scores=True).total for n in (256, 4096)]
-    room = (needs[0] + needs[1]) // 2
+             PlanCell("ppl_govreport", "-", (60_000,), (0,), scored_tokens=59_999)]
+
+    def held(n):
+        work = request_need(model, n, scores=True).work
+        return weight_bytes(model) + work + int(CPU_HEAP_SLACK * work)
+
+    def checked(n):
+        return held(n) + int(request_need(model, n, scores=True).work * (FIT_MARGIN - 1))
+
+    room = (held(60_000) + checked(60_000)) // 2  # what it holds would fit, not the check's margin over its pass
     sized, misfits = with_memory(cells, run, DeviceMemory("a small device", room, "cpu"))
-    assert [(c.memory, c.fits) for c in sized] == [(needs[0], True), (needs[1], False)]
-    longest = max(n for n in range(256, 4097) if request_need(model, n, scores=True).total <= room)
-    narrow = request_need(meta_model(str(tiny_model_dir), "bfloat16"), 4096, scores=True).total
+    assert [(c.memory, c.fits) for c in sized] == [(held(256), True), (held(60_000), False)]
+    longest = bisect.bisect_right(range(60_001), room, key=checked) - 1
+    narrow = request_need(meta_model(str(tiny_model_dir), "bfloat16"), 60_000, scores=True).resident("cpu")
     from harness.core.sizes import in_words
 
-    assert misfits == [f"ppl_govreport -: needs {in_words(needs[1])}, a small device has {in_words(room)}: prompts up "
-                       f"to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"]
+    assert misfits == [f"ppl_govreport -: needs {in_words(held(60_000))}, a small device has {in_words(room)}: "
+                       f"prompts up to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"]
 
 
 def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, monkeypatch):
@@ -141,29 +188,111 @@ def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
     assert sized[0].fits and misfits == []
 
 
-def test_longppls_evaluator_runs_beside_the_evaluated_model_until_its_key_tokens_are_cached(tiny_model_dir,
-                                                                                            monkeypatch):
-    """A LongPPL cell whose key tokens are not cached loads the evaluator beside the evaluated model: its weights and
-    its long pass, which runs before the evaluated model's (so the larger of the two passes counts); on the CPU the
-    evaluated model's weights, in their checkpoint's dtype, are mapped and read only by its own pass, so the two
-    phases do not overlap; an evaluator whose config is not at hand (a hub name offline) leaves the cell unsized
-    rather than sized without it."""
+@pytest.fixture(scope="module")
+def other_evaluator(tiny_model_dir):
+    """A second tiny model of another family and vocabulary than ``tiny_model_dir`` (Llama, 2 layers, hidden 64):
+    Gemma 3, 3 layers (sliding, sliding, full; a window of 8), hidden 48, 4 query heads of 12, one key-value head."""
+    from harness.models.tiny import build_tiny_model
+
+    return build_tiny_model(arch="gemma3_text", vocab_size=300, hidden=48, layers=3, heads=4, kv_heads=1, seed=5)
+
+
+def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model_dir, other_evaluator, monkeypatch):
+    """LongPPL with another model as its evaluator, planned against a count by hand from the two configs: the run
+    holds the larger of two phases beside its runtime. First the evaluator (lm-eval loads the evaluated model, then
+    the tasks, whose key tokens the evaluator finds; then lets it go): its weights, and the larger of its long pass
+    over its document and its batch of 4 short windows (K + d tokens each, the first window's context being the long
+    pass's); the evaluated model's weights, mapped from its fp32 checkpoint on the CPU, are not read yet, while on a
+    GPU they are resident. Then the evaluated model: its weights and its scoring pass (on the CPU each phase with the
+    heap's slack over what its pass makes). Each pass is the larger of the
+    decoder's peak (held + the larger of a layer's attention with its mask and its MLP) and the head's (the last
+    hidden states, the log-probabilities, a chunk of 2^23 logits at 8 bytes)."""
+    import json
+
+    from harness.longppl.formulas import EvaluatorRun
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import EvalSettings, with_memory
+    from harness.models.attention import MASK_BLOCK_ELEMENTS as BLOCK
+    from harness.models.memory import CPU_HEAP_SLACK
+
+    e = json.loads((tiny_model_dir / "config.json").read_text())
+    g = json.loads((other_evaluator / "config.json").read_text())
+    assert (e["model_type"], g["model_type"]) == ("llama", "gemma3_text") and e["vocab_size"] != g["vocab_size"]
+    # the evaluated Llama: embeddings, per layer q, k, v, o, the MLP and two norms, the final norm, its untied head,
+    # the rotary's inverse frequencies and their original copy
+    he, ie, de = e["hidden_size"], e["intermediate_size"], e["hidden_size"] // e["num_attention_heads"]
+    qe, ke = e["num_attention_heads"] * de, e["num_key_value_heads"] * de
+    layer_e = he * qe + 2 * he * ke + qe * he + 3 * he * ie + 2 * he
+    weights_e = 4 * (e["vocab_size"] * he + e["num_hidden_layers"] * layer_e + he
+                     + (0 if e["tie_word_embeddings"] else e["vocab_size"] * he) + 2 * (de // 2))
+    # the Gemma 3 evaluator: the same and q and k norms, four norms a layer, two rotaries (full and sliding), the
+    # embeddings' scale
+    hg, ig, dg = g["hidden_size"], g["intermediate_size"], g["head_dim"]
+    qg, kg = g["num_attention_heads"] * dg, g["num_key_value_heads"] * dg
+    layer_g = hg * qg + 2 * hg * kg + qg * hg + 2 * dg + 3 * hg * ig + 4 * hg
+    weights_g = 4 * (g["vocab_size"] * hg + g["num_hidden_layers"] * layer_g + hg
+                     + (0 if g["tie_word_embeddings"] else g["vocab_size"] * hg) + 2 * 2 * (dg // 2) + 1)
+    # a token's bytes: held (embeddings kept, hidden states, cos and sin of each RoPE), attention (normed input, q, k,
+    # v, k and v repeated to every query head, output), MLP (residual, normed input, gate activation, up, product)
+    held_e, attn_e, mlp_e = 4 * (2 * he + 2 * de), 4 * (he + qe + 2 * ke + 2 * qe + qe), 4 * (2 * he + 3 * ie)
+    held_g, attn_g, mlp_g = 4 * (2 * hg + 2 * 2 * dg), 4 * (hg + qg + 2 * kg + 2 * qg + qg), 4 * (2 * hg + 3 * ig)
+    chunk = (1 << 23) * 8
+
+    def llama_pass(n):  # one unpadded row, no sliding layer: no mask
+        return max(n * (held_e + max(attn_e, mlp_e)), n * (4 * he + 4) + chunk)
+
+    def gemma_pass(rows, width):  # its sliding layers' mask, in blocks over the block and its window of 8
+        tokens, block = rows * width, BLOCK // (rows * width)
+        mask = rows * block * min(width, block + 8) * 5 if rows * width * width > BLOCK else rows * width * width * 5
+        return max(tokens * held_g + max(tokens * attn_g + mask, tokens * mlp_g), tokens * (4 * hg + 4) + chunk)
+
+    K, d = 16384, 8192
+    # windows at 0, d, ... 4d: 4 after the first, of K + d tokens
+    evaluator = EvaluatorRun(str(other_evaluator), "float32", K + 5 * d, K, d)
+    evaluator_work = max(gemma_pass(1, K + 5 * d), gemma_pass(4, K + d))
+    # on the CPU a process holds CPU_HEAP_SLACK more than what its passes make (glibc's heap keeps freed blocks)
+    cpu_phase = lambda weights, work: weights + work + int(CPU_HEAP_SLACK * work)  # noqa: E731
+    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+                       tasks=["longppl_govreport"])
+    runtime = 300 << 20
+    cpu = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=runtime)
+    short, long = (PlanCell("longppl_govreport", "-", (n,), (0,), scored_tokens=n - 1, cached=False, helper=evaluator)
+                   for n in (1_000, 200_000))
+    cached = replace_cached(long)
+    sized, misfits = with_memory([short, long, cached], run, cpu)
+    assert misfits == []
+    evaluator_phase, evaluated_phase = cpu_phase(weights_g, evaluator_work), cpu_phase(weights_e, llama_pass(200_000))
+    assert cpu_phase(weights_e, llama_pass(1_000)) < evaluator_phase < evaluated_phase  # each phase counts once
+    assert [c.memory for c in sized] == [runtime + evaluator_phase, runtime + evaluated_phase,
+                                         runtime + evaluated_phase]
+    # planned again against a run that recorded the evaluator: counted though its key tokens are cached now
+    [again], _ = with_memory([replace_cached(short)], run, cpu, helpers_ran={(str(other_evaluator), "float32")})
+    assert again.memory == runtime + evaluator_phase
+    # on a GPU the evaluated model's weights are resident while the evaluator runs (kernels fused: no scores)
+    import harness.longppl.estimator as estimator
+    from harness.models import device_sizing
+
+    for module in (estimator, device_sizing):
+        monkeypatch.setattr(module, "fused_attention", lambda *args: True)
+    [on_gpu], _ = with_memory([short], run, DeviceMemory("a GPU", 64 * GIB, "cuda"))
+    assert on_gpu.memory == weights_e + weights_g + evaluator_work
+
+
+def replace_cached(cell):
+    from dataclasses import replace
+
+    return replace(cell, cached=True)
+
+
+def test_an_evaluator_whose_config_is_not_at_hand_leaves_the_cell_unsized(tiny_model_dir, monkeypatch):
+    from harness.longppl.formulas import EvaluatorRun
     from harness.plan.cells import PlanCell
     from harness.plan.make import EvalSettings, with_memory
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                      tasks=["longppl_govreport"])
-    model = meta_model(str(tiny_model_dir), "float32")
-    device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0)
-    alone = request_need(model, 3000, scores=True).total
-    cached = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=True)
-    evaluated_here = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
-                              helper=(str(tiny_model_dir), "float32"))
+                       tasks=["longppl_govreport"])
     from_the_hub = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
-                            helper=("no-such-org/no-such-evaluator", "auto"))
-    sized, _ = with_memory([cached, evaluated_here, from_the_hub], run, device)
-    assert [c.memory for c in sized] == [alone, alone, None]
-    gpu = DeviceMemory("a GPU", 64 * GIB, "cuda")
-    [on_gpu] = with_memory([evaluated_here], run, gpu)[0]
-    assert on_gpu.memory == request_need(model, 3000, scores=True, device="cuda").total + weight_bytes(model)
+                            helper=EvaluatorRun("no-such-org/no-such-evaluator", "auto", 3000, 1024, 256))
+    [sized], _ = with_memory([from_the_hub], run, DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0))
+    assert sized.memory is None and sized.fits is None

@@ -189,10 +189,10 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
     and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
     import csv
 
-    from harness.demo.real import BABILONG_TASKS, GROUP, RULER_TASKS, VARIANTS, run_real_demo
+    from harness.demo.real import BABILONG_TASKS, GROUP, RULER_TASKS, run_real_demo, variants
 
     summary = run_real_demo(tmp_path, essays=str(ESSAYS), lengths=("1k",), num_samples=1, num_docs=1,
-                            variants=VARIANTS[:3])
+                            variants=variants()[:3])
     printed = capsys.readouterr().out
     assert summary["corpus"] == {"name": "paul_graham_essays", "chosen": "--essays", "folder": str(ESSAYS)}
     assert f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): paul_graham_essays (--essays: {ESSAYS})\n" in printed
@@ -203,8 +203,9 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
     assert [r["run"] for r in summary["rows"]] == [f"{model} · {words[r['variant']]}" for r in summary["rows"]]
     assert f"runs of {model}" in printed
     for row in summary["rows"]:
-        results = json.loads(next((tmp_path / "runs" / row["variant"].replace(" ", "_").replace("=", ""))
-                                  .glob("results_*.json")).read_text())["results"]
+        cell = next(f for f in (tmp_path / "cells").iterdir()
+                    if json.loads((f / "cell.json").read_text())["label"].endswith(f" {row['variant']}"))
+        results = json.loads(next(cell.rglob("results_*.json")).read_text())["results"]
         tasks = RULER_TASKS + BABILONG_TASKS
         assert results[GROUP]["score,none"] == pytest.approx(sum(results[t]["score,none"] for t in tasks) / len(tasks))
         assert row["long_context_score"] == results[GROUP]["score,none"]

@@ -1,6 +1,6 @@
 """harness.metrics.paired against hand computation and scipy: exact McNemar on a known discordant count, the
-bootstrap intervals against scipy.stats.bootstrap on the very same resamples, the MDE formula, and the degenerate
-cases (n = 0, n = 1, every difference equal), none of which gives NaN."""
+bootstrap intervals against the textbook ones written out here on the very same resamples, the MDE formula, and the
+degenerate cases (n = 0, n = 1, every difference equal), none of which gives NaN."""
 
 from __future__ import annotations
 
@@ -40,19 +40,32 @@ def test_exact_mcnemar_on_a_known_discordant_count():
     assert d.p_value == pytest.approx(by_hand, rel=1e-12) and d.test == "McNemar (exact)"
 
 
+def _textbook_interval(d: np.ndarray, confidence: float, resamples: int, seed: int, method: str) -> tuple[float, float]:
+    """The interval written out from Efron and Tibshirani (1993), 13.3 and 14.3, on resamples drawn as rows of
+    ``default_rng(seed).integers(0, n, (resamples, n))``: percentile, or BCa with the bias ``z0`` from the share of
+    resampled means below the estimate (ties counted half) and the acceleration from the leave-one-out means."""
+    means = d[np.random.default_rng(seed).integers(0, d.size, (resamples, d.size))].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    levels = [alpha, 1.0 - alpha]
+    if method == "bca":
+        share = (np.count_nonzero(means < d.mean()) + np.count_nonzero(means <= d.mean())) / (2.0 * resamples)
+        z0 = stats.norm.ppf(share)
+        leave_one_out = (d.sum() - d) / (d.size - 1)
+        u = leave_one_out.mean() - leave_one_out
+        accel = np.sum(u**3) / (6.0 * np.sum(u**2) ** 1.5)
+        levels = [stats.norm.cdf(z0 + (z0 + z) / (1.0 - accel * (z0 + z))) for z in stats.norm.ppf(levels)]
+    low, high = np.quantile(means, levels)
+    return float(low), float(high)
+
+
 @pytest.mark.parametrize("method", ["percentile", "bca"])
-def test_bootstrap_interval_is_scipys_on_the_same_resamples(method):
-    """scipy.stats.bootstrap(paired=True) draws its resample indices as rng.integers(0, n, (B, n)) from the
-    generator it is given, as bootstrap_means does: the same seed gives the same resamples, so the intervals agree
-    to rounding (scipy computes mean(b) - mean(a) per resample, we mean(b - a))."""
+def test_bootstrap_interval_is_the_textbook_interval_on_the_same_resamples(method):
+    """scipy.stats.bootstrap draws its resamples as rows of rng.integers(0, n, (B, n)) from the generator it is given:
+    the interval is the one written out above from the same resamples, to rounding."""
     a, b = _scores(np.random.default_rng(7), 60)
     low, high, used = bootstrap_interval(b - a, 0.95, DEFAULT_RESAMPLES, seed=123, method=method)
-    reference = stats.bootstrap((a, b), lambda x, y, axis=-1: np.mean(y, axis=axis) - np.mean(x, axis=axis),
-                                paired=True, vectorized=True, n_resamples=DEFAULT_RESAMPLES, confidence_level=0.95,
-                                method="BCa" if method == "bca" else "percentile", rng=np.random.default_rng(123))
     assert used == method
-    assert low == pytest.approx(reference.confidence_interval.low, abs=1e-9)
-    assert high == pytest.approx(reference.confidence_interval.high, abs=1e-9)
+    assert (low, high) == pytest.approx(_textbook_interval(b - a, 0.95, DEFAULT_RESAMPLES, 123, method), abs=1e-9)
     assert low < float(np.mean(b - a)) < high
     # the same seed gives the same interval; another seed a close one
     assert bootstrap_interval(b - a, seed=123, method=method)[:2] == (low, high)
@@ -61,6 +74,23 @@ def test_bootstrap_interval_is_scipys_on_the_same_resamples(method):
     if method == "bca":  # skewed differences: the bias correction moves the interval
         percentile = bootstrap_interval(b - a, seed=123)
         assert (low, high) != percentile[:2]
+
+
+def test_bootstrap_draws_blocks_of_rows_when_the_pairs_are_many():
+    """Past 2^22 index draws the resamples come a block of 2^22 // n rows at a time, from one generator."""
+    d = np.random.default_rng(5).exponential(1.0, 5000) - 1.0  # 838 rows a block: 3 blocks for 2,000 resamples
+    rng = np.random.default_rng(9)
+    means = np.concatenate([d[rng.integers(0, d.size, (rows, d.size))].mean(axis=1) for rows in (838, 838, 324)])
+    low, high, _ = bootstrap_interval(d, 0.9, 2000, seed=9)
+    assert (low, high) == pytest.approx(tuple(np.quantile(means, [0.05, 0.95])), abs=1e-12)
+
+
+def test_a_bca_that_cannot_be_computed_falls_back_to_percentile():
+    """Three zeros and 1e-300: the acceleration's sums underflow to 0, so BCa has no value; the interval is the
+    percentile one, [0, 0.75e-300] (the resampled means are multiples of 0.25e-300)."""
+    low, high, used = bootstrap_interval([0.0, 0.0, 0.0, 1e-300], method="bca")
+    assert used == "percentile"
+    assert (low, high) == bootstrap_interval([0.0, 0.0, 0.0, 1e-300], method="percentile")[:2] == (0.0, 7.5e-301)
 
 
 def test_minimum_detectable_effect_is_the_formula():
