@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _include_path(argv: list[str]) -> str | None:
     """``lch eval``'s ``--include_path`` (lm-eval's flag), for the error that names the closest task."""
-    given = [b for a, b in zip(argv, argv[1:]) if a == "--include_path"]
+    given = [b if a == "--include_path" else a.partition("=")[2] for a, b in zip(argv, [*argv[1:], ""])
+             if a == "--include_path" or a.startswith("--include_path=")]
     return given[0] if argv[:1] == ["eval"] and given else None
 
 

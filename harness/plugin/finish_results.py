@@ -160,7 +160,7 @@ def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[s
     for group in subtasks:
         leaves = group_leaves(group, subtasks)
         current = task_results.get(group)
-        weighted = weighting.get(group, weighting.get(group.rpartition("::")[2]))  # the 0.5 line: outer::inner
+        weighted = weighting.get(group)
         if not leaves or not set(leaves) <= ours or not isinstance(current, dict) or weighted is None:
             continue
         # each group metric -> the metric each task reports for it: the YAML's own by name, lengths by their tokens

@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, ContextManager, Mapping
+from typing import Any, ContextManager, Iterable, Mapping
 
 from harness.core import results as keys
 from harness.core.context import patched
@@ -23,7 +23,7 @@ from harness.core.errors import UsageError
 from harness.core.options import MAX_SEED
 from harness.engines.registry import model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
-from harness.plugin.discovery import index_folders, is_group, last_task_index, manager_index, plugin_tasks_only
+from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.plugin.task_index import check_model_serves, task_folder
 from harness.tasks import TASKS_PATH
@@ -113,9 +113,9 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
     out: list[str] = []
 
     def expand(name: Any, seen: frozenset[str]) -> bool:
-        entry = theirs.get(name) if isinstance(name, str) else None
-        if entry is not None and is_group(entry) and name not in seen:
-            members = (entry.cfg or {}).get("task")
+        group = group_config(theirs.get(name)) if isinstance(name, str) else None
+        if group is not None and name not in seen:
+            members = group.get("task")
             return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
         found = run_task_names([name], include_path)
         out.extend(found or [])
@@ -132,19 +132,19 @@ def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any
     return contextlib.nullcontext()
 
 
-def group_weighting(task_manager: Any = None) -> dict[str, bool]:
-    """``{group: whether its aggregates weight its tasks by size}`` as the run's groups declare it (the
-    ``weight_by_size`` of their ``aggregate_metric_list``, lm-eval's default True where an entry names none; a group
-    with no entry: False, a plain mean), from the run's task index (else our folder's); a group whose entries
-    disagree is left out."""
+def group_weighting(groups: Iterable[str], task_manager: Any = None) -> dict[str, bool]:
+    """``{group: whether its aggregates weight its tasks by size}`` for the ``groups`` of a run (the 0.5 line's
+    ``outer::inner`` read as ``inner``) as their YAMLs declare it (the ``weight_by_size`` of their
+    ``aggregate_metric_list``, lm-eval's default True where an entry names none; no entry: False, a plain mean), by
+    the run's task index (else our folder's); a group it lacks, or whose entries disagree, is left out."""
     index = manager_index(task_manager) or _our_index()
     out: dict[str, bool] = {}
-    for name, entry in index.items():
-        if is_group(entry):
-            listed = [e for e in (entry.cfg or {}).get("aggregate_metric_list") or [] if isinstance(e, dict)]
-            declared = {bool(e.get("weight_by_size", True)) for e in listed} or {False}
-            if len(declared) == 1:
-                out[str(name)] = declared.pop()
+    for name in groups:
+        group = group_config(index.get(name, index.get(name.rpartition("::")[2])))
+        listed = [e for e in (group or {}).get("aggregate_metric_list") or [] if isinstance(e, dict)]
+        declared = {bool(e.get("weight_by_size", True)) for e in listed} or {False}
+        if group is not None and len(declared) == 1:
+            out[name] = declared.pop()
     return out
 
 
@@ -421,7 +421,7 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
             bound.get("apply_chat_template")), task_index_for(bound.get("tasks") or [], task_manager=manager):
         results = original(*args, **kwargs)
     if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
-        finish_results(results, group_weighting(manager))
+        finish_results(results, group_weighting(map(str, results.get("group_subtasks") or {}), manager))
         record_cost(results, time.perf_counter() - start, cost)
         invocation = invocation_of(bound, _metadata(bound), manager)
         if invocation is not None:

@@ -20,8 +20,8 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-# `!function utils.X` is kept as its text, which names the task class
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
+# `!function utils.X` is kept as its text, `utils.X`, which names the task class
+_Loader.add_constructor("!function", yaml.SafeLoader.construct_scalar)
 
 
 def _read_config(path: Path) -> dict:
@@ -35,7 +35,7 @@ def _read_config(path: Path) -> dict:
 
 def _task_class(folder: Path, reference: str) -> type | None:
     """The class a YAML names (``!function utils.RulerTask``), from the folder's module."""
-    module, _, name = reference.split(" ", 1)[1].rpartition(".")
+    module, _, name = reference.rpartition(".")
     return getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name, None)
 
 

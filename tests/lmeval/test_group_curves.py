@@ -129,9 +129,11 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_pa
     (tmp_path / "mine.yaml").write_text("group: my_niah_group\ntask:\n  - lch_ruler_niah_multikey_1\n"
                                         "  - lch_ruler_niah_multikey_2\naggregate_metric_list:\n  - metric: score\n")
     manager = type("Manager", (), {"task_index": TaskIndex.build([Path(tasks_path()), tmp_path])})()
-    weighting = group_weighting(manager)
-    assert weighting["lch_ruler_niah_m"] is False and weighting["my_niah_group"] is True
-    assert group_weighting()["lch_ruler_niah_m"] is False and "my_niah_group" not in group_weighting()
+    groups = ["lch_ruler_niah_m", "my_niah_group", "outer::my_niah_group"]  # the 0.5 line names a group outer::inner
+    weighting = group_weighting(groups, manager)
+    assert weighting == {"lch_ruler_niah_m": False, "my_niah_group": True, "outer::my_niah_group": True}
+    ours_only = group_weighting(groups)
+    assert ours_only == {"lch_ruler_niah_m": False}
 
     def results(group: str) -> dict:
         tasks = {"lch_ruler_niah_multikey_1": (40.0, 1), "lch_ruler_niah_multikey_2": (100.0, 3)}
@@ -145,7 +147,7 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_pa
     ours, theirs, unknown = results("lch_ruler_niah_m"), results("my_niah_group"), results("my_niah_group")
     record_group_aggregates(ours, weighting)
     record_group_aggregates(theirs, weighting)
-    record_group_aggregates(unknown, group_weighting())
+    record_group_aggregates(unknown, ours_only)
     assert ours["results"]["lch_ruler_niah_m"]["score,none"] == 70.0
     assert ours["results"]["lch_ruler_niah_m"]["score_stderr,none"] == pytest.approx(math.sqrt(200.0) / 2)
     assert ours["lch_group_weighting"] == {"lch_ruler_niah_m": False}

@@ -391,7 +391,7 @@ def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
     from harness.core.errors import UsageError
 
     names = set(plugin.index_folders([plugin.tasks_path()]))
-    groups = {n for n, e in plugin.index_folders([plugin.tasks_path()]).items() if plugin.is_group(e)}
+    groups = {n for n, e in plugin.index_folders([plugin.tasks_path()]).items() if plugin.group_config(e) is not None}
     assert {"ppl_govreport", "longppl_govreport"} <= names and "lch_ruler" in groups and "ppl_govreport" not in groups
     monkeypatch.setitem(sys.modules, "lm_eval.tasks._index", None)  # import of it raises ImportError
     assert set(plugin.index_folders([plugin.tasks_path()])) == names
