@@ -29,6 +29,7 @@ def run_eval(argv: list[str]) -> int:
     from harness.core.errors import UsageError
     from harness.plugin.activation import activate
     from harness.plugin.command_line import run_lch_eval
+    from harness.plugin.preflight import unreadable_samples
 
     activate()
     given = [tuple(a.split("=", 1)) if a.startswith("--") and "=" in a else (a, b) for a, b in zip(argv, [*argv[1:], ""])]
@@ -38,12 +39,17 @@ def run_eval(argv: list[str]) -> int:
             if len(set(keys)) < len(keys):
                 twice = sorted({k for k in keys if keys.count(k) > 1})
                 raise UsageError(f"{flag} gives {', '.join(twice)} more than once: give each key once")
-        elif flag in ("--model_args", "-a", "--metadata", "--samples", "-E") and value.lstrip().startswith("{"):
+        elif flag in ("--model_args", "-a", "--metadata") and value.lstrip().startswith("{"):
             try:
                 json.loads(value)
             except json.JSONDecodeError as err:
                 raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object "
                                  "with double quotes, e.g. '{\"num_docs\": 2}'") from None
+        elif flag in ("--samples", "-E") and value.lstrip().startswith(("{", "[")):  # lm-eval's parser: a traceback
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as err:
+                raise UsageError(unreadable_samples(value, err.msg).on_command_line) from None
     if ("--tasks", "list") in given or ("-t", "list") in given:  # lm-eval 0.4.13 moved it to `lm-eval ls tasks`
         include = [value for flag, value in given if flag == "--include_path"][:1]
         argv = ["ls", "tasks", *(["--include_path", *include] if include else [])]

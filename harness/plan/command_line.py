@@ -26,8 +26,9 @@ def plan_settings(argv: list[str]) -> Any:
         raise UsageError(err.on_command_line) from None
     model_args = as_dict(run.get("model_args"))
     metadata = {k: v for k, v in as_dict(run.get("metadata")).items() if not (k in model_args and model_args[k] == v)}
-    include_path = getattr(run.get("task_manager"), "include_path", None)
-    limit = run.get("limit")
+    include_path, limit = run.get("include_path"), run.get("limit")
+    if not run.get("model") or not run.get("tasks"):
+        raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")
     return EvalSettings(model=run["model"], model_args=model_args, tasks=list(run.get("tasks") or []),
                         metadata=metadata, include_path=include_path if isinstance(include_path, str) else None,
                         apply_chat_template=bool(run.get("apply_chat_template")),

@@ -7,7 +7,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import inspect
+import json
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from harness.core.context import patched
@@ -39,6 +42,13 @@ def front(args: argparse.Namespace) -> ContextManager[Any] | None:
     include_path = getattr(args, "include_path", None) or config.get("include_path")
     if not (model in model_names() or our_tasks(tasks, include_path)):
         return None
+    samples = getattr(args, "samples", None)  # lm-eval's config reads a file of them with no word of which flag
+    if isinstance(samples, str) and not samples.lstrip().startswith(("{", "[")) and os.path.isfile(samples):
+        try:
+            json.loads(Path(samples).read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as err:
+            raise UsageError(f"--samples file {samples} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
+                             "holding '{\"<task>\": [<doc indices>]}'") from None
     move_run_settings(args)
     return task_index_for(tasks, include_path)
 
@@ -95,7 +105,8 @@ class _Arrived(Exception):
 def planned_run(argv: list[str]) -> dict[str, Any]:
     """``simple_evaluate``'s arguments as lm-eval's own ``run`` command makes them of ``lch eval <argv>`` (its parser,
     its config object, its task manager; nothing is loaded or evaluated), lm-eval's settings checked by the door's
-    :func:`~harness.plugin.preflight.check_run_settings`; a run that names none of ours is refused."""
+    :func:`~harness.plugin.preflight.check_run_settings`, and its ``include_path``; of a run that names none of ours,
+    what its flags say."""
     import lm_eval.evaluator
 
     from harness.plugin.discovery import harness_cli
@@ -104,8 +115,11 @@ def planned_run(argv: list[str]) -> dict[str, Any]:
         cli = harness_cli()
         args = inspect.unwrap(type(cli).parse_args)(cli)  # lm-eval's own parse: what our hook adds is done here
     scope = front(args)
-    if scope is None:
-        raise UsageError("lch plan needs a run of this package to plan: --model and --tasks, as `lch eval` takes them")
+    if scope is None:  # none of ours: the plan says so, naming the tasks
+        tasks = getattr(args, "tasks", None) or []
+        return {"model": getattr(args, "model", None), "model_args": getattr(args, "model_args", None),
+                "tasks": tasks.split(",") if isinstance(tasks, str) else list(tasks),
+                "metadata": getattr(args, "metadata", None), "include_path": getattr(args, "include_path", None)}
 
     def arrive(*_: Any, **arguments: Any) -> None:
         raise _Arrived(arguments)
@@ -117,5 +131,5 @@ def planned_run(argv: list[str]) -> dict[str, Any]:
     except _Arrived as arrived:
         arguments = arrived.args[0]
         check_run_settings(arguments)  # what is ours: make_plan's preflight
-        return arguments
-    raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")
+        return {**arguments, "include_path": getattr(arguments.get("task_manager"), "include_path", None)}
+    return {}  # lm-eval's run command ended before a run (nothing to plan)

@@ -319,6 +319,13 @@ def check_settings(arguments: Mapping[str, Any], switches: frozenset[str] = froz
     _check_samples(arguments.get("samples"), tasks)
 
 
+def unreadable_samples(text: str, why: str) -> SettingRefused:
+    """The refusal of ``samples`` text that is neither JSON (``why``: the parser's words) nor a file."""
+    tail = f"{text!r} is neither a JSON object ({why}) nor a file: give '{{\"<task>\": [<doc indices>]}}' or the path " \
+           "of a file holding it"
+    return SettingRefused(f"samples {tail}", f"--samples {tail}")
+
+
 def _check_samples(samples: Any, tasks: list[str] | None) -> None:
     """``samples``: ``{task: [document indices]}`` naming only the run's tasks (lm-eval's config has read a file or
     JSON text into it; what it could not read stays text)."""
@@ -330,9 +337,7 @@ def _check_samples(samples: Any, tasks: list[str] | None) -> None:
             why = "not a JSON object"
         except json.JSONDecodeError as err:
             why = err.msg
-        tail = f"{samples!r} is neither a JSON object ({why}) nor a file: give '{{\"<task>\": [<doc indices>]}}' or " \
-               "the path of a file holding it"
-        raise SettingRefused(f"samples {tail}", f"--samples {tail}")
+        raise unreadable_samples(samples, why)
     if not isinstance(samples, Mapping) or not all(isinstance(task, str) for task in samples):
         raise refused("samples", samples, "a JSON object of task -> document indices, '{\"<task>\": [0, 3, 6]}'")
     for task, indices in samples.items():  # lm-eval runs every document of a task given [] and none given a negative
