@@ -13,8 +13,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     models.add_argument("action", choices=["fetch", "path", "list"])
     models.add_argument("name", nargs="?", help="registry name, e.g. smollm2-135m")
     models.set_defaults(handler=run_models)
-    sub.add_parser("tiny-model", help="the demo's tiny Llama (shipped; copied once into the cache): print its "
-                   "folder").set_defaults(handler=run_tiny_model)
+    sub.add_parser(
+        "tiny-model", help="the demo's tiny Llama (shipped; copied once into the cache): print its folder"
+    ).set_defaults(handler=run_tiny_model)
 
 
 def run_models(args: argparse.Namespace) -> int:

@@ -50,8 +50,13 @@ def add_options(parser: argparse.ArgumentParser, cls: type, shown: Mapping[str, 
         text = f.metadata.get("help", "")
         kind = _type(hints[f.name])
         if kind is bool:
-            parser.add_argument(option, dest=f.name, action="store_false" if f.default else "store_true",
-                                default=argparse.SUPPRESS, help=text.replace("%", "%%"))
+            parser.add_argument(
+                option,
+                dest=f.name,
+                action="store_false" if f.default else "store_true",
+                default=argparse.SUPPRESS,
+                help=text.replace("%", "%%"),
+            )
             continue
         help_text = (text + default_text(cls, f.name, shown)).replace("%", "%%")
         extra: dict[str, Any] = {"required": True} if f.default is MISSING else {"default": argparse.SUPPRESS}

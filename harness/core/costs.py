@@ -91,7 +91,11 @@ def record_judge(prompt_tokens: int | None, completion_tokens: int | None) -> No
         return
     judge = run.judge
     judge.requests += 1
-    judge.prompt_tokens = None if judge.prompt_tokens is None or prompt_tokens is None else \
-        judge.prompt_tokens + prompt_tokens
-    judge.completion_tokens = None if judge.completion_tokens is None or completion_tokens is None else \
-        judge.completion_tokens + completion_tokens
+    judge.prompt_tokens = (
+        None if judge.prompt_tokens is None or prompt_tokens is None else judge.prompt_tokens + prompt_tokens
+    )
+    judge.completion_tokens = (
+        None
+        if judge.completion_tokens is None or completion_tokens is None
+        else judge.completion_tokens + completion_tokens
+    )

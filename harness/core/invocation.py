@@ -8,9 +8,24 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 # passed again when the run passed them; the others are how it was kept (caches, logging) or recorded on their own
-RERUN_ARGUMENTS = ("num_fewshot", "batch_size", "max_batch_size", "device", "limit", "samples", "bootstrap_iters",
-                   "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "gen_kwargs", "predict_only",
-                   "random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+RERUN_ARGUMENTS = (
+    "num_fewshot",
+    "batch_size",
+    "max_batch_size",
+    "device",
+    "limit",
+    "samples",
+    "bootstrap_iters",
+    "system_instruction",
+    "apply_chat_template",
+    "fewshot_as_multiturn",
+    "gen_kwargs",
+    "predict_only",
+    "random_seed",
+    "numpy_random_seed",
+    "torch_random_seed",
+    "fewshot_random_seed",
+)
 
 
 @dataclass(frozen=True)
@@ -39,8 +54,14 @@ class Invocation:
             made = cls(**{f.name: value[f.name] for f in fields(cls) if f.name in value})
         except TypeError:
             return None
-        shapes = ((made.model_args, dict), (made.tasks, list), (made.metadata, dict), (made.include_path, list),
-                  (made.arguments, dict), (made.cwd, str))
+        shapes = (
+            (made.model_args, dict),
+            (made.tasks, list),
+            (made.metadata, dict),
+            (made.include_path, list),
+            (made.arguments, dict),
+            (made.cwd, str),
+        )
         return made if all(isinstance(v, t) for v, t in shapes) else None
 
 

@@ -36,9 +36,17 @@ CACHE_KEY_KINDS = {
 }
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
-           low: float | None = None, high: float | None = None, above: float | None = None, nonempty: bool = False,
-           **metadata: Any) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    choices: Iterable[str] | None = None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+    nonempty: bool = False,
+    **metadata: Any,
+) -> Any:
     """A dataclass field with its default, help string, domain (``choices``: allowed words; ``low`` / ``high``:
     inclusive bounds of a number or of each number of a list; ``above``: exclusive lower bound; ``nonempty``) and
     other metadata its readers use (``cache_key``: one of :data:`CACHE_KEY_KINDS`, else ``TypeError``)."""
@@ -71,8 +79,11 @@ def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
     if choices is not None and value not in choices:
         allowed = ", ".join(c or repr(c) for c in choices)
         return f"{value!r} is unknown; allowed: {allowed}{closest(value, [c for c in choices if c])}"
-    if meta.get("nonempty") and isinstance(value, (str, tuple, list)) and not (value.strip() if isinstance(value, str)
-                                                                                else value):
+    if (
+        meta.get("nonempty")
+        and isinstance(value, (str, tuple, list))
+        and not (value.strip() if isinstance(value, str) else value)
+    ):
         return f"must not be empty, got {value!r}"
     low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
     if low is None and high is None and above is None:
@@ -81,8 +92,12 @@ def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
     for number in numbers:
         if not isinstance(number, (int, float)) or isinstance(number, bool):
             continue  # a word of a mixed list (a length label): its dataclass checks it
-        if ((low is not None and number < low) or (high is not None and number > high)
-                or (above is not None and not number > above) or number != number):
+        if (
+            (low is not None and number < low)
+            or (high is not None and number > high)
+            or (above is not None and not number > above)
+            or number != number
+        ):
             where = " (each value)" if isinstance(value, (tuple, list)) else ""
             return f"must be {_bounds(meta)}{where}, got {number!r}"
     return None
@@ -156,8 +171,12 @@ def describe_type(tp: Any) -> str:
         return f"{words} or none" if type(None) in typing.get_args(tp) else words
     if origin in (tuple, list):
         return f"a list ({describe_type(args[0])} each; e.g. 1k,2k or [1024, 2048])"
-    return {int: "an integer (int)", float: "a number (float)", bool: "true or false (bool)",
-            str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {
+        int: "an integer (int)",
+        float: "a number (float)",
+        bool: "true or false (bool)",
+        str: "a string (str)",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 # pydantic (installed with openai; lch sweep's spec uses it) was tried for these conversions and not taken: its lax mode
@@ -170,7 +189,9 @@ def _convert(value: Any, tp: Any) -> Any:
         return value
     if origin in (Union, types.UnionType):
         members = typing.get_args(tp)
-        if type(None) in members and (value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)):
+        if type(None) in members and (
+            value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)
+        ):
             return None
         for member in (m for m in members if m is not type(None)):
             try:
@@ -230,8 +251,12 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None,
-                  label: Callable[[str], str] = metadata_key) -> T:
+def parse_options(
+    cls: type[T],
+    metadata: Mapping[str, Any] | None,
+    task: str | None = None,
+    label: Callable[[str], str] = metadata_key,
+) -> T:
     """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields, converted to their
     types. A value that does not convert or is outside its domain is a one-line :class:`UsageError` naming ``task``
     and the key as ``label`` writes it; a :class:`UsageError` of ``cls``'s ``__post_init__`` gets the task named."""

@@ -53,8 +53,9 @@ class RunRecord:
     max_length: str | None = option(None, "the longest input the model was run with, in tokens")
     inference: str | None = option(None, "the PIC / RoPE settings applied, in words")
     model: str | None = option(None, "the model's content identity (weights and tokenizer files)")
-    architecture: str | None = option(None, "the model's architecture and sizes (a new checkpoint of one model "
-                                            "keeps it)")
+    architecture: str | None = option(
+        None, "the model's architecture and sizes (a new checkpoint of one model keeps it)"
+    )
     adapter: str | None = option(None, "the LoRA adapter's content identity (none: no adapter)")
     libraries: str | None = option(None, "the versions of the libraries that computed the numbers")
     batch_size: str | None = option(None, "lm-eval's batch size")
@@ -78,8 +79,9 @@ class RunRecord:
         if values["seed"] is None and any(s is not None for s in seeds):
             values["seed"] = "/".join("none" if s is None else str(s) for s in seeds)
         if values["chat_template"] is None and ("chat_template" in data or "chat_template_sha" in data):
-            values["chat_template"] = _text(data.get("chat_template_sha")) or ("none" if not data.get("chat_template")
-                                                                              else "unnamed")
+            values["chat_template"] = _text(data.get("chat_template_sha")) or (
+                "none" if not data.get("chat_template") else "unnamed"
+            )
         return cls(**values)
 
 

@@ -23,8 +23,10 @@ def aligned(rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[
     """``rows`` (the head first) as lines of text in columns two spaces apart, those numbered in ``right`` flush
     right, the others flush left; no trailing spaces."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return ["  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
-            for r in rows]
+    return [
+        "  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    ]
 
 
 def csv_text(head: Sequence[Any], rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> str:
@@ -39,6 +41,7 @@ def csv_text(head: Sequence[Any], rows: Iterable[Sequence[Any] | Mapping[str, An
 def html_table(head: Sequence[str], rows: Iterable[Sequence[str | tuple[str, Mapping[str, str]]]]) -> str:
     """``<table>`` with a ``<thead>`` and a ``<tbody>``; a cell is its text, or ``(text, {attribute: value})``; text and
     values escaped."""
+
     def cell(c: str | tuple[str, Mapping[str, str]]) -> str:
         text, attributes = (c, {}) if isinstance(c, str) else c
         extra = "".join(f" {k}='{html.escape(v, quote=True)}'" for k, v in attributes.items())

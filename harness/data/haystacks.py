@@ -64,11 +64,16 @@ def synthetic_prose(n_sentences: int, seed: int = 0) -> str:
     """Seeded filler prose: ``The <adj> <noun> <verb>s near the <noun>.`` style sentences."""
     rng = random.Random(f"prose-{seed}")
     w = word_lists()
-    patterns = ("The {a} {n} {v}s near the {n2}.", "A {a} {n} can {v} the {n2}.", "Every {n} wants to {v} a {a} {n2}.",
-                "Nobody saw the {a} {n} {v} by the {n2}.")
+    patterns = (
+        "The {a} {n} {v}s near the {n2}.",
+        "A {a} {n} can {v} the {n2}.",
+        "Every {n} wants to {v} a {a} {n2}.",
+        "Nobody saw the {a} {n} {v} by the {n2}.",
+    )
     return " ".join(
-        rng.choice(patterns).format(a=rng.choice(w["adjective"]), n=rng.choice(w["noun"]), v=rng.choice(w["verb"]),
-                                    n2=rng.choice(w["noun"]))
+        rng.choice(patterns).format(
+            a=rng.choice(w["adjective"]), n=rng.choice(w["noun"]), v=rng.choice(w["verb"]), n2=rng.choice(w["noun"])
+        )
         for _ in range(n_sentences)
     )
 
@@ -92,10 +97,12 @@ def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
         except MissingDataError:
             raise MissingDataError(
                 f"RULER essays: {ESSAYS_HF} is not in the HF cache; download it, or pass --metadata "
-                "'{\"essays\": \"<folder of .txt essays>\"}' (or \"synthetic\" for a smoke run)") from None
+                '\'{"essays": "<folder of .txt essays>"}\' (or "synthetic" for a smoke run)'
+            ) from None
     else:
-        raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r} nor "
-                               f"{BUILTIN_ESSAYS!r}")
+        raise MissingDataError(
+            f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r} nor {BUILTIN_ESSAYS!r}"
+        )
     sentences = tuple(s for d in docs for s in split_sentences(d["text"]))
     if not sentences:
         raise UsageError(f"RULER essays: {source} holds no text")
@@ -188,8 +195,10 @@ def load_qa(dataset: str, source: str | None = None) -> QACorpus:
             raise MissingDataError(f"RULER {dataset}: {path} does not exist; put the official dev JSON there")
         return _corpus(spec.official(json.loads(path.read_text(encoding="utf-8"))))
     name, config, split = spec.hub
-    with missing_data_on_error(f"RULER {dataset}: HF {name} is not in the HF cache",
-                               f"download it or pass --metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'"):
+    with missing_data_on_error(
+        f"RULER {dataset}: HF {name} is not in the HF cache",
+        f'download it or pass --metadata \'{{"{dataset}": "<official dev JSON>"}}\'',
+    ):
         import datasets
 
         rows = list(datasets.load_dataset(name, config, split=split))

@@ -48,9 +48,11 @@ def encode_head(tokenizer: Any, text: str, n: int | None, **kwargs: Any) -> Head
                 return Head(ids[:n], None if offsets is None else offsets[:n], None)
             agreed = ids[:n]
         if size > MAX_CHARS_PER_TOKEN * max(n, 1):
-            raise UsageError(f"a text of {len(text):,} characters holds fewer than {n + HEAD_MARGIN} tokens in its first "
-                             f"{size:,} characters: it is not text a model reads (e.g. one character repeated); "
-                             "remove it from the data")
+            raise UsageError(
+                f"a text of {len(text):,} characters holds fewer than {n + HEAD_MARGIN} tokens in its first "
+                f"{size:,} characters: it is not text a model reads (e.g. one character repeated); "
+                "remove it from the data"
+            )
         size *= 2
 
 

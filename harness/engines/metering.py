@@ -49,8 +49,10 @@ def meter(lm: Any, request_type: str, requests: list, compute: Callable[[], list
     responses = compute()
     seconds = time.perf_counter() - start
     try:
-        rows = [(getattr(req, "task_name", None), *counts_of(lm, request_type, req.args, resp))
-                for req, resp in zip(requests, responses)]
+        rows = [
+            (getattr(req, "task_name", None), *counts_of(lm, request_type, req.args, resp))
+            for req, resp in zip(requests, responses)
+        ]
         record_requests(rows, seconds)
     except Exception as err:  # noqa: BLE001 (the cost is a record of the run, never a reason to fail it)
         log.warning("%s: the cost of %d requests was not recorded: %s", request_type, len(requests), err)
@@ -67,6 +69,6 @@ class MetersLmEvalRequests:
         return meter(self, "loglikelihood", requests, partial(super().loglikelihood, requests, *args, **kwargs))
 
     def loglikelihood_rolling(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        return meter(self, "loglikelihood_rolling", requests,
-                     partial(super().loglikelihood_rolling, requests, *args, **kwargs))
-
+        return meter(
+            self, "loglikelihood_rolling", requests, partial(super().loglikelihood_rolling, requests, *args, **kwargs)
+        )

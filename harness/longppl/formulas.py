@@ -104,8 +104,9 @@ class EvaluatorRun:
         """``{width: count}`` of the short windows over ``tokens`` (default its own) that the evaluator batches by
         width: every one of :func:`short_windows` but the first (its context is the long pass's)."""
         widths: dict[int, int] = {}
-        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len,
-                                        self.sliding_window)[1:]:
+        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len, self.sliding_window)[
+            1:
+        ]:
             width = end - start + int(self.bos)
             widths[width] = widths.get(width, 0) + 1
         return widths
@@ -252,8 +253,12 @@ def format_spans(spans: Sequence[Sequence[int]]) -> str:
 
 
 def select_key_tokens(
-    offsets: Sequence[Sequence[int]], long: Sequence[float] | np.ndarray, short: Sequence[float] | np.ndarray,
-    trunc_len: int, alpha: float, beta: float,
+    offsets: Sequence[Sequence[int]],
+    long: Sequence[float] | np.ndarray,
+    short: Sequence[float] | np.ndarray,
+    trunc_len: int,
+    alpha: float,
+    beta: float,
 ) -> KeyTokens:
     """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``: ``LSD_i = long_i - short_i``,
     ``LCL_i = long_i``; key iff ``LSD_i > alpha`` and ``LCL_i > beta``, as character spans (touching ones merged)."""

@@ -30,26 +30,42 @@ if TYPE_CHECKING:
 class KeyTokenOptions(KeySettings):
     """How key tokens are found (:class:`KeySettings`) and where cached; the evaluator is named by ``CorpusOptions``."""
 
-    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator", path=True,
-                                       flag=False)
-    key_cache_dir: str | None = option(None, "key-token cache folder (default ~/.cache/lch/keytokens)", location=True,
-                                       flag="--cache-dir")
+    key_spans_dir: str | None = option(
+        None, "folder of reference key-span files instead of an evaluator", path=True, flag=False
+    )
+    key_cache_dir: str | None = option(
+        None, "key-token cache folder (default ~/.cache/lch/keytokens)", location=True, flag="--cache-dir"
+    )
     evaluator_id: str | None = option(None, "cache identity of the evaluator", flag=False)
     evaluator_dtype: str = option("auto", "evaluator dtype")
     evaluator_device: str | None = option(None, "evaluator device")
-
 
 
 def default_cache_dir() -> Path:
     return cache_root("keytokens")
 
 
-def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float,
-              short_start: str = KEY_TOKEN_DEFAULTS["short_start"], dtype: str = "auto") -> str:
+def cache_key(
+    evaluator_id: str,
+    text: str,
+    trunc_len: int,
+    sliding_window: int,
+    alpha: float,
+    beta: float,
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+    dtype: str = "auto",
+) -> str:
     """The entry of one text's key tokens: the evaluator's identity and dtype, the text, the settings."""
-    fields = {"evaluator": evaluator_id, "dtype": dtype, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-              "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
-              "beta": float(beta), "format": 2}
+    fields = {
+        "evaluator": evaluator_id,
+        "dtype": dtype,
+        "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "trunc_len": int(trunc_len),
+        "sliding_window": int(sliding_window),
+        "alpha": float(alpha),
+        "beta": float(beta),
+        "format": 2,
+    }
     if short_start != KEY_TOKEN_DEFAULTS["short_start"]:  # keys cached before the option stay valid
         fields["short_start"] = short_start
     payload = json.dumps(fields, sort_keys=True)
@@ -157,8 +173,9 @@ def key_tokens_cached(texts: Sequence[str], evaluator: str, options: KeyTokenOpt
         return True
     evaluator_id = options.evaluator_id or model_identity(evaluator)
     cache, values = KeyTokenCache(options.key_cache_dir), tuple(options.settings().values())
-    return all(cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None
-               for text in texts)
+    return all(
+        cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None for text in texts
+    )
 
 
 def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
@@ -200,7 +217,9 @@ def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyToken
     docs = attach_key_tokens(docs, corpus.evaluator, keys)
     counts = [count_key_tokens(KeyTokens.from_json(json.loads(d["key_json"]))) for d in docs]
     if not sum(counts):
-        raise UsageError(f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
-                         f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
-                         f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len")
+        raise UsageError(
+            f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
+            f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
+            f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len"
+        )
     return KeyTokenCorpus(docs, counts)

@@ -61,9 +61,13 @@ def _check(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be a positive integer, got {resamples}")
 
 
-def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
-                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                       method: str = "percentile") -> tuple[float, float, str]:
+def bootstrap_interval(
+    diffs: Sequence[float],
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    method: str = "percentile",
+) -> tuple[float, float, str]:
     """``(low, high, method)``: ``scipy.stats.bootstrap``'s interval of ``mean(diffs)``, percentile or BCa (Efron and
     Tibshirani 1993, 14.3), resample ``k`` being row ``k`` of ``default_rng(seed).integers(0, n, (rows, n))`` drawn a
     block of ``rows = max(1, 2^22 // n)`` at a time. Resamples that cannot differ give ``[mean, mean]``, method
@@ -83,8 +87,14 @@ def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFI
     # scipy does not guard BCa's 1 - a (z0 + z) <= 0; for a mean |a| < 1/6 and z0 stays near 0, so it does not arise
     with warnings.catch_warnings():  # scipy's DegenerateDataWarning: the NaN interval below
         warnings.simplefilter("ignore")
-        found = stats.bootstrap((d,), np.mean, n_resamples=int(resamples), rng=np.random.default_rng(seed),
-                                method="BCa" if method == "bca" else "percentile", **settings)
+        found = stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=int(resamples),
+            rng=np.random.default_rng(seed),
+            method="BCa" if method == "bca" else "percentile",
+            **settings,
+        )
     if np.isnan(found.confidence_interval.low) or np.isnan(found.confidence_interval.high):
         method = "percentile"  # from the very same resamples
         found = stats.bootstrap((d,), np.mean, n_resamples=0, bootstrap_result=found, method=method, **settings)
@@ -125,8 +135,9 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> t
         return "Wilcoxon signed-rank", float(stats.wilcoxon(x, y, zero_method="zsplit").pvalue)
 
 
-def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA,
-                              power: float = DEFAULT_POWER) -> float | None:
+def minimum_detectable_effect(
+    sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
+) -> float | None:
     """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (2.80158 sd_diff / sqrt(n) at 0.05 and 0.8), in the
     scores' units; None for n < 2; ``sd_diff = 0`` gives 0."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
@@ -146,15 +157,23 @@ def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT
         return None
     spread = max(values) - min(values) if len(values) == 2 else abs(next(iter(values)))
     k = 1
-    while 2 * 0.5 ** k >= alpha:
+    while 2 * 0.5**k >= alpha:
         k += 1
     return k * spread / len(a)
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE,
-                      resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
-                      test: str = "auto", alpha: float = DEFAULT_ALPHA,
-                      power: float = DEFAULT_POWER) -> PairedDifference:
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    interval: str = "percentile",
+    test: str = "auto",
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+) -> PairedDifference:
     """``b`` compared with ``a``, pair by pair; the MDE of two-valued scores never below :func:`mcnemar_floor`. n = 0:
     every estimate None, test ``none (no pairs)``, p = 1. n = 1: means, delta, interval ``[delta, delta]`` (method
     ``none``), p = 1, ``sd_diff`` and ``mde`` None. Every difference ``c`` (n >= 2): interval ``[c, c]`` (``none``),
@@ -172,5 +191,19 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
     mde = minimum_detectable_effect(sd, n, alpha, power) if sd is not None else None
     floor = mcnemar_floor(x, y, alpha) if mde is not None else None
     mde = mde if floor is None else max(mde, floor)
-    return PairedDifference(n, float(x.mean()), float(y.mean()), float(d.mean()), low, high, confidence, method, name,
-                            p, sd, mde, alpha, power)
+    return PairedDifference(
+        n,
+        float(x.mean()),
+        float(y.mean()),
+        float(d.mean()),
+        low,
+        high,
+        confidence,
+        method,
+        name,
+        p,
+        sd,
+        mde,
+        alpha,
+        power,
+    )

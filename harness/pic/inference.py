@@ -29,18 +29,40 @@ class Inference:
     # VARIANT_KEYS; each variant key is also an option of `lch train` (options_class); ``label`` (default
     # "{symbol} {value}") and ``shown_at_default`` (default True) say how label() writes it
     method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
-    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
-                          above=0, arg="pic_ratio")
-    initial: int = option(DEFAULT_INITIAL, "l_ic: Dynamic PIC's initial tokens at full resolution", low=0,
-                          arg="pic_initial", symbol="l_ic")
-    recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0,
-                         arg="pic_recent", symbol="l_rc")
-    layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
-                         choices=LAYOUTS, arg="pic_layout", label="{value} layout", shown_at_default=False)
-    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", above=0,
-                                     arg="rope_base")
-    impl: str = option("cached", "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
-                       choices=IMPLEMENTATIONS, arg="pic_impl", variant=False)  # how hf-pic runs it, not the model
+    ratio: float = option(
+        1.0,
+        "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
+        above=0,
+        arg="pic_ratio",
+    )
+    initial: int = option(
+        DEFAULT_INITIAL,
+        "l_ic: Dynamic PIC's initial tokens at full resolution",
+        low=0,
+        arg="pic_initial",
+        symbol="l_ic",
+    )
+    recent: int = option(
+        DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0, arg="pic_recent", symbol="l_rc"
+    )
+    layout: str = option(
+        DEFAULT_LAYOUT,
+        "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
+        choices=LAYOUTS,
+        arg="pic_layout",
+        label="{value} layout",
+        shown_at_default=False,
+    )
+    rope_base: float | None = option(
+        None, "the RoPE base the weights expect (none: the model's own)", above=0, arg="rope_base"
+    )
+    impl: str = option(
+        "cached",
+        "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
+        choices=IMPLEMENTATIONS,
+        arg="pic_impl",
+        variant=False,
+    )  # how hf-pic runs it, not the model
 
     def __post_init__(self) -> None:
         check_fields(self, self._label)
@@ -105,7 +127,9 @@ class Inference:
         are not ``None``, converted to the fields' types (``"none"`` -> None for ``rope_base``); a value that does not
         convert is a one-line ``UsageError`` naming the key. Other keys are ignored."""
         keys = MODEL_ARGS if keys is None else keys
-        return {name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None}
+        return {
+            name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None
+        }
 
     @classmethod
     def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":

@@ -54,8 +54,18 @@ def _dynamic_ids(m: Any, length: Any, inference: Inference) -> Any:
 PIC_METHODS: dict[str, PicMethod] = {
     NO_PIC: PicMethod("", fields=()),
     "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), extends_window=True),
-    "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_label="RoPE base scaling ratio",
-                     base=lambda b, inf: ntk_base(b, inf.ratio), extends_window=True),
-    "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
-                         window=lambda inf: inf.recent, moves_per_token=lambda inf: inf.layout == "paper"),
+    "ntk": PicMethod(
+        "NTK-aware PIC",
+        symbol="s_rr",
+        ratio_label="RoPE base scaling ratio",
+        base=lambda b, inf: ntk_base(b, inf.ratio),
+        extends_window=True,
+    ),
+    "dynamic": PicMethod(
+        "Dynamic PIC",
+        fields=("ratio", "initial", "recent", "layout"),
+        ids=_dynamic_ids,
+        window=lambda inf: inf.recent,
+        moves_per_token=lambda inf: inf.layout == "paper",
+    ),
 }

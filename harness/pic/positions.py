@@ -65,7 +65,11 @@ def dynamic_positions(
 
 
 def dynamic_position_list(
-    length: int, ratio: float, initial: int = DEFAULT_INITIAL, recent: int = DEFAULT_RECENT, layout: str = DEFAULT_LAYOUT
+    length: int,
+    ratio: float,
+    initial: int = DEFAULT_INITIAL,
+    recent: int = DEFAULT_RECENT,
+    layout: str = DEFAULT_LAYOUT,
 ) -> list[float]:
     """``g_{l_c}(0..l_c-1)`` as a Python list — the form the fixtures in the tests are written in."""
     import torch

@@ -17,14 +17,30 @@ if TYPE_CHECKING:
 
 SEPARATOR = " · "
 # model args not in a name: paths (the model part names it), dtype and device (the run record), engine plumbing
-NOT_IN_NAME = frozenset({"pretrained", "checkpoint", "peft", "model", "tokenizer", "dtype", "device", "trust_remote_code",
-                         "max_length", "batch_size", "parallelize", "gpu_memory_utilization", "revision"})
+NOT_IN_NAME = frozenset(
+    {
+        "pretrained",
+        "checkpoint",
+        "peft",
+        "model",
+        "tokenizer",
+        "dtype",
+        "device",
+        "trust_remote_code",
+        "max_length",
+        "batch_size",
+        "parallelize",
+        "gpu_memory_utilization",
+        "revision",
+    }
+)
 
 
 def checkpoint_of(model_args: dict) -> str:
     """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
-    return next((str(model_args[name]) for name in ("checkpoint", "peft", "pretrained", "model")
-                 if model_args.get(name)), "")
+    return next(
+        (str(model_args[name]) for name in ("checkpoint", "peft", "pretrained", "model") if model_args.get(name)), ""
+    )
 
 
 def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
@@ -76,8 +92,12 @@ def name_from_results(data: Mapping) -> RunName:
     """The name of the run an lm-eval results object describes."""
     config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
     applied = config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), Mapping) else None
-    return name_of(str(config.get("model") or data.get("model_name") or "model"), model_args_of(dict(data)),
-                   str(config.get(keys.EVALUATED_AS) or ""), applied)
+    return name_of(
+        str(config.get("model") or data.get("model_name") or "model"),
+        model_args_of(dict(data)),
+        str(config.get(keys.EVALUATED_AS) or ""),
+        applied,
+    )
 
 
 def run_name(run: Run) -> RunName:

@@ -57,8 +57,9 @@ def _device_kind(device: str | None) -> str | None:
     return None if not device else device.split(":", 1)[0]
 
 
-def differences(record: RunRecord, model: str, model_args: dict[str, Any], device: str | None,
-                model_found: Path | None) -> list[Difference]:
+def differences(
+    record: RunRecord, model: str, model_args: dict[str, Any], device: str | None, model_found: Path | None
+) -> list[Difference]:
     """The :data:`CHECKED` fields of ``record`` this rerun (``model`` with ``model_args`` on ``device``; the model
     located at ``model_found``) would change; a field the run did not record is not compared."""
     from harness.engines.model_args import folder_dtype

@@ -48,10 +48,13 @@ def test_select_long_and_govreport_selection(tmp_path, tiny_model_dir):
     path = tmp_path / "r.jsonl"
     texts = synthetic_reports(3, 80, seed=2)
     path.write_text("".join(json.dumps({"report": t}) + "\n" for t in [texts[0], "Short.", texts[1], texts[2]]))
-    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=2),
-                        ModelKeys(pretrained=str(tiny_model_dir)))["test"]
+    ds = load_govreport(
+        DocumentOptions(data_files=str(path), min_tokens=20, num_docs=2), ModelKeys(pretrained=str(tiny_model_dir))
+    )["test"]
     assert ds["text"] == [texts[0], texts[1]]
-    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=3), ModelKeys())["test"]  # no tokenizer
+    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=3), ModelKeys())[
+        "test"
+    ]  # no tokenizer
     assert len(ds) == 3
 
 

@@ -34,7 +34,8 @@ def source_fingerprint(src: str | None) -> str | None:
     if memo not in _FINGERPRINTS:
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
         _FINGERPRINTS[memo] = f"{path.resolve()}:" + ",".join(
-            f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file())
+            f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file()
+        )
     return _FINGERPRINTS[memo]
 
 
@@ -143,8 +144,15 @@ def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions
         return "".join(parts(n)), answers, prefix
 
     # distinct distractor needles cost more counted one by one than whole: only repeated units are counted additively
-    return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts,
-                   instruction=f"{head}\n", question=f"\n{tail}")
+    return Builder(
+        build,
+        0,
+        n_max,
+        depth,
+        parts=None if p["haystack"] == "needle" else parts,
+        instruction=f"{head}\n",
+        question=f"\n{tail}",
+    )
 
 
 def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str]]:
@@ -166,9 +174,14 @@ def vt_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
 
     def body(stmts: list[str], fr: list[float], n: int, val: str) -> tuple[list[str], str]:
         items = _insert([haystacks.NOISE] * n, stmts, fr)
-        return ([items[0], *("\n" + item for item in items[1:]),
-                 f"\nQuestion: Which variables are assigned the value {val} in the text above?"],
-                f"Answer: The variables assigned the value {val} are:")
+        return (
+            [
+                items[0],
+                *("\n" + item for item in items[1:]),
+                f"\nQuestion: Which variables are assigned the value {val} in the text above?",
+            ],
+            f"Answer: The variables assigned the value {val} are:",
+        )
 
     example = ""
     if icl:  # one worked example with a short haystack, its own seeded chain
@@ -185,8 +198,14 @@ def vt_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
     def build(n: int) -> tuple[str, list[str], str]:
         return "".join(parts(n)), names, prefix
 
-    return Builder(build, 0, max(length // 8, 16), parts=parts, instruction=f"{head}\n\n{example}",
-                   question=body(statements, fractions, 0, value)[0][-1])
+    return Builder(
+        build,
+        0,
+        max(length // 8, 16),
+        parts=parts,
+        instruction=f"{head}\n\n{example}",
+        question=body(statements, fractions, 0, value)[0][-1],
+    )
 
 
 @lru_cache(maxsize=8)
@@ -238,12 +257,15 @@ def cwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
         listing = _cwe_list(words[: n_common + n], [freq_c] * n_common + [freq_u] * n, order_seed)
         return f"{head}\n\n{example}{listing}\n{question}", list(words[:n_common]), prefix
 
-    return Builder(build, 0, n_max, {"freq_common": freq_c}, instruction=f"{head}\n\n{example}",
-                   question=f"\n{question}")
+    return Builder(
+        build, 0, n_max, {"freq_common": freq_c}, instruction=f"{head}\n\n{example}", question=f"\n{question}"
+    )
 
 
 def _fwe_text(vocab: Sequence[str], top: int, alpha: float, seed: float) -> str:
-    items = sorted((_order_key(seed, w, k), w) for r, w in enumerate(vocab, start=1) for k in range(int(top * r ** -alpha)))
+    items = sorted(
+        (_order_key(seed, w, k), w) for r, w in enumerate(vocab, start=1) for k in range(int(top * r**-alpha))
+    )
     return " ".join(w for _, w in items)
 
 
@@ -266,7 +288,9 @@ def fwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
     if icl:
         ex_rng = random.Random(rng.random())
         ex_vocab = vocab_of(ex_rng, 10)
-        example = f"{_fwe_text(ex_vocab, 18, alpha, ex_rng.random())}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
+        example = (
+            f"{_fwe_text(ex_vocab, 18, alpha, ex_rng.random())}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
+        )
 
     def build(n: int) -> tuple[str, list[str], str]:
         text = _fwe_text(vocab, n, alpha, order_seed)
@@ -290,11 +314,20 @@ def qa_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
         context = "\n\n".join(f"Document {j + 1}:\n{corpus.documents[d]}" for j, d in enumerate(docs))
         return f"{instruction}\n\n{context}\n\n{instruction}\n\nQuestion: {question}", list(answers), "Answer:"
 
-    return Builder(build, len(gold), len(gold) + len(others), instruction=f"{instruction}\n\n",
-                   question=f"\n\n{instruction}\n\nQuestion: {question}")
+    return Builder(
+        build,
+        len(gold),
+        len(gold) + len(others),
+        instruction=f"{instruction}\n\n",
+        question=f"\n\n{instruction}\n\nQuestion: {question}",
+    )
 
 
 # TaskSpec.kind -> its builder
 BUILDERS: dict[str, Callable[[dict, random.Random, int, RulerOptions, bool], Builder]] = {
-    "niah": niah_builder, "vt": vt_builder, "cwe": cwe_builder, "fwe": fwe_builder, "qa": qa_builder,
+    "niah": niah_builder,
+    "vt": vt_builder,
+    "cwe": cwe_builder,
+    "fwe": fwe_builder,
+    "qa": qa_builder,
 }
