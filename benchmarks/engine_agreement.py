@@ -39,8 +39,8 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every source is local: fail at once rather than retry the hub
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
+    from harness.models.fetch import fetch_model
 
     model = fetch_model("smollm2-135m")
     env = ensure_vllm_env()

@@ -49,8 +49,7 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from claims.common import CLAIMS, Context, DEFAULT, QUICK, SMOKE, TITLES, log  # noqa: E402
+from claims.common import CLAIMS, DEFAULT, QUICK, SMOKE, TITLES, Context, log  # noqa: E402
 from claims.report import CLAIM_FUNCTIONS, write_report  # noqa: E402
 
 

@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import apply_pic, remove_pic  # noqa: E402
-from harness.pic.hf import rope_layout  # noqa: E402
 from harness.models.tiny import ARCHITECTURES, tiny_config  # noqa: E402
+from harness.pic.hf import rope_layout  # noqa: E402
 from harness.pic.positions import dynamic_positions, positions_from_mask  # noqa: E402
 from tests.models.test_pic_families import _decode, reference_logits  # noqa: E402
 

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.core.sizes import in_words  # noqa: E402  (after the path)
+from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
 from harness.plan.cells import PlanCell  # noqa: E402
 from harness.plan.devices import parse_memory  # noqa: E402
-from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
 from harness.plan.make import EvalSettings, with_memory  # noqa: E402
 
 CONFIGS = {

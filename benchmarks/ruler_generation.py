@@ -131,8 +131,8 @@ def run_ours(files: dict, length: int) -> dict:
     t0 = time.perf_counter()
     from dataclasses import asdict
 
-    from harness.tasks.lch_ruler import dataset as ruler
     from harness.data.prompt_tokens import PromptCounter, load_tokenizer
+    from harness.tasks.lch_ruler import dataset as ruler
 
     counter = PromptCounter(load_tokenizer(files["tokenizer"]))
     sources = ruler.Sources(essays=files["essays"], squad=files["squad"], hotpotqa=files["hotpot"])

@@ -416,8 +416,8 @@ def main() -> None:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
     from harness.models.fetch import fetch_model
-    from harness.models.tiny import build_tiny_model
     from harness.models.model_check import library_versions
+    from harness.models.tiny import build_tiny_model
 
     if args.small:
         model = build_tiny_model("llama", hidden=128, layers=2, max_positions=4096, train_steps=30, train_length=256)

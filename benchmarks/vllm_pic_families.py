@@ -138,9 +138,9 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
+    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
     from harness.models.fetch import fetch_model
     from harness.models.tiny import ARCHITECTURES, build_tiny_model
-    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
 
     essays = sorted(Path(args.essays).glob("*.txt")) if Path(args.essays).is_dir() else []
     text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(

@@ -141,8 +141,8 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
+    from harness.models.fetch import fetch_model
 
     vllm_python = str(ensure_vllm_env(log=lambda m: print(m, file=sys.stderr)).python)
     report = {

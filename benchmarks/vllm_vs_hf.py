@@ -91,8 +91,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
+    from harness.models.fetch import fetch_model
 
     model = str(fetch_model("smollm2-135m"))
     env = ensure_vllm_env()

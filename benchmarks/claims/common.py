@@ -15,10 +15,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from harness.pic.hf import apply_pic, remove_pic
 from harness.models.scoring import hidden_states, score_tokens
 from harness.models.unwrap import unwrap_model
-
+from harness.pic.hf import apply_pic, remove_pic
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"

@@ -10,16 +10,15 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-
 from claims.common import Context, log
 
 
 def claim_epl(ctx: Context) -> dict:
     from transformers import AutoModelForCausalLM
 
-    from harness.metrics.qa import corpus_bleu4
     from harness.compressor.model import Compressor, CompressorConfig
     from harness.compressor.train import TrainSettings, train
+    from harness.metrics.qa import corpus_bleu4
 
     s, tok = ctx.s, ctx.tok
     held_out = ctx.essay_files[-4:]

@@ -10,8 +10,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-
-from claims.common import Context, LONGBENCH_WRITE, LONGFORM_VARIANTS, PAPER_LONGFORM, log, pic
+from claims.common import LONGBENCH_WRITE, LONGFORM_VARIANTS, PAPER_LONGFORM, Context, log, pic
 
 
 def longform_prompts(n: int) -> list[dict]:

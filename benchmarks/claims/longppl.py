@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.models.scoring import score_tokens
-
-
 from claims.common import Context, corr_text, fmt, layer_bar, log, pic, safe_correlation
+from harness.models.scoring import score_tokens
 
 
 def longppl_rows(ctx: Context) -> dict:

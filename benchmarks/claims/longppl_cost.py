@@ -12,10 +12,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from harness.models.scoring import score_tokens
-
-
 from claims.common import Context, fmt, log, pic
+from harness.models.scoring import score_tokens
 
 
 def claim_longppl_cost(ctx: Context) -> dict:

@@ -6,14 +6,13 @@ import time
 
 import numpy as np
 
-
 from claims.common import Context, corr_text, layer_bar, log, pic, safe_correlation
 from claims.longppl import plot_scatter
 
 
 def claim_lsm(ctx: Context) -> dict:
-    from harness.lsm.formulas import length_range
     from harness.lsm.estimator import lsm_overlap
+    from harness.lsm.formulas import length_range
 
     s = ctx.s
     lo, hi = length_range(s.lsm_length)

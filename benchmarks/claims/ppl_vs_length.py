@@ -8,10 +8,8 @@ from pathlib import Path
 
 import torch
 
+from claims.common import PIC_FOUR, VARIANTS, WINDOW, Context, exp_mean_nll, fmt, layer_bar, log, pic
 from harness.models.scoring import score_tokens
-
-
-from claims.common import Context, PIC_FOUR, VARIANTS, WINDOW, exp_mean_nll, fmt, layer_bar, log, pic
 
 
 def claim_ppl_vs_length(ctx: Context) -> dict:

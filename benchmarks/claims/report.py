@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-
-from claims.common import CLAIMS, Context, Settings, TITLES
+from claims.common import CLAIMS, TITLES, Context, Settings
 from claims.epl import claim_epl, md_epl
 from claims.longform import claim_longform, md_longform
 from claims.longppl import claim_longppl, md_longppl
 from claims.longppl_cost import claim_longppl_cost, md_cost
 from claims.lsm import claim_lsm, md_lsm
 from claims.ppl_vs_length import claim_ppl_vs_length, md_ppl
-
 
 CLAIM_FUNCTIONS: dict[str, Callable[[Context], dict]] = {
     "ppl_vs_length": claim_ppl_vs_length,

@@ -24,10 +24,10 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.core.options import flag_name, parse_options
     from harness.longppl.corpus import CorpusOptions
     from harness.longppl.formulas import MIN_KEY_TOKENS
     from harness.longppl.keytokens import KeyTokenCache, key_token_corpus
-    from harness.core.options import flag_name, parse_options
 
     metadata = {k: v for k, v in vars(args).items() if k not in ("command", "handler") and v is not None}
     # every option checked (named as the flag) before a document is read or the evaluator loads

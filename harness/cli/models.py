@@ -19,9 +19,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from harness.models.model_check import StaleModelError, check_before_use
     from harness.models.catalogue import MODELS, is_fetched, model_path
     from harness.models.fetch import fetch_model
+    from harness.models.model_check import StaleModelError, check_before_use
 
     if args.action == "list":
         for name, spec in MODELS.items():

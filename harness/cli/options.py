@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, Field, fields
-from typing import Any, Mapping
+from typing import Any
 
 
 def _type(annotation: Any) -> type:

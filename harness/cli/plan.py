@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from harness.core.errors import UsageError
 
@@ -54,7 +53,7 @@ def run_plan(argv: list[str]) -> int:
     from harness.plan.command_line import estimate_source, plan_settings
     from harness.plan.devices import parse_memory
     from harness.plan.make import make_plan
-    from harness.plan.report import plan_text, plan_json
+    from harness.plan.report import plan_json, plan_text
 
     if any(a in ("-h", "--help") for a in argv):
         print(

@@ -15,7 +15,6 @@ from harness.reporting.comparability import check_side_by_side, parse_allow
 from harness.reporting.runs import load_runs
 from harness.reporting.samples import report_json
 
-
 ALLOW_HELP = (
     "compare runs that differ in these run-record fields anyway (comma-separated, e.g. dtype for fp32 vs "
     "bf16; task_options: tasks run with other options); without it runs not run alike exit 3 before any "
@@ -305,9 +304,9 @@ def run_correlate(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    from harness.reporting.curves import declared_threshold
     from harness.reporting.pic_plot import pic_figure, pic_points_from_runs, pic_points_from_samples, pic_series
     from harness.reporting.plots import context_curves, plot_context, save_png
-    from harness.reporting.curves import declared_threshold
 
     allow = parse_allow(args.allow)
     task = args.task[0]

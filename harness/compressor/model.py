@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.compressor.config import CompressorConfig
+from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 from harness.core.files import staged_files, write_json_atomic
 from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
-from harness.compressor.config import CompressorConfig
-from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -204,7 +204,7 @@ class Compressor(nn.Module):
         write_json_atomic(Path(folder) / CONFIG_FILE, asdict(self.config), indent=1)
 
     @classmethod
-    def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> "Compressor":
+    def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> Compressor:
         """A saved compressor on ``base``; ``overrides`` (e.g. ``layout``) change the evaluated setting."""
         folder = Path(folder)
         config = CompressorConfig(**{**json.loads((folder / CONFIG_FILE).read_text()), **overrides})

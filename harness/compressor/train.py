@@ -6,14 +6,14 @@ adapter, the memory embeddings and [AE] / [LM] train."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from tqdm import tqdm
 
-from harness.core.errors import UsageError
 from harness.compressor.config import TrainSettings
+from harness.core.errors import UsageError
 from harness.core.options import flag_name, parse_options
 
 LAYER = "models"  # harness/devtools/layers.py
@@ -111,9 +111,8 @@ def train_from_files(
     reads ``mrqa_rows`` (an MRQA file's rows, ``--mrqa-data``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.data.documents import load_documents
     from harness.compressor.model import Compressor, CompressorConfig
-
+    from harness.data.documents import load_documents
     from harness.models.folders import check_model_folder
 
     if not isinstance(getattr(torch, dtype, None), torch.dtype):

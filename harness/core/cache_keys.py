@@ -5,7 +5,8 @@ refused."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.core.options import CACHE_KEY_KINDS
 

@@ -4,9 +4,10 @@ tokens; requests answered from the response cache (``--use_cache``) are not coun
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, ContextManager, Iterable
+from typing import Any, ContextManager
 
 from harness.core.context import setting
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 # passed again when the run passed them; the others are how it was kept (caches, logging) or recorded on their own
 RERUN_ARGUMENTS = (
@@ -46,7 +47,7 @@ class Invocation:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, value: Any) -> "Invocation | None":
+    def from_json(cls, value: Any) -> Invocation | None:
         """The invocation a results file recorded; None when it recorded none or not in this shape."""
         if not isinstance(value, Mapping) or not isinstance(value.get("model"), str):
             return None

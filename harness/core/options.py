@@ -10,8 +10,8 @@ import functools
 import math
 import types
 import typing
-from collections.abc import KeysView
-from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
+from collections.abc import Callable, Iterable, KeysView, Mapping
+from typing import Any, TypeVar, Union
 
 from harness.core.errors import UsageError
 
@@ -140,7 +140,7 @@ def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> N
         object.__setattr__(obj, f.name, value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from harness.core import results as keys
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ContextManager, Mapping
+from typing import Any, ContextManager
 
+from harness.core import results as keys
 from harness.core.context import setting
 from harness.core.options import option, option_help
-
 
 # the running run's --apply_chat_template (False: none; True or a name: one); None: not known (evaluate called directly)
 _ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
@@ -67,7 +67,7 @@ class RunRecord:
         return {keys.RUN: {name: value for name, value in dataclasses.asdict(self).items() if value is not None}}
 
     @classmethod
-    def from_results(cls, data: Mapping[str, Any]) -> "RunRecord":
+    def from_results(cls, data: Mapping[str, Any]) -> RunRecord:
         """The record of an lm-eval results file's content: ours under ``config[RUN]``, lm-eval's own fields for the
         batch size, the seeds and the chat template (absent ones: None)."""
         config = data.get("config") if isinstance(data.get("config"), Mapping) else {}

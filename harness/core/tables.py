@@ -8,7 +8,8 @@ from __future__ import annotations
 import csv
 import html
 import io
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 
 def markdown(head: Sequence[Any], rows: Iterable[Sequence[Any]], right: Collection[int] = ()) -> list[str]:

@@ -7,15 +7,16 @@ import contextlib
 import json
 import logging
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from harness.core.cache import cache_root
 from harness.core.errors import DataFormatError, MissingDataError, UsageError, missing_data_on_error
-from harness.data.inputs import Input
 from harness.core.files import write_bytes_atomic
 from harness.core.options import MAX_SAMPLES, MAX_TOKENS, option
+from harness.data.inputs import Input
 
 __all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from harness.core.errors import UsageError
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
 from harness.data.prompt_tokens import ModelKeys, load_tokenizer
 from harness.data.token_heads import count_tokens_upto
-from harness.core.errors import UsageError
 
 
 def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from harness.data.documents import MissingDataError, load_documents
 from harness.core.errors import UsageError, check_known, missing_data_on_error
+from harness.data.documents import MissingDataError, load_documents
 
 NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
 SYNTHETIC = "synthetic"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
 
 HUB_HOST = "huggingface.co"
 PROBE_SECONDS = 3.0

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import read_json, read_jsonl
 from harness.core.errors import DataFormatError, MissingDataError, missing_data_on_error
+from harness.data.documents import read_json, read_jsonl
 
 
 def load_rows(source: str, split: str = "train") -> list[dict[str, Any]]:

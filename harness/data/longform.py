@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.documents import MissingDataError, downloaded_input, local_or_download, read_jsonl
-from harness.data.inputs import Input
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SAMPLES, option
+from harness.data.documents import MissingDataError, downloaded_input, local_or_download, read_jsonl
+from harness.data.inputs import Input
 
 LONGBENCH_WRITE_URL = "https://raw.githubusercontent.com/THUDM/LongWriter/main/evaluation/longbench_write.jsonl"
 HELLOBENCH_URLS = {

@@ -5,8 +5,9 @@ parts alone do not fit or whose context is not found."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from harness.core.options import option
 
@@ -42,7 +43,7 @@ class PromptParts:
         return self.instruction + self.context + self.question
 
     @classmethod
-    def split(cls, text: str, start: int, end: int) -> "PromptParts":
+    def split(cls, text: str, start: int, end: int) -> PromptParts:
         """``text`` with its context at characters ``[start, end)``."""
         if not 0 <= start <= end <= len(text):
             raise ValueError(f"context span [{start}, {end}) is not inside a text of {len(text)} characters")

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.demo.shared import DEMO_SWEEP, demo_grid, variants, write_reports
 from harness.core.errors import LchError, MissingDataError, UsageError
 from harness.core.files import writable_problem, write_json_atomic, write_text_atomic
+from harness.demo.shared import DEMO_SWEEP, demo_grid, variants, write_reports
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
 from harness.sweep.worker import CELLS, COMPLETE
 

@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.demo.shared import slug, variants, write_reports
 from harness.core.files import atomic_writer, write_json_atomic
+from harness.demo.shared import slug, variants, write_reports
 
 VARIANTS: list[tuple[str, dict]] = [
     *variants()[:3],  # vanilla, naive s_cr=2, ntk s_rr=4
@@ -20,8 +20,8 @@ VARIANTS: list[tuple[str, dict]] = [
 
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
     from harness.data.synthetic import synthetic_reports
-    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
+    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.reporting.labels import name_from_results, split_shared
 
     out = Path(output)

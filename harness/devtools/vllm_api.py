@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 # (what, check): each check returns None when it holds, else why not
 CHECKS: list[tuple[str, Callable[[], str | None]]] = []

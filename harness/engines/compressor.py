@@ -8,10 +8,11 @@ empty or not in it); ``loglikelihood`` is log P(continuation | memory of context
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-import torch
 import lm_eval.models  # noqa: F401  (the built-in models register before ours)
+import torch
 from lm_eval.api.model import LM
 from tqdm import tqdm
 

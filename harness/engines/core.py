@@ -6,13 +6,15 @@ log-softmax, the LSM estimators, prompt cutting, stop strings, ``--use_cache`` a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from tqdm import tqdm
 
 from harness.data.token_heads import encode_head
+from harness.engines.metering import MetersLmEvalRequests
 from harness.engines.requests import (
     GENERATE_LONG,
     LSM,
@@ -31,10 +33,9 @@ from harness.engines.response_cache import (
     libraries_in_words,
     tokenizer_identity,
 )
-from harness.engines.metering import MetersLmEvalRequests
+from harness.engines.windows import ScoringWindow, scoring_windows
 from harness.lsm.estimator import LsmRunner, lsm_direct, lsm_overlap
 from harness.models.scoring import logprobs_from_hidden
-from harness.engines.windows import ScoringWindow, scoring_windows
 
 if TYPE_CHECKING:
     from harness.engines.model_args import ResolvedArgs
@@ -68,7 +69,7 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
 
     # ------------------------------------------------------------------ the resolved model args
 
-    def adopt(self, resolved: "ResolvedArgs") -> "ResolvedArgs":
+    def adopt(self, resolved: ResolvedArgs) -> ResolvedArgs:
         """Keep the resolved model args, logging which explicit args override the variant file."""
         self.resolved, self.inference, self.variant = resolved, resolved.inference, resolved.variant
         for override in resolved.overrides:

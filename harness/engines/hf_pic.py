@@ -20,9 +20,8 @@ from harness.engines.requests import LongGenerationOptions
 from harness.models.attention import use_blocked_masks
 from harness.models.device_sizing import sized_pass
 from harness.models.head import output_logits
-from harness.pic.hf import apply_pic, set_rope_base
 from harness.models.scoring import hidden_states, left_pad
-
+from harness.pic.hf import apply_pic, set_rope_base
 
 # HFLM's tokenizer arguments whose default values load the tokenizer as the tasks' load_tokenizer does
 DEFAULT_TOKENIZER_ARGS = {

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
 DISTRIBUTION = "lch-harness"
-_REGISTERED: dict[str, "ModelEntry"] = {}
+_REGISTERED: dict[str, ModelEntry] = {}
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Union
 
 from harness.core.errors import UsageError
-from harness.data.token_heads import encode_head
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, convert, option
+from harness.data.token_heads import encode_head
 
 LSM_ESTIMATORS = ("overlap", "direct")
 
@@ -76,7 +77,7 @@ class LsmOptions(RequestOptions):
         check_domains(self, lambda name: f"lsm {name}")  # also when built from a request, not --metadata
 
     @classmethod
-    def from_request(cls, options: Mapping[str, Any] | None) -> "LsmOptions":
+    def from_request(cls, options: Mapping[str, Any] | None) -> LsmOptions:
         """The options of a request's dict (unknown keys refused; numbers given as strings accepted)."""
         return LSM.parse_options(options)
 

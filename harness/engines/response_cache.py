@@ -6,17 +6,18 @@ run's :class:`CacheOwner` and a run of any other owner is refused in one line (:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lm_eval.api.model import hash_args
 
 from harness.core.errors import UsageError
-from harness.models import model_check
+from harness.core.run_record import RunRecord, chat_template_field
 from harness.engines.metering import meter
 from harness.engines.requests import check_response
-from harness.core.run_record import RunRecord, chat_template_field
+from harness.models import model_check
 
 OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belong to (lm-eval's keys are hex hashes)
 
@@ -35,7 +36,7 @@ class CacheOwner:
     settings: str
     libraries: str
 
-    def differences(self, other: "CacheOwner") -> list[str]:
+    def differences(self, other: CacheOwner) -> list[str]:
         """``<field> <this owner's> (this run: <other's>)`` for each field that differs."""
         return [
             f"{f.name} {getattr(self, f.name)} (this run: {getattr(other, f.name)})"
@@ -44,7 +45,7 @@ class CacheOwner:
         ]
 
     @classmethod
-    def recorded(cls, record: dict) -> "CacheOwner":
+    def recorded(cls, record: dict) -> CacheOwner:
         """The owner a database recorded; a field it lacks reads as not recorded (so it differs)."""
         return cls(**{f.name: record.get(f.name, "not recorded (an older lch)") for f in fields(cls)})
 

@@ -16,16 +16,17 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
 from harness.core.cache import cache_root
-from harness.core.errors import UsageError
 from harness.core.costs import record_judge
+from harness.core.errors import UsageError
 from harness.core.files import read_json_or_none, write_json_atomic
 
 
@@ -50,7 +51,7 @@ class JudgeSettings:
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # more request fields (seed, top_p ...)
 
-    def resolved(self) -> "JudgeSettings":
+    def resolved(self) -> JudgeSettings:
         base_url = self.base_url or os.environ.get("LCH_JUDGE_BASE_URL")
         model = self.model or os.environ.get("LCH_JUDGE_MODEL")
         if not base_url or not model:

@@ -44,7 +44,7 @@ class JudgeConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, values: dict | None) -> "JudgeConfig":
+    def from_json(cls, values: dict | None) -> JudgeConfig:
         """A config from logged settings (missing keys take the defaults, unknown ones are ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (values or {}).items() if k in names})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS
 

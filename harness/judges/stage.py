@@ -10,16 +10,17 @@ import json
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from harness.data.documents import read_jsonl
-from harness.data.longform import load_hellobench_weights
-from harness.core.run_files import judgements_path
 from harness.core.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
 from harness.core.files import atomic_writer
+from harness.core.run_files import judgements_path
+from harness.data.documents import read_jsonl
+from harness.data.longform import load_hellobench_weights
 from harness.judges.client import JudgeClient, JudgeSettings, default_cache_dir
 from harness.judges.config import JudgeConfig
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement

@@ -8,12 +8,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import MissingDataError, UsageError
+from harness.core.options import option
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options
 from harness.data.inputs import Input
 from harness.data.token_heads import encode_head
-from harness.core.errors import MissingDataError, UsageError
 from harness.longppl.formulas import DEFAULT_EVALUATOR
-from harness.core.options import option
 
 LAYER = "data"  # harness/devtools/layers.py
 

@@ -3,7 +3,8 @@ tokens of a text and its LongPPL under a model; the formulas live in :mod:`harne
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class KeyTokens:
         return {"spans": self.spans, "offsets": self.offsets, "lsd": self.lsd, "lcl": self.lcl}
 
     @classmethod
-    def from_json(cls, data: dict) -> "KeyTokens":
+    def from_json(cls, data: dict) -> KeyTokens:
         return cls(data["spans"], data.get("offsets", []), data.get("lsd", []), data.get("lcl", []))
 
 

@@ -7,18 +7,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from harness.core.cache import cache_root
 from harness.core.errors import UsageError
 from harness.core.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.core.options import option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, KeySettings, KeyTokens, count_key_tokens
 from harness.models.identity import model_identity
-from harness.core.options import option
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -206,7 +207,7 @@ class KeyTokenCorpus:
     key_counts: list[int]
 
 
-def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyTokenCorpus:
+def key_token_corpus(corpus: CorpusOptions, keys: KeyTokenOptions) -> KeyTokenCorpus:
     """The one way to a LongPPL corpus: documents selected, windows checked against their lengths (not for span files),
     key tokens attached (cached); no key token in any document is refused in one line."""
     from harness.longppl.corpus import check_key_windows, corpus_documents

@@ -4,8 +4,8 @@ an :class:`LsmRunner`; the draws depend only on the seed, so every engine scores
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn

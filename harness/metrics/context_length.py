@@ -7,8 +7,9 @@ a shorter one by more than the 95 % interval of their difference makes the curve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.core.options import option
 from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX

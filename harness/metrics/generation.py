@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from harness.core.errors import UsageError
 

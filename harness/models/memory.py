@@ -12,7 +12,6 @@ from torch import nn
 
 from harness.models.device_sizing import attention_shape, predicted_peak, prefill_peak, text_config
 
-
 # what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
 # glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
 # Measured: benchmarks/plan_memory_cpu.py against benchmarks/layer_memory.py's tensors, which show none of it

@@ -43,7 +43,7 @@ class TokenizerFacts:
     unk_token_id: int | None
 
     @classmethod
-    def from_gguf(cls, gguf_file: str | Path) -> "TokenizerFacts":
+    def from_gguf(cls, gguf_file: str | Path) -> TokenizerFacts:
         """The facts a GGUF declares; a missing add-BOS flag reads as llama.cpp reads it (added for ``llama``
         vocabularies only), a missing add-EOS as never."""
         from harness.models.gguf_tokenizer import read_vocabulary
@@ -60,7 +60,7 @@ class TokenizerFacts:
         )
 
     @classmethod
-    def observed(cls, tokenizer: Any) -> "TokenizerFacts":
+    def observed(cls, tokenizer: Any) -> TokenizerFacts:
         """The facts of a loaded transformers tokenizer, read from what it does to a text."""
         ids = tokenizer("a")["input_ids"]
         ids_of = {name: getattr(tokenizer, f"{name}_token_id", None) for name in SPECIAL}
@@ -71,7 +71,7 @@ class TokenizerFacts:
         )
 
     @classmethod
-    def from_json(cls, value: dict) -> "TokenizerFacts":
+    def from_json(cls, value: dict) -> TokenizerFacts:
         return cls(**value)
 
     def to_json(self) -> dict:

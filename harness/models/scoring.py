@@ -4,7 +4,7 @@ log-softmax run chunk by chunk, ``batch x chunk x vocab`` floats at once (sizes:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

@@ -10,8 +10,9 @@ import hashlib
 import inspect
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError, check_known

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.options import check_fields, convert, option
@@ -87,12 +88,12 @@ class Inference:
         """The fields that change the model: the method, the fields its entry reads, the RoPE base."""
         return ("method", *self.entry.fields, "rope_base")
 
-    def effective(self) -> "Inference":
+    def effective(self) -> Inference:
         """This inference with every field that does not change the model (``impl`` always) at its default, so that
         two inferences that run the same model compare equal."""
         return dataclasses.replace(Inference(), **{name: getattr(self, name) for name in self.used_fields})
 
-    def replace(self, **fields: Any) -> "Inference":
+    def replace(self, **fields: Any) -> Inference:
         """A copy with ``fields`` changed (checked again)."""
         return dataclasses.replace(self, **fields)
 
@@ -132,7 +133,7 @@ class Inference:
         }
 
     @classmethod
-    def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":
+    def from_model_args(cls, args: Mapping[str, Any]) -> Inference:
         """From ``hf-pic`` / ``vllm-pic`` model args (other args ignored; missing ones at their defaults)."""
         return cls(**cls.fields_from(args))
 
@@ -141,7 +142,7 @@ class Inference:
         return {key: getattr(self, name) for name, key in MODEL_ARGS.items()}
 
     @classmethod
-    def from_variant_json(cls, block: Mapping[str, Any]) -> "Inference":
+    def from_variant_json(cls, block: Mapping[str, Any]) -> Inference:
         """From a variant file's ``inference`` block (missing keys at their defaults); unknown keys refused."""
         unknown = set(block) - set(VARIANT_KEYS)
         if unknown:

@@ -6,8 +6,9 @@ entry: ``Inference``, ``apply_pic``, ``hf-pic``, ``vllm-pic``, variant files and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.pic.positions import dynamic_positions, naive_ids, ntk_base
 

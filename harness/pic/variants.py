@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError, UsageError
 from harness.core.files import write_json_atomic
 from harness.pic.inference import VARIANT_KEYS, Inference
-from harness.core import results as keys
 
 LAYER = "data"  # harness/devtools/layers.py
 

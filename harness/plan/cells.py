@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from harness.longppl.formulas import EvaluatorRun
 
@@ -110,7 +110,7 @@ class Throughput:
         decode_seconds: Sequence[float],
         basis: str,
         score_seconds: Sequence[float] | None = None,
-    ) -> "Throughput":
+    ) -> Throughput:
         """The coefficients through timings at two ``lengths``; a negative one (noise) is 0, its partner refitted."""
         (n1, n2), (g1, g2) = lengths, decode_seconds
         if not 0 < n1 < n2:

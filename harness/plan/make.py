@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.sizes import GIB
@@ -50,9 +51,9 @@ def make_plan(
     """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks.
     ``helpers_ran``: ``(model, dtype)`` of the models a recorded run loaded beside its own (``lch plan --against``:
     LongPPL's evaluator ran there though its key tokens are cached now)."""
+    from harness.core.options import parse_options
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
-    from harness.core.options import parse_options
     from harness.plan.requests import plan_requests
     from harness.plugin.in_process import task_manager
     from harness.plugin.preflight import preflight, through_user_groups

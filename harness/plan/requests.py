@@ -4,7 +4,8 @@ in the evaluated model's tokenizer (no model loaded). :meth:`harness.tasks.base.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from harness.data.prompt_tokens import PromptCounter
 from harness.engines.requests import REQUESTS, TOKEN_LOGPROBS, encode_for_scoring

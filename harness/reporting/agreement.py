@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from harness.core import results as keys
+from harness.core.run_record import FIELDS, RunRecord
+from harness.core.tables import markdown
 from harness.metrics.common_samples import scored_values
 from harness.metrics.paired import paired_test
 from harness.reporting.common import on_documents, pooling_rule
@@ -16,9 +20,6 @@ from harness.reporting.comparability import SAME_MODEL, check_comparable, check_
 from harness.reporting.labels import model_args_of, name_from_results
 from harness.reporting.runs import RunError, cautions_of, declared, read_json
 from harness.reporting.samples import by_doc, common_tasks, pair_docs, paired_scores, read_rows, run_files
-from harness.core.run_record import FIELDS, RunRecord
-from harness.core import results as keys
-from harness.core.tables import markdown
 
 _KINDS = {"token_logprobs": {"token_ids", "logprobs"}, "lsm": {"sce"}, "generate_long": {"text", "ended_with_eos"}}
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError
+from harness.core.run_record import FIELDS, RunRecord
 from harness.metrics.catalogue import DEPTH_PREFIX
 from harness.reporting.runs import Run, read_json
 from harness.reporting.samples import by_doc, number, read_rows, samples_files
-from harness.core.run_record import FIELDS, RunRecord
-from harness.core import results as keys
-
 
 NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value
 

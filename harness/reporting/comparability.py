@@ -5,7 +5,8 @@ unless allowed (``--allow FIELD``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from harness.core.errors import EXIT_NOT_COMPARABLE, LchError, UsageError
 from harness.core.options import closest
@@ -83,7 +84,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
+def check_side_by_side(runs: Sequence[Run], allow: Iterable[str] = ()) -> None:
     """:func:`check_comparable` on :data:`SIDE_BY_SIDE`, then :func:`check_task_options`; runs named by their results
     files."""
     allow = frozenset(allow)

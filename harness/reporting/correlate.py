@@ -6,8 +6,8 @@ tau-b, each p (two-sided) and 95 % interval from one normal approximation, so th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import LENGTH_PREFIX
-from harness.metrics.context_length import EffectiveLength, LengthPoint, curve_points, shared_threshold
-from harness.metrics.context_length import effective_lengths as curve_effective_lengths
+from harness.metrics.context_length import (
+    EffectiveLength,
+    LengthPoint,
+    curve_points,
+    effective_lengths as curve_effective_lengths,
+    shared_threshold,
+)
 from harness.reporting.runs import Run
 
 

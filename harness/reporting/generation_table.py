@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.core.run_files import judgements_path
+from harness.core import results as keys
 from harness.core.errors import MissingDataError
+from harness.core.run_files import judgements_path
 from harness.core.tables import markdown
 from harness.metrics.generation import shared_clean_average
 from harness.reporting.labels import model_args_of, name_from_results
-from harness.core import results as keys
 
 
 def _latest(folder: Path, pattern: str) -> Path:

@@ -4,13 +4,14 @@ apart); shown together, the parts all runs share move into a title (:func:`disti
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from harness.pic.variants import evaluated_as
-from harness.pic.inference import MODEL_ARGS, Inference
 from harness.core import results as keys
+from harness.pic.inference import MODEL_ARGS, Inference
+from harness.pic.variants import evaluated_as
 
 if TYPE_CHECKING:
     from harness.reporting.runs import Run  # which imports this module for its name

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic

@@ -4,9 +4,9 @@ method; a run without PIC joins its base model's lines at ratio 1 (PIC's identit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from harness.core.errors import UsageError
 from harness.pic.inference import MODEL_ARGS, Inference

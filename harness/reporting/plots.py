@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
+from harness.core.errors import UsageError
+from harness.core.files import savefig_atomic
 from harness.metrics.context_length import (
     RELATIVE_SHARE,
     RULER_THRESHOLD,
@@ -15,10 +17,8 @@ from harness.metrics.context_length import (
     effective_length,
     relative_effective_length,
 )
-from harness.core.errors import UsageError
-from harness.core.files import savefig_atomic
-from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.curves import length_points
+from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 

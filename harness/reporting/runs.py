@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError
+from harness.core.run_record import RunRecord
 from harness.metrics.catalogue import COUNT_PREFIX
 from harness.metrics.support import Support, results_cautions
-from harness.core.run_record import RunRecord
-from harness.core import results as keys
 from harness.reporting.labels import checkpoint_of, model_args_of, run_name
 
 

@@ -4,9 +4,10 @@ was refitted (its :data:`TEMPLATE_OPTIONS` differ)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.core import results as keys
 from harness.core.errors import UsageError

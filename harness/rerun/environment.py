@@ -3,9 +3,10 @@ model is located by its content (:func:`harness.models.identity.model_identity`)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.core.run_record import RunRecord
 

@@ -3,9 +3,10 @@ compared with the original, every sample and metric, at zero tolerance."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from harness.core import results as keys
 from harness.core.errors import UsageError

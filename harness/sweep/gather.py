@@ -5,8 +5,9 @@ and the gate of the newest checkpoint against the previous one or a named baseli
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.core.sizes import in_words
 from harness.core.tables import csv_text, markdown

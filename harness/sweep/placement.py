@@ -6,8 +6,9 @@ have it. On GPU nodes a cell asks for a share of one GPU sized by its plan (a vl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from harness.core.sizes import in_words
 
@@ -27,7 +28,7 @@ class Node:
     gpu_memory: int | None = None  # bytes of one GPU, where known
 
     @classmethod
-    def from_ray(cls, node: Mapping[str, Any], gpu_memory: int | None = None) -> "Node":
+    def from_ray(cls, node: Mapping[str, Any], gpu_memory: int | None = None) -> Node:
         """A node of ``ray.nodes()``."""
         resources = node.get("Resources") or {}
         name = f"{node.get('NodeManagerAddress', '?')}/{str(node.get('NodeID', ''))[:8]}"

@@ -16,12 +16,13 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from harness.core.errors import LchError, MissingDataError, UsageError
-from harness.core.files import TMP_SUFFIX, write_json_atomic
+from harness.core.files import TMP_SUFFIX
 from harness.sweep.placement import Need, Node, need_of, refusal, where_words
 from harness.sweep.spec import Cell, SweepSpec
 from harness.sweep.worker import CELLS, COMPLETE, CellKilled, Outcome, run_cell_reporting

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.core.errors import UsageError
 from harness.metrics.pooling import pooled_perplexity, pools_as

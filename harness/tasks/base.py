@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from harness.data.prompt_tokens import ModelKeys
-from harness.engines.requests import REQUESTS, RequestOptions
-from harness.metrics.catalogue import metric_role
-from harness.metrics.support import Support, documents_support, samples_support
-from harness.longppl.formulas import EvaluatorRun
+from harness.core import results as keys
 from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
-from harness.core import results as keys
+from harness.data.prompt_tokens import ModelKeys
+from harness.engines.requests import REQUESTS, RequestOptions
+from harness.longppl.formulas import EvaluatorRun
+from harness.metrics.catalogue import metric_role
+from harness.metrics.support import Support, documents_support, samples_support
 from harness.tasks.lm_eval_api import task_base, task_scorer
 from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
 from harness.tasks.prompt_lengths import PromptLengths

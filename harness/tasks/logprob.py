@@ -6,16 +6,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.data.documents import DocumentOptions
-from harness.longppl.corpus import CorpusOptions
-from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import UsageError
+from harness.core.options import option
+from harness.data.documents import DocumentOptions
+from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
+from harness.longppl.corpus import CorpusOptions
 from harness.longppl.formulas import SOFT_GAMMA, EvaluatorRun, KeyTokens, document_stats, key_tokens_support
+from harness.longppl.keytokens import KeyTokenOptions
 from harness.metrics.pooling import nll_sum
 from harness.metrics.support import Support
-from harness.longppl.keytokens import KeyTokenOptions
-from harness.core.options import option
 from harness.tasks.base import NO_LENGTH, CachedCounts, LchTask
 from harness.tasks.lm_eval_api import task_base
 from harness.tasks.metric_lists import HONESTY_METRICS

@@ -9,11 +9,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.options import MAX_TOKENS, option
 from harness.data.longform import HelloBenchData, LongBenchWriteData
+from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.judges.config import JudgeOptions
 from harness.metrics.pooling import pools_as
-from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
-from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask
 from harness.tasks.lm_eval_api import task_base
 
@@ -130,9 +130,9 @@ class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
     def _explain_absent(self, items: list, judged: Any) -> None:
         """Records why absent judged scores (NaN) are absent (``lch_absent``); when judge requests failed, marks the run
         incomplete (exit 2 after the results) and keeps the items as a samples file that ``lch judge`` resumes from."""
-        from harness.judges.stage import save_unjudged
         from harness.core import results as keys
         from harness.core.incomplete import report_incomplete
+        from harness.judges.stage import save_unjudged
 
         reason = judged.absent_because()
         if reason is None:

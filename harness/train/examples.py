@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.data.instructions import conversation
 from harness.core.errors import DataFormatError, UsageError
+from harness.data.instructions import conversation
 from harness.train.positions import dynamic_sft_segments
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 
 from harness.core.errors import UsageError
+from harness.longppl.estimator import long_short_logprobs
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.lsm.formulas import length_range, sce
-from harness.longppl.estimator import long_short_logprobs
 from harness.models.head import output_logits
+from harness.models.masks import positions_from_mask
 from harness.models.scoring import target_logprobs
 from harness.models.unwrap import unwrap_model
-from harness.models.masks import positions_from_mask
 
 
 def _hidden(model, input_ids: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from harness.pic.variants import Variant, read_variant, write_variant
-from harness.models.folders import check_model_folder
 from harness.core.errors import UsageError
 from harness.core.files import staged_files
+from harness.models.folders import check_model_folder
+from harness.pic.variants import Variant, read_variant, write_variant
 
 
 def is_adapter(folder: str | Path) -> bool:

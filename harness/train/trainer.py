@@ -7,16 +7,18 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from harness.pic.variants import Variant, read_variant, write_variant
-from harness.core.files import append_line, staged_files, write_json_atomic
 from harness.core.errors import DataFormatError, UsageError
+from harness.core.files import append_line, staged_files, write_json_atomic
 from harness.pic.hf import apply_pic, set_rope_base
+from harness.pic.variants import Variant, read_variant, write_variant
+from harness.train.batches import collate
 from harness.train.config import TrainConfig, check_config, expected_inference, trains_in_segments
 from harness.train.examples import (
     dynamic_sft_examples,
@@ -25,7 +27,6 @@ from harness.train.examples import (
     split_heldout,
     text_chunks,
 )
-from harness.train.batches import collate
 from harness.train.heldout import heldout_loss, heldout_warning
 from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll
 

@@ -45,8 +45,8 @@ def ruler(args: dict) -> dict:
     """RULER rows of ``tasks`` at ``length`` through the cache of ``$LCH_CACHE`` (set by the test)."""
     from dataclasses import asdict
 
-    from harness.tasks.lch_ruler import dataset as ruler_data
     from harness.data.prompt_tokens import PromptCounter, load_tokenizer
+    from harness.tasks.lch_ruler import dataset as ruler_data
 
     counter = PromptCounter(load_tokenizer(args["tokenizer"]))
     sources = ruler_data.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
@@ -68,8 +68,7 @@ def fetch(args: dict) -> dict:
     import shutil
     import subprocess
 
-    from harness.models import catalogue as registry
-    from harness.models import fetch as fetching
+    from harness.models import catalogue as registry, fetch as fetching
 
     payload = Path(args["payload"]).read_bytes()
     spec = registry.ModelSpec(

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPORT = "The committee reviewed the program and its budget in detail over several sessions. " * 30
 

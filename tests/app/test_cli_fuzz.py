@@ -47,8 +47,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.cli import build_parser, main
 from tests.app.fuzz_inputs import expand, make_inputs
@@ -190,8 +189,8 @@ def domain_edges() -> dict[str, list]:
     string, and a near-miss of each word."""
     import dataclasses
 
-    from harness.plugin.metadata import task_option_classes
     from harness.plugin.discovery import tasks_path
+    from harness.plugin.metadata import task_option_classes
 
     edges: dict[str, list] = {}
     for cls in task_option_classes(tasks_path()):
@@ -429,11 +428,12 @@ def _names_an_argument(line: str, argv: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def fuzz_env(tmp_path_factory):
     """Inputs written once, caches in a temporary folder, the hub offline, heavy work stubbed (module docstring)."""
-    from harness.models import fetch as fetching
-    import harness.models.tiny as tiny_mod
-    import harness.engines.vllm_pic.env as vllm_env
-    import harness.compressor.train as compressor
     from transformers.trainer_utils import TrainOutput
+
+    import harness.compressor.train as compressor
+    import harness.engines.vllm_pic.env as vllm_env
+    import harness.models.tiny as tiny_mod
+    from harness.models import fetch as fetching
 
     mp = pytest.MonkeyPatch()
     root = tmp_path_factory.mktemp("fuzz")
@@ -457,10 +457,11 @@ def fuzz_env(tmp_path_factory):
     mp.setattr(vllm_env, "ensure_vllm_env", no_build)
     mp.setattr(tiny_mod, "build_tiny_model", lambda *a, **k: tiny)
     if not LONG:
-        import harness.demo.real as real
-        import harness.demo.tiny as demo_tiny
         from lm_eval._cli.harness import HarnessCLI
         from transformers import Trainer
+
+        import harness.demo.real as real
+        import harness.demo.tiny as demo_tiny
 
         real_execute = HarnessCLI.execute
         mp.setattr(HarnessCLI, "execute", lambda self, args: None)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.synthetic import synthetic_reports
 from harness.core.files import atomic_folder, entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.data.synthetic import synthetic_reports
 from harness.engines.response_cache import OWNER_KEY
 
 WORKER = Path(__file__).with_name("concurrency_worker.py")

@@ -154,10 +154,10 @@ def test_rulers_plan_from_its_cache_equals_its_counted_requests_and_the_cached_r
     of the cached row's text joined to its answer prefix as lm-eval joins them (one space)."""
     from transformers import AutoTokenizer
 
+    from harness.core.run_record import asking_chat_template
+    from harness.data.prompt_tokens import PromptCounter
     from harness.plan.requests import plan_requests
     from harness.plugin.in_process import task_manager
-    from harness.data.prompt_tokens import PromptCounter
-    from harness.core.run_record import asking_chat_template
 
     meta = _ruler_meta(seed=4242)
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_vt"]

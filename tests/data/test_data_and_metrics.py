@@ -5,8 +5,7 @@ import math
 
 import pytest
 
-from harness.data.documents import MissingDataError, load_documents, select_long
-from harness.data.documents import DocumentOptions
+from harness.data.documents import DocumentOptions, MissingDataError, load_documents, select_long
 from harness.data.govreport import load_govreport
 from harness.data.prompt_tokens import ModelKeys
 from harness.data.synthetic import synthetic_reports

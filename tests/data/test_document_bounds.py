@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from harness.core.errors import DataFormatError, UsageError
 from harness.data import documents
 from harness.data.documents import DocumentOptions, documents_from_options
-from harness.core.errors import DataFormatError, UsageError
 
 
 def _corpus(tmp_path, texts: list) -> str:

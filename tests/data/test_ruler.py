@@ -9,8 +9,8 @@ from dataclasses import asdict
 
 import pytest
 
-from harness.tasks.lch_ruler import dataset as ruler
 from harness.data.prompt_tokens import PromptCounter, load_tokenizer
+from harness.tasks.lch_ruler import dataset as ruler
 from harness.tasks.lch_ruler.builders import niah_builder
 from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 from harness.tasks.lch_ruler.task import RulerTask

@@ -10,6 +10,7 @@ from dataclasses import asdict
 import pytest
 
 from harness.data.prompt_tokens import PromptCounter, load_tokenizer
+from harness.tasks.lch_ruler.builders import Builder
 from harness.tasks.lch_ruler.dataset import (
     BUILDERS,
     TASKS,
@@ -19,7 +20,6 @@ from harness.tasks.lch_ruler.dataset import (
     TooShortError,
     generate,
 )
-from harness.tasks.lch_ruler.builders import Builder
 from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 
 SYNTHETIC = Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")

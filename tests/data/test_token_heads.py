@@ -9,8 +9,8 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from harness.data.token_heads import HEAD_MARGIN, count_tokens_upto, encode_head
 from harness.core.errors import UsageError
+from harness.data.token_heads import count_tokens_upto, encode_head
 from tests.conftest import SHARED_DATA
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from harness.data.instructions import conversation
-from harness.pic.variants import Variant, describe, evaluated_as, read_variant, write_variant
 from harness.core.errors import DataFormatError
+from harness.data.instructions import conversation
 from harness.pic.inference import Inference
+from harness.pic.variants import Variant, describe, evaluated_as, read_variant, write_variant
 
 DYNAMIC = Inference("dynamic", ratio=2.0, initial=10, recent=600)
 

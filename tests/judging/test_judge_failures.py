@@ -17,7 +17,7 @@ import pytest
 
 from harness.cli import main
 from harness.judges.client import JudgeClient, JudgeSettings
-from harness.judges.stage import judge, judge_samples_file, task_scores
+from harness.judges.stage import judge, task_scores
 from tests.conftest import SHARED_DATA
 from tests.judge_servers import CannedJudge, MisbehavingJudge, SilentServer
 

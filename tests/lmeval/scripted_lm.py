@@ -4,7 +4,8 @@ document (nothing by default), so that prompts, cuts, counts and aggregations ar
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lm_eval.api.model import LM
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from harness.data.depth import DEPTH_BUCKETS
 from harness.metrics.catalogue import metric_info, metric_role
-from harness.tasks.metric_lists import described
 from harness.tasks.lch_babilong.dataset import BabilongOptions
 from harness.tasks.lch_babilong.task import BabilongTask
 from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions
 from harness.tasks.lch_ruler.task import RulerTask
+from harness.tasks.metric_lists import described
 
 
 def _ruler(name: str, lengths=(1024, 2048)) -> RulerTask:

@@ -7,14 +7,20 @@ import logging
 
 import pytest
 
-from harness.longppl.corpus import check_key_windows
 from harness.core.errors import UsageError
-from harness.tasks.aggregations import key_perplexity
-from harness.plugin.finish_results import record_cautions
-from harness.longppl.formulas import MIN_KEY_TOKENS, KeyTokens, count_key_tokens, document_stats, dropped_key_spans
 from harness.core.results import SUPPORT as SUPPORT_KEY
-from harness.longppl.formulas import key_tokens_support
+from harness.longppl.corpus import check_key_windows
+from harness.longppl.formulas import (
+    MIN_KEY_TOKENS,
+    KeyTokens,
+    count_key_tokens,
+    document_stats,
+    dropped_key_spans,
+    key_tokens_support,
+)
 from harness.metrics.support import documents_support
+from harness.plugin.finish_results import record_cautions
+from harness.tasks.aggregations import key_perplexity
 
 
 def test_a_key_span_no_evaluated_token_fits_in_is_counted():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.core.errors import MissingDataError, UsageError
 from harness.data.documents import DocumentOptions, check_enough_documents
 from harness.data.inputs import Input, missing_inputs
-from harness.core.errors import MissingDataError, UsageError
 from harness.plugin.preflight import preflight
 
 TASKS = [

@@ -134,8 +134,8 @@ def test_the_key_table_is_the_fields_of_the_task_classes_options(monkeypatch):
 
 
 def test_every_task_of_ours_declares_its_options_and_parses_its_yaml():
-    from harness.plugin.metadata import check_task_options
     from harness.plugin.discovery import tasks_path
+    from harness.plugin.metadata import check_task_options
     from harness.plugin.task_index import task_folder
 
     folder = task_folder(tasks_path())

@@ -18,6 +18,8 @@ import pytest
 import torch
 
 from harness.core.errors import UsageError
+from harness.pic.inference import Inference
+from harness.pic.positions import dynamic_positions
 from harness.pic.vllm.config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
 from harness.pic.vllm.positions import (
     key_places,
@@ -29,9 +31,7 @@ from harness.pic.vllm.positions import (
     rotation,
     step_plan,
 )
-from harness.pic.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
-from harness.pic.positions import dynamic_positions
 
 RATIO, INITIAL = 2.0, 4
 SMOLLM2_LENGTHS = [1024, 2048]

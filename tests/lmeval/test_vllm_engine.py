@@ -252,8 +252,8 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
     ``generate`` token for token, ending with EOS (``ended_with_eos``, EOS not counted in ``n_tokens``) or
     with the budget; direct-estimator LSM equals hf-pic's estimator on the same draws."""
     from harness import apply_pic, remove_pic
-    from harness.lsm.estimator import lsm_direct
     from harness.engines.windows import scoring_windows
+    from harness.lsm.estimator import lsm_direct
 
     model, tokenizer = smollm2
     text = tmp_path / "text.txt"

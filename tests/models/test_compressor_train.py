@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.metrics.qa import corpus_bleu4
 from harness.compressor.model import Compressor, CompressorConfig
 from harness.compressor.train import TrainSettings, pretrain_windows, train
+from harness.metrics.qa import corpus_bleu4
 from tests.conftest import SHARED_DATA
 from tests.data.test_mrqa import rouge1_by_hand, squad_em_f1
 

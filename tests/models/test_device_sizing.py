@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.models import device_sizing as sizing
-from harness.models import scoring
 from harness.longppl import estimator
 from harness.longppl.estimator import CPU_WINDOW_BATCH, window_batch
+from harness.models import device_sizing as sizing, scoring
 from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, logit_budget, query_block
 from harness.models.scoring import blocks_allowed, hidden_states
 from tests.conftest import tiny_causal_lm

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness.longppl.span_files import read_span_file, write_span_file
 from harness.data.synthetic import synthetic_reports
+from harness.longppl.estimator import compute_longppl, find_key_tokens
 from harness.longppl.formulas import (
     KeySettings,
     KeyTokens,
@@ -22,7 +22,7 @@ from harness.longppl.formulas import (
     summarize,
 )
 from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
-from harness.longppl.estimator import compute_longppl, find_key_tokens
+from harness.longppl.span_files import read_span_file, write_span_file
 from harness.models.tiny import build_tiny_model
 
 SETTINGS = dict(trunc_len=200, sliding_window=50, alpha=0.2, beta=-4.0)

@@ -228,10 +228,10 @@ def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model
     import json
 
     from harness.longppl.formulas import EvaluatorRun
-    from harness.plan.cells import PlanCell
-    from harness.plan.make import EvalSettings, with_memory
     from harness.models.attention import MASK_BLOCK_ELEMENTS as BLOCK
     from harness.models.memory import CPU_HEAP_SLACK
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import EvalSettings, with_memory
 
     e = json.loads((tiny_model_dir / "config.json").read_text())
     g = json.loads((other_evaluator / "config.json").read_text())

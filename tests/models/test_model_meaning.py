@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import catalogue
-from harness.models import fetch as fetching, model_check
+from harness.models import catalogue, fetch as fetching, model_check
 from harness.models.folders import check_model_folder
 from harness.models.model_check import MARKER, Probe, StaleModelError, TokenizerFacts
 

@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from harness.cli import main
-from harness.models import catalogue as registry
-from harness.models import fetch as fetching
+from harness.models import catalogue as registry, fetch as fetching
 from tests.gguf_files import metadata_gguf
 
 

@@ -22,8 +22,8 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
-from harness.models.tiny import ARCHITECTURES
 from harness.models.masks import positions_from_mask
+from harness.models.tiny import ARCHITECTURES
 from harness.pic.positions import dynamic_positions
 from tests.conftest import tiny_causal_lm
 

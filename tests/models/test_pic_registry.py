@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from harness import Inference, apply_pic, pic_settings, remove_pic
-from harness.pic.variants import Variant, describe, evaluated_as
 from harness.core.errors import UsageError
-from harness.pic.methods import PIC_METHODS, PicMethod
 from harness.models.masks import positions_from_mask
+from harness.pic.methods import PIC_METHODS, PicMethod
+from harness.pic.variants import Variant, describe, evaluated_as
 from tests.conftest import tiny_causal_lm
 
 

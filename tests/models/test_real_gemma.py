@@ -157,6 +157,7 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     base model: the prompt ends with RULER's answer prefix). Observed: 8 of 8 needles found; each sample's
     score is RULER's rule recomputed here."""
     from lm_eval import simple_evaluate
+
     from harness.plugin.in_process import task_manager
 
     metadata = {

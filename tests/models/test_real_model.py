@@ -67,6 +67,7 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
 def ruler_run(smollm2_dir, tmp_path_factory):
     """lm-eval run of RULER niah_single_1 / niah_single_2 at 1k, 4 samples each, chat template applied."""
     from lm_eval import simple_evaluate
+
     from harness.plugin.in_process import task_manager
 
     metadata = {

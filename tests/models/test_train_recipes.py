@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.pic.variants import read_variant
 from harness.core.errors import UsageError
+from harness.pic.variants import read_variant
 from harness.train import trainer as train_run
 from harness.train.config import TrainConfig
 from harness.train.trainer import train_recipe

@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
-from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers, first_sentence
 from harness.metrics.qa import em_f1, normalize_answer, rouge1_f1, string_match_all, string_match_part
+from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers, first_sentence
 from tests.conftest import SHARED_DATA
 
 BABILONG = SHARED_DATA / "babilong"

@@ -10,6 +10,8 @@ import pytest
 
 from harness.cli import main
 from harness.core.errors import EXIT_NOT_COMPARABLE, UsageError
+from harness.core.results import RUN as KEY
+from harness.core.run_record import FIELDS, RunRecord
 from harness.reporting.comparability import (
     SAME_MODEL,
     SIDE_BY_SIDE,
@@ -18,8 +20,6 @@ from harness.reporting.comparability import (
     differences,
     parse_allow,
 )
-from harness.core.results import RUN as KEY
-from harness.core.run_record import FIELDS, RunRecord
 
 STAMP = "2026-01-01T00-00-00.000001"
 SMOL = "LlamaForCausalLM (30 layers, hidden 576, vocab 49152)"

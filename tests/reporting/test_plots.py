@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.pic.inference import Inference
 from harness.reporting.pic_plot import pic_figure, pic_points_from_runs, pic_points_from_samples, pic_series
 from harness.reporting.plots import LengthPoint, context_curves, context_figure
-from harness.pic.inference import Inference
 from harness.reporting.runs import load_runs
 from tests.reporting.test_reporting import write_run
 

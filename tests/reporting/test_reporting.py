@@ -721,8 +721,8 @@ def test_a_correlation_with_a_constant_metric_says_it_is_undefined(tmp_path, cap
 def test_no_count_of_any_task_of_ours_is_gated(tmp_path, capsys):
     """Every metric our tasks report that is a count (declared in a YAML, added by a task class, or written by the
     judge stage) has the role bookkeeping, so lch regress leaves it alone: n_valid (judged samples) included."""
-    from harness.plugin.discovery import tasks_path
     from harness.metrics.catalogue import metric_role
+    from harness.plugin.discovery import tasks_path
     from harness.tasks.longform import LongBenchWriteTask, LongGenerationTask
 
     names = set(LongGenerationTask.JUDGED_METRICS) | set(LongBenchWriteTask.JUDGED_METRICS)

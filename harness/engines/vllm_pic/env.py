@@ -12,9 +12,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, MutableMapping
 
 from filelock import FileLock
 

@@ -25,8 +25,8 @@ from harness.engines.model_args import (
 )
 from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
-from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 from harness.engines.vllm_pic.env import with_cpu_runtime_defaults
+from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 from harness.pic.inference import Inference
 
 log = logging.getLogger(__name__)

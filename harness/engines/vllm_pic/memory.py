@@ -6,8 +6,9 @@ share one process, with the KV space ``VLLM_CPU_KVCACHE_SPACE`` gives and vLLM's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from harness.core.sizes import GIB, in_words
 from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV

@@ -6,20 +6,21 @@ exactly, :func:`pic_settings` tells which is applied. The mechanism is :mod:`~ha
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
 from harness.core.errors import UsageError
+from harness.models.scoring import WHOLE_ROW_POSITIONS
+from harness.models.unwrap import unwrap_model
 from harness.pic.hf.compat import (
     SUPPORTED_TRANSFORMERS,
     UnsupportedTransformersError,
     check_transformers_version,
 )
 from harness.pic.hf.rope_layout import TESTED_MODEL_TYPES, RopeLayout, rope_layout
-from harness.models.scoring import WHOLE_ROW_POSITIONS
-from harness.models.unwrap import unwrap_model
 from harness.pic.inference import MODEL_ARGS, Inference
 
 LAYER = "models"  # harness/devtools/layers.py

@@ -6,8 +6,9 @@ the pre-RoPE keys of the last ``l_rc`` columns, the only ones that can move, re-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,11 +17,11 @@ from transformers.cache_utils import DynamicLayer
 
 from harness.core.errors import UsageError
 from harness.models.hf_cache import cache_keyword, given_cache
-from harness.pic.hf.call_positions import Plan
-from harness.pic.hf.rope_layout import RopeLayout
-from harness.pic.hf.rope import rotate, unrotate
-from harness.pic.inference import Inference
 from harness.models.masks import positions_from_mask
+from harness.pic.hf.call_positions import Plan
+from harness.pic.hf.rope import rotate, unrotate
+from harness.pic.hf.rope_layout import RopeLayout
+from harness.pic.inference import Inference
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ layer, replaces ``position_embeddings``. Nothing per call is stored on the model
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from harness.models.hf_cache import given_cache
-from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.hf.call_positions import PLAN_KWARG, Plan
+from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.inference import Inference
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from harness.core.errors import UsageError
+from harness.pic.inference import Inference
 from harness.pic.vllm.config import PREFIX, check_no_preemption, config_inference
 from harness.pic.vllm.positions import (
     PicPlan,
@@ -25,7 +27,6 @@ from harness.pic.vllm.positions import (
     rotation,
     step_plan,
 )
-from harness.pic.inference import Inference
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ class PicRotary(nn.Module):
     method's base of it). Naive / NTK-aware PIC compute ids from ``positions`` alone (traceable); Dynamic PIC takes the
     step's plan from ``step`` and re-rotates this layer's moved cached keys before rotating the new tokens."""
 
-    def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: "DynamicStep | None") -> None:
+    def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: DynamicStep | None) -> None:
         super().__init__()
         entry = inference.entry
         self.head_size, self.rotary_dim, self.neox = rope.head_size, rope.rotary_dim, bool(rope.is_neox_style)

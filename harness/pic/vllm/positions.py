@@ -5,13 +5,12 @@ docs/vllm.md, "How Dynamic PIC runs on vLLM") and where a backend's KV cache kee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from harness.pic.inference import Inference
-
 
 # ---------------------------------------------------------------------------------------------- rotation
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data.inputs import Input
 from harness.engines.requests import COMPRESS_AE, COMPRESS_LM, CompressRequestOptions
 from harness.metrics.pooling import nll_sum
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.tasks.base import LchTask
 from harness.tasks.lm_eval_api import task_base
 

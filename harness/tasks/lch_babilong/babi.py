@@ -5,8 +5,9 @@ filler text at a target token length: BABILong offline. Every answer is in the t
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.data.depth import depth_fields, depth_percent

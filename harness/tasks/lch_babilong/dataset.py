@@ -11,14 +11,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import missing_data_on_error
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data.documents import MissingDataError, read_jsonl
 from harness.data.haystacks import BUILTIN_ESSAYS
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_label, length_tokens
 from harness.data.prompt_tokens import PromptOptions, counter_for
 from harness.data.truncation import PromptParts
-from harness.core.errors import missing_data_on_error
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
 
@@ -176,8 +176,8 @@ def _hf(name: str, length: str, task: str) -> list[dict]:
 def _synthetic(
     task: str, length: str, num_samples: int, seed: int, counter: Any, filler: str, prompts_file: str | None
 ) -> list[dict]:
-    from harness.tasks.lch_babilong.babi import babilong_sample, fact_depth, story_with_answer_fact
     from harness.data.haystacks import essay_sentences
+    from harness.tasks.lch_babilong.babi import babilong_sample, fact_depth, story_with_answer_fact
 
     budget = length_tokens(length)
     sentences = essay_sentences(filler) if budget else ()

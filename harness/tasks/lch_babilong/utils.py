@@ -3,5 +3,4 @@
 from harness.tasks.lch_babilong.dataset import babilong_dataset
 from harness.tasks.lch_babilong.task import BabilongTask
 
-
 __all__ = ["BabilongTask", "babilong_dataset"]

@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import uuid
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from harness.data import haystacks
 from harness.data.depth import depth_fields

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.cache import cache_root
-from harness.core.files import sweep_temporaries, write_text_atomic
 from harness.core.cache_keys import OMIT, data_key
+from harness.core.files import sweep_temporaries, write_text_atomic
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompt_tokens import PromptCounter

@@ -8,6 +8,9 @@ import dataclasses
 import random
 from typing import Any
 
+from harness.core.errors import UsageError, check_known
+from harness.core.files import entry_lock
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data import haystacks
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_tokens
@@ -17,9 +20,6 @@ from harness.tasks.lch_ruler.builders import BUILDERS, Builder
 from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, write_rows
 from harness.tasks.lch_ruler.definitions import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
-from harness.core.errors import UsageError, check_known
-from harness.core.files import entry_lock
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
 

@@ -8,9 +8,9 @@ import logging
 import math
 from dataclasses import dataclass
 
+from harness.core.errors import UsageError
 from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import Builder
-from harness.core.errors import UsageError
 
 LAYER = "data"  # harness/devtools/layers.py
 

@@ -11,7 +11,6 @@ from harness.tasks.depth import DepthScores
 from harness.tasks.generate_until import PerLengthTask
 from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions, counts
 
-
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.inputs import Input
-from harness.data.documents import MissingDataError, read_jsonl
-from harness.data.truncation import TruncationOptions
 from harness.core.errors import DataFormatError, UsageError, missing_data_on_error
 from harness.core.options import MAX_SAMPLES, option
+from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.inputs import Input
+from harness.data.truncation import TruncationOptions
 
 LAYER = "data"  # harness/devtools/layers.py
 
