@@ -196,7 +196,7 @@ def pytest_xdist_make_scheduler(config, log):
     root = Path(str(config.rootpath))
 
     class ModuleFixtureScheduling(LoadScopeScheduling):
-        @functools.cache
+        @functools.cache  # noqa: B019 (one scheduler per session: the cache lives as long as it anyway)
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
             path = root / module

@@ -63,7 +63,9 @@ class _ServerProcess:
                 return self
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited during start-up: {self.proc.stderr.read()[-2000:]}")
+                    raise RuntimeError(
+                        f"{self.name} exited during start-up: {self.proc.stderr.read()[-2000:]}"
+                    ) from None
                 time.sleep(0.5)
         self.__exit__()
         raise RuntimeError(f"{self.name} did not become healthy within {self.start_timeout:.0f} s")

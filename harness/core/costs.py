@@ -5,9 +5,10 @@ tokens; requests answered from the response cache (``--use_cache``) are not coun
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, ContextManager
+from typing import Any
 
 from harness.core.context import setting
 
@@ -54,7 +55,7 @@ class RunCost:
 _CURRENT: ContextVar[RunCost | None] = ContextVar("lch_run_cost", default=None)
 
 
-def gathering() -> ContextManager[RunCost]:
+def gathering() -> AbstractContextManager[RunCost]:
     """Within it, engine calls and judge requests are recorded into the :class:`RunCost` it yields (outside any run,
     nothing is recorded)."""
     return setting(_CURRENT, RunCost())

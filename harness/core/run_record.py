@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ContextManager
+from typing import Any
 
 from harness.core import results as keys
 from harness.core.context import setting
@@ -20,7 +21,7 @@ from harness.core.options import option, option_help
 _ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
 
 
-def asking_chat_template(value: Any) -> ContextManager[bool | str]:
+def asking_chat_template(value: Any) -> AbstractContextManager[bool | str]:
     """For the length of one run: the ``apply_chat_template`` it was asked for (None and "" mean none)."""
     return setting(_ASKED_CHAT_TEMPLATE, value if isinstance(value, str) and value else bool(value))
 

@@ -79,7 +79,7 @@ def _attention() -> str | None:
 @check("attention backends: metadata with query_start_loc / seq_lens / block_table, a cache writer")
 def _backends() -> str | None:
     problems = []
-    for module, metadata, impl in (
+    for module, metadata, _impl in (
         ("flash_attn", "FlashAttentionMetadata", "FlashAttentionImpl"),
         ("triton_attn", "TritonAttentionMetadata", "TritonAttentionImpl"),
         ("cpu_attn", "CPUAttentionMetadata", "CPUAttentionBackendImpl"),

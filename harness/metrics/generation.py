@@ -170,7 +170,10 @@ def shared_clean_average(
         flags = corrupted[model]
         ratio = corrupted_ratio(list(flags.values()))
         own_ids = [i for i, bad in flags.items() if not bad]
-        mean = lambda ids: sum(per_sample[i] for i in ids) / len(ids) if ids else float("nan")
+
+        def mean(ids: list[Any]) -> float:
+            return sum(per_sample[i] for i in ids) / len(ids) if ids else float("nan")  # noqa: B023 (called in this iteration)
+
         shared, own = mean(sorted(shared_ids, key=str)), mean(own_ids)
         out[model] = {
             "shared": shared,

@@ -456,7 +456,7 @@ def test_additive_counts_equal_full_tokenization(counter):
     ]
     additive = fit_additive(builders, ruler.SegmentCounter(counter), 1900)
     full = fit_full(builders, counter, 1900)
-    for (n_a, c_a), (n_f, c_f), b in zip(additive, full, builders):
+    for (n_a, c_a), (n_f, _c_f), b in zip(additive, full, builders):
         assert c_a == counter(b.build(n_a)[0], b.build(n_a)[2]) <= 1900
         assert counter(b.build(n_a + 1)[0], b.build(n_a + 1)[2]) > 1900  # the largest n that fits
         assert n_f <= n_a

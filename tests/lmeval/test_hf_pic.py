@@ -66,7 +66,7 @@ def test_token_logprobs_under_dynamic_pic_uses_each_rows_length(tiny_model_dir):
     plain = _lm(tiny_model_dir)  # unpatched copy for the reference
     texts = _texts()
     out = lm.token_logprobs([_req("token_logprobs", t) for t in texts])
-    for text, res in zip(texts, out):
+    for _text, res in zip(texts, out):
         ids = res["token_ids"]
         g = dynamic_positions(torch.arange(len(ids)), len(ids), 3.0, 4, 8)
         ref = _reference_logprobs(plain.model, ids, positions=g)

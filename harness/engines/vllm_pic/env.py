@@ -220,7 +220,7 @@ def _write_marker(root: Path, marker: dict) -> None:
 
 def _step(what: str, cmd: list[str]) -> str:
     """Run one build step; its stdout, or :class:`VllmEnvError` with the last line pip printed."""
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         lines = [l for l in (done.stderr or done.stdout).strip().splitlines() if l.strip()]
         last = lines[-1] if lines else f"exit code {done.returncode}"

@@ -47,7 +47,7 @@ class _VllmCpuFinder(metadata.DistributionFinder):
     def find_spec(self, *args: Any, **kwargs: Any) -> None:  # not a module finder
         return None
 
-    def find_distributions(self, context: Any = metadata.DistributionFinder.Context()) -> list:
+    def find_distributions(self, context: Any = metadata.DistributionFinder.Context()) -> list:  # noqa: B008 (importlib's own signature)
         if context.name is None or context.name.lower() != "vllm":
             return []
         try:

@@ -186,7 +186,7 @@ def _synthetic(
         facts, question, answer, key = story_with_answer_fact(task, seed + i)
 
         def tokens(context: str) -> int:
-            return counter(format_prompt(task, context, question, prompts_file)) + BUDGET
+            return counter(format_prompt(task, context, question, prompts_file)) + BUDGET  # noqa: B023 (used in this iteration)
 
         if budget:
             rows.append({**babilong_sample(task, seed + i, budget, tokens, sentences), "prompt_budget": budget})

@@ -89,7 +89,7 @@ def fit_additive(
         prefix = b.build(b.n_min)[2]
 
         def count(n: int) -> int | None:
-            return seg.count(b.parts(n), prefix)
+            return seg.count(b.parts(n), prefix)  # noqa: B023 (used in this iteration only)
 
         lo_c: int | None = None  # count(lo), once known
         if guess is None or guess <= b.n_min:
