@@ -5,13 +5,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
+def setting(var: ContextVar[T | None], value: T) -> contextlib.AbstractContextManager[T]: ...
+@overload
+def setting(var: ContextVar[T], value: T) -> contextlib.AbstractContextManager[T]: ...
+
+
 @contextlib.contextmanager
-def setting(var: ContextVar[T], value: T) -> Iterator[T]:
+def setting(var: ContextVar[Any], value: Any) -> Iterator[Any]:
     """``var`` set to ``value`` (yielded) within the block, and back to what it was after it."""
     token = var.set(value)
     try:

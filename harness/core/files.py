@@ -36,7 +36,7 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_name(path), suffix=TMP_SUFFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+        with os.fdopen(fd, mode, encoding="utf-8" if mode == "w" else None) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -69,6 +69,6 @@ class Invocation:
 def jsonable(value: Any) -> bool:
     """Whether ``value`` survives a JSON round trip as itself (what an invocation may hold)."""
     try:
-        return json.loads(json.dumps(value)) == value
+        return bool(json.loads(json.dumps(value)) == value)
     except (TypeError, ValueError):
         return False

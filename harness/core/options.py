@@ -11,11 +11,14 @@ import math
 import types
 import typing
 from collections.abc import Callable, Iterable, KeysView, Mapping
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from harness.core.errors import UsageError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 # no released model reads more tokens: a length or budget above it is a typo (1e12), not a run
 MAX_TOKENS = 10_000_000
 # items a task evaluates: about 6x the largest evaluation set our tasks read (MRQA's SearchQA dev, ~17k questions)
@@ -69,7 +72,7 @@ def closest(word: Any, known: Iterable[str]) -> str:
     return f"; did you mean {match[0]}?" if match else ""
 
 
-def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
+def domain_problem(field: dataclasses.Field[Any], value: Any) -> str | None:
     """What is wrong with ``value`` (already of the field's type) in the field's declared domain, as the end of
     a sentence about the key (``"must be >= 1, got 0"``); None when it is inside."""
     meta = field.metadata
@@ -117,7 +120,7 @@ def _bound(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def _check_domain(field: dataclasses.Field, value: Any, name: str) -> None:
+def _check_domain(field: dataclasses.Field[Any], value: Any, name: str) -> None:
     problem = domain_problem(field, value)
     if problem:
         raise UsageError(f"{name} {problem}")
@@ -133,7 +136,8 @@ def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> 
 def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
     """Each field of the dataclass ``obj`` (frozen or not), in order, converted by :func:`convert`'s rules, checked
     against its domain and set back; else one-line :class:`UsageError` (``label`` may read fields already checked)."""
-    hints = _hints(type(obj))
+    cls: type = type(obj)
+    hints = _hints(cls)
     for f in dataclasses.fields(obj):
         value = convert(getattr(obj, f.name), hints[f.name], label(f.name))
         _check_domain(f, value, label(f.name))
@@ -145,7 +149,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def describe_domain(field: dataclasses.Field) -> str:
+def describe_domain(field: dataclasses.Field[Any]) -> str:
     """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``not empty``); ``""`` when it declares none."""
     meta = field.metadata
     choices = ", ".join(c or repr(c) for c in meta["choices"]) if meta.get("choices") is not None else ""
@@ -281,7 +285,7 @@ def parse_options(
         raise
 
 
-def _number(value: Any, tp: type) -> int | float:
+def _number(value: Any, tp: type[int] | type[float]) -> int | float:
     """``value`` (a number or a numeric string) as an int or float; never a bool, nan, inf or a fraction for an int."""
     if isinstance(value, bool):
         raise _BadValue

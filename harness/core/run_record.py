@@ -71,8 +71,10 @@ class RunRecord:
     def from_results(cls, data: Mapping[str, Any]) -> RunRecord:
         """The record of an lm-eval results file's content: ours under ``config[RUN]``, lm-eval's own fields for the
         batch size, the seeds and the chat template (absent ones: None)."""
-        config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-        ours = config.get(keys.RUN) if isinstance(config.get(keys.RUN), Mapping) else {}
+        raw_config = data.get("config")
+        config: Mapping[str, Any] = raw_config if isinstance(raw_config, Mapping) else {}
+        raw_ours = config.get(keys.RUN)
+        ours: Mapping[str, Any] = raw_ours if isinstance(raw_ours, Mapping) else {}
         values = {name: _text(ours.get(name)) for name in FIELDS}
         if values["batch_size"] is None and config.get("batch_size") is not None:
             values["batch_size"] = _text(config.get("batch_size"))

@@ -15,7 +15,10 @@ from typing import Any
 def markdown(head: Sequence[Any], rows: Iterable[Sequence[Any]], right: Collection[int] = ()) -> list[str]:
     """The lines of a Markdown table: the head, its rule (``---:`` under the columns numbered in ``right``, which are
     right-aligned, ``---`` under the others) and a line per row; ``|`` in a cell is written ``\\|``."""
-    line = lambda cells: "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"  # noqa: E731
+
+    def line(cells: Iterable[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
     rule = "|" + "".join("---:|" if i in right else "---|" for i in range(len(head)))
     return [line(head), rule, *(line(cells) for cells in rows)]
 

@@ -44,12 +44,13 @@ def truncate_by_tokens(text: str, tokenizer: Any, max_tokens: int | None) -> tup
     n = head.count_at_least()
     if max_tokens is None or n <= max_tokens:
         return text, n
+    assert head.offsets is not None  # asked for with return_offsets_mapping=True
     return text[: head.offsets[max_tokens - 1][1]], n
 
 
 def select_documents(
-    docs: list[dict], tokenizer: Any, min_tokens: int, max_tokens: int | None, num_docs: int | None
-) -> list[dict]:
+    docs: list[dict[str, Any]], tokenizer: Any, min_tokens: int, max_tokens: int | None, num_docs: int | None
+) -> list[dict[str, Any]]:
     """The first ``num_docs`` documents of at least ``min_tokens`` tokens, each cut to ``max_tokens``; each row
     also carries ``n_tokens``, its length after the cut."""
     chosen = []
@@ -62,13 +63,13 @@ def select_documents(
     return chosen
 
 
-def corpus_documents(options: CorpusOptions) -> list[dict]:
+def corpus_documents(options: CorpusOptions) -> list[dict[str, Any]]:
     """The selected documents (``doc_id``, ``text``), selected once per process and options; each call gets copies."""
     return [dict(doc) for doc in _selected_corpus(options)]
 
 
 @lru_cache(maxsize=4)
-def _selected_corpus(options: CorpusOptions) -> tuple[dict, ...]:
+def _selected_corpus(options: CorpusOptions) -> tuple[dict[str, Any], ...]:
     from harness.data.prompt_tokens import load_tokenizer
 
     docs = documents_from_options(options)
@@ -95,7 +96,7 @@ def _selected_corpus(options: CorpusOptions) -> tuple[dict, ...]:
     return tuple(chosen)
 
 
-def check_key_windows(docs: list[dict], trunc_len: int) -> None:
+def check_key_windows(docs: list[dict[str, Any]], trunc_len: int) -> None:
     """Refuse documents of at most ``trunc_len`` (K) tokens (``n_tokens``): they can hold no key token."""
     short = [d for d in docs if d["n_tokens"] <= trunc_len]
     if short:

@@ -116,7 +116,8 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     from harness.models.attention import use_blocked_masks
 
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    # transformers types PreTrainedModel.to through a wrapper whose signature takes the model, not a device
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()  # type: ignore[arg-type]
     use_blocked_masks(model)
     return model, load_tokenizer(name)
 
@@ -138,8 +139,8 @@ def key_tokens_for_texts(
         evaluator_id = model_identity(evaluator)  # a local folder's content digest, else the hub name
     cache = cache or KeyTokenCache()
     trunc_len, sliding_window = settings.trunc_len, settings.sliding_window
-    values = tuple(settings.settings().values())  # K, d, alpha, beta, short_start: the cache key's order
-    entries = [cache_key(evaluator_id, text, *values, dtype=dtype) for text in texts]
+    values = settings.settings()  # K, d, alpha, beta, short_start by name: cache_key's and find_key_tokens' keywords
+    entries = [cache_key(evaluator_id, text, **values, dtype=dtype) for text in texts]
     results = [cache.get(entry) for entry in entries]
     missing = [i for i, found in enumerate(results) if found is None]
     if missing:
@@ -150,7 +151,7 @@ def key_tokens_for_texts(
             from harness.core.costs import record_helper
 
             record_helper(evaluator, dtype)  # what the run held beside its model (lch plan --against)
-        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
+        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator
         # progress in forward passes, so the bar moves within a long document (minutes of windows on a CPU)
         counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}
         description = f"Finding key tokens ({len(missing)} documents)"
@@ -159,7 +160,7 @@ def key_tokens_for_texts(
                 with cache.lock(entries[i]):
                     found = cache.get(entries[i])  # a concurrent run may have computed it while we waited
                     if found is None:
-                        found = find_key_tokens(texts[i], model, tokenizer, *values, progress=bar.update)
+                        found = find_key_tokens(texts[i], model, tokenizer, **values, progress=bar.update)
                         cache.put(entries[i], found)
                     else:
                         bar.update(counts[i])
@@ -173,13 +174,13 @@ def key_tokens_cached(texts: Sequence[str], evaluator: str, options: KeyTokenOpt
     if options.key_spans_dir:
         return True
     evaluator_id = options.evaluator_id or model_identity(evaluator)
-    cache, values = KeyTokenCache(options.key_cache_dir), tuple(options.settings().values())
+    cache, values = KeyTokenCache(options.key_cache_dir), options.settings()
     return all(
-        cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None for text in texts
+        cache.get(cache_key(evaluator_id, text, **values, dtype=options.evaluator_dtype)) is not None for text in texts
     )
 
 
-def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
+def attach_key_tokens(docs: list[dict[str, Any]], evaluator: str, options: KeyTokenOptions) -> list[dict[str, Any]]:
     """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when
     ``key_spans_dir`` is set, else from ``evaluator`` (cached)."""
     from harness.longppl.span_files import key_tokens_from_span_files
@@ -203,7 +204,7 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
 class KeyTokenCorpus:
     """The documents of a LongPPL task with their key tokens (``key_json``) and each one's key-token count."""
 
-    docs: list[dict]
+    docs: list[dict[str, Any]]
     key_counts: list[int]
 
 

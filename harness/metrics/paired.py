@@ -12,6 +12,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+Scores = Sequence[float] | np.ndarray  # one run's per-sample scores
 DEFAULT_RESAMPLES = 10_000  # bootstrap resamples of the pairs
 DEFAULT_SEED = 0  # of numpy.random.default_rng: the same data give the same interval
 DEFAULT_CONFIDENCE = 0.95
@@ -45,7 +46,7 @@ class PairedDifference:
     power: float
 
 
-def _as_pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _as_pairs(a: Scores, b: Scores) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"paired values need two sequences of one length (got {x.shape} and {y.shape})")
@@ -101,12 +102,12 @@ def bootstrap_interval(
     return float(found.confidence_interval.low), float(found.confidence_interval.high), method
 
 
-def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:
+def two_valued(a: Scores, b: Scores) -> bool:
     """Whether the scores take at most two values over both runs (0/1, 0/100): then McNemar's test applies."""
     return len(set(map(float, a)) | set(map(float, b))) <= 2
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> tuple[str, float]:
+def paired_test(a: Scores, b: Scores, test: str = "auto") -> tuple[str, float]:
     """``(name, two-sided p)`` of the paired test of ``b`` against ``a``: exact McNemar for two-valued scores whatever
     ``test`` (the sign test on the ``u + v`` discordant pairs, ``binomtest(u, u + v, 0.5)``), else Wilcoxon signed-rank
     (zero differences split) or with ``t`` the paired t-test (a constant non-zero difference: the sign test,
@@ -148,7 +149,7 @@ def minimum_detectable_effect(
     return (normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)) * float(sd_diff) / math.sqrt(n)
 
 
-def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
+def mcnemar_floor(a: Scores, b: Scores, alpha: float = DEFAULT_ALPHA) -> float | None:
     """The smallest ``|delta|`` the exact McNemar test at level ``alpha`` can call significant on these ``n`` pairs of
     two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (6 at 0.05), spread being the
     two values' difference or ``|v|`` when every score is ``v``; None when not two-valued or no pairs."""
@@ -190,7 +191,8 @@ def paired_difference(
     sd = float(np.std(d, ddof=1)) if n >= 2 else None
     mde = minimum_detectable_effect(sd, n, alpha, power) if sd is not None else None
     floor = mcnemar_floor(x, y, alpha) if mde is not None else None
-    mde = mde if floor is None else max(mde, floor)
+    if mde is not None and floor is not None:  # a floor is computed only with an mde
+        mde = max(mde, floor)
     return PairedDifference(
         n,
         float(x.mean()),

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 POOLING = "pooling"  # the attribute an aggregation declares its pooling under
 # how per-document values pool over any subset of documents: a mean, sum / count over (sum, count) pairs, exp of it
 # (a perplexity from summed NLLs): the rules a score is recomputed by on a subset; a sum (counts); None: not over
