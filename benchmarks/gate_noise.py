@@ -187,7 +187,8 @@ def main() -> None:
             )
         )
     print(
-        f"floor {NUMERIC_NOISE:g}; load average {load['before'][0]:.2f} -> {load['after'][0]:.2f}; written to {args.out}"
+        f"floor {NUMERIC_NOISE:g}; load average {load['before'][0]:.2f} -> {load['after'][0]:.2f}; written to "
+        f"{args.out}"
     )
 
 

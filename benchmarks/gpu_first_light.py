@@ -8,8 +8,8 @@ A tiny Llama built here (head size 64, 2 layers, trained 30 steps so that greedy
 step per engine, in order: bare vLLM (``vllm.LLM``), vllm-pic with ``pic=none``, ``naive`` and ``ntk`` (eager, the
 default runner), then ``dynamic`` under every ``--runners`` (``default``: the model runner vLLM picks, the V2 runner
 on a GPU since vLLM 0.25; ``v1``: ``VLLM_USE_V2_MODEL_RUNNER=0``) and ``--modes`` (``eager``; ``graphs``: compiled with
-full CUDA graphs of decode steps, ``FULL_DECODE_ONLY``, which vllm-pic asks for Dynamic PIC). Each step is its own process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, so an engine's exception and its traceback reach that process's stderr)
+full CUDA graphs of decode steps, ``FULL_DECODE_ONLY``, which vllm-pic asks for Dynamic PIC). Each step is its own
+process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, so an engine's exception and its traceback reach that process's stderr)
 under ``--step-timeout`` seconds: a batch of a 600- and a 300-token prompt, 16 greedy new tokens, fp32. A row per
 step, written as each ends (a call cut off still returns the rows before it): whether it started, its seconds,
 its tokens, ``same_as_bare`` (``pic=none``'s tokens equal bare vLLM's), and the whole stderr of a step that failed.
@@ -53,8 +53,10 @@ if __name__ == "__main__":
     started = time.perf_counter() - start
     params = SamplingParams(temperature=0.0, max_tokens=spec["new"], ignore_eos=True)
     outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in spec["prompts"]], params, use_tqdm=False)
-    print("RESULT " + json.dumps({"start_s": round(started, 1), "generate_s": round(time.perf_counter() - start - started, 2),
-                                  "tokens": [list(o.outputs[0].token_ids) for o in outputs]}), flush=True)
+    generate_s = round(time.perf_counter() - start - started, 2)
+    tokens = [list(o.outputs[0].token_ids) for o in outputs]
+    result = {"start_s": round(started, 1), "generate_s": generate_s, "tokens": tokens}
+    print("RESULT " + json.dumps(result), flush=True)
 """
 
 

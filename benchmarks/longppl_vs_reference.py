@@ -231,7 +231,8 @@ def main() -> None:
     )
     print(f"LongPPL, ours vs longppl 0.3.0 (K=4096, d=1024) on {args.device}")
     print(
-        f"{'tokens':>7} {'time ours/ref (s)':>20} {'ratio':>6} {'peak MiB ours/ref':>20} {'ratio':>6} {'n_key':>6} {'max rel diff':>12}"
+        f"{'tokens':>7} {'time ours/ref (s)':>20} {'ratio':>6} {'peak MiB ours/ref':>20} {'ratio':>6} {'n_key':>6} "
+        f"{'max rel diff':>12}"
     )
     for r in rows:
         print(

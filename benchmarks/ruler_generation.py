@@ -196,16 +196,19 @@ def main() -> None:
         report["lengths"][length] = {"lm_eval": lm_eval, "ours_cold": ours_cold, "ours_warm": ours_warm}
         print(f"\nlength {length}, {SAMPLES} samples per task, 13 tasks (seconds)")
         print(
-            f"{'task':18s} {'lm-eval':>9s} {'ours cold':>10s} {'ratio':>7s} {'ours warm':>10s}  rows lm-eval/ours, max tokens lm-eval/ours"
+            f"{'task':18s} {'lm-eval':>9s} {'ours cold':>10s} {'ratio':>7s} {'ours warm':>10s}  rows lm-eval/ours, "
+            "max tokens lm-eval/ours"
         )
         for name in TASKS:
             a, b, c = (r["per_task_s"][name] for r in (lm_eval, ours_cold, ours_warm))
             ra, rb = lm_eval["rows"][name], ours_cold["rows"][name]
             print(
-                f"{name:18s} {a:9.2f} {b:10.2f} {a / b:6.1f}x {c:10.3f}  {ra['n']}/{rb['n']}, {ra['max_tokens']}/{rb['max_tokens']}"
+                f"{name:18s} {a:9.2f} {b:10.2f} {a / b:6.1f}x {c:10.3f}  {ra['n']}/{rb['n']}, "
+                f"{ra['max_tokens']}/{rb['max_tokens']}"
             )
         print(
-            f"{'generation total':18s} {gen['lm_eval']:9.2f} {gen['cold']:10.2f} {gen['lm_eval'] / gen['cold']:6.1f}x {gen['warm']:10.3f}"
+            f"{'generation total':18s} {gen['lm_eval']:9.2f} {gen['cold']:10.2f} {gen['lm_eval'] / gen['cold']:6.1f}x "
+            f"{gen['warm']:10.3f}"
         )
         print(
             f"{'process wall':18s} {lm_eval['wall_s']:9.2f} {ours_cold['wall_s']:10.2f} "

@@ -3,7 +3,8 @@ Gemma 3 270M x three PIC variants (vanilla, NTK-aware s_rr 4, Dynamic PIC s_cr 2
 at 4k tokens (fp32, CPU). Prints and saves the wall time of each way and their ratio (the target: the sweep within
 1.1x of the sequential wall time on a 2-core machine, where parallelism cannot help: what is left is Ray's own
 cost), Ray's own seconds (starting and stopping the local Ray; per cell: placing and starting its task, and
-returning its outcome), the rest of the sweep's own seconds (planning its cells, the reports), and whether the two leaderboards are equal (dates apart).
+returning its outcome), the rest of the sweep's own seconds (planning its cells, the reports), and whether the two
+leaderboards are equal (dates apart).
 
     python benchmarks/sweep_vs_sequential.py [--num-samples 2] [--lengths 4096] [--output FILE]
 

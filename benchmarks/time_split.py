@@ -36,8 +36,8 @@ a run is taken with the same synchronisation). The phases:
 as ``record_function`` ranges, and writes ``DIR/<model>_<dtype>_<kind>_<n>.txt``: the profiler's ``key_averages``
 table (by self device time on a GPU, self CPU time else) and the phases' rows. ``--against`` prints the warm totals
 against an earlier JSON of this script and checks that every value (PPL, LongPPL, LongPPL-soft, key tokens) is
-identical. Writes ``benchmarks/results/time_split/<model>_<path>_<device>.json`` unless ``--out`` says otherwise, with the
-machine, the date, the load average before and after, torch's version and the device's name.
+identical. Writes ``benchmarks/results/time_split/<model>_<path>_<device>.json`` unless ``--out`` says otherwise, with
+the machine, the date, the load average before and after, torch's version and the device's name.
 """
 
 from __future__ import annotations
@@ -414,7 +414,8 @@ def table(rows: list[dict], against: dict | None = None) -> str:
     for row in rows:
         warm = row["warm"]
         head = (
-            f"{row['path']}: {row['kind']} at {row['tokens']} tokens: cold {row['cold']['total_s']:.3f} s, warm {warm['total_s']:.3f}"
+            f"{row['path']}: {row['kind']} at {row['tokens']} tokens: cold {row['cold']['total_s']:.3f} s, warm "
+            f"{warm['total_s']:.3f}"
             f" s, forwards {warm['forwards_s']:.3f} s, outside {warm['outside_s']:.3f} s "
             f"({100 * warm['outside_share']:.1f} %)"
         )

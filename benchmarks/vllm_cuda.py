@@ -20,9 +20,10 @@ recorded.
 
 ``speed``: greedy decode tokens/s, batch 1, ``--new`` tokens after a ``--decode-prompt``-token essay prompt
 (``(new - 1) / (t(new) - t(1))``, median of 3): vanilla vLLM and Dynamic PIC (s_cr 2, l_ic 4, l_rc 200), each eager
-and under CUDA graphs (goal: Dynamic >= 0.85x vanilla in the same mode); RULER niah samples/s at ``--ruler-length`` through ``lch eval`` on each engine
-(``--ruler-pic``, NTK-aware s_rr 4 by default), from two runs of ``--ruler-samples`` samples (the difference of their
-wall times, so model load and start-up cancel; goal: vllm-pic >= 10x hf-pic).
+and under CUDA graphs (goal: Dynamic >= 0.85x vanilla in the same mode); RULER niah samples/s at ``--ruler-length``
+through ``lch eval`` on each engine (``--ruler-pic``, NTK-aware s_rr 4 by default), from two runs of
+``--ruler-samples`` samples (the difference of their wall times, so model load and start-up cancel; goal: vllm-pic >=
+10x hf-pic).
 
 The engine runs in this interpreter when it imports vLLM (a GPU machine), else in the CPU environment of
 ``lch vllm-env``. ``--small`` (a tiny trained Llama, 1k-2k tokens, fp32, eager) is how the script is checked on a

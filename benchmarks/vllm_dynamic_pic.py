@@ -78,13 +78,15 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                 def wrapper(*args, **kwargs):
                     start = time.perf_counter()
                     result = fn(*args, **kwargs)
-                    calls[key].append((time.perf_counter() - start, int(args[1][0].shape[0]) if key != "step_plan" else int((result.deltas != 0).sum())))
+                    size = int(args[1][0].shape[0]) if key != "step_plan" else int((result.deltas != 0).sum())
+                    calls[key].append((time.perf_counter() - start, size))
                     if key != "step_plan":
                         shape.setdefault("kv_cache", list(args[0].shape))
                     return result
                 return wrapper
             plain = dp.step_plan, dp.rerotate_cached_keys
-            dp.step_plan, dp.rerotate_cached_keys = timed(dp.step_plan, "step_plan"), timed(dp.rerotate_cached_keys, "rerotate_cached_keys")
+            dp.step_plan = timed(dp.step_plan, "step_plan")
+            dp.rerotate_cached_keys = timed(dp.rerotate_cached_keys, "rerotate_cached_keys")
             total, tokens_again = generate(llm, new)
             dp.step_plan, dp.rerotate_cached_keys = plain
             plans = calls["step_plan"][1:]  # the decode steps (the first call is the prefill)
@@ -133,8 +135,8 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
         for _ in range(n):
             vp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         rerot_ms = 1e3 * (time.perf_counter() - start) / n
-        out["isolated"][layout] = {"moved_keys": len(plan.moves()), "slots": int(plan.deltas.numel()), "step_plan_ms": plan_ms,
-                                   "rerotate_ms_per_layer": rerot_ms,
+        out["isolated"][layout] = {"moved_keys": len(plan.moves()), "slots": int(plan.deltas.numel()),
+                                   "step_plan_ms": plan_ms, "rerotate_ms_per_layer": rerot_ms,
                                    "per_step_ms_all_layers": plan_ms + rerot_ms * out["in_place"]["layers"]}
     print("RESULT " + json.dumps(out))
 """

@@ -8,8 +8,8 @@ Each method runs in a process of its own (hf-pic in this environment, the vLLM o
 of ``lch vllm-env``): the model is loaded, a short warm-up text scored, then the document, timed. Peak memory is the
 largest resident set sampled every 5 ms while the document is scored, and its growth over the resident set just
 before. Every method's log-probabilities are compared with hf-pic's. ``prompt_logprobs`` is skipped (and the row
-says so) where its ``2 x tokens x vocab`` fp32 values would take more than 60% of the available memory. Writes benchmarks/results/vllm_scoring.json
-with the load average before and after.
+says so) where its ``2 x tokens x vocab`` fp32 values would take more than 60% of the available memory. Writes
+benchmarks/results/vllm_scoring.json with the load average before and after.
 
     python benchmarks/vllm_scoring.py [--models smollm2-135m gemma3-270m] [--lengths 2048 8000 16384]
 """

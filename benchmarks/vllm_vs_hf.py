@@ -175,7 +175,8 @@ def main() -> None:
     )
     for name, row in table.items():
         print(
-            f"  {name:<16} generate_long {row['generate_tokens_per_s']:7.1f} tok/s ({row['generated_tokens']} tokens)   "
+            f"  {name:<16} generate_long {row['generate_tokens_per_s']:7.1f} tok/s ({row['generated_tokens']} tokens) "
+            "  "
             f"token_logprobs {row['score_tokens_per_s']:7.1f} tok/s   {checks[name]}"
         )
     for name, r in ratios.items():

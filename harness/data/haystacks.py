@@ -17,11 +17,15 @@ from typing import Any
 from harness.core.errors import UsageError, check_known, missing_data_on_error
 from harness.data.documents import MissingDataError, load_documents
 
-NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
+NOISE = (
+    "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. "
+    "Birds sing in the old oak. The day ends and night comes."
+)
 SYNTHETIC = "synthetic"
 ESSAYS_HF = "baber/paul_graham_essays"
 # Five essays written for this project (original prose, the package's license), 2,313-2,635 SmolLM2 tokens each:
-# real prose where no other corpus is at hand (``lch demo`` installed away from ../shared; RULER essays / BABILong filler)
+# real prose where no other corpus is at hand (``lch demo`` installed away from ../shared; RULER essays / BABILong
+# filler)
 BUILTIN_ESSAYS = "lch-essays"
 BUILTIN_ESSAYS_DIR = Path(__file__).with_name("lch_essays")
 SQUAD_HF = ("rajpurkar/squad_v2", None, "validation")
@@ -156,7 +160,10 @@ def _synthetic_qa(n: int = 1000) -> QACorpus:
     for i in range(n):
         project = f"{rng.choice(w['adjective'])}-{rng.choice(w['noun'])}-{i}"
         answer = rng.choice(w["noun"])
-        doc = f"{synthetic_prose(4, seed=i)} The code word of project {project} is {answer}. {synthetic_prose(3, seed=-i - 1)}"
+        doc = (
+            f"{synthetic_prose(4, seed=i)} The code word of project {project} is {answer}. "
+            f"{synthetic_prose(3, seed=-i - 1)}"
+        )
         pairs.append((f"What is the code word of project {project}?", [answer], [doc]))
     return _corpus(pairs)
 

@@ -296,10 +296,10 @@ class JudgeClient:
         return JudgeAnswer(text=None, error=error, failure=kind)
 
     async def check_server(self, client: Any) -> bool:
-        """One ``GET <base_url>/models`` (``client.models.list()``) before the first uncached request: nothing listening,
-        a 4xx or no JSON model list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the requests'
-        retries. False when the server is silent for ``idle_timeout`` (its requests then fail as ``silent``, unsent),
-        else True."""
+        """One ``GET <base_url>/models`` (``client.models.list()``) before the first uncached request: nothing
+        listening, a 4xx or no JSON model list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the
+        requests' retries. False when the server is silent for ``idle_timeout`` (its requests then fail as ``silent``,
+        unsent), else True."""
         import openai
 
         url, hint = (

@@ -298,7 +298,9 @@ RECIPE_HELP = {
     "sft": "plain SFT on instruction data (the control of PIC-SFT)",
     "longce": "LongCE (the LongPPL paper): CE re-weighted by the model's own long-context gain",
     "lsm-reg": "CE + lambda * long-short misalignment (the LSM paper)",
-    "longrecipe": "LongRecipe (the LongRecipe paper): impactful sentences at skip positions; --stage replay; then `merge`",
+    "longrecipe": (
+        "LongRecipe (the LongRecipe paper): impactful sentences at skip positions; --stage replay; then `merge`"
+    ),
 }
 
 

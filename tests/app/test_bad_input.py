@@ -252,7 +252,8 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
         (
             "unknown-task",
             _eval(f"pretrained={tiny}", "ppl_govreprot", {"data_files": good}),
-            r"Tasks not found: ppl_govreprot; did you mean ppl_govreport\? \(`lch eval --tasks list` lists every task\)$",
+            r"Tasks not found: ppl_govreprot; did you mean ppl_govreport\? \(`lch eval --tasks list` lists every "
+            r"task\)$",
         ),
         (
             "unknown-lm-eval-task",
@@ -294,7 +295,8 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
         (
             "max-below-min",
             _eval(f"pretrained={tiny}", "ppl_govreport", {"data_files": good, "min_tokens": 10**6}),
-            r"ppl_govreport: max_tokens 32767 is below min_tokens 1000000: no document could be both long enough and cut "
+            r"ppl_govreport: max_tokens 32767 is below min_tokens 1000000: no document could be both long enough and "
+            r"cut "
             r"that short; give max_tokens >= min_tokens$",
         ),
         (

@@ -27,7 +27,8 @@ report "unavailable"), and no judge server answers (the URLs drawn point at clos
 Profiles: the suite runs the fast one (a few examples per command, seeded with ``derandomize=True``: about a
 minute on a 2-core machine). ``LCH_FUZZ=long pytest tests/app/test_cli_fuzz.py`` runs 200 examples per
 command, and lm-eval for real (``--limit 1``) on valid-looking ``lch eval`` invocations.
-``LCH_FUZZ_EXAMPLES=N`` sets the fast profile's examples per command. ``LCH_FUZZ_REPORT=FILE`` appends each failing invocation to FILE (JSON Lines) instead of failing, to triage.
+``LCH_FUZZ_EXAMPLES=N`` sets the fast profile's examples per command. ``LCH_FUZZ_REPORT=FILE`` appends each failing
+invocation to FILE (JSON Lines) instead of failing, to triage.
 
 Every failure the fuzzer found is a regression case in tests/app/fuzz_corpus.json (argv with ``{file:NAME}``
 placeholders from fuzz_inputs.FILES, the exit code, a fragment of the error line), replayed by

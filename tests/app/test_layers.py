@@ -74,10 +74,10 @@ def test_the_review_findings_would_fail(tmp_path):
     """Each import the design review listed breaks the layers contract."""
     files = {
         "harness/lsm/__init__.py": 'LAYER = "pure"\n',
-        "harness/lsm/formulas.py": "import torch\nfrom harness.models.scoring import X\n",  # pure metrics running models
+        "harness/lsm/formulas.py": "import torch\nfrom harness.models.scoring import X\n",  # pure metrics run models
         "harness/models/__init__.py": "",
         "harness/models/scoring.py": "X = 1\n",
-        "harness/models/hf_pic.py": "import lm_eval\nfrom harness.lsm import formulas\n",  # ... the model importing them
+        "harness/models/hf_pic.py": "import lm_eval\nfrom harness.lsm import formulas\n",  # ... the model imports them
         "harness/longppl/__init__.py": 'LAYER = "pure"\n',
         "harness/longppl/corpus.py": 'LAYER = "data"\nfrom harness.longppl import keytokens\n',  # a loader running it
         "harness/longppl/keytokens.py": 'LAYER = "models"\n',

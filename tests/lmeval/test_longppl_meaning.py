@@ -1,5 +1,6 @@
 """A LongPPL says when it means nothing: key spans lost to another tokenizer are counted, key tokens are counted,
-no key token is an error and a handful is a caution in the results, a window as long as a document is refused up front."""
+no key token is an error and a handful is a caution in the results, a window as long as a document is refused
+up front."""
 
 from __future__ import annotations
 

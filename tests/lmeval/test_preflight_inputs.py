@@ -126,7 +126,8 @@ def test_fewer_long_documents_than_asked_is_an_error_unless_allowed(caplog):
     allowed = DocumentOptions(data_files="x", min_tokens=100, max_tokens=200, num_docs=3, allow_fewer_docs=True)
     check_enough_documents(2, allowed)
     assert [r.getMessage() for r in caplog.records] == [
-        "only 2 of the 3 documents asked for (num_docs) have 100 tokens or more: the scores rest on 2 (allow_fewer_docs)"
+        "only 2 of the 3 documents asked for (num_docs) have 100 tokens or more: the scores rest on 2 "
+        "(allow_fewer_docs)"
     ]
 
 

@@ -97,14 +97,14 @@ def test_a_check_of_the_dataclass_names_the_task():
 
 
 # the table kept by hand before it was derived: every key is still read
-HAND_TABLE = """data_files text_field hf_dataset hf_name hf_split min_tokens max_tokens num_docs allow_fewer_docs limit_docs synthetic_words
-seed add_special_tokens evaluator evaluator_id evaluator_dtype evaluator_device length_tokenizer trunc_len sliding_window
-short_start alpha beta gamma key_spans_dir key_cache_dir context_length n_samples estimator lengths num_samples
-ruler_task babilong_task chat_template essays source filler squad hotpotqa icl_example prompts_file max_seq_lengths
-longbench_write_data hellobench_data variant weights_file rescale max_gen_toks do_sample temperature judge_base_url
-judge_model judge_policy judge_concurrency judge_timeout judge_max_attempts judge_cache_dir judge_temperature
-judge_max_tokens judge_prompt subset
-mrqa_data version min_required_length pretrained tokenizer max_length max_model_len model
+HAND_TABLE = """data_files text_field hf_dataset hf_name hf_split min_tokens max_tokens num_docs allow_fewer_docs
+limit_docs synthetic_words seed add_special_tokens evaluator evaluator_id evaluator_dtype evaluator_device
+length_tokenizer trunc_len sliding_window short_start alpha beta gamma key_spans_dir key_cache_dir context_length
+n_samples estimator lengths num_samples ruler_task babilong_task chat_template essays source filler squad hotpotqa
+icl_example prompts_file max_seq_lengths longbench_write_data hellobench_data variant weights_file rescale
+max_gen_toks do_sample temperature judge_base_url judge_model judge_policy judge_concurrency judge_timeout
+judge_max_attempts judge_cache_dir judge_temperature judge_max_tokens judge_prompt subset mrqa_data version
+min_required_length pretrained tokenizer max_length max_model_len model
 truncation effective_threshold judge_idle_timeout""".split()  # the last line: keys added after the table was derived
 
 

@@ -3,7 +3,8 @@ cuts (each RULER task kind, BABILong, MRQA) run with the tiny model's tokenizer 
 ``max_length=1400``, where their 2k samples (fitted with the template counted) do not fit with their generation budgets.
 
 The cut is the task's, made before any engine sees the prompt, so the model here is a :class:`ScriptedLM` (lm-eval's
-chat rendering with the tokenizer's template, an empty answer): what is checked is the prompt lm-eval was handed to send.
+chat rendering with the tokenizer's template, an empty answer): what is checked is the prompt lm-eval was handed
+to send.
 That hf-pic and vllm-pic are sent the same cut prompts, instruction and question whole, is checked on real runs of
 both in tests/lmeval/test_vllm_engine.py.
 

@@ -50,7 +50,9 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     out = {
         "token_logprobs": lm.token_logprobs([R(args=(text, {"add_special_tokens": False, "max_tokens": 600}))]),
         "generate_long": lm.generate_long([R(args=(p, {"max_gen_toks": n})) for p, n in prompts]),
-        "lsm": lm.lsm([R(args=(text, {"context_length": 64, "n_samples": 3, "estimator": "direct", "max_tokens": 600}))]),
+        "lsm": lm.lsm(
+            [R(args=(text, {"context_length": 64, "n_samples": 3, "estimator": "direct", "max_tokens": 600}))]
+        ),
     }
     print("RESULT " + json.dumps(out))
 """
@@ -247,8 +249,8 @@ def test_vllm_token_logprobs_equal_plain_forwards(engine_runs, smollm2):
 
 
 def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, tmp_path):
-    """vllm-pic built directly (naive PIC s_cr 2, max_model_len 256): a 600-token text is scored in windows of 255 tokens
-    advancing by 127, each equal to a plain HF forward over its window; greedy ``generate_long`` equals HF
+    """vllm-pic built directly (naive PIC s_cr 2, max_model_len 256): a 600-token text is scored in windows of 255
+    tokens advancing by 127, each equal to a plain HF forward over its window; greedy ``generate_long`` equals HF
     ``generate`` token for token, ending with EOS (``ended_with_eos``, EOS not counted in ``n_tokens``) or
     with the budget; direct-estimator LSM equals hf-pic's estimator on the same draws."""
     from harness import apply_pic, remove_pic

@@ -104,10 +104,10 @@ if __name__ == "__main__":
 
 
 def test_every_pic_class_builds_as_vllms_loader_builds_it_on_a_gpu(vllm_env):
-    """Every family vLLM runs natively (naive PIC; Dynamic PIC on Llama and Gemma 3), built by vLLM's ``initialize_model``
-    inside a device context whose random draws are checked as CUDA checks them (:class:`DrawsOn`) and under bf16
-    as the default dtype: each builds, bf16, with PIC on its full-attention RoPE layers (the check of the rotary
-    module passes in bf16 and draws its probe where its generator is)."""
+    """Every family vLLM runs natively (naive PIC; Dynamic PIC on Llama and Gemma 3), built by vLLM's
+    ``initialize_model`` inside a device context whose random draws are checked as CUDA checks them (:class:`DrawsOn`)
+    and under bf16 as the default dtype: each builds, bf16, with PIC on its full-attention RoPE layers (the check of
+    the rotary module passes in bf16 and draws its probe where its generator is)."""
     import socket
 
     from harness.models.tiny import build_tiny_model

@@ -1,7 +1,7 @@
-"""Scoring sized by the device (harness/models/device_sizing.py, scoring.py, longppl.py): on the CPU the sizes measured there (a
-logit chunk of 2^23 floats, 4 short windows a forward, one forward a row); on a CUDA device from its free memory
-(shown here with the device's memory query stubbed: this machine has no GPU), and a long row fed in blocks of
-queries over a KV cache gives the states of one forward (tiny models of several families, left padding, NTK-aware
+"""Scoring sized by the device (harness/models/device_sizing.py, scoring.py, longppl.py): on the CPU the sizes
+measured there (a logit chunk of 2^23 floats, 4 short windows a forward, one forward a row); on a CUDA device from its
+free memory (shown here with the device's memory query stubbed: this machine has no GPU), and a long row fed in blocks
+of queries over a KV cache gives the states of one forward (tiny models of several families, left padding, NTK-aware
 PIC, and Gemma 3 270M past its 512-token sliding window)."""
 
 from __future__ import annotations

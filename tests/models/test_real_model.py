@@ -211,9 +211,9 @@ def _decode(model, ids, mask, steps, feed=None):
 
 @pytest.mark.slow  # README's main command, run in full at every stop; `lch demo --tiny`: default tier
 def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
-    """README's main command at a small size (3 variants: a correlation needs 3 points; 1k, 1 sample, 1 essay): the summary rows equal
-    the results files, the demo group's score is the unweighted mean of its tasks' scores, the leaderboard
-    and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
+    """README's main command at a small size (3 variants: a correlation needs 3 points; 1k, 1 sample, 1 essay): the
+    summary rows equal the results files, the demo group's score is the unweighted mean of its tasks' scores, the
+    leaderboard and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
     import csv
 
     from harness.demo.real import BABILONG_TASKS, GROUP, RULER_TASKS, run_real_demo, variants

@@ -213,8 +213,8 @@ def test_regress_exit_codes_and_junit(runs, tmp_path):
     assert main(["regress", str(tmp_path / "nothing-here"), "--baseline", str(baseline)]) == 2
 
 
-# LongRecipe (the LongRecipe paper) Table 1, Llama3-8B-I rows: NIAH(M) and RULER of FLT / RPES / PoSE / LongRecipe at 80k
-# and 128k (the 8k FLT row included)
+# LongRecipe (the LongRecipe paper) Table 1, Llama3-8B-I rows: NIAH(M) and RULER of FLT / RPES / PoSE / LongRecipe
+# at 80k and 128k (the 8k FLT row included)
 NIAH_M = [82.3, 71.8, 68.8, 78.9, 73.2, 72.7, 80.1, 82.6]
 RULER = [75.7, 71.4, 69.9, 74.5, 75.8, 71.5, 75.3, 76.0]
 

@@ -1,4 +1,5 @@
-"""BABILong tasks (``lch_babilong``): data from :mod:`harness.tasks.lch_babilong.dataset`, scoring in :class:`BabilongTask`."""
+"""BABILong tasks (``lch_babilong``): data from :mod:`harness.tasks.lch_babilong.dataset`, scoring in
+:class:`BabilongTask`."""
 
 from harness.tasks.lch_babilong.dataset import babilong_dataset
 from harness.tasks.lch_babilong.task import BabilongTask

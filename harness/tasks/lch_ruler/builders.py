@@ -106,11 +106,17 @@ def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions
     single = len(answers) == 1
     kind = _SINGULAR[p["value"]] if single else _PLURAL[p["value"]]
     if single:
-        head = f"Somewhere in the following text a special magic {kind} is hidden. Memorize it; you will be asked for it afterwards."
+        head = (
+            f"Somewhere in the following text a special magic {kind} is hidden. "
+            "Memorize it; you will be asked for it afterwards."
+        )
         tail = f"What is the special magic {kind} for {query} mentioned in the text above?"
         prefix = f"The special magic {kind} for {query} mentioned in the text above is"
     else:
-        head = f"Somewhere in the following text special magic {kind} are hidden. Memorize them; you will be asked for them afterwards."
+        head = (
+            f"Somewhere in the following text special magic {kind} are hidden. "
+            "Memorize them; you will be asked for them afterwards."
+        )
         tail = f"What are all the special magic {kind} for {query} mentioned in the text above?"
         prefix = f"The special magic {kind} for {query} mentioned in the text above are"
 
@@ -246,7 +252,10 @@ def cwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
     order_seed = rng.random()
     question = f"Question: What are the {n_common} most common words in the list above?"
     prefix = f"Answer: The {n_common} most common words in the list are:"
-    head = f"Below is a numbered list of words. Some words occur more often than others; find the {n_common} most frequent ones."
+    head = (
+        "Below is a numbered list of words. Some words occur more often than others; "
+        f"find the {n_common} most frequent ones."
+    )
     example = ""
     if icl:
         ex_rng = random.Random(rng.random())

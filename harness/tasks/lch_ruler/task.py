@@ -15,7 +15,8 @@ _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 class RulerTask(DepthScores, PerLengthTask):
-    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.definitions.TASKS`.
+    """One RULER task (option ``ruler_task``); budget and scoring from
+    :data:`harness.tasks.lch_ruler.definitions.TASKS`.
     The ``niah_*`` tasks also score each needle-depth bucket at each length (:mod:`harness.tasks.depth`)."""
 
     OPTIONS = RulerOptions
