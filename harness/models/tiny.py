@@ -12,7 +12,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError, check_known
@@ -26,6 +26,9 @@ SHIPPED: dict[str, dict[str, Any]] = {
     "demo-model": {"train_steps": 300, "train_length": 128},  # lch demo --tiny's evaluated model, lch tiny-model
     "demo-evaluator": {"train_steps": 300, "train_length": 256, "seed": 1},  # its LongPPL evaluator
 }
+
+
+T = TypeVar("T")
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
@@ -50,7 +53,7 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
-def _hybrid(layers: int, first: str, last: str) -> list[str]:
+def _hybrid(layers: int, first: T, last: T) -> list[T]:
     """Layer types ending with one ``last`` layer (so a test can isolate the single PIC layer)."""
     return [first] * (layers - 1) + [last]
 
@@ -165,7 +168,7 @@ def build_tiny_model(
     """Folder of a tiny model and its tokenizer, made once per ``cache_dir`` (default ``$LCH_CACHE``) even by concurrent
     callers. :data:`SHIPPED` arguments copy the shipped files (:class:`MissingDataError` when missing or damaged);
     others build one, trained ``train_steps`` AdamW steps on synthetic reports in windows of ``train_length`` tokens."""
-    build = dict(
+    build: dict[str, Any] = dict(
         arch=arch,
         vocab_size=vocab_size,
         hidden=hidden,

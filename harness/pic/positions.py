@@ -34,7 +34,8 @@ def naive_positions(ids: torch.Tensor, ratio: float) -> torch.Tensor:
     """Naive PIC: ``m / s_cr`` as float32 (the same arithmetic RoPE applies to integer ids)."""
     import torch
 
-    return naive_ids(ids.to(torch.float32), ratio)
+    positions: torch.Tensor = naive_ids(ids.to(torch.float32), ratio)
+    return positions
 
 
 def dynamic_positions(

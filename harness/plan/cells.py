@@ -85,7 +85,7 @@ def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
     needs = [c.memory for c in cells]
     out["memory"] = None if not needs or None in needs else max(needs)  # type: ignore[type-var]
     fits = [c.fits for c in cells]
-    out["fits"] = None if not fits or None in fits else all(fits)  # type: ignore[assignment]
+    out["fits"] = None if not fits or None in fits else all(fits)
     return out
 
 

@@ -86,7 +86,10 @@ def source_checkout() -> Path:
 def dependencies_fingerprint(checkout: Path) -> str:
     """A hash of ``pyproject.toml``'s dependency lists, entry points and build commands: when it changes, this package
     is installed again with its dependencies."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # tomllib is Python 3.11's; tomli is the same parser for 3.10 (a dependency there)
+        import tomli as tomllib
 
     pyproject = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]
