@@ -78,7 +78,8 @@ def run_plan(argv: list[str]) -> int:
                 "(the run's own flags are used)"
             )
         return run_against(against, bool(own.get("--calibrate")), out if isinstance(out, str) else None)
-    device = parse_memory(own["--memory"]) if "--memory" in own else None
+    memory = own.get("--memory")  # a flag with a value: a string when given
+    device = parse_memory(memory) if isinstance(memory, str) else None
     run = plan_settings(rest)
     plan = make_plan(run, device)
     throughput, source = estimate_source(run, plan, bool(own.get("--calibrate")))
@@ -97,10 +98,10 @@ def _write(path: str, data: dict) -> None:
 
 def run_against(results: str, calibrate: bool, out: str | None) -> int:
     """``lch plan --against RESULTS``: the run's recorded invocation planned again (in its folder) beside its cost."""
-    import contextlib
     import os
 
     from harness.core import results as keys
+    from harness.core.context import chdir
     from harness.core.invocation import Invocation
     from harness.plan.command_line import estimate_source
     from harness.plan.make import make_plan, settings_of
@@ -119,7 +120,7 @@ def run_against(results: str, calibrate: bool, out: str | None) -> int:
         )
     run = settings_of(invocation)
     where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()
-    with contextlib.chdir(where):
+    with chdir(where):
         ran = [h for h in cost.get("helpers") or [] if isinstance(h, dict)]  # models the run loaded beside its own
         plan = make_plan(run, helpers_ran={(str(h.get("model")), str(h.get("dtype"))) for h in ran})
         throughput, source = estimate_source(run, plan, calibrate)

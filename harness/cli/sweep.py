@@ -89,7 +89,7 @@ def declared(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.metadata:
         try:
             data["metadata"] = json.loads(args.metadata)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise UsageError(f"--metadata is not JSON ({err.msg}): give a JSON object") from err
     return data, where
 

@@ -110,7 +110,7 @@ def describe_architecture(folder: Any) -> str | None:
         return None
     if not isinstance(config, dict):
         return None
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = given_text_config if isinstance(given_text_config := config.get("text_config"), dict) else config
     name = (config.get("architectures") or [config.get("model_type") or "?"])[0]
     sizes = [
         f"{text[key]} {word}" if word == "layers" else f"{word} {text[key]}"

@@ -148,12 +148,14 @@ def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any])
     by_task: dict[str, list] = {}
     for cell in plan.cells:
         by_task.setdefault(cell.task, []).append(cell)
-    recorded = cost.get("tasks") if isinstance(cost.get("tasks"), dict) else {}
-    rows = []
+    recorded = given_tasks if isinstance(given_tasks := cost.get("tasks"), dict) else {}
+    rows: list[dict[str, Any]] = []
     for task, cells in by_task.items():
-        run = recorded.get(task) if isinstance(recorded.get(task), dict) else {}
+        run = given_task if isinstance(given_task := recorded.get(task), dict) else {}
         planned = totals(cells)
-        work = [run.get(k) for k in ("prompt_tokens", "prompt_tokens_squared", "generated_tokens", "decode_context")]
+        work: dict[str, Any] = {
+            k: run.get(k) for k in ("prompt_tokens", "prompt_tokens_squared", "generated_tokens", "decode_context")
+        }
         scoring = scores_only(run.get("scored_tokens") or 0, run.get("generated_tokens") or 0)
         rows.append(
             {
@@ -166,8 +168,8 @@ def against_rows(plan: Any, throughput: Throughput | None, cost: dict[str, Any])
                 "generated_tokens_run": run.get("generated_tokens"),
                 "seconds_estimated": None if throughput is None else sum(throughput.cell_seconds(c) for c in cells),
                 "seconds_at_run_tokens": None
-                if throughput is None or None in work
-                else throughput.work_seconds(*work, scoring=scoring),
+                if throughput is None or None in work.values()
+                else throughput.work_seconds(**work, scoring=scoring),
                 "seconds_run": run.get("seconds"),
             }
         )
@@ -199,7 +201,7 @@ def _against_text(name: str, value: Any) -> str:
 def memory_against(plan: Any, cost: dict[str, Any]) -> dict[str, Any] | None:
     """The plan's largest cell memory beside the run's recorded peak, and their ratio; None where either is missing."""
     planned = totals(plan.cells).get("memory")
-    peak = cost.get("peak_memory") if isinstance(cost.get("peak_memory"), dict) else {}
+    peak = given_peak_memory if isinstance(given_peak_memory := cost.get("peak_memory"), dict) else {}
     recorded = peak.get("bytes")
     if not isinstance(planned, int) or not isinstance(recorded, (int, float)) or not recorded:
         return None

@@ -91,8 +91,8 @@ def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
             by_length[sample_length(instance.doc)].append((*counts, judge_tokens(instance, counts[1], counter, task)))
     cells = []
     judged = callable(getattr(task, "judge_tokens", None))
-    for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
-        prompts, budgets, scored, cut, judge = zip(*counts)
+    for length, rows in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
+        prompts, budgets, scored, cut, judge = zip(*rows)
         cells.append(
             PlanCell(
                 task=name,
@@ -101,7 +101,7 @@ def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
                 budgets=budgets,
                 scored_tokens=sum(scored),
                 cut=sum(cut),
-                judge_calls=len(counts) if judged else 0,
+                judge_calls=len(rows) if judged else 0,
                 judge_tokens=None if None in judge else sum(judge),
             )
         )

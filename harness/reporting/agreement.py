@@ -147,7 +147,9 @@ def compare_task(
     out.n_prompt_mismatch = sum(
         a.get("prompt_hash") != b.get("prompt_hash") for a, b in pairs if a.get("prompt_hash") and b.get("prompt_hash")
     )
-    same, diffs, value_diffs = 0, [], []
+    same = 0
+    diffs: list[float] = []  # |token log-prob differences|
+    value_diffs: list[float] = []  # |SCE differences|
     for (a, _), (ra, rb) in zip(pairs, responses):
         out.n_identical += ra == rb
         kind = _kind(ra)

@@ -223,7 +223,7 @@ def _cell(metric: str) -> bool:
 
 def baseline_record(baseline: dict) -> RunRecord:
     """The run record a baseline keeps (an older baseline without one: every field unknown)."""
-    saved = baseline.get("run") if isinstance(baseline.get("run"), dict) else {}
+    saved = given_run if isinstance(given_run := baseline.get("run"), dict) else {}
     return RunRecord(**{k: None if saved.get(k) is None else str(saved[k]) for k in FIELDS})
 
 

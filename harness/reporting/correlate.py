@@ -74,7 +74,9 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
     return {"r": tau, "p": float(found.pvalue), "ci": [max(-1.0, tau - Z95 * se), min(1.0, tau + Z95 * se)]}
 
 
-def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] = ("x", "y")) -> dict:
+def correlation(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, names: tuple[str, str] = ("x", "y")
+) -> dict:
     """``{"n", "undefined", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``; ``undefined``
     says why none is estimable (below :data:`MIN_RUNS` runs, a constant series), all then NaN; else it is None."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -111,7 +113,8 @@ def label_rises(pixels: np.ndarray, lengths: Sequence[int], dpi: float, size: fl
     """Points to raise each label so none overlap: boxes ``0.6 * size`` per character by ``1.3 * size``, lowest point
     first, each raised a line at a time; ``pixels``: the points in display pixels."""
     scale = dpi / 72.0  # pixels per point
-    height, placed, rises = 1.3 * size * scale, [], [0.0] * len(pixels)
+    placed: list[tuple[float, float, float]] = []  # (left, width, bottom) of each label placed
+    height, rises = 1.3 * size * scale, [0.0] * len(pixels)
     for i in sorted(range(len(pixels)), key=lambda i: (pixels[i][1], pixels[i][0])):
         left, width = pixels[i][0], 0.6 * size * scale * lengths[i]
         rise = 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from xml.sax.saxutils import escape, quoteattr
 
+from harness.metrics.paired import PairedDifference
 from harness.reporting.regress import Comparison
 
 
@@ -42,8 +43,7 @@ def _text(value: object) -> str:
     return "" if value is None else f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _paired_words(r: Comparison) -> str:
-    d = r.paired
+def _paired_words(r: Comparison, d: PairedDifference) -> str:
     interval = "" if d.low is None else f", {d.confidence:.0%} interval [{d.low:+.4g}, {d.high:+.4g}]"
     mde = "" if d.mde is None else f", MDE {d.mde:.3g}"
     return (
@@ -67,7 +67,7 @@ def junit_xml(rows: list[Comparison], suite: str) -> str:
     cases = []
     for r in rows:
         case = f"<testcase classname={quoteattr(suite)} name={quoteattr(r.metric)}"
-        words = _paired_words(r) if r.paired is not None else ""
+        words = _paired_words(r, r.paired) if r.paired is not None else ""
         inner = ""
         if r.paired is not None:
             d = r.paired

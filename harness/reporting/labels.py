@@ -91,8 +91,8 @@ def name_of(model: str, model_args: Mapping, variant: str = "", applied: Mapping
 
 def name_from_results(data: Mapping) -> RunName:
     """The name of the run an lm-eval results object describes."""
-    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-    applied = config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), Mapping) else None
+    config = given_config if isinstance(given_config := data.get("config"), Mapping) else {}
+    applied = given_keys_inference if isinstance(given_keys_inference := config.get(keys.INFERENCE), Mapping) else None
     return name_of(
         str(config.get("model") or data.get("model_name") or "model"),
         model_args_of(dict(data)),
@@ -119,7 +119,8 @@ def unique_labels(labels: Sequence[str], folders: Sequence[str | Path] | None = 
     """``labels`` with equal ones told apart by their results file's folder name (``folders``), else by a count."""
     labels = list(labels)
     counts = {label: labels.count(label) for label in labels}
-    out, seen = [], {}
+    out: list[str] = []
+    seen: dict[str, int] = {}
     for i, label in enumerate(labels):
         if counts[label] == 1:
             out.append(label)

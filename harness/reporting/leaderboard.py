@@ -86,7 +86,7 @@ def cost_cells(cost: dict) -> dict[str, str]:
         for name in ("prompt_tokens", "generated_tokens", "scored_tokens")
     }
     seconds = sum(float(t.get("seconds") or 0.0) for t in tasks)
-    judge = cost.get("judge") if isinstance(cost.get("judge"), dict) else {}
+    judge = given_judge if isinstance(given_judge := cost.get("judge"), dict) else {}
     judged = [judge.get("prompt_tokens"), judge.get("completion_tokens")]
     memory = (cost.get("peak_memory") or {}).get("bytes") if isinstance(cost.get("peak_memory"), dict) else None
     return {

@@ -132,10 +132,10 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
         ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:
             # the whole 0-100 range, so that 95 vs 100 is not drawn as a collapse; the margin keeps 0 and 100 visible
-            low, high = SCORE_RANGE
-            margin = (high - low) * 0.03
-            ax.set_ylim(low - margin, high + margin)
-            ax.set_ylabel(f"score ({low:g}-{high:g})")
+            bottom, top = SCORE_RANGE
+            margin = (top - bottom) * 0.03
+            ax.set_ylim(bottom - margin, top + margin)
+            ax.set_ylabel(f"score ({bottom:g}-{top:g})")
         else:
             ax.set_ylabel("score")
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)

@@ -59,7 +59,7 @@ def compare(
         check_comparable(
             {"baseline": baseline_record(baseline), "run": run.record}, SAME_CONFIGURATION, override="--allow-mismatch"
         )
-        saved = baseline.get("tasks") if isinstance(baseline.get("tasks"), dict) else {}  # older baselines: none
+        saved = given_tasks if isinstance(given_tasks := baseline.get("tasks"), dict) else {}  # older baselines: none
         check_task_options({"baseline": saved, "run": run.configurations}, override="--allow-mismatch")
     uncomputed = [name for name in sorted(baseline["metrics"]) if name in run.absent]
     if uncomputed:  # neither a regression nor a pass: the run has nothing to compare

@@ -146,7 +146,7 @@ def read_run(path: str | Path) -> Run:
         model_args_of(data),
         float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
         variant=str(config.get(keys.EVALUATED_AS) or ""),
-        applied=config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), dict) else None,
+        applied=given_keys_inference if isinstance(given_keys_inference := config.get(keys.INFERENCE), dict) else None,
         record=RunRecord.from_results(data),
         roles=_metric_roles(data),
         pooling=declared(data, keys.METRIC_POOLING),

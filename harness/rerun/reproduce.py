@@ -98,15 +98,15 @@ def prepare(
 def run_invocation(invocation: Invocation, output: Path) -> Path:
     """Call ``simple_evaluate`` as ``invocation`` says (samples logged), in the folder it was called in when that is
     here (relative paths of the run are relative to it), and write its results to ``output``."""
-    import contextlib
     import os
 
+    from harness.core.context import chdir
     from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.plugin.preflight import run_task_names
 
     output = output.absolute()
     where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()
-    with contextlib.chdir(where):
+    with chdir(where):
         missing = [p for p in invocation.include_path if not Path(p).is_dir()]
         if missing:
             raise UsageError(f"the run's task folder {missing[0]} (--include_path) is not here: restore it, then rerun")
