@@ -37,7 +37,7 @@ class RequestOptions:
 
     def as_request(self) -> dict:
         """The request's options dict (tuples as lists: JSON)."""
-        stated = getattr(self, "_stated", frozenset())
+        stated: frozenset[str] = getattr(self, "_stated", frozenset())
         out = {}
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)

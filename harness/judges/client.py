@@ -330,8 +330,10 @@ class JudgeClient:
             ) from None
         except openai.APIConnectionError as err:
             reason: BaseException = err
-            while (reason.__cause__ or reason.__context__) is not None:  # the innermost: the socket's, the URL's
-                reason = reason.__cause__ or reason.__context__
+            while (
+                inner := reason.__cause__ or reason.__context__
+            ) is not None:  # the innermost: the socket's, the URL's
+                reason = inner
             if isinstance(reason, OSError) and reason.errno and reason.errno > 0:  # not asyncio's "Connect call failed"
                 reason = OSError(reason.errno, os.strerror(reason.errno))
             raise JudgeUnreachable(f"no judge server answers at {url} ({reason}): {hint}") from None

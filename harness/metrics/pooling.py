@@ -36,7 +36,7 @@ def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
 
 
 @pools_as("pooled_exp")
-def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
+def pooled_perplexity(items: Iterable[tuple[float, float]]) -> float:
     """``exp(sum nll / sum n)`` over ``(nll_sum, n_tokens)`` pairs; NaN when no token was scored."""
     return math.exp(pooled_mean(items))
 

@@ -87,7 +87,8 @@ def _insert(units: list[str], items: Sequence[str], fractions: Sequence[float]) 
 
 def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """Needle(s) in a haystack of noise lines, essay sentences or distractor needles; ``n`` counts those units."""
-    needles, values = [], {}  # values: each key's, in the order the keys were drawn
+    needles: list[str] = []
+    values: dict[str, list[str]] = {}  # each key's, in the order the keys were drawn
     while len(values) < p["n_keys"]:
         key = _random_value(rng, p["key"])
         if key not in values:
