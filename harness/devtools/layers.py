@@ -69,7 +69,11 @@ def layer_of(module: str, folders: dict[str, str], declared: dict[str, str], ski
 
 def io_calls(path: Path | None) -> set[str]:
     """The names of the file I/O calls (:data:`IO_CALLS`) in one source file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) if path else ast.Module(body=[])
+    tree = (
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if path
+        else ast.Module(body=[], type_ignores=[])
+    )
     return {
         name
         for node in ast.walk(tree)

@@ -66,6 +66,10 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     }
     ENGINE_NAME: ClassVar[str] = "engine"  # the lm-eval model name, set by @lch_model (harness.engines.registry)
     LIBRARIES: ClassVar[tuple[str, ...]] = ("torch", "transformers")  # whose versions its numbers depend on
+    # supplied by the lm-eval model class EngineCore is mixed into (declared for the type checker only)
+    tokenizer: Any
+    tok_encode: Callable[..., list[int]]
+    max_gen_toks: int
 
     # ------------------------------------------------------------------ the resolved model args
 

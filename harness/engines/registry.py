@@ -20,7 +20,7 @@ class ModelEntry:
     """One of our lm-eval models: its name, class, the check of its model args, the request types it serves."""
 
     name: str
-    cls: type
+    cls: type[Any]
     preflight: Callable[[dict], Any]
 
     @property
@@ -47,7 +47,7 @@ class ModelEntry:
 def lch_model(name: str, preflight: Callable[[dict], Any]) -> Callable[[type], type]:
     """Class decorator: register the class with lm-eval under ``name`` and here (module docstring)."""
 
-    def decorate(cls: type) -> type:
+    def decorate(cls: type[Any]) -> type[Any]:
         from lm_eval.api.registry import register_model
 
         register_model(name)(cls)

@@ -38,7 +38,8 @@ class SweepSpec(BaseModel):
     models: list[str] = Field(min_length=1, description="model folders, hub names, catalogue names or globs")
     model_args: dict[str, Any] = Field(default_factory=dict, description="model args every cell shares")
     variants: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"base": {}}, description="name -> model args of one variant (PIC method, dtype)"
+        default_factory=lambda: {"base": dict[str, Any]()},
+        description="name -> model args of one variant (PIC method, dtype)",
     )
     tasks: list[str] = Field(min_length=1)
     lengths: list[int | str] | None = Field(None, description="RULER / BABILong lengths (the tasks' lengths option)")
