@@ -35,8 +35,7 @@ def load_baseline(path: str | Path) -> dict:
 
 def check_baseline(data: object, where: str) -> dict:
     """:func:`load_baseline`'s checks on content (``where``: its name in messages); made before writing one too."""
-    metrics = data.get("metrics") if isinstance(data, dict) else None
-    if not isinstance(metrics, dict) or not metrics:
+    if not isinstance(data, dict) or not isinstance(metrics := data.get("metrics"), dict) or not metrics:
         raise BaselineError(f"{where}: no 'metrics' object")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
