@@ -58,6 +58,7 @@ class LchTask(ConfigurableTask):
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
     # caches data keyed by OPTIONS (harness.core.cache_keys.data_key): each field declares cache_key=, checked at build
     KEYED_OPTIONS = False
+    _present: dict[str, PresentItems] | None = None  # a PARTIAL task's aggregations, made on first use
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -233,11 +234,13 @@ class LchTask(ConfigurableTask):
         """lm-eval's aggregations; in a ``PARTIAL`` task each over the documents that have the metric."""
         if not self.PARTIAL:
             return super().aggregation()
-        if getattr(self, "_present", None) is None:
-            self._present = {
+        present = self._present
+        if present is None:
+            present = {
                 name: PresentItems(fn, name, self._record_aggregate) for name, fn in super().aggregation().items()
             }
-        return self._present
+            self._present = present
+        return present
 
     def _record_aggregate(self, metric: str, n: int, stderr: float | None) -> None:
         if isinstance(self.config.metadata, dict):
