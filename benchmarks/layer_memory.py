@@ -85,6 +85,7 @@ def child(model_dir: str, mode: str, tokens: int) -> dict:
             if first[0]:
                 peaks.reset()
                 seen[name] = [_status("VmRSS:")]
+
         return hook
 
     def leave(name):
@@ -93,6 +94,7 @@ def child(model_dir: str, mode: str, tokens: int) -> dict:
                 seen[name].append(_status("VmHWM:"))
                 if name == len(layers) - 1 and mode != "score":
                     first[0] = False  # the prefill is over: decoding steps are not measured
+
         return hook
 
     for index, layer in enumerate(layers):
@@ -113,9 +115,11 @@ def child(model_dir: str, mode: str, tokens: int) -> dict:
     row = {"peak_bytes": peaks.overall - start}
     if mode == "score":
         given = seen[1][0]  # what layer 1 is given: held through the decoder
-        row.update(held_per_token=(given - start) / tokens,  # a phase: its peak above what the layer was given
-                   attention_per_token=(seen["self_attn"][1] - given) / tokens,
-                   mlp_per_token=(seen["mlp"][1] - given) / tokens)
+        row.update(
+            held_per_token=(given - start) / tokens,  # a phase: its peak above what the layer was given
+            attention_per_token=(seen["self_attn"][1] - given) / tokens,
+            mlp_per_token=(seen["mlp"][1] - given) / tokens,
+        )
     return row
 
 
@@ -128,9 +132,12 @@ def planned(model_dir: str, mode: str, tokens: int) -> dict:
     model = meta_model(model_dir, "float32")
     if mode == "score":
         work = layer_work(model)
-        return {"planned_peak_bytes": predicted_peak(model, tokens, 1, None, "cpu"), "planned_held_per_token":
-                work.held, "planned_attention_per_token": work.attention + mask_bytes(model, tokens) / tokens,
-                "planned_mlp_per_token": work.mlp}
+        return {
+            "planned_peak_bytes": predicted_peak(model, tokens, 1, None, "cpu"),
+            "planned_held_per_token": work.held,
+            "planned_attention_per_token": work.attention + mask_bytes(model, tokens) / tokens,
+            "planned_mlp_per_token": work.mlp,
+        }
     dynamic = None
     if mode == "dynamic":
         layers = model.config.num_hidden_layers - len(kept_layers(model.config))
@@ -143,8 +150,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma3-270m"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 16384])
-    parser.add_argument("--modes", nargs="+", choices=["score", "generate", "dynamic"],
-                        default=["score", "generate", "dynamic"])
+    parser.add_argument(
+        "--modes", nargs="+", choices=["score", "generate", "dynamic"], default=["score", "generate", "dynamic"]
+    )
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "layer_memory.json"))
     parser.add_argument("--child", nargs=3, metavar=("MODEL_DIR", "MODE", "TOKENS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -152,30 +160,55 @@ def main() -> None:
         print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
         return
     bin_dir = Path(sys.executable).parent
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     rows = []
     for name in args.models:
-        model_dir = subprocess.run([str(bin_dir / "lch"), "models", "path", name], check=True, capture_output=True,
-                                   text=True).stdout.strip()
+        model_dir = subprocess.run(
+            [str(bin_dir / "lch"), "models", "path", name], check=True, capture_output=True, text=True
+        ).stdout.strip()
         for mode in args.modes:
             for tokens in args.lengths:
                 load = os.getloadavg()
-                done = subprocess.run([sys.executable, __file__, "--child", model_dir, mode, str(tokens)],
-                                      capture_output=True, text=True, check=True,
-                                      env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"})
-                row = {"model": name, "mode": mode, "tokens": tokens,
-                       **json.loads(done.stdout.strip().splitlines()[-1]), **planned(model_dir, mode, tokens),
-                       "load_before": load, "load_after": os.getloadavg()}
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", model_dir, mode, str(tokens)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"},
+                )
+                row = {
+                    "model": name,
+                    "mode": mode,
+                    "tokens": tokens,
+                    **json.loads(done.stdout.strip().splitlines()[-1]),
+                    **planned(model_dir, mode, tokens),
+                    "load_before": load,
+                    "load_after": os.getloadavg(),
+                }
                 row["planned_over_measured"] = row["planned_peak_bytes"] / row["peak_bytes"]
                 rows.append(row)
                 per_token = {k: round(v / KB, 2) for k, v in row.items() if k.endswith("per_token")}
-                print(f"{name} {mode} {tokens}: measured {row['peak_bytes'] / tokens / KB:.2f} KB a token, planned "
-                      f"{row['planned_peak_bytes'] / tokens / KB:.2f} ({row['planned_over_measured']:.3f}x) "
-                      f"{per_token or ''}", flush=True)
-    Path(args.output).write_text(json.dumps({
-        "machine": f"{os.uname().machine}, {os.cpu_count()} cores", "commit": commit,
-        "date": time.strftime("%Y-%m-%d %H:%M"), "dtype": "float32", "rows": rows}, indent=1) + "\n")
+                print(
+                    f"{name} {mode} {tokens}: measured {row['peak_bytes'] / tokens / KB:.2f} KB a token, planned "
+                    f"{row['planned_peak_bytes'] / tokens / KB:.2f} ({row['planned_over_measured']:.3f}x) "
+                    f"{per_token or ''}",
+                    flush=True,
+                )
+    Path(args.output).write_text(
+        json.dumps(
+            {
+                "machine": f"{os.uname().machine}, {os.cpu_count()} cores",
+                "commit": commit,
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "dtype": "float32",
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

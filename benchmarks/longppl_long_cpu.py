@@ -55,8 +55,17 @@ def worker(folder: str, n_tokens: int, what: str) -> None:
         value = compute_longppl(text, model, tok, ev, tok, **SETTINGS)["longppl"]
     seconds = time.perf_counter() - start
     growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    print(json.dumps({"what": what, "tokens": int(ids.shape[1]), "seconds": round(seconds, 2), "peak_growth_bytes": growth,
-                      "value": value}))
+    print(
+        json.dumps(
+            {
+                "what": what,
+                "tokens": int(ids.shape[1]),
+                "seconds": round(seconds, 2),
+                "peak_growth_bytes": growth,
+                "value": value,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -74,16 +83,34 @@ def main() -> None:
     load_before = os.getloadavg()
     for n in args.lengths:
         for what in ("ppl", "longppl"):
-            done = subprocess.run([sys.executable, __file__, "--models", args.models, "--worker", what, str(n)],
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--models", args.models, "--worker", what, str(n)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             row = json.loads(done.stdout.strip().splitlines()[-1])
             row["full_logits_bytes"] = n * VOCAB * 4
             rows.append(row)
-            print(f"{what:8} {n:6} tokens: {row['seconds']:7.1f} s, peak +{row['peak_growth_bytes'] / 2**20:7.0f} MiB "
-                  f"(full fp32 logits alone: {row['full_logits_bytes'] / 2**20:.0f} MiB)", flush=True)
-    Path(args.out).write_text(json.dumps({"machine": f"{os.cpu_count()} CPU cores", "date": time.strftime("%Y-%m-%d"),
-                                          "load_average_before": load_before, "load_average_after": os.getloadavg(),
-                                          "settings": SETTINGS, "rows": rows}, indent=1) + "\n")
+            print(
+                f"{what:8} {n:6} tokens: {row['seconds']:7.1f} s, peak +{row['peak_growth_bytes'] / 2**20:7.0f} MiB "
+                f"(full fp32 logits alone: {row['full_logits_bytes'] / 2**20:.0f} MiB)",
+                flush=True,
+            )
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "machine": f"{os.cpu_count()} CPU cores",
+                "date": time.strftime("%Y-%m-%d"),
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "settings": SETTINGS,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"written to {args.out}")
 
 

@@ -60,16 +60,31 @@ def main() -> None:
             keys = find_key_tokens(text, model, tok, args.k, args.d, 2.0, -2.0, start)
             lsd = [x for x in keys.lsd if x is not None]
             n_key = sum(1 for a, b in zip(keys.lsd, keys.lcl) if a is not None and a > 2.0 and b > -2.0)
-            row = {"evaluator": name, "tokenizer_adds_bos": bool(adds_bos), "short_start": start, "key_tokens": n_key,
-                   "lsd_above_alpha": sum(x > 2.0 for x in lsd), "mean_lsd": sum(lsd) / len(lsd),
-                   "spans": [text[a:b] for a, b in keys.spans], "seconds": round(time.perf_counter() - t0, 1)}
+            row = {
+                "evaluator": name,
+                "tokenizer_adds_bos": bool(adds_bos),
+                "short_start": start,
+                "key_tokens": n_key,
+                "lsd_above_alpha": sum(x > 2.0 for x in lsd),
+                "mean_lsd": sum(lsd) / len(lsd),
+                "spans": [text[a:b] for a, b in keys.spans],
+                "seconds": round(time.perf_counter() - t0, 1),
+            }
             rows.append(row)
-            print(f"{name:<14} adds BOS {row['tokenizer_adds_bos']!s:<5} short_start={start:<4} key tokens "
-                  f"{n_key:>3}  LSD>2 {row['lsd_above_alpha']:>4}  mean LSD {row['mean_lsd']:.3f}  "
-                  f"({row['seconds']} s)", flush=True)
+            print(
+                f"{name:<14} adds BOS {row['tokenizer_adds_bos']!s:<5} short_start={start:<4} key tokens "
+                f"{n_key:>3}  LSD>2 {row['lsd_above_alpha']:>4}  mean LSD {row['mean_lsd']:.3f}  "
+                f"({row['seconds']} s)",
+                flush=True,
+            )
         del model
-    setup = {**vars(args), "alpha": 2.0, "beta": -2.0, "threads": torch.get_num_threads(),
-             "load_average_1_5_15_min": {"before": before, "after": os.getloadavg()}}
+    setup = {
+        **vars(args),
+        "alpha": 2.0,
+        "beta": -2.0,
+        "threads": torch.get_num_threads(),
+        "load_average_1_5_15_min": {"before": before, "after": os.getloadavg()},
+    }
     Path(args.out).write_text(json.dumps({"setup": setup, "rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -39,9 +39,18 @@ def build_models(folder: Path) -> tuple[Path, Path]:
         return paths
     tokenizer = train_tokenizer(synthetic_reports(20, 400, seed=5), 512)
     for seed, path in zip((0, 1), paths):
-        config = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=32768,
-                             bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        config = LlamaConfig(
+            vocab_size=32000,
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=32768,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
         torch.manual_seed(seed)
         LlamaForCausalLM(config).save_pretrained(path)
         tokenizer.save_pretrained(path)
@@ -111,8 +120,18 @@ def worker(impl: str, folder: str, n_tokens: int, device: str) -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
     seconds = time.perf_counter() - start
     result = {k: (float(v) if v is not None else None) for k, v in out.items()}
-    print(json.dumps({"impl": impl, "tokens": n_tokens, "seconds": seconds, "body_seconds": body[0], "peak_bytes": peak,
-                      "result": result}))
+    print(
+        json.dumps(
+            {
+                "impl": impl,
+                "tokens": n_tokens,
+                "seconds": seconds,
+                "body_seconds": body[0],
+                "peak_bytes": peak,
+                "result": result,
+            }
+        )
+    )
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -140,27 +159,53 @@ def main() -> None:
             for impl in ("reference", "ours"):
                 load = os.getloadavg()[0]
                 proc = subprocess.run(
-                    [sys.executable, __file__, "--worker", impl, str(n_tokens), "--models", args.models,
-                     "--device", args.device],
-                    capture_output=True, text=True, check=True,
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        impl,
+                        str(n_tokens),
+                        "--models",
+                        args.models,
+                        "--device",
+                        args.device,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 tries[impl].append({**json.loads(proc.stdout.strip().splitlines()[-1]), "load_before": load})
         runs = {impl: median_run(t) for impl, t in tries.items()}
         ours, ref = runs["ours"], runs["reference"]
-        rel = {k: abs(ours["result"][k] - ref["result"][k]) / abs(ref["result"][k])
-               for k in ("longppl", "ppl") if ref["result"][k]}
-        rows.append({
-            "tokens": n_tokens,
-            "seconds": {"ours": ours["seconds"], "reference": ref["seconds"]},
-            "peak_mib": {"ours": ours["peak_bytes"] / 2**20, "reference": ref["peak_bytes"] / 2**20},
-            "time_ratio": ours["seconds"] / ref["seconds"],
-            "memory_ratio": ours["peak_bytes"] / ref["peak_bytes"],
-            "results": {"ours": ours["result"], "reference": ref["result"]},
-            "relative_difference": rel,
-            "body_seconds": {"ours": ours["body_seconds"], "reference": ref["body_seconds"]},
-            "runs": {impl: [{"seconds": t["seconds"], "body_seconds": t["body_seconds"], "peak_mib": t["peak_bytes"] / 2**20, "load_before": t["load_before"]}
-                            for t in t_list] for impl, t_list in tries.items()},
-        })
+        rel = {
+            k: abs(ours["result"][k] - ref["result"][k]) / abs(ref["result"][k])
+            for k in ("longppl", "ppl")
+            if ref["result"][k]
+        }
+        rows.append(
+            {
+                "tokens": n_tokens,
+                "seconds": {"ours": ours["seconds"], "reference": ref["seconds"]},
+                "peak_mib": {"ours": ours["peak_bytes"] / 2**20, "reference": ref["peak_bytes"] / 2**20},
+                "time_ratio": ours["seconds"] / ref["seconds"],
+                "memory_ratio": ours["peak_bytes"] / ref["peak_bytes"],
+                "results": {"ours": ours["result"], "reference": ref["result"]},
+                "relative_difference": rel,
+                "body_seconds": {"ours": ours["body_seconds"], "reference": ref["body_seconds"]},
+                "runs": {
+                    impl: [
+                        {
+                            "seconds": t["seconds"],
+                            "body_seconds": t["body_seconds"],
+                            "peak_mib": t["peak_bytes"] / 2**20,
+                            "load_before": t["load_before"],
+                        }
+                        for t in t_list
+                    ]
+                    for impl, t_list in tries.items()
+                },
+            }
+        )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     import platform
@@ -168,16 +213,33 @@ def main() -> None:
 
     import torch
 
-    out.write_text(json.dumps({"date": clock.strftime("%Y-%m-%d"), "device": args.device, "machine": platform.processor()
-                               or platform.machine(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                               "threads": 2, "repeats": args.repeats, "statistic": "median of alternating runs",
-                               "settings": SETTINGS, "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "date": clock.strftime("%Y-%m-%d"),
+                "device": args.device,
+                "machine": platform.processor() or platform.machine(),
+                "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                "threads": 2,
+                "repeats": args.repeats,
+                "statistic": "median of alternating runs",
+                "settings": SETTINGS,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     print(f"LongPPL, ours vs longppl 0.3.0 (K=4096, d=1024) on {args.device}")
-    print(f"{'tokens':>7} {'time ours/ref (s)':>20} {'ratio':>6} {'peak MiB ours/ref':>20} {'ratio':>6} {'n_key':>6} {'max rel diff':>12}")
+    print(
+        f"{'tokens':>7} {'time ours/ref (s)':>20} {'ratio':>6} {'peak MiB ours/ref':>20} {'ratio':>6} {'n_key':>6} "
+        f"{'max rel diff':>12}"
+    )
     for r in rows:
-        print(f"{r['tokens']:>7} {r['seconds']['ours']:>9.1f}/{r['seconds']['reference']:<10.1f} {r['time_ratio']:>6.2f} "
-              f"{r['peak_mib']['ours']:>9.0f}/{r['peak_mib']['reference']:<10.0f} {r['memory_ratio']:>6.2f} "
-              f"{int(r['results']['ours']['n_key_token'] or 0):>6d} {max(r['relative_difference'].values()):>12.2e}")
+        print(
+            f"{r['tokens']:>7} {r['seconds']['ours']:>9.1f}/{r['seconds']['reference']:<10.1f} {r['time_ratio']:>6.2f} "
+            f"{r['peak_mib']['ours']:>9.0f}/{r['peak_mib']['reference']:<10.0f} {r['memory_ratio']:>6.2f} "
+            f"{int(r['results']['ours']['n_key_token'] or 0):>6d} {max(r['relative_difference'].values()):>12.2e}"
+        )
     print(f"written to {out}")
 
 

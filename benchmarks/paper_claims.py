@@ -49,8 +49,7 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-from claims.common import CLAIMS, Context, DEFAULT, QUICK, SMOKE, TITLES, log  # noqa: E402
+from claims.common import CLAIMS, DEFAULT, QUICK, SMOKE, TITLES, Context, log  # noqa: E402
 from claims.report import CLAIM_FUNCTIONS, write_report  # noqa: E402
 
 
@@ -58,8 +57,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="about 10 minutes instead of about an hour")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, about 2 minutes: code paths only")
-    parser.add_argument("--claims", nargs="+", choices=CLAIMS, default=list(CLAIMS), metavar="CLAIM",
-                        help=f"subset of claims to run: {' '.join(CLAIMS)}")
+    parser.add_argument(
+        "--claims",
+        nargs="+",
+        choices=CLAIMS,
+        default=list(CLAIMS),
+        metavar="CLAIM",
+        help=f"subset of claims to run: {' '.join(CLAIMS)}",
+    )
     parser.add_argument("--output", default=str(Path(__file__).parent / "results"))
     args = parser.parse_args()
 
@@ -102,8 +107,10 @@ def main() -> None:
         log(f"{name:<14} {c['verdict'][:60]:<60} {c.get('seconds', 0) / 60:>5.1f}")
         if c.get("ours"):
             log(f"{'':<14} ours: {c['ours']}")
-    log(f"total {report['total_seconds'] / 60:.1f} min; written to {output / 'paper_claims.json'}, "
-        f"{output / 'paper_claims.md'}")
+    log(
+        f"total {report['total_seconds'] / 60:.1f} min; written to {output / 'paper_claims.json'}, "
+        f"{output / 'paper_claims.md'}"
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,11 @@ from harness import apply_pic, remove_pic  # noqa: E402
 from harness.models.tiny import ARCHITECTURES, tiny_config  # noqa: E402
 from harness.pic.inference import Inference  # noqa: E402
 
-METHODS = {"naive": Inference(method="naive", ratio=2.0), "ntk": Inference(method="ntk", ratio=4.0),
-           "dynamic": Inference(method="dynamic", ratio=2.0, initial=4, recent=64)}
+METHODS = {
+    "naive": Inference(method="naive", ratio=2.0),
+    "ntk": Inference(method="ntk", ratio=4.0),
+    "dynamic": Inference(method="dynamic", ratio=2.0, initial=4, recent=64),
+}
 
 
 def build(arch: str):
@@ -63,9 +66,16 @@ def generate(model, inference: Inference | None, ids: torch.Tensor, new: int, sc
         apply_pic(model, inference)
     try:
         with torch.no_grad():
-            return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
-                                  min_new_tokens=new, do_sample=False, pad_token_id=0, output_logits=scores,
-                                  return_dict_in_generate=scores)
+            return model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                pad_token_id=0,
+                output_logits=scores,
+                return_dict_in_generate=scores,
+            )
     finally:
         if inference is not None:
             remove_pic(model)
@@ -107,16 +117,24 @@ def main() -> None:
             gpu16 = copy.deepcopy(cpu).to("cuda", torch.bfloat16)
             for name, inference in METHODS.items():
                 base = logits(cpu, inference, ids, mask)
-                row[name] = {dtype: (logits(model, inference, ids, mask) - base)[real].abs().max().item()
-                             for dtype, model in (("fp32", gpu32), ("bf16", gpu16))}
+                row[name] = {
+                    dtype: (logits(model, inference, ids, mask) - base)[real].abs().max().item()
+                    for dtype, model in (("fp32", gpu32), ("bf16", gpu16))
+                }
             prompt = ids[:1, :256].cuda()
-            got = {impl: generate(gpu32, METHODS["dynamic"].replace(impl=impl), prompt, 64, scores=True)
-                   for impl in ("cached", "reference")}
+            got = {
+                impl: generate(gpu32, METHODS["dynamic"].replace(impl=impl), prompt, 64, scores=True)
+                for impl in ("cached", "reference")
+            }
             a, b = (got[i].sequences[0, 256:].tolist() for i in ("cached", "reference"))
             row["dynamic_cached_vs_reference"] = {
-                "tokens_equal": a == b, "first_difference": next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None),
-                "max_logit_diff": max((x.float() - y.float()).abs().max().item()
-                                      for x, y in zip(got["cached"].logits, got["reference"].logits))}
+                "tokens_equal": a == b,
+                "first_difference": next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None),
+                "max_logit_diff": max(
+                    (x.float() - y.float()).abs().max().item()
+                    for x, y in zip(got["cached"].logits, got["reference"].logits)
+                ),
+            }
             long = torch.randint(3, 4096, (1, 4096), device="cuda")
             vanilla = decode_rate(gpu16, None, long, 128)
             dynamic = decode_rate(gpu16, METHODS["dynamic"], long, 128)

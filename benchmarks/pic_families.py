@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness import apply_pic, remove_pic  # noqa: E402
-from harness.pic.hf import rope_layout  # noqa: E402
 from harness.models.tiny import ARCHITECTURES, tiny_config  # noqa: E402
+from harness.pic.hf import rope_layout  # noqa: E402
 from harness.pic.positions import dynamic_positions, positions_from_mask  # noqa: E402
 from tests.models.test_pic_families import _decode, reference_logits  # noqa: E402
 
@@ -83,8 +83,14 @@ def decode_rate(model, ids, new: int, repeats: int) -> float:
     def run(n: int) -> float:
         start = time.perf_counter()
         with torch.no_grad():
-            model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
-                           do_sample=False, pad_token_id=0)
+            model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+            )
         return time.perf_counter() - start
 
     run(4)  # warm-up
@@ -95,14 +101,18 @@ def speed(arch: str, prompt: int, new: int, repeats: int) -> dict:
     model = build(arch)
     ids = torch.randint(3, 4096, (1, prompt), generator=torch.Generator().manual_seed(2))
     rates = {"vanilla": decode_rate(model, ids, new, repeats)}
-    for name, kwargs in (("dynamic_cached", dict(method="dynamic", impl="cached")),
-                         ("dynamic_algorithm1", dict(method="dynamic", impl="reference")),
-                         ("naive", dict(method="naive"))):
+    for name, kwargs in (
+        ("dynamic_cached", dict(method="dynamic", impl="cached")),
+        ("dynamic_algorithm1", dict(method="dynamic", impl="reference")),
+        ("naive", dict(method="naive")),
+    ):
         apply_pic(model, **kwargs, **SETTINGS)
         rates[name] = decode_rate(model, ids, new, repeats)
         remove_pic(model)
-    return {"decode_tokens_per_s": rates,
-            "vs_vanilla": {k: v / rates["vanilla"] for k, v in rates.items() if k != "vanilla"}}
+    return {
+        "decode_tokens_per_s": rates,
+        "vs_vanilla": {k: v / rates["vanilla"] for k, v in rates.items() if k != "vanilla"},
+    }
 
 
 def needs(arch: str) -> str:
@@ -127,15 +137,27 @@ def main() -> None:
     before = os.getloadavg()
     rows = {}
     for arch in args.families.split(","):
-        rows[arch] = {"layout": needs(arch), "agreement": agreement(arch),
-                      **speed(arch, args.prompt, args.new, args.repeats)}
+        rows[arch] = {
+            "layout": needs(arch),
+            "agreement": agreement(arch),
+            **speed(arch, args.prompt, args.new, args.repeats),
+        }
         r = rows[arch]
-        print(f"{arch:<12} {r['layout']:<60} max|diff| "
-              f"{max(r['agreement'].values()):.1e}  decode x vanilla: cached {r['vs_vanilla']['dynamic_cached']:.2f}"
-              f" alg1 {r['vs_vanilla']['dynamic_algorithm1']:.2f} naive {r['vs_vanilla']['naive']:.2f}"
-              f"  (vanilla {r['decode_tokens_per_s']['vanilla']:.1f} tok/s)", flush=True)
-    setup = {**vars(args), "settings": SETTINGS, "threads": torch.get_num_threads(), "torch": torch.__version__,
-             "machine": platform.machine(), "load_average_1_5_15_min": {"before": before, "after": os.getloadavg()}}
+        print(
+            f"{arch:<12} {r['layout']:<60} max|diff| "
+            f"{max(r['agreement'].values()):.1e}  decode x vanilla: cached {r['vs_vanilla']['dynamic_cached']:.2f}"
+            f" alg1 {r['vs_vanilla']['dynamic_algorithm1']:.2f} naive {r['vs_vanilla']['naive']:.2f}"
+            f"  (vanilla {r['decode_tokens_per_s']['vanilla']:.1f} tok/s)",
+            flush=True,
+        )
+    setup = {
+        **vars(args),
+        "settings": SETTINGS,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "load_average_1_5_15_min": {"before": before, "after": os.getloadavg()},
+    }
     Path(args.out).write_text(json.dumps({"setup": setup, "families": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")
 

@@ -51,11 +51,11 @@ def independent_counts(model: Path, plan: dict, metadata: dict) -> dict[str, lis
     from transformers import AutoTokenizer
 
     from harness.core.run_record import asking_chat_template
+    from harness.data.prompt_tokens import PromptCounter
     from harness.plugin.metadata import check_task_options
     from harness.tasks import TASKS_PATH
     from harness.tasks.base import LchTask
     from harness.tasks.lch_ruler.cache import cache_path, read_rows
-    from harness.data.prompt_tokens import PromptCounter
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     tasks = sorted({cell["task"] for cell in plan["cells"]})
@@ -65,15 +65,20 @@ def independent_counts(model: Path, plan: dict, metadata: dict) -> dict[str, lis
         for cell in plan["cells"]:
             _, _, options = parsed[cell["task"]]
             options = LchTask.resolved_options(options)
-            rows = read_rows(cache_path(options, int(cell["length"]), PromptCounter(tokenizer, True)),
-                             options.num_samples)
+            rows = read_rows(
+                cache_path(options, int(cell["length"]), PromptCounter(tokenizer, True)), options.num_samples
+            )
             counts = []
             for row in rows:
                 messages = [{"role": "user", "content": row["input"]}]
                 if row["gen_prefix"]:
                     messages.append({"role": "assistant", "content": row["gen_prefix"]})
-                text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not row["gen_prefix"],
-                                                     continue_final_message=bool(row["gen_prefix"]))
+                text = tokenizer.apply_chat_template(
+                    messages,
+                    tokenize=False,
+                    add_generation_prompt=not row["gen_prefix"],
+                    continue_final_message=bool(row["gen_prefix"]),
+                )
                 bos = tokenizer.bos_token
                 counts.append(len(tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]))
             out[f"{cell['task']} {cell['length']}"] = counts
@@ -81,10 +86,24 @@ def independent_counts(model: Path, plan: dict, metadata: dict) -> dict[str, lis
 
 
 def ruler_sweep(model: Path, essays: str, samples: int, lengths: list[int], out: dict) -> None:
-    metadata = {"lengths": lengths, "num_samples": samples, "essays": essays, "squad": "synthetic",
-                "hotpotqa": "synthetic"}
-    flags = ["--model", "hf-pic", "--model_args", f"pretrained={model},max_length={max(lengths)}", "--tasks",
-             "lch_ruler", "--metadata", json.dumps(metadata), "--apply_chat_template"]
+    metadata = {
+        "lengths": lengths,
+        "num_samples": samples,
+        "essays": essays,
+        "squad": "synthetic",
+        "hotpotqa": "synthetic",
+    }
+    flags = [
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={model},max_length={max(lengths)}",
+        "--tasks",
+        "lch_ruler",
+        "--metadata",
+        json.dumps(metadata),
+        "--apply_chat_template",
+    ]
     step: dict = {"metadata": metadata, "load_before": load()}
     plans = []
     for name in ("first", "cached"):
@@ -103,17 +122,39 @@ def ruler_sweep(model: Path, essays: str, samples: int, lengths: list[int], out:
     step["cells_equal"] = sum(planned[k] == sum(v) for k, v in counted.items())
     step["cells_differing"] = {k: [planned[k], sum(v)] for k, v in counted.items() if planned[k] != sum(v)}
     out["ruler_sweep"] = step
-    print(f"RULER 13 tasks x {len(lengths)} lengths x {samples}: plan {step['first_seconds']} s building, "
-          f"{step['cached_seconds']} s cached; {step['totals']['prompt_tokens']:,} prompt tokens planned, "
-          f"{step['independent_prompt_tokens']:,} counted here; {step['cells_equal']} of {step['cells']} cells equal")
+    print(
+        f"RULER 13 tasks x {len(lengths)} lengths x {samples}: plan {step['first_seconds']} s building, "
+        f"{step['cached_seconds']} s cached; {step['totals']['prompt_tokens']:,} prompt tokens planned, "
+        f"{step['independent_prompt_tokens']:,} counted here; {step['cells_equal']} of {step['cells']} cells equal"
+    )
 
 
 def small_sweep(model: Path, essays: str, lengths: list[int], samples: int, docs: int, out: dict, work: Path) -> None:
-    metadata = {"lengths": lengths, "num_samples": samples, "essays": essays, "seed": 11, "data_files": essays,
-                "min_tokens": max(lengths), "max_tokens": max(lengths), "num_docs": docs}
-    flags = ["--model", "hf-pic", "--model_args", f"pretrained={model},dtype=float32", "--device", "cpu",
-             "--tasks", "lch_ruler_niah_single_1,lch_ruler_vt,ppl_govreport", "--metadata", json.dumps(metadata),
-             "--apply_chat_template", "--batch_size", "1"]
+    metadata = {
+        "lengths": lengths,
+        "num_samples": samples,
+        "essays": essays,
+        "seed": 11,
+        "data_files": essays,
+        "min_tokens": max(lengths),
+        "max_tokens": max(lengths),
+        "num_docs": docs,
+    }
+    flags = [
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={model},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        "lch_ruler_niah_single_1,lch_ruler_vt,ppl_govreport",
+        "--metadata",
+        json.dumps(metadata),
+        "--apply_chat_template",
+        "--batch_size",
+        "1",
+    ]
     step: dict = {"metadata": metadata, "load_before": load()}
     plan_path = work / "plan.json"
     seconds, done = lch("plan", *flags, "--calibrate", "--json", str(plan_path))
@@ -128,8 +169,9 @@ def small_sweep(model: Path, essays: str, lengths: list[int], samples: int, docs
     cost = results["lch_cost"]
     step["run_recorded_wall_seconds"] = cost["wall_seconds"]
     step["engine_seconds"] = sum(t["seconds"] for t in cost["tasks"].values())
-    step["planned_prompt_tokens"] = {t: sum(c["prompt_tokens"] for c in plan["cells"] if c["task"] == t)
-                                     for t in cost["tasks"]}
+    step["planned_prompt_tokens"] = {
+        t: sum(c["prompt_tokens"] for c in plan["cells"] if c["task"] == t) for t in cost["tasks"]
+    }
     step["recorded_prompt_tokens"] = {t: v["prompt_tokens"] for t, v in cost["tasks"].items()}
     step["planned_generated_at_most"] = plan["totals"]["generated_tokens"]
     step["recorded_generated"] = sum(v["generated_tokens"] for v in cost["tasks"].values())
@@ -142,13 +184,17 @@ def small_sweep(model: Path, essays: str, lengths: list[int], samples: int, docs
     against = json.loads(against_path.read_text())["against"]
     step["against_stdout"] = done.stdout
     total = against["tasks"][-1]
-    step["against_total"] = {k: total[k] for k in ("seconds_estimated", "seconds_at_run_tokens", "seconds_run",
-                                                    "estimate_over_run", "model_over_run")}
+    step["against_total"] = {
+        k: total[k]
+        for k in ("seconds_estimated", "seconds_at_run_tokens", "seconds_run", "estimate_over_run", "model_over_run")
+    }
     out["small_sweep"] = step
-    print(f"small sweep: estimate {step['estimate_seconds']:.1f} s; the run {step['run_recorded_wall_seconds']:.1f} s "
-          f"(engine {step['engine_seconds']:.1f} s): estimate / engine {step['estimate_over_engine_seconds']}, "
-          f"estimate / run {step['estimate_over_run_wall']}; at the run's own generations / engine "
-          f"{total['model_over_run']:.3f}")
+    print(
+        f"small sweep: estimate {step['estimate_seconds']:.1f} s; the run {step['run_recorded_wall_seconds']:.1f} s "
+        f"(engine {step['engine_seconds']:.1f} s): estimate / engine {step['estimate_over_engine_seconds']}, "
+        f"estimate / run {step['estimate_over_run_wall']}; at the run's own generations / engine "
+        f"{total['model_over_run']:.3f}"
+    )
 
 
 def main() -> None:
@@ -164,8 +210,11 @@ def main() -> None:
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "plan_cost.json"))
     args = parser.parse_args()
     model = Path(args.model) if args.model else Path(lch("models", "path", "smollm2-135m")[1].stdout.strip())
-    out: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
-                 "model": str(model)}
+    out: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": time.strftime("%Y-%m-%d"),
+        "model": str(model),
+    }
     import tempfile
 
     with tempfile.TemporaryDirectory() as work:

@@ -33,8 +33,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                        text=True).stdout.strip()
+COMMIT = subprocess.run(
+    ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+).stdout.strip()
 
 
 def on_gpu() -> bool:
@@ -48,8 +49,9 @@ OTHER = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}  # each m
 
 
 def model_path(name: str) -> str:
-    return subprocess.run([str(BIN / "lch"), "models", "path", name], check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        [str(BIN / "lch"), "models", "path", name], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def cell_run(kind: str, name: str, tokens: int, data: Path, out: Path) -> tuple[str, dict, str]:
@@ -57,12 +59,23 @@ def cell_run(kind: str, name: str, tokens: int, data: Path, out: Path) -> tuple[
     if kind in ("generation", "dynamic"):
         task, meta = "lch_ruler_niah_single_1", {"lengths": [tokens], "num_samples": 1, "essays": "synthetic"}
     elif kind == "scoring":
-        task, meta = "ppl_govreport", {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens,
-                                       "num_docs": 1}
+        task, meta = (
+            "ppl_govreport",
+            {"data_files": str(data), "min_tokens": tokens, "max_tokens": tokens, "num_docs": 1},
+        )
     else:  # the other model its evaluator, in a key-token cache of the run's own: the evaluator runs
-        task, meta = "longppl_govreport", {"evaluator": model_path(OTHER[name]), "evaluator_dtype": "float32",
-                                           "key_cache_dir": str(out.with_suffix(".keys")), "data_files": str(data),
-                                           "min_tokens": tokens, "max_tokens": tokens, "num_docs": 1}
+        task, meta = (
+            "longppl_govreport",
+            {
+                "evaluator": model_path(OTHER[name]),
+                "evaluator_dtype": "float32",
+                "key_cache_dir": str(out.with_suffix(".keys")),
+                "data_files": str(data),
+                "min_tokens": tokens,
+                "max_tokens": tokens,
+                "num_docs": 1,
+            },
+        )
     return task, meta, "pic=dynamic,pic_ratio=4" if kind == "dynamic" else "pic=ntk,pic_ratio=4"
 
 
@@ -123,17 +136,42 @@ def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, dat
     else:
         load = os.getloadavg()
         start = time.perf_counter()
-        done = sampled_peak([*lch, "eval", "--model", engine, "--model_args", args, "--tasks", tasks, "--metadata",
-                             json.dumps(meta), "--batch_size", "1", "--output_path", str(out)], environ,
-                            out.with_suffix(".rss.json"))
-        row = {"kind": kind, "tokens": tokens, "run_commit": COMMIT, "exit": done.returncode, "wall_seconds":
-               round(time.perf_counter() - start, 1), "load_before": load, "load_after": os.getloadavg()}
+        done = sampled_peak(
+            [
+                *lch,
+                "eval",
+                "--model",
+                engine,
+                "--model_args",
+                args,
+                "--tasks",
+                tasks,
+                "--metadata",
+                json.dumps(meta),
+                "--batch_size",
+                "1",
+                "--output_path",
+                str(out),
+            ],
+            environ,
+            out.with_suffix(".rss.json"),
+        )
+        row = {
+            "kind": kind,
+            "tokens": tokens,
+            "run_commit": COMMIT,
+            "exit": done.returncode,
+            "wall_seconds": round(time.perf_counter() - start, 1),
+            "load_before": load,
+            "load_after": os.getloadavg(),
+        }
         if done.returncode != 0:
             return {**row, "last_line": (done.stderr.strip().splitlines() or [""])[-1]}
         ran.write_text(json.dumps(row))
     planned = out.with_suffix(".plan.json")
-    subprocess.run([str(BIN / "lch"), "plan", "--against", str(out), "--json", str(planned)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(BIN / "lch"), "plan", "--against", str(out), "--json", str(planned)], check=True, capture_output=True
+    )
     return {**row, **json.loads(planned.read_text())["against"]["memory"]}
 
 
@@ -163,16 +201,22 @@ def main() -> None:
         model_dir = model_path(name)
         for kind in args.kinds:
             for tokens in args.lengths:
-                row = {"model": name, "engine": args.engine, "commit": COMMIT, "date": time.strftime("%Y-%m-%d %H:%M"),
-                       **run_cell(args.engine, model_dir, name, kind, tokens, data, work / f"{name}-{kind}-{tokens}")}
+                row = {
+                    "model": name,
+                    "engine": args.engine,
+                    "commit": COMMIT,
+                    "date": time.strftime("%Y-%m-%d %H:%M"),
+                    **run_cell(args.engine, model_dir, name, kind, tokens, data, work / f"{name}-{kind}-{tokens}"),
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
                 measured = {(r["model"], r["kind"], r["tokens"]) for r in rows}
                 rows_now = [r for r in kept if (r["model"], r["kind"], r["tokens"]) not in measured] + rows
                 rows_now.sort(key=lambda r: (r["model"], r["kind"], r["tokens"]))
-                output.write_text(json.dumps({"machine":
-                                              f"{os.uname().machine}, {os.cpu_count()} cores", "rows": rows_now},
-                                             indent=1) + "\n")
+                output.write_text(
+                    json.dumps({"machine": f"{os.uname().machine}, {os.cpu_count()} cores", "rows": rows_now}, indent=1)
+                    + "\n"
+                )
 
 
 if __name__ == "__main__":

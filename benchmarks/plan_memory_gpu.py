@@ -22,13 +22,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.core.sizes import in_words  # noqa: E402  (after the path)
+from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
 from harness.plan.cells import PlanCell  # noqa: E402
 from harness.plan.devices import parse_memory  # noqa: E402
-from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY  # noqa: E402
 from harness.plan.make import EvalSettings, with_memory  # noqa: E402
 
-CONFIGS = {"llama-3.1-8b": ROOT / "benchmarks" / "configs" / "llama-3.1-8b",
-           "qwen2.5-7b": ROOT / "benchmarks" / "configs" / "qwen2.5-7b"}
+CONFIGS = {
+    "llama-3.1-8b": ROOT / "benchmarks" / "configs" / "llama-3.1-8b",
+    "qwen2.5-7b": ROOT / "benchmarks" / "configs" / "qwen2.5-7b",
+}
 ANSWER = 128  # RULER niah's answer budget
 
 
@@ -47,22 +49,46 @@ def main() -> None:
                 if engine == "vllm-pic" and task == "ppl_govreport":
                     model_args["gpu_memory_utilization"] = POOLED_GPU_MEMORY
                 run = EvalSettings(model=engine, model_args=model_args, tasks=[task])
-                cells = [PlanCell(task, str(n), (n,), (0,), scored_tokens=n - 1) if task == "ppl_govreport" else
-                         PlanCell(task, str(n), (n - ANSWER,), (ANSWER,)) for n in args.lengths]
+                cells = [
+                    PlanCell(task, str(n), (n,), (0,), scored_tokens=n - 1)
+                    if task == "ppl_govreport"
+                    else PlanCell(task, str(n), (n - ANSWER,), (ANSWER,))
+                    for n in args.lengths
+                ]
                 sized, misfits = with_memory(cells, run, device)
                 for cell in sized:
-                    rows.append({"model": name, "engine": engine, "task": cell.task, "length": int(cell.length),
-                                 "gpu_memory_utilization": model_args.get("gpu_memory_utilization"),
-                                 "memory_bytes": cell.memory, "fits": cell.fits})
-                    print(f"{name:13} {engine:8} {cell.task:13} {cell.length:>7}  {in_words(cell.memory):>9}  "
-                          f"{'fits' if cell.fits else 'does not fit'}")
+                    rows.append(
+                        {
+                            "model": name,
+                            "engine": engine,
+                            "task": cell.task,
+                            "length": int(cell.length),
+                            "gpu_memory_utilization": model_args.get("gpu_memory_utilization"),
+                            "memory_bytes": cell.memory,
+                            "fits": cell.fits,
+                        }
+                    )
+                    print(
+                        f"{name:13} {engine:8} {cell.task:13} {cell.length:>7}  {in_words(cell.memory):>9}  "
+                        f"{'fits' if cell.fits else 'does not fit'}"
+                    )
                 for line in misfits:
                     print(f"  {line}")
                 if misfits:
                     rows.append({"model": name, "engine": engine, "task": task, "does_not_fit": misfits})
-    Path(args.output).write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M"), "device": device.name,
-                                             "device_bytes": device.size, "dtype": "bfloat16", "rows": rows},
-                                            indent=1) + "\n")
+    Path(args.output).write_text(
+        json.dumps(
+            {
+                "date": time.strftime("%Y-%m-%d %H:%M"),
+                "device": device.name,
+                "device_bytes": device.size,
+                "dtype": "bfloat16",
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,8 @@ a run is taken with the same synchronisation). The phases:
 as ``record_function`` ranges, and writes ``DIR/<model>_<dtype>_<kind>_<n>.txt``: the profiler's ``key_averages``
 table (by self device time on a GPU, self CPU time else) and the phases' rows. ``--against`` prints the warm totals
 against an earlier JSON of this script and checks that every value (PPL, LongPPL, LongPPL-soft, key tokens) is
-identical. Writes ``benchmarks/results/time_split/<model>_<path>_<device>.json`` unless ``--out`` says otherwise, with the
-machine, the date, the load average before and after, torch's version and the device's name.
+identical. Writes ``benchmarks/results/time_split/<model>_<path>_<device>.json`` unless ``--out`` says otherwise, with
+the machine, the date, the load average before and after, torch's version and the device's name.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -62,8 +63,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from gpu_real import device_name, essays_dir, text_of  # noqa: E402  (after the path)
 
 SETTINGS = dict(trunc_len=4096, sliding_window=1024, alpha=2.0, beta=-2.0)
-FORWARDS = ("forward: evaluator long pass", "forward: evaluator short windows", "forward: evaluated model",
-            "LM head matmul")
+FORWARDS = (
+    "forward: evaluator long pass",
+    "forward: evaluator short windows",
+    "forward: evaluated model",
+    "LM head matmul",
+)
 MODELS = {"smollm2": "smollm2-135m", "gemma3": "gemma3-270m"}
 
 
@@ -132,8 +137,9 @@ class Split:
         wrapper.__wrapped__ = function  # type: ignore[attr-defined]
         return wrapper
 
-    def wrap_everywhere(self, function: Callable, label: str | Callable[[], str],
-                        before: Callable[[], None] | None = None) -> None:
+    def wrap_everywhere(
+        self, function: Callable, label: str | Callable[[], str], before: Callable[[], None] | None = None
+    ) -> None:
         """Replace ``function`` by its timed wrapper in every loaded ``harness`` module that holds it by name."""
         timed = self.timed(function, label)
         if before is not None:
@@ -142,6 +148,7 @@ class Split:
             def timed(*args: Any, **kwargs: Any) -> Any:  # noqa: F811 (the wrapper with its set-up)
                 before()
                 return inner(*args, **kwargs)
+
         for name, module in list(sys.modules.items()):
             if name.startswith("harness") and module is not None:
                 for attr, value in list(vars(module).items()):
@@ -217,8 +224,13 @@ class Split:
         self.wrap_everywhere(scoring.logprobs_from_hidden, "head chunk loop")
         self.wrap_everywhere(head.output_logits, "logits fp32 + soft-cap")
         self.wrap_everywhere(scoring.picked_logprobs, "log-softmax fp32")
-        for function in (sizing.device_free_bytes, sizing.check_fits, sizing.logit_budget, sizing.query_block,
-                         estimator.window_batch):
+        for function in (
+            sizing.device_free_bytes,
+            sizing.check_fits,
+            sizing.logit_budget,
+            sizing.query_block,
+            estimator.window_batch,
+        ):
             self.wrap_everywhere(function, "memory sizing")
         self.wrap_everywhere(formulas.select_key_tokens, "key-token selection (LSD, LCL, spans)")
         self.wrap_everywhere(formulas.document_stats, "document sums")
@@ -276,7 +288,9 @@ class Runner:
             if kind == "ppl":
                 from harness.models.scoring import score_tokens
 
-                ids = torch.tensor([self.tokenizer(text, add_special_tokens=False)["input_ids"]], device=self.args.device)
+                ids = torch.tensor(
+                    [self.tokenizer(text, add_special_tokens=False)["input_ids"]], device=self.args.device
+                )
                 logprobs = score_tokens(self.model, ids, torch.ones_like(ids))[0]
                 return {"ppl": float(torch.exp(-logprobs.double().mean())), "n_token": int(ids.shape[1])}
             from harness.longppl.estimator import compute_longppl
@@ -302,8 +316,13 @@ class Runner:
 
             return {"ppl": math.exp(total / count), "n_token": len(scored["token_ids"])}
         with tempfile.TemporaryDirectory() as cache:  # a miss: the evaluator runs
-            keys = key_tokens_for_texts([text], (self.model, self.tokenizer), KeySettings(**settings),
-                                        cache=KeyTokenCache(cache), evaluator_id="time-split")[0]
+            keys = key_tokens_for_texts(
+                [text],
+                (self.model, self.tokenizer),
+                KeySettings(**settings),
+                cache=KeyTokenCache(cache),
+                evaluator_id="time-split",
+            )[0]
             with self.split.phase("key JSON and cache"):
                 key_json = json.dumps(keys.to_json())
         request = SimpleNamespace(args=TOKEN_LOGPROBS.arguments(text, ScoringOptions.of(add_special_tokens=False)))
@@ -322,9 +341,15 @@ def measured(split: Split, runner: Runner, kind: str, text: str) -> dict:
     total = sum(split.seconds.values())
     phases = dict(sorted(split.seconds.items(), key=lambda item: -item[1]))
     forwards = sum(phases.get(label, 0.0) for label in FORWARDS)
-    return {"total_s": total, "forwards_s": forwards, "outside_s": total - forwards,
-            "outside_share": (total - forwards) / total if total else None, "phases_s": phases,
-            "calls": dict(split.calls), "values": values}
+    return {
+        "total_s": total,
+        "forwards_s": forwards,
+        "outside_s": total - forwards,
+        "outside_share": (total - forwards) / total if total else None,
+        "phases_s": phases,
+        "calls": dict(split.calls),
+        "values": values,
+    }
 
 
 def profiled(split: Split, runner: Runner, kind: str, text: str, path: Path) -> dict:
@@ -346,22 +371,41 @@ def profiled(split: Split, runner: Runner, kind: str, text: str, path: Path) -> 
     def device_us(event: Any) -> float:
         return float(getattr(event, "device_time_total", getattr(event, "cuda_time_total", 0.0)) or 0.0)
 
-    labels = [{"phase": e.key, "calls": e.count, "cpu_total_ms": e.cpu_time_total / 1e3,
-               "device_total_ms": device_us(e) / 1e3} for e in averages if e.key in ours]
+    labels = [
+        {
+            "phase": e.key,
+            "calls": e.count,
+            "cpu_total_ms": e.cpu_time_total / 1e3,
+            "device_total_ms": device_us(e) / 1e3,
+        }
+        for e in averages
+        if e.key in ours
+    ]
     labels.sort(key=lambda r: -max(r["cpu_total_ms"], r["device_total_ms"]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"time_split.py --profile: {kind} at {len(text)} characters ({runner.path} path), {runner.args.model} "
-             f"{runner.args.dtype} on "
-             f"{device_name(runner.args.device)}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M')}",
-             f"wall {row['total_s']:.3f} s under the profiler", "", "phases (record_function ranges: totals include "
-             "nested phases; self: the script's timers, nested phases taken out):",
-             f"{'phase':45} {'calls':>6} {'CPU total ms':>13} {'device total ms':>16} {'self ms':>9}"]
-    lines += [f"{r['phase']:45} {r['calls']:>6} {r['cpu_total_ms']:>13.1f} {r['device_total_ms']:>16.1f} "
-              f"{1e3 * row['phases_s'].get(r['phase'], 0.0):>9.1f}" for r in labels]
+    lines = [
+        f"time_split.py --profile: {kind} at {len(text)} characters ({runner.path} path), {runner.args.model} "
+        f"{runner.args.dtype} on "
+        f"{device_name(runner.args.device)}, torch {torch.__version__}, {time.strftime('%Y-%m-%d %H:%M')}",
+        f"wall {row['total_s']:.3f} s under the profiler",
+        "",
+        "phases (record_function ranges: totals include "
+        "nested phases; self: the script's timers, nested phases taken out):",
+        f"{'phase':45} {'calls':>6} {'CPU total ms':>13} {'device total ms':>16} {'self ms':>9}",
+    ]
+    lines += [
+        f"{r['phase']:45} {r['calls']:>6} {r['cpu_total_ms']:>13.1f} {r['device_total_ms']:>16.1f} "
+        f"{1e3 * row['phases_s'].get(r['phase'], 0.0):>9.1f}"
+        for r in labels
+    ]
     lines += ["", f"key_averages, by {sort}:", averages.table(sort_by=sort, row_limit=40, max_name_column_width=60)]
     path.write_text("\n".join(lines) + "\n")
-    return {"file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path), "wall_s": row["total_s"],
-            "phases": labels, "phases_self_s": row["phases_s"]}
+    return {
+        "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+        "wall_s": row["total_s"],
+        "phases": labels,
+        "phases_self_s": row["phases_s"],
+    }
 
 
 def table(rows: list[dict], against: dict | None = None) -> str:
@@ -369,17 +413,24 @@ def table(rows: list[dict], against: dict | None = None) -> str:
     old = {(r.get("path", against.get("path")), r["kind"], r["tokens"]): r for r in against["rows"]} if against else {}
     for row in rows:
         warm = row["warm"]
-        head = (f"{row['path']}: {row['kind']} at {row['tokens']} tokens: cold {row['cold']['total_s']:.3f} s, warm {warm['total_s']:.3f}"
-                f" s, forwards {warm['forwards_s']:.3f} s, outside {warm['outside_s']:.3f} s "
-                f"({100 * warm['outside_share']:.1f} %)")
+        head = (
+            f"{row['path']}: {row['kind']} at {row['tokens']} tokens: cold {row['cold']['total_s']:.3f} s, warm "
+            f"{warm['total_s']:.3f}"
+            f" s, forwards {warm['forwards_s']:.3f} s, outside {warm['outside_s']:.3f} s "
+            f"({100 * warm['outside_share']:.1f} %)"
+        )
         before = old.get((row["path"], row["kind"], row["tokens"]))
         if before:
-            head += (f"; before: warm {before['warm']['total_s']:.3f} s, outside {before['warm']['outside_s']:.3f} s "
-                     f"({100 * before['warm']['outside_share']:.1f} %)")
+            head += (
+                f"; before: warm {before['warm']['total_s']:.3f} s, outside {before['warm']['outside_s']:.3f} s "
+                f"({100 * before['warm']['outside_share']:.1f} %)"
+            )
         lines.append(head)
         for label, seconds in warm["phases_s"].items():
-            lines.append(f"    {label:45} {seconds:9.4f} s {100 * seconds / warm['total_s']:6.1f} %"
-                         f"  x{warm['calls'].get(label, 0)}")
+            lines.append(
+                f"    {label:45} {seconds:9.4f} s {100 * seconds / warm['total_s']:6.1f} %"
+                f"  x{warm['calls'].get(label, 0)}"
+            )
     return "\n".join(lines)
 
 
@@ -395,7 +446,9 @@ def same_values(rows: list[dict], against: dict) -> tuple[int, list[str]]:
         for run in [row["cold"], row["warm"]]:
             for key, value in run["values"].items():
                 if before.get(key) != value:
-                    differ.append(f"{row['path']} {row['kind']} {row['tokens']} {key}: {before.get(key)!r} -> {value!r}")
+                    differ.append(
+                        f"{row['path']} {row['kind']} {row['tokens']} {key}: {before.get(key)!r} -> {value!r}"
+                    )
     return compared, differ
 
 
@@ -408,21 +461,27 @@ def summarize(folder: str) -> str:
     lines = []
     for file in sorted(Path(folder).glob("*.json")):
         report = json.loads(file.read_text())
-        lines.append(f"{file.name}: {report['label']}, {report['date']}, load {report['load_average_before'][0]:.2f} -> "
-                     f"{report['load_average_after'][0]:.2f}")
+        lines.append(
+            f"{file.name}: {report['label']}, {report['date']}, load {report['load_average_before'][0]:.2f} -> "
+            f"{report['load_average_after'][0]:.2f}"
+        )
         for row in report["rows"]:
             runs[(report["model"], row["path"], row["kind"], row["tokens"], report["label"])] += row["runs"]
             values[(report["model"], row["path"], row["kind"], row["tokens"])].add(json.dumps(row["warm"]["values"]))
-    lines.append(f"{'model':8} {'path':9} {'kind':7} {'tokens':>6} {'label':8} {'runs':>4} {'total s':>8} "
-                 f"{'outside s (min-max)':>20} {'share':>6} {'w/o GC s':>9}  GC s per run")
+    lines.append(
+        f"{'model':8} {'path':9} {'kind':7} {'tokens':>6} {'label':8} {'runs':>4} {'total s':>8} "
+        f"{'outside s (min-max)':>20} {'share':>6} {'w/o GC s':>9}  GC s per run"
+    )
     for key, rows in sorted(runs.items()):
         total = statistics.median(r["total_s"] for r in rows)
         outside = [r["outside_s"] for r in rows]
-        lines.append(f"{key[0]:8} {key[1]:9} {key[2]:7} {key[3]:>6} {str(key[4]):8} {len(rows):>4} {total:>8.3f} "
-                     f"{statistics.median(outside):>7.3f} ({min(outside):.3f}-{max(outside):.3f}) "
-                     f"{100 * statistics.median(outside) / total:>5.1f}% "
-                     f"{statistics.median(r['outside_s'] - r['gc_s'] for r in rows):>9.3f}  "
-                     + " ".join(f"{r['gc_s']:.3f}" for r in rows))
+        lines.append(
+            f"{key[0]:8} {key[1]:9} {key[2]:7} {key[3]:>6} {str(key[4]):8} {len(rows):>4} {total:>8.3f} "
+            f"{statistics.median(outside):>7.3f} ({min(outside):.3f}-{max(outside):.3f}) "
+            f"{100 * statistics.median(outside) / total:>5.1f}% "
+            f"{statistics.median(r['outside_s'] - r['gc_s'] for r in rows):>9.3f}  "
+            + " ".join(f"{r['gc_s']:.3f}" for r in rows)
+        )
     same = all(len(v) == 1 for v in values.values())
     lines.append("values identical across the files" if same else "values DIFFER across the files")
     return "\n".join(lines)
@@ -438,18 +497,27 @@ def main() -> None:
     parser.add_argument("--paths", nargs="+", choices=["estimator", "lm-eval"], default=["estimator"])
     parser.add_argument("--trunc-len", type=int, default=SETTINGS["trunc_len"], help="K of LongPPL")
     parser.add_argument("--sliding-window", type=int, default=SETTINGS["sliding_window"], help="d of LongPPL")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each kind: the first cold, the fastest of "
-                        "the rest warm")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each kind: the first cold, the fastest of the rest warm"
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch threads on the CPU")
     parser.add_argument("--essays", default=None)
     parser.add_argument("--profile", default=None, metavar="DIR", help="one more run of each kind under torch.profiler")
     parser.add_argument("--against", default=None, help="an earlier JSON of this script: times beside it, values equal")
-    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() once the model is loaded: what full "
-                        "collections cost when they skip the objects of the libraries and the model (an experiment)")
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() once the model is loaded: what full "
+        "collections cost when they skip the objects of the libraries and the model (an experiment)",
+    )
     parser.add_argument("--label", default=None, help="what this run is (e.g. before, after), kept in the JSON")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--summarize", default=None, metavar="DIR", help="print the runs of the JSONs in DIR "
-                        "(median over every run) and exit")
+    parser.add_argument(
+        "--summarize",
+        default=None,
+        metavar="DIR",
+        help="print the runs of the JSONs in DIR (median over every run) and exit",
+    )
     args = parser.parse_args()
     if args.summarize:
         print(summarize(args.summarize))
@@ -469,16 +537,34 @@ def main() -> None:
     split.instrument_functions()
     essays = essays_dir(args.essays)
     name = Path(folder).name if args.model not in ("tiny", *MODELS) else args.model
-    report = {"script": "benchmarks/time_split.py", "label": args.label, "argv": sys.argv[1:], "model": args.model,
-              "model_folder": folder, "harness": str(Path(harness.__file__).parent), "paths": args.paths,
-              "gc_freeze": args.gc_freeze, "device": device_name(args.device), "dtype": args.dtype,
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores", "threads": args.threads
-              if args.device == "cpu" else None, "torch": torch.__version__, "transformers": transformers.__version__,
-              "date": time.strftime("%Y-%m-%d %H:%M"), "settings": {**SETTINGS, "trunc_len": args.trunc_len,
-                                                                     "sliding_window": args.sliding_window},
-              "load_average_before": load_before, "rows": []}
-    out = Path(args.out or ROOT / "benchmarks" / "results" / "time_split" /
-               f"{name}_{'_'.join(args.paths)}_{args.device.split(':')[0]}.json")
+    report = {
+        "script": "benchmarks/time_split.py",
+        "label": args.label,
+        "argv": sys.argv[1:],
+        "model": args.model,
+        "model_folder": folder,
+        "harness": str(Path(harness.__file__).parent),
+        "paths": args.paths,
+        "gc_freeze": args.gc_freeze,
+        "device": device_name(args.device),
+        "dtype": args.dtype,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "threads": args.threads if args.device == "cpu" else None,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "settings": {**SETTINGS, "trunc_len": args.trunc_len, "sliding_window": args.sliding_window},
+        "load_average_before": load_before,
+        "rows": [],
+    }
+    out = Path(
+        args.out
+        or ROOT
+        / "benchmarks"
+        / "results"
+        / "time_split"
+        / f"{name}_{'_'.join(args.paths)}_{args.device.split(':')[0]}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     for path in args.paths:
         runner = Runner(args, path, folder, split)
@@ -491,14 +577,27 @@ def main() -> None:
             for kind in args.kinds:
                 runs = [measured(split, runner, kind, text) for _ in range(args.repeats)]
                 warm = min(runs[1:], key=lambda r: r["total_s"])
-                row = {"path": path, "kind": kind, "tokens": n, "characters": len(text), "cold": runs[0],
-                       "warm": warm, "warm_totals_s": [r["total_s"] for r in runs[1:]],
-                       "runs": [{"total_s": r["total_s"], "outside_s": r["outside_s"],
-                                 "gc_s": sum(v for k, v in r["phases_s"].items() if k.startswith("Python GC"))}
-                                for r in runs]}
+                row = {
+                    "path": path,
+                    "kind": kind,
+                    "tokens": n,
+                    "characters": len(text),
+                    "cold": runs[0],
+                    "warm": warm,
+                    "warm_totals_s": [r["total_s"] for r in runs[1:]],
+                    "runs": [
+                        {
+                            "total_s": r["total_s"],
+                            "outside_s": r["outside_s"],
+                            "gc_s": sum(v for k, v in r["phases_s"].items() if k.startswith("Python GC")),
+                        }
+                        for r in runs
+                    ],
+                }
                 if args.profile:
-                    row["profile"] = profiled(split, runner, kind, text,
-                                              Path(args.profile) / f"{name}_{args.dtype}_{path}_{kind}_{n}.txt")
+                    row["profile"] = profiled(
+                        split, runner, kind, text, Path(args.profile) / f"{name}_{args.dtype}_{path}_{kind}_{n}.txt"
+                    )
                 report["rows"].append(row)
                 print(table([row]), flush=True)
                 out.write_text(json.dumps(report, indent=1) + "\n")  # a call cut short keeps the rows it measured
@@ -510,15 +609,26 @@ def main() -> None:
     if args.against:
         against = json.loads(Path(args.against).read_text())
         compared, differ = same_values(report["rows"], against)
-        report["against"] = {"file": args.against, "rows_compared": compared, "values_identical": bool(compared)
-                             and not differ, "differences": differ}
+        report["against"] = {
+            "file": args.against,
+            "rows_compared": compared,
+            "values_identical": bool(compared) and not differ,
+            "differences": differ,
+        }
         print(f"\nagainst {args.against} ({against.get('label')}, {against.get('date')}):")
         print(table(report["rows"], against))
-        print("no row in common" if not compared else f"values identical in {compared} rows" if not differ else
-              "values DIFFER:\n  " + "\n  ".join(differ))
+        print(
+            "no row in common"
+            if not compared
+            else f"values identical in {compared} rows"
+            if not differ
+            else "values DIFFER:\n  " + "\n  ".join(differ)
+        )
     out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"{args.model} {args.dtype} on {report['device']} (load {load_before[0]:.2f} -> "
-          f"{report['load_average_after'][0]:.2f}): written to {out}")
+    print(
+        f"{args.model} {args.dtype} on {report['device']} (load {load_before[0]:.2f} -> "
+        f"{report['load_average_after'][0]:.2f}): written to {out}"
+    )
 
 
 if __name__ == "__main__":

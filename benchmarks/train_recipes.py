@@ -42,15 +42,40 @@ TEXT = {"heldout": 0.17}
 RUNS = {  # name -> (recipe options, data kind, reference run)
     "sft": ({"recipe": "sft", **INSTR}, "instr", None),
     "ntk": ({"recipe": "pic-sft", "pic": "ntk", "pic_ratio": 16.0, **INSTR}, "instr", "sft"),
-    "dynamic": ({"recipe": "pic-sft", "pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 10, "pic_recent": 200,
-                 "segment_length": 256, **INSTR}, "instr", "sft"),
+    "dynamic": (
+        {
+            "recipe": "pic-sft",
+            "pic": "dynamic",
+            "pic_ratio": 2.0,
+            "pic_initial": 10,
+            "pic_recent": 200,
+            "segment_length": 256,
+            **INSTR,
+        },
+        "instr",
+        "sft",
+    ),
     "ce_1024": ({"recipe": "longce", "seq_len": 1024, "short_context": 1024, **TEXT}, "text", None),
-    "longce": ({"recipe": "longce", "seq_len": 1024, "short_context": 512, "sliding_window": 256, **TEXT}, "text", "ce_1024"),
+    "longce": (
+        {"recipe": "longce", "seq_len": 1024, "short_context": 512, "sliding_window": 256, **TEXT},
+        "text",
+        "ce_1024",
+    ),
     "ce_640": ({"recipe": "longce", "seq_len": 640, "short_context": 640, **TEXT}, "text", None),
     "lsm-reg": ({"recipe": "lsm-reg", "context_length": 512, "delta": 128, **TEXT}, "text", "ce_640"),
     "ce_768": ({"recipe": "longce", "seq_len": 768, "short_context": 768, **TEXT}, "text", None),
-    "longrecipe": ({"recipe": "longrecipe", "target_length": 16384, "rope_base": 400000.0, "train_length": 768,
-                    "max_length": 2048, **TEXT}, "text", "ce_768"),
+    "longrecipe": (
+        {
+            "recipe": "longrecipe",
+            "target_length": 16384,
+            "rope_base": 400000.0,
+            "train_length": 768,
+            "max_length": 2048,
+            **TEXT,
+        },
+        "text",
+        "ce_768",
+    ),
 }
 
 
@@ -58,8 +83,12 @@ def data_files(work: Path) -> dict[str, Path]:
     """The instruction rows (first 40 HelloBench generations of Suri-7B) and 12 essays as JSON Lines."""
     work.mkdir(parents=True, exist_ok=True)
     instr, text = work / "instructions.jsonl", work / "essays.jsonl"
-    rows = [json.loads(line) for line in (SHARED / "hellobench" / "generations_suri_7b_htg.jsonl").read_text().splitlines()]
-    instr.write_text("".join(json.dumps({"instruction": r["instruction"], "response": r["response"]}) + "\n" for r in rows[:40]))
+    rows = [
+        json.loads(line) for line in (SHARED / "hellobench" / "generations_suri_7b_htg.jsonl").read_text().splitlines()
+    ]
+    instr.write_text(
+        "".join(json.dumps({"instruction": r["instruction"], "response": r["response"]}) + "\n" for r in rows[:40])
+    )
     essays = sorted((SHARED / "paul_graham_essays").glob("*.txt"), key=lambda p: -p.stat().st_size)[:12]
     text.write_text("".join(json.dumps({"text": p.read_text(encoding="utf-8")}) + "\n" for p in essays))
     return {"instr": instr, "text": text}
@@ -71,8 +100,9 @@ def child(name: str, model: str, steps: int, work: Path) -> None:
 
     options, kind, _ = RUNS[name]
     files = data_files(work)
-    cfg = TrainConfig.for_recipe(model=model, data=str(files[kind]), output=str(work / name), max_steps=steps,
-                                 **{**COMMON, **options})
+    cfg = TrainConfig.for_recipe(
+        model=model, data=str(files[kind]), output=str(work / name), max_steps=steps, **{**COMMON, **options}
+    )
     start = time.perf_counter()
     summary = train_recipe(cfg)
     summary["wall_seconds"] = round(time.perf_counter() - start, 1)
@@ -102,12 +132,26 @@ def main() -> None:
     runs = dict(previous.get("runs", {}))
     for name in names:
         shutil.rmtree(work / name, ignore_errors=True)
-        done = subprocess.run([sys.executable, __file__, "--child", name, "--model", args.model, "--steps", str(args.steps),
-                               "--work", str(work)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                name,
+                "--model",
+                args.model,
+                "--steps",
+                str(args.steps),
+                "--work",
+                str(work),
+            ],
+            capture_output=True,
+            text=True,
+        )
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
         if done.returncode != 0 or line is None:
             sys.exit(f"{name} failed:\n{done.stderr[-3000:]}")
-        runs[name] = json.loads(line[len("RESULT "):])
+        runs[name] = json.loads(line[len("RESULT ") :])
         print(f"{name}: done in {runs[name]['wall_seconds']} s", flush=True)
     table = []
     for name, (_, _, ref) in RUNS.items():
@@ -115,25 +159,42 @@ def main() -> None:
             continue
         r = runs[name]
         variant = "plain CE (LongCE with K = seq_len: weights 1)" if name.startswith("ce_") else r["variant"]
-        row = {"run": name, "variant": variant, "steps": r["steps"], "steps_per_s": r["steps_per_second"],
-               "peak_rss_gb": r["peak_rss_gb"], "heldout_before": r["heldout_loss_before"],
-               "heldout_after": r["heldout_loss_after"], "train_s": r["train_seconds"], "reference": ref}
+        row = {
+            "run": name,
+            "variant": variant,
+            "steps": r["steps"],
+            "steps_per_s": r["steps_per_second"],
+            "peak_rss_gb": r["peak_rss_gb"],
+            "heldout_before": r["heldout_loss_before"],
+            "heldout_after": r["heldout_loss_after"],
+            "train_s": r["train_seconds"],
+            "reference": ref,
+        }
         if ref and ref in runs:
             row["time_ratio_vs_reference"] = round(runs[ref]["steps_per_second"] / r["steps_per_second"], 3)
             row["memory_ratio_vs_reference"] = round(r["peak_rss_gb"] / runs[ref]["peak_rss_gb"], 3)
         table.append(row)
-    out = {"machine": f"{platform.machine()} {os.cpu_count()} cores, torch {__import__('torch').__version__}",
-           "model": args.model, "steps": args.steps, "settings": {"common": COMMON, "runs": {k: v[0] for k, v in RUNS.items()}},
-           "table": table, "runs": runs}
+    out = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, torch {__import__('torch').__version__}",
+        "model": args.model,
+        "steps": args.steps,
+        "settings": {"common": COMMON, "runs": {k: v[0] for k, v in RUNS.items()}},
+        "table": table,
+        "runs": runs,
+    }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
-    print(f"{'run':<11} {'steps/s':>8} {'x ref time':>10} {'RSS GB':>7} {'x ref mem':>9} {'held-out before -> after':>26}")
+    print(
+        f"{'run':<11} {'steps/s':>8} {'x ref time':>10} {'RSS GB':>7} {'x ref mem':>9} {'held-out before -> after':>26}"
+    )
     for row in table:
         ratio = row.get("time_ratio_vs_reference")
         mem = row.get("memory_ratio_vs_reference")
-        print(f"{row['run']:<11} {row['steps_per_s']:>8.4f} {('' if ratio is None else f'{ratio:.2f}'):>10} "
-              f"{row['peak_rss_gb']:>7.2f} {('' if mem is None else f'{mem:.2f}'):>9} "
-              f"{row['heldout_before']:>12.4f} -> {row['heldout_after']:.4f}")
+        print(
+            f"{row['run']:<11} {row['steps_per_s']:>8.4f} {('' if ratio is None else f'{ratio:.2f}'):>10} "
+            f"{row['peak_rss_gb']:>7.2f} {('' if mem is None else f'{mem:.2f}'):>9} "
+            f"{row['heldout_before']:>12.4f} -> {row['heldout_after']:.4f}"
+        )
     print(f"wrote {RESULTS}")
 
 

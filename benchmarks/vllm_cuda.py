@@ -20,9 +20,10 @@ recorded.
 
 ``speed``: greedy decode tokens/s, batch 1, ``--new`` tokens after a ``--decode-prompt``-token essay prompt
 (``(new - 1) / (t(new) - t(1))``, median of 3): vanilla vLLM and Dynamic PIC (s_cr 2, l_ic 4, l_rc 200), each eager
-and under CUDA graphs (goal: Dynamic >= 0.85x vanilla in the same mode); RULER niah samples/s at ``--ruler-length`` through ``lch eval`` on each engine
-(``--ruler-pic``, NTK-aware s_rr 4 by default), from two runs of ``--ruler-samples`` samples (the difference of their
-wall times, so model load and start-up cancel; goal: vllm-pic >= 10x hf-pic).
+and under CUDA graphs (goal: Dynamic >= 0.85x vanilla in the same mode); RULER niah samples/s at ``--ruler-length``
+through ``lch eval`` on each engine (``--ruler-pic``, NTK-aware s_rr 4 by default), from two runs of
+``--ruler-samples`` samples (the difference of their wall times, so model load and start-up cancel; goal: vllm-pic >=
+10x hf-pic).
 
 The engine runs in this interpreter when it imports vLLM (a GPU machine), else in the CPU environment of
 ``lch vllm-env``. ``--small`` (a tiny trained Llama, 1k-2k tokens, fp32, eager) is how the script is checked on a
@@ -46,10 +47,14 @@ sys.path.insert(0, str(ROOT))
 
 AGREE_TASKS = "ppl_govreport,longppl_govreport,lch_ruler_niah_single_1,lch_babilong_qa1"
 RULER_TASK = "lch_ruler_niah_single_1"
-PIC_ARGS = {"none": "", "naive": ",pic=naive,pic_ratio=2", "ntk": ",pic=ntk,pic_ratio=4",
-            "dynamic": ",pic=dynamic,pic_ratio=2,pic_initial=4,pic_recent=200"}
+PIC_ARGS = {
+    "none": "",
+    "naive": ",pic=naive,pic_ratio=2",
+    "ntk": ",pic=ntk,pic_ratio=4",
+    "dynamic": ",pic=dynamic,pic_ratio=2,pic_initial=4,pic_recent=200",
+}
 
-WORKER = r'''
+WORKER = r"""
 import json, statistics, sys, time
 from harness.engines.vllm_pic.lm import VLLMPicLM
 from vllm import SamplingParams, TokensPrompt
@@ -76,7 +81,7 @@ for name, extra in spec["engines"].items():
     del lm, llm
     import gc; gc.collect()
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 def device_name() -> str:
@@ -147,10 +152,21 @@ def model_args(engine: str, model: Path, dtype: str, method: str, mode: str, max
 
 def metadata(args: argparse.Namespace, model: Path, lengths: list[int], samples: int) -> dict:
     doc = args.lengths[0]
-    return {"data_files": str(args.essays), "min_tokens": doc, "max_tokens": doc, "num_docs": args.num_docs,
-            "evaluator": str(model), "trunc_len": min(4096, doc // 2), "sliding_window": min(1024, doc // 4),
-            "max_seq_lengths": lengths, "lengths": lengths, "num_samples": samples, "essays": str(args.essays),
-            "source": "synthetic", "filler": str(args.essays)}
+    return {
+        "data_files": str(args.essays),
+        "min_tokens": doc,
+        "max_tokens": doc,
+        "num_docs": args.num_docs,
+        "evaluator": str(model),
+        "trunc_len": min(4096, doc // 2),
+        "sliding_window": min(1024, doc // 4),
+        "max_seq_lengths": lengths,
+        "lengths": lengths,
+        "num_samples": samples,
+        "essays": str(args.essays),
+        "source": "synthetic",
+        "filler": str(args.essays),
+    }
 
 
 class Rows(list):
@@ -179,27 +195,70 @@ def agree_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
             for engine, mode in [("hf", "eager")] + [("vllm", mode) for mode in args.modes]:
                 folder = out / "runs" / f"{dtype}-{method}-{engine}-{mode}"
                 command, environ = engines.lch(
-                    engine, "eval", "--model", "hf-pic" if engine == "hf" else "vllm-pic", "--model_args",
-                    model_args(engine, model, dtype, method, mode, max_len), "--tasks", args.tasks, "--metadata", meta,
-                    "--log_samples", "--output_path", str(folder),
-                    *(["--device", args.hf_device, "--batch_size", "1"] if engine == "hf" else []))
+                    engine,
+                    "eval",
+                    "--model",
+                    "hf-pic" if engine == "hf" else "vllm-pic",
+                    "--model_args",
+                    model_args(engine, model, dtype, method, mode, max_len),
+                    "--tasks",
+                    args.tasks,
+                    "--metadata",
+                    meta,
+                    "--log_samples",
+                    "--output_path",
+                    str(folder),
+                    *(["--device", args.hf_device, "--batch_size", "1"] if engine == "hf" else []),
+                )
                 print(f"{dtype} {method} {engine} {mode}: lch eval ...", flush=True)
                 code, seconds, last = timed(command, environ, out / "logs" / f"{folder.name}.stderr")
-                rows.append({"part": "eval", "dtype": dtype, "method": method, "engine": engine, "mode": mode,
-                             "exit_code": code, "wall_s": round(seconds, 1), **({"stderr_tail": last} if code else {})})
+                rows.append(
+                    {
+                        "part": "eval",
+                        "dtype": dtype,
+                        "method": method,
+                        "engine": engine,
+                        "mode": mode,
+                        "exit_code": code,
+                        "wall_s": round(seconds, 1),
+                        **({"stderr_tail": last} if code else {}),
+                    }
+                )
                 if code == 0:
                     runs[(engine, mode)] = folder
             for mode in args.modes:
                 if ("hf", "eager") not in runs or ("vllm", mode) not in runs:
                     continue
                 name = f"{dtype}-{method}-hf_vs_vllm-{mode}"
-                done = subprocess.run([sys.executable, "-m", "harness.cli", "agree", str(runs[("hf", "eager")]),
-                                       str(runs[("vllm", mode)]), "-o", str(out / name)], capture_output=True, text=True)
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "harness.cli",
+                        "agree",
+                        str(runs[("hf", "eager")]),
+                        str(runs[("vllm", mode)]),
+                        "-o",
+                        str(out / name),
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 report = json.loads((out / f"{name}.json").read_text())
-                rows.append({"part": "agree", "dtype": dtype, "method": method, "mode": mode,
-                             "exit_code": done.returncode, "agrees": report["agrees"], "tasks": {
-                                 t["task"]: {k: t[k] for k in ("exact_match", "max_logprob_diff", "max_value_diff")}
-                                 for t in report["tasks"]}})
+                rows.append(
+                    {
+                        "part": "agree",
+                        "dtype": dtype,
+                        "method": method,
+                        "mode": mode,
+                        "exit_code": done.returncode,
+                        "agrees": report["agrees"],
+                        "tasks": {
+                            t["task"]: {k: t[k] for k in ("exact_match", "max_logprob_diff", "max_value_diff")}
+                            for t in report["tasks"]
+                        },
+                    }
+                )
                 print(f"  {name}: {'agree' if report['agrees'] else 'differ'}", flush=True)
 
 
@@ -218,10 +277,15 @@ def essay_prompt(model: Path, essays: Path, n_tokens: int) -> list[int]:
 def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Path, rows: Rows) -> None:
     python, environ = engines.python()
     dynamic = {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 200}
-    spec = {"model": str(model), "dtype": args.speed_dtype, "max_model_len": args.decode_prompt + args.new + 64,
-            "prompt": essay_prompt(model, args.essays, args.decode_prompt), "new": args.new,
-            "engines": {f"vanilla-{mode}": {"enforce_eager": mode == "eager"} for mode in args.modes}
-            | {f"dynamic-{mode}": {**dynamic, "enforce_eager": mode == "eager", "max_num_seqs": 4} for mode in args.modes}}
+    spec = {
+        "model": str(model),
+        "dtype": args.speed_dtype,
+        "max_model_len": args.decode_prompt + args.new + 64,
+        "prompt": essay_prompt(model, args.essays, args.decode_prompt),
+        "new": args.new,
+        "engines": {f"vanilla-{mode}": {"enforce_eager": mode == "eager"} for mode in args.modes}
+        | {f"dynamic-{mode}": {**dynamic, "enforce_eager": mode == "eager", "max_num_seqs": 4} for mode in args.modes},
+    }
     decode = {}
     for name, extra in spec["engines"].items():  # one process per engine: each gets the whole GPU
         print(f"decode: {name} ...", flush=True)
@@ -229,17 +293,32 @@ def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
         done = subprocess.run([python, "-c", WORKER, json.dumps(one)], env=environ, capture_output=True, text=True)
         result = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode or not result:
-            rows.append({"part": "decode", "engine": name, "exit_code": done.returncode,
-                         "stderr_tail": done.stderr.strip().splitlines()[-25:]})
+            rows.append(
+                {
+                    "part": "decode",
+                    "engine": name,
+                    "exit_code": done.returncode,
+                    "stderr_tail": done.stderr.strip().splitlines()[-25:],
+                }
+            )
             continue
-        decode |= json.loads(result[0][len("RESULT "):])
+        decode |= json.loads(result[0][len("RESULT ") :])
         row = decode[name]
         vanilla = decode.get("vanilla-" + name.split("-")[1])
-        rows.append({"part": "decode", "engine": name, "dtype": args.speed_dtype, "prompt": args.decode_prompt,
-                     "new": args.new, "decode_tokens_per_s": row["decode_tokens_per_s"], "runs": row["runs"],
-                     "vs_vanilla_same_mode": vanilla and row["decode_tokens_per_s"] / vanilla["decode_tokens_per_s"],
-                     "tokens_equal_vanilla_same_mode": vanilla and row["tokens"] == vanilla["tokens"],
-                     "tokens_equal_dynamic_eager": row["tokens"] == decode.get("dynamic-eager", {}).get("tokens")})
+        rows.append(
+            {
+                "part": "decode",
+                "engine": name,
+                "dtype": args.speed_dtype,
+                "prompt": args.decode_prompt,
+                "new": args.new,
+                "decode_tokens_per_s": row["decode_tokens_per_s"],
+                "runs": row["runs"],
+                "vs_vanilla_same_mode": vanilla and row["decode_tokens_per_s"] / vanilla["decode_tokens_per_s"],
+                "tokens_equal_vanilla_same_mode": vanilla and row["tokens"] == vanilla["tokens"],
+                "tokens_equal_dynamic_eager": row["tokens"] == decode.get("dynamic-eager", {}).get("tokens"),
+            }
+        )
     length = args.ruler_length
     rates = {}
     for engine in ("vllm", "hf"):
@@ -248,11 +327,22 @@ def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
             folder = out / "runs" / f"ruler-{engine}-{samples}"
             meta = json.dumps(metadata(args, model, [length], samples))
             command, environ = engines.lch(
-                engine, "eval", "--model", "hf-pic" if engine == "hf" else "vllm-pic", "--model_args",
-                model_args(engine, model, args.speed_dtype, args.ruler_pic, "eager", length) if engine == "hf" else
-                model_args(engine, model, args.speed_dtype, args.ruler_pic, args.modes[-1], length),
-                "--tasks", RULER_TASK, "--metadata", meta, "--output_path", str(folder),
-                *(["--device", args.hf_device, "--batch_size", str(args.hf_batch)] if engine == "hf" else []))
+                engine,
+                "eval",
+                "--model",
+                "hf-pic" if engine == "hf" else "vllm-pic",
+                "--model_args",
+                model_args(engine, model, args.speed_dtype, args.ruler_pic, "eager", length)
+                if engine == "hf"
+                else model_args(engine, model, args.speed_dtype, args.ruler_pic, args.modes[-1], length),
+                "--tasks",
+                RULER_TASK,
+                "--metadata",
+                meta,
+                "--output_path",
+                str(folder),
+                *(["--device", args.hf_device, "--batch_size", str(args.hf_batch)] if engine == "hf" else []),
+            )
             print(f"ruler {length} {engine} {samples} samples ...", flush=True)
             code, seconds, last = timed(command, environ, out / "logs" / f"{folder.name}.stderr")
             walls.append(seconds)
@@ -262,8 +352,17 @@ def speed_part(args: argparse.Namespace, engines: Engines, model: Path, out: Pat
         else:
             (n1, n2), (t1, t2) = args.ruler_samples, walls
             rate = (n2 - n1) / (t2 - t1) if t2 > t1 else None  # None: the samples' time drowned in the noise
-            rows.append({"part": "ruler", "engine": engine, "length": length, "pic": args.ruler_pic,
-                         "samples": args.ruler_samples, "wall_s": walls, "samples_per_s": rate})
+            rows.append(
+                {
+                    "part": "ruler",
+                    "engine": engine,
+                    "length": length,
+                    "pic": args.ruler_pic,
+                    "samples": args.ruler_samples,
+                    "wall_s": walls,
+                    "samples_per_s": rate,
+                }
+            )
             if rate is not None:
                 rates[engine] = rate
     if len(rates) == 2:
@@ -289,11 +388,17 @@ def main() -> None:
     parser.add_argument("--ruler-pic", default="ntk", choices=list(PIC_ARGS))
     parser.add_argument("--hf-device", default="cuda:0")
     parser.add_argument("--hf-batch", type=int, default=4)
-    parser.add_argument("--essays", type=Path, default=Path(os.environ.get(
-        "LCH_ESSAYS", ROOT.parent / "shared" / "data" / "paul_graham_essays")))
+    parser.add_argument(
+        "--essays",
+        type=Path,
+        default=Path(os.environ.get("LCH_ESSAYS", ROOT.parent / "shared" / "data" / "paul_graham_essays")),
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "vllm_cuda")
-    parser.add_argument("--tasks", default=AGREE_TASKS, help="the agreement's tasks, comma-separated (a subset of "
-                        "the default to fit a device call)")
+    parser.add_argument(
+        "--tasks",
+        default=AGREE_TASKS,
+        help="the agreement's tasks, comma-separated (a subset of the default to fit a device call)",
+    )
     parser.add_argument("--small", action="store_true", help="toy sizes on a tiny trained Llama: checks the script")
     args = parser.parse_args()
     unknown = sorted(set(args.tasks.split(",")) - set(AGREE_TASKS.split(",")))
@@ -305,13 +410,15 @@ def main() -> None:
         args.num_samples, args.num_docs, args.decode_prompt, args.new = 1, 1, 512, 32
         args.speed_dtype, args.ruler_length, args.ruler_samples, args.hf_device = "float32", 1024, [1, 3], "cpu"
     if not any(args.essays.glob("*.txt")):
-        raise SystemExit(f"vllm_cuda: no essays in {args.essays}: pass --essays DIR (a folder of .txt) or set LCH_ESSAYS")
+        raise SystemExit(
+            f"vllm_cuda: no essays in {args.essays}: pass --essays DIR (a folder of .txt) or set LCH_ESSAYS"
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
     from harness.models.fetch import fetch_model
-    from harness.models.tiny import build_tiny_model
     from harness.models.model_check import library_versions
+    from harness.models.tiny import build_tiny_model
 
     if args.small:
         model = build_tiny_model("llama", hidden=128, layers=2, max_positions=4096, train_steps=30, train_length=256)
@@ -320,12 +427,19 @@ def main() -> None:
     engines = Engines()
     args.out.mkdir(parents=True, exist_ok=True)
     python, environ = engines.python()
-    vllm_version = subprocess.run([python, "-c", "import vllm; print(vllm.__version__)"], env=environ,
-                                  capture_output=True, text=True).stdout.strip()
-    setup = {"device": device_name(), "model": args.model if not args.small else "tiny trained llama", "small": args.small,
-             "vllm": vllm_version, "libraries": library_versions("torch", "transformers", "lm_eval"),
-             "date": time.strftime("%Y-%m-%d"), "load_average_before": os.getloadavg(),
-             "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    vllm_version = subprocess.run(
+        [python, "-c", "import vllm; print(vllm.__version__)"], env=environ, capture_output=True, text=True
+    ).stdout.strip()
+    setup = {
+        "device": device_name(),
+        "model": args.model if not args.small else "tiny trained llama",
+        "small": args.small,
+        "vllm": vllm_version,
+        "libraries": library_versions("torch", "transformers", "lm_eval"),
+        "date": time.strftime("%Y-%m-%d"),
+        "load_average_before": os.getloadavg(),
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    }
     target = args.out / f"vllm_cuda_{'_'.join(args.only)}.json"
     rows = Rows(target, setup)
     if "agree" in args.only:

@@ -78,13 +78,15 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
                 def wrapper(*args, **kwargs):
                     start = time.perf_counter()
                     result = fn(*args, **kwargs)
-                    calls[key].append((time.perf_counter() - start, int(args[1][0].shape[0]) if key != "step_plan" else int((result.deltas != 0).sum())))
+                    size = int(args[1][0].shape[0]) if key != "step_plan" else int((result.deltas != 0).sum())
+                    calls[key].append((time.perf_counter() - start, size))
                     if key != "step_plan":
                         shape.setdefault("kv_cache", list(args[0].shape))
                     return result
                 return wrapper
             plain = dp.step_plan, dp.rerotate_cached_keys
-            dp.step_plan, dp.rerotate_cached_keys = timed(dp.step_plan, "step_plan"), timed(dp.rerotate_cached_keys, "rerotate_cached_keys")
+            dp.step_plan = timed(dp.step_plan, "step_plan")
+            dp.rerotate_cached_keys = timed(dp.rerotate_cached_keys, "rerotate_cached_keys")
             total, tokens_again = generate(llm, new)
             dp.step_plan, dp.rerotate_cached_keys = plain
             plans = calls["step_plan"][1:]  # the decode steps (the first call is the prefill)
@@ -133,8 +135,8 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
         for _ in range(n):
             vp.rerotate_cached_keys(cache, places, deltas, head_size, True)
         rerot_ms = 1e3 * (time.perf_counter() - start) / n
-        out["isolated"][layout] = {"moved_keys": len(plan.moves()), "slots": int(plan.deltas.numel()), "step_plan_ms": plan_ms,
-                                   "rerotate_ms_per_layer": rerot_ms,
+        out["isolated"][layout] = {"moved_keys": len(plan.moves()), "slots": int(plan.deltas.numel()),
+                                   "step_plan_ms": plan_ms, "rerotate_ms_per_layer": rerot_ms,
                                    "per_step_ms_all_layers": plan_ms + rerot_ms * out["in_place"]["layers"]}
     print("RESULT " + json.dumps(out))
 """
@@ -163,15 +165,28 @@ def hf_side(model_dir: str, prompt: list[int], new: int, repeats: int, pic: dict
     def generate(n: int) -> tuple[float, list[int]]:
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                                 min_new_tokens=n, do_sample=False, pad_token_id=0)
-        return time.perf_counter() - start, out[0, ids.shape[1]:].tolist()
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        return time.perf_counter() - start, out[0, ids.shape[1] :].tolist()
 
     runs = {}
     for name, impl in (("vanilla", None), ("dynamic_cached", "cached"), ("dynamic_reference", "reference")):
         if impl is not None:
-            apply_pic(model, "dynamic", ratio=pic["ratio"], initial=pic["initial"], recent=pic["recent"],
-                      layout=pic["layout"], impl=impl)
+            apply_pic(
+                model,
+                "dynamic",
+                ratio=pic["ratio"],
+                initial=pic["initial"],
+                recent=pic["recent"],
+                layout=pic["layout"],
+                impl=impl,
+            )
         generate(4)  # warm-up
         rates, tokens = [], None
         for _ in range(repeats):
@@ -205,22 +220,37 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
+    from harness.models.fetch import fetch_model
 
     model = str(fetch_model("smollm2-135m"))
     tok = AutoTokenizer.from_pretrained(model)
     essays = sorted(Path(args.essays).glob("*.txt")) if Path(args.essays).is_dir() else []
-    text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(synthetic_reports(4, 3000, seed=1))
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(
+        synthetic_reports(4, 3000, seed=1)
+    )
     prompt = tok(text, add_special_tokens=False)["input_ids"][: args.prompt]
     pic = {"ratio": args.ratio, "initial": args.initial, "recent": args.recent, "layout": args.layout}
 
     python = vllm_python()
-    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in CPU_RUNTIME_ENV.items()},
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        **{k: os.environ.get(k, v) for k, v in CPU_RUNTIME_ENV.items()},
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     spec = Path("/tmp") / f"vllm_dynamic_pic_{os.getpid()}.json"
-    spec.write_text(json.dumps({"model": model, "prompt": prompt, "new": args.new, "repeats": args.repeats,
-                                "pic": pic, "max_model_len": 4096}))
+    spec.write_text(
+        json.dumps(
+            {
+                "model": model,
+                "prompt": prompt,
+                "new": args.new,
+                "repeats": args.repeats,
+                "pic": pic,
+                "max_model_len": 4096,
+            }
+        )
+    )
     load = {"before_vllm": os.getloadavg()}
     start = time.perf_counter()
     done = subprocess.run([str(python), "-c", VLLM_SIDE, str(spec)], capture_output=True, text=True, env=env)
@@ -228,23 +258,27 @@ def main() -> None:
     spec.unlink()
     if done.returncode != 0:
         raise SystemExit(done.stderr[-4000:])
-    vllm = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    vllm = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     load["after_vllm"] = os.getloadavg()
     start = time.perf_counter()
     hf = hf_side(model, prompt, args.new, args.repeats, pic)
     hf_seconds = time.perf_counter() - start
     load["after_hf"] = os.getloadavg()
 
-    rates = {"vllm vanilla": vllm["vanilla"]["decode_tokens_per_s"],
-             "vllm dynamic": vllm["dynamic"]["decode_tokens_per_s"],
-             "hf vanilla": hf["vanilla"]["decode_tokens_per_s"],
-             "hf-pic dynamic (cached, shipped)": hf["dynamic_cached"]["decode_tokens_per_s"],
-             "hf-pic dynamic (reference)": hf["dynamic_reference"]["decode_tokens_per_s"]}
+    rates = {
+        "vllm vanilla": vllm["vanilla"]["decode_tokens_per_s"],
+        "vllm dynamic": vllm["dynamic"]["decode_tokens_per_s"],
+        "hf vanilla": hf["vanilla"]["decode_tokens_per_s"],
+        "hf-pic dynamic (cached, shipped)": hf["dynamic_cached"]["decode_tokens_per_s"],
+        "hf-pic dynamic (reference)": hf["dynamic_reference"]["decode_tokens_per_s"],
+    }
     dyn = rates["vllm dynamic"]
-    ratios = {"vllm dynamic / vllm vanilla": dyn / rates["vllm vanilla"],
-              "vllm dynamic / hf-pic dynamic cached": dyn / rates["hf-pic dynamic (cached, shipped)"],
-              "vllm dynamic / hf-pic dynamic reference": dyn / rates["hf-pic dynamic (reference)"],
-              "hf-pic dynamic cached / hf vanilla": rates["hf-pic dynamic (cached, shipped)"] / rates["hf vanilla"]}
+    ratios = {
+        "vllm dynamic / vllm vanilla": dyn / rates["vllm vanilla"],
+        "vllm dynamic / hf-pic dynamic cached": dyn / rates["hf-pic dynamic (cached, shipped)"],
+        "vllm dynamic / hf-pic dynamic reference": dyn / rates["hf-pic dynamic (reference)"],
+        "hf-pic dynamic cached / hf vanilla": rates["hf-pic dynamic (cached, shipped)"] / rates["hf vanilla"],
+    }
     reference = hf["dynamic_reference"]["tokens"]
     checks = {
         "vllm_dynamic_tokens_equal_hf_reference": vllm["dynamic"]["tokens"] == reference,
@@ -255,42 +289,67 @@ def main() -> None:
     }
     step_ms = 1e3 / dyn
     in_place = vllm["in_place"]
-    cost = {**{k: v for k, v in in_place.items() if k != "tokens_unchanged"},
-            "plan_plus_rerotate_ms_per_step": in_place["step_plan_ms_per_step"] + in_place["rerotate_ms_per_step_all_layers"],
-            "decode_step_ms_vllm_dynamic": step_ms, "decode_step_ms_vllm_vanilla": 1e3 / rates["vllm vanilla"],
-            "isolated": vllm["isolated"]}
+    cost = {
+        **{k: v for k, v in in_place.items() if k != "tokens_unchanged"},
+        "plan_plus_rerotate_ms_per_step": in_place["step_plan_ms_per_step"]
+        + in_place["rerotate_ms_per_step_all_layers"],
+        "decode_step_ms_vllm_dynamic": step_ms,
+        "decode_step_ms_vllm_vanilla": 1e3 / rates["vllm vanilla"],
+        "isolated": vllm["isolated"],
+    }
     cost["share_of_dynamic_step"] = cost["plan_plus_rerotate_ms_per_step"] / step_ms
     result = {
-        "setup": {"model": "SmolLM2-135M-Instruct (fp32)", "prompt_tokens": len(prompt), "new_tokens": args.new,
-                  "batch": 1, "greedy": True, "repeats": args.repeats, "pic": pic,
-                  "prompt_source": "paul_graham_essays" if essays else "synthetic_reports",
-                  "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-                  "machine": platform.processor() or platform.machine(), "vllm_python": str(python),
-                  "vllm_env": {k: env.get(k) for k in CPU_RUNTIME_ENV}, "vllm_part_s": vllm_seconds,
-                  "hf_part_s": hf_seconds, "load_average_1_5_15_min": load},
+        "setup": {
+            "model": "SmolLM2-135M-Instruct (fp32)",
+            "prompt_tokens": len(prompt),
+            "new_tokens": args.new,
+            "batch": 1,
+            "greedy": True,
+            "repeats": args.repeats,
+            "pic": pic,
+            "prompt_source": "paul_graham_essays" if essays else "synthetic_reports",
+            "torch_threads": torch.get_num_threads(),
+            "cpus": os.cpu_count(),
+            "machine": platform.processor() or platform.machine(),
+            "vllm_python": str(python),
+            "vllm_env": {k: env.get(k) for k in CPU_RUNTIME_ENV},
+            "vllm_part_s": vllm_seconds,
+            "hf_part_s": hf_seconds,
+            "load_average_1_5_15_min": load,
+        },
         "decode_tokens_per_s": rates,
-        "runs": {**{f"vllm {k}": vllm[k]["runs"] for k in ("vanilla", "dynamic")},
-                 **{f"hf {k}": v["runs"] for k, v in hf.items()}},
-        "ratios": ratios, "rerotation_cost": cost, "checks": checks,
+        "runs": {
+            **{f"vllm {k}": vllm[k]["runs"] for k in ("vanilla", "dynamic")},
+            **{f"hf {k}": v["runs"] for k, v in hf.items()},
+        },
+        "ratios": ratios,
+        "rerotation_cost": cost,
+        "checks": checks,
         "goal": "vllm dynamic >= 0.85x vllm vanilla and well above hf-pic dynamic",
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"decode tok/s, SmolLM2-135M fp32, {len(prompt)}-token prompt, {args.new} new, batch 1, greedy, "
-          f"Dynamic PIC s_cr {args.ratio:g} l_ic {args.initial} l_rc {args.recent} ({args.layout}); "
-          f"{os.cpu_count()} CPUs; load {load['before_vllm'][0]:.2f} before vLLM, {load['after_vllm'][0]:.2f} "
-          f"before HF, {load['after_hf'][0]:.2f} after")
+    print(
+        f"decode tok/s, SmolLM2-135M fp32, {len(prompt)}-token prompt, {args.new} new, batch 1, greedy, "
+        f"Dynamic PIC s_cr {args.ratio:g} l_ic {args.initial} l_rc {args.recent} ({args.layout}); "
+        f"{os.cpu_count()} CPUs; load {load['before_vllm'][0]:.2f} before vLLM, {load['after_vllm'][0]:.2f} "
+        f"before HF, {load['after_hf'][0]:.2f} after"
+    )
     for name, rate in rates.items():
         print(f"  {name:<34} {rate:8.2f} tok/s   vllm dynamic / this = {dyn / rate:5.2f}x")
-    print(f"  plan + re-rotation in place: {cost['step_plan_ms_per_step']:.3f} + "
-          f"{cost['rerotate_ms_per_step_all_layers']:.3f} ms per decode step ({in_place['layers']} layers, "
-          f"{in_place['moved_keys_per_step']} moved keys) = {100 * cost['share_of_dynamic_step']:.1f}% of a "
-          f"{step_ms:.1f} ms step")
+    print(
+        f"  plan + re-rotation in place: {cost['step_plan_ms_per_step']:.3f} + "
+        f"{cost['rerotate_ms_per_step_all_layers']:.3f} ms per decode step ({in_place['layers']} layers, "
+        f"{in_place['moved_keys_per_step']} moved keys) = {100 * cost['share_of_dynamic_step']:.1f}% of a "
+        f"{step_ms:.1f} ms step"
+    )
     for layout in ("paper", "contiguous"):
         iso = vllm["isolated"][layout]
-        print(f"  isolated, {layout:<10}: {iso['moved_keys']:3d} moved keys, plan {iso['step_plan_ms']:.3f} ms, "
-              f"re-rotation {iso['rerotate_ms_per_layer']:.3f} ms/layer -> {iso['per_step_ms_all_layers']:.2f} ms/step")
+        print(
+            f"  isolated, {layout:<10}: {iso['moved_keys']:3d} moved keys, plan {iso['step_plan_ms']:.3f} ms, "
+            f"re-rotation {iso['rerotate_ms_per_layer']:.3f} ms/layer -> {iso['per_step_ms_all_layers']:.2f} ms/step"
+        )
     print(f"  checks: {checks}")
     print(f"written to {out}")
 

@@ -104,9 +104,15 @@ def hf_dynamic(folder: str, prompt: list[int], new: int, repeats: int) -> dict:
     def generate(n: int) -> tuple[float, list[int]]:
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                                 min_new_tokens=n, do_sample=False, pad_token_id=0)
-        return time.perf_counter() - start, out[0, ids.shape[1]:].tolist()
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        return time.perf_counter() - start, out[0, ids.shape[1] :].tolist()
 
     generate(4)
     rates, tokens = [], None
@@ -132,31 +138,39 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
+    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
     from harness.models.fetch import fetch_model
     from harness.models.tiny import ARCHITECTURES, build_tiny_model
-    from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
 
     essays = sorted(Path(args.essays).glob("*.txt")) if Path(args.essays).is_dir() else []
-    text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(synthetic_reports(4, 3000, seed=1))
-    models = [{"name": arch, "folder": str(build_tiny_model(arch, hidden=256, heads=4, kv_heads=2, layers=4))}
-              for arch in (args.families if args.families is not None else ARCHITECTURES)]
+    text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays[:8]) or " ".join(
+        synthetic_reports(4, 3000, seed=1)
+    )
+    models = [
+        {"name": arch, "folder": str(build_tiny_model(arch, hidden=256, heads=4, kv_heads=2, layers=4))}
+        for arch in (args.families if args.families is not None else ARCHITECTURES)
+    ]
     models += [{"name": name, "folder": str(fetch_model(name))} for name in args.real]
     for model in models:
         ids = AutoTokenizer.from_pretrained(model["folder"])(text, add_special_tokens=False)["input_ids"]
         model["prompt"] = ids[: args.prompt]
 
     python = vllm_python()
-    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in CPU_RUNTIME_ENV.items()},
-           "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        **{k: os.environ.get(k, v) for k, v in CPU_RUNTIME_ENV.items()},
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     load = {"before_vllm": os.getloadavg()}
     vllm = {}
     for model in models:
         spec = {"models": [model], "new": args.new, "repeats": args.repeats, "pic": PIC}
-        done = subprocess.run([str(python), "-c", VLLM_SIDE], input=json.dumps(spec), capture_output=True, text=True,
-                              env=env)
+        done = subprocess.run(
+            [str(python), "-c", VLLM_SIDE], input=json.dumps(spec), capture_output=True, text=True, env=env
+        )
         if done.returncode != 0:
             raise SystemExit(done.stderr[-4000:])
-        vllm.update(json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):]))
+        vllm.update(json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :]))
     load["after_vllm"] = os.getloadavg()
 
     rows = []
@@ -169,33 +183,54 @@ def main() -> None:
             continue
         hf = hf_dynamic(model["folder"], model["prompt"], args.new, args.repeats)
         vanilla, dynamic = got["vanilla"]["decode_tokens_per_s"], got["dynamic"]["decode_tokens_per_s"]
-        row.update({"vllm_vanilla_tok_s": vanilla, "vllm_dynamic_tok_s": dynamic,
-                    "hf_pic_dynamic_cached_tok_s": hf["decode_tokens_per_s"],
-                    "vllm_dynamic_x_vllm_vanilla": dynamic / vanilla,
-                    "vllm_dynamic_x_hf_pic_dynamic": dynamic / hf["decode_tokens_per_s"],
-                    "tokens_equal_hf_pic": got["dynamic"]["tokens"] == hf["tokens"]})
+        row.update(
+            {
+                "vllm_vanilla_tok_s": vanilla,
+                "vllm_dynamic_tok_s": dynamic,
+                "hf_pic_dynamic_cached_tok_s": hf["decode_tokens_per_s"],
+                "vllm_dynamic_x_vllm_vanilla": dynamic / vanilla,
+                "vllm_dynamic_x_hf_pic_dynamic": dynamic / hf["decode_tokens_per_s"],
+                "tokens_equal_hf_pic": got["dynamic"]["tokens"] == hf["tokens"],
+            }
+        )
         rows.append(row)
     load["after_hf"] = os.getloadavg()
 
-    result = {"setup": {"prompt": "paul_graham_essays" if essays else "synthetic_reports", "new_tokens": args.new,
-                        "repeats": args.repeats, "batch": 1, "pic": PIC, "dtype": "float32",
-                        "tiny": "random init, hidden 256, 4 layers, 4 heads (2 KV), head size 64",
-                        "torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-                        "machine": f"{platform.machine()}, {os.cpu_count()} cores"},
-              "load_average": load, "rows": rows,
-              "goals": {"vllm_dynamic_x_vllm_vanilla": 0.85, "vllm_dynamic_x_hf_pic_dynamic": 1.5}}
+    result = {
+        "setup": {
+            "prompt": "paul_graham_essays" if essays else "synthetic_reports",
+            "new_tokens": args.new,
+            "repeats": args.repeats,
+            "batch": 1,
+            "pic": PIC,
+            "dtype": "float32",
+            "tiny": "random init, hidden 256, 4 layers, 4 heads (2 KV), head size 64",
+            "torch_threads": torch.get_num_threads(),
+            "cpus": os.cpu_count(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        },
+        "load_average": load,
+        "rows": rows,
+        "goals": {"vllm_dynamic_x_vllm_vanilla": 0.85, "vllm_dynamic_x_hf_pic_dynamic": 1.5},
+    }
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"load average before {load['before_vllm'][0]:.2f}, after vLLM {load['after_vllm'][0]:.2f}, "
-          f"after hf {load['after_hf'][0]:.2f}")
-    print(f"{'model':<14}{'vLLM vanilla':>14}{'vLLM Dynamic':>14}{'hf-pic Dyn':>12}{'x vanilla':>11}{'x hf-pic':>10}"
-          f"{'tokens':>8}")
+    print(
+        f"load average before {load['before_vllm'][0]:.2f}, after vLLM {load['after_vllm'][0]:.2f}, "
+        f"after hf {load['after_hf'][0]:.2f}"
+    )
+    print(
+        f"{'model':<14}{'vLLM vanilla':>14}{'vLLM Dynamic':>14}{'hf-pic Dyn':>12}{'x vanilla':>11}{'x hf-pic':>10}"
+        f"{'tokens':>8}"
+    )
     for row in rows:
         if "vllm_vanilla_tok_s" not in row:
             print(f"{row['model']:<14}  {row['vllm_dynamic']}")
             continue
-        print(f"{row['model']:<14}{row['vllm_vanilla_tok_s']:>14.1f}{row['vllm_dynamic_tok_s']:>14.1f}"
-              f"{row['hf_pic_dynamic_cached_tok_s']:>12.1f}{row['vllm_dynamic_x_vllm_vanilla']:>11.2f}"
-              f"{row['vllm_dynamic_x_hf_pic_dynamic']:>10.2f}{'equal' if row['tokens_equal_hf_pic'] else 'DIFFER':>8}")
+        print(
+            f"{row['model']:<14}{row['vllm_vanilla_tok_s']:>14.1f}{row['vllm_dynamic_tok_s']:>14.1f}"
+            f"{row['hf_pic_dynamic_cached_tok_s']:>12.1f}{row['vllm_dynamic_x_vllm_vanilla']:>11.2f}"
+            f"{row['vllm_dynamic_x_hf_pic_dynamic']:>10.2f}{'equal' if row['tokens_equal_hf_pic'] else 'DIFFER':>8}"
+        )
     print(f"wrote {args.out}")
 
 

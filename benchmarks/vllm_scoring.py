@@ -8,8 +8,8 @@ Each method runs in a process of its own (hf-pic in this environment, the vLLM o
 of ``lch vllm-env``): the model is loaded, a short warm-up text scored, then the document, timed. Peak memory is the
 largest resident set sampled every 5 ms while the document is scored, and its growth over the resident set just
 before. Every method's log-probabilities are compared with hf-pic's. ``prompt_logprobs`` is skipped (and the row
-says so) where its ``2 x tokens x vocab`` fp32 values would take more than 60% of the available memory. Writes benchmarks/results/vllm_scoring.json
-with the load average before and after.
+says so) where its ``2 x tokens x vocab`` fp32 values would take more than 60% of the available memory. Writes
+benchmarks/results/vllm_scoring.json with the load average before and after.
 
     python benchmarks/vllm_scoring.py [--models smollm2-135m gemma3-270m] [--lengths 2048 8000 16384]
 """
@@ -129,7 +129,7 @@ def run_side(python: str, spec: dict, workdir: Path) -> dict:
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT ")), None)
     if done.returncode != 0 or line is None:
         raise SystemExit(f"{spec['method']} failed:\n{done.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def main() -> None:
@@ -141,45 +141,68 @@ def main() -> None:
     args = parser.parse_args()
     import tempfile
 
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
+    from harness.models.fetch import fetch_model
 
     vllm_python = str(ensure_vllm_env(log=lambda m: print(m, file=sys.stderr)).python)
-    report = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_average_before": load_average(),
-              "rows": []}
+    report = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "load_average_before": load_average(),
+        "rows": [],
+    }
     print(f"load average before: {report['load_average_before']:.2f}")
-    print(f"{'model':<14} {'tokens':>6} {'method':<16} {'tok/s':>8} {'x hf-pic':>8} {'peak MiB':>9} "
-          f"{'+MiB':>7} {'max|d|':>8}")
+    print(
+        f"{'model':<14} {'tokens':>6} {'method':<16} {'tok/s':>8} {'x hf-pic':>8} {'peak MiB':>9} "
+        f"{'+MiB':>7} {'max|d|':>8}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             model_dir = str(fetch_model(name, log=lambda m: print(m, file=sys.stderr)))
             for n in args.lengths or LENGTHS[name]:
                 text = document(model_dir, n, Path(args.essays))
                 results = {}
-                for method, python in (("hf-pic", sys.executable), ("vllm-pic", vllm_python),
-                                       ("prompt_logprobs", vllm_python)):
+                for method, python in (
+                    ("hf-pic", sys.executable),
+                    ("vllm-pic", vllm_python),
+                    ("prompt_logprobs", vllm_python),
+                ):
                     need = logits_bytes(model_dir, n)
                     if method == "prompt_logprobs" and need > 0.6 * available_bytes():
                         gib = need / 2**30
-                        report["rows"].append({"model": name, "tokens": n, "method": method,
-                                               "skipped": f"needs ~{gib:.0f} GiB of logits"})
-                        print(f"{name:<14} {n:>6} {method:<16} skipped: its [tokens x vocab] logits and log-softmax "
-                              f"need ~{gib:.0f} GiB, more than 60% of this machine's available memory", flush=True)
+                        report["rows"].append(
+                            {"model": name, "tokens": n, "method": method, "skipped": f"needs ~{gib:.0f} GiB of logits"}
+                        )
+                        print(
+                            f"{name:<14} {n:>6} {method:<16} skipped: its [tokens x vocab] logits and log-softmax "
+                            f"need ~{gib:.0f} GiB, more than 60% of this machine's available memory",
+                            flush=True,
+                        )
                         continue
-                    results[method] = run_side(python, {"method": method, "model": model_dir, "text": text,
-                                                        "max_len": n}, Path(tmp))
+                    results[method] = run_side(
+                        python, {"method": method, "model": model_dir, "text": text, "max_len": n}, Path(tmp)
+                    )
                 reference = results["hf-pic"]["logprobs"]
                 for method, r in results.items():
                     rate = len(r["logprobs"]) / r["seconds"]
                     diff = max(abs(a - b) for a, b in zip(r["logprobs"], reference))
-                    row = {"model": name, "tokens": n, "method": method, "scored": len(r["logprobs"]),
-                           "seconds": r["seconds"], "tokens_per_s": rate,
-                           "x_hf_pic": rate / (len(reference) / results["hf-pic"]["seconds"]),
-                           "peak_mib": r["rss_peak"] / 2**20, "growth_mib": (r["rss_peak"] - r["rss_before"]) / 2**20,
-                           "max_abs_diff_vs_hf_pic": diff}
+                    row = {
+                        "model": name,
+                        "tokens": n,
+                        "method": method,
+                        "scored": len(r["logprobs"]),
+                        "seconds": r["seconds"],
+                        "tokens_per_s": rate,
+                        "x_hf_pic": rate / (len(reference) / results["hf-pic"]["seconds"]),
+                        "peak_mib": r["rss_peak"] / 2**20,
+                        "growth_mib": (r["rss_peak"] - r["rss_before"]) / 2**20,
+                        "max_abs_diff_vs_hf_pic": diff,
+                    }
                     report["rows"].append(row)
-                    print(f"{name:<14} {n:>6} {method:<16} {rate:>8.1f} {row['x_hf_pic']:>8.2f} {row['peak_mib']:>9.0f} "
-                          f"{row['growth_mib']:>7.0f} {diff:>8.1e}", flush=True)
+                    print(
+                        f"{name:<14} {n:>6} {method:<16} {rate:>8.1f} {row['x_hf_pic']:>8.2f} {row['peak_mib']:>9.0f} "
+                        f"{row['growth_mib']:>7.0f} {diff:>8.1e}",
+                        flush=True,
+                    )
     report["load_average_after"] = load_average()
     print(f"load average after: {report['load_average_after']:.2f}")
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")

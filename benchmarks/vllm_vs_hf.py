@@ -24,10 +24,12 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-PROMPTS = ["Write a 300-word story about a lighthouse keeper who finds a message in a bottle.",
-           "Explain to a new employee how a city water treatment plant works.",
-           "Write a letter to a friend describing a week of hiking in the mountains.",
-           "Describe the history of the printing press and why it mattered."]
+PROMPTS = [
+    "Write a 300-word story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain to a new employee how a city water treatment plant works.",
+    "Write a letter to a friend describing a week of hiking in the mountains.",
+    "Describe the history of the printing press and why it mattered.",
+]
 VLLM_SIDE = """
 import json, sys, time
 from types import SimpleNamespace as R
@@ -68,8 +70,12 @@ def hf_side(model_dir: str, prompts: list[str], docs: list[str], new: int, batch
 def rates(run: dict) -> dict:
     generated = sum(r["n_tokens"] for r in run["generate_long"])
     scored = sum(len(r["logprobs"]) for r in run["token_logprobs"])
-    return {"generated_tokens": generated, "generate_tokens_per_s": generated / run["generate_seconds"],
-            "scored_tokens": scored, "score_tokens_per_s": scored / run["score_seconds"]}
+    return {
+        "generated_tokens": generated,
+        "generate_tokens_per_s": generated / run["generate_seconds"],
+        "scored_tokens": scored,
+        "score_tokens_per_s": scored / run["score_seconds"],
+    }
 
 
 def main() -> None:
@@ -85,14 +91,16 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
-    from harness.models.fetch import fetch_model
     from harness.engines.vllm_pic.env import ensure_vllm_env
+    from harness.models.fetch import fetch_model
 
     model = str(fetch_model("smollm2-135m"))
     env = ensure_vllm_env()
     tok = AutoTokenizer.from_pretrained(model)
-    prompts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-               for p in PROMPTS]
+    prompts = [
+        tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in PROMPTS
+    ]
     essays = sorted(Path(args.essays).glob("*.txt")) if Path(args.essays).is_dir() else []
     texts = [p.read_text(encoding="utf-8") for p in essays] or synthetic_reports(20, 3000, seed=1)
     docs = []
@@ -106,7 +114,9 @@ def main() -> None:
     load_before = os.getloadavg()
     spec = Path("/tmp") / f"vllm_vs_hf_{os.getpid()}.json"
     spec.write_text(json.dumps({"model": model, "prompts": prompts, "docs": docs, "new": args.new}))
-    done = subprocess.run([str(env.python), "-c", VLLM_SIDE, str(spec)], capture_output=True, text=True, env=env.environ())
+    done = subprocess.run(
+        [str(env.python), "-c", VLLM_SIDE, str(spec)], capture_output=True, text=True, env=env.environ()
+    )
     spec.unlink()
     if done.returncode != 0:
         raise SystemExit(done.stderr[-3000:])
@@ -120,29 +130,55 @@ def main() -> None:
     checks = {}
     for name, run in runs.items():
         same_text = [a["text"] == b["text"] for a, b in zip(run["generate_long"], reference["generate_long"])]
-        diffs = [abs(x - y) for a, b in zip(run["token_logprobs"], reference["token_logprobs"])
-                 for x, y in zip(a["logprobs"], b["logprobs"])]
-        checks[name] = {"identical_generations": f"{sum(same_text)}/{len(same_text)}",
-                        "max_abs_logprob_diff_vs_hf_batch1": max(diffs)}
+        diffs = [
+            abs(x - y)
+            for a, b in zip(run["token_logprobs"], reference["token_logprobs"])
+            for x, y in zip(a["logprobs"], b["logprobs"])
+        ]
+        checks[name] = {
+            "identical_generations": f"{sum(same_text)}/{len(same_text)}",
+            "max_abs_logprob_diff_vs_hf_batch1": max(diffs),
+        }
     vllm = table["vllm-pic"]
-    ratios = {f"vllm-pic / {name}": {"generate": vllm["generate_tokens_per_s"] / row["generate_tokens_per_s"],
-                                     "score": vllm["score_tokens_per_s"] / row["score_tokens_per_s"]}
-              for name, row in table.items() if name != "vllm-pic"}
-    result = {"setup": {"model": "SmolLM2-135M-Instruct (fp32)", "prompts": len(prompts), "new_tokens": args.new,
-                        "docs": len(docs), "doc_tokens": args.doc_tokens, "torch_threads": torch.get_num_threads(),
-                        "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine(),
-                        "vllm": env.vllm_version, "vllm_env": {k: env.environ().get(k) for k in
-                                                               ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CPU_KVCACHE_SPACE")},
-                        "load_average_1_5_15_min": {"before": load_before, "after": load_after}},
-              "throughput": table, "ratios": ratios, "checks": checks}
+    ratios = {
+        f"vllm-pic / {name}": {
+            "generate": vllm["generate_tokens_per_s"] / row["generate_tokens_per_s"],
+            "score": vllm["score_tokens_per_s"] / row["score_tokens_per_s"],
+        }
+        for name, row in table.items()
+        if name != "vllm-pic"
+    }
+    result = {
+        "setup": {
+            "model": "SmolLM2-135M-Instruct (fp32)",
+            "prompts": len(prompts),
+            "new_tokens": args.new,
+            "docs": len(docs),
+            "doc_tokens": args.doc_tokens,
+            "torch_threads": torch.get_num_threads(),
+            "cpus": os.cpu_count(),
+            "machine": platform.processor() or platform.machine(),
+            "vllm": env.vllm_version,
+            "vllm_env": {k: env.environ().get(k) for k in ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CPU_KVCACHE_SPACE")},
+            "load_average_1_5_15_min": {"before": load_before, "after": load_after},
+        },
+        "throughput": table,
+        "ratios": ratios,
+        "checks": checks,
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"SmolLM2-135M fp32 on {os.cpu_count()} CPUs: {len(prompts)} prompts x {args.new} new tokens, "
-          f"{len(docs)} documents x {args.doc_tokens} tokens (load before {load_before[0]:.2f})")
+    print(
+        f"SmolLM2-135M fp32 on {os.cpu_count()} CPUs: {len(prompts)} prompts x {args.new} new tokens, "
+        f"{len(docs)} documents x {args.doc_tokens} tokens (load before {load_before[0]:.2f})"
+    )
     for name, row in table.items():
-        print(f"  {name:<16} generate_long {row['generate_tokens_per_s']:7.1f} tok/s ({row['generated_tokens']} tokens)   "
-              f"token_logprobs {row['score_tokens_per_s']:7.1f} tok/s   {checks[name]}")
+        print(
+            f"  {name:<16} generate_long {row['generate_tokens_per_s']:7.1f} tok/s ({row['generated_tokens']} tokens) "
+            "  "
+            f"token_logprobs {row['score_tokens_per_s']:7.1f} tok/s   {checks[name]}"
+        )
     for name, r in ratios.items():
         print(f"  {name}: generate {r['generate']:.2f}x, score {r['score']:.2f}x")
     print(f"written to {out}")

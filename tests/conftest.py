@@ -39,8 +39,7 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, layers: int = 2, **overri
 
     from harness.models.tiny import tiny_config
 
-    config = tiny_config(arch, vocab_size=97, hidden=64, heads=4, kv_heads=2, max_positions=4096,
-                         layers=layers)
+    config = tiny_config(arch, vocab_size=97, hidden=64, heads=4, kv_heads=2, max_positions=4096, layers=layers)
     for key, value in overrides.items():
         setattr(config, key, value)
     # Gemma 2's attention soft-capping has no sdpa kernel in transformers: it runs eager, as when loaded
@@ -52,6 +51,7 @@ def tiny_causal_lm(arch: str = "llama", seed: int = 0, layers: int = 2, **overri
 def assert_key_tokens_recomputed(model, keys, ids: list[int], index: list[int], short_context) -> None:
     """Each key token ``i`` of ``index``: its LCL equals a plain forward's log-prob of ``ids[i]`` after
     ``ids[:i]``, its LSD that minus the log-prob after ``short_context(i)`` (a token tensor)."""
+
     def logprob(context: torch.Tensor, target: int) -> float:
         with torch.no_grad():
             # the last position's logits only: the same forward, without a [tokens x vocab] head product
@@ -196,7 +196,7 @@ def pytest_xdist_make_scheduler(config, log):
     root = Path(str(config.rootpath))
 
     class ModuleFixtureScheduling(LoadScopeScheduling):
-        @functools.cache
+        @functools.cache  # noqa: B019 (one scheduler per session: the cache lives as long as it anyway)
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
             path = root / module

@@ -63,7 +63,9 @@ class _ServerProcess:
                 return self
             except OSError:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited during start-up: {self.proc.stderr.read()[-2000:]}")
+                    raise RuntimeError(
+                        f"{self.name} exited during start-up: {self.proc.stderr.read()[-2000:]}"
+                    ) from None
                 time.sleep(0.5)
         self.__exit__()
         raise RuntimeError(f"{self.name} did not become healthy within {self.start_timeout:.0f} s")
@@ -84,8 +86,10 @@ class ServedModel(_ServerProcess):
 
     def command(self) -> tuple[list[str], dict]:
         exe = Path(sys.executable).parent / "transformers"
-        return ([str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
-                {**os.environ, "HF_HUB_OFFLINE": "1"})
+        return (
+            [str(exe), "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"],
+            {**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
 
 
 class VllmServer(_ServerProcess):
@@ -99,9 +103,25 @@ class VllmServer(_ServerProcess):
         self.env, self.max_model_len = env, max_model_len
 
     def command(self) -> tuple[list[str], dict]:
-        return ([str(self.env.python), "-m", "vllm.entrypoints.openai.api_server", "--model", self.model, "--host",
-                 "127.0.0.1", "--port", str(self.port), "--dtype", "float32", "--max-model-len", str(self.max_model_len),
-                 "--enforce-eager"], {**self.env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"})
+        return (
+            [
+                str(self.env.python),
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                self.model,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--dtype",
+                "float32",
+                "--max-model-len",
+                str(self.max_model_len),
+                "--enforce-eager",
+            ],
+            {**self.env.environ(), "VLLM_CPU_KVCACHE_SPACE": "1"},
+        )
 
 
 class _LoopbackApp:
@@ -182,8 +202,9 @@ class FaultyProxy(_LoopbackApp):
             request.transport.close()  # a dropped connection
             return web.Response(status=500)
         async with ClientSession() as session:
-            async with session.post(self.upstream + request.path, data=body,
-                                    headers={"Content-Type": "application/json"}) as upstream:
+            async with session.post(
+                self.upstream + request.path, data=body, headers={"Content-Type": "application/json"}
+            ) as upstream:
                 payload = await upstream.read()
                 status = upstream.status
                 content_type = upstream.content_type  # text/event-stream for a streamed reply
@@ -232,8 +253,16 @@ class CannedJudge(_LoopbackApp):
     route = "/v1/chat/completions"
     FINGERPRINT = "canned-fp"
 
-    def __init__(self, checklist_score: float = 0.5, dimensions: dict | None = None, grade=None, streams: bool = True,
-                 parts: int = 3, chunk_delay: float = 0.0, silent=None):
+    def __init__(
+        self,
+        checklist_score: float = 0.5,
+        dimensions: dict | None = None,
+        grade=None,
+        streams: bool = True,
+        parts: int = 3,
+        chunk_delay: float = 0.0,
+        silent=None,
+    ):
         super().__init__()
         self.checklist_score, self.dimensions, self.grade = checklist_score, dimensions, grade
         self.streams, self.parts, self.chunk_delay, self.silent = streams, parts, chunk_delay, silent
@@ -267,24 +296,44 @@ class CannedJudge(_LoopbackApp):
             reply = self.default_reply(prompt)
         usage = canned_usage(prompt, reply)
         if not (body.get("stream") and self.streams):
-            return web.json_response({
-                "id": "x", "object": "chat.completion", "created": 0, "model": "canned-judge",
-                "system_fingerprint": self.FINGERPRINT, "usage": usage,
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
-            })
+            return web.json_response(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": "canned-judge",
+                    "system_fingerprint": self.FINGERPRINT,
+                    "usage": usage,
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}
+                    ],
+                }
+            )
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         size = -(-len(reply) // self.parts) or 1
-        pieces = [reply[i:i + size] for i in range(0, len(reply), size)]
+        pieces = [reply[i : i + size] for i in range(0, len(reply), size)]
         for i, piece in enumerate(pieces):
             if i and self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
-            await response.write(_sse({"delta": {"role": "assistant", "content": piece} if i == 0 else
-                                       {"content": piece}, "finish_reason": None}))
+            await response.write(
+                _sse(
+                    {
+                        "delta": {"role": "assistant", "content": piece} if i == 0 else {"content": piece},
+                        "finish_reason": None,
+                    }
+                )
+            )
         await response.write(_sse({"delta": {}, "finish_reason": "stop"}, fingerprint=self.FINGERPRINT))
         if (body.get("stream_options") or {}).get("include_usage"):  # OpenAI's last chunk: no choices, the usage
-            chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "canned-judge",
-                     "choices": [], "usage": usage}
+            chunk = {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": "canned-judge",
+                "choices": [],
+                "usage": usage,
+            }
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -294,14 +343,23 @@ class CannedJudge(_LoopbackApp):
 def canned_usage(prompt: str, reply: str) -> dict:
     """The usage a canned judge reports for one request: its prompt's and reply's words as tokens."""
     prompt_tokens, completion_tokens = len(prompt.split()), len(reply.split())
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def _sse(choice: dict, fingerprint: str | None = None) -> bytes:
     """One chat completion chunk as a server-sent event."""
-    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "canned-judge",
-             "choices": [{"index": 0, **choice}], **({"system_fingerprint": fingerprint} if fingerprint else {})}
+    chunk = {
+        "id": "x",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "canned-judge",
+        "choices": [{"index": 0, **choice}],
+        **({"system_fingerprint": fingerprint} if fingerprint else {}),
+    }
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
@@ -335,8 +393,9 @@ class MisbehavingJudge(_LoopbackApp):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             if self.mode == "cut_stream":
-                await response.write(_sse({"delta": {"role": "assistant", "content": "Evaluation: {"},
-                                            "finish_reason": None}))
+                await response.write(
+                    _sse({"delta": {"role": "assistant", "content": "Evaluation: {"}, "finish_reason": None})
+                )
             else:
                 await response.write(b'data: {"error": {"message": "engine died", "code": 500}}\n\n')
             await response.write_eof()

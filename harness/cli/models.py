@@ -13,14 +13,15 @@ def add(sub: argparse._SubParsersAction) -> None:
     models.add_argument("action", choices=["fetch", "path", "list"])
     models.add_argument("name", nargs="?", help="registry name, e.g. smollm2-135m")
     models.set_defaults(handler=run_models)
-    sub.add_parser("tiny-model", help="the demo's tiny Llama (shipped; copied once into the cache): print its "
-                   "folder").set_defaults(handler=run_tiny_model)
+    sub.add_parser(
+        "tiny-model", help="the demo's tiny Llama (shipped; copied once into the cache): print its folder"
+    ).set_defaults(handler=run_tiny_model)
 
 
 def run_models(args: argparse.Namespace) -> int:
-    from harness.models.model_check import StaleModelError, check_before_use
     from harness.models.catalogue import MODELS, is_fetched, model_path
     from harness.models.fetch import fetch_model
+    from harness.models.model_check import StaleModelError, check_before_use
 
     if args.action == "list":
         for name, spec in MODELS.items():

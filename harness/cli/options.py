@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import MISSING, Field, fields
-from typing import Any, Mapping
+from typing import Any
 
 
 def _type(annotation: Any) -> type:
@@ -50,8 +51,13 @@ def add_options(parser: argparse.ArgumentParser, cls: type, shown: Mapping[str, 
         text = f.metadata.get("help", "")
         kind = _type(hints[f.name])
         if kind is bool:
-            parser.add_argument(option, dest=f.name, action="store_false" if f.default else "store_true",
-                                default=argparse.SUPPRESS, help=text.replace("%", "%%"))
+            parser.add_argument(
+                option,
+                dest=f.name,
+                action="store_false" if f.default else "store_true",
+                default=argparse.SUPPRESS,
+                help=text.replace("%", "%%"),
+            )
             continue
         help_text = (text + default_text(cls, f.name, shown)).replace("%", "%%")
         extra: dict[str, Any] = {"required": True} if f.default is MISSING else {"default": argparse.SUPPRESS}

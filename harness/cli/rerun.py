@@ -8,17 +8,31 @@ from harness.core.errors import UsageError
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    rerun = sub.add_parser("rerun", help="make a result again from its results file and compare it with the original "
-                                         "sample by sample: exit 0 reproduced, 1 differs")
+    rerun = sub.add_parser(
+        "rerun",
+        help="make a result again from its results file and compare it with the original "
+        "sample by sample: exit 0 reproduced, 1 differs",
+    )
     rerun.add_argument("results", help="a results_*.json of a run of ours (or the folder lm-eval wrote it in)")
     rerun.add_argument("-o", "--output", help="folder for the new run (default: beside the original's, <name>-rerun)")
-    rerun.add_argument("--allow", action="append",
-                       help="run anyway where this machine differs from the record in these fields (comma-separated: "
-                            "model, libraries, device, dtype); without it such a rerun exits 3 before it runs")
-    rerun.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="change a model arg for the rerun (e.g. dtype=bfloat16); named in the output")
-    rerun.add_argument("--model-dir", help="a folder holding the run's model, when it is not where the run found it "
-                                           "nor in the model cache (matched by content)")
+    rerun.add_argument(
+        "--allow",
+        action="append",
+        help="run anyway where this machine differs from the record in these fields (comma-separated: "
+        "model, libraries, device, dtype); without it such a rerun exits 3 before it runs",
+    )
+    rerun.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a model arg for the rerun (e.g. dtype=bfloat16); named in the output",
+    )
+    rerun.add_argument(
+        "--model-dir",
+        help="a folder holding the run's model, when it is not where the run found it "
+        "nor in the model cache (matched by content)",
+    )
     rerun.set_defaults(handler=run_rerun, outputs=lambda args: [args.output])
 
 

@@ -15,24 +15,37 @@ DEFAULT_OUTPUT = "results/sweeps"
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="a grid of lch eval cells (models or checkpoints x model-arg variants, over "
-                                     "tasks and lengths) on Ray: planned, placed by memory, resumable, gathered")
-    p.add_argument("file", nargs="?", help="the sweep file (YAML: engine, models, model_args, variants, tasks, lengths, "
-                                           "metadata, lm_eval, resources); flags below override its keys")
+    p = sub.add_parser(
+        "sweep",
+        help="a grid of lch eval cells (models or checkpoints x model-arg variants, over "
+        "tasks and lengths) on Ray: planned, placed by memory, resumable, gathered",
+    )
+    p.add_argument(
+        "file",
+        nargs="?",
+        help="the sweep file (YAML: engine, models, model_args, variants, tasks, lengths, "
+        "metadata, lm_eval, resources); flags below override its keys",
+    )
     p.add_argument("--engine", choices=("hf-pic", "vllm-pic"), help="the model of every cell (default hf-pic)")
     p.add_argument("--models", nargs="+", help="model folders, catalogue names, hub names or globs of checkpoints")
     p.add_argument("--model_args", help="model args every cell shares (k=v,k=v)")
-    p.add_argument("--variant", action="append", metavar="NAME:ARGS",
-                   help="a variant: a name and its model args (ntk4:pic=ntk,pic_ratio=4); repeat for each")
+    p.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME:ARGS",
+        help="a variant: a name and its model args (ntk4:pic=ntk,pic_ratio=4); repeat for each",
+    )
     p.add_argument("--tasks", help="tasks of every cell, comma-separated")
     p.add_argument("--lengths", nargs="+", help="RULER / BABILong lengths (4096 or 4k)")
     p.add_argument("--metadata", help="--metadata of every cell (JSON)")
     p.add_argument("--output", help=f"the sweep's folder (default {DEFAULT_OUTPUT}/<sweep file's name>)")
     p.add_argument("--address", help="a running Ray cluster (ray start, KubeRay, Ray on Slurm); default: a local Ray")
     p.add_argument("--dry-run", action="store_true", help="print every cell's plan and placement, run nothing")
-    p.add_argument("--gate", metavar="previous|BASELINE",
-                   help="gate the newest checkpoint against the previous one, or against a baseline file (exit 1: "
-                        "a regression)")
+    p.add_argument(
+        "--gate",
+        metavar="previous|BASELINE",
+        help="gate the newest checkpoint against the previous one, or against a baseline file (exit 1: a regression)",
+    )
     p.add_argument("--gpu-memory", help="one GPU's memory where Ray does not tell it (80GiB, h100)")
     p.set_defaults(handler=run_sweep)
 
@@ -76,7 +89,7 @@ def declared(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.metadata:
         try:
             data["metadata"] = json.loads(args.metadata)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise UsageError(f"--metadata is not JSON ({err.msg}): give a JSON object") from err
     return data, where
 
@@ -103,7 +116,11 @@ def run_sweep(args: argparse.Namespace) -> int:
         raise UsageError("lch sweep needs a sweep: a sweep file, or --models and --tasks (see `lch sweep --help`)")
     spec = parse_spec(data, where)
     gpu_memory = parse_memory(args.gpu_memory).size if args.gpu_memory else None
-    out = Path(args.output or Path(DEFAULT_OUTPUT) / (Path(args.file).stem if args.file else "sweep")).expanduser().resolve()
+    out = (
+        Path(args.output or Path(DEFAULT_OUTPUT) / (Path(args.file).stem if args.file else "sweep"))
+        .expanduser()
+        .resolve()
+    )
     cells = expand(spec, where, resolve_model)
     outcome = sweep(spec, cells, out, args.address, args.dry_run, gpu_memory)
     if args.dry_run:
@@ -120,8 +137,10 @@ def run_sweep(args: argparse.Namespace) -> int:
     code = EXIT_OK if outcome.complete else EXIT_USAGE
     if args.gate:
         if not by_variant:
-            raise UsageError("--gate compares checkpoints of a training run: give models as a glob of at least two "
-                             "checkpoint folders (checkpoint-<step>) with results")
+            raise UsageError(
+                "--gate compares checkpoints of a training run: give models as a glob of at least two "
+                "checkpoint folders (checkpoint-<step>) with results"
+            )
         found, text = gather.gate(by_variant, None if args.gate == "previous" else args.gate)
         print(text, file=sys.stdout)
         code = code or (EXIT_REGRESSION if found else EXIT_OK)

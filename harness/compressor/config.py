@@ -46,5 +46,7 @@ class TrainSettings:
     def __post_init__(self) -> None:
         check_domains(self, flag_name)
         if self.max_length < self.min_length:
-            raise UsageError(f"--max-length {self.max_length} is below --min-length {self.min_length}: give "
-                             "--max-length >= --min-length")
+            raise UsageError(
+                f"--max-length {self.max_length} is below --min-length {self.min_length}: give "
+                "--max-length >= --min-length"
+            )

@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.compressor.config import CompressorConfig
+from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 from harness.core.files import staged_files, write_json_atomic
 from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
-from harness.compressor.config import CompressorConfig
-from harness.compressor.positions import chunk_lengths, decoder_positions, encoder_positions
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -42,8 +42,13 @@ class Compressor(nn.Module):
         if adapter_dir is not None:
             self.model = PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
         else:
-            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                              target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+            lora = LoraConfig(
+                r=config.lora_r,
+                lora_alpha=config.lora_alpha,
+                lora_dropout=config.lora_dropout,
+                target_modules=["q_proj", "v_proj"],
+                task_type="CAUSAL_LM",
+            )
             self.model = get_peft_model(base, lora)
         weight = base.get_input_embeddings().weight
         std = float(weight.detach().float().std())
@@ -69,30 +74,39 @@ class Compressor(nn.Module):
             embeds = torch.cat([self._embed(ids[start : start + n]), self.memory]).unsqueeze(0)
             start += n
             position_ids = torch.tensor([pos.context + pos.memory], device=embeds.device)
-            out = self.model(inputs_embeds=embeds, position_ids=position_ids,
-                             attention_mask=torch.ones_like(position_ids), use_cache=cfg.carrier == "500x",
-                             output_hidden_states=cfg.carrier == "icae")
+            out = self.model(
+                inputs_embeds=embeds,
+                position_ids=position_ids,
+                attention_mask=torch.ones_like(position_ids),
+                use_cache=cfg.carrier == "500x",
+                output_hidden_states=cfg.carrier == "icae",
+            )
             if cfg.carrier == "icae":
                 states.append(out.hidden_states[-1][0, n:])
             else:
                 kv_parts.append([(layer.keys[:, :, n:], layer.values[:, :, n:]) for layer in output_cache(out).layers])
         if cfg.carrier == "icae":
             return Memory(len(ids), states=torch.cat(states))
-        kv = [(torch.cat([c[i][0] for c in kv_parts], dim=2), torch.cat([c[i][1] for c in kv_parts], dim=2))
-              for i in range(len(kv_parts[0]))]
+        kv = [
+            (torch.cat([c[i][0] for c in kv_parts], dim=2), torch.cat([c[i][1] for c in kv_parts], dim=2))
+            for i in range(len(kv_parts[0]))
+        ]
         return Memory(len(ids), kv=kv)
 
     # --- decoder -----------------------------------------------------------------------------------------
 
-    def _decode(self, memory: Memory, task: str, following: torch.Tensor, cache: Any = None,
-                n_done: int = 0) -> tuple[torch.Tensor, Any]:
+    def _decode(
+        self, memory: Memory, task: str, following: torch.Tensor, cache: Any = None, n_done: int = 0
+    ) -> tuple[torch.Tensor, Any]:
         """Hidden states of [special; following] (or of ``following`` alone when continuing a cache),
         adapter disabled. ``n_done`` tokens after the special token are already in ``cache``."""
         from transformers import DynamicCache
 
         cfg = self.config
         n_follow = n_done + len(following)
-        layout = decoder_positions(memory.n_context, cfg.chunk_size, cfg.n_memory, cfg.layout, cfg.carrier, task, n_follow)
+        layout = decoder_positions(
+            memory.n_context, cfg.chunk_size, cfg.n_memory, cfg.layout, cfg.carrier, task, n_follow
+        )
         special = self.ae_token if task == "ae" else self.lm_token
         new = self._embed(following)
         if cache is None:  # first call: memories (+ their cache) and the special token
@@ -112,9 +126,14 @@ class Compressor(nn.Module):
         total = (cache.get_seq_length() if cache is not None else 0) + len(positions)
         device = embeds.device
         with self.model.disable_adapter():
-            out = self.model(inputs_embeds=embeds.unsqueeze(0), position_ids=torch.tensor([positions], device=device),
-                             attention_mask=torch.ones(1, total, dtype=torch.long, device=device),
-                             **{cache_keyword(): cache}, use_cache=True, output_hidden_states=True)
+            out = self.model(
+                inputs_embeds=embeds.unsqueeze(0),
+                position_ids=torch.tensor([positions], device=device),
+                attention_mask=torch.ones(1, total, dtype=torch.long, device=device),
+                **{cache_keyword(): cache},
+                use_cache=True,
+                output_hidden_states=True,
+            )
         return out.hidden_states[-1][0, prefix:], output_cache(out)
 
     def target_logprobs(self, memory: Memory, task: str, prompt: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -124,8 +143,14 @@ class Compressor(nn.Module):
         ids = torch.cat([following.new_zeros(1), following]).unsqueeze(0)
         return target_logprobs(self.model, hidden.unsqueeze(0), ids, first_target=1 + len(prompt.reshape(-1)))[0]
 
-    def loss(self, context_ids: torch.Tensor, completion_ids: torch.Tensor | None = None, alpha: float = 0.5,
-             question_ids: torch.Tensor | None = None, answer_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def loss(
+        self,
+        context_ids: torch.Tensor,
+        completion_ids: torch.Tensor | None = None,
+        alpha: float = 0.5,
+        question_ids: torch.Tensor | None = None,
+        answer_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Pretraining ``alpha * L_AE + (1 - alpha) * L_LM`` on one compression of the context (joint, as
         the EPL paper), or the QA loss when ``answer_ids`` is given. Mean token negative log-likelihoods."""
         memory = self.compress(context_ids)
@@ -138,8 +163,14 @@ class Compressor(nn.Module):
         return alpha * ae + (1 - alpha) * lm
 
     @torch.no_grad()
-    def generate(self, context_ids: torch.Tensor, prompt_ids: torch.Tensor, max_new_tokens: int, task: str = "qa",
-                 eos_token_id: int | None = None) -> list[int]:
+    def generate(
+        self,
+        context_ids: torch.Tensor,
+        prompt_ids: torch.Tensor,
+        max_new_tokens: int,
+        task: str = "qa",
+        eos_token_id: int | None = None,
+    ) -> list[int]:
         """Greedy continuation after [memory; special; prompt] (``task`` ``qa``/``lm``, or ``ae`` with an
         empty prompt to reconstruct the context)."""
         memory = self.compress(context_ids)
@@ -162,12 +193,18 @@ class Compressor(nn.Module):
         ``compressor.json`` (carrier, layout, L, |M|, LoRA settings)."""
         with staged_files(folder) as staged:  # each file appears whole; compressor.json, written last, marks it done
             self.model.save_pretrained(str(staged))
-            torch.save({"memory": self.memory.detach().cpu(), "ae_token": self.ae_token.detach().cpu(),
-                        "lm_token": self.lm_token.detach().cpu()}, staged / WEIGHTS_FILE)
+            torch.save(
+                {
+                    "memory": self.memory.detach().cpu(),
+                    "ae_token": self.ae_token.detach().cpu(),
+                    "lm_token": self.lm_token.detach().cpu(),
+                },
+                staged / WEIGHTS_FILE,
+            )
         write_json_atomic(Path(folder) / CONFIG_FILE, asdict(self.config), indent=1)
 
     @classmethod
-    def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> "Compressor":
+    def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> Compressor:
         """A saved compressor on ``base``; ``overrides`` (e.g. ``layout``) change the evaluated setting."""
         folder = Path(folder)
         config = CompressorConfig(**{**json.loads((folder / CONFIG_FILE).read_text()), **overrides})

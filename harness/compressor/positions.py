@@ -71,8 +71,9 @@ class DecoderLayout:
         return [*self.memory, self.special, *self.following]
 
 
-def decoder_positions(n_context: int, chunk_size: int, n_memory: int, layout: str, carrier: str, task: str,
-                      n_follow: int) -> DecoderLayout:
+def decoder_positions(
+    n_context: int, chunk_size: int, n_memory: int, layout: str, carrier: str, task: str, n_follow: int
+) -> DecoderLayout:
     """Decoder position ids: memories, the [AE]/[LM] token, then ``n_follow`` tokens (the reconstructed
     context for AE, the completion for LM, question + answer for QA)."""
     chunks = encoder_positions(n_context, chunk_size, n_memory, layout)  # checks the layout and sizes first

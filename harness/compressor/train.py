@@ -6,14 +6,14 @@ adapter, the memory embeddings and [AE] / [LM] train."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from tqdm import tqdm
 
-from harness.core.errors import UsageError
 from harness.compressor.config import TrainSettings
+from harness.core.errors import UsageError
 from harness.core.options import flag_name, parse_options
 
 LAYER = "models"  # harness/devtools/layers.py
@@ -38,17 +38,26 @@ def qa_examples(rows: list[dict], tokenizer) -> list[tuple[list[int], list[int],
     """MRQA rows -> ``(context, question prompt, answer)`` token lists; the prompt is what the ``mrqa``
     tasks put after the context (``"\\n\\nQuestion: ...\\nAnswer:"``), the answer the first gold answer."""
     enc = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
-    return [(enc(r["context"]), enc(f"\n\nQuestion: {r['question']}\nAnswer:"), enc(" " + r["answers"][0])) for r in rows]
+    return [
+        (enc(r["context"]), enc(f"\n\nQuestion: {r['question']}\nAnswer:"), enc(" " + r["answers"][0])) for r in rows
+    ]
 
 
-def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] | None = None,
-          qa: list[tuple[list[int], list[int], list[int]]] | None = None, progress: bool = True) -> list[float]:
+def train(
+    compressor,
+    settings: TrainSettings,
+    pretrain_tokens: list[list[int]] | None = None,
+    qa: list[tuple[list[int], list[int], list[int]]] | None = None,
+    progress: bool = True,
+) -> list[float]:
     """Runs ``settings.steps`` optimizer steps; returns the loss of every step."""
     torch.manual_seed(settings.seed)
     lr = settings.lr if settings.lr is not None else (1e-4 if settings.stage == "pretrain" else 5e-5)
     params = [p for p in compressor.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=settings.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / max(1, settings.warmup))
+    )
     device = compressor.memory.device
     if settings.stage == "pretrain":
         if not pretrain_tokens:
@@ -66,12 +75,16 @@ def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] 
         for _ in range(settings.batch_size):
             if settings.stage == "pretrain":
                 context, completion = next(windows)
-                loss = compressor.loss(torch.tensor(context, device=device), torch.tensor(completion, device=device),
-                                       alpha=settings.alpha)
+                loss = compressor.loss(
+                    torch.tensor(context, device=device), torch.tensor(completion, device=device), alpha=settings.alpha
+                )
             else:
                 context, question, answer = rng.choice(qa)
-                loss = compressor.loss(torch.tensor(context, device=device), question_ids=torch.tensor(question, device=device),
-                                       answer_ids=torch.tensor(answer, device=device))
+                loss = compressor.loss(
+                    torch.tensor(context, device=device),
+                    question_ids=torch.tensor(question, device=device),
+                    answer_ids=torch.tensor(answer, device=device),
+                )
             (loss / settings.batch_size).backward()
             total += loss.item() / settings.batch_size
         torch.nn.utils.clip_grad_norm_(params, settings.clip_norm)
@@ -82,16 +95,24 @@ def train(compressor, settings: TrainSettings, pretrain_tokens: list[list[int]] 
     return losses
 
 
-def train_from_files(base: str, output: str | Path, settings: TrainSettings, compressor_args: dict,
-                     init: str | None = None, data_files: str | None = None, mrqa_rows: list[dict] | None = None,
-                     text_field: str = "text", dtype: str = "float32", device: str = "cpu") -> list[float]:
+def train_from_files(
+    base: str,
+    output: str | Path,
+    settings: TrainSettings,
+    compressor_args: dict,
+    init: str | None = None,
+    data_files: str | None = None,
+    mrqa_rows: list[dict] | None = None,
+    text_field: str = "text",
+    dtype: str = "float32",
+    device: str = "cpu",
+) -> list[float]:
     """``lch train-compressor``: load the base model (and ``init`` checkpoint), train, save to ``output``; fine-tuning
     reads ``mrqa_rows`` (an MRQA file's rows, ``--mrqa-data``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.data.documents import load_documents
     from harness.compressor.model import Compressor, CompressorConfig
-
+    from harness.data.documents import load_documents
     from harness.models.folders import check_model_folder
 
     if not isinstance(getattr(torch, dtype, None), torch.dtype):
@@ -103,7 +124,11 @@ def train_from_files(base: str, output: str | Path, settings: TrainSettings, com
     model = AutoModelForCausalLM.from_pretrained(base, dtype=getattr(torch, dtype))
     tokenizer = AutoTokenizer.from_pretrained(base)
     # options given explicitly override the init checkpoint's (e.g. its layout); unset ones keep its values
-    compressor = Compressor.load(model, init, **compressor_args) if init else Compressor(model, CompressorConfig(**compressor_args))
+    compressor = (
+        Compressor.load(model, init, **compressor_args)
+        if init
+        else Compressor(model, CompressorConfig(**compressor_args))
+    )
     compressor.to(device)
     pretrain_tokens, qa = None, None
     if settings.stage == "pretrain":

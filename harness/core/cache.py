@@ -9,9 +9,11 @@ from pathlib import Path
 from harness.core.errors import UsageError
 
 # environment variables that name a folder the harness writes into, and what it holds
-FOLDER_VARIABLES = {"LCH_CACHE": "the harness's cache (tiny models, key tokens, RULER rows, judge answers)",
-                    "LCH_MODELS": "the model cache of `lch models`",
-                    "LCH_VLLM_ENV": "the CPU vLLM environment of `lch vllm-env`"}
+FOLDER_VARIABLES = {
+    "LCH_CACHE": "the harness's cache (tiny models, key tokens, RULER rows, judge answers)",
+    "LCH_MODELS": "the model cache of `lch models`",
+    "LCH_VLLM_ENV": "the CPU vLLM environment of `lch vllm-env`",
+}
 
 
 def cache_root(*parts: str) -> Path:

@@ -5,7 +5,8 @@ refused."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.core.options import CACHE_KEY_KINDS
 
@@ -24,8 +25,10 @@ def data_key(options: Any, resolve: Mapping[str, Callable[[str], Any]]) -> dict[
     ``TypeError`` when a field declares no ``cache_key``."""
     missing = undeclared_cache_key(type(options))
     if missing:
-        raise TypeError(f"{type(options).__name__}: {', '.join(missing)} declare no cache_key= (how each changes the "
-                        "cached data; one of " + ", ".join(CACHE_KEY_KINDS) + ")")
+        raise TypeError(
+            f"{type(options).__name__}: {', '.join(missing)} declare no cache_key= (how each changes the "
+            "cached data; one of " + ", ".join(CACHE_KEY_KINDS) + ")"
+        )
     key: dict[str, Any] = {}
     for f in dataclasses.fields(options):
         how = f.metadata["cache_key"]

@@ -4,9 +4,11 @@ tokens; requests answered from the response cache (``--use_cache``) are not coun
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any, ContextManager, Iterable
+from typing import Any
 
 from harness.core.context import setting
 
@@ -53,7 +55,7 @@ class RunCost:
 _CURRENT: ContextVar[RunCost | None] = ContextVar("lch_run_cost", default=None)
 
 
-def gathering() -> ContextManager[RunCost]:
+def gathering() -> AbstractContextManager[RunCost]:
     """Within it, engine calls and judge requests are recorded into the :class:`RunCost` it yields (outside any run,
     nothing is recorded)."""
     return setting(_CURRENT, RunCost())
@@ -91,7 +93,11 @@ def record_judge(prompt_tokens: int | None, completion_tokens: int | None) -> No
         return
     judge = run.judge
     judge.requests += 1
-    judge.prompt_tokens = None if judge.prompt_tokens is None or prompt_tokens is None else \
-        judge.prompt_tokens + prompt_tokens
-    judge.completion_tokens = None if judge.completion_tokens is None or completion_tokens is None else \
-        judge.completion_tokens + completion_tokens
+    judge.prompt_tokens = (
+        None if judge.prompt_tokens is None or prompt_tokens is None else judge.prompt_tokens + prompt_tokens
+    )
+    judge.completion_tokens = (
+        None
+        if judge.completion_tokens is None or completion_tokens is None
+        else judge.completion_tokens + completion_tokens
+    )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Collection, Iterator
+from collections.abc import Collection, Iterator
+from typing import Any
 
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_NOT_COMPARABLE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 

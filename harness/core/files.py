@@ -11,8 +11,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def atomic_writer(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_temporary_name(path), suffix=TMP_SUFFIX, dir=path.parent)
     try:
-        with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+        with os.fdopen(fd, mode, encoding="utf-8" if mode == "w" else None) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

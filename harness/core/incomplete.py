@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
-from typing import ContextManager
 
 from harness.core.context import setting
 
@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 _CURRENT: ContextVar[list[str] | None] = ContextVar("lch_incomplete", default=None)
 
 
-def collecting() -> ContextManager[list[str]]:
+def collecting() -> AbstractContextManager[list[str]]:
     """Within it, :func:`report_incomplete`'s messages go to the list it yields."""
     return setting(_CURRENT, [])
 

@@ -4,13 +4,29 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 # passed again when the run passed them; the others are how it was kept (caches, logging) or recorded on their own
-RERUN_ARGUMENTS = ("num_fewshot", "batch_size", "max_batch_size", "device", "limit", "samples", "bootstrap_iters",
-                   "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "gen_kwargs", "predict_only",
-                   "random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+RERUN_ARGUMENTS = (
+    "num_fewshot",
+    "batch_size",
+    "max_batch_size",
+    "device",
+    "limit",
+    "samples",
+    "bootstrap_iters",
+    "system_instruction",
+    "apply_chat_template",
+    "fewshot_as_multiturn",
+    "gen_kwargs",
+    "predict_only",
+    "random_seed",
+    "numpy_random_seed",
+    "torch_random_seed",
+    "fewshot_random_seed",
+)
 
 
 @dataclass(frozen=True)
@@ -31,7 +47,7 @@ class Invocation:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, value: Any) -> "Invocation | None":
+    def from_json(cls, value: Any) -> Invocation | None:
         """The invocation a results file recorded; None when it recorded none or not in this shape."""
         if not isinstance(value, Mapping) or not isinstance(value.get("model"), str):
             return None
@@ -39,14 +55,20 @@ class Invocation:
             made = cls(**{f.name: value[f.name] for f in fields(cls) if f.name in value})
         except TypeError:
             return None
-        shapes = ((made.model_args, dict), (made.tasks, list), (made.metadata, dict), (made.include_path, list),
-                  (made.arguments, dict), (made.cwd, str))
+        shapes = (
+            (made.model_args, dict),
+            (made.tasks, list),
+            (made.metadata, dict),
+            (made.include_path, list),
+            (made.arguments, dict),
+            (made.cwd, str),
+        )
         return made if all(isinstance(v, t) for v, t in shapes) else None
 
 
 def jsonable(value: Any) -> bool:
     """Whether ``value`` survives a JSON round trip as itself (what an invocation may hold)."""
     try:
-        return json.loads(json.dumps(value)) == value
+        return bool(json.loads(json.dumps(value)) == value)
     except (TypeError, ValueError):
         return False

@@ -10,12 +10,15 @@ import functools
 import math
 import types
 import typing
-from collections.abc import KeysView
-from typing import Any, Callable, Iterable, Mapping, TypeVar, Union
+from collections.abc import Callable, Iterable, KeysView, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from harness.core.errors import UsageError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 # no released model reads more tokens: a length or budget above it is a typo (1e12), not a run
 MAX_TOKENS = 10_000_000
 # items a task evaluates: about 6x the largest evaluation set our tasks read (MRQA's SearchQA dev, ~17k questions)
@@ -36,9 +39,17 @@ CACHE_KEY_KINDS = {
 }
 
 
-def option(default: Any = dataclasses.MISSING, help: str = "", choices: Iterable[str] | None = None, *,
-           low: float | None = None, high: float | None = None, above: float | None = None, nonempty: bool = False,
-           **metadata: Any) -> Any:
+def option(
+    default: Any = dataclasses.MISSING,
+    help: str = "",
+    choices: Iterable[str] | None = None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+    nonempty: bool = False,
+    **metadata: Any,
+) -> Any:
     """A dataclass field with its default, help string, domain (``choices``: allowed words; ``low`` / ``high``:
     inclusive bounds of a number or of each number of a list; ``above``: exclusive lower bound; ``nonempty``) and
     other metadata its readers use (``cache_key``: one of :data:`CACHE_KEY_KINDS`, else ``TypeError``)."""
@@ -61,7 +72,7 @@ def closest(word: Any, known: Iterable[str]) -> str:
     return f"; did you mean {match[0]}?" if match else ""
 
 
-def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
+def domain_problem(field: dataclasses.Field[Any], value: Any) -> str | None:
     """What is wrong with ``value`` (already of the field's type) in the field's declared domain, as the end of
     a sentence about the key (``"must be >= 1, got 0"``); None when it is inside."""
     meta = field.metadata
@@ -71,8 +82,11 @@ def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
     if choices is not None and value not in choices:
         allowed = ", ".join(c or repr(c) for c in choices)
         return f"{value!r} is unknown; allowed: {allowed}{closest(value, [c for c in choices if c])}"
-    if meta.get("nonempty") and isinstance(value, (str, tuple, list)) and not (value.strip() if isinstance(value, str)
-                                                                                else value):
+    if (
+        meta.get("nonempty")
+        and isinstance(value, (str, tuple, list))
+        and not (value.strip() if isinstance(value, str) else value)
+    ):
         return f"must not be empty, got {value!r}"
     low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
     if low is None and high is None and above is None:
@@ -81,8 +95,12 @@ def domain_problem(field: dataclasses.Field, value: Any) -> str | None:
     for number in numbers:
         if not isinstance(number, (int, float)) or isinstance(number, bool):
             continue  # a word of a mixed list (a length label): its dataclass checks it
-        if ((low is not None and number < low) or (high is not None and number > high)
-                or (above is not None and not number > above) or number != number):
+        if (
+            (low is not None and number < low)
+            or (high is not None and number > high)
+            or (above is not None and not number > above)
+            or number != number
+        ):
             where = " (each value)" if isinstance(value, (tuple, list)) else ""
             return f"must be {_bounds(meta)}{where}, got {number!r}"
     return None
@@ -102,7 +120,7 @@ def _bound(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def _check_domain(field: dataclasses.Field, value: Any, name: str) -> None:
+def _check_domain(field: dataclasses.Field[Any], value: Any, name: str) -> None:
     problem = domain_problem(field, value)
     if problem:
         raise UsageError(f"{name} {problem}")
@@ -118,19 +136,20 @@ def check_domains(obj: Any, label: Callable[[str], str] = lambda name: name) -> 
 def check_fields(obj: Any, label: Callable[[str], str] = lambda name: name) -> None:
     """Each field of the dataclass ``obj`` (frozen or not), in order, converted by :func:`convert`'s rules, checked
     against its domain and set back; else one-line :class:`UsageError` (``label`` may read fields already checked)."""
-    hints = _hints(type(obj))
+    cls: type = type(obj)
+    hints = _hints(cls)
     for f in dataclasses.fields(obj):
         value = convert(getattr(obj, f.name), hints[f.name], label(f.name))
         _check_domain(f, value, label(f.name))
         object.__setattr__(obj, f.name, value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def describe_domain(field: dataclasses.Field) -> str:
+def describe_domain(field: dataclasses.Field[Any]) -> str:
     """A field's declared domain in words (``naive, ntk``; ``>= 1``; ``not empty``); ``""`` when it declares none."""
     meta = field.metadata
     choices = ", ".join(c or repr(c) for c in meta["choices"]) if meta.get("choices") is not None else ""
@@ -156,8 +175,12 @@ def describe_type(tp: Any) -> str:
         return f"{words} or none" if type(None) in typing.get_args(tp) else words
     if origin in (tuple, list):
         return f"a list ({describe_type(args[0])} each; e.g. 1k,2k or [1024, 2048])"
-    return {int: "an integer (int)", float: "a number (float)", bool: "true or false (bool)",
-            str: "a string (str)"}.get(tp, getattr(tp, "__name__", str(tp)))
+    return {
+        int: "an integer (int)",
+        float: "a number (float)",
+        bool: "true or false (bool)",
+        str: "a string (str)",
+    }.get(tp, getattr(tp, "__name__", str(tp)))
 
 
 # pydantic (installed with openai; lch sweep's spec uses it) was tried for these conversions and not taken: its lax mode
@@ -170,7 +193,9 @@ def _convert(value: Any, tp: Any) -> Any:
         return value
     if origin in (Union, types.UnionType):
         members = typing.get_args(tp)
-        if type(None) in members and (value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)):
+        if type(None) in members and (
+            value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS)
+        ):
             return None
         for member in (m for m in members if m is not type(None)):
             try:
@@ -230,8 +255,12 @@ def flag_name(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | None = None,
-                  label: Callable[[str], str] = metadata_key) -> T:
+def parse_options(
+    cls: type[T],
+    metadata: Mapping[str, Any] | None,
+    task: str | None = None,
+    label: Callable[[str], str] = metadata_key,
+) -> T:
     """``cls`` (an options dataclass) built from the keys of ``metadata`` that are its fields, converted to their
     types. A value that does not convert or is outside its domain is a one-line :class:`UsageError` naming ``task``
     and the key as ``label`` writes it; a :class:`UsageError` of ``cls``'s ``__post_init__`` gets the task named."""
@@ -256,7 +285,7 @@ def parse_options(cls: type[T], metadata: Mapping[str, Any] | None, task: str | 
         raise
 
 
-def _number(value: Any, tp: type) -> int | float:
+def _number(value: Any, tp: type[int] | type[float]) -> int | float:
     """``value`` (a number or a numeric string) as an int or float; never a bool, nan, inf or a fraction for an int."""
     if isinstance(value, bool):
         raise _BadValue

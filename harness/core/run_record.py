@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from harness.core import results as keys
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ContextManager, Mapping
+from typing import Any
 
+from harness.core import results as keys
 from harness.core.context import setting
 from harness.core.options import option, option_help
-
 
 # the running run's --apply_chat_template (False: none; True or a name: one); None: not known (evaluate called directly)
 _ASKED_CHAT_TEMPLATE: ContextVar[bool | str | None] = ContextVar("lch_asked_chat_template", default=None)
 
 
-def asking_chat_template(value: Any) -> ContextManager[bool | str]:
+def asking_chat_template(value: Any) -> AbstractContextManager[bool | str]:
     """For the length of one run: the ``apply_chat_template`` it was asked for (None and "" mean none)."""
     return setting(_ASKED_CHAT_TEMPLATE, value if isinstance(value, str) and value else bool(value))
 
@@ -53,8 +54,9 @@ class RunRecord:
     max_length: str | None = option(None, "the longest input the model was run with, in tokens")
     inference: str | None = option(None, "the PIC / RoPE settings applied, in words")
     model: str | None = option(None, "the model's content identity (weights and tokenizer files)")
-    architecture: str | None = option(None, "the model's architecture and sizes (a new checkpoint of one model "
-                                            "keeps it)")
+    architecture: str | None = option(
+        None, "the model's architecture and sizes (a new checkpoint of one model keeps it)"
+    )
     adapter: str | None = option(None, "the LoRA adapter's content identity (none: no adapter)")
     libraries: str | None = option(None, "the versions of the libraries that computed the numbers")
     batch_size: str | None = option(None, "lm-eval's batch size")
@@ -66,11 +68,13 @@ class RunRecord:
         return {keys.RUN: {name: value for name, value in dataclasses.asdict(self).items() if value is not None}}
 
     @classmethod
-    def from_results(cls, data: Mapping[str, Any]) -> "RunRecord":
+    def from_results(cls, data: Mapping[str, Any]) -> RunRecord:
         """The record of an lm-eval results file's content: ours under ``config[RUN]``, lm-eval's own fields for the
         batch size, the seeds and the chat template (absent ones: None)."""
-        config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-        ours = config.get(keys.RUN) if isinstance(config.get(keys.RUN), Mapping) else {}
+        raw_config = data.get("config")
+        config: Mapping[str, Any] = raw_config if isinstance(raw_config, Mapping) else {}
+        raw_ours = config.get(keys.RUN)
+        ours: Mapping[str, Any] = raw_ours if isinstance(raw_ours, Mapping) else {}
         values = {name: _text(ours.get(name)) for name in FIELDS}
         if values["batch_size"] is None and config.get("batch_size") is not None:
             values["batch_size"] = _text(config.get("batch_size"))
@@ -78,8 +82,9 @@ class RunRecord:
         if values["seed"] is None and any(s is not None for s in seeds):
             values["seed"] = "/".join("none" if s is None else str(s) for s in seeds)
         if values["chat_template"] is None and ("chat_template" in data or "chat_template_sha" in data):
-            values["chat_template"] = _text(data.get("chat_template_sha")) or ("none" if not data.get("chat_template")
-                                                                              else "unnamed")
+            values["chat_template"] = _text(data.get("chat_template_sha")) or (
+                "none" if not data.get("chat_template") else "unnamed"
+            )
         return cls(**values)
 
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 import csv
 import html
 import io
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 
 def markdown(head: Sequence[Any], rows: Iterable[Sequence[Any]], right: Collection[int] = ()) -> list[str]:
     """The lines of a Markdown table: the head, its rule (``---:`` under the columns numbered in ``right``, which are
     right-aligned, ``---`` under the others) and a line per row; ``|`` in a cell is written ``\\|``."""
-    line = lambda cells: "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"  # noqa: E731
+
+    def line(cells: Iterable[Any]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
     rule = "|" + "".join("---:|" if i in right else "---|" for i in range(len(head)))
     return [line(head), rule, *(line(cells) for cells in rows)]
 
@@ -23,8 +27,10 @@ def aligned(rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[
     """``rows`` (the head first) as lines of text in columns two spaces apart, those numbered in ``right`` flush
     right, the others flush left; no trailing spaces."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return ["  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
-            for r in rows]
+    return [
+        "  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    ]
 
 
 def csv_text(head: Sequence[Any], rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> str:
@@ -39,6 +45,7 @@ def csv_text(head: Sequence[Any], rows: Iterable[Sequence[Any] | Mapping[str, An
 def html_table(head: Sequence[str], rows: Iterable[Sequence[str | tuple[str, Mapping[str, str]]]]) -> str:
     """``<table>`` with a ``<thead>`` and a ``<tbody>``; a cell is its text, or ``(text, {attribute: value})``; text and
     values escaped."""
+
     def cell(c: str | tuple[str, Mapping[str, str]]) -> str:
         text, attributes = (c, {}) if isinstance(c, str) else c
         extra = "".join(f" {k}='{html.escape(v, quote=True)}'" for k, v in attributes.items())

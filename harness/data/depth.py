@@ -41,7 +41,7 @@ def cell_metric(bucket: Any, length: Any) -> str:
 def read_cell_metric(name: str) -> tuple[int, str] | None:
     """``(bucket, length name)`` of a metric named by :func:`cell_metric`, else None."""
     head, sep, length = name.partition(f"_{LENGTH_PREFIX}")
-    bucket = head[len(DEPTH_PREFIX):] if head.startswith(DEPTH_PREFIX) else ""
+    bucket = head[len(DEPTH_PREFIX) :] if head.startswith(DEPTH_PREFIX) else ""
     return (int(bucket), length) if sep and bucket.isdigit() and length else None
 
 
@@ -52,7 +52,7 @@ def length_of_metric(name: str) -> tuple[int | None, int] | None:
     if cell is not None:
         bucket, label = cell
     elif name.startswith(LENGTH_PREFIX):
-        bucket, label = None, name[len(LENGTH_PREFIX):]
+        bucket, label = None, name[len(LENGTH_PREFIX) :]
     else:
         return None
     try:

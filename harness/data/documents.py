@@ -7,15 +7,16 @@ import contextlib
 import json
 import logging
 import urllib.request
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from harness.core.cache import cache_root
 from harness.core.errors import DataFormatError, MissingDataError, UsageError, missing_data_on_error
-from harness.data.inputs import Input
 from harness.core.files import write_bytes_atomic
 from harness.core.options import MAX_SAMPLES, MAX_TOKENS, option
+from harness.data.inputs import Input
 
 __all__ = ["DocumentOptions", "MissingDataError", "load_documents", "local_or_download", "read_json", "read_jsonl"]
 
@@ -53,9 +54,11 @@ def load_documents(
     elif hf_dataset:
         import datasets
 
-        with missing_data_on_error(f"could not load HF dataset {hf_dataset!r} split {hf_split!r}",
-                                   f"download it to the HF cache, or pass --metadata '{{\"data_files\": \"<file.jsonl "
-                                   f"with field {text_field!r}>\"}}'"):
+        with missing_data_on_error(
+            f"could not load HF dataset {hf_dataset!r} split {hf_split!r}",
+            f'download it to the HF cache, or pass --metadata \'{{"data_files": "<file.jsonl '
+            f"with field {text_field!r}>\"}}'",
+        ):
             ds = datasets.load_dataset(hf_dataset, hf_name, split=hf_split)
         texts = list(ds[text_field])
     else:
@@ -75,13 +78,19 @@ class DocumentOptions:
     hf_dataset: str = option("ccdv/govreport-summarization", "HF dataset of the documents (when no data_files)")
     hf_name: str | None = option(None, "HF dataset configuration")
     hf_split: str = option("test", "HF dataset split")
-    min_tokens: int = option(16384, "documents shorter than this are skipped (counted in docs_skipped; 0: none)",
-                             low=0, high=MAX_TOKENS)
-    max_tokens: int | None = option(32767, "documents are cut to this many tokens (none: whole documents)", low=1,
-                                    high=MAX_TOKENS)
+    min_tokens: int = option(
+        16384, "documents shorter than this are skipped (counted in docs_skipped; 0: none)", low=0, high=MAX_TOKENS
+    )
+    max_tokens: int | None = option(
+        32767, "documents are cut to this many tokens (none: whole documents)", low=1, high=MAX_TOKENS
+    )
     num_docs: int | None = option(50, "number of documents (none: all)", low=1, high=MAX_SAMPLES)
-    allow_fewer_docs: bool = option(False, "go on when fewer than num_docs documents are long enough (the results "
-                                           "count them); by default that is an error", measures=False)
+    allow_fewer_docs: bool = option(
+        False,
+        "go on when fewer than num_docs documents are long enough (the results "
+        "count them); by default that is an error",
+        measures=False,
+    )
 
     def unused(self) -> set[str]:
         """Options not read: the HF ones with ``data_files``, and ``text_field`` when those are ``.txt`` only."""
@@ -97,16 +106,31 @@ class DocumentOptions:
     def inputs(self) -> list[Input]:
         """The documents (:mod:`harness.data.inputs`): ``data_files``, else the HF dataset."""
         if self.data_files:
-            return [Input("data_files", self.data_files, "path", "give data_files= an existing .txt / .jsonl file or "
-                          "folder of documents")]
-        return [Input("hf_dataset", self.hf_dataset, "hf_dataset", "download it to the HF cache, or pass "
-                      "data_files=<a .txt / .jsonl file or folder of long texts> (e.g. a folder of essays)")]
+            return [
+                Input(
+                    "data_files",
+                    self.data_files,
+                    "path",
+                    "give data_files= an existing .txt / .jsonl file or folder of documents",
+                )
+            ]
+        return [
+            Input(
+                "hf_dataset",
+                self.hf_dataset,
+                "hf_dataset",
+                "download it to the HF cache, or pass "
+                "data_files=<a .txt / .jsonl file or folder of long texts> (e.g. a folder of essays)",
+            )
+        ]
 
     def __post_init__(self) -> None:
         # a scored document keeps min_tokens after the cut, so a cut below the minimum leaves nothing to score
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
-            raise UsageError(f"max_tokens {self.max_tokens} is below min_tokens {self.min_tokens}: no "
-                             "document could be both long enough and cut that short; give max_tokens >= min_tokens")
+            raise UsageError(
+                f"max_tokens {self.max_tokens} is below min_tokens {self.min_tokens}: no "
+                "document could be both long enough and cut that short; give max_tokens >= min_tokens"
+            )
 
 
 def check_enough_documents(found: int, options: DocumentOptions) -> None:
@@ -114,10 +138,12 @@ def check_enough_documents(found: int, options: DocumentOptions) -> None:
     asked = options.num_docs
     if asked is None or found >= asked:
         return
-    what = (f"only {found} of the {asked} documents asked for (num_docs) have {options.min_tokens} tokens or more")
+    what = f"only {found} of the {asked} documents asked for (num_docs) have {options.min_tokens} tokens or more"
     if not options.allow_fewer_docs:
-        raise UsageError(f"{what}: give more long documents, lower min_tokens or num_docs, or pass "
-                         "allow_fewer_docs=true to score those found")
+        raise UsageError(
+            f"{what}: give more long documents, lower min_tokens or num_docs, or pass "
+            "allow_fewer_docs=true to score those found"
+        )
     logging.getLogger("harness.data").warning("%s: the scores rest on %d (allow_fewer_docs)", what, found)
 
 
@@ -128,25 +154,37 @@ MAX_WHOLE_DOCUMENT_CHARS = 40_000_000
 def documents_from_options(options: DocumentOptions) -> list[dict[str, Any]]:
     """:func:`load_documents` of the options' source without documents of no text (they keep their ``doc_id``; a corpus
     of nothing else is refused); with ``max_tokens`` none, one over :data:`MAX_WHOLE_DOCUMENT_CHARS` is refused."""
-    docs = load_documents(data_files=options.data_files, text_field=options.text_field, hf_dataset=options.hf_dataset,
-                          hf_name=options.hf_name, hf_split=options.hf_split)
+    docs = load_documents(
+        data_files=options.data_files,
+        text_field=options.text_field,
+        hf_dataset=options.hf_dataset,
+        hf_name=options.hf_name,
+        hf_split=options.hf_split,
+    )
     bad = next((d for d in docs if not isinstance(d["text"], str)), None)
     if bad is not None:
-        raise DataFormatError(f"document {bad['doc_id']}: field {options.text_field!r} holds "
-                              f"{str(bad['text'])[:40]!r} ({type(bad['text']).__name__}), not text; give text")
+        raise DataFormatError(
+            f"document {bad['doc_id']}: field {options.text_field!r} holds "
+            f"{str(bad['text'])[:40]!r} ({type(bad['text']).__name__}), not text; give text"
+        )
     kept = [d for d in docs if d["text"].strip()]
     if docs and not kept:
-        raise UsageError(f"none of the {len(docs)} documents could be scored: each is empty or only whitespace; "
-                         "give documents with text")
+        raise UsageError(
+            f"none of the {len(docs)} documents could be scored: each is empty or only whitespace; "
+            "give documents with text"
+        )
     if len(kept) < len(docs):
-        logging.getLogger("harness.data").warning("%d of the %d documents are empty or only whitespace: left out",
-                                                  len(docs) - len(kept), len(docs))
+        logging.getLogger("harness.data").warning(
+            "%d of the %d documents are empty or only whitespace: left out", len(docs) - len(kept), len(docs)
+        )
     if options.max_tokens is None:
         huge = next((d for d in kept if len(d["text"]) > MAX_WHOLE_DOCUMENT_CHARS), None)
         if huge is not None:
-            raise UsageError(f"document {huge['doc_id']} has {len(huge['text']):,} characters: whole documents "
-                             f"(max_tokens none) are limited to {MAX_WHOLE_DOCUMENT_CHARS:,} characters; give "
-                             "max_tokens (only that many tokens of each document are then read)")
+            raise UsageError(
+                f"document {huge['doc_id']} has {len(huge['text']):,} characters: whole documents "
+                f"(max_tokens none) are limited to {MAX_WHOLE_DOCUMENT_CHARS:,} characters; give "
+                "max_tokens (only that many tokens of each document are then read)"
+            )
     return kept
 
 
@@ -172,7 +210,9 @@ def downloaded_input(option_name: str, path: str | None, url: str) -> Input:
     """The :class:`~harness.data.inputs.Input` of :func:`local_or_download`'s file: ``path`` if given, else ``url``."""
     if path:
         return Input(option_name, path, "path", f"give {option_name}= an existing file")
-    return Input(option_name, url, "download", f"fetch it and pass {option_name}=<its path>", cached=download_cache(url))
+    return Input(
+        option_name, url, "download", f"fetch it and pass {option_name}=<its path>", cached=download_cache(url)
+    )
 
 
 _NO_DOWNLOADS = False
@@ -204,7 +244,9 @@ def local_or_download(path: str | None, url: str, what: str) -> Path:
             with urllib.request.urlopen(url, timeout=60) as reply:
                 data = reply.read()
         except OSError as err:
-            raise MissingDataError(f"{what}: could not download {url} ({type(err).__name__}); fetch it and pass its path") from err
+            raise MissingDataError(
+                f"{what}: could not download {url} ({type(err).__name__}); fetch it and pass its path"
+            ) from err
         write_bytes_atomic(cached, data)  # concurrent downloaders each rename the same bytes in
     return cached
 
@@ -224,7 +266,9 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(read_text(path))
     except json.JSONDecodeError as err:
-        raise DataFormatError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}); fix or replace the file") from None
+        raise DataFormatError(
+            f"{path}: not valid JSON ({err.msg} at line {err.lineno}); fix or replace the file"
+        ) from None
 
 
 def read_jsonl(path: str | Path, what: str = "JSON Lines") -> list[dict[str, Any]]:
@@ -237,7 +281,9 @@ def read_jsonl(path: str | Path, what: str = "JSON Lines") -> list[dict[str, Any
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            raise DataFormatError(f"{path}:{number}: not {what} ({err.msg}); each line must be one JSON object") from None
+            raise DataFormatError(
+                f"{path}:{number}: not {what} ({err.msg}); each line must be one JSON object"
+            ) from None
         if not isinstance(row, dict):
             raise DataFormatError(f"{path}:{number}: not {what} (a {type(row).__name__}, not a JSON object)")
         rows.append(row)

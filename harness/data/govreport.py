@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from harness.core.errors import UsageError
 from harness.data.documents import DocumentOptions, check_enough_documents, documents_from_options, select_long
 from harness.data.prompt_tokens import ModelKeys, load_tokenizer
 from harness.data.token_heads import count_tokens_upto
-from harness.core.errors import UsageError
 
 
 def govreport_documents(options: DocumentOptions, model: ModelKeys) -> list[dict[str, Any]]:
@@ -23,13 +23,18 @@ def _selected(options: DocumentOptions, model: ModelKeys) -> tuple[dict[str, Any
     name = model.tokenizer or model.pretrained
     if name:  # token counts capped at min_tokens: long texts are not tokenized whole
         tokenizer = load_tokenizer(name)
-        docs = select_long(docs, lambda text: count_tokens_upto(tokenizer, text, options.min_tokens),
-                           options.min_tokens, options.num_docs)
+        docs = select_long(
+            docs,
+            lambda text: count_tokens_upto(tokenizer, text, options.min_tokens),
+            options.min_tokens,
+            options.num_docs,
+        )
     elif options.num_docs is not None:
         docs = docs[: options.num_docs]
     if not docs:
-        raise UsageError(f"no document has {options.min_tokens} tokens or more: lower min_tokens or "
-                         "give longer documents")
+        raise UsageError(
+            f"no document has {options.min_tokens} tokens or more: lower min_tokens or give longer documents"
+        )
     check_enough_documents(len(docs), options)
     return tuple(docs)
 

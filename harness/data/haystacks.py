@@ -8,19 +8,24 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from harness.data.documents import MissingDataError, load_documents
 from harness.core.errors import UsageError, check_known, missing_data_on_error
+from harness.data.documents import MissingDataError, load_documents
 
-NOISE = "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. Birds sing in the old oak. The day ends and night comes."
+NOISE = (
+    "The river runs down to the sea. The hills stay quiet at dawn. The clouds drift slowly east. "
+    "Birds sing in the old oak. The day ends and night comes."
+)
 SYNTHETIC = "synthetic"
 ESSAYS_HF = "baber/paul_graham_essays"
 # Five essays written for this project (original prose, the package's license), 2,313-2,635 SmolLM2 tokens each:
-# real prose where no other corpus is at hand (``lch demo`` installed away from ../shared; RULER essays / BABILong filler)
+# real prose where no other corpus is at hand (``lch demo`` installed away from ../shared; RULER essays / BABILong
+# filler)
 BUILTIN_ESSAYS = "lch-essays"
 BUILTIN_ESSAYS_DIR = Path(__file__).with_name("lch_essays")
 SQUAD_HF = ("rajpurkar/squad_v2", None, "validation")
@@ -64,11 +69,16 @@ def synthetic_prose(n_sentences: int, seed: int = 0) -> str:
     """Seeded filler prose: ``The <adj> <noun> <verb>s near the <noun>.`` style sentences."""
     rng = random.Random(f"prose-{seed}")
     w = word_lists()
-    patterns = ("The {a} {n} {v}s near the {n2}.", "A {a} {n} can {v} the {n2}.", "Every {n} wants to {v} a {a} {n2}.",
-                "Nobody saw the {a} {n} {v} by the {n2}.")
+    patterns = (
+        "The {a} {n} {v}s near the {n2}.",
+        "A {a} {n} can {v} the {n2}.",
+        "Every {n} wants to {v} a {a} {n2}.",
+        "Nobody saw the {a} {n} {v} by the {n2}.",
+    )
     return " ".join(
-        rng.choice(patterns).format(a=rng.choice(w["adjective"]), n=rng.choice(w["noun"]), v=rng.choice(w["verb"]),
-                                    n2=rng.choice(w["noun"]))
+        rng.choice(patterns).format(
+            a=rng.choice(w["adjective"]), n=rng.choice(w["noun"]), v=rng.choice(w["verb"]), n2=rng.choice(w["noun"])
+        )
         for _ in range(n_sentences)
     )
 
@@ -92,10 +102,12 @@ def essay_sentences(source: str = ESSAYS_HF) -> tuple[str, ...]:
         except MissingDataError:
             raise MissingDataError(
                 f"RULER essays: {ESSAYS_HF} is not in the HF cache; download it, or pass --metadata "
-                "'{\"essays\": \"<folder of .txt essays>\"}' (or \"synthetic\" for a smoke run)") from None
+                '\'{"essays": "<folder of .txt essays>"}\' (or "synthetic" for a smoke run)'
+            ) from None
     else:
-        raise MissingDataError(f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r} nor "
-                               f"{BUILTIN_ESSAYS!r}")
+        raise MissingDataError(
+            f"RULER essays: {source} is neither a local path nor {ESSAYS_HF!r} nor {BUILTIN_ESSAYS!r}"
+        )
     sentences = tuple(s for d in docs for s in split_sentences(d["text"]))
     if not sentences:
         raise UsageError(f"RULER essays: {source} holds no text")
@@ -148,7 +160,10 @@ def _synthetic_qa(n: int = 1000) -> QACorpus:
     for i in range(n):
         project = f"{rng.choice(w['adjective'])}-{rng.choice(w['noun'])}-{i}"
         answer = rng.choice(w["noun"])
-        doc = f"{synthetic_prose(4, seed=i)} The code word of project {project} is {answer}. {synthetic_prose(3, seed=-i - 1)}"
+        doc = (
+            f"{synthetic_prose(4, seed=i)} The code word of project {project} is {answer}. "
+            f"{synthetic_prose(3, seed=-i - 1)}"
+        )
         pairs.append((f"What is the code word of project {project}?", [answer], [doc]))
     return _corpus(pairs)
 
@@ -188,8 +203,10 @@ def load_qa(dataset: str, source: str | None = None) -> QACorpus:
             raise MissingDataError(f"RULER {dataset}: {path} does not exist; put the official dev JSON there")
         return _corpus(spec.official(json.loads(path.read_text(encoding="utf-8"))))
     name, config, split = spec.hub
-    with missing_data_on_error(f"RULER {dataset}: HF {name} is not in the HF cache",
-                               f"download it or pass --metadata '{{\"{dataset}\": \"<official dev JSON>\"}}'"):
+    with missing_data_on_error(
+        f"RULER {dataset}: HF {name} is not in the HF cache",
+        f'download it or pass --metadata \'{{"{dataset}": "<official dev JSON>"}}\'',
+    ):
         import datasets
 
         rows = list(datasets.load_dataset(name, config, split=split))

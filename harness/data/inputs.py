@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
 
 HUB_HOST = "huggingface.co"
 PROBE_SECONDS = 3.0
@@ -70,13 +70,14 @@ def go_offline() -> bool:
         os.environ.setdefault(variable, "1")
     import sys
 
+    # the libraries' constants as they read them (modules typed as plain ModuleType here: attr-defined ignored)
     hub = sys.modules.get("huggingface_hub.constants")
     if hub is not None:
-        hub.HF_HUB_OFFLINE = True
+        hub.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
     config = sys.modules.get("datasets.config")
     if config is not None:
-        config.HF_HUB_OFFLINE = True
-        config.HF_DATASETS_OFFLINE = True
+        config.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+        config.HF_DATASETS_OFFLINE = True  # type: ignore[attr-defined]
     return True
 
 

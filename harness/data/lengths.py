@@ -37,8 +37,10 @@ def check_lengths(lengths: Any, per_length: int | None, low: int, high: int, max
         if not low <= tokens <= high:
             raise UsageError(f"lengths must be between {low} and {high} tokens each, got {length!r}")
     if per_length is not None and per_length * len(lengths) > max_samples:
-        raise UsageError(f"num_samples {per_length} x {len(lengths)} lengths = {per_length * len(lengths)} "
-                         f"samples, more than the {max_samples} a task builds: give fewer samples or lengths")
+        raise UsageError(
+            f"num_samples {per_length} x {len(lengths)} lengths = {per_length * len(lengths)} "
+            f"samples, more than the {max_samples} a task builds: give fewer samples or lengths"
+        )
 
 
 def length_label(length: Any) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.options import MAX_TOKENS, option
@@ -66,8 +67,14 @@ class PromptCounter:
     def fingerprint(self) -> str:
         """Hash of everything that changes counts: vocabulary/merges, special-token handling, template."""
         tok = self.tokenizer
-        parts = [type(tok).__name__, _body(tok, len(tok)), str(tok.bos_token), str(getattr(tok, "add_bos_token", None)),
-                 str(self.chat_template), str(getattr(tok, "chat_template", None) if self.chat_template else None)]
+        parts = [
+            type(tok).__name__,
+            _body(tok, len(tok)),
+            str(tok.bos_token),
+            str(getattr(tok, "add_bos_token", None)),
+            str(self.chat_template),
+            str(getattr(tok, "chat_template", None) if self.chat_template else None),
+        ]
         return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16]
 
 
@@ -94,9 +101,13 @@ class PromptOptions(ModelKeys, TruncationOptions, CurveOptions):
     """Options of tasks that fit prompts to a token budget (RULER, BABILong), cut what still does not fit
     (``truncation``) and read per-length scores against a bar (``effective_threshold``)."""
 
-    chat_template: bool | None = option(None, "fit samples with the chat template counted (default: as the run applies "
-                                              "one, --apply_chat_template); true in a run without the template fits the "
-                                              "very samples of a run with it", cache_key="tokenizer")
+    chat_template: bool | None = option(
+        None,
+        "fit samples with the chat template counted (default: as the run applies "
+        "one, --apply_chat_template); true in a run without the template fits the "
+        "very samples of a run with it",
+        cache_key="tokenizer",
+    )
 
 
 def tokenizer_name(model: ModelKeys) -> str | None:
@@ -115,8 +126,10 @@ def counter_for(options: PromptOptions) -> PromptCounter:
     """The :class:`PromptCounter` of the evaluated model, counting the chat template if ``options.chat_template``."""
     name = tokenizer_name(options)
     if name is None:
-        raise UsageError("this task sizes prompts in the evaluated model's tokens: pass --model_args "
-                         "pretrained=<model> (or tokenizer=<name>)")
+        raise UsageError(
+            "this task sizes prompts in the evaluated model's tokens: pass --model_args "
+            "pretrained=<model> (or tokenizer=<name>)"
+        )
     return PromptCounter(load_tokenizer(name), bool(options.chat_template))
 
 

@@ -36,7 +36,10 @@ def _encode(tokenizer: Any, text: str, kwargs: dict) -> tuple[list[int], list[li
 
 def encode_head(tokenizer: Any, text: str, n: int | None, **kwargs: Any) -> Head:
     """The first ``n`` (None: all) tokens of ``text`` under ``tokenizer(text, **kwargs)``, as if tokenized whole."""
-    size = len(text) if n is None else max(4096, FIRST_CHARS_PER_TOKEN * (n + HEAD_MARGIN))  # None: the whole text
+    if n is None:  # the whole text
+        ids, offsets = _encode(tokenizer, text, kwargs)
+        return Head(ids, offsets, len(ids))
+    size = max(4096, FIRST_CHARS_PER_TOKEN * (n + HEAD_MARGIN))
     agreed: list[int] | None = None  # the first n ids of the last prefix long enough
     while True:
         if size >= len(text):
@@ -48,9 +51,11 @@ def encode_head(tokenizer: Any, text: str, n: int | None, **kwargs: Any) -> Head
                 return Head(ids[:n], None if offsets is None else offsets[:n], None)
             agreed = ids[:n]
         if size > MAX_CHARS_PER_TOKEN * max(n, 1):
-            raise UsageError(f"a text of {len(text):,} characters holds fewer than {n + HEAD_MARGIN} tokens in its first "
-                             f"{size:,} characters: it is not text a model reads (e.g. one character repeated); "
-                             "remove it from the data")
+            raise UsageError(
+                f"a text of {len(text):,} characters holds fewer than {n + HEAD_MARGIN} tokens in its first "
+                f"{size:,} characters: it is not text a model reads (e.g. one character repeated); "
+                "remove it from the data"
+            )
         size *= 2
 
 

@@ -5,8 +5,9 @@ parts alone do not fit or whose context is not found."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from harness.core.options import option
 
@@ -19,10 +20,14 @@ _MAX_ROUNDS = 16  # re-cuts after a seam merged tokens (each removes at least on
 class TruncationOptions:
     """How a task cuts a prompt longer than the model's max length minus the generation budget (module docstring)."""
 
-    truncation: str = option(DEFAULT_POLICY, "over-long prompts: left | middle | right cut the document's context (never "
-                             "its instruction or question) in the evaluated tokenizer; skip leaves the sample unscored "
-                             "(counted as n_skipped)",
-                             choices=POLICIES, cache_key="no")  # applied to requests, the rows keep context_span
+    truncation: str = option(
+        DEFAULT_POLICY,
+        "over-long prompts: left | middle | right cut the document's context (never "
+        "its instruction or question) in the evaluated tokenizer; skip leaves the sample unscored "
+        "(counted as n_skipped)",
+        choices=POLICIES,
+        cache_key="no",
+    )  # applied to requests, the rows keep context_span
 
 
 @dataclass(frozen=True)
@@ -38,7 +43,7 @@ class PromptParts:
         return self.instruction + self.context + self.question
 
     @classmethod
-    def split(cls, text: str, start: int, end: int) -> "PromptParts":
+    def split(cls, text: str, start: int, end: int) -> PromptParts:
         """``text`` with its context at characters ``[start, end)``."""
         if not 0 <= start <= end <= len(text):
             raise ValueError(f"context span [{start}, {end}) is not inside a text of {len(text)} characters")
@@ -94,15 +99,22 @@ def kept_pieces(ids: Sequence[int], keep: int, policy: str) -> tuple[list[int], 
         raise ValueError(f"kept_pieces: policy {policy!r} cuts nothing (one of left, middle, right)")
     keep = max(0, min(keep, len(ids)))
     if policy == "left":
-        return [], list(ids[len(ids) - keep:])
+        return [], list(ids[len(ids) - keep :])
     if policy == "right":
         return list(ids[:keep]), []
     head = (keep + 1) // 2
-    return list(ids[:head]), list(ids[len(ids) - (keep - head):])
+    return list(ids[:head]), list(ids[len(ids) - (keep - head) :])
 
 
-def fit_prompt(prompt: str, parts: PromptParts, limit: int, policy: str, count: Callable[[str], int],
-               encode: Callable[[str], list[int]], decode: Callable[[list[int]], str]) -> Fitted:
+def fit_prompt(
+    prompt: str,
+    parts: PromptParts,
+    limit: int,
+    policy: str,
+    count: Callable[[str], int],
+    encode: Callable[[str], list[int]],
+    decode: Callable[[list[int]], str],
+) -> Fitted:
     """``prompt`` cut by ``policy`` to at most ``limit`` tokens, context only, counted again after each cut (a seam can
     merge tokens); ``count`` counts as the engine will, ``encode`` / ``decode`` work without special tokens."""
     if policy not in POLICIES:
@@ -113,8 +125,8 @@ def fit_prompt(prompt: str, parts: PromptParts, limit: int, policy: str, count: 
     span = locate_context(prompt, parts) if policy != "skip" else None
     if span is None:  # skip, or a context that cannot be told apart from what must stay whole
         return Fitted(prompt, skipped=True)
-    before, after = prompt[:span.start], prompt[span.end:]
-    ids = encode(prompt[span.start:span.end])
+    before, after = prompt[: span.start], prompt[span.end :]
+    ids = encode(prompt[span.start : span.end])
     over = total - limit
     for _ in range(_MAX_ROUNDS):
         if over > len(ids):  # the fixed parts and the budget alone do not fit
@@ -132,8 +144,14 @@ def prompt_fitter(tokenizer: Any, count: Callable[[str], int]) -> Callable[[str,
     """:func:`fit_prompt` bound to a Hugging Face tokenizer and a prompt counter (``count``)."""
 
     def fit(prompt: str, parts: PromptParts, limit: int, policy: str) -> Fitted:
-        return fit_prompt(prompt, parts, limit, policy, count,
-                          lambda body: tokenizer(body, add_special_tokens=False)["input_ids"],
-                          lambda ids: tokenizer.decode(ids) if ids else "")
+        return fit_prompt(
+            prompt,
+            parts,
+            limit,
+            policy,
+            count,
+            lambda body: tokenizer(body, add_special_tokens=False)["input_ids"],
+            lambda ids: tokenizer.decode(ids) if ids else "",
+        )
 
     return fit

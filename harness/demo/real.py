@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.demo.shared import DEMO_SWEEP, demo_grid, variants, write_reports
 from harness.core.errors import LchError, MissingDataError, UsageError
 from harness.core.files import writable_problem, write_json_atomic, write_text_atomic
+from harness.demo.shared import DEMO_SWEEP, demo_grid, variants, write_reports
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS
 from harness.sweep.worker import CELLS, COMPLETE
 
@@ -40,8 +40,12 @@ GROUP = "lch_demo_long_context"
 def longppl_settings() -> dict[str, Any]:
     """LongPPL's windows as the grid sets them, with the paper's thresholds (recorded in the metadata as run)."""
     metadata = demo_grid()["metadata"]
-    return {"trunc_len": metadata["trunc_len"], "sliding_window": metadata["sliding_window"],
-            "alpha": KEY_TOKEN_DEFAULTS["alpha"], "beta": KEY_TOKEN_DEFAULTS["beta"]}
+    return {
+        "trunc_len": metadata["trunc_len"],
+        "sliding_window": metadata["sliding_window"],
+        "alpha": KEY_TOKEN_DEFAULTS["alpha"],
+        "beta": KEY_TOKEN_DEFAULTS["beta"],
+    }
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,10 @@ def demo_corpus(explicit: str | None = None) -> DemoCorpus:
 
     def shipped(chosen: str) -> DemoCorpus:
         if not any(BUILTIN_ESSAYS_DIR.glob("*.txt")):
-            raise MissingDataError(f"the essays shipped with the package are not in {BUILTIN_ESSAYS_DIR}: reinstall "
-                                   "lch-harness, or pass --essays DIR (a folder of .txt essays)")
+            raise MissingDataError(
+                f"the essays shipped with the package are not in {BUILTIN_ESSAYS_DIR}: reinstall "
+                "lch-harness, or pass --essays DIR (a folder of .txt essays)"
+            )
         return DemoCorpus(BUILTIN_ESSAYS_DIR, BUILTIN_ESSAYS, chosen)
 
     for given, what in ((explicit, "--essays"), (os.environ.get("LCH_ESSAYS"), "$LCH_ESSAYS")):
@@ -73,11 +79,15 @@ def demo_corpus(explicit: str | None = None) -> DemoCorpus:
         if given:  # a folder asked for is the one used, or the demo stops: never another folder of essays instead
             folder = Path(given).expanduser()
             if not folder.is_dir():
-                raise MissingDataError(f"{what} {given} is not a folder: give a folder of .txt essays, or "
-                                       f"{BUILTIN_ESSAYS} (the essays shipped with the package)")
+                raise MissingDataError(
+                    f"{what} {given} is not a folder: give a folder of .txt essays, or "
+                    f"{BUILTIN_ESSAYS} (the essays shipped with the package)"
+                )
             if not any(folder.glob("*.txt")):
-                raise MissingDataError(f"{what} {given} holds no .txt file: give a folder of .txt essays, or "
-                                       f"{BUILTIN_ESSAYS} (the essays shipped with the package)")
+                raise MissingDataError(
+                    f"{what} {given} holds no .txt file: give a folder of .txt essays, or "
+                    f"{BUILTIN_ESSAYS} (the essays shipped with the package)"
+                )
             return DemoCorpus(folder, folder.resolve().name, what)
     checkout = Path(__file__).resolve().parents[2]
     beside = checkout.parent / "shared" / "data" / "paul_graham_essays"
@@ -104,9 +114,15 @@ class DemoSetup:
     group_dir: Path
 
 
-def prepare_demo(output: str | Path = "results/demo", essays: str | None = None,
-                 lengths: tuple[str, ...] | None = None, num_samples: int | None = None, num_docs: int | None = None,
-                 doc_tokens: int | None = None, model: str = DEFAULT_MODEL) -> DemoSetup:
+def prepare_demo(
+    output: str | Path = "results/demo",
+    essays: str | None = None,
+    lengths: tuple[str, ...] | None = None,
+    num_samples: int | None = None,
+    num_docs: int | None = None,
+    doc_tokens: int | None = None,
+    model: str = DEFAULT_MODEL,
+) -> DemoSetup:
     """The demo's inputs (:func:`demo_corpus` of ``essays`` first: a mistake costs no fetch and no output folder),
     its output folder, the model fetched, the demo's group written and its tasks' metadata: the grid's
     (:data:`DEMO_SWEEP`; a size given here replaces the grid's) with what this run found."""
@@ -126,16 +142,27 @@ def prepare_demo(output: str | Path = "results/demo", essays: str | None = None,
     group_dir = out / "tasks"
     write_text_atomic(group_dir / f"{GROUP}.yaml", group_yaml(RULER_TASKS + BABILONG_TASKS))
     grid = demo_grid()
-    sizes = {"lengths": list(lengths or grid["lengths"]), "num_samples": num_samples, "num_docs": num_docs,
-             "min_tokens": doc_tokens, "max_tokens": doc_tokens}
+    sizes = {
+        "lengths": list(lengths or grid["lengths"]),
+        "num_samples": num_samples,
+        "num_docs": num_docs,
+        "min_tokens": doc_tokens,
+        "max_tokens": doc_tokens,
+    }
     metadata = {
-        **grid["metadata"], **{key: value for key, value in sizes.items() if value is not None},
+        **grid["metadata"],
+        **{key: value for key, value in sizes.items() if value is not None},
         "pretrained": str(model_dir),  # lm-eval's CLI merges model_args into task metadata; tasks size prompts by it
         # RULER and BABILong: real prose haystack / filler, the chat template counted when fitting
-        "essays": str(essays_dir), "filler": str(essays_dir), "chat_template": demo_model.chat_template,
+        "essays": str(essays_dir),
+        "filler": str(essays_dir),
+        "chat_template": demo_model.chat_template,
         # PPL / LongPPL: the essays; the vanilla model as evaluator (docs/demo.md)
-        "data_files": str(essays_dir), "evaluator": str(model_dir), "key_cache_dir": str(out / "keytokens"),
-        **longppl_settings(), "short_start": demo_model.short_start,
+        "data_files": str(essays_dir),
+        "evaluator": str(model_dir),
+        "key_cache_dir": str(out / "keytokens"),
+        **longppl_settings(),
+        "short_start": demo_model.short_start,
     }
     return DemoSetup(corpus, model_dir, out, metadata, group_dir)
 
@@ -147,16 +174,34 @@ def demo_sweep(setup: DemoSetup, model: str, chosen: list[tuple[str, dict]] | No
 
     grid = demo_grid()
     metadata = {k: v for k, v in setup.metadata.items() if k not in ("pretrained", "lengths")}
-    lm_eval = {**grid.get("lm_eval", {}), "include_path": str(setup.group_dir),
-               "apply_chat_template": DEMO_MODELS[model].chat_template}
-    return parse_spec({**grid, "models": [str(setup.model_dir)], "variants": dict(chosen or variants()),
-                       "lengths": setup.metadata["lengths"], "metadata": metadata, "lm_eval": lm_eval}, str(DEMO_SWEEP))
+    lm_eval = {
+        **grid.get("lm_eval", {}),
+        "include_path": str(setup.group_dir),
+        "apply_chat_template": DEMO_MODELS[model].chat_template,
+    }
+    return parse_spec(
+        {
+            **grid,
+            "models": [str(setup.model_dir)],
+            "variants": dict(chosen or variants()),
+            "lengths": setup.metadata["lengths"],
+            "metadata": metadata,
+            "lm_eval": lm_eval,
+        },
+        str(DEMO_SWEEP),
+    )
 
 
-def run_real_demo(output: str | Path = "results/demo", essays: str | None = None,
-                  lengths: tuple[str, ...] | None = None, num_samples: int | None = None, num_docs: int | None = None,
-                  doc_tokens: int | None = None, variants: list[tuple[str, dict]] | None = None,
-                  model: str = DEFAULT_MODEL) -> dict:
+def run_real_demo(
+    output: str | Path = "results/demo",
+    essays: str | None = None,
+    lengths: tuple[str, ...] | None = None,
+    num_samples: int | None = None,
+    num_docs: int | None = None,
+    doc_tokens: int | None = None,
+    variants: list[tuple[str, dict]] | None = None,
+    model: str = DEFAULT_MODEL,
+) -> dict:
     """Run the demo's sweep, then its reports; returns the summary also written to ``summary.json``. A cell with a
     result from an earlier demo of the same settings is not run again."""
     from harness.sweep.gather import record
@@ -172,21 +217,44 @@ def run_real_demo(output: str | Path = "results/demo", essays: str | None = None
     record(out, spec, outcome)
     failed = [p for p in outcome.prepared if p.status == "failed"]
     if failed:
-        raise DemoFailed(f"the demo's cell {failed[0].cell.label!r} failed: {failed[0].line} (its log: "
-                         f"{out / 'logs' / (failed[0].folder.name + '.log')})")
-    rows = [summary_row(p.cell.variant, spec.variants[p.cell.variant], cell_results(p.folder), metadata["lengths"],
-                        cell_seconds(p.folder)) for p in outcome.prepared]
-    headline = [f"{GROUP}/score", *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
-                "longppl_govreport/longppl", "longppl_govreport/ppl_nobos", "longppl_govreport/n_key_tokens"]
+        raise DemoFailed(
+            f"the demo's cell {failed[0].cell.label!r} failed: {failed[0].line} (its log: "
+            f"{out / 'logs' / (failed[0].folder.name + '.log')})"
+        )
+    rows = [
+        summary_row(
+            p.cell.variant,
+            spec.variants[p.cell.variant],
+            cell_results(p.folder),
+            metadata["lengths"],
+            cell_seconds(p.folder),
+        )
+        for p in outcome.prepared
+    ]
+    headline = [
+        f"{GROUP}/score",
+        *(f"{t}/score" for t in RULER_TASKS + BABILONG_TASKS),
+        "longppl_govreport/longppl",
+        "longppl_govreport/ppl_nobos",
+        "longppl_govreport/n_key_tokens",
+    ]
     paths, stats = write_reports(out / CELLS, out, ppl_metric="longppl_govreport/ppl_nobos", headline=headline)
     paths += long_context_reports(out)
     corpus = setup.corpus
-    summary = {"model": str(setup.model_dir), "title": demo_model.title, "short_start": demo_model.short_start,
-               "corpus": {"name": corpus.name, "chosen": corpus.chosen, "folder": str(corpus.folder)},
-               "lengths": list(metadata["lengths"]), "num_samples": metadata["num_samples"],
-               "num_docs": metadata["num_docs"], "doc_tokens": metadata["max_tokens"],
-               "longppl_settings": longppl_settings(), "rows": rows, "longppl_vs_ppl": stats,
-               "seconds": round(time.perf_counter() - start, 1)}
+    summary = {
+        "model": str(setup.model_dir),
+        "title": demo_model.title,
+        "short_start": demo_model.short_start,
+        "corpus": {"name": corpus.name, "chosen": corpus.chosen, "folder": str(corpus.folder)},
+        "lengths": list(metadata["lengths"]),
+        "num_samples": metadata["num_samples"],
+        "num_docs": metadata["num_docs"],
+        "doc_tokens": metadata["max_tokens"],
+        "longppl_settings": longppl_settings(),
+        "rows": rows,
+        "longppl_vs_ppl": stats,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
     write_json_atomic(out / "summary.json", summary, indent=2)
     print(format_summary(summary))
     for path in paths:
@@ -225,12 +293,17 @@ def summary_row(name: str, pic_args: dict, run: dict, lengths, seconds: float) -
     parsed = parse_lengths(list(lengths), [])
     lp = results["longppl_govreport"]
     return {
-        "variant": name, "run": name_from_results(run).text, **pic_args,
+        "variant": name,
+        "run": name_from_results(run).text,
+        **pic_args,
         "ruler": {length_label(x): mean_at(RULER_TASKS, f"len_{length_tokens(x)}") for x in parsed},
         "babilong": {length_label(x): mean_at(BABILONG_TASKS, f"len_{length_label(x)}") for x in parsed},
         "long_context_score": results[GROUP]["score,none"],
-        "ppl": lp["ppl_nobos,none"], "longppl": lp["longppl,none"], "n_key_tokens": int(lp["n_key_tokens,none"]),
-        "n_tokens": int(lp["n_tokens,none"]), "seconds": round(seconds, 1),
+        "ppl": lp["ppl_nobos,none"],
+        "longppl": lp["longppl,none"],
+        "n_key_tokens": int(lp["n_key_tokens,none"]),
+        "n_tokens": int(lp["n_tokens,none"]),
+        "seconds": round(seconds, 1),
     }
 
 
@@ -258,26 +331,42 @@ def format_summary(summary: dict) -> str:
     labels = list(rows[0]["ruler"])
     shared, names = split_shared([r["run"] for r in rows])  # runs named as the leaderboard and plots name them
     width = max(len(n) for n in names + ["run"]) + 2
-    head = (f"{'run':<{width}}" + "".join(f"{'RULER ' + l:>10}" for l in labels)
-            + "".join(f"{'bAbI ' + l:>9}" for l in labels) + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}")
-    lines = [f"\n{summary['title']}, {summary['num_samples']} samples per RULER/BABILong task and length, "
-             f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
-             f"(LongPPL: vanilla model as evaluator, K={windows['trunc_len']}, d={windows['sliding_window']}, "
-             f"alpha={windows['alpha']}, beta={windows['beta']}, short windows start with "
-             f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)"
-             + f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): {corpus['name']} ({corpus['chosen']}: "
-               f"{corpus['folder']})" + (f"\nruns of {shared}" if shared else ""), head]
+    head = (
+        f"{'run':<{width}}"
+        + "".join(f"{'RULER ' + l:>10}" for l in labels)
+        + "".join(f"{'bAbI ' + l:>9}" for l in labels)
+        + f"{'long':>7}{'PPL':>8}{'LongPPL':>9}{'keys':>6}{'s':>6}"
+    )
+    lines = [
+        f"\n{summary['title']}, {summary['num_samples']} samples per RULER/BABILong task and length, "
+        f"PPL/LongPPL on {summary['num_docs']} essays x {summary['doc_tokens']} tokens "
+        f"(LongPPL: vanilla model as evaluator, K={windows['trunc_len']}, d={windows['sliding_window']}, "
+        f"alpha={windows['alpha']}, beta={windows['beta']}, short windows start with "
+        f"{'BOS' if summary['short_start'] == 'bos' else 'the text'}; keys = key tokens found)"
+        + f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): {corpus['name']} ({corpus['chosen']}: "
+        f"{corpus['folder']})" + (f"\nruns of {shared}" if shared else ""),
+        head,
+    ]
     for r, name in zip(rows, names):
-        lines.append(f"{name:<{width}}" + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
-                     + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)
-                     + f"{r['long_context_score']:>7.1f}{r['ppl']:>8.2f}{r['longppl']:>9.2f}{r['n_key_tokens']:>6d}"
-                     f"{r['seconds']:>6.0f}")
+        lines.append(
+            f"{name:<{width}}"
+            + "".join(f"{r['ruler'][l]:>10.1f}" for l in labels)
+            + "".join(f"{r['babilong'][l]:>9.1f}" for l in labels)
+            + f"{r['long_context_score']:>7.1f}{r['ppl']:>8.2f}{r['longppl']:>9.2f}{r['n_key_tokens']:>6d}"
+            f"{r['seconds']:>6.0f}"
+        )
     score = [r["long_context_score"] for r in rows]
     for metric in ("longppl", "ppl"):
         found = correlation([r[metric] for r in rows], score, (metric, "long-context score"))
         p = found["pearson"]
-        lines.append(f"long-context score vs {metric}: " + (f"not estimable ({found['undefined']})" if found["undefined"]
-                     else f"Pearson r = {p['r']:+.2f} (95% CI {p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}, p = {p['p']:.2g}, "
-                          f"n = {found['n']} variants)"))
+        lines.append(
+            f"long-context score vs {metric}: "
+            + (
+                f"not estimable ({found['undefined']})"
+                if found["undefined"]
+                else f"Pearson r = {p['r']:+.2f} (95% CI {p['ci'][0]:+.2f}..{p['ci'][1]:+.2f}, p = {p['p']:.2g}, "
+                f"n = {found['n']} variants)"
+            )
+        )
     lines.append(f"total {summary['seconds']:.0f} s")
     return "\n".join(lines)

@@ -26,9 +26,13 @@ def slug(name: str) -> str:
     return name.replace(" ", "_").replace("=", "")
 
 
-def write_reports(runs_dir: Path, out: Path, ppl_metric: str = "ppl_govreport/ppl",
-                  longppl_metric: str = "longppl_govreport/longppl",
-                  headline: list[str] | None = None) -> tuple[list[Path], dict]:
+def write_reports(
+    runs_dir: Path,
+    out: Path,
+    ppl_metric: str = "ppl_govreport/ppl",
+    longppl_metric: str = "longppl_govreport/longppl",
+    headline: list[str] | None = None,
+) -> tuple[list[Path], dict]:
     """The demo's runs as a leaderboard (best LongPPL first; Markdown shows ``headline``) and a LongPPL vs PPL
     correlation report; returns the paths and the correlation statistics."""
     from harness.reporting.correlate import write_report

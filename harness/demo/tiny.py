@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.demo.shared import slug, variants, write_reports
 from harness.core.files import atomic_writer, write_json_atomic
+from harness.demo.shared import slug, variants, write_reports
 
 VARIANTS: list[tuple[str, dict]] = [
     *variants()[:3],  # vanilla, naive s_cr=2, ntk s_rr=4
@@ -20,8 +20,8 @@ VARIANTS: list[tuple[str, dict]] = [
 
 def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int = 1500) -> list[dict]:
     from harness.data.synthetic import synthetic_reports
-    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.models.tiny import build_tiny_model
+    from harness.plugin.in_process import evaluate, save_run, task_manager
     from harness.reporting.labels import name_from_results, split_shared
 
     out = Path(output)
@@ -33,9 +33,16 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         for text in synthetic_reports(n_docs, n_words, seed=1):
             f.write(json.dumps({"report": text}) + "\n")
     metadata = {
-        "data_files": str(docs_file), "min_tokens": 256, "max_tokens": 4096, "num_docs": n_docs,
+        "data_files": str(docs_file),
+        "min_tokens": 256,
+        "max_tokens": 4096,
+        "num_docs": n_docs,
         # LongPPL on tiny models: short windows of 128-191 tokens, thresholds scaled to their small LSDs
-        "evaluator": str(evaluator_dir), "trunc_len": 128, "sliding_window": 64, "alpha": 0.5, "beta": -4.0,
+        "evaluator": str(evaluator_dir),
+        "trunc_len": 128,
+        "sliding_window": 64,
+        "alpha": 0.5,
+        "beta": -4.0,
         "key_cache_dir": str(out / "keytokens"),
     }
 
@@ -49,26 +56,39 @@ def run_demo(output: str | Path = "results/demo", n_docs: int = 4, n_words: int 
         longppl = results["results"]["longppl_govreport"]
         save_run(results, out / "runs" / slug(name))
         rows.append(
-            {"variant": name, "run": name_from_results(results).text, **pic_args, "ppl": metrics["ppl,none"], "n_tokens": metrics["n_tokens,none"],
-             "n_docs": metrics["n_docs,none"], "longppl": longppl["longppl,none"],
-             "longppl_soft": longppl["longppl_soft,none"], "n_key_tokens": longppl["n_key_tokens,none"]}
+            {
+                "variant": name,
+                "run": name_from_results(results).text,
+                **pic_args,
+                "ppl": metrics["ppl,none"],
+                "n_tokens": metrics["n_tokens,none"],
+                "n_docs": metrics["n_docs,none"],
+                "longppl": longppl["longppl,none"],
+                "longppl_soft": longppl["longppl_soft,none"],
+                "n_key_tokens": longppl["n_key_tokens,none"],
+            }
         )
     write_json_atomic(out / "summary.json", {"model": str(model_dir), "rows": rows}, indent=2)
-    print(f"\n{n_docs} synthetic reports; tiny Llama trained on 128-token windows ({model_dir.name}); "
-          f"LongPPL evaluator {evaluator_dir.name}")
+    print(
+        f"\n{n_docs} synthetic reports; tiny Llama trained on 128-token windows ({model_dir.name}); "
+        f"LongPPL evaluator {evaluator_dir.name}"
+    )
     shared, names = split_shared([row["run"] for row in rows])  # runs named as the leaderboard and plots name them
     width = max(len(n) for n in names + ["run"]) + 2
     print(f"runs of {shared}" if shared else "")
     print(f"{'run':<{width}} {'ppl':>9} {'longppl':>9} {'longppl_soft':>13} {'key tokens':>11} {'tokens':>7}")
     for row, name in zip(rows, names):
-        print(f"{name:<{width}} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
-              f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}")
+        print(
+            f"{name:<{width}} {row['ppl']:>9.3f} {row['longppl']:>9.3f} {row['longppl_soft']:>13.3f} "
+            f"{int(row['n_key_tokens']):>11d} {int(row['n_tokens']):>7d}"
+        )
     print(f"results written to {out}/")
     paths, stats = write_reports(out / "runs", out)
     p = stats["pearson"]
-    print(f"LongPPL vs PPL over {stats['n']} variants: Pearson r = {p['r']:.3f} (p = {p['p']:.3g}), "
-          f"Spearman {stats['spearman']['r']:.3f}, Kendall {stats['kendall']['r']:.3f}")
+    print(
+        f"LongPPL vs PPL over {stats['n']} variants: Pearson r = {p['r']:.3f} (p = {p['p']:.3g}), "
+        f"Spearman {stats['spearman']['r']:.3f}, Kendall {stats['kendall']['r']:.3f}"
+    )
     for path in paths:
         print(f"  {path}")
     return rows
-

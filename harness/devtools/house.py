@@ -40,8 +40,9 @@ class Counts:
 
 def _docstring_lines(tree: ast.Module) -> set[int]:
     kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    firsts = [n.body[0] for n in ast.walk(tree)
-              if isinstance(n, kinds) and ast.get_docstring(n, clean=False) is not None]
+    firsts = [
+        n.body[0] for n in ast.walk(tree) if isinstance(n, kinds) and ast.get_docstring(n, clean=False) is not None
+    ]
     return {line for first in firsts for line in range(first.lineno, (first.end_lineno or first.lineno) + 1)}
 
 
@@ -71,11 +72,13 @@ def _lm_eval_imports(tree: ast.Module) -> list[str]:
 def _process_globals(tree: ast.Module, where: str) -> list[str]:
     found = [f"{where}: global {', '.join(node.names)}" for node in ast.walk(tree) if isinstance(node, ast.Global)]
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
-            else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         value = getattr(node, "value", None)
         mutable = isinstance(value, (ast.Dict, ast.List, ast.Set)) or (
-            isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) in MUTABLE_CALLS)
+            isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", "")) in MUTABLE_CALLS
+        )
         for target in targets:
             if mutable and isinstance(target, ast.Name) and not target.id.isupper() and target.id != "__all__":
                 found.append(f"{where}: {target.id}")
@@ -96,15 +99,22 @@ def count(root: Path = ROOT) -> Counts:
         out.docstrings += len(docstrings)
         out.comments += len(comments - docstrings)
         out.code += total - len(blank | docstrings | comments)
-        out.long_docstrings += sum(1 for node in ast.walk(tree) if isinstance(node, ast.Expr)
-                                   and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-                                   and (node.end_lineno or node.lineno) - node.lineno + 1 > LONG_DOCSTRING)
+        out.long_docstrings += sum(
+            1
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and (node.end_lineno or node.lineno) - node.lineno + 1 > LONG_DOCSTRING
+        )
         imports = _lm_eval_imports(tree)
         if imports:
             out.lm_eval_files.append(where)
-        out.private_lm_eval_imports += [f"{where}: {name}" for name in imports
-                                        if any(part.startswith("_") for part in name.split(".")[1:-1])
-                                        or name.split(".")[-1].startswith("_")]
+        out.private_lm_eval_imports += [
+            f"{where}: {name}"
+            for name in imports
+            if any(part.startswith("_") for part in name.split(".")[1:-1]) or name.split(".")[-1].startswith("_")
+        ]
         out.process_globals += _process_globals(tree, where)
     architecture = root / "docs" / "ARCHITECTURE.md"
     out.architecture_lines = len(architecture.read_text(encoding="utf-8").splitlines()) if architecture.exists() else 0
@@ -119,13 +129,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({**asdict(counts), "lm_eval_folders": counts.lm_eval_folders}, indent=1))
         return 0
-    print(f"files {counts.files}; lines of code {counts.code}, docstrings {counts.docstrings} "
-          f"({counts.docstrings / max(1, counts.code):.0%} of the code; {counts.long_docstrings} longer than "
-          f"{LONG_DOCSTRING} lines), comments {counts.comments}")
-    print(f"lm-eval imported by {len(counts.lm_eval_files)} files in {len(counts.lm_eval_folders)} folders "
-          f"({', '.join(counts.lm_eval_folders)}); {len(counts.private_lm_eval_imports)} imports of private modules")
-    print(f"process-global state: {len(counts.process_globals)}; docs/ARCHITECTURE.md: {counts.architecture_lines} "
-          "lines")
+    print(
+        f"files {counts.files}; lines of code {counts.code}, docstrings {counts.docstrings} "
+        f"({counts.docstrings / max(1, counts.code):.0%} of the code; {counts.long_docstrings} longer than "
+        f"{LONG_DOCSTRING} lines), comments {counts.comments}"
+    )
+    print(
+        f"lm-eval imported by {len(counts.lm_eval_files)} files in {len(counts.lm_eval_folders)} folders "
+        f"({', '.join(counts.lm_eval_folders)}); {len(counts.private_lm_eval_imports)} imports of private modules"
+    )
+    print(
+        f"process-global state: {len(counts.process_globals)}; docs/ARCHITECTURE.md: {counts.architecture_lines} lines"
+    )
     return 0
 
 

@@ -32,8 +32,13 @@ def declared_layer(path: Path | None) -> str | None:
     """The layer a source file declares at its top level (``LAYER = "data"``), None when it declares none (or is no
     file: a folder without ``__init__.py``)."""
     for node in ast.parse(path.read_text(encoding="utf-8"), filename=str(path)).body if path else ():
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == "LAYER" and isinstance(node.value, ast.Constant)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "LAYER"
+            and isinstance(node.value, ast.Constant)
+        ):
             return node.value.value
     return None
 
@@ -64,9 +69,18 @@ def layer_of(module: str, folders: dict[str, str], declared: dict[str, str], ski
 
 def io_calls(path: Path | None) -> set[str]:
     """The names of the file I/O calls (:data:`IO_CALLS`) in one source file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) if path else ast.Module(body=[])
-    return {name for node in ast.walk(tree) if isinstance(node, ast.Call)
-            for name in [getattr(node.func, "id", None) or getattr(node.func, "attr", None)] if name in IO_CALLS}
+    tree = (
+        ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if path
+        else ast.Module(body=[], type_ignores=[])
+    )
+    return {
+        name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for name in [getattr(node.func, "id", None) or getattr(node.func, "attr", None)]
+        if name in IO_CALLS
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -102,13 +116,18 @@ class DeclaredLayersContract(Contract):
         rules = [parse_rule(line) for line in self.layers]
         may_import = {name: set(allowed) | {name} for name, _, allowed in rules}
         folders = {folder: name for name, packages, _ in rules for folder in packages}
-        forbidden = {name.strip(): {lib.strip() for lib in libraries.split(",")}
-                     for name, _, libraries in (line.partition(":") for line in self.forbidden or ())}
+        forbidden = {
+            name.strip(): {lib.strip() for lib in libraries.split(",")}
+            for name, _, libraries in (line.partition(":") for line in self.forbidden or ())
+        }
         root = next(iter(folders)).split(".")[0]  # the package the rules are of
         ours = sorted(m for m in graph.modules if m == root or m.startswith(root + "."))
         declared = {m: name for m in ours if (name := declared_layer(source_file(m))) is not None}
-        problems = [f"{m} declares LAYER = {name!r}, which is no layer: {', '.join(may_import)}"
-                    for m, name in declared.items() if name not in may_import]
+        problems = [
+            f"{m} declares LAYER = {name!r}, which is no layer: {', '.join(may_import)}"
+            for m, name in declared.items()
+            if name not in may_import
+        ]
 
         layer = functools.partial(layer_of, folders=folders, declared=declared)
         for module in ours:
@@ -116,8 +135,9 @@ class DeclaredLayersContract(Contract):
             if module in declared and layer(module, skip=module) == own:
                 problems.append(f"{module} declares LAYER = {own!r}, the layer it has without it: remove the line")
             if own is None:
-                problems.append(f"{module} has no layer: declare LAYER = \"<layer>\" in it or in its package's "
-                                "__init__.py")
+                problems.append(
+                    f'{module} has no layer: declare LAYER = "<layer>" in it or in its package\'s __init__.py'
+                )
                 continue
             for target in sorted(graph.find_modules_directly_imported_by(module)):
                 other = layer(target) if target.split(".")[0] == root else None
@@ -126,8 +146,10 @@ class DeclaredLayersContract(Contract):
                 elif other is None and target.split(".")[0] in forbidden.get(own, ()):
                     problems.append(f"{module} ({own}) imports {target}, which the {own} layer may not")
             if own in (self.io_free or ()):
-                problems += [f"{module} ({own}) calls {call}(): the {own} layer does no I/O"
-                             for call in sorted(io_calls(source_file(module)))]
+                problems += [
+                    f"{module} ({own}) calls {call}(): the {own} layer does no I/O"
+                    for call in sorted(io_calls(source_file(module)))
+                ]
         ours_graph = {m: set(graph.find_modules_directly_imported_by(m)) for m in ours}
         problems += [f"import circle: {' <-> '.join(group)}" for group in cycles(ours_graph)]
         return ContractCheck(kept=not problems, metadata={"problems": problems})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 # (what, check): each check returns None when it holds, else why not
 CHECKS: list[tuple[str, Callable[[], str | None]]] = []
@@ -17,6 +17,7 @@ def check(what: str) -> Callable[[Callable[[], str | None]], Callable[[], str | 
     def register(function: Callable[[], str | None]) -> Callable[[], str | None]:
         CHECKS.append((what, function))
         return function
+
     return register
 
 
@@ -36,8 +37,11 @@ def _version() -> str | None:
 def _rotary() -> str | None:
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding, RotaryEmbeddingBase
 
-    missing = [name for name in ("_compute_cos_sin_cache", "_compute_inv_freq", "forward_static", "forward_native")
-               if not hasattr(RotaryEmbedding, name)]
+    missing = [
+        name
+        for name in ("_compute_cos_sin_cache", "_compute_inv_freq", "forward_static", "forward_native")
+        if not hasattr(RotaryEmbedding, name)
+    ]
     if not hasattr(RotaryEmbeddingBase, "_compute_cos_sin_cache"):
         missing.append("RotaryEmbeddingBase._compute_cos_sin_cache")
     return f"missing {', '.join(missing)}" if missing else None
@@ -46,8 +50,11 @@ def _rotary() -> str | None:
 @check("the rotary kernel and the cache writers are Python functions of _custom_ops")
 def _ops() -> str | None:
     ops = importlib.import_module("vllm._custom_ops")
-    missing = [name for name in ("rotary_embedding", "reshape_and_cache_flash", "cpu_attn_reshape_and_cache")
-               if not callable(getattr(ops, name, None))]
+    missing = [
+        name
+        for name in ("rotary_embedding", "reshape_and_cache_flash", "cpu_attn_reshape_and_cache")
+        if not callable(getattr(ops, name, None))
+    ]
     return f"missing {', '.join(missing)}" if missing else None
 
 
@@ -59,8 +66,11 @@ def _attention() -> str | None:
     from vllm.model_executor.models.utils import extract_layer_index
 
     source = inspect.getsource(sys.modules[Attention.__module__])  # the class and the cache-update op beside it
-    missing = [name for name in ("self.layer_name", "self.sliding_window", "self.head_size", "self.kv_cache",
-                                 "do_kv_cache_update") if name not in source]
+    missing = [
+        name
+        for name in ("self.layer_name", "self.sliding_window", "self.head_size", "self.kv_cache", "do_kv_cache_update")
+        if name not in source
+    ]
     if extract_layer_index("model.layers.7.self_attn.attn") != 7:
         missing.append("extract_layer_index")
     return f"missing {', '.join(missing)}" if missing else None
@@ -69,9 +79,11 @@ def _attention() -> str | None:
 @check("attention backends: metadata with query_start_loc / seq_lens / block_table, a cache writer")
 def _backends() -> str | None:
     problems = []
-    for module, metadata, impl in (("flash_attn", "FlashAttentionMetadata", "FlashAttentionImpl"),
-                                   ("triton_attn", "TritonAttentionMetadata", "TritonAttentionImpl"),
-                                   ("cpu_attn", "CPUAttentionMetadata", "CPUAttentionBackendImpl")):
+    for module, metadata, _impl in (
+        ("flash_attn", "FlashAttentionMetadata", "FlashAttentionImpl"),
+        ("triton_attn", "TritonAttentionMetadata", "TritonAttentionImpl"),
+        ("cpu_attn", "CPUAttentionMetadata", "CPUAttentionBackendImpl"),
+    ):
         try:
             found = importlib.import_module(f"vllm.v1.attention.backends.{module}")
         except Exception as err:  # a backend whose module does not import here is named, not fatal to the rest
@@ -97,8 +109,10 @@ def _runtime() -> str | None:
 
     if not (hasattr(current_platform, "is_cpu") and hasattr(current_platform, "is_cuda")):
         return "current_platform lacks is_cpu / is_cuda"
-    if CUDAGraphMode.FULL_DECODE_ONLY.has_piecewise_cudagraphs() or \
-            not CUDAGraphMode.FULL_AND_PIECEWISE.has_piecewise_cudagraphs():
+    if (
+        CUDAGraphMode.FULL_DECODE_ONLY.has_piecewise_cudagraphs()
+        or not CUDAGraphMode.FULL_AND_PIECEWISE.has_piecewise_cudagraphs()
+    ):
         return "CUDAGraphMode.has_piecewise_cudagraphs says otherwise"
     return None
 

@@ -8,10 +8,11 @@ empty or not in it); ``loglikelihood`` is log P(continuation | memory of context
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-import torch
 import lm_eval.models  # noqa: F401  (the built-in models register before ours)
+import torch
 from lm_eval.api.model import LM
 from tqdm import tqdm
 
@@ -55,18 +56,28 @@ def check_compressor_args(args: dict) -> dict[str, Any]:
     return {key: getattr(config, key) for key in given}
 
 
-
 @lch_model("compressor", preflight=check_compressor_args)
 class CompressorLM(ClaimsResponseCache, LM):
-    def __init__(self, pretrained: str, checkpoint: str | None = None, dtype: str = "float32", device: str = "cpu",
-                 max_gen_toks: int = 64, batch_size: Any = 1, context_field: str = "context", **overrides: Any) -> None:
+    def __init__(
+        self,
+        pretrained: str,
+        checkpoint: str | None = None,
+        dtype: str = "float32",
+        device: str = "cpu",
+        max_gen_toks: int = 64,
+        batch_size: Any = 1,
+        context_field: str = "context",
+        **overrides: Any,
+    ) -> None:
         super().__init__()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from harness.compressor.model import Compressor, CompressorConfig
 
         overrides = check_compressor_args({"pretrained": pretrained, "checkpoint": checkpoint, **overrides})
-        base = AutoModelForCausalLM.from_pretrained(pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto")
+        base = AutoModelForCausalLM.from_pretrained(
+            pretrained, dtype=getattr(torch, dtype) if dtype != "auto" else "auto"
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(pretrained)
         if checkpoint:
             self.compressor = Compressor.load(base, checkpoint, **overrides)
@@ -82,12 +93,16 @@ class CompressorLM(ClaimsResponseCache, LM):
     def cache_owner(self) -> CacheOwner:
         """What this model's responses depend on (:mod:`harness.engines.response_cache`)."""
         pretrained, checkpoint, dtype, overrides = self._sources
-        return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained), adapter=model_identity(checkpoint)
-                          if checkpoint else None, tokenizer=tokenizer_identity(pretrained, self.tokenizer),
-                          inference=answer_settings(overrides), dtype=dtype,
-                          settings=answer_settings({"context_field": self.context_field,
-                                                    "max_gen_toks": self.max_gen_toks}),
-                          libraries=libraries_in_words("torch", "transformers", "peft"))
+        return CacheOwner(
+            engine=self.ENGINE_NAME,
+            model=model_identity(pretrained),
+            adapter=model_identity(checkpoint) if checkpoint else None,
+            tokenizer=tokenizer_identity(pretrained, self.tokenizer),
+            inference=answer_settings(overrides),
+            dtype=dtype,
+            settings=answer_settings({"context_field": self.context_field, "max_gen_toks": self.max_gen_toks}),
+            libraries=libraries_in_words("torch", "transformers", "peft"),
+        )
 
     def run_device(self) -> str:
         return str(self.device_name)
@@ -124,9 +139,12 @@ class CompressorLM(ClaimsResponseCache, LM):
                 context, prompt = field, ctx.replace(field, "", 1)
             else:
                 context, prompt = ctx, ""
-            tokens = self.compressor.generate(self._ids(context), self._ids(prompt),
-                                              int(gen_kwargs.get("max_gen_toks", self.max_gen_toks)),
-                                              eos_token_id=self.tokenizer.eos_token_id)
+            tokens = self.compressor.generate(
+                self._ids(context),
+                self._ids(prompt),
+                int(gen_kwargs.get("max_gen_toks", self.max_gen_toks)),
+                eos_token_id=self.tokenizer.eos_token_id,
+            )
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             for stop in gen_kwargs.get("until") or []:
                 if stop:
@@ -144,12 +162,14 @@ class CompressorLM(ClaimsResponseCache, LM):
         return ids[:half], ids[half:]
 
     def compress_ae(self, requests: list, disable_tqdm: bool = False) -> list[ReconstructionResponse]:
-        return answer_with_cache(self, COMPRESS_AE.name, requests,
-                                 lambda todo, done: self._compress_ae(todo, done, disable_tqdm))
+        return answer_with_cache(
+            self, COMPRESS_AE.name, requests, lambda todo, done: self._compress_ae(todo, done, disable_tqdm)
+        )
 
     def compress_lm(self, requests: list, disable_tqdm: bool = False) -> list[CompletionResponse]:
-        return answer_with_cache(self, COMPRESS_LM.name, requests,
-                                 lambda todo, done: self._compress_lm(todo, done, disable_tqdm))
+        return answer_with_cache(
+            self, COMPRESS_LM.name, requests, lambda todo, done: self._compress_lm(todo, done, disable_tqdm)
+        )
 
     @torch.no_grad()
     def _compress_ae(self, requests: list, done: Callable[[int, dict], None], disable_tqdm: bool) -> None:

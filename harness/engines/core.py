@@ -6,13 +6,15 @@ log-softmax, the LSM estimators, prompt cutting, stop strings, ``--use_cache`` a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from tqdm import tqdm
 
 from harness.data.token_heads import encode_head
+from harness.engines.metering import MetersLmEvalRequests
 from harness.engines.requests import (
     GENERATE_LONG,
     LSM,
@@ -31,10 +33,9 @@ from harness.engines.response_cache import (
     libraries_in_words,
     tokenizer_identity,
 )
-from harness.engines.metering import MetersLmEvalRequests
+from harness.engines.windows import ScoringWindow, scoring_windows
 from harness.lsm.estimator import LsmRunner, lsm_direct, lsm_overlap
 from harness.models.scoring import logprobs_from_hidden
-from harness.engines.windows import ScoringWindow, scoring_windows
 
 if TYPE_CHECKING:
     from harness.engines.model_args import ResolvedArgs
@@ -65,15 +66,23 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     }
     ENGINE_NAME: ClassVar[str] = "engine"  # the lm-eval model name, set by @lch_model (harness.engines.registry)
     LIBRARIES: ClassVar[tuple[str, ...]] = ("torch", "transformers")  # whose versions its numbers depend on
+    # supplied by the lm-eval model class EngineCore is mixed into (declared for the type checker only)
+    tokenizer: Any
+    tok_encode: Callable[..., list[int]]
+    max_gen_toks: int
 
     # ------------------------------------------------------------------ the resolved model args
 
-    def adopt(self, resolved: "ResolvedArgs") -> "ResolvedArgs":
+    def adopt(self, resolved: ResolvedArgs) -> ResolvedArgs:
         """Keep the resolved model args, logging which explicit args override the variant file."""
         self.resolved, self.inference, self.variant = resolved, resolved.inference, resolved.variant
         for override in resolved.overrides:
-            log.warning("model_arg %s overrides the variant file of %s (%s)", override,
-                        resolved.adapter or resolved.pretrained, resolved.variant.describe())
+            log.warning(
+                "model_arg %s overrides the variant file of %s (%s)",
+                override,
+                resolved.adapter or resolved.pretrained,
+                resolved.variant.describe(),
+            )
         if resolved.variant is not None:
             log.info("variant %s: evaluating with %s", resolved.variant.describe(), resolved.inference.label())
         return resolved
@@ -97,11 +106,16 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
 
         pretrained, adapter = self.resolved.pretrained, self.resolved.adapter
         engine_args = self.resolved.engine_args
-        return CacheOwner(engine=self.ENGINE_NAME, model=model_identity(pretrained) if isinstance(pretrained, str)
-                          else type(pretrained).__name__, adapter=model_identity(adapter) if adapter else None,
-                          tokenizer=tokenizer_identity(engine_args.get("tokenizer") or pretrained, self.tokenizer),
-                          inference=self.inference.label(), dtype=self.engine_dtype(),
-                          settings=answer_settings(engine_args), libraries=libraries_in_words(*self.LIBRARIES))
+        return CacheOwner(
+            engine=self.ENGINE_NAME,
+            model=model_identity(pretrained) if isinstance(pretrained, str) else type(pretrained).__name__,
+            adapter=model_identity(adapter) if adapter else None,
+            tokenizer=tokenizer_identity(engine_args.get("tokenizer") or pretrained, self.tokenizer),
+            inference=self.inference.label(),
+            dtype=self.engine_dtype(),
+            settings=answer_settings(engine_args),
+            libraries=libraries_in_words(*self.LIBRARIES),
+        )
 
     # ------------------------------------------------------------------ primitives (the adapter's)
 
@@ -121,8 +135,10 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     def row_logprobs(self, rows: list[list[int]]) -> list[torch.Tensor]:
         """``log P(row[t] | row[:t])`` for ``t >= 1`` of each token row (float32 [len(row) - 1]); by default from
         :meth:`score_hidden` and :meth:`score_head`. An engine without hidden states may override it."""
-        return [logprobs_from_hidden(self.score_head, hidden, torch.tensor(row))
-                for row, hidden in zip(rows, self.score_hidden(rows))]
+        return [
+            logprobs_from_hidden(self.score_head, hidden, torch.tensor(row))
+            for row, hidden in zip(rows, self.score_hidden(rows))
+        ]
 
     def score_window(self) -> int | None:
         """The longest row :meth:`row_logprobs` takes (None: any length)."""
@@ -150,15 +166,18 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     @classmethod
     def serves(cls, request_type: str) -> bool:
         """Whether this class supplies every primitive of one of the options ``request_type`` needs."""
-        return any(all(getattr(cls, name) is not getattr(EngineCore, name) for name in option)
-                   for option in cls.NEEDS[request_type])
+        return any(
+            all(getattr(cls, name) is not getattr(EngineCore, name) for name in option)
+            for option in cls.NEEDS[request_type]
+        )
 
     # ------------------------------------------------------------------ token_logprobs
 
     def token_logprobs(self, requests: list, disable_tqdm: bool = False) -> list[TokenLogprobsResponse]:
         """Per-token log-probabilities of whole texts, in half-overlapping windows beyond :meth:`score_window`."""
-        return answer_with_cache(self, TOKEN_LOGPROBS.name, requests,
-                                 lambda todo, done: self._token_logprobs(todo, done, disable_tqdm))
+        return answer_with_cache(
+            self, TOKEN_LOGPROBS.name, requests, lambda todo, done: self._token_logprobs(todo, done, disable_tqdm)
+        )
 
     def _token_logprobs(self, requests: list, done: Callable[[int, Any], None], disable_tqdm: bool) -> None:
         encoded = [encode_for_scoring(self.tokenizer, *TOKEN_LOGPROBS.parse(req.args)) for req in requests]
@@ -171,7 +190,11 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
             if len(windows) > 1:
                 log.warning(
                     "token_logprobs: a text of %d tokens is longer than the engine's %d-token window: scored in %d "
-                    "windows", n, window, len(windows))
+                    "windows",
+                    n,
+                    window,
+                    len(windows),
+                )
             if not windows:  # an empty or one-token text: nothing to predict
                 done(i, {**enc, "logprobs": []})
                 continue
@@ -179,8 +202,13 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
             jobs += [(i, k, w) for k, w in enumerate(windows)]
         jobs.sort(key=lambda job: -(job[2].stop - job[2].start))  # similar lengths batched together
         # counted in tokens scored (a document can be 32k tokens: a bar of documents stands still for minutes)
-        pbar = tqdm(total=sum(w.stop - w.first_target for _, _, w in jobs), unit="tok", unit_scale=True,
-                    disable=disable_tqdm or not self.show_progress, desc=f"Scoring tokens ({self.ENGINE_NAME})")
+        pbar = tqdm(
+            total=sum(w.stop - w.first_target for _, _, w in jobs),
+            unit="tok",
+            unit_scale=True,
+            disable=disable_tqdm or not self.show_progress,
+            desc=f"Scoring tokens ({self.ENGINE_NAME})",
+        )
         batch = max(1, self.score_batch_size())
         for start in range(0, len(jobs), batch):
             chunk = jobs[start : start + batch]
@@ -201,13 +229,24 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
 
     def _lsm(self, requests: list, done: Callable[[int, Any], None], disable_tqdm: bool) -> None:
         runner = LsmRunner(lambda windows: torch.stack(self.score_hidden(windows.tolist())), self.score_head)
-        for j, req in enumerate(tqdm(requests, disable=disable_tqdm or not self.show_progress,
-                                     desc=f"Long-short misalignment ({self.ENGINE_NAME})")):
+        for j, req in enumerate(
+            tqdm(
+                requests,
+                disable=disable_tqdm or not self.show_progress,
+                desc=f"Long-short misalignment ({self.ENGINE_NAME})",
+            )
+        ):
             text, options = LSM.parse(req.args)
             self.check_lsm(options.context_length)
             ids = encode_head(self.tokenizer, text, options.max_tokens, add_special_tokens=False).ids
-            done(j, {"sce": LSM_ESTIMATORS[options.estimator](runner, torch.tensor(ids), options.context_length,
-                                                              options.n_samples, seed=options.seed)})
+            done(
+                j,
+                {
+                    "sce": LSM_ESTIMATORS[options.estimator](
+                        runner, torch.tensor(ids), options.context_length, options.n_samples, seed=options.seed
+                    )
+                },
+            )
 
     # ------------------------------------------------------------------ generate_long
 
@@ -215,8 +254,9 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         """Long-form generation (args ``(context, LongGenerationOptions)``; ``max_gen_toks`` None: the model's): text
         cut at the first stop string, ``ended_with_eos`` False when the budget ran out, ``n_tokens`` without the EOS. A
         prompt longer than :meth:`prompt_limit` is cut from the left."""
-        return answer_with_cache(self, GENERATE_LONG.name, requests,
-                                 lambda todo, done: self._generate_long(todo, done, disable_tqdm))
+        return answer_with_cache(
+            self, GENERATE_LONG.name, requests, lambda todo, done: self._generate_long(todo, done, disable_tqdm)
+        )
 
     def _generate_long(self, requests: list, done: Callable[[int, Any], None], disable_tqdm: bool) -> None:
         from lm_eval.models.utils import maybe_truncate
@@ -228,15 +268,19 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
             prompt = self.tok_encode(text)
             limit = self.prompt_limit(budget)
             if limit is not None:
-                prompt, budget = maybe_truncate(prompt, max_gen_toks=budget, max_model_len=limit + budget,
-                                                side="left", verbose=True)
+                prompt, budget = maybe_truncate(
+                    prompt, max_gen_toks=budget, max_model_len=limit + budget, side="left", verbose=True
+                )
             prompts.append(prompt)
             budgets.append(budget)
         groups: dict = {}  # requests with the same options and budget generate together, longest first
         for i in sorted(range(len(requests)), key=lambda i: -len(prompts[i])):
             groups.setdefault((parsed[i][1], budgets[i]), []).append(i)
-        pbar = tqdm(total=len(requests), disable=disable_tqdm or not self.show_progress,
-                    desc=f"Generating (long, {self.ENGINE_NAME})")
+        pbar = tqdm(
+            total=len(requests),
+            disable=disable_tqdm or not self.show_progress,
+            desc=f"Generating (long, {self.ENGINE_NAME})",
+        )
         batch = max(1, self.generation_batch_size())
         for (options, budget), members in groups.items():
             for start in range(0, len(members), batch):
@@ -250,5 +294,8 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
         """The response of one generation: the decoded text cut at its first stop string."""
         text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
         cut = min((text.find(u) for u in until if u and u in text), default=-1)
-        return {"text": text if cut < 0 else text[:cut], "ended_with_eos": out.stopped or cut >= 0,
-                "n_tokens": len(out.token_ids)}
+        return {
+            "text": text if cut < 0 else text[:cut],
+            "ended_with_eos": out.stopped or cut >= 0,
+            "n_tokens": len(out.token_ids),
+        }

@@ -20,21 +20,26 @@ from harness.engines.requests import LongGenerationOptions
 from harness.models.attention import use_blocked_masks
 from harness.models.device_sizing import sized_pass
 from harness.models.head import output_logits
-from harness.pic.hf import apply_pic, set_rope_base
 from harness.models.scoring import hidden_states, left_pad
-
+from harness.pic.hf import apply_pic, set_rope_base
 
 # HFLM's tokenizer arguments whose default values load the tokenizer as the tasks' load_tokenizer does
-DEFAULT_TOKENIZER_ARGS = {"revision": ("main", None), "trust_remote_code": (False, None),
-                          "use_fast_tokenizer": (True, None), "add_bos_token": (None,), "gguf_file": (None,),
-                          "subfolder": ("", None)}
+DEFAULT_TOKENIZER_ARGS = {
+    "revision": ("main", None),
+    "trust_remote_code": (False, None),
+    "use_fast_tokenizer": (True, None),
+    "add_bos_token": (None,),
+    "gguf_file": (None,),
+    "subfolder": ("", None),
+}
 
 
 def with_shared_tokenizer(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` with the tasks' shared tokenizer for HFLM when HFLM would load that very tokenizer (one copy)."""
     name = kwargs.get("tokenizer") or kwargs.get("pretrained")
-    if not isinstance(name, str) or any(kwargs.get(key) not in allowed
-                                        for key, allowed in DEFAULT_TOKENIZER_ARGS.items()):
+    if not isinstance(name, str) or any(
+        kwargs.get(key) not in allowed for key, allowed in DEFAULT_TOKENIZER_ARGS.items()
+    ):
         return kwargs
     return {**kwargs, "tokenizer": load_tokenizer(name)}
 
@@ -89,7 +94,7 @@ class HFPicLM(EngineCore, HFLM):
         ids, mask = self._left_pad(rows)
         with sized_pass(self.model, ids) as free:
             hidden = hidden_states(self.model, ids, mask, free=free)
-        return [hidden[b, ids.shape[1] - len(row):] for b, row in enumerate(rows)]
+        return [hidden[b, ids.shape[1] - len(row) :] for b, row in enumerate(rows)]
 
     def score_head(self, hidden: torch.Tensor) -> torch.Tensor:
         return output_logits(self.model, hidden)
@@ -104,11 +109,17 @@ class HFPicLM(EngineCore, HFLM):
         # greedy: sampling settings would only trigger HF warnings
         sampling = {"temperature": options.temperature, "top_p": options.top_p} if options.do_sample else {}
         with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=budget,
-                                      do_sample=options.do_sample, pad_token_id=self.tokenizer.pad_token_id,
-                                      eos_token_id=sorted(eos_ids), **sampling)
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=budget,
+                do_sample=options.do_sample,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=sorted(eos_ids),
+                **sampling,
+            )
         results = []
-        for row in out[:, ids.shape[1]:].tolist():
+        for row in out[:, ids.shape[1] :].tolist():
             stop = next((j for j, token in enumerate(row) if token in eos_ids), None)
             results.append(Generated(row if stop is None else row[:stop], stop is not None))
         return results

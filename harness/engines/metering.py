@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
 from harness.core.costs import record_requests
 
@@ -49,8 +50,10 @@ def meter(lm: Any, request_type: str, requests: list, compute: Callable[[], list
     responses = compute()
     seconds = time.perf_counter() - start
     try:
-        rows = [(getattr(req, "task_name", None), *counts_of(lm, request_type, req.args, resp))
-                for req, resp in zip(requests, responses)]
+        rows = [
+            (getattr(req, "task_name", None), *counts_of(lm, request_type, req.args, resp))
+            for req, resp in zip(requests, responses)
+        ]
         record_requests(rows, seconds)
     except Exception as err:  # noqa: BLE001 (the cost is a record of the run, never a reason to fail it)
         log.warning("%s: the cost of %d requests was not recorded: %s", request_type, len(requests), err)
@@ -60,13 +63,18 @@ def meter(lm: Any, request_type: str, requests: list, compute: Callable[[], list
 class MetersLmEvalRequests:
     """lm-eval's own request methods of the model class below ours in the MRO, metered (nothing of lm-eval patched)."""
 
+    # mypy ignores [misc] on the super() calls: a mixin, whose methods lm-eval's model class (next in the MRO) has
+
     def generate_until(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        return meter(self, "generate_until", requests, partial(super().generate_until, requests, *args, **kwargs))
+        return meter(self, "generate_until", requests, partial(super().generate_until, requests, *args, **kwargs))  # type: ignore[misc]
 
     def loglikelihood(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        return meter(self, "loglikelihood", requests, partial(super().loglikelihood, requests, *args, **kwargs))
+        return meter(self, "loglikelihood", requests, partial(super().loglikelihood, requests, *args, **kwargs))  # type: ignore[misc]
 
     def loglikelihood_rolling(self, requests: list, *args: Any, **kwargs: Any) -> list:
-        return meter(self, "loglikelihood_rolling", requests,
-                     partial(super().loglikelihood_rolling, requests, *args, **kwargs))
-
+        return meter(
+            self,
+            "loglikelihood_rolling",
+            requests,
+            partial(super().loglikelihood_rolling, requests, *args, **kwargs),  # type: ignore[misc]
+        )

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
 DISTRIBUTION = "lch-harness"
-_REGISTERED: dict[str, "ModelEntry"] = {}
+_REGISTERED: dict[str, ModelEntry] = {}
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class ModelEntry:
     """One of our lm-eval models: its name, class, the check of its model args, the request types it serves."""
 
     name: str
-    cls: type
+    cls: type[Any]
     preflight: Callable[[dict], Any]
 
     @property
@@ -46,7 +47,7 @@ class ModelEntry:
 def lch_model(name: str, preflight: Callable[[dict], Any]) -> Callable[[type], type]:
     """Class decorator: register the class with lm-eval under ``name`` and here (module docstring)."""
 
-    def decorate(cls: type) -> type:
+    def decorate(cls: type[Any]) -> type[Any]:
         from lm_eval.api.registry import register_model
 
         register_model(name)(cls)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Generic, Mapping, Sequence, TypedDict, TypeVar, Union
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Union
 
 from harness.core.errors import UsageError
-from harness.data.token_heads import encode_head
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, check_domains, convert, option
+from harness.data.token_heads import encode_head
 
 LSM_ESTIMATORS = ("overlap", "direct")
 
@@ -36,7 +37,7 @@ class RequestOptions:
 
     def as_request(self) -> dict:
         """The request's options dict (tuples as lists: JSON)."""
-        stated = getattr(self, "_stated", frozenset())
+        stated: frozenset[str] = getattr(self, "_stated", frozenset())
         out = {}
         for f in fields(self):  # type: ignore[arg-type]
             value = getattr(self, f.name)
@@ -68,13 +69,15 @@ class LsmOptions(RequestOptions):
     n_samples: int = option(16, "LSM samples per document", low=1, high=MAX_SAMPLES)
     seed: int = option(0, "random seed of sampling (document i of a task uses seed + i)", low=0, high=MAX_SEED)
     estimator: str = option("overlap", "LSM estimator: overlap or direct", choices=LSM_ESTIMATORS)
-    max_tokens: int | None = option(None, "cut the document to this many tokens first (none: all of it)", low=1, high=MAX_TOKENS)
+    max_tokens: int | None = option(
+        None, "cut the document to this many tokens first (none: all of it)", low=1, high=MAX_TOKENS
+    )
 
     def __post_init__(self) -> None:
         check_domains(self, lambda name: f"lsm {name}")  # also when built from a request, not --metadata
 
     @classmethod
-    def from_request(cls, options: Mapping[str, Any] | None) -> "LsmOptions":
+    def from_request(cls, options: Mapping[str, Any] | None) -> LsmOptions:
         """The options of a request's dict (unknown keys refused; numbers given as strings accepted)."""
         return LSM.parse_options(options)
 
@@ -85,7 +88,9 @@ class LongGenerationOptions(RequestOptions):
 
     ALWAYS_SENT: ClassVar[tuple[str, ...]] = ("max_gen_toks", "do_sample")
 
-    max_gen_toks: int | None = option(None, "generation budget in tokens (none: the engine's max_gen_toks)", low=1, high=MAX_TOKENS)
+    max_gen_toks: int | None = option(
+        None, "generation budget in tokens (none: the engine's max_gen_toks)", low=1, high=MAX_TOKENS
+    )
     do_sample: bool = option(False, "sample instead of greedy decoding")
     temperature: float = option(0.8, "sampling temperature (with do_sample)", low=0.0)
     top_p: float = option(1.0, "nucleus sampling mass (with do_sample)", low=0.0, high=1.0)
@@ -195,17 +200,22 @@ class RequestType(Generic[O]):
 
 
 TOKEN_LOGPROBS: RequestType[ScoringOptions] = RequestType(
-    "token_logprobs", ScoringOptions, TokenLogprobsResponse, "loglikelihood_rolling")
+    "token_logprobs", ScoringOptions, TokenLogprobsResponse, "loglikelihood_rolling"
+)
 LSM: RequestType[LsmOptions] = RequestType("lsm", LsmOptions, LsmResponse, "loglikelihood_rolling")
 GENERATE_LONG: RequestType[LongGenerationOptions] = RequestType(
-    "generate_long", LongGenerationOptions, LongGenerationResponse, "generate_until")
+    "generate_long", LongGenerationOptions, LongGenerationResponse, "generate_until"
+)
 COMPRESS_AE: RequestType[CompressRequestOptions] = RequestType(
-    "compress_ae", CompressRequestOptions, ReconstructionResponse, "loglikelihood_rolling")
+    "compress_ae", CompressRequestOptions, ReconstructionResponse, "loglikelihood_rolling"
+)
 COMPRESS_LM: RequestType[CompressRequestOptions] = RequestType(
-    "compress_lm", CompressRequestOptions, CompletionResponse, "loglikelihood_rolling")
+    "compress_lm", CompressRequestOptions, CompletionResponse, "loglikelihood_rolling"
+)
 
 REQUESTS: dict[str, RequestType[Any]] = {
-    r.name: r for r in (TOKEN_LOGPROBS, LSM, GENERATE_LONG, COMPRESS_AE, COMPRESS_LM)}
+    r.name: r for r in (TOKEN_LOGPROBS, LSM, GENERATE_LONG, COMPRESS_AE, COMPRESS_LM)
+}
 
 
 def check_response(kind: str, value: Any) -> None:
@@ -220,8 +230,13 @@ def encode_for_scoring(tokenizer: Any, text: str, options: ScoringOptions | Mapp
         options = TOKEN_LOGPROBS.parse_options(options)
     want_offsets = options.return_offsets and bool(getattr(tokenizer, "is_fast", False))
     # with max_tokens, only the text's head is tokenized (harness.data.token_heads): the ids of the whole text, cut
-    head = encode_head(tokenizer, text, options.max_tokens, add_special_tokens=options.add_special_tokens,
-                       return_offsets_mapping=want_offsets)
+    head = encode_head(
+        tokenizer,
+        text,
+        options.max_tokens,
+        add_special_tokens=options.add_special_tokens,
+        return_offsets_mapping=want_offsets,
+    )
     return {"token_ids": head.ids, "offsets": head.offsets}
 
 

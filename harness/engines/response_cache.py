@@ -6,17 +6,18 @@ run's :class:`CacheOwner` and a run of any other owner is refused in one line (:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lm_eval.api.model import hash_args
 
 from harness.core.errors import UsageError
-from harness.models import model_check
+from harness.core.run_record import RunRecord, chat_template_field
 from harness.engines.metering import meter
 from harness.engines.requests import check_response
-from harness.core.run_record import RunRecord, chat_template_field
+from harness.models import model_check
 
 OWNER_KEY = "lch:owner"  # the database entry naming the run its responses belong to (lm-eval's keys are hex hashes)
 
@@ -35,21 +36,39 @@ class CacheOwner:
     settings: str
     libraries: str
 
-    def differences(self, other: "CacheOwner") -> list[str]:
+    def differences(self, other: CacheOwner) -> list[str]:
         """``<field> <this owner's> (this run: <other's>)`` for each field that differs."""
-        return [f"{f.name} {getattr(self, f.name)} (this run: {getattr(other, f.name)})" for f in fields(self)
-                if getattr(self, f.name) != getattr(other, f.name)]
+        return [
+            f"{f.name} {getattr(self, f.name)} (this run: {getattr(other, f.name)})"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
 
     @classmethod
-    def recorded(cls, record: dict) -> "CacheOwner":
+    def recorded(cls, record: dict) -> CacheOwner:
         """The owner a database recorded; a field it lacks reads as not recorded (so it differs)."""
         return cls(**{f.name: record.get(f.name, "not recorded (an older lch)") for f in fields(cls)})
 
 
 # model args that change how a run is computed but none of its answers (batching, placement, memory)
-NOT_IN_ANSWERS = frozenset({"pretrained", "peft", "lora_local_path", "checkpoint", "tokenizer", "dtype", "batch_size",
-                            "max_batch_size", "device", "parallelize", "device_map", "gpu_memory_utilization",
-                            "swap_space", "trust_remote_code"})
+NOT_IN_ANSWERS = frozenset(
+    {
+        "pretrained",
+        "peft",
+        "lora_local_path",
+        "checkpoint",
+        "tokenizer",
+        "dtype",
+        "batch_size",
+        "max_batch_size",
+        "device",
+        "parallelize",
+        "device_map",
+        "gpu_memory_utilization",
+        "swap_space",
+        "trust_remote_code",
+    }
+)
 
 
 def answer_settings(model_args: dict) -> str:
@@ -88,15 +107,20 @@ def claim_response_cache(hook: Any, owner: CacheOwner) -> None:
     recorded = db.get(OWNER_KEY)
     if recorded is None:
         if len(db):
-            print(f"{where}: its responses carry no record of the model that computed them (an older lch); reusing "
-                  "them as they are", file=sys.stderr)
+            print(
+                f"{where}: its responses carry no record of the model that computed them (an older lch); reusing "
+                "them as they are",
+                file=sys.stderr,
+            )
         db[OWNER_KEY] = asdict(owner)
         return
     theirs = CacheOwner.recorded(recorded) if isinstance(recorded, dict) else None
     if theirs != owner:
         why = "; ".join(theirs.differences(owner)) if theirs is not None else "an unreadable owner record"
-        raise UsageError(f"--use_cache {where} holds the responses of another run ({why}): give this run its own "
-                         f"--use_cache path, or delete {where} to start it afresh")
+        raise UsageError(
+            f"--use_cache {where} holds the responses of another run ({why}): give this run its own "
+            f"--use_cache path, or delete {where} to start it afresh"
+        )
 
 
 class ClaimsResponseCache:
@@ -121,11 +145,18 @@ class ClaimsResponseCache:
         owner = self.cache_owner()
         max_length = getattr(self, "max_length", None)
         template_of = getattr(self, "chat_template", None)  # lm-eval's TemplateLM: the text for a setting
-        return RunRecord(engine=owner.engine, dtype=owner.dtype, device=self.run_device(),
-                         max_length=None if max_length is None else str(max_length), inference=owner.inference,
-                         model=owner.model, architecture=describe_architecture(self.model_folder()),
-                         adapter=owner.adapter, libraries=owner.libraries,
-                         chat_template=chat_template_field(template_of) if callable(template_of) else None)
+        return RunRecord(
+            engine=owner.engine,
+            dtype=owner.dtype,
+            device=self.run_device(),
+            max_length=None if max_length is None else str(max_length),
+            inference=owner.inference,
+            model=owner.model,
+            architecture=describe_architecture(self.model_folder()),
+            adapter=owner.adapter,
+            libraries=owner.libraries,
+            chat_template=chat_template_field(template_of) if callable(template_of) else None,
+        )
 
     def get_model_info(self) -> dict:
         """lm-eval's model info (of the class below this mixin) plus :meth:`run_record` under ``lch_run``."""
@@ -135,6 +166,7 @@ class ClaimsResponseCache:
     def set_cache_hook(self, cache_hook: Any) -> None:
         claim_response_cache(cache_hook, self.cache_owner())
         super().set_cache_hook(cache_hook)  # type: ignore[misc]
+
 
 # compute(requests, done): runs the model on requests and calls done(index, response) for each one
 Compute = Callable[[list, Callable[[int, Any], None]], None]
@@ -168,8 +200,10 @@ def answer_with_cache(lm: Any, request_type: str, requests: list, compute: Compu
                 results[i] = _checked(request_type, db.get(hash_args(request_type, req.args)))
     todo = [i for i, r in enumerate(results) if r is None]
     if db is not None:
-        print(f"{request_type}: {len(requests) - len(todo)} of {len(requests)} responses from the response cache",
-              file=sys.stderr)
+        print(
+            f"{request_type}: {len(requests) - len(todo)} of {len(requests)} responses from the response cache",
+            file=sys.stderr,
+        )
     if not todo:
         return results
 

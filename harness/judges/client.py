@@ -16,16 +16,17 @@ import os
 import random
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
 from harness.core.cache import cache_root
-from harness.core.errors import UsageError
 from harness.core.costs import record_judge
+from harness.core.errors import UsageError
 from harness.core.files import read_json_or_none, write_json_atomic
 
 
@@ -50,12 +51,14 @@ class JudgeSettings:
     cache_dir: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # more request fields (seed, top_p ...)
 
-    def resolved(self) -> "JudgeSettings":
+    def resolved(self) -> JudgeSettings:
         base_url = self.base_url or os.environ.get("LCH_JUDGE_BASE_URL")
         model = self.model or os.environ.get("LCH_JUDGE_MODEL")
         if not base_url or not model:
-            raise UsageError("judge needs base_url and model (task metadata judge_base_url / judge_model, "
-                             "or LCH_JUDGE_BASE_URL / LCH_JUDGE_MODEL)")
+            raise UsageError(
+                "judge needs base_url and model (task metadata judge_base_url / judge_model, "
+                "or LCH_JUDGE_BASE_URL / LCH_JUDGE_MODEL)"
+            )
         api_key = self.api_key or os.environ.get("LCH_JUDGE_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         return replace(self, base_url=base_url, model=model, api_key=api_key, extra=dict(self.extra))
 
@@ -92,8 +95,13 @@ class JudgeCache:
 
 def request_body(settings: JudgeSettings, messages: Sequence[dict]) -> dict:
     """The content of a request: what the cache key hashes. The client sends it with ``stream=True`` added."""
-    return {"model": settings.model, "messages": list(messages), "temperature": settings.temperature,
-            "max_tokens": settings.max_tokens, **settings.extra}
+    return {
+        "model": settings.model,
+        "messages": list(messages),
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        **settings.extra,
+    }
 
 
 def request_key(body: dict) -> str:
@@ -160,8 +168,12 @@ def _completion_fields(reply: Any) -> dict:
     try:
         choice = reply["choices"][0]
         text = choice["message"]["content"]
-        fields = {"text": text, "finish_reason": choice.get("finish_reason"), "model": reply.get("model"),
-                  "fingerprint": reply.get("system_fingerprint")}
+        fields = {
+            "text": text,
+            "finish_reason": choice.get("finish_reason"),
+            "model": reply.get("model"),
+            "fingerprint": reply.get("system_fingerprint"),
+        }
     except (AttributeError, IndexError, KeyError, TypeError) as err:
         raise MalformedReply(f"not a chat completion ({type(err).__name__}: {err})") from None
     if not isinstance(text, str):
@@ -190,8 +202,13 @@ class JudgeClient:
     def __init__(self, settings: JudgeSettings | None = None):
         self.settings = (settings or JudgeSettings()).resolved()
         self.cache = JudgeCache(self.settings.cache_dir)
-        self.stats: dict[str, Any] = {"requests_sent": 0, "retries": 0, "cache_hits": 0, "failed": 0,
-                                      "failures": Counter()}  # failures: requests left unanswered, per kind
+        self.stats: dict[str, Any] = {
+            "requests_sent": 0,
+            "retries": 0,
+            "cache_hits": 0,
+            "failed": 0,
+            "failures": Counter(),
+        }  # failures: requests left unanswered, per kind
         self.server_silent = False
         self._last_heard = -math.inf  # when any request last heard from the server (monotonic seconds)
 
@@ -273,21 +290,26 @@ class JudgeClient:
                         break
                     if attempt + 1 < self.settings.max_attempts:
                         self.stats["retries"] += 1
-                        await asyncio.sleep(self.settings.backoff * (2 ** attempt) * (0.5 + random.random()))
+                        await asyncio.sleep(self.settings.backoff * (2**attempt) * (0.5 + random.random()))
         self.stats["failed"] += 1
         self.stats["failures"][kind] += 1
         return JudgeAnswer(text=None, error=error, failure=kind)
 
     async def check_server(self, client: Any) -> bool:
-        """One ``GET <base_url>/models`` (``client.models.list()``) before the first uncached request: nothing listening,
-        a 4xx or no JSON model list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the requests'
-        retries. False when the server is silent for ``idle_timeout`` (its requests then fail as ``silent``, unsent),
-        else True."""
+        """One ``GET <base_url>/models`` (``client.models.list()``) before the first uncached request: nothing
+        listening, a 4xx or no JSON model list is a :class:`JudgeUnreachable` naming the URL; a 5xx is left to the
+        requests' retries. False when the server is silent for ``idle_timeout`` (its requests then fail as ``silent``,
+        unsent), else True."""
         import openai
 
-        url, hint = self.settings.base_url, ("start an OpenAI-compatible server (e.g. python -m "
-                                             "vllm.entrypoints.openai.api_server --model M) or fix the judge base URL "
-                                             "(it ends in /v1)")
+        url, hint = (
+            self.settings.base_url,
+            (
+                "start an OpenAI-compatible server (e.g. python -m "
+                "vllm.entrypoints.openai.api_server --model M) or fix the judge base URL "
+                "(it ends in /v1)"
+            ),
+        )
         try:
             # the raw reply: the page openai parses from it hides a body that is not JSON, or JSON that is no list
             reply = await client.models.with_raw_response.list()
@@ -298,23 +320,31 @@ class JudgeClient:
             if err.status_code >= 500:  # a server that is there but failed (transformers serve offline lists the hub)
                 return True
             if err.status_code in (401, 403):
-                raise JudgeUnreachable(f"the judge server at {url} refused the API key (HTTP {err.status_code}): set "
-                                       "LCH_JUDGE_API_KEY or OPENAI_API_KEY") from None
-            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models answered HTTP "
-                                   f"{err.status_code}): {hint}") from None
+                raise JudgeUnreachable(
+                    f"the judge server at {url} refused the API key (HTTP {err.status_code}): set "
+                    "LCH_JUDGE_API_KEY or OPENAI_API_KEY"
+                ) from None
+            raise JudgeUnreachable(
+                f"the judge server at {url} is not OpenAI-compatible (GET /models answered HTTP "
+                f"{err.status_code}): {hint}"
+            ) from None
         except openai.APIConnectionError as err:
             reason: BaseException = err
-            while (reason.__cause__ or reason.__context__) is not None:  # the innermost: the socket's, the URL's
-                reason = reason.__cause__ or reason.__context__
+            while (
+                inner := reason.__cause__ or reason.__context__
+            ) is not None:  # the innermost: the socket's, the URL's
+                reason = inner
             if isinstance(reason, OSError) and reason.errno and reason.errno > 0:  # not asyncio's "Connect call failed"
                 reason = OSError(reason.errno, os.strerror(reason.errno))
             raise JudgeUnreachable(f"no judge server answers at {url} ({reason}): {hint}") from None
         except ValueError:
-            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models did not answer "
-                                   f"JSON): {hint}") from None
+            raise JudgeUnreachable(
+                f"the judge server at {url} is not OpenAI-compatible (GET /models did not answer JSON): {hint}"
+            ) from None
         if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            raise JudgeUnreachable(f"the judge server at {url} is not OpenAI-compatible (GET /models has no model list): "
-                                   f"{hint}")
+            raise JudgeUnreachable(
+                f"the judge server at {url} is not OpenAI-compatible (GET /models has no model list): {hint}"
+            )
         return True
 
     async def ask_many_async(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
@@ -326,11 +356,16 @@ class JudgeClient:
         # not a reply that fails while it streams, and they retry a timeout, so a dead server would be asked again,
         # each attempt an idle timeout, where _ask gives it up after one.
         try:
-            client = openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=self.settings.api_key,
-                                        timeout=openai.Timeout(self.settings.idle_timeout, pool=None), max_retries=0)
+            client = openai.AsyncOpenAI(
+                base_url=self.settings.base_url,
+                api_key=self.settings.api_key,
+                timeout=openai.Timeout(self.settings.idle_timeout, pool=None),
+                max_retries=0,
+            )
         except _http_errors()[2] as err:  # a URL httpx cannot parse
-            raise JudgeUnreachable(f"no judge server answers at {self.settings.base_url} ({err}): fix the judge base "
-                                   "URL (it ends in /v1)") from None
+            raise JudgeUnreachable(
+                f"no judge server answers at {self.settings.base_url} ({err}): fix the judge base URL (it ends in /v1)"
+            ) from None
         bodies = [request_body(self.settings, messages) for messages in conversations]
         if any(self.cache.get(request_key(body)) is None for body in bodies):  # answers from the cache need no server
             if not await self.check_server(client):

@@ -44,7 +44,7 @@ class JudgeConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, values: dict | None) -> "JudgeConfig":
+    def from_json(cls, values: dict | None) -> JudgeConfig:
         """A config from logged settings (missing keys take the defaults, unknown ones are ignored)."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in (values or {}).items() if k in names})
@@ -59,17 +59,31 @@ class JudgeOptions:
     judge_model: str | None = option(None, "judge model name (default $LCH_JUDGE_MODEL)")
     judge_policy: str = option(JudgeConfig.policy, "parse failures: drop, zero or rejudge", choices=POLICIES)
     judge_concurrency: int = option(JudgeConfig.concurrency, "concurrent judge requests", low=1, high=1024)
-    judge_timeout: float = option(JudgeConfig.timeout, "seconds one judge request attempt may take, the whole "
-                                  "streamed reply included", low=0.001, high=86400.0)
-    judge_idle_timeout: float = option(JudgeConfig.idle_timeout, "seconds without a byte from the judge (waiting for "
-                                       "the first one included) that fail an attempt as silent; a server silent on "
-                                       "every request is taken as dead and asked nothing more", low=0.001,
-                                       high=86400.0)
-    judge_max_attempts: int = option(JudgeConfig.max_attempts, "attempts per judge request (retries of 5xx, 429, "
-                                     "timeouts, dropped connections, malformed replies)", low=1, high=100)
+    judge_timeout: float = option(
+        JudgeConfig.timeout,
+        "seconds one judge request attempt may take, the whole streamed reply included",
+        low=0.001,
+        high=86400.0,
+    )
+    judge_idle_timeout: float = option(
+        JudgeConfig.idle_timeout,
+        "seconds without a byte from the judge (waiting for "
+        "the first one included) that fail an attempt as silent; a server silent on "
+        "every request is taken as dead and asked nothing more",
+        low=0.001,
+        high=86400.0,
+    )
+    judge_max_attempts: int = option(
+        JudgeConfig.max_attempts,
+        "attempts per judge request (retries of 5xx, 429, timeouts, dropped connections, malformed replies)",
+        low=1,
+        high=100,
+    )
     judge_cache_dir: str | None = option(JudgeConfig.cache_dir, "judge answer cache folder", location=True)
     judge_temperature: float | None = option(None, "judge temperature (default: the task's reference setting)", low=0.0)
-    judge_max_tokens: int | None = option(None, "judge reply budget (default: the task's reference setting)", low=1, high=MAX_TOKENS)
+    judge_max_tokens: int | None = option(
+        None, "judge reply budget (default: the task's reference setting)", low=1, high=MAX_TOKENS
+    )
     judge_prompt: str | None = option(None, "LongBench-Write judge prompt file (default: the published one)", path=True)
 
     def settings(self, temperature: float, max_tokens: int) -> dict | None:
@@ -80,9 +94,14 @@ class JudgeOptions:
         if not base_url or not model:
             return None
         return JudgeConfig(
-            base_url=base_url, model=model, policy=self.judge_policy,
+            base_url=base_url,
+            model=model,
+            policy=self.judge_policy,
             temperature=temperature if self.judge_temperature is None else self.judge_temperature,
             max_tokens=max_tokens if self.judge_max_tokens is None else self.judge_max_tokens,
-            concurrency=self.judge_concurrency, cache_dir=self.judge_cache_dir, timeout=self.judge_timeout,
-            max_attempts=self.judge_max_attempts, idle_timeout=self.judge_idle_timeout,
+            concurrency=self.judge_concurrency,
+            cache_dir=self.judge_cache_dir,
+            timeout=self.judge_timeout,
+            max_attempts=self.judge_max_attempts,
+            idle_timeout=self.judge_idle_timeout,
         ).to_json()

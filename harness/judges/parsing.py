@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from harness.metrics.generation import LONGBENCH_WRITE_DIMENSIONS
 
@@ -30,7 +31,9 @@ def parse_checklist_judgement(raw: str, num_checklist: int) -> list[float] | Non
     """Checklist scores from a judge reply, or None: the official parser first (strip code fences, newlines and
     backslashes; a JSON list of ``checklist_id`` / ``evaluation_score`` objects, one score in [0, 1] per item), then the
     first ``[...]`` block, and Python-literal syntax."""
-    candidates = [raw.replace("```json", "").replace("```python", "").replace("```", "").replace("\n", "").replace("\\", "")]
+    candidates = [
+        raw.replace("```json", "").replace("```python", "").replace("```", "").replace("\n", "").replace("\\", "")
+    ]
     match = re.search(r"\[.*\]", raw, flags=re.S)
     if match:
         candidates.append(match.group(0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.core.errors import UsageError
 
@@ -17,8 +17,11 @@ def load_longbench_write_prompt(path: str | None = None) -> str:
     published file, downloaded once)."""
     from harness.data.documents import local_or_download
 
-    source = local_or_download(path or os.environ.get("LCH_LONGBENCH_WRITE_PROMPT"), LONGBENCH_WRITE_PROMPT_URL,
-                               "LongBench-Write judge prompt (judge_prompt)")
+    source = local_or_download(
+        path or os.environ.get("LCH_LONGBENCH_WRITE_PROMPT"),
+        LONGBENCH_WRITE_PROMPT_URL,
+        "LongBench-Write judge prompt (judge_prompt)",
+    )
     return source.read_text(encoding="utf-8")
 
 
@@ -56,6 +59,10 @@ Reply with a JSON list only, one object per checklist item, in order:
 
 
 def helloeval_messages(instruction: str, response: str, checklists: Sequence[str]) -> list[dict]:
-    items = json.dumps([{"checklist_id": i, "checklist_content": c} for i, c in enumerate(checklists)], ensure_ascii=False)
-    content = HELLOEVAL_RUBRIC.format(instruction=instruction, response=response, num_checklist=len(checklists), checklist=items)
+    items = json.dumps(
+        [{"checklist_id": i, "checklist_content": c} for i, c in enumerate(checklists)], ensure_ascii=False
+    )
+    content = HELLOEVAL_RUBRIC.format(
+        instruction=instruction, response=response, num_checklist=len(checklists), checklist=items
+    )
     return [{"role": "system", "content": HELLOEVAL_SYSTEM}, {"role": "user", "content": content}]

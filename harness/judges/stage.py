@@ -10,16 +10,17 @@ import json
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from harness.data.documents import read_jsonl
-from harness.data.longform import load_hellobench_weights
-from harness.core.run_files import judgements_path
 from harness.core.errors import DataFormatError, IncompleteError, MissingDataError, UsageError
 from harness.core.files import atomic_writer
+from harness.core.run_files import judgements_path
+from harness.data.documents import read_jsonl
+from harness.data.longform import load_hellobench_weights
 from harness.judges.client import JudgeClient, JudgeSettings, default_cache_dir
 from harness.judges.config import JudgeConfig
 from harness.judges.parsing import parse_checklist_judgement, parse_longbench_write_judgement
@@ -57,15 +58,21 @@ class Judgements:
         """Why the judged scores do not exist (None: they do): no judge configured, a request never answered (a mean
         over the rest would be of other samples than asked), or no parsable reply (policy not ``zero``)."""
         if self.provenance is None:
-            return ("no judge configured (judge_base_url / judge_model): judge the logged samples (--log_samples) "
-                    "with `lch judge`")
+            return (
+                "no judge configured (judge_base_url / judge_model): judge the logged samples (--log_samples) "
+                "with `lch judge`"
+            )
         if self.failures:
             kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(self.failures.items()))
-            return (f"the judge at {self.provenance['base_url']} answered {len(self.parsed) - self.n_failed} of "
-                    f"{len(self.parsed)} requests ({kinds})")
+            return (
+                f"the judge at {self.provenance['base_url']} answered {len(self.parsed) - self.n_failed} of "
+                f"{len(self.parsed)} requests ({kinds})"
+            )
         if self.parsed and not self.n_valid and self.provenance.get("policy") != "zero":
-            return (f"none of the judge's {len(self.parsed)} replies could be parsed (policy "
-                    f"{self.provenance.get('policy')}: unparsed replies are left out)")
+            return (
+                f"none of the judge's {len(self.parsed)} replies could be parsed (policy "
+                f"{self.provenance.get('policy')}: unparsed replies are left out)"
+            )
         return None
 
 
@@ -97,10 +104,16 @@ def judge_messages(item: dict) -> list[dict]:
 
 def _conversation_and_parser(items: Sequence[dict]) -> tuple[Callable[[dict], list[dict]], Callable[[dict, str], Any]]:
     if is_hellobench(items):
-        return (lambda it: helloeval_messages(it["instruction"], it["response"], it["checklists"]),
-                lambda it, text: parse_checklist_judgement(text, len(it["checklists"])))
-    return (lambda it: longbench_write_messages(_longbench_write_template(it.get("prompt_path")), it["instruction"], it["response"]),
-            lambda it, text: parse_longbench_write_judgement(text))
+        return (
+            lambda it: helloeval_messages(it["instruction"], it["response"], it["checklists"]),
+            lambda it, text: parse_checklist_judgement(text, len(it["checklists"])),
+        )
+    return (
+        lambda it: longbench_write_messages(
+            _longbench_write_template(it.get("prompt_path")), it["instruction"], it["response"]
+        ),
+        lambda it, text: parse_longbench_write_judgement(text),
+    )
 
 
 def judge(items: Sequence[dict]) -> Judgements:
@@ -132,19 +145,30 @@ def judge(items: Sequence[dict]) -> Judgements:
         if not pending or client.server_silent:  # a dead server is not asked again by another rejudge pass
             break
     failures = dict(Counter(failed.values()))
-    provenance = _provenance(cfg, models, fingerprints, len(items), failures,
-                             sum(p is None for p in parsed) - len(failed))
+    provenance = _provenance(
+        cfg, models, fingerprints, len(items), failures, sum(p is None for p in parsed) - len(failed)
+    )
     if failures:
-        log.warning("judge: %s; rerun to ask them again (answers received are cached)",
-                    Judgements(parsed, provenance, failures).absent_because())
+        log.warning(
+            "judge: %s; rerun to ask them again (answers received are cached)",
+            Judgements(parsed, provenance, failures).absent_because(),
+        )
     return Judgements(parsed, provenance, failures)
 
 
-def _provenance(cfg: dict, models: set[str], fingerprints: set[str], requests: int, failures: dict[str, int],
-                unparsed: int) -> dict[str, Any]:
-    return {"model": cfg["model"], "base_url": cfg["base_url"], "policy": cfg["policy"],
-            "reported_models": sorted(models), "fingerprints": sorted(fingerprints), "requests": requests,
-            "unanswered": failures, "unparsed": unparsed}
+def _provenance(
+    cfg: dict, models: set[str], fingerprints: set[str], requests: int, failures: dict[str, int], unparsed: int
+) -> dict[str, Any]:
+    return {
+        "model": cfg["model"],
+        "base_url": cfg["base_url"],
+        "policy": cfg["policy"],
+        "reported_models": sorted(models),
+        "fingerprints": sorted(fingerprints),
+        "requests": requests,
+        "unanswered": failures,
+        "unparsed": unparsed,
+    }
 
 
 def unanswered(items: Sequence[dict], kind: str) -> Judgements:
@@ -170,8 +194,10 @@ def sample_quality(items: Sequence[dict], judged: Judgements) -> list[float | No
     mean over the six dimensions of ``25 (score - 1)`` (whose mean over samples is S_q)."""
     filled = _policy_filled(items, judged)
     if is_hellobench(items):
-        scores = [None if p is None else hellobench_sample_score(it["category"], p, _weights(it["weights_file"]))
-                  for it, p in zip(items, filled)]
+        scores = [
+            None if p is None else hellobench_sample_score(it["category"], p, _weights(it["weights_file"]))
+            for it, p in zip(items, filled)
+        ]
         return [hellobench_rescale(s) if s is not None and it.get("rescale") else s for s, it in zip(scores, items)]
     return [None if p is None else longbench_write_quality([p]) for p in filled]
 
@@ -189,8 +215,9 @@ def task_scores(items: Sequence[dict], judged: Judgements) -> dict[str, float]:
         if absent:
             return {"quality": math.nan, "n_valid": n_valid}
         weights = _weights(items[0]["weights_file"])
-        scored = hellobench_task_score(((it["category"], p) for it, p in zip(items, filled)), weights,
-                                       bool(items[0].get("rescale")))
+        scored = hellobench_task_score(
+            ((it["category"], p) for it, p in zip(items, filled)), weights, bool(items[0].get("rescale"))
+        )
         return {"quality": scored["score"], "n_valid": n_valid}
     quality = math.nan if absent else longbench_write_quality([p for p in filled if p is not None])
     s_l = sum(it["length_score"] for it in items) / len(items)
@@ -211,7 +238,9 @@ def save_unjudged(task: str, items: Sequence[dict]) -> Path:
 
 
 def judge_samples_file(
-    samples_file: str | Path, judge_overrides: dict | None = None, prompt_path: str | None = None,
+    samples_file: str | Path,
+    judge_overrides: dict | None = None,
+    prompt_path: str | None = None,
     weights_file: str | None = None,
 ) -> dict[str, Any]:
     """Judges the logged samples of a long-form task (``lch judge``), writing ``doc_id``, ``judge``, ``parsed``,
@@ -219,15 +248,21 @@ def judge_samples_file(
     metrics (absent ones left out, ``absent`` says why), file, judge and counts; IncompleteError, nothing written, when
     a request was never answered (the same command resumes)."""
     if not Path(samples_file).is_file():
-        raise MissingDataError(f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
-                               "lm-eval wrote with --log_samples")
+        raise MissingDataError(
+            f"samples file {samples_file} does not exist: give a samples_<task>_*.jsonl that "
+            "lm-eval wrote with --log_samples"
+        )
     rows = read_jsonl(samples_file, "an lm-eval samples file")
     if not rows:
         raise UsageError(f"{samples_file} holds no samples")
-    bad = next((i for i, row in enumerate(rows) if not isinstance(row.get("quality"), dict) or "doc_id" not in row), None)
+    bad = next(
+        (i for i, row in enumerate(rows) if not isinstance(row.get("quality"), dict) or "doc_id" not in row), None
+    )
     if bad is not None:
-        raise DataFormatError(f"{samples_file}: sample {bad} has no judged item ('quality'): give the samples file of a "
-                              "judged task (longbench_write, hellobench_htg*) logged with --log_samples")
+        raise DataFormatError(
+            f"{samples_file}: sample {bad} has no judged item ('quality'): give the samples file of a "
+            "judged task (longbench_write, hellobench_htg*) logged with --log_samples"
+        )
     items = [dict(row["quality"]) for row in rows]
     overrides = {k: v for k, v in (judge_overrides or {}).items() if v is not None}
     for item in items:
@@ -238,15 +273,27 @@ def judge_samples_file(
             item["weights_file"] = weights_file
     judged = judge(items)
     if judged.failures:
-        raise IncompleteError(f"{samples_file}: {judged.absent_because()}: no judgements written; the answers "
-                              "received are cached, so the same command asks only the others again")
+        raise IncompleteError(
+            f"{samples_file}: {judged.absent_because()}: no judgements written; the answers "
+            "received are cached, so the same command asks only the others again"
+        )
     quality = sample_quality(items, judged)
     out = judgements_path(samples_file)
     with atomic_writer(out) as f:  # a reader (lch gentable) never sees half a judgements file
         for row, parsed, q in zip(rows, judged.parsed, quality):
-            f.write(json.dumps({"doc_id": row["doc_id"], "judge": items[0]["judge"].get("model"),
-                                "parsed": parsed, "quality": q}) + "\n")
+            f.write(
+                json.dumps(
+                    {"doc_id": row["doc_id"], "judge": items[0]["judge"].get("model"), "parsed": parsed, "quality": q}
+                )
+                + "\n"
+            )
     scores = {k: v for k, v in task_scores(items, judged).items() if not (isinstance(v, float) and math.isnan(v))}
     absent = judged.absent_because()
-    return {"samples": str(samples_file), "judgements": str(out), "judge_model": items[0]["judge"].get("model"),
-            "n_total": len(items), **scores, **({"absent": absent} if absent else {})}
+    return {
+        "samples": str(samples_file),
+        "judgements": str(out),
+        "judge_model": items[0]["judge"].get("model"),
+        "n_total": len(items),
+        **scores,
+        **({"absent": absent} if absent else {}),
+    }

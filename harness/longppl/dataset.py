@@ -7,7 +7,7 @@ from typing import Any
 LAYER = "lmeval"  # harness/devtools/layers.py
 
 
-def longppl_corpus(options: Any, model: Any = None) -> dict:
+def longppl_corpus(options: Any, model: Any = None) -> dict[str, Any]:
     """``{"test": Dataset(doc_id, text, key_json)}``: the LongPPL documents with their key tokens
     (:func:`harness.longppl.keytokens.key_token_corpus`); ``options``: both its corpus and key-token options."""
     import datasets

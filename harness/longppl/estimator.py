@@ -3,7 +3,8 @@ tokens of a text and its LongPPL under a model; the formulas live in :mod:`harne
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -18,8 +19,15 @@ from harness.longppl.formulas import (
     short_windows,
     summarize,
 )
-from harness.models.device_sizing import (MEASURE, device_free_bytes, fused_attention, model_dtype, score_bytes,
-                                          sized_pass, text_config)
+from harness.models.device_sizing import (
+    MEASURE,
+    device_free_bytes,
+    fused_attention,
+    model_dtype,
+    score_bytes,
+    sized_pass,
+    text_config,
+)
 from harness.models.scoring import hidden_states, score_tokens, target_logprobs
 
 LAYER = "models"  # harness/devtools/layers.py
@@ -27,8 +35,13 @@ LAYER = "models"  # harness/devtools/layers.py
 
 @torch.no_grad()
 def long_short_logprobs(
-    model: Any, ids: torch.Tensor, trunc_len: int, sliding_window: int, batch_size: int | None = None,
-    bos_id: int | None = None, progress: Callable[[int], Any] | None = None,
+    model: Any,
+    ids: torch.Tensor,
+    trunc_len: int,
+    sliding_window: int,
+    batch_size: int | None = None,
+    bos_id: int | None = None,
+    progress: Callable[[int], Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(long, short)`` float32 log-probabilities of targets ``trunc_len .. n-1`` of a 1-D token tensor: ``long``
     from one pass, ``short`` from :func:`short_windows` (``batch_size`` per forward, default :func:`window_batch`), each
@@ -38,8 +51,9 @@ def long_short_logprobs(
         raise UsageError(f"trunc_len and sliding_window must be >= 1, got {trunc_len}, {sliding_window}")
     row = ids[None]
     with sized_pass(model, row, "LongPPL's long pass of") as free:  # one reading for all the document's passes
-        long = target_logprobs(model, hidden_states(model, row, torch.ones_like(row), free=free), row,
-                               first_target=trunc_len, free=free)[0]
+        long = target_logprobs(
+            model, hidden_states(model, row, torch.ones_like(row), free=free), row, first_target=trunc_len, free=free
+        )[0]
     progress(1)
     short = torch.empty_like(long)
     windows = short_windows(len(ids), trunc_len, sliding_window)
@@ -58,8 +72,13 @@ def long_short_logprobs(
             if bos_id is not None:
                 batch = torch.cat([torch.full_like(batch[:, :1], bos_id), batch], dim=1)
                 first += 1
-            lp = target_logprobs(model, hidden_states(model, batch, torch.ones_like(batch), free=free), batch,
-                                 first_target=first, free=free)
+            lp = target_logprobs(
+                model,
+                hidden_states(model, batch, torch.ones_like(batch), free=free),
+                batch,
+                first_target=first,
+                free=free,
+            )
             for (start, end), values in zip(chunk, lp):
                 short[start : end - trunc_len] = values  # targets start+K .. end-1 sit at start .. end-K-1
             progress(len(chunk))
@@ -130,8 +149,6 @@ def _short_window_bos(tokenizer: Any, short_start: str) -> int | None:
     return int(tokenizer.bos_token_id)
 
 
-
-
 @torch.no_grad()
 def compute_longppl(
     text: str,
@@ -152,8 +169,9 @@ def compute_longppl(
     if key_spans is None:
         if evaluator_model is None or evaluator_tokenizer is None:
             raise UsageError("compute_longppl needs evaluator_model and evaluator_tokenizer, or key_spans")
-        key_spans = find_key_tokens(text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta,
-                                    short_start)
+        key_spans = find_key_tokens(
+            text, evaluator_model, evaluator_tokenizer, trunc_len, sliding_window, alpha, beta, short_start
+        )
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     device = next(model.parameters()).device
     ids = torch.tensor([enc["input_ids"]], device=device)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class KeySettings:
     beta: float = option(-2.0, "LCL threshold of key tokens")
     short_start: str = option("text", "how LongPPL short windows start: text (reference) or bos", choices=SHORT_STARTS)
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, Any]:
         """``{K, d, alpha, beta, short_start}`` by field name."""
         return {f.name: getattr(self, f.name) for f in fields(KeySettings)}
 
@@ -58,11 +59,11 @@ class KeyTokens:
     lsd: list[float | None] = field(default_factory=list)  # None for tokens < trunc_len
     lcl: list[float | None] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"spans": self.spans, "offsets": self.offsets, "lsd": self.lsd, "lcl": self.lcl}
 
     @classmethod
-    def from_json(cls, data: dict) -> "KeyTokens":
+    def from_json(cls, data: dict[str, Any]) -> KeyTokens:
         return cls(data["spans"], data.get("offsets", []), data.get("lsd", []), data.get("lcl", []))
 
 
@@ -104,8 +105,9 @@ class EvaluatorRun:
         """``{width: count}`` of the short windows over ``tokens`` (default its own) that the evaluator batches by
         width: every one of :func:`short_windows` but the first (its context is the long pass's)."""
         widths: dict[int, int] = {}
-        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len,
-                                        self.sliding_window)[1:]:
+        for start, end in short_windows(self.tokens if tokens is None else tokens, self.trunc_len, self.sliding_window)[
+            1:
+        ]:
             width = end - start + int(self.bos)
             widths[width] = widths.get(width, 0) + 1
         return widths
@@ -193,8 +195,8 @@ def soft_token_weights(
 
 
 def document_stats(
-    logprobs: Sequence[float],
-    offsets: Sequence[Sequence[int]],
+    logprobs: Sequence[float] | np.ndarray,
+    offsets: Sequence[Sequence[int]] | np.ndarray,
     key: KeyTokens | Sequence[Sequence[int]],
     gamma: float = SOFT_GAMMA,
 ) -> dict[str, float]:
@@ -252,19 +254,23 @@ def format_spans(spans: Sequence[Sequence[int]]) -> str:
 
 
 def select_key_tokens(
-    offsets: Sequence[Sequence[int]], long: Sequence[float] | np.ndarray, short: Sequence[float] | np.ndarray,
-    trunc_len: int, alpha: float, beta: float,
+    offsets: Sequence[Sequence[int]],
+    long: Sequence[float] | np.ndarray,
+    short: Sequence[float] | np.ndarray,
+    trunc_len: int,
+    alpha: float,
+    beta: float,
 ) -> KeyTokens:
     """Key tokens from the evaluator's log-probabilities of targets ``trunc_len .. n-1``: ``LSD_i = long_i - short_i``,
     ``LCL_i = long_i``; key iff ``LSD_i > alpha`` and ``LCL_i > beta``, as character spans (touching ones merged)."""
-    offsets = character_spans(offsets).tolist()
+    spans: list[list[int]] = character_spans(offsets).tolist()
     lcl_values = np.asarray(long, dtype=np.float64)
     lsd_values = lcl_values - np.asarray(short, dtype=np.float64)
-    n, m = len(offsets), len(lsd_values)
+    n, m = len(spans), len(lsd_values)
     if m and trunc_len + m > n:
         raise ValueError(f"{m} targets from token {trunc_len} on in a text of {n} tokens")
     lsd: list[float | None] = [None] * n
     lcl: list[float | None] = [None] * n
     lsd[trunc_len : trunc_len + m], lcl[trunc_len : trunc_len + m] = lsd_values.tolist(), lcl_values.tolist()
     key_positions = trunc_len + np.flatnonzero((lsd_values > alpha) & (lcl_values > beta))
-    return KeyTokens(merge_touching([offsets[p] for p in key_positions]), offsets, lsd, lcl)
+    return KeyTokens(merge_touching([spans[p] for p in key_positions.tolist()]), spans, lsd, lcl)

@@ -7,18 +7,19 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
 from harness.core.cache import cache_root
 from harness.core.errors import UsageError
 from harness.core.files import entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.core.options import option
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, KeySettings, KeyTokens, count_key_tokens
 from harness.models.identity import model_identity
-from harness.core.options import option
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -30,26 +31,42 @@ if TYPE_CHECKING:
 class KeyTokenOptions(KeySettings):
     """How key tokens are found (:class:`KeySettings`) and where cached; the evaluator is named by ``CorpusOptions``."""
 
-    key_spans_dir: str | None = option(None, "folder of reference key-span files instead of an evaluator", path=True,
-                                       flag=False)
-    key_cache_dir: str | None = option(None, "key-token cache folder (default ~/.cache/lch/keytokens)", location=True,
-                                       flag="--cache-dir")
+    key_spans_dir: str | None = option(
+        None, "folder of reference key-span files instead of an evaluator", path=True, flag=False
+    )
+    key_cache_dir: str | None = option(
+        None, "key-token cache folder (default ~/.cache/lch/keytokens)", location=True, flag="--cache-dir"
+    )
     evaluator_id: str | None = option(None, "cache identity of the evaluator", flag=False)
     evaluator_dtype: str = option("auto", "evaluator dtype")
     evaluator_device: str | None = option(None, "evaluator device")
-
 
 
 def default_cache_dir() -> Path:
     return cache_root("keytokens")
 
 
-def cache_key(evaluator_id: str, text: str, trunc_len: int, sliding_window: int, alpha: float, beta: float,
-              short_start: str = KEY_TOKEN_DEFAULTS["short_start"], dtype: str = "auto") -> str:
+def cache_key(
+    evaluator_id: str,
+    text: str,
+    trunc_len: int,
+    sliding_window: int,
+    alpha: float,
+    beta: float,
+    short_start: str = KEY_TOKEN_DEFAULTS["short_start"],
+    dtype: str = "auto",
+) -> str:
     """The entry of one text's key tokens: the evaluator's identity and dtype, the text, the settings."""
-    fields = {"evaluator": evaluator_id, "dtype": dtype, "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-              "trunc_len": int(trunc_len), "sliding_window": int(sliding_window), "alpha": float(alpha),
-              "beta": float(beta), "format": 2}
+    fields = {
+        "evaluator": evaluator_id,
+        "dtype": dtype,
+        "text": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "trunc_len": int(trunc_len),
+        "sliding_window": int(sliding_window),
+        "alpha": float(alpha),
+        "beta": float(beta),
+        "format": 2,
+    }
     if short_start != KEY_TOKEN_DEFAULTS["short_start"]:  # keys cached before the option stay valid
         fields["short_start"] = short_start
     payload = json.dumps(fields, sort_keys=True)
@@ -99,7 +116,8 @@ def load_evaluator(name: str, dtype: str = "auto", device: str | None = None) ->
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     from harness.models.attention import use_blocked_masks
 
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()
+    # transformers types PreTrainedModel.to through a wrapper whose signature takes the model, not a device
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype).to(device).eval()  # type: ignore[arg-type]
     use_blocked_masks(model)
     return model, load_tokenizer(name)
 
@@ -121,8 +139,8 @@ def key_tokens_for_texts(
         evaluator_id = model_identity(evaluator)  # a local folder's content digest, else the hub name
     cache = cache or KeyTokenCache()
     trunc_len, sliding_window = settings.trunc_len, settings.sliding_window
-    values = tuple(settings.settings().values())  # K, d, alpha, beta, short_start: the cache key's order
-    entries = [cache_key(evaluator_id, text, *values, dtype=dtype) for text in texts]
+    values = settings.settings()  # K, d, alpha, beta, short_start by name: cache_key's and find_key_tokens' keywords
+    entries = [cache_key(evaluator_id, text, **values, dtype=dtype) for text in texts]
     results = [cache.get(entry) for entry in entries]
     missing = [i for i, found in enumerate(results) if found is None]
     if missing:
@@ -133,7 +151,7 @@ def key_tokens_for_texts(
             from harness.core.costs import record_helper
 
             record_helper(evaluator, dtype)  # what the run held beside its model (lch plan --against)
-        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator  # type: ignore[misc]
+        model, tokenizer = loader(evaluator) if isinstance(evaluator, str) else evaluator
         # progress in forward passes, so the bar moves within a long document (minutes of windows on a CPU)
         counts = {i: passes(len(tokenizer(texts[i])["input_ids"]), trunc_len, sliding_window) for i in missing}
         description = f"Finding key tokens ({len(missing)} documents)"
@@ -142,7 +160,7 @@ def key_tokens_for_texts(
                 with cache.lock(entries[i]):
                     found = cache.get(entries[i])  # a concurrent run may have computed it while we waited
                     if found is None:
-                        found = find_key_tokens(texts[i], model, tokenizer, *values, progress=bar.update)
+                        found = find_key_tokens(texts[i], model, tokenizer, **values, progress=bar.update)
                         cache.put(entries[i], found)
                     else:
                         bar.update(counts[i])
@@ -156,12 +174,13 @@ def key_tokens_cached(texts: Sequence[str], evaluator: str, options: KeyTokenOpt
     if options.key_spans_dir:
         return True
     evaluator_id = options.evaluator_id or model_identity(evaluator)
-    cache, values = KeyTokenCache(options.key_cache_dir), tuple(options.settings().values())
-    return all(cache.get(cache_key(evaluator_id, text, *values, dtype=options.evaluator_dtype)) is not None
-               for text in texts)
+    cache, values = KeyTokenCache(options.key_cache_dir), options.settings()
+    return all(
+        cache.get(cache_key(evaluator_id, text, **values, dtype=options.evaluator_dtype)) is not None for text in texts
+    )
 
 
-def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions) -> list[dict]:
+def attach_key_tokens(docs: list[dict[str, Any]], evaluator: str, options: KeyTokenOptions) -> list[dict[str, Any]]:
     """``docs`` with ``key_json`` (the :class:`KeyTokens` as JSON): from reference span files when
     ``key_spans_dir`` is set, else from ``evaluator`` (cached)."""
     from harness.longppl.span_files import key_tokens_from_span_files
@@ -185,11 +204,11 @@ def attach_key_tokens(docs: list[dict], evaluator: str, options: KeyTokenOptions
 class KeyTokenCorpus:
     """The documents of a LongPPL task with their key tokens (``key_json``) and each one's key-token count."""
 
-    docs: list[dict]
+    docs: list[dict[str, Any]]
     key_counts: list[int]
 
 
-def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyTokenCorpus:
+def key_token_corpus(corpus: CorpusOptions, keys: KeyTokenOptions) -> KeyTokenCorpus:
     """The one way to a LongPPL corpus: documents selected, windows checked against their lengths (not for span files),
     key tokens attached (cached); no key token in any document is refused in one line."""
     from harness.longppl.corpus import check_key_windows, corpus_documents
@@ -200,7 +219,9 @@ def key_token_corpus(corpus: "CorpusOptions", keys: KeyTokenOptions) -> KeyToken
     docs = attach_key_tokens(docs, corpus.evaluator, keys)
     counts = [count_key_tokens(KeyTokens.from_json(json.loads(d["key_json"]))) for d in docs]
     if not sum(counts):
-        raise UsageError(f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
-                         f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
-                         f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len")
+        raise UsageError(
+            f"the evaluator {corpus.evaluator} found no key token in any of the {len(docs)} documents "
+            f"(trunc_len {keys.trunc_len}, sliding_window {keys.sliding_window}, alpha {keys.alpha}, "
+            f"beta {keys.beta}): LongPPL would rest on nothing; give longer documents or lower trunc_len"
+        )
     return KeyTokenCorpus(docs, counts)

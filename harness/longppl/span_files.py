@@ -3,11 +3,11 @@ authors publish them: read and written here, parsed by :func:`harness.longppl.fo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from harness.data.documents import MissingDataError
 from harness.core.files import write_text_atomic
+from harness.data.documents import MissingDataError
 from harness.longppl.formulas import KeyTokens, format_spans, parse_spans
 
 LAYER = "data"  # harness/devtools/layers.py

@@ -4,8 +4,8 @@ an :class:`LsmRunner`; the draws depend only on the seed, so every engine scores
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -29,8 +29,10 @@ class LsmRunner:
 
 def hf_runner(model: nn.Module) -> LsmRunner:
     """The runner of an HF causal LM (PIC applied or not, PEFT-wrapped or not)."""
-    return LsmRunner(lambda windows: hidden_states(model, windows, torch.ones_like(windows)),
-                     lambda hidden: output_logits(model, hidden))
+    return LsmRunner(
+        lambda windows: hidden_states(model, windows, torch.ones_like(windows)),
+        lambda hidden: output_logits(model, hidden),
+    )
 
 
 def _runner(model: nn.Module | LsmRunner) -> LsmRunner:
@@ -43,8 +45,9 @@ def _check_length(n_tokens: int, needed: int) -> None:
 
 
 @torch.no_grad()
-def lsm_direct(model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: int, n_samples: int,
-               seed: int = 0) -> list[float]:
+def lsm_direct(
+    model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: int, n_samples: int, seed: int = 0
+) -> list[float]:
     """SCE of ``n_samples`` directly sampled ``(end, l1, l2)`` triples of a 1-D token tensor."""
     runner = _runner(model)
     lo, hi = length_range(context_length)
@@ -61,7 +64,11 @@ def lsm_direct(model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: 
 
 @torch.no_grad()
 def lsm_overlap(
-    model: nn.Module | LsmRunner, ids: torch.Tensor, context_length: int, n_samples: int, seed: int = 0,
+    model: nn.Module | LsmRunner,
+    ids: torch.Tensor,
+    context_length: int,
+    n_samples: int,
+    seed: int = 0,
     batch_size: int = 8,
 ) -> list[float]:
     """Per sample, the mean SCE over the overlap of two length-``L`` windows ``delta`` tokens apart (``delta`` drawn

@@ -7,8 +7,9 @@ a shorter one by more than the 95 % interval of their difference makes the curve
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.core.options import option
 from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX
@@ -22,10 +23,15 @@ Z95 = 1.959964  # the normal quantile of a two-sided 95 % interval
 class CurveOptions:
     """The bar a task's per-length scores are read against (its effective length; module docstring)."""
 
-    effective_threshold: float = option(RULER_THRESHOLD, "score (0-100) a length and every shorter one must reach to "
-                                        "count in the effective length (default RULER's bar, Llama-2-7B at 4k)",
-                                        low=0.0, high=100.0, measures=False,
-                                        cache_key="no")  # how scores are read, not made
+    effective_threshold: float = option(
+        RULER_THRESHOLD,
+        "score (0-100) a length and every shorter one must reach to "
+        "count in the effective length (default RULER's bar, Llama-2-7B at 4k)",
+        low=0.0,
+        high=100.0,
+        measures=False,
+        cache_key="no",
+    )  # how scores are read, not made
 
 
 @dataclass(frozen=True, order=True)
@@ -63,9 +69,14 @@ class EffectiveLength:
 def _rises(points: Sequence[LengthPoint]) -> list[tuple[LengthPoint, LengthPoint]]:
     """Pairs (shorter, longer) where the longer scores above the shorter by more than ``Z95 * sqrt(se_s^2 + se_l^2)``;
     none where a standard error is unknown."""
-    return [(short, long) for i, short in enumerate(points) for long in points[i + 1:]
-            if short.stderr is not None and long.stderr is not None
-            and long.score - short.score > Z95 * math.sqrt(short.stderr ** 2 + long.stderr ** 2)]
+    return [
+        (short, long)
+        for i, short in enumerate(points)
+        for long in points[i + 1 :]
+        if short.stderr is not None
+        and long.stderr is not None
+        and long.score - short.score > Z95 * math.sqrt(short.stderr**2 + long.stderr**2)
+    ]
 
 
 def effective_length(points: Sequence[LengthPoint], threshold: float, kind: str = "absolute") -> EffectiveLength:
@@ -82,10 +93,19 @@ def effective_length(points: Sequence[LengthPoint], threshold: float, kind: str 
     caution = None
     if rises:
         short, long = rises[0]
-        caution = (f"not monotone: {long.name} scores {long.score:.1f} above {short.name}'s {short.score:.1f} beyond "
-                   "their 95 % intervals")
-    return EffectiveLength(kind, threshold, passed.name if passed else None, passed.tokens if passed else None,
-                           tuple(p.name for p in curve), tuple(p.n for p in curve), caution)
+        caution = (
+            f"not monotone: {long.name} scores {long.score:.1f} above {short.name}'s {short.score:.1f} beyond "
+            "their 95 % intervals"
+        )
+    return EffectiveLength(
+        kind,
+        threshold,
+        passed.name if passed else None,
+        passed.tokens if passed else None,
+        tuple(p.name for p in curve),
+        tuple(p.n for p in curve),
+        caution,
+    )
 
 
 def relative_effective_length(points: Sequence[LengthPoint], share: float = RELATIVE_SHARE) -> EffectiveLength:
@@ -94,8 +114,15 @@ def relative_effective_length(points: Sequence[LengthPoint], share: float = RELA
     if not curve:
         raise ValueError("an effective length needs at least one length with a score")
     if not curve[0].score > 0:  # nothing to keep a share of: every later length would pass a threshold of 0
-        return EffectiveLength("relative", 0.0, None, None, tuple(p.name for p in curve), tuple(p.n for p in curve),
-                               f"no relative length: {curve[0].name} scores {curve[0].score:g}")
+        return EffectiveLength(
+            "relative",
+            0.0,
+            None,
+            None,
+            tuple(p.name for p in curve),
+            tuple(p.n for p in curve),
+            f"no relative length: {curve[0].name} scores {curve[0].score:g}",
+        )
     return effective_length(curve, share * curve[0].score, "relative")
 
 
@@ -129,8 +156,13 @@ def samples_at(task: str, name: str, metrics: Mapping[str, float], subtasks: Map
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
-def curve_points(task: str, metrics: Mapping[str, float], stderrs: Mapping[str, float],
-                 subtasks: Mapping[str, Sequence[str]], tokens: Callable[[str], int]) -> list[LengthPoint]:
+def curve_points(
+    task: str,
+    metrics: Mapping[str, float],
+    stderrs: Mapping[str, float],
+    subtasks: Mapping[str, Sequence[str]],
+    tokens: Callable[[str], int],
+) -> list[LengthPoint]:
     """The curve of ``task``, sorted by length: each numeric ``<task>/len_<L>`` of ``metrics``, its stderr and sample
     count; ``tokens`` reads a length's name (``4k`` -> 4096), raising ``ValueError`` for a name that is no length."""
     prefix = f"{task}/{LENGTH_PREFIX}"
@@ -138,7 +170,7 @@ def curve_points(task: str, metrics: Mapping[str, float], stderrs: Mapping[str, 
     for metric, value in metrics.items():
         if not metric.startswith(prefix) or "," in metric or math.isnan(value):
             continue
-        name = metric[len(prefix):]
+        name = metric[len(prefix) :]
         try:
             length = tokens(name)
         except ValueError:
@@ -147,8 +179,9 @@ def curve_points(task: str, metrics: Mapping[str, float], stderrs: Mapping[str, 
     return sorted(points)
 
 
-def effective_lengths(points: Sequence[LengthPoint], threshold: float = RULER_THRESHOLD
-                      ) -> tuple[EffectiveLength, EffectiveLength] | None:
+def effective_lengths(
+    points: Sequence[LengthPoint], threshold: float = RULER_THRESHOLD
+) -> tuple[EffectiveLength, EffectiveLength] | None:
     """``(absolute at threshold, relative)`` effective lengths of a curve; None when it has no point."""
     if not points:
         return None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from harness.core.errors import UsageError
 
@@ -36,7 +37,12 @@ def longbench_write_length_score(required_length: float, text_or_length: str | i
 
 
 LONGBENCH_WRITE_DIMENSIONS = (
-    "Relevance", "Accuracy", "Coherence", "Clarity", "Breadth and Depth", "Reading Experience",
+    "Relevance",
+    "Accuracy",
+    "Coherence",
+    "Clarity",
+    "Breadth and Depth",
+    "Reading Experience",
 )
 
 
@@ -84,8 +90,11 @@ def hellobench_task_score(
     samples = list(samples)
     scores = [hellobench_sample_score(category, items, weights) for category, items in samples if items is not None]
     scores = [hellobench_rescale(s) for s in scores] if rescale else scores
-    return {"score": sum(scores) / len(scores) if scores else float("nan"), "n_valid": len(scores),
-            "n_total": len(samples)}
+    return {
+        "score": sum(scores) / len(scores) if scores else float("nan"),
+        "n_valid": len(scores),
+        "n_total": len(samples),
+    }
 
 
 # --------------------------------------------------------------------------- repetition / corruption
@@ -103,7 +112,9 @@ def distinct_n(text: str, n: int = 2) -> float:
     return 1.0 - rep_n(text, n) if len(text.split()) >= n else 0.0
 
 
-def has_consecutive_loop(text: str, window: int = 8000, min_unit: int = 10, max_unit: int = 300, repeats: int = 4) -> bool:
+def has_consecutive_loop(
+    text: str, window: int = 8000, min_unit: int = 10, max_unit: int = 300, repeats: int = 4
+) -> bool:
     """A unit of 10-300 characters repeated >= 4 times in a row in the last ``window`` characters (whitespace
     collapsed), the unit holding >= 3 word characters."""
     import numpy as np
@@ -159,8 +170,16 @@ def shared_clean_average(
         flags = corrupted[model]
         ratio = corrupted_ratio(list(flags.values()))
         own_ids = [i for i, bad in flags.items() if not bad]
-        mean = lambda ids: sum(per_sample[i] for i in ids) / len(ids) if ids else float("nan")
+
+        def mean(ids: list[Any]) -> float:
+            return sum(per_sample[i] for i in ids) / len(ids) if ids else float("nan")  # noqa: B023 (called in this iteration)
+
         shared, own = mean(sorted(shared_ids, key=str)), mean(own_ids)
-        out[model] = {"shared": shared, "own": own, "used": shared if ratio < threshold else own,
-                      "n_used": len(shared_ids) if ratio < threshold else len(own_ids), "corrupted_ratio": ratio}
+        out[model] = {
+            "shared": shared,
+            "own": own,
+            "used": shared if ratio < threshold else own,
+            "n_used": len(shared_ids) if ratio < threshold else len(own_ids),
+            "corrupted_ratio": ratio,
+        }
     return out

@@ -8,7 +8,7 @@ within ``budget`` tokens, in document order. Token ids stand in for the paper's 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def marked_positions(deltas: Sequence[float], fraction: float = 0.2) -> list[int]:
@@ -34,8 +34,11 @@ def anchor_types(documents: Sequence[tuple[Sequence[int], Sequence[float]]], fra
 def select_sentences(sentences: Sequence[Sequence[int]], anchors: dict[int, float], budget: int) -> list[int]:
     """Indices (in document order) of the sentences kept for training (step 4): only sentences with an
     anchor token, best first, while their total length stays within ``budget`` tokens."""
-    scored = [(-sum(anchors.get(tok, 0.0) for tok in sentence), i) for i, sentence in enumerate(sentences)
-              if any(tok in anchors for tok in sentence)]
+    scored = [
+        (-sum(anchors.get(tok, 0.0) for tok in sentence), i)
+        for i, sentence in enumerate(sentences)
+        if any(tok in anchors for tok in sentence)
+    ]
     chosen, used = [], 0
     for _, i in sorted(scored):
         if used + len(sentences[i]) <= budget:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 
+Scores = Sequence[float] | np.ndarray  # one run's per-sample scores
 DEFAULT_RESAMPLES = 10_000  # bootstrap resamples of the pairs
 DEFAULT_SEED = 0  # of numpy.random.default_rng: the same data give the same interval
 DEFAULT_CONFIDENCE = 0.95
@@ -45,7 +46,7 @@ class PairedDifference:
     power: float
 
 
-def _as_pairs(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _as_pairs(a: Scores, b: Scores) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError(f"paired values need two sequences of one length (got {x.shape} and {y.shape})")
@@ -61,9 +62,13 @@ def _check(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be a positive integer, got {resamples}")
 
 
-def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFIDENCE,
-                       resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                       method: str = "percentile") -> tuple[float, float, str]:
+def bootstrap_interval(
+    diffs: Sequence[float],
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    method: str = "percentile",
+) -> tuple[float, float, str]:
     """``(low, high, method)``: ``scipy.stats.bootstrap``'s interval of ``mean(diffs)``, percentile or BCa (Efron and
     Tibshirani 1993, 14.3), resample ``k`` being row ``k`` of ``default_rng(seed).integers(0, n, (rows, n))`` drawn a
     block of ``rows = max(1, 2^22 // n)`` at a time. Resamples that cannot differ give ``[mean, mean]``, method
@@ -83,20 +88,26 @@ def bootstrap_interval(diffs: Sequence[float], confidence: float = DEFAULT_CONFI
     # scipy does not guard BCa's 1 - a (z0 + z) <= 0; for a mean |a| < 1/6 and z0 stays near 0, so it does not arise
     with warnings.catch_warnings():  # scipy's DegenerateDataWarning: the NaN interval below
         warnings.simplefilter("ignore")
-        found = stats.bootstrap((d,), np.mean, n_resamples=int(resamples), rng=np.random.default_rng(seed),
-                                method="BCa" if method == "bca" else "percentile", **settings)
+        found = stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=int(resamples),
+            rng=np.random.default_rng(seed),
+            method="BCa" if method == "bca" else "percentile",
+            **settings,
+        )
     if np.isnan(found.confidence_interval.low) or np.isnan(found.confidence_interval.high):
         method = "percentile"  # from the very same resamples
         found = stats.bootstrap((d,), np.mean, n_resamples=0, bootstrap_result=found, method=method, **settings)
     return float(found.confidence_interval.low), float(found.confidence_interval.high), method
 
 
-def two_valued(a: Sequence[float], b: Sequence[float]) -> bool:
+def two_valued(a: Scores, b: Scores) -> bool:
     """Whether the scores take at most two values over both runs (0/1, 0/100): then McNemar's test applies."""
     return len(set(map(float, a)) | set(map(float, b))) <= 2
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> tuple[str, float]:
+def paired_test(a: Scores, b: Scores, test: str = "auto") -> tuple[str, float]:
     """``(name, two-sided p)`` of the paired test of ``b`` against ``a``: exact McNemar for two-valued scores whatever
     ``test`` (the sign test on the ``u + v`` discordant pairs, ``binomtest(u, u + v, 0.5)``), else Wilcoxon signed-rank
     (zero differences split) or with ``t`` the paired t-test (a constant non-zero difference: the sign test,
@@ -125,8 +136,9 @@ def paired_test(a: Sequence[float], b: Sequence[float], test: str = "auto") -> t
         return "Wilcoxon signed-rank", float(stats.wilcoxon(x, y, zero_method="zsplit").pvalue)
 
 
-def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA,
-                              power: float = DEFAULT_POWER) -> float | None:
+def minimum_detectable_effect(
+    sd_diff: float, n: int, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER
+) -> float | None:
     """``MDE = (z_{1-alpha/2} + z_{power}) * sd_diff / sqrt(n)`` (2.80158 sd_diff / sqrt(n) at 0.05 and 0.8), in the
     scores' units; None for n < 2; ``sd_diff = 0`` gives 0."""
     if not 0.0 < alpha < 1.0 or not 0.0 < power < 1.0:
@@ -137,7 +149,7 @@ def minimum_detectable_effect(sd_diff: float, n: int, alpha: float = DEFAULT_ALP
     return (normal.inv_cdf(1.0 - alpha / 2.0) + normal.inv_cdf(power)) * float(sd_diff) / math.sqrt(n)
 
 
-def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT_ALPHA) -> float | None:
+def mcnemar_floor(a: Scores, b: Scores, alpha: float = DEFAULT_ALPHA) -> float | None:
     """The smallest ``|delta|`` the exact McNemar test at level ``alpha`` can call significant on these ``n`` pairs of
     two-valued scores: ``k * spread / n`` for the least ``k`` with ``2 * 0.5^k < alpha`` (6 at 0.05), spread being the
     two values' difference or ``|v|`` when every score is ``v``; None when not two-valued or no pairs."""
@@ -146,15 +158,23 @@ def mcnemar_floor(a: Sequence[float], b: Sequence[float], alpha: float = DEFAULT
         return None
     spread = max(values) - min(values) if len(values) == 2 else abs(next(iter(values)))
     k = 1
-    while 2 * 0.5 ** k >= alpha:
+    while 2 * 0.5**k >= alpha:
         k += 1
     return k * spread / len(a)
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: float = DEFAULT_CONFIDENCE,
-                      resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, interval: str = "percentile",
-                      test: str = "auto", alpha: float = DEFAULT_ALPHA,
-                      power: float = DEFAULT_POWER) -> PairedDifference:
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    interval: str = "percentile",
+    test: str = "auto",
+    alpha: float = DEFAULT_ALPHA,
+    power: float = DEFAULT_POWER,
+) -> PairedDifference:
     """``b`` compared with ``a``, pair by pair; the MDE of two-valued scores never below :func:`mcnemar_floor`. n = 0:
     every estimate None, test ``none (no pairs)``, p = 1. n = 1: means, delta, interval ``[delta, delta]`` (method
     ``none``), p = 1, ``sd_diff`` and ``mde`` None. Every difference ``c`` (n >= 2): interval ``[c, c]`` (``none``),
@@ -171,6 +191,21 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
     sd = float(np.std(d, ddof=1)) if n >= 2 else None
     mde = minimum_detectable_effect(sd, n, alpha, power) if sd is not None else None
     floor = mcnemar_floor(x, y, alpha) if mde is not None else None
-    mde = mde if floor is None else max(mde, floor)
-    return PairedDifference(n, float(x.mean()), float(y.mean()), float(d.mean()), low, high, confidence, method, name,
-                            p, sd, mde, alpha, power)
+    if mde is not None and floor is not None:  # a floor is computed only with an mde
+        mde = max(mde, floor)
+    return PairedDifference(
+        n,
+        float(x.mean()),
+        float(y.mean()),
+        float(d.mean()),
+        low,
+        high,
+        confidence,
+        method,
+        name,
+        p,
+        sd,
+        mde,
+        alpha,
+        power,
+    )

@@ -5,9 +5,10 @@ space: ``PPL = exp( - sum_{d,t} lp_{d,t} / sum_d n_d )`` over documents ``d`` wi
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable)
+F = TypeVar("F", bound=Callable[..., Any])
 POOLING = "pooling"  # the attribute an aggregation declares its pooling under
 # how per-document values pool over any subset of documents: a mean, sum / count over (sum, count) pairs, exp of it
 # (a perplexity from summed NLLs): the rules a score is recomputed by on a subset; a sum (counts); None: not over
@@ -35,7 +36,7 @@ def nll_sum(logprobs: Sequence[float]) -> tuple[float, int]:
 
 
 @pools_as("pooled_exp")
-def pooled_perplexity(items: Iterable[tuple[float, int]]) -> float:
+def pooled_perplexity(items: Iterable[tuple[float, float]]) -> float:
     """``exp(sum nll / sum n)`` over ``(nll_sum, n_tokens)`` pairs; NaN when no token was scored."""
     return math.exp(pooled_mean(items))
 

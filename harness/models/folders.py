@@ -9,13 +9,26 @@ from typing import Any
 
 from harness.core.errors import DataFormatError, MissingDataError, UsageError
 
-WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
-           "adapter_model.safetensors", "adapter_model.bin")
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
 
 
 # files transformers builds a tokenizer from (one is enough: fast JSON, SentencePiece / BPE vocabularies, tiktoken)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
-                   "vocab.txt", "tokenizer.tiktoken")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.json",
+    "vocab.txt",
+    "tokenizer.tiktoken",
+)
 
 
 def check_tokenizer_folder(folder: str | Path, arg: str = "pretrained") -> None:
@@ -25,16 +38,20 @@ def check_tokenizer_folder(folder: str | Path, arg: str = "pretrained") -> None:
     if not path.is_dir():
         return  # a hub name, or refused already
     if not any((path / name).is_file() for name in TOKENIZER_FILES) and not list(path.glob("*.tiktoken")):
-        raise MissingDataError(f"{arg}={folder} has no tokenizer files ({' / '.join(TOKENIZER_FILES[:3])} ...): give "
-                               "a complete model folder, or tokenizer= a folder holding its tokenizer")
+        raise MissingDataError(
+            f"{arg}={folder} has no tokenizer files ({' / '.join(TOKENIZER_FILES[:3])} ...): give "
+            "a complete model folder, or tokenizer= a folder holding its tokenizer"
+        )
     tokenizer_json = path / "tokenizer.json"
     if tokenizer_json.is_file():
         with tokenizer_json.open("rb") as handle:
             handle.seek(max(0, tokenizer_json.stat().st_size - 64))
             tail = handle.read().rstrip()
         if not tail.endswith(b"}"):
-            raise DataFormatError(f"{tokenizer_json} is cut short (it does not end its JSON object): the folder {arg}="
-                                  f"{folder} is damaged; fetch or save the model again")
+            raise DataFormatError(
+                f"{tokenizer_json} is cut short (it does not end its JSON object): the folder {arg}="
+                f"{folder} is damaged; fetch or save the model again"
+            )
 
 
 def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: bool = False) -> None:
@@ -57,9 +74,13 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
         try:
             json.loads(config.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise DataFormatError(f"{config}: not valid JSON ({err}); the model folder {arg}={folder} is corrupt") from None
+            raise DataFormatError(
+                f"{config}: not valid JSON ({err}); the model folder {arg}={folder} is corrupt"
+            ) from None
     if not any((path / w).is_file() for w in WEIGHTS):
-        raise MissingDataError(f"{arg}={folder} has no weights ({' / '.join(WEIGHTS[:3])}): give a complete model folder")
+        raise MissingDataError(
+            f"{arg}={folder} has no weights ({' / '.join(WEIGHTS[:3])}): give a complete model folder"
+        )
     for file in sorted(set(path.glob("*.safetensors"))):  # sharded checkpoints' parts too
         from safetensors import safe_open
 
@@ -67,8 +88,10 @@ def check_model_folder(folder: str | Path, arg: str = "pretrained", tokenizer: b
             with safe_open(str(file), framework="pt") as handle:
                 handle.keys()
         except Exception as err:  # noqa: BLE001 (safetensors raises its own error type for a corrupt header)
-            raise DataFormatError(f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
-                                  "is damaged; fetch or save the model again") from None
+            raise DataFormatError(
+                f"{file} is not a readable safetensors file ({err}): the model folder {arg}={folder} "
+                "is damaged; fetch or save the model again"
+            ) from None
     if tokenizer:
         check_tokenizer_folder(path, arg)
     from harness.models.model_check import check_before_use
@@ -87,8 +110,11 @@ def describe_architecture(folder: Any) -> str | None:
         return None
     if not isinstance(config, dict):
         return None
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = given_text_config if isinstance(given_text_config := config.get("text_config"), dict) else config
     name = (config.get("architectures") or [config.get("model_type") or "?"])[0]
-    sizes = [f"{text[key]} {word}" if word == "layers" else f"{word} {text[key]}" for key, word in
-             (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("vocab_size", "vocab")) if key in text]
+    sizes = [
+        f"{text[key]} {word}" if word == "layers" else f"{word} {text[key]}"
+        for key, word in (("num_hidden_layers", "layers"), ("hidden_size", "hidden"), ("vocab_size", "vocab"))
+        if key in text
+    ]
     return f"{name} ({', '.join(sizes)})" if sizes else str(name)

@@ -61,8 +61,16 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
     types = list(vocabulary.get("token_type") or [1] * len(tokens))
     if kind == "gpt2":
         merges = [tuple(str(m).split(" ", 1)) for m in vocabulary.get("merges") or []]
-        backend = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, continuing_subword_prefix="",
-                                       end_of_word_suffix="", fuse_unk=False, byte_fallback=False))
+        backend = Tokenizer(
+            models.BPE(
+                {t: i for i, t in enumerate(tokens)},
+                merges,
+                continuing_subword_prefix="",
+                end_of_word_suffix="",
+                fuse_unk=False,
+                byte_fallback=False,
+            )
+        )
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
         backend.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
         alphabet = set(pre_tokenizers.ByteLevel.alphabet())
@@ -70,26 +78,45 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
     elif kind == "llama":
         vocab_tokens = _respelled(tokens)
         unk = vocabulary.get("unknown_token_id")
-        backend = Tokenizer(models.BPE({t: i for i, t in enumerate(vocab_tokens)}, spm_merges(vocab_tokens),
-                                       unk_token=None if unk is None else vocab_tokens[int(unk)], fuse_unk=True,
-                                       byte_fallback=True))
+        backend = Tokenizer(
+            models.BPE(
+                {t: i for i, t in enumerate(vocab_tokens)},
+                spm_merges(vocab_tokens),
+                unk_token=None if unk is None else vocab_tokens[int(unk)],
+                fuse_unk=True,
+                byte_fallback=True,
+            )
+        )
         steps = [normalizers.Replace(" ", SPM_SPACE)]
         if vocabulary.get("add_space_prefix"):
             steps.insert(0, normalizers.Prepend(SPM_SPACE))
         backend.normalizer = steps[0] if len(steps) == 1 else normalizers.Sequence(steps)
         backend.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")
-        backend.decoder = decoders.Sequence([decoders.Replace(SPM_SPACE, " "), decoders.ByteFallback(),
-                                             decoders.Fuse()] + ([decoders.Strip(" ", 1, 0)]
-                                                                 if vocabulary.get("add_space_prefix") else []))
+        backend.decoder = decoders.Sequence(
+            [decoders.Replace(SPM_SPACE, " "), decoders.ByteFallback(), decoders.Fuse()]
+            + ([decoders.Strip(" ", 1, 0)] if vocabulary.get("add_space_prefix") else [])
+        )
         spelled = lambda token: True  # noqa: E731
     else:
-        raise MissingDataError(f"the GGUF's tokenizer is of type {kind!r}: the model registry builds gpt2 (byte-level "
-                               "BPE) and llama (SentencePiece BPE) vocabularies only")
+        raise MissingDataError(
+            f"the GGUF's tokenizer is of type {kind!r}: the model registry builds gpt2 (byte-level "
+            "BPE) and llama (SentencePiece BPE) vocabularies only"
+        )
     vocab = backend.get_vocab()
-    backend.add_special_tokens([AddedToken(t, normalized=False, special=True) for t, kind_ in zip(tokens, types)
-                                if kind_ == CONTROL and spelled(t)])
-    backend.add_tokens([AddedToken(t, normalized=False, special=False) for t, kind_ in zip(tokens, types)
-                        if kind_ == USER_DEFINED and t in vocab])
+    backend.add_special_tokens(
+        [
+            AddedToken(t, normalized=False, special=True)
+            for t, kind_ in zip(tokens, types)
+            if kind_ == CONTROL and spelled(t)
+        ]
+    )
+    backend.add_tokens(
+        [
+            AddedToken(t, normalized=False, special=False)
+            for t, kind_ in zip(tokens, types)
+            if kind_ == USER_DEFINED and t in vocab
+        ]
+    )
     return backend
 
 
@@ -106,13 +133,16 @@ def write_tokenizer(gguf_file: str | Path, out: str | Path) -> None:
         i = vocabulary.get(f"{key}_token_id")
         return None if i is None or not 0 <= int(i) < len(tokens) else tokens[int(i)]
 
-    config: dict[str, Any] = {"backend": "tokenizers", "model_max_length": int(1e30),
-                              "tokenizer_class": TOKENIZER_CLASS.get(str(vocabulary.get("architecture")),
-                                                                     "PreTrainedTokenizerFast")}
+    config: dict[str, Any] = {
+        "backend": "tokenizers",
+        "model_max_length": int(1e30),
+        "tokenizer_class": TOKENIZER_CLASS.get(str(vocabulary.get("architecture")), "PreTrainedTokenizerFast"),
+    }
     specials = (("bos", "bos"), ("eos", "eos"), ("unk", "unknown"), ("pad", "padding"))
     config.update({f"{name}_token": named(key) for name, key in specials if named(key) is not None})
-    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n",
-                                               encoding="utf-8")
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     template = vocabulary.get("chat_template")
     if template:
         (out / "chat_template.jinja").write_text(str(template), encoding="utf-8")

@@ -22,7 +22,9 @@ def model_identity(name_or_path: str | Path) -> str:
     try:
         if not path.is_dir():
             return str(name_or_path)
-        files = sorted(f for f in path.iterdir() if f.is_file() and f.name not in SKIPPED and not f.name.startswith("."))
+        files = sorted(
+            f for f in path.iterdir() if f.is_file() and f.name not in SKIPPED and not f.name.startswith(".")
+        )
         memo = state_memo("identities", [str(path.resolve())], files)
     except OSError:
         return str(name_or_path)

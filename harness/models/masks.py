@@ -11,4 +11,3 @@ def positions_from_mask(attention_mask: torch.Tensor) -> tuple[torch.Tensor, tor
     mask = attention_mask.to(torch.long)
     ids = (mask.cumsum(-1) - 1).clamp(min=0) * mask
     return ids, mask.sum(-1)
-

@@ -12,7 +12,6 @@ from torch import nn
 
 from harness.models.device_sizing import attention_shape, predicted_peak, prefill_peak, text_config
 
-
 # what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
 # glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
 # Measured: benchmarks/plan_memory_cpu.py against benchmarks/layer_memory.py's tensors, which show none of it
@@ -34,8 +33,9 @@ class MemoryNeed:
     def resident(self, device: torch.device | str) -> int:
         """What a process holds for it on ``device``: :attr:`total`, and on the CPU :data:`CPU_HEAP_SLACK` of what its
         passes make."""
-        return self.total + (int(CPU_HEAP_SLACK * (self.work + self.cache)) if torch.device(device).type == "cpu"
-                             else 0)
+        return self.total + (
+            int(CPU_HEAP_SLACK * (self.work + self.cache)) if torch.device(device).type == "cpu" else 0
+        )
 
 
 @lru_cache(maxsize=4)
@@ -70,8 +70,9 @@ def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = 
     size = next(model.parameters()).element_size()
     kinds = list(getattr(config, "layer_types", None) or ["full_attention"] * shape.layers)
     window = getattr(config, "sliding_window", None)
-    kept = [min(tokens, int(window)) if kind == "sliding_attention" and window and not whole else tokens
-            for kind in kinds]
+    kept = [
+        min(tokens, int(window)) if kind == "sliding_attention" and window and not whole else tokens for kind in kinds
+    ]
     return 2 * batch * shape.kv_heads * shape.head_dim * size * sum(kept)
 
 
@@ -84,9 +85,16 @@ class DynamicPic:
     layers: int
 
 
-def request_need(model: nn.Module, prompt: int, budget: int = 0, batch: int = 1, scores: bool = False,
-                 device: torch.device | str = "cpu", free: int | None = None,
-                 dynamic: DynamicPic | None = None) -> MemoryNeed:
+def request_need(
+    model: nn.Module,
+    prompt: int,
+    budget: int = 0,
+    batch: int = 1,
+    scores: bool = False,
+    device: torch.device | str = "cpu",
+    free: int | None = None,
+    dynamic: DynamicPic | None = None,
+) -> MemoryNeed:
     """What a request of ``prompt`` tokens needs: scored (``scores``: every token's log-probability, the scoring path's
     peak) or generating ``budget`` tokens after a prefill of the prompt (its peak, and its KV cache kept to the end).
     At the end of the prefill a sliding-window layer still holds the whole prompt's keys and values (transformers keeps

@@ -43,29 +43,35 @@ class TokenizerFacts:
     unk_token_id: int | None
 
     @classmethod
-    def from_gguf(cls, gguf_file: str | Path) -> "TokenizerFacts":
+    def from_gguf(cls, gguf_file: str | Path) -> TokenizerFacts:
         """The facts a GGUF declares; a missing add-BOS flag reads as llama.cpp reads it (added for ``llama``
         vocabularies only), a missing add-EOS as never."""
         from harness.models.gguf_tokenizer import read_vocabulary
 
         value = read_vocabulary(gguf_file).get
         add_bos = value("add_bos_token")
-        return cls(add_bos=bool(add_bos) if add_bos is not None else value("model") == "llama",
-                   add_eos=bool(value("add_eos_token") or False),
-                   **{f"{name}_token_id": _int_or_none(value(f"{key}_token_id"))
-                      for name, key in zip(SPECIAL, ("bos", "eos", "padding", "unknown"))})
+        return cls(
+            add_bos=bool(add_bos) if add_bos is not None else value("model") == "llama",
+            add_eos=bool(value("add_eos_token") or False),
+            **{
+                f"{name}_token_id": _int_or_none(value(f"{key}_token_id"))
+                for name, key in zip(SPECIAL, ("bos", "eos", "padding", "unknown"))
+            },
+        )
 
     @classmethod
-    def observed(cls, tokenizer: Any) -> "TokenizerFacts":
+    def observed(cls, tokenizer: Any) -> TokenizerFacts:
         """The facts of a loaded transformers tokenizer, read from what it does to a text."""
         ids = tokenizer("a")["input_ids"]
         ids_of = {name: getattr(tokenizer, f"{name}_token_id", None) for name in SPECIAL}
-        return cls(add_bos=ids_of["bos"] is not None and ids[:1] == [ids_of["bos"]],
-                   add_eos=ids_of["eos"] is not None and ids[-1:] == [ids_of["eos"]],
-                   **{f"{name}_token_id": _int_or_none(i) for name, i in ids_of.items()})
+        return cls(
+            add_bos=ids_of["bos"] is not None and ids[:1] == [ids_of["bos"]],
+            add_eos=ids_of["eos"] is not None and ids[-1:] == [ids_of["eos"]],
+            **{f"{name}_token_id": _int_or_none(i) for name, i in ids_of.items()},
+        )
 
     @classmethod
-    def from_json(cls, value: dict) -> "TokenizerFacts":
+    def from_json(cls, value: dict) -> TokenizerFacts:
         return cls(**value)
 
     def to_json(self) -> dict:
@@ -86,18 +92,29 @@ def pin_tokenizer(folder: str | Path, facts: TokenizerFacts) -> None:
     text = {name: (None if i is None else backend.id_to_token(i)) for name, i in zip(SPECIAL, _ids(facts))}
     for name, i in zip(SPECIAL, _ids(facts)):
         if i is not None and text[name] is None:
-            raise MissingDataError(f"{folder}: the source names token {i} as {name}, but the vocabulary has no token {i}")
+            raise MissingDataError(
+                f"{folder}: the source names token {i} as {name}, but the vocabulary has no token {i}"
+            )
     bos, eos = text["bos"], text["eos"]
     single = ([f"{bos}:0"] if facts.add_bos else []) + ["$A:0"] + ([f"{eos}:0"] if facts.add_eos else [])
     pair = single + ([f"{bos}:1"] if facts.add_bos else []) + ["$B:1"] + ([f"{eos}:1"] if facts.add_eos else [])
-    specials = [(t, i) for t, i, on in ((bos, facts.bos_token_id, facts.add_bos), (eos, facts.eos_token_id, facts.add_eos))
-                if on]
-    backend.post_processor = processors.TemplateProcessing(single=" ".join(single), pair=" ".join(pair),
-                                                           special_tokens=specials)
+    specials = [
+        (t, i)
+        for t, i, on in ((bos, facts.bos_token_id, facts.add_bos), (eos, facts.eos_token_id, facts.add_eos))
+        if on
+    ]
+    backend.post_processor = processors.TemplateProcessing(
+        single=" ".join(single), pair=" ".join(pair), special_tokens=specials
+    )
     backend.save(str(folder / "tokenizer.json"))
-    _update_json(folder / "tokenizer_config.json", {
-        "add_bos_token": facts.add_bos, "add_eos_token": facts.add_eos,
-        **{f"{name}_token": text[name] for name in SPECIAL if text[name] is not None}})
+    _update_json(
+        folder / "tokenizer_config.json",
+        {
+            "add_bos_token": facts.add_bos,
+            "add_eos_token": facts.add_eos,
+            **{f"{name}_token": text[name] for name in SPECIAL if text[name] is not None},
+        },
+    )
     ids = {f"{name}_token_id": i for name, i in zip(SPECIAL, _ids(facts)) if i is not None}
     _update_json(folder / "config.json", ids)
     generation = folder / "generation_config.json"
@@ -130,8 +147,10 @@ def tokenizer_problems(folder: str | Path, facts: TokenizerFacts, tokenizer: Any
         if getattr(seen, flag) != getattr(facts, flag):
             token = getattr(tokenizer, f"{name}_token", None) or name.upper()
             does = "puts" if getattr(seen, flag) else "does not put"
-            problems.append(f"its tokenizer {does} {token} {where}, though the source says "
-                            f"{flag}={str(getattr(facts, flag)).lower()}")
+            problems.append(
+                f"its tokenizer {does} {token} {where}, though the source says "
+                f"{flag}={str(getattr(facts, flag)).lower()}"
+            )
     for name in SPECIAL:
         want, got = getattr(facts, f"{name}_token_id"), getattr(seen, f"{name}_token_id")
         if want is not None and got != want:
@@ -157,10 +176,15 @@ class Probe:
         model = model or AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
         enc = tokenizer(self.prompt, return_tensors="pt")
         with torch.no_grad():
-            out = model.generate(**enc, max_new_tokens=len(self.answer_ids), do_sample=False, min_new_tokens=len(
-                self.answer_ids), pad_token_id=tokenizer.pad_token_id)
+            out = model.generate(
+                **enc,
+                max_new_tokens=len(self.answer_ids),
+                do_sample=False,
+                min_new_tokens=len(self.answer_ids),
+                pad_token_id=tokenizer.pad_token_id,
+            )
         prompt_ids = enc["input_ids"][0].tolist()
-        return prompt_ids, out[0, len(prompt_ids):].tolist()
+        return prompt_ids, out[0, len(prompt_ids) :].tolist()
 
     def problems(self, folder: str | Path, **loaded: Any) -> list[str]:
         """How the model in ``folder`` misses this known answer, in words (empty: it gives it)."""
@@ -212,17 +236,23 @@ def check_before_use(folder: str | Path, tokenizer: Any = None) -> None:
     repair = f"run `{elsewhere}lch models fetch {name}` to rebuild it"
     if int(marker.get("format", 1)) < FORMAT or "tokenizer" not in marker:
         made_by = (marker.get("converter") or {}).get("transformers")
-        raise StaleModelError(f"{name} at {folder} was converted before lch pinned tokenizer behaviour (its BOS / EOS "
-                              f"handling is whatever {'transformers ' + made_by if made_by else 'the converter'} "
-                              "defaulted to)", repair)
+        raise StaleModelError(
+            f"{name} at {folder} was converted before lch pinned tokenizer behaviour (its BOS / EOS "
+            f"handling is whatever {'transformers ' + made_by if made_by else 'the converter'} "
+            "defaulted to)",
+            repair,
+        )
     try:
         facts = TokenizerFacts.from_json(marker["tokenizer"])
     except TypeError:
         raise StaleModelError(f"{folder / MARKER} has no readable tokenizer facts", repair) from None
     problems = tokenizer_problems(folder, facts, tokenizer)
     if problems:
-        raise StaleModelError(f"{name} at {folder} does not mean what its source says here ({'; '.join(problems)}, "
-                              f"under transformers {library_versions().get('transformers')})", repair)
+        raise StaleModelError(
+            f"{name} at {folder} does not mean what its source says here ({'; '.join(problems)}, "
+            f"under transformers {library_versions().get('transformers')})",
+            repair,
+        )
     if memo is not None:
         write_json_atomic(memo, {"folder": str(folder), "versions": library_versions()})
 
@@ -231,8 +261,11 @@ def _pass_file(folder: Path) -> Path | None:
     """Where a pass of ``folder`` is remembered, keyed by its path, the state of its marker and tokenizer files and the
     library versions; None when those files cannot be read (the check then runs every time)."""
     try:
-        return state_memo("model-checks", [str(folder.resolve()), sorted(library_versions().items())],
-                          [folder / name for name in (MARKER, *TOKENIZER_FILES)])
+        return state_memo(
+            "model-checks",
+            [str(folder.resolve()), sorted(library_versions().items())],
+            [folder / name for name in (MARKER, *TOKENIZER_FILES)],
+        )
     except OSError:
         return None
 
@@ -248,8 +281,9 @@ def verify_conversion(folder: str | Path, facts: TokenizerFacts, probe: Probe | 
         problems = probe.problems(folder, tokenizer=tokenizer)
     if problems:
         versions = library_versions()
-        raise MissingDataError(f"the converted model in {folder} is not what its source says ({'; '.join(problems)}) "
-                               f"under transformers {versions.get('transformers')}: nothing was cached; the conversion "
-                               f"is checked under transformers {', '.join(CHECKED_TRANSFORMERS)}: install one of them "
-                               f"(pip install 'transformers=={CHECKED_TRANSFORMERS[-1]}') and fetch again")
-
+        raise MissingDataError(
+            f"the converted model in {folder} is not what its source says ({'; '.join(problems)}) "
+            f"under transformers {versions.get('transformers')}: nothing was cached; the conversion "
+            f"is checked under transformers {', '.join(CHECKED_TRANSFORMERS)}: install one of them "
+            f"(pip install 'transformers=={CHECKED_TRANSFORMERS[-1]}') and fetch again"
+        )

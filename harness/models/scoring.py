@@ -4,7 +4,7 @@ log-softmax run chunk by chunk, ``batch x chunk x vocab`` floats at once (sizes:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -15,7 +15,9 @@ from harness.models.masks import positions_from_mask
 from harness.models.unwrap import unwrap_model
 
 
-def left_pad(rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(
+    rows: list[list[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-pad token lists into ``(input_ids, attention_mask)``."""
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
@@ -38,8 +40,13 @@ def blocks_allowed(model: nn.Module) -> bool:
 
 
 @torch.inference_mode()
-def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  block: int | None = None, free: int | None | object = MEASURE) -> torch.Tensor:
+def hidden_states(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    block: int | None = None,
+    free: int | None | object = MEASURE,
+) -> torch.Tensor:
     """Last hidden states of a left-padded batch (position ids from the mask). A row longer than ``block`` (default
     :func:`query_block`) is fed ``block`` positions at a time over a KV cache where :func:`blocks_allowed` (chunked
     prefill: the same states up to rounding)."""
@@ -50,8 +57,9 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
         block = query_block(model, input_ids.device, width, batch=input_ids.shape[0], free=free)
     decoder = base.get_decoder()
     if block is None or block >= width or not blocks_allowed(model):
-        return decoder(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                       use_cache=False).last_hidden_state
+        return decoder(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        ).last_hidden_state
     from transformers import DynamicCache
 
     from harness.models.hf_cache import cache_keyword
@@ -60,8 +68,13 @@ def hidden_states(model: nn.Module, input_ids: torch.Tensor, attention_mask: tor
     parts = []
     for start in range(0, width, block):
         stop = min(width, start + block)
-        out = decoder(input_ids=input_ids[:, start:stop], attention_mask=attention_mask[:, :stop],
-                      position_ids=position_ids[:, start:stop], use_cache=True, **{cache_keyword(): cache})
+        out = decoder(
+            input_ids=input_ids[:, start:stop],
+            attention_mask=attention_mask[:, :stop],
+            position_ids=position_ids[:, start:stop],
+            use_cache=True,
+            **{cache_keyword(): cache},
+        )
         parts.append(out.last_hidden_state)
     return torch.cat(parts, dim=1)
 
@@ -95,8 +108,11 @@ def target_logprobs(
     budget = logit_budget(hidden.device, head.dtype, free) if budget is None else budget
     chunk = max(1, budget // max(1, batch * vocab))
     # one result allocated up front: small per-chunk results fragment glibc's heap (+4 GB on a 32k-token document)
-    out = None if torch.is_grad_enabled() else torch.empty(batch, max(0, width - first_target), dtype=torch.float32,
-                                                           device=hidden.device)
+    out = (
+        None
+        if torch.is_grad_enabled()
+        else torch.empty(batch, max(0, width - first_target), dtype=torch.float32, device=hidden.device)
+    )
     parts = [torch.empty(batch, 0, dtype=torch.float32, device=hidden.device)]
     for start in range(first_target, width, chunk):
         stop = min(width, start + chunk)
@@ -108,8 +124,12 @@ def target_logprobs(
     return torch.cat(parts, dim=1) if out is None else out
 
 
-def logprobs_from_hidden(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor, token_ids: torch.Tensor,
-                        budget: int | None = None) -> torch.Tensor:
+def logprobs_from_hidden(
+    head: Callable[[torch.Tensor], torch.Tensor],
+    hidden: torch.Tensor,
+    token_ids: torch.Tensor,
+    budget: int | None = None,
+) -> torch.Tensor:
     """Float32 CPU ``log P(token_ids[t] | token_ids[:t])`` [T - 1] for ``t >= 1`` of one row, from ``hidden`` [T, H] and
     ``head`` (rows -> fp32 logits [m, V], post-head transform included), ``budget // V`` rows at a time (default
     :func:`logit_budget`) on the logits' device."""

@@ -10,8 +10,9 @@ import hashlib
 import inspect
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 from harness.core.cache import cache_root
 from harness.core.errors import MissingDataError, check_known
@@ -25,6 +26,9 @@ SHIPPED: dict[str, dict[str, Any]] = {
     "demo-model": {"train_steps": 300, "train_length": 128},  # lch demo --tiny's evaluated model, lch tiny-model
     "demo-evaluator": {"train_steps": 300, "train_length": 256, "seed": 1},  # its LongPPL evaluator
 }
+
+
+T = TypeVar("T")
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
@@ -46,12 +50,10 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     tok.post_processor = processors.TemplateProcessing(
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
-def _hybrid(layers: int, first: str, last: str) -> list[str]:
+def _hybrid(layers: int, first: T, last: T) -> list[T]:
     """Layer types ending with one ``last`` layer (so a test can isolate the single PIC layer)."""
     return [first] * (layers - 1) + [last]
 
@@ -60,30 +62,69 @@ def _hybrid(layers: int, first: str, last: str) -> list[str]:
 _FAMILIES: dict[str, tuple[str, Callable[[int, int], dict]]] = {
     "llama": ("LlamaConfig", lambda layers, hd: {}),
     "mistral": ("MistralConfig", lambda layers, hd: {"sliding_window": None}),
-    "mixtral": ("MixtralConfig", lambda layers, hd: {"sliding_window": None, "num_local_experts": 4,
-                                                     "num_experts_per_tok": 2}),
+    "mixtral": (
+        "MixtralConfig",
+        lambda layers, hd: {"sliding_window": None, "num_local_experts": 4, "num_experts_per_tok": 2},
+    ),
     "qwen2": ("Qwen2Config", lambda layers, hd: {"use_sliding_window": False}),
     "qwen3": ("Qwen3Config", lambda layers, hd: {"head_dim": hd, "use_sliding_window": False}),
-    "qwen3_moe": ("Qwen3MoeConfig", lambda layers, hd: {"head_dim": hd, "num_experts": 4, "num_experts_per_tok": 2,
-                                                         "moe_intermediate_size": 2 * hd, "norm_topk_prob": True}),
+    "qwen3_moe": (
+        "Qwen3MoeConfig",
+        lambda layers, hd: {
+            "head_dim": hd,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 2 * hd,
+            "norm_topk_prob": True,
+        },
+    ),
     "glm": ("GlmConfig", lambda layers, hd: {"head_dim": hd}),  # partial (half) interleaved rotary
     "glm4": ("Glm4Config", lambda layers, hd: {"head_dim": hd}),
-    "gemma2": ("Gemma2Config", lambda layers, hd: {  # tied head, as Gemma 2's (vLLM's class has no lm_head)
-        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8, "tie_word_embeddings": True,
-        "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
-        "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}),
-    "gemma3_text": ("Gemma3TextConfig", lambda layers, hd: {
-        "head_dim": hd, "query_pre_attn_scalar": hd, "sliding_window": 8,
-        "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
-        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
-    "phi3": ("Phi3Config", lambda layers, hd: {
-        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}),
+    "gemma2": (
+        "Gemma2Config",
+        lambda layers, hd: {  # tied head, as Gemma 2's (vLLM's class has no lm_head)
+            "head_dim": hd,
+            "query_pre_attn_scalar": hd,
+            "sliding_window": 8,
+            "tie_word_embeddings": True,
+            "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
+            "attn_logit_softcapping": 50.0,
+            "final_logit_softcapping": 30.0,
+        },
+    ),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        lambda layers, hd: {
+            "head_dim": hd,
+            "query_pre_attn_scalar": hd,
+            "sliding_window": 8,
+            "layer_types": _hybrid(layers, "sliding_attention", "full_attention"),
+            "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            },
+        },
+    ),
+    "phi3": (
+        "Phi3Config",
+        lambda layers, hd: {
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}
+        },
+    ),
     "olmo2": ("Olmo2Config", lambda layers, hd: {}),  # q/k norms over all heads
-    "smollm3": ("SmolLM3Config", lambda layers, hd: {"no_rope_layers": _hybrid(layers, 0, 1),
-                                                     "use_sliding_window": False}),
-    "granite": ("GraniteConfig", lambda layers, hd: {"embedding_multiplier": 12.0, "logits_scaling": 2.0,
-                                                     "residual_multiplier": 1.0, "attention_multiplier": 1.0}),
+    "smollm3": (
+        "SmolLM3Config",
+        lambda layers, hd: {"no_rope_layers": _hybrid(layers, 0, 1), "use_sliding_window": False},
+    ),
+    "granite": (
+        "GraniteConfig",
+        lambda layers, hd: {
+            "embedding_multiplier": 12.0,
+            "logits_scaling": 2.0,
+            "residual_multiplier": 1.0,
+            "attention_multiplier": 1.0,
+        },
+    ),
 }
 ARCHITECTURES = tuple(_FAMILIES)
 
@@ -127,11 +168,24 @@ def build_tiny_model(
     """Folder of a tiny model and its tokenizer, made once per ``cache_dir`` (default ``$LCH_CACHE``) even by concurrent
     callers. :data:`SHIPPED` arguments copy the shipped files (:class:`MissingDataError` when missing or damaged);
     others build one, trained ``train_steps`` AdamW steps on synthetic reports in windows of ``train_length`` tokens."""
-    build = dict(arch=arch, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
-                 max_positions=max_positions, seed=seed, train_steps=train_steps, train_length=train_length)
+    build: dict[str, Any] = dict(
+        arch=arch,
+        vocab_size=vocab_size,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        max_positions=max_positions,
+        seed=seed,
+        train_steps=train_steps,
+        train_length=train_length,
+    )
     shipped = shipped_model(build)
-    keyed = ({"shipped": shipped[1]} if shipped is not None else
-             dict(build, format=2, libraries=library_versions("torch", "transformers", "tokenizers")))
+    keyed = (
+        {"shipped": shipped[1]}
+        if shipped is not None
+        else dict(build, format=2, libraries=library_versions("torch", "transformers", "tokenizers"))
+    )
     key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:12]
     folder = Path(cache_dir or cache_root()) / f"tiny-{arch}-{key}"
     if _complete(folder):
@@ -149,8 +203,9 @@ def build_tiny_model(
 
 
 # build_tiny_model's build arguments (all but cache_dir) and their defaults, to which SHIPPED adds its own
-_DEFAULTS: dict[str, Any] = {name: p.default for name, p in inspect.signature(build_tiny_model).parameters.items()
-                             if name != "cache_dir"}
+_DEFAULTS: dict[str, Any] = {
+    name: p.default for name, p in inspect.signature(build_tiny_model).parameters.items() if name != "cache_dir"
+}
 
 
 def shipped_model(build: dict[str, Any], root: Path = SHIPPED_DIR) -> tuple[str, dict[str, str]] | None:
@@ -161,8 +216,10 @@ def shipped_model(build: dict[str, Any], root: Path = SHIPPED_DIR) -> tuple[str,
         return None
     entry = _manifest(root).get("models", {}).get(names[0])
     if not isinstance(entry, dict) or entry.get("arguments") != build or not isinstance(entry.get("files"), dict):
-        raise MissingDataError(f"{root / MANIFEST} lists no shipped tiny model {names[0]!r} of {build}: the install "
-                               "is incomplete or stale; reinstall lch-harness")
+        raise MissingDataError(
+            f"{root / MANIFEST} lists no shipped tiny model {names[0]!r} of {build}: the install "
+            "is incomplete or stale; reinstall lch-harness"
+        )
     return names[0], dict(entry["files"])
 
 
@@ -171,8 +228,10 @@ def _manifest(root: Path) -> dict:
     try:
         return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise MissingDataError(f"the shipped tiny models' {root / MANIFEST} cannot be read ({err}): the install "
-                               "lacks its package files; reinstall lch-harness") from None
+        raise MissingDataError(
+            f"the shipped tiny models' {root / MANIFEST} cannot be read ({err}): the install "
+            "lacks its package files; reinstall lch-harness"
+        ) from None
 
 
 def _copy_shipped(out: Path, name: str, digests: dict[str, str], root: Path = SHIPPED_DIR) -> None:
@@ -182,11 +241,14 @@ def _copy_shipped(out: Path, name: str, digests: dict[str, str], root: Path = SH
         try:
             data = source.read_bytes()
         except OSError as err:
-            raise MissingDataError(f"shipped tiny model file {source} cannot be read ({err.strerror}): reinstall "
-                                   "lch-harness") from None
+            raise MissingDataError(
+                f"shipped tiny model file {source} cannot be read ({err.strerror}): reinstall lch-harness"
+            ) from None
         if hashlib.sha256(data).hexdigest() != digest:
-            raise MissingDataError(f"shipped tiny model file {source} is damaged (its SHA-256 is not the manifest's): "
-                                   "reinstall lch-harness")
+            raise MissingDataError(
+                f"shipped tiny model file {source} is damaged (its SHA-256 is not the manifest's): "
+                "reinstall lch-harness"
+            )
         (out / file).write_bytes(data)
 
 
@@ -206,9 +268,12 @@ def ship_tiny_models(root: Path = SHIPPED_DIR) -> dict:
         models[name] = {"arguments": build, "files": files}
     manifest = {
         "about": "tiny models shipped for numbers that must hold on every machine (harness/models/tiny.py); "
-                 "regenerate with: python -m harness.models.tiny",
-        "made_with": {**library_versions("torch", "transformers", "tokenizers"), "machine": platform.machine(),
-                      "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+        "regenerate with: python -m harness.models.tiny",
+        "made_with": {
+            **library_versions("torch", "transformers", "tokenizers"),
+            "machine": platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        },
         "models": models,
     }
     write_json_atomic(root / MANIFEST, manifest, indent=1, sort_keys=True)
@@ -221,8 +286,20 @@ def _complete(folder: Path) -> bool:
     return (folder / "config.json").exists() and (folder / "tokenizer.json").exists()
 
 
-def _build(out: Path, *, arch: str, vocab_size: int, hidden: int, layers: int, heads: int, kv_heads: int,
-           max_positions: int, seed: int, train_steps: int, train_length: int) -> None:
+def _build(
+    out: Path,
+    *,
+    arch: str,
+    vocab_size: int,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    max_positions: int,
+    seed: int,
+    train_steps: int,
+    train_length: int,
+) -> None:
     """Build the tiny model and tokenizer of these settings and save both into the empty folder ``out``."""
     import torch
     from transformers import AutoModelForCausalLM

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from torch import nn
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
-def unwrap_model(model: nn.Module) -> nn.Module:
+
+def unwrap_model(model: nn.Module) -> PreTrainedModel:
     """The ``PreTrainedModel`` under a PEFT wrapper (or the model itself)."""
     get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
+    # callers pass a PreTrainedModel, wrapped or not
+    return cast("PreTrainedModel", get_base() if callable(get_base) else model)

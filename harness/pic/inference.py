@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.options import check_fields, convert, option
@@ -29,18 +30,40 @@ class Inference:
     # VARIANT_KEYS; each variant key is also an option of `lch train` (options_class); ``label`` (default
     # "{symbol} {value}") and ``shown_at_default`` (default True) say how label() writes it
     method: str = option(NO_PIC, "the PIC method (docs/pic.md)", choices=PIC_METHODS.keys(), arg="pic")
-    ratio: float = option(1.0, "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
-                          above=0, arg="pic_ratio")
-    initial: int = option(DEFAULT_INITIAL, "l_ic: Dynamic PIC's initial tokens at full resolution", low=0,
-                          arg="pic_initial", symbol="l_ic")
-    recent: int = option(DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0,
-                         arg="pic_recent", symbol="l_rc")
-    layout: str = option(DEFAULT_LAYOUT, "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
-                         choices=LAYOUTS, arg="pic_layout", label="{value} layout", shown_at_default=False)
-    rope_base: float | None = option(None, "the RoPE base the weights expect (none: the model's own)", above=0,
-                                     arg="rope_base")
-    impl: str = option("cached", "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
-                       choices=IMPLEMENTATIONS, arg="pic_impl", variant=False)  # how hf-pic runs it, not the model
+    ratio: float = option(
+        1.0,
+        "s_cr (naive, dynamic) or s_rr (ntk); 1 leaves positions alone, below 1 expands them",
+        above=0,
+        arg="pic_ratio",
+    )
+    initial: int = option(
+        DEFAULT_INITIAL,
+        "l_ic: Dynamic PIC's initial tokens at full resolution",
+        low=0,
+        arg="pic_initial",
+        symbol="l_ic",
+    )
+    recent: int = option(
+        DEFAULT_RECENT, "l_rc: Dynamic PIC's recent tokens at full resolution", low=0, arg="pic_recent", symbol="l_rc"
+    )
+    layout: str = option(
+        DEFAULT_LAYOUT,
+        "Dynamic PIC's layout: paper (literal Eq. 9) or contiguous (monotone)",
+        choices=LAYOUTS,
+        arg="pic_layout",
+        label="{value} layout",
+        shown_at_default=False,
+    )
+    rope_base: float | None = option(
+        None, "the RoPE base the weights expect (none: the model's own)", above=0, arg="rope_base"
+    )
+    impl: str = option(
+        "cached",
+        "Dynamic PIC: cached (the fast path) or reference (paper Algorithm 1)",
+        choices=IMPLEMENTATIONS,
+        arg="pic_impl",
+        variant=False,
+    )  # how hf-pic runs it, not the model
 
     def __post_init__(self) -> None:
         check_fields(self, self._label)
@@ -65,12 +88,12 @@ class Inference:
         """The fields that change the model: the method, the fields its entry reads, the RoPE base."""
         return ("method", *self.entry.fields, "rope_base")
 
-    def effective(self) -> "Inference":
+    def effective(self) -> Inference:
         """This inference with every field that does not change the model (``impl`` always) at its default, so that
         two inferences that run the same model compare equal."""
         return dataclasses.replace(Inference(), **{name: getattr(self, name) for name in self.used_fields})
 
-    def replace(self, **fields: Any) -> "Inference":
+    def replace(self, **fields: Any) -> Inference:
         """A copy with ``fields`` changed (checked again)."""
         return dataclasses.replace(self, **fields)
 
@@ -105,10 +128,12 @@ class Inference:
         are not ``None``, converted to the fields' types (``"none"`` -> None for ``rope_base``); a value that does not
         convert is a one-line ``UsageError`` naming the key. Other keys are ignored."""
         keys = MODEL_ARGS if keys is None else keys
-        return {name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None}
+        return {
+            name: convert(values[key], _HINTS[name], key) for name, key in keys.items() if values.get(key) is not None
+        }
 
     @classmethod
-    def from_model_args(cls, args: Mapping[str, Any]) -> "Inference":
+    def from_model_args(cls, args: Mapping[str, Any]) -> Inference:
         """From ``hf-pic`` / ``vllm-pic`` model args (other args ignored; missing ones at their defaults)."""
         return cls(**cls.fields_from(args))
 
@@ -117,7 +142,7 @@ class Inference:
         return {key: getattr(self, name) for name, key in MODEL_ARGS.items()}
 
     @classmethod
-    def from_variant_json(cls, block: Mapping[str, Any]) -> "Inference":
+    def from_variant_json(cls, block: Mapping[str, Any]) -> Inference:
         """From a variant file's ``inference`` block (missing keys at their defaults); unknown keys refused."""
         unknown = set(block) - set(VARIANT_KEYS)
         if unknown:

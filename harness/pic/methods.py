@@ -6,8 +6,9 @@ entry: ``Inference``, ``apply_pic``, ``hf-pic``, ``vllm-pic``, variant files and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.pic.positions import dynamic_positions, naive_ids, ntk_base
 
@@ -54,8 +55,18 @@ def _dynamic_ids(m: Any, length: Any, inference: Inference) -> Any:
 PIC_METHODS: dict[str, PicMethod] = {
     NO_PIC: PicMethod("", fields=()),
     "naive": PicMethod("Naive PIC", ids=lambda m, length, inf: naive_ids(m, inf.ratio), extends_window=True),
-    "ntk": PicMethod("NTK-aware PIC", symbol="s_rr", ratio_label="RoPE base scaling ratio",
-                     base=lambda b, inf: ntk_base(b, inf.ratio), extends_window=True),
-    "dynamic": PicMethod("Dynamic PIC", fields=("ratio", "initial", "recent", "layout"), ids=_dynamic_ids,
-                         window=lambda inf: inf.recent, moves_per_token=lambda inf: inf.layout == "paper"),
+    "ntk": PicMethod(
+        "NTK-aware PIC",
+        symbol="s_rr",
+        ratio_label="RoPE base scaling ratio",
+        base=lambda b, inf: ntk_base(b, inf.ratio),
+        extends_window=True,
+    ),
+    "dynamic": PicMethod(
+        "Dynamic PIC",
+        fields=("ratio", "initial", "recent", "layout"),
+        ids=_dynamic_ids,
+        window=lambda inf: inf.recent,
+        moves_per_token=lambda inf: inf.layout == "paper",
+    ),
 }

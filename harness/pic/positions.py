@@ -34,7 +34,8 @@ def naive_positions(ids: torch.Tensor, ratio: float) -> torch.Tensor:
     """Naive PIC: ``m / s_cr`` as float32 (the same arithmetic RoPE applies to integer ids)."""
     import torch
 
-    return naive_ids(ids.to(torch.float32), ratio)
+    positions: torch.Tensor = naive_ids(ids.to(torch.float32), ratio)
+    return positions
 
 
 def dynamic_positions(
@@ -65,7 +66,11 @@ def dynamic_positions(
 
 
 def dynamic_position_list(
-    length: int, ratio: float, initial: int = DEFAULT_INITIAL, recent: int = DEFAULT_RECENT, layout: str = DEFAULT_LAYOUT
+    length: int,
+    ratio: float,
+    initial: int = DEFAULT_INITIAL,
+    recent: int = DEFAULT_RECENT,
+    layout: str = DEFAULT_LAYOUT,
 ) -> list[float]:
     """``g_{l_c}(0..l_c-1)`` as a Python list — the form the fixtures in the tests are written in."""
     import torch

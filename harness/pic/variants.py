@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError, UsageError
 from harness.core.files import write_json_atomic
 from harness.pic.inference import VARIANT_KEYS, Inference
-from harness.core import results as keys
 
 LAYER = "data"  # harness/devtools/layers.py
 
@@ -32,8 +32,13 @@ class Variant:
     inference: Inference = field(default_factory=Inference)
 
     def to_json(self) -> dict[str, Any]:
-        return {"lch_variant": FORMAT_VERSION, "base_model": self.base_model, "recipe": self.recipe,
-                "settings": copy.deepcopy(self.settings), "inference": self.inference.to_variant_json()}
+        return {
+            "lch_variant": FORMAT_VERSION,
+            "base_model": self.base_model,
+            "recipe": self.recipe,
+            "settings": copy.deepcopy(self.settings),
+            "inference": self.inference.to_variant_json(),
+        }
 
     def describe(self) -> str:
         """The variant in words, e.g. ``Dynamic PIC-SFT (s_cr 2, l_ic 10, l_rc 600)``."""
@@ -47,9 +52,15 @@ def describe(recipe: str, inference: Inference, settings: dict[str, Any] | None 
     method_words = inference.entry.label
     inference_text = inference.label()
     if recipe == "pic-sft" and inference.entry.acts:
-        text = method_words + "-SFT" + inference_text[len(method_words):]
+        text = method_words + "-SFT" + inference_text[len(method_words) :]
     else:
-        names = {"sft": "SFT", "pic-sft": "SFT", "longce": "LongCE", "lsm-reg": "LSM-regularised", "longrecipe": "LongRecipe"}
+        names = {
+            "sft": "SFT",
+            "pic-sft": "SFT",
+            "longce": "LongCE",
+            "lsm-reg": "LSM-regularised",
+            "longrecipe": "LongRecipe",
+        }
         text = names.get(recipe, recipe)
         if inference_text != "standard inference":
             text += f", {inference_text}"
@@ -87,8 +98,11 @@ def check_inference(inference: Any, where: str) -> Inference:
 def results_info(variant: Variant | None, applied: Inference) -> dict[str, Any]:
     """What a model class adds to lm-eval's results ``config``: ``lch_inference`` (the settings in force, as model
     args), ``lch_variant`` (the checkpoint's variant file, if any), ``lch_evaluated_as`` (words)."""
-    return {keys.INFERENCE: applied.to_model_args(), keys.VARIANT: variant.to_json() if variant is not None else None,
-            keys.EVALUATED_AS: evaluated_as(variant, applied)}
+    return {
+        keys.INFERENCE: applied.to_model_args(),
+        keys.VARIANT: variant.to_json() if variant is not None else None,
+        keys.EVALUATED_AS: evaluated_as(variant, applied),
+    }
 
 
 def variant_path(folder: str | Path) -> Path:
@@ -108,20 +122,24 @@ def read_variant(folder: str | Path | None) -> Variant | None:
     except (OSError, json.JSONDecodeError) as err:
         raise DataFormatError(f"{path}: not readable JSON ({err})") from None
     if not isinstance(data, dict) or data.get("lch_variant") != FORMAT_VERSION:
-        raise DataFormatError(f"{path}: not a variant file of format {FORMAT_VERSION} "
-                              "(needs \"lch_variant\": 1; see docs/training.md)")
+        raise DataFormatError(
+            f'{path}: not a variant file of format {FORMAT_VERSION} (needs "lch_variant": 1; see docs/training.md)'
+        )
     missing = [k for k in ("base_model", "recipe") if not data.get(k)]
     if missing:
         raise DataFormatError(f"{path}: missing {', '.join(missing)}")
     settings = data.get("settings") or {}
     if not isinstance(settings, dict):
         raise DataFormatError(f"{path}: 'settings' must be an object")
-    return Variant(str(data["base_model"]), str(data["recipe"]), settings,
-                   check_inference(data.get("inference") or {}, str(path)))
+    return Variant(
+        str(data["base_model"]), str(data["recipe"]), settings, check_inference(data.get("inference") or {}, str(path))
+    )
 
 
 def write_variant(folder: str | Path, variant: Variant) -> Path:
     """Write ``folder/lch_variant.json`` (the folder is created); returns its path."""
     if not isinstance(variant.inference, Inference):
-        raise DataFormatError(f"variant of {folder}: 'inference' must be an Inference, got {type(variant.inference).__name__}")
+        raise DataFormatError(
+            f"variant of {folder}: 'inference' must be an Inference, got {type(variant.inference).__name__}"
+        )
     return write_json_atomic(variant_path(folder), variant.to_json(), indent=2, sort_keys=True)

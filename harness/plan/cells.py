@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from harness.longppl.formulas import EvaluatorRun
 
@@ -56,10 +56,22 @@ class PlanCell:
         return {name: getattr(self, name) for name in COLUMNS}
 
 
-COLUMNS = ("task", "length", "samples", "prompt_tokens", "longest_prompt", "generated_tokens", "scored_tokens",
-           "cut", "judge_calls", "judge_tokens", "cached", "memory", "fits")
-SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "cut", "judge_calls",
-          "judge_tokens")
+COLUMNS = (
+    "task",
+    "length",
+    "samples",
+    "prompt_tokens",
+    "longest_prompt",
+    "generated_tokens",
+    "scored_tokens",
+    "cut",
+    "judge_calls",
+    "judge_tokens",
+    "cached",
+    "memory",
+    "fits",
+)
+SUMMED = ("samples", "prompt_tokens", "generated_tokens", "scored_tokens", "cut", "judge_calls", "judge_tokens")
 
 
 def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
@@ -73,7 +85,7 @@ def totals(cells: Iterable[PlanCell]) -> dict[str, int | None]:
     needs = [c.memory for c in cells]
     out["memory"] = None if not needs or None in needs else max(needs)  # type: ignore[type-var]
     fits = [c.fits for c in cells]
-    out["fits"] = None if not fits or None in fits else all(fits)  # type: ignore[assignment]
+    out["fits"] = None if not fits or None in fits else all(fits)
     return out
 
 
@@ -91,8 +103,14 @@ class Throughput:
     f: float | None = None
 
     @classmethod
-    def fit(cls, lengths: Sequence[int], prefill_seconds: Sequence[float], decode_seconds: Sequence[float],
-            basis: str, score_seconds: Sequence[float] | None = None) -> "Throughput":
+    def fit(
+        cls,
+        lengths: Sequence[int],
+        prefill_seconds: Sequence[float],
+        decode_seconds: Sequence[float],
+        basis: str,
+        score_seconds: Sequence[float] | None = None,
+    ) -> Throughput:
         """The coefficients through timings at two ``lengths``; a negative one (noise) is 0, its partner refitted."""
         (n1, n2), (g1, g2) = lengths, decode_seconds
         if not 0 < n1 < n2:
@@ -123,14 +141,24 @@ class Throughput:
         """One sample: its prefill and at most ``budget`` generated tokens at its mean context."""
         return self.prefill(prompt) + budget * self.decode(prompt + budget / 2)
 
-    def work_seconds(self, prompt_tokens: float, prompt_tokens_squared: float, generated_tokens: float,
-                     decode_context: float, scoring: bool = False) -> float:
+    def work_seconds(
+        self,
+        prompt_tokens: float,
+        prompt_tokens_squared: float,
+        generated_tokens: float,
+        decode_context: float,
+        scoring: bool = False,
+    ) -> float:
         """Requests given by their sums (:class:`harness.core.costs.TaskCost`): ``a sum(n) + b sum(n^2) + c sum(g) + d
         sum(g (n + g / 2))``; with ``scoring`` (requests that only score) ``e sum(n) + f sum(n^2)``."""
         if scoring and self.e is not None and self.f is not None:
             return self.e * prompt_tokens + self.f * prompt_tokens_squared
-        return (self.a * prompt_tokens + self.b * prompt_tokens_squared + self.c * generated_tokens
-                + self.d * decode_context)
+        return (
+            self.a * prompt_tokens
+            + self.b * prompt_tokens_squared
+            + self.c * generated_tokens
+            + self.d * decode_context
+        )
 
     def cell_seconds(self, cell: PlanCell) -> float:
         """A cell's samples, each by :meth:`sample_seconds`, or by :meth:`score` when the cell only scores."""
@@ -151,5 +179,5 @@ def _through(n1: int, n2: int, y1: float, y2: float) -> tuple[float, float]:
     if q < 0:
         return y2 / n2, 0.0
     if p < 0:
-        return 0.0, y2 / n2 ** 2
+        return 0.0, y2 / n2**2
     return p, q

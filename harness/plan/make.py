@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
-from typing import Any, Collection
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.sizes import GIB
@@ -44,14 +45,15 @@ class Plan:
 RUN_OVERHEAD = int(0.15 * GIB)
 
 
-def make_plan(run: EvalSettings, device: DeviceMemory | None = None,
-              helpers_ran: Collection[tuple[str, str]] = ()) -> Plan:
+def make_plan(
+    run: EvalSettings, device: DeviceMemory | None = None, helpers_ran: Collection[tuple[str, str]] = ()
+) -> Plan:
     """The plan of ``run``; :class:`UsageError` for a run that could not start or that names others' tasks.
     ``helpers_ran``: ``(model, dtype)`` of the models a recorded run loaded beside its own (``lch plan --against``:
     LongPPL's evaluator ran there though its key tokens are cached now)."""
+    from harness.core.options import parse_options
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
-    from harness.core.options import parse_options
     from harness.plan.requests import plan_requests
     from harness.plugin.in_process import task_manager
     from harness.plugin.preflight import preflight, through_user_groups
@@ -60,14 +62,18 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None,
     device = device or run_device_memory(run)  # before a tokenizer or a document is read here
     names = through_user_groups(run.tasks, run.include_path)
     if names is None:
-        raise UsageError(f"lch plan plans the tasks of this package; {', '.join(run.tasks)} holds others: plan "
-                         "them with their own harness, or leave them out")
+        raise UsageError(
+            f"lch plan plans the tasks of this package; {', '.join(run.tasks)} holds others: plan "
+            "them with their own harness, or leave them out"
+        )
     preflight(run.model, run.model_args, run.tasks, run.metadata, run.include_path, planning=True)
     metadata = {**run.model_args, **run.metadata}  # as lm-eval's command line hands them to the tasks
     name = tokenizer_name(parse_options(ModelKeys, metadata))
     if name is None:
-        raise UsageError("lch plan counts prompts in the evaluated model's tokenizer: pass --model_args "
-                         "pretrained=<model> (or tokenizer=<name>)")
+        raise UsageError(
+            "lch plan counts prompts in the evaluated model's tokenizer: pass --model_args "
+            "pretrained=<model> (or tokenizer=<name>)"
+        )
     counter = PromptCounter(load_tokenizer(name))
     from harness.plugin.metadata import check_task_options
 
@@ -82,12 +88,28 @@ def make_plan(run: EvalSettings, device: DeviceMemory | None = None,
             if own is None:
                 counted.append(task)
             else:
-                cells += [PlanCell(task, c.length, c.prompts, c.budgets, scored_tokens=c.scored_tokens, cached=c.cached,
-                                   helper=c.helper) for c in own]
+                cells += [
+                    PlanCell(
+                        task,
+                        c.length,
+                        c.prompts,
+                        c.budgets,
+                        scored_tokens=c.scored_tokens,
+                        cached=c.cached,
+                        helper=c.helper,
+                    )
+                    for c in own
+                ]
         if counted:
             manager = task_manager([run.include_path] if run.include_path else (), metadata, ours_only=True)
-            cells += plan_requests(manager, counted, counter, limit=run.limit,
-                                   apply_chat_template=run.apply_chat_template, gen_kwargs=run.gen_kwargs)
+            cells += plan_requests(
+                manager,
+                counted,
+                counter,
+                limit=run.limit,
+                apply_chat_template=run.apply_chat_template,
+                gen_kwargs=run.gen_kwargs,
+            )
     order = {task: i for i, task in enumerate(names)}
     cells.sort(key=lambda c: order.get(c.task, len(order)))  # stable: each task's lengths stay in order
     if device.kind == "cpu":
@@ -127,8 +149,9 @@ class CellMemory:
     checked: int
 
 
-def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
-                helpers_ran: Collection[tuple[str, str]] = ()) -> tuple[list[PlanCell], list[str]]:
+def with_memory(
+    cells: list[PlanCell], run: EvalSettings, device: DeviceMemory, helpers_ran: Collection[tuple[str, str]] = ()
+) -> tuple[list[PlanCell], list[str]]:
     """Each cell with its longest request's memory (from the model's config) and whether it fits ``device``, and what
     would fit each misfit; a cell's helper counts where what it makes is not cached, or where the run that is planned
     again recorded it (``helpers_ran``). Only hf-pic and vllm-pic runs with a ``pretrained`` are sized."""
@@ -147,9 +170,11 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
         share = float(run.model_args.get("gpu_memory_utilization", 0.9))
         if share > POOLED_GPU_MEMORY:
             engines_fit = False
-            misfits.append(f"the run scores from hidden states: vllm-pic starts a pooling engine beside the generating "
-                           f"one on {device.name}, each with gpu_memory_utilization={share:g}: pass "
-                           f"gpu_memory_utilization={POOLED_GPU_MEMORY} (each cell's memory is one engine's)")
+            misfits.append(
+                f"the run scores from hidden states: vllm-pic starts a pooling engine beside the generating "
+                f"one on {device.name}, each with gpu_memory_utilization={share:g}: pass "
+                f"gpu_memory_utilization={POOLED_GPU_MEMORY} (each cell's memory is one engine's)"
+            )
     for cell in cells:
         budget = max(cell.budgets, default=0)
         scores = scores_only(cell.scored_tokens, sum(cell.budgets))
@@ -159,8 +184,9 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
             continue
         longest = cell.longest_prompt
 
-        def cell_need(prompt: int, need=need, budget=budget, scores=scores, helper=helper,
-                      longest=longest) -> CellMemory:
+        def cell_need(
+            prompt: int, need=need, budget=budget, scores=scores, helper=helper, longest=longest
+        ) -> CellMemory:
             return need(prompt, budget, scores, helper, prompt / longest if longest else 1.0)
 
         memory = cell_need(longest)
@@ -181,8 +207,10 @@ def with_memory(cells: list[PlanCell], run: EvalSettings, device: DeviceMemory,
             ways.append(f"dtype=bfloat16 needs {in_words(narrow(longest, budget, scores, helper, 1.0).total)}")
         if run.model == "vllm-pic" and device.kind == "cuda":
             ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
-        misfits.append(f"{cell.task} {cell.length}: needs {in_words(total)}, {device.name} has {in_words(room)}"
-                       f"{' for vLLM' if run.model == 'vllm-pic' else ''}: {'; '.join(ways)}")
+        misfits.append(
+            f"{cell.task} {cell.length}: needs {in_words(total)}, {device.name} has {in_words(room)}"
+            f"{' for vLLM' if run.model == 'vllm-pic' else ''}: {'; '.join(ways)}"
+        )
     return out, misfits
 
 
@@ -221,14 +249,16 @@ def helper_phase(helper: EvaluatorRun, device: DeviceMemory, taken: int = 0, sca
     free = None if device.kind == "cpu" else max(0, device.size - taken - weights)
     tokens = max(1, int(helper.tokens * scale))
     long = predicted_peak(model, tokens + int(helper.bos), 1, None, device.kind)
-    windows = [predicted_peak(model, width, min(count, window_batch(model, device.kind, width, free)), None,
-                              device.kind, padded=False)  # windows of one width: no padding
-               for width, count in helper.window_widths(tokens).items()]
+    windows = [
+        predicted_peak(
+            model, width, min(count, window_batch(model, device.kind, width, free)), None, device.kind, padded=False
+        )  # windows of one width: no padding
+        for width, count in helper.window_widths(tokens).items()
+    ]
     return MemoryNeed(weights, max([long, *windows])).resident(device.kind), long
 
 
-def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory,
-                   pooled: bool = False):  # noqa: ANN202
+def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory, pooled: bool = False):  # noqa: ANN202
     """``(need(prompt, budget, scores, helper, scale) -> CellMemory, room)`` on ``device``: the run's peak, the larger
     of the helper's phase (``scale`` of its document) and the evaluated model's passes; ``pooled``: vllm-pic adds a
     pooling engine."""
@@ -287,12 +317,18 @@ def _engine_shape(pretrained: str, dtype: str, device: DeviceMemory) -> Any:
 
     model = meta_model(pretrained, dtype)
     config = text_config(model)
-    return EngineShape(weight_bytes(model), lambda n: kv_cache_bytes(model, n), int(config.hidden_size),
-                       int(config.vocab_size), lambda n: request_need(model, n, scores=True, device=device.kind).work)
+    return EngineShape(
+        weight_bytes(model),
+        lambda n: kv_cache_bytes(model, n),
+        int(config.hidden_size),
+        int(config.vocab_size),
+        lambda n: request_need(model, n, scores=True, device=device.kind).work,
+    )
 
 
-def _vllm_cpu_cache_short(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory,
-                          tokens: int) -> str | None:
+def _vllm_cpu_cache_short(
+    run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory, tokens: int
+) -> str | None:
     """Why vLLM's CPU backend cannot hold one sequence of the run in the KV space it is given, or None."""
     if run.model != "vllm-pic" or device.kind != "cpu":
         return None
@@ -308,11 +344,14 @@ def settings_of(invocation: Any) -> EvalSettings:
     arguments = invocation.arguments
     limit = arguments.get("limit")
     device = arguments.get("device")
-    return EvalSettings(model=invocation.model, model_args=dict(invocation.model_args), tasks=list(invocation.tasks),
-                       metadata=dict(invocation.metadata),
-                       include_path=invocation.include_path[0] if invocation.include_path else None,
-                       apply_chat_template=bool(arguments.get("apply_chat_template")),
-                       limit=None if limit is None else float(limit),
-                       gen_kwargs=as_dict(arguments.get("gen_kwargs")) or None,  # key=value text or a dict
-                       device=device if isinstance(device, str) else None)
-
+    return EvalSettings(
+        model=invocation.model,
+        model_args=dict(invocation.model_args),
+        tasks=list(invocation.tasks),
+        metadata=dict(invocation.metadata),
+        include_path=invocation.include_path[0] if invocation.include_path else None,
+        apply_chat_template=bool(arguments.get("apply_chat_template")),
+        limit=None if limit is None else float(limit),
+        gen_kwargs=as_dict(arguments.get("gen_kwargs")) or None,  # key=value text or a dict
+        device=device if isinstance(device, str) else None,
+    )

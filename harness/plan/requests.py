@@ -4,7 +4,8 @@ in the evaluated model's tokenizer (no model loaded). :meth:`harness.tasks.base.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from harness.data.prompt_tokens import PromptCounter
 from harness.engines.requests import REQUESTS, TOKEN_LOGPROBS, encode_for_scoring
@@ -23,9 +24,12 @@ class ChatRenderer:
         self.tokenizer = tokenizer
 
     def __call__(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt,
-                                                  continue_final_message=not add_generation_prompt)
+        return self.tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
 
 
 def sample_length(doc: Any) -> str:
@@ -52,7 +56,9 @@ def request_counts(instance: Any, counter: PromptCounter, task: Any) -> tuple[in
     cut = fitted is not None and (fitted.truncated or fitted.skipped)
     n = counted if counted is not None and not cut else counter.count_rendered([text])[0]
     # a generation request that states no budget gets the task's (LchTask.generation_budget: one home of the default)
-    own = task.generation_budget() if callable(getattr(task, "generation_budget", None)) else LchTask.DEFAULT_MAX_GEN_TOKS
+    own = (
+        task.generation_budget() if callable(getattr(task, "generation_budget", None)) else LchTask.DEFAULT_MAX_GEN_TOKS
+    )
     if kind == "generate_until":
         options = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
         budget = int(options.get("max_gen_toks") or own)
@@ -68,8 +74,9 @@ def judge_tokens(instance: Any, budget: int, counter: PromptCounter, task: Any) 
     """At most the tokens of a sample's judge request; 0 without a judge; None if the judge's prompt is not at hand."""
     if not callable(getattr(task, "judge_tokens", None)):
         return 0
-    found = task.judge_tokens(instance.doc, budget,
-                              lambda text: len(counter.tokenizer(text, add_special_tokens=False)["input_ids"]))
+    found = task.judge_tokens(
+        instance.doc, budget, lambda text: len(counter.tokenizer(text, add_special_tokens=False)["input_ids"])
+    )
     return None if found is None else sum(found)
 
 
@@ -84,11 +91,20 @@ def count_task(name: str, task: Any, counter: PromptCounter) -> list[PlanCell]:
             by_length[sample_length(instance.doc)].append((*counts, judge_tokens(instance, counts[1], counter, task)))
     cells = []
     judged = callable(getattr(task, "judge_tokens", None))
-    for length, counts in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
-        prompts, budgets, scored, cut, judge = zip(*counts)
-        cells.append(PlanCell(task=name, length=length, prompts=prompts, budgets=budgets, scored_tokens=sum(scored),
-                              cut=sum(cut), judge_calls=len(counts) if judged else 0,
-                              judge_tokens=None if None in judge else sum(judge)))
+    for length, rows in sorted(by_length.items(), key=lambda kv: _length_order(kv[0])):
+        prompts, budgets, scored, cut, judge = zip(*rows)
+        cells.append(
+            PlanCell(
+                task=name,
+                length=length,
+                prompts=prompts,
+                budgets=budgets,
+                scored_tokens=sum(scored),
+                cut=sum(cut),
+                judge_calls=len(rows) if judged else 0,
+                judge_tokens=None if None in judge else sum(judge),
+            )
+        )
     return cells
 
 
@@ -96,23 +112,39 @@ def _length_order(length: str) -> tuple[int, str]:
     return (int(length), "") if length.isdigit() else (1 << 62, length)
 
 
-def build_requests(tasks: dict[str, Any], counter: PromptCounter, *, limit: float | None = None,
-                   apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> None:
+def build_requests(
+    tasks: dict[str, Any],
+    counter: PromptCounter,
+    *,
+    limit: float | None = None,
+    apply_chat_template: bool = False,
+    gen_kwargs: dict | None = None,
+) -> None:
     """Each task's requests built as lm-eval's evaluator builds them for one process (rank 0 of 1)."""
     from harness.plugin.in_process import sample_size
 
     for task in tasks.values():
         if gen_kwargs and task.get_config("output_type") == "generate_until":
             task.set_config(key="generation_kwargs", value=gen_kwargs, update=True)
-        task.build_all_requests(limit=sample_size(task, limit), rank=0, world_size=1,
-                                apply_chat_template=apply_chat_template,
-                                chat_template=ChatRenderer(counter.tokenizer) if apply_chat_template else None,
-                                tokenizer_name=getattr(counter.tokenizer, "name_or_path", "") if apply_chat_template
-                                else "")
+        task.build_all_requests(
+            limit=sample_size(task, limit),
+            rank=0,
+            world_size=1,
+            apply_chat_template=apply_chat_template,
+            chat_template=ChatRenderer(counter.tokenizer) if apply_chat_template else None,
+            tokenizer_name=getattr(counter.tokenizer, "name_or_path", "") if apply_chat_template else "",
+        )
 
 
-def plan_requests(manager: Any, task_names: Iterable[str], counter: PromptCounter, *, limit: float | None = None,
-                  apply_chat_template: bool = False, gen_kwargs: dict | None = None) -> list[PlanCell]:
+def plan_requests(
+    manager: Any,
+    task_names: Iterable[str],
+    counter: PromptCounter,
+    *,
+    limit: float | None = None,
+    apply_chat_template: bool = False,
+    gen_kwargs: dict | None = None,
+) -> list[PlanCell]:
     """The cells of ``task_names`` (tasks or groups) loaded by ``manager``, requests built, in lm-eval's order."""
     loaded = manager.load(list(task_names))["tasks"]
     build_requests(loaded, counter, limit=limit, apply_chat_template=apply_chat_template, gen_kwargs=gen_kwargs)

@@ -28,8 +28,12 @@ def setting_of(model: str, model_args: dict[str, Any], device: str | None) -> di
 
     pretrained = model_args.get("pretrained")
     rest = {k: str(v) for k, v in sorted(model_args.items()) if k not in RUN_ONLY_ARGS}
-    return {"engine": model, "model": model_identity(pretrained) if pretrained else "", "device": resolved_device(device),
-            "model_args": json.dumps(rest, sort_keys=True)}
+    return {
+        "engine": model,
+        "model": model_identity(pretrained) if pretrained else "",
+        "device": resolved_device(device),
+        "model_args": json.dumps(rest, sort_keys=True),
+    }
 
 
 def setting_key(setting: dict[str, str]) -> str:
@@ -49,9 +53,15 @@ def stored(setting: dict[str, str]) -> Throughput | None:
 
 
 def store(setting: dict[str, str], throughput: Throughput, points: dict[str, Any]) -> None:
-    write_json_atomic(cache_root("throughput", setting_key(setting) + ".json"),
-                      {"setting": setting, "throughput": asdict(throughput), "points": points,
-                       "measured": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    write_json_atomic(
+        cache_root("throughput", setting_key(setting) + ".json"),
+        {
+            "setting": setting,
+            "throughput": asdict(throughput),
+            "points": points,
+            "measured": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+    )
 
 
 def calibration_lengths(longest_prompt: int, max_length: int) -> tuple[int, int]:
@@ -83,18 +93,25 @@ def calibrate(lm: Any, lengths: tuple[int, int]) -> tuple[Throughput, dict[str, 
     for n in lengths:
         prompt = [rng.randrange(100, vocab - 1) for _ in range(n)]
         lm.generate_tokens([prompt], options, 1)  # warm-up (kernels, caches)
-        first, _ = _fastest(lambda: lm.generate_tokens([prompt], options, 1))
-        longer, out = _fastest(lambda: lm.generate_tokens([prompt], options, DECODE_STEPS + 1))
-        scored, _ = _fastest(lambda: lm.row_logprobs([prompt]))  # a perplexity's forward: every token scored
+        # each lambda is timed and dropped within this iteration (B023: it sees this iteration's prompt)
+        first, _ = _fastest(lambda: lm.generate_tokens([prompt], options, 1))  # noqa: B023
+        longer, out = _fastest(lambda: lm.generate_tokens([prompt], options, DECODE_STEPS + 1))  # noqa: B023
+        scored, _ = _fastest(lambda: lm.row_logprobs([prompt]))  # noqa: B023  # a perplexity's forward: every token scored
         steps = max(1, len(out[0].token_ids) - 1)
         prefill.append(first)
         decode.append(max(0.0, longer - first) / steps)
         score.append(scored)
-        points[str(n)] = {"prefill_seconds": first, "decode_seconds_per_token": decode[-1], "decoded": steps,
-                          "score_seconds": scored}
+        points[str(n)] = {
+            "prefill_seconds": first,
+            "decode_seconds_per_token": decode[-1],
+            "decoded": steps,
+            "score_seconds": scored,
+        }
     record = lm.run_record()
-    basis = (f"timed on {record.device} ({record.engine}, {record.dtype}) at {lengths[0]} and {lengths[1]} prompt "
-             f"tokens, batch 1, {datetime.now(timezone.utc):%Y-%m-%d}")
+    basis = (
+        f"timed on {record.device} ({record.engine}, {record.dtype}) at {lengths[0]} and {lengths[1]} prompt "
+        f"tokens, batch 1, {datetime.now(timezone.utc):%Y-%m-%d}"
+    )
     return Throughput.fit(lengths, prefill, decode, basis, score), points
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError
+from harness.core.run_record import FIELDS, RunRecord
 from harness.metrics.catalogue import DEPTH_PREFIX
 from harness.reporting.runs import Run, read_json
 from harness.reporting.samples import by_doc, number, read_rows, samples_files
-from harness.core.run_record import FIELDS, RunRecord
-from harness.core import results as keys
-
 
 NUMERIC_NOISE = 1e-4  # the smallest tolerance of any metric, as a share of its baseline value
 
@@ -36,8 +35,7 @@ def load_baseline(path: str | Path) -> dict:
 
 def check_baseline(data: object, where: str) -> dict:
     """:func:`load_baseline`'s checks on content (``where``: its name in messages); made before writing one too."""
-    metrics = data.get("metrics") if isinstance(data, dict) else None
-    if not isinstance(metrics, dict) or not metrics:
+    if not isinstance(data, dict) or not isinstance(metrics := data.get("metrics"), dict) or not metrics:
         raise BaselineError(f"{where}: no 'metrics' object")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -45,15 +43,20 @@ def check_baseline(data: object, where: str) -> dict:
     for name, spec in [("defaults", defaults), *metrics.items()]:
         if name != "defaults":
             if not isinstance(spec, dict) or not number(spec.get("value")):
-                raise BaselineError(f"{where}: metric {name!r} needs a finite numeric 'value' (got "
-                                    f"{spec.get('value') if isinstance(spec, dict) else spec!r}); remake the baseline "
-                                    "with --update-baseline")
+                raise BaselineError(
+                    f"{where}: metric {name!r} needs a finite numeric 'value' (got "
+                    f"{spec.get('value') if isinstance(spec, dict) else spec!r}); remake the baseline "
+                    "with --update-baseline"
+                )
             if not isinstance(spec.get("higher_is_better"), bool):
-                raise BaselineError(f"{where}: metric {name!r} needs 'higher_is_better' true or false (got "
-                                    f"{spec.get('higher_is_better')!r})")
+                raise BaselineError(
+                    f"{where}: metric {name!r} needs 'higher_is_better' true or false (got "
+                    f"{spec.get('higher_is_better')!r})"
+                )
             if spec.get("stderr") is not None and not (number(spec["stderr"]) and spec["stderr"] >= 0):
-                raise BaselineError(f"{where}: metric {name!r} has stderr {spec['stderr']!r}: give a finite number "
-                                    ">= 0 or null")
+                raise BaselineError(
+                    f"{where}: metric {name!r} has stderr {spec['stderr']!r}: give a finite number >= 0 or null"
+                )
             if SAMPLES in spec:
                 _check_samples(where, name, spec[SAMPLES])
         for key in ("abs_tol", "rel_tol", "k"):
@@ -66,13 +69,21 @@ def _check_samples(path: str, name: str, samples: object) -> None:
     """A paired metric's ``samples``: a non-empty ``{doc_id: [finite value, doc_hash or null]}``."""
     remake = "remake the baseline with --update-baseline --paired"
     if not isinstance(samples, dict) or not samples:
-        raise BaselineError(f"{path}: metric {name!r} field 'samples' must be a non-empty object of doc_id: [value, "
-                            f"doc_hash] (got {_short(samples)}); {remake}")
+        raise BaselineError(
+            f"{path}: metric {name!r} field 'samples' must be a non-empty object of doc_id: [value, "
+            f"doc_hash] (got {_short(samples)}); {remake}"
+        )
     for doc, entry in samples.items():
-        if not (isinstance(entry, list) and len(entry) == 2 and number(entry[0])
-                and (entry[1] is None or isinstance(entry[1], str))):
-            raise BaselineError(f"{path}: metric {name!r} field 'samples' has {_short(entry)} for doc_id {doc}: give "
-                                f"[finite value, doc_hash]; {remake}")
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and number(entry[0])
+            and (entry[1] is None or isinstance(entry[1], str))
+        ):
+            raise BaselineError(
+                f"{path}: metric {name!r} field 'samples' has {_short(entry)} for doc_id {doc}: give "
+                f"[finite value, doc_hash]; {remake}"
+            )
 
 
 def _short(value: object) -> str:
@@ -80,34 +91,55 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def baseline_from_run(run: Run, name: str, abs_tol: float = 0.0, k: float = 2.0, metrics: list[str] | None = None,
-                      rel_tol: float = 0.0, all_metrics: bool = False) -> dict:
+def baseline_from_run(
+    run: Run,
+    name: str,
+    abs_tol: float = 0.0,
+    k: float = 2.0,
+    metrics: list[str] | None = None,
+    rel_tol: float = 0.0,
+    all_metrics: bool = False,
+) -> dict:
     """A baseline of ``run``: its scores, every directed metric with ``all_metrics``, or the listed ``metrics``;
     ``rel_tol`` set on perplexities, ``abs_tol`` on the rest."""
     directed = [m for m in run.metrics if m in run.higher_is_better]
     chosen = metrics or [m for m in directed if all_metrics or (run.roles.get(m) != "bookkeeping" and not _cell(m))]
-    uncomputed = [m for m in (metrics or run.absent) if m in run.absent and (all_metrics or run.roles.get(m) != "bookkeeping")]
+    uncomputed = [
+        m for m in (metrics or run.absent) if m in run.absent and (all_metrics or run.roles.get(m) != "bookkeeping")
+    ]
     if uncomputed:  # a baseline without them would never gate them again
-        raise BaselineError(f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): a "
-                            "baseline needs every score of the run; rerun it once that is fixed")
+        raise BaselineError(
+            f"{run.path}: {uncomputed[0]} has no value in this run ({run.absent[uncomputed[0]]}): a "
+            "baseline needs every score of the run; rerun it once that is fixed"
+        )
     missing = [m for m in chosen if m not in run.metrics]
     if missing:
         raise BaselineError(f"{run.path}: no metric {missing[0]!r}")
     if not chosen:
-        raise BaselineError(f"{run.path}: no score to gate on (only bookkeeping metrics: pass --all-metrics to gate "
-                            "on them)")
+        raise BaselineError(
+            f"{run.path}: no score to gate on (only bookkeeping metrics: pass --all-metrics to gate on them)"
+        )
 
     def spec(m: str) -> dict:
         role = run.roles.get(m, "score")
-        return {"value": run.metrics[m], "stderr": run.stderrs.get(m), "higher_is_better": run.higher_is_better.get(m, True),
-                "role": role, **({"abs_tol": 0.0, "rel_tol": rel_tol} if role == "perplexity" else
-                                 {"abs_tol": abs_tol, "rel_tol": 0.0})}
+        return {
+            "value": run.metrics[m],
+            "stderr": run.stderrs.get(m),
+            "higher_is_better": run.higher_is_better.get(m, True),
+            "role": role,
+            **({"abs_tol": 0.0, "rel_tol": rel_tol} if role == "perplexity" else {"abs_tol": abs_tol, "rel_tol": 0.0}),
+        }
 
     tasks = sorted({m.split("/", 1)[0] for m in chosen} & set(run.configurations))
-    baseline = {"name": name, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "source": str(run.path),
-                "run": run.record.as_info()[keys.RUN], "tasks": {t: run.configurations[t] for t in tasks},
-                "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
-                "metrics": {m: spec(m) for m in sorted(chosen)}}
+    baseline = {
+        "name": name,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "source": str(run.path),
+        "run": run.record.as_info()[keys.RUN],
+        "tasks": {t: run.configurations[t] for t in tasks},
+        "defaults": {"abs_tol": abs_tol, "rel_tol": rel_tol, "k": k},
+        "metrics": {m: spec(m) for m in sorted(chosen)},
+    }
     return check_baseline(baseline, f"the baseline of {run.path}")
 
 
@@ -146,8 +178,10 @@ def attach_samples(baseline: dict, run: Run) -> list[str]:
     aggregate gate; :class:`BaselineError` when the run logged no samples or none gives a metric its values."""
     found = LoggedSamples(run)
     if not found.files:
-        raise BaselineError(f"{run.path}: --paired needs the run's samples (samples_<task>_*.jsonl beside it): run "
-                            "lm-eval with --log_samples")
+        raise BaselineError(
+            f"{run.path}: --paired needs the run's samples (samples_<task>_*.jsonl beside it): run "
+            "lm-eval with --log_samples"
+        )
     notes, paired = [], 0
     for name, spec in baseline["metrics"].items():
         if spec.get("role") != "score":
@@ -157,20 +191,27 @@ def attach_samples(baseline: dict, run: Run) -> list[str]:
         if docs is None:
             notes.append(f"{name}: no samples of {task} logged: gated on its aggregate")
             continue
-        values = {doc: [v, row.get("doc_hash")] for doc, row in docs.items() if (v := sample_value(row, metric)) is not None}
+        values = {
+            doc: [v, row.get("doc_hash")] for doc, row in docs.items() if (v := sample_value(row, metric)) is not None
+        }
         if not values:
             notes.append(f"{name}: no per-document values in the samples of {task}: gated on its aggregate")
             continue
         mean = sum(v for v, _ in values.values()) / len(values)
         if abs(mean - float(spec["value"])) > MEAN_CHECK * max(1.0, abs(float(spec["value"]))):
-            notes.append(f"{name}: its value {float(spec['value']):.6g} is not the mean of its {len(values)} samples "
-                         f"({mean:.6g}): gated on its aggregate")
+            notes.append(
+                f"{name}: its value {float(spec['value']):.6g} is not the mean of its {len(values)} samples "
+                f"({mean:.6g}): gated on its aggregate"
+            )
             continue
         spec[SAMPLES] = values
         paired += 1
     if not paired:
-        raise BaselineError(f"{run.path}: --paired: no gated score has per-document values in the run's samples ("
-                            + "; ".join(notes or ["only perplexities and counts are gated"]) + ")")
+        raise BaselineError(
+            f"{run.path}: --paired: no gated score has per-document values in the run's samples ("
+            + "; ".join(notes or ["only perplexities and counts are gated"])
+            + ")"
+        )
     return notes
 
 
@@ -181,7 +222,7 @@ def _cell(metric: str) -> bool:
 
 def baseline_record(baseline: dict) -> RunRecord:
     """The run record a baseline keeps (an older baseline without one: every field unknown)."""
-    saved = baseline.get("run") if isinstance(baseline.get("run"), dict) else {}
+    saved = given_run if isinstance(given_run := baseline.get("run"), dict) else {}
     return RunRecord(**{k: None if saved.get(k) is None else str(saved[k]) for k in FIELDS})
 
 
@@ -195,12 +236,16 @@ def tolerance_words(baseline: dict) -> str:
     if roles - {"perplexity"}:
         parts.append(f"scores {float(defaults.get('abs_tol', 0)):g} points")
     with_stderr = sum(bool(spec.get("stderr")) for spec in baseline["metrics"].values())
-    words = (f"tolerances: {', '.join(parts)}, or {float(defaults.get('k', 2.0)):g} x stderr where there is one "
-             f"({with_stderr} of {len(baseline['metrics'])} metrics), never under {NUMERIC_NOISE:g} of a value (numeric "
-             "noise of a re-run on another core count or batch size); --rel-tol / --abs-tol widen them")
+    words = (
+        f"tolerances: {', '.join(parts)}, or {float(defaults.get('k', 2.0)):g} x stderr where there is one "
+        f"({with_stderr} of {len(baseline['metrics'])} metrics), never under {NUMERIC_NOISE:g} of a value (numeric "
+        "noise of a re-run on another core count or batch size); --rel-tol / --abs-tol widen them"
+    )
     paired = sum(SAMPLES in spec for spec in baseline["metrics"].values())
     if paired:
-        words += (f"\npaired: {paired} of {len(baseline['metrics'])} metrics keep their per-document values: a run that "
-                  "logs samples fails on them when its drop over the paired documents is significant (p < --alpha, "
-                  "0.05) and larger than --abs-tol / --rel-tol (0: any significant drop)")
+        words += (
+            f"\npaired: {paired} of {len(baseline['metrics'])} metrics keep their per-document values: a run that "
+            "logs samples fails on them when its drop over the paired documents is significant (p < --alpha, "
+            "0.05) and larger than --abs-tol / --rel-tol (0: any significant drop)"
+        )
     return words

@@ -5,7 +5,8 @@ unless allowed (``--allow FIELD``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from harness.core.errors import EXIT_NOT_COMPARABLE, LchError, UsageError
 from harness.core.options import closest
@@ -32,8 +33,9 @@ def parse_allow(names: Iterable[str] | None) -> frozenset[str]:
     known = [*FIELDS, TASK_OPTIONS]
     for name in sorted(allowed):
         if name not in known:
-            raise UsageError(f"--allow {name}: not a field of the run record{closest(name, known)} (fields: "
-                             f"{', '.join(known)})")
+            raise UsageError(
+                f"--allow {name}: not a field of the run record{closest(name, known)} (fields: {', '.join(known)})"
+            )
     return allowed
 
 
@@ -50,20 +52,28 @@ def differences(records: Mapping[str, RunRecord], fields: Iterable[str], allow: 
             if value is not None:
                 by_value.setdefault(value, []).append(name)
         if len(by_value) > 1:
-            out.append(f"{field} " + " vs ".join(f"{_short(field, value)} ({_names(names)})"
-                                                 for value, names in by_value.items()))
+            out.append(
+                f"{field} "
+                + " vs ".join(f"{_short(field, value)} ({_names(names)})" for value, names in by_value.items())
+            )
     return out
 
 
-def check_comparable(records: Mapping[str, RunRecord], fields: Iterable[str], allow: Iterable[str] = (),
-                     override: str = "--allow {fields}") -> None:
+def check_comparable(
+    records: Mapping[str, RunRecord],
+    fields: Iterable[str],
+    allow: Iterable[str] = (),
+    override: str = "--allow {fields}",
+) -> None:
     """:class:`NotComparable` naming every difference of :func:`differences`, with the option that accepts them
     (``override``, ``{fields}`` filled in); nothing when the runs were run alike."""
     found = differences(records, fields, allow)
     if found:
         names = ",".join(d.split(" ", 1)[0] for d in found)
-        raise NotComparable(f"not comparable: {'; '.join(found)} (compare runs made alike, or pass "
-                            f"{override.format(fields=names)} to compare them anyway)")
+        raise NotComparable(
+            f"not comparable: {'; '.join(found)} (compare runs made alike, or pass "
+            f"{override.format(fields=names)} to compare them anyway)"
+        )
 
 
 def _short(field: str, value: str) -> str:
@@ -74,7 +84,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
-def check_side_by_side(runs: "Sequence[Run]", allow: Iterable[str] = ()) -> None:
+def check_side_by_side(runs: Sequence[Run], allow: Iterable[str] = ()) -> None:
     """:func:`check_comparable` on :data:`SIDE_BY_SIDE`, then :func:`check_task_options`; runs named by their results
     files."""
     allow = frozenset(allow)
@@ -106,8 +116,9 @@ def comparable_configuration(configuration: Mapping) -> dict:
 def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]]) -> list[str]:
     """``"<task>: <option> <value> (<run>) vs <value> (<run>)"`` per task all runs recorded (``configurations``: run
     name -> {task: configuration}, compared as :func:`comparable_configuration`); an option one lacks is ``unset``."""
-    configurations = {name: {task: comparable_configuration(c) for task, c in tasks.items()}
-                      for name, tasks in configurations.items()}
+    configurations = {
+        name: {task: comparable_configuration(c) for task, c in tasks.items()} for name, tasks in configurations.items()
+    }
     named = list(configurations.items())
     tasks = set.intersection(*(set(c) for _, c in named)) if named else set()
     out = []
@@ -123,11 +134,16 @@ def configuration_differences(configurations: Mapping[str, Mapping[str, Mapping]
     return out
 
 
-def check_task_options(configurations: Mapping[str, Mapping[str, Mapping]], allow: Iterable[str] = (),
-                       override: str = f"--allow {TASK_OPTIONS}") -> None:
+def check_task_options(
+    configurations: Mapping[str, Mapping[str, Mapping]],
+    allow: Iterable[str] = (),
+    override: str = f"--allow {TASK_OPTIONS}",
+) -> None:
     """:class:`NotComparable` naming every task option of :func:`configuration_differences`, with the option that
     accepts them (``override``); nothing when ``allow`` holds :data:`TASK_OPTIONS`."""
     found = configuration_differences(configurations) if TASK_OPTIONS not in set(allow) else []
     if found:
-        raise NotComparable(f"not comparable: task configuration {'; '.join(found)} (compare runs of the same task "
-                            f"options, or pass {override} to compare them anyway)")
+        raise NotComparable(
+            f"not comparable: task configuration {'; '.join(found)} (compare runs of the same task "
+            f"options, or pass {override} to compare them anyway)"
+        )

@@ -6,8 +6,8 @@ tau-b, each p (two-sided) and 95 % interval from one normal approximation, so th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -31,14 +31,21 @@ def _kendall_se(x: np.ndarray, y: np.ndarray) -> float:
     def tie_terms(values: np.ndarray) -> tuple[float, float, float, float]:
         _, counts = np.unique(values, return_counts=True)
         t = counts.astype(float)
-        return (float(np.sum(t * (t - 1) / 2)), float(np.sum(t * (t - 1) * (2 * t + 5))),
-                float(np.sum(t * (t - 1))), float(np.sum(t * (t - 1) * (t - 2))))
+        return (
+            float(np.sum(t * (t - 1) / 2)),
+            float(np.sum(t * (t - 1) * (2 * t + 5))),
+            float(np.sum(t * (t - 1))),
+            float(np.sum(t * (t - 1) * (t - 2))),
+        )
 
     n1, vx, ax1, ax2 = tie_terms(x)
     n2, vy, ay1, ay2 = tie_terms(y)
     n0 = n * (n - 1) / 2
-    variance = ((n * (n - 1) * (2 * n + 5) - vx - vy) / 18 + ax1 * ay1 / (2 * n * (n - 1))
-                + ax2 * ay2 / (9 * n * (n - 1) * (n - 2)))
+    variance = (
+        (n * (n - 1) * (2 * n + 5) - vx - vy) / 18
+        + ax1 * ay1 / (2 * n * (n - 1))
+        + ax2 * ay2 / (9 * n * (n - 1) * (n - 2))
+    )
     return math.sqrt(variance) / math.sqrt((n0 - n1) * (n0 - n2))
 
 
@@ -53,8 +60,11 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
         if abs(r) >= 1.0:  # a perfect relation: Fisher's z is infinite, p 0, the interval the point
             return {"r": r, "p": 0.0, "ci": [r, r]}
         z = math.atanh(r)
-        return {"r": r, "p": float(2 * stats.norm.sf(abs(z) / se)),
-                "ci": [math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)]}
+        return {
+            "r": r,
+            "p": float(2 * stats.norm.sf(abs(z) / se)),
+            "ci": [math.tanh(z - Z95 * se), math.tanh(z + Z95 * se)],
+        }
     if method != "kendall":
         raise UsageError(f"correlation method {method!r} is unknown; allowed: {', '.join(METHODS)}")
     # The interval needs Var0(S), which scipy does not return: deriving its se as tau / z from scipy's p was tried
@@ -64,27 +74,38 @@ def coefficient(method: str, x: np.ndarray, y: np.ndarray) -> dict:
     return {"r": tau, "p": float(found.pvalue), "ci": [max(-1.0, tau - Z95 * se), min(1.0, tau + Z95 * se)]}
 
 
-def correlation(x: Sequence[float], y: Sequence[float], names: tuple[str, str] = ("x", "y")) -> dict:
+def correlation(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, names: tuple[str, str] = ("x", "y")
+) -> dict:
     """``{"n", "undefined", "pearson": {"r", "p", "ci": [lo, hi]}, "spearman": ..., "kendall": ...}``; ``undefined``
     says why none is estimable (below :data:`MIN_RUNS` runs, a constant series), all then NaN; else it is None."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or len(x) < 2:
         raise UsageError(f"correlation needs two equally long series of at least 2 values (got {len(x)}, {len(y)})")
-    why = [f"{name} is {values[0]:.6g} in all {len(values)} runs" for name, values in zip(names, (x, y))
-           if np.ptp(values) == 0]
+    why = [
+        f"{name} is {values[0]:.6g} in all {len(values)} runs"
+        for name, values in zip(names, (x, y))
+        if np.ptp(values) == 0
+    ]
     if len(x) < MIN_RUNS:
         why.insert(0, f"{len(x)} runs are too few to estimate a correlation, which needs at least {MIN_RUNS}")
-    return {"n": int(len(x)), "undefined": "; ".join(why) or None,
-            **{method: {"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else coefficient(method, x, y)
-               for method in METHODS}}
+    return {
+        "n": int(len(x)),
+        "undefined": "; ".join(why) or None,
+        **{
+            method: {"r": math.nan, "p": math.nan, "ci": [math.nan, math.nan]} if why else coefficient(method, x, y)
+            for method in METHODS
+        },
+    }
 
 
 def paired_values(runs: list[Run], metrics: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """Labels and a [runs x metrics] array of the runs that have every metric (latest per configuration)."""
     chosen = [r for r in latest_per_configuration(runs) if all(m in r.metrics for m in metrics)]
     if len(chosen) < 2:
-        raise UsageError(f"only {len(chosen)} runs have all of {', '.join(metrics)}; a correlation needs at least "
-                         f"{MIN_RUNS}")
+        raise UsageError(
+            f"only {len(chosen)} runs have all of {', '.join(metrics)}; a correlation needs at least {MIN_RUNS}"
+        )
     return run_labels(chosen), np.array([[r.metrics[m] for m in metrics] for r in chosen])
 
 
@@ -92,20 +113,24 @@ def label_rises(pixels: np.ndarray, lengths: Sequence[int], dpi: float, size: fl
     """Points to raise each label so none overlap: boxes ``0.6 * size`` per character by ``1.3 * size``, lowest point
     first, each raised a line at a time; ``pixels``: the points in display pixels."""
     scale = dpi / 72.0  # pixels per point
-    height, placed, rises = 1.3 * size * scale, [], [0.0] * len(pixels)
+    placed: list[tuple[float, float, float]] = []  # (left, width, bottom) of each label placed
+    height, rises = 1.3 * size * scale, [0.0] * len(pixels)
     for i in sorted(range(len(pixels)), key=lambda i: (pixels[i][1], pixels[i][0])):
         left, width = pixels[i][0], 0.6 * size * scale * lengths[i]
         rise = 0.0
-        while any(abs(left - other_left) < max(width, other_width) and abs(pixels[i][1] + rise - bottom) < height
-                  for other_left, other_width, bottom in placed):
+        while any(
+            abs(left - other_left) < max(width, other_width) and abs(pixels[i][1] + rise - bottom) < height
+            for other_left, other_width, bottom in placed
+        ):
             rise += height
         placed.append((left, width, pixels[i][1] + rise))
         rises[i] = rise / scale
     return rises
 
 
-def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict,
-                path: str | Path) -> Path:
+def scatter_png(
+    x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_name: str, stats: dict, path: str | Path
+) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     from harness.reporting.plots import pyplot, save_png
@@ -120,18 +145,26 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     for xi, yi, label, rise in zip(x, y, short, label_rises(pixels, [len(t) for t in short], fig.dpi)):
         right_half = xi > middle  # labels point inwards so that they stay inside the axes: left / right, and
         upper = yi > top_half  # below the points of the upper half (stacked downwards), above the others
-        note = ax.annotate(label, (xi, yi), textcoords="offset points",
-                           xytext=(-5 if right_half else 5, -(11 + rise) if upper else 4 + rise),
-                           ha="right" if right_half else "left", fontsize=7,
-                           arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if rise else None)
+        note = ax.annotate(
+            label,
+            (xi, yi),
+            textcoords="offset points",
+            xytext=(-5 if right_half else 5, -(11 + rise) if upper else 4 + rise),
+            ha="right" if right_half else "left",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5} if rise else None,
+        )
         note.set_in_layout(False)  # a long label must not shrink the axes
     if np.ptp(x) > 0 and not stats.get("undefined"):  # no fitted line where no correlation can be estimated
         slope, intercept = np.polyfit(x, y, 1)
         grid = np.linspace(x.min(), x.max(), 50)
         ax.plot(grid, slope * grid + intercept, linestyle="--", color="gray", zorder=2)
     p = stats["pearson"]
-    verdict = (f"not estimable: {stats['undefined']}" if stats.get("undefined") else
-               f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}")
+    verdict = (
+        f"not estimable: {stats['undefined']}"
+        if stats.get("undefined")
+        else f"Pearson r = {p['r']:.2f} (95% CI {p['ci'][0]:.2f}..{p['ci'][1]:.2f}), n = {stats['n']}"
+    )
     ax.set_title((f"{shared}\n" if shared else "") + verdict, fontsize=9)
     ax.set_xlabel(x_name)
     ax.set_ylabel(y_name)
@@ -142,19 +175,28 @@ def scatter_png(x: np.ndarray, y: np.ndarray, labels: list[str], x_name: str, y_
     return save_png(fig, path)
 
 
-def report_markdown(x_name: str, y_name: str, stats: dict, labels: list[str], values: np.ndarray,
-                    png: str | None = None) -> str:
+def report_markdown(
+    x_name: str, y_name: str, stats: dict, labels: list[str], values: np.ndarray, png: str | None = None
+) -> str:
     lines = [f"# {y_name} vs {x_name}", "", f"n = {stats['n']} runs", ""]
     if stats.get("undefined"):
         lines.append(f"Not estimable: {stats['undefined']}.")
     else:
-        lines += markdown(["method", "coefficient", "p-value", "95% CI (same approximation as p)"],
-                          [[m, f"{s['r']:.4f}", f"{s['p']:.3g}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]"]
-                           for m, s in ((m, stats[m]) for m in METHODS)])
+        lines += markdown(
+            ["method", "coefficient", "p-value", "95% CI (same approximation as p)"],
+            [
+                [m, f"{s['r']:.4f}", f"{s['p']:.3g}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]"]
+                for m, s in ((m, stats[m]) for m in METHODS)
+            ],
+        )
     if png:
         lines += ["", f"![scatter]({png})"]
-    lines += ["", *markdown(["run", x_name, y_name], [[label, f"{row[0]:.6g}", f"{row[1]:.6g}"]
-                                                       for label, row in zip(labels, values)])]
+    lines += [
+        "",
+        *markdown(
+            ["run", x_name, y_name], [[label, f"{row[0]:.6g}", f"{row[1]:.6g}"] for label, row in zip(labels, values)]
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from harness.data.lengths import length_tokens
 from harness.metrics.catalogue import LENGTH_PREFIX
-from harness.metrics.context_length import EffectiveLength, LengthPoint, curve_points, shared_threshold
-from harness.metrics.context_length import effective_lengths as curve_effective_lengths
+from harness.metrics.context_length import (
+    EffectiveLength,
+    LengthPoint,
+    curve_points,
+    effective_lengths as curve_effective_lengths,
+    shared_threshold,
+)
 from harness.reporting.runs import Run
 
 
@@ -17,14 +22,21 @@ def length_points(run: Run, task: str) -> list[LengthPoint]:
 
 def curve_tasks(runs: list[Run]) -> list[str]:
     """The tasks and groups with per-length scores in any of ``runs``, sorted."""
-    return sorted({m.split("/", 1)[0] for r in runs for m in r.metrics
-                   if "/" in m and m.split("/", 1)[1].startswith(LENGTH_PREFIX) and "," not in m})
+    return sorted(
+        {
+            m.split("/", 1)[0]
+            for r in runs
+            for m in r.metrics
+            if "/" in m and m.split("/", 1)[1].startswith(LENGTH_PREFIX) and "," not in m
+        }
+    )
 
 
 def declared_threshold(run: Run, task: str) -> float:
     """The threshold ``task`` declared in ``run`` (a group: the one its tasks share), else RULER's."""
-    return shared_threshold(run.configurations.get(t, {}).get("effective_threshold")
-                            for t in run.subtasks.get(task) or [task])
+    return shared_threshold(
+        run.configurations.get(t, {}).get("effective_threshold") for t in run.subtasks.get(task) or [task]
+    )
 
 
 def effective_lengths(run: Run, task: str) -> tuple[EffectiveLength, EffectiveLength] | None:

@@ -29,8 +29,14 @@ class DepthCell:
 
 def depth_tasks(runs: list[Run]) -> list[str]:
     """The tasks with per-depth scores (``<task>/depth_<D>_len_<L>``) in any of ``runs``, sorted."""
-    return sorted({m.split("/", 1)[0] for r in runs for m in r.metrics
-                   if "/" in m and "," not in m and read_cell_metric(m.split("/", 1)[1]) is not None})
+    return sorted(
+        {
+            m.split("/", 1)[0]
+            for r in runs
+            for m in r.metrics
+            if "/" in m and "," not in m and read_cell_metric(m.split("/", 1)[1]) is not None
+        }
+    )
 
 
 def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
@@ -48,8 +54,16 @@ def run_depth_cells(run: Run, task: str) -> list[DepthCell]:
         except ValueError:
             continue
         n = run.metrics.get(count_of(metric))
-        cells.append(DepthCell(found[0], tokens, found[1], value,
-                               int(n) if n is not None and math.isfinite(n) else None, run.stderrs.get(metric)))
+        cells.append(
+            DepthCell(
+                found[0],
+                tokens,
+                found[1],
+                value,
+                int(n) if n is not None and math.isfinite(n) else None,
+                run.stderrs.get(metric),
+            )
+        )
     return sorted(cells, key=lambda c: (c.depth, c.tokens))
 
 
@@ -58,9 +72,11 @@ def depth_grids(runs: list[Run], task: str) -> dict[str, list[DepthCell]]:
     grids = latest_having(runs, lambda run: run_depth_cells(run, task))
     if not grids:
         have = depth_tasks(runs)
-        raise UsageError(f"{task} has no per-depth metrics ({task}/depth_<D>_len_<L>) in these runs; "
-                         + (f"tasks with depths here: {', '.join(have)}" if have else "no task here has them")
-                         + " (RULER niah_* tasks and BABILong with source=synthetic record needle depths)")
+        raise UsageError(
+            f"{task} has no per-depth metrics ({task}/depth_<D>_len_<L>) in these runs; "
+            + (f"tasks with depths here: {', '.join(have)}" if have else "no task here has them")
+            + " (RULER niah_* tasks and BABILong with source=synthetic record needle depths)"
+        )
     return grids
 
 
@@ -69,7 +85,9 @@ def _depth_axes(grids: dict[str, list[DepthCell]]) -> tuple[list[int], dict[int,
     from harness.data.depth import DEPTH_BUCKETS
 
     cells = [c for found in grids.values() for c in found]
-    return sorted(set(DEPTH_BUCKETS) | {c.depth for c in cells}), {c.tokens: c.length for c in sorted(cells, key=lambda c: c.tokens)}
+    return sorted(set(DEPTH_BUCKETS) | {c.depth for c in cells}), {
+        c.tokens: c.length for c in sorted(cells, key=lambda c: c.tokens)
+    }
 
 
 def _cell_text(cell: DepthCell | None) -> str:
@@ -100,21 +118,34 @@ def depth_figure(grids: dict[str, list[DepthCell]], task: str):
     shared, short = split_shared(list(grids))
     width = 1.1 * len(lengths) + 2.2
     # the colour bar gets a narrow column of its own, so that every panel is as wide
-    fig, axes = plt.subplots(1, len(grids) + 1, figsize=(width * len(grids) + 0.8, 0.55 * len(depths) + 2.2),
-                             dpi=120, squeeze=False, gridspec_kw={"width_ratios": [1.0] * len(grids) + [0.06]})
+    fig, axes = plt.subplots(
+        1,
+        len(grids) + 1,
+        figsize=(width * len(grids) + 0.8, 0.55 * len(depths) + 2.2),
+        dpi=120,
+        squeeze=False,
+        gridspec_kw={"width_ratios": [1.0] * len(grids) + [0.06]},
+    )
     image = None
     for ax, label, cells in zip(axes[0][:-1], short, grids.values()):
         grid = np.full((len(depths), len(lengths)), np.nan)
         for c in cells:
             grid[depths.index(c.depth), columns[c.tokens]] = c.score
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=SCORE_RANGE[0], vmax=SCORE_RANGE[1],
-                          aspect="auto")
+        image = ax.imshow(
+            np.ma.masked_invalid(grid), cmap=cmap, vmin=SCORE_RANGE[0], vmax=SCORE_RANGE[1], aspect="auto"
+        )
         for c in cells:
             red, green, blue, _ = cmap((c.score - SCORE_RANGE[0]) / (SCORE_RANGE[1] - SCORE_RANGE[0]))
             dark = 0.299 * red + 0.587 * green + 0.114 * blue < 0.5
-            ax.text(columns[c.tokens], depths.index(c.depth),
-                    f"{c.score:.3g}" + (f"\nn={c.n}" if c.n is not None else ""), ha="center", va="center",
-                    fontsize=7, color="white" if dark else "black")
+            ax.text(
+                columns[c.tokens],
+                depths.index(c.depth),
+                f"{c.score:.3g}" + (f"\nn={c.n}" if c.n is not None else ""),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if dark else "black",
+            )
         ax.set_xticks(range(len(lengths)), list(lengths.values()))
         ax.set_yticks(range(len(depths)), [f"{d}%" for d in depths])
         ax.set_xlabel("context length (tokens)", fontsize=8)

@@ -4,27 +4,44 @@ apart); shown together, the parts all runs share move into a title (:func:`disti
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from harness.pic.variants import evaluated_as
-from harness.pic.inference import MODEL_ARGS, Inference
 from harness.core import results as keys
+from harness.pic.inference import MODEL_ARGS, Inference
+from harness.pic.variants import evaluated_as
 
 if TYPE_CHECKING:
     from harness.reporting.runs import Run  # which imports this module for its name
 
 SEPARATOR = " · "
 # model args not in a name: paths (the model part names it), dtype and device (the run record), engine plumbing
-NOT_IN_NAME = frozenset({"pretrained", "checkpoint", "peft", "model", "tokenizer", "dtype", "device", "trust_remote_code",
-                         "max_length", "batch_size", "parallelize", "gpu_memory_utilization", "revision"})
+NOT_IN_NAME = frozenset(
+    {
+        "pretrained",
+        "checkpoint",
+        "peft",
+        "model",
+        "tokenizer",
+        "dtype",
+        "device",
+        "trust_remote_code",
+        "max_length",
+        "batch_size",
+        "parallelize",
+        "gpu_memory_utilization",
+        "revision",
+    }
+)
 
 
 def checkpoint_of(model_args: dict) -> str:
     """What was evaluated: the compressor checkpoint, LoRA adapter, or model (first one set)."""
-    return next((str(model_args[name]) for name in ("checkpoint", "peft", "pretrained", "model")
-                 if model_args.get(name)), "")
+    return next(
+        (str(model_args[name]) for name in ("checkpoint", "peft", "pretrained", "model") if model_args.get(name)), ""
+    )
 
 
 def inference_of(model_args: dict, applied: dict | None = None) -> Inference:
@@ -74,10 +91,14 @@ def name_of(model: str, model_args: Mapping, variant: str = "", applied: Mapping
 
 def name_from_results(data: Mapping) -> RunName:
     """The name of the run an lm-eval results object describes."""
-    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-    applied = config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), Mapping) else None
-    return name_of(str(config.get("model") or data.get("model_name") or "model"), model_args_of(dict(data)),
-                   str(config.get(keys.EVALUATED_AS) or ""), applied)
+    config = given_config if isinstance(given_config := data.get("config"), Mapping) else {}
+    applied = given_keys_inference if isinstance(given_keys_inference := config.get(keys.INFERENCE), Mapping) else None
+    return name_of(
+        str(config.get("model") or data.get("model_name") or "model"),
+        model_args_of(dict(data)),
+        str(config.get(keys.EVALUATED_AS) or ""),
+        applied,
+    )
 
 
 def run_name(run: Run) -> RunName:
@@ -98,7 +119,8 @@ def unique_labels(labels: Sequence[str], folders: Sequence[str | Path] | None = 
     """``labels`` with equal ones told apart by their results file's folder name (``folders``), else by a count."""
     labels = list(labels)
     counts = {label: labels.count(label) for label in labels}
-    out, seen = [], {}
+    out: list[str] = []
+    seen: dict[str, int] = {}
     for i, label in enumerate(labels):
         if counts[label] == 1:
             out.append(label)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable
 
 from harness.core.errors import UsageError
 from harness.core.files import write_text_atomic
@@ -26,8 +26,17 @@ from harness.reporting.runs import Run, count_of, latest_per_configuration
 
 FIXED = ["run", "model", "checkpoint", "variant", "model_args", "date"]
 # with --cost: each run's lch_cost summed over its tasks; empty for a run that did not record it
-COST_COLUMNS = ["wall_seconds", "device_name", "peak_memory_gib", "prompt_tokens", "generated_tokens",
-                "scored_tokens", "tokens_per_second", "judge_requests", "judge_tokens"]
+COST_COLUMNS = [
+    "wall_seconds",
+    "device_name",
+    "peak_memory_gib",
+    "prompt_tokens",
+    "generated_tokens",
+    "scored_tokens",
+    "tokens_per_second",
+    "judge_requests",
+    "judge_tokens",
+]
 TEXT_COLUMNS = set(FIXED) | {"device_name"}
 CAUTIONS = "cautions"
 # effective context length in tokens (0: no length reaches the bar), absolute and relative (to the shortest's score)
@@ -52,8 +61,11 @@ class Leaderboard:
 
     @property
     def metrics(self) -> list[str]:
-        return [c for c in self.columns if c not in FIXED and c not in self.cost and c != CAUTIONS
-                and not c.endswith("_stderr")]
+        return [
+            c
+            for c in self.columns
+            if c not in FIXED and c not in self.cost and c != CAUTIONS and not c.endswith("_stderr")
+        ]
 
     @property
     def headline(self) -> list[str]:
@@ -69,23 +81,33 @@ def cost_cells(cost: dict) -> dict[str, str]:
     if not cost:
         return dict.fromkeys(COST_COLUMNS, "")
     tasks = [t for t in (cost.get("tasks") or {}).values() if isinstance(t, dict)]
-    total = {name: sum(int(t.get(name) or 0) for t in tasks) for name in ("prompt_tokens", "generated_tokens",
-                                                                           "scored_tokens")}
+    total = {
+        name: sum(int(t.get(name) or 0) for t in tasks)
+        for name in ("prompt_tokens", "generated_tokens", "scored_tokens")
+    }
     seconds = sum(float(t.get("seconds") or 0.0) for t in tasks)
-    judge = cost.get("judge") if isinstance(cost.get("judge"), dict) else {}
+    judge = given_judge if isinstance(given_judge := cost.get("judge"), dict) else {}
     judged = [judge.get("prompt_tokens"), judge.get("completion_tokens")]
     memory = (cost.get("peak_memory") or {}).get("bytes") if isinstance(cost.get("peak_memory"), dict) else None
-    return {"wall_seconds": repr(float(cost["wall_seconds"])) if isinstance(cost.get("wall_seconds"), (int, float))
-            else "", "device_name": str(cost.get("device_name") or ""),
-            "peak_memory_gib": repr(memory / 2 ** 30) if isinstance(memory, (int, float)) else "",
-            **{name: str(value) for name, value in total.items()},
-            "tokens_per_second": repr((total["prompt_tokens"] + total["generated_tokens"]) / seconds) if seconds else "",
-            "judge_requests": str(int(judge.get("requests") or 0)),
-            "judge_tokens": str(sum(judged)) if all(isinstance(v, int) for v in judged) else ""}
+    return {
+        "wall_seconds": repr(float(cost["wall_seconds"])) if isinstance(cost.get("wall_seconds"), (int, float)) else "",
+        "device_name": str(cost.get("device_name") or ""),
+        "peak_memory_gib": repr(memory / 2**30) if isinstance(memory, (int, float)) else "",
+        **{name: str(value) for name, value in total.items()},
+        "tokens_per_second": repr((total["prompt_tokens"] + total["generated_tokens"]) / seconds) if seconds else "",
+        "judge_requests": str(int(judge.get("requests") or 0)),
+        "judge_tokens": str(sum(judged)) if all(isinstance(v, int) for v in judged) else "",
+    }
 
 
-def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = None,
-                allow: Iterable[str] = (), cost: bool = False, common: bool = False) -> Leaderboard:
+def leaderboard(
+    runs: list[Run],
+    all_runs: bool = False,
+    sort_by: str | None = None,
+    allow: Iterable[str] = (),
+    cost: bool = False,
+    common: bool = False,
+) -> Leaderboard:
     """The table; ``sort_by``: a metric, best first, rows without it last; ``cost``: the :data:`COST_COLUMNS`;
     ``common``: scores on the samples all runs scored. Runs not run alike are refused (but for ``allow``)."""
     if not all_runs:
@@ -118,12 +140,21 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
         cautions[label] = [c for found in run.cautions.values() for c in found] + differ.get(run.path, [])
         found = {task: effective_lengths(run, task) for task in curves}
         said = set(cautions[label])  # a run of ours recorded its curves' cautions already (lch_effective_length)
-        cautions[label] += [c for c in (curve_caution(task, f[0].caution) for task, f in found.items()
-                                        if f is not None and f[0].caution) if c not in said]
-        row = {"run": label, "model": run.model, "checkpoint": run.checkpoint, "variant": run.variant,
-               "model_args": json.dumps(run.model_args, sort_keys=True),
-               "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
-               CAUTIONS: "; ".join(cautions[label]), **(cost_cells(run.cost) if cost else {})}
+        cautions[label] += [
+            c
+            for c in (curve_caution(task, f[0].caution) for task, f in found.items() if f is not None and f[0].caution)
+            if c not in said
+        ]
+        row = {
+            "run": label,
+            "model": run.model,
+            "checkpoint": run.checkpoint,
+            "variant": run.variant,
+            "model_args": json.dumps(run.model_args, sort_keys=True),
+            "date": datetime.fromtimestamp(run.date, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+            CAUTIONS: "; ".join(cautions[label]),
+            **(cost_cells(run.cost) if cost else {}),
+        }
         for task, f in found.items():
             for name, value in zip(EFFECTIVE, f or (None, None)):
                 row[f"{task}/{name}"] = "" if value is None else str(value.tokens or 0)
@@ -136,13 +167,39 @@ def leaderboard(runs: list[Run], all_runs: bool = False, sort_by: str | None = N
     averaged = {task for run in runs for group, tasks in run.subtasks.items() if group in curves for task in tasks}
     top = [task for task in curves if task not in averaged]
     effective = [f"{task}/{name}" for task in top for name in EFFECTIVE]
-    points = [m for m in metrics if m.split("/", 1)[0] in top and m.split("/", 1)[1].startswith(LENGTH_PREFIX)
-              and "," not in m and m not in diagnostics]
+    points = [
+        m
+        for m in metrics
+        if m.split("/", 1)[0] in top
+        and m.split("/", 1)[1].startswith(LENGTH_PREFIX)
+        and "," not in m
+        and m not in diagnostics
+    ]
     depths = sorted((m for m in metrics if m.split("/", 1)[-1].startswith(DEPTH_PREFIX)), key=_depth_order)
-    subtasks = [m for m in columns if m.split("/", 1)[0] in members and m not in FIXED and not m.endswith("_stderr")
-                and m not in diagnostics and m not in depths and m not in effective and m not in points]
-    return Leaderboard(columns, rows, diagnostics, cautions, subtasks, depths, effective, points, sort_by,
-                       cost=COST_COLUMNS if cost else [], common=notes)
+    subtasks = [
+        m
+        for m in columns
+        if m.split("/", 1)[0] in members
+        and m not in FIXED
+        and not m.endswith("_stderr")
+        and m not in diagnostics
+        and m not in depths
+        and m not in effective
+        and m not in points
+    ]
+    return Leaderboard(
+        columns,
+        rows,
+        diagnostics,
+        cautions,
+        subtasks,
+        depths,
+        effective,
+        points,
+        sort_by,
+        cost=COST_COLUMNS if cost else [],
+        common=notes,
+    )
 
 
 def _depth_order(metric: str) -> tuple:
@@ -150,9 +207,9 @@ def _depth_order(metric: str) -> tuple:
     task, cell = metric.split("/", 1)
     found = read_cell_metric(cell)
     try:
-        return (task, found[0], length_tokens(found[1]), "") if found else (task, 10 ** 9, 0, cell)
+        return (task, found[0], length_tokens(found[1]), "") if found else (task, 10**9, 0, cell)
     except ValueError:  # a length that is none: after the others, by name
-        return task, 10 ** 9, 0, cell
+        return task, 10**9, 0, cell
 
 
 def _all_zero_breakdown(metric: str, rows: list[dict[str, str]]) -> bool:
@@ -195,9 +252,9 @@ def _row_order(metric: str) -> tuple:
         return task, 0, 0
     if name.startswith(LENGTH_PREFIX):
         try:
-            return task, 1, length_tokens(name[len(LENGTH_PREFIX):])
+            return task, 1, length_tokens(name[len(LENGTH_PREFIX) :])
         except ValueError:  # a length that is none (a filter's name in it): after the lengths
-            return task, 1, 10 ** 9
+            return task, 1, 10**9
     return task, 2, 0
 
 
@@ -216,43 +273,77 @@ def to_markdown(board: Leaderboard, headline: list[str] | None = None) -> str:
         lines += [" ".join(board.common), ""]
     with_stderr = lambda r, m: _readable(r[m], r.get(f"{m}_stderr", ""))  # noqa: E731
 
-    def section(title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str],
-                runs_as_rows: bool = False) -> list[str]:
+    def section(
+        title: str | None, text: str, columns: list[str], cell: Callable[[dict, str], str], runs_as_rows: bool = False
+    ) -> list[str]:
         """A table of ``columns`` (metrics): a row per metric and a column per run, or (``runs_as_rows``, the
         headline) a row per run; ``title`` None: no heading."""
         if not columns:
             return []
         head = [] if title is None else ["", f"## {title}", "", text, ""]
         if runs_as_rows:
-            return head + markdown(["run", *columns], [[name, *(cell(r, m) for m in columns)]
-                                                     for name, r in zip(names, board.rows)])
+            return head + markdown(
+                ["run", *columns], [[name, *(cell(r, m) for m in columns)] for name, r in zip(names, board.rows)]
+            )
         return head + markdown(["metric", *names], [[m, *(cell(r, m) for r in board.rows)] for m in columns])
 
     lines += section(None, "", metrics, with_stderr, runs_as_rows=True)
-    lines += section("Cost", "What each run cost, as it recorded it: wall time, the device, its peak memory, the tokens "
-                     "its engine computed over its tasks and their rate, and the judge's requests and tokens.",
-                     board.cost, _cost_text, runs_as_rows=True)
-    lines += section("Scores per length", "The score of each curve above at each length (its effective lengths rest "
-                     "on them).", sorted((m for m in board.points if m not in metrics), key=_row_order), with_stderr)
-    lines += section("Tasks of the groups", "Each group's tasks, the group above (every column is in the CSV and HTML "
-                     "too).", sorted((m for m in board.subtasks if m not in metrics), key=_row_order), with_stderr)
+    lines += section(
+        "Cost",
+        "What each run cost, as it recorded it: wall time, the device, its peak memory, the tokens "
+        "its engine computed over its tasks and their rate, and the judge's requests and tokens.",
+        board.cost,
+        _cost_text,
+        runs_as_rows=True,
+    )
+    lines += section(
+        "Scores per length",
+        "The score of each curve above at each length (its effective lengths rest on them).",
+        sorted((m for m in board.points if m not in metrics), key=_row_order),
+        with_stderr,
+    )
+    lines += section(
+        "Tasks of the groups",
+        "Each group's tasks, the group above (every column is in the CSV and HTML too).",
+        sorted((m for m in board.subtasks if m not in metrics), key=_row_order),
+        with_stderr,
+    )
     depths = [m for m in board.depths if m not in metrics]
-    lines += section("Depth x length", "Each needle-depth bucket's score at each length, with the samples it averages "
-                     "(`lch plot depth` draws them as a heat map).", depths, _with_n)
+    lines += section(
+        "Depth x length",
+        "Each needle-depth bucket's score at each length, with the samples it averages "
+        "(`lch plot depth` draws them as a heat map).",
+        depths,
+        _with_n,
+    )
     counted = {count_of(m) for m in depths}  # the cells' counts are beside them above
-    lines += section("Diagnostics", "What each run's numbers rest on (counts of documents, tokens and samples; not "
-                     "scores).", [m for m in board.diagnostics if m not in metrics and m not in counted
-                                  and not _all_zero_breakdown(m, board.rows)], lambda r, m: _readable(r[m]))
+    lines += section(
+        "Diagnostics",
+        "What each run's numbers rest on (counts of documents, tokens and samples; not scores).",
+        [
+            m
+            for m in board.diagnostics
+            if m not in metrics and m not in counted and not _all_zero_breakdown(m, board.rows)
+        ],
+        lambda r, m: _readable(r[m]),
+    )
     # each caution once, with the runs it holds for (a run's list is in the CSV's cautions column)
     held: dict[str, list[str]] = {}
     for name, r in zip(names, board.rows):
         for sentence in board.cautions.get(r["run"], []):
             held.setdefault(sentence, []).append(name)
     if held:
-        lines += ["", "## Cautions", "", "What the numbers rest on, where it is too little to mean anything or differs "
-                  "between the runs:", ""]
-        lines += [f"- {sentence} ({'every run' if len(runs) == len(names) > 1 else ', '.join(runs)})"
-                  for sentence, runs in held.items()]
+        lines += [
+            "",
+            "## Cautions",
+            "",
+            "What the numbers rest on, where it is too little to mean anything or differs between the runs:",
+            "",
+        ]
+        lines += [
+            f"- {sentence} ({'every run' if len(runs) == len(names) > 1 else ', '.join(runs)})"
+            for sentence, runs in held.items()
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -293,11 +384,13 @@ def _html_cell(column: str, text: str) -> str | tuple[str, dict[str, str]]:
 
 def to_html(board: Leaderboard, title: str = "Leaderboard") -> str:
     table = html_table(board.columns, [[_html_cell(c, r[c]) for c in board.columns] for r in board.rows])
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-            "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
-            "th{cursor:pointer;background:#eee;position:sticky;top:0}td[data-v]{text-align:right}</style></head><body>"
-            f"<p>Click a column header to sort; hover model_args for the full JSON.</p>{table}"
-            f"<script>{_SORT_JS}</script></body></html>\n")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
+        "table{border-collapse:collapse;font:13px sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
+        "th{cursor:pointer;background:#eee;position:sticky;top:0}td[data-v]{text-align:right}</style></head><body>"
+        f"<p>Click a column header to sort; hover model_args for the full JSON.</p>{table}"
+        f"<script>{_SORT_JS}</script></body></html>\n"
+    )
 
 
 def leaderboard_paths(output: str | Path) -> list[Path]:

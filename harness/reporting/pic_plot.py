@@ -4,9 +4,9 @@ method; a run without PIC joins its base model's lines at ratio 1 (PIC's identit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from harness.core.errors import UsageError
 from harness.pic.inference import MODEL_ARGS, Inference
@@ -35,13 +35,21 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def pic_points_from_runs(runs: list[Run], task: str, length_metric: str = "length",
-                         quality_metric: str = "quality") -> list[PicPoint]:
+def pic_points_from_runs(
+    runs: list[Run], task: str, length_metric: str = "length", quality_metric: str = "quality"
+) -> list[PicPoint]:
     """Length and quality as the results report them (means over all samples), latest run per configuration."""
-    points = [PicPoint(run.model_args, _finite(run.metrics.get(f"{task}/{length_metric}")),
-                       _finite(run.metrics.get(f"{task}/{quality_metric}")),
-                       _finite(run.metrics.get(f"{task}/corrupted_ratio")), run.applied, run.samples.get(task))
-              for run in latest_per_configuration(runs)]
+    points = [
+        PicPoint(
+            run.model_args,
+            _finite(run.metrics.get(f"{task}/{length_metric}")),
+            _finite(run.metrics.get(f"{task}/{quality_metric}")),
+            _finite(run.metrics.get(f"{task}/corrupted_ratio")),
+            run.applied,
+            run.samples.get(task),
+        )
+        for run in latest_per_configuration(runs)
+    ]
     return [p for p in points if p.length is not None or p.quality is not None]
 
 
@@ -50,8 +58,12 @@ def pic_points_from_samples(run_dirs: Sequence[str | Path], task: str, threshold
     ``threshold``: the corrupted ratio below which a run averages over the shared samples)."""
     from harness.reporting.generation_table import generation_table
 
-    return [PicPoint(row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"],
-                     row["n"]) for row in generation_table([str(d) for d in run_dirs], task, threshold)]
+    return [
+        PicPoint(
+            row["model_args"], _finite(row["length"]), _finite(row["quality"]), row["cr"], row["applied"], row["n"]
+        )
+        for row in generation_table([str(d) for d in run_dirs], task, threshold)
+    ]
 
 
 def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
@@ -62,8 +74,11 @@ def _pic_setting(point: PicPoint) -> tuple[str, str, float, str]:
     name = name_of("", {k: v for k, v in model_args.items() if k not in MODEL_ARGS.values()})
     base = SEPARATOR.join([name.model, *name.extras])
     defaults = Inference()
-    variant = " ".join(f"{name}={getattr(inference, name)}" for name in inference.entry.fields
-                       if name != "ratio" and getattr(inference, name) != getattr(defaults, name))
+    variant = " ".join(
+        f"{name}={getattr(inference, name)}"
+        for name in inference.entry.fields
+        if name != "ratio" and getattr(inference, name) != getattr(defaults, name)
+    )
     return base, inference.method, inference.ratio, variant
 
 
@@ -95,16 +110,18 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
     from matplotlib.lines import Line2D
 
     methods = [m for m in _plot_methods() if any(m in by_method for by_method in series.values())]
-    fig, axes = plt.subplots(len(series), len(methods), figsize=(4.6 * len(methods), 3.6 * len(series)),
-                             dpi=120, squeeze=False)
+    fig, axes = plt.subplots(
+        len(series), len(methods), figsize=(4.6 * len(methods), 3.6 * len(series)), dpi=120, squeeze=False
+    )
     styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
     for row, (base, by_method) in zip(axes, series.items()):
         for ax, method in zip(row, methods):
             lines = sorted(by_method.get(method, {}).items())
             counts = {p.n for _, line in lines for _, p in line}
             shared_n = next(iter(counts)) if len(counts) == 1 else None
-            ax.set_title(f"{base}: {method} PIC" + (f" (n {shared_n} per point)" if shared_n is not None else ""),
-                         fontsize=9)
+            ax.set_title(
+                f"{base}: {method} PIC" + (f" (n {shared_n} per point)" if shared_n is not None else ""), fontsize=9
+            )
             if not lines:
                 ax.axis("off")
                 ax.text(0.5, 0.5, "no runs", ha="center", va="center", color="gray", transform=ax.transAxes)
@@ -113,7 +130,9 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
             variants = []
             for i, (variant, line) in enumerate(lines):
                 marker, style = styles[i % len(styles)]
-                variants.append(Line2D([], [], color="gray", marker=marker, linestyle=style, label=variant or "default"))
+                variants.append(
+                    Line2D([], [], color="gray", marker=marker, linestyle=style, label=variant or "default")
+                )
                 for axis, attr, color in ((ax, "length", "tab:blue"), (twin, "quality", "tab:red")):
                     xy = [(r, getattr(p, attr)) for r, p in line if getattr(p, attr) is not None]
                     if xy:
@@ -122,8 +141,9 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
                     for r, p in line:
                         value, axis = (p.length, ax) if p.length is not None else (p.quality, twin)
                         if p.n is not None and value is not None:
-                            axis.annotate(f"n={p.n}", (r, value), textcoords="offset points", xytext=(4, -9),
-                                          fontsize=6)
+                            axis.annotate(
+                                f"n={p.n}", (r, value), textcoords="offset points", xytext=(4, -9), fontsize=6
+                            )
             qualities = [p.quality for _, line in lines for _, p in line if p.quality is not None]
             if qualities and all(SCORE_RANGE[0] <= q <= SCORE_RANGE[1] for q in qualities):
                 margin = (SCORE_RANGE[1] - SCORE_RANGE[0]) * 0.03  # a quality out of 100 on its whole range

@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
-from harness.metrics.context_length import (RELATIVE_SHARE, RULER_THRESHOLD, Z95, LengthPoint, effective_length,
-                                            relative_effective_length)
 from harness.core.errors import UsageError
 from harness.core.files import savefig_atomic
-from harness.reporting.labels import run_labels, split_shared
+from harness.metrics.context_length import (
+    RELATIVE_SHARE,
+    RULER_THRESHOLD,
+    Z95,
+    LengthPoint,
+    effective_length,
+    relative_effective_length,
+)
 from harness.reporting.curves import length_points
+from harness.reporting.labels import run_labels, split_shared
 from harness.reporting.runs import Run, latest_per_configuration
 
 
@@ -21,7 +27,9 @@ def context_curves(runs: list[Run], task: str) -> dict[str, list[LengthPoint]]:
     has any; ``UsageError`` when none has."""
     curves = latest_having(runs, lambda run: length_points(run, task))
     if not curves:
-        raise UsageError(f"no run has per-length metrics {task}/len_<length> (RULER / BABILong tasks and groups report them)")
+        raise UsageError(
+            f"no run has per-length metrics {task}/len_<length> (RULER / BABILong tasks and groups report them)"
+        )
     return curves
 
 
@@ -58,8 +66,11 @@ _LINES = ("-", "--", "-.", ":")
 SCORE_RANGE = (0.0, 100.0)  # the range of a per-length score (<task>/len_<L>: points out of 100)
 
 
-def plot_context(curves_by_task: dict[str, dict[str, list[LengthPoint]]], path: str | Path,
-                 thresholds: dict[str, float] | None = None) -> Path:
+def plot_context(
+    curves_by_task: dict[str, dict[str, list[LengthPoint]]],
+    path: str | Path,
+    thresholds: dict[str, float] | None = None,
+) -> Path:
     """Writes :func:`context_figure` as PNG."""
     return save_png(context_figure(curves_by_task, thresholds), path)
 
@@ -87,38 +98,54 @@ def context_figure(curves_by_task: dict[str, dict[str, list[LengthPoint]]], thre
         effective = []  # each line's effective lengths: absolute (the task's bar) and relative, written in the panel
         for i, (label, points) in enumerate(zip(short, curves.values())):
             found = (effective_length(points, bar), relative_effective_length(points))
-            effective.append(f"{label or 'run'}: {found[0].name or 'none'} / {found[1].name or 'none'}"
-                             + (" (not monotone within 95% CIs)" if found[0].caution else ""))
+            effective.append(
+                f"{label or 'run'}: {found[0].name or 'none'} / {found[1].name or 'none'}"
+                + (" (not monotone within 95% CIs)" if found[0].caution else "")
+            )
             shift = (i - (len(curves) - 1) / 2) * dodge
             xs = [where[p.tokens] + shift for p in points]
             low, high = confidence_bars(points, bounded)
-            ax.errorbar(xs, [p.score for p in points], yerr=[low, high] if any(low + high) else None,
-                        marker=_MARKERS[i % len(_MARKERS)], linestyle=_LINES[i % len(_LINES)], capsize=3,
-                        label=label, alpha=0.85)
+            ax.errorbar(
+                xs,
+                [p.score for p in points],
+                yerr=[low, high] if any(low + high) else None,
+                marker=_MARKERS[i % len(_MARKERS)],
+                linestyle=_LINES[i % len(_LINES)],
+                capsize=3,
+                label=label,
+                alpha=0.85,
+            )
             for x, p in zip(xs, points):
                 if p.tokens not in common_n and p.n is not None:
                     ax.annotate(f"n={p.n}", (x, p.score), textcoords="offset points", xytext=(4, -9), fontsize=6)
-        ax.set_xticks(range(len(order)), [names[t] + (f"\nn={common_n[t]}" if common_n.get(t) is not None else "")
-                                          for t in order])
+        ax.set_xticks(
+            range(len(order)), [names[t] + (f"\nn={common_n[t]}" if common_n.get(t) is not None else "") for t in order]
+        )
         barred = [p.stderr is not None and math.isfinite(p.stderr) and p.stderr > 0 for p in every]
         # a point without a bar says why: no standard error (one sample, or results without one) or a zero one
-        notes = [*(["n: samples per point"] if any(p.n is not None for p in every) else []),
-                 *(["bars: 95% CI"] if any(barred) else []),
-                 *(["no bar: n = 1, samples alike or no stderr"] if not all(barred) else [])]
+        notes = [
+            *(["n: samples per point"] if any(p.n is not None for p in every) else []),
+            *(["bars: 95% CI"] if any(barred) else []),
+            *(["no bar: n = 1, samples alike or no stderr"] if not all(barred) else []),
+        ]
 
         ax.set_xlabel("context length (tokens)" + ("\n" + "; ".join(notes) if notes else ""), fontsize=8)
         if bounded:
             # the whole 0-100 range, so that 95 vs 100 is not drawn as a collapse; the margin keeps 0 and 100 visible
-            low, high = SCORE_RANGE
-            margin = (high - low) * 0.03
-            ax.set_ylim(low - margin, high + margin)
-            ax.set_ylabel(f"score ({low:g}-{high:g})")
+            bottom, top = SCORE_RANGE
+            margin = (top - bottom) * 0.03
+            ax.set_ylim(bottom - margin, top + margin)
+            ax.set_ylabel(f"score ({bottom:g}-{top:g})")
         else:
             ax.set_ylabel("score")
         ax.set_title(task + (f"\n{shared}" if shared else ""), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, title_fontsize=6, title=f"effective length (>= {bar:g} / >= "
-                  f"{RELATIVE_SHARE:.0%} of the shortest's):\n" + "\n".join(effective))
+        ax.legend(
+            fontsize=7,
+            title_fontsize=6,
+            title=f"effective length (>= {bar:g} / >= "
+            f"{RELATIVE_SHARE:.0%} of the shortest's):\n" + "\n".join(effective),
+        )
     return fig
 
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import results as keys
 from harness.core.errors import DataFormatError
+from harness.core.run_record import RunRecord
 from harness.metrics.catalogue import COUNT_PREFIX
 from harness.metrics.support import Support, results_cautions
-from harness.core.run_record import RunRecord
-from harness.core import results as keys
 from harness.reporting.labels import checkpoint_of, model_args_of, run_name
+
 
 class RunError(DataFormatError):
     """A results file that cannot be used; the message names the file."""
@@ -47,7 +48,9 @@ class Run:
     samples: dict[str, int] = field(default_factory=dict)  # task -> documents scored (lm-eval's n-samples effective)
     # "<task>/<metric>" -> why it has no number: a NaN / inf in the file, or left out by our run (lch_absent)
     absent: dict[str, str] = field(default_factory=dict)
-    cost: dict = field(default_factory=dict)  # what the run cost (the results' lch_cost: harness.core.costs), {} if unrecorded
+    cost: dict = field(
+        default_factory=dict
+    )  # what the run cost (the results' lch_cost: harness.core.costs), {} if unrecorded
     # task -> "<metric>,<filter>" -> {"n", "digest"}: the documents each score rests on (lch_scored); {} if unlogged
     scored: dict[str, dict[str, dict]] = field(default_factory=dict)
     supports: dict[str, list[Support]] = field(default_factory=dict)  # task -> what its metrics rest on, as declared
@@ -102,14 +105,19 @@ def declared(data: dict, key: str, kind: type = dict) -> dict[str, Any]:
 
 def _metric_roles(data: dict) -> dict[str, str]:
     """``{"<task>/<metric>": role}`` declared in the results' task configs (``metadata.lch_metric_roles``)."""
-    return {f"{task}/{metric}": str(role) for task, roles in declared(data, keys.METRIC_ROLES).items()
-            for metric, role in roles.items()}
+    return {
+        f"{task}/{metric}": str(role)
+        for task, roles in declared(data, keys.METRIC_ROLES).items()
+        for metric, role in roles.items()
+    }
 
 
 def _supports(data: dict) -> dict[str, list[Support]]:
     """``{task: [Support]}`` declared in the results' task configs (``metadata.lch_support``)."""
-    return {task: [Support.from_json(s) for s in found if isinstance(s, dict)]
-            for task, found in declared(data, keys.SUPPORT, list).items()}
+    return {
+        task: [Support.from_json(s) for s in found if isinstance(s, dict)]
+        for task, found in declared(data, keys.SUPPORT, list).items()
+    }
 
 
 def cautions_of(data: dict) -> dict[str, list[str]]:
@@ -132,21 +140,33 @@ def read_run(path: str | Path) -> Run:
     path = Path(path)
     data = read_results(path)
     config = data.get("config") or {}
-    run = Run(path, str(config.get("model") or data.get("model_name") or "?"), model_args_of(data),
-              float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
-              variant=str(config.get(keys.EVALUATED_AS) or ""),
-              applied=config.get(keys.INFERENCE) if isinstance(config.get(keys.INFERENCE), dict) else None,
-              record=RunRecord.from_results(data), roles=_metric_roles(data),
-              pooling=declared(data, keys.METRIC_POOLING),
-              subtasks={str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items()
-                        if isinstance(ts, list)}, cautions=cautions_of(data),
-              weighted={str(g): w for g, w in (data.get(keys.GROUP_WEIGHTING) or {}).items() if isinstance(w, bool)},
-              configurations=declared(data, keys.CONFIGURATION),
-              samples={str(t): int(n["effective"]) for t, n in (data.get("n-samples") or {}).items()
-                       if isinstance(n, dict) and isinstance(n.get("effective"), int)},
-              cost=data[keys.COST] if isinstance(data.get(keys.COST), dict) else {},
-              scored={str(t): dict(v) for t, v in data[keys.SCORED].items() if isinstance(v, dict)}
-              if isinstance(data.get(keys.SCORED), dict) else {}, supports=_supports(data))
+    run = Run(
+        path,
+        str(config.get("model") or data.get("model_name") or "?"),
+        model_args_of(data),
+        float(data["date"] if isinstance(data.get("date"), (int, float)) else path.stat().st_mtime),
+        variant=str(config.get(keys.EVALUATED_AS) or ""),
+        applied=given_keys_inference if isinstance(given_keys_inference := config.get(keys.INFERENCE), dict) else None,
+        record=RunRecord.from_results(data),
+        roles=_metric_roles(data),
+        pooling=declared(data, keys.METRIC_POOLING),
+        subtasks={
+            str(g): [str(t) for t in ts] for g, ts in (data.get("group_subtasks") or {}).items() if isinstance(ts, list)
+        },
+        cautions=cautions_of(data),
+        weighted={str(g): w for g, w in (data.get(keys.GROUP_WEIGHTING) or {}).items() if isinstance(w, bool)},
+        configurations=declared(data, keys.CONFIGURATION),
+        samples={
+            str(t): int(n["effective"])
+            for t, n in (data.get("n-samples") or {}).items()
+            if isinstance(n, dict) and isinstance(n.get("effective"), int)
+        },
+        cost=data[keys.COST] if isinstance(data.get(keys.COST), dict) else {},
+        scored={str(t): dict(v) for t, v in data[keys.SCORED].items() if isinstance(v, dict)}
+        if isinstance(data.get(keys.SCORED), dict)
+        else {},
+        supports=_supports(data),
+    )
     for task, values in data["results"].items():
         if not isinstance(values, dict):
             raise RunError(f"{path}: results[{task!r}] is not an object")
@@ -178,8 +198,11 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
         folder = Path(folder)
         files = [folder] if folder.is_file() else sorted(folder.rglob("results_*.json"))
         if not files:
-            message = (f"{folder}: no results_*.json found (give the folders lm-eval wrote with --output_path)"
-                       if folder.exists() else f"{folder} does not exist: give lm-eval output folders")
+            message = (
+                f"{folder}: no results_*.json found (give the folders lm-eval wrote with --output_path)"
+                if folder.exists()
+                else f"{folder} does not exist: give lm-eval output folders"
+            )
             if on_error == "fail":
                 raise RunError(message)
             errors.append(message)
@@ -187,17 +210,25 @@ def load_runs(folders: list[str | Path], on_error: str = "fail") -> tuple[list[R
             try:
                 run = read_run(file)
                 if not run.metrics:  # a report over it would be an empty board that says nothing
-                    raise RunError(f"{file}: its results hold no metric" + (
-                        f" ({len(run.absent)} could not be computed: {next(iter(run.absent.items()))[1]})"
-                        if run.absent else " (an empty 'results' object)"))
+                    raise RunError(
+                        f"{file}: its results hold no metric"
+                        + (
+                            f" ({len(run.absent)} could not be computed: {next(iter(run.absent.items()))[1]})"
+                            if run.absent
+                            else " (an empty 'results' object)"
+                        )
+                    )
                 runs.append(run)
             except RunError as err:
                 if on_error == "fail":
                     raise
                 errors.append(str(err))
     if not runs:  # a report over nothing would be an empty file and exit 0
-        raise RunError(f"no usable lm-eval results under {', '.join(str(f) for f in folders) or 'the folders given'}"
-                       + (f" ({'; '.join(errors)})" if errors else "") + ": give folders lm-eval wrote with --output_path")
+        raise RunError(
+            f"no usable lm-eval results under {', '.join(str(f) for f in folders) or 'the folders given'}"
+            + (f" ({'; '.join(errors)})" if errors else "")
+            + ": give folders lm-eval wrote with --output_path"
+        )
     return sorted(runs, key=lambda r: r.date), errors
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from harness.core.errors import DataFormatError, UsageError
 from harness.data.documents import read_jsonl
@@ -17,16 +18,18 @@ SAMPLES_PREFIX, RESULTS_PREFIX = "samples_", "results_"
 
 def stamp_of(results: Path) -> str:
     """The ``<stamp>`` of ``results_<stamp>.json``."""
-    return results.name[len(RESULTS_PREFIX):-len(".json")]
+    return results.name[len(RESULTS_PREFIX) : -len(".json")]
 
 
 def samples_files(results: str | Path) -> dict[str, Path]:
     """``{task: samples_<task>_<stamp>.jsonl}`` beside a results file (empty: the run logged no samples)."""
     results = Path(results)
     suffix = f"_{stamp_of(results)}.jsonl"
-    return {file.name[len(SAMPLES_PREFIX):-len(suffix)]: file
-            for file in sorted(results.parent.glob(f"{SAMPLES_PREFIX}*{suffix}"))
-            if len(file.name) > len(SAMPLES_PREFIX) + len(suffix)}
+    return {
+        file.name[len(SAMPLES_PREFIX) : -len(suffix)]: file
+        for file in sorted(results.parent.glob(f"{SAMPLES_PREFIX}*{suffix}"))
+        if len(file.name) > len(SAMPLES_PREFIX) + len(suffix)
+    }
 
 
 def results_file(path: str | Path, what: str = "two lm-eval output folders (or results_*.json files)") -> Path:
@@ -46,8 +49,10 @@ def run_files(path: str | Path) -> tuple[Path, dict[str, Path]]:
     results = results_file(path)
     samples = samples_files(results)
     if not samples:
-        raise UsageError(f"{results.parent}: no samples_*_{stamp_of(results)}.jsonl beside {results.name}; run lm-eval "
-                         "with --log_samples to compare runs sample by sample")
+        raise UsageError(
+            f"{results.parent}: no samples_*_{stamp_of(results)}.jsonl beside {results.name}; run lm-eval "
+            "with --log_samples to compare runs sample by sample"
+        )
     return results, samples
 
 
@@ -56,8 +61,10 @@ def common_tasks(results: tuple[Path, Path], files: tuple[dict[str, Path], dict[
     line saying there is none otherwise."""
     tasks = sorted(set(files[0]) & set(files[1]))
     if not tasks:
-        raise UsageError(f"{results[0].parent} and {results[1].parent} logged samples of no common task "
-                         f"({', '.join(sorted(files[0]))} vs {', '.join(sorted(files[1]))})")
+        raise UsageError(
+            f"{results[0].parent} and {results[1].parent} logged samples of no common task "
+            f"({', '.join(sorted(files[0]))} vs {', '.join(sorted(files[1]))})"
+        )
     return tasks
 
 
@@ -96,7 +103,9 @@ def score_values(sample: Mapping, roles: Mapping[str, str] | None = None) -> dic
             continue
         if isinstance(value, (int, float)):
             out[name] = float(value)
-        elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]:
+        elif (
+            isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value) and value[1]
+        ):
             label = f"{name} mean NLL" if (roles or {}).get(name) == "perplexity" else f"{name} sum / count"
             out[label] = float(value[0]) / float(value[1])
     return out
@@ -116,12 +125,18 @@ def pair_docs(a: Mapping[Any, dict], b: Mapping[Any, dict], keep_mismatched: boo
     """Documents of ``a`` and ``b`` (``{doc_id: row}``) paired by ``doc_id``; those whose ``doc_hash`` differs are
     listed in ``input_mismatch`` and left out, or kept with ``keep_mismatched``."""
     same = {doc: a[doc].get("doc_hash") == b[doc].get("doc_hash") for doc in a if doc in b}
-    return Pairing([(doc, a[doc], b[doc]) for doc, equal in same.items() if equal or keep_mismatched],
-                   len(set(a) ^ set(b)), [doc for doc, equal in same.items() if not equal])
+    return Pairing(
+        [(doc, a[doc], b[doc]) for doc, equal in same.items() if equal or keep_mismatched],
+        len(set(a) ^ set(b)),
+        [doc for doc, equal in same.items() if not equal],
+    )
 
 
-def paired_scores(pairs: Iterable[tuple[Any, dict, dict]], roles: Mapping[str, str] | None = None,
-                  order: Callable[[str], Any] | None = None) -> Iterator[tuple[str, list[float], list[float]]]:
+def paired_scores(
+    pairs: Iterable[tuple[Any, dict, dict]],
+    roles: Mapping[str, str] | None = None,
+    order: Callable[[str], Any] | None = None,
+) -> Iterator[tuple[str, list[float], list[float]]]:
     """``(name, values of A, values of B)`` of each per-sample score (:func:`score_values`, names sorted by ``order``)
     over the pairs (doc_id, row of A, row of B) whose two sides both hold it (a per-length metric ``len_<L>``: the
     documents of that length); a score no pair holds on both sides is left out."""

@@ -3,9 +3,10 @@ model is located by its content (:func:`harness.models.identity.model_identity`)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness.core.run_record import RunRecord
 
@@ -57,8 +58,9 @@ def _device_kind(device: str | None) -> str | None:
     return None if not device else device.split(":", 1)[0]
 
 
-def differences(record: RunRecord, model: str, model_args: dict[str, Any], device: str | None,
-                model_found: Path | None) -> list[Difference]:
+def differences(
+    record: RunRecord, model: str, model_args: dict[str, Any], device: str | None, model_found: Path | None
+) -> list[Difference]:
     """The :data:`CHECKED` fields of ``record`` this rerun (``model`` with ``model_args`` on ``device``; the model
     located at ``model_found``) would change; a field the run did not record is not compared."""
     from harness.engines.model_args import folder_dtype

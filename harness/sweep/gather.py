@@ -5,8 +5,9 @@ and the gate of the newest checkpoint against the previous one or a named baseli
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.core.sizes import in_words
 from harness.core.tables import csv_text, markdown
@@ -26,31 +27,57 @@ def _text(name: str, value: Any) -> str:
 def plan_table(prepared: Sequence[Any], cluster: Sequence[Any]) -> str:
     """Every cell's plan and where it may run, before anything runs."""
     counts = {s: sum(p.status == s for p in prepared) for s in ("to run", "skipped", "failed")}
-    rows = [{"cell": p.cell.label, "step": p.cell.step, "status": p.status if p.status != "skipped" else "done before",
-             "tokens": p.tokens or None, "memory": in_words(p.planned) if p.planned else None,
-             "estimate": duration(p.seconds) if p.seconds is not None else None,
-             "asks": p.need.words() if p.need else None, "where": p.where or None} for p in prepared]
-    nodes = ", ".join(f"{n.name} ({n.cpus:g} CPU{f', {n.gpus:g} GPU' if n.gpus else ''}, {in_words(int(n.memory))})"
-                      for n in cluster)
+    rows = [
+        {
+            "cell": p.cell.label,
+            "step": p.cell.step,
+            "status": p.status if p.status != "skipped" else "done before",
+            "tokens": p.tokens or None,
+            "memory": in_words(p.planned) if p.planned else None,
+            "estimate": duration(p.seconds) if p.seconds is not None else None,
+            "asks": p.need.words() if p.need else None,
+            "where": p.where or None,
+        }
+        for p in prepared
+    ]
+    nodes = ", ".join(
+        f"{n.name} ({n.cpus:g} CPU{f', {n.gpus:g} GPU' if n.gpus else ''}, {in_words(int(n.memory))})" for n in cluster
+    )
     on = f"; on {len(cluster)} node(s): {nodes}" if cluster else ""
-    head = (f"lch sweep: {len(prepared)} cells, {counts['to run']} to run, {counts['skipped']} done before "
-            f"(skipped), {counts['failed']} refused by their plan{on}")
-    lines = [head, "", table(rows, PLAN_COLUMNS, {c: c for c in PLAN_COLUMNS}, _text,
-                             ("cell", "status", "asks", "where"))]
+    head = (
+        f"lch sweep: {len(prepared)} cells, {counts['to run']} to run, {counts['skipped']} done before "
+        f"(skipped), {counts['failed']} refused by their plan{on}"
+    )
+    lines = [
+        head,
+        "",
+        table(rows, PLAN_COLUMNS, {c: c for c in PLAN_COLUMNS}, _text, ("cell", "status", "asks", "where")),
+    ]
     lines += [f"{p.cell.label}: {p.line}" for p in prepared if p.status == "failed"]
     return "\n".join(lines)
 
 
 def outcome_table(prepared: Sequence[Any]) -> str:
     """Done / skipped (done before) / failed, with each failed cell's one line."""
-    rows = [{"cell": p.cell.label, "result": p.status,
-             "seconds": f"{p.outcome.seconds:.1f}" if p.outcome and p.status != "failed" else None,
-             "node": p.outcome.node if p.outcome else None, "attempts": p.outcome.attempt if p.outcome else None,
-             "why": p.line or None} for p in prepared]
+    rows = [
+        {
+            "cell": p.cell.label,
+            "result": p.status,
+            "seconds": f"{p.outcome.seconds:.1f}" if p.outcome and p.status != "failed" else None,
+            "node": p.outcome.node if p.outcome else None,
+            "attempts": p.outcome.attempt if p.outcome else None,
+            "why": p.line or None,
+        }
+        for p in prepared
+    ]
     counts = {s: sum(p.status == s for p in prepared) for s in ("done", "skipped", "failed")}
-    return "\n".join([table(rows, OUTCOME_COLUMNS, {c: c for c in OUTCOME_COLUMNS}, _text,
-                            ("cell", "result", "node", "why")), "",
-                      f"{counts['done']} done, {counts['skipped']} skipped (already done), {counts['failed']} failed"])
+    return "\n".join(
+        [
+            table(rows, OUTCOME_COLUMNS, {c: c for c in OUTCOME_COLUMNS}, _text, ("cell", "result", "node", "why")),
+            "",
+            f"{counts['done']} done, {counts['skipped']} skipped (already done), {counts['failed']} failed",
+        ]
+    )
 
 
 def cell_run(folder: Path) -> Any:
@@ -72,8 +99,12 @@ def sweep_cost(prepared: Sequence[Any]) -> dict[str, Any]:
             continue
         cost = run.cost or {}
         peak = (cost.get("peak_memory") or {}).get("bytes")
-        cells[p.cell.label] = {"device": cost.get("device"), "device_seconds": cost.get("wall_seconds"),
-                               "peak_memory": peak, "planned_memory": p.planned}
+        cells[p.cell.label] = {
+            "device": cost.get("device"),
+            "device_seconds": cost.get("wall_seconds"),
+            "peak_memory": peak,
+            "planned_memory": p.planned,
+        }
     seconds = [c["device_seconds"] for c in cells.values() if isinstance(c["device_seconds"], (int, float))]
     peaks = [c["peak_memory"] for c in cells.values() if isinstance(c["peak_memory"], int)]
     return {"cells": cells, "device_seconds": round(sum(seconds), 2), "peak_memory": max(peaks, default=None)}
@@ -93,8 +124,9 @@ def gated_metrics(run: Any) -> list[str]:
     """A run's scores and perplexities (what the gate and the per-step table show): directed, not bookkeeping."""
     from harness.reporting.baseline import _cell
 
-    return sorted(m for m in run.metrics if m in run.higher_is_better and run.roles.get(m) != "bookkeeping"
-                  and not _cell(m))
+    return sorted(
+        m for m in run.metrics if m in run.higher_is_better and run.roles.get(m) != "bookkeeping" and not _cell(m)
+    )
 
 
 def series(prepared: Sequence[Any]) -> dict[str, list[tuple[int, Any]]]:
@@ -115,9 +147,13 @@ def step_reports(out: Path, by_variant: dict[str, list[tuple[int, Any]]]) -> lis
     from harness.reporting.plots import pyplot, save_png
 
     metrics = sorted({m for items in by_variant.values() for _, run in items for m in gated_metrics(run)})
-    rows = [{"variant": v, "step": step, **{m: run.metrics.get(m) for m in metrics}}
-            for v, items in by_variant.items() for step, run in items]
+    rows = [
+        {"variant": v, "step": step, **{m: run.metrics.get(m) for m in metrics}}
+        for v, items in by_variant.items()
+        for step, run in items
+    ]
     columns = ("variant", "step", *metrics)
+
     def text(value: Any, short: bool) -> str:  # the CSV keeps every digit, the Markdown six
         return "" if value is None else f"{value:.6g}" if short and isinstance(value, float) else str(value)
 
@@ -126,22 +162,28 @@ def step_reports(out: Path, by_variant: dict[str, list[tuple[int, Any]]]) -> lis
     paths = [write_text_atomic(out / "by_step.csv", csv), write_text_atomic(out / "by_step.md", "\n".join(md) + "\n")]
     plt = pyplot()
     cols = min(3, len(metrics)) or 1
-    fig, axes = plt.subplots(math.ceil(len(metrics) / cols) or 1, cols, figsize=(4.5 * cols, 3.2 * math.ceil(len(metrics) / cols) or 1),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        math.ceil(len(metrics) / cols) or 1,
+        cols,
+        figsize=(4.5 * cols, 3.2 * math.ceil(len(metrics) / cols) or 1),
+        squeeze=False,
+    )
     for ax, metric in zip(axes.flat, metrics):
         for variant, items in by_variant.items():
             points = [(step, run.metrics[metric]) for step, run in items if metric in run.metrics]
             ax.plot([s for s, _ in points], [v for _, v in points], marker="o", label=variant)
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel("training step")
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in list(axes.flat)[len(metrics) :]:
         ax.set_visible(False)
     if len(by_variant) > 1:
         axes.flat[0].legend(fontsize=8)
     return paths + [save_png(fig, out / "by_step.png")]
 
 
-def gate(by_variant: dict[str, list[tuple[int, Any]]], baseline: str | None, allow_mismatch: bool = False) -> tuple[int, str]:
+def gate(
+    by_variant: dict[str, list[tuple[int, Any]]], baseline: str | None, allow_mismatch: bool = False
+) -> tuple[int, str]:
     """``lch regress`` of each variant's newest checkpoint against its previous one (``baseline`` None) or the
     baseline file: the exit code (0 ok, 1 a regression) and the tables."""
     from harness.reporting.baseline import baseline_from_run, load_baseline
@@ -156,7 +198,11 @@ def gate(by_variant: dict[str, list[tuple[int, Any]]], baseline: str | None, all
         found = exit_code(rows)
         code = max(code, found)
         name = baseline if baseline else f"step {before}"
-        text += [f"gate, {variant}: step {step} against {name}: {'REGRESSION' if found else 'OK'}", format_table(rows), ""]
+        text += [
+            f"gate, {variant}: step {step} against {name}: {'REGRESSION' if found else 'OK'}",
+            format_table(rows),
+            "",
+        ]
     return code, "\n".join(text)
 
 
@@ -164,7 +210,14 @@ def record(out: Path, spec: Any, outcome: Any) -> Path:
     """``sweep.json``: the sweep as run."""
     from harness.core.files import write_json_atomic
 
-    return write_json_atomic(out / SWEEP_FILE, {"spec": spec.model_dump(), "cells": [p.row() for p in outcome.prepared],
-                                                "seconds": round(outcome.seconds, 2),
-                                                "ray_seconds": round(outcome.ray_seconds, 2),
-                                                "lch_cost": sweep_cost(outcome.prepared)}, indent=2)
+    return write_json_atomic(
+        out / SWEEP_FILE,
+        {
+            "spec": spec.model_dump(),
+            "cells": [p.row() for p in outcome.prepared],
+            "seconds": round(outcome.seconds, 2),
+            "ray_seconds": round(outcome.ray_seconds, 2),
+            "lch_cost": sweep_cost(outcome.prepared),
+        },
+        indent=2,
+    )

@@ -6,8 +6,9 @@ have it. On GPU nodes a cell asks for a share of one GPU sized by its plan (a vl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from harness.core.sizes import in_words
 
@@ -27,12 +28,17 @@ class Node:
     gpu_memory: int | None = None  # bytes of one GPU, where known
 
     @classmethod
-    def from_ray(cls, node: Mapping[str, Any], gpu_memory: int | None = None) -> "Node":
+    def from_ray(cls, node: Mapping[str, Any], gpu_memory: int | None = None) -> Node:
         """A node of ``ray.nodes()``."""
         resources = node.get("Resources") or {}
         name = f"{node.get('NodeManagerAddress', '?')}/{str(node.get('NodeID', ''))[:8]}"
-        return cls(name, float(resources.get("CPU", 0)), float(resources.get("memory", 0)),
-                   float(resources.get("GPU", 0)), gpu_memory)
+        return cls(
+            name,
+            float(resources.get("CPU", 0)),
+            float(resources.get("memory", 0)),
+            float(resources.get("GPU", 0)),
+            gpu_memory,
+        )
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,9 @@ def gpu_share(planned: int, gpu_memory: int) -> float:
     return max(GPU_SHARE_STEP, steps * GPU_SHARE_STEP)
 
 
-def need_of(planned: int | None, engine: str, model_args: Mapping[str, Any], nodes: Sequence[Node],
-            cpus: int | None = None) -> Need:
+def need_of(
+    planned: int | None, engine: str, model_args: Mapping[str, Any], nodes: Sequence[Node], cpus: int | None = None
+) -> Need:
     """What a cell whose largest request needs ``planned`` bytes asks for on this cluster (module docstring); a
     cell whose memory was not planned asks for a whole GPU, or for no memory on CPU nodes."""
     with_gpus = any(n.gpus for n in nodes)
@@ -81,8 +88,7 @@ def need_of(planned: int | None, engine: str, model_args: Mapping[str, Any], nod
     gpu_memory = min((n.gpu_memory for n in nodes if n.gpus and n.gpu_memory), default=None)
     if planned is None or gpu_memory is None:
         return Need(float(cpus or 1), 0, 1.0)
-    return Need(float(cpus or 1), 0, min(1.0, gpu_share(planned, gpu_memory)) if planned <= gpu_memory else
-                math.inf)
+    return Need(float(cpus or 1), 0, min(1.0, gpu_share(planned, gpu_memory)) if planned <= gpu_memory else math.inf)
 
 
 def fits(need: Need, node: Node) -> bool:
@@ -98,19 +104,27 @@ def refusal(label: str, need: Need, planned: int | None, nodes: Sequence[Node]) 
         return f"cell {label!r}: the cluster has no node alive: start one (ray start) or run without --address"
     if math.isinf(need.gpus):
         largest = max((n.gpu_memory or 0) for n in nodes)
-        return (f"cell {label!r} needs {in_words(planned or 0)} on one GPU; the largest GPU has {in_words(largest)}: "
-                "pass dtype=bfloat16, a shorter length, or run it on vllm-pic with tensor_parallel_size")
+        return (
+            f"cell {label!r} needs {in_words(planned or 0)} on one GPU; the largest GPU has {in_words(largest)}: "
+            "pass dtype=bfloat16, a shorter length, or run it on vllm-pic with tensor_parallel_size"
+        )
     if need.memory and max(n.memory for n in nodes) < need.memory:
         best = max(nodes, key=lambda n: n.memory)
-        return (f"cell {label!r} needs {in_words(need.memory)} of memory (its plan's peak); the largest node "
-                f"({best.name}) has {in_words(int(best.memory))}: add a larger node, or shorten the cell")
+        return (
+            f"cell {label!r} needs {in_words(need.memory)} of memory (its plan's peak); the largest node "
+            f"({best.name}) has {in_words(int(best.memory))}: add a larger node, or shorten the cell"
+        )
     if need.gpus and max(n.gpus for n in nodes) < need.gpus:
         best = max(nodes, key=lambda n: n.gpus)
-        return (f"cell {label!r} needs {need.gpus:g} GPUs on one node; the largest node ({best.name}) has "
-                f"{best.gpus:g}: lower tensor_parallel_size x data_parallel_size")
+        return (
+            f"cell {label!r} needs {need.gpus:g} GPUs on one node; the largest node ({best.name}) has "
+            f"{best.gpus:g}: lower tensor_parallel_size x data_parallel_size"
+        )
     best = max(nodes, key=lambda n: n.cpus)
-    return (f"cell {label!r} needs {need.words()} on one node; no node has all of it (the most CPUs: {best.name}, "
-            f"{best.cpus:g}): lower resources.cpus")
+    return (
+        f"cell {label!r} needs {need.words()} on one node; no node has all of it (the most CPUs: {best.name}, "
+        f"{best.cpus:g}): lower resources.cpus"
+    )
 
 
 def where_words(need: Need, nodes: Sequence[Node]) -> str:

@@ -16,12 +16,13 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from harness.core.errors import LchError, MissingDataError, UsageError
-from harness.core.files import TMP_SUFFIX, write_json_atomic
+from harness.core.files import TMP_SUFFIX
 from harness.sweep.placement import Need, Node, need_of, refusal, where_words
 from harness.sweep.spec import Cell, SweepSpec
 from harness.sweep.worker import CELLS, COMPLETE, CellKilled, Outcome, run_cell_reporting
@@ -50,12 +51,24 @@ class PlannedCell:
     gathered: float = 0.0
 
     def row(self) -> dict[str, Any]:
-        return {"label": self.cell.label, "identity": self.identity, "folder": self.folder.name, "step": self.cell.step,
-                "model": self.cell.model, "variant": self.cell.variant, "model_args": self.cell.model_args,
-                "planned_memory": self.planned, "tokens": self.tokens, "estimated_seconds": self.seconds,
-                "need": asdict(self.need) if self.need else None, "status": self.status, "line": self.line,
-                "outcome": asdict(self.outcome) if self.outcome else None, "submitted": self.submitted or None,
-                "gathered": self.gathered or None}
+        return {
+            "label": self.cell.label,
+            "identity": self.identity,
+            "folder": self.folder.name,
+            "step": self.cell.step,
+            "model": self.cell.model,
+            "variant": self.cell.variant,
+            "model_args": self.cell.model_args,
+            "planned_memory": self.planned,
+            "tokens": self.tokens,
+            "estimated_seconds": self.seconds,
+            "need": asdict(self.need) if self.need else None,
+            "status": self.status,
+            "line": self.line,
+            "outcome": asdict(self.outcome) if self.outcome else None,
+            "submitted": self.submitted or None,
+            "gathered": self.gathered or None,
+        }
 
 
 def cell_identity(cell: Cell) -> str:
@@ -69,8 +82,15 @@ def cell_identity(cell: Cell) -> str:
     libraries = libraries_in_words(*getattr(entry.cls, "LIBRARIES", ())) if entry is not None else ""
     args = dict(cell.model_args)
     content = {name: model_identity(args.pop(name)) for name in ("pretrained", "peft") if args.get(name)}
-    key = {"content": content, "model_args": args, "tasks": list(cell.tasks), "metadata": cell.metadata,
-           "lm_eval": cell.lm_eval, "engine": cell.engine, "libraries": libraries}
+    key = {
+        "content": content,
+        "model_args": args,
+        "tasks": list(cell.tasks),
+        "metadata": cell.metadata,
+        "lm_eval": cell.lm_eval,
+        "engine": cell.engine,
+        "libraries": libraries,
+    }
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -140,8 +160,10 @@ def connect(address: str | None) -> bool:
         try:
             ray.init(address=address, **common)
         except (ConnectionError, ValueError, RuntimeError) as err:
-            raise UsageError(f"--address {address}: no Ray cluster answers there ({' '.join(str(err).split())[:160]}); "
-                             "start one (ray start --head) or leave out --address for a local one") from err
+            raise UsageError(
+                f"--address {address}: no Ray cluster answers there ({' '.join(str(err).split())[:160]}); "
+                "start one (ray start --head) or leave out --address for a local one"
+            ) from err
         return False
     ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", **common)
     return True
@@ -182,15 +204,21 @@ def run_cells(prepared: Sequence[PlannedCell], spec: SweepSpec, cwd: str) -> Non
     for p in todo:
         assert p.need is not None
         record = {"label": p.cell.label, "identity": p.identity, "step": p.cell.step, "argv": p.cell.argv()}
-        options = {**p.need.ray_options(), "max_retries": spec.resources.retries, "retry_exceptions": [CellKilled],
-                   "name": f"lch-sweep:{p.cell.label}"}
+        options = {
+            **p.need.ray_options(),
+            "max_retries": spec.resources.retries,
+            "retry_exceptions": [CellKilled],
+            "name": f"lch-sweep:{p.cell.label}",
+        }
         p.submitted = time.time()
-        refs[task.options(**options).remote(p.cell.argv(), str(p.folder), record, env, max(1, int(p.need.cpus)),
-                                            cwd)] = p
+        refs[
+            task.options(**options).remote(p.cell.argv(), str(p.folder), record, env, max(1, int(p.need.cpus)), cwd)
+        ] = p
     # one bar over the cells; its ETA weighs each by the plan's estimate (else its tokens), as the done cells ran
     fmt = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
-    with tqdm(total=sum(weights.values()), desc=f"lch sweep 0/{len(todo)} cells", bar_format=fmt,
-              file=sys.stderr) as bar:
+    with tqdm(
+        total=sum(weights.values()), desc=f"lch sweep 0/{len(todo)} cells", bar_format=fmt, file=sys.stderr
+    ) as bar:
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             p = refs.pop(ready[0])
@@ -228,8 +256,15 @@ class SweepOutcome:
         return all(p.status in ("done", "skipped") for p in self.prepared)
 
 
-def sweep(spec: SweepSpec, cells: Sequence[Cell], out: Path, address: str | None = None, dry_run: bool = False,
-          gpu_memory: int | None = None, log: Callable[[str], None] = print) -> SweepOutcome:
+def sweep(
+    spec: SweepSpec,
+    cells: Sequence[Cell],
+    out: Path,
+    address: str | None = None,
+    dry_run: bool = False,
+    gpu_memory: int | None = None,
+    log: Callable[[str], None] = print,
+) -> SweepOutcome:
     """Plan, place and run ``cells`` into ``out`` (module docstring); refuses before any cell runs when one fits no
     node of the cluster."""
     from harness.sweep.gather import plan_table

@@ -37,13 +37,16 @@ class SweepSpec(BaseModel):
     engine: Literal["hf-pic", "vllm-pic"] = "hf-pic"
     models: list[str] = Field(min_length=1, description="model folders, hub names, catalogue names or globs")
     model_args: dict[str, Any] = Field(default_factory=dict, description="model args every cell shares")
-    variants: dict[str, dict[str, Any]] = Field(default_factory=lambda: {"base": {}},
-                                                description="name -> model args of one variant (PIC method, dtype)")
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"base": dict[str, Any]()},
+        description="name -> model args of one variant (PIC method, dtype)",
+    )
     tasks: list[str] = Field(min_length=1)
     lengths: list[int | str] | None = Field(None, description="RULER / BABILong lengths (the tasks' lengths option)")
     metadata: dict[str, Any] = Field(default_factory=dict, description="--metadata of every cell")
-    lm_eval: dict[str, Any] = Field(default_factory=dict,
-                                    description="lm-eval flags of every cell: batch_size, apply_chat_template ...")
+    lm_eval: dict[str, Any] = Field(
+        default_factory=dict, description="lm-eval flags of every cell: batch_size, apply_chat_template ..."
+    )
     resources: Resources = Field(default_factory=Resources)
 
     @field_validator("variants")
@@ -101,8 +104,14 @@ class Cell:
 
     def argv(self) -> list[str]:
         """``lch eval``'s arguments of this cell (without ``--output_path``)."""
-        args = ["--model", self.engine, "--model_args", ",".join(f"{k}={v}" for k, v in self.model_args.items()),
-                "--tasks", ",".join(self.tasks)]
+        args = [
+            "--model",
+            self.engine,
+            "--model_args",
+            ",".join(f"{k}={v}" for k, v in self.model_args.items()),
+            "--tasks",
+            ",".join(self.tasks),
+        ]
         if self.metadata:
             args += ["--metadata", json.dumps(self.metadata, sort_keys=True)]
         for flag, value in self.lm_eval.items():
@@ -174,8 +183,19 @@ def expand(spec: SweepSpec, where: str = "the sweep", resolve: Any = None) -> li
             for variant, args in spec.variants.items():
                 model_args = {**_model_args(str(loaded)), **spec.model_args, **args}
                 label = f"{short_name(model)} {variant}" if len(spec.variants) > 1 else short_name(model)
-                cells.append(Cell(label, str(loaded), variant, spec.engine, model_args, tuple(spec.tasks), metadata,
-                                  dict(spec.lm_eval), step))
+                cells.append(
+                    Cell(
+                        label,
+                        str(loaded),
+                        variant,
+                        spec.engine,
+                        model_args,
+                        tuple(spec.tasks),
+                        metadata,
+                        dict(spec.lm_eval),
+                        step,
+                    )
+                )
     labels = [c.label for c in cells]
     twice = sorted({label for label in labels if labels.count(label) > 1})
     if twice:

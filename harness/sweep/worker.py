@@ -52,7 +52,9 @@ def _die_with_parent() -> None:  # pragma: no cover (runs in the child between f
 def error_line(log: Path) -> str:
     """The last ``lch: error:`` line of a cell's log (else its last line): what the sweep reports for a failed cell."""
     try:
-        lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+        lines = [
+            line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()
+        ]
     except OSError:
         return "no log was written"
     errors = [line for line in lines if line.startswith("lch: error:")]
@@ -74,16 +76,25 @@ def run_cell(argv: list[str], folder: str, record: dict, env: dict[str, str], th
         with log.open("a", encoding="utf-8") as out:
             out.write(f"=== attempt {attempt} on node {node}, pid {os.getpid()}: lch eval {' '.join(argv)}\n")
             out.flush()
-            done = subprocess.run([sys.executable, "-m", "harness.cli", "eval", *argv, "--output_path", str(tmp)],
-                                  stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=environ, preexec_fn=_die_with_parent,
-                                  check=False)
+            done = subprocess.run(
+                [sys.executable, "-m", "harness.cli", "eval", *argv, "--output_path", str(tmp)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=environ,
+                preexec_fn=_die_with_parent,
+                check=False,
+            )
         seconds = time.perf_counter() - start
         if done.returncode < 0 or done.returncode == EXIT_INTERRUPTED:
             raise CellKilled(f"lch eval ended by signal {-done.returncode} after {seconds:.0f} s")
         if done.returncode != EXIT_OK:  # nothing of a failed run becomes the cell's result
-            raise _Failed(Outcome("failed", done.returncode, error_line(log), seconds, node, attempt, began, time.time()))
-        write_json_atomic(tmp / COMPLETE, {**record, "seconds": round(seconds, 2), "node": node, "attempt": attempt},
-                          indent=2)
+            raise _Failed(
+                Outcome("failed", done.returncode, error_line(log), seconds, node, attempt, began, time.time())
+            )
+        write_json_atomic(
+            tmp / COMPLETE, {**record, "seconds": round(seconds, 2), "node": node, "attempt": attempt}, indent=2
+        )
     return Outcome("done", EXIT_OK, "", seconds, node, attempt, began, time.time())
 
 
@@ -105,8 +116,9 @@ class _Failed(Exception):
         self.outcome = outcome
 
 
-def run_cell_reporting(argv: list[str], folder: str, record: dict, env: dict[str, str], threads: int,
-                       cwd: str) -> Outcome:
+def run_cell_reporting(
+    argv: list[str], folder: str, record: dict, env: dict[str, str], threads: int, cwd: str
+) -> Outcome:
     """:func:`run_cell` with a failed run returned as its :class:`Outcome` (the Ray task's body)."""
     try:
         return run_cell(argv, folder, record, env, threads, cwd)

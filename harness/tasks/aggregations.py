@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.core.errors import UsageError
 from harness.metrics.pooling import pooled_perplexity, pools_as
@@ -13,8 +13,10 @@ def perplexity(items: Sequence[tuple[float, float]]) -> float:
     """:func:`harness.metrics.pooling.pooled_perplexity` of the documents' ``(nll_sum, n_tokens)``; raises
     when no document had a token to score (every document empty, or skipped by ``min_tokens``)."""
     if not any(n for _, n in items):
-        raise UsageError(f"none of the {len(items)} documents could be scored (each was empty or shorter than "
-                         "min_tokens; docs_skipped counts them): give longer documents or lower min_tokens")
+        raise UsageError(
+            f"none of the {len(items)} documents could be scored (each was empty or shorter than "
+            "min_tokens; docs_skipped counts them): give longer documents or lower min_tokens"
+        )
     return pooled_perplexity(items)
 
 
@@ -24,7 +26,9 @@ def key_perplexity(items: Sequence[tuple[float, float]]) -> float:
     when no document has a key token (fewer than :data:`~harness.longppl.formulas.MIN_KEY_TOKENS` is a caution)."""
     n_key = sum(n for _, n in items)
     if not n_key:
-        raise UsageError(f"LongPPL has no key token in any of the {len(items)} documents under the evaluated "
-                         "tokenizer (key_spans_dropped counts the evaluator's spans no evaluated token lies inside): "
-                         "LongPPL means nothing here; give longer documents or lower trunc_len / sliding_window")
+        raise UsageError(
+            f"LongPPL has no key token in any of the {len(items)} documents under the evaluated "
+            "tokenizer (key_spans_dropped counts the evaluator's spans no evaluated token lies inside): "
+            "LongPPL means nothing here; give longer documents or lower trunc_len / sliding_window"
+        )
     return pooled_perplexity(items)

@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from dataclasses import dataclass
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from harness.data.prompt_tokens import ModelKeys
-from harness.engines.requests import REQUESTS, RequestOptions
-from harness.metrics.catalogue import metric_role
-from harness.metrics.support import Support, documents_support, samples_support
-from harness.longppl.formulas import EvaluatorRun
+from harness.core import results as keys
 from harness.core.cache_keys import undeclared_cache_key
 from harness.core.options import parse_options
-from harness.core import results as keys
+from harness.data.prompt_tokens import ModelKeys
+from harness.engines.requests import REQUESTS, RequestOptions
+from harness.longppl.formulas import EvaluatorRun
+from harness.metrics.catalogue import metric_role
+from harness.metrics.support import Support, documents_support, samples_support
 from harness.tasks.lm_eval_api import task_base, task_scorer
 from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
 from harness.tasks.prompt_lengths import PromptLengths
@@ -58,24 +58,31 @@ class LchTask(ConfigurableTask):
     DEFAULT_MAX_GEN_TOKS = 256  # lm-eval's HF default, for generating tasks whose config sets none
     # caches data keyed by OPTIONS (harness.core.cache_keys.data_key): each field declares cache_key=, checked at build
     KEYED_OPTIONS = False
+    _present: dict[str, PresentItems] | None = None  # a PARTIAL task's aggregations, made on first use
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.KEYED_OPTIONS and cls.OPTIONS is not None and undeclared_cache_key(cls.OPTIONS):
-            raise TypeError(f"{cls.__name__} caches data keyed by its options, but {cls.OPTIONS.__name__}'s "
-                            f"{', '.join(undeclared_cache_key(cls.OPTIONS))} declare no cache_key= (how each changes "
-                            "the data)")
+            raise TypeError(
+                f"{cls.__name__} caches data keyed by its options, but {cls.OPTIONS.__name__}'s "
+                f"{', '.join(undeclared_cache_key(cls.OPTIONS))} declare no cache_key= (how each changes "
+                "the data)"
+            )
         if cls.REQUEST_TYPE is not None and cls.REQUEST_TYPE not in REQUESTS:
-            raise TypeError(f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
-                            f"({', '.join(REQUESTS)})")
+            raise TypeError(
+                f"{cls.__name__}.REQUEST_TYPE {cls.REQUEST_TYPE!r} is not a declared request type "
+                f"({', '.join(REQUESTS)})"
+            )
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
         if self.REQUEST_TYPE is not None:  # lm-eval validates output_type; ours stands in for one of its types
             config["output_type"] = REQUESTS[self.REQUEST_TYPE].output_type
         if config.get("output_type") and not isinstance(self, task_base(config["output_type"])):
-            raise TypeError(f"{type(self).__name__} ({config.get('task')}) builds {config['output_type']} requests: "
-                            f"derive it from harness.tasks.lm_eval_api.task_base({config['output_type']!r}) too")
+            raise TypeError(
+                f"{type(self).__name__} ({config.get('task')}) builds {config['output_type']} requests: "
+                f"derive it from harness.tasks.lm_eval_api.task_base({config['output_type']!r}) too"
+            )
         yaml_scorer = config.get("process_results")
         self._yaml_scorer = yaml_scorer if callable(yaml_scorer) else None
         # set in the config, lm-eval does not look our metric names up in its registry (and HF evaluate) one by one
@@ -83,14 +90,20 @@ class LchTask(ConfigurableTask):
         meta = dict(config.get("metadata") or {})
         self.model_keys, options = self.read_options(meta, config.get("task"))
         self.options = self.resolved_options(options)
-        config["metadata"] = {**meta, **self.options_in_effect(), keys.CONFIGURATION: self.configuration(meta.get("version"))}
+        config["metadata"] = {
+            **meta,
+            **self.options_in_effect(),
+            keys.CONFIGURATION: self.configuration(meta.get("version")),
+        }
         self.configure(config)
-        config["metric_list"] = described(list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"])),
-                                          config.get("task"))
+        config["metric_list"] = described(
+            list(config.get("metric_list") or []) + self.extra_metrics(dict(config["metadata"])), config.get("task")
+        )
         names = [m["metric"] for m in config["metric_list"]]
         config["metadata"][keys.METRIC_ROLES] = {name: metric_role(name) for name in names}
-        config["metadata"][keys.METRIC_POOLING] = {m["metric"]: pooling_of(m, config.get("task"))
-                                                   for m in config["metric_list"]}
+        config["metadata"][keys.METRIC_POOLING] = {
+            m["metric"]: pooling_of(m, config.get("task")) for m in config["metric_list"]
+        }
         config["metadata"][keys.SUPPORT] = [support.to_json() for support in self.support(names)]
         scorer = task_scorer()
         if scorer is not None:  # where lm-eval's tasks score through scorers, ours aggregates as 0.4.13 does
@@ -221,10 +234,13 @@ class LchTask(ConfigurableTask):
         """lm-eval's aggregations; in a ``PARTIAL`` task each over the documents that have the metric."""
         if not self.PARTIAL:
             return super().aggregation()
-        if getattr(self, "_present", None) is None:
-            self._present = {name: PresentItems(fn, name, self._record_aggregate)
-                             for name, fn in super().aggregation().items()}
-        return self._present
+        present = self._present
+        if present is None:
+            present = {
+                name: PresentItems(fn, name, self._record_aggregate) for name, fn in super().aggregation().items()
+            }
+            self._present = present
+        return present
 
     def _record_aggregate(self, metric: str, n: int, stderr: float | None) -> None:
         if isinstance(self.config.metadata, dict):
@@ -239,8 +255,17 @@ class LchTask(ConfigurableTask):
         else:  # the 0.5 line rebuilds its scorers for lm-eval's own output types only (ours are not among them)
             from lm_eval.scorers import build_scorer
 
-            self._scorers = [build_scorer(cfg={"name": "none", "filter": [], "metric_list": [
-                {"metric": metric_name, "aggregation": metric_name}]}, output_type=self.OUTPUT_TYPE, scorer_type=scorer)]
+            self._scorers = [
+                build_scorer(
+                    cfg={
+                        "name": "none",
+                        "filter": [],
+                        "metric_list": [{"metric": metric_name, "aggregation": metric_name}],
+                    },
+                    output_type=self.OUTPUT_TYPE,
+                    scorer_type=scorer,
+                )
+            ]
         self._config.process_results = lambda doc, results: {metric_name: None}
         self._present = None
 
@@ -259,16 +284,21 @@ class LchTask(ConfigurableTask):
         """``max_gen_toks`` of this task's generations (set in :meth:`configure`)."""
         return int((self.config.generation_kwargs or {}).get("max_gen_toks", self.DEFAULT_MAX_GEN_TOKS))
 
-    def build_all_requests(self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False,
-                           **kwargs: Any) -> None:
+    def build_all_requests(
+        self, *, cache_requests: bool = False, rewrite_requests_cache: bool = False, **kwargs: Any
+    ) -> None:
         """lm-eval's, without its request cache for tasks that count prompts: the counts and cuts are made while the
         requests are built, and lm-eval's cache key holds none of the task's options."""
         if self.COUNTS_PROMPT and (cache_requests or rewrite_requests_cache):
-            log.warning("%s builds its requests anew: its prompt counts and cuts are made while building them, so "
-                        "lm-eval's --cache_requests is not used for it", self.config.task)
+            log.warning(
+                "%s builds its requests anew: its prompt counts and cuts are made while building them, so "
+                "lm-eval's --cache_requests is not used for it",
+                self.config.task,
+            )
             cache_requests = rewrite_requests_cache = False
-        super().build_all_requests(cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
-                                   **kwargs)
+        super().build_all_requests(
+            cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache, **kwargs
+        )
 
     def construct_requests(self, doc: dict, ctx: Any, **kwargs: Any) -> Any:
         """lm-eval's requests of the output type (its own constructor fills every field its ``Instance`` has); with a

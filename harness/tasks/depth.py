@@ -23,8 +23,11 @@ class DepthScores:
         if not self.has_depth():
             return out
         cells = [cell_metric(b, self.label(x)) for x in self.options.length_list() for b in DEPTH_BUCKETS]  # type: ignore[attr-defined]
-        return (out + [{"metric": name, "aggregation": lm_eval_mean} for name in cells]
-                + [{"metric": COUNT_PREFIX + name, "aggregation": total} for name in cells])
+        return (
+            out
+            + [{"metric": name, "aggregation": lm_eval_mean} for name in cells]
+            + [{"metric": COUNT_PREFIX + name, "aggregation": total} for name in cells]
+        )
 
     def support(self, metrics: list[str]) -> list[Support]:
         """No caution per depth cell: a cell breaks down its length's score, whose own support stands."""

@@ -41,8 +41,9 @@ class HonestGenerationTask(LchTask, task_base("generate_until")):
             self._fitted: dict[str, Fitted] = {}
             self._sent_tokens: dict[str, int] = {}
             self._fit = prompt_fitter(counter.tokenizer, lambda text: counter.count_rendered([text])[0])
-        fitted = self._fit(ctx, self.prompt_parts(doc), self.max_length - self.generation_budget(),
-                           self.options.truncation)
+        fitted = self._fit(
+            ctx, self.prompt_parts(doc), self.max_length - self.generation_budget(), self.options.truncation
+        )
         self._fitted[doc_key(doc)] = fitted
         sent = fitted.text
         if fitted.skipped:
@@ -124,8 +125,10 @@ class PerLengthTask(HonestGenerationTask):
 
     def support(self, metrics: list[str]) -> list[Support]:
         """A per-length score rests on the samples of its length (``n_len_<L>``), the others as every task's."""
-        return [samples_support(s.metric, f"n_{s.metric}") if s.metric.startswith("len_") else s
-                for s in super().support(metrics)]
+        return [
+            samples_support(s.metric, f"n_{s.metric}") if s.metric.startswith("len_") else s
+            for s in super().support(metrics)
+        ]
 
     def score_sample(self, doc: dict, prediction: str) -> float:
         raise NotImplementedError

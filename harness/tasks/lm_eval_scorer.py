@@ -33,14 +33,23 @@ class LchScorer(Scorer):
                 out.append(spec)
                 continue
             aggregation = spec.get("aggregation")
-            out.append(Metric(name=spec["metric"], fn=_from_process_results,
-                              aggregation=get_aggregation(aggregation) if isinstance(aggregation, str) else aggregation,
-                              higher_is_better=spec.get("higher_is_better", True),
-                              output_type={output_type} if output_type else {"generate_until"}))
+            out.append(
+                Metric(
+                    name=spec["metric"],
+                    fn=_from_process_results,
+                    aggregation=get_aggregation(aggregation) if isinstance(aggregation, str) else aggregation,
+                    higher_is_better=spec.get("higher_is_better", True),
+                    output_type={output_type} if output_type else {"generate_until"},
+                )
+            )
         return out
 
-    def aggregate(self, reduced_docs: Mapping[int, Mapping[str, Any]], bootstrap_iters: int | None = 100000,
-                  aggregation_overrides: dict[str, Any] | None = None) -> tuple[dict[str, Any], int]:
+    def aggregate(
+        self,
+        reduced_docs: Mapping[int, Mapping[str, Any]],
+        bootstrap_iters: int | None = 100000,
+        aggregation_overrides: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], int]:
         """``({"<metric>,<scorer>": value, "<metric>_stderr,<scorer>": stderr}, documents)``, the task's aggregations
         (``aggregation_overrides``: lm-eval passes the task's ``aggregation()``) first."""
         values: dict[str, list] = {}

@@ -6,16 +6,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.data.documents import DocumentOptions
-from harness.longppl.corpus import CorpusOptions
-from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import UsageError
+from harness.core.options import option
+from harness.data.documents import DocumentOptions
+from harness.data.prompt_tokens import ModelKeys
 from harness.engines.requests import LSM, TOKEN_LOGPROBS, LsmOptions, ScoringOptions
+from harness.longppl.corpus import CorpusOptions
 from harness.longppl.formulas import SOFT_GAMMA, EvaluatorRun, KeyTokens, document_stats, key_tokens_support
+from harness.longppl.keytokens import KeyTokenOptions
 from harness.metrics.pooling import nll_sum
 from harness.metrics.support import Support
-from harness.longppl.keytokens import KeyTokenOptions
-from harness.core.options import option
 from harness.tasks.base import NO_LENGTH, CachedCounts, LchTask
 from harness.tasks.lm_eval_api import task_base
 from harness.tasks.metric_lists import HONESTY_METRICS
@@ -25,8 +25,9 @@ from harness.tasks.metric_lists import HONESTY_METRICS
 class TokenLogprobOptions(DocumentOptions):
     """The documents, and how the evaluated model tokenises them (``max_tokens``: the head it scores)."""
 
-    add_special_tokens: bool | None = option(None, "tokenise evaluated texts with the tokenizer's special tokens "
-                                                   "(default: the request's; LongPPL: no)")
+    add_special_tokens: bool | None = option(
+        None, "tokenise evaluated texts with the tokenizer's special tokens (default: the request's; LongPPL: no)"
+    )
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,20 @@ class LongPPLTask(TokenLogprobTask):
             return None
         docs = corpus_documents(options)
         if limit is not None:
-            docs = docs[:int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
+            docs = docs[: int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
         tokenizer, scoring = load_tokenizer(name), cls.scoring_options(options)
         prompts = tuple(len(encode_for_scoring(tokenizer, d["text"], scoring)["token_ids"]) for d in docs)
         cached = key_tokens_cached([d["text"] for d in docs], options.evaluator, options)
-        return [CachedCounts(NO_LENGTH, prompts, (0,) * len(prompts), cached,
-                             scored_tokens=sum(max(0, n - 1) for n in prompts),
-                             helper=None if options.key_spans_dir or not docs else cls.evaluator_helper(docs, options))]
+        return [
+            CachedCounts(
+                NO_LENGTH,
+                prompts,
+                (0,) * len(prompts),
+                cached,
+                scored_tokens=sum(max(0, n - 1) for n in prompts),
+                helper=None if options.key_spans_dir or not docs else cls.evaluator_helper(docs, options),
+            )
+        ]
 
     @staticmethod
     def evaluator_helper(docs: list[dict], options: Any) -> EvaluatorRun:
@@ -143,18 +151,34 @@ class LongPPLTask(TokenLogprobTask):
             tokens = max(len(tokenizer(d["text"])["input_ids"]) for d in docs)
         except OSError:  # a hub name offline: its config is not at hand either, and the plan leaves it unsized
             tokens = max(d["n_tokens"] for d in docs)
-        return EvaluatorRun(options.evaluator, options.evaluator_dtype, tokens, options.trunc_len,
-                            options.sliding_window, bos=options.short_start == "bos")
+        return EvaluatorRun(
+            options.evaluator,
+            options.evaluator_dtype,
+            tokens,
+            options.trunc_len,
+            options.sliding_window,
+            bos=options.short_start == "bos",
+        )
 
     def score_document(self, doc: dict, results: list) -> dict:
         scored = results[0]
         if not scored["logprobs"]:  # an empty or one-token document: skipped and counted
-            return {"longppl": (0.0, 0), "ppl_nobos": (0.0, 0), "longppl_soft": (0.0, 0.0), "n_key_tokens": 0, "n_tokens": 0,
-                    "n_docs": 0, "key_spans_dropped": 0, "docs_without_key_tokens": 0, "docs_skipped": 1}
+            return {
+                "longppl": (0.0, 0),
+                "ppl_nobos": (0.0, 0),
+                "longppl_soft": (0.0, 0.0),
+                "n_key_tokens": 0,
+                "n_tokens": 0,
+                "n_docs": 0,
+                "key_spans_dropped": 0,
+                "docs_without_key_tokens": 0,
+                "docs_skipped": 1,
+            }
         if scored.get("offsets") is None:
             raise UsageError("LongPPL needs token offsets: use a fast tokenizer for the evaluated model")
-        stats = document_stats(scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])),
-                               self.options.gamma)
+        stats = document_stats(
+            scored["logprobs"], scored["offsets"], KeyTokens.from_json(json.loads(doc["key_json"])), self.options.gamma
+        )
         return {
             "longppl": (stats["key_nll_sum"], stats["n_key"]),
             "ppl_nobos": (stats["nll_sum"], stats["n_scored"]),
@@ -178,8 +202,13 @@ class LSMTask(LchTask, task_base(LSM.output_type)):
 
     def request_options(self, doc: dict) -> LsmOptions:
         o = self.options
-        return LsmOptions(context_length=o.context_length, n_samples=o.n_samples, seed=o.seed + int(doc.get("doc_id", 0)),
-                          estimator=o.estimator, max_tokens=o.max_tokens)
+        return LsmOptions(
+            context_length=o.context_length,
+            n_samples=o.n_samples,
+            seed=o.seed + int(doc.get("doc_id", 0)),
+            estimator=o.estimator,
+            max_tokens=o.max_tokens,
+        )
 
     def score_document(self, doc: dict, results: list) -> dict:
         values = results[0]["sce"]

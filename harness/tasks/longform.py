@@ -9,11 +9,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.options import MAX_TOKENS, option
 from harness.data.longform import HelloBenchData, LongBenchWriteData
+from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
 from harness.judges.config import JudgeOptions
 from harness.metrics.pooling import pools_as
-from harness.engines.requests import GENERATE_LONG, LongGenerationOptions
-from harness.core.options import MAX_TOKENS, option
 from harness.tasks.base import LchTask
 from harness.tasks.lm_eval_api import task_base
 
@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 class GenerationOptions(JudgeOptions):
     """How a long-form task generates, and its judge."""
 
-    max_gen_toks: int | None = option(None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)", low=1, high=MAX_TOKENS)
+    max_gen_toks: int | None = option(
+        None, "generation budget in tokens (default: the task's, DEFAULT_MAX_GEN_TOKS)", low=1, high=MAX_TOKENS
+    )
     do_sample: bool = option(False, "sample instead of greedy decoding (default greedy, as in the PIC paper)")
     temperature: float = option(LongGenerationOptions.temperature, "sampling temperature (with do_sample)", low=0.0)
 
@@ -53,12 +55,13 @@ class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
 
     def configure(self, config: dict) -> None:
         budget = self.options.max_gen_toks
-        config["generation_kwargs"] = {**(config.get("generation_kwargs") or {}),
-                                       "max_gen_toks": self.DEFAULT_MAX_GEN_TOKS if budget is None else budget}
+        config["generation_kwargs"] = {
+            **(config.get("generation_kwargs") or {}),
+            "max_gen_toks": self.DEFAULT_MAX_GEN_TOKS if budget is None else budget,
+        }
 
     def extra_metrics(self, meta: dict) -> list[dict]:
-        judged = [{"metric": name, "aggregation": self._judged_aggregation(name)}
-                  for name in self.JUDGED_METRICS]
+        judged = [{"metric": name, "aggregation": self._judged_aggregation(name)} for name in self.JUDGED_METRICS]
         return judged + super().extra_metrics(meta)
 
     def _judged_aggregation(self, name: str) -> Any:
@@ -84,8 +87,10 @@ class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
         except MissingDataError:
             return None
         limit = self.options.judge_max_tokens
-        return (sum(count(m["content"]) for m in messages) + budget,
-                int(self.JUDGE_MAX_TOKENS if limit is None else limit))
+        return (
+            sum(count(m["content"]) for m in messages) + budget,
+            int(self.JUDGE_MAX_TOKENS if limit is None else limit),
+        )
 
     def judged_scores(self, items: list) -> dict:
         """The judged metrics of these items, judged once (the other judged metrics reuse them); the judge's provenance
@@ -114,34 +119,45 @@ class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
             return unanswered(items, "unreachable")
         except KeyboardInterrupt:
             kept = save_unjudged(self.config.task, items)
-            log.warning("interrupted while judging: the generations of %s are kept in %s (`lch judge %s ...` judges "
-                        "them)", self.config.task, kept, kept)
+            log.warning(
+                "interrupted while judging: the generations of %s are kept in %s (`lch judge %s ...` judges them)",
+                self.config.task,
+                kept,
+                kept,
+            )
             raise
 
     def _explain_absent(self, items: list, judged: Any) -> None:
         """Records why absent judged scores (NaN) are absent (``lch_absent``); when judge requests failed, marks the run
         incomplete (exit 2 after the results) and keeps the items as a samples file that ``lch judge`` resumes from."""
-        from harness.judges.stage import save_unjudged
         from harness.core import results as keys
         from harness.core.incomplete import report_incomplete
+        from harness.judges.stage import save_unjudged
 
         reason = judged.absent_because()
         if reason is None:
             return
         absent = [m for m, v in self._judged_scores.items() if isinstance(v, float) and v != v]
         if isinstance(self.config.metadata, dict):
-            self.config.metadata[keys.ABSENT] = {**self.config.metadata.get(keys.ABSENT, {}),
-                                                **dict.fromkeys(absent, reason)}
+            self.config.metadata[keys.ABSENT] = {
+                **self.config.metadata.get(keys.ABSENT, {}),
+                **dict.fromkeys(absent, reason),
+            }
         if judged.failures:
             kept = save_unjudged(self.config.task, items)
-            report_incomplete(f"{self.config.task}: {', '.join(absent)} not computed: {reason}; the generations are "
-                              f"kept in {kept} (judge them with `lch judge {kept} --judge-base-url URL --judge-model "
-                              "M`, or rerun the same command with --use_cache: answers received are cached)")
+            report_incomplete(
+                f"{self.config.task}: {', '.join(absent)} not computed: {reason}; the generations are "
+                f"kept in {kept} (judge them with `lch judge {kept} --judge-base-url URL --judge-model "
+                "M`, or rerun the same command with --use_cache: answers received are cached)"
+            )
 
     def request_options(self, doc: dict) -> LongGenerationOptions:
         sampling = self.options.do_sample
-        return LongGenerationOptions.of(max_gen_toks=self.generation_budget(), do_sample=sampling,
-                                        temperature=self.options.temperature if sampling else None)
+        return LongGenerationOptions.of(
+            max_gen_toks=self.generation_budget(),
+            do_sample=sampling,
+            temperature=self.options.temperature if sampling else None,
+        )
 
     def request_text(self, doc: dict, ctx: Any) -> str:
         return ctx  # the prompt lm-eval built (chat template included)
@@ -180,12 +196,21 @@ class LongBenchWriteTask(LongGenerationTask):
         length = longbench_write_length(result["text"])
         s_l = longbench_write_length_score(float(doc["length"]), length)
         item = {**self.judge_item(doc, result["text"]), "length_score": s_l}
-        return {"length": length, "length_score": s_l, **dict.fromkeys(self.JUDGED_METRICS, item),
-                **self.common_metrics(result)}
+        return {
+            "length": length,
+            "length_score": s_l,
+            **dict.fromkeys(self.JUDGED_METRICS, item),
+            **self.common_metrics(result),
+        }
 
     def judge_item(self, doc: dict, response: str) -> dict:
-        return {"kind": "longbench_write", "instruction": doc["prompt"], "response": response,
-                "judge": self.judge_settings(), "prompt_path": self.options.judge_prompt}
+        return {
+            "kind": "longbench_write",
+            "instruction": doc["prompt"],
+            "response": response,
+            "judge": self.judge_settings(),
+            "prompt_path": self.options.judge_prompt,
+        }
 
 
 class HelloBenchTask(LongGenerationTask):
@@ -207,15 +232,23 @@ class HelloBenchTask(LongGenerationTask):
 
         weights_file = self.options.weights_file
         if not weights_file:
-            raise MissingDataError("hellobench needs weights_file: the published HelloEval REGRESSION_DICT weights "
-                                   "(e.g. ../shared/data/hellobench/weighted_scores.txt)")
+            raise MissingDataError(
+                "hellobench needs weights_file: the published HelloEval REGRESSION_DICT weights "
+                "(e.g. ../shared/data/hellobench/weighted_scores.txt)"
+            )
         result = results[0]
         tokens = word_tokens(result["text"])
         item = self.judge_item(doc, " ".join(tokens[:16000]))
         return {"length": len(tokens), **dict.fromkeys(self.JUDGED_METRICS, item), **self.common_metrics(result)}
 
     def judge_item(self, doc: dict, response: str) -> dict:
-        return {"kind": "hellobench", "instruction": doc["instruction"], "response": response,
-                "checklists": list(doc["checklists"]), "category": doc["category"],
-                "weights_file": str(self.options.weights_file), "rescale": self.options.rescale,
-                "judge": self.judge_settings()}
+        return {
+            "kind": "hellobench",
+            "instruction": doc["instruction"],
+            "response": response,
+            "checklists": list(doc["checklists"]),
+            "category": doc["category"],
+            "weights_file": str(self.options.weights_file),
+            "rescale": self.options.rescale,
+            "judge": self.judge_settings(),
+        }

@@ -10,9 +10,13 @@ from harness.metrics.catalogue import metric_info
 from harness.metrics.pooling import POOLING, mean, total
 
 # how a task pools them; what they are is the catalogue's (harness.metrics.catalogue)
-HONESTY_METRICS = [{"metric": "prompt_tokens", "aggregation": mean}, {"metric": "over_length", "aggregation": total},
-                   {"metric": "sample_tokens", "aggregation": mean}]
+HONESTY_METRICS = [
+    {"metric": "prompt_tokens", "aggregation": mean},
+    {"metric": "over_length", "aggregation": total},
+    {"metric": "sample_tokens", "aggregation": mean},
+]
 TARGET_METRIC = {"metric": "over_target", "aggregation": total}
+
 
 def described(metric_list: list, task: Any) -> list[dict]:
     """``metric_list`` with each metric's ``higher_is_better`` from :mod:`harness.metrics.catalogue`; a metric it does
@@ -23,11 +27,15 @@ def described(metric_list: list, task: Any) -> list[dict]:
             raise TypeError(f"task {task}: a metric_list entry without a metric name: {spec!r}")
         info = metric_info(spec["metric"])
         if info is None:
-            raise TypeError(f"task {task}: metric {spec['metric']!r} is not in harness/metrics/catalogue.py; declare "
-                            "what it is there")
+            raise TypeError(
+                f"task {task}: metric {spec['metric']!r} is not in harness/metrics/catalogue.py; declare "
+                "what it is there"
+            )
         if spec.get("higher_is_better", info.higher_is_better) != info.higher_is_better:
-            raise TypeError(f"task {task}: metric {spec['metric']!r} says higher_is_better "
-                            f"{spec['higher_is_better']}, the catalogue {info.higher_is_better}")
+            raise TypeError(
+                f"task {task}: metric {spec['metric']!r} says higher_is_better "
+                f"{spec['higher_is_better']}, the catalogue {info.higher_is_better}"
+            )
         out.append({**spec, "higher_is_better": info.higher_is_better})
     return out
 
@@ -40,8 +48,10 @@ def pooling_of(spec: dict, task: Any) -> str | None:
     if aggregation == "mean" or aggregation is lm_eval_mean:
         return "mean"
     if not hasattr(aggregation, POOLING):
-        raise TypeError(f"task {task}: the aggregation of metric {spec.get('metric')!r} ({aggregation!r}) does not say "
-                        "how it pools over documents; declare it with harness.metrics.pooling.pools_as")
+        raise TypeError(
+            f"task {task}: the aggregation of metric {spec.get('metric')!r} ({aggregation!r}) does not say "
+            "how it pools over documents; declare it with harness.metrics.pooling.pools_as"
+        )
     return getattr(aggregation, POOLING)
 
 

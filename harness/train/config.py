@@ -38,14 +38,22 @@ class _Run:
 
 # the inference the variant expects: Inference's settings under the model args' names, with training's help and
 # defaults where they differ (None: the recipe's default, by check_config)
-_PicOptions = options_class("_PicOptions", _Run, {
-    "method": dict(help="PIC while training"),
-    "ratio": dict(default=None, help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) or s_rr (ntk, default "
-                                     f"{NTK_SFT_RATIO:g})"),
-    "initial": dict(default=None, high=MAX_TOKENS, help=f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)"),
-    "recent": dict(default=None, high=MAX_TOKENS, help=f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)"),
-    "rope_base": dict(help="train (and evaluate) at this RoPE base"),
-})
+_PicOptions = options_class(
+    "_PicOptions",
+    _Run,
+    {
+        "method": dict(help="PIC while training"),
+        "ratio": dict(
+            default=None,
+            help=f"s_cr (naive/dynamic, default {PIC_SFT_RATIO:g}) or s_rr (ntk, default {NTK_SFT_RATIO:g})",
+        ),
+        "initial": dict(
+            default=None, high=MAX_TOKENS, help=f"l_ic (default {PIC_SFT_INITIAL}, the PIC paper's PIC-SFT)"
+        ),
+        "recent": dict(default=None, high=MAX_TOKENS, help=f"l_rc (default {PIC_SFT_RECENT}, the PIC paper's PIC-SFT)"),
+        "rope_base": dict(help="train (and evaluate) at this RoPE base"),
+    },
+)
 
 
 @dataclass
@@ -58,7 +66,9 @@ class TrainConfig(_PicOptions):
     # data
     split: str = option("train", "split of an HF dataset")
     text_field: str = option("text", "field of the texts")
-    max_length: int | None = option(None, "tokens per example (longer ones are cut)", record=True, low=1, high=MAX_TOKENS)
+    max_length: int | None = option(
+        None, "tokens per example (longer ones are cut)", record=True, low=1, high=MAX_TOKENS
+    )
     seq_len: int = option(1024, "text chunk length (longce, replay)", low=1, high=MAX_TOKENS)  # lsm-reg uses L + delta
     heldout: float = option(0.1, "fraction of rows held out for the loss before/after", record=True, low=0.0, high=0.99)
     # optimisation (None: the recipe's OPTIMISER value)
@@ -82,8 +92,10 @@ class TrainConfig(_PicOptions):
 
     def __post_init__(self) -> None:
         if not isinstance(self, config_class(self.recipe)):  # e.g. TrainConfig(recipe="longce", ...) itself
-            raise TypeError(f"the config of recipe {self.recipe!r} is {config_class(self.recipe).__name__}: "
-                            "build it with TrainConfig.for_recipe")
+            raise TypeError(
+                f"the config of recipe {self.recipe!r} is {config_class(self.recipe).__name__}: "
+                "build it with TrainConfig.for_recipe"
+            )
 
     @classmethod
     def for_recipe(cls, recipe: str, **options: Any) -> TrainConfig:
@@ -116,8 +128,11 @@ class TrainConfig(_PicOptions):
 
     def settings(self) -> dict[str, Any]:
         """The variant file's ``settings``: the fields :meth:`records` keeps, optimiser defaults resolved."""
-        return {f.name: self.default(f.name) if f.name in self.optimiser() else getattr(self, f.name)
-                for f in fields(self) if self.records(f.name)}
+        return {
+            f.name: self.default(f.name) if f.name in self.optimiser() else getattr(self, f.name)
+            for f in fields(self)
+            if self.records(f.name)
+        }
 
     def check(self) -> None:
         """Refuse this recipe's contradictory options and fill its own derived defaults (one line each)."""
@@ -126,25 +141,35 @@ class TrainConfig(_PicOptions):
 _COMMON = frozenset(f.name for f in fields(TrainConfig))
 
 
-
 def trains_in_segments(cfg: Any) -> bool:
     """Whether ``cfg``'s PIC method moves cached keys, so trains on ``segment_length`` segments (Dynamic PIC-SFT)."""
     method = PIC_METHODS.get(getattr(cfg, "pic", NO_PIC))
     return method is not None and method.moves_cached_keys
+
 
 @dataclass
 class SftConfig(TrainConfig):
     """``sft`` and ``pic-sft`` (the PIC paper): instruction rows; ``pic-sft`` with PIC while training."""
 
     # the PIC paper, §4 (PIC-SFT, trained with LLaMA-Factory): lr 5e-5, warmup ratio 0.1, 3 epochs
-    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0,
-                                           "betas": (0.9, 0.999)}
+    OPTIMISER: ClassVar[dict[str, Any]] = {
+        "lr": 5e-5,
+        "warmup": 0.1,
+        "epochs": 3.0,
+        "weight_decay": 0.0,
+        "betas": (0.9, 0.999),
+    }
 
     chat_template: bool = option(True, "plain 'prompt\\n\\nanswer' instead of the tokenizer's chat template")
     prompt_field: str = option("instruction", "field of the prompt")
     response_field: str = option("response", "field of the response")
-    segment_length: int = option(SEGMENT_LENGTH, "Dynamic PIC-SFT segment (tokens)",
-                                 record=lambda cfg: trains_in_segments(cfg), low=1, high=MAX_TOKENS)
+    segment_length: int = option(
+        SEGMENT_LENGTH,
+        "Dynamic PIC-SFT segment (tokens)",
+        record=lambda cfg: trains_in_segments(cfg),
+        low=1,
+        high=MAX_TOKENS,
+    )
 
 
 @dataclass
@@ -152,12 +177,21 @@ class LongCEConfig(TrainConfig):
     """``longce`` (the LongPPL paper): CE re-weighted by the model's own long-context gain, on ``seq_len`` chunks."""
 
     # the LongPPL paper App. A.2: lr 2e-5, 20 warmup steps, no weight decay, AdamW betas (0.9, 0.95)
-    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 2e-5, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0,
-                                           "betas": (0.9, 0.95)}
+    OPTIMISER: ClassVar[dict[str, Any]] = {
+        "lr": 2e-5,
+        "warmup": 20,
+        "epochs": 1.0,
+        "weight_decay": 0.0,
+        "betas": (0.9, 0.95),
+    }
 
     gamma: float = option(SOFT_GAMMA, "cap of the LongCE weights", low=0.0)
-    short_context: int = option(KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context", low=1, high=MAX_TOKENS)
-    sliding_window: int = option(KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows", low=1, high=MAX_TOKENS)
+    short_context: int = option(
+        KEY_TOKEN_DEFAULTS["trunc_len"], "K: tokens of the short context", low=1, high=MAX_TOKENS
+    )
+    sliding_window: int = option(
+        KEY_TOKEN_DEFAULTS["sliding_window"], "d: step of the short windows", low=1, high=MAX_TOKENS
+    )
 
     def records(self, name: str) -> bool:
         return name == "seq_len" or super().records(name)
@@ -188,19 +222,36 @@ class LongRecipeConfig(TrainConfig):
     """``longrecipe`` (the LongRecipe paper): impactful sentences at skip positions, then ``--stage replay``."""
 
     # the LongRecipe paper, Table 6: lr 5e-5; its replay stage (§5.3): lr 5e-6 with weight decay 0.1
-    OPTIMISER: ClassVar[dict[str, Any]] = {"lr": 5e-5, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0,
-                                           "betas": (0.9, 0.999)}
-    REPLAY: ClassVar[dict[str, Any]] = {"lr": 5e-6, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.1,
-                                        "betas": (0.9, 0.999)}
+    OPTIMISER: ClassVar[dict[str, Any]] = {
+        "lr": 5e-5,
+        "warmup": 0.1,
+        "epochs": 1.0,
+        "weight_decay": 0.0,
+        "betas": (0.9, 0.999),
+    }
+    REPLAY: ClassVar[dict[str, Any]] = {
+        "lr": 5e-6,
+        "warmup": 0.1,
+        "epochs": 1.0,
+        "weight_decay": 0.1,
+        "betas": (0.9, 0.999),
+    }
 
     stage: str = option("extend", "LongRecipe stage", choices=STAGES)
-    target_length: int | None = option(None, "L^: the context the positions cover", record=_extending, low=1, high=MAX_TOKENS)
-    train_length: int | None = option(None, "tokens kept per example (default 30% of L^)", record=_extending, low=1, high=MAX_TOKENS)
+    target_length: int | None = option(
+        None, "L^: the context the positions cover", record=_extending, low=1, high=MAX_TOKENS
+    )
+    train_length: int | None = option(
+        None, "tokens kept per example (default 30% of L^)", record=_extending, low=1, high=MAX_TOKENS
+    )
     # M; None: spread the segments over L^ (harness.train.positions.auto_max_skip)
-    max_skip: int | None = option(None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending, low=0, high=MAX_TOKENS)
+    max_skip: int | None = option(
+        None, "M: skips drawn from 0..M (default: spread over L^)", record=_extending, low=0, high=MAX_TOKENS
+    )
     top_fraction: float = option(0.2, "impactful tokens per position", record=_extending, low=0.0, high=1.0)
-    extended_model: str | None = option(None, "H' of the impactful-token analysis (default: base at --rope-base)",
-                                        record=_extending)
+    extended_model: str | None = option(
+        None, "H' of the impactful-token analysis (default: base at --rope-base)", record=_extending
+    )
     # recorded by train_recipe as {"path", "recipe"} of the adapter continued
     init: str | None = option(None, "adapter to continue (the replay stage)", record=False)
 
@@ -210,8 +261,10 @@ class LongRecipeConfig(TrainConfig):
     @classmethod
     def optimiser_help(cls) -> dict[str, str]:
         replay = {name: str(value) for name, value in cls.REPLAY.items()}
-        return {name: value if replay[name] == value else f"{value}; --stage replay: {replay[name]}"
-                for name, value in super().optimiser_help().items()}
+        return {
+            name: value if replay[name] == value else f"{value}; --stage replay: {replay[name]}"
+            for name, value in super().optimiser_help().items()
+        }
 
     def records(self, name: str) -> bool:
         return (name == "seq_len" and self.stage == "replay") or super().records(name)
@@ -222,15 +275,20 @@ class LongRecipeConfig(TrainConfig):
         if self.stage == "extend" and not self.target_length:
             raise UsageError("longrecipe needs --target-length (L^, the context the positions should cover)")
         if self.stage == "extend" and self.extended_model is None and self.rope_base is None:
-            raise UsageError("longrecipe's impactful-token analysis compares the base with an extended model: give "
-                             "--rope-base (the extended RoPE base) or --extended-model")
+            raise UsageError(
+                "longrecipe's impactful-token analysis compares the base with an extended model: give "
+                "--rope-base (the extended RoPE base) or --extended-model"
+            )
         if self.full and self.init:
             raise UsageError("--init continues a LoRA adapter; it cannot be combined with --full")
 
 
 # the recipes, in the order errors list them; sft is pic-sft with --pic none (check_config switches the two)
 RECIPE_CONFIGS: dict[str, type[TrainConfig]] = {
-    "sft": SftConfig, "pic-sft": SftConfig, "longce": LongCEConfig, "lsm-reg": LsmRegConfig,
+    "sft": SftConfig,
+    "pic-sft": SftConfig,
+    "longce": LongCEConfig,
+    "lsm-reg": LsmRegConfig,
     "longrecipe": LongRecipeConfig,
 }
 RECIPES = tuple(RECIPE_CONFIGS)
@@ -240,7 +298,9 @@ RECIPE_HELP = {
     "sft": "plain SFT on instruction data (the control of PIC-SFT)",
     "longce": "LongCE (the LongPPL paper): CE re-weighted by the model's own long-context gain",
     "lsm-reg": "CE + lambda * long-short misalignment (the LSM paper)",
-    "longrecipe": "LongRecipe (the LongRecipe paper): impactful sentences at skip positions; --stage replay; then `merge`",
+    "longrecipe": (
+        "LongRecipe (the LongRecipe paper): impactful sentences at skip positions; --stage replay; then `merge`"
+    ),
 }
 
 

@@ -6,13 +6,19 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from harness.data.instructions import conversation
 from harness.core.errors import DataFormatError, UsageError
+from harness.data.instructions import conversation
 from harness.train.positions import dynamic_sft_segments
 
 
-def encode_instruction(tokenizer, row: dict[str, Any], where: str, chat_template: bool = True,
-                       prompt_field: str = "instruction", response_field: str = "response") -> tuple[list[int], list[int]]:
+def encode_instruction(
+    tokenizer,
+    row: dict[str, Any],
+    where: str,
+    chat_template: bool = True,
+    prompt_field: str = "instruction",
+    response_field: str = "response",
+) -> tuple[list[int], list[int]]:
     """``(prompt ids, answer ids)`` of one instruction row."""
     messages, answer = conversation(row, where, prompt_field, response_field)
     enc = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
@@ -21,29 +27,35 @@ def encode_instruction(tokenizer, row: dict[str, Any], where: str, chat_template
         full = tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": answer}], tokenize=False)
         if not full.startswith(prompt):
             raise DataFormatError(f"{where}: the chat template renders the prompt differently inside the conversation")
-        return enc(prompt), enc(full[len(prompt):])
+        return enc(prompt), enc(full[len(prompt) :])
     bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     text = "\n\n".join(m["content"] for m in messages)
     return bos + enc(text + "\n\n"), enc(answer) + eos
 
 
-def dynamic_sft_examples(prompt: list[int], answer: list[int], segment_length: int,
-                         max_length: int | None = None) -> list[dict]:
+def dynamic_sft_examples(
+    prompt: list[int], answer: list[int], segment_length: int, max_length: int | None = None
+) -> list[dict]:
     """Dynamic PIC-SFT (the PIC paper, Fig. 2): one example per answer segment, cut from the end; the input is
     the prompt and every answer token before the segment, the loss covers the segment only."""
     if max_length is not None:
         if len(prompt) >= max_length:
             return []
         answer = answer[: max_length - len(prompt)]
-    return [{"input_ids": prompt + answer[:end], "loss_mask": [0] * (len(prompt) + start) + [1] * (end - start)}
-            for start, end in dynamic_sft_segments(len(answer), segment_length)]
+    return [
+        {"input_ids": prompt + answer[:end], "loss_mask": [0] * (len(prompt) + start) + [1] * (end - start)}
+        for start, end in dynamic_sft_segments(len(answer), segment_length)
+    ]
 
 
 def text_chunks(token_lists: list[list[int]], length: int) -> list[dict]:
     """Non-overlapping chunks of exactly ``length`` tokens (remainders dropped: unpadded batches); loss on all."""
-    return [{"input_ids": tokens[start : start + length], "loss_mask": [1] * length}
-            for tokens in token_lists for start in range(0, len(tokens) - length + 1, length)]
+    return [
+        {"input_ids": tokens[start : start + length], "loss_mask": [1] * length}
+        for tokens in token_lists
+        for start in range(0, len(tokens) - length + 1, length)
+    ]
 
 
 def split_heldout(rows: list, fraction: float, seed: int) -> tuple[list, list]:

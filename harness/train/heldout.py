@@ -39,6 +39,8 @@ def heldout_warning(before: float | None, after: float | None) -> str | None:
     if not math.isfinite(after):
         return f"the held-out loss is {after} after training ({before:.4g} before): the training diverged; lower --lr"
     if after > DIVERGED * before:
-        return (f"the held-out loss rose from {before:.4g} to {after:.4g} (x{after / before:.3g}): the training "
-                "diverged; lower --lr or raise --warmup before using this checkpoint")
+        return (
+            f"the held-out loss rose from {before:.4g} to {after:.4g} (x{after / before:.3g}): the training "
+            "diverged; lower --lr or raise --warmup before using this checkpoint"
+        )
     return None

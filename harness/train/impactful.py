@@ -22,8 +22,12 @@ def actual_token_logits(model: nn.Module, ids: list[int]) -> torch.Tensor:
     base = unwrap_model(model)
     device = base.get_input_embeddings().weight.device
     x = torch.tensor([ids], device=device)
-    hidden = base.get_decoder()(input_ids=x, attention_mask=torch.ones_like(x),
-                                position_ids=torch.arange(len(ids), device=device)[None], use_cache=False).last_hidden_state
+    hidden = base.get_decoder()(
+        input_ids=x,
+        attention_mask=torch.ones_like(x),
+        position_ids=torch.arange(len(ids), device=device)[None],
+        use_cache=False,
+    ).last_hidden_state
     head = base.get_output_embeddings()
     rows = head.weight[x[0, 1:]]
     logits = (hidden[0, :-1].float() * rows.float()).sum(-1)
@@ -32,7 +36,9 @@ def actual_token_logits(model: nn.Module, ids: list[int]) -> torch.Tensor:
     return finish_logits(base.config, logits)
 
 
-def tokenized_documents(tokenizer, texts: list[str], max_tokens: int | None = None) -> list[tuple[list[int], list[str]]]:
+def tokenized_documents(
+    tokenizer, texts: list[str], max_tokens: int | None = None
+) -> list[tuple[list[int], list[str]]]:
     """``(ids, token texts)`` per text (no special tokens, first ``max_tokens``); texts under 2 tokens dropped."""
     docs = []
     for text in texts:
@@ -43,15 +49,24 @@ def tokenized_documents(tokenizer, texts: list[str], max_tokens: int | None = No
     return docs
 
 
-def document_logits(model: nn.Module, docs: list[tuple[list[int], list[str]]], desc: str, progress: bool = True) -> list[torch.Tensor]:
+def document_logits(
+    model: nn.Module, docs: list[tuple[list[int], list[str]]], desc: str, progress: bool = True
+) -> list[torch.Tensor]:
     """:func:`actual_token_logits` of every document (one forward each)."""
     return [actual_token_logits(model, ids) for ids, _ in tqdm(docs, disable=not progress, desc=desc)]
 
 
-def longrecipe_examples(docs: list[tuple[list[int], list[str]]], base_logits: list[torch.Tensor],
-                        extended_logits: list[torch.Tensor], train_length: int, target_length: int,
-                        max_skip: int | None, fraction: float = 0.2, seed: int = 0,
-                        anchors: dict[int, float] | None = None) -> tuple[list[dict], dict]:
+def longrecipe_examples(
+    docs: list[tuple[list[int], list[str]]],
+    base_logits: list[torch.Tensor],
+    extended_logits: list[torch.Tensor],
+    train_length: int,
+    target_length: int,
+    max_skip: int | None,
+    fraction: float = 0.2,
+    seed: int = 0,
+    anchors: dict[int, float] | None = None,
+) -> tuple[list[dict], dict]:
     """``(examples, summary with "anchors")``: per document its sentences with impactful tokens (``delta_t =
     |S_H'(x_t) - S_H(x_t)|``) up to ``train_length`` tokens, spread over ``target_length`` by skips ``0..M`` drawn per
     example (``M``: :func:`~harness.train.positions.auto_max_skip` if None). Given ``anchors``: no analysis."""
@@ -72,5 +87,10 @@ def longrecipe_examples(docs: list[tuple[list[int], list[str]]], base_logits: li
         examples.append({"input_ids": tokens, "loss_mask": [1] * len(tokens), "position_ids": positions})
         skips.append(m)
         kept_tokens += len(tokens)
-    return examples, {"anchor_types": len(anchors), "examples": len(examples), "tokens": kept_tokens,
-                      "max_skip": skips, "anchors": anchors}
+    return examples, {
+        "anchor_types": len(anchors),
+        "examples": len(examples),
+        "tokens": kept_tokens,
+        "max_skip": skips,
+        "anchors": anchors,
+    }

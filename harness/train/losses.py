@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 
 from harness.core.errors import UsageError
+from harness.longppl.estimator import long_short_logprobs
 from harness.longppl.formulas import KEY_TOKEN_DEFAULTS, SOFT_GAMMA
 from harness.lsm.formulas import length_range, sce
-from harness.longppl.estimator import long_short_logprobs
 from harness.models.head import output_logits
+from harness.models.masks import positions_from_mask
 from harness.models.scoring import target_logprobs
 from harness.models.unwrap import unwrap_model
-from harness.models.masks import positions_from_mask
 
 
 def _hidden(model, input_ids: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
@@ -26,8 +26,13 @@ def token_nll(model, input_ids: torch.Tensor) -> torch.Tensor:
     return -target_logprobs(model, _hidden(model, input_ids), input_ids)
 
 
-def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, loss_mask: torch.Tensor,
-               position_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def masked_nll(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sum of -log P(x_t | x_<t), number of targets)`` over targets ``t >= 1`` with both masks set, for a padded
     ``[B, T]`` batch, with gradients; position ids default to each row's ``0 .. n-1``."""
     if position_ids is None:
@@ -39,8 +44,11 @@ def masked_nll(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, los
 
 
 def longce_weights(
-    model, input_ids: torch.Tensor, trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
-    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"], gamma: float = SOFT_GAMMA,
+    model,
+    input_ids: torch.Tensor,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    gamma: float = SOFT_GAMMA,
 ) -> torch.Tensor:
     """Detached ``I_soft`` per target ``[B, T-1]``: ``min(exp(LSD), gamma)`` from target ``K`` on, 1 before."""
     weights = torch.ones(input_ids.shape[0], input_ids.shape[1] - 1, device=input_ids.device)
@@ -54,8 +62,11 @@ def longce_weights(
 
 
 def longce_loss(
-    model, input_ids: torch.Tensor, trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
-    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"], gamma: float = SOFT_GAMMA,
+    model,
+    input_ids: torch.Tensor,
+    trunc_len: int = KEY_TOKEN_DEFAULTS["trunc_len"],
+    sliding_window: int = KEY_TOKEN_DEFAULTS["sliding_window"],
+    gamma: float = SOFT_GAMMA,
 ) -> torch.Tensor:
     """LongCE of a batch ``[B, T]`` of unpadded training sequences (mean over all ``B * (T-1)`` targets)."""
     weights = longce_weights(model, input_ids, trunc_len, sliding_window, gamma)

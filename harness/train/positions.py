@@ -28,8 +28,9 @@ def auto_max_skip(segment_lengths: list[int], target_length: int) -> int:
     return max(0, int(2 * spare / gaps) - 2)
 
 
-def skip_positions(segment_lengths: list[int], max_skip: int, target_length: int,
-                   rng: random.Random) -> tuple[int, list[int]]:
+def skip_positions(
+    segment_lengths: list[int], max_skip: int, target_length: int, rng: random.Random
+) -> tuple[int, list[int]]:
     """``(n_segments_kept, their tokens' positions)``, ``g_i ~ U{0..max_skip}`` drawn for each segment after the first;
     a segment whose last position would reach ``target_length`` ends the example."""
     if max_skip < 0:

@@ -7,16 +7,18 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from harness.pic.variants import Variant, read_variant, write_variant
-from harness.core.files import append_line, staged_files, write_json_atomic
 from harness.core.errors import DataFormatError, UsageError
+from harness.core.files import append_line, staged_files, write_json_atomic
 from harness.pic.hf import apply_pic, set_rope_base
+from harness.pic.variants import Variant, read_variant, write_variant
+from harness.train.batches import collate
 from harness.train.config import TrainConfig, check_config, expected_inference, trains_in_segments
 from harness.train.examples import (
     dynamic_sft_examples,
@@ -25,7 +27,6 @@ from harness.train.examples import (
     split_heldout,
     text_chunks,
 )
-from harness.train.batches import collate
 from harness.train.heldout import heldout_loss, heldout_warning
 from harness.train.losses import longce_loss, lsm_regularized_loss, masked_nll
 
@@ -36,7 +37,10 @@ SUMMARY = "training_summary.json"
 def recipe_loss(cfg: TrainConfig) -> Callable[[Any, dict], tuple[torch.Tensor, dict[str, float]]]:
     """The recipe's training loss on a collated batch: ``(loss, parts to log)``."""
     if cfg.recipe == "longce":
-        return lambda model, b: (longce_loss(model, b["input_ids"], cfg.short_context, cfg.sliding_window, cfg.gamma), {})
+        return lambda model, b: (
+            longce_loss(model, b["input_ids"], cfg.short_context, cfg.sliding_window, cfg.gamma),
+            {},
+        )
     if cfg.recipe == "lsm-reg":
         return lambda model, b: lsm_regularized_loss(model, b["input_ids"], cfg.context_length, cfg.delta, cfg.lam)
 
@@ -123,8 +127,12 @@ def add_adapter(model, cfg: TrainConfig):
     if getattr(cfg, "init", None):  # LongRecipe's replay stage continues an adapter
         return PeftModel.from_pretrained(model, cfg.init, is_trainable=True)
     targets = [t.strip() for t in cfg.lora_targets.split(",") if t.strip()]
-    return get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
-                                            target_modules=targets, task_type="CAUSAL_LM"))
+    return get_peft_model(
+        model,
+        LoraConfig(
+            r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets, task_type="CAUSAL_LM"
+        ),
+    )
 
 
 def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list[dict], dict]:
@@ -140,8 +148,9 @@ def build_examples(cfg: TrainConfig, tokenizer, model) -> tuple[list[dict], list
         def make(indices: list[int]) -> list[dict]:
             out = []
             for i in indices:
-                prompt, answer = encode_instruction(tokenizer, rows[i], f"{cfg.data} row {i}", cfg.chat_template,
-                                                    cfg.prompt_field, cfg.response_field)
+                prompt, answer = encode_instruction(
+                    tokenizer, rows[i], f"{cfg.data} row {i}", cfg.chat_template, cfg.prompt_field, cfg.response_field
+                )
                 # plain SFT: one segment, the whole answer (cut at its end to fit --max-length)
                 segment = cfg.segment_length if trains_in_segments(cfg) else max(1, len(answer))
                 out += dynamic_sft_examples(prompt, answer, segment, cfg.max_length)
@@ -184,17 +193,25 @@ def longrecipe_split(cfg: TrainConfig, tokenizer, model, train_texts, held_texts
         from transformers import AutoModelForCausalLM
 
         extended = AutoModelForCausalLM.from_pretrained(cfg.extended_model, dtype=next(model.parameters()).dtype)
-        extended_logits = document_logits(extended.to(next(model.parameters()).device), docs,
-                                          "Impactful tokens (extended H')", cfg.progress)
+        extended_logits = document_logits(
+            extended.to(next(model.parameters()).device), docs, "Impactful tokens (extended H')", cfg.progress
+        )
         del extended
     else:  # H' = the model at the extended base (which it then trains at)
         set_rope_base(model, cfg.rope_base)
         extended_logits = document_logits(model, docs, "Impactful tokens (extended H')", cfg.progress)
     n = len(train_docs)
-    common = dict(train_length=train_length, target_length=cfg.target_length, max_skip=cfg.max_skip,
-                  fraction=cfg.top_fraction, seed=cfg.seed)
+    common = dict(
+        train_length=train_length,
+        target_length=cfg.target_length,
+        max_skip=cfg.max_skip,
+        fraction=cfg.top_fraction,
+        seed=cfg.seed,
+    )
     train, summary = longrecipe_examples(train_docs, base_logits[:n], extended_logits[:n], **common)
-    held, _ = longrecipe_examples(held_docs, base_logits[n:], extended_logits[n:], anchors=summary.pop("anchors"), **common)
+    held, _ = longrecipe_examples(
+        held_docs, base_logits[n:], extended_logits[n:], anchors=summary.pop("anchors"), **common
+    )
     info.update(summary, train_length=train_length)
     return require(train, "no LongRecipe example (no sentence with an impactful token fits --train-length)"), held, info
 
@@ -225,18 +242,35 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
     before = heldout_loss(model, held, pad_id, cfg.batch_size, cfg.progress)
     output.mkdir(parents=True, exist_ok=True)
     args = TrainingArguments(
-        output_dir=str(output), per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.grad_accum,
-        learning_rate=cfg.default("lr"), warmup_steps=cfg.default("warmup"), num_train_epochs=cfg.default("epochs"),
-        max_steps=cfg.max_steps, weight_decay=cfg.default("weight_decay"),
-        adam_beta1=cfg.default("betas")[0], adam_beta2=cfg.default("betas")[1],
-        logging_steps=cfg.log_steps, save_steps=cfg.save_steps, save_total_limit=2, report_to="none",
-        remove_unused_columns=False, seed=cfg.seed, disable_tqdm=not cfg.progress,
-        use_cpu=not torch.cuda.is_available(), bf16=cfg.dtype == "bfloat16" and torch.cuda.is_available(),
+        output_dir=str(output),
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        learning_rate=cfg.default("lr"),
+        warmup_steps=cfg.default("warmup"),
+        num_train_epochs=cfg.default("epochs"),
+        max_steps=cfg.max_steps,
+        weight_decay=cfg.default("weight_decay"),
+        adam_beta1=cfg.default("betas")[0],
+        adam_beta2=cfg.default("betas")[1],
+        logging_steps=cfg.log_steps,
+        save_steps=cfg.save_steps,
+        save_total_limit=2,
+        report_to="none",
+        remove_unused_columns=False,
+        seed=cfg.seed,
+        disable_tqdm=not cfg.progress,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=cfg.dtype == "bfloat16" and torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
-    trainer = RecipeTrainer(model=model, args=args, train_dataset=train,
-                            data_collator=lambda rows: collate(rows, pad_id), loss_fn=recipe_loss(cfg),
-                            callbacks=[VariantCallback(output, variant)])
+    trainer = RecipeTrainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        data_collator=lambda rows: collate(rows, pad_id),
+        loss_fn=recipe_loss(cfg),
+        callbacks=[VariantCallback(output, variant)],
+    )
     if not cfg.progress:  # --quiet: no per-step dicts on stdout either (the loss log keeps them)
         trainer.remove_callback(PrinterCallback)
     if torch.cuda.is_available():
@@ -253,13 +287,20 @@ def train_recipe(cfg: TrainConfig) -> dict[str, Any]:
         write_variant(output, variant)
     losses = read_losses(output / LOSS_LOG)
     summary = {
-        "recipe": cfg.recipe, "variant": variant.describe(), "output": str(output),
-        "train_examples": len(train), "heldout_examples": len(held), "data": info,
-        "steps": trainer.state.global_step, "train_seconds": round(seconds, 2),
+        "recipe": cfg.recipe,
+        "variant": variant.describe(),
+        "output": str(output),
+        "train_examples": len(train),
+        "heldout_examples": len(held),
+        "data": info,
+        "steps": trainer.state.global_step,
+        "train_seconds": round(seconds, 2),
         "steps_per_second": round(trainer.state.global_step / seconds, 4) if seconds else None,
-        "train_loss": result.training_loss, "first_logged_loss": losses[0] if losses else None,
+        "train_loss": result.training_loss,
+        "first_logged_loss": losses[0] if losses else None,
         "last_logged_loss": losses[-1] if losses else None,
-        "heldout_loss_before": before, "warning": heldout_warning(before, after),
+        "heldout_loss_before": before,
+        "warning": heldout_warning(before, after),
         "heldout_loss_after": after if after is None or math.isfinite(after) else None,  # JSON has no NaN
         "peak_memory_gb": round(torch.cuda.max_memory_allocated() / 2**30, 3) if torch.cuda.is_available() else None,
     }

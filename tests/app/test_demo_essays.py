@@ -30,8 +30,7 @@ def _folder(path: Path) -> Path:
     return path
 
 
-def test_essays_given_come_first_then_the_environments_then_beside_the_checkout_then_the_shipped(tmp_path,
-                                                                                                  monkeypatch):
+def test_essays_given_come_first_then_the_environments_then_beside_the_checkout_then_the_shipped(tmp_path, monkeypatch):
     from harness.demo.real import DemoCorpus, demo_corpus
 
     mine, theirs = _folder(tmp_path / "mine"), _folder(tmp_path / "theirs")
@@ -43,9 +42,11 @@ def test_essays_given_come_first_then_the_environments_then_beside_the_checkout_
     assert demo_corpus(None) == DemoCorpus(ESSAYS, "lch-essays", "shipped with the package, named by $LCH_ESSAYS")
     monkeypatch.delenv("LCH_ESSAYS")
     beside = CHECKOUT.parent / "shared" / "data" / "paul_graham_essays"
-    assert demo_corpus(None) == (DemoCorpus(beside, "paul_graham_essays", "beside the checkout")
-                                 if any(beside.glob("*.txt")) else DemoCorpus(ESSAYS, "lch-essays",
-                                                                              "shipped with the package"))
+    assert demo_corpus(None) == (
+        DemoCorpus(beside, "paul_graham_essays", "beside the checkout")
+        if any(beside.glob("*.txt"))
+        else DemoCorpus(ESSAYS, "lch-essays", "shipped with the package")
+    )
 
 
 def test_a_folder_asked_for_that_holds_no_essays_is_refused_not_replaced(tmp_path, monkeypatch):
@@ -54,8 +55,11 @@ def test_a_folder_asked_for_that_holds_no_essays_is_refused_not_replaced(tmp_pat
 
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("LCH_ESSAYS", str(_folder(tmp_path / "good")))
-    with pytest.raises(MissingDataError, match=r"^--essays .*empty holds no \.txt file: give a folder of \.txt "
-                                               r"essays, or lch-essays \(the essays shipped with the package\)$"):
+    with pytest.raises(
+        MissingDataError,
+        match=r"^--essays .*empty holds no \.txt file: give a folder of \.txt "
+        r"essays, or lch-essays \(the essays shipped with the package\)$",
+    ):
         demo_corpus(str(tmp_path / "empty"))
     monkeypatch.setenv("LCH_ESSAYS", str(tmp_path / "a.txt"))
     with pytest.raises(MissingDataError, match=r"^\$LCH_ESSAYS .*a\.txt is not a folder"):
@@ -80,15 +84,36 @@ def installed(tmp_path_factory) -> Path:
         else:
             shutil.copy2(CHECKOUT / name, src / name)
     run = lambda *args: subprocess.run(args, check=True, capture_output=True, text=True, timeout=300)  # noqa: E731
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
-        "-w", str(root / "dist"), str(src))
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-q",
+        "-w",
+        str(root / "dist"),
+        str(src),
+    )
     wheel = next((root / "dist").glob("lch_harness-*.whl"))
     env = root / "env"
     run(sys.executable, "-m", "venv", "--without-pip", str(env))
-    run(sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--no-deps", "--no-index",
-        "-q", str(wheel))
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(env / "bin" / "python"),
+        "install",
+        "--no-deps",
+        "--no-index",
+        "-q",
+        str(wheel),
+    )
     deps = env / "deps"  # inside the environment, as installed dependencies are (dill pickles by reference only
-    deps.mkdir()         # classes of modules under sys.prefix or in a site-packages folder: datasets' fingerprints)
+    deps.mkdir()  # classes of modules under sys.prefix or in a site-packages folder: datasets' fingerprints)
     for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
         if not _ours(entry.name):
             (deps / entry.name).symlink_to(entry)
@@ -126,16 +151,23 @@ print(json.dumps({
 """
 
 
-def test_the_demo_from_a_wheel_away_from_any_checkout_reads_the_essays_the_wheel_ships(installed, tmp_path,
-                                                                                      smollm2_dir):
+def test_the_demo_from_a_wheel_away_from_any_checkout_reads_the_essays_the_wheel_ships(
+    installed, tmp_path, smollm2_dir
+):
     from transformers import AutoTokenizer
 
     from harness.data.haystacks import split_sentences
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = subprocess.run([str(installed / "bin" / "python"), "-c", PROBE], cwd=empty, env=_scratch_env(installed),
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(installed / "bin" / "python"), "-c", PROBE],
+        cwd=empty,
+        env=_scratch_env(installed),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
 
@@ -174,7 +206,7 @@ def test_the_demo_from_a_wheel_away_from_any_checkout_reads_the_essays_the_wheel
         # the essay haystack: the corpus's sentences in order from its first, the needle among them
         needle = [s for s in context if sample["outputs"][0] in s]
         haystack = [s for s in context if s not in needle]
-        assert len(needle) == 1 and len(haystack) > 20 and haystack == corpus[:len(haystack)]
+        assert len(needle) == 1 and len(haystack) > 20 and haystack == corpus[: len(haystack)]
         assert sample["prompt_tokens"] + sample["max_gen_toks"] <= sample["length"]
     sentences = set(corpus)
     for sample in samples["lch_babilong_qa1"]:
@@ -184,8 +216,16 @@ def test_the_demo_from_a_wheel_away_from_any_checkout_reads_the_essays_the_wheel
 
 
 def test_the_installed_lch_demo_refuses_a_missing_essays_folder_in_one_line(installed, tmp_path):
-    done = subprocess.run(["lch", "demo", "--essays", str(tmp_path / "nowhere")], cwd=tmp_path,
-                          env=_scratch_env(installed), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["lch", "demo", "--essays", str(tmp_path / "nowhere")],
+        cwd=tmp_path,
+        env=_scratch_env(installed),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == (f"lch: error: --essays {tmp_path / 'nowhere'} is not a folder: give a folder of "
-                                   ".txt essays, or lch-essays (the essays shipped with the package)")
+    assert done.stderr.strip() == (
+        f"lch: error: --essays {tmp_path / 'nowhere'} is not a folder: give a folder of "
+        ".txt essays, or lch-essays (the essays shipped with the package)"
+    )

@@ -4,8 +4,12 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [p for folder in ("harness",) for p in (ROOT / folder).rglob("*")
-           if p.suffix in (".py", ".md", ".yaml") and p.is_file()]
+SOURCES = [
+    p
+    for folder in ("harness",)
+    for p in (ROOT / folder).rglob("*")
+    if p.suffix in (".py", ".md", ".yaml") and p.is_file()
+]
 
 
 def test_no_citation_points_outside_the_repository():

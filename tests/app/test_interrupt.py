@@ -22,8 +22,13 @@ def _spawn(command: list[str]) -> subprocess.Popen:
     """Start an `lch` command as a terminal would: Ctrl-C (SIGINT) at its default disposition. A process inherits
     an ignored SIGINT across exec, and Python then installs no KeyboardInterrupt handler, so a test worker whose
     SIGINT some library set to ignored would start children that cannot be interrupted at all."""
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 @pytest.fixture()
@@ -38,13 +43,31 @@ def silent_server():
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_judge_exits_130_with_one_line(sig, silent_server, tmp_path):
-    item = {"instruction": "Write an essay.", "response": "An essay.", "checklists": ["Is it an essay?"],
-            "category": "argumentative_writing", "weights_file": "w.txt", "rescale": False, "judge": None}
+    item = {
+        "instruction": "Write an essay.",
+        "response": "An essay.",
+        "checklists": ["Is it an essay?"],
+        "category": "argumentative_writing",
+        "weights_file": "w.txt",
+        "rescale": False,
+        "judge": None,
+    }
     samples = tmp_path / "samples_hellobench_htg_1.jsonl"
     samples.write_text(json.dumps({"doc_id": 0, "quality": item}) + "\n")
     url, server = silent_server
-    proc = _spawn([str(BIN / "lch"), "judge", str(samples), "--judge-base-url", url,
-                   "--judge-model", "m", "--judge-cache-dir", str(tmp_path / "cache")])
+    proc = _spawn(
+        [
+            str(BIN / "lch"),
+            "judge",
+            str(samples),
+            "--judge-base-url",
+            url,
+            "--judge-model",
+            "m",
+            "--judge-cache-dir",
+            str(tmp_path / "cache"),
+        ]
+    )
     server.settimeout(120)
     connection, _ = server.accept()  # past the imports: the judge now waits on the server (its check: 30 s)
     assert proc.poll() is None, proc.communicate()
@@ -54,8 +77,9 @@ def test_interrupted_judge_exits_130_with_one_line(sig, silent_server, tmp_path)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-1] == ("lch: error: interrupted; the judge answers received so far are cached: run the same "
-                         "command to resume")
+    assert lines[-1] == (
+        "lch: error: interrupted; the judge answers received so far are cached: run the same command to resume"
+    )
     assert sum(line.startswith("lch: error:") for line in lines) == 1
 
 
@@ -82,10 +106,26 @@ def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, t
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(300, 1500, seed=3)))
     meta = {"data_files": str(docs), "min_tokens": 100, "max_tokens": 2000, "num_docs": 300}
-    command = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
-               f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=2,pic_impl=reference,dtype=float32",
-               "--device", "cpu", "--batch_size", "1", "--tasks", "ppl_govreport", "--metadata", json.dumps(meta),
-               "--use_cache", str(tmp_path / "cache"), "--output_path", str(tmp_path / "out")]
+    command = [
+        str(BIN / "lch"),
+        "eval",
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=2,pic_impl=reference,dtype=float32",
+        "--device",
+        "cpu",
+        "--batch_size",
+        "1",
+        "--tasks",
+        "ppl_govreport",
+        "--metadata",
+        json.dumps(meta),
+        "--use_cache",
+        str(tmp_path / "cache"),
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
     proc = _spawn(command)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not list(tmp_path.glob("cache*")):
@@ -97,8 +137,10 @@ def test_interrupted_eval_keeps_its_response_cache_and_resumes(tiny_model_dir, t
     assert proc.returncode == 130, err[-2000:]
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines[-1] == ("lch: error: interrupted; responses computed so far are kept in the --use_cache response "
-                         "cache: run the same command to resume")
+    assert lines[-1] == (
+        "lch: error: interrupted; responses computed so far are kept in the --use_cache response "
+        "cache: run the same command to resume"
+    )
     assert not list((tmp_path / "out").rglob("results_*.json"))  # no results from a stopped run
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -26,11 +26,23 @@ def original(tiny_model_dir, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("rerun")
     docs = root / "reports.jsonl"
     docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(3, 150, seed=8)))
-    meta = {"data_files": str(docs), "min_tokens": 1, "num_docs": 3, "lengths": [512], "num_samples": 2,
-            "essays": "synthetic", "seed": 31}
-    results = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, TASKS,
-                       task_manager(metadata={"pretrained": str(tiny_model_dir), **meta}, ours_only=True),
-                       device="cpu", batch_size=2, log_samples=True)
+    meta = {
+        "data_files": str(docs),
+        "min_tokens": 1,
+        "num_docs": 3,
+        "lengths": [512],
+        "num_samples": 2,
+        "essays": "synthetic",
+        "seed": 31,
+    }
+    results = evaluate(
+        {"pretrained": str(tiny_model_dir), "dtype": "float32"},
+        TASKS,
+        task_manager(metadata={"pretrained": str(tiny_model_dir), **meta}, ours_only=True),
+        device="cpu",
+        batch_size=2,
+        log_samples=True,
+    )
     return save_run(results, root / "run")
 
 
@@ -56,8 +68,9 @@ def test_the_invocation_is_recorded_as_simple_evaluate_was_called(original, tiny
     assert invocation["cwd"] == str(Path.cwd())
 
 
-def test_a_run_of_relative_paths_and_a_users_group_is_rerun_from_another_folder(tiny_model_dir, tmp_path, monkeypatch,
-                                                                                capsys):
+def test_a_run_of_relative_paths_and_a_users_group_is_rerun_from_another_folder(
+    tiny_model_dir, tmp_path, monkeypatch, capsys
+):
     """The demo's shape: a group YAML of the user's under a relative ``--include_path`` and a relative data file;
     the rerun, started elsewhere, runs in the folder the run was made in."""
     from harness.data.synthetic import synthetic_reports
@@ -66,12 +79,18 @@ def test_a_run_of_relative_paths_and_a_users_group_is_rerun_from_another_folder(
     made = tmp_path / "project"
     (made / "mytasks").mkdir(parents=True)
     (made / "mytasks" / "my_group.yaml").write_text("group: my_group\ntask:\n  - ppl_govreport\n")
-    (made / "reports.jsonl").write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 80, seed=2)))
+    (made / "reports.jsonl").write_text(
+        "".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 80, seed=2))
+    )
     monkeypatch.chdir(made)
     meta = {"data_files": "reports.jsonl", "min_tokens": 1, "num_docs": 2}
-    results = evaluate({"pretrained": str(tiny_model_dir)}, ["my_group"],
-                       task_manager(["mytasks"], {"pretrained": str(tiny_model_dir), **meta}, ours_only=True),
-                       device="cpu", log_samples=True)
+    results = evaluate(
+        {"pretrained": str(tiny_model_dir)},
+        ["my_group"],
+        task_manager(["mytasks"], {"pretrained": str(tiny_model_dir), **meta}, ours_only=True),
+        device="cpu",
+        log_samples=True,
+    )
     path = save_run(results, made / "runs" / "one")
     assert json.loads(path.read_text())["lch_invocation"]["include_path"] == [str(made / "mytasks")]
     monkeypatch.chdir(tmp_path)
@@ -84,9 +103,15 @@ def test_a_rerun_here_reproduces_every_sample_and_metric(original, tmp_path, cap
     assert main(["rerun", str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
     metrics = json.loads(run.read_text())["results"]
-    counted = sum(1 for task in TASKS for key, value in metrics[task].items()
-                  if isinstance(value, (int, float)) and not isinstance(value, bool) and "_stderr" not in key
-                  and not key.startswith("sample_len"))
+    counted = sum(
+        1
+        for task in TASKS
+        for key, value in metrics[task].items()
+        if isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and "_stderr" not in key
+        and not key.startswith("sample_len")
+    )
     assert out[0] == f"reproduced: 5 of 5 samples identical, every metric equal ({counted})"
     assert (tmp_path / "run-rerun").is_dir() and out[2].startswith(f"rerun:    {tmp_path / 'run-rerun'}")
 
@@ -127,14 +152,17 @@ def test_the_model_is_found_by_its_content_and_a_missing_one_is_one_line(origina
     assert main(["rerun", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith(f"lch: error: the model of {run.name} (sha256:") and err.endswith(
-        f"is not at {tmp_path / 'gone'} nor in the model cache: give --model-dir FOLDER holding it")
+        f"is not at {tmp_path / 'gone'} nor in the model cache: give --model-dir FOLDER holding it"
+    )
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(tiny_model_dir, elsewhere)
     assert main(["rerun", str(run), "--model-dir", str(elsewhere)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("reproduced: 5 of 5 samples identical")
-    assert f"- the model ({json.loads(run.read_text())['config']['lch_run']['model']}) is not at {tmp_path / 'gone'}: " \
-           f"found at {elsewhere}" in out
+    assert (
+        f"- the model ({json.loads(run.read_text())['config']['lch_run']['model']}) is not at {tmp_path / 'gone'}: "
+        f"found at {elsewhere}" in out
+    )
 
 
 def test_a_results_file_without_an_invocation_is_refused(original, tmp_path, capsys):
@@ -142,7 +170,9 @@ def test_a_results_file_without_an_invocation_is_refused(original, tmp_path, cap
     assert main(["rerun", str(run)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"lch: error: {run} records no invocation (a run of another harness, or of lch before it recorded them): "
-        "rerun it by hand with lch eval")
+        "rerun it by hand with lch eval"
+    )
     assert main(["rerun", str(run), "--allow", "seed"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "lch: error: lch rerun --allow seed: a rerun checks model, libraries, device, dtype only")
+        "lch: error: lch rerun --allow seed: a rerun checks model, libraries, device, dtype only"
+    )

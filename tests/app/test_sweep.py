@@ -27,8 +27,11 @@ def _ray_processes() -> list[int]:
     import psutil
 
     names = ("raylet", "gcs_server", "ray::")
-    return [p.pid for p in psutil.process_iter(["name", "cmdline"])
-            if any(n in " ".join(p.info["cmdline"] or [p.info["name"] or ""]) for n in names)]
+    return [
+        p.pid
+        for p in psutil.process_iter(["name", "cmdline"])
+        if any(n in " ".join(p.info["cmdline"] or [p.info["name"] or ""]) for n in names)
+    ]
 
 
 def _start_cluster(nodes: list[dict]):
@@ -63,26 +66,49 @@ def grid(tmp_path_factory) -> Path:
     from harness.data.synthetic import synthetic_reports
 
     root = tmp_path_factory.mktemp("sweep")
-    (root / "reports.jsonl").write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 300, seed=3)))
+    (root / "reports.jsonl").write_text(
+        "".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 300, seed=3))
+    )
     models = [str(build_tiny_model(**args)) for args in SHIPPED.values()]
-    spec = {"engine": "hf-pic", "models": models, "model_args": {"device": "cpu", "dtype": "float32"},
-            "variants": {"vanilla": {"pic": "none"}, "ntk4": {"pic": "ntk", "pic_ratio": 4}},
-            "tasks": ["ppl_govreport", "lch_ruler_niah_single_1"], "lengths": [512],
-            "metadata": {"data_files": "reports.jsonl", "min_tokens": 64, "max_tokens": 200, "num_docs": 2,
-                         "num_samples": 1, "essays": "synthetic"}}
+    spec = {
+        "engine": "hf-pic",
+        "models": models,
+        "model_args": {"device": "cpu", "dtype": "float32"},
+        "variants": {"vanilla": {"pic": "none"}, "ntk4": {"pic": "ntk", "pic_ratio": 4}},
+        "tasks": ["ppl_govreport", "lch_ruler_niah_single_1"],
+        "lengths": [512],
+        "metadata": {
+            "data_files": "reports.jsonl",
+            "min_tokens": 64,
+            "max_tokens": 200,
+            "num_docs": 2,
+            "num_samples": 1,
+            "essays": "synthetic",
+        },
+    }
     (root / "sweep.yaml").write_text(json.dumps(spec))
     return root
 
 
 def _lch(args: list[str], cwd: Path, **popen) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=TIMEOUT, env=env, **popen)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        **popen,
+    )
 
 
 def _cells(out: Path) -> dict[str, dict]:
-    return {json.loads((f / "cell.json").read_text())["label"]: json.loads((f / "cell.json").read_text())
-            for f in (out / "cells").iterdir() if (f / "cell.json").is_file()}
+    return {
+        json.loads((f / "cell.json").read_text())["label"]: json.loads((f / "cell.json").read_text())
+        for f in (out / "cells").iterdir()
+        if (f / "cell.json").is_file()
+    }
 
 
 def _results(folder: Path) -> dict:
@@ -96,16 +122,22 @@ def test_the_grid_equals_its_cells_run_one_by_one_and_lands_where_it_fits(cluste
     assert done.returncode == 0, done.stderr[-3000:]
     assert "4 done, 0 skipped (already done), 0 failed" in done.stdout
     cells = _cells(grid / "out")
-    assert sorted(cells) == sorted(f"{Path(m).name} {v}" for m in json.loads((grid / "sweep.yaml").read_text())["models"]
-                                   for v in ("vanilla", "ntk4"))
+    assert sorted(cells) == sorted(
+        f"{Path(m).name} {v}"
+        for m in json.loads((grid / "sweep.yaml").read_text())["models"]
+        for v in ("vanilla", "ntk4")
+    )
     assert {c["node"] for c in cells.values()} == {worker}  # the head's 0.4 GiB fits no cell's plan
     by_hand = grid / "by_hand"
     for label, cell in cells.items():
         out = by_hand / label.replace(" ", "_")
         ran = _lch(["eval", *cell["argv"], "--output_path", str(out)], grid)
         assert ran.returncode == 0, ran.stderr[-3000:]
-        swept = next(f for f in (grid / "out" / "cells").iterdir() if (f / "cell.json").is_file()
-                     and json.loads((f / "cell.json").read_text())["label"] == label)
+        swept = next(
+            f
+            for f in (grid / "out" / "cells").iterdir()
+            if (f / "cell.json").is_file() and json.loads((f / "cell.json").read_text())["label"] == label
+        )
         assert _results(swept) == _results(out), label
     boards = []
     for runs in (grid / "out" / "cells", by_hand):
@@ -138,9 +170,14 @@ def test_a_killed_worker_and_a_killed_cell_are_run_again_and_land_once(cluster, 
     (grid / "kill.yaml").write_text(json.dumps(spec))
     out = grid / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    sweep = subprocess.Popen([sys.executable, "-m", "harness.cli", "sweep", "kill.yaml", "--address", made.address,
-                              "--output", str(out)], cwd=grid, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "sweep", "kill.yaml", "--address", made.address, "--output", str(out)],
+        cwd=grid,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     killed: dict[str, str] = {}  # cell folder -> what was killed
     deadline = time.time() + TIMEOUT
     while len(killed) < 2 and sweep.poll() is None and time.time() < deadline:
@@ -148,7 +185,9 @@ def test_a_killed_worker_and_a_killed_cell_are_run_again_and_land_once(cluster, 
             cmd = proc.info["cmdline"] or []
             if "harness.cli" not in cmd or "eval" not in cmd or not any(str(out) in a for a in cmd):
                 continue
-            folder = next(a for a in cmd if str(out) in a).split("/cells/")[1].split("/")[0].split(".attempt")[0].lstrip(".")
+            folder = (
+                next(a for a in cmd if str(out) in a).split("/cells/")[1].split("/")[0].split(".attempt")[0].lstrip(".")
+            )
             if folder in killed or proc.create_time() > time.time() - 2:  # let it get going first
                 continue
             victim = proc.parent() if not killed else proc
@@ -166,8 +205,12 @@ def test_a_killed_worker_and_a_killed_cell_are_run_again_and_land_once(cluster, 
         record = json.loads((folder / "cell.json").read_text())
         assert record["attempt"] == (2 if folder.name.split(".attempt")[0] in killed else 1), folder.name
     assert _results(next(f for f in (out / "cells").iterdir() if "vanilla" in f.name)) == _results(
-        next(f for f in (grid / "out" / "cells").iterdir() if "vanilla" in f.name and spec["models"][0].split("/")[-1]
-             in f.name))
+        next(
+            f
+            for f in (grid / "out" / "cells").iterdir()
+            if "vanilla" in f.name and spec["models"][0].split("/")[-1] in f.name
+        )
+    )
 
 
 def test_a_cell_no_node_fits_is_refused_before_any_cell_runs(grid):
@@ -198,7 +241,7 @@ def test_a_bad_cell_fails_with_its_one_line_and_the_others_complete(cluster, gri
     assert done.returncode == 2, done.stderr[-3000:]
     assert "1 done, 0 skipped (already done), 1 failed" in done.stdout
     lines = done.stdout.splitlines()
-    outcomes = lines[next(i for i, line in enumerate(lines) if line.split()[:2] == ["cell", "result"]):]
+    outcomes = lines[next(i for i, line in enumerate(lines) if line.split()[:2] == ["cell", "result"]) :]
     (row,) = [line for line in outcomes if line.split()[1:3] == ["bad", "failed"]]
     assert "lch: error:" in row and "pic_ratio" in row, row
     assert list(_cells(grid / "bad")) == [f"{Path(spec['models'][0]).name} vanilla"]
@@ -211,8 +254,10 @@ def test_without_ray_lch_sweep_says_how_to_install_it(grid, monkeypatch, capsys)
     monkeypatch.chdir(grid)
     assert main(["sweep", "sweep.yaml", "--output", str(grid / "no-ray")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["lch: error: lch sweep runs its cells on Ray, which is not installed: pip install "
-                   "'lch-harness[ray]' (or ray>=2.40)"]
+    assert err == [
+        "lch: error: lch sweep runs its cells on Ray, which is not installed: pip install "
+        "'lch-harness[ray]' (or ray>=2.40)"
+    ]
     assert not (grid / "no-ray").exists()
 
 
@@ -220,8 +265,14 @@ def test_a_run_time_failure_is_the_cells_outcome_and_leaves_no_folder(tmp_path):
     from harness.sweep.worker import run_cell_reporting
 
     folder = tmp_path / "cells" / "x-1"
-    outcome = run_cell_reporting(["--model", "hf-pic", "--model_args", f"pretrained={tmp_path / 'no-such-model'}",
-                                  "--tasks", "ppl_govreport"], str(folder), {}, {}, 1, str(tmp_path))
+    outcome = run_cell_reporting(
+        ["--model", "hf-pic", "--model_args", f"pretrained={tmp_path / 'no-such-model'}", "--tasks", "ppl_govreport"],
+        str(folder),
+        {},
+        {},
+        1,
+        str(tmp_path),
+    )
     assert (outcome.status, outcome.exit_code) == ("failed", 2)
     assert outcome.line.startswith("lch: error:") and "no-such-model" in outcome.line
     assert not folder.exists() and not [p for p in (tmp_path / "cells").iterdir()]
@@ -243,8 +294,10 @@ def test_a_checkpoint_series_gives_the_per_step_table_and_the_gate(cluster, grid
         shutil.copytree(base, run / f"checkpoint-{step}")
     weights = load_file(run / "checkpoint-300" / "model.safetensors")
     generator = torch.Generator().manual_seed(0)
-    save_file({k: v + 0.5 * torch.randn(v.shape, generator=generator) if v.dim() == 2 else v
-               for k, v in weights.items()}, str(run / "checkpoint-300" / "model.safetensors"))
+    save_file(
+        {k: v + 0.5 * torch.randn(v.shape, generator=generator) if v.dim() == 2 else v for k, v in weights.items()},
+        str(run / "checkpoint-300" / "model.safetensors"),
+    )
     spec = json.loads((grid / "sweep.yaml").read_text())
     spec.update(models=["train/checkpoint-*"], variants={"vanilla": {"pic": "none"}}, tasks=["ppl_govreport"])
     spec.pop("lengths")
@@ -254,20 +307,27 @@ def test_a_checkpoint_series_gives_the_per_step_table_and_the_gate(cluster, grid
     assert "gate, vanilla: step 300 against step 200: REGRESSION" in gated.stdout
     rows = list(csv.DictReader((grid / "series" / "by_step.csv").open()))
     cells = {c["step"]: c for c in _cells(grid / "series").values()}
-    values = {step: _results(next(f for f in (grid / "series" / "cells").iterdir() if f"checkpoint-{step}" in f.name))
-              ["ppl_govreport"]["ppl,none"] for step in cells}
+    values = {
+        step: _results(next(f for f in (grid / "series" / "cells").iterdir() if f"checkpoint-{step}" in f.name))[
+            "ppl_govreport"
+        ]["ppl,none"]
+        for step in cells
+    }
     assert [(int(r["step"]), float(r["ppl_govreport/ppl"])) for r in rows] == [(s, values[s]) for s in (100, 200, 300)]
     assert values[100] == values[200] < values[300]
     assert (grid / "series" / "by_step.png").stat().st_size > 0
     spec["models"] = ["train/checkpoint-[12]00"]
     (grid / "series_ok.yaml").write_text(json.dumps(spec))
-    passed = _lch(["sweep", "series_ok.yaml", "--address", made.address, "--output", "series", "--gate", "previous"],
-                  grid)
+    passed = _lch(
+        ["sweep", "series_ok.yaml", "--address", made.address, "--output", "series", "--gate", "previous"], grid
+    )
     assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-2000:]
     assert "0 done, 2 skipped" in passed.stdout and "step 200 against step 100: OK" in passed.stdout
     first = next(f for f in (grid / "series" / "cells").iterdir() if "checkpoint-100" in f.name)
     baseline = _lch(["regress", str(first), "--baseline", str(grid / "b100.json"), "--update-baseline"], grid)
     assert baseline.returncode == 0, baseline.stderr
-    named = _lch(["sweep", "series.yaml", "--address", made.address, "--output", "series", "--gate",
-                  str(grid / "b100.json")], grid)
+    named = _lch(
+        ["sweep", "series.yaml", "--address", made.address, "--output", "series", "--gate", str(grid / "b100.json")],
+        grid,
+    )
     assert named.returncode == 1 and f"step 300 against {grid / 'b100.json'}: REGRESSION" in named.stdout

@@ -34,8 +34,19 @@ LOOKUPS = ("task typo", "family task typo")
 
 
 def _eval(tiny: Path, tasks: str, metadata: dict, model_args: str = "", out: str | None = None) -> list[str]:
-    argv = ["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny}{model_args}", "--device", "cpu",
-            "--tasks", tasks, "--metadata", json.dumps(metadata)]
+    argv = [
+        "eval",
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny}{model_args}",
+        "--device",
+        "cpu",
+        "--tasks",
+        tasks,
+        "--metadata",
+        json.dumps(metadata),
+    ]
     return argv + (["--output_path", out] if out else [])
 
 
@@ -47,34 +58,98 @@ def cases(tiny: Path, root: Path) -> list[tuple[str, list[str], dict, str]]:
     a_file = root / "a-file.txt"
     empty = root / "no-runs"
     return [
-        ("samples zero", _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "num_samples": 0}), {},
-         r"num_samples must be between 1 and 100000, got 0$"),
-        ("samples 1e12", _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "num_samples": 1e12}), {},
-         r"num_samples must be between 1 and 100000, got 1000000000000$"),
-        ("lengths empty", _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "lengths": []}), {},
-         r"lengths must not be empty"),
-        ("length absurd", _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "lengths": ["4k", "99999999k"]}), {},
-         r"lengths must be between 1 and 10000000 tokens each, got '99999999k'$"),
-        ("samples x lengths", _eval(tiny, "lch_babilong_qa1", {"num_samples": 500, "lengths": [f"{k}k" for k in
-                                                                                             range(1, 300)],
-                                                               "source": "synthetic"}), {},
-         r"num_samples 500 x 299 lengths = 149500 samples, more than the 100000 a task builds"),
-        ("max below min", _eval(tiny, "ppl_govreport", {**docs, "min_tokens": 100, "max_tokens": 10}), {},
-         r"max_tokens 10 is below min_tokens 100"),
-        ("no documents", _eval(tiny, "ppl_govreport", {**docs, "num_docs": 0}), {},
-         r"num_docs must be between 1 and 100000, got 0$"),
-        ("output under a file", _eval(tiny, "ppl_govreport", docs, out=str(a_file / "out")), {},
-         rf"--output_path {a_file}/out: {a_file} is a file, so nothing can be written under it"),
-        ("cache is a file", _eval(tiny, "ppl_govreport", docs), {"LCH_CACHE": str(a_file)},
-         rf"\$LCH_CACHE={a_file}: {a_file} is a file, not a folder"),
-        ("task typo", _eval(tiny, "ppl_govreprot", docs), {}, r"Tasks not found: ppl_govreprot; did you mean ppl_govreport\?"),
+        (
+            "samples zero",
+            _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "num_samples": 0}),
+            {},
+            r"num_samples must be between 1 and 100000, got 0$",
+        ),
+        (
+            "samples 1e12",
+            _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "num_samples": 1e12}),
+            {},
+            r"num_samples must be between 1 and 100000, got 1000000000000$",
+        ),
+        (
+            "lengths empty",
+            _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "lengths": []}),
+            {},
+            r"lengths must not be empty",
+        ),
+        (
+            "length absurd",
+            _eval(tiny, "lch_ruler_niah_single_1", {**ruler, "lengths": ["4k", "99999999k"]}),
+            {},
+            r"lengths must be between 1 and 10000000 tokens each, got '99999999k'$",
+        ),
+        (
+            "samples x lengths",
+            _eval(
+                tiny,
+                "lch_babilong_qa1",
+                {"num_samples": 500, "lengths": [f"{k}k" for k in range(1, 300)], "source": "synthetic"},
+            ),
+            {},
+            r"num_samples 500 x 299 lengths = 149500 samples, more than the 100000 a task builds",
+        ),
+        (
+            "max below min",
+            _eval(tiny, "ppl_govreport", {**docs, "min_tokens": 100, "max_tokens": 10}),
+            {},
+            r"max_tokens 10 is below min_tokens 100",
+        ),
+        (
+            "no documents",
+            _eval(tiny, "ppl_govreport", {**docs, "num_docs": 0}),
+            {},
+            r"num_docs must be between 1 and 100000, got 0$",
+        ),
+        (
+            "output under a file",
+            _eval(tiny, "ppl_govreport", docs, out=str(a_file / "out")),
+            {},
+            rf"--output_path {a_file}/out: {a_file} is a file, so nothing can be written under it",
+        ),
+        (
+            "cache is a file",
+            _eval(tiny, "ppl_govreport", docs),
+            {"LCH_CACHE": str(a_file)},
+            rf"\$LCH_CACHE={a_file}: {a_file} is a file, not a folder",
+        ),
+        (
+            "task typo",
+            _eval(tiny, "ppl_govreprot", docs),
+            {},
+            r"Tasks not found: ppl_govreprot; did you mean ppl_govreport\?",
+        ),
         ("family task typo", _eval(tiny, "lch_babilong_qa99", {}), {}, r"did you mean lch_babilong_qa9\?"),
-        ("model arg typo", _eval(tiny, "ppl_govreport", docs, ",pic=naive,pic_ration=4"), {},
-         r"hf-pic: unknown model arg pic_ration; did you mean pic_ratio\?"),
-        ("report on no runs", ["leaderboard", str(empty), "-o", str(root / "board.csv")], {},
-         rf"{empty}: no results_\*\.json found"),
-        ("training data missing", ["train", "pic-sft", "--model", str(tiny), "--data", str(root / "missing.jsonl"),
-                                   "--output", str(root / "ckpt")], {}, r"missing.jsonl does not exist"),
+        (
+            "model arg typo",
+            _eval(tiny, "ppl_govreport", docs, ",pic=naive,pic_ration=4"),
+            {},
+            r"hf-pic: unknown model arg pic_ration; did you mean pic_ratio\?",
+        ),
+        (
+            "report on no runs",
+            ["leaderboard", str(empty), "-o", str(root / "board.csv")],
+            {},
+            rf"{empty}: no results_\*\.json found",
+        ),
+        (
+            "training data missing",
+            [
+                "train",
+                "pic-sft",
+                "--model",
+                str(tiny),
+                "--data",
+                str(root / "missing.jsonl"),
+                "--output",
+                str(root / "ckpt"),
+            ],
+            {},
+            r"missing.jsonl does not exist",
+        ),
     ]
 
 
@@ -133,8 +208,13 @@ def test_a_fresh_process_fails_in_seconds(table):
     root, rows, _ = table
     name, argv, environ, pattern = rows[0]
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True,
-                          env={**os.environ, **environ}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environ},
+        timeout=120,
+    )
     seconds = time.perf_counter() - start
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1].startswith("lch: error: ")

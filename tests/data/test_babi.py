@@ -5,8 +5,8 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-from harness.tasks.lch_babilong.babi import GENERATORS, babi_story, babilong_sample
 from harness.data.synthetic import synthetic_reports
+from harness.tasks.lch_babilong.babi import GENERATORS, babi_story, babilong_sample
 from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
 
 

@@ -5,8 +5,7 @@ import math
 
 import pytest
 
-from harness.data.documents import MissingDataError, load_documents, select_long
-from harness.data.documents import DocumentOptions
+from harness.data.documents import DocumentOptions, MissingDataError, load_documents, select_long
 from harness.data.govreport import load_govreport
 from harness.data.prompt_tokens import ModelKeys
 from harness.data.synthetic import synthetic_reports
@@ -48,10 +47,13 @@ def test_select_long_and_govreport_selection(tmp_path, tiny_model_dir):
     path = tmp_path / "r.jsonl"
     texts = synthetic_reports(3, 80, seed=2)
     path.write_text("".join(json.dumps({"report": t}) + "\n" for t in [texts[0], "Short.", texts[1], texts[2]]))
-    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=2),
-                        ModelKeys(pretrained=str(tiny_model_dir)))["test"]
+    ds = load_govreport(
+        DocumentOptions(data_files=str(path), min_tokens=20, num_docs=2), ModelKeys(pretrained=str(tiny_model_dir))
+    )["test"]
     assert ds["text"] == [texts[0], texts[1]]
-    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=3), ModelKeys())["test"]  # no tokenizer
+    ds = load_govreport(DocumentOptions(data_files=str(path), min_tokens=20, num_docs=3), ModelKeys())[
+        "test"
+    ]  # no tokenizer
     assert len(ds) == 3
 
 

@@ -88,16 +88,24 @@ def test_babilong_rows_carry_depth_only_when_generated(tiny_model_dir, tmp_path)
     def rows(meta):
         return list(babilong.babilong_dataset(parse_options(babilong.BabilongOptions, meta))["test"])
 
-    synthetic = rows({"babilong_task": "qa1", "lengths": ["0k", "1k"], "source": "synthetic", "num_samples": 2,
-                      "pretrained": str(tiny_model_dir)})
+    synthetic = rows(
+        {
+            "babilong_task": "qa1",
+            "lengths": ["0k", "1k"],
+            "source": "synthetic",
+            "num_samples": 2,
+            "pretrained": str(tiny_model_dir),
+        }
+    )
     for row in synthetic:
         facts, _, _, k = story_with_answer_fact("qa1", row["index"])
         assert row["depth_bucket"] == depth_bucket(row["depth"])
         if row["length"] == "0k":  # the story alone
             assert row["depth"] == fact_depth(facts, k)["depth"]
     (tmp_path / "1k").mkdir()
-    (tmp_path / "1k" / "qa1.jsonl").write_text('{"input": "Mary went to the garden.", "question": "Where is Mary?", '
-                                               '"target": "garden"}\n')
+    (tmp_path / "1k" / "qa1.jsonl").write_text(
+        '{"input": "Mary went to the garden.", "question": "Where is Mary?", "target": "garden"}\n'
+    )
     local = rows({"babilong_task": "qa1", "lengths": ["1k"], "source": str(tmp_path)})
     assert "depth" not in local[0] and "depth_bucket" not in local[0]  # nothing says which fact answers
 
@@ -131,14 +139,19 @@ def test_generated_niah_rows_carry_their_depth_and_other_tasks_none(tiny_model_d
     from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
     counter = PromptCounter(load_tokenizer(str(tiny_model_dir)))
-    for row in ruler.generate(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=11, **asdict(SYNTHETIC)),
-                              1024, counter, use_cache=False):
+    for row in ruler.generate(
+        ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, seed=11, **asdict(SYNTHETIC)),
+        1024,
+        counter,
+        use_cache=False,
+    ):
         items, needles = _needle_lines(row["input"])
         assert len(needles) == 1 and row["needle_depths"] == [row["depth"]]
         assert needles[0] == int(row["depth"] / 100 * row["n_units"])
         assert row["depth_bucket"] == depth_bucket(row["depth"])
-    row = ruler.generate(ruler.RulerOptions(ruler_task="vt", num_samples=1, seed=11, **asdict(SYNTHETIC)),
-                         1024, counter, use_cache=False)[0]
+    row = ruler.generate(
+        ruler.RulerOptions(ruler_task="vt", num_samples=1, seed=11, **asdict(SYNTHETIC)), 1024, counter, use_cache=False
+    )[0]
     assert "depth" not in row and "depth_bucket" not in row
 
 
@@ -148,8 +161,9 @@ def test_rows_cached_without_depths_or_with_other_buckets_are_not_read_back(monk
     counter = type("Counter", (), {"fingerprint": lambda self: "tok"})()
 
     def path():
-        return cache.cache_path(ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, **asdict(SYNTHETIC)), 1024,
-                                counter)
+        return cache.cache_path(
+            ruler.RulerOptions(ruler_task="niah_single_1", num_samples=3, **asdict(SYNTHETIC)), 1024, counter
+        )
 
     now = path()
     monkeypatch.setattr(cache, "GENERATOR_VERSION", "2")  # the version whose rows had no depth

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from harness.core.errors import DataFormatError, UsageError
 from harness.data import documents
 from harness.data.documents import DocumentOptions, documents_from_options
-from harness.core.errors import DataFormatError, UsageError
 
 
 def _corpus(tmp_path, texts: list) -> str:
@@ -31,8 +31,11 @@ def test_blank_documents_are_left_out_and_keep_the_others_ids(tmp_path, caplog):
 def test_whole_documents_are_bounded_before_tokenizing(tmp_path, monkeypatch):
     monkeypatch.setattr(documents, "MAX_WHOLE_DOCUMENT_CHARS", 100)
     files = _corpus(tmp_path, ["short", "x" * 101])
-    with pytest.raises(UsageError, match=r"^document 1 has 101 characters: whole documents \(max_tokens none\) are "
-                                         r"limited to 100 characters; give max_tokens"):
+    with pytest.raises(
+        UsageError,
+        match=r"^document 1 has 101 characters: whole documents \(max_tokens none\) are "
+        r"limited to 100 characters; give max_tokens",
+    ):
         documents_from_options(DocumentOptions(data_files=files, max_tokens=None, min_tokens=0))
     assert len(documents_from_options(DocumentOptions(data_files=files, max_tokens=10, min_tokens=0))) == 2
 

@@ -20,13 +20,36 @@ SAMPLE = SHARED_DATA / "mrqa" / "NewsQA_sample.jsonl"
 
 def test_official_format_with_header(tmp_path):
     path = tmp_path / "SQuAD-dev.jsonl"
-    path.write_text(json.dumps({"header": {"dataset": "SQuAD", "split": "dev"}}) + "\n" + json.dumps(
-        {"context": "Paris is in France.", "qas": [{"qid": "q1", "question": "Where is Paris?", "answers": ["France"]},
-                                                   {"qid": "q2", "question": "What is in France?", "answers": ["Paris"]}]}) + "\n")
+    path.write_text(
+        json.dumps({"header": {"dataset": "SQuAD", "split": "dev"}})
+        + "\n"
+        + json.dumps(
+            {
+                "context": "Paris is in France.",
+                "qas": [
+                    {"qid": "q1", "question": "Where is Paris?", "answers": ["France"]},
+                    {"qid": "q2", "question": "What is in France?", "answers": ["Paris"]},
+                ],
+            }
+        )
+        + "\n"
+    )
     rows = read_mrqa_jsonl(path, "SQuAD")
     assert rows == [
-        {"id": "q1", "subset": "SQuAD", "context": "Paris is in France.", "question": "Where is Paris?", "answers": ["France"]},
-        {"id": "q2", "subset": "SQuAD", "context": "Paris is in France.", "question": "What is in France?", "answers": ["Paris"]},
+        {
+            "id": "q1",
+            "subset": "SQuAD",
+            "context": "Paris is in France.",
+            "question": "Where is Paris?",
+            "answers": ["France"],
+        },
+        {
+            "id": "q2",
+            "subset": "SQuAD",
+            "context": "Paris is in France.",
+            "question": "What is in France?",
+            "answers": ["Paris"],
+        },
     ]
     ds = load_mrqa(MrqaOptions(subset="SQuAD", mrqa_data=str(tmp_path)))["test"]  # a folder: <subset>*.jsonl
     assert len(ds) == 2 and ds[0]["context"] == "Paris is in France."
@@ -37,6 +60,7 @@ def test_official_format_with_header(tmp_path):
 def squad_em_f1(prediction, golds):
     """The SQuAD v1.1 evaluation script, written out here: normalise (lower-case, drop punctuation, drop
     a/an/the, collapse whitespace), EM and bag-of-tokens F1, each the max over the gold answers, x 100."""
+
     def norm(text):
         text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
         return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
@@ -52,6 +76,7 @@ def squad_em_f1(prediction, golds):
 def rouge1_by_hand(prediction, golds):
     """ROUGE-1 F1 as the rouge-score package defines it without stemming: lower-case, runs of characters
     other than [a-z0-9] separate tokens, clipped unigram overlap; max over the gold answers, x 100."""
+
     def tokens(text):
         return re.sub(r"[^a-z0-9]+", " ", text.lower()).split()
 
@@ -77,29 +102,67 @@ def test_hand_scorers_on_hand_cases():
 def test_newsqa_task_offline(tiny_model_dir, tmp_path):
     rows = read_mrqa_jsonl(SAMPLE, "NewsQA")
     records = [json.loads(l) for l in SAMPLE.read_text(encoding="utf-8").splitlines() if l.strip()]
-    expected = [{"id": qa["qid"], "subset": "NewsQA", "context": r["context"], "question": qa["question"],
-                 "answers": qa["answers"]} for r in records if "header" not in r for qa in r["qas"]]
+    expected = [
+        {
+            "id": qa["qid"],
+            "subset": "NewsQA",
+            "context": r["context"],
+            "question": qa["question"],
+            "answers": qa["answers"],
+        }
+        for r in records
+        if "header" not in r
+        for qa in r["qas"]
+    ]
     assert rows == expected and len(rows) == 17  # 3 contexts, 17 questions
     # The tiny model never finds the NewsQA answers (all scores would be 0 = 0); one extra gold answer in
     # its own register ("... million dollars in fiscal year ...", from the reports it was trained on)
     # gives partial overlaps, so the comparison below is between non-trivial numbers.
     extra = "million dollars in the fiscal year"
     data = tmp_path / "NewsQA-with-extra-answer.jsonl"
-    data.write_text("".join(json.dumps(r if "header" in r else {**r, "qas": [{**qa, "answers": qa["answers"] + [extra]}
-                                                                              for qa in r["qas"]]}) + "\n"
-                            for r in records), encoding="utf-8")
-    subprocess.run([str(Path(sys.executable).parent / "lch"), "eval", "--model", "hf-pic", "--model_args",
-                    f"pretrained={tiny_model_dir},dtype=float32,pic=naive,pic_ratio=2", "--device", "cpu",
-                    "--tasks", "mrqa_newsqa", "--log_samples", "--output_path", str(tmp_path),
-                    "--metadata", json.dumps({"mrqa_data": str(data), "limit_docs": 4})],
-                   check=True, capture_output=True)
+    data.write_text(
+        "".join(
+            json.dumps(
+                r if "header" in r else {**r, "qas": [{**qa, "answers": qa["answers"] + [extra]} for qa in r["qas"]]}
+            )
+            + "\n"
+            for r in records
+        ),
+        encoding="utf-8",
+    )
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir},dtype=float32,pic=naive,pic_ratio=2",
+            "--device",
+            "cpu",
+            "--tasks",
+            "mrqa_newsqa",
+            "--log_samples",
+            "--output_path",
+            str(tmp_path),
+            "--metadata",
+            json.dumps({"mrqa_data": str(data), "limit_docs": 4}),
+        ],
+        check=True,
+        capture_output=True,
+    )
     results = json.loads(Path(glob.glob(str(tmp_path / "**" / "results_*.json"), recursive=True)[0]).read_text())
     got = results["results"]["mrqa_newsqa"]
-    samples = [json.loads(l) for l in Path(glob.glob(str(tmp_path / "**" / "samples_mrqa_newsqa_*.jsonl"),
-                                                     recursive=True)[0]).read_text().splitlines()]
+    samples = [
+        json.loads(l)
+        for l in Path(glob.glob(str(tmp_path / "**" / "samples_mrqa_newsqa_*.jsonl"), recursive=True)[0])
+        .read_text()
+        .splitlines()
+    ]
     assert len(samples) == 4
     assert sorted((s["doc"]["id"], s["doc"]["question"], s["doc"]["answers"]) for s in samples) == sorted(
-        (r["id"], r["question"], r["answers"] + [extra]) for r in rows[:4])
+        (r["id"], r["question"], r["answers"] + [extra]) for r in rows[:4]
+    )
     # every logged answer re-scored here, with the scorers above
     scores = [squad_em_f1(s["filtered_resps"][0].strip(), s["doc"]["answers"]) for s in samples]
     rouge = [rouge1_by_hand(s["filtered_resps"][0].strip(), s["doc"]["answers"]) for s in samples]

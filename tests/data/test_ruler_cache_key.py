@@ -39,8 +39,11 @@ def sources(tmp_path):
     (tmp_path / "essays" / "a.txt").write_text("An essay.")
     (tmp_path / "squad.json").write_text("{}")
     (tmp_path / "hotpot.json").write_text("[]")
-    return {"essays": str(tmp_path / "essays"), "squad": str(tmp_path / "squad.json"),
-            "hotpotqa": str(tmp_path / "hotpot.json")}
+    return {
+        "essays": str(tmp_path / "essays"),
+        "squad": str(tmp_path / "squad.json"),
+        "hotpotqa": str(tmp_path / "hotpot.json"),
+    }
 
 
 def test_every_option_is_known_to_this_test():

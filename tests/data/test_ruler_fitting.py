@@ -10,8 +10,16 @@ from dataclasses import asdict
 import pytest
 
 from harness.data.prompt_tokens import PromptCounter, load_tokenizer
-from harness.tasks.lch_ruler.dataset import BUILDERS, TASKS, RulerOptions, SegmentCounter, Sources, TooShortError, generate
 from harness.tasks.lch_ruler.builders import Builder
+from harness.tasks.lch_ruler.dataset import (
+    BUILDERS,
+    TASKS,
+    RulerOptions,
+    SegmentCounter,
+    Sources,
+    TooShortError,
+    generate,
+)
 from harness.tasks.lch_ruler.fitting import fit_additive, fit_full
 
 SYNTHETIC = Sources(essays="synthetic", squad="synthetic", hotpotqa="synthetic")
@@ -42,6 +50,7 @@ def brute_force(counter: PromptCounter, b: Builder, target: int) -> int:
 
 def toy(words: list[str], n_max: int = 400) -> Builder:
     """A prompt of ``n`` words cycling through ``words`` (units of different sizes), with its segments."""
+
     def parts(n: int) -> list[str]:
         return ["Count the words below.\n", *(f" {words[i % len(words)]}" for i in range(n)), "\nHow many?"]
 
@@ -50,8 +59,10 @@ def toy(words: list[str], n_max: int = 400) -> Builder:
 
 def ruler_builders(task: str, length: int, count: int, **params) -> list[Builder]:
     spec = TASKS[task]
-    return [BUILDERS[spec.kind]({**spec.params, **params}, random.Random(f"{task}-{length}-{i}-1"), length, SYNTHETIC, True)
-            for i in range(count)]
+    return [
+        BUILDERS[spec.kind]({**spec.params, **params}, random.Random(f"{task}-{length}-{i}-1"), length, SYNTHETIC, True)
+        for i in range(count)
+    ]
 
 
 CASES = [  # (builders, target): toy units; noise lines, essay sentences and noise with variable assignments
@@ -114,15 +125,21 @@ def test_generate_names_the_task_and_length_when_too_short(counter):
     b = BUILDERS["niah"](TASKS["niah_single_2"].params, random.Random("niah_single_2-150-0-42"), 150, SYNTHETIC, True)
     alone = prompt_tokens(counter, b, 0)
     with pytest.raises(TooShortError) as err:
-        generate(RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)),
-                 150, counter, use_cache=False)
-    assert str(err.value) == (f"RULER niah_single_2 at length 150: the prompt alone needs {alone} tokens, "
-                              f"more than the {150 - 128} available (the answer budget takes 128); use a longer length")
+        generate(
+            RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)), 150, counter, use_cache=False
+        )
+    assert str(err.value) == (
+        f"RULER niah_single_2 at length 150: the prompt alone needs {alone} tokens, "
+        f"more than the {150 - 128} available (the answer budget takes 128); use a longer length"
+    )
     with pytest.raises(TooShortError) as err:  # a length the answer budget alone fills
-        generate(RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)),
-                 100, counter, use_cache=False)
-    assert str(err.value) == ("RULER niah_single_2 at length 100: the answer budget alone takes 128 tokens; use "
-                              "lengths well above it (e.g. 1k or more)")
+        generate(
+            RulerOptions(ruler_task="niah_single_2", num_samples=1, **asdict(SYNTHETIC)), 100, counter, use_cache=False
+        )
+    assert str(err.value) == (
+        "RULER niah_single_2 at length 100: the answer budget alone takes 128 tokens; use "
+        "lengths well above it (e.g. 1k or more)"
+    )
 
 
 def test_a_dirty_junction_hands_over_to_full_counting(counter):
@@ -132,5 +149,5 @@ def test_a_dirty_junction_hands_over_to_full_counting(counter):
 
     b = Builder(lambda n: ("".join(parts(n)), [str(n)], "Answer:"), 0, 100, parts=parts)
     assert fit_additive([b], SegmentCounter(counter), 200) is None
-    (n, tokens), = fit_full([b], counter, 200)
+    ((n, tokens),) = fit_full([b], counter, 200)
     assert tokens == prompt_tokens(counter, b, n) <= 200 and n <= brute_force(counter, b, 200)

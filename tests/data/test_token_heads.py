@@ -9,8 +9,8 @@ import random
 import pytest
 from transformers import AutoTokenizer
 
-from harness.data.token_heads import HEAD_MARGIN, count_tokens_upto, encode_head
 from harness.core.errors import UsageError
+from harness.data.token_heads import count_tokens_upto, encode_head
 from tests.conftest import SHARED_DATA
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"
@@ -80,7 +80,10 @@ def test_a_text_that_holds_almost_no_tokens_is_refused_not_read_whole():
         sizes.append(len(text))
         return {"input_ids": list(range(len(text) // 100_000))}
 
-    with pytest.raises(UsageError, match=r"a text of 50,000,000 characters holds fewer than 74 tokens in its first "
-                                         r"[\d,]+ characters: it is not text a model reads"):
+    with pytest.raises(
+        UsageError,
+        match=r"a text of 50,000,000 characters holds fewer than 74 tokens in its first "
+        r"[\d,]+ characters: it is not text a model reads",
+    ):
         encode_head(sparse, " " * 50_000_000, 10)
     assert max(sizes) <= 2 * MAX_CHARS_PER_TOKEN * 10

@@ -17,12 +17,18 @@ import pytest
 
 from harness.cli import main
 from harness.judges.client import JudgeClient, JudgeSettings
-from harness.judges.stage import judge, judge_samples_file, task_scores
+from harness.judges.stage import judge, task_scores
 from tests.conftest import SHARED_DATA
 from tests.judge_servers import CannedJudge, MisbehavingJudge, SilentServer
 
-DIMENSIONS = {"Relevance": 4, "Accuracy": 4, "Coherence": 4, "Clarity": 4, "Breadth and Depth": 4,
-              "Reading Experience": 4}
+DIMENSIONS = {
+    "Relevance": 4,
+    "Accuracy": 4,
+    "Coherence": 4,
+    "Clarity": 4,
+    "Breadth and Depth": 4,
+    "Reading Experience": 4,
+}
 
 
 JUDGE_PROMPT = SHARED_DATA / "longbench_write" / "judge.txt"  # the published prompt, loaded at run time
@@ -30,26 +36,61 @@ needs_prompt = pytest.mark.skipif(not JUDGE_PROMPT.is_file(), reason=f"needs {JU
 
 
 def _items(judge: dict, n: int = 3) -> list[dict]:
-    return [{"kind": "longbench_write", "instruction": f"Write about rivers, part {i}.", "response": f"Rivers {i}.",
-             "length_score": 80.0, "judge": judge, "prompt_path": str(JUDGE_PROMPT)} for i in range(n)]
+    return [
+        {
+            "kind": "longbench_write",
+            "instruction": f"Write about rivers, part {i}.",
+            "response": f"Rivers {i}.",
+            "length_score": 80.0,
+            "judge": judge,
+            "prompt_path": str(JUDGE_PROMPT),
+        }
+        for i in range(n)
+    ]
 
 
 def _settings(url: str, tmp_path, **extra) -> dict:
-    return {"base_url": url, "model": "m", "policy": "drop", "temperature": 0.5, "max_tokens": 16, "concurrency": 4,
-            "cache_dir": str(tmp_path / "cache"), "timeout": 0.5, "max_attempts": 3, **extra}
+    return {
+        "base_url": url,
+        "model": "m",
+        "policy": "drop",
+        "temperature": 0.5,
+        "max_tokens": 16,
+        "concurrency": 4,
+        "cache_dir": str(tmp_path / "cache"),
+        "timeout": 0.5,
+        "max_attempts": 3,
+        **extra,
+    }
 
 
-@pytest.mark.parametrize("mode, kind, attempts", [("500", "http_500", 3), ("400", "http_400", 1),
-                                                  ("malformed", "malformed", 3), ("no_choices", "malformed", 3),
-                                                  ("cut_stream", "malformed", 3), ("stream_error", "stream_error", 3),
-                                                  ("hang", "timeout", 2)])
+@pytest.mark.parametrize(
+    "mode, kind, attempts",
+    [
+        ("500", "http_500", 3),
+        ("400", "http_400", 1),
+        ("malformed", "malformed", 3),
+        ("no_choices", "malformed", 3),
+        ("cut_stream", "malformed", 3),
+        ("stream_error", "stream_error", 3),
+        ("hang", "timeout", 2),
+    ],
+)
 def test_every_failure_is_counted_by_kind_within_its_bound(mode, kind, attempts, tmp_path):
     """Retried kinds get ``max_attempts`` attempts, a 400 one; a hanging server costs attempts x timeout when the
     whole-reply timeout (0.5 s here) is shorter than the idle timeout (60 s by default)."""
     with MisbehavingJudge(mode, hang_s=5.0) as server:
-        client = JudgeClient(JudgeSettings(base_url=server.base_url, model="m", max_attempts=attempts if mode == "hang"
-                                           else 3, timeout=0.5, backoff=0.01, concurrency=2,
-                                           cache_dir=str(tmp_path)))
+        client = JudgeClient(
+            JudgeSettings(
+                base_url=server.base_url,
+                model="m",
+                max_attempts=attempts if mode == "hang" else 3,
+                timeout=0.5,
+                backoff=0.01,
+                concurrency=2,
+                cache_dir=str(tmp_path),
+            )
+        )
         start = time.perf_counter()
         answers = client.ask_many([[{"role": "user", "content": f"q{i}"}] for i in range(2)], progress=False)
         seconds = time.perf_counter() - start
@@ -84,15 +125,33 @@ def test_no_judged_score_from_a_judge_that_answered_some_requests(tmp_path):
 def test_lch_judge_writes_nothing_when_the_judge_fails_and_the_same_command_resumes(tmp_path, capsys):
     samples = tmp_path / "samples_longbench_write_2026.jsonl"
     with MisbehavingJudge("500") as bad:
-        samples.write_text("".join(json.dumps({"doc_id": i, "quality": item}) + "\n"
-                                   for i, item in enumerate(_items(_settings(bad.base_url, tmp_path)))))
-        argv = ["judge", str(samples), "--judge-base-url", bad.base_url, "--judge-model", "m",
-                "--judge-cache-dir", str(tmp_path / "cache"), "--judge-timeout", "0.5", "--judge-max-attempts", "2"]
+        samples.write_text(
+            "".join(
+                json.dumps({"doc_id": i, "quality": item}) + "\n"
+                for i, item in enumerate(_items(_settings(bad.base_url, tmp_path)))
+            )
+        )
+        argv = [
+            "judge",
+            str(samples),
+            "--judge-base-url",
+            bad.base_url,
+            "--judge-model",
+            "m",
+            "--judge-cache-dir",
+            str(tmp_path / "cache"),
+            "--judge-timeout",
+            "0.5",
+            "--judge-max-attempts",
+            "2",
+        ]
         assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"lch: error: {samples}: the judge at {bad.base_url} answered 0 of 3 requests (http_500 x3): no "
-                       "judgements written; the answers received are cached, so the same command asks only the others "
-                       "again")
+    assert err[-1] == (
+        f"lch: error: {samples}: the judge at {bad.base_url} answered 0 of 3 requests (http_500 x3): no "
+        "judgements written; the answers received are cached, so the same command asks only the others "
+        "again"
+    )
     assert not list(tmp_path.glob("judgements_*"))
     with CannedJudge(dimensions=DIMENSIONS) as good:
         argv[3] = good.base_url
@@ -118,8 +177,7 @@ class NothingListening:
 
 @needs_prompt
 @pytest.mark.parametrize("mode", ["500", "malformed", "silent", "unreachable"])
-def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_model_dir, tmp_path, capsys,
-                                                                   monkeypatch):
+def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_model_dir, tmp_path, capsys, monkeypatch):
     """`lch eval` with a judge that fails every request: the results file is written without NaN (quality and score
     left out, with the reason under lch_absent), the command ends with one line and exit 2, and the generations kept
     as a samples file are judged afterwards by `lch judge` without generating again. A judge that accepts the
@@ -139,20 +197,44 @@ def test_a_run_whose_judge_fails_keeps_its_generations_and_says_so(mode, tiny_mo
 
     monkeypatch.setattr(stage, "judge", timed_judge)
     servers = {"silent": SilentServer, "unreachable": NothingListening}
-    with (servers[mode]() if mode in servers else MisbehavingJudge(mode)) as bad:
-        meta = {"longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
-                "limit_docs": 2, "max_gen_toks": 8, "judge_base_url": bad.base_url, "judge_model": "m",
-                "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"), "judge_timeout": 1,
-                "judge_idle_timeout": 1, "judge_max_attempts": 2, "judge_cache_dir": str(tmp_path / "judge-cache")}
-        code = main(["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
-                     "--device", "cpu", "--tasks", "longbench_write", "--metadata", json.dumps(meta),
-                     "--output_path", str(tmp_path / "out")])
+    with servers[mode]() if mode in servers else MisbehavingJudge(mode) as bad:
+        meta = {
+            "longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
+            "limit_docs": 2,
+            "max_gen_toks": 8,
+            "judge_base_url": bad.base_url,
+            "judge_model": "m",
+            "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"),
+            "judge_timeout": 1,
+            "judge_idle_timeout": 1,
+            "judge_max_attempts": 2,
+            "judge_cache_dir": str(tmp_path / "judge-cache"),
+        }
+        code = main(
+            [
+                "eval",
+                "--model",
+                "hf-pic",
+                "--model_args",
+                f"pretrained={tiny_model_dir},dtype=float32",
+                "--device",
+                "cpu",
+                "--tasks",
+                "longbench_write",
+                "--metadata",
+                json.dumps(meta),
+                "--output_path",
+                str(tmp_path / "out"),
+            ]
+        )
     assert code == 2
     assert len(stage_seconds) == 1 and stage_seconds[0] < 4.0, stage_seconds  # judged once, within its bound
     err = capsys.readouterr().err.strip().splitlines()
     kind = {"500": "http_500", "malformed": "malformed", "silent": "silent", "unreachable": "unreachable"}[mode]
-    assert err[-1].startswith(f"lch: error: longbench_write: quality, score not computed: the judge at {bad.base_url} "
-                              f"answered 0 of 2 requests ({kind} x2); the generations are kept in ")
+    assert err[-1].startswith(
+        f"lch: error: longbench_write: quality, score not computed: the judge at {bad.base_url} "
+        f"answered 0 of 2 requests ({kind} x2); the generations are kept in "
+    )
     (results_file,) = (tmp_path / "out").rglob("results_*.json")
     constants = []  # NaN / Infinity / -Infinity values anywhere in the file
     results = json.loads(results_file.read_text(), parse_constant=lambda name: constants.append(name) or 0.0)
@@ -189,14 +271,26 @@ def test_an_interrupt_while_judging_keeps_the_generations(tmp_path, caplog):
     assert str(kept) in caplog.text
 
 
-@pytest.mark.parametrize("status, content_type, body, message", [
-    (404, "text/html", b"<html>not here</html>", "is not OpenAI-compatible (GET /models answered HTTP 404): start an "),
-    (401, "application/json", b'{"error": "bad key"}', "refused the API key (HTTP 401): set LCH_JUDGE_API_KEY or "
-                                                         "OPENAI_API_KEY"),
-    (200, "text/html", b"<html>a web page</html>", "is not OpenAI-compatible (GET /models did not answer JSON): "),
-    (200, "application/json", b"[1, 2]", "is not OpenAI-compatible (GET /models has no model list): "),
-    (200, "application/json", b'{"object": "list"}', "is not OpenAI-compatible (GET /models has no model list): "),
-])
+@pytest.mark.parametrize(
+    "status, content_type, body, message",
+    [
+        (
+            404,
+            "text/html",
+            b"<html>not here</html>",
+            "is not OpenAI-compatible (GET /models answered HTTP 404): start an ",
+        ),
+        (
+            401,
+            "application/json",
+            b'{"error": "bad key"}',
+            "refused the API key (HTTP 401): set LCH_JUDGE_API_KEY or OPENAI_API_KEY",
+        ),
+        (200, "text/html", b"<html>a web page</html>", "is not OpenAI-compatible (GET /models did not answer JSON): "),
+        (200, "application/json", b"[1, 2]", "is not OpenAI-compatible (GET /models has no model list): "),
+        (200, "application/json", b'{"object": "list"}', "is not OpenAI-compatible (GET /models has no model list): "),
+    ],
+)
 def test_a_server_that_is_no_judge_is_refused_in_one_line_naming_it(status, content_type, body, message, tmp_path):
     """The model-list check before the first request: what answers at the judge URL is named, with what to do."""
     import threading
@@ -233,5 +327,8 @@ def test_a_judge_url_that_is_no_url_is_refused_in_one_line(url, tmp_path):
 
     with pytest.raises(JudgeUnreachable) as refused:
         JudgeClient(JudgeSettings(base_url=url, model="m", cache_dir=str(tmp_path))).ask_many([[]], progress=False)
-    assert re.fullmatch(rf"no judge server answers at {re.escape(url)} \([^\n]+\): (start an .* or )?fix the judge "
-                        r"base URL \(it ends in /v1\)", str(refused.value)), str(refused.value)
+    assert re.fullmatch(
+        rf"no judge server answers at {re.escape(url)} \([^\n]+\): (start an .* or )?fix the judge "
+        r"base URL \(it ends in /v1\)",
+        str(refused.value),
+    ), str(refused.value)

@@ -22,8 +22,17 @@ REPLY = "Evaluation: the essay keeps to its subject, flows well and reads easily
 
 
 def _client(url: str, tmp_path, **extra) -> JudgeClient:
-    settings = {"base_url": url, "model": "m", "idle_timeout": IDLE, "timeout": 60.0, "max_attempts": 4,
-                "backoff": 0.01, "concurrency": 2, "cache_dir": str(tmp_path / "cache"), **extra}
+    settings = {
+        "base_url": url,
+        "model": "m",
+        "idle_timeout": IDLE,
+        "timeout": 60.0,
+        "max_attempts": 4,
+        "backoff": 0.01,
+        "concurrency": 2,
+        "cache_dir": str(tmp_path / "cache"),
+        **extra,
+    }
     return JudgeClient(JudgeSettings(**settings))
 
 
@@ -37,8 +46,11 @@ def _timed(client: JudgeClient, n: int):
     return answers, time.perf_counter() - start
 
 
-@pytest.mark.parametrize("server, sent", [(SilentServer, 0), (lambda: MisbehavingJudge("hang", hang_s=120), 2)],
-                         ids=["silent-everywhere", "silent-chat"])
+@pytest.mark.parametrize(
+    "server, sent",
+    [(SilentServer, 0), (lambda: MisbehavingJudge("hang", hang_s=120), 2)],
+    ids=["silent-everywhere", "silent-chat"],
+)
 def test_a_server_that_never_answers_is_given_up_within_the_idle_timeout(server, sent, tmp_path):
     """6 requests, 4 attempts each, 60 s per attempt: the old bound was 6 / 2 x 4 x 60 s. Silent everywhere (its model
     list too): nothing is sent. A model list that answers and a chat endpoint that does not: the first two requests
@@ -98,22 +110,39 @@ def test_a_request_silent_on_a_live_server_is_retried(tmp_path):
     assert client.stats["requests_sent"] == 3 and client.stats["retries"] == 1 and seconds < 10
 
 
-JUDGE = {"model": "m", "policy": "rejudge", "temperature": 0.5, "max_tokens": 16, "concurrency": 2, "timeout": 60.0,
-         "max_attempts": 4, "idle_timeout": IDLE}
+JUDGE = {
+    "model": "m",
+    "policy": "rejudge",
+    "temperature": 0.5,
+    "max_tokens": 16,
+    "concurrency": 2,
+    "timeout": 60.0,
+    "max_attempts": 4,
+    "idle_timeout": IDLE,
+}
 
 
-@pytest.mark.parametrize("server", [SilentServer, lambda: MisbehavingJudge("hang", hang_s=120)],
-                         ids=["silent-everywhere", "silent-chat"])
+@pytest.mark.parametrize(
+    "server", [SilentServer, lambda: MisbehavingJudge("hang", hang_s=120)], ids=["silent-everywhere", "silent-chat"]
+)
 def test_the_stage_ends_with_the_judged_metric_absent_in_bounded_time(server, tmp_path):
     """The judge stage (policy rejudge: up to three passes) over 5 items with a never-answering server: one idle
     timeout, no rejudge pass, every request counted as silent and no judged score."""
     from harness.judges.stage import task_scores
 
     with server() as silent:
-        items = [{"kind": "hellobench", "instruction": f"Write about rivers, part {i}.", "response": f"Rivers {i}.",
-                  "checklists": ["Is it about rivers?"], "category": "open_ended_qa", "weights_file": "unread.txt",
-                  "judge": {**JUDGE, "base_url": silent.base_url, "cache_dir": str(tmp_path / "cache")}}
-                 for i in range(5)]
+        items = [
+            {
+                "kind": "hellobench",
+                "instruction": f"Write about rivers, part {i}.",
+                "response": f"Rivers {i}.",
+                "checklists": ["Is it about rivers?"],
+                "category": "open_ended_qa",
+                "weights_file": "unread.txt",
+                "judge": {**JUDGE, "base_url": silent.base_url, "cache_dir": str(tmp_path / "cache")},
+            }
+            for i in range(5)
+        ]
         start = time.perf_counter()
         judged = judge(items)
         seconds = time.perf_counter() - start

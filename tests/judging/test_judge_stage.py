@@ -39,8 +39,15 @@ def dims(*scores: int) -> dict:
 
 
 def judge_settings(canned: CannedJudge, tmp_path, policy: str) -> dict:
-    return {"base_url": canned.base_url, "model": "canned", "policy": policy, "temperature": 0.5,
-            "max_tokens": 64, "concurrency": 4, "cache_dir": str(tmp_path / f"cache-{policy}")}
+    return {
+        "base_url": canned.base_url,
+        "model": "canned",
+        "policy": policy,
+        "temperature": 0.5,
+        "max_tokens": 64,
+        "concurrency": 4,
+        "cache_dir": str(tmp_path / f"cache-{policy}"),
+    }
 
 
 def write_samples(path, items: list[dict]):
@@ -62,13 +69,26 @@ def hellobench_items(picks: list[tuple[str, int]], judge: dict, rescale: bool = 
     items = []
     for i, (category, nth) in enumerate(picks):
         row = [r for r in rows if r["category"] == category][nth]
-        items.append({"instruction": row["instruction"], "response": f"An essay [[s{i}]] of some words .",
-                      "checklists": list(row["checklists"]), "category": row["category"],
-                      "weights_file": str(HELLOBENCH / "weighted_scores.txt"), "rescale": rescale, "judge": judge})
+        items.append(
+            {
+                "instruction": row["instruction"],
+                "response": f"An essay [[s{i}]] of some words .",
+                "checklists": list(row["checklists"]),
+                "category": row["category"],
+                "weights_file": str(HELLOBENCH / "weighted_scores.txt"),
+                "rescale": rescale,
+                "judge": judge,
+            }
+        )
     return items
 
 
-HB_PICKS = [("argumentative_writing", 0), ("story_writing", 0), ("roleplaying_writing", 0), ("argumentative_writing", 1)]
+HB_PICKS = [
+    ("argumentative_writing", 0),
+    ("story_writing", 0),
+    ("roleplaying_writing", 0),
+    ("argumentative_writing", 1),
+]
 HB_GRADES = [[0, 0.25, 1, 0, 0.5], [1, 0, 0, 0.5, 1], [0, 0.75, 0.25, 1, 0.5], [0.25] * 5]
 
 
@@ -79,7 +99,9 @@ def test_hellobench_quality_uses_each_categorys_weights(tmp_path):
     everywhere, weights sum to 100); mean 43.6008; rescaled 4 (s - 75): mean -125.5967. The grades are
     chosen so that another category's weights would move each of the first three s_i by more than 3."""
     w = published_weights()
-    expected = [sum(wj * aj for wj, aj in zip(w[category], grades)) for (category, _), grades in zip(HB_PICKS, HB_GRADES)]
+    expected = [
+        sum(wj * aj for wj, aj in zip(w[category], grades)) for (category, _), grades in zip(HB_PICKS, HB_GRADES)
+    ]
     assert expected == pytest.approx([37.68813, 58.51561, 53.19952, 25.0], abs=1e-4)
     for (category, _), grades, s in zip(HB_PICKS[:3], HB_GRADES[:3], expected):  # weights of the wrong category
         for other in {c for c, _ in HB_PICKS} - {category}:
@@ -151,8 +173,16 @@ LENGTH_SCORES = [10.0, 20.0, 40.0, 80.0, 100.0]  # S_l = 250 / 5 = 50
 def lbw_items(tmp_path, judge: dict) -> list[dict]:
     prompt = tmp_path / "judge.txt"
     prompt.write_text("Judge this. $INST$ / $RESPONSE$")
-    return [{"instruction": f"write {i}", "response": f"text [[s{i}]]", "length_score": s, "judge": judge,
-             "prompt_path": str(prompt)} for i, s in enumerate(LENGTH_SCORES)]
+    return [
+        {
+            "instruction": f"write {i}",
+            "response": f"text [[s{i}]]",
+            "length_score": s,
+            "judge": judge,
+            "prompt_path": str(prompt),
+        }
+        for i, s in enumerate(LENGTH_SCORES)
+    ]
 
 
 def test_longbench_write_varying_grades_give_the_mean_of_sample_qualities(tmp_path):
@@ -164,20 +194,26 @@ def test_longbench_write_varying_grades_give_the_mean_of_sample_qualities(tmp_pa
     assert sample_quality(items, judged) == pytest.approx(LBW_Q)
     scores = task_scores(items, judged)
     s_q = sum(LBW_Q) / 5  # (50 + 25 + 75 + 58.33 + 50) / 5 = 51.67
-    assert scores == {"quality": pytest.approx(s_q), "score": pytest.approx((50 + s_q) / 2),
-                      "length_score": pytest.approx(50.0), "n_valid": 5}
+    assert scores == {
+        "quality": pytest.approx(s_q),
+        "score": pytest.approx((50 + s_q) / 2),
+        "length_score": pytest.approx(50.0),
+        "n_valid": 5,
+    }
 
 
 def judge_with_sample_2_unparsable(tmp_path, policy: str) -> dict:
     """`judge_samples_file` over the five LongBench-Write samples, sample 2's reply unparsable; policies
     drop and zero ask each sample once."""
+
     def grade(prompt: str, body: dict) -> str:
         i = marker(prompt)
         return UNPARSABLE if i == 2 else longbench_write_reply(LBW_GRADES[i])
 
     with CannedJudge(grade=grade) as canned:
-        samples = write_samples(tmp_path / "samples_longbench_write_1.jsonl",
-                                lbw_items(tmp_path, judge_settings(canned, tmp_path, policy)))
+        samples = write_samples(
+            tmp_path / "samples_longbench_write_1.jsonl", lbw_items(tmp_path, judge_settings(canned, tmp_path, policy))
+        )
         out = judge_samples_file(samples)
         assert canned.requests == 5
     return out
@@ -252,10 +288,21 @@ def test_judge_config_owns_its_defaults_and_items_say_their_kind():
 
     meta = {"judge_base_url": "http://x/v1", "judge_model": "m"}
     assert judge_settings_from_metadata(meta, 0.5, 1024) == {
-        "base_url": "http://x/v1", "model": "m", "policy": "drop", "temperature": 0.5, "max_tokens": 1024,
-        "concurrency": 8, "cache_dir": None, "timeout": 600.0, "max_attempts": 4, "idle_timeout": 60.0}
-    assert judge_settings_from_metadata({**meta, "judge_timeout": "2.5", "judge_max_attempts": "1"}, 0.5, 1024)[
-        "timeout"] == 2.5
+        "base_url": "http://x/v1",
+        "model": "m",
+        "policy": "drop",
+        "temperature": 0.5,
+        "max_tokens": 1024,
+        "concurrency": 8,
+        "cache_dir": None,
+        "timeout": 600.0,
+        "max_attempts": 4,
+        "idle_timeout": 60.0,
+    }
+    assert (
+        judge_settings_from_metadata({**meta, "judge_timeout": "2.5", "judge_max_attempts": "1"}, 0.5, 1024)["timeout"]
+        == 2.5
+    )
     assert judge_settings_from_metadata({**meta, "judge_idle_timeout": "5"}, 0.5, 1024)["idle_timeout"] == 5.0
     with pytest.raises(UsageError, match="judge_idle_timeout must be between 0.001 and 86400"):
         judge_settings_from_metadata({**meta, "judge_idle_timeout": 0}, 0.5, 1024)

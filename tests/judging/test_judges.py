@@ -21,8 +21,10 @@ DIMS = {"Relevance": 4, "Accuracy": 3, "Coherence": 5, "Clarity": 4, "Breadth an
 def test_longbench_write_parser():
     official = "Here is my evaluation:\n" + json.dumps(DIMS) + "\nDone."
     assert parse_longbench_write_judgement(official) == {k: float(v) for k, v in DIMS.items()}
-    nested_text = "```json\n{'Relevance': 4, 'Accuracy': 3, 'Coherence': 5, 'Clarity': 4, " \
-                  "'Breadth and Depth': 2, 'Reading Experience': 3}\n```"
+    nested_text = (
+        "```json\n{'Relevance': 4, 'Accuracy': 3, 'Coherence': 5, 'Clarity': 4, "
+        "'Breadth and Depth': 2, 'Reading Experience': 3}\n```"
+    )
     assert parse_longbench_write_judgement(nested_text)["Coherence"] == 5.0
     prose = "Relevance: 4\nAccuracy - 3\nCoherence: 5\nClarity: 4\nBreadth and Depth: 2\nReading Experience: 3"
     assert parse_longbench_write_judgement(prose)["Accuracy"] == 3.0
@@ -60,8 +62,9 @@ def _conversations(n):
 
 
 def test_real_server_answers_and_cache_resumes(served, tmp_path):
-    settings = JudgeSettings(base_url=served.base_url, model=served.model, max_tokens=8, concurrency=3,
-                             cache_dir=str(tmp_path))
+    settings = JudgeSettings(
+        base_url=served.base_url, model=served.model, max_tokens=8, concurrency=3, cache_dir=str(tmp_path)
+    )
     client = JudgeClient(settings)
     answers = client.ask_many(_conversations(6), progress=False)
     assert all(a.text and not a.cached for a in answers) and client.stats["requests_sent"] == 6
@@ -108,8 +111,10 @@ def test_faults_and_a_killed_run_lose_nothing(served, tmp_path):
         from harness.judges.client import request_body, request_key
 
         settings = JudgeSettings(base_url=proxy.base_url, model=served.model, max_tokens=8).resolved()
-        keys = [request_key(request_body(settings, c)) for c in
-                [[{"role": "user", "content": f"Grade answer number {i}."}] for i in range(n)]]
+        keys = [
+            request_key(request_body(settings, c))
+            for c in [[{"role": "user", "content": f"Grade answer number {i}."}] for i in range(n)]
+        ]
         assert all(JudgeCache(cache).get(k)["text"] is not None for k in keys)
         assert set(proxy.forwarded) == set(keys)
         assert all(proxy.forwarded[k] == 1 for k in answered_before)
@@ -131,16 +136,40 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     meta = {
         "longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
         "hellobench_data": str(SHARED_DATA / "hellobench" / "heuristic_text_generation_2k.jsonl"),
-        "limit_docs": 3, "max_gen_toks": 16, "judge_base_url": served.base_url, "judge_model": served.model,
-        "judge_max_tokens": 8, "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"),
-        "weights_file": str(SHARED_DATA / "hellobench" / "weighted_scores.txt"), "judge_policy": "zero",
+        "limit_docs": 3,
+        "max_gen_toks": 16,
+        "judge_base_url": served.base_url,
+        "judge_model": served.model,
+        "judge_max_tokens": 8,
+        "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"),
+        "weights_file": str(SHARED_DATA / "hellobench" / "weighted_scores.txt"),
+        "judge_policy": "zero",
         "judge_cache_dir": str(tmp_path / "judge-cache"),
     }
     out = tmp_path / "run"
-    subprocess.run([str(bin_dir / "lch"), "eval", "--model", "hf-pic", "--model_args",
-                    f"pretrained={tiny_model_dir},dtype=float32,pic=dynamic,pic_ratio=2", "--device", "cpu",
-                    "--batch_size", "3", "--tasks", "longbench_write,hellobench_htg_2k", "--log_samples",
-                    "--metadata", json.dumps(meta), "--output_path", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(bin_dir / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir},dtype=float32,pic=dynamic,pic_ratio=2",
+            "--device",
+            "cpu",
+            "--batch_size",
+            "3",
+            "--tasks",
+            "longbench_write,hellobench_htg_2k",
+            "--log_samples",
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     results = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["results"]
     lbw, hb = results["longbench_write"], results["hellobench_htg_2k"]
     for metric in ("length", "length_score", "quality", "score", "corrupted_ratio", "n_valid", "n_total", "n_tokens"):
@@ -154,16 +183,40 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
     config = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["configs"]
     recorded = config["longbench_write"]["metadata"]["judge_provenance"]
     assert recorded["model"] == served.model and recorded["reported_models"]  # as the server named itself
-    assert config["hellobench_htg_2k"]["metadata"]["length_tokenizer"] in ("nltk.word_tokenize", "treebank+untrained-punkt")
+    assert config["hellobench_htg_2k"]["metadata"]["length_tokenizer"] in (
+        "nltk.word_tokenize",
+        "treebank+untrained-punkt",
+    )
 
-    samples = {t: glob.glob(str(out / "**" / f"samples_{t}_*.jsonl"), recursive=True)[0]
-               for t in ("longbench_write", "hellobench_htg_2k")}
+    samples = {
+        t: glob.glob(str(out / "**" / f"samples_{t}_*.jsonl"), recursive=True)[0]
+        for t in ("longbench_write", "hellobench_htg_2k")
+    }
     with CannedJudge(0.5, DIMS) as canned:
-        args = ["--judge-base-url", canned.base_url, "--judge-model", "canned", "--judge-cache-dir", str(tmp_path / "c2")]
-        lbw2 = json.loads(subprocess.run([str(bin_dir / "lch"), "judge", samples["longbench_write"], *args],
-                                         check=True, capture_output=True, text=True).stdout)
-        hb2 = json.loads(subprocess.run([str(bin_dir / "lch"), "judge", samples["hellobench_htg_2k"], *args],
-                                        check=True, capture_output=True, text=True).stdout)
+        args = [
+            "--judge-base-url",
+            canned.base_url,
+            "--judge-model",
+            "canned",
+            "--judge-cache-dir",
+            str(tmp_path / "c2"),
+        ]
+        lbw2 = json.loads(
+            subprocess.run(
+                [str(bin_dir / "lch"), "judge", samples["longbench_write"], *args],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
+        hb2 = json.loads(
+            subprocess.run(
+                [str(bin_dir / "lch"), "judge", samples["hellobench_htg_2k"], *args],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         assert canned.requests == 6  # each sample judged once; the second and third metric hit the cache
     expected_sq = sum(25 * (v - 1) for v in DIMS.values()) / 6
     assert lbw2["n_valid"] == 3 and lbw2["quality"] == pytest.approx(expected_sq)
@@ -174,8 +227,7 @@ def test_judged_tasks_end_to_end_then_rejudged(served, tiny_model_dir, tmp_path)
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "longbench_write").exists(), reason="../shared/data not present")
-def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, tmp_path, monkeypatch, caplog,
-                                                               capsys):
+def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, tmp_path, monkeypatch, caplog, capsys):
     """lm-eval (in this process) runs longbench_write on 3 documents with a canned judge whose grades differ
     per sample; quality, score and n_valid all aggregate from one judging: one judge() call, 3
     conversations through the client (cache hits included, so a metric re-judging from the cache would
@@ -202,24 +254,42 @@ def test_lm_eval_judges_each_sample_once_for_all_judged_metrics(tiny_model_dir, 
     judge_calls, conversations = [], []
     real_judge, real_ask = stage.judge, JudgeClient.ask_many
     monkeypatch.setattr(stage, "judge", lambda items: judge_calls.append(len(items)) or real_judge(items))
-    monkeypatch.setattr(JudgeClient, "ask_many",
-                        lambda self, convs, progress=True: conversations.extend(convs) or real_ask(self, convs, progress))
+    monkeypatch.setattr(
+        JudgeClient,
+        "ask_many",
+        lambda self, convs, progress=True: conversations.extend(convs) or real_ask(self, convs, progress),
+    )
     with CannedJudge(grade=grade) as canned:
         meta = {  # as in test_judged_tasks_end_to_end_then_rejudged, with the canned judge
             "longbench_write_data": str(SHARED_DATA / "longbench_write" / "longbench_write.jsonl"),
-            "limit_docs": 3, "max_gen_toks": 16, "judge_base_url": canned.base_url, "judge_model": "canned",
-            "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"), "judge_policy": "drop",
-            "judge_cache_dir": str(tmp_path / "judge-cache"), "pretrained": str(tiny_model_dir),
+            "limit_docs": 3,
+            "max_gen_toks": 16,
+            "judge_base_url": canned.base_url,
+            "judge_model": "canned",
+            "judge_prompt": str(SHARED_DATA / "longbench_write" / "judge.txt"),
+            "judge_policy": "drop",
+            "judge_cache_dir": str(tmp_path / "judge-cache"),
+            "pretrained": str(tiny_model_dir),
         }
-        out = evaluate({"pretrained": str(tiny_model_dir), "dtype": "float32"}, ["longbench_write"],
-                       task_manager(metadata=meta, ours_only=True), device="cpu", batch_size=3, log_samples=True)
+        out = evaluate(
+            {"pretrained": str(tiny_model_dir), "dtype": "float32"},
+            ["longbench_write"],
+            task_manager(metadata=meta, ours_only=True),
+            device="cpu",
+            batch_size=3,
+            log_samples=True,
+        )
         assert canned.requests == 3 and canned.authorizations == [f"Bearer {key}"] * 3
         # the run's cost holds the judge's requests and the tokens the server reported for each (canned: words)
-        usages = [canned_usage(p, longbench_write_reply(given[p])) for p in
-                  (body["messages"][-1]["content"] for body in canned.bodies)]
-        assert out["lch_cost"]["judge"] == {"requests": 3,
-                                            "prompt_tokens": sum(u["prompt_tokens"] for u in usages),
-                                            "completion_tokens": sum(u["completion_tokens"] for u in usages)}
+        usages = [
+            canned_usage(p, longbench_write_reply(given[p]))
+            for p in (body["messages"][-1]["content"] for body in canned.bodies)
+        ]
+        assert out["lch_cost"]["judge"] == {
+            "requests": 3,
+            "prompt_tokens": sum(u["prompt_tokens"] for u in usages),
+            "completion_tokens": sum(u["completion_tokens"] for u in usages),
+        }
     assert judge_calls == [3] and len(conversations) == 3
     assert len(list((tmp_path / "judge-cache").glob("*/*.json"))) == 3
     samples = out["samples"]["longbench_write"]

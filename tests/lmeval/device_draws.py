@@ -12,8 +12,18 @@ class DrawsOn(TorchFunctionMode):
     another device type than the one the draw lands on (its ``device`` argument, else ``device``, the context's) is
     refused as PyTorch refuses it on CUDA. The tensors themselves are made where they would be without this mode."""
 
-    DRAWS = {torch.randn, torch.rand, torch.randint, torch.randperm, torch.normal, torch.bernoulli,
-             torch.multinomial, torch.Tensor.normal_, torch.Tensor.uniform_, torch.Tensor.random_}
+    DRAWS = {
+        torch.randn,
+        torch.rand,
+        torch.randint,
+        torch.randperm,
+        torch.normal,
+        torch.bernoulli,
+        torch.multinomial,
+        torch.Tensor.normal_,
+        torch.Tensor.uniform_,
+        torch.Tensor.random_,
+    }
 
     def __init__(self, device: str) -> None:
         super().__init__()
@@ -28,6 +38,7 @@ class DrawsOn(TorchFunctionMode):
             else:
                 lands = torch.device(kwargs["device"]) if kwargs.get("device") is not None else self.device
             if lands.type != generator.device.type:
-                raise RuntimeError(f"Expected a '{lands.type}' device type for generator but found "
-                                   f"'{generator.device.type}'")
+                raise RuntimeError(
+                    f"Expected a '{lands.type}' device type for generator but found '{generator.device.type}'"
+                )
         return func(*args, **kwargs)

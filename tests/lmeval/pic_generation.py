@@ -17,10 +17,16 @@ def hf_pic_generation(model, prompt: list[int], inference: Inference, new: int) 
     apply_pic(model, inference)
     try:
         with torch.no_grad():
-            out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                                 max_new_tokens=new, min_new_tokens=new, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True)
+            out = model.generate(
+                torch.tensor([prompt]),
+                attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
     finally:
         remove_pic(model)
-    tokens = out.sequences[0, len(prompt):].tolist()
+    tokens = out.sequences[0, len(prompt) :].tolist()
     return tokens, [torch.log_softmax(step[0].float(), -1)[t].item() for step, t in zip(out.logits, tokens)]

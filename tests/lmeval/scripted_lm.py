@@ -4,7 +4,8 @@ document (nothing by default), so that prompts, cuts, counts and aggregations ar
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lm_eval.api.model import LM
 
@@ -22,8 +23,12 @@ class ScriptedLM(LM):
         return self.tokenizer.chat_template
 
     def apply_chat_template(self, chat_history: list[dict], add_generation_prompt: bool = True) -> str:
-        return self.tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                                  continue_final_message=not add_generation_prompt)
+        return self.tokenizer.apply_chat_template(
+            chat_history,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt,
+        )
 
     def generate_until(self, requests: list, disable_tqdm: bool = False) -> list[str]:
         return [self.answer(request.doc) for request in requests]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.tasks.lch_babilong import dataset as babilong
-from harness.data.documents import MissingDataError
-from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
 from harness.core.options import parse_options
+from harness.data.documents import MissingDataError
+from harness.tasks.lch_babilong import dataset as babilong
+from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
 from tests.data.test_ruler import run_lch_eval
 
 
@@ -58,8 +58,13 @@ def test_local_folder_and_missing_hf(tmp_path, monkeypatch):
 def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
     from harness.data.prompt_tokens import PromptCounter, load_tokenizer
 
-    meta = {"babilong_task": task, "lengths": ["0k", "2k"], "source": "synthetic", "num_samples": 2,
-            "pretrained": str(tiny_model_dir)}
+    meta = {
+        "babilong_task": task,
+        "lengths": ["0k", "2k"],
+        "source": "synthetic",
+        "num_samples": 2,
+        "pretrained": str(tiny_model_dir),
+    }
     rows = list(_dataset(meta)["test"])
     assert [r["length"] for r in rows] == ["0k", "0k", "2k", "2k"]
     count = PromptCounter(load_tokenizer(str(tiny_model_dir)))
@@ -76,7 +81,11 @@ def test_synthetic_samples_fit_and_are_answerable(task, tiny_model_dir):
     for i in (0, 1):
         facts, question, answer = babi_story(task, i)
         assert rows[i]["input"] == " ".join(facts)
-        assert (rows[i]["question"], rows[i]["target"]) == (rows[i + 2]["question"], rows[i + 2]["target"]) == (question, answer)
+        assert (
+            (rows[i]["question"], rows[i]["target"])
+            == (rows[i + 2]["question"], rows[i + 2]["target"])
+            == (question, answer)
+        )
         at = -1
         for fact in facts:
             at = rows[i + 2]["input"].index(fact, at + 1)
@@ -87,18 +96,30 @@ def test_lch_babilong_per_length_scores(tiny_model_dir, tmp_path):
     data = tmp_path / "data"
     for length, filler in (("1k", ""), ("2k", "The sun was low over the fields. " * 20)):
         (data / length).mkdir(parents=True)
-        rows = [{"input": f"{filler}Mary went to the {place}.", "question": "Where is Mary?", "target": place}
-                for place in ("garden", "kitchen", "office")]
+        rows = [
+            {"input": f"{filler}Mary went to the {place}.", "question": "Where is Mary?", "target": place}
+            for place in ("garden", "kitchen", "office")
+        ]
         (data / length / "qa1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = run_lch_eval(tmp_path / "out", f"pretrained={tiny_model_dir}", "lch_babilong_qa1",
-                       {"lengths": ["1k", "2k"], "source": str(data)})
+    out = run_lch_eval(
+        tmp_path / "out",
+        f"pretrained={tiny_model_dir}",
+        "lch_babilong_qa1",
+        {"lengths": ["1k", "2k"], "source": str(data)},
+    )
     got = out["results"]["lch_babilong_qa1"]
-    samples = [json.loads(l) for f in glob.glob(str(tmp_path / "out" / "**" / "samples_*.jsonl"), recursive=True)
-               for l in Path(f).read_text().splitlines()]
+    samples = [
+        json.loads(l)
+        for f in glob.glob(str(tmp_path / "out" / "**" / "samples_*.jsonl"), recursive=True)
+        for l in Path(f).read_text().splitlines()
+    ]
     assert len(samples) == 6
     for length in ("1k", "2k"):
-        mine = [100.0 * compare_answers(s["doc"]["target"], s["filtered_resps"][0], s["doc"]["question"], "qa1")
-                for s in samples if s["doc"]["length"] == length]
+        mine = [
+            100.0 * compare_answers(s["doc"]["target"], s["filtered_resps"][0], s["doc"]["question"], "qa1")
+            for s in samples
+            if s["doc"]["length"] == length
+        ]
         assert got[f"len_{length},none"] == pytest.approx(sum(mine) / 3)
         assert got[f"n_len_{length},none"] == sum(s["doc"]["length"] == length for s in samples) == 3
         # its standard error, by hand: the sample standard deviation over sqrt(n) (an interval for plots and gates)
@@ -106,8 +127,11 @@ def test_lch_babilong_per_length_scores(tiny_model_dir, tmp_path):
         assert got[f"len_{length}_stderr,none"] == pytest.approx(spread)
     # each score says what it rests on: 6 samples in all, 3 per length, each fewer than the stated minimum of 25
     why = "a mean of per-sample scores out of 100 over n samples has a standard error of up to 50/sqrt(n) points"
-    assert out["lch_cautions"] == {"lch_babilong_qa1": [
-        f"lch_babilong_qa1: score rests on 6 samples, len_1k on 3, len_2k on 3; fewer than 25 each: {why}"]}
+    assert out["lch_cautions"] == {
+        "lch_babilong_qa1": [
+            f"lch_babilong_qa1: score rests on 6 samples, len_1k on 3, len_2k on 3; fewer than 25 each: {why}"
+        ]
+    }
     # length honesty, counted by hand: the prompt lm-eval sent is the document's prompt, in the model's
     # tokens (the tokenizer adds its BOS, as lm-eval's HF model does); none reaches 4096 - 20 tokens
     from transformers import AutoTokenizer

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from harness.data.depth import DEPTH_BUCKETS
 from harness.metrics.catalogue import metric_info, metric_role
-from harness.tasks.metric_lists import described
 from harness.tasks.lch_babilong.dataset import BabilongOptions
 from harness.tasks.lch_babilong.task import BabilongTask
 from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions
 from harness.tasks.lch_ruler.task import RulerTask
+from harness.tasks.metric_lists import described
 
 
 def _ruler(name: str, lengths=(1024, 2048)) -> RulerTask:
@@ -33,9 +33,19 @@ def test_a_niah_document_scores_its_depth_cell():
     task = _ruler("niah_single_1")
     doc = {"length": 2048, "outputs": ["1234567"], "depth": 41.0, "depth_bucket": 50}
     assert task.score_document(doc, ["It is 1234567."]) == {
-        "score": 100.0, "len_2048": 100.0, "n_len_2048": 1, "depth_50_len_2048": 100.0, "n_depth_50_len_2048": 1}
+        "score": 100.0,
+        "len_2048": 100.0,
+        "n_len_2048": 1,
+        "depth_50_len_2048": 100.0,
+        "n_depth_50_len_2048": 1,
+    }
     assert task.score_document({**doc, "depth": 100.0, "depth_bucket": 100}, ["no idea"]) == {
-        "score": 0.0, "len_2048": 0.0, "n_len_2048": 1, "depth_100_len_2048": 0.0, "n_depth_100_len_2048": 1}
+        "score": 0.0,
+        "len_2048": 0.0,
+        "n_len_2048": 1,
+        "depth_100_len_2048": 0.0,
+        "n_depth_100_len_2048": 1,
+    }
     multi = _ruler("niah_multivalue")  # the mean over its answers, x 100, as len_<L>
     doc = {"length": 1024, "outputs": ["1", "2", "3", "4"], "depth": 12.5, "depth_bucket": 25}
     assert multi.score_document(doc, ["1 and 2"])["depth_25_len_1024"] == 50.0
@@ -63,8 +73,19 @@ def test_tasks_without_depths_declare_and_score_none():
     # BABILong: its synthetic rows record the answer fact's depth, HF and local rows do not
     assert "depth_0_len_1k" in _declared(_babilong("synthetic"))
     assert not [m for m in _declared(_babilong("hf")) if "depth_" in m]
-    doc = {"length": "2k", "target": "garden", "question": "Where is Mary?", "task": "qa1", "depth": 80.0,
-           "depth_bucket": 75}
+    doc = {
+        "length": "2k",
+        "target": "garden",
+        "question": "Where is Mary?",
+        "task": "qa1",
+        "depth": 80.0,
+        "depth_bucket": 75,
+    }
     assert _babilong("synthetic").score_document(doc, ["The answer is garden."]) == {
-        "score": 100.0, "len_2k": 100.0, "n_len_2k": 1, "depth_75_len_2k": 100.0, "n_depth_75_len_2k": 1}
+        "score": 100.0,
+        "len_2k": 100.0,
+        "n_len_2k": 1,
+        "depth_75_len_2k": 100.0,
+        "n_depth_75_len_2k": 1,
+    }
     assert "depth_75_len_2k" not in _babilong("hf").score_document(doc, ["garden"])

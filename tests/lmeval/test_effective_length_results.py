@@ -22,12 +22,16 @@ def results(threshold_a: float | None = None) -> dict:
     # a: 1k 95, 2k 84, 4k 82, 8k 60; b: 1k 85, 2k 86, 4k 40, 8k 30 (25 samples a length each)
     # the group g = mean of a and b: 1k 90, 2k 85, 4k 61, 8k 45 (lm-eval's group score, written here by hand)
     meta_a = {} if threshold_a is None else {"effective_threshold": threshold_a}
-    return {"results": {"a": task({"1k": 95.0, "2k": 84.0, "4k": 82.0, "8k": 60.0}, 2.0, 25),
-                        "b": task({"1k": 85.0, "2k": 86.0, "4k": 40.0, "8k": 30.0}, 2.0, 25),
-                        "g": {"len_1k,none": 90.0, "len_2k,none": 85.0, "len_4k,none": 61.0, "len_8k,none": 45.0},
-                        "ppl_task": {"ppl,none": 3.0}},
-            "group_subtasks": {"g": ["a", "b"]},
-            "configs": {"a": {"metadata": meta_a}, "b": {"metadata": {}}}}
+    return {
+        "results": {
+            "a": task({"1k": 95.0, "2k": 84.0, "4k": 82.0, "8k": 60.0}, 2.0, 25),
+            "b": task({"1k": 85.0, "2k": 86.0, "4k": 40.0, "8k": 30.0}, 2.0, 25),
+            "g": {"len_1k,none": 90.0, "len_2k,none": 85.0, "len_4k,none": 61.0, "len_8k,none": 45.0},
+            "ppl_task": {"ppl,none": 3.0},
+        },
+        "group_subtasks": {"g": ["a", "b"]},
+        "configs": {"a": {"metadata": meta_a}, "b": {"metadata": {}}},
+    }
 
 
 def test_every_curve_gets_its_absolute_and_relative_length_with_what_it_rests_on():
@@ -56,6 +60,7 @@ def test_a_curve_that_rises_beyond_its_intervals_is_a_caution_of_the_run():
     data = results()
     data["results"]["b"]["len_8k,none"] = 70.0  # 4k 40 -> 8k 70: 30 points > 1.96 x sqrt(2^2 + 2^2) = 5.5
     record_effective_lengths(data)
-    assert data[keys.CAUTIONS]["b"] == ["b effective length: not monotone: 8k scores 70.0 above 4k's 40.0 beyond "
-                                        "their 95 % intervals"]
+    assert data[keys.CAUTIONS]["b"] == [
+        "b effective length: not monotone: 8k scores 70.0 above 4k's 40.0 beyond their 95 % intervals"
+    ]
     assert "a" not in data[keys.CAUTIONS]

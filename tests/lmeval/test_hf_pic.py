@@ -66,7 +66,7 @@ def test_token_logprobs_under_dynamic_pic_uses_each_rows_length(tiny_model_dir):
     plain = _lm(tiny_model_dir)  # unpatched copy for the reference
     texts = _texts()
     out = lm.token_logprobs([_req("token_logprobs", t) for t in texts])
-    for text, res in zip(texts, out):
+    for _text, res in zip(texts, out):
         ids = res["token_ids"]
         g = dynamic_positions(torch.arange(len(ids)), len(ids), 3.0, 4, 8)
         ref = _reference_logprobs(plain.model, ids, positions=g)
@@ -76,8 +76,10 @@ def test_token_logprobs_under_dynamic_pic_uses_each_rows_length(tiny_model_dir):
 def test_pic_none_loglikelihood_matches_builtin_hf(tiny_model_dir):
     from lm_eval.models.huggingface import HFLM
 
-    reqs = [_req("loglikelihood", "The Agency reported that", " the program cost"),
-            _req("loglikelihood", "Section 1.", " The Bureau found")]
+    reqs = [
+        _req("loglikelihood", "The Agency reported that", " the program cost"),
+        _req("loglikelihood", "Section 1.", " The Bureau found"),
+    ]
     ours = _lm(tiny_model_dir, batch_size=2).loglikelihood(reqs)
     theirs = HFLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2).loglikelihood(reqs)
     for (a, a_greedy), (b, b_greedy) in zip(ours, theirs):
@@ -98,11 +100,13 @@ def _explicit_eq9_loglikelihood(model, tokenizer, context, continuation):
     whole = context_tokens + tokenizer(context + continuation)["input_ids"][n_context:]
     fed = torch.tensor([whole[:-1]])
     l_c = fed.shape[1]
-    positions = dynamic_positions(torch.arange(l_c), l_c, DYNAMIC["pic_ratio"], DYNAMIC["pic_initial"],
-                                  DYNAMIC["pic_recent"])
+    positions = dynamic_positions(
+        torch.arange(l_c), l_c, DYNAMIC["pic_ratio"], DYNAMIC["pic_initial"], DYNAMIC["pic_recent"]
+    )
     with torch.no_grad():
-        logits = model(input_ids=fed, attention_mask=torch.ones_like(fed), position_ids=positions[None],
-                       use_cache=False).logits[0]
+        logits = model(
+            input_ids=fed, attention_mask=torch.ones_like(fed), position_ids=positions[None], use_cache=False
+        ).logits[0]
     logprobs = torch.log_softmax(logits.float(), dim=-1)
     return sum(logprobs[n_context - 1 + j, token].item() for j, token in enumerate(whole[n_context:]))
 
@@ -173,7 +177,8 @@ def test_generate_long_reports_how_generation_ended(tiny_model_dir):
     budget = {"max_gen_toks": 12, "do_sample": False}
     out = lm.generate_long([_req("generate_long", c, dict(budget)) for c in contexts])
     single = _lm(tiny_model_dir, batch_size=1, **DYNAMIC).generate_long(
-        [_req("generate_long", c, dict(budget)) for c in contexts])
+        [_req("generate_long", c, dict(budget)) for c in contexts]
+    )
     assert out == single
     for res in out:
         if not res["ended_with_eos"]:
@@ -210,7 +215,9 @@ def test_dtype_auto_means_the_folders_dtype_on_every_engine(tmp_path, tiny_model
     saved = _json.loads((tiny_model_dir / "config.json").read_text())["dtype"]
     for args in ({}, {"dtype": "auto"}):
         assert resolve_model_args({"pretrained": str(tiny_model_dir), **args}).engine_args["dtype"] == saved
-    assert resolve_model_args({"pretrained": str(tiny_model_dir), "dtype": "bfloat16"}).engine_args["dtype"] == "bfloat16"
+    assert (
+        resolve_model_args({"pretrained": str(tiny_model_dir), "dtype": "bfloat16"}).engine_args["dtype"] == "bfloat16"
+    )
 
 
 def test_the_tasks_tokenizer_is_the_models(tiny_model_dir):

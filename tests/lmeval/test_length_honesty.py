@@ -29,19 +29,32 @@ def babilong_run(model_dir, declare_template: bool | None) -> dict:
 
     from harness.plugin.in_process import task_manager
 
-    metadata = {"pretrained": str(model_dir), "lengths": ["1k"], "source": "synthetic", "num_samples": N_SAMPLES,
-                "seed": 3}
+    metadata = {
+        "pretrained": str(model_dir),
+        "lengths": ["1k"],
+        "source": "synthetic",
+        "num_samples": N_SAMPLES,
+        "seed": 3,
+    }
     if declare_template is not None:
         metadata["chat_template"] = declare_template
-    return simple_evaluate(model="hf-pic", model_args={"pretrained": str(model_dir), "dtype": "float32"},
-                           tasks=["lch_babilong_qa1"], task_manager=task_manager(metadata=metadata, ours_only=True), device="cpu",
-                           batch_size=4, apply_chat_template=True, log_samples=True)
+    return simple_evaluate(
+        model="hf-pic",
+        model_args={"pretrained": str(model_dir), "dtype": "float32"},
+        tasks=["lch_babilong_qa1"],
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+        device="cpu",
+        batch_size=4,
+        apply_chat_template=True,
+        log_samples=True,
+    )
 
 
 def counted(tokenizer, doc: dict) -> tuple[str, int, int]:
     """(templated prompt, its tokens, the plain prompt's tokens), counted here with the tokenizer."""
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": doc["prompt"]}], tokenize=False,
-                                             add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": doc["prompt"]}], tokenize=False, add_generation_prompt=True
+    )
     assert not rendered.startswith(tokenizer.bos_token)  # so the tokenizer's own BOS is the one BOS
     return rendered, len(tokenizer(rendered)["input_ids"]), len(tokenizer(doc["prompt"])["input_ids"])
 

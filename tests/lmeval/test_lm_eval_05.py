@@ -50,27 +50,39 @@ def _lm_eval(args: list[str], cwd: Path, lm_eval_path: Path | None, cache: Path)
     env.pop("PYTHONPATH", None)
     if lm_eval_path is not None:
         env["PYTHONPATH"] = str(lm_eval_path)
-    return subprocess.run([sys.executable, "-m", "lm_eval", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=500, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "lm_eval", *args], cwd=cwd, capture_output=True, text=True, timeout=500, env=env
+    )
 
 
 def test_the_line_is_the_lm_eval_imported_and_breaks_what_0_4_13_plugins_lean_on(lm_eval_05, tmp_path):
-    code = ("import dataclasses, json, lm_eval, lm_eval.api.task as t, lm_eval.api.metrics as m\n"
-            "import lm_eval.api.registry as r\nfrom lm_eval.api.instance import Instance\n"
-            "from lm_eval.tasks import TaskManager\n"
-            "print(json.dumps({'file': lm_eval.__file__,\n"
-            "  'packages': [hasattr(t, '__path__'), hasattr(m, '__path__')],\n"
-            "  'required': [f.name for f in dataclasses.fields(Instance) if f.default is dataclasses.MISSING\n"
-            "               and f.default_factory is dataclasses.MISSING],\n"
-            "  'registry': [hasattr(r, n) for n in ('get_metric', 'get_metric_aggregation', 'is_higher_better')],\n"
-            "  'task_index': hasattr(TaskManager, 'task_index')}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(lm_eval_05)})
+    code = (
+        "import dataclasses, json, lm_eval, lm_eval.api.task as t, lm_eval.api.metrics as m\n"
+        "import lm_eval.api.registry as r\nfrom lm_eval.api.instance import Instance\n"
+        "from lm_eval.tasks import TaskManager\n"
+        "print(json.dumps({'file': lm_eval.__file__,\n"
+        "  'packages': [hasattr(t, '__path__'), hasattr(m, '__path__')],\n"
+        "  'required': [f.name for f in dataclasses.fields(Instance) if f.default is dataclasses.MISSING\n"
+        "               and f.default_factory is dataclasses.MISSING],\n"
+        "  'registry': [hasattr(r, n) for n in ('get_metric', 'get_metric_aggregation', 'is_higher_better')],\n"
+        "  'task_index': hasattr(TaskManager, 'task_index')}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(lm_eval_05)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
     assert Path(found.pop("file")).is_relative_to(lm_eval_05)
-    assert found == {"packages": [True, True], "required": ["request_type", "doc", "arguments", "task_name", "doc_id"],
-                     "registry": [False, False, False], "task_index": False}
+    assert found == {
+        "packages": [True, True],
+        "required": ["request_type", "doc", "arguments", "task_name", "doc_id"],
+        "registry": [False, False, False],
+        "task_index": False,
+    }
 
 
 def test_lm_eval_ls_tasks_lists_ours_once(lm_eval_05, tmp_path):
@@ -89,8 +101,10 @@ def _as_0_4_13(data: dict) -> dict:
         text = text.replace(qualified, qualified.rpartition("::")[2])  # keys, lists, and the sentences naming it
     data = json.loads(text)
     out = {key: data.get(key) for key in (*LM_EVAL_KEYS, *OUR_KEYS)}
-    out["metadata"] = {task: {key: (config.get("metadata") or {}).get(key) for key in OUR_METADATA}
-                       for task, config in (data.get("configs") or {}).items()}
+    out["metadata"] = {
+        task: {key: (config.get("metadata") or {}).get(key) for key in OUR_METADATA}
+        for task, config in (data.get("configs") or {}).items()
+    }
     return out
 
 
@@ -107,17 +121,41 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, lm_eval_0
         corpus = tmp_path / "reports.jsonl"
         corpus.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(3, 300, seed=1)))
         tasks = "ppl_govreport,longppl_govreport"
-        meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 3, "evaluator": str(tiny_model_dir),
-                "trunc_len": 64, "sliding_window": 32}
+        meta = {
+            "data_files": str(corpus),
+            "min_tokens": 1,
+            "num_docs": 3,
+            "evaluator": str(tiny_model_dir),
+            "trunc_len": 64,
+            "sliding_window": 32,
+        }
     else:
         tasks = "lch_ruler_niah_m"
         meta = {"lengths": [768, 1024], "num_samples": 1, "essays": "synthetic"}
     runs = []
     for lm_eval_path in (lm_eval_05, None):
         out = tmp_path / ("0.5" if lm_eval_path else "installed")
-        done = _lm_eval(["run", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device",
-                         "cpu", "--tasks", tasks, "--metadata", json.dumps(meta), "--output_path", str(out),
-                         "--log_samples"], tmp_path, lm_eval_path, tmp_path / "cache")
+        done = _lm_eval(
+            [
+                "run",
+                "--model",
+                "hf-pic",
+                "--model_args",
+                f"pretrained={tiny_model_dir}",
+                "--device",
+                "cpu",
+                "--tasks",
+                tasks,
+                "--metadata",
+                json.dumps(meta),
+                "--output_path",
+                str(out),
+                "--log_samples",
+            ],
+            tmp_path,
+            lm_eval_path,
+            tmp_path / "cache",
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         # our metrics looked up in no registry of lm-eval's, and none bootstrapped (the 0.5 line's scorer would)
         assert "not found in registry" not in done.stderr and "Bootstrapping" not in done.stdout + done.stderr
@@ -130,7 +168,8 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, lm_eval_0
         assert results["ppl_govreport"]["ppl_stderr,none"] == "N/A"  # 0.4.13 gives our aggregations none
     else:  # the 0.5 line does name the group's tasks otherwise; the group's per-length curve (ours) is on both
         assert sorted(on_05["group_subtasks"]["lch_ruler_niah_m"]) == sorted(
-            f"lch_ruler_niah_m::{task}" for task in installed["group_subtasks"]["lch_ruler_niah_m"])
+            f"lch_ruler_niah_m::{task}" for task in installed["group_subtasks"]["lch_ruler_niah_m"]
+        )
         group = results["lch_ruler_niah_m"]
         assert {"len_768,none", "len_1024,none", "len_768_stderr,none"} <= set(group)
         assert set(installed[keys.EFFECTIVE_LENGTH]) >= {"lch_ruler_niah_m"}
@@ -139,11 +178,27 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, lm_eval_0
 def test_a_task_name_of_nobody_in_a_run_of_ours_is_one_line_on_the_0_5_line(lm_eval_05, tiny_model_dir, tmp_path):
     """The 0.5 line matches no task name up front (0.4.13's "Tasks not found"): its task manager refuses the name as it
     loads it, which a run of ours turns into the same line."""
-    done = _lm_eval(["run", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu",
-                     "--tasks", "ppl_govrepot"], tmp_path, lm_eval_05, tmp_path / "cache")
+    done = _lm_eval(
+        [
+            "run",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir}",
+            "--device",
+            "cpu",
+            "--tasks",
+            "ppl_govrepot",
+        ],
+        tmp_path,
+        lm_eval_05,
+        tmp_path / "cache",
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert done.stderr.splitlines()[-1] == ("lch: error: Tasks not found: ppl_govrepot; did you mean ppl_govreport? "
-                                            "(`lch eval --tasks list` lists every task)")
+    assert done.stderr.splitlines()[-1] == (
+        "lch: error: Tasks not found: ppl_govrepot; did you mean ppl_govreport? "
+        "(`lch eval --tasks list` lists every task)"
+    )
 
 
 def test_predict_only_logs_our_tasks_predictions_on_both_lines(lm_eval_05, tiny_model_dir, tmp_path):
@@ -154,21 +209,49 @@ def test_predict_only_logs_our_tasks_predictions_on_both_lines(lm_eval_05, tiny_
 
     corpus = tmp_path / "reports.jsonl"
     corpus.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(2, 300, seed=1)))
-    meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 2, "lengths": [768], "num_samples": 1,
-            "essays": "synthetic"}
+    meta = {
+        "data_files": str(corpus),
+        "min_tokens": 1,
+        "num_docs": 2,
+        "lengths": [768],
+        "num_samples": 1,
+        "essays": "synthetic",
+    }
     predictions = []
     for lm_eval_path in (lm_eval_05, None):
         out = tmp_path / ("0.5" if lm_eval_path else "installed")
-        done = _lm_eval(["run", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device",
-                         "cpu", "--tasks", "ppl_govreport,lch_ruler_niah_single_1", "--metadata", json.dumps(meta),
-                         "--output_path", str(out), "--predict_only", "--log_samples"], tmp_path, lm_eval_path,
-                        tmp_path / "cache")
+        done = _lm_eval(
+            [
+                "run",
+                "--model",
+                "hf-pic",
+                "--model_args",
+                f"pretrained={tiny_model_dir}",
+                "--device",
+                "cpu",
+                "--tasks",
+                "ppl_govreport,lch_ruler_niah_single_1",
+                "--metadata",
+                json.dumps(meta),
+                "--output_path",
+                str(out),
+                "--predict_only",
+                "--log_samples",
+            ],
+            tmp_path,
+            lm_eval_path,
+            tmp_path / "cache",
+        )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
         results = _as_0_4_13(_outcome(out))["results"]
-        assert {task: results[task]["bypass,none"] for task in results} == {"ppl_govreport": 999,
-                                                                              "lch_ruler_niah_single_1": 999}
-        samples = {path.name.split("_20")[0]: [json.loads(line) for line in path.read_text().splitlines()]
-                   for path in out.rglob("samples_*.jsonl")}
+        assert {task: results[task]["bypass,none"] for task in results} == {
+            "ppl_govreport": 999,
+            "lch_ruler_niah_single_1": 999,
+        }
+        samples = {
+            path.name.split("_20")[0]: [json.loads(line) for line in path.read_text().splitlines()]
+            for path in out.rglob("samples_*.jsonl")
+        }
         assert [len(samples[name]) for name in sorted(samples)] == [1, 2], sorted(samples)
         predictions.append({name: [_leaves(row["filtered_resps"]) for row in rows] for name, rows in samples.items()})
     on_05, installed = predictions  # the 0.5 line nests a sample's responses one list deeper

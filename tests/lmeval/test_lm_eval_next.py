@@ -35,14 +35,20 @@ def _lm_eval(args: list[str], cwd: Path, lm_eval_path: Path | None, cache: Path)
     env.pop("PYTHONPATH", None)
     if lm_eval_path is not None:
         env["PYTHONPATH"] = str(lm_eval_path)
-    return subprocess.run([sys.executable, "-m", "lm_eval", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=500, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "lm_eval", *args], cwd=cwd, capture_output=True, text=True, timeout=500, env=env
+    )
 
 
 def test_the_branch_is_the_lm_eval_imported_and_lacks_what_0_4_13_has(next_lm_eval, tmp_path):
     code = "import lm_eval, lm_eval.api.metrics as m; print(lm_eval.__file__, hasattr(m, 'unweighted_mean_stderr'))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(next_lm_eval)})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(next_lm_eval)},
+    )
     path, has = done.stdout.split()
     assert Path(path).is_relative_to(next_lm_eval) and has == "False", done.stderr[-2000:]
 
@@ -69,17 +75,40 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, next_lm_e
         corpus = tmp_path / "reports.jsonl"
         corpus.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(3, 300, seed=1)))
         tasks = "ppl_govreport,longppl_govreport"
-        meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 3, "evaluator": str(tiny_model_dir),
-                "trunc_len": 64, "sliding_window": 32}
+        meta = {
+            "data_files": str(corpus),
+            "min_tokens": 1,
+            "num_docs": 3,
+            "evaluator": str(tiny_model_dir),
+            "trunc_len": 64,
+            "sliding_window": 32,
+        }
     else:
         tasks = "lch_ruler_niah_m"
         meta = {"lengths": [1024, 2048], "num_samples": 1, "essays": "synthetic"}
     outcomes = []
     for lm_eval_path in (next_lm_eval, None):
         out = tmp_path / ("next" if lm_eval_path else "installed")
-        done = _lm_eval(["run", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device",
-                         "cpu", "--tasks", tasks, "--metadata", json.dumps(meta), "--output_path", str(out)],
-                        tmp_path, lm_eval_path, tmp_path / "cache")
+        done = _lm_eval(
+            [
+                "run",
+                "--model",
+                "hf-pic",
+                "--model_args",
+                f"pretrained={tiny_model_dir}",
+                "--device",
+                "cpu",
+                "--tasks",
+                tasks,
+                "--metadata",
+                json.dumps(meta),
+                "--output_path",
+                str(out),
+            ],
+            tmp_path,
+            lm_eval_path,
+            tmp_path / "cache",
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         outcomes.append(_outcome(out))
     assert outcomes[0] == outcomes[1]

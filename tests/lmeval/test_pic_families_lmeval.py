@@ -30,8 +30,16 @@ def manager(tmp_path_factory):
     docs = folder / "reports.jsonl"
     docs.write_text("".join(json.dumps({"report": t}) + "\n" for t in synthetic_reports(3, 90, seed=4)))
     # every family's tiny model has the same tokenizer (trained from the same seed): RULER sizes prompts by it
-    metadata = {"data_files": str(docs), "min_tokens": 32, "max_tokens": 4096, "num_docs": 3,
-                "lengths": [512], "num_samples": 2, "source": "synthetic", "tokenizer": str(build_tiny_model())}
+    metadata = {
+        "data_files": str(docs),
+        "min_tokens": 32,
+        "max_tokens": 4096,
+        "num_docs": 3,
+        "lengths": [512],
+        "num_samples": 2,
+        "source": "synthetic",
+        "tokenizer": str(build_tiny_model()),
+    }
     return task_manager(metadata=metadata, ours_only=True)
 
 
@@ -43,9 +51,14 @@ def test_hf_pic_runs_ppl_and_ruler_on_every_family(arch, manager):
 
     folder = build_tiny_model(arch=arch)
     assert (folder / "tokenizer.json").read_bytes() == (build_tiny_model() / "tokenizer.json").read_bytes()
-    results = evaluate({"pretrained": str(folder), "dtype": "float32", "device": "cpu", **PIC},
-                       ["ppl_govreport", "lch_ruler_niah_single_1"], manager, batch_size=2, log_samples=True,
-                       gen_kwargs={"max_gen_toks": 8})
+    results = evaluate(
+        {"pretrained": str(folder), "dtype": "float32", "device": "cpu", **PIC},
+        ["ppl_govreport", "lch_ruler_niah_single_1"],
+        manager,
+        batch_size=2,
+        log_samples=True,
+        gen_kwargs={"max_gen_toks": 8},
+    )
     info = results["config"]["model_args"]
     assert info["pic"] == "dynamic"
 

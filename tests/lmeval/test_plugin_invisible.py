@@ -54,9 +54,16 @@ def _twice(args: list[str], cwd: Path, env: dict | None = None) -> tuple[subproc
     """``args`` with the activation on, then switched off."""
     runs = []
     for switch in ("1", "0"):
-        runs.append(subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300,
-                                   env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {}),
-                                        "LCH_LM_EVAL_PLUGIN": switch}))
+        runs.append(
+            subprocess.run(
+                args,
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {}), "LCH_LM_EVAL_PLUGIN": switch},
+            )
+        )
     return tuple(runs)
 
 
@@ -74,11 +81,14 @@ def project(tmp_path_factory) -> Path:
     (root / "harness").mkdir()
     (root / "harness" / "__init__.py").write_text("OWNER = 'the user'\n")
     data = root / "data.jsonl"
-    data.write_text("".join(json.dumps({"text": f"The committee met on day {i} and reviewed the budget."}) + "\n"
-                            for i in range(4)))
-    body = (f"dataset_path: json\ndataset_kwargs:\n  data_files: {data}\ntest_split: train\n"
-            "output_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n"
-            "metric_list:\n  - metric: word_perplexity\nmetadata:\n  version: 1.0\n")
+    data.write_text(
+        "".join(json.dumps({"text": f"The committee met on day {i} and reviewed the budget."}) + "\n" for i in range(4))
+    )
+    body = (
+        f"dataset_path: json\ndataset_kwargs:\n  data_files: {data}\ntest_split: train\n"
+        "output_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n"
+        "metric_list:\n  - metric: word_perplexity\nmetadata:\n  version: 1.0\n"
+    )
     (root / "tasks").mkdir()
     (root / "tasks" / "ppl_local.yaml").write_text('task: "ppl_local"  # named like ours\n' + body)
     (root / "tasks" / "lch_mine.yaml").write_text("task: lch_mine\n" + body)
@@ -87,8 +97,10 @@ def project(tmp_path_factory) -> Path:
 
 
 def test_a_users_own_harness_package_is_the_one_imported(project):
-    code = ("import lm_eval.models, lm_eval.tasks.manager, lm_eval.evaluator, harness; "
-            "print(harness.OWNER, sorted(m for m in sys.modules if m.startswith('harness')))")
+    code = (
+        "import lm_eval.models, lm_eval.tasks.manager, lm_eval.evaluator, harness; "
+        "print(harness.OWNER, sorted(m for m in sys.modules if m.startswith('harness')))"
+    )
     on, off = _twice([sys.executable, "-c", "import sys; " + code], project)
     _alike(on, off)
     assert on.stdout.strip() == "the user ['harness']"
@@ -97,22 +109,51 @@ def test_a_users_own_harness_package_is_the_one_imported(project):
 def test_a_users_tasks_named_like_ours_and_a_yaml_path_run_as_in_stock_lm_eval(project):
     """``lm_eval validate`` and a run of lm-eval's ``dummy`` model over them: the same output and the same results
     file, but for its time stamps and timings."""
-    on, off = _twice([str(BIN / "lm_eval"), "validate", "--tasks", "ppl_local,lch_mine", "--include_path", "tasks"],
-                     project)
+    on, off = _twice(
+        [str(BIN / "lm_eval"), "validate", "--tasks", "ppl_local,lch_mine", "--include_path", "tasks"], project
+    )
     _alike(on, off)
     assert on.returncode == 0 and "All tasks found and valid" in on.stdout
     results = []
     for switch in ("1", "0"):
         out = project / f"out-{switch}"
-        done = subprocess.run([str(BIN / "lm_eval"), "run", "--model", "dummy", "--tasks",
-                               "ppl_local,lch_mine,longppl_mine.yaml", "--include_path", "tasks", "--output_path",
-                               str(out)], cwd=project, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1", "LCH_LM_EVAL_PLUGIN": switch})
+        done = subprocess.run(
+            [
+                str(BIN / "lm_eval"),
+                "run",
+                "--model",
+                "dummy",
+                "--tasks",
+                "ppl_local,lch_mine,longppl_mine.yaml",
+                "--include_path",
+                "tasks",
+                "--output_path",
+                str(out),
+            ],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "LCH_LM_EVAL_PLUGIN": switch},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         (path,) = out.rglob("results_*.json")
         data = json.loads(path.read_text())
-        results.append({key: data[key] for key in ("results", "configs", "versions", "n-shot", "higher_is_better",
-                                                   "n-samples", "config", "git_hash")})
+        results.append(
+            {
+                key: data[key]
+                for key in (
+                    "results",
+                    "configs",
+                    "versions",
+                    "n-shot",
+                    "higher_is_better",
+                    "n-samples",
+                    "config",
+                    "git_hash",
+                )
+            }
+        )
         ours = {v for k, v in vars(result_keys).items() if k.isupper() and isinstance(v, str)}
         assert ours and not _keys(data) & ours  # no key of ours
     assert results[0] == results[1]

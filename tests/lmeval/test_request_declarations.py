@@ -29,8 +29,9 @@ from harness.engines.response_cache import answer_with_cache
 NON_DEFAULT = {
     "token_logprobs": ScoringOptions(max_tokens=7, add_special_tokens=False, return_offsets=False),
     "lsm": LsmOptions(context_length=64, n_samples=3, seed=5, estimator="direct", max_tokens=300),
-    "generate_long": LongGenerationOptions(max_gen_toks=12, do_sample=True, temperature=0.5, top_p=0.9,
-                                           until=("\n\n", "END")),
+    "generate_long": LongGenerationOptions(
+        max_gen_toks=12, do_sample=True, temperature=0.5, top_p=0.9, until=("\n\n", "END")
+    ),
     "compress_ae": CompressRequestOptions(max_tokens=100),
     "compress_lm": CompressRequestOptions(max_tokens=100),
 }
@@ -63,14 +64,18 @@ def test_requests_send_what_tasks_always_sent():
     """The dicts (lm-eval's cache keys) of the requests our tasks build are those they sent before the
     declarations: stated options only, in the same order."""
     assert TOKEN_LOGPROBS.arguments("t", ScoringOptions.of(max_tokens=None, add_special_tokens=None)) == ("t", {})
-    assert TOKEN_LOGPROBS.arguments("t", ScoringOptions.of(max_tokens=9, add_special_tokens=True)) == \
-        ("t", {"max_tokens": 9, "add_special_tokens": True})
+    assert TOKEN_LOGPROBS.arguments("t", ScoringOptions.of(max_tokens=9, add_special_tokens=True)) == (
+        "t",
+        {"max_tokens": 9, "add_special_tokens": True},
+    )
     greedy = LongGenerationOptions.of(max_gen_toks=5, do_sample=False, temperature=None)
     assert GENERATE_LONG.arguments("c", greedy) == ("c", {"max_gen_toks": 5, "do_sample": False})
     sampled = LongGenerationOptions.of(max_gen_toks=5, do_sample=True, temperature=0.8)
     assert GENERATE_LONG.arguments("c", sampled) == ("c", {"max_gen_toks": 5, "do_sample": True, "temperature": 0.8})
-    assert LSM.arguments("t", LsmOptions()) == ("t", {"context_length": 4096, "n_samples": 16, "seed": 0,
-                                                      "estimator": "overlap"})
+    assert LSM.arguments("t", LsmOptions()) == (
+        "t",
+        {"context_length": 4096, "n_samples": 16, "seed": 0, "estimator": "overlap"},
+    )
     compress = CompressRequestOptions(max_tokens=2040)
     assert REQUESTS["compress_ae"].arguments("t", compress) == ("t", {"max_tokens": 2040})
 
@@ -135,9 +140,13 @@ def test_check_response():
     for kind, value in GOOD_RESPONSES.items():
         check_response(kind, value)
     check_response("token_logprobs", {"token_ids": [1], "logprobs": [], "offsets": None})
-    bad = [("token_logprobs", {"token_ids": [1], "logprobs": []}), ("lsm", {"sce": "0.5"}), ("lsm", [0.5]),
-           ("generate_long", {"text": "x", "ended_with_eos": 1, "n_tokens": 1}),
-           ("generate_long", {"text": "x", "ended_with_eos": True, "n_tokens": 1.5})]
+    bad = [
+        ("token_logprobs", {"token_ids": [1], "logprobs": []}),
+        ("lsm", {"sce": "0.5"}),
+        ("lsm", [0.5]),
+        ("generate_long", {"text": "x", "ended_with_eos": 1, "n_tokens": 1}),
+        ("generate_long", {"text": "x", "ended_with_eos": True, "n_tokens": 1.5}),
+    ]
     for kind, value in bad:
         with pytest.raises(ValueError, match=kind):
             check_response(kind, value)
@@ -145,8 +154,10 @@ def test_check_response():
 
 def test_a_malformed_cached_response_is_recomputed():
     """An entry of the wrong shape in lm-eval's response cache is a miss: computed again and stored."""
-    good, bad = Instance(request_type="lsm", doc={}, arguments=("a", {}), idx=0), \
-        Instance(request_type="lsm", doc={}, arguments=("b", {}), idx=0)
+    good, bad = (
+        Instance(request_type="lsm", doc={}, arguments=("a", {}), idx=0),
+        Instance(request_type="lsm", doc={}, arguments=("b", {}), idx=0),
+    )
     db = {hash_args("lsm", good.args): {"sce": [1.0]}, hash_args("lsm", bad.args): {"sce": "garbled"}}
     stored = []
     lm = SimpleNamespace(cache_hook=SimpleNamespace(dbdict=db, add_partial=lambda *a: stored.append(a)))
@@ -178,7 +189,8 @@ def ppl_folder(tmp_path):
         "doc_to_text: ''\n"
         "doc_to_target: text\n"
         "metric_list:\n  - metric: ppl\n    aggregation: mean\n    higher_is_better: false\n"
-        "metadata:\n  version: 1.0\n  min_tokens: 1\n  max_tokens: 5\n")
+        "metadata:\n  version: 1.0\n  min_tokens: 1\n  max_tokens: 5\n"
+    )
     assert "output_type" not in (folder / "my_ppl.yaml").read_text()
     return folder
 

@@ -8,10 +8,16 @@ from harness.engines.requests import LsmOptions, encode_for_scoring
 
 def test_lsm_options_defaults_conversion_and_checks():
     assert LsmOptions.from_request({}) == LsmOptions(4096, 16, 0, "overlap", None)
-    assert LsmOptions.from_request({"context_length": "512", "n_samples": 3, "seed": "7", "estimator": "direct"}) == \
-        LsmOptions(512, 3, 7, "direct", None)
-    assert LsmOptions(64, 2, 1, "direct", 300).as_request() == {"context_length": 64, "n_samples": 2, "seed": 1,
-                                                                 "estimator": "direct", "max_tokens": 300}
+    assert LsmOptions.from_request(
+        {"context_length": "512", "n_samples": 3, "seed": "7", "estimator": "direct"}
+    ) == LsmOptions(512, 3, 7, "direct", None)
+    assert LsmOptions(64, 2, 1, "direct", 300).as_request() == {
+        "context_length": 64,
+        "n_samples": 2,
+        "seed": 1,
+        "estimator": "direct",
+        "max_tokens": 300,
+    }
     with pytest.raises(UsageError, match=r"lsm: unknown options \['samples'\]; known: context_length, estimator"):
         LsmOptions.from_request({"samples": 3})
     with pytest.raises(UsageError, match="lsm estimator 'exact' is unknown; allowed: overlap, direct"):

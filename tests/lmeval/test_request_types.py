@@ -27,23 +27,50 @@ def test_what_each_model_serves_is_what_its_class_answers():
 
 def test_request_types_of_our_tasks_and_groups():
     known = task_request_types(tasks_path())
-    expected = {"ppl_govreport": {"token_logprobs"}, "longppl_govreport": {"token_logprobs"}, "lsm_govreport": {"lsm"},
-                "longbench_write": {"generate_long"}, "hellobench_htg_8k": {"generate_long"},
-                "lch_ruler": {"generate_until"}, "lch_ruler_niah_m": {"generate_until"}, "lch_babilong": {"generate_until"},
-                "mrqa": {"generate_until"}, "compress_ae": {"compress_ae"}, "compress_lm": {"compress_lm"}}
+    expected = {
+        "ppl_govreport": {"token_logprobs"},
+        "longppl_govreport": {"token_logprobs"},
+        "lsm_govreport": {"lsm"},
+        "longbench_write": {"generate_long"},
+        "hellobench_htg_8k": {"generate_long"},
+        "lch_ruler": {"generate_until"},
+        "lch_ruler_niah_m": {"generate_until"},
+        "lch_babilong": {"generate_until"},
+        "mrqa": {"generate_until"},
+        "compress_ae": {"compress_ae"},
+        "compress_lm": {"compress_lm"},
+    }
     assert {task: set(known[task]) for task in expected} == expected
 
 
-@pytest.mark.parametrize("model, task, message", [
-    ("hf", "ppl_govreport", "ppl_govreport sends token_logprobs requests, which the hf model does not serve: use "
-                            "--model hf-pic or --model vllm-pic"),
-    ("vllm", "longbench_write", "longbench_write sends generate_long requests, which the vllm model does not serve: "
-                                "use --model hf-pic or --model vllm-pic"),
-    ("hf-pic", "compress_lm", "compress_lm sends compress_lm requests, which the hf-pic model does not serve: use "
-                              "--model compressor"),
-    ("compressor", "lsm_govreport", "lsm_govreport sends lsm requests, which the compressor model does not serve: use "
-                                    "--model hf-pic or --model vllm-pic"),
-])
+@pytest.mark.parametrize(
+    "model, task, message",
+    [
+        (
+            "hf",
+            "ppl_govreport",
+            "ppl_govreport sends token_logprobs requests, which the hf model does not serve: use "
+            "--model hf-pic or --model vllm-pic",
+        ),
+        (
+            "vllm",
+            "longbench_write",
+            "longbench_write sends generate_long requests, which the vllm model does not serve: "
+            "use --model hf-pic or --model vllm-pic",
+        ),
+        (
+            "hf-pic",
+            "compress_lm",
+            "compress_lm sends compress_lm requests, which the hf-pic model does not serve: use --model compressor",
+        ),
+        (
+            "compressor",
+            "lsm_govreport",
+            "lsm_govreport sends lsm requests, which the compressor model does not serve: use "
+            "--model hf-pic or --model vllm-pic",
+        ),
+    ],
+)
 def test_unserved_requests_are_refused_naming_the_models_that_serve_them(model, task, message):
     with pytest.raises(UsageError) as err:
         check_model_serves(model, ["lch_ruler_niah_single_1", task], tasks_path())
@@ -66,9 +93,12 @@ def test_scoring_on_a_gpu_leaves_room_for_the_pooling_engine(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     for task, request_type in (("lsm_govreport", "lsm"), ("ppl_govreport", "token_logprobs")):
-        with pytest.raises(UsageError, match=rf"^{task} sends {request_type} requests, for which vllm-pic starts a "
-                                             r"second \(pooling\) engine on the same GPU: pass gpu_memory_utilization="
-                                             r"0.45 \(or less\) in --model_args so that both fit \(now 0.9\)$"):
+        with pytest.raises(
+            UsageError,
+            match=rf"^{task} sends {request_type} requests, for which vllm-pic starts a "
+            r"second \(pooling\) engine on the same GPU: pass gpu_memory_utilization="
+            r"0.45 \(or less\) in --model_args so that both fit \(now 0.9\)$",
+        ):
             check_model_serves("vllm-pic", [task], tasks_path(), {})
         check_model_serves("vllm-pic", [task], tasks_path(), {"gpu_memory_utilization": "0.4"})
     check_model_serves("vllm-pic", ["ppl_govreport"], tasks_path(), {"data_parallel_size": 2})

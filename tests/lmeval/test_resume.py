@@ -30,7 +30,9 @@ def test_killed_generation_resumes_without_regenerating(tiny_model_dir, tmp_path
     same cache runs generate only for the requests that had not finished, and the answers equal a plain run."""
     from harness.engines.hf_pic import HFPicLM
 
-    lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1, pic="dynamic", pic_ratio=2)
+    lm = HFPicLM(
+        pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=1, pic="dynamic", pic_ratio=2
+    )
     reference = lm.generate_long(_requests(4))  # no cache: a plain call
     calls = []
     generate = lm.model.generate
@@ -61,8 +63,14 @@ def test_sampled_generations_are_not_cached(tiny_model_dir, tmp_path):
     from harness.engines.hf_pic import HFPicLM
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
-    sampled = [Instance(request_type="generate_long", doc={}, arguments=("Hello there", {"max_gen_toks": 4, "do_sample": True}),
-                        idx=0)]
+    sampled = [
+        Instance(
+            request_type="generate_long",
+            doc={},
+            arguments=("Hello there", {"max_gen_toks": 4, "do_sample": True}),
+            idx=0,
+        )
+    ]
     CachingLM(lm, str(tmp_path / "c.db")).generate_long(sampled)
     with sqlite3.connect(tmp_path / "c.db") as con:
         assert con.execute("select count(*) from unnamed where key != ?", (OWNER_KEY,)).fetchone()[0] == 0
@@ -89,10 +97,12 @@ def test_a_response_cache_holds_one_runs_responses(tiny_model_dir, tmp_path, cap
     settings = json.loads((tokenizer / "tokenizer_config.json").read_text())
     settings["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     (tokenizer / "tokenizer_config.json").write_text(json.dumps(settings))
-    for other, words in ((dict(pic="naive", pic_ratio=2), "(inference standard inference (this run: Naive PIC (s_cr 2)))"),
-                         (dict(dtype="bfloat16"), "(dtype float32 (this run: bfloat16))"),
-                         (dict(tokenizer=str(tokenizer)), "(tokenizer sha256:"),
-                         (dict(max_length=64), "(settings none (this run: max_length=64))")):
+    for other, words in (
+        (dict(pic="naive", pic_ratio=2), "(inference standard inference (this run: Naive PIC (s_cr 2)))"),
+        (dict(dtype="bfloat16"), "(dtype float32 (this run: bfloat16))"),
+        (dict(tokenizer=str(tokenizer)), "(tokenizer sha256:"),
+        (dict(max_length=64), "(settings none (this run: max_length=64))"),
+    ):
         lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", **{"dtype": "float32", **other}, batch_size=1)
         with pytest.raises(UsageError) as err:
             CachingLM(lm, db)
@@ -127,8 +137,10 @@ def test_token_logprobs_and_lsm_come_from_the_cache(tiny_model_dir, tmp_path):
 
     lm = HFPicLM(pretrained=str(tiny_model_dir), device="cpu", dtype="float32", batch_size=2)
     text = "one two three four five six seven eight nine ten " * 8
-    reqs = {"token_logprobs": [Instance(request_type="token_logprobs", doc={}, arguments=(text, {}), idx=0)],
-            "lsm": [Instance(request_type="lsm", doc={}, arguments=(text, {"context_length": 16, "n_samples": 2}), idx=0)]}
+    reqs = {
+        "token_logprobs": [Instance(request_type="token_logprobs", doc={}, arguments=(text, {}), idx=0)],
+        "lsm": [Instance(request_type="lsm", doc={}, arguments=(text, {"context_length": 16, "n_samples": 2}), idx=0)],
+    }
     first = {k: getattr(CachingLM(lm, str(tmp_path / "c.db")), k)(v) for k, v in reqs.items()}
     lm.model.forward = None  # any forward now fails: the answers must come from the cache
     again = {k: getattr(CachingLM(lm, str(tmp_path / "c.db")), k)(v) for k, v in reqs.items()}
@@ -140,13 +152,33 @@ def test_lch_eval_killed_and_restarted(tiny_model_dir, tmp_path):
     the same command: it reports the stored ones as cached and generates only the rest."""
     db_prefix = tmp_path / "cache" / "lbw"
     data = tmp_path / "lbw.jsonl"  # LongBench-Write rows (the task keeps required lengths > 2000)
-    data.write_text("".join(json.dumps({"prompt": f"Write a 3000-word report on topic {i}.", "type": "Report",
-                                        "length": 3000}) + "\n" for i in range(4)))
-    meta = {"longbench_write_data": str(data), "limit_docs": 4,
-            "max_gen_toks": 48}
-    cmd = [str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
-           "--device", "cpu", "--batch_size", "1", "--tasks", "longbench_write", "--use_cache", str(db_prefix),
-           "--metadata", json.dumps(meta), "--output_path", str(tmp_path / "out")]
+    data.write_text(
+        "".join(
+            json.dumps({"prompt": f"Write a 3000-word report on topic {i}.", "type": "Report", "length": 3000}) + "\n"
+            for i in range(4)
+        )
+    )
+    meta = {"longbench_write_data": str(data), "limit_docs": 4, "max_gen_toks": 48}
+    cmd = [
+        str(BIN / "lch"),
+        "eval",
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny_model_dir},dtype=float32",
+        "--device",
+        "cpu",
+        "--batch_size",
+        "1",
+        "--tasks",
+        "longbench_write",
+        "--use_cache",
+        str(db_prefix),
+        "--metadata",
+        json.dumps(meta),
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
 
@@ -171,5 +203,7 @@ def test_lch_eval_killed_and_restarted(tiny_model_dir, tmp_path):
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"generate_long: {done_before} of 4 responses from the response cache" in rerun.stderr
     assert stored() == 4
-    results = json.loads(Path(glob.glob(str(tmp_path / "out" / "**" / "results_*.json"), recursive=True)[0]).read_text())
+    results = json.loads(
+        Path(glob.glob(str(tmp_path / "out" / "**" / "results_*.json"), recursive=True)[0]).read_text()
+    )
     assert results["results"]["longbench_write"]["n_total,none"] == 4

@@ -25,11 +25,25 @@ def _run(model_dir, folder, apply_chat_template: bool, declared: dict) -> dict:
 
     from harness.plugin.in_process import save_run, task_manager
 
-    metadata = {"pretrained": str(model_dir), "lengths": ["1k"], "num_samples": 2, "essays": "synthetic",
-                "source": "synthetic", "seed": 7, **declared}
-    results = simple_evaluate(model="hf-pic", model_args={"pretrained": str(model_dir), "dtype": "float32"},
-                              tasks=TASKS, task_manager=task_manager(metadata=metadata, ours_only=True), device="cpu",
-                              batch_size=2, apply_chat_template=apply_chat_template, log_samples=True)
+    metadata = {
+        "pretrained": str(model_dir),
+        "lengths": ["1k"],
+        "num_samples": 2,
+        "essays": "synthetic",
+        "source": "synthetic",
+        "seed": 7,
+        **declared,
+    }
+    results = simple_evaluate(
+        model="hf-pic",
+        model_args={"pretrained": str(model_dir), "dtype": "float32"},
+        tasks=TASKS,
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+        device="cpu",
+        batch_size=2,
+        apply_chat_template=apply_chat_template,
+        log_samples=True,
+    )
     save_run(results, folder)
     return results
 

@@ -3,7 +3,8 @@ cuts (each RULER task kind, BABILong, MRQA) run with the tiny model's tokenizer 
 ``max_length=1400``, where their 2k samples (fitted with the template counted) do not fit with their generation budgets.
 
 The cut is the task's, made before any engine sees the prompt, so the model here is a :class:`ScriptedLM` (lm-eval's
-chat rendering with the tokenizer's template, an empty answer): what is checked is the prompt lm-eval was handed to send.
+chat rendering with the tokenizer's template, an empty answer): what is checked is the prompt lm-eval was handed
+to send.
 That hf-pic and vllm-pic are sent the same cut prompts, instruction and question whole, is checked on real runs of
 both in tests/lmeval/test_vllm_engine.py.
 
@@ -25,8 +26,13 @@ from tests.lmeval.scripted_lm import ScriptedLM
 
 MAX_LENGTH = 1400
 N_SAMPLES = 2
-RULER = {"niah": "lch_ruler_niah_single_2", "vt": "lch_ruler_vt", "cwe": "lch_ruler_cwe", "fwe": "lch_ruler_fwe",
-         "qa": "lch_ruler_qa_squad"}
+RULER = {
+    "niah": "lch_ruler_niah_single_2",
+    "vt": "lch_ruler_vt",
+    "cwe": "lch_ruler_cwe",
+    "fwe": "lch_ruler_fwe",
+    "qa": "lch_ruler_qa_squad",
+}
 TASKS = [*RULER.values(), "lch_babilong_qa1", "mrqa_squad"]
 
 
@@ -48,29 +54,58 @@ def mrqa_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("mrqa") / "SQuAD.jsonl"
     records = [{"header": {"dataset": "SQuAD"}}]
     for i, text in enumerate(synthetic_reports(2, 1500, seed=21)):
-        records.append({"context": text, "qas": [{"qid": f"q{i}", "question": f"What is report {i} about?",
-                                                  "answers": ["budgets"]}]})
+        records.append(
+            {
+                "context": text,
+                "qas": [{"qid": f"q{i}", "question": f"What is report {i} about?", "answers": ["budgets"]}],
+            }
+        )
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
 
 
-def run(model_dir, tokenizer, policy: str, mrqa: str = "", max_length: int = MAX_LENGTH,
-        tasks: list[str] = TASKS, cache_requests: bool = False) -> dict:
+def run(
+    model_dir,
+    tokenizer,
+    policy: str,
+    mrqa: str = "",
+    max_length: int = MAX_LENGTH,
+    tasks: list[str] = TASKS,
+    cache_requests: bool = False,
+) -> dict:
     from lm_eval import simple_evaluate
 
     from harness.plugin.in_process import task_manager
 
-    metadata = {"pretrained": str(model_dir), "max_length": max_length, "lengths": ["2k"], "num_samples": N_SAMPLES,
-                "seed": 3, "truncation": policy, "chat_template": True, "essays": "synthetic", "squad": "synthetic",
-                "source": "synthetic", "mrqa_data": mrqa, "limit_docs": N_SAMPLES}
-    return simple_evaluate(model=ScriptedLM(tokenizer), tasks=tasks,
-                           task_manager=task_manager(metadata=metadata, ours_only=True), apply_chat_template=True,
-                           log_samples=True, cache_requests=cache_requests)
+    metadata = {
+        "pretrained": str(model_dir),
+        "max_length": max_length,
+        "lengths": ["2k"],
+        "num_samples": N_SAMPLES,
+        "seed": 3,
+        "truncation": policy,
+        "chat_template": True,
+        "essays": "synthetic",
+        "squad": "synthetic",
+        "source": "synthetic",
+        "mrqa_data": mrqa,
+        "limit_docs": N_SAMPLES,
+    }
+    return simple_evaluate(
+        model=ScriptedLM(tokenizer),
+        tasks=tasks,
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+        apply_chat_template=True,
+        log_samples=True,
+        cache_requests=cache_requests,
+    )
 
 
 @pytest.fixture(scope="module")
 def runs(chat_model_dir, tokenizer, mrqa_file):
-    return {policy: run(chat_model_dir, tokenizer, policy, str(mrqa_file)) for policy in ("left", "middle", "right", "skip")}
+    return {
+        policy: run(chat_model_dir, tokenizer, policy, str(mrqa_file)) for policy in ("left", "middle", "right", "skip")
+    }
 
 
 def n_tokens(tokenizer, text: str) -> int:
@@ -81,7 +116,7 @@ def pieces(doc: dict, task: str) -> tuple[str, str, str, str, str]:
     """``(text, instruction, context, question, gen_prefix)`` of a logged document, read from its own fields."""
     if task.startswith("mrqa"):
         text = f"{doc['context']}\n\nQuestion: {doc['question']}\nAnswer:"  # the YAML's doc_to_text
-        return text, "", doc["context"], text[len(doc["context"]):], ""
+        return text, "", doc["context"], text[len(doc["context"]) :], ""
     text = doc["prompt"] if task.startswith("lch_babilong") else doc["input"]
     start, end = doc["context_span"]
     return text, text[:start], text[start:end], text[end:], doc.get("gen_prefix") or ""
@@ -92,14 +127,17 @@ def rendered(tokenizer, text: str, gen_prefix: str) -> str:
     messages = [{"role": "user", "content": text}]
     if gen_prefix:
         messages.append({"role": "assistant", "content": gen_prefix})
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not gen_prefix,
-                                         continue_final_message=bool(gen_prefix))
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=not gen_prefix, continue_final_message=bool(gen_prefix)
+    )
 
 
 def head_and_tail(kept: str, context: str) -> bool:
     """Whether ``kept`` is a head of ``context`` followed by a tail of it, each about half of ``kept``."""
-    return any(context.startswith(kept[:h]) and context.endswith(kept[h:])
-               for h in range(int(0.3 * len(kept)), int(0.7 * len(kept)) + 1))
+    return any(
+        context.startswith(kept[:h]) and context.endswith(kept[h:])
+        for h in range(int(0.3 * len(kept)), int(0.7 * len(kept)) + 1)
+    )
 
 
 @pytest.mark.parametrize("policy", ["left", "middle", "right"])
@@ -126,7 +164,7 @@ def test_every_task_cuts_its_context_only_on_the_policy_side_and_counts_it(runs,
             assert sent.startswith(before + instruction) and sent.endswith(question + after), (task, sent[-300:])
             assert MAX_LENGTH - budget - 3 <= n_sent <= MAX_LENGTH - budget, task  # cut to the room, not far under
             assert sample["n_truncated"] == 1 and sample["n_truncated_tokens"] == n_full - n_sent, task
-            kept = sent[len(before + instruction):len(sent) - len(question + after)]
+            kept = sent[len(before + instruction) : len(sent) - len(question + after)]
             assert 0 < len(kept) < len(context), task
             if policy == "left":
                 assert context.endswith(kept), task
@@ -162,7 +200,9 @@ def test_skip_leaves_over_long_samples_out_of_the_score_and_counts_them(runs, to
         assert out["lch_scored"][task] == {}
         cut = runs["middle"]
         assert cut["lch_scored"][task]["score,none"] == {
-            "n": N_SAMPLES, "digest": scored_digest([s["doc_id"] for s in cut["samples"][task]])}
+            "n": N_SAMPLES,
+            "digest": scored_digest([s["doc_id"] for s in cut["samples"][task]]),
+        }
 
 
 def test_fixed_parts_that_do_not_fit_are_skipped_never_sent_without_them(chat_model_dir, tokenizer, mrqa_file):
@@ -180,8 +220,10 @@ def test_lm_evals_request_cache_is_not_used_by_tasks_that_cut(chat_model_dir, to
     """lm-eval's request cache is keyed without the task's options: a run with --cache_requests that skipped samples,
     then one that cuts them, must each build (and count) their own requests, never score a cached placeholder."""
     monkeypatch.setenv("LM_HARNESS_CACHE_PATH", str(tmp_path / "requests"))
-    out = {policy: run(chat_model_dir, tokenizer, policy, tasks=["lch_babilong_qa1"], cache_requests=True)
-           for policy in ("skip", "middle")}
+    out = {
+        policy: run(chat_model_dir, tokenizer, policy, tasks=["lch_babilong_qa1"], cache_requests=True)
+        for policy in ("skip", "middle")
+    }
     skipped, cut = out["skip"]["results"]["lch_babilong_qa1"], out["middle"]["results"]["lch_babilong_qa1"]
     assert skipped["n_skipped,none"] == N_SAMPLES and skipped["n_truncated,none"] == 0
     assert cut["n_truncated,none"] == N_SAMPLES and cut["n_skipped,none"] == 0

@@ -18,12 +18,20 @@ import pytest
 import torch
 
 from harness.core.errors import UsageError
-from harness.pic.vllm.config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
-from harness.pic.vllm.positions import (key_places, locate_keys, move_rotation, moved_cached_keys,
-                                          rerotate_cached_keys, rotate, rotation, step_plan)
 from harness.pic.inference import Inference
-from tests.lmeval.pic_generation import hf_pic_generation
 from harness.pic.positions import dynamic_positions
+from harness.pic.vllm.config import check_no_preemption, engine_settings, kv_cache_blocks, pic_overrides
+from harness.pic.vllm.positions import (
+    key_places,
+    locate_keys,
+    move_rotation,
+    moved_cached_keys,
+    rerotate_cached_keys,
+    rotate,
+    rotation,
+    step_plan,
+)
+from tests.lmeval.pic_generation import hf_pic_generation
 
 RATIO, INITIAL = 2.0, 4
 SMOLLM2_LENGTHS = [1024, 2048]
@@ -84,14 +92,16 @@ def fa_writer(key, value, cache, slots):
 def blocked_writer(order: torch.Tensor):
     """A CPU_ATTN-like writer: per (block, head) the keys fill the first block_size * head_size values of the
     region, element (t, d) at ``order[t * head_size + d]`` (an ISA's blocking), the values after them."""
+
     def write(key, value, cache, slots):
         blocks, heads, block_size, width = cache.shape
         head_size = width // 2
         flat = cache.view(blocks, heads, block_size * width)
         for i, slot in enumerate(slots.tolist()):
             b, t = divmod(slot, block_size)
-            flat[b, :, order[t * head_size: (t + 1) * head_size]] = key[i]
+            flat[b, :, order[t * head_size : (t + 1) * head_size]] = key[i]
             flat[b, :, block_size * head_size + t * head_size + torch.arange(head_size)] = value[i]
+
     return write
 
 
@@ -125,6 +135,7 @@ def test_locate_keys_refuses_a_writer_it_cannot_follow():
     def drops_a_head(key, value, cache, slots):
         fa_writer(key, value, cache, slots)
         cache[:, 0] = 0
+
     with pytest.raises(RuntimeError, match="could not locate the keys"):
         locate_keys(drops_a_head, (9, 2, 16, 16), 2, 8, torch.float32)
 
@@ -146,8 +157,9 @@ def random_batch(generator: torch.Generator, block_size: int, blocks_per_request
     return positions, torch.tensor(starts), torch.tensor(lengths), block_table, ctx, query
 
 
-@pytest.mark.parametrize("layout,recent", [("paper", 1), ("paper", 5), ("paper", 40), ("contiguous", 5),
-                                           ("contiguous", 40), ("paper", 0)])
+@pytest.mark.parametrize(
+    "layout,recent", [("paper", 1), ("paper", 5), ("paper", 40), ("contiguous", 5), ("contiguous", 40), ("paper", 0)]
+)
 def test_step_plan_moves_the_cache_to_the_grown_ids(layout, recent):
     """Algorithm 1's invariant after one step, through the fixed-size plan and the writer-located places: every
     cached key of every request (rotated at g_ctx(m) before the step) is the key rotated at g_{l_c}(m), within
@@ -170,8 +182,9 @@ def test_step_plan_moves_the_cache_to_the_grown_ids(layout, recent):
     before = cache.clone()
 
     plan = step_plan(positions, starts, lengths, block_table, block_size, inference)
-    rerotate_cached_keys(cache, key_places(index, plan), move_rotation(plan.old_ids, plan.new_ids, inv_freq),
-                         head_size, True)
+    rerotate_cached_keys(
+        cache, key_places(index, plan), move_rotation(plan.old_ids, plan.new_ids, inv_freq), head_size, True
+    )
 
     expected_moves, touched = set(), torch.zeros(cache.shape, dtype=torch.bool)
     for r, c in enumerate(ctx):
@@ -182,17 +195,21 @@ def test_step_plan_moves_the_cache_to_the_grown_ids(layout, recent):
             assert (cache[place] - target).abs().max().item() < 2e-6
         touched[place] = True
         moved, old, new = moved_cached_keys(c, int(lengths[r]), inference)
-        expected_moves |= set(zip(block_table[r, moved // block_size].tolist(), (moved % block_size).tolist(),
-                                  old.tolist(), new.tolist()))
+        expected_moves |= set(
+            zip(block_table[r, moved // block_size].tolist(), (moved % block_size).tolist(), old.tolist(), new.tolist())
+        )
         new_tokens = torch.arange(c, c + query[r])  # this step's cache write overwrites these after the rotation
-        touched[(block_table[r, new_tokens // block_size][:, None, None],)
-                + tuple(part[new_tokens % block_size] for part in index)] = True
+        touched[
+            (block_table[r, new_tokens // block_size][:, None, None],)
+            + tuple(part[new_tokens % block_size] for part in index)
+        ] = True
     assert torch.equal(cache[~touched], before[~touched])
     assert plan.moves() == expected_moves
     slots = len(positions) if layout == "paper" else len(lengths) * recent
     assert plan.deltas.numel() == (slots if recent else 0)
-    assert torch.equal(plan.ids[:-3], torch.cat([dynamic_positions(torch.arange(c, c + q), c + q, *args)
-                                                 for c, q in zip(ctx, query)]))
+    assert torch.equal(
+        plan.ids[:-3], torch.cat([dynamic_positions(torch.arange(c, c + q), c + q, *args) for c, q in zip(ctx, query)])
+    )
     assert plan.ids[-3:].tolist() == [0.0, 0.0, 0.0]  # padding keeps its position
 
 
@@ -207,8 +224,9 @@ def hf_rope(keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return rotated[0].transpose(0, 1)
 
 
-@pytest.mark.parametrize("layout,ctx,recent,ratio", [("paper", 300, 8, 2.0), ("paper", 6300, 3000, 4.0),
-                                                      ("contiguous", 6300, 200, 3.0)])
+@pytest.mark.parametrize(
+    "layout,ctx,recent,ratio", [("paper", 300, 8, 2.0), ("paper", 6300, 3000, 4.0), ("contiguous", 6300, 200, 3.0)]
+)
 def test_moving_a_key_gives_the_key_rotated_at_its_new_id(layout, ctx, recent, ratio):
     """A key rotated at g_ctx(m) by transformers' Llama RoPE, then moved by :func:`move_rotation`, equals the key
     rotated at g_{ctx+3}(m) by transformers' RoPE to within 2e-6 (fp32 keys of unit scale), at ids of hundreds
@@ -242,30 +260,55 @@ def test_engine_settings_are_forced_and_contradictions_refused():
     assert engine_settings(short, config, environ={})["max_num_seqs"] == 608
     tiny = {**config, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256}
     assert engine_settings(short, tiny, environ={"VLLM_CPU_KVCACHE_SPACE": "2"})["max_num_seqs"] == 608
-    assert engine_settings({"max_model_len": 4096}, tiny, environ={"VLLM_CPU_KVCACHE_SPACE": "2"})["max_num_seqs"] == 256
+    assert (
+        engine_settings({"max_model_len": 4096}, tiny, environ={"VLLM_CPU_KVCACHE_SPACE": "2"})["max_num_seqs"] == 256
+    )
     assert engine_settings({**short, "max_num_seqs": 8}, config, environ={})["max_num_seqs"] == 8
     graphs = engine_settings({"enforce_eager": "False"}, config, environ={})
     assert graphs["enforce_eager"] is False
     assert graphs["compilation_config"] == {"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_num_of_warmups": 1}
-    given = engine_settings({"enforce_eager": False, "compilation_config": '{"cudagraph_mode": "none", "mode": 3, '
-                                                                            '"cudagraph_num_of_warmups": 0}'},
-                            config, environ={})
+    given = engine_settings(
+        {
+            "enforce_eager": False,
+            "compilation_config": '{"cudagraph_mode": "none", "mode": 3, "cudagraph_num_of_warmups": 0}',
+        },
+        config,
+        environ={},
+    )
     assert given["compilation_config"] == {"cudagraph_mode": "NONE", "mode": 3, "cudagraph_num_of_warmups": 1}
-    for args, pattern in [({"enforce_eager": False, "compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE"}},
-                           r"runs under cudagraph_mode NONE or FULL_DECODE_ONLY only .*FULL_AND_PIECEWISE was given"),
-                          ({"enable_prefix_caching": True}, r"needs enable_prefix_caching=False"),
-                          ({"max_model_len": 2048, "max_num_batched_tokens": 512}, r"max_num_batched_tokens=512 must be"),
-                          ({"speculative_config": {"method": "ngram"}}, r"speculative decoding"),
-                          ({"kv_cache_dtype": "fp8"}, r"unquantized KV cache")]:
+    for args, pattern in [
+        (
+            {"enforce_eager": False, "compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE"}},
+            r"runs under cudagraph_mode NONE or FULL_DECODE_ONLY only .*FULL_AND_PIECEWISE was given",
+        ),
+        ({"enable_prefix_caching": True}, r"needs enable_prefix_caching=False"),
+        ({"max_model_len": 2048, "max_num_batched_tokens": 512}, r"max_num_batched_tokens=512 must be"),
+        ({"speculative_config": {"method": "ngram"}}, r"speculative decoding"),
+        ({"kv_cache_dtype": "fp8"}, r"unquantized KV cache"),
+    ]:
         with pytest.raises(UsageError, match=pattern):
             engine_settings(args, config, environ={})
     assert pic_overrides(config, dyn("contiguous", 9)) == {
         "architectures": ["PicLlamaForCausalLM"],
-        "pic_inference": {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 9, "pic_layout": "contiguous"}}
+        "pic_inference": {
+            "pic": "dynamic",
+            "pic_ratio": 2.0,
+            "pic_initial": 4,
+            "pic_recent": 9,
+            "pic_layout": "contiguous",
+        },
+    }
 
 
-SMOLLM2_CONFIG = {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 8192, "num_hidden_layers": 30,
-                  "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576, "dtype": "bfloat16"}
+SMOLLM2_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "max_position_embeddings": 8192,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "hidden_size": 576,
+    "dtype": "bfloat16",
+}
 
 
 def test_kv_cache_blocks_and_the_preemption_free_batch():
@@ -330,10 +373,15 @@ def run_vllm(vllm_env, job: dict) -> list[dict]:
     """:data:`PROBE` in the vLLM environment: per setting of ``job``, the engine's numbers and the outputs. An engine
     with ``enforce_eager=False`` is compiled the way vLLM's CPU CI compiles (``VLLM_CPU_CI_ENV=1``: Dynamo traces the
     model, no Inductor code generation), which puts Dynamic PIC's layer step in a traced graph as its operator."""
-    done = subprocess.run([str(vllm_env.python), "-c", PROBE, json.dumps(job)], capture_output=True, text=True,
-                          env=vllm_env.environ() | {"VLLM_CPU_CI_ENV": "1"}, timeout=900)
+    done = subprocess.run(
+        [str(vllm_env.python), "-c", PROBE, json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=vllm_env.environ() | {"VLLM_CPU_CI_ENV": "1"},
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
 
 
 def assert_equal_to_reference(model, job: dict, got: list[dict]) -> float:
@@ -385,11 +433,19 @@ def test_smollm2_long_generations_equal_hf_pic_reference(vllm_env, smollm2_dir, 
     layouts, ratios and window edge cases at up to 6k tokens: the tiny Llama below; SmolLM2 at 3k tokens in
     both layouts costs 4 minutes of the suite.)"""
     model, tokenizer = smollm2
-    job = {"model": str(smollm2_dir), "max_model_len": 4096, "new": 256, "engine": {},
-           "prompts": prompt_ids(tokenizer, SMOLLM2_LENGTHS, seed=3), "settings": [setting("paper", 200)]}
+    job = {
+        "model": str(smollm2_dir),
+        "max_model_len": 4096,
+        "new": 256,
+        "engine": {},
+        "prompts": prompt_ids(tokenizer, SMOLLM2_LENGTHS, seed=3),
+        "settings": [setting("paper", 200)],
+    }
     worst = assert_equal_to_reference(model, job, run_vllm(vllm_env, job))
-    print(f"\nSmolLM2: {len(job['settings']) * len(job['prompts'])} generations of 256 tokens equal, max |logprob "
-          f"diff| {worst:.2e}")
+    print(
+        f"\nSmolLM2: {len(job['settings']) * len(job['prompts'])} generations of 256 tokens equal, max |logprob "
+        f"diff| {worst:.2e}"
+    )
 
 
 def test_tiny_llama_long_generations_equal_hf_pic_reference(vllm_env, tiny_llama):
@@ -400,10 +456,19 @@ def test_tiny_llama_long_generations_equal_hf_pic_reference(vllm_env, tiny_llama
     until the text outgrows it). A key re-rotated twice or not at all changes the tokens. The l_rc = 3000 engine is
     compiled (``enforce_eager=False``: Dynamic PIC's layer step one opaque operator in Dynamo's graph)."""
     folder, model, tokenizer = tiny_llama
-    job = {"model": str(folder), "max_model_len": 8192, "new": 128, "engine": {},
-           "prompts": prompt_ids(tokenizer, [1024, 2500, 6000], seed=5),
-           "settings": [setting("paper", 1), setting("contiguous", 200, ratio=3.0, initial=16),
-                        setting("paper", 3000, ratio=4.0, initial=64, enforce_eager=False), setting("contiguous", 7000)]}
+    job = {
+        "model": str(folder),
+        "max_model_len": 8192,
+        "new": 128,
+        "engine": {},
+        "prompts": prompt_ids(tokenizer, [1024, 2500, 6000], seed=5),
+        "settings": [
+            setting("paper", 1),
+            setting("contiguous", 200, ratio=3.0, initial=16),
+            setting("paper", 3000, ratio=4.0, initial=64, enforce_eager=False),
+            setting("contiguous", 7000),
+        ],
+    }
     worst = assert_equal_to_reference(model, job, run_vllm(vllm_env, job))
     print(f"\ntiny Llama: 12 generations of 128 tokens equal, max |logprob diff| {worst:.2e}")
 
@@ -416,8 +481,14 @@ def test_no_preemption_with_a_small_kv_cache(vllm_env, tiny_llama):
     one prefill at its final length, not Algorithm 1) and each equals hf-pic's reference. Also: the block
     count predicted from ``VLLM_CPU_KVCACHE_SPACE`` is the engine's own."""
     folder, model, tokenizer = tiny_llama
-    job = {"model": str(folder), "max_model_len": 1024, "new": 256, "engine": {"num_gpu_blocks_override": 17},
-           "prompts": prompt_ids(tokenizer, [700, 520, 610, 450, 680], seed=7), "settings": [setting("paper", 24)]}
+    job = {
+        "model": str(folder),
+        "max_model_len": 1024,
+        "new": 256,
+        "engine": {"num_gpu_blocks_override": 17},
+        "prompts": prompt_ids(tokenizer, [700, 520, 610, 450, 680], seed=7),
+        "settings": [setting("paper", 24)],
+    }
     got = run_vllm(vllm_env, job)
     assert (got[0]["max_num_seqs"], got[0]["num_blocks"]) == (2, 17)
     assert_equal_to_reference(model, job, got)
@@ -459,10 +530,15 @@ def test_plain_vllm_finds_the_class_through_the_plugin_entry_point(vllm_env, tin
     prompt = prompt_ids(tokenizer, [600], seed=9)[0]
     config = json.loads((folder / "config.json").read_text())
     job = {"model": str(folder), "prompt": prompt, "new": 32, "overrides": pic_overrides(config, inference)}
-    done = subprocess.run([str(vllm_env.python), "-c", PLAIN_VLLM, json.dumps(job)], capture_output=True,
-                          text=True, env=vllm_env.environ(), timeout=600)
+    done = subprocess.run(
+        [str(vllm_env.python), "-c", PLAIN_VLLM, json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=vllm_env.environ(),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     assert got["fits"] == hf_pic_generation(model, prompt, inference, 32)[0]
     assert "holds 2 sequences of max_model_len=1024, not max_num_seqs=3" in got["too_many"]
     assert "set max_num_seqs<=2" in got["too_many"]

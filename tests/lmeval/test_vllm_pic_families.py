@@ -22,23 +22,31 @@ import pytest
 import torch
 
 from harness.models.tiny import ARCHITECTURES
+from harness.pic.inference import Inference
 from harness.pic.vllm.config import pic_overrides
 from harness.pic.vllm.positions import rotate, rotation
-from harness.pic.inference import Inference
 from tests.lmeval.pic_generation import hf_pic_generation
 
 SETTINGS = {  # the model args of each setting on both engines
     "naive": {"pic": "naive", "pic_ratio": 2.0},
     "ntk": {"pic": "ntk", "pic_ratio": 4.0},
     "dynamic-paper": {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 24, "pic_layout": "paper"},
-    "dynamic-contiguous": {"pic": "dynamic", "pic_ratio": 3.0, "pic_initial": 8, "pic_recent": 40,
-                           "pic_layout": "contiguous"},
+    "dynamic-contiguous": {
+        "pic": "dynamic",
+        "pic_ratio": 3.0,
+        "pic_initial": 8,
+        "pic_recent": 40,
+        "pic_layout": "contiguous",
+    },
 }
 LENGTHS, NEW = [1100, 600], 24
 # vLLM 0.32 runs these through its Transformers backend (transformers' attention code): PIC is refused there
 TRANSFORMERS_BACKEND = {"glm": "GlmForCausalLM", "olmo2": "Olmo2ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
-GROUPS = [["llama", "mistral", "mixtral", "qwen2", "glm"], ["qwen3", "qwen3_moe", "glm4", "gemma2", "olmo2"],
-          ["gemma3_text", "phi3", "granite", "smollm3"]]
+GROUPS = [
+    ["llama", "mistral", "mixtral", "qwen2", "glm"],
+    ["qwen3", "qwen3_moe", "glm4", "gemma2", "olmo2"],
+    ["gemma3_text", "phi3", "granite", "smollm3"],
+]
 
 
 # ---------------------------------------------------------------------------------------------- no vLLM
@@ -110,10 +118,16 @@ if __name__ == "__main__":  # vLLM spawns workers: build engines under this guar
 
 def run_vllm(vllm_env, jobs: list[dict]) -> list[dict]:
     """:data:`PROBE` in the vLLM environment: per job, the outputs or the refusal's line."""
-    done = subprocess.run([str(vllm_env.python), "-c", PROBE], input=json.dumps(jobs), capture_output=True, text=True,
-                          env=vllm_env.environ(), timeout=900)
+    done = subprocess.run(
+        [str(vllm_env.python), "-c", PROBE],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env=vllm_env.environ(),
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    return json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
 
 
 def prompt_ids(tokenizer, lengths: list[int], seed: int) -> list[list[int]]:
@@ -123,7 +137,7 @@ def prompt_ids(tokenizer, lengths: list[int], seed: int) -> list[list[int]]:
     text = " ".join(synthetic_reports(1, int(max(lengths) * 1.2) + 400, seed=seed))
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert len(ids) > max(lengths), len(ids)
-    return [ids[(101 * i) % (len(ids) - n):][:n] for i, n in enumerate(lengths)]
+    return [ids[(101 * i) % (len(ids) - n) :][:n] for i, n in enumerate(lengths)]
 
 
 def compare(model, job: dict, got: dict) -> tuple[list[str], float]:
@@ -156,24 +170,39 @@ def test_every_family_equals_hf_pic_under_every_method(vllm_env, families):
     jobs = []
     for arch in families:
         prompts = prompt_ids(AutoTokenizer.from_pretrained(folders[arch]), LENGTHS, seed=3)
-        jobs += [{"name": f"{arch} {name}", "arch": arch, "model": str(folders[arch]), "args": args,
-                  "prompts": prompts, "new": NEW, "engine": {"num_gpu_blocks_override": 40}}  # 2 sequences of 2048
-                 for name, args in SETTINGS.items()]
+        jobs += [
+            {
+                "name": f"{arch} {name}",
+                "arch": arch,
+                "model": str(folders[arch]),
+                "args": args,
+                "prompts": prompts,
+                "new": NEW,
+                "engine": {"num_gpu_blocks_override": 40},
+            }  # 2 sequences of 2048
+            for name, args in SETTINGS.items()
+        ]
     failures, worst = [], {}
     for job, got in zip(jobs, run_vllm(vllm_env, jobs)):
         arch = job["arch"]
         if arch in TRANSFORMERS_BACKEND:
-            assert got.get("refused") == (f"PIC on vLLM: vLLM runs {TRANSFORMERS_BACKEND[arch]} through its "
-                                          "Transformers backend (transformers' attention code, without vLLM's rotary "
-                                          "module per layer that PIC replaces); use --model hf-pic"), got
+            assert got.get("refused") == (
+                f"PIC on vLLM: vLLM runs {TRANSFORMERS_BACKEND[arch]} through its "
+                "Transformers backend (transformers' attention code, without vLLM's rotary "
+                "module per layer that PIC replaces); use --model hf-pic"
+            ), got
             continue
         assert "refused" not in got, got["refused"]
         model = AutoModelForCausalLM.from_pretrained(folders[arch], dtype=torch.float32).eval()
         found, worst[job["name"]] = compare(model, job, got)
         failures += found
     assert not failures, "\n".join(failures)
-    print("\n" + "\n".join(f"{name}: {len(LENGTHS)} generations equal, max |logprob diff| {w:.1e}"
-                           for name, w in worst.items()))
+    print(
+        "\n"
+        + "\n".join(
+            f"{name}: {len(LENGTHS)} generations equal, max |logprob diff| {w:.1e}" for name, w in worst.items()
+        )
+    )
 
 
 @pytest.mark.slow  # each family on a real vLLM engine; hf-pic's families and vllm-pic on Llama: default tier
@@ -183,8 +212,10 @@ def test_gemma3_270m_equals_hf_pic_past_its_sliding_window(vllm_env, gemma3_dir,
     (paper layout) on vLLM equal hf-pic token for token, log-probs within 1e-4."""
     model, tokenizer = gemma3
     prompts = prompt_ids(tokenizer, LENGTHS, seed=5)
-    jobs = [{"name": f"gemma3-270m {name}", "model": str(gemma3_dir), "args": SETTINGS[name], "prompts": prompts,
-             "new": 12} for name in ("ntk", "dynamic-paper")]
+    jobs = [
+        {"name": f"gemma3-270m {name}", "model": str(gemma3_dir), "args": SETTINGS[name], "prompts": prompts, "new": 12}
+        for name in ("ntk", "dynamic-paper")
+    ]
     failures = []
     for job, got in zip(jobs, run_vllm(vllm_env, jobs)):
         assert "refused" not in got, got["refused"]
@@ -202,9 +233,14 @@ def test_ntk_pic_reaches_past_the_window_on_vllm_as_on_hf_pic(vllm_env):
     from harness.models.tiny import build_tiny_model
 
     folder = build_tiny_model("gemma3_text", hidden=256, heads=4, kv_heads=2, max_positions=512, train_steps=30)
-    job = {"name": "gemma3_text ntk past 512", "model": str(folder), "args": SETTINGS["ntk"], "new": NEW,
-           "prompts": prompt_ids(AutoTokenizer.from_pretrained(folder), LENGTHS, seed=7),
-           "engine": {"num_gpu_blocks_override": 40}}
+    job = {
+        "name": "gemma3_text ntk past 512",
+        "model": str(folder),
+        "args": SETTINGS["ntk"],
+        "new": NEW,
+        "prompts": prompt_ids(AutoTokenizer.from_pretrained(folder), LENGTHS, seed=7),
+        "engine": {"num_gpu_blocks_override": 40},
+    }
     [got] = run_vllm(vllm_env, [job])
     assert "refused" not in got, got["refused"]
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
@@ -241,28 +277,52 @@ def test_a_dynamic_pic_checkpoint_of_a_hybrid_family_is_served_from_its_variant_
     hf-pic's Algorithm 1 under that variant."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from harness.pic.variants import read_variant
     from harness.models.tiny import build_tiny_model
+    from harness.pic.variants import read_variant
     from harness.train.config import TrainConfig
     from harness.train.trainer import train_recipe
 
     base = build_tiny_model("gemma3_text", hidden=256, heads=4, kv_heads=2, train_steps=30)
     rows = tmp_path / "inst.jsonl"
-    rows.write_text("".join(json.dumps({"instruction": f"Report {i}.", "response": "the agency reviewed costs. " * 20})
-                            + "\n" for i in range(4)))
+    rows.write_text(
+        "".join(
+            json.dumps({"instruction": f"Report {i}.", "response": "the agency reviewed costs. " * 20}) + "\n"
+            for i in range(4)
+        )
+    )
     checkpoint = tmp_path / "dyn"
-    train_recipe(TrainConfig.for_recipe(recipe="pic-sft", data=str(rows), output=str(checkpoint), model=str(base),
-                                        full=True, pic="dynamic", pic_ratio=2.0, pic_initial=4, pic_recent=16,
-                                        segment_length=32, max_steps=1, heldout=0.0, progress=False, lr=1e-3))
+    train_recipe(
+        TrainConfig.for_recipe(
+            recipe="pic-sft",
+            data=str(rows),
+            output=str(checkpoint),
+            model=str(base),
+            full=True,
+            pic="dynamic",
+            pic_ratio=2.0,
+            pic_initial=4,
+            pic_recent=16,
+            segment_length=32,
+            max_steps=1,
+            heldout=0.0,
+            progress=False,
+            lr=1e-3,
+        )
+    )
     inference = read_variant(checkpoint).inference
     assert inference == Inference("dynamic", 2.0, 4, 16)
     config = json.loads((checkpoint / "config.json").read_text())
     prompts = prompt_ids(AutoTokenizer.from_pretrained(checkpoint), [700, 300], seed=9)
     job = {"model": str(checkpoint), "prompts": prompts, "new": 16, "overrides": pic_overrides(config, inference)}
-    done = subprocess.run([str(vllm_env.python), "-c", PLAIN_VLLM, json.dumps(job)], capture_output=True, text=True,
-                          env=vllm_env.environ(), timeout=600)
+    done = subprocess.run(
+        [str(vllm_env.python), "-c", PLAIN_VLLM, json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=vllm_env.environ(),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    got = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     assert Inference.from_model_args(got["applied"]) == inference.replace(impl="cached")
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
     expected = [hf_pic_generation(model, p, inference, 16)[0] for p in prompts]

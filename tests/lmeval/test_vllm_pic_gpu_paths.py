@@ -104,10 +104,10 @@ if __name__ == "__main__":
 
 
 def test_every_pic_class_builds_as_vllms_loader_builds_it_on_a_gpu(vllm_env):
-    """Every family vLLM runs natively (naive PIC; Dynamic PIC on Llama and Gemma 3), built by vLLM's ``initialize_model``
-    inside a device context whose random draws are checked as CUDA checks them (:class:`DrawsOn`) and under bf16
-    as the default dtype: each builds, bf16, with PIC on its full-attention RoPE layers (the check of the rotary
-    module passes in bf16 and draws its probe where its generator is)."""
+    """Every family vLLM runs natively (naive PIC; Dynamic PIC on Llama and Gemma 3), built by vLLM's
+    ``initialize_model`` inside a device context whose random draws are checked as CUDA checks them (:class:`DrawsOn`)
+    and under bf16 as the default dtype: each builds, bf16, with PIC on its full-attention RoPE layers (the check of
+    the rotary module passes in bf16 and draws its probe where its generator is)."""
     import socket
 
     from harness.models.tiny import build_tiny_model
@@ -115,22 +115,32 @@ def test_every_pic_class_builds_as_vllms_loader_builds_it_on_a_gpu(vllm_env):
 
     # the mixture-of-experts families first: vLLM creates its expert-parallel group only when the process group is
     # initialised under a config with experts, and this process initialises it once, for every build
-    families = sorted((arch for arch in sum(GROUPS, []) if arch not in TRANSFORMERS_BACKEND),
-                      key=lambda arch: arch not in ("mixtral", "qwen3_moe"))
+    families = sorted(
+        (arch for arch in sum(GROUPS, []) if arch not in TRANSFORMERS_BACKEND),
+        key=lambda arch: arch not in ("mixtral", "qwen3_moe"),
+    )
     # untrained weights: what is checked is that each builds (dtype, the layers PIC replaced), not what it predicts
     folders = {arch: build_tiny_model(arch, hidden=256, heads=4, kv_heads=2) for arch in families}
     # every family under naive PIC (the rotary check and the module swap are the same for every method), Dynamic PIC
     # (whose engine checks and step state are built too) on a plain and a hybrid family
     jobs = [{"name": f"{arch} naive", "model": str(folders[arch]), "args": SETTINGS["naive"]} for arch in families]
-    jobs += [{"name": f"{arch} dynamic", "model": str(folders[arch]), "args": SETTINGS["dynamic-paper"]}
-             for arch in ("llama", "gemma3_text")]
+    jobs += [
+        {"name": f"{arch} dynamic", "model": str(folders[arch]), "args": SETTINGS["dynamic-paper"]}
+        for arch in ("llama", "gemma3_text")
+    ]
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    done = subprocess.run([str(vllm_env.python), "-c", BUILD, str(port)], input=json.dumps(jobs), capture_output=True,
-                          text=True, env=vllm_env.environ(), timeout=900)
+    done = subprocess.run(
+        [str(vllm_env.python), "-c", BUILD, str(port)],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env=vllm_env.environ(),
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    results = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT "):])
+    results = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("RESULT "))[len("RESULT ") :])
     failures = [f"{job['name']}: {got}" for job, got in zip(jobs, results) if "layers" not in got]
     assert not failures, "\n".join(failures)
     assert all(got["dtype"] == "torch.bfloat16" and got["layers"] for got in results)
@@ -147,7 +157,7 @@ def writer(key: torch.Tensor, value: torch.Tensor, cache: torch.Tensor, slots: t
     blocks, offsets = slots // block_size, slots % block_size
     for h in range(key.shape[1]):
         cache[blocks, h, offsets, : key.shape[2]] = key[:, h]
-        cache[blocks, h, offsets, key.shape[2]:] = value[:, h]
+        cache[blocks, h, offsets, key.shape[2] :] = value[:, h]
 
 
 def gpu_cache(blocks: int, stride_order: tuple[int, ...]) -> torch.Tensor:
@@ -162,8 +172,9 @@ def gpu_cache(blocks: int, stride_order: tuple[int, ...]) -> torch.Tensor:
 
 
 def fake_attention(cache: torch.Tensor, name: str = "model.layers.0.self_attn.attn") -> SimpleNamespace:
-    impl = SimpleNamespace(do_kv_cache_update=lambda layer, key, value, kv_cache, slots: writer(key, value, kv_cache,
-                                                                                                slots))
+    impl = SimpleNamespace(
+        do_kv_cache_update=lambda layer, key, value, kv_cache, slots: writer(key, value, kv_cache, slots)
+    )
     return SimpleNamespace(layer_name=name, kv_cache=cache, impl=impl, head_size=HEAD_SIZE)
 
 
@@ -172,8 +183,9 @@ def fake_rotary() -> SimpleNamespace:
     return SimpleNamespace(base=10000.0, rotary_dim=HEAD_SIZE, inv_freq=inv_freq, neox=True)
 
 
-def step_with(monkeypatch, metadata: dict | None, positions: torch.Tensor,
-              inference: Inference | None = None) -> pic_model.DynamicStep:
+def step_with(
+    monkeypatch, metadata: dict | None, positions: torch.Tensor, inference: Inference | None = None
+) -> pic_model.DynamicStep:
     monkeypatch.setattr(pic_model, "_step_metadata", lambda: metadata)
     pic_model._LAYOUTS.clear()
     step = pic_model.DynamicStep(inference or dynamic())
@@ -200,10 +212,15 @@ def test_moved_keys_land_where_each_gpu_layouts_writer_put_them(monkeypatch, sto
     m = torch.arange(ctx)
     args = (RATIO, INITIAL, RECENT, layout)
     slots = table[0, m // BLOCK] * BLOCK + m % BLOCK
-    writer(rotate(raw, *rotation(dynamic_positions(m, ctx, *args), rotary.inv_freq), HEAD_SIZE, True),
-           torch.zeros_like(raw), cache, slots)
-    metadata = SimpleNamespace(query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([ctx + 1]),
-                               block_table=table)
+    writer(
+        rotate(raw, *rotation(dynamic_positions(m, ctx, *args), rotary.inv_freq), HEAD_SIZE, True),
+        torch.zeros_like(raw),
+        cache,
+        slots,
+    )
+    metadata = SimpleNamespace(
+        query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([ctx + 1]), block_table=table
+    )
     attn = fake_attention(cache)
     step = step_with(monkeypatch, {attn.layer_name: metadata}, torch.tensor([ctx]), inference)
     step.rotate_cache_and_ids(attn, rotary, torch.float32)
@@ -213,11 +230,15 @@ def test_moved_keys_land_where_each_gpu_layouts_writer_put_them(monkeypatch, sto
     assert (got - target).abs().max().item() < 2e-6
 
 
-@pytest.mark.parametrize("cache", [torch.zeros(2, 9, BLOCK, HEADS, HEAD_SIZE), [torch.zeros(9, HEADS, BLOCK, 16)]],
-                         ids=["5-D (2, blocks, block_size, heads, head_size)", "a list of caches"])
+@pytest.mark.parametrize(
+    "cache",
+    [torch.zeros(2, 9, BLOCK, HEADS, HEAD_SIZE), [torch.zeros(9, HEADS, BLOCK, 16)]],
+    ids=["5-D (2, blocks, block_size, heads, head_size)", "a list of caches"],
+)
 def test_a_cache_of_another_layout_is_refused_not_left_unmoved(monkeypatch, cache):
-    metadata = SimpleNamespace(query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([40]),
-                               block_table=torch.tensor([[1, 2, 3]]))
+    metadata = SimpleNamespace(
+        query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([40]), block_table=torch.tensor([[1, 2, 3]])
+    )
     attn = fake_attention(cache)
     step = step_with(monkeypatch, {attn.layer_name: metadata}, torch.tensor([39]))
     with pytest.raises(RuntimeError, match="KV cache is .*not \\[blocks, kv_heads, block_size, values\\]"):
@@ -230,8 +251,9 @@ def test_nothing_moves_only_where_nothing_is_cached(monkeypatch):
     positions = torch.tensor([39])
     attn = fake_attention(torch.tensor([]))
     assert step_with(monkeypatch, None, positions).plan(attn).moves() == set()
-    metadata = SimpleNamespace(query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([40]),
-                               block_table=torch.tensor([[1, 2, 3]]))
+    metadata = SimpleNamespace(
+        query_start_loc=torch.tensor([0, 1]), seq_lens=torch.tensor([40]), block_table=torch.tensor([[1, 2, 3]])
+    )
     assert step_with(monkeypatch, {attn.layer_name: metadata}, positions).plan(attn).moves() == set()
     other = step_with(monkeypatch, {"model.layers.1.self_attn.attn": metadata}, positions)
     with pytest.raises(RuntimeError, match="has none for model.layers.0.self_attn.attn"):
@@ -250,7 +272,9 @@ def test_a_warm_up_step_over_dummy_metadata_leaves_the_cache_as_it_was(monkeypat
     starts = torch.tensor([0, 5, 10, 16, 16, 16])  # two padding requests
     lengths = torch.tensor(query + [0, 0])
     positions = torch.cat([torch.arange(q) for q in query] + [torch.zeros(2, dtype=torch.long)])
-    metadata = SimpleNamespace(query_start_loc=starts, seq_lens=lengths, block_table=torch.zeros(5, 4, dtype=torch.long))
+    metadata = SimpleNamespace(
+        query_start_loc=starts, seq_lens=lengths, block_table=torch.zeros(5, 4, dtype=torch.long)
+    )
     attn = fake_attention(cache)
     for layout in ("paper", "contiguous"):
         step = step_with(monkeypatch, {attn.layer_name: metadata}, positions, dynamic(layout))
@@ -264,10 +288,12 @@ def test_the_engine_is_checked_once_its_kv_cache_exists(monkeypatch):
     is unknown checks nothing and marks nothing; the first step after allocation refuses a cache that holds fewer
     sequences than ``max_num_seqs`` (preemption would break Algorithm 1)."""
     cache_config = SimpleNamespace(num_gpu_blocks=None, block_size=16)
-    config = SimpleNamespace(cache_config=cache_config, model_config=SimpleNamespace(max_model_len=1024,
-                                                                                      enforce_eager=True),
-                             scheduler_config=SimpleNamespace(max_num_seqs=4),
-                             compilation_config=SimpleNamespace(cudagraph_mode=None))
+    config = SimpleNamespace(
+        cache_config=cache_config,
+        model_config=SimpleNamespace(max_model_len=1024, enforce_eager=True),
+        scheduler_config=SimpleNamespace(max_num_seqs=4),
+        compilation_config=SimpleNamespace(cudagraph_mode=None),
+    )
     model = SimpleNamespace(pic_vllm_config=config, pic_checked_cache=False)
     monkeypatch.setattr(pic_model, "_step_metadata", lambda: {"model.layers.0.self_attn.attn": object()})
     pic_model.check_started_engine(model)  # profile: the cache's size is not known yet
@@ -285,11 +311,16 @@ def test_the_v1_runners_cuda_graph_probe_cache_is_not_checked(monkeypatch):
     the real one (seen on an H200 with vLLM 0.26: 8 blocks for max_num_seqs=8 were refused as too small); that probe
     is passed over, the real cache after it is checked, and an eager engine's cache of the same size is refused."""
     cache_config = SimpleNamespace(num_gpu_blocks=8, block_size=16)
-    compilation = SimpleNamespace(cudagraph_mode=SimpleNamespace(has_piecewise_cudagraphs=lambda: False),
-                                  max_cudagraph_capture_size=512)
+    compilation = SimpleNamespace(
+        cudagraph_mode=SimpleNamespace(has_piecewise_cudagraphs=lambda: False), max_cudagraph_capture_size=512
+    )
     model_config = SimpleNamespace(max_model_len=2048, enforce_eager=False)
-    config = SimpleNamespace(cache_config=cache_config, model_config=model_config,
-                             scheduler_config=SimpleNamespace(max_num_seqs=8), compilation_config=compilation)
+    config = SimpleNamespace(
+        cache_config=cache_config,
+        model_config=model_config,
+        scheduler_config=SimpleNamespace(max_num_seqs=8),
+        compilation_config=compilation,
+    )
     model = SimpleNamespace(pic_vllm_config=config, pic_checked_cache=False)
     monkeypatch.setattr(pic_model, "_step_metadata", lambda: {"model.layers.0.self_attn.attn": object()})
     pic_model.check_started_engine(model)

@@ -42,8 +42,7 @@ def _pair(arch: str, **overrides) -> tuple[torch.nn.Module, torch.nn.Module]:
     return model, blocked
 
 
-@pytest.mark.parametrize("arch, overrides", [("gemma3_text", {}), ("mistral", {"sliding_window": 8}),
-                                             ("llama", {})])
+@pytest.mark.parametrize("arch, overrides", [("gemma3_text", {}), ("mistral", {"sliding_window": 8}), ("llama", {})])
 def test_blocked_masks_give_the_states_of_sdpa(arch, overrides, monkeypatch):
     """Blocks of 3 to 5 query rows (a 160-pair budget): a sliding window of 8 (Gemma 3's hybrid layers, Mistral's
     every layer) and a left-padded batch, whose padding needs a mask on every layer."""
@@ -86,9 +85,11 @@ def test_a_cpu_pass_that_cannot_fit_the_memory_there_is_is_refused_before_it_run
     need = int(device_sizing.predicted_peak(model, 2048, 1, None, "cpu") * device_sizing.FIT_MARGIN)
     with pytest.raises(UsageError) as refused:
         score_tokens(model, ids, torch.ones_like(ids))
-    assert str(refused.value) == (f"scoring 1 x 2048 tokens needs ~{need / (1 << 20):.0f} MiB, cpu has 1 MiB "
-                                  "available: score shorter documents (max_tokens), pass dtype=bfloat16, or use a "
-                                  "device with more memory")
+    assert str(refused.value) == (
+        f"scoring 1 x 2048 tokens needs ~{need / (1 << 20):.0f} MiB, cpu has 1 MiB "
+        "available: score shorter documents (max_tokens), pass dtype=bfloat16, or use a "
+        "device with more memory"
+    )
     assert ran == []
     monkeypatch.setattr(device_sizing, "host_available_bytes", lambda: need - 1)
     with pytest.raises(UsageError):

@@ -55,8 +55,10 @@ def test_icae_with_an_identity_adapter_is_the_base_model(tiny_model_dir):
         ids = context[start : start + len(chunk.context)]
         embeds = torch.cat([emb(ids), comp.memory]).unsqueeze(0)
         pos = torch.tensor([chunk.context + chunk.memory])
-        out = base(inputs_embeds=embeds, position_ids=pos, attention_mask=torch.ones_like(pos), output_hidden_states=True)
-        expected.append(out.hidden_states[-1][0, len(ids):])
+        out = base(
+            inputs_embeds=embeds, position_ids=pos, attention_mask=torch.ones_like(pos), output_hidden_states=True
+        )
+        expected.append(out.hidden_states[-1][0, len(ids) :])
     torch.testing.assert_close(memory.states, torch.cat(expected))
     target = torch.tensor([50, 51, 52])
     got = comp.target_logprobs(memory, "lm", target[:0], target)
@@ -95,7 +97,9 @@ def test_gradients_reach_memory_specials_and_lora(tiny_model_dir, carrier):
         ae = -comp.target_logprobs(memory, "ae", context[:0], context).mean()
         lm = -comp.target_logprobs(memory, "lm", context[:0], completion).mean()
     torch.testing.assert_close(loss.detach(), 0.5 * ae + 0.5 * lm)
-    assert comp.memory.grad.abs().sum() > 0 and comp.ae_token.grad.abs().sum() > 0 and comp.lm_token.grad.abs().sum() > 0
+    assert (
+        comp.memory.grad.abs().sum() > 0 and comp.ae_token.grad.abs().sum() > 0 and comp.lm_token.grad.abs().sum() > 0
+    )
     # ICAE reads the encoder's last hidden states: every LoRA matrix matters. 500x reads only the memory
     # keys/values of each layer, so the last layer's query adapter cannot matter and gets no gradient.
     lora_b = {n: p for n, p in comp.model.named_parameters() if "lora_B" in n}

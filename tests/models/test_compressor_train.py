@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.metrics.qa import corpus_bleu4
 from harness.compressor.model import Compressor, CompressorConfig
 from harness.compressor.train import TrainSettings, pretrain_windows, train
+from harness.metrics.qa import corpus_bleu4
 from tests.conftest import SHARED_DATA
 from tests.data.test_mrqa import rouge1_by_hand, squad_em_f1
 
@@ -82,16 +82,69 @@ def test_corpus_bleu4_hand_computed():
 
 @pytest.mark.skipif(not SAMPLE.exists(), reason="../shared/data not present")
 def test_train_then_evaluate_under_dpl_and_epl(tiny_model_dir, tmp_path):
-    common = ["--base", str(tiny_model_dir), "--chunk-size", "32", "--n-memory", "8", "--lora-r", "4", "--lora-alpha",
-              "8", "--batch-size", "2", "--steps", "3", "--warmup", "1"]
-    subprocess.run([str(BIN / "lch"), "train-compressor", *common, "--stage", "pretrain", "--output", str(tmp_path / "pre"),
-                    "--carrier", "500x", "--layout", "epl", "--min-length", "64", "--max-length", "128"],
-                   check=True, capture_output=True)
+    common = [
+        "--base",
+        str(tiny_model_dir),
+        "--chunk-size",
+        "32",
+        "--n-memory",
+        "8",
+        "--lora-r",
+        "4",
+        "--lora-alpha",
+        "8",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+    ]
+    subprocess.run(
+        [
+            str(BIN / "lch"),
+            "train-compressor",
+            *common,
+            "--stage",
+            "pretrain",
+            "--output",
+            str(tmp_path / "pre"),
+            "--carrier",
+            "500x",
+            "--layout",
+            "epl",
+            "--min-length",
+            "64",
+            "--max-length",
+            "128",
+        ],
+        check=True,
+        capture_output=True,
+    )
     saved = json.loads((tmp_path / "pre" / "compressor.json").read_text())
-    assert saved["carrier"] == "500x" and saved["layout"] == "epl" and saved["chunk_size"] == 32 and saved["n_memory"] == 8
-    assert (tmp_path / "pre" / "adapter_config.json").exists() and (tmp_path / "pre" / "compressor_embeddings.pt").exists()
-    subprocess.run([str(BIN / "lch"), "train-compressor", *common, "--stage", "finetune", "--init", str(tmp_path / "pre"),
-                    "--output", str(tmp_path / "ft"), "--mrqa-data", str(SAMPLE)], check=True, capture_output=True)
+    assert (
+        saved["carrier"] == "500x" and saved["layout"] == "epl" and saved["chunk_size"] == 32 and saved["n_memory"] == 8
+    )
+    assert (tmp_path / "pre" / "adapter_config.json").exists() and (
+        tmp_path / "pre" / "compressor_embeddings.pt"
+    ).exists()
+    subprocess.run(
+        [
+            str(BIN / "lch"),
+            "train-compressor",
+            *common,
+            "--stage",
+            "finetune",
+            "--init",
+            str(tmp_path / "pre"),
+            "--output",
+            str(tmp_path / "ft"),
+            "--mrqa-data",
+            str(SAMPLE),
+        ],
+        check=True,
+        capture_output=True,
+    )
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness.data.synthetic import synthetic_reports
@@ -102,16 +155,41 @@ def test_train_then_evaluate_under_dpl_and_epl(tiny_model_dir, tmp_path):
     expected_tokens = sum(n - n // 2 for n in sizes)
     for layout in ("dpl", "epl"):
         out = tmp_path / f"eval-{layout}"
-        subprocess.run([str(BIN / "lch"), "eval", "--model", "compressor", "--model_args",
-                        f"pretrained={tiny_model_dir},checkpoint={tmp_path / 'ft'},layout={layout},max_gen_toks=8",
-                        "--device", "cpu", "--tasks", "mrqa_newsqa,compress_ae,compress_lm", "--output_path", str(out), "--log_samples",
-                        "--metadata", json.dumps({"mrqa_data": str(SAMPLE), "limit_docs": 2, "num_docs": 2,
-                                                  "max_tokens": 96, "synthetic_words": 60})],
-                       check=True, capture_output=True)
-        results = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())["results"]
-        samples = {task: [json.loads(l) for l in Path(glob.glob(str(out / "**" / f"samples_{task}_*.jsonl"),
-                                                                  recursive=True)[0]).read_text().splitlines()]
-                   for task in ("mrqa_newsqa", "compress_ae", "compress_lm")}
+        subprocess.run(
+            [
+                str(BIN / "lch"),
+                "eval",
+                "--model",
+                "compressor",
+                "--model_args",
+                f"pretrained={tiny_model_dir},checkpoint={tmp_path / 'ft'},layout={layout},max_gen_toks=8",
+                "--device",
+                "cpu",
+                "--tasks",
+                "mrqa_newsqa,compress_ae,compress_lm",
+                "--output_path",
+                str(out),
+                "--log_samples",
+                "--metadata",
+                json.dumps(
+                    {"mrqa_data": str(SAMPLE), "limit_docs": 2, "num_docs": 2, "max_tokens": 96, "synthetic_words": 60}
+                ),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        results = json.loads(Path(glob.glob(str(out / "**" / "results_*.json"), recursive=True)[0]).read_text())[
+            "results"
+        ]
+        samples = {
+            task: [
+                json.loads(l)
+                for l in Path(glob.glob(str(out / "**" / f"samples_{task}_*.jsonl"), recursive=True)[0])
+                .read_text()
+                .splitlines()
+            ]
+            for task in ("mrqa_newsqa", "compress_ae", "compress_lm")
+        }
         # MRQA: every logged answer re-scored with the SQuAD / ROUGE-1 scorers written in test_mrqa
         answers = [(s["filtered_resps"][0].strip(), s["doc"]["answers"]) for s in samples["mrqa_newsqa"]]
         assert len(answers) == 2
@@ -133,9 +211,13 @@ def test_train_then_evaluate_under_dpl_and_epl(tiny_model_dir, tmp_path):
                 logprobs.append(comp.target_logprobs(comp.compress(context), "lm", completion[:0], completion).tolist())
         nll, n_tokens = -sum(sum(lp) for lp in logprobs), sum(len(lp) for lp in logprobs)
         # lm-eval logs each response as the str() of the dict the model returned
-        logged = {task: {s["doc"]["doc_id"]: ast.literal_eval(s["filtered_resps"][0]) for s in samples[task]}
-                  for task in ("compress_ae", "compress_lm")}
-        assert [(logged["compress_ae"][i]["reference"], logged["compress_ae"][i]["prediction"]) for i in range(2)] == pairs
+        logged = {
+            task: {s["doc"]["doc_id"]: ast.literal_eval(s["filtered_resps"][0]) for s in samples[task]}
+            for task in ("compress_ae", "compress_lm")
+        }
+        assert [
+            (logged["compress_ae"][i]["reference"], logged["compress_ae"][i]["prediction"]) for i in range(2)
+        ] == pairs
         for i in range(2):
             assert logged["compress_lm"][i]["logprobs"] == pytest.approx(logprobs[i], abs=1e-4)
         assert results["compress_ae"]["bleu4,none"] == pytest.approx(bleu4_by_hand(pairs), abs=1e-6)

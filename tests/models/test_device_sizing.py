@@ -1,7 +1,7 @@
-"""Scoring sized by the device (harness/models/device_sizing.py, scoring.py, longppl.py): on the CPU the sizes measured there (a
-logit chunk of 2^23 floats, 4 short windows a forward, one forward a row); on a CUDA device from its free memory
-(shown here with the device's memory query stubbed: this machine has no GPU), and a long row fed in blocks of
-queries over a KV cache gives the states of one forward (tiny models of several families, left padding, NTK-aware
+"""Scoring sized by the device (harness/models/device_sizing.py, scoring.py, longppl.py): on the CPU the sizes
+measured there (a logit chunk of 2^23 floats, 4 short windows a forward, one forward a row); on a CUDA device from its
+free memory (shown here with the device's memory query stubbed: this machine has no GPU), and a long row fed in blocks
+of queries over a KV cache gives the states of one forward (tiny models of several families, left padding, NTK-aware
 PIC, and Gemma 3 270M past its 512-token sliding window)."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.models import device_sizing as sizing
-from harness.models import scoring
 from harness.longppl import estimator
 from harness.longppl.estimator import CPU_WINDOW_BATCH, window_batch
+from harness.models import device_sizing as sizing, scoring
 from harness.models.device_sizing import DEFAULT_LOGIT_BUDGET, logit_budget, query_block
 from harness.models.scoring import blocks_allowed, hidden_states
 from tests.conftest import tiny_causal_lm
@@ -129,7 +128,7 @@ def test_a_row_fed_in_blocks_has_the_states_of_one_forward(arch):
     ids = torch.randint(0, 97, (2, 300))
     mask = torch.ones_like(ids)
     mask[1, :50] = 0  # left padding: its positions hold nothing that is read
-    whole = hidden_states(model, ids, mask, block=10 ** 9)
+    whole = hidden_states(model, ids, mask, block=10**9)
     for block in (128, 7):
         part = hidden_states(model, ids, mask, block=block)
         for row, first in ((0, 0), (1, 50)):
@@ -147,7 +146,7 @@ def test_pic_methods_whose_positions_depend_on_the_whole_row_are_not_fed_in_bloc
         assert blocks_allowed(model) is allowed, method
         if allowed:
             ids = torch.randint(0, 97, (1, 200))
-            whole = hidden_states(model, ids, torch.ones_like(ids), block=10 ** 9)
+            whole = hidden_states(model, ids, torch.ones_like(ids), block=10**9)
             part = hidden_states(model, ids, torch.ones_like(ids), block=64)
             assert (whole - part).abs().max() / whole.abs().max() < 1e-5
         remove_pic(model)
@@ -158,7 +157,7 @@ def test_gemma3_past_its_sliding_window_in_blocks(gemma3):
     model, _ = gemma3
     torch.manual_seed(1)
     ids = torch.randint(300, 20000, (1, 1500))
-    whole = hidden_states(model, ids, torch.ones_like(ids), block=10 ** 9)
+    whole = hidden_states(model, ids, torch.ones_like(ids), block=10**9)
     part = hidden_states(model, ids, torch.ones_like(ids), block=384)
     assert ((whole - part).abs().max() / whole.abs().max()).item() < 1e-5
 
@@ -186,7 +185,12 @@ class Gemma270M(GemmaSizes):
     def __init__(self, dtype: torch.dtype = torch.float32) -> None:
         super().__init__(dtype)
         config = self.config
-        config.num_key_value_heads, config.head_dim, config.num_hidden_layers, config.intermediate_size = 1, 256, 18, 2048
+        config.num_key_value_heads, config.head_dim, config.num_hidden_layers, config.intermediate_size = (
+            1,
+            256,
+            18,
+            2048,
+        )
 
 
 def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_with):
@@ -203,18 +207,24 @@ def test_a_document_that_cannot_fit_is_refused_in_one_line_before_any_pass(cuda_
     n, block = 131072, 5120
     held = (2 * 640 + 2 * 256) * 4  # embeddings kept, hidden states, one RoPE's cos and sin
     attention = (640 + 4 * 256 + 2 * 256 + 2 * 4 * 256 + 4 * 256) * 4  # normed input, q, k, v, repeated, output
-    decoder = (n * 640 * 4  # the finished blocks' hidden states
-               + 2 * 18 * 1 * 256 * n * 4  # the KV cache of the row
-               + block * held + block * attention
-               + 4 * block * n * (4 + 4)  # one block's scores and their softmax
-               + block * n * (1 + 4))  # one block's mask
+    decoder = (
+        n * 640 * 4  # the finished blocks' hidden states
+        + 2 * 18 * 1 * 256 * n * 4  # the KV cache of the row
+        + block * held
+        + block * attention
+        + 4 * block * n * (4 + 4)  # one block's scores and their softmax
+        + block * n * (1 + 4)
+    )  # one block's mask
     head = n * (640 * 4 + 4) + (1 << 30) * 8  # the last hidden states and log-probabilities, a chunk of logits
     assert sizing.predicted_peak(model, n, 1, 80 * GIB, "cuda") == max(decoder, head) == decoder == 30_141_841_408
     sizing.check_fits(model, 131072, 1, 80 * GIB, "cuda")
     # with 2 GiB free the blocks are 1024 queries (the least), logits 2^26 a chunk: 10.2 GB, and the margin's 1.2x
     cuda_with(2 * GIB)
-    with pytest.raises(UsageError, match=r"^scoring 1 x 131072 tokens needs ~11\.4 GiB, cuda has 2\.0 GiB free: "
-                                         r"score shorter documents"):
+    with pytest.raises(
+        UsageError,
+        match=r"^scoring 1 x 131072 tokens needs ~11\.4 GiB, cuda has 2\.0 GiB free: "
+        r"score shorter documents",
+    ):
         sizing.check_fits(model, 131072, 1, 2 * GIB, "cuda")
 
 

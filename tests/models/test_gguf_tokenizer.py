@@ -18,15 +18,47 @@ SPACE = "\u2581"
 BYTES = [f"<0x{b:02X}>" for b in range(256)]
 # Gemma's kind: position in the file is merge priority (as a SentencePiece model lists its pieces, each after the
 # pieces it joins); "  " is two spaces stored with real spaces (user-defined)
-SPM_TOKENS = (["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>"] + BYTES
-              + [SPACE, "a", "d", "e", "h", "l", "o", "r", "w", "x",
-                 "ll", "he", "lo", "ld", "hell", "hello", SPACE + "w", "or", SPACE + "wor", SPACE + "world", "  "])
+SPM_TOKENS = (
+    ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>"]
+    + BYTES
+    + [
+        SPACE,
+        "a",
+        "d",
+        "e",
+        "h",
+        "l",
+        "o",
+        "r",
+        "w",
+        "x",
+        "ll",
+        "he",
+        "lo",
+        "ld",
+        "hell",
+        "hello",
+        SPACE + "w",
+        "or",
+        SPACE + "wor",
+        SPACE + "world",
+        "  ",
+    ]
+)
 SPM_TYPES = [3, 3, 3, 2, 3] + [6] * 256 + [1] * 20 + [4]
 TEXTS = ["hello world", "hello  world", "hello\tworld é", "hellohello wor ld", "x<start_of_turn>hello", ""]
 
 
-def _write_gguf(path, arch: str, model: str, tokens: list[str], types: list[int], merges: list[str] | None = None,
-                chat_template: str | None = None, **special: int) -> None:
+def _write_gguf(
+    path,
+    arch: str,
+    model: str,
+    tokens: list[str],
+    types: list[int],
+    merges: list[str] | None = None,
+    chat_template: str | None = None,
+    **special: int,
+) -> None:
     from gguf import GGUFWriter
 
     writer = GGUFWriter(str(path), arch)
@@ -59,12 +91,15 @@ def spm_reference(text: str, tokens: list[str]) -> list[int]:
             continue
         pieces = list(part.replace(" ", SPACE))
         while True:
-            options = [(vocab[pieces[i] + pieces[i + 1]], -len(pieces[i]), i) for i in range(len(pieces) - 1)
-                       if pieces[i] + pieces[i + 1] in vocab]
+            options = [
+                (vocab[pieces[i] + pieces[i + 1]], -len(pieces[i]), i)
+                for i in range(len(pieces) - 1)
+                if pieces[i] + pieces[i + 1] in vocab
+            ]
             if not options:
                 break
             _, _, i = min(options)
-            pieces[i:i + 2] = [pieces[i] + pieces[i + 1]]
+            pieces[i : i + 2] = [pieces[i] + pieces[i + 1]]
         for piece in pieces:
             ids += [vocab[piece]] if piece in vocab else [vocab[f"<0x{b:02X}>"] for b in piece.encode("utf-8")]
     return ids
@@ -81,10 +116,13 @@ def _folder_ids(folder, texts: list[str], python: str | None = None) -> list[lis
 
         tokenizer = AutoTokenizer.from_pretrained(folder)
         return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    code = ("import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
-            "print(json.dumps([t(x, add_special_tokens=False)['input_ids'] for x in json.loads(sys.argv[2])]))")
-    done = subprocess.run([python, "-c", code, str(folder), json.dumps(texts)], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import json, sys; from transformers import AutoTokenizer; t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+        "print(json.dumps([t(x, add_special_tokens=False)['input_ids'] for x in json.loads(sys.argv[2])]))"
+    )
+    done = subprocess.run(
+        [python, "-c", code, str(folder), json.dumps(texts)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -92,8 +130,18 @@ def _folder_ids(folder, texts: list[str], python: str | None = None) -> list[lis
 @pytest.fixture(scope="module")
 def spm_folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("gguf-spm")
-    _write_gguf(root / "t.gguf", "gemma3", "llama", SPM_TOKENS, SPM_TYPES, bos=2, eos=1, unk=3, pad=0,
-                chat_template="{{ messages }}")
+    _write_gguf(
+        root / "t.gguf",
+        "gemma3",
+        "llama",
+        SPM_TOKENS,
+        SPM_TYPES,
+        bos=2,
+        eos=1,
+        unk=3,
+        pad=0,
+        chat_template="{{ messages }}",
+    )
     write_tokenizer(root / "t.gguf", root)
     return root
 
@@ -104,13 +152,19 @@ def test_a_sentencepiece_vocabulary_encodes_as_its_definition(spm_folder):
     assert spm_reference("a  a", SPM_TOKENS) == _folder_ids(spm_folder, ["a  a"])[0] == [a, two_spaces, a]
     config = json.loads((spm_folder / "tokenizer_config.json").read_text())
     assert (config["tokenizer_class"], config["bos_token"], config["eos_token"], config["pad_token"]) == (
-        "GemmaTokenizer", "<bos>", "<eos>", "<pad>")
+        "GemmaTokenizer",
+        "<bos>",
+        "<eos>",
+        "<pad>",
+    )
     assert (spm_folder / "chat_template.jinja").read_text() == "{{ messages }}"
 
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable spelling of each byte (its definition)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     extra = [b for b in range(256) if b not in keep]
     return {**{b: chr(b) for b in keep}, **{b: chr(256 + n) for n, b in enumerate(extra)}}
 
@@ -128,24 +182,45 @@ def bpe_reference(text: str, tokens: list[str], merges: list[tuple[str, str]]) -
     for word in GPT2_SPLIT.findall(text):
         pieces = [spell[b] for b in word.encode("utf-8")]
         while True:
-            pairs = [(rank[(pieces[i], pieces[i + 1])], i) for i in range(len(pieces) - 1)
-                     if (pieces[i], pieces[i + 1]) in rank]
+            pairs = [
+                (rank[(pieces[i], pieces[i + 1])], i)
+                for i in range(len(pieces) - 1)
+                if (pieces[i], pieces[i + 1]) in rank
+            ]
             if not pairs:
                 break
             _, i = min(pairs)
-            pieces[i:i + 2] = [pieces[i] + pieces[i + 1]]
+            pieces[i : i + 2] = [pieces[i] + pieces[i + 1]]
         ids += [vocab[p] for p in pieces]
     return ids
 
 
 def test_a_byte_level_vocabulary_encodes_as_its_definition(tmp_path):
     spell = _bytes_to_unicode()
-    merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("hell", "o"), ("Ġ", "w"), ("o", "r"), ("Ġw", "or"), ("Ġwor", "ld"),
-              ("l", "d"), ("Ã", "©")]
+    merges = [
+        ("h", "e"),
+        ("l", "l"),
+        ("he", "ll"),
+        ("hell", "o"),
+        ("Ġ", "w"),
+        ("o", "r"),
+        ("Ġw", "or"),
+        ("Ġwor", "ld"),
+        ("l", "d"),
+        ("Ã", "©"),
+    ]
     tokens = ["<|endoftext|>", "<|im_start|>"] + [spell[b] for b in range(256)]
     tokens += [a + b for a, b in merges if a + b not in tokens]
-    _write_gguf(tmp_path / "t.gguf", "llama", "gpt2", tokens, [3, 3] + [1] * (len(tokens) - 2),
-                merges=[f"{a} {b}" for a, b in merges], bos=1, eos=0)
+    _write_gguf(
+        tmp_path / "t.gguf",
+        "llama",
+        "gpt2",
+        tokens,
+        [3, 3] + [1] * (len(tokens) - 2),
+        merges=[f"{a} {b}" for a, b in merges],
+        bos=1,
+        eos=0,
+    )
     write_tokenizer(tmp_path / "t.gguf", tmp_path)
     texts = ["hello world", "hello  world", "héllo, world 42!", "worlds   apart\n\nhello"]
     assert _folder_ids(tmp_path, texts) == [bpe_reference(t, tokens, merges) for t in texts]

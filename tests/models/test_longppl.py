@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness.longppl.span_files import read_span_file, write_span_file
 from harness.data.synthetic import synthetic_reports
+from harness.longppl.estimator import compute_longppl, find_key_tokens
 from harness.longppl.formulas import (
     KeySettings,
     KeyTokens,
@@ -22,7 +22,7 @@ from harness.longppl.formulas import (
     summarize,
 )
 from harness.longppl.keytokens import KeyTokenCache, key_tokens_for_texts
-from harness.longppl.estimator import compute_longppl, find_key_tokens
+from harness.longppl.span_files import read_span_file, write_span_file
 from harness.models.tiny import build_tiny_model
 
 SETTINGS = dict(trunc_len=200, sliding_window=50, alpha=0.2, beta=-4.0)
@@ -117,7 +117,9 @@ def test_soft_weights_equal_the_per_character_definition_bit_for_bit():
         evaluator = _random_spans(rng, rng.randint(1, 50), rng.choice([1, 3, 12, 40]))
         lsd = [rng.choice(odd) if rng.random() < 0.2 else rng.uniform(-3.0, 4.0) for _ in evaluator]
         same = rng.random() < 0.3  # the model its own evaluator: every token over characters of one weight
-        evaluated = [list(s) for s in evaluator] if same else _random_spans(rng, rng.randint(0, 50), rng.choice([1, 12]))
+        evaluated = (
+            [list(s) for s in evaluator] if same else _random_spans(rng, rng.randint(0, 50), rng.choice([1, 12]))
+        )
         key = KeyTokens([], offsets=evaluator, lsd=lsd)
         expected = _per_character_soft_weights(evaluated, key, 5.0)
         for given in (evaluated, np.asarray(evaluated, dtype=np.int64).reshape(-1, 2)):
@@ -128,10 +130,13 @@ def test_soft_weights_equal_the_per_character_definition_bit_for_bit():
 def test_key_token_selection_from_arrays_and_lists_alike():
     # K = 2: targets 2..4; LSD 3 - 1 = 2 (not > 2), 0.5 - (-2) = 2.5 (key), -1 - (-4) = 3 with LCL -1 > beta (key)
     offsets = [(0, 0), (0, 3), (3, 5), (5, 9), (9, 12)]
-    expected = KeyTokens([[5, 12]], [[0, 0], [0, 3], [3, 5], [5, 9], [9, 12]], [None, None, 2.0, 2.5, 3.0],
-                         [None, None, 3.0, 0.5, -1.0])
-    for long, short in (([3.0, 0.5, -1.0], [1.0, -2.0, -4.0]),
-                        (np.array([3.0, 0.5, -1.0], np.float32), np.array([1.0, -2.0, -4.0], np.float32))):
+    expected = KeyTokens(
+        [[5, 12]], [[0, 0], [0, 3], [3, 5], [5, 9], [9, 12]], [None, None, 2.0, 2.5, 3.0], [None, None, 3.0, 0.5, -1.0]
+    )
+    for long, short in (
+        ([3.0, 0.5, -1.0], [1.0, -2.0, -4.0]),
+        (np.array([3.0, 0.5, -1.0], np.float32), np.array([1.0, -2.0, -4.0], np.float32)),
+    ):
         found = select_key_tokens(offsets, long, short, 2, alpha=2.0, beta=-2.0)
         assert found == expected and all(type(v) is float for v in found.lsd[2:] + found.lcl[2:])
     assert select_key_tokens(offsets, [], [], 7, 2.0, -2.0) == KeyTokens([], expected.offsets, [None] * 5, [None] * 5)
@@ -172,8 +177,16 @@ def test_matches_reference_package_across_tokenizers(models, text):
         assert ours["n_key_token"] == theirs["n_key_token"] > 0 and ours["n_token"] == theirs["n_token"]
         assert ours["longppl"] == pytest.approx(float(theirs["longppl"]), rel=1e-4)
         assert ours["ppl"] == pytest.approx(float(theirs["ppl"]), rel=1e-4)
-        ref_spans = ref.find_key_token(text, ev, ev_tok, settings["trunc_len"], settings["sliding_window"],
-                                       None, settings["alpha"], settings["beta"]).tolist()
+        ref_spans = ref.find_key_token(
+            text,
+            ev,
+            ev_tok,
+            settings["trunc_len"],
+            settings["sliding_window"],
+            None,
+            settings["alpha"],
+            settings["beta"],
+        ).tolist()
         assert find_key_tokens(text, ev, ev_tok, **settings).spans == ref_spans
 
 
@@ -202,8 +215,13 @@ def test_key_token_progress_counts_window_passes(models, tmp_path, capsys):
     told = []
     find_key_tokens(text, ev, ev_tok, trunc_len=32, sliding_window=16, batch_size=2, progress=told.append)
     assert sum(told) == passes(n, 32, 16) and len(told) > 2  # the long pass, then each forward of short windows
-    key_tokens_for_texts([text, text + " more"], (ev, ev_tok), KeySettings(trunc_len=32, sliding_window=16),
-                         cache=KeyTokenCache(tmp_path), evaluator_id="ev")
+    key_tokens_for_texts(
+        [text, text + " more"],
+        (ev, ev_tok),
+        KeySettings(trunc_len=32, sliding_window=16),
+        cache=KeyTokenCache(tmp_path),
+        evaluator_id="ev",
+    )
     bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
     last = [line for line in bar if line.startswith("Finding key tokens (2 documents)")][-1]
     total = passes(n, 32, 16) + passes(len(ev_tok(text + " more")["input_ids"]), 32, 16)
@@ -221,13 +239,20 @@ def test_cache_second_run_runs_no_evaluator(models, tmp_path):
         assert calls and len(list(tmp_path.glob("*.json"))) == 2
         calls.clear()
         loaded = []
-        second = key_tokens_for_texts(texts, "never-loaded", KeySettings(**SETTINGS), cache=cache, evaluator_id="ev",
-                                      loader=lambda name: loaded.append(name))
+        second = key_tokens_for_texts(
+            texts,
+            "never-loaded",
+            KeySettings(**SETTINGS),
+            cache=cache,
+            evaluator_id="ev",
+            loader=lambda name: loaded.append(name),
+        )
         assert not calls and not loaded
         assert [k.to_json() for k in second] == [k.to_json() for k in first]
         # any setting change is a different key
-        key_tokens_for_texts(texts[:1], (ev, ev_tok), KeySettings(**{**SETTINGS, "alpha": 0.6}), cache=cache,
-                             evaluator_id="ev")
+        key_tokens_for_texts(
+            texts[:1], (ev, ev_tok), KeySettings(**{**SETTINGS, "alpha": 0.6}), cache=cache, evaluator_id="ev"
+        )
         assert calls
     finally:
         hook.remove()
@@ -264,8 +289,9 @@ def test_short_start_bos_differs_and_is_cached_apart(models, text, tmp_path):
     assert found["text"].lcl == found["bos"].lcl and found["text"].lsd != found["bos"].lsd
     cache = KeyTokenCache(tmp_path)
     for s in ("text", "bos"):
-        got = key_tokens_for_texts([text], (ev, ev_tok), KeySettings(**SETTINGS, short_start=s), cache=cache,
-                                   evaluator_id="ev")
+        got = key_tokens_for_texts(
+            [text], (ev, ev_tok), KeySettings(**SETTINGS, short_start=s), cache=cache, evaluator_id="ev"
+        )
         assert got[0].lsd == found[s].lsd
     assert len(list(tmp_path.glob("*.json"))) == 2
     with pytest.raises(ValueError, match="short_start 'eos' is unknown; allowed: text, bos"):

@@ -8,8 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness.data.synthetic import synthetic_reports
-from harness.lsm.formulas import delta_distribution, length_range, sce
 from harness.lsm.estimator import lsm_direct, lsm_overlap
+from harness.lsm.formulas import delta_distribution, length_range, sce
 from harness.models.scoring import hidden_states
 
 

@@ -29,8 +29,11 @@ def test_weights_kv_cache_and_a_scoring_pass_by_hand():
     # (the normed input 64, q 64, k and v 32 each, k and v repeated to 4 heads 128, the output 64) and its MLP (the
     # residual and the normed input 64 each, gate activation, up and product 128 each); no mask (one unpadded row,
     # no sliding layer: SDPA's causal flag)
-    held, attention, mlp = 4 * (2 * H + 2 * D), 4 * (H + HEADS * D + 2 * KV * D + 2 * HEADS * D + HEADS * D), \
-        4 * (2 * H + 3 * I)
+    held, attention, mlp = (
+        4 * (2 * H + 2 * D),
+        4 * (H + HEADS * D + 2 * KV * D + 2 * HEADS * D + HEADS * D),
+        4 * (2 * H + 3 * I),
+    )
     assert (held, attention, mlp) == (640, 1536, 2048)
     # the head's phase: the last hidden states and the log-probabilities, beside one chunk of logits (2^23 floats at
     # 8 bytes: the head's output and the exponential); the larger of the two phases is the pass's peak
@@ -55,13 +58,16 @@ def test_a_sliding_window_model_holds_two_rope_tables_and_its_windows_mask():
     hd, inner = model.config.head_dim, model.config.intermediate_size
     work = layer_work(model)
     assert work.held == 4 * (2 * H + 2 * 2 * hd)
-    assert (work.attention, work.mlp) == (4 * (H + HEADS * hd + 2 * KV * hd + 2 * HEADS * hd + HEADS * hd),
-                                          4 * (2 * H + 3 * inner))
+    assert (work.attention, work.mlp) == (
+        4 * (H + HEADS * hd + 2 * KV * hd + 2 * HEADS * hd + HEADS * hd),
+        4 * (2 * H + 3 * inner),
+    )
     assert mask_bytes(model, 100) == 100 * 100 * (1 + 4)
     rows = MASK_BLOCK_ELEMENTS // 10_000
     assert mask_bytes(model, 10_000) == rows * (rows + 8) * (1 + 4)
     assert predicted_peak(model, 10_000, 1, None, "cpu") == 10_000 * work.held + max(
-        10_000 * work.attention + rows * (rows + 8) * 5, 10_000 * work.mlp)
+        10_000 * work.attention + rows * (rows + 8) * 5, 10_000 * work.mlp
+    )
     llama = tiny_causal_lm("llama")
     use_blocked_masks(llama)
     assert mask_bytes(llama, 10_000) == 0 and mask_bytes(llama, 10_000, batch=2) == MASK_BLOCK_ELEMENTS * 5
@@ -86,10 +92,14 @@ def test_a_generation_plans_the_prefill_cache_transformers_holds():
     model = tiny_causal_lm("gemma3_text", layers=3)
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
-        model(input_ids=(torch.arange(100) % model.config.vocab_size).unsqueeze(0), use_cache=True,
-              past_key_values=cache)
-    held = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for layer in cache.layers
-            for t in (layer.keys, layer.values)}
+        model(
+            input_ids=(torch.arange(100) % model.config.vocab_size).unsqueeze(0), use_cache=True, past_key_values=cache
+        )
+    held = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for layer in cache.layers
+        for t in (layer.keys, layer.values)
+    }
     assert sum(held.values()) == kv_cache_bytes(model, 100, whole=True)
     assert request_need(model, 100, budget=28).cache == kv_cache_bytes(model, 100, whole=True)
     assert request_need(model, 100, budget=500).cache == kv_cache_bytes(model, 600)
@@ -125,11 +135,14 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
     from harness.plan.cells import PlanCell
     from harness.plan.make import EvalSettings, with_memory
 
-    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                      tasks=["ppl_govreport"])
+    run = EvalSettings(
+        model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"}, tasks=["ppl_govreport"]
+    )
     model = meta_model(str(tiny_model_dir), "float32")
-    cells = [PlanCell("ppl_govreport", "-", (256,), (0,), scored_tokens=255),
-             PlanCell("ppl_govreport", "-", (60_000,), (0,), scored_tokens=59_999)]
+    cells = [
+        PlanCell("ppl_govreport", "-", (256,), (0,), scored_tokens=255),
+        PlanCell("ppl_govreport", "-", (60_000,), (0,), scored_tokens=59_999),
+    ]
 
     def held(n):
         work = request_need(model, n, scores=True).work
@@ -145,8 +158,10 @@ def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
     narrow = request_need(meta_model(str(tiny_model_dir), "bfloat16"), 60_000, scores=True).resident("cpu")
     from harness.core.sizes import in_words
 
-    assert misfits == [f"ppl_govreport -: needs {in_words(held(60_000))}, a small device has {in_words(room)}: "
-                       f"prompts up to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"]
+    assert misfits == [
+        f"ppl_govreport -: needs {in_words(held(60_000))}, a small device has {in_words(room)}: "
+        f"prompts up to {longest:,} tokens fit; dtype=bfloat16 needs {in_words(narrow)}"
+    ]
 
 
 def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, monkeypatch):
@@ -159,8 +174,9 @@ def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, 
     from harness.plan.make import EvalSettings, with_memory
 
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
-    run = EvalSettings(model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                      tasks=["ppl_govreport"])
+    run = EvalSettings(
+        model="vllm-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"}, tasks=["ppl_govreport"]
+    )
     model = meta_model(str(tiny_model_dir), "float32")
     weights, hidden, vocab = weight_bytes(model), model.config.hidden_size, model.config.vocab_size
     device = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=300 << 20)
@@ -170,7 +186,8 @@ def test_a_vllm_run_on_the_cpu_holds_two_engines_when_it_scores(tiny_model_dir, 
     assert scored.memory == (300 << 20) + CPU_OVERHEAD + 2 * (weights + GIB + profile) + 10_000 * hidden * 4
     [generated], _ = with_memory([PlanCell("niah", "4096", (4_000,), (64,))], run, device)
     assert generated.memory == (300 << 20) + CPU_OVERHEAD + weights + GIB + max(
-        request_need(model, 4_000, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT)
+        request_need(model, 4_000, scores=True).work, 256 * vocab * SAMPLER_BYTES_PER_LOGIT
+    )
 
 
 def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
@@ -182,7 +199,8 @@ def test_a_vllm_run_that_scores_on_one_gpu_is_told_to_share_it(tiny_model_dir):
     sized, misfits = with_memory([cell], EvalSettings("vllm-pic", args, ["ppl_govreport"]), parse_memory("h100"))
     assert not sized[0].fits and misfits == [
         "the run scores from hidden states: vllm-pic starts a pooling engine beside the generating one on h100, each "
-        "with gpu_memory_utilization=0.9: pass gpu_memory_utilization=0.45 (each cell's memory is one engine's)"]
+        "with gpu_memory_utilization=0.9: pass gpu_memory_utilization=0.45 (each cell's memory is one engine's)"
+    ]
     shared = EvalSettings("vllm-pic", {**args, "gpu_memory_utilization": 0.45}, ["ppl_govreport"])
     sized, misfits = with_memory([cell], shared, parse_memory("h100"))
     assert sized[0].fits and misfits == []
@@ -210,10 +228,10 @@ def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model
     import json
 
     from harness.longppl.formulas import EvaluatorRun
-    from harness.plan.cells import PlanCell
-    from harness.plan.make import EvalSettings, with_memory
     from harness.models.attention import MASK_BLOCK_ELEMENTS as BLOCK
     from harness.models.memory import CPU_HEAP_SLACK
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import EvalSettings, with_memory
 
     e = json.loads((tiny_model_dir / "config.json").read_text())
     g = json.loads((other_evaluator / "config.json").read_text())
@@ -223,15 +241,26 @@ def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model
     he, ie, de = e["hidden_size"], e["intermediate_size"], e["hidden_size"] // e["num_attention_heads"]
     qe, ke = e["num_attention_heads"] * de, e["num_key_value_heads"] * de
     layer_e = he * qe + 2 * he * ke + qe * he + 3 * he * ie + 2 * he
-    weights_e = 4 * (e["vocab_size"] * he + e["num_hidden_layers"] * layer_e + he
-                     + (0 if e["tie_word_embeddings"] else e["vocab_size"] * he) + 2 * (de // 2))
+    weights_e = 4 * (
+        e["vocab_size"] * he
+        + e["num_hidden_layers"] * layer_e
+        + he
+        + (0 if e["tie_word_embeddings"] else e["vocab_size"] * he)
+        + 2 * (de // 2)
+    )
     # the Gemma 3 evaluator: the same and q and k norms, four norms a layer, two rotaries (full and sliding), the
     # embeddings' scale
     hg, ig, dg = g["hidden_size"], g["intermediate_size"], g["head_dim"]
     qg, kg = g["num_attention_heads"] * dg, g["num_key_value_heads"] * dg
     layer_g = hg * qg + 2 * hg * kg + qg * hg + 2 * dg + 3 * hg * ig + 4 * hg
-    weights_g = 4 * (g["vocab_size"] * hg + g["num_hidden_layers"] * layer_g + hg
-                     + (0 if g["tie_word_embeddings"] else g["vocab_size"] * hg) + 2 * 2 * (dg // 2) + 1)
+    weights_g = 4 * (
+        g["vocab_size"] * hg
+        + g["num_hidden_layers"] * layer_g
+        + hg
+        + (0 if g["tie_word_embeddings"] else g["vocab_size"] * hg)
+        + 2 * 2 * (dg // 2)
+        + 1
+    )
     # a token's bytes: held (embeddings kept, hidden states, cos and sin of each RoPE), attention (normed input, q, k,
     # v, k and v repeated to every query head, output), MLP (residual, normed input, gate activation, up, product)
     held_e, attn_e, mlp_e = 4 * (2 * he + 2 * de), 4 * (he + qe + 2 * ke + 2 * qe + qe), 4 * (2 * he + 3 * ie)
@@ -252,19 +281,25 @@ def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model
     evaluator_work = max(gemma_pass(1, K + 5 * d), gemma_pass(4, K + d))
     # on the CPU a process holds CPU_HEAP_SLACK more than what its passes make (glibc's heap keeps freed blocks)
     cpu_phase = lambda weights, work: weights + work + int(CPU_HEAP_SLACK * work)  # noqa: E731
-    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                       tasks=["longppl_govreport"])
+    run = EvalSettings(
+        model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"}, tasks=["longppl_govreport"]
+    )
     runtime = 300 << 20
     cpu = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=runtime)
-    short, long = (PlanCell("longppl_govreport", "-", (n,), (0,), scored_tokens=n - 1, cached=False, helper=evaluator)
-                   for n in (1_000, 200_000))
+    short, long = (
+        PlanCell("longppl_govreport", "-", (n,), (0,), scored_tokens=n - 1, cached=False, helper=evaluator)
+        for n in (1_000, 200_000)
+    )
     cached = replace_cached(long)
     sized, misfits = with_memory([short, long, cached], run, cpu)
     assert misfits == []
     evaluator_phase, evaluated_phase = cpu_phase(weights_g, evaluator_work), cpu_phase(weights_e, llama_pass(200_000))
     assert cpu_phase(weights_e, llama_pass(1_000)) < evaluator_phase < evaluated_phase  # each phase counts once
-    assert [c.memory for c in sized] == [runtime + evaluator_phase, runtime + evaluated_phase,
-                                         runtime + evaluated_phase]
+    assert [c.memory for c in sized] == [
+        runtime + evaluator_phase,
+        runtime + evaluated_phase,
+        runtime + evaluated_phase,
+    ]
     # planned again against a run that recorded the evaluator: counted though its key tokens are cached now
     [again], _ = with_memory([replace_cached(short)], run, cpu, helpers_ran={(str(other_evaluator), "float32")})
     assert again.memory == runtime + evaluator_phase
@@ -290,9 +325,17 @@ def test_an_evaluator_whose_config_is_not_at_hand_leaves_the_cell_unsized(tiny_m
     from harness.plan.make import EvalSettings, with_memory
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    run = EvalSettings(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                       tasks=["longppl_govreport"])
-    from_the_hub = PlanCell("longppl_govreport", "-", (3000,), (0,), scored_tokens=2999, cached=False,
-                            helper=EvaluatorRun("no-such-org/no-such-evaluator", "auto", 3000, 1024, 256))
+    run = EvalSettings(
+        model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"}, tasks=["longppl_govreport"]
+    )
+    from_the_hub = PlanCell(
+        "longppl_govreport",
+        "-",
+        (3000,),
+        (0,),
+        scored_tokens=2999,
+        cached=False,
+        helper=EvaluatorRun("no-such-org/no-such-evaluator", "auto", 3000, 1024, 256),
+    )
     [sized], _ = with_memory([from_the_hub], run, DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0))
     assert sized.memory is None and sized.fits is None

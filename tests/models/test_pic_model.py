@@ -130,8 +130,15 @@ def test_dynamic_beam_search_matches_oracle(layout):
     """Beam search reorders the cache; the cached path must reorder its side buffers with it."""
     model = tiny_causal_lm("llama")
     ids, mask = _batch(batch=2, pads=(0, 6))
-    kwargs = dict(attention_mask=mask, max_new_tokens=30, num_beams=3, do_sample=False, pad_token_id=0,
-                  output_scores=True, return_dict_in_generate=True)
+    kwargs = dict(
+        attention_mask=mask,
+        max_new_tokens=30,
+        num_beams=3,
+        do_sample=False,
+        pad_token_id=0,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout, impl="reference")
     oracle = model.generate(input_ids=ids, **kwargs)
     apply_pic(model, "dynamic", ratio=4.0, initial=4, recent=8, layout=layout)
@@ -169,7 +176,9 @@ def test_remove_pic_restores_the_model(method):
 def test_pic_through_a_peft_adapter():
     peft = pytest.importorskip("peft")
     model = tiny_causal_lm("llama")
-    lora = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    lora = peft.get_peft_model(
+        model, peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
     ids, mask = _batch()
     pos, lengths = positions_from_mask(mask)
     g = dynamic_positions(pos, lengths[:, None], 2.0, initial=4, recent=8)
@@ -230,8 +239,13 @@ def _decode_vs_explicit_eq9(layers, impl, layout, steps=40):
     with torch.no_grad():
         logits, tokens = _decode_logits(model, ids, mask, steps=steps)
     return [
-        (step_logits[:, -1] - _explicit_eq9_last_logits(plain, torch.cat([ids, *tokens[:step]], dim=1), pads,
-                                                         **settings)).abs().max().item()
+        (
+            step_logits[:, -1]
+            - _explicit_eq9_last_logits(plain, torch.cat([ids, *tokens[:step]], dim=1), pads, **settings)
+        )
+        .abs()
+        .max()
+        .item()
         for step, step_logits in enumerate(logits)
     ]
 

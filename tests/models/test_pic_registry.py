@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from harness import Inference, apply_pic, pic_settings, remove_pic
-from harness.pic.variants import Variant, describe, evaluated_as
 from harness.core.errors import UsageError
-from harness.pic.methods import PIC_METHODS, PicMethod
 from harness.models.masks import positions_from_mask
+from harness.pic.methods import PIC_METHODS, PicMethod
+from harness.pic.variants import Variant, describe, evaluated_as
 from tests.conftest import tiny_causal_lm
 
 
@@ -24,9 +24,12 @@ def _knee(m, length, inference):
 @pytest.fixture
 def toy_methods():
     """Two toy methods, registered for one test and removed after it."""
-    added = {"knee": PicMethod("Knee PIC", fields=("ratio", "initial"), ids=_knee),
-             "squared": PicMethod("Squared-base PIC", symbol="s_b", ratio_label="base ratio",
-                                  base=lambda b, inf: b * inf.ratio ** 2)}
+    added = {
+        "knee": PicMethod("Knee PIC", fields=("ratio", "initial"), ids=_knee),
+        "squared": PicMethod(
+            "Squared-base PIC", symbol="s_b", ratio_label="base ratio", base=lambda b, inf: b * inf.ratio**2
+        ),
+    }
     PIC_METHODS.update(added)
     yield added
     for name in added:
@@ -89,9 +92,17 @@ def test_vllm_and_plots_follow_the_registry(toy_methods):
     for method in ("squared", "knee"):  # vLLM's PIC class applies any method from its registry entry
         assert vllm_pic_overrides(config, Inference(method, 3.0)) == {
             "architectures": ["PicLlamaForCausalLM"],
-            "pic_inference": {"pic": method, "pic_ratio": 3.0, "pic_initial": 4, "pic_recent": 200, "pic_layout": "paper"}}
-    points = [PicPoint({"pretrained": "/m/A", "pic": "knee", "pic_ratio": r, "pic_initial": 8}, 10.0 * r, 1.0)
-              for r in (2, 4)] + [PicPoint({"pretrained": "/m/A"}, 5.0, 1.0)]
+            "pic_inference": {
+                "pic": method,
+                "pic_ratio": 3.0,
+                "pic_initial": 4,
+                "pic_recent": 200,
+                "pic_layout": "paper",
+            },
+        }
+    points = [
+        PicPoint({"pretrained": "/m/A", "pic": "knee", "pic_ratio": r, "pic_initial": 8}, 10.0 * r, 1.0) for r in (2, 4)
+    ] + [PicPoint({"pretrained": "/m/A"}, 5.0, 1.0)]
     series = pic_series(points)
     assert [ratio for ratio, _ in series["A"]["knee"]["initial=8"]] == [1.0, 2.0, 4.0]
 

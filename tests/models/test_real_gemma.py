@@ -32,9 +32,16 @@ def test_registry_model_is_gemma3_270m_and_completes(gemma3, gemma3_dir):
     model, tokenizer = gemma3
     config = model.config
     assert type(model).__name__ == "Gemma3ForCausalLM" and config.model_type == "gemma3_text"
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-            config.head_dim, config.vocab_size, config.max_position_embeddings, config.sliding_window) == (
-        18, 640, 4, 1, 256, 262144, 32768, 512)
+    assert (
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.head_dim,
+        config.vocab_size,
+        config.max_position_embeddings,
+        config.sliding_window,
+    ) == (18, 640, 4, 1, 256, 262144, 32768, 512)
     assert [i for i, t in enumerate(config.layer_types) if t == "full_attention"] == [5, 11, 17]
     assert config.rope_parameters["full_attention"]["rope_theta"] == 1e6
     assert config.rope_parameters["sliding_attention"]["rope_theta"] == 1e4
@@ -46,19 +53,28 @@ def test_registry_model_is_gemma3_270m_and_completes(gemma3, gemma3_dir):
         # the GGUF's tokenizer facts (BOS added: what transformers 5.19's converter dropped), pinned; the probe
         from harness.models.catalogue import MODELS
 
-        assert marker["tokenizer"] == {"add_bos": True, "add_eos": False, "bos_token_id": 2, "eos_token_id": 1,
-                                       "pad_token_id": 0, "unk_token_id": 3}
+        assert marker["tokenizer"] == {
+            "add_bos": True,
+            "add_eos": False,
+            "bos_token_id": 2,
+            "eos_token_id": 1,
+            "pad_token_id": 0,
+            "unk_token_id": 3,
+        }
         assert MODELS["gemma3-270m"].pypi_probe.problems(gemma3_dir, model=model, tokenizer=tokenizer) == []
     # what the GGUF lacked, added: <end_of_turn> (106) ends generation, a Gemma turn template
     assert 106 in model.generation_config.eos_token_id and tokenizer.convert_ids_to_tokens(106) == "<end_of_turn>"
-    prompt = tokenizer.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
-                                           add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     assert prompt == "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
     # a base model: plain completion answers
     ids = tokenizer("Question: What is the capital of France?\nAnswer:", return_tensors="pt")
     assert ids["input_ids"][0, 0] == tokenizer.bos_token_id == 2
     out = model.generate(**ids, max_new_tokens=3, do_sample=False)
-    assert tokenizer.decode(out[0, ids["input_ids"].shape[1]:]).startswith(" Paris")
+    assert tokenizer.decode(out[0, ids["input_ids"].shape[1] :]).startswith(" Paris")
 
 
 @pytest.mark.parametrize("method", ["naive", "ntk", "dynamic"])
@@ -141,22 +157,35 @@ def test_ruler_niah_with_the_base_model_prompt(gemma3_dir):
     base model: the prompt ends with RULER's answer prefix). Observed: 8 of 8 needles found; each sample's
     score is RULER's rule recomputed here."""
     from lm_eval import simple_evaluate
+
     from harness.plugin.in_process import task_manager
 
-    metadata = {"pretrained": str(gemma3_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
-                "chat_template": False}
+    metadata = {
+        "pretrained": str(gemma3_dir),
+        "lengths": [1024],
+        "num_samples": 4,
+        "essays": str(ESSAYS),
+        "chat_template": False,
+    }
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
-        model="hf-pic", model_args={"pretrained": str(gemma3_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=task_manager(metadata=metadata, ours_only=True), batch_size=4,
-        log_samples=True, gen_kwargs={"max_gen_toks": 32})
+        model="hf-pic",
+        model_args={"pretrained": str(gemma3_dir), "dtype": "float32", "device": "cpu"},
+        tasks=tasks,
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+        batch_size=4,
+        log_samples=True,
+        gen_kwargs={"max_gen_toks": 32},
+    )
     found = 0
     for task in tasks:
         for sample in results["samples"][task]:
             context = sample["arguments"][0][0]
             assert "<start_of_turn>" not in context and context.rstrip().endswith(sample["doc"]["gen_prefix"].rstrip())
             output = sample["filtered_resps"][0].strip().lower()
-            expected = 100.0 * sum(r.lower() in output for r in sample["doc"]["outputs"]) / len(sample["doc"]["outputs"])
+            expected = (
+                100.0 * sum(r.lower() in output for r in sample["doc"]["outputs"]) / len(sample["doc"]["outputs"])
+            )
             assert sample["score"] == expected
             found += expected == 100.0
     assert found >= 7

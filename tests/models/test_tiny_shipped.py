@@ -58,10 +58,16 @@ def test_demo_models_on_another_isa_path_are_the_baselines(tmp_path):
 
 def test_only_the_shipped_arguments_are_shipped():
     assert tiny.shipped_model({**tiny._DEFAULTS, "train_steps": 300, "train_length": 128})[0] == "demo-model"
-    assert tiny.shipped_model({**tiny._DEFAULTS, "train_steps": 300, "train_length": 256, "seed": 1})[0] == \
-        "demo-evaluator"
-    for other in ({}, {"train_steps": 100}, {"train_steps": 300, "train_length": 128, "max_positions": 4096},
-                  {"train_steps": 300, "train_length": 256}):
+    assert (
+        tiny.shipped_model({**tiny._DEFAULTS, "train_steps": 300, "train_length": 256, "seed": 1})[0]
+        == "demo-evaluator"
+    )
+    for other in (
+        {},
+        {"train_steps": 100},
+        {"train_steps": 300, "train_length": 128, "max_positions": 4096},
+        {"train_steps": 300, "train_length": 256},
+    ):
         assert tiny.shipped_model({**tiny._DEFAULTS, **other}) is None
 
 
@@ -85,7 +91,8 @@ def test_the_package_data_carries_every_shipped_file():
     """pyproject's package-data for ``harness.models`` matches each file of the shipped folder (wheel installs)."""
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     patterns = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
-        "package-data"]["harness.models"]
+        "package-data"
+    ]["harness.models"]
     package = Path(tiny.__file__).parent
     shipped = [f.relative_to(package).as_posix() for f in tiny.SHIPPED_DIR.rglob("*") if f.is_file()]
     assert len(shipped) == 1 + 5 * len(tiny.SHIPPED)

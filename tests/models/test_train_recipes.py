@@ -11,14 +11,16 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.pic.variants import read_variant
 from harness.core.errors import UsageError
+from harness.pic.variants import read_variant
 from harness.train import trainer as train_run
 from harness.train.config import TrainConfig
 from harness.train.trainer import train_recipe
 
-WORDS = ("the agency said funding rose while costs fell and new rules apply to every program in the report "
-         "committee members reviewed budgets schedules and risks").split()
+WORDS = (
+    "the agency said funding rose while costs fell and new rules apply to every program in the report "
+    "committee members reviewed budgets schedules and risks"
+).split()
 
 
 def _sentence(rng: random.Random, n: int = 9) -> str:
@@ -29,8 +31,10 @@ def _sentence(rng: random.Random, n: int = 9) -> str:
 def data(tmp_path_factory):
     rng = random.Random(0)
     root = tmp_path_factory.mktemp("train-data")
-    rows = [{"instruction": f"Write report {i} on the program.", "response": " ".join(_sentence(rng) for _ in range(14))}
-            for i in range(10)]
+    rows = [
+        {"instruction": f"Write report {i} on the program.", "response": " ".join(_sentence(rng) for _ in range(14))}
+        for i in range(10)
+    ]
     texts = [{"text": " ".join(_sentence(rng) for _ in range(40))} for _ in range(6)]
     (root / "inst.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in texts))
@@ -48,19 +52,35 @@ RECIPES = {  # name -> (cfg overrides, data file)
     "sft": ({"recipe": "sft"}, "inst.jsonl"),
     "naive": ({"recipe": "pic-sft", "pic": "naive", "pic_ratio": 2.0}, "inst.jsonl"),
     "ntk": ({"recipe": "pic-sft", "pic": "ntk", "pic_ratio": 4.0}, "inst.jsonl"),
-    "dynamic": ({"recipe": "pic-sft", "pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 16,
-                 "segment_length": 32}, "inst.jsonl"),
+    "dynamic": (
+        {
+            "recipe": "pic-sft",
+            "pic": "dynamic",
+            "pic_ratio": 2.0,
+            "pic_initial": 4,
+            "pic_recent": 16,
+            "segment_length": 32,
+        },
+        "inst.jsonl",
+    ),
     "longce": ({"recipe": "longce", "seq_len": 128, "short_context": 48, "sliding_window": 16}, "texts.jsonl"),
     "lsm-reg": ({"recipe": "lsm-reg", "context_length": 64}, "texts.jsonl"),
-    "longrecipe": ({"recipe": "longrecipe", "target_length": 2048, "rope_base": 40000.0, "train_length": 120},
-                   "texts.jsonl"),
+    "longrecipe": (
+        {"recipe": "longrecipe", "target_length": 2048, "rope_base": 40000.0, "train_length": 120},
+        "texts.jsonl",
+    ),
 }
 
 
 def _config(tiny_model_dir, data, tmp_path, name, **extra) -> TrainConfig:
     overrides, data_file = RECIPES[name]
-    return TrainConfig.for_recipe(model=str(tiny_model_dir), data=str(data / data_file), output=str(tmp_path / name),
-                                  progress=False, **{**overrides, **extra})
+    return TrainConfig.for_recipe(
+        model=str(tiny_model_dir),
+        data=str(data / data_file),
+        output=str(tmp_path / name),
+        progress=False,
+        **{**overrides, **extra},
+    )
 
 
 @pytest.mark.parametrize("name", list(RECIPES))
@@ -114,7 +134,8 @@ def test_positions_seen_while_training(tiny_model_dir, data, tmp_path, monkeypat
         n = cos.shape[1]
         m = torch.arange(n, dtype=torch.float64)
         expected = {
-            "naive": (m / 2.0, base), "ntk": (m, base * 4.0),
+            "naive": (m / 2.0, base),
+            "ntk": (m, base * 4.0),
             # Eq. 9, l_c = the example's whole length: the middle compressed by 2
             "dynamic": (torch.where((m >= 4) & (m < n - 16), m / 2.0, m), base),
         }.get(name, (m, base))
@@ -149,9 +170,27 @@ def test_dynamic_split_examples_are_prefixes_with_the_loss_on_one_segment(tiny_m
 @pytest.mark.parametrize("name", ["dynamic", "ntk", "longce", "lsm-reg", "longrecipe"])
 def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, tmp_path, name, capsys):
     overrides, data_file = RECIPES[name]
-    argv = ["train", overrides["recipe"], "--model", str(tiny_model_dir), "--data", str(data / data_file),
-            "--output", str(tmp_path / name), "--max-steps", "8", "--lr", "3e-3", "--warmup", "0", "--heldout", "0.2",
-            "--save-steps", "4", "--quiet"]
+    argv = [
+        "train",
+        overrides["recipe"],
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        str(data / data_file),
+        "--output",
+        str(tmp_path / name),
+        "--max-steps",
+        "8",
+        "--lr",
+        "3e-3",
+        "--warmup",
+        "0",
+        "--heldout",
+        "0.2",
+        "--save-steps",
+        "4",
+        "--quiet",
+    ]
     for key, value in overrides.items():
         if key != "recipe":
             argv += [f"--{key.replace('_', '-')}", str(value)]
@@ -163,10 +202,13 @@ def test_recipe_lowers_heldout_loss_and_saves_its_variant(tiny_model_dir, data, 
     assert len((out / "loss_log.jsonl").read_text().splitlines()) == 8
     variant = read_variant(out)
     assert variant.base_model == str(tiny_model_dir) and variant == read_variant(out / "checkpoint-8")
-    expected = {"dynamic": ("pic-sft", {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 16}),
-                "ntk": ("pic-sft", {"pic": "ntk", "pic_ratio": 4.0}),
-                "longce": ("longce", {"pic": "none"}), "lsm-reg": ("lsm-reg", {"pic": "none"}),
-                "longrecipe": ("longrecipe", {"pic": "none", "rope_base": 40000.0})}[name]
+    expected = {
+        "dynamic": ("pic-sft", {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 16}),
+        "ntk": ("pic-sft", {"pic": "ntk", "pic_ratio": 4.0}),
+        "longce": ("longce", {"pic": "none"}),
+        "lsm-reg": ("lsm-reg", {"pic": "none"}),
+        "longrecipe": ("longrecipe", {"pic": "none", "rope_base": 40000.0}),
+    }[name]
     assert variant.recipe == expected[0]
     assert {k: variant.inference.to_variant_json()[k] for k in expected[1]} == expected[1]
     assert variant.settings["lr"] == 3e-3 and variant.settings["max_steps"] == 8
@@ -181,14 +223,32 @@ def test_a_diverging_run_says_so(tiny_model_dir, data, tmp_path, capsys):
     and stderr now say that the training diverged."""
     from harness.train.heldout import heldout_warning
 
-    assert heldout_warning(1.82, 111.0) == ("the held-out loss rose from 1.82 to 111 (x61): the training diverged; "
-                                            "lower --lr or raise --warmup before using this checkpoint")
+    assert heldout_warning(1.82, 111.0) == (
+        "the held-out loss rose from 1.82 to 111 (x61): the training diverged; "
+        "lower --lr or raise --warmup before using this checkpoint"
+    )
     assert heldout_warning(2.0, 2.9) is None and heldout_warning(2.0, 3.01) is not None  # the line: 1.5 x before
     assert "is nan after training" in heldout_warning(2.0, float("nan"))
     assert heldout_warning(None, 3.0) is None  # no held-out rows
-    argv = ["train", "sft", "--model", str(tiny_model_dir), "--data", str(data / RECIPES["sft"][1]),
-            "--output", str(tmp_path / "wild"), "--max-steps", "6", "--lr", "1e30", "--warmup", "0", "--heldout", "0.2",
-            "--quiet"]
+    argv = [
+        "train",
+        "sft",
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        str(data / RECIPES["sft"][1]),
+        "--output",
+        str(tmp_path / "wild"),
+        "--max-steps",
+        "6",
+        "--lr",
+        "1e30",
+        "--warmup",
+        "0",
+        "--heldout",
+        "0.2",
+        "--quiet",
+    ]
     capsys.readouterr()
     assert main(argv) == 2  # lr 1e30: the weights overflow, the held-out loss is no number: nothing usable is kept
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -201,8 +261,9 @@ def test_resume_continues_from_the_last_checkpoint(tiny_model_dir, data, tmp_pat
     train_recipe(first)
     with pytest.raises(UsageError, match="holds an earlier training run: add --resume"):
         train_recipe(_config(tiny_model_dir, data, tmp_path, "sft", max_steps=4, heldout=0.0))
-    summary = train_recipe(_config(tiny_model_dir, data, tmp_path, "sft", max_steps=4, save_steps=2, lr=3e-3,
-                                   heldout=0.0, resume=True))
+    summary = train_recipe(
+        _config(tiny_model_dir, data, tmp_path, "sft", max_steps=4, save_steps=2, lr=3e-3, heldout=0.0, resume=True)
+    )
     assert summary["steps"] == 4
     steps = [json.loads(line)["step"] for line in (tmp_path / "sft" / "loss_log.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]  # steps 1-2 from the first run, 3-4 after resuming from checkpoint-2
@@ -214,9 +275,30 @@ def test_merge_halves_the_adapter_and_averages_full_weights(tiny_model_dir, data
 
     adapter = tmp_path / "longrecipe"
     train_recipe(_config(tiny_model_dir, data, tmp_path, "longrecipe", max_steps=3, lr=1e-2, heldout=0.0))
-    assert main(["train", "merge", "--base", str(tiny_model_dir), "--tuned", str(adapter), "--output", str(tmp_path / "m1")]) == 0
-    assert main(["train", "merge", "--base", str(tiny_model_dir), "--tuned", str(adapter), "--output", str(tmp_path / "m2"),
-                 "--weights", "0.4", "0.7"]) == 0
+    assert (
+        main(
+            ["train", "merge", "--base", str(tiny_model_dir), "--tuned", str(adapter), "--output", str(tmp_path / "m1")]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "train",
+                "merge",
+                "--base",
+                str(tiny_model_dir),
+                "--tuned",
+                str(adapter),
+                "--output",
+                str(tmp_path / "m2"),
+                "--weights",
+                "0.4",
+                "0.7",
+            ]
+        )
+        == 0
+    )
     load = lambda: AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)  # noqa: E731
     original = load().state_dict()
     tuned = PeftModel.from_pretrained(load(), str(adapter)).merge_and_unload().state_dict()
@@ -225,8 +307,11 @@ def test_merge_halves_the_adapter_and_averages_full_weights(tiny_model_dir, data
         reference = load()
         reference.load_state_dict({k: l1 * original[k] + l2 * tuned[k] for k in original})
         merged_dir = tmp_path / folder
-        merged = (PeftModel.from_pretrained(load(), str(merged_dir)) if (merged_dir / "adapter_config.json").exists()
-                  else AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32))
+        merged = (
+            PeftModel.from_pretrained(load(), str(merged_dir))
+            if (merged_dir / "adapter_config.json").exists()
+            else AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32)
+        )
         with torch.no_grad():
             torch.testing.assert_close(merged(x).logits, reference(x).logits, atol=1e-5, rtol=1e-5)
         variant = read_variant(merged_dir)
@@ -237,34 +322,111 @@ def test_merge_halves_the_adapter_and_averages_full_weights(tiny_model_dir, data
 
 # The variant file's `settings` of each recipe, as `lch train` wrote them before the recipes had one config
 # class each (pinned: a record must not change when options move between classes).
-_TRAINING = {"data": "hf/ds", "max_length": None, "heldout": 0.1, "max_steps": -1, "batch_size": 1, "grad_accum": 1,
-             "seed": 0, "dtype": "float32"}
+_TRAINING = {
+    "data": "hf/ds",
+    "max_length": None,
+    "heldout": 0.1,
+    "max_steps": -1,
+    "batch_size": 1,
+    "grad_accum": 1,
+    "seed": 0,
+    "dtype": "float32",
+}
 _LORA = {"full": False, "lora_r": 8, "lora_alpha": 16, "lora_targets": "q_proj,k_proj,v_proj,o_proj"}
 _INSTRUCTIONS = {"chat_template": True, "prompt_field": "instruction", "response_field": "response"}
 SETTINGS = {  # name -> (options, recipe after check_config, settings)
-    "sft": ({"recipe": "sft"}, "sft", {**_TRAINING, **_LORA, **_INSTRUCTIONS,
-                                       "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0}),
-    "pic-sft-none": ({"recipe": "pic-sft"}, "sft", {**_TRAINING, **_LORA, **_INSTRUCTIONS,
-                                                    "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0}),
-    "pic-sft-dynamic": ({"recipe": "pic-sft", "pic": "dynamic", "segment_length": 64}, "pic-sft",
-                        {**_TRAINING, **_LORA, **_INSTRUCTIONS, "segment_length": 64,
-                         "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0}),
-    "sft-ntk-full": ({"recipe": "sft", "pic": "ntk", "full": True}, "pic-sft",
-                     {**_TRAINING, "full": True, **_INSTRUCTIONS,
-                      "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0}),
-    "longce": ({"recipe": "longce", "seq_len": 128, "lr": 1e-3}, "longce",
-               {**_TRAINING, **_LORA, "seq_len": 128, "gamma": 5.0, "short_context": 4096, "sliding_window": 1024,
-                "lr": 0.001, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0}),
-    "lsm-reg": ({"recipe": "lsm-reg", "context_length": 64}, "lsm-reg",
-                {**_TRAINING, **_LORA, "lam": 0.1, "context_length": 64, "delta": 16,
-                 "lr": 2e-05, "warmup": 20, "epochs": 1.0, "weight_decay": 0.0}),
-    "longrecipe": ({"recipe": "longrecipe", "target_length": 2048, "rope_base": 40000.0}, "longrecipe",
-                   {**_TRAINING, **_LORA, "stage": "extend", "target_length": 2048, "train_length": None,
-                    "max_skip": None, "top_fraction": 0.2, "extended_model": None,
-                    "lr": 5e-05, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.0}),
-    "longrecipe-replay": ({"recipe": "longrecipe", "stage": "replay", "init": "adapter", "rope_base": 40000.0},
-                          "longrecipe", {**_TRAINING, **_LORA, "stage": "replay", "seq_len": 1024,
-                                         "lr": 5e-06, "warmup": 0.1, "epochs": 1.0, "weight_decay": 0.1}),
+    "sft": (
+        {"recipe": "sft"},
+        "sft",
+        {**_TRAINING, **_LORA, **_INSTRUCTIONS, "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0},
+    ),
+    "pic-sft-none": (
+        {"recipe": "pic-sft"},
+        "sft",
+        {**_TRAINING, **_LORA, **_INSTRUCTIONS, "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0},
+    ),
+    "pic-sft-dynamic": (
+        {"recipe": "pic-sft", "pic": "dynamic", "segment_length": 64},
+        "pic-sft",
+        {
+            **_TRAINING,
+            **_LORA,
+            **_INSTRUCTIONS,
+            "segment_length": 64,
+            "lr": 5e-05,
+            "warmup": 0.1,
+            "epochs": 3.0,
+            "weight_decay": 0.0,
+        },
+    ),
+    "sft-ntk-full": (
+        {"recipe": "sft", "pic": "ntk", "full": True},
+        "pic-sft",
+        {**_TRAINING, "full": True, **_INSTRUCTIONS, "lr": 5e-05, "warmup": 0.1, "epochs": 3.0, "weight_decay": 0.0},
+    ),
+    "longce": (
+        {"recipe": "longce", "seq_len": 128, "lr": 1e-3},
+        "longce",
+        {
+            **_TRAINING,
+            **_LORA,
+            "seq_len": 128,
+            "gamma": 5.0,
+            "short_context": 4096,
+            "sliding_window": 1024,
+            "lr": 0.001,
+            "warmup": 20,
+            "epochs": 1.0,
+            "weight_decay": 0.0,
+        },
+    ),
+    "lsm-reg": (
+        {"recipe": "lsm-reg", "context_length": 64},
+        "lsm-reg",
+        {
+            **_TRAINING,
+            **_LORA,
+            "lam": 0.1,
+            "context_length": 64,
+            "delta": 16,
+            "lr": 2e-05,
+            "warmup": 20,
+            "epochs": 1.0,
+            "weight_decay": 0.0,
+        },
+    ),
+    "longrecipe": (
+        {"recipe": "longrecipe", "target_length": 2048, "rope_base": 40000.0},
+        "longrecipe",
+        {
+            **_TRAINING,
+            **_LORA,
+            "stage": "extend",
+            "target_length": 2048,
+            "train_length": None,
+            "max_skip": None,
+            "top_fraction": 0.2,
+            "extended_model": None,
+            "lr": 5e-05,
+            "warmup": 0.1,
+            "epochs": 1.0,
+            "weight_decay": 0.0,
+        },
+    ),
+    "longrecipe-replay": (
+        {"recipe": "longrecipe", "stage": "replay", "init": "adapter", "rope_base": 40000.0},
+        "longrecipe",
+        {
+            **_TRAINING,
+            **_LORA,
+            "stage": "replay",
+            "seq_len": 1024,
+            "lr": 5e-06,
+            "warmup": 0.1,
+            "epochs": 1.0,
+            "weight_decay": 0.1,
+        },
+    ),
 }
 
 
@@ -280,7 +442,9 @@ def test_variant_settings_of_each_recipe_are_unchanged(name):
 def test_an_option_of_another_recipe_or_an_unknown_recipe_is_refused():
     with pytest.raises(UsageError, match=r"^--stage is not an option of `lch train sft`$"):
         TrainConfig.for_recipe("sft", model="m", data="d", output="o", stage="replay")
-    with pytest.raises(UsageError, match=r"^recipe 'longsft' is unknown; allowed: sft, pic-sft, longce, lsm-reg, longrecipe$"):
+    with pytest.raises(
+        UsageError, match=r"^recipe 'longsft' is unknown; allowed: sft, pic-sft, longce, lsm-reg, longrecipe$"
+    ):
         TrainConfig.for_recipe("longsft", model="m", data="d", output="o")
     with pytest.raises(TypeError, match="is LongCEConfig: build it with TrainConfig.for_recipe"):
         TrainConfig(recipe="longce", model="m", data="d", output="o")

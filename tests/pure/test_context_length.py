@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from harness.metrics.context_length import (RULER_THRESHOLD, LengthPoint, effective_length,
-                                            relative_effective_length)
+from harness.metrics.context_length import RULER_THRESHOLD, LengthPoint, effective_length, relative_effective_length
 
 # 1k 95, 2k 90, 4k 80, 8k 88: the prefix rule stops at 4k (80 < 85.6) and does not count 8k's 88
-CURVE = [LengthPoint(8192, "8k", 88.0, 4.0, 25), LengthPoint(1024, "1k", 95.0, 2.0, 25),
-         LengthPoint(4096, "4k", 80.0, 4.0, 25), LengthPoint(2048, "2k", 90.0, 3.0, 25)]
+CURVE = [
+    LengthPoint(8192, "8k", 88.0, 4.0, 25),
+    LengthPoint(1024, "1k", 95.0, 2.0, 25),
+    LengthPoint(4096, "4k", 80.0, 4.0, 25),
+    LengthPoint(2048, "2k", 90.0, 3.0, 25),
+]
 
 
 def test_absolute_effective_length_is_the_longest_prefix_at_or_above_rulers_threshold():

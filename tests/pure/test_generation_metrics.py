@@ -64,12 +64,20 @@ def test_nltk_length_counts_punctuation():
 @needs_shared
 def test_hellobench_sample_score_hand_computed():
     weights = load_hellobench_weights(HELLO / "weighted_scores.txt")
-    assert set(weights) >= {"argumentative_writing", "keyword_writing", "roleplaying_writing",
-                            "screenplay_writing", "story_writing"}
+    assert set(weights) >= {
+        "argumentative_writing",
+        "keyword_writing",
+        "roleplaying_writing",
+        "screenplay_writing",
+        "story_writing",
+    }
     assert sum(weights["argumentative_writing"]) == pytest.approx(100.0)
     score = hellobench_sample_score("argumentative_writing", [0.75, 0.75, 0.5, 0.5, 0.5], weights)
-    expected = 0.75 * 18.302865025230115 + 0.75 * 24.50501277580138 + 0.5 * (
-        20.483643154138807 + 14.552018259438853 + 22.15646078539085)
+    expected = (
+        0.75 * 18.302865025230115
+        + 0.75 * 24.50501277580138
+        + 0.5 * (20.483643154138807 + 14.552018259438853 + 22.15646078539085)
+    )
     assert score == pytest.approx(expected) and hellobench_rescale(score) == pytest.approx(4 * (expected - 75))
 
 
@@ -78,8 +86,13 @@ def test_hellobench_score_recomputed_from_released_judgements():
     weights = load_hellobench_weights(HELLO / "weighted_scores.txt")
     category = {row["id"]: row["category"] for row in _jsonl(HELLO / "heuristic_text_generation_2k.jsonl")}
     judged = _jsonl(HELLO / "judgements_llama31_70b_htg_2k.jsonl")
-    samples = [(category[r["id"]], [e["evaluation_score"] for e in sorted(r["checklist_wise_evaluation"],
-               key=lambda e: e["checklist_id"])]) for r in judged]
+    samples = [
+        (
+            category[r["id"]],
+            [e["evaluation_score"] for e in sorted(r["checklist_wise_evaluation"], key=lambda e: e["checklist_id"])],
+        )
+        for r in judged
+    ]
     got = hellobench_task_score(samples, weights)
     # the reference aggregation written out: dot(weights[category], scores) per sample, mean over samples
     reference = np.mean([np.dot(weights[c], s) for c, s in samples])
@@ -92,11 +105,15 @@ def test_hellobench_score_recomputed_from_released_judgements():
 
 
 def test_checklist_parser_official_format_and_fallbacks():
-    official = '```json\n[{"checklist_id": "0", "reason": "ok", "evaluation_score": "0.75"},\n' \
-               '{"checklist_id": 1, "reason": "a \\\\ b", "evaluation_score": 1}]\n```'
+    official = (
+        '```json\n[{"checklist_id": "0", "reason": "ok", "evaluation_score": "0.75"},\n'
+        '{"checklist_id": 1, "reason": "a \\\\ b", "evaluation_score": 1}]\n```'
+    )
     assert parse_checklist_judgement(official, 2) == [0.75, 1.0]
-    chatty = "Here you go:\n[{'checklist_id': 1, 'reason': 'x', 'evaluation_score': 0.25}, " \
-             "{'checklist_id': 0, 'reason': 'y', 'evaluation_score': 0.5}]\nThanks!"
+    chatty = (
+        "Here you go:\n[{'checklist_id': 1, 'reason': 'x', 'evaluation_score': 0.25}, "
+        "{'checklist_id': 0, 'reason': 'y', 'evaluation_score': 0.5}]\nThanks!"
+    )
     assert parse_checklist_judgement(chatty, 2) == [0.5, 0.25]  # Python literal, ordered by id
     assert parse_checklist_judgement(official, 3) is None  # wrong number of items
     assert parse_checklist_judgement('[{"checklist_id": 0, "reason": "", "evaluation_score": 2}]', 1) is None
@@ -136,6 +153,8 @@ def test_shared_clean_average_follows_appendix_a():
     # a corrupted on 3 too: only sample 1 is clean for both; over the threshold each run keeps its own two
     both = {"a": {1: False, 2: False, 3: True}, "b": corrupted["b"]}
     assert {m: v["n_used"] for m, v in shared_clean_average(values, both).items()} == {"a": 2, "b": 2}
-    assert {m: (v["n_used"], v["used"]) for m, v in shared_clean_average(values, both, threshold=0.5).items()} == \
-        {"a": (1, 10.0), "b": (1, 1.0)}
+    assert {m: (v["n_used"], v["used"]) for m, v in shared_clean_average(values, both, threshold=0.5).items()} == {
+        "a": (1, 10.0),
+        "b": (1, 1.0),
+    }
     assert corrupted_ratio([True, False, False, False]) == 0.25 and math.isnan(corrupted_ratio([]))

@@ -45,7 +45,14 @@ def test_directions_and_roles_as_the_papers_define_them():
     assert {n for n in lower if metric_info(n).higher_is_better} == set()
     assert {n for n in higher if not metric_info(n).higher_is_better} == set()
     assert [metric_role(n) for n in ("ppl", "longppl", "lsm", "n_valid", "n_len_2k", "prompt_tokens", "len_2k")] == [
-        "perplexity", "perplexity", "score", "bookkeeping", "bookkeeping", "bookkeeping", "score"]
+        "perplexity",
+        "perplexity",
+        "score",
+        "bookkeeping",
+        "bookkeeping",
+        "bookkeeping",
+        "score",
+    ]
     assert metric_role("acc_norm") == "score" and metric_info("acc_norm") is None  # another package's metric
 
 
@@ -55,7 +62,8 @@ def test_a_task_metric_list_takes_its_direction_from_the_catalogue():
     pooled = object()
     assert described([{"metric": "ppl", "aggregation": pooled}, {"metric": "n_docs"}], "t") == [
         {"metric": "ppl", "aggregation": pooled, "higher_is_better": False},
-        {"metric": "n_docs", "higher_is_better": True}]
+        {"metric": "n_docs", "higher_is_better": True},
+    ]
     with pytest.raises(TypeError, match="metric 'pll' is not in harness/metrics/catalogue.py"):
         described([{"metric": "pll"}], "t")
     with pytest.raises(TypeError, match="says higher_is_better True, the catalogue False"):
@@ -93,8 +101,10 @@ def test_each_aggregation_declares_how_it_pools_over_documents():
     from harness.metrics.pooling import pools_as
     from harness.tasks.metric_lists import pooling_of
 
-    found = {(task, metric): pooling_of({"metric": metric, "aggregation": aggregation}, task)
-             for task, metric, aggregation in _yaml_aggregations()}
+    found = {
+        (task, metric): pooling_of({"metric": metric, "aggregation": aggregation}, task)
+        for task, metric, aggregation in _yaml_aggregations()
+    }
     assert found[("ppl_govreport", "ppl")] == "pooled_exp" and found[("ppl_govreport", "n_tokens")] == "sum"
     assert found[("longppl_govreport", "longppl")] == found[("longppl_govreport", "longppl_soft")] == "pooled_exp"
     assert found[("lsm_govreport", "lsm")] == "pooled"

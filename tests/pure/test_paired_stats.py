@@ -108,13 +108,23 @@ def test_minimum_detectable_effect_is_the_formula():
 def test_other_tests_are_scipys():
     a, b = _scores(np.random.default_rng(3), 30)
     assert paired_test(a, b, "t") == ("paired t", pytest.approx(stats.ttest_rel(b, a).pvalue, rel=1e-12))
-    assert paired_test(a, b) == ("Wilcoxon signed-rank",
-                                 pytest.approx(stats.wilcoxon(a, b, zero_method="zsplit").pvalue, rel=1e-12))
+    assert paired_test(a, b) == (
+        "Wilcoxon signed-rank",
+        pytest.approx(stats.wilcoxon(a, b, zero_method="zsplit").pvalue, rel=1e-12),
+    )
 
 
 def _no_nan(result) -> None:
-    for value in (result.mean_a, result.mean_b, result.delta, result.low, result.high, result.p_value, result.sd_diff,
-                  result.mde):
+    for value in (
+        result.mean_a,
+        result.mean_b,
+        result.delta,
+        result.low,
+        result.high,
+        result.p_value,
+        result.sd_diff,
+        result.mde,
+    ):
         assert value is None or math.isfinite(value)
 
 
@@ -122,23 +132,49 @@ def test_degenerate_cases_are_stated_values_never_nan():
     empty = paired_difference([], [])
     _no_nan(empty)
     assert (empty.n, empty.delta, empty.low, empty.high, empty.mde, empty.p_value, empty.test) == (
-        0, None, None, None, None, 1.0, "none (no pairs)")
+        0,
+        None,
+        None,
+        None,
+        None,
+        1.0,
+        "none (no pairs)",
+    )
     one = paired_difference([0.0], [100.0])
     _no_nan(one)
     assert (one.n, one.delta, one.low, one.high, one.interval, one.sd_diff, one.mde, one.p_value) == (
-        1, 100.0, 100.0, 100.0, "none", None, None, 1.0)
+        1,
+        100.0,
+        100.0,
+        100.0,
+        "none",
+        None,
+        None,
+        1.0,
+    )
     same = paired_difference([3.0, 1.0, 2.0], [3.0, 1.0, 2.0])
     _no_nan(same)
     assert (same.delta, same.low, same.high, same.sd_diff, same.mde, same.p_value, same.test) == (
-        0.0, 0.0, 0.0, 0.0, 0.0, 1.0, "none (no pair differs)")
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        1.0,
+        "none (no pair differs)",
+    )
     shifted = paired_difference([1.0, 2.0, 3.5, 4.0], [1.5, 2.5, 4.0, 4.5], test="t")  # every difference 0.5
     _no_nan(shifted)
     assert (shifted.low, shifted.high, shifted.sd_diff, shifted.mde) == (0.5, 0.5, 0.0, 0.0)
     assert (shifted.test, shifted.p_value) == ("sign test (constant difference)", pytest.approx(2 * 0.5**4))
     assert paired_difference([1.0, 2.0, 3.5, 4.0], [1.5, 2.5, 4.0, 4.5]).p_value == pytest.approx(2 * 0.5**4)
     flipped = paired_difference([100.0] * 5, [0.0] * 5)  # all five flipped: McNemar 2 * 0.5^5
-    assert (flipped.delta, flipped.low, flipped.high, flipped.p_value) == (-100.0, -100.0, -100.0,
-                                                                           pytest.approx(2 * 0.5**5))
+    assert (flipped.delta, flipped.low, flipped.high, flipped.p_value) == (
+        -100.0,
+        -100.0,
+        -100.0,
+        pytest.approx(2 * 0.5**5),
+    )
 
 
 def test_bad_arguments_are_refused():

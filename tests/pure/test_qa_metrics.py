@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
-from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers, first_sentence
 from harness.metrics.qa import em_f1, normalize_answer, rouge1_f1, string_match_all, string_match_part
+from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers, first_sentence
 from tests.conftest import SHARED_DATA
 
 BABILONG = SHARED_DATA / "babilong"
@@ -48,8 +48,13 @@ def _official_rule(target, output, question, labels):
 # compare_answers) the correct counts are these; they were counted with a separate script that re-implements
 # the official preprocess_output / compare_answers (including its no-op split on "Question") and agree
 # with the accuracies quoted for this fixture: 0.995, 0.842, 0.700, 0.974, 0.942.
-RELEASED_CORRECT = {"qa1": (995, 1000, 0.995), "qa2": (841, 999, 0.842), "qa3": (699, 999, 0.700),
-                    "qa4": (973, 999, 0.974), "qa5": (941, 999, 0.942)}
+RELEASED_CORRECT = {
+    "qa1": (995, 1000, 0.995),
+    "qa2": (841, 999, 0.842),
+    "qa3": (699, 999, 0.700),
+    "qa4": (973, 999, 0.974),
+    "qa5": (941, 999, 0.942),
+}
 
 
 @pytest.mark.skipif(not BABILONG.exists(), reason="../shared/data not present")

@@ -14,8 +14,11 @@ def test_a_text_that_fits_is_one_window():
 def test_long_text_by_hand():
     # window 10, stride 5: [0,10) scores 1..9; [5,15) scores 10..14; the last ends at 18 and starts at 8
     assert scoring_windows(18, 10) == [ScoringWindow(0, 10, 1), ScoringWindow(5, 15, 10), ScoringWindow(8, 18, 15)]
-    assert scoring_windows(20, 10, stride=8) == [ScoringWindow(0, 10, 1), ScoringWindow(8, 18, 10),
-                                                 ScoringWindow(10, 20, 18)]
+    assert scoring_windows(20, 10, stride=8) == [
+        ScoringWindow(0, 10, 1),
+        ScoringWindow(8, 18, 10),
+        ScoringWindow(10, 20, 18),
+    ]
 
 
 @pytest.mark.parametrize("n, window, stride", [(100, 16, None), (97, 16, 3), (33, 32, 31), (1000, 255, 127)])

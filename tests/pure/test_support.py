@@ -8,8 +8,11 @@ def test_a_score_rests_on_the_samples_left_after_the_skipped_ones():
     supports = [samples_support("em"), samples_support("f1")]
     values = {"em,none": 10.0, "f1,none": 12.8, "sample_len": 17, "n_skipped,none": 7}
     assert task_cautions("mrqa_newsqa", values, supports) == [
-        f"mrqa_newsqa: em rests on 10 samples, f1 on 10; fewer than 25 each: {SAMPLES_WHY}"]
+        f"mrqa_newsqa: em rests on 10 samples, f1 on 10; fewer than 25 each: {SAMPLES_WHY}"
+    ]
     assert task_cautions("t", {"em,none": 1.0, "sample_len": 17}, supports[:1]) == [
-        f"t/em rests on 17 samples, fewer than 25: {SAMPLES_WHY}"]
+        f"t/em rests on 17 samples, fewer than 25: {SAMPLES_WHY}"
+    ]
     assert task_cautions("t", {"em,none": 1.0, "sample_len": 30, "n_skipped,none": 30}, supports[:1]) == [
-        "t/em rests on no samples: it means nothing"]
+        "t/em rests on no samples: it means nothing"
+    ]

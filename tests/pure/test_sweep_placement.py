@@ -44,9 +44,11 @@ def test_fit_and_refusal_name_the_cell_its_need_and_the_largest_node():
     too_big = Need(1.0, 4 * GIB)
     assert refusal("m vanilla", too_big, 4 * GIB, nodes) == (
         "cell 'm vanilla' needs 4.0 GiB of memory (its plan's peak); the largest node (large) has 3.0 GiB: add a "
-        "larger node, or shorten the cell")
+        "larger node, or shorten the cell"
+    )
     assert "needs 2 CPU on one node" in refusal("m", Need(2.0, 0), None, nodes)
     gpu = [Node("g", 8, 100 * GIB, gpus=8, gpu_memory=80 * GIB)]
     assert refusal("m", need_of(90 * GIB, "hf-pic", {}, gpu), 90 * GIB, gpu).startswith(
-        "cell 'm' needs 90.0 GiB on one GPU; the largest GPU has 80.0 GiB")
+        "cell 'm' needs 90.0 GiB on one GPU; the largest GPU has 80.0 GiB"
+    )
     assert "needs 16 GPUs on one node" in refusal("m", Need(1.0, 0, 16.0), None, gpu)

@@ -45,8 +45,9 @@ def test_kept_pieces_by_hand():
         kept_pieces(ids, 5, "skip")
 
 
-@pytest.mark.parametrize("policy, words", [("left", "w5 w6 w7 w8 w9"), ("right", "w0 w1 w2 w3 w4"),
-                                            ("middle", "w0 w1 w2 w8 w9")])
+@pytest.mark.parametrize(
+    "policy, words", [("left", "w5 w6 w7 w8 w9"), ("right", "w0 w1 w2 w3 w4"), ("middle", "w0 w1 w2 w8 w9")]
+)
 def test_each_policy_removes_exactly_the_overflow_from_its_side_of_the_context(policy, words):
     fitted = fit(policy)
     assert fitted.text.split() == [*FIXED[0], *words.split(), *FIXED[1]]  # instruction, question, wrapper whole
@@ -88,10 +89,10 @@ def test_locate_context_inside_a_stripped_text_and_by_its_only_occurrence():
     parts = PromptParts("  Find it: ", CONTEXT, " Which?  ")
     stripped = f"<user>{parts.text.strip()}</user>"  # a template that strips the text's outer whitespace
     at = locate_context(stripped, parts)
-    assert stripped[at.start:at.end] == CONTEXT
+    assert stripped[at.start : at.end] == CONTEXT
     reordered = f"Which? first, then {CONTEXT}"  # the text not found whole: the context's only occurrence
     at = locate_context(reordered, PARTS)
-    assert reordered[at.start:at.end] == CONTEXT
+    assert reordered[at.start : at.end] == CONTEXT
     assert locate_context(f"{CONTEXT} and again {CONTEXT}", PARTS) is None  # twice, outside the text: ambiguous
 
 

@@ -18,20 +18,45 @@ ANSWERS_B = ["Paris"] + ["Rome"] * 5  # 5 of 6 differ: B is wrong where A was ri
 
 def _run(folder: Path, answers: list[str], logprobs: list[list[float]], ppl: float, model: str) -> Path:
     folder.mkdir(parents=True)
-    results = {"results": {"qa": {"alias": "qa", "score,none": 100.0 * sum(a == "Paris" for a in answers) / len(answers),
-                                  "score_stderr,none": "N/A"},
-                           "ppl_task": {"alias": "ppl_task", "ppl,none": ppl}},
-               "config": {"model": model, "model_args": {"pretrained": "none"}, "lch_evaluated_as": "standard inference"},
-               "configs": {"ppl_task": {"metadata": {"lch_metric_roles": {"ppl": "perplexity"}}}}}
+    results = {
+        "results": {
+            "qa": {
+                "alias": "qa",
+                "score,none": 100.0 * sum(a == "Paris" for a in answers) / len(answers),
+                "score_stderr,none": "N/A",
+            },
+            "ppl_task": {"alias": "ppl_task", "ppl,none": ppl},
+        },
+        "config": {"model": model, "model_args": {"pretrained": "none"}, "lch_evaluated_as": "standard inference"},
+        "configs": {"ppl_task": {"metadata": {"lch_metric_roles": {"ppl": "perplexity"}}}},
+    }
     (folder / f"results_{STAMP}.json").write_text(json.dumps(results))
-    qa = [{"doc_id": i, "doc_hash": f"h{i}", "resps": [[f"The answer is {a}."]], "filtered_resps": [f"The answer is {a}."],
-           "metrics": ["score"], "score": 100.0 if a == "Paris" else 0.0} for i, a in enumerate(answers)]
+    qa = [
+        {
+            "doc_id": i,
+            "doc_hash": f"h{i}",
+            "resps": [[f"The answer is {a}."]],
+            "filtered_resps": [f"The answer is {a}."],
+            "metrics": ["score"],
+            "score": 100.0 if a == "Paris" else 0.0,
+        }
+        for i, a in enumerate(answers)
+    ]
     (folder / f"samples_qa_{STAMP}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in qa))
     rows = []
     for i, lp in enumerate(logprobs):
         response = {"token_ids": list(range(len(lp) + 1)), "logprobs": lp, "offsets": None}
-        rows.append({"doc_id": i, "doc_hash": f"d{i}", "resps": [[str(response)]], "filtered_resps": [str(response)],
-                     "metrics": ["ppl", "n_tokens"], "ppl": [-sum(lp), len(lp)], "n_tokens": len(lp)})
+        rows.append(
+            {
+                "doc_id": i,
+                "doc_hash": f"d{i}",
+                "resps": [[str(response)]],
+                "filtered_resps": [str(response)],
+                "metrics": ["ppl", "n_tokens"],
+                "ppl": [-sum(lp), len(lp)],
+                "n_tokens": len(lp),
+            }
+        )
     (folder / f"samples_ppl_task_{STAMP}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
@@ -65,12 +90,18 @@ def test_differences_tests_and_verdict(runs):
     assert not report["agrees"]
     assert qa.exact_match == pytest.approx(1 / 6) and len(qa.divergences) == 5
     first = qa.divergences[0]
-    assert (first.doc_id, first.unit, first.index, first.a, first.b, first.context) == (1, "char", 14, "P", "R",
-                                                                                       "The answer is ")
+    assert (first.doc_id, first.unit, first.index, first.a, first.b, first.context) == (
+        1,
+        "char",
+        14,
+        "P",
+        "R",
+        "The answer is ",
+    )
     score = qa.scores[0]
     # McNemar, exact: 5 discordant pairs all one way -> two-sided p = 2 * 0.5 ** 5
     assert (score.metric, score.mean_a, score.mean_b, score.test) == ("score", 100.0, 100 / 6, "McNemar (exact)")
-    assert score.p_value == pytest.approx(2 * 0.5 ** 5)
+    assert score.p_value == pytest.approx(2 * 0.5**5)
     assert qa.metrics["score"]["delta"] == pytest.approx(100 / 6 - 100.0)
     # log-probs: the largest difference is document 4's, 0.2 * 5
     assert ppl.max_logprob_diff == pytest.approx(1.0) and ppl.mean_logprob_diff == pytest.approx(0.3)
@@ -93,10 +124,17 @@ def test_divergence_in_tokens(runs, tiny_model_dir):
     a, b, _ = runs
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     first = next(t for t in agreement(a, b, tokenizer=tok)["tasks"] if t.task == "qa").divergences[0]
-    ids_a, ids_b = tok.encode("The answer is Paris.", add_special_tokens=False), tok.encode("The answer is Rome.",
-                                                                                            add_special_tokens=False)
+    ids_a, ids_b = (
+        tok.encode("The answer is Paris.", add_special_tokens=False),
+        tok.encode("The answer is Rome.", add_special_tokens=False),
+    )
     k = next(i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if x != y)
-    assert (first.unit, first.index, first.a, first.b) == ("token", k, tok.decode(ids_a[k:k + 1]), tok.decode(ids_b[k:k + 1]))
+    assert (first.unit, first.index, first.a, first.b) == (
+        "token",
+        k,
+        tok.decode(ids_a[k : k + 1]),
+        tok.decode(ids_b[k : k + 1]),
+    )
 
 
 def test_cli_exit_codes_and_files(runs, tmp_path, capsys):
@@ -116,8 +154,24 @@ def test_cli_exit_codes_and_files(runs, tmp_path, capsys):
     results_b.write_text(json.dumps(data))
     assert main(["agree", str(a), str(b), "--tokenizer", "none", "-o", str(tmp_path / "differ")]) == 1
     assert "- caution (B): qa/score rests on 6 samples, fewer than 25: ...\n" in (tmp_path / "differ.md").read_text()
-    assert main(["agree", str(a), str(b), "--tokenizer", "none", "--min-exact-match", "0.1", "--max-logprob-diff", "2",
-                 "--max-rel-diff", "0.9"]) == 0
+    assert (
+        main(
+            [
+                "agree",
+                str(a),
+                str(b),
+                "--tokenizer",
+                "none",
+                "--min-exact-match",
+                "0.1",
+                "--max-logprob-diff",
+                "2",
+                "--max-rel-diff",
+                "0.9",
+            ]
+        )
+        == 0
+    )
 
 
 def test_a_metric_that_could_not_be_computed_agrees_with_nothing(tmp_path):
@@ -128,7 +182,8 @@ def test_a_metric_that_could_not_be_computed_agrees_with_nothing(tmp_path):
     report = agreement(a, tmp_path / "b")
     ppl_task = next(t for t in report["tasks"] if t.task == "ppl_task")
     assert not report["agrees"] and ppl_task.reasons == [
-        "ppl is 3.0 (A) vs nan (B): a value that could not be computed agrees with nothing"]
+        "ppl is 3.0 (A) vs nan (B): a value that could not be computed agrees with nothing"
+    ]
     assert agreement(a, tmp_path / "c")["agrees"]
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from harness.cli import main
 from harness.core.errors import EXIT_NOT_COMPARABLE, UsageError
+from harness.core.results import RUN as KEY
+from harness.core.run_record import FIELDS, RunRecord
 from harness.reporting.comparability import (
     SAME_MODEL,
     SIDE_BY_SIDE,
@@ -18,8 +20,6 @@ from harness.reporting.comparability import (
     differences,
     parse_allow,
 )
-from harness.core.results import RUN as KEY
-from harness.core.run_record import FIELDS, RunRecord
 
 STAMP = "2026-01-01T00-00-00.000001"
 SMOL = "LlamaForCausalLM (30 layers, hidden 576, vocab 49152)"
@@ -27,26 +27,52 @@ GEMMA = "Gemma3ForCausalLM (18 layers, hidden 640, vocab 262144)"
 
 
 def _record(**fields: str) -> dict:
-    base = {"engine": "hf-pic", "dtype": "float32", "device": "cpu", "max_length": "8192",
-            "inference": "standard inference", "model": "sha256:" + "a" * 64, "architecture": SMOL,
-            "libraries": "torch 2.13.0, transformers 5.24.0"}
+    base = {
+        "engine": "hf-pic",
+        "dtype": "float32",
+        "device": "cpu",
+        "max_length": "8192",
+        "inference": "standard inference",
+        "model": "sha256:" + "a" * 64,
+        "architecture": SMOL,
+        "libraries": "torch 2.13.0, transformers 5.24.0",
+    }
     return {**base, **fields}
 
 
 def _run(folder: Path, record: dict | None, ppl: float = 3.0, date: float = 1.0, pretrained: str = "m") -> Path:
     """A results file (and one samples file) as lm-eval writes them, with our run record under config.lch_run."""
     folder.mkdir(parents=True)
-    config = {"model": (record or {}).get("engine", "hf"), "model_args": {"pretrained": pretrained}, "batch_size": 1,
-              "device": "cuda:0", "random_seed": 0, "numpy_seed": 1234, "torch_seed": 1234, "fewshot_seed": 1234}
+    config = {
+        "model": (record or {}).get("engine", "hf"),
+        "model_args": {"pretrained": pretrained},
+        "batch_size": 1,
+        "device": "cuda:0",
+        "random_seed": 0,
+        "numpy_seed": 1234,
+        "torch_seed": 1234,
+        "fewshot_seed": 1234,
+    }
     if record is not None:
         config[KEY] = record
-    results = {"results": {"ppl_task": {"alias": "ppl_task", "ppl,none": ppl}}, "higher_is_better":
-               {"ppl_task": {"ppl": False}}, "config": config, "date": date, "chat_template": None,
-               "chat_template_sha": None}
+    results = {
+        "results": {"ppl_task": {"alias": "ppl_task", "ppl,none": ppl}},
+        "higher_is_better": {"ppl_task": {"ppl": False}},
+        "config": config,
+        "date": date,
+        "chat_template": None,
+        "chat_template_sha": None,
+    }
     (folder / f"results_{STAMP}.json").write_text(json.dumps(results))
     response = {"token_ids": [1, 2, 3], "logprobs": [-1.0, -2.0], "offsets": None}
-    row = {"doc_id": 0, "doc_hash": "d0", "resps": [[str(response)]], "filtered_resps": [str(response)],
-           "metrics": ["ppl"], "ppl": [3.0, 2]}
+    row = {
+        "doc_id": 0,
+        "doc_hash": "d0",
+        "resps": [[str(response)]],
+        "filtered_resps": [str(response)],
+        "metrics": ["ppl"],
+        "ppl": [3.0, 2],
+    }
     (folder / f"samples_ppl_task_{STAMP}.jsonl").write_text(json.dumps(row) + "\n")
     return folder
 
@@ -55,10 +81,20 @@ def test_the_record_reads_ours_and_lm_evals_fields_and_leaves_the_unrecorded_unk
     folder = _run(tmp_path / "a", _record(adapter="sha256:" + "b" * 64))
     data = json.loads(next(folder.glob("results_*.json")).read_text())
     record = RunRecord.from_results(data)
-    assert record == RunRecord(engine="hf-pic", dtype="float32", device="cpu", max_length="8192",
-                               inference="standard inference", model="sha256:" + "a" * 64, architecture=SMOL,
-                               adapter="sha256:" + "b" * 64, libraries="torch 2.13.0, transformers 5.24.0",
-                               batch_size="1", seed="0/1234/1234/1234", chat_template="none")
+    assert record == RunRecord(
+        engine="hf-pic",
+        dtype="float32",
+        device="cpu",
+        max_length="8192",
+        inference="standard inference",
+        model="sha256:" + "a" * 64,
+        architecture=SMOL,
+        adapter="sha256:" + "b" * 64,
+        libraries="torch 2.13.0, transformers 5.24.0",
+        batch_size="1",
+        seed="0/1234/1234/1234",
+        chat_template="none",
+    )
     # lm-eval's own model classes record none of ours: unknown, never a guess (lm-eval's --device is not read)
     bare = RunRecord.from_results({"config": {"model": "hf", "device": "cuda:0", "batch_size": "auto"}})
     assert bare == RunRecord(batch_size="auto")
@@ -75,8 +111,10 @@ def test_differences_name_each_field_with_its_values_and_runs():
     assert differences({"A": a, "old": unknown}, SAME_MODEL) == []  # an unrecorded field is not compared
     with pytest.raises(NotComparable) as err:
         check_comparable({"A": a, "B": b}, SAME_MODEL)
-    assert str(err.value) == ("not comparable: dtype float32 (A) vs bfloat16 (B) (compare runs made alike, or pass "
-                              "--allow dtype to compare them anyway)")
+    assert str(err.value) == (
+        "not comparable: dtype float32 (A) vs bfloat16 (B) (compare runs made alike, or pass "
+        "--allow dtype to compare them anyway)"
+    )
     assert err.value.exit_code == EXIT_NOT_COMPARABLE == 3
     # runs side by side: other models on purpose, but the same dtype
     other = RunRecord(**_record(model="sha256:" + "c" * 64, architecture=GEMMA, dtype="bfloat16"))
@@ -91,8 +129,10 @@ def test_lch_agree_refuses_runs_in_two_dtypes_before_any_verdict(tmp_path, capsy
     vllm = _run(tmp_path / "vllm", _record(engine="vllm-pic", dtype="bfloat16", libraries="vllm 0.32.0"))
     assert main(["agree", str(hf), str(vllm), "--tokenizer", "none"]) == 3
     err = capsys.readouterr().err.strip()
-    assert err == ("lch: error: not comparable: dtype float32 (A) vs bfloat16 (B) (compare runs made alike, or pass "
-                   "--allow dtype to compare them anyway)")
+    assert err == (
+        "lch: error: not comparable: dtype float32 (A) vs bfloat16 (B) (compare runs made alike, or pass "
+        "--allow dtype to compare them anyway)"
+    )
     # deliberately: the comparison runs, and the report says what differed
     assert main(["agree", str(hf), str(vllm), "--tokenizer", "none", "--allow", "dtype"]) == 0
     out = capsys.readouterr().out
@@ -110,14 +150,30 @@ def test_lch_agree_refuses_two_models(tmp_path, capsys):
 
 def test_leaderboard_correlate_and_plot_refuse_runs_in_two_dtypes(tmp_path, capsys):
     _run(tmp_path / "runs" / "a", _record(), date=1.0)
-    _run(tmp_path / "runs" / "b", _record(model="sha256:" + "c" * 64, architecture=GEMMA, dtype="bfloat16"),
-         date=2.0, pretrained="g")
+    _run(
+        tmp_path / "runs" / "b",
+        _record(model="sha256:" + "c" * 64, architecture=GEMMA, dtype="bfloat16"),
+        date=2.0,
+        pretrained="g",
+    )
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(tmp_path / "runs"), "-o", str(out)]) == 3
     assert "not comparable: dtype float32 (" in capsys.readouterr().err and not out.exists()
     assert main(["leaderboard", str(tmp_path / "runs"), "-o", str(out), "--allow", "dtype"]) == 0 and out.exists()
-    assert main(["correlate", str(tmp_path / "runs"), "--matrix", "ppl_task/ppl", "ppl_task/ppl", "-o",
-                 str(tmp_path / "corr")]) == 3
+    assert (
+        main(
+            [
+                "correlate",
+                str(tmp_path / "runs"),
+                "--matrix",
+                "ppl_task/ppl",
+                "ppl_task/ppl",
+                "-o",
+                str(tmp_path / "corr"),
+            ]
+        )
+        == 3
+    )
     assert main(["plot", "context", str(tmp_path / "runs"), "--task", "ppl_task", "-o", str(tmp_path / "p.png")]) == 3
     assert not (tmp_path / "corr").exists() and not (tmp_path / "p.png").exists()
 
@@ -134,8 +190,10 @@ def test_regress_refuses_a_baseline_of_another_configuration(tmp_path, capsys):
     capsys.readouterr()
     junit = tmp_path / "junit.xml"
     assert main(["regress", str(gemma), "--baseline", str(baseline), "--junit", str(junit)]) == 3
-    line = (f"not comparable: architecture {SMOL} (baseline) vs {GEMMA} (run) (compare runs made alike, or "
-            "pass --allow-mismatch to compare them anyway)")
+    line = (
+        f"not comparable: architecture {SMOL} (baseline) vs {GEMMA} (run) (compare runs made alike, or "
+        "pass --allow-mismatch to compare them anyway)"
+    )
     assert capsys.readouterr().err.strip() == f"lch: error: {line}"
     import xml.etree.ElementTree as ET
 
@@ -156,15 +214,19 @@ def test_task_options_are_compared_after_conversion():
     assert comparable_configuration(counted["lch_ruler_niah_single_1"]) == {"lengths": [1024, 2048], "num_samples": 4}
     other = {"lch_ruler_niah_single_1": {"lengths": [1024, 4096], "num_samples": 4}}
     assert configuration_differences({"a": spelled, "b": other}) == [
-        "lch_ruler_niah_single_1: lengths [1024, 2048] (a) vs [1024, 4096] (b)"]
+        "lch_ruler_niah_single_1: lengths [1024, 2048] (a) vs [1024, 4096] (b)"
+    ]
     # an older results file recorded the HF dataset it did not read beside local data_files: the same documents
-    older = {"ppl_govreport": {"data_files": "essays", "hf_dataset": "ccdv/govreport-summarization", "hf_split": "test"}}
+    older = {
+        "ppl_govreport": {"data_files": "essays", "hf_dataset": "ccdv/govreport-summarization", "hf_split": "test"}
+    }
     newer = {"ppl_govreport": {"data_files": "essays"}}
     assert configuration_differences({"old": older, "new": newer}) == []
     hub = {"ppl_govreport": {"hf_dataset": "ccdv/govreport-summarization", "hf_split": "test"}}
     assert configuration_differences({"hub": hub, "new": newer}) == [
         "ppl_govreport: data_files unset (hub) vs essays (new), hf_dataset ccdv/govreport-summarization (hub) vs unset "
-        "(new), hf_split test (hub) vs unset (new)"]
+        "(new), hf_split test (hub) vs unset (new)"
+    ]
 
 
 def _with_options(folder: Path, options: dict) -> None:
@@ -178,12 +240,14 @@ def _with_options(folder: Path, options: dict) -> None:
 def test_every_report_refuses_runs_with_and_without_a_chat_template_and_other_task_options(tmp_path, capsys):
     # two models, one run through its chat template (the digest our models record), one without
     _run(tmp_path / "runs" / "a", _record(chat_template="none"), date=1.0)
-    _run(tmp_path / "runs" / "b", _record(model="sha256:" + "c" * 64, chat_template="ab" * 32), date=2.0,
-         pretrained="g")
-    commands = [["leaderboard", str(tmp_path / "runs"), "-o", str(tmp_path / "board.csv")],
-                ["correlate", str(tmp_path / "runs"), "--matrix", "ppl_task/ppl", "ppl_task/ppl", "-o",
-                 str(tmp_path / "corr")],
-                ["plot", "context", str(tmp_path / "runs"), "--task", "ppl_task", "-o", str(tmp_path / "p.png")]]
+    _run(
+        tmp_path / "runs" / "b", _record(model="sha256:" + "c" * 64, chat_template="ab" * 32), date=2.0, pretrained="g"
+    )
+    commands = [
+        ["leaderboard", str(tmp_path / "runs"), "-o", str(tmp_path / "board.csv")],
+        ["correlate", str(tmp_path / "runs"), "--matrix", "ppl_task/ppl", "ppl_task/ppl", "-o", str(tmp_path / "corr")],
+        ["plot", "context", str(tmp_path / "runs"), "--task", "ppl_task", "-o", str(tmp_path / "p.png")],
+    ]
     for command in commands:
         assert main(command) == 3
         assert f"not comparable: chat_template none ({tmp_path / 'runs' / 'a'}" in capsys.readouterr().err
@@ -216,6 +280,9 @@ def test_the_chat_template_field_is_known_only_inside_a_run():
     with asking_chat_template(None):
         assert chat_template_field(template) == "none"
     with asking_chat_template(True):  # lm-eval's chat_template_sha of the same text
-        assert chat_template_field(template) == hash_string("{{ messages }}") == (
-            "f24189f08c85a1eb19a737306c3a13e85462ee33d964f28108d64a2485fa2171")
+        assert (
+            chat_template_field(template)
+            == hash_string("{{ messages }}")
+            == ("f24189f08c85a1eb19a737306c3a13e85462ee33d964f28108d64a2485fa2171")
+        )
     assert chat_template_field(template) is None

@@ -19,16 +19,43 @@ TASK = "lch_ruler_niah_single_1"
 
 def _runs(root: Path) -> Path:
     dirs = {TASK: {"score": True}}
-    write_run(root / "vanilla", {"pretrained": "/m/Llama"}, 1.0, {TASK: {
-        "score,none": 70.0, "len_1024,none": 80.0, "n_len_1024,none": 5, "len_2048,none": 60.0,
-        "depth_0_len_1024,none": 100.0, "n_depth_0_len_1024,none": 2, "depth_0_len_1024_stderr,none": 0.0,
-        "depth_50_len_1024,none": 66.66666666666667, "n_depth_50_len_1024,none": 3,
-        "depth_100_len_2048,none": 0.0, "n_depth_100_len_2048,none": 1, "depth_100_len_2048_stderr,none": "N/A",
-        "depth_25_len_2048,none": float("nan")}}, dirs)  # NaN: a missing value, never a cell
-    write_run(root / "dyn", {"pretrained": "/m/Llama", "pic": "dynamic", "pic_ratio": 4}, 2.0, {TASK: {
-        "depth_75_len_2048,none": 50.0, "n_depth_75_len_2048,none": 4}}, dirs)
-    write_run(root / "ppl", {"pretrained": "/m/Other"}, 3.0, {"ppl_govreport": {"ppl,none": 5.0}},
-              {"ppl_govreport": {"ppl": False}})
+    write_run(
+        root / "vanilla",
+        {"pretrained": "/m/Llama"},
+        1.0,
+        {
+            TASK: {
+                "score,none": 70.0,
+                "len_1024,none": 80.0,
+                "n_len_1024,none": 5,
+                "len_2048,none": 60.0,
+                "depth_0_len_1024,none": 100.0,
+                "n_depth_0_len_1024,none": 2,
+                "depth_0_len_1024_stderr,none": 0.0,
+                "depth_50_len_1024,none": 66.66666666666667,
+                "n_depth_50_len_1024,none": 3,
+                "depth_100_len_2048,none": 0.0,
+                "n_depth_100_len_2048,none": 1,
+                "depth_100_len_2048_stderr,none": "N/A",
+                "depth_25_len_2048,none": float("nan"),
+            }
+        },
+        dirs,
+    )  # NaN: a missing value, never a cell
+    write_run(
+        root / "dyn",
+        {"pretrained": "/m/Llama", "pic": "dynamic", "pic_ratio": 4},
+        2.0,
+        {TASK: {"depth_75_len_2048,none": 50.0, "n_depth_75_len_2048,none": 4}},
+        dirs,
+    )
+    write_run(
+        root / "ppl",
+        {"pretrained": "/m/Other"},
+        3.0,
+        {"ppl_govreport": {"ppl,none": 5.0}},
+        {"ppl_govreport": {"ppl": False}},
+    )
     return root
 
 
@@ -38,15 +65,20 @@ def test_cells_are_read_from_the_results(tmp_path):
     grids = depth_grids(runs, TASK)
     assert list(grids) == ["Llama · base model", "Llama · Dynamic PIC (s_cr 4, l_ic 4, l_rc 200)"]  # no ppl run
     assert [(c.depth, c.tokens, c.length, c.score, c.n) for c in grids["Llama · base model"]] == [
-        (0, 1024, "1024", 100.0, 2), (50, 1024, "1024", pytest.approx(66.667, abs=1e-3), 3), (100, 2048, "2048", 0.0, 1)]
+        (0, 1024, "1024", 100.0, 2),
+        (50, 1024, "1024", pytest.approx(66.667, abs=1e-3), 3),
+        (100, 2048, "2048", 0.0, 1),
+    ]
     table = depth_table(TASK, grids)
-    assert table[:7] == [f"{TASK} | Llama · base model",
-                         "depth  1024         2048",
-                         "0%     100 (n=2)    -",
-                         "25%    -            -",
-                         "50%    66.67 (n=3)  -",
-                         "75%    -            -",
-                         "100%   -            0 (n=1)"]
+    assert table[:7] == [
+        f"{TASK} | Llama · base model",
+        "depth  1024         2048",
+        "0%     100 (n=2)    -",
+        "25%    -            -",
+        "50%    66.67 (n=3)  -",
+        "75%    -            -",
+        "100%   -            0 (n=1)",
+    ]
 
 
 def test_the_heat_map_draws_each_cell_with_its_n_and_leaves_empty_cells_blank(tmp_path):

@@ -28,6 +28,7 @@ def dims(*scores: int) -> dict:
 def grader(grades: dict):
     """``CannedJudge`` grade function: the response ``text <i> <pic>`` picks ``grades[(pic, i)]`` (None:
     an unparsable reply)."""
+
     def grade(prompt: str, body: dict) -> str:
         m = re.search(r"/ text (\d+) (\w+)", prompt)
         chosen = grades[(m.group(2), int(m.group(1)))]
@@ -38,13 +39,21 @@ def grader(grades: dict):
 
 def _run(folder, pic, lengths, corrupted, judge, prompt):
     folder.mkdir()
-    (folder / "results_1.json").write_text(json.dumps(
-        {"config": {"model_args": {"pretrained": "/m/tiny", "pic": pic, "pic_ratio": 2}}}))
+    (folder / "results_1.json").write_text(
+        json.dumps({"config": {"model_args": {"pretrained": "/m/tiny", "pic": pic, "pic_ratio": 2}}})
+    )
     rows = []
     for i, (length, bad) in enumerate(zip(lengths, corrupted)):
-        item = {"instruction": f"write {i}", "response": f"text {i} {pic}", "length_score": 50.0,
-                "judge": judge, "prompt_path": str(prompt)}
-        rows.append({"doc_id": i, "length": length, "n_tokens": 2 * length, "corrupted_ratio": float(bad), "quality": item})
+        item = {
+            "instruction": f"write {i}",
+            "response": f"text {i} {pic}",
+            "length_score": 50.0,
+            "judge": judge,
+            "prompt_path": str(prompt),
+        }
+        rows.append(
+            {"doc_id": i, "length": length, "n_tokens": 2 * length, "corrupted_ratio": float(bad), "quality": item}
+        )
     samples = folder / "samples_longbench_write_1.jsonl"
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     judge_samples_file(samples)  # the judge stage writes judgements_longbench_write_1.jsonl beside it
@@ -57,8 +66,15 @@ def _judged_quality(run: str) -> list:
 
 
 def _judge(canned, tmp_path, policy="drop"):
-    return {"base_url": canned.base_url, "model": "canned", "policy": policy, "temperature": 0.5,
-            "max_tokens": 64, "concurrency": 4, "cache_dir": str(tmp_path / "cache")}
+    return {
+        "base_url": canned.base_url,
+        "model": "canned",
+        "policy": policy,
+        "temperature": 0.5,
+        "max_tokens": 64,
+        "concurrency": 4,
+        "cache_dir": str(tmp_path / "cache"),
+    }
 
 
 def _prompt(tmp_path):
@@ -75,7 +91,10 @@ GRADES_NAIVE = [dims(2), dims(5), dims(3, 2, 3, 2, 3, 2), dims(1, 2, 3, 4, 5, 3)
 
 def test_table_uses_shared_clean_samples(tmp_path):
     prompt = _prompt(tmp_path)
-    grades = {**{("none", i): g for i, g in enumerate(GRADES_NONE)}, **{("naive", i): g for i, g in enumerate(GRADES_NAIVE)}}
+    grades = {
+        **{("none", i): g for i, g in enumerate(GRADES_NONE)},
+        **{("naive", i): g for i, g in enumerate(GRADES_NAIVE)},
+    }
     with CannedJudge(0.5, DIMS, grade=grader(grades)) as canned:
         judge = _judge(canned, tmp_path)
         clean = _run(tmp_path / "a", "none", [100, 200, 300, 400, 500], [False] * 5, judge, prompt)
@@ -99,7 +118,9 @@ def test_table_uses_shared_clean_samples(tmp_path):
     # b (CR 20 %) uses its own clean samples 0, 2, 3, 4 (here also the shared ones): (25 + 37.5 + 50 + 75) / 4
     # = 46.875; its corrupted sample 1 (quality 100) is in neither: with it the mean would be 57.5.
     assert b["quality"] == b["quality_own"] == b["quality_shared"] == pytest.approx(46.875)
-    assert "| tiny · Naive PIC (s_cr 2) | 32.5 | 65.0 | 46.88 | 20.0% | 4 |" in format_table(rows) and "20.0%" in format_table(rows)
+    assert "| tiny · Naive PIC (s_cr 2) | 32.5 | 65.0 | 46.88 | 20.0% | 4 |" in format_table(
+        rows
+    ) and "20.0%" in format_table(rows)
     assert "| 68.75 |" in format_table(rows) and "| 46.88 |" in format_table(rows)
 
 
@@ -143,8 +164,11 @@ def test_unparsed_judgement_is_dropped_and_corrupts_quality_only(tmp_path):
     prompt = _prompt(tmp_path)
     k_a = [5, 1, None, 4, 3, 2, 5, 4, 3, 2]  # quality 100, 0, -, 75, 50, 25, 100, 75, 50, 25
     k_b = [1, 2, 5, 4, 5, 1, 2, 3, 4, 5]  # quality 0, 25, 100, 75, 100, 0, 25, 50 (corrupted), 75, 100
-    grades = {(pic, i): (None if k is None else dims(k)) for pic, ks in (("none", k_a), ("naive", k_b))
-              for i, k in enumerate(ks)}
+    grades = {
+        (pic, i): (None if k is None else dims(k))
+        for pic, ks in (("none", k_a), ("naive", k_b))
+        for i, k in enumerate(ks)
+    }
     with CannedJudge(grade=grader(grades)) as canned:
         judge = _judge(canned, tmp_path, policy="drop")
         a = _run(tmp_path / "a", "none", [100 * (i + 1) for i in range(10)], [False] * 10, judge, prompt)
@@ -156,7 +180,9 @@ def test_unparsed_judgement_is_dropped_and_corrupts_quality_only(tmp_path):
     assert stage["n_valid"] == 9 and stage["n_total"] == 10
     assert stage["quality"] == pytest.approx(500 / 9)
     assert stage["score"] == pytest.approx((50 + 500 / 9) / 2)
-    judged = [json.loads(line) for line in (tmp_path / "a" / "judgements_longbench_write_1.jsonl").read_text().splitlines()]
+    judged = [
+        json.loads(line) for line in (tmp_path / "a" / "judgements_longbench_write_1.jsonl").read_text().splitlines()
+    ]
     assert [r["doc_id"] for r in judged if r["parsed"] is None] == [2]
     assert [r["quality"] for r in judged] == pytest.approx([100, 0, None, 75, 50, 25, 100, 75, 50, 25])
     ra, rb = rows
@@ -175,8 +201,11 @@ def test_unparsed_judgements_do_not_change_the_runs_corrupted_ratio_rule(tmp_pat
     prompt = _prompt(tmp_path)
     k_a = [5, 1, None, 4, 3]  # quality 100, 0, -, 75, 50
     k_b = [2, 2, 2, 2, 2]
-    grades = {(pic, i): (None if k is None else dims(k)) for pic, ks in (("none", k_a), ("naive", k_b))
-              for i, k in enumerate(ks)}
+    grades = {
+        (pic, i): (None if k is None else dims(k))
+        for pic, ks in (("none", k_a), ("naive", k_b))
+        for i, k in enumerate(ks)
+    }
     with CannedJudge(grade=grader(grades)) as canned:
         judge = _judge(canned, tmp_path, policy="drop")
         a = _run(tmp_path / "a", "none", [100] * 5, [False] * 5, judge, prompt)

@@ -39,9 +39,11 @@ def test_regress_refuses_a_run_holding_nan_and_a_run_that_left_a_gated_metric_ou
     capsys.readouterr()
     nan_run = _run(tmp_path / "nan", 10.0, quality=float("nan"))
     assert main(["regress", str(nan_run), "--baseline", str(baseline)]) == 2
-    assert _error(capsys).startswith(f"lch: error: {nan_run}/results_100.0.json: longbench_write/quality has no value in "
-                                     "this run (nan in the results file (it could not be computed)): it cannot be "
-                                     "gated")
+    assert _error(capsys).startswith(
+        f"lch: error: {nan_run}/results_100.0.json: longbench_write/quality has no value in "
+        "this run (nan in the results file (it could not be computed)): it cannot be "
+        "gated"
+    )
     why = "the judge at http://127.0.0.1:9/v1 answered 0 of 3 requests (http_500 x3)"
     left_out = _run(tmp_path / "absent", 10.0, quality=None, absent={"longbench_write": {"quality": why}})
     assert main(["regress", str(left_out), "--baseline", str(baseline), "--junit", str(tmp_path / "j.xml")]) == 2
@@ -56,23 +58,40 @@ def test_regress_refuses_a_run_holding_nan_and_a_run_that_left_a_gated_metric_ou
 
 
 def test_no_baseline_is_made_of_a_run_that_could_not_compute_a_score(tmp_path, capsys):
-    for name, kwargs in (("nan", {"quality": float("nan")}),
-                         ("absent", {"quality": None, "absent": {"longbench_write": {"quality": "judge failed"}}})):
+    for name, kwargs in (
+        ("nan", {"quality": float("nan")}),
+        ("absent", {"quality": None, "absent": {"longbench_write": {"quality": "judge failed"}}}),
+    ):
         baseline = tmp_path / f"{name}.json"
-        assert main(["regress", str(_run(tmp_path / name, 10.0, **kwargs)), "--baseline", str(baseline),
-                     "--update-baseline"]) == 2
+        assert (
+            main(
+                [
+                    "regress",
+                    str(_run(tmp_path / name, 10.0, **kwargs)),
+                    "--baseline",
+                    str(baseline),
+                    "--update-baseline",
+                ]
+            )
+            == 2
+        )
         assert "longbench_write/quality has no value in this run" in _error(capsys)
         assert not baseline.exists()
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda m: m.update(value=float("nan")), "metric 'ppl_govreport/ppl' needs a finite numeric 'value' (got nan)"),
-    (lambda m: m.update(value=True), "metric 'ppl_govreport/ppl' needs a finite numeric 'value' (got True)"),
-    (lambda m: m.update(higher_is_better="false"), "metric 'ppl_govreport/ppl' needs 'higher_is_better' true or false "
-                                                   "(got 'false')"),
-    (lambda m: m.update(stderr=-1), "metric 'ppl_govreport/ppl' has stderr -1: give a finite number >= 0 or null"),
-    (lambda m: m.update(rel_tol=float("inf")), "ppl_govreport/ppl rel_tol is inf: give a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda m: m.update(value=float("nan")), "metric 'ppl_govreport/ppl' needs a finite numeric 'value' (got nan)"),
+        (lambda m: m.update(value=True), "metric 'ppl_govreport/ppl' needs a finite numeric 'value' (got True)"),
+        (
+            lambda m: m.update(higher_is_better="false"),
+            "metric 'ppl_govreport/ppl' needs 'higher_is_better' true or false (got 'false')",
+        ),
+        (lambda m: m.update(stderr=-1), "metric 'ppl_govreport/ppl' has stderr -1: give a finite number >= 0 or null"),
+        (lambda m: m.update(rel_tol=float("inf")), "ppl_govreport/ppl rel_tol is inf: give a finite number >= 0"),
+    ],
+)
 def test_a_hand_edited_baseline_is_refused_naming_the_field(edit, message, tmp_path, capsys):
     """The PPL rises 81 %: a baseline whose direction became the string "false" would call it an improvement."""
     baseline = tmp_path / "base.json"
@@ -83,7 +102,8 @@ def test_a_hand_edited_baseline_is_refused_naming_the_field(edit, message, tmp_p
     capsys.readouterr()
     assert main(["regress", str(_run(tmp_path / "worse", 18.1)), "--baseline", str(baseline)]) == 2
     assert _error(capsys) == f"lch: error: {baseline}: {message}" + (
-        "; remake the baseline with --update-baseline" if "value" in message else "")
+        "; remake the baseline with --update-baseline" if "value" in message else ""
+    )
 
 
 def test_reports_refuse_results_without_any_metric_and_show_nan_as_an_empty_cell(tmp_path, capsys):

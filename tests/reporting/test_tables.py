@@ -35,5 +35,7 @@ def test_csv_quotes_what_needs_it_and_reads_back():
 
 def test_html_escapes_text_and_attribute_values():
     table = html_table(["a<b", "n"], [["x & y", ("1", {"data-v": "1.0000001", "title": "it's"})]])
-    assert table == ("<table><thead><tr><th>a&lt;b</th><th>n</th></tr></thead><tbody><tr><td>x &amp; y</td>"
-                     "<td data-v='1.0000001' title='it&#x27;s'>1</td></tr></tbody></table>")
+    assert table == (
+        "<table><thead><tr><th>a&lt;b</th><th>n</th></tr></thead><tbody><tr><td>x &amp; y</td>"
+        "<td data-v='1.0000001' title='it&#x27;s'>1</td></tr></tbody></table>"
+    )

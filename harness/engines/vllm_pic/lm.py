@@ -25,8 +25,8 @@ from harness.engines.model_args import (
 )
 from harness.engines.registry import lch_model
 from harness.engines.requests import LongGenerationOptions
-from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 from harness.engines.vllm_pic.env import with_cpu_runtime_defaults
+from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
 from harness.pic.inference import Inference
 
 log = logging.getLogger(__name__)
@@ -109,8 +109,10 @@ def lsm_refusal(data_parallel_size: int, moves_cached_keys: bool) -> str | None:
     if moves_cached_keys:
         return "without pic=dynamic only (its pooling engine has no Dynamic PIC): use --model hf-pic"
     if data_parallel_size > 1:
-        return ("with data_parallel_size=1 only (a pooling engine runs beside the generating one): use "
-                "tensor_parallel_size, or --model hf-pic")
+        return (
+            "with data_parallel_size=1 only (a pooling engine runs beside the generating one): use "
+            "tensor_parallel_size, or --model hf-pic"
+        )
     return None
 
 
@@ -164,13 +166,18 @@ class VLLMPicLM(EngineCore, _Base):
                 raise
             raise EngineStartError(
                 f"vLLM's engine did not start for pretrained={pretrained}: {str(err).splitlines()[0]} (vLLM's log "
-                "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)") from err
+                "above has the details; on CPU often memory: VLLM_CPU_KVCACHE_SPACE=<GiB> sets the KV cache)"
+            ) from err
         if inference.entry.moves_cached_keys and self.data_parallel_size == 1:
             from harness.pic.vllm.config import check_no_preemption
 
             engine = self.model.llm_engine.vllm_config
-            check_no_preemption(engine.scheduler_config.max_num_seqs, engine.model_config.max_model_len,
-                                engine.cache_config.block_size, engine.cache_config.num_gpu_blocks)
+            check_no_preemption(
+                engine.scheduler_config.max_num_seqs,
+                engine.model_config.max_model_len,
+                engine.cache_config.block_size,
+                engine.cache_config.num_gpu_blocks,
+            )
 
     def engine_dtype(self) -> str:
         if self.data_parallel_size == 1:  # the dtype the engine resolved (`auto` is the folder's)
@@ -190,13 +197,16 @@ class VLLMPicLM(EngineCore, _Base):
             refusal = lsm_refusal(replicas, moves_keys)
             if refusal:
                 raise UsageError(f"{task} sends lsm requests, which vllm-pic serves {refusal}")
-        pooled = request_type == "lsm" or (request_type == "token_logprobs"
-                                           and scores_from_hidden(replicas, moves_keys))
+        pooled = request_type == "lsm" or (
+            request_type == "token_logprobs" and scores_from_hidden(replicas, moves_keys)
+        )
         share = float(model_args.get("gpu_memory_utilization", 0.9))
         if pooled and torch.cuda.is_available() and share > POOLED_GPU_MEMORY:
-            raise UsageError(f"{task} sends {request_type} requests, for which vllm-pic starts a second (pooling) "
-                             f"engine on the same GPU: pass gpu_memory_utilization={POOLED_GPU_MEMORY} (or less) in "
-                             f"--model_args so that both fit (now {share:g})")
+            raise UsageError(
+                f"{task} sends {request_type} requests, for which vllm-pic starts a second (pooling) "
+                f"engine on the same GPU: pass gpu_memory_utilization={POOLED_GPU_MEMORY} (or less) in "
+                f"--model_args so that both fit (now {share:g})"
+            )
 
     # ------------------------------------------------------------------ running the engine
 
@@ -211,8 +221,12 @@ class VLLMPicLM(EngineCore, _Base):
             return self._model_generate(requests=prompts, generate=True, sampling_params=params)
         from vllm import TokensPrompt
 
-        return self.model.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sampling_params=params,
-                                   use_tqdm=False, lora_request=self.lora_request)
+        return self.model.generate(
+            [TokensPrompt(prompt_token_ids=p) for p in prompts],
+            sampling_params=params,
+            use_tqdm=False,
+            lora_request=self.lora_request,
+        )
 
     # ------------------------------------------------------------------ the engine core's primitives
 
@@ -253,8 +267,10 @@ class VLLMPicLM(EngineCore, _Base):
         if refusal:
             raise UsageError(f"vllm-pic serves lsm {refusal}")
         if context_length > self.max_length:
-            raise UsageError(f"lsm context_length {context_length} is longer than this engine's max_model_len "
-                             f"{self.max_length}: pass max_model_len={context_length} in --model_args")
+            raise UsageError(
+                f"lsm context_length {context_length} is longer than this engine's max_model_len "
+                f"{self.max_length}: pass max_model_len={context_length} in --model_args"
+            )
 
     def prompt_limit(self, budget: int) -> int:
         return self.max_length - budget
@@ -262,8 +278,12 @@ class VLLMPicLM(EngineCore, _Base):
     def generate_tokens(self, prompts: list[list[int]], options: LongGenerationOptions, budget: int) -> list[Generated]:
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=budget, temperature=options.temperature if options.do_sample else 0.0,
-                                top_p=options.top_p if options.do_sample else 1.0, stop=list(options.until))
+        params = SamplingParams(
+            max_tokens=budget,
+            temperature=options.temperature if options.do_sample else 0.0,
+            top_p=options.top_p if options.do_sample else 1.0,
+            stop=list(options.until),
+        )
         return [generated(out.outputs[0]) for out in self._run(prompts, [params] * len(prompts))]
 
     def _pooling_engine(self) -> Any:

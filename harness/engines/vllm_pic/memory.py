@@ -6,8 +6,9 @@ share one process, with the KV space ``VLLM_CPU_KVCACHE_SPACE`` gives and vLLM's
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from harness.core.sizes import GIB, in_words
 from harness.engines.vllm_pic.env import CPU_RUNTIME_ENV
@@ -40,8 +41,10 @@ class EngineShape:
 def engine_defaults(model_args: Mapping[str, Any], kind: str, device_size: int) -> tuple[int, int]:
     """``(max_num_batched_tokens, max_num_seqs)`` of an engine: the model args', else vLLM's default on the device."""
     default = CPU_DEFAULTS if kind == "cpu" else LARGE_GPU_DEFAULTS if device_size >= LARGE_GPU else GPU_DEFAULTS
-    return (int(model_args.get("max_num_batched_tokens") or default[0]),
-            int(model_args.get("max_num_seqs") or default[1]))
+    return (
+        int(model_args.get("max_num_batched_tokens") or default[0]),
+        int(model_args.get("max_num_seqs") or default[1]),
+    )
 
 
 def cpu_kv_space() -> int:
@@ -49,8 +52,16 @@ def cpu_kv_space() -> int:
     return int(os.environ.get("VLLM_CPU_KVCACHE_SPACE") or CPU_RUNTIME_ENV["VLLM_CPU_KVCACHE_SPACE"]) << 30
 
 
-def vllm_need(shape: EngineShape, model_args: Mapping[str, Any], kind: str, device_size: int, prompt: int,
-              budget: int, scores: bool, pooled: bool) -> int:
+def vllm_need(
+    shape: EngineShape,
+    model_args: Mapping[str, Any],
+    kind: str,
+    device_size: int,
+    prompt: int,
+    budget: int,
+    scores: bool,
+    pooled: bool,
+) -> int:
     """Bytes of one request of ``prompt`` tokens (and ``budget`` generated): on a GPU one engine's (against its share),
     on the CPU the whole process's less what an hf-pic run holds before its model loads (the plan's runtime)."""
     chunk, seqs = engine_defaults(model_args, kind, device_size)
@@ -69,5 +80,7 @@ def cpu_cache_short(shape: EngineShape, model_args: Mapping[str, Any], tokens: i
     cache, space = shape.cache(length), cpu_kv_space()
     if cache <= space:
         return None
-    return (f"one sequence of {length:,} tokens needs {in_words(cache)} of KV cache, vLLM's CPU backend is given "
-            f"{in_words(space)}: set VLLM_CPU_KVCACHE_SPACE={-(-cache // GIB)} (GiB)")
+    return (
+        f"one sequence of {length:,} tokens needs {in_words(cache)} of KV cache, vLLM's CPU backend is given "
+        f"{in_words(space)}: set VLLM_CPU_KVCACHE_SPACE={-(-cache // GIB)} (GiB)"
+    )

@@ -11,11 +11,20 @@ import torch
 
 LAYER = "models"  # harness/devtools/layers.py
 
-POOLING_ARGS = {"runner": "pooling", "convert": "embed",
-                "pooler_config": {"task": "token_embed", "tok_pooling_type": "ALL", "use_activation": False}}
+POOLING_ARGS = {
+    "runner": "pooling",
+    "convert": "embed",
+    "pooler_config": {"task": "token_embed", "tok_pooling_type": "ALL", "use_activation": False},
+}
 # engine args of the generating engine that a pooling engine does not take
-_GENERATION_ONLY = ("enable_lora", "max_lora_rank", "max_num_seqs", "enable_prefix_caching", "logits_processors",
-                    "max_logprobs")
+_GENERATION_ONLY = (
+    "enable_lora",
+    "max_lora_rank",
+    "max_num_seqs",
+    "enable_prefix_caching",
+    "logits_processors",
+    "max_logprobs",
+)
 
 
 def prompt_token_logprobs(output: Any, token_ids: list[int]) -> list[float]:
@@ -23,8 +32,10 @@ def prompt_token_logprobs(output: Any, token_ids: list[int]) -> list[float]:
     ``RequestOutput`` of ``token_ids`` with ``prompt_logprobs=0``."""
     entries = output.prompt_logprobs
     if entries is None or len(entries) != len(token_ids):
-        raise RuntimeError(f"vLLM returned {0 if entries is None else len(entries)} prompt log-probabilities for "
-                           f"{len(token_ids)} prompt tokens")
+        raise RuntimeError(
+            f"vLLM returned {0 if entries is None else len(entries)} prompt log-probabilities for "
+            f"{len(token_ids)} prompt tokens"
+        )
     return [float(entries[i][token_ids[i]].logprob) for i in range(1, len(token_ids))]
 
 
@@ -37,8 +48,12 @@ def pooled_hidden(pooling: Any, rows: list[list[int]], lora_request: Any = None)
     """Final hidden states [len(row), H] (fp32, CPU) of each token row, from a pooling ``vllm.LLM``."""
     from vllm import TokensPrompt
 
-    outputs = pooling.encode([TokensPrompt(prompt_token_ids=row) for row in rows], pooling_task="token_embed",
-                             use_tqdm=False, lora_request=lora_request)
+    outputs = pooling.encode(
+        [TokensPrompt(prompt_token_ids=row) for row in rows],
+        pooling_task="token_embed",
+        use_tqdm=False,
+        lora_request=lora_request,
+    )
     return [out.outputs.data.float().cpu() for out in outputs]
 
 

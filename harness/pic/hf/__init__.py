@@ -6,27 +6,35 @@ exactly, :func:`pic_settings` tells which is applied. The mechanism is :mod:`~ha
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
 from harness.core.errors import UsageError
+from harness.models.scoring import WHOLE_ROW_POSITIONS
+from harness.models.unwrap import unwrap_model
 from harness.pic.hf.compat import (
     SUPPORTED_TRANSFORMERS,
     UnsupportedTransformersError,
     check_transformers_version,
 )
 from harness.pic.hf.rope_layout import TESTED_MODEL_TYPES, RopeLayout, rope_layout
-from harness.models.scoring import WHOLE_ROW_POSITIONS
-from harness.models.unwrap import unwrap_model
 from harness.pic.inference import MODEL_ARGS, Inference
 
 LAYER = "models"  # harness/devtools/layers.py
 
 __all__ = [
-    "SUPPORTED_TRANSFORMERS", "TESTED_MODEL_TYPES", "Inference", "UnsupportedTransformersError", "apply_pic",
-    "pic_settings", "remove_pic", "rope_base", "set_rope_base",
+    "SUPPORTED_TRANSFORMERS",
+    "TESTED_MODEL_TYPES",
+    "Inference",
+    "UnsupportedTransformersError",
+    "apply_pic",
+    "pic_settings",
+    "remove_pic",
+    "rope_base",
+    "set_rope_base",
 ]
 
 _ATTR = "_lch_pic"  # set on the unwrapped model while PIC is applied
@@ -45,7 +53,8 @@ def _layout(model: nn.Module) -> RopeLayout:
         _WARNED.add(model_type)
         warnings.warn(
             f"PIC on model type {model_type!r} follows the same mechanism but is not covered by the tests "
-            f"(tested: {', '.join(TESTED_MODEL_TYPES)})", stacklevel=3,
+            f"(tested: {', '.join(TESTED_MODEL_TYPES)})",
+            stacklevel=3,
         )
     return layout
 
@@ -102,8 +111,9 @@ def apply_pic(model: nn.Module, inference: Inference | str | None = None, **fiel
     Returns ``model``."""
     unknown = sorted(set(fields) - set(MODEL_ARGS))
     if unknown:
-        raise UsageError(f"apply_pic: {', '.join(unknown)} is not a field of Inference; "
-                         f"allowed: {', '.join(MODEL_ARGS)}")
+        raise UsageError(
+            f"apply_pic: {', '.join(unknown)} is not a field of Inference; allowed: {', '.join(MODEL_ARGS)}"
+        )
     if isinstance(inference, Inference):
         inference = inference.replace(**fields)
     elif inference is not None:

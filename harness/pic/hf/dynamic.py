@@ -6,8 +6,9 @@ the pre-RoPE keys of the last ``l_rc`` columns, the only ones that can move, re-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,11 +17,11 @@ from transformers.cache_utils import DynamicLayer
 
 from harness.core.errors import UsageError
 from harness.models.hf_cache import cache_keyword, given_cache
-from harness.pic.hf.call_positions import Plan
-from harness.pic.hf.rope_layout import RopeLayout
-from harness.pic.hf.rope import rotate, unrotate
-from harness.pic.inference import Inference
 from harness.models.masks import positions_from_mask
+from harness.pic.hf.call_positions import Plan
+from harness.pic.hf.rope import rotate, unrotate
+from harness.pic.hf.rope_layout import RopeLayout
+from harness.pic.inference import Inference
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,9 @@ class PicLayer(DynamicLayer):
         self.positions: torch.Tensor | None = None
         self.pending: Plan | None = None  # the call's plan, handed over by the attention pre-hook
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         call, self.pending = self.pending, None
         if call is None or call.dynamic is None:
             raise RuntimeError("a Dynamic PIC cache layer was updated without a position plan")
@@ -107,17 +109,23 @@ def _pic_layers(cache: Any, layout: RopeLayout, impl: str, past: int) -> PicLaye
             cache.layers.append(DynamicLayer())
         for index in layout.pic_layers:
             cache.layers[index] = PicLayer(impl)
-    elif not all(
-        isinstance(cache.layers[i], PicLayer) and cache.layers[i].impl == impl for i in layout.pic_layers
-    ):
+    elif not all(isinstance(cache.layers[i], PicLayer) and cache.layers[i].impl == impl for i in layout.pic_layers):
         raise UsageError(
             f"this KV cache was not filled under Dynamic PIC with impl={impl!r}; start from an empty cache"
         )
     return cache.layers[layout.pic_layers[0]]
 
 
-def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, decoder: nn.Module, kwargs: dict,
-                 batch: int, t_new: int, x: torch.Tensor) -> Plan:
+def dynamic_plan(
+    inference: Inference,
+    layout: RopeLayout,
+    rotary: nn.Module,
+    decoder: nn.Module,
+    kwargs: dict,
+    batch: int,
+    t_new: int,
+    x: torch.Tensor,
+) -> Plan:
     """This call's positions ``g_{l_c}`` (the method's ``ids`` of the ids and lengths of the 2D attention mask)
     and what the cache layers need: only the last ``window`` cache columns (Dynamic: ``l_rc``) may move."""
     entry = inference.entry
@@ -148,9 +156,7 @@ def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, de
     fields: dict[str, Any] = {}
     first = _pic_layers(cache, layout, inference.impl, past)
     if past > 0 and (first.positions is None or first.positions.shape != (batch, past)):
-        raise UsageError(
-            "this KV cache was not filled under Dynamic PIC (or was cropped); start from an empty cache"
-        )
+        raise UsageError("this KV cache was not filled under Dynamic PIC (or was cropped); start from an empty cache")
     if inference.impl == "cached":
         window = fields["keep"] = entry.window(inference)
         changed = (g[:, :past] != first.positions).any(0).nonzero().squeeze(-1) if past else None
@@ -159,8 +165,12 @@ def dynamic_plan(inference: Inference, layout: RopeLayout, rotary: nn.Module, de
             if int(changed.min()) < first_buffered:  # would contradict the method's window (Eq. 9: l_rc)
                 raise RuntimeError(f"{entry.label}: a position outside the recent window changed")
             cos_changed, sin_changed = layout.rotary(rotary, x, g[:, changed])
-            fields.update(changed=changed, changed_in_buffer=changed - first_buffered,
-                          cos_changed=cos_changed, sin_changed=sin_changed)
+            fields.update(
+                changed=changed,
+                changed_in_buffer=changed - first_buffered,
+                cos_changed=cos_changed,
+                sin_changed=sin_changed,
+            )
     else:
         fields["cos_k"], fields["sin_k"] = layout.rotary(rotary, x, g)
     first.positions = g

@@ -6,16 +6,15 @@ layer, replaces ``position_embeddings``. Nothing per call is stored on the model
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from harness.models.hf_cache import given_cache
-from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.hf.call_positions import PLAN_KWARG, Plan
+from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.inference import Inference
-
 
 
 def call_inputs(decoder: nn.Module, args: tuple, kwargs: dict) -> tuple[int, int, torch.device, torch.dtype]:
@@ -39,8 +38,14 @@ def _given_positions(kwargs: dict, batch: int, t_new: int, device: torch.device)
     return positions.expand(batch, -1) if positions.dim() == 1 or positions.shape[0] == 1 else positions
 
 
-def plan_call(inference: Inference, layout: RopeLayout, rotary: Callable[[], nn.Module], decoder: nn.Module,
-              args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def plan_call(
+    inference: Inference,
+    layout: RopeLayout,
+    rotary: Callable[[], nn.Module],
+    decoder: nn.Module,
+    args: tuple,
+    kwargs: dict,
+) -> tuple[tuple, dict]:
     """Decoder pre-hook: compute this call's :class:`Plan` once for all layers."""
     batch, t_new, device, dtype = call_inputs(decoder, args, kwargs)
     x = torch.empty(0, dtype=dtype, device=device)

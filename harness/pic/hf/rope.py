@@ -6,7 +6,8 @@ through) is the same rotation at ``(cos, -sin) / (cos^2 + sin^2)`` in fp32 (the 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn

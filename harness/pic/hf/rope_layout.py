@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from torch import nn
 
@@ -15,8 +16,20 @@ from harness.core.errors import UsageError
 
 # covered by tests/models/test_pic_families.py; other decoders built the same way are accepted with a warning
 TESTED_MODEL_TYPES = (
-    "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "glm", "glm4", "gemma2", "gemma3_text",
-    "phi3", "olmo2", "smollm3", "granite",
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "glm",
+    "glm4",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "olmo2",
+    "smollm3",
+    "granite",
 )
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.options import convert
@@ -60,12 +61,16 @@ def check_pic_config(hf_config: Mapping[str, Any], inference: Inference) -> str:
     kept = kept_layers(dict(hf_config))
     if layers and len(kept) >= layers:
         reasons = ", ".join(sorted(set(kept.values())))
-        raise UsageError(f"{inference.entry.label} on vLLM would change nothing: no layer of this {arch} has full "
-                         f"attention with RoPE ({reasons})")
+        raise UsageError(
+            f"{inference.entry.label} on vLLM would change nothing: no layer of this {arch} has full "
+            f"attention with RoPE ({reasons})"
+        )
     rope_type = pic_layer_rope_type(hf_config)
     if rope_type not in ROPE_TYPES:
-        raise UsageError(f"{inference.entry.label} on vLLM needs {' or '.join(ROPE_TYPES)} RoPE on the full-attention "
-                         f"layers; this {arch} uses {rope_type!r} RoPE: use --model hf-pic, which composes both")
+        raise UsageError(
+            f"{inference.entry.label} on vLLM needs {' or '.join(ROPE_TYPES)} RoPE on the full-attention "
+            f"layers; this {arch} uses {rope_type!r} RoPE: use --model hf-pic, which composes both"
+        )
     return arch
 
 
@@ -76,7 +81,10 @@ def pic_overrides(hf_config: Mapping[str, Any], inference: Inference) -> dict:
         return {}
     arch = check_pic_config(hf_config, inference)
     block = inference.to_variant_json()
-    out: dict[str, Any] = {"architectures": [PREFIX + arch], INFERENCE_KEY: {key: block[key] for key in INFERENCE_FIELDS}}
+    out: dict[str, Any] = {
+        "architectures": [PREFIX + arch],
+        INFERENCE_KEY: {key: block[key] for key in INFERENCE_FIELDS},
+    }
     window = hf_config.get("max_position_embeddings")
     if inference.entry.extends_window and window:
         out["max_position_embeddings"] = int(int(window) * inference.ratio)
@@ -87,8 +95,10 @@ def config_inference(hf_config: Any) -> Inference:
     """The inference a PIC class runs, from its HF config's ``pic_inference`` (:func:`pic_overrides`), checked."""
     block = getattr(hf_config, INFERENCE_KEY, None)
     if not isinstance(block, Mapping):
-        raise ValueError(f"a {PREFIX}<Arch> model needs hf_overrides with {INFERENCE_KEY} (the PIC settings, e.g. "
-                         '{"pic": "naive", "pic_ratio": 2}); vllm-pic sets it')
+        raise ValueError(
+            f"a {PREFIX}<Arch> model needs hf_overrides with {INFERENCE_KEY} (the PIC settings, e.g. "
+            '{"pic": "naive", "pic_ratio": 2}); vllm-pic sets it'
+        )
     unknown = set(block) - set(INFERENCE_FIELDS)
     if unknown:
         raise ValueError(f"{INFERENCE_KEY}: unknown keys {sorted(unknown)}; allowed: {', '.join(INFERENCE_FIELDS)}")
@@ -111,25 +121,33 @@ def engine_settings(engine_args: dict, hf_config: dict, environ: Mapping[str, st
         out[key] = needed
     out.update(graph_settings(out))
     if out.get("speculative_config") not in (None, {}, "None", "none"):
-        raise UsageError("pic=dynamic on vLLM does not support speculative decoding (rejected drafts would leave "
-                         "cached keys re-positioned for a length never reached)")
+        raise UsageError(
+            "pic=dynamic on vLLM does not support speculative decoding (rejected drafts would leave "
+            "cached keys re-positioned for a length never reached)"
+        )
     if str(out.get("kv_cache_dtype") or "auto").startswith("fp8"):
-        raise UsageError("pic=dynamic on vLLM needs an unquantized KV cache (kv_cache_dtype=auto): it re-rotates "
-                         "cached keys in place")
+        raise UsageError(
+            "pic=dynamic on vLLM needs an unquantized KV cache (kv_cache_dtype=auto): it re-rotates "
+            "cached keys in place"
+        )
     length = out.get("max_model_len") or out.get("max_length") or hf_config.get("max_position_embeddings")
     given = out.get("max_num_batched_tokens")
     if given is not None and length is not None and int(given) < int(length):
-        raise UsageError(f"pic=dynamic on vLLM prefills each prompt in one step: max_num_batched_tokens={given} must "
-                         f"be >= max_model_len ({length})")
+        raise UsageError(
+            f"pic=dynamic on vLLM prefills each prompt in one step: max_num_batched_tokens={given} must "
+            f"be >= max_model_len ({length})"
+        )
     if given is None and length is not None:
         out["max_num_batched_tokens"] = int(length)
     cap = preemption_free_sequences(out, hf_config, length, environ)
     given = out.get("max_num_seqs")
     if cap is not None:
         if given is not None and int(given) > cap:
-            raise UsageError(f"pic=dynamic on vLLM runs at most {cap} sequences at once with this KV cache and "
-                             f"max_model_len={length} (more could be preempted and recomputed, which is not "
-                             f"Algorithm 1): set max_num_seqs<={cap}, a larger KV cache or a smaller max_model_len")
+            raise UsageError(
+                f"pic=dynamic on vLLM runs at most {cap} sequences at once with this KV cache and "
+                f"max_model_len={length} (more could be preempted and recomputed, which is not "
+                f"Algorithm 1): set max_num_seqs<={cap}, a larger KV cache or a smaller max_model_len"
+            )
         out["max_num_seqs"] = int(given) if given is not None else cap
     # vLLM refuses max_num_seqs > max_num_batched_tokens (max_model_len here): a short max_model_len would not start
     batched = out.get("max_num_batched_tokens")
@@ -151,15 +169,19 @@ def graph_settings(engine_args: dict) -> dict:
     if isinstance(given, str):
         given = json.loads(given)
     if not isinstance(given, dict):
-        raise UsageError("compilation_config must be a JSON object, e.g. {\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}")
+        raise UsageError('compilation_config must be a JSON object, e.g. {"cudagraph_mode": "FULL_DECODE_ONLY"}')
     mode = str(given.get("cudagraph_mode", "FULL_DECODE_ONLY")).upper().removeprefix("CUDAGRAPHMODE.")
     if mode not in GRAPH_MODES:
-        raise UsageError(f"pic=dynamic on vLLM runs under cudagraph_mode {' or '.join(GRAPH_MODES)} only (a piecewise "
-                         f"CUDA graph is captured without the step's attention metadata); {mode} was given")
+        raise UsageError(
+            f"pic=dynamic on vLLM runs under cudagraph_mode {' or '.join(GRAPH_MODES)} only (a piecewise "
+            f"CUDA graph is captured without the step's attention metadata); {mode} was given"
+        )
     # >= 1 eager warm-up: a layer's first call probes its cache layout, reading values back (not capturable)
     warmups = max(1, int(given.get("cudagraph_num_of_warmups", 1)))
-    return {"enforce_eager": False,
-            "compilation_config": {**given, "cudagraph_mode": mode, "cudagraph_num_of_warmups": warmups}}
+    return {
+        "enforce_eager": False,
+        "compilation_config": {**given, "cudagraph_mode": mode, "cudagraph_num_of_warmups": warmups},
+    }
 
 
 def kv_cache_blocks(engine_args: dict, hf_config: dict, environ: Mapping[str, str]) -> int | None:
@@ -181,7 +203,9 @@ def kv_cache_blocks(engine_args: dict, hf_config: dict, environ: Mapping[str, st
     if dtype == "auto":
         dtype = str(hf_config.get("dtype") or hf_config.get("torch_dtype") or "float32")
     size = 4 if dtype in ("float32", "float", "torch.float32") else 2
-    per_token = 2 * hf_config.get("num_hidden_layers", 1) * hf_config.get("num_key_value_heads", heads) * head_dim * size
+    per_token = (
+        2 * hf_config.get("num_hidden_layers", 1) * hf_config.get("num_key_value_heads", heads) * head_dim * size
+    )
     return space // (kv_block_size(engine_args) * per_token)
 
 
@@ -190,8 +214,9 @@ def kv_block_size(engine_args: dict) -> int:
     return int(engine_args.get("block_size") or CPU_BLOCK_SIZE)
 
 
-def preemption_free_sequences(engine_args: dict, hf_config: dict, length: int | None,
-                              environ: Mapping[str, str]) -> int | None:
+def preemption_free_sequences(
+    engine_args: dict, hf_config: dict, length: int | None, environ: Mapping[str, str]
+) -> int | None:
     """The most sequences that may run at once without vLLM ever preempting one: ``blocks // ceil(max_model_len
     / block_size)``; None when the cache size is unknown before the engine starts. (A preempted request is recomputed
     by one prefill at its final length's ids: not Algorithm 1.)"""
@@ -200,9 +225,11 @@ def preemption_free_sequences(engine_args: dict, hf_config: dict, length: int | 
         return None
     held = sequences_held(blocks, int(length), kv_block_size(engine_args))
     if held == 0:
-        raise UsageError(f"pic=dynamic on vLLM: a KV cache of {blocks} blocks cannot hold one sequence of "
-                         f"max_model_len={length}: give a larger KV cache (VLLM_CPU_KVCACHE_SPACE=<GiB>) or a "
-                         "smaller max_model_len")
+        raise UsageError(
+            f"pic=dynamic on vLLM: a KV cache of {blocks} blocks cannot hold one sequence of "
+            f"max_model_len={length}: give a larger KV cache (VLLM_CPU_KVCACHE_SPACE=<GiB>) or a "
+            "smaller max_model_len"
+        )
     return held
 
 
@@ -216,9 +243,9 @@ def check_no_preemption(max_num_seqs: int, max_model_len: int, block_size: int, 
     preempts), else a one-line error saying which ``max_num_seqs`` would."""
     held = None if num_blocks is None else sequences_held(num_blocks, max_model_len, block_size)
     if held is not None and max_num_seqs > held:
-        raise UsageError(f"pic=dynamic on vLLM: the engine's KV cache ({num_blocks} blocks of {block_size} tokens) "
-                         f"holds {held} sequences of max_model_len={max_model_len}, not max_num_seqs={max_num_seqs} "
-                         f"(more could be preempted and recomputed, which is not Algorithm 1): set "
-                         f"max_num_seqs<={held}")
-
-
+        raise UsageError(
+            f"pic=dynamic on vLLM: the engine's KV cache ({num_blocks} blocks of {block_size} tokens) "
+            f"holds {held} sequences of max_model_len={max_model_len}, not max_num_seqs={max_num_seqs} "
+            f"(more could be preempted and recomputed, which is not Algorithm 1): set "
+            f"max_num_seqs<={held}"
+        )

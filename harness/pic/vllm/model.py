@@ -7,16 +7,26 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.pic.vllm.config import PREFIX, check_no_preemption, config_inference
-from harness.pic.vllm.positions import (PicPlan, empty_plan, key_places, locate_keys, move_rotation,
-                                          rerotate_cached_keys, rotate, rotation, step_plan)
 from harness.pic.inference import Inference
+from harness.pic.vllm.config import PREFIX, check_no_preemption, config_inference
+from harness.pic.vllm.positions import (
+    PicPlan,
+    empty_plan,
+    key_places,
+    locate_keys,
+    move_rotation,
+    rerotate_cached_keys,
+    rotate,
+    rotation,
+    step_plan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +57,10 @@ def check_vllm_version(version: str | None = None) -> None:
     oldest, newest = VLLM_VERSIONS
     if not oldest <= found <= newest:
         words = f"{'.'.join(map(str, oldest))} to {'.'.join(map(str, newest))}"
-        raise UsageError(f"PIC on vLLM runs on vLLM {words} (the versions it is checked against); this is {text}: "
-                         f"pip install 'vllm>={oldest[0]}.{oldest[1]},<{newest[0]}.{newest[1] + 1}' or use --model hf-pic")
+        raise UsageError(
+            f"PIC on vLLM runs on vLLM {words} (the versions it is checked against); this is {text}: "
+            f"pip install 'vllm>={oldest[0]}.{oldest[1]},<{newest[0]}.{newest[1] + 1}' or use --model hf-pic"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- the rotary module
@@ -61,13 +73,17 @@ def check_rotary(rope: Any, where: str) -> None:
     from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding, RotaryEmbeddingBase
 
     kind = type(rope)
-    plain = (isinstance(rope, RotaryEmbedding)
-             and kind._compute_cos_sin_cache is RotaryEmbeddingBase._compute_cos_sin_cache
-             and kind.forward_static is RotaryEmbedding.forward_static
-             and kind.forward_native is RotaryEmbedding.forward_native)
+    plain = (
+        isinstance(rope, RotaryEmbedding)
+        and kind._compute_cos_sin_cache is RotaryEmbeddingBase._compute_cos_sin_cache
+        and kind.forward_static is RotaryEmbedding.forward_static
+        and kind.forward_native is RotaryEmbedding.forward_native
+    )
     if not plain:
-        raise ValueError(f"PIC on vLLM: {where} rotates with {kind.__name__}, not plain RoPE (position x inv_freq); "
-                         "use --model hf-pic")
+        raise ValueError(
+            f"PIC on vLLM: {where} rotates with {kind.__name__}, not plain RoPE (position x inv_freq); "
+            "use --model hf-pic"
+        )
     cache = rope.cos_sin_cache
     n = min(cache.shape[0], CHECK_POSITIONS)
     positions = torch.arange(n, device=cache.device)
@@ -75,23 +91,34 @@ def check_rotary(rope: Any, where: str) -> None:
     expected = torch.cat(rotation(positions, inv_freq), dim=-1).to(cache.dtype).float()  # rounded as the cache is
     tolerance = max(1e-5, 2 * torch.finfo(cache.dtype).eps)
     if (cache[:n].float() - expected).abs().max().item() > tolerance:
-        raise ValueError(f"PIC on vLLM: {where}'s {kind.__name__} cache is not cos / sin of position x inv_freq; use "
-                         "--model hf-pic")
+        raise ValueError(
+            f"PIC on vLLM: {where}'s {kind.__name__} cache is not cos / sin of position x inv_freq; use --model hf-pic"
+        )
     cos, sin = expected.chunk(2, dim=-1)
     # vLLM builds under its device and dtype as defaults: draw the probe on the CPU in fp32, then move it
-    probe = torch.randn(n, 2 * rope.head_size, generator=torch.Generator().manual_seed(0), device="cpu",
-                        dtype=torch.float32).to(cache.device)
-    theirs, _ = RotaryEmbedding.forward_static(positions, probe.clone(), None, rope.head_size, rope.rotary_dim,
-                                               cache.float(), rope.is_neox_style)
+    probe = torch.randn(
+        n, 2 * rope.head_size, generator=torch.Generator().manual_seed(0), device="cpu", dtype=torch.float32
+    ).to(cache.device)
+    theirs, _ = RotaryEmbedding.forward_static(
+        positions, probe.clone(), None, rope.head_size, rope.rotary_dim, cache.float(), rope.is_neox_style
+    )
     ours = rotate(probe.view(n, 2, rope.head_size), cos, sin, rope.rotary_dim, rope.is_neox_style).view(n, -1)
     kernel = apply_table(probe.clone(), None, torch.cat((cos, sin), dim=-1), rope.head_size, rope.is_neox_style)[0]
     if max((theirs - ours).abs().max().item(), (theirs - kernel).abs().max().item()) > 1e-5:
-        raise ValueError(f"PIC on vLLM: {where}'s {kind.__name__} does not rotate in the layout it declares "
-                         f"(rotary_dim {rope.rotary_dim}, neox {rope.is_neox_style}); use --model hf-pic")
+        raise ValueError(
+            f"PIC on vLLM: {where}'s {kind.__name__} does not rotate in the layout it declares "
+            f"(rotary_dim {rope.rotary_dim}, neox {rope.is_neox_style}); use --model hf-pic"
+        )
 
 
-def apply_table(query: torch.Tensor, key: torch.Tensor | None, table: torch.Tensor, head_size: int,
-                neox: bool, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def apply_table(
+    query: torch.Tensor,
+    key: torch.Tensor | None,
+    table: torch.Tensor,
+    head_size: int,
+    neox: bool,
+    rows: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``query`` / ``key`` (``[n, heads * head_size]``) rotated in place by vLLM's own rotary kernel, token ``i``
     by row ``rows[i]`` (default ``i``) of ``table`` (``[>= n, rotary_dim]``: cos then sin, as rotary caches are)."""
     from vllm import _custom_ops as ops
@@ -107,7 +134,7 @@ class PicRotary(nn.Module):
     method's base of it). Naive / NTK-aware PIC compute ids from ``positions`` alone (traceable); Dynamic PIC takes the
     step's plan from ``step`` and re-rotates this layer's moved cached keys before rotating the new tokens."""
 
-    def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: "DynamicStep | None") -> None:
+    def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: DynamicStep | None) -> None:
         super().__init__()
         entry = inference.entry
         self.head_size, self.rotary_dim, self.neox = rope.head_size, rope.rotary_dim, bool(rope.is_neox_style)
@@ -122,11 +149,14 @@ class PicRotary(nn.Module):
             _DYNAMIC_LAYERS[self.op_key] = self
 
     def extra_repr(self) -> str:
-        return (f"{self.inference.label()}, head_size={self.head_size}, rotary_dim={self.rotary_dim}, "
-                f"base={self.base:g}, neox={self.neox}")
+        return (
+            f"{self.inference.label()}, head_size={self.head_size}, rotary_dim={self.rotary_dim}, "
+            f"base={self.base:g}, neox={self.neox}"
+        )
 
-    def forward(self, positions: torch.Tensor, query: torch.Tensor,
-                key: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         positions = positions.flatten()
         if self.step is None:
             ids = positions.float()
@@ -179,8 +209,10 @@ def _layer_metadata(layer_name: str) -> Any:
     if not metadata:
         return None
     if metadata.get(layer_name) is None:
-        raise RuntimeError(f"Dynamic PIC on vLLM: this step's attention metadata has none for {layer_name} (it has "
-                           f"{len(metadata)} other layers'), so its cached keys cannot be moved; use --model hf-pic")
+        raise RuntimeError(
+            f"Dynamic PIC on vLLM: this step's attention metadata has none for {layer_name} (it has "
+            f"{len(metadata)} other layers'), so its cached keys cannot be moved; use --model hf-pic"
+        )
     return metadata[layer_name]
 
 
@@ -211,22 +243,33 @@ class DynamicStep:
             return self._plans.setdefault(0, empty_plan(self.positions.to(torch.float32)))
         if not (isinstance(kv_cache, torch.Tensor) and kv_cache.dim() == 4):
             shape = tuple(kv_cache.shape) if isinstance(kv_cache, torch.Tensor) else type(kv_cache).__name__
-            raise RuntimeError(f"Dynamic PIC on vLLM: {attn.layer_name}'s KV cache is {shape}, not [blocks, kv_heads, "
-                               "block_size, values] as the attention backends it was checked against lay it out; "
-                               "pass attention_backend=FLASH_ATTN (GPU) or use --model hf-pic")
+            raise RuntimeError(
+                f"Dynamic PIC on vLLM: {attn.layer_name}'s KV cache is {shape}, not [blocks, kv_heads, "
+                "block_size, values] as the attention backends it was checked against lay it out; "
+                "pass attention_backend=FLASH_ATTN (GPU) or use --model hf-pic"
+            )
         key = id(metadata)
         if key not in self._plans:
             missing = [name for name in PLAN_METADATA if not isinstance(getattr(metadata, name, None), torch.Tensor)]
             if missing:
-                raise RuntimeError(f"Dynamic PIC on vLLM: the {type(metadata).__name__} of this attention backend has no "
-                                   f"{', '.join(missing)} to plan the key moves from; pass attention_backend=FLASH_ATTN "
-                                   "(GPU) or use --model hf-pic")
-            self._plans[key] = step_plan(self.positions, metadata.query_start_loc, metadata.seq_lens,
-                                         metadata.block_table, kv_cache.shape[2], self.inference)
+                raise RuntimeError(
+                    f"Dynamic PIC on vLLM: the {type(metadata).__name__} of this attention backend has no "
+                    f"{', '.join(missing)} to plan the key moves from; pass attention_backend=FLASH_ATTN "
+                    "(GPU) or use --model hf-pic"
+                )
+            self._plans[key] = step_plan(
+                self.positions,
+                metadata.query_start_loc,
+                metadata.seq_lens,
+                metadata.block_table,
+                kv_cache.shape[2],
+                self.inference,
+            )
         return self._plans[key]
 
-    def rotate_cache_and_ids(self, attn: Any, rotary: PicRotary,
-                             dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotate_cache_and_ids(
+        self, attn: Any, rotary: PicRotary, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Re-rotate ``attn``'s moved cached keys in place in ``rotary``'s layout; return the cos / sin table
         (:func:`apply_table`, in ``dtype``) of the step's ids at ``rotary``'s base and its row of each token."""
         plan = self.plan(attn)
@@ -240,8 +283,9 @@ class DynamicStep:
             where = (id(plan), tuple(kv_cache.shape), kv_cache.dtype)  # the moved keys' place: once per group
             if where not in self._rotations:
                 self._rotations[where] = key_places(cache_layout(attn, kv_cache), plan)
-            rerotate_cached_keys(kv_cache, self._rotations[where], self._rotations[tag + ("move",)],
-                                 rotary.rotary_dim, rotary.neox)
+            rerotate_cached_keys(
+                kv_cache, self._rotations[where], self._rotations[tag + ("move",)], rotary.rotary_dim, rotary.neox
+            )
         return self._rotations[tag]
 
 
@@ -251,16 +295,21 @@ def cache_layout(attn: Any, kv_cache: torch.Tensor) -> tuple[torch.Tensor, ...]:
     tag = (type(attn.impl).__qualname__, tuple(kv_cache.shape[1:]), kv_cache.dtype, str(kv_cache.device))
     if tag not in _LAYOUTS:
         if kv_cache.is_cuda and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("Dynamic PIC on vLLM: a CUDA graph is being captured before the layer's first eager "
-                               "step (the cache layout's probe reads values back); set compilation_config "
-                               "cudagraph_num_of_warmups >= 1 or pass enforce_eager=True")
+            raise RuntimeError(
+                "Dynamic PIC on vLLM: a CUDA graph is being captured before the layer's first eager "
+                "step (the cache layout's probe reads values back); set compilation_config "
+                "cudagraph_num_of_warmups >= 1 or pass enforce_eager=True"
+            )
         if not hasattr(attn.impl, "do_kv_cache_update"):
-            raise RuntimeError(f"Dynamic PIC on vLLM: the {type(attn.impl).__name__} attention backend has no cache "
-                               "writer of its own (do_kv_cache_update) to locate the keys with; pass "
-                               "attention_backend=FLASH_ATTN (GPU) or use --model hf-pic")
+            raise RuntimeError(
+                f"Dynamic PIC on vLLM: the {type(attn.impl).__name__} attention backend has no cache "
+                "writer of its own (do_kv_cache_update) to locate the keys with; pass "
+                "attention_backend=FLASH_ATTN (GPU) or use --model hf-pic"
+            )
         write = functools.partial(attn.impl.do_kv_cache_update, attn)  # (key, value, cache, slots)
-        _LAYOUTS[tag] = locate_keys(write, tuple(kv_cache.shape), int(kv_cache.shape[1]), attn.head_size,
-                                    kv_cache.dtype, kv_cache.device)
+        _LAYOUTS[tag] = locate_keys(
+            write, tuple(kv_cache.shape), int(kv_cache.shape[1]), attn.head_size, kv_cache.dtype, kv_cache.device
+        )
     return _LAYOUTS[tag]
 
 
@@ -276,8 +325,10 @@ def check_engine(vllm_config: Any) -> None:
     problems = [
         (not (current_platform.is_cpu() or current_platform.is_cuda()), "runs on vLLM's CPU and CUDA platforms only"),
         (bool(cache.enable_prefix_caching), "needs enable_prefix_caching=False"),
-        (bool(scheduler.enable_chunked_prefill) or scheduler.long_prefill_token_threshold > 0,
-         "needs enable_chunked_prefill=False (one-shot prefill)"),
+        (
+            bool(scheduler.enable_chunked_prefill) or scheduler.long_prefill_token_threshold > 0,
+            "needs enable_chunked_prefill=False (one-shot prefill)",
+        ),
         (vllm_config.speculative_config is not None, "does not support speculative decoding"),
         (str(cache.cache_dtype).startswith("fp8"), "needs an unquantized KV cache"),
     ]
@@ -292,8 +343,10 @@ def check_cuda_graphs(vllm_config: Any) -> None:
     graphs capture the plan)."""
     mode = getattr(vllm_config.compilation_config, "cudagraph_mode", None)
     if mode is not None and not vllm_config.model_config.enforce_eager and mode.has_piecewise_cudagraphs():
-        raise ValueError(f"Dynamic PIC on vLLM cannot run under piecewise CUDA graphs (vLLM chose cudagraph_mode "
-                         f"{mode.name} for this attention backend); pass enforce_eager=True")
+        raise ValueError(
+            f"Dynamic PIC on vLLM cannot run under piecewise CUDA graphs (vLLM chose cudagraph_mode "
+            f"{mode.name} for this attention backend); pass enforce_eager=True"
+        )
 
 
 def profiling_cache(vllm_config: Any) -> bool:
@@ -302,8 +355,13 @@ def profiling_cache(vllm_config: Any) -> bool:
     compilation = vllm_config.compilation_config
     if vllm_config.model_config.enforce_eager or getattr(compilation, "cudagraph_mode", None) is None:
         return False
-    probe = min(vllm_config.scheduler_config.max_num_seqs, getattr(compilation, "max_cudagraph_capture_size", None)
-                or vllm_config.scheduler_config.max_num_seqs) or 1
+    probe = (
+        min(
+            vllm_config.scheduler_config.max_num_seqs,
+            getattr(compilation, "max_cudagraph_capture_size", None) or vllm_config.scheduler_config.max_num_seqs,
+        )
+        or 1
+    )
     return vllm_config.cache_config.num_gpu_blocks == probe
 
 
@@ -312,11 +370,19 @@ def check_started_engine(model: Any) -> None:
     first step with attention metadata after the KV cache is allocated (``model``: a ``Pic<Arch>``); memory-profile
     runs carry metadata before the cache's size is known (V2 runner) or on a probe cache (:func:`profiling_cache`)."""
     config = model.pic_vllm_config
-    if (model.pic_checked_cache or config.cache_config.num_gpu_blocks is None or not _step_metadata()
-            or profiling_cache(config)):
+    if (
+        model.pic_checked_cache
+        or config.cache_config.num_gpu_blocks is None
+        or not _step_metadata()
+        or profiling_cache(config)
+    ):
         return
-    check_no_preemption(config.scheduler_config.max_num_seqs, config.model_config.max_model_len,
-                        config.cache_config.block_size, config.cache_config.num_gpu_blocks)
+    check_no_preemption(
+        config.scheduler_config.max_num_seqs,
+        config.model_config.max_model_len,
+        config.cache_config.block_size,
+        config.cache_config.num_gpu_blocks,
+    )
     check_cuda_graphs(config)
     model.pic_checked_cache = True
 
@@ -334,22 +400,31 @@ def install(model: nn.Module, hf_config: Any, inference: Inference, step: Dynami
     from harness.pic.hf.rope_layout import kept_layers
 
     arch = type(model).__name__.removeprefix(PREFIX)
-    found = {extract_layer_index(module.attn.layer_name): module for module in model.modules()
-             if isinstance(getattr(module, "attn", None), Attention)
-             and isinstance(getattr(module, "rotary_emb", None), nn.Module)}
+    found = {
+        extract_layer_index(module.attn.layer_name): module
+        for module in model.modules()
+        if isinstance(getattr(module, "attn", None), Attention)
+        and isinstance(getattr(module, "rotary_emb", None), nn.Module)
+    }
     if not found:
-        raise ValueError(f"PIC on vLLM: {arch}'s attention modules hold no rotary_emb beside their Attention, so PIC "
-                         "cannot reach its positions; use --model hf-pic")
+        raise ValueError(
+            f"PIC on vLLM: {arch}'s attention modules hold no rotary_emb beside their Attention, so PIC "
+            "cannot reach its positions; use --model hf-pic"
+        )
     kept = kept_layers(hf_config)
     layers = tuple(sorted(index for index in found if index not in kept))
     if not layers:
-        raise ValueError(f"PIC on vLLM: {arch} has no full-attention RoPE layer ({', '.join(sorted(set(kept.values())))}"
-                         "); PIC would change nothing")
+        raise ValueError(
+            f"PIC on vLLM: {arch} has no full-attention RoPE layer ({', '.join(sorted(set(kept.values())))}"
+            "); PIC would change nothing"
+        )
     for index in layers:
         module = found[index]
         if module.attn.sliding_window is not None:
-            raise ValueError(f"PIC on vLLM: layer {index} of {arch} attends through a sliding window of "
-                             f"{module.attn.sliding_window} that its config does not declare; use --model hf-pic")
+            raise ValueError(
+                f"PIC on vLLM: layer {index} of {arch} attends through a sliding window of "
+                f"{module.attn.sliding_window} that its config does not declare; use --model hf-pic"
+            )
         check_rotary(module.rotary_emb, f"layer {index} of {arch}")
         module.rotary_emb = PicRotary(module.rotary_emb, module.attn, inference, step)
     return layers
@@ -364,8 +439,10 @@ def native_class(arch: str) -> type:
     if base is None:
         raise UsageError(f"PIC on vLLM: this vLLM has no model class for {arch}; use --model hf-pic")
     if base.__module__.startswith(TRANSFORMERS_BACKEND):
-        raise UsageError(f"PIC on vLLM: vLLM runs {arch} through its Transformers backend (transformers' attention "
-                         "code, without vLLM's rotary module per layer that PIC replaces); use --model hf-pic")
+        raise UsageError(
+            f"PIC on vLLM: vLLM runs {arch} through its Transformers backend (transformers' attention "
+            "code, without vLLM's rotary module per layer that PIC replaces); use --model hf-pic"
+        )
     return base
 
 
@@ -376,7 +453,7 @@ def pic_model_class(name: str) -> type:
     if not name.startswith(PREFIX):
         raise AttributeError(name)
     check_vllm_version()
-    base = native_class(name[len(PREFIX):])
+    base = native_class(name[len(PREFIX) :])
 
     def __init__(self: Any, *, vllm_config: Any, prefix: str = "", **kwargs: Any) -> None:
         inference = config_inference(vllm_config.model_config.hf_config)
@@ -400,8 +477,11 @@ def pic_model_class(name: str) -> type:
             step.end()
 
     doc = f"vLLM's {base.__name__} with PIC on its full-attention RoPE layers (harness.pic.vllm.model)."
-    return type(name, (base,), {"__init__": __init__, "forward": forward, "__module__": __name__,
-                                "__qualname__": name, "__doc__": doc})
+    return type(
+        name,
+        (base,),
+        {"__init__": __init__, "forward": forward, "__module__": __name__, "__qualname__": name, "__doc__": doc},
+    )
 
 
 def register(arch: str | None = None) -> None:

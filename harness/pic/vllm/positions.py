@@ -5,13 +5,12 @@ docs/vllm.md, "How Dynamic PIC runs on vLLM") and where a backend's KV cache kee
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from harness.pic.inference import Inference
-
 
 # ---------------------------------------------------------------------------------------------- rotation
 
@@ -23,7 +22,9 @@ def rotation(ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, t
     return angles.cos(), angles.sin()
 
 
-def move_rotation(old_ids: torch.Tensor, new_ids: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def move_rotation(
+    old_ids: torch.Tensor, new_ids: torch.Tensor, inv_freq: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(cos, sin)`` (float64) of the rotation that takes a key rotated at ``old_ids`` to one rotated at ``new_ids``:
     the difference of the two fp32 angles RoPE computes (:func:`rotation`), taken in float64, so that it composes to
     the new rounded angle. Not the fp32 angle of ``new - old``, whose rounding at ids in the thousands (1e-4 rad) would
@@ -89,8 +90,14 @@ def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torc
     return m[keep], old[keep], new[keep]
 
 
-def step_plan(positions: torch.Tensor, query_start_loc: torch.Tensor, seq_lens: torch.Tensor,
-              block_table: torch.Tensor, block_size: int, inference: Inference) -> PicPlan:
+def step_plan(
+    positions: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    block_size: int,
+    inference: Inference,
+) -> PicPlan:
     """The :class:`PicPlan` of one step: request ``r`` owns tokens ``query_start_loc[r] : query_start_loc[r + 1]`` of
     ``positions``, has ``l_c = seq_lens[r]`` once they are written, ``ctx = l_c - query_len`` cached; its token ``m``
     lives at block ``block_table[r, m // block_size]``, offset ``m % block_size``. Tensor ops only, sizes from shapes
@@ -149,8 +156,14 @@ KeyWriter = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], N
 DIGIT = 16  # probe values are base-16 digits + 1: at most 16, exact in every float dtype a KV cache has
 
 
-def locate_keys(write: KeyWriter, cache_shape: tuple[int, ...], heads: int, head_size: int,
-                dtype: torch.dtype, device: torch.device | str = "cpu") -> tuple[torch.Tensor, ...]:
+def locate_keys(
+    write: KeyWriter,
+    cache_shape: tuple[int, ...],
+    heads: int,
+    head_size: int,
+    dtype: torch.dtype,
+    device: torch.device | str = "cpu",
+) -> tuple[torch.Tensor, ...]:
     """Where a backend's cache writer puts key element ``(offset t, kv head h, dim d)`` of a block: one index tensor
     ``[block_size, heads, head_size]`` per cache dimension after the block's, so that ``cache[b, *(index[t, h, d] for
     index in ...)]`` is that element of block ``b``. ``write(key, value, cache, slots)``: the backend's writer (token
@@ -159,35 +172,46 @@ def locate_keys(write: KeyWriter, cache_shape: tuple[int, ...], heads: int, head
     block_size = cache_shape[2] if len(cache_shape) == 4 else None
     shape = (2,) + tuple(cache_shape[1:])
     if block_size is None:
-        raise RuntimeError(f"Dynamic PIC: a KV cache of shape {tuple(cache_shape)} is not [blocks, heads, "
-                           "block_size, values] as vLLM's attention backends lay it out")
+        raise RuntimeError(
+            f"Dynamic PIC: a KV cache of shape {tuple(cache_shape)} is not [blocks, heads, "
+            "block_size, values] as vLLM's attention backends lay it out"
+        )
     slots = torch.arange(2 * block_size, device=device)
-    coords = torch.stack(torch.broadcast_tensors(slots[:, None, None], torch.arange(heads, device=device)[None, :, None],
-                                                 torch.arange(head_size, device=device)[None, None, :]))  # [3, n, H, D]
+    coords = torch.stack(
+        torch.broadcast_tensors(
+            slots[:, None, None],
+            torch.arange(heads, device=device)[None, :, None],
+            torch.arange(head_size, device=device)[None, None, :],
+        )
+    )  # [3, n, H, D]
     digits = max(1, math.ceil(math.log(int(coords.max()) + 1, DIGIT)))
     decoded = torch.zeros((3,) + shape, dtype=torch.long, device=device)
     landed = torch.zeros(shape, dtype=torch.bool, device=device)
     for axis in range(3):
         for place in range(digits):
-            digit = coords[axis] // DIGIT ** place % DIGIT
+            digit = coords[axis] // DIGIT**place % DIGIT
             cache = torch.zeros(shape, dtype=dtype, device=device)
             write((digit + 1).to(dtype), torch.zeros(coords.shape[1:], dtype=dtype, device=device), cache, slots)
             value = cache.float().round().long()
             landed |= value > 0
-            decoded[axis] += (value - 1).clamp(min=0) * DIGIT ** place
+            decoded[axis] += (value - 1).clamp(min=0) * DIGIT**place
     where = landed.nonzero()  # [n_landed, ndim]
     slot, head, dim = (decoded[axis][landed] for axis in range(3))
     n = 2 * block_size * heads * head_size
     flat = (slot * heads + head) * head_size + dim
     if where.shape[0] != n or torch.unique(flat).numel() != n or not torch.equal(where[:, 0], slot // block_size):
-        raise RuntimeError(f"Dynamic PIC: could not locate the keys in vLLM's KV cache of shape {tuple(cache_shape)} "
-                           f"({dtype}): the backend's cache writer does not put each key element in one place of "
-                           "its block")
+        raise RuntimeError(
+            f"Dynamic PIC: could not locate the keys in vLLM's KV cache of shape {tuple(cache_shape)} "
+            f"({dtype}): the backend's cache writer does not put each key element in one place of "
+            "its block"
+        )
     index = torch.empty((2, len(shape) - 1, block_size, heads, head_size), dtype=torch.long, device=device)
     index[slot // block_size, :, slot % block_size, head, dim] = where[:, 1:]
     if not torch.equal(index[0], index[1]):
-        raise RuntimeError(f"Dynamic PIC: vLLM's KV cache of shape {tuple(cache_shape)} places a key element "
-                           "differently in different blocks")
+        raise RuntimeError(
+            f"Dynamic PIC: vLLM's KV cache of shape {tuple(cache_shape)} places a key element "
+            "differently in different blocks"
+        )
     return tuple(index[0])
 
 
@@ -197,8 +221,13 @@ def key_places(index: tuple[torch.Tensor, ...], plan: PicPlan) -> tuple[torch.Te
     return (plan.blocks[:, None, None],) + tuple(part[plan.offsets] for part in index)
 
 
-def rerotate_cached_keys(kv_cache: torch.Tensor, places: tuple[torch.Tensor, ...],
-                         delta_rotation: tuple[torch.Tensor, torch.Tensor], rotary_dim: int, neox: bool) -> None:
+def rerotate_cached_keys(
+    kv_cache: torch.Tensor,
+    places: tuple[torch.Tensor, ...],
+    delta_rotation: tuple[torch.Tensor, torch.Tensor],
+    rotary_dim: int,
+    neox: bool,
+) -> None:
     """Rotate the cached keys at ``places`` (:func:`key_places`) from their old to their new ids
     (``delta_rotation``: the float64 ``(cos, sin)`` of :func:`move_rotation`), in float64, in place, in the layer's
     layout. Slots sharing a place read the same key and write the same value (:func:`step_plan`)."""

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data.inputs import Input
 from harness.engines.requests import COMPRESS_AE, COMPRESS_LM, CompressRequestOptions
 from harness.metrics.pooling import nll_sum
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.tasks.base import LchTask
 from harness.tasks.lm_eval_api import task_base
-
 
 
 @dataclass(frozen=True)
@@ -20,14 +19,29 @@ class CompressOptions:
     data_files: str | None = option(None, "local .jsonl / .json / .txt file or folder of documents", path=True)
     text_field: str = option("text", "field of the documents' text")
     num_docs: int = option(100, "number of documents", low=1, high=MAX_SAMPLES)
-    synthetic_words: int = option(600, "words per synthetic document (compressor tasks without data_files)", low=1, high=MAX_TOKENS)
+    synthetic_words: int = option(
+        600, "words per synthetic document (compressor tasks without data_files)", low=1, high=MAX_TOKENS
+    )
     seed: int = option(0, "random seed of the synthetic documents", low=0, high=MAX_SEED)
-    max_tokens: int = option(2040, "|X|: tokens of each text; the first half is the context, the rest the completion", low=2, high=MAX_TOKENS)
+    max_tokens: int = option(
+        2040, "|X|: tokens of each text; the first half is the context, the rest the completion", low=2, high=MAX_TOKENS
+    )
 
     def inputs(self) -> list[Input]:
         """The documents when named (:mod:`harness.data.inputs`); without them the texts are generated."""
-        return [Input("data_files", self.data_files, "path", "give data_files= an existing .txt / .jsonl file or "
-                      "folder, or leave it unset (seeded synthetic reports)")] if self.data_files else []
+        return (
+            [
+                Input(
+                    "data_files",
+                    self.data_files,
+                    "path",
+                    "give data_files= an existing .txt / .jsonl file or "
+                    "folder, or leave it unset (seeded synthetic reports)",
+                )
+            ]
+            if self.data_files
+            else []
+        )
 
 
 class CompressAETask(LchTask, task_base(COMPRESS_AE.output_type)):

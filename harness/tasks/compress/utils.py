@@ -2,9 +2,9 @@
 
 from harness.data.documents import load_documents
 from harness.data.synthetic import synthetic_reports
-from harness.tasks.aggregations import perplexity
 from harness.metrics.pooling import pooled_perplexity, total
 from harness.metrics.qa import corpus_bleu4
+from harness.tasks.aggregations import perplexity
 from harness.tasks.compress.task import CompressAETask, CompressLMTask, CompressOptions
 
 

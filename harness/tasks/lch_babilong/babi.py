@@ -5,8 +5,9 @@ filler text at a target token length: BABILong offline. Every answer is in the t
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.data.depth import depth_fields, depth_percent
@@ -117,8 +118,11 @@ def _qa5(rng: random.Random) -> tuple[list[str], str, str, int]:
 
 # each returns (facts, question, answer, the index of the answer's fact: see story_with_answer_fact)
 GENERATORS: dict[str, Callable[[random.Random], tuple[list[str], str, str, int]]] = {
-    "qa1": _qa1, "qa2": partial(_carried, steps=(8, 14), back=1), "qa3": partial(_carried, steps=(12, 20), back=2),
-    "qa4": _qa4, "qa5": _qa5,
+    "qa1": _qa1,
+    "qa2": partial(_carried, steps=(8, 14), back=1),
+    "qa3": partial(_carried, steps=(12, 20), back=2),
+    "qa4": _qa4,
+    "qa5": _qa5,
 }
 
 

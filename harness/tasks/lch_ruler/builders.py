@@ -7,10 +7,11 @@ from __future__ import annotations
 import random
 import uuid
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from harness.data import haystacks
 from harness.data.depth import depth_fields
@@ -34,7 +35,8 @@ def source_fingerprint(src: str | None) -> str | None:
     if memo not in _FINGERPRINTS:
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
         _FINGERPRINTS[memo] = f"{path.resolve()}:" + ",".join(
-            f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file())
+            f"{f.name}:{f.stat().st_size}:{int(f.stat().st_mtime)}" for f in files if f.is_file()
+        )
     return _FINGERPRINTS[memo]
 
 
@@ -85,7 +87,8 @@ def _insert(units: list[str], items: Sequence[str], fractions: Sequence[float]) 
 
 def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, icl: bool) -> Builder:
     """Needle(s) in a haystack of noise lines, essay sentences or distractor needles; ``n`` counts those units."""
-    needles, values = [], {}  # values: each key's, in the order the keys were drawn
+    needles: list[str] = []
+    values: dict[str, list[str]] = {}  # each key's, in the order the keys were drawn
     while len(values) < p["n_keys"]:
         key = _random_value(rng, p["key"])
         if key not in values:
@@ -104,11 +107,17 @@ def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions
     single = len(answers) == 1
     kind = _SINGULAR[p["value"]] if single else _PLURAL[p["value"]]
     if single:
-        head = f"Somewhere in the following text a special magic {kind} is hidden. Memorize it; you will be asked for it afterwards."
+        head = (
+            f"Somewhere in the following text a special magic {kind} is hidden. "
+            "Memorize it; you will be asked for it afterwards."
+        )
         tail = f"What is the special magic {kind} for {query} mentioned in the text above?"
         prefix = f"The special magic {kind} for {query} mentioned in the text above is"
     else:
-        head = f"Somewhere in the following text special magic {kind} are hidden. Memorize them; you will be asked for them afterwards."
+        head = (
+            f"Somewhere in the following text special magic {kind} are hidden. "
+            "Memorize them; you will be asked for them afterwards."
+        )
         tail = f"What are all the special magic {kind} for {query} mentioned in the text above?"
         prefix = f"The special magic {kind} for {query} mentioned in the text above are"
 
@@ -143,8 +152,15 @@ def niah_builder(p: dict, rng: random.Random, length: int, options: RulerOptions
         return "".join(parts(n)), answers, prefix
 
     # distinct distractor needles cost more counted one by one than whole: only repeated units are counted additively
-    return Builder(build, 0, n_max, depth, parts=None if p["haystack"] == "needle" else parts,
-                   instruction=f"{head}\n", question=f"\n{tail}")
+    return Builder(
+        build,
+        0,
+        n_max,
+        depth,
+        parts=None if p["haystack"] == "needle" else parts,
+        instruction=f"{head}\n",
+        question=f"\n{tail}",
+    )
 
 
 def _vt_chain(rng: random.Random, n_hops: int) -> tuple[list[str], str, list[str]]:
@@ -166,9 +182,14 @@ def vt_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
 
     def body(stmts: list[str], fr: list[float], n: int, val: str) -> tuple[list[str], str]:
         items = _insert([haystacks.NOISE] * n, stmts, fr)
-        return ([items[0], *("\n" + item for item in items[1:]),
-                 f"\nQuestion: Which variables are assigned the value {val} in the text above?"],
-                f"Answer: The variables assigned the value {val} are:")
+        return (
+            [
+                items[0],
+                *("\n" + item for item in items[1:]),
+                f"\nQuestion: Which variables are assigned the value {val} in the text above?",
+            ],
+            f"Answer: The variables assigned the value {val} are:",
+        )
 
     example = ""
     if icl:  # one worked example with a short haystack, its own seeded chain
@@ -185,8 +206,14 @@ def vt_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
     def build(n: int) -> tuple[str, list[str], str]:
         return "".join(parts(n)), names, prefix
 
-    return Builder(build, 0, max(length // 8, 16), parts=parts, instruction=f"{head}\n\n{example}",
-                   question=body(statements, fractions, 0, value)[0][-1])
+    return Builder(
+        build,
+        0,
+        max(length // 8, 16),
+        parts=parts,
+        instruction=f"{head}\n\n{example}",
+        question=body(statements, fractions, 0, value)[0][-1],
+    )
 
 
 @lru_cache(maxsize=8)
@@ -226,7 +253,10 @@ def cwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
     order_seed = rng.random()
     question = f"Question: What are the {n_common} most common words in the list above?"
     prefix = f"Answer: The {n_common} most common words in the list are:"
-    head = f"Below is a numbered list of words. Some words occur more often than others; find the {n_common} most frequent ones."
+    head = (
+        "Below is a numbered list of words. Some words occur more often than others; "
+        f"find the {n_common} most frequent ones."
+    )
     example = ""
     if icl:
         ex_rng = random.Random(rng.random())
@@ -238,12 +268,15 @@ def cwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
         listing = _cwe_list(words[: n_common + n], [freq_c] * n_common + [freq_u] * n, order_seed)
         return f"{head}\n\n{example}{listing}\n{question}", list(words[:n_common]), prefix
 
-    return Builder(build, 0, n_max, {"freq_common": freq_c}, instruction=f"{head}\n\n{example}",
-                   question=f"\n{question}")
+    return Builder(
+        build, 0, n_max, {"freq_common": freq_c}, instruction=f"{head}\n\n{example}", question=f"\n{question}"
+    )
 
 
 def _fwe_text(vocab: Sequence[str], top: int, alpha: float, seed: float) -> str:
-    items = sorted((_order_key(seed, w, k), w) for r, w in enumerate(vocab, start=1) for k in range(int(top * r ** -alpha)))
+    items = sorted(
+        (_order_key(seed, w, k), w) for r, w in enumerate(vocab, start=1) for k in range(int(top * r**-alpha))
+    )
     return " ".join(w for _, w in items)
 
 
@@ -266,7 +299,9 @@ def fwe_builder(p: dict, rng: random.Random, length: int, options: RulerOptions,
     if icl:
         ex_rng = random.Random(rng.random())
         ex_vocab = vocab_of(ex_rng, 10)
-        example = f"{_fwe_text(ex_vocab, 18, alpha, ex_rng.random())}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
+        example = (
+            f"{_fwe_text(ex_vocab, 18, alpha, ex_rng.random())}\n{question}\n{prefix} {' '.join(ex_vocab[:3])}\n\n"
+        )
 
     def build(n: int) -> tuple[str, list[str], str]:
         text = _fwe_text(vocab, n, alpha, order_seed)
@@ -290,11 +325,20 @@ def qa_builder(p: dict, rng: random.Random, length: int, options: RulerOptions, 
         context = "\n\n".join(f"Document {j + 1}:\n{corpus.documents[d]}" for j, d in enumerate(docs))
         return f"{instruction}\n\n{context}\n\n{instruction}\n\nQuestion: {question}", list(answers), "Answer:"
 
-    return Builder(build, len(gold), len(gold) + len(others), instruction=f"{instruction}\n\n",
-                   question=f"\n\n{instruction}\n\nQuestion: {question}")
+    return Builder(
+        build,
+        len(gold),
+        len(gold) + len(others),
+        instruction=f"{instruction}\n\n",
+        question=f"\n\n{instruction}\n\nQuestion: {question}",
+    )
 
 
 # TaskSpec.kind -> its builder
 BUILDERS: dict[str, Callable[[dict, random.Random, int, RulerOptions, bool], Builder]] = {
-    "niah": niah_builder, "vt": vt_builder, "cwe": cwe_builder, "fwe": fwe_builder, "qa": qa_builder,
+    "niah": niah_builder,
+    "vt": vt_builder,
+    "cwe": cwe_builder,
+    "fwe": fwe_builder,
+    "qa": qa_builder,
 }

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.core.cache import cache_root
-from harness.core.files import sweep_temporaries, write_text_atomic
 from harness.core.cache_keys import OMIT, data_key
+from harness.core.files import sweep_temporaries, write_text_atomic
 from harness.data.depth import DEPTH_BUCKETS
 from harness.data.haystacks import word_lists_digest
 from harness.data.prompt_tokens import PromptCounter
@@ -29,10 +29,18 @@ def cache_key(options: RulerOptions, length: int, counter: PromptCounter) -> dic
     parameters, the word lists, :data:`GENERATOR_VERSION` and the depth buckets."""
     tokenizer = counter.fingerprint()
     unused = options.unused()
-    resolve = {"entry": lambda name: length, "tokenizer": lambda name: tokenizer,
-               "source": lambda name: OMIT if name in unused else source_fingerprint(getattr(options, name))}
-    return {"options": data_key(options, resolve), "spec": TASKS[str(options.ruler_task)].params,
-            "words": word_lists_digest(), "version": GENERATOR_VERSION, "depth_buckets": DEPTH_BUCKETS}
+    resolve = {
+        "entry": lambda name: length,
+        "tokenizer": lambda name: tokenizer,
+        "source": lambda name: OMIT if name in unused else source_fingerprint(getattr(options, name)),
+    }
+    return {
+        "options": data_key(options, resolve),
+        "spec": TASKS[str(options.ruler_task)].params,
+        "words": word_lists_digest(),
+        "version": GENERATOR_VERSION,
+        "depth_buckets": DEPTH_BUCKETS,
+    }
 
 
 def cache_path(options: RulerOptions, length: int, counter: PromptCounter) -> Path:
@@ -74,8 +82,10 @@ def counts_path(path: Path) -> Path:
 
 
 def _write_counts(path: Path, rows: list[dict[str, Any]]) -> dict[str, list[int]]:
-    counts = {"prompt_tokens": [int(r["prompt_tokens"]) for r in rows],
-              "max_gen_toks": [int(r["max_gen_toks"]) for r in rows]}
+    counts = {
+        "prompt_tokens": [int(r["prompt_tokens"]) for r in rows],
+        "max_gen_toks": [int(r["max_gen_toks"]) for r in rows],
+    }
     write_text_atomic(counts_path(path), json.dumps(counts))
     return counts
 
@@ -89,8 +99,9 @@ def read_counts(path: Path, expected: int) -> dict[str, list[int]] | None:
         counts = json.loads(counts_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         counts = None
-    if (isinstance(counts, dict) and all(isinstance(counts.get(k), list) and len(counts[k]) == expected
-                                         for k in ("prompt_tokens", "max_gen_toks"))):
+    if isinstance(counts, dict) and all(
+        isinstance(counts.get(k), list) and len(counts[k]) == expected for k in ("prompt_tokens", "max_gen_toks")
+    ):
         return counts
     rows = read_rows(path, expected)
     return None if rows is None else _write_counts(path, rows)

@@ -8,6 +8,9 @@ import dataclasses
 import random
 from typing import Any
 
+from harness.core.errors import UsageError, check_known
+from harness.core.files import entry_lock
+from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data import haystacks
 from harness.data.inputs import Input
 from harness.data.lengths import check_lengths, length_tokens
@@ -17,14 +20,24 @@ from harness.tasks.lch_ruler.builders import BUILDERS, Builder
 from harness.tasks.lch_ruler.cache import cache_path, read_counts, read_rows, write_rows
 from harness.tasks.lch_ruler.definitions import DEPTHS, GENERATOR_VERSION, TASKS, TaskSpec
 from harness.tasks.lch_ruler.fitting import SegmentCounter, SourceTooShortError, TooShortError
-from harness.core.errors import UsageError, check_known
-from harness.core.files import entry_lock
-from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 
 LAYER = "data"  # harness/devtools/layers.py
 
-__all__ = ["BUILDERS", "DEPTHS", "GENERATOR_VERSION", "TASKS", "Builder", "RulerOptions", "SegmentCounter",
-           "Sources", "SourceTooShortError", "TaskSpec", "TooShortError", "generate", "ruler_dataset"]
+__all__ = [
+    "BUILDERS",
+    "DEPTHS",
+    "GENERATOR_VERSION",
+    "TASKS",
+    "Builder",
+    "RulerOptions",
+    "SegmentCounter",
+    "Sources",
+    "SourceTooShortError",
+    "TaskSpec",
+    "TooShortError",
+    "generate",
+    "ruler_dataset",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,19 +45,26 @@ class RulerOptions(PromptOptions):
     """Options of one RULER task: which task, at which lengths, how many samples, from which sources."""
 
     ruler_task: str | None = option(None, "RULER task of a subtask YAML", choices=tuple(TASKS), cache_key="value")
-    lengths: tuple[int | str, ...] | None = option(None, "context lengths to generate samples at (token counts or "
-                                                         "k-labels; default max_seq_lengths, else 4096)",
-                                                         cache_key="entry")
-    max_seq_lengths: tuple[int | str, ...] = option((4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1,
-                                                    high=MAX_TOKENS, cache_key="entry")
+    lengths: tuple[int | str, ...] | None = option(
+        None,
+        "context lengths to generate samples at (token counts or k-labels; default max_seq_lengths, else 4096)",
+        cache_key="entry",
+    )
+    max_seq_lengths: tuple[int | str, ...] = option(
+        (4096,), "lengths (lm-eval RULER spelling)", nonempty=True, low=1, high=MAX_TOKENS, cache_key="entry"
+    )
     num_samples: int = option(500, "samples per length", low=1, high=MAX_SAMPLES, cache_key="value")
     seed: int = option(42, "random seed of sampling", low=0, high=MAX_SEED, cache_key="value")
-    essays: str = option(haystacks.ESSAYS_HF, "folder of essays (RULER haystack): path, HF id, "
-                         f"{haystacks.BUILTIN_ESSAYS} (shipped) or synthetic", path=True, cache_key="source")
-    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True,
-                               cache_key="source")
-    hotpotqa: str | None = option(None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True,
-                                  cache_key="source")
+    essays: str = option(
+        haystacks.ESSAYS_HF,
+        f"folder of essays (RULER haystack): path, HF id, {haystacks.BUILTIN_ESSAYS} (shipped) or synthetic",
+        path=True,
+        cache_key="source",
+    )
+    squad: str | None = option(None, "SQuAD v2 file for RULER qa_squad (or synthetic)", path=True, cache_key="source")
+    hotpotqa: str | None = option(
+        None, "HotpotQA file for RULER qa_hotpot (or synthetic)", path=True, cache_key="source"
+    )
     icl_example: bool = option(True, "RULER worked example in the prompt", cache_key="value")
 
     def __post_init__(self) -> None:
@@ -77,22 +97,38 @@ class RulerOptions(PromptOptions):
         value = getattr(self, key)
         if key == "essays":
             kind = "hf_dataset" if value == haystacks.ESSAYS_HF else "path"
-            return [Input(key, value, kind, f"pass essays=<folder of .txt essays>, essays={haystacks.BUILTIN_ESSAYS} "
-                          "(the essays shipped with the package), or essays=synthetic (generated prose: a smoke run)")]
-        return [Input(key, value or haystacks.QA_SOURCES[key].hub[0], "path" if value else "hf_dataset",
-                      f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a smoke run)")]
+            return [
+                Input(
+                    key,
+                    value,
+                    kind,
+                    f"pass essays=<folder of .txt essays>, essays={haystacks.BUILTIN_ESSAYS} "
+                    "(the essays shipped with the package), or essays=synthetic (generated prose: a smoke run)",
+                )
+            ]
+        return [
+            Input(
+                key,
+                value or haystacks.QA_SOURCES[key].hub[0],
+                "path" if value else "hf_dataset",
+                f"pass {key}=<the official dev JSON>, or {key}=synthetic (generated questions: a smoke run)",
+            )
+        ]
 
 
 _SOURCE_FIELDS = [f for f in dataclasses.fields(RulerOptions) if f.metadata.get("cache_key") == "source"]
 SOURCE_OPTIONS = tuple(f.name for f in _SOURCE_FIELDS)
 # the source options alone (what a builder reads of RulerOptions), for callers that build samples without a task
-Sources = dataclasses.make_dataclass("Sources", [(f.name, f.type, dataclasses.field(default=f.default))
-                                                 for f in _SOURCE_FIELDS])
+Sources = dataclasses.make_dataclass(
+    "Sources", [(f.name, f.type, dataclasses.field(default=f.default)) for f in _SOURCE_FIELDS]
+)
 
 _ICL_KINDS = ("vt", "cwe", "fwe")  # the kinds that can prepend a worked example
 
 
-def generate(options: RulerOptions, length: int, counter: PromptCounter, use_cache: bool = True) -> list[dict[str, Any]]:
+def generate(
+    options: RulerOptions, length: int, counter: PromptCounter, use_cache: bool = True
+) -> list[dict[str, Any]]:
     """``options.num_samples`` samples of ``options.ruler_task`` fitted to ``length`` tokens (prompt + budget) by
     ``counter``, from the cache when ``use_cache`` and there. Rows: ``index, input, outputs, gen_prefix, context_span,
     length, prompt_tokens, max_gen_toks, task, n_units`` (niah also ``depth``, ``depth_bucket``, ``needle_depths``);
@@ -135,32 +171,54 @@ def _build_rows(options: RulerOptions, length: int, counter: PromptCounter) -> l
     rows = []
     for i, (b, (n, tokens)) in enumerate(zip(builders, fitted)):
         text, outputs, prefix = b.build(n)
-        if not (text.startswith(b.instruction) and text.endswith(b.question)
-                and len(b.instruction) + len(b.question) <= len(text)):
-            raise AssertionError(f"RULER {task}: a sample's input does not start with its instruction and end with its "
-                                 "question (a builder defect)")
-        rows.append({"index": i, "task": task, "input": text, "outputs": outputs, "gen_prefix": prefix,
-                     "context_span": [len(b.instruction), len(text) - len(b.question)],
-                     "length": length, "prompt_budget": length, "prompt_tokens": tokens, "max_gen_toks": spec.budget,
-                     "n_units": n, "icl_example": icl and spec.kind in _ICL_KINDS, **b.extra})
+        if not (
+            text.startswith(b.instruction)
+            and text.endswith(b.question)
+            and len(b.instruction) + len(b.question) <= len(text)
+        ):
+            raise AssertionError(
+                f"RULER {task}: a sample's input does not start with its instruction and end with its "
+                "question (a builder defect)"
+            )
+        rows.append(
+            {
+                "index": i,
+                "task": task,
+                "input": text,
+                "outputs": outputs,
+                "gen_prefix": prefix,
+                "context_span": [len(b.instruction), len(text) - len(b.question)],
+                "length": length,
+                "prompt_budget": length,
+                "prompt_tokens": tokens,
+                "max_gen_toks": spec.budget,
+                "n_units": n,
+                "icl_example": icl and spec.kind in _ICL_KINDS,
+                **b.extra,
+            }
+        )
     return rows
 
 
-def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
-                 ) -> tuple[list[Builder], list[tuple[int, int]], bool]:
+def _fit_samples(
+    options: RulerOptions, length: int, counter: PromptCounter
+) -> tuple[list[Builder], list[tuple[int, int]], bool]:
     """The samples' builders, their fitted ``(n, prompt_tokens)``, and whether they carry a worked example; when even
     the smallest haystack does not fit, first fewer repeats of cwe's common words, then no worked example."""
     task = str(options.ruler_task)
     spec, icl = TASKS[task], options.icl_example
     target = length - spec.budget
     if target <= 0:
-        raise TooShortError(f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
-                            f"use lengths well above it (e.g. 1k or more)")
+        raise TooShortError(
+            f"RULER {task} at length {length}: the answer budget alone takes {spec.budget} tokens; "
+            f"use lengths well above it (e.g. 1k or more)"
+        )
     params = dict(spec.params)
     while True:
-        builders = [BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{options.seed}"), length, options,
-                                        icl)
-                    for i in range(options.num_samples)]
+        builders = [
+            BUILDERS[spec.kind](params, random.Random(f"{task}-{length}-{i}-{options.seed}"), length, options, icl)
+            for i in range(options.num_samples)
+        ]
         try:
             fitted = None
             if builders[0].parts is not None:
@@ -176,24 +234,29 @@ def _fit_samples(options: RulerOptions, length: int, counter: PromptCounter
             if icl and spec.kind in _ICL_KINDS:
                 icl = False
                 continue
-            raise TooShortError(f"RULER {task} at length {length}: {err} (the answer budget takes {spec.budget}); "
-                                "use a longer length") from None
+            raise TooShortError(
+                f"RULER {task} at length {length}: {err} (the answer budget takes {spec.budget}); use a longer length"
+            ) from None
 
 
-def _check_reached(options: RulerOptions, length: int, target: int, builders: list[Builder],
-                   fitted: list[tuple[int, int]]) -> None:
+def _check_reached(
+    options: RulerOptions, length: int, target: int, builders: list[Builder], fitted: list[tuple[int, int]]
+) -> None:
     """Refuse samples that took every unit their source has (``n == n_max``) and still leave more than one unit's
     tokens of the target unused: the source cannot reach the length asked (a small QA set at a long length)."""
-    short = [(n, tokens) for b, (n, tokens) in zip(builders, fitted)
-             if n >= b.n_max and target - tokens > tokens / max(n, 1)]
+    short = [
+        (n, tokens) for b, (n, tokens) in zip(builders, fitted) if n >= b.n_max and target - tokens > tokens / max(n, 1)
+    ]
     if not short:
         return
     task = str(options.ruler_task)
     reach = max(tokens for _, tokens in short)
     spec, key = TASKS[task], options.source() or "essays"
-    raise SourceTooShortError(f"RULER {task} at length {length}: its source ({key}={getattr(options, key)}) reaches "
-                              f"only {reach} prompt tokens of the {target} asked; give a larger source (the official "
-                              f"dev JSON) or lengths up to {reach + spec.budget}")
+    raise SourceTooShortError(
+        f"RULER {task} at length {length}: its source ({key}={getattr(options, key)}) reaches "
+        f"only {reach} prompt tokens of the {target} asked; give a larger source (the official "
+        f"dev JSON) or lengths up to {reach + spec.budget}"
+    )
 
 
 def ruler_dataset(options: RulerOptions, model: Any = None) -> dict:

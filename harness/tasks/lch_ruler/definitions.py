@@ -22,10 +22,21 @@ class TaskSpec:
     metric: str = "string_match_all"
 
 
-def _niah(haystack: str, key: str = "words", value: str = "numbers", n_keys: int = 1, n_values: int = 1,
-          n_queries: int = 1) -> TaskSpec:
-    return TaskSpec("niah", 128, dict(haystack=haystack, key=key, value=value, n_keys=max(n_keys, n_queries),
-                                      n_values=n_values, n_queries=n_queries))
+def _niah(
+    haystack: str, key: str = "words", value: str = "numbers", n_keys: int = 1, n_values: int = 1, n_queries: int = 1
+) -> TaskSpec:
+    return TaskSpec(
+        "niah",
+        128,
+        dict(
+            haystack=haystack,
+            key=key,
+            value=value,
+            n_keys=max(n_keys, n_queries),
+            n_values=n_values,
+            n_queries=n_queries,
+        ),
+    )
 
 
 TASKS: dict[str, TaskSpec] = {

@@ -8,9 +8,9 @@ import logging
 import math
 from dataclasses import dataclass
 
+from harness.core.errors import UsageError
 from harness.data.prompt_tokens import PromptCounter
 from harness.tasks.lch_ruler.builders import Builder
-from harness.core.errors import UsageError
 
 LAYER = "data"  # harness/devtools/layers.py
 
@@ -56,7 +56,8 @@ class SegmentCounter:
             rendered = self.counter.render("x", prefix)
             flag = self.counter._special_kwargs(rendered)["add_special_tokens"]
             n_special = len(self.tok(rendered, add_special_tokens=flag)["input_ids"]) - len(
-                self.tok(rendered, add_special_tokens=False)["input_ids"])
+                self.tok(rendered, add_special_tokens=False)["input_ids"]
+            )
             self._wrap[prefix] = (pre, post, n_special)
         return self._wrap[prefix]
 
@@ -77,8 +78,9 @@ class SegmentCounter:
         return n_special + sum(self._tokens[s] for s in segments)
 
 
-def fit_additive(builders: list[Builder], seg: SegmentCounter, target: int,
-                 spot_check: int = 50) -> list[tuple[int, int]] | None:
+def fit_additive(
+    builders: list[Builder], seg: SegmentCounter, target: int, spot_check: int = 50
+) -> list[tuple[int, int]] | None:
     """For each builder (all with ``parts``), the largest ``n`` whose exact count is ``<= target``, and that count; None
     when a junction is not clean or a spot check by full tokenization disagrees (the caller then counts fully)."""
     results = []
@@ -87,7 +89,7 @@ def fit_additive(builders: list[Builder], seg: SegmentCounter, target: int,
         prefix = b.build(b.n_min)[2]
 
         def count(n: int) -> int | None:
-            return seg.count(b.parts(n), prefix)
+            return seg.count(b.parts(n), prefix)  # noqa: B023 (used in this iteration only)
 
         lo_c: int | None = None  # count(lo), once known
         if guess is None or guess <= b.n_min:
@@ -160,8 +162,10 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
     _require_fit(c_lo, target)
     slope = max((c_hi - c_lo) / max(hi_n - lo_n, 1), 1e-3)
     results: list[tuple[int, int] | None] = [None] * len(builders)
-    state = [_Search(guess=min(b.n_max, max(b.n_min, lo_n + int((target - c_lo) / slope))), over=b.n_max + 1)
-             for b in builders]
+    state = [
+        _Search(guess=min(b.n_max, max(b.n_min, lo_n + int((target - c_lo) / slope))), over=b.n_max + 1)
+        for b in builders
+    ]
     pending = list(range(len(builders)))
     for _ in range(64):
         if not pending:

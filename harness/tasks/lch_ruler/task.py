@@ -11,12 +11,12 @@ from harness.tasks.depth import DepthScores
 from harness.tasks.generate_until import PerLengthTask
 from harness.tasks.lch_ruler.dataset import TASKS, RulerOptions, counts
 
-
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 class RulerTask(DepthScores, PerLengthTask):
-    """One RULER task (option ``ruler_task``); budget and scoring from :data:`harness.tasks.lch_ruler.definitions.TASKS`.
+    """One RULER task (option ``ruler_task``); budget and scoring from
+    :data:`harness.tasks.lch_ruler.definitions.TASKS`.
     The ``niah_*`` tasks also score each needle-depth bucket at each length (:mod:`harness.tasks.depth`)."""
 
     OPTIONS = RulerOptions

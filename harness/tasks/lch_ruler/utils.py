@@ -3,5 +3,4 @@
 from harness.tasks.lch_ruler.dataset import ruler_dataset
 from harness.tasks.lch_ruler.task import RulerTask
 
-
 __all__ = ["RulerTask", "ruler_dataset"]

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.data.inputs import Input
-from harness.data.documents import MissingDataError, read_jsonl
-from harness.data.truncation import TruncationOptions
 from harness.core.errors import DataFormatError, UsageError, missing_data_on_error
 from harness.core.options import MAX_SAMPLES, option
+from harness.data.documents import MissingDataError, read_jsonl
+from harness.data.inputs import Input
+from harness.data.truncation import TruncationOptions
 
 LAYER = "data"  # harness/devtools/layers.py
 
@@ -31,10 +31,22 @@ class MrqaOptions(TruncationOptions):
     def inputs(self) -> list[Input]:
         """The MRQA rows (:mod:`harness.data.inputs`): ``mrqa_data``, else the HF dataset."""
         if self.mrqa_data:
-            return [Input("mrqa_data", self.mrqa_data, "path", "give mrqa_data= an official MRQA .jsonl file or a "
-                          "folder of them")]
-        return [Input("hf_dataset", MRQA_HF, "hf_dataset", "download it to the HF cache, or pass "
-                      "mrqa_data=<official MRQA .jsonl file or folder>")]
+            return [
+                Input(
+                    "mrqa_data",
+                    self.mrqa_data,
+                    "path",
+                    "give mrqa_data= an official MRQA .jsonl file or a folder of them",
+                )
+            ]
+        return [
+            Input(
+                "hf_dataset",
+                MRQA_HF,
+                "hf_dataset",
+                "download it to the HF cache, or pass mrqa_data=<official MRQA .jsonl file or folder>",
+            )
+        ]
 
 
 def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
@@ -46,8 +58,15 @@ def read_mrqa_jsonl(path: str | Path, subset: str) -> list[dict[str, Any]]:
         if "context" not in record or not isinstance(record.get("qas"), list):
             raise DataFormatError(f"{path}: record {number} has no 'context' and 'qas': not an official MRQA file")
         for qa in record["qas"]:
-            rows.append({"id": qa.get("qid") or qa.get("id"), "subset": subset, "context": record["context"],
-                         "question": qa["question"], "answers": list(qa["answers"])})
+            rows.append(
+                {
+                    "id": qa.get("qid") or qa.get("id"),
+                    "subset": subset,
+                    "context": record["context"],
+                    "question": qa["question"],
+                    "answers": list(qa["answers"]),
+                }
+            )
     return rows
 
 
@@ -72,12 +91,22 @@ def load_mrqa(options: MrqaOptions, model: Any = None) -> dict:
         rows = read_mrqa_jsonl(path, subset)
     else:
         split = "validation" if subset in IN_DOMAIN else "test"
-        with missing_data_on_error("could not load HF mrqa-workshop/mrqa",
-                                   "pass --metadata '{\"mrqa_data\": \"<official MRQA jsonl file or folder>\"}'"):
+        with missing_data_on_error(
+            "could not load HF mrqa-workshop/mrqa",
+            'pass --metadata \'{"mrqa_data": "<official MRQA jsonl file or folder>"}\'',
+        ):
             ds = datasets.load_dataset(MRQA_HF, split=split)
         ds = ds.filter(lambda r: r["subset"] == subset)
-        rows = [{"id": r["qid"], "subset": subset, "context": r["context"], "question": r["question"],
-                 "answers": list(r["answers"])} for r in ds]
+        rows = [
+            {
+                "id": r["qid"],
+                "subset": subset,
+                "context": r["context"],
+                "question": r["question"],
+                "answers": list(r["answers"]),
+            }
+            for r in ds
+        ]
     if options.limit_docs is not None:
         rows = rows[: options.limit_docs]
     return {"test": datasets.Dataset.from_list(rows)}

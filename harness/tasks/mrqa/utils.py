@@ -1,8 +1,8 @@
 """MRQA tasks: one generate_until subtask per MRQA dataset, scored with EM / F1 / ROUGE-1 (docs/formulas.md §6)."""
 
+from harness.metrics.qa import em_f1, rouge1_f1
 from harness.tasks.mrqa.dataset import load_mrqa
 from harness.tasks.mrqa.task import MrqaTask
-from harness.metrics.qa import em_f1, rouge1_f1
 
 
 def process_results(doc: dict, results: list) -> dict:

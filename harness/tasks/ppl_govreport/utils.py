@@ -3,8 +3,8 @@ evaluated tokenizer known (``pretrained`` / ``tokenizer``) the first ``num_docs`
 are selected up front; otherwise the first ``num_docs`` are scored and short ones skipped (``docs_skipped``)."""
 
 from harness.data.govreport import load_govreport
+from harness.metrics.pooling import pooled_perplexity, total
 from harness.tasks.aggregations import perplexity
 from harness.tasks.logprob import PerplexityTask
-from harness.metrics.pooling import pooled_perplexity, total
 
 __all__ = ["perplexity", "PerplexityTask", "load_govreport", "pooled_perplexity", "total"]
