@@ -12,10 +12,10 @@ in :data:`HOOKS`, the module runs as usual and then its hook runs:
 * ``lm_eval.models``: the entry points of the ``lm_eval.models`` group are registered as #4013 does;
 * ``lm_eval.tasks.manager``: a ``TaskManager`` that indexes lm-eval's own tasks also indexes the folders of the
   ``lm_eval.tasks`` entry points, after them and before ``include_path``, as #4015 does;
-* ``lm_eval.evaluator``: ``simple_evaluate`` runs our preflight before a model of ours, or a model asked for our
-  tasks, loads, and adds the cautions of our metrics to its results (not for a command-line run that is not ours);
-* ``lm_eval._cli.harness``: once lm-eval has parsed its command line, a run of our models or tasks gets our checks
-  and its user errors end in one ``lch: error:`` line; any other run is left exactly as lm-eval runs it.
+* ``lm_eval.evaluator``: ``simple_evaluate`` becomes the door of every run (``harness/plugin/preflight.py``): a run of
+  our models or tasks is checked before a model loads and its results are finished; any other goes straight on;
+* ``lm_eval._cli.harness``: once lm-eval has parsed its command line, a run of ours gets its task index scoped and
+  its user errors in one ``lch: error:`` line (``harness/cli/evaluate.py``); any other is left as lm-eval runs it.
 
 A hook runs only when the ``harness`` package that Python would import is this distribution's (the folder beside
 this file): in a project with a ``harness`` package of its own on ``sys.path`` first, nothing of ours is imported
@@ -38,7 +38,7 @@ HOOKS = {
     "lm_eval.models": "harness.plugin.discovery:after_models_import",
     "lm_eval.tasks.manager": "harness.plugin.discovery:after_task_manager_import",
     "lm_eval.evaluator": "harness.plugin.preflight:after_evaluator_import",
-    "lm_eval._cli.harness": "harness.cli.lm_eval_errors:after_cli_import",
+    "lm_eval._cli.harness": "harness.cli.evaluate:after_cli_import",
 }
 
 
@@ -121,15 +121,6 @@ class LchLmEvalFinder:
         except Exception as err:  # noqa: BLE001
             _debug(f"finding {name} failed: {type(err).__name__}: {err}")
         return None
-
-
-def withdraw(name: str) -> None:
-    """Hook ``name`` no more in this process (a command line whose run is not ours: lm-eval's module as it is)."""
-    for finder in list(sys.meta_path):
-        if isinstance(finder, LchLmEvalFinder):
-            finder.waiting.discard(name)
-            if not finder.waiting:
-                sys.meta_path.remove(finder)
 
 
 def install() -> None:

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from harness.cli import (demo, describe, engines, evaluate, judging, longppl, models, plan, reports, rerun, sweep,
                          training)
-from harness.cli.translate import given_models, translate
+from harness.cli.translate import close_progress_bars, given_models, translate
 from harness.core.errors import (
     DEBUG_VARIABLE,
     EXIT_INTERNAL,
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
     except KeyboardInterrupt:
-        _close_progress_bars()
+        close_progress_bars()
         print(f"lch: error: interrupted; {interrupted_hint(argv)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except SystemExit as done:  # --help / --version (argparse, lm-eval): their own exit code, as an int
@@ -91,18 +91,16 @@ def main(argv: list[str] | None = None) -> int:
                 print("lch: internal error (a bug; please report it with this traceback):", file=sys.stderr)
             traceback.print_exc()
             return user_error.exit_code if user_error is not None else EXIT_INTERNAL
-        _close_progress_bars()
+        close_progress_bars()
         print(f"lch: error: {user_error}", file=sys.stderr)
         return user_error.exit_code
 
 
 def _include_path(argv: list[str]) -> str | None:
     """``lch eval``'s ``--include_path`` (lm-eval's flag), for the error that names the closest task."""
-    if argv[:1] != ["eval"]:
-        return None
-    from harness.plugin.lm_eval_cli import include_path_of
-
-    return include_path_of(argv)
+    given = [b if a == "--include_path" else a.partition("=")[2] for a, b in zip(argv, [*argv[1:], ""])
+             if a == "--include_path" or a.startswith("--include_path=")]
+    return given[0] if argv[:1] == ["eval"] and given else None
 
 
 @contextlib.contextmanager
@@ -134,14 +132,6 @@ def _on_sigterm_interrupt():
     if threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, _raise_terminated)
-
-
-def _close_progress_bars() -> None:
-    """Close the tqdm bars a stopped command left open, so that our error line stays the last line of stderr."""
-    from tqdm import tqdm
-
-    for bar in list(getattr(tqdm, "_instances", ())):
-        bar.close()
 
 
 def interrupted_hint(argv: list[str]) -> str:

@@ -131,3 +131,11 @@ def _engine_config_error(err: BaseException) -> UsageError | None:
     message = str(first.get("msg", err)).removeprefix("Value error, ").rstrip(".")
     return UsageError(f"vLLM refused the engine args ({title}{': ' + where if where else ''}): {message}; "
                       "check --model_args")
+
+
+def close_progress_bars() -> None:
+    """Close the tqdm bars a stopped command left open, so that the error line stays the last line of stderr."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()

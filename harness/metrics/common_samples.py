@@ -1,6 +1,7 @@
 """Scores on the samples every run scored: which documents (by ``doc_id``) a run scored for each metric, and a metric
-recomputed over a subset by the rule that made it (:func:`rule_of`). Also lm-eval's stderr and group formulas, for
-reports that do not import lm-eval (tests/reporting/test_common_samples.py holds them equal to lm-eval's)."""
+recomputed over a subset by the pooling its task declared (:func:`pooled_value`). Also lm-eval's stderr and group
+formulas, for reports that do not import lm-eval (tests/reporting/test_common_samples.py holds them equal to
+lm-eval's)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.metrics.pooling import RULES, mean, pooled_mean, pooled_perplexity
-
-REL_TOL = 1e-9
 
 
 def doc_value(value: Any) -> float | tuple[float, float] | None:
@@ -50,22 +49,6 @@ def pooled_value(values: Sequence[Any], rule: str) -> float:
     if rule not in RULES:
         raise ValueError(f"pooling rule {rule!r} is not one of {RULES}")
     return {"mean": mean, "pooled": pooled_mean, "pooled_exp": pooled_perplexity}[rule](values)
-
-
-def reproduces(a: float, b: float) -> bool:
-    """``a`` equals ``b`` to a relative :data:`REL_TOL` (the same numbers summed in another order), both finite."""
-    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= REL_TOL * max(abs(a), abs(b), 1e-300)
-
-
-def rule_of(values: Sequence[Any], reported: float) -> str | None:
-    """The rule of :data:`RULES` turning ``values`` (a metric's logged values, in order) into ``reported``, or None."""
-    if not values:
-        return None
-    pairs = all(isinstance(v, tuple) for v in values)
-    if not pairs and not all(isinstance(v, float) for v in values):
-        return None
-    rules = ("pooled", "pooled_exp") if pairs else ("mean",)
-    return next((rule for rule in rules if reproduces(pooled_value(values, rule), reported)), None)
 
 
 def mean_stderr(values: Sequence[float]) -> float | None:

@@ -12,29 +12,28 @@ LAYER = "lmeval"  # harness/devtools/layers.py: parses lm-eval's command line
 
 
 def plan_settings(argv: list[str]) -> Any:
-    """The :class:`harness.plan.make.EvalSettings` of an ``lch eval`` command line, its flags checked as there."""
+    """The :class:`harness.plan.make.EvalSettings` of an ``lch eval`` command line: what lm-eval's own ``run`` command
+    would hand ``simple_evaluate``, admitted by the door as ``lch eval`` would be (a refusal names lm-eval's flag)."""
     from harness.plan.make import EvalSettings
     from harness.plugin.activation import activate
-    from harness.plugin.lm_eval_cli import parse_command_line
-    from harness.plugin.lm_eval_flags import check_json_args, cli_settings
-    from harness.plugin.preflight import as_dict, check_cli_run
+    from harness.plugin.command_line import planned_run
+    from harness.plugin.preflight import SettingRefused, as_dict
 
-    check_json_args(argv)
     activate()
-    _, args = parse_command_line(argv)
-    settings = cli_settings(args)
-    tasks = settings.get("tasks")
-    tasks = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else tasks or []) if t.strip()]
-    if not settings.get("model") or not tasks:
+    try:
+        run = planned_run(argv)
+    except SettingRefused as err:
+        raise UsageError(err.on_command_line) from None
+    model_args = as_dict(run.get("model_args"))
+    metadata = {k: v for k, v in as_dict(run.get("metadata")).items() if not (k in model_args and model_args[k] == v)}
+    include_path, limit = run.get("include_path"), run.get("limit")
+    if not run.get("model") or not run.get("tasks"):
         raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")
-    check_cli_run(args)
-    gen_kwargs = as_dict(settings.get("gen_kwargs"))  # key=value text or JSON, as lm-eval takes them
-    limit = settings.get("limit")
-    return EvalSettings(model=settings["model"], model_args=as_dict(getattr(args, "model_args", None)), tasks=tasks,
-                       metadata=as_dict(settings.get("metadata")), include_path=settings.get("include_path"),
-                       apply_chat_template=bool(settings.get("apply_chat_template")),
-                       limit=None if limit is None else float(limit), gen_kwargs=gen_kwargs or None,
-                       device=settings.get("device"))
+    return EvalSettings(model=run["model"], model_args=model_args, tasks=list(run.get("tasks") or []),
+                        metadata=metadata, include_path=include_path if isinstance(include_path, str) else None,
+                        apply_chat_template=bool(run.get("apply_chat_template")),
+                        limit=None if limit is None else float(limit), gen_kwargs=as_dict(run.get("gen_kwargs")) or None,
+                        device=run.get("device"))
 
 
 def estimate_source(run, plan, calibrate: bool):

@@ -178,9 +178,9 @@ def sample_size(task: Any, limit: float | None) -> int | None:
     return found(task, limit)
 
 
-def is_group(entry: Any) -> bool:
-    """Whether an index entry (:func:`index_folders`) is a group: its ``kind`` named ``GROUP``."""
-    return getattr(getattr(entry, "kind", None), "name", None) == "GROUP"
+def group_config(entry: Any) -> dict | None:
+    """The YAML of an index entry (:func:`index_folders`) that is a group (its ``kind`` named ``GROUP``), else None."""
+    return (entry.cfg or {}) if getattr(getattr(entry, "kind", None), "name", None) == "GROUP" else None
 
 
 def harness_cli() -> Any:

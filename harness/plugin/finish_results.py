@@ -16,8 +16,6 @@ from harness.metrics.catalogue import COUNT_PREFIX, LENGTH_PREFIX, metric_role
 from harness.metrics.common_samples import group_leaves, group_stderr, group_value, scored_digest, scored_values
 from harness.metrics.context_length import curve_caution, curve_points, effective_lengths, shared_threshold
 from harness.metrics.support import results_cautions
-from harness.plugin.discovery import tasks_path
-from harness.plugin.task_index import task_folder
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +135,13 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
     return absent
 
 
-def record_group_aggregates(results: dict) -> dict[str, list[str]]:
+def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[str, list[str]]:
     """For each group whose tasks are all ours, average over the tasks reporting it every metric its YAML names and
     every ``len_<L>`` / ``depth_<D>_len_<L>`` score (a length matched by its tokens), by lm-eval's group formulas
-    (:mod:`harness.metrics.common_samples`), weighted by size as the group's YAML declares (a group of another folder:
-    as lm-eval's own group values show). Written into ``results`` and ``groups``, the weighting under
-    ``lch_group_weighting``; returns ``{group: [metrics written]}``."""
+    (:mod:`harness.metrics.common_samples`), weighted by size as ``weighting`` (the run's groups' declarations:
+    :func:`harness.plugin.preflight.group_weighting`) says; a group it has not is left as lm-eval made it. Written
+    into ``results`` and ``groups``, the weighting under ``lch_group_weighting``; returns ``{group: [metrics
+    written]}``."""
     task_results = results.get("results") or {}
     configs = results.get("configs") or {}
     subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
@@ -157,12 +156,12 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
         return [k.partition(",")[0] for k in values if k.partition(",")[2] == "none" and not k.endswith("_stderr,none")]
 
     written: dict[str, list[str]] = {}
-    declared = task_folder(tasks_path()).weighted
     weightings: dict[str, bool] = {}
     for group in subtasks:
         leaves = group_leaves(group, subtasks)
         current = task_results.get(group)
-        if not leaves or not set(leaves) <= ours or not isinstance(current, dict):
+        weighted = weighting.get(group)
+        if not leaves or not set(leaves) <= ours or not isinstance(current, dict) or weighted is None:
             continue
         # each group metric -> the metric each task reports for it: the YAML's own by name, lengths by their tokens
         sources: dict[str, dict[str, str]] = {m: {leaf: m for leaf in leaves} for m in names(current)}
@@ -177,7 +176,6 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
             label = spellings.pop() if len(spellings) == 1 else str(tokens)
             sources[f"{LENGTH_PREFIX}{label}" if bucket is None else cell_metric(bucket, label)] = per_leaf
         sizes = {leaf: int((task_results.get(leaf) or {}).get("sample_len") or 0) for leaf in leaves}
-        weighted = declared[group] if group in declared else _weighted_by_size(current, leaves, task_results, sizes)
         weightings[group] = weighted
         for metric in sorted(sources):
             have = [leaf for leaf, own in sources[metric].items()
@@ -202,24 +200,6 @@ def record_group_aggregates(results: dict) -> dict[str, list[str]]:
     if weightings:
         results[keys.GROUP_WEIGHTING] = weightings
     return written
-
-
-def _weighted_by_size(current: dict, leaves: list[str], task_results: dict, sizes: dict[str, int]) -> bool:
-    """Whether lm-eval weighted the group's metrics by task size: the weighted mean of the tasks matches a metric it
-    computed for the group better than the plain mean (False when the sizes are equal: the two rules agree)."""
-    if len(set(sizes.values())) <= 1:
-        return False
-    for key, value in current.items():
-        if "," not in key or key.partition(",")[0].endswith("_stderr") or not isinstance(value, (int, float)):
-            continue
-        rows = [task_results.get(leaf) or {} for leaf in leaves]
-        if not all(isinstance(r.get(key), (int, float)) and math.isfinite(r[key]) for r in rows):
-            continue
-        values, size = [r[key] for r in rows], [sizes[leaf] for leaf in leaves]
-        plain, by_size = group_value(values, size, False), group_value(values, size, True)
-        if math.isfinite(value) and by_size != plain:
-            return abs(by_size - value) < abs(plain - value)
-    return False
 
 
 def record_scored(results: dict) -> dict[str, dict[str, dict]]:
@@ -260,11 +240,12 @@ def _processes() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def finish_results(results: dict) -> dict:
-    """What a run of ours does to lm-eval's results object before its caller writes it (module docstring); the device
-    the model ran on becomes the config's ``device`` (the one asked kept as ``lch_device_asked`` where it differs)."""
+def finish_results(results: dict, weighting: dict[str, bool] | None = None) -> dict:
+    """What a run of ours does to lm-eval's results object before its caller writes it (module docstring; ``weighting``:
+    :func:`record_group_aggregates`'); the device the model ran on becomes the config's ``device`` (the one asked kept
+    as ``lch_device_asked`` where it differs)."""
     unscored = settle_aggregates(results)
-    record_group_aggregates(results)
+    record_group_aggregates(results, weighting or {})
     absent = drop_absent(results)
     for task, metrics in unscored.items():
         absent.setdefault(task, {}).update(metrics)

@@ -1,7 +1,9 @@
-"""The checks of a run of our models or tasks that need no model, before lm-eval loads one (model args, request types
-served, ``--metadata`` and task options, lm-eval's own flags), run by ``lch eval`` and by the ``simple_evaluate``
-wrapper (:func:`after_evaluator_import`). A run is ours by lm-eval's task index (:func:`our_tasks`) and our model
-names; any other is left to lm-eval. docs/lm-eval-plugin.md describes the mechanism."""
+"""The one door: every run reaches lm-eval's ``simple_evaluate`` (``lm_eval`` and ``lch eval`` through lm-eval's own
+command line, a Python caller directly), which is wrapped once, at its import (:func:`after_evaluator_import`). A run
+that uses none of our models or tasks goes straight to lm-eval's function. For a run of ours, before any model loads:
+lm-eval's own settings that it would find wrong only after loading one (:func:`check_settings`, on the values its
+parser made), the destinations, then what is ours, each by the check declared with it (:func:`preflight`); after it,
+the results are finished (:mod:`harness.plugin.finish_results`). docs/lm-eval-plugin.md describes the mechanism."""
 
 from __future__ import annotations
 
@@ -10,33 +12,24 @@ import functools
 import inspect
 import json
 import logging
+import math
 import os
-import sys
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Iterable, Mapping
 
 from harness.core import results as keys
-from harness.core.context import patched, setting
-from harness.plugin.lm_eval_flags import check_run_arguments, cli_arguments, cli_run_settings
-from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
-from harness.tasks import TASKS_PATH
+from harness.core.context import patched
+from harness.core.errors import UsageError
+from harness.core.options import MAX_SEED
 from harness.engines.registry import model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
+from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
+from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
 from harness.plugin.task_index import check_model_serves, task_folder
-from harness.plugin.discovery import index_folders, is_group, last_task_index, manager_index, plugin_tasks_only
+from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
-# set while lm-eval's command line runs a run of ours: the keys of the runs it has checked (None: a Python caller)
-_COMMAND_LINE: ContextVar[set[str] | None] = ContextVar("lch_command_line", default=None)
-
-
-def command_line_run() -> ContextManager[set[str]]:
-    """While lm-eval's command line runs a run of ours (``lch eval``, plain ``lm_eval``): errors name lm-eval's flags,
-    and a run checked before lm-eval starts is not checked again inside ``simple_evaluate``."""
-    current = _COMMAND_LINE.get()
-    return setting(_COMMAND_LINE, current if current is not None else set())
 
 
 def as_dict(value: Any) -> dict:
@@ -62,9 +55,9 @@ def _paths(include_path: Any) -> list[Path]:
 
 
 @functools.lru_cache(maxsize=1)
-def _our_index() -> frozenset[str]:
-    """The names (tasks, groups, tags) lm-eval's own indexer finds in our task folder."""
-    return frozenset(index_folders([TASKS_PATH]))
+def _our_index() -> dict:
+    """``{name: entry}`` lm-eval's own indexer finds in our task folder (tasks, groups, tags)."""
+    return index_folders([TASKS_PATH])
 
 
 def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
@@ -82,11 +75,6 @@ def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = No
         theirs = index_folders(folders)
         candidates = [t for t in candidates if t not in theirs]
     return candidates
-
-
-def involves_us(model: Any, tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> bool:
-    """Whether a run uses one of our models (by its registered name) or one of our tasks (:func:`our_tasks`)."""
-    return (isinstance(model, str) and model in model_names()) or bool(our_tasks(tasks, include_path, task_manager))
 
 
 def closest_tasks(missing: list[str], include_path: Any = None) -> str:
@@ -107,52 +95,6 @@ def closest_tasks(missing: list[str], include_path: Any = None) -> str:
     return next((hint for hint in hints if hint), "")
 
 
-def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
-              task_manager: Any = None, planning: bool = False) -> None:
-    """Every check of the run that needs no model; raises a one-line :class:`~harness.core.errors.LchError`.
-    ``model``: a name (an ``LM`` object: only task options are checked). Only our tasks are checked
-    (:func:`our_tasks`). ``planning`` (``lch plan``): an engine not installed here is no error."""
-    model_args, metadata = as_dict(model_args), as_dict(metadata)
-    # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
-    metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
-    names = [t for t in tasks if isinstance(t, str)]
-    name = model if isinstance(model, str) else None
-    key = json.dumps([name, model_args, names, metadata, planning], sort_keys=True, default=str)
-    checked = _COMMAND_LINE.get()
-    if checked is not None and key in checked:
-        return
-    entry = model_entry(name) if name else None
-    if entry is not None:
-        try:
-            entry.preflight(model_args)
-        except VllmUnavailable:
-            if not planning:
-                raise
-    ours = our_tasks(names, include_path, task_manager)
-    if ours:
-        check_model_serves(name, ours, str(TASKS_PATH), model_args)
-        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
-            check_metadata(metadata, ours, str(TASKS_PATH))
-        # every task's options parsed now: a wrong-typed value or a missing input fails before the model loads
-        check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
-    if checked is not None:
-        checked.add(key)
-
-
-def check_destinations(output_path: Any) -> None:
-    """Refuse in one line, before the run computes anything, an ``--output_path`` (a folder or a ``.json`` file) or a
-    folder of :data:`harness.core.cache.FOLDER_VARIABLES` that cannot be written."""
-    from harness.core.cache import check_folder_variables
-    from harness.core.errors import UsageError
-    from harness.core.files import writable_problem
-
-    check_folder_variables()
-    if output_path:
-        problem = writable_problem(str(output_path), folder=not str(output_path).endswith(".json"))
-        if problem:
-            raise UsageError(f"--output_path {output_path}: {problem}; give a folder you can write")
-
-
 def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str] | None:
     """The names of the tasks a run evaluates (our groups expanded into their members) when every task it names is
     ours (:func:`our_tasks`); None otherwise (another folder's groups are lm-eval's to expand)."""
@@ -171,9 +113,9 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
     out: list[str] = []
 
     def expand(name: Any, seen: frozenset[str]) -> bool:
-        entry = theirs.get(name) if isinstance(name, str) else None
-        if entry is not None and is_group(entry) and name not in seen:
-            members = (entry.cfg or {}).get("task")
+        group = group_config(theirs.get(name)) if isinstance(name, str) else None
+        if group is not None and name not in seen:
+            members = group.get("task")
             return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
         found = run_task_names([name], include_path)
         out.extend(found or [])
@@ -190,32 +132,263 @@ def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any
     return contextlib.nullcontext()
 
 
-def cli_decided(ours: bool) -> None:
-    """lm-eval's command line has named its run: one of ours gets the wrapper of ``simple_evaluate``; any other gets
-    lm-eval's own function (the wrapper removed, or its import hook withdrawn before the evaluator is imported)."""
-    evaluator = sys.modules.get("lm_eval.evaluator")
+def group_weighting(groups: Iterable[str], task_manager: Any = None) -> dict[str, bool]:
+    """``{group: whether its aggregates weight its tasks by size}`` for the ``groups`` of a run (the 0.5 line's
+    ``outer::inner`` read as ``inner``) as their YAMLs declare it (the ``weight_by_size`` of their
+    ``aggregate_metric_list``, lm-eval's default True where an entry names none; no entry: False, a plain mean), by
+    the run's task index (else our folder's); a group it lacks, or whose entries disagree, is left out."""
+    index = manager_index(task_manager) or _our_index()
+    out: dict[str, bool] = {}
+    for name in groups:
+        group = group_config(index.get(name, index.get(name.rpartition("::")[2])))
+        listed = [e for e in (group or {}).get("aggregate_metric_list") or [] if isinstance(e, dict)]
+        declared = {bool(e.get("weight_by_size", True)) for e in listed} or {False}
+        if group is not None and len(declared) == 1:
+            out[name] = declared.pop()
+    return out
+
+
+def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
+              task_manager: Any = None, planning: bool = False) -> None:
+    """What is ours in a run, each checked by what declares it; raises a one-line
+    :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it (its constructor makes
+    the same one, for a caller that builds it directly), the request types our tasks send against the model,
+    ``--metadata`` keys, every task option parsed into its dataclass, every input they name. ``planning`` (``lch
+    plan``, which loads no model): an engine not installed here is no error."""
+    model_args, metadata = as_dict(model_args), as_dict(metadata)
+    # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
+    metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
+    name = model if isinstance(model, str) else None
+    entry = model_entry(name) if name else None
+    if entry is not None:
+        try:
+            entry.preflight(model_args)
+        except VllmUnavailable:
+            if not planning:
+                raise
+    ours = our_tasks(tasks, include_path, task_manager)
     if ours:
-        if evaluator is not None:
-            after_evaluator_import(evaluator)
-    elif evaluator is not None:
-        unwrap(evaluator)
-    else:
-        import lch_harness_lm_eval
-
-        lch_harness_lm_eval.withdraw("lm_eval.evaluator")
+        check_model_serves(name, ours, str(TASKS_PATH), model_args)
+        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
+            check_metadata(metadata, ours, str(TASKS_PATH))
+        # every task's options parsed now: a wrong-typed value or a missing input fails before the model loads
+        check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
 
 
-def unwrap(evaluator_module: Any) -> None:
-    """lm-eval's own ``simple_evaluate`` back in place of the wrapper (:func:`after_evaluator_import`)."""
-    current = evaluator_module.simple_evaluate
-    if getattr(current, _MARK, False):
-        evaluator_module.simple_evaluate = current.__wrapped__
+def check_destinations(output_path: Any) -> None:
+    """Refuse in one line, before the run computes anything, an ``--output_path`` (a folder or a ``.json`` file) or a
+    folder of :data:`harness.core.cache.FOLDER_VARIABLES` that cannot be written."""
+    from harness.core.cache import check_folder_variables
+    from harness.core.files import writable_problem
+
+    check_folder_variables()
+    if output_path:
+        problem = writable_problem(str(output_path), folder=not str(output_path).endswith(".json"))
+        if problem:
+            raise UsageError(f"--output_path {output_path}: {problem}; give a folder you can write")
+
+
+# ------------------------------------------------------------------ lm-eval's own settings
+
+
+class SettingRefused(UsageError):
+    """A value of ``simple_evaluate``'s parameter outside its domain: ``str()`` names the parameter (a Python caller),
+    :attr:`on_command_line` the flag of lm-eval's ``run`` command that sets it."""
+
+    def __init__(self, message: str, on_command_line: str) -> None:
+        super().__init__(message)
+        self.on_command_line = " ".join(on_command_line.split())
+
+
+# the parameters lm-eval's `run` command sets from another flag than their own name: (flag, which part of its value)
+FLAG_OF = {"random_seed": ("--seed", "its 1st value, Python's random seed"),
+           "numpy_random_seed": ("--seed", "its 2nd value, numpy's seed"),
+           "torch_random_seed": ("--seed", "its 3rd value, torch's seed"),
+           "fewshot_random_seed": ("--seed", "its 4th value, the few-shot sampler's seed")}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # lm-eval's --limit is a float: `--limit -3` arrives as -3.0
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def refused(parameter: str, value: Any, allowed: str, why: str = "", key: str | None = None) -> SettingRefused:
+    """The refusal of ``value`` for ``parameter`` (or for its ``key``: a ``gen_kwargs`` key, a ``samples`` task)."""
+    flag, part = FLAG_OF.get(parameter, (f"--{parameter}", ""))
+    tail = f": not allowed{f' ({why})' if why else ''}; give {allowed}"
+    if key is not None:
+        return SettingRefused(f"{parameter} {key}={_shown(value)}{tail}", f"{flag} {key}={_shown(value)}{tail}")
+    return SettingRefused(f"{parameter}={_shown(value)}{tail}",
+                          f"{flag} {_shown(value)}{f' ({part})' if part else ''}{tail}")
+
+
+def _integer(value: Any, low: int = 0, high: float = math.inf) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _batch_size(value: Any) -> bool:
+    text = str(value).strip() if isinstance(value, (int, str)) and not isinstance(value, bool) else ""
+    head, colon, times = text.partition(":")
+    if head != "auto":
+        return text.isdigit() and int(text) >= 1
+    try:  # lm-eval's HF model re-detects the batch size N times over the run (`auto:N`, a float)
+        return not colon or (math.isfinite(float(times)) and float(times) > 0)
+    except ValueError:
+        return False
+
+
+def _device(value: Any) -> bool:
+    import torch
+
+    if not isinstance(value, str):
+        return False
+    try:
+        torch.device(value)
+    except (RuntimeError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _cache_problem(value: Any) -> str:
+    """Why lm-eval could not write ``--use_cache``'s database, ``<path>_rank<N>.db`` (its own naming), or ``""``."""
+    from harness.core.files import writable_problem
+
+    if not isinstance(value, str) or not value.strip():
+        return "not a path"
+    return writable_problem(f"{value}_rank0.db", folder=False) or ""
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_SEED = f"an integer from 0 to {MAX_SEED}, or None (not seeded)"
+# what each setting may be (None: lm-eval's default) and its domain in words; lm-eval checks none of these before a
+# model has loaded, and takes some (a negative --limit, a --seed beyond numpy's) only to fail or mislead later
+DOMAINS: dict[str, tuple[str, Any]] = {
+    "limit": ("a whole number of documents per task (1 or more) or a share of each task's documents in (0, 1)",
+              lambda v: _number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer()))),
+    "num_fewshot": ("an integer >= 0 (examples in the few-shot context)", _integer),
+    "batch_size": ("an integer >= 1, auto, or auto:N (N > 0: times the batch size is re-detected)", _batch_size),
+    "max_batch_size": ("an integer >= 1 (the largest batch --batch_size auto tries)", lambda v: _integer(v, 1)),
+    "device": ("a torch device: cpu, cuda, cuda:N, mps ...", _device),
+    "use_cache": ("a path in a folder you can write (lm-eval adds _rank<N>.db to it)", lambda v: not _cache_problem(v)),
+    "bootstrap_iters": ("an integer >= 0 (0: no standard errors)", _integer),
+    # what logging's setLevel takes (lm-eval's --verbosity upper-cases the word; a Python caller's is taken as given)
+    "verbosity": (f"{', '.join(_LEVELS[:-1])} or {_LEVELS[-1]}",
+                  lambda v: _integer(v) or (isinstance(v, str) and v in logging.getLevelNamesMapping())),
+    **{seed: (_SEED, lambda v: _integer(v, 0, MAX_SEED)) for seed in FLAG_OF},
+}
+# --gen_kwargs keys whose meaning lm-eval's models and ours share: key -> (domain in words, test); others pass as given
+GEN_KWARGS: dict[str, tuple[str, Any]] = {
+    "max_gen_toks": ("an integer >= 1 (tokens generated at most)", lambda v: _integer(v, 1)),
+    "temperature": ("a number >= 0", lambda v: _number(v) and v >= 0),
+    "top_p": ("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
+    "top_k": ("an integer >= 0", _integer),
+    "do_sample": ("True or False", lambda v: isinstance(v, bool)),
+    "until": ("a text or a list of texts (stop sequences)",
+              lambda v: isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v))),
+}
+
+
+def check_settings(arguments: Mapping[str, Any], switches: frozenset[str] = frozenset(),
+                   tasks: list[str] | None = None) -> None:
+    """Raise :class:`SettingRefused` for the first of ``arguments`` (``simple_evaluate``'s parameter -> value, as
+    lm-eval's parser made them on a command line) outside its domain (:data:`DOMAINS`; ``switches``: the parameters
+    lm-eval declares ``bool``); ``tasks``: the run's task names (groups expanded) when known, which ``samples`` must
+    name only."""
+    for parameter, value in arguments.items():
+        allowed, accepts = DOMAINS.get(parameter, ("", None))
+        if value is not None and accepts is not None and not accepts(value):
+            raise refused(parameter, value, allowed, _cache_problem(value) if parameter == "use_cache" else "")
+        if value is not None and parameter in switches and not isinstance(value, bool):
+            raise refused(parameter, value, "True or False")
+    gen_kwargs = arguments.get("gen_kwargs")
+    if isinstance(gen_kwargs, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        if not all(eq and key.strip() for key, eq, _ in (p.partition("=") for p in gen_kwargs.split(",") if p.strip())):
+            raise refused("gen_kwargs", gen_kwargs, "key=value pairs, a comma between them, or a JSON object")
+        gen_kwargs = simple_parse_args_string(gen_kwargs)
+    for key, value in (gen_kwargs or {}).items():
+        allowed, accepts = GEN_KWARGS.get(key, ("", None))
+        if accepts is not None and not accepts(value):
+            raise refused("gen_kwargs", value, allowed, key=key)
+    _check_samples(arguments.get("samples"), tasks)
+
+
+def unreadable_samples(text: str, why: str) -> SettingRefused:
+    """The refusal of ``samples`` text that is neither JSON (``why``: the parser's words) nor a file."""
+    tail = f"{text!r} is neither a JSON object ({why}) nor a file: give '{{\"<task>\": [<doc indices>]}}' or the path " \
+           "of a file holding it"
+    return SettingRefused(f"samples {tail}", f"--samples {tail}")
+
+
+def _check_samples(samples: Any, tasks: list[str] | None) -> None:
+    """``samples``: ``{task: [document indices]}`` naming only the run's tasks (lm-eval's config has read a file or
+    JSON text into it; what it could not read stays text)."""
+    if samples is None:
+        return
+    if isinstance(samples, str):
+        try:
+            json.loads(samples)
+            why = "not a JSON object"
+        except json.JSONDecodeError as err:
+            why = err.msg
+        raise unreadable_samples(samples, why)
+    if not isinstance(samples, Mapping) or not all(isinstance(task, str) for task in samples):
+        raise refused("samples", samples, "a JSON object of task -> document indices, '{\"<task>\": [0, 3, 6]}'")
+    for task, indices in samples.items():  # lm-eval runs every document of a task given [] and none given a negative
+        if not (isinstance(indices, (list, tuple)) and indices and all(_integer(i) for i in indices)):
+            raise refused("samples", indices, "a non-empty list of document indices, integers >= 0", key=task)
+    unknown = [task for task in samples if tasks is not None and task not in tasks]
+    if unknown:
+        tail = (f"names {', '.join(unknown)}, which this run does not evaluate (lm-eval would ignore it and run every "
+                f"document); give indices of its tasks: {', '.join(tasks or [])}")
+        raise SettingRefused(f"samples {tail}", f"--samples {tail}")
+
+
+# ------------------------------------------------------------------ the door
+
+
+@functools.lru_cache(maxsize=1)
+def _switches() -> frozenset[str]:
+    """The parameters of lm-eval's ``simple_evaluate`` that it declares ``bool``."""
+    import lm_eval.evaluator
+
+    parameters = inspect.signature(inspect.unwrap(lm_eval.evaluator.simple_evaluate)).parameters
+    return frozenset(name for name, p in parameters.items() if p.annotation in ("bool", bool))
+
+
+def admit(arguments: Mapping[str, Any]) -> bool:
+    """Whether a ``simple_evaluate`` call (its arguments by name) is a run of ours; for one, every check before a
+    model loads (module docstring), each raising one line."""
+    model, tasks, manager = arguments.get("model"), list(arguments.get("tasks") or []), arguments.get("task_manager")
+    if not (model in model_names() or our_tasks(tasks, task_manager=manager)):
+        return False
+    check_destinations(getattr(arguments.get("evaluation_tracker"), "output_path", None))
+    check_run_settings(arguments)
+    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), task_manager=manager)
+    return True
+
+
+def check_run_settings(arguments: Mapping[str, Any]) -> None:
+    """:func:`check_settings` of a ``simple_evaluate`` call's arguments, ``samples`` against the run's tasks."""
+    tasks, manager = list(arguments.get("tasks") or []), arguments.get("task_manager")
+    check_settings(arguments, _switches(),
+                   run_task_names(tasks, task_manager=manager) if arguments.get("samples") else None)
+
+
+def _metadata(arguments: Mapping[str, Any]) -> Any:
+    """What lm-eval hands the tasks: a given task manager's metadata, else ``simple_evaluate``'s argument."""
+    manager = arguments.get("task_manager")
+    return getattr(manager, "metadata", None) if manager is not None else arguments.get("metadata")
 
 
 def after_evaluator_import(evaluator_module: Any) -> None:
-    """Wrap ``lm_eval.evaluator.simple_evaluate`` (its import hook): a run of our models or tasks is preflighted before
-    the model loads, runs with a quiet git lookup, and has its results finished (:mod:`harness.plugin.finish_results`)
-    and its invocation recorded; other calls go straight to lm-eval's function."""
+    """Wrap ``lm_eval.evaluator.simple_evaluate`` (its import hook): the module docstring's door."""
     original = evaluator_module.simple_evaluate
     if getattr(original, _MARK, False):
         return
@@ -224,45 +397,41 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     @functools.wraps(original)
     def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound = signature.bind(*args, **kwargs).arguments
-            tasks = list(bound.get("tasks") or [])
-            manager = bound.get("task_manager")
-            ours = involves_us(bound.get("model"), tasks, task_manager=manager)
-        except Exception as err:  # noqa: BLE001 (lm-eval reports its own argument errors)
-            log.debug("lch preflight skipped: %s", err)
-            ours = False
-        if not ours:
+            bound: dict[str, Any] | None = signature.bind(*args, **kwargs).arguments
+        except TypeError:  # lm-eval reports its own argument errors
+            bound = None
+        if bound is None or not admit(bound):
             return original(*args, **kwargs)
-        # lm-eval's own settings first (a command line's were checked as it was parsed)
-        check_run_arguments(bound, cli=_COMMAND_LINE.get() is not None,
-                            tasks=run_task_names(tasks, task_manager=manager) if bound.get("samples") else None)
-        # lm-eval hands the tasks a given task manager's metadata, and its own argument only to a manager it builds
-        metadata = getattr(manager, "metadata", None) if manager is not None else bound.get("metadata")
-        preflight(bound.get("model"), bound.get("model_args"), tasks, metadata, task_manager=manager)
-        import time
-
-        from harness.core.costs import gathering
-        from harness.core.run_record import asking_chat_template
-        from harness.models.device_info import reset_peak_memory
-
-        reset_peak_memory()
-        start = time.perf_counter()
-        with gathering() as cost, quiet_git_lookup(evaluator_module), \
-                asking_chat_template(bound.get("apply_chat_template")), task_index_for(tasks, task_manager=manager):
-            results = original(*args, **kwargs)
-        if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
-            # lm-eval has no hook after aggregation; its callers write this object as the results file
-            from harness.plugin.finish_results import finish_results, record_cost
-
-            finish_results(results)
-            record_cost(results, time.perf_counter() - start, cost)
-            invocation = invocation_of(bound, metadata, manager)
-            if invocation is not None:
-                results[keys.INVOCATION] = invocation.as_json()
-        return results
+        return finished(original, evaluator_module, bound, args, kwargs)
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
+
+
+def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: Any, kwargs: Any) -> Any:
+    """lm-eval's ``simple_evaluate`` run with a quiet git lookup and its cost gathered, and its results finished
+    (lm-eval has no hook after aggregation; its callers write this object as the results file) with how to run it
+    again."""
+    import time
+
+    from harness.core.costs import gathering
+    from harness.core.run_record import asking_chat_template
+    from harness.models.device_info import reset_peak_memory
+    from harness.plugin.finish_results import finish_results, record_cost
+
+    manager = bound.get("task_manager")
+    reset_peak_memory()
+    start = time.perf_counter()
+    with gathering() as cost, quiet_git_lookup(evaluator_module), asking_chat_template(
+            bound.get("apply_chat_template")), task_index_for(bound.get("tasks") or [], task_manager=manager):
+        results = original(*args, **kwargs)
+    if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
+        finish_results(results, group_weighting(map(str, results.get("group_subtasks") or {}), manager))
+        record_cost(results, time.perf_counter() - start, cost)
+        invocation = invocation_of(bound, _metadata(bound), manager)
+        if invocation is not None:
+            results[keys.INVOCATION] = invocation.as_json()
+    return results
 
 
 def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
@@ -303,14 +472,3 @@ def quiet_git_commit_hash() -> str | None:
         from lm_eval.loggers.utils import get_commit_from_path
 
         return get_commit_from_path(os.getcwd())
-
-
-def check_cli_run(args: Any) -> None:
-    """lm-eval's settings of a parsed command line of a run of ours checked, naming the flags, before lm-eval indexes
-    its tasks; a run that is not ours is left to lm-eval."""
-    model, tasks, include_path = cli_run_settings(args)
-    if not involves_us(model, tasks, include_path):
-        return
-    arguments = cli_arguments(args)
-    check_run_arguments(arguments, cli=True,
-                        tasks=run_task_names(tasks, include_path) if arguments.get("samples") else None)

@@ -20,8 +20,8 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-# `!function utils.X` is kept as its text, which names the task class
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {loader.construct_scalar(node)}")
+# `!function utils.X` is kept as its text, `utils.X`, which names the task class
+_Loader.add_constructor("!function", yaml.SafeLoader.construct_scalar)
 
 
 def _read_config(path: Path) -> dict:
@@ -35,7 +35,7 @@ def _read_config(path: Path) -> dict:
 
 def _task_class(folder: Path, reference: str) -> type | None:
     """The class a YAML names (``!function utils.RulerTask``), from the folder's module."""
-    module, _, name = reference.split(" ", 1)[1].rpartition(".")
+    module, _, name = reference.rpartition(".")
     return getattr(importlib.import_module(f"harness.tasks.{folder.name}.{module}"), name, None)
 
 
@@ -56,9 +56,6 @@ class TaskFolder:
 
     tasks: dict[str, TaskEntry]
     groups: dict[str, list[str]]
-    # group -> its aggregate_metric_list's weight_by_size (lm-eval's default True where an entry names none), for the
-    # groups whose entries all agree
-    weighted: dict[str, bool]
 
     def members(self, name: str, seen: frozenset[str] = frozenset()) -> list[TaskEntry]:
         """The tasks a task or group name runs (a group's members, recursively); [] for names not ours."""
@@ -75,15 +72,10 @@ def task_folder(tasks_dir: str) -> TaskFolder:
     YAML's ``output_type``) and YAML metadata, and the groups."""
     tasks: dict[str, TaskEntry] = {}
     groups: dict[str, list[str]] = {}
-    weighted: dict[str, bool] = {}
     for path in sorted(Path(tasks_dir).rglob("*.yaml")):
         config = _read_config(path)
         if isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
             groups[config["group"]] = [t for t in config["task"] if isinstance(t, str)]
-            entries = [e for e in config.get("aggregate_metric_list") or [] if isinstance(e, dict)]
-            declared = {bool(e.get("weight_by_size", True)) for e in entries}
-            if len(declared) == 1:
-                weighted[config["group"]] = declared.pop()
         elif isinstance(config.get("task"), str):
             reference = config.get("class")
             task_class = _task_class(path.parent, reference) if isinstance(reference, str) else None
@@ -92,7 +84,7 @@ def task_folder(tasks_dir: str) -> TaskFolder:
             tasks[config["task"]] = TaskEntry(config["task"], task_class,
                                               request or str(config.get("output_type", "generate_until")),
                                               dict(meta) if isinstance(meta, dict) else {})
-    return TaskFolder(tasks, groups, weighted)
+    return TaskFolder(tasks, groups)
 
 
 def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:

@@ -17,7 +17,7 @@ from harness.metrics.catalogue import COUNT_PREFIX, metric_role
 from harness.metrics.context_length import is_curve_caution
 from harness.metrics.support import is_support_caution, task_cautions
 from harness.metrics.common_samples import (RULES, doc_value, group_leaves, group_value, mean_stderr, pooled_value,
-                                             reproduces, rule_of, scored_values)
+                                             scored_values)
 from harness.reporting.runs import Run, count_of
 from harness.reporting.samples import read_rows, samples_files
 
@@ -154,15 +154,25 @@ def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:
     return {task: sentences for task, sentences in out.items() if sentences}
 
 
+def reproducing(candidates: dict[Any, float], reported: float) -> Any:
+    """For a results file of another package (an older file too), which records no pooling (``lch_metric_pooling``)
+    or group weighting (``lch_group_weighting``): the first rule of ``candidates`` (rule -> the value it gives) whose
+    value is ``reported`` to a relative 1e-9 (the same numbers summed in another order), or None. The only inference
+    from the numbers; a file of ours is read as it records them."""
+    return next((rule for rule, value in candidates.items() if math.isfinite(value) and math.isfinite(reported)
+                 and abs(value - reported) <= 1e-9 * max(abs(value), abs(reported), 1e-300)), None)
+
+
 def pooling_rule(declared: dict[str, str | None] | None, key: str, values: list, reported: float) -> str | None:
     """How a run pooled ``key`` (``<metric>,<filter>``) over its documents, a rule of :data:`RULES` or None (not
     recomputed): as its task declared it (``declared``: the results' ``lch_metric_pooling`` of the task), checked
-    against the shape of the logged values; for a task that declared none (another package's, an older file, None),
-    the rule that reproduces ``reported`` from ``values``."""
-    if declared is None:
-        return rule_of(values, reported)
-    rule = declared.get(key.partition(",")[0])
+    against the shape of the logged values; for a task that declared none (None), :func:`reproducing`."""
     pairs = bool(values) and all(isinstance(v, tuple) for v in values)
+    if declared is None:
+        shaped = pairs or (bool(values) and all(isinstance(v, float) for v in values))
+        rules = (("pooled", "pooled_exp") if pairs else ("mean",)) if shaped else ()
+        return reproducing({rule: pooled_value(values, rule) for rule in rules}, reported)
+    rule = declared.get(key.partition(",")[0])
     return rule if rule in RULES and values and pairs == (rule != "mean") else None
 
 
@@ -209,8 +219,8 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
 
 def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str | None:
     """A group's metric from its tasks' recomputed values, by the group's weighting as the run recorded it
-    (``lch_group_weighting``), else the one that reproduces its reported value from their reported ones (weights:
-    the documents each rests on)."""
+    (``lch_group_weighting``), else (:func:`reproducing`) the one that gives its reported value from their reported
+    ones (weights: the documents each rests on)."""
     full = f"{group}/{name}"
     want = length_of_metric(name.partition(",")[0])
     sources = {}
@@ -228,7 +238,7 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
     if rule is None:
         reported = [run.metrics[src] for src in sources.values()]
         sizes = [run.samples.get(leaf, 0) for leaf in sources]
-        rule = next((w for w in (False, True) if reproduces(group_value(reported, sizes, w), run.metrics[full])), None)
+        rule = reproducing({w: group_value(reported, sizes, w) for w in (False, True)}, run.metrics[full])
     if rule is None:
         return "no group rule over its tasks' values reproduces its reported value"
     have = [src for src in sources.values() if src in found.metrics]

@@ -558,22 +558,27 @@ def test_a_field_added_to_a_recipe_config_becomes_its_option(monkeypatch):
 
 
 def test_run_settings_in_model_args_move_to_lm_evals_flags():
-    """``device`` / ``batch_size`` / ``max_batch_size`` in --model_args become lm-eval's flags; the same key given
-    both ways with different values is one line."""
+    """``device`` / ``batch_size`` / ``max_batch_size`` in --model_args become lm-eval's flags for a run of ours (as
+    lm-eval's parser leaves them: ``--batch_size`` absent unless given); the same key given both ways with different
+    values is one line."""
     from argparse import Namespace
 
     from harness.core.errors import UsageError
-    from harness.plugin.lm_eval_cli import move_run_settings
+    from harness.plugin.command_line import front
 
-    args = Namespace(model_args="pretrained=m,device=cpu,batch_size=4", device=None, batch_size=1, max_batch_size=None)
-    move_run_settings(args, ["--model_args", args.model_args])
+    def parsed(model_args: dict, device: str | None = None) -> Namespace:
+        return Namespace(command="run", model="hf-pic", tasks=["ppl_govreport"], include_path=None, config=None,
+                         model_args=model_args, device=device, max_batch_size=None)
+
+    args = parsed({"pretrained": "m", "device": "cpu", "batch_size": 4})
+    assert front(args) is not None
     assert (args.model_args, args.device, args.batch_size) == ({"pretrained": "m"}, "cpu", 4)
-    same = Namespace(model_args={"pretrained": "m", "device": "cpu"}, device="cpu", batch_size=1, max_batch_size=None)
-    move_run_settings(same, ["--device", "cpu"])
+    same = parsed({"pretrained": "m", "device": "cpu"}, device="cpu")
+    front(same)
     assert (same.model_args, same.device) == ({"pretrained": "m"}, "cpu")
-    clash = Namespace(model_args="pretrained=m,device=cpu", device="cuda", batch_size=1, max_batch_size=None)
+    clash = parsed({"pretrained": "m", "device": "cpu"}, device="cuda")
     with pytest.raises(UsageError, match=r"device is given twice, cpu in --model_args and cuda by --device"):
-        move_run_settings(clash, ["--device=cuda"])
+        front(clash)
 
 
 def test_lch_options_prints_a_tasks_options_and_the_pic_args_from_their_dataclasses(capsys):

@@ -17,7 +17,8 @@ and leave no file behind when it failed (the working folder's tree, the inputs' 
 given are compared before / after).
 
 Heavy work never runs in the fast profile; it stops at a monkeypatched boundary after the argument checks:
-``lch eval``: lm-eval's ``HarnessCLI.execute`` (after our model-args / task / metadata checks) does nothing;
+``lch eval``: lm-eval's command line runs for real up to ``simple_evaluate`` (its task lookup included), which only
+lets the door check the run (``harness.plugin.preflight.admit``: lm-eval's settings, our model args, tasks, metadata);
 ``lch train <recipe>``: ``Trainer.train`` returns at once (the model loads, the rows are read and checked,
 the output is saved); ``lch train-compressor``: its training loop returns one loss; ``lch demo``: the demo
 functions return at once; ``lch tiny-model``: returns the fuzzer's tiny model; always (both profiles):
@@ -458,19 +459,19 @@ def fuzz_env(tmp_path_factory):
     mp.setattr(vllm_env, "ensure_vllm_env", no_build)
     mp.setattr(tiny_mod, "build_tiny_model", lambda *a, **k: tiny)
     if not LONG:
-        from lm_eval._cli.harness import HarnessCLI
+        import lm_eval.evaluator
         from transformers import Trainer
 
         import harness.demo.real as real
         import harness.demo.tiny as demo_tiny
+        from harness.plugin.preflight import admit
 
-        real_execute = HarnessCLI.execute
-        mp.setattr(HarnessCLI, "execute", lambda self, args: None)
+        mp.setattr(lm_eval.evaluator, "simple_evaluate", lambda **arguments: admit(arguments) and None)
         mp.setattr(Trainer, "train", lambda self, *a, **k: TrainOutput(0, 0.0, {}))
         mp.setattr(compressor, "train", lambda *a, **k: [0.0])
         mp.setattr(demo_tiny, "run_demo", lambda *a, **k: [])
         mp.setattr(real, "run_real_demo", lambda *a, **k: None)
-    yield {"root": root, "inputs": inputs, "inputs_root": root / "inputs", "execute": None if LONG else real_execute}
+    yield {"root": root, "inputs": inputs, "inputs_root": root / "inputs"}
     mp.undo()
 
 
@@ -563,16 +564,7 @@ def _corpus() -> list[dict]:
 def test_corpus_case(case, fuzz_env, tmp_path):
     """Every failure the fuzzer ever found, replayed: the expected exit code and error line, nothing left."""
     argv = [expand(a, fuzz_env["inputs"], tmp_path) for a in case["argv"]]
-    with pytest.MonkeyPatch.context() as mp:
-        if argv[0] == "eval" and fuzz_env["execute"] is not None:
-            # lm-eval's own command line for real up to the evaluation: it looks the tasks up (a name nobody
-            # defines is its "Tasks not found"); the evaluation itself is stubbed
-            import lm_eval.evaluator
-            from lm_eval._cli.harness import HarnessCLI
-
-            mp.setattr(HarnessCLI, "execute", fuzz_env["execute"])
-            mp.setattr(lm_eval.evaluator, "simple_evaluate", lambda *a, **k: None)
-        code, stderr, problems = run_checked(argv, fuzz_env["inputs_root"], tmp_path)
+    code, stderr, problems = run_checked(argv, fuzz_env["inputs_root"], tmp_path)
     assert not problems, f"{problems}\n{stderr[-2000:]}"
     assert code == case["exit"], stderr[-2000:]
     if case.get("error"):

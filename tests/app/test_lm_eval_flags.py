@@ -1,6 +1,7 @@
-"""lm-eval's own flags on a run of ours are checked like our options (harness/plugin/lm_eval_flags.py): a value
-outside its domain is one ``lch: error:`` line naming the flag, the value and what is allowed, exit 2, before any
-model loads, through ``lch eval``, plain ``lm_eval`` and ``lm_eval.simple_evaluate``; good values still run."""
+"""lm-eval's own settings on a run of ours are checked like our options, by the door on the values lm-eval's parser made
+(harness/plugin/preflight.py: check_settings): a value outside its domain is one ``lch: error:`` line naming the flag,
+the value and what is allowed, exit 2, before any model loads, through ``lch eval``, plain ``lm_eval`` and
+``lm_eval.simple_evaluate`` (naming the parameter there); good values still run."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _samples_file(tmp_path: Path) -> str:
 LIMIT = "give a whole number of documents per task \\(1 or more\\) or a share of each task's documents in \\(0, 1\\)"
 SEED = "give an integer from 0 to 4294967295"
 # (id, the flags, the error line after "lch: error: " as a regex); each value is one lm-eval 0.4.13 took and then
-# failed on (a traceback, exit 70) or ran without meaning (see harness/plugin/lm_eval_flags.py)
+# failed on (a traceback, exit 70) or ran without meaning (see harness/plugin/preflight.py: DOMAINS)
 BAD = [
     ("limit-negative", ["--limit", "-3"], rf"^--limit -3: not allowed; {LIMIT}$"),
     ("limit-zero", ["--limit", "0"], rf"^--limit 0: not allowed; {LIMIT}$"),
@@ -206,20 +207,24 @@ def test_an_index_beyond_the_documents_is_one_line():
                                    "to 1")
 
 
-def test_the_table_names_lm_evals_own_parameters_and_flags():
-    """Every setting of the table is a parameter of lm-eval's `simple_evaluate` and every flag one of its `run`
-    command's: a rename in lm-eval fails here, not silently in a user's run."""
+def test_the_settings_checked_are_lm_evals_own_parameters_and_flags():
+    """Every setting the door checks is a parameter of lm-eval's `simple_evaluate`, and the flag a refusal names is one
+    of its `run` command's: a rename in lm-eval fails here, not silently in a user's run. The switches (True / False)
+    are read from lm-eval's own signature."""
     import argparse
 
     from lm_eval._cli.harness import HarnessCLI
     from lm_eval.evaluator import simple_evaluate
 
-    from harness.plugin.lm_eval_flags import FLAGS, GEN_KWARGS
+    from harness.plugin.preflight import DOMAINS, FLAG_OF, _switches, refused
 
-    parameters = set(inspect.signature(simple_evaluate).parameters)
-    assert {flag.parameter for flag in FLAGS} <= parameters
+    parameters = set(inspect.signature(inspect.unwrap(simple_evaluate)).parameters)
+    assert {*DOMAINS, "gen_kwargs", "samples"} <= parameters
     parser = HarnessCLI()._parser
     run = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
     options = {option for action in run._actions for option in action.option_strings}
-    assert {flag.flag for flag in FLAGS if flag.flag} <= options
-    assert len({flag.parameter for flag in FLAGS}) == len(FLAGS) and GEN_KWARGS
+    flags = {refused(name, 0, "").on_command_line.split()[0] for name in [*DOMAINS, "gen_kwargs", "samples"]
+             if name != "bootstrap_iters"}  # the one setting no flag of lm-eval's sets
+    assert flags <= options and {flag for flag, _ in FLAG_OF.values()} == {"--seed"}
+    assert {"log_samples", "write_out", "predict_only", "check_integrity"} <= _switches()
+    assert "apply_chat_template" not in _switches()  # True, False or a template's name

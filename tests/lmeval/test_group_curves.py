@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -114,11 +115,25 @@ def test_a_group_of_tasks_that_spell_lengths_differently_has_one_curve(tiny_mode
     assert "len_1k,none" not in group and group["sample_count"]["len_1024,none"] == 8
 
 
-def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares():
+def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_path):
     """lch_ruler_niah_m's YAML declares weight_by_size false: its score is the plain mean of its tasks' even where
-    lm-eval's own group value is the size-weighted one (as a group of another folder's is read: weighted, recorded
-    so)."""
+    lm-eval's own group value is the size-weighted one; a group of another folder, by what its YAML declares (read
+    from the run's task index: weighted, lm-eval's default); one whose declaration the run does not have is left as
+    lm-eval made it. Nothing is inferred from the numbers."""
+    from lm_eval.tasks._index import TaskIndex
+
+    from harness.plugin.discovery import tasks_path
     from harness.plugin.finish_results import record_group_aggregates
+    from harness.plugin.preflight import group_weighting
+
+    (tmp_path / "mine.yaml").write_text("group: my_niah_group\ntask:\n  - lch_ruler_niah_multikey_1\n"
+                                        "  - lch_ruler_niah_multikey_2\naggregate_metric_list:\n  - metric: score\n")
+    manager = type("Manager", (), {"task_index": TaskIndex.build([Path(tasks_path()), tmp_path])})()
+    groups = ["lch_ruler_niah_m", "my_niah_group", "outer::my_niah_group"]  # the 0.5 line names a group outer::inner
+    weighting = group_weighting(groups, manager)
+    assert weighting == {"lch_ruler_niah_m": False, "my_niah_group": True, "outer::my_niah_group": True}
+    ours_only = group_weighting(groups)
+    assert ours_only == {"lch_ruler_niah_m": False}
 
     def results(group: str) -> dict:
         tasks = {"lch_ruler_niah_multikey_1": (40.0, 1), "lch_ruler_niah_multikey_2": (100.0, 3)}
@@ -129,11 +144,16 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares():
                 "group_subtasks": {group: list(tasks)},
                 "configs": {t: {"metadata": {"lch_configuration": {}}} for t in tasks}}
 
-    ours, theirs = results("lch_ruler_niah_m"), results("my_niah_group")
-    record_group_aggregates(ours)
-    record_group_aggregates(theirs)
+    ours, theirs, unknown = results("lch_ruler_niah_m"), results("my_niah_group"), results("my_niah_group")
+    record_group_aggregates(ours, weighting)
+    record_group_aggregates(theirs, weighting)
+    record_group_aggregates(unknown, ours_only)
     assert ours["results"]["lch_ruler_niah_m"]["score,none"] == 70.0
     assert ours["results"]["lch_ruler_niah_m"]["score_stderr,none"] == pytest.approx(math.sqrt(200.0) / 2)
     assert ours["lch_group_weighting"] == {"lch_ruler_niah_m": False}
     assert theirs["results"]["my_niah_group"]["score,none"] == 85.0
+    # weighted by size: the pooled variance over (1 - 1) * 1 + (3 - 1) * 3 of 4 - 2 degrees, sqrt(600 / 2 / 4)
+    assert theirs["results"]["my_niah_group"]["score_stderr,none"] == pytest.approx(math.sqrt(75.0))
     assert theirs["lch_group_weighting"] == {"my_niah_group": True}
+    assert unknown["results"]["my_niah_group"] == {"score,none": 85.0, "score_stderr,none": "N/A"}
+    assert "lch_group_weighting" not in unknown

@@ -211,24 +211,25 @@ def test_which_runs_index_only_the_plugin_folders(tmp_path):
 
 
 def test_lch_eval_and_plain_lm_eval_run_only_our_tasks_under_the_plugin_scope(monkeypatch, tiny_model_dir, corpus):
-    """The scope is on while lm-eval's command line executes a run of only our tasks (where its task manager is
-    built), through ``lch eval`` and through plain ``lm_eval``'s hook, and off for a run that names one of lm-eval's."""
-    from argparse import Namespace
+    """The scope is on while lm-eval's ``run`` command executes a run of only our tasks (where its task manager is
+    built), through ``lch eval`` and through plain ``lm_eval``'s command line with the hook, and off for a run that
+    names one of lm-eval's."""
+    import lm_eval._cli.harness
+    from lm_eval.__main__ import cli_evaluate
+    from lm_eval._cli.run import Run
 
-    from lm_eval._cli.harness import HarnessCLI
-
-    from harness.cli.lm_eval_errors import checked
-    from harness.plugin.lm_eval_cli import run_lm_eval
+    from harness.cli.evaluate import after_cli_import, run_eval
 
     seen: list[bool] = []
-    monkeypatch.setattr(HarnessCLI, "execute", lambda self, args: seen.append(plugin._PLUGINS_ONLY.get()))
+    monkeypatch.setattr(Run, "_execute", staticmethod(lambda args: seen.append(plugin._PLUGINS_ONLY.get())))
+    after_cli_import(lm_eval._cli.harness)  # what the start-up activation does for plain lm_eval
     metadata = json.dumps({"data_files": str(corpus), "min_tokens": 1, "num_docs": 3})
     for tasks in ("ppl_govreport,lsm_govreport", "ppl_govreport,hellaswag"):
-        run_lm_eval(["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu",
-                     "--tasks", tasks, "--metadata", metadata])
-        args = Namespace(model="hf-pic", model_args=f"pretrained={tiny_model_dir}", tasks=tasks, include_path=None,
-                         output_path=None, metadata=metadata, func=None)
-        checked(lambda args: seen.append(plugin._PLUGINS_ONLY.get()))(args)
+        argv = ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu", "--tasks",
+                tasks, "--metadata", metadata]
+        run_eval(argv)
+        monkeypatch.setattr(sys, "argv", ["lm_eval", *argv])
+        cli_evaluate()
     assert seen == [True, True, False, False] and not plugin._PLUGINS_ONLY.get()
 
 
@@ -344,7 +345,10 @@ def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path
     anyone's, lm-eval's own LongBench task that shares our first word."""
     from lm_eval.tasks._index import TaskIndex
 
-    from harness.plugin.preflight import involves_us, our_tasks
+    from argparse import Namespace
+
+    from harness.plugin.command_line import front
+    from harness.plugin.preflight import admit, our_tasks
 
     assert our_tasks(["longppl_govreport", "lch_ruler", "hellaswag", "lch_ruler_niah_single_1"]) == [
         "longppl_govreport", "lch_ruler", "lch_ruler_niah_single_1"]
@@ -356,8 +360,12 @@ def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path
     index = TaskIndex.build([Path(plugin.tasks_path()), tmp_path])
     manager = type("Manager", (), {"task_index": index})()
     assert our_tasks(["ppl_govreport", "lsm_govreport", "nobody"], task_manager=manager) == ["lsm_govreport"]
-    assert involves_us("hf-pic", ["hellaswag"]) and not involves_us("hf", ["hellaswag", "lch_my_suite"])
-    assert not involves_us(None, [{"task": "ppl_govreport"}])  # an inline config is lm-eval's to load
+    def command_line(model: str, tasks: list[str]) -> Namespace:
+        return Namespace(command="run", model=model, tasks=tasks, include_path=None, config=None, model_args=None)
+
+    assert front(command_line("hf-pic", ["hellaswag"])) is not None
+    assert front(command_line("hf", ["hellaswag", "lch_my_suite"])) is None
+    assert not admit({"model": "hf", "tasks": [{"task": "ppl_govreport"}]})  # an inline config is lm-eval's to load
 
 
 def test_our_runs_outside_a_git_checkout_print_no_git_error_and_others_keep_lm_evals_lookup(tmp_path):
@@ -383,7 +391,7 @@ def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
     from harness.core.errors import UsageError
 
     names = set(plugin.index_folders([plugin.tasks_path()]))
-    groups = {n for n, e in plugin.index_folders([plugin.tasks_path()]).items() if plugin.is_group(e)}
+    groups = {n for n, e in plugin.index_folders([plugin.tasks_path()]).items() if plugin.group_config(e) is not None}
     assert {"ppl_govreport", "longppl_govreport"} <= names and "lch_ruler" in groups and "ppl_govreport" not in groups
     monkeypatch.setitem(sys.modules, "lm_eval.tasks._index", None)  # import of it raises ImportError
     assert set(plugin.index_folders([plugin.tasks_path()])) == names

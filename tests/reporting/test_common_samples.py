@@ -1,5 +1,6 @@
 """Runs that scored different samples: the board's caution, and ``lch leaderboard --common`` recomputing each score on
-the samples every run scored (hand-computed below), with the pooling rules found by reproducing the reported values."""
+the samples every run scored (hand-computed below), by the pooling and group weighting a run of ours records, and for
+another package's file (which records neither) by the rule that reproduces its reported values."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.metrics.common_samples import (group_leaves, group_stderr, group_value, mean_stderr, pooled_value,
-                                            rule_of, scored_digest, scored_values)
+                                            scored_digest, scored_values)
 from harness.metrics.support import SAMPLES_WHY, samples_support
 from harness.plugin.finish_results import record_scored
 from tests.reporting.test_reporting import markdown_tables, read_csv
@@ -80,7 +81,12 @@ def write_runs(root: Path, log_samples: bool = True) -> list[Path]:
     return folders
 
 
-def test_pooling_rules_are_found_by_reproducing_the_reported_value():
+def test_another_packages_pooling_is_found_by_reproducing_the_reported_value():
+    from harness.reporting.common import pooling_rule, reproducing
+
+    def rule_of(values: list, reported: float) -> str | None:  # a task that declares no pooling (None)
+        return pooling_rule(None, "score,none", values, reported)
+
     assert rule_of([100.0, 0.0, 100.0], 200.0 / 3) == "mean"
     assert rule_of([(10.0, 5), (6.0, 5)], 1.6) == "pooled"
     assert rule_of([(10.0, 5), (6.0, 5)], math.exp(1.6)) == "pooled_exp"
@@ -88,6 +94,11 @@ def test_pooling_rules_are_found_by_reproducing_the_reported_value():
     assert rule_of([(10.0, 5), (6.0, 2)], math.exp((2.0 + 3.0) / 2)) is None
     assert rule_of([1.0, 3.0], 2.5) is None  # a weighted mean (a judge's category weights)
     assert rule_of([], 1.0) is None
+    # a task of ours is read as it declared, whatever the numbers would suggest
+    assert pooling_rule({"score": None}, "score,none", [100.0, 0.0, 100.0], 200.0 / 3) is None
+    assert pooling_rule({"score": "mean"}, "score,none", [1.0, 3.0], 2.5) == "mean"
+    assert reproducing({False: 87.5, True: 500.0 / 6}, 87.5 * (1 + 1e-12)) is False
+    assert reproducing({False: 87.5, True: 500.0 / 6}, 85.0) is None
     assert pooled_value([(10.0, 5)], "pooled_exp") == math.exp(2.0)
     # sd of (100, 0, 100) with n - 1: sqrt(2 * (100/3)^2 + (200/3)^2) / sqrt(2) = 57.735; / sqrt(3) = 33.333
     assert mean_stderr([100.0, 0.0, 100.0]) == pytest.approx(100.0 / 3, rel=1e-12)
