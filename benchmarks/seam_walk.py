@@ -29,8 +29,15 @@ GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC
 # the functions that check a model's args (each name: the function of that name in any file of ours)
 CHECKS = ("check_hf_pic_args", "resolve_model_args", "refuse_unknown_args")
 # the seam with lm-eval, as docs/ARCHITECTURE.md's "One door" draws it (before and after: the same prefixes)
-SEAM = ("lch_harness_lm_eval.py", "build_pth.py", "harness/plugin/", "harness/cli/evaluate.py",
-        "harness/cli/lm_eval_errors.py", "harness/plan/command_line.py", "harness/engines/model_args.py")
+SEAM = (
+    "lch_harness_lm_eval.py",
+    "build_pth.py",
+    "harness/plugin/",
+    "harness/cli/evaluate.py",
+    "harness/cli/lm_eval_errors.py",
+    "harness/plan/command_line.py",
+    "harness/engines/model_args.py",
+)
 
 
 def load() -> list[float]:
@@ -79,11 +86,19 @@ class Walk:
 
     def report(self) -> dict:
         seam = {f: n for f, n in self.entries.items() if f.startswith(SEAM)}
-        return {"files_entered": len(self.entries), "entries": sum(self.entries.values()),
-                "seam": {"files_entered": len(seam), "entries": sum(seam.values()),
-                         "entered_more_than_once": {f: n for f, n in seam.items() if n > 1}, "per_file": seam},
-                "entered_more_than_once": {f: n for f, n in self.entries.most_common() if n > 1},
-                "per_file": {f: self.entries[f] for f in self.order}, "checks": dict(self.checks)}
+        return {
+            "files_entered": len(self.entries),
+            "entries": sum(self.entries.values()),
+            "seam": {
+                "files_entered": len(seam),
+                "entries": sum(seam.values()),
+                "entered_more_than_once": {f: n for f, n in seam.items() if n > 1},
+                "per_file": seam,
+            },
+            "entered_more_than_once": {f: n for f, n in self.entries.most_common() if n > 1},
+            "per_file": {f: self.entries[f] for f in self.order},
+            "checks": dict(self.checks),
+        }
 
 
 def walked(root: Path, run) -> dict:  # noqa: ANN001
@@ -114,25 +129,46 @@ def main(argv: list[str] | None = None) -> int:
 
     tiny = build_tiny_model(train_steps=300, train_length=128)  # `lch tiny-model`'s model
     corpus = Path(os.environ.get("TMPDIR", "/tmp")) / "seam_walk_corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"report": "The committee reviewed the budget line by line. " * 40}) + "\n"
-                              for _ in range(3)), encoding="utf-8")
-    eval_argv = ["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny}", "--device", "cpu", "--tasks",
-                 "ppl_govreport", "--limit", "2", "--metadata",
-                 json.dumps({"data_files": str(corpus), "min_tokens": 10, "num_docs": 2})]
+    corpus.write_text(
+        "".join(
+            json.dumps({"report": "The committee reviewed the budget line by line. " * 40}) + "\n" for _ in range(3)
+        ),
+        encoding="utf-8",
+    )
+    eval_argv = [
+        "eval",
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny}",
+        "--device",
+        "cpu",
+        "--tasks",
+        "ppl_govreport",
+        "--limit",
+        "2",
+        "--metadata",
+        json.dumps({"data_files": str(corpus), "min_tokens": 10, "num_docs": 2}),
+    ]
     lch(["eval", "--tasks", "list"])  # imports and lm-eval's index warmed, outside the walk
     from harness.engines.hf_pic import HFPicLM
 
     start = time.perf_counter()
     argv_walk = walked(root, lambda: lch(eval_argv))
     argv_seconds = time.perf_counter() - start
-    model_walk = walked(root, lambda: type(HFPicLM(pretrained=str(tiny), device="cpu", pic="naive",
-                                                   pic_ratio=2)).__name__)
+    model_walk = walked(
+        root, lambda: type(HFPicLM(pretrained=str(tiny), device="cpu", pic="naive", pic_ratio=2)).__name__
+    )
     after = load()
-    entry = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{platform.node()} {os.cpu_count()} cores",
-             "load_before": before, "load_after": after, "root": str(root),
-             "argv": {"command": ["lch", *eval_argv], "seconds": round(argv_seconds, 1), **argv_walk},
-             "model_args": {"call": "HFPicLM(pretrained=<tiny>, device='cpu', pic='naive', pic_ratio=2)",
-                            **model_walk}}
+    entry = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{platform.node()} {os.cpu_count()} cores",
+        "load_before": before,
+        "load_after": after,
+        "root": str(root),
+        "argv": {"command": ["lch", *eval_argv], "seconds": round(argv_seconds, 1), **argv_walk},
+        "model_args": {"call": "HFPicLM(pretrained=<tiny>, device='cpu', pic='naive', pic_ratio=2)", **model_walk},
+    }
     data = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {}
     data[args.label] = entry
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("argv", "model_args"):
         walk = entry[name]
         seam = walk["seam"]
-        print(f"{args.label} {name}: outcome {walk['outcome']}; the seam: {seam['files_entered']} files entered "
-              f"{seam['entries']} times, more than once: {seam['entered_more_than_once']}; all files: "
-              f"{walk['files_entered']} entered {walk['entries']} times; checks run: {walk['checks']}")
+        print(
+            f"{args.label} {name}: outcome {walk['outcome']}; the seam: {seam['files_entered']} files entered "
+            f"{seam['entries']} times, more than once: {seam['entered_more_than_once']}; all files: "
+            f"{walk['files_entered']} entered {walk['entries']} times; checks run: {walk['checks']}"
+        )
     print(f"load {before} -> {after}")
     return 0
 

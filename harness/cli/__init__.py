@@ -14,11 +14,23 @@ import shutil
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from harness.cli import (demo, describe, engines, evaluate, judging, longppl, models, plan, reports, rerun, sweep,
-                         training)
+from harness.cli import (
+    demo,
+    describe,
+    engines,
+    evaluate,
+    judging,
+    longppl,
+    models,
+    plan,
+    reports,
+    rerun,
+    sweep,
+    training,
+)
 from harness.cli.translate import close_progress_bars, given_models, translate
 from harness.core.errors import (
     DEBUG_VARIABLE,
@@ -31,11 +43,26 @@ from harness.core.errors import (
     debug_enabled,
 )
 
-EPILOG = ("errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
-          "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error.")
+EPILOG = (
+    "errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "
+    "with its traceback); --debug or LCH_DEBUG=1 shows the traceback of any error."
+)
 # commands whose arguments are lm-eval's (plan: and a few of ours), dispatched before argparse
 BEFORE_ARGPARSE = {"eval": evaluate.run_eval, "plan": plan.run_plan}
-COMMANDS = (evaluate, plan, sweep, rerun, describe, demo, models, engines, longppl, judging, training, reports)  # help lists them in this order
+COMMANDS = (
+    evaluate,
+    plan,
+    sweep,
+    rerun,
+    describe,
+    demo,
+    models,
+    engines,
+    longppl,
+    judging,
+    training,
+    reports,
+)  # help lists them in this order
 
 
 def plain_text(text: str) -> str:
@@ -47,7 +74,7 @@ def plain_text(text: str) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are our one-line user errors and whose help is plain text (descriptions are docstrings)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         where = "" if self.prog == "lch" else f"{self.prog}: "  # the top level is already "lch: error:"
         raise UsageError(f"{where}{message}; see `{self.prog} --help`")
 
@@ -56,8 +83,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lch", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="lch", description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add(sub)
@@ -98,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _include_path(argv: list[str]) -> str | None:
     """``lch eval``'s ``--include_path`` (lm-eval's flag), for the error that names the closest task."""
-    given = [b if a == "--include_path" else a.partition("=")[2] for a, b in zip(argv, [*argv[1:], ""])
-             if a == "--include_path" or a.startswith("--include_path=")]
+    given = [
+        b if a == "--include_path" else a.partition("=")[2]
+        for a, b in zip(argv, [*argv[1:], ""])
+        if a == "--include_path" or a.startswith("--include_path=")
+    ]
     return given[0] if argv[:1] == ["eval"] and given else None
 
 
@@ -138,9 +169,11 @@ def interrupted_hint(argv: list[str]) -> str:
     """What an interrupted command kept and how to resume it, in words (one line)."""
     command = argv[0] if argv else ""
     if command == "eval":
-        return ("responses computed so far are kept in the --use_cache response cache: run the same command to "
-                "resume" if "--use_cache" in argv or any(a.startswith("--use_cache=") for a in argv)
-                else "nothing was kept (add --use_cache PATH to keep responses across runs); run it again")
+        return (
+            "responses computed so far are kept in the --use_cache response cache: run the same command to resume"
+            if "--use_cache" in argv or any(a.startswith("--use_cache=") for a in argv)
+            else "nothing was kept (add --use_cache PATH to keep responses across runs); run it again"
+        )
     if command == "judge":
         return "the judge answers received so far are cached: run the same command to resume"
     if command == "train" and argv[1:2] != ["merge"]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _MARK = "_lch_front"
 
@@ -17,7 +18,9 @@ _MARK = "_lch_front"
 def add(sub: argparse._SubParsersAction) -> None:
     # `lch eval` is dispatched before argparse (every argument is lm-eval's); listed here for --help.
     sub.add_parser("eval", help="lm_eval drop-in (all lm_eval flags)", add_help=False)
-    sub.add_parser("tasks-path", help="print our task folder (lm-eval finds it as a task plugin)").set_defaults(handler=tasks_path)
+    sub.add_parser("tasks-path", help="print our task folder (lm-eval finds it as a task plugin)").set_defaults(
+        handler=tasks_path
+    )
 
 
 def run_eval(argv: list[str]) -> int:
@@ -32,7 +35,9 @@ def run_eval(argv: list[str]) -> int:
     from harness.plugin.preflight import unreadable_samples
 
     activate()
-    given = [tuple(a.split("=", 1)) if a.startswith("--") and "=" in a else (a, b) for a, b in zip(argv, [*argv[1:], ""])]
+    given = [
+        tuple(a.split("=", 1)) if a.startswith("--") and "=" in a else (a, b) for a, b in zip(argv, [*argv[1:], ""])
+    ]
     for flag, value in given:
         if flag in ("--model_args", "-a", "--metadata") and "{" not in value:
             keys = [part.partition("=")[0].strip() for part in value.split(",") if "=" in part]
@@ -43,8 +48,10 @@ def run_eval(argv: list[str]) -> int:
             try:
                 json.loads(value)
             except json.JSONDecodeError as err:
-                raise UsageError(f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object "
-                                 "with double quotes, e.g. '{\"num_docs\": 2}'") from None
+                raise UsageError(
+                    f"{flag} is not valid JSON ({err.msg} at column {err.colno}): write a JSON object "
+                    "with double quotes, e.g. '{\"num_docs\": 2}'"
+                ) from None
         elif flag in ("--samples", "-E") and value.lstrip().startswith(("{", "[")):  # lm-eval's parser: a traceback
             try:
                 json.loads(value)
@@ -101,8 +108,11 @@ def _fronted(func: Callable[[argparse.Namespace], Any], scope: Any, include_path
             raise_if_incomplete(incomplete)  # results written, a metric asked for missing: the command fails
             return done
         except Exception as err:
-            user_error = err if isinstance(err, LchError) else translate(
-                err, given_models(["eval", *sys.argv[1:]]), include_path)
+            user_error = (
+                err
+                if isinstance(err, LchError)
+                else translate(err, given_models(["eval", *sys.argv[1:]]), include_path)
+            )
             if user_error is None or debug_enabled():
                 raise
             _one_line(user_error)

@@ -20,8 +20,15 @@ _MODEL_NOT_FOUND = (
 
 
 _UNKNOWN_SPEC = r"Spec '(.+)' is not a registered task/group/tag name or valid YAML path"  # lm-eval's 0.5 line
-_HUB_ERRORS = ("RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError",
-               "LocalEntryNotFoundError", "HFValidationError", "OfflineModeIsEnabled")
+_HUB_ERRORS = (
+    "RepositoryNotFoundError",
+    "GatedRepoError",
+    "RevisionNotFoundError",
+    "EntryNotFoundError",
+    "LocalEntryNotFoundError",
+    "HFValidationError",
+    "OfflineModeIsEnabled",
+)
 _MODEL_FLAGS = ("--model", "--base", "--tuned", "--evaluator", "--init", "--tokenizer")
 _MODEL_KEYS = ("pretrained", "peft", "tokenizer", "checkpoint")
 
@@ -50,8 +57,10 @@ def _chain(err: BaseException) -> list[BaseException]:
 
 def _model_not_found(models: list[str]) -> MissingDataError:
     name = " / ".join(models) if models else "the model given"  # only what the user typed, never the message's text
-    return MissingDataError(f"model {name} not found: give pretrained= a local model folder or a hub name (offline: "
-                            "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+    return MissingDataError(
+        f"model {name} not found: give pretrained= a local model folder or a hub name (offline: "
+        "`lch models fetch NAME`, then pretrained=$(lch models path NAME))"
+    )
 
 
 def _raised_in_lm_eval(err: BaseException, *packages: str) -> bool:
@@ -63,7 +72,7 @@ def _raised_in_lm_eval(err: BaseException, *packages: str) -> bool:
     while tb is not None:
         innermost, tb = tb.tb_frame.f_code.co_filename, tb.tb_next
     parts = os.path.normpath(innermost or "").split(os.sep)
-    return any(parts[i:i + 2] in [["lm_eval", package] for package in packages] for i in range(len(parts) - 1))
+    return any(parts[i : i + 2] in [["lm_eval", package] for package in packages] for i in range(len(parts) - 1))
 
 
 def translate(err: BaseException, models: list[str] | None = None, include_path: object = None) -> LchError | None:
@@ -72,12 +81,15 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
     ``--include_path`` (for the closest task name)."""
     models = models or []
     message = " ".join(str(err).split())
-    if (any(type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err))
-            or (isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND))):
+    if any(
+        type(e).__name__ in _HUB_ERRORS and type(e).__module__.startswith("huggingface_hub") for e in _chain(err)
+    ) or (isinstance(err, (OSError, ValueError)) and any(s in message for s in _MODEL_NOT_FOUND)):
         return _model_not_found(models)
     if isinstance(err, json.JSONDecodeError):
-        return DataFormatError(f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
-                               "--metadata / --model_args JSON or the data file")
+        return DataFormatError(
+            f"malformed JSON ({err.msg} at line {err.lineno} column {err.colno}): check the "
+            "--metadata / --model_args JSON or the data file"
+        )
     if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
         return UsageError(f"{err.filename or 'a path'}: file name too long for this file system")
     if isinstance(err, FileNotFoundError) and err.filename:
@@ -86,25 +98,33 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         from harness.plugin.preflight import closest_tasks
 
         missing = [t.strip() for t in message.split(":", 1)[1].split(",") if t.strip()]
-        return UsageError(f"{message.rstrip('.')}{closest_tasks(missing, include_path)} (`lch eval --tasks list` "
-                          "lists every task)")
-    unknown_spec = (re.fullmatch(_UNKNOWN_SPEC, str(err.args[0]))
-                    if isinstance(err, KeyError) and err.args and _raised_in_lm_eval(err, "tasks") else None)
+        return UsageError(
+            f"{message.rstrip('.')}{closest_tasks(missing, include_path)} (`lch eval --tasks list` lists every task)"
+        )
+    unknown_spec = (
+        re.fullmatch(_UNKNOWN_SPEC, str(err.args[0]))
+        if isinstance(err, KeyError) and err.args and _raised_in_lm_eval(err, "tasks")
+        else None
+    )
     if unknown_spec:  # lm-eval's 0.5 line matches no name up front: its task manager refuses the name when loading it
         from harness.plugin.preflight import closest_tasks
 
         missing = [unknown_spec.group(1)]
-        return UsageError(f"Tasks not found: {missing[0]}{closest_tasks(missing, include_path)} (`lch eval --tasks "
-                          "list` lists every task)")
+        return UsageError(
+            f"Tasks not found: {missing[0]}{closest_tasks(missing, include_path)} (`lch eval --tasks "
+            "list` lists every task)"
+        )
     if isinstance(err, (ValueError, TypeError)) and _raised_in_lm_eval(err, "_cli", "config"):
-        return UsageError(f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run "
-                          "--help`)")
+        return UsageError(
+            f"lm-eval refused the arguments: {message.rstrip('.')}; check the flags (`lm_eval run --help`)"
+        )
     samples_beyond = re.match(r"Elements of --samples should be in the interval .* k=(\d+)", message)
     if isinstance(err, AssertionError) and samples_beyond:
         # known only once lm-eval has built the task's documents (after the model loaded), so refused only then
         count = int(samples_beyond.group(1))
-        return UsageError(f"--samples gives a document index beyond a task's {count} documents; give indices from 0 "
-                          f"to {count - 1}")
+        return UsageError(
+            f"--samples gives a document index beyond a task's {count} documents; give indices from 0 to {count - 1}"
+        )
     if isinstance(err, ValueError) and "no model for this name found" in message:
         from harness.engines.registry import model_names
 
@@ -113,8 +133,9 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         return engine_args
     unexpected = re.search(r"got an unexpected keyword argument '(\w+)'", message)
     if isinstance(err, TypeError) and unexpected and "__init__" in message:
-        return UsageError(f"unknown model arg {unexpected.group(1)!r}: check --model_args against the model's "
-                          "documented arguments")
+        return UsageError(
+            f"unknown model arg {unexpected.group(1)!r}: check --model_args against the model's documented arguments"
+        )
     return None
 
 
@@ -129,8 +150,9 @@ def _engine_config_error(err: BaseException) -> UsageError | None:
     loc = first.get("loc") or ()
     where = str(loc[0]) if loc and not str(loc[0]).startswith("function") else ""  # the field, not its validators
     message = str(first.get("msg", err)).removeprefix("Value error, ").rstrip(".")
-    return UsageError(f"vLLM refused the engine args ({title}{': ' + where if where else ''}): {message}; "
-                      "check --model_args")
+    return UsageError(
+        f"vLLM refused the engine args ({title}{': ' + where if where else ''}): {message}; check --model_args"
+    )
 
 
 def close_progress_bars() -> None:

@@ -3,27 +3,31 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, cast
 
-from harness.pic.variants import Variant, read_variant
-from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.core.errors import MissingDataError, UsageError
 from harness.core.files import read_json_or_none
+from harness.models.folders import check_model_folder, check_tokenizer_folder
 from harness.pic.inference import MODEL_ARGS, VARIANT_KEYS, Inference
+from harness.pic.variants import Variant, read_variant
 
 
-def check_model_path(value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False,
-                     kind: str = "model") -> None:
+def check_model_path(
+    value: Any, arg: str = "pretrained", local: bool = False, tokenizer: bool = False, kind: str = "model"
+) -> None:
     """Refuse a local folder arg (``local``, or a path rather than a hub id) that is missing or not a whole model
     folder (with ``tokenizer``, tokenizer included), or with ``kind="tokenizer"`` not a whole tokenizer folder."""
     if not isinstance(value, str):
         return
     looks_local = local or value.startswith(("/", ".", "~")) or value.count("/") > 1
     if looks_local and not Path(value).expanduser().exists():
-        raise MissingDataError(f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
-                               "`lch models fetch NAME`, then pretrained=$(lch models path NAME))")
+        raise MissingDataError(
+            f"{arg}={value} does not exist: give a model folder or a hub name (offline: "
+            "`lch models fetch NAME`, then pretrained=$(lch models path NAME))"
+        )
     if kind == "tokenizer":
         check_tokenizer_folder(value, arg)
     else:
@@ -43,8 +47,9 @@ class ResolvedArgs:
     adapter: str | None
 
 
-def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
-                       inference_keys: Iterable[str] = MODEL_ARGS.values()) -> ResolvedArgs:
+def resolve_model_args(
+    args: Mapping[str, Any], adapter_key: str = "peft", inference_keys: Iterable[str] = MODEL_ARGS.values()
+) -> ResolvedArgs:
     """The one reading of a PIC model's ``--model_args``: inference args among ``inference_keys`` and the model and
     adapter folders checked, the variant file of the adapter (``adapter_key``) or model folder read."""
     inference_keys = set(inference_keys)
@@ -59,8 +64,11 @@ def resolve_model_args(args: Mapping[str, Any], adapter_key: str = "peft",
     check_model_path(tokenizer, "tokenizer", kind="tokenizer")  # a tokenizer folder: no config or weights of its own
     variant = read_variant(adapter) or read_variant(pretrained)
     base = variant.inference if variant else Inference()
-    overrides = tuple(f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})" for name, value in explicit.items()
-                      if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name))
+    overrides = tuple(
+        f"{MODEL_ARGS[name]}={value} (variant: {getattr(base, name)})"
+        for name, value in explicit.items()
+        if variant is not None and MODEL_ARGS[name] in VARIANT_KEYS and value != getattr(base, name)
+    )
     engine_args = {k: v for k, v in args.items() if k not in inference_keys}
     if str(engine_args.get("dtype", "auto")) == "auto":
         saved = folder_dtype(pretrained)
@@ -111,15 +119,22 @@ def hf_model_args() -> set[str]:
     """The model args lm-eval's ``hf`` model (and so hf-pic) takes by name: its constructor's parameters."""
     from lm_eval.models.huggingface import HFLM
 
-    return {name for name, p in inspect.signature(HFLM.__init__).parameters.items()
-            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+    return {
+        name
+        for name, p in inspect.signature(HFLM.__init__).parameters.items()
+        if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"
+    }
 
 
 def check_hf_pic_args(args: Mapping[str, Any]) -> ResolvedArgs:
     """hf-pic's model args before anything loads: typos of known args refused (others go to ``from_pretrained``),
     then :func:`resolve_model_args` with adapter ``peft``."""
-    refuse_unknown_args("hf-pic", args, set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
-                        passed_on="other args go to transformers' from_pretrained; give a known one")
+    refuse_unknown_args(
+        "hf-pic",
+        args,
+        set(MODEL_ARGS.values()) | hf_model_args() | {"device"},
+        passed_on="other args go to transformers' from_pretrained; give a known one",
+    )
     return resolve_model_args(args, "peft")
 
 
@@ -138,7 +153,7 @@ def check_pic_on_vllm(resolved: ResolvedArgs, args: Mapping[str, Any]) -> None:
     if config is not None:
         check_pic_config(config, inference)
     if inference.entry.moves_cached_keys:
-        engine_settings(args, config or {})
+        engine_settings(dict(args), config or {})
 
 
 def vllm_known_args() -> set[str]:
@@ -149,14 +164,17 @@ def vllm_known_args() -> set[str]:
 
     base, error = lm_eval_vllm_class()
     if base is None:
-        raise unavailable(error)
+        raise unavailable(error or ImportError("lm_eval.models.vllm_causallms"))
     from vllm import LLM
     from vllm.engine.arg_utils import EngineArgs
 
     known = {f.name for f in dataclasses.fields(EngineArgs)}
-    for function in (base.__init__, LLM.__init__):
-        known |= {name for name, p in inspect.signature(function).parameters.items()
-                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"}
+    for function in (cast(Any, base).__init__, LLM.__init__):
+        known |= {
+            name
+            for name, p in inspect.signature(function).parameters.items()
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name != "self"
+        }
     return known | {"device"}  # lm-eval passes --device; its vLLM model drops it with a warning
 
 
@@ -179,17 +197,20 @@ def check_vllm_model(pretrained: Any, inference: Inference) -> None:
     config = local_config(pretrained)
     if config is None:
         if isinstance(pretrained, str) and Path(pretrained).expanduser().is_dir():
-            raise MissingDataError(f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter "
-                                   "goes in lora_local_path=)")
+            raise MissingDataError(
+                f"{pretrained} has no config.json: give pretrained= a model folder (a LoRA adapter "
+                "goes in lora_local_path=)"
+            )
         return  # a hub name: vLLM resolves it
     architectures = config.get("architectures") or []
     from vllm import ModelRegistry
 
     if architectures and not set(architectures) & set(ModelRegistry.get_supported_archs()):
-        raise UsageError(f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
-                         "this vLLM supports; use --model hf-pic")
+        raise UsageError(
+            f"vLLM cannot load {pretrained}: its architecture {', '.join(architectures)} is not one "
+            "this vLLM supports; use --model hf-pic"
+        )
     if architectures and inference.entry.acts:
         from harness.pic.vllm.model import native_class
 
         native_class(architectures[0])
-

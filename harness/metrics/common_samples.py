@@ -8,7 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.metrics.pooling import RULES, mean, pooled_mean, pooled_perplexity
 
@@ -19,13 +20,17 @@ def doc_value(value: Any) -> float | tuple[float, float] | None:
         return None
     if isinstance(value, (int, float)):
         return float(value) if math.isfinite(value) else None
-    if (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) and not
-                                                                     isinstance(v, bool) for v in value) and value[1]):
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+        and value[1]
+    ):
         return float(value[0]), float(value[1])
     return None
 
 
-def scored_values(rows: Iterable[Mapping]) -> dict[str, dict[Any, Any]]:
+def scored_values(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[Any, Any]]:
     """``{"<metric>,<filter>": {doc_id: value}}`` of lm-eval's logged rows of one task (in their order): each metric a
     row lists (``metrics``) with a value :func:`doc_value` reads, under the row's filter (``none`` when absent)."""
     out: dict[str, dict[Any, Any]] = {}
@@ -48,7 +53,9 @@ def pooled_value(values: Sequence[Any], rule: str) -> float:
     of it for ``pooled_exp``); NaN when there is nothing to pool."""
     if rule not in RULES:
         raise ValueError(f"pooling rule {rule!r} is not one of {RULES}")
-    return {"mean": mean, "pooled": pooled_mean, "pooled_exp": pooled_perplexity}[rule](values)
+    if rule == "mean":
+        return mean(values)
+    return pooled_mean(values) if rule == "pooled" else pooled_perplexity(values)
 
 
 def mean_stderr(values: Sequence[float]) -> float | None:

@@ -29,11 +29,17 @@ def plan_settings(argv: list[str]) -> Any:
     include_path, limit = run.get("include_path"), run.get("limit")
     if not run.get("model") or not run.get("tasks"):
         raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")
-    return EvalSettings(model=run["model"], model_args=model_args, tasks=list(run.get("tasks") or []),
-                        metadata=metadata, include_path=include_path if isinstance(include_path, str) else None,
-                        apply_chat_template=bool(run.get("apply_chat_template")),
-                        limit=None if limit is None else float(limit), gen_kwargs=as_dict(run.get("gen_kwargs")) or None,
-                        device=run.get("device"))
+    return EvalSettings(
+        model=run["model"],
+        model_args=model_args,
+        tasks=list(run.get("tasks") or []),
+        metadata=metadata,
+        include_path=include_path if isinstance(include_path, str) else None,
+        apply_chat_template=bool(run.get("apply_chat_template")),
+        limit=None if limit is None else float(limit),
+        gen_kwargs=as_dict(run.get("gen_kwargs")) or None,
+        device=run.get("device"),
+    )
 
 
 def estimate_source(run, plan, calibrate: bool):
@@ -43,14 +49,14 @@ def estimate_source(run, plan, calibrate: bool):
 
     setting = tp.setting_of(run.model, run.model_args, run.device)
     if calibrate:
-        from harness.data.prompt_tokens import ModelKeys, model_max_length
         from harness.core.options import parse_options
+        from harness.data.prompt_tokens import ModelKeys, model_max_length
 
         keys = parse_options(ModelKeys, {**run.model_args, **run.metadata})
-        lengths = tp.calibration_lengths(totals(plan.cells)["longest_prompt"], model_max_length(keys))
+        lengths = tp.calibration_lengths(int(totals(plan.cells)["longest_prompt"] or 0), model_max_length(keys))
         print(f"calibrating {run.model} at {lengths[0]} and {lengths[1]} prompt tokens ...", file=sys.stderr)
         found, points = tp.calibrate(tp.load_engine(run.model, run.model_args, setting["device"]), lengths)
         tp.store(setting, found, points)
         return found, "measured now"
-    found = tp.stored(setting)
-    return found, ("measured by an earlier `lch plan --calibrate` of this setting" if found is not None else None)
+    stored = tp.stored(setting)
+    return stored, ("measured by an earlier `lch plan --calibrate` of this setting" if stored is not None else None)

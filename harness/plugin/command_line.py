@@ -10,8 +10,10 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 from harness.core.context import patched
 from harness.core.errors import UsageError
@@ -23,7 +25,7 @@ from harness.plugin.preflight import check_run_settings, our_tasks, task_index_f
 RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
 
 
-def front(args: argparse.Namespace) -> ContextManager[Any] | None:
+def front(args: argparse.Namespace) -> AbstractContextManager[Any] | None:
     """For a command line lm-eval has parsed: None unless it is a ``run`` that names one of our models or tasks (by its
     flags, else its ``--config`` file's); else the context its task index is to be built in
     (:func:`~harness.plugin.preflight.task_index_for`), with a ``device`` / ``batch_size`` / ``max_batch_size`` of
@@ -47,8 +49,10 @@ def front(args: argparse.Namespace) -> ContextManager[Any] | None:
         try:
             json.loads(Path(samples).read_text(encoding="utf-8", errors="replace"))
         except json.JSONDecodeError as err:
-            raise UsageError(f"--samples file {samples} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
-                             "holding '{\"<task>\": [<doc indices>]}'") from None
+            raise UsageError(
+                f"--samples file {samples} is not valid JSON ({err.msg} at line {err.lineno}): give a file "
+                "holding '{\"<task>\": [<doc indices>]}'"
+            ) from None
     move_run_settings(args)
     return task_index_for(tasks, include_path)
 
@@ -57,16 +61,19 @@ def move_run_settings(args: argparse.Namespace) -> None:
     """A ``device`` / ``batch_size`` / ``max_batch_size`` of a parsed ``--model_args`` becomes lm-eval's flag of that
     name; given both ways with different values: one line."""
     model_args = getattr(args, "model_args", None)
-    for key in RUN_SETTINGS if isinstance(model_args, dict) else ():
+    if not isinstance(model_args, dict):
+        return
+    for key in RUN_SETTINGS:
         if key in model_args:
             value, flagged = model_args.pop(key), getattr(args, key, None)
             if flagged is not None and str(flagged) != str(value):
-                raise UsageError(f"{key} is given twice, {value} in --model_args and {flagged} by --{key}: give it "
-                                 "once")
+                raise UsageError(
+                    f"{key} is given twice, {value} in --model_args and {flagged} by --{key}: give it once"
+                )
             setattr(args, key, value)
 
 
-def as_lch_eval(argv: list[str]) -> ContextManager[None]:
+def as_lch_eval(argv: list[str]) -> contextlib.ExitStack[bool | None]:
     """lm-eval's command line reading ``lm_eval <argv>``, its parser's errors one line naming ``lch eval``."""
     import re
 
@@ -75,7 +82,7 @@ def as_lch_eval(argv: list[str]) -> ContextManager[None]:
         message = re.sub(r"invalid (functools\.partial\(.*\)|<lambda>) value:", "invalid value:", message)
         raise UsageError(f"lch eval: {message}; see `lch eval --help`")
 
-    stack = contextlib.ExitStack()
+    stack: contextlib.ExitStack[bool | None] = contextlib.ExitStack()
     stack.enter_context(patched(sys, "argv", ["lm-eval", *argv]))
     stack.enter_context(patched(argparse.ArgumentParser, "error", error))
     return stack
@@ -117,9 +124,13 @@ def planned_run(argv: list[str]) -> dict[str, Any]:
     scope = front(args)
     if scope is None:  # none of ours: the plan says so, naming the tasks
         tasks = getattr(args, "tasks", None) or []
-        return {"model": getattr(args, "model", None), "model_args": getattr(args, "model_args", None),
-                "tasks": tasks.split(",") if isinstance(tasks, str) else list(tasks),
-                "metadata": getattr(args, "metadata", None), "include_path": getattr(args, "include_path", None)}
+        return {
+            "model": getattr(args, "model", None),
+            "model_args": getattr(args, "model_args", None),
+            "tasks": tasks.split(",") if isinstance(tasks, str) else list(tasks),
+            "metadata": getattr(args, "metadata", None),
+            "include_path": getattr(args, "include_path", None),
+        }
 
     def arrive(*_: Any, **arguments: Any) -> None:
         raise _Arrived(arguments)

@@ -9,9 +9,10 @@ import importlib
 import importlib.metadata as metadata
 import importlib.util
 import logging
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any
 
 from harness.core.context import setting
 
@@ -98,7 +99,7 @@ _last_index: list[dict] = []  # the index the last TaskManager with lm-eval's ow
 _PLUGINS_ONLY: ContextVar[bool] = ContextVar("lch_plugin_tasks_only", default=False)
 
 
-def plugin_tasks_only() -> ContextManager[bool]:
+def plugin_tasks_only() -> AbstractContextManager[bool]:
     """While on, a ``TaskManager`` that would index lm-eval's own tasks indexes the plugin folders and its
     ``include_path`` only (for a run of plugin tasks only: each name resolves to the YAML the whole index gives it)."""
     return setting(_PLUGINS_ONLY, True)
@@ -114,14 +115,18 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
     right after lm-eval's and before ``include_path`` (PR #4015), by subclassing the manager module's ``TaskIndex``;
     ``include_defaults=False`` indexes exactly the paths given. Returns whether it patched."""
     if manager_module is None:
-        import lm_eval.tasks.manager as manager_module
-    base = getattr(manager_module, "TaskIndex", None)
-    if (base is None or hasattr(manager_module, "discover_plugin_task_paths") or getattr(base, _MARK, False)
-            or not callable(getattr(base, "build", None))):
+        manager_module = importlib.import_module("lm_eval.tasks.manager")
+    base: Any = getattr(manager_module, "TaskIndex", None)
+    if (
+        base is None
+        or hasattr(manager_module, "discover_plugin_task_paths")
+        or getattr(base, _MARK, False)
+        or not callable(getattr(base, "build", None))
+    ):
         return False
     defaults = Path(manager_module.__file__).resolve().parent
 
-    class TaskIndex(base):  # type: ignore[misc, valid-type]
+    class TaskIndex(base):
         @staticmethod
         def build(paths: Any, *args: Any, **kwargs: Any) -> Any:
             paths = list(paths)
@@ -142,8 +147,8 @@ def after_task_manager_import(manager_module: Any = None) -> bool:
     return True
 
 
-
 # lm-eval's private modules, read here only, each behind a check of what the installed release has.
+
 
 def index_folders(folders: list[Path] | list[str]) -> dict:
     """``{name: entry}`` of lm-eval's task indexer over ``folders`` only: ``TaskIndex.build`` (private in 0.4.13 and
@@ -174,7 +179,7 @@ def sample_size(task: Any, limit: float | None) -> int | None:
     ``get_sample_size`` (0.4.13, the next release), else the 0.5 line's private ``_get_sample_size``."""
     import lm_eval.evaluator_utils as utils
 
-    found = getattr(utils, "get_sample_size", None) or getattr(utils, "_get_sample_size")
+    found = getattr(utils, "get_sample_size", None) or utils._get_sample_size
     return found(task, limit)
 
 

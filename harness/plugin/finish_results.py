@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict
+from typing import Any
 
 from harness.core import results as keys
 from harness.core.costs import RunCost
@@ -43,16 +44,19 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
             if flt != "none" or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if name.endswith("_stderr"):
-                stderrs[f"{task}/{name[:-len('_stderr')]}"] = float(value)
+                stderrs[f"{task}/{name[: -len('_stderr')]}"] = float(value)
             else:
                 metrics[f"{task}/{name}"] = float(value)
-    subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
-                if isinstance(ts, list)}
+    subtasks = {
+        str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items() if isinstance(ts, list)
+    }
     configs = results.get("configs") or {}
 
     def threshold(task: str) -> float:
-        return shared_threshold(((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold")
-                                for t in subtasks.get(task) or [task])
+        return shared_threshold(
+            ((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold")
+            for t in subtasks.get(task) or [task]
+        )
 
     out: dict[str, dict] = {}
     for task in sorted({m.split("/", 1)[0] for m in metrics}):
@@ -83,7 +87,8 @@ def drop_absent(results: dict) -> dict[str, dict[str, str]]:
             if not isinstance(values, dict):
                 continue
             metadata = ((configs.get(task) or {}).get("metadata") or {}) if isinstance(configs.get(task), dict) else {}
-            reasons = metadata.get(keys.ABSENT) if isinstance(metadata.get(keys.ABSENT), dict) else {}
+            absent_here = metadata.get(keys.ABSENT)
+            reasons: dict[str, Any] = absent_here if isinstance(absent_here, dict) else {}
             for key in [k for k, v in values.items() if "," in k and not _finite(v)]:
                 metric, _, flt = key.partition(",")
                 if metric.endswith("_stderr"):
@@ -114,13 +119,14 @@ def settle_aggregates(results: dict) -> dict[str, dict[str, str]]:
             info = recorded.get(metric)
             if not isinstance(info, dict):
                 continue
-            cell = read_cell_metric(metric[len(COUNT_PREFIX):] if metric.startswith(COUNT_PREFIX) else metric)
+            cell = read_cell_metric(metric[len(COUNT_PREFIX) :] if metric.startswith(COUNT_PREFIX) else metric)
             if not info.get("n") and (cell is not None or not _finite(values[key])):  # a count of none stays: 0
                 values.pop(key)
                 values.pop(f"{metric}_stderr,{flt}", None)
                 if cell is None:
-                    absent.setdefault(str(task), {})[metric] = ("no sample was scored on it: each was left unscored "
-                                                                "(n_skipped) or none was drawn")
+                    absent.setdefault(str(task), {})[metric] = (
+                        "no sample was scored on it: each was left unscored (n_skipped) or none was drawn"
+                    )
             elif info.get("stderr") is not None and values.get(f"{metric}_stderr,{flt}") in (None, "N/A"):
                 values[f"{metric}_stderr,{flt}"] = info["stderr"]
     for rows in (results.get("samples") or {}).values():
@@ -144,10 +150,14 @@ def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[s
     written]}``."""
     task_results = results.get("results") or {}
     configs = results.get("configs") or {}
-    subtasks = {str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items()
-                if isinstance(ts, list)}
-    ours = {t for t, c in configs.items()
-            if isinstance(c, dict) and isinstance(c.get("metadata"), dict) and keys.CONFIGURATION in c["metadata"]}
+    subtasks = {
+        str(g): [str(t) for t in ts] for g, ts in (results.get("group_subtasks") or {}).items() if isinstance(ts, list)
+    }
+    ours = {
+        t
+        for t, c in configs.items()
+        if isinstance(c, dict) and isinstance(c.get("metadata"), dict) and keys.CONFIGURATION in c["metadata"]
+    }
 
     def number(value: object) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -178,8 +188,11 @@ def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[s
         sizes = {leaf: int((task_results.get(leaf) or {}).get("sample_len") or 0) for leaf in leaves}
         weightings[group] = weighted
         for metric in sorted(sources):
-            have = [leaf for leaf, own in sources[metric].items()
-                    if number((task_results.get(leaf) or {}).get(f"{own},none"))]
+            have = [
+                leaf
+                for leaf, own in sources[metric].items()
+                if number((task_results.get(leaf) or {}).get(f"{own},none"))
+            ]
             if not have:
                 continue
             rows = [(task_results[leaf], sources[metric][leaf]) for leaf in have]
@@ -187,12 +200,14 @@ def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[s
             stderrs = [row.get(f"{own}_stderr,none") for row, own in rows]
             size = [sizes[leaf] for leaf in have]
             current[f"{metric},none"] = float(group_value(values, size, weighted))
-            current[f"{metric}_stderr,none"] = (float(group_stderr(stderrs, size, weighted))
-                                                if all(number(e) for e in stderrs) else "N/A")
+            current[f"{metric}_stderr,none"] = (
+                float(group_stderr(stderrs, size, weighted)) if all(number(e) for e in stderrs) else "N/A"
+            )
             if isinstance(current.get("sample_count"), dict):  # the samples it rests on where the tasks count them
                 counts = [row.get(f"{COUNT_PREFIX}{own},none") for row, own in rows]
-                current["sample_count"][f"{metric},none"] = (int(sum(counts)) if all(number(c) for c in counts)
-                                                             else sum(size))
+                current["sample_count"][f"{metric},none"] = (
+                    int(sum(counts)) if all(number(c) for c in counts) else sum(size)
+                )
             written.setdefault(group, []).append(metric)
         groups = results.get("groups")
         if isinstance(groups, dict) and group in groups and groups[group] is not current:
@@ -208,10 +223,15 @@ def record_scored(results: dict) -> dict[str, dict[str, dict]]:
     samples = results.get("samples")
     if not isinstance(samples, dict) or not samples:
         return {}
-    scored = {str(task): {key: {"n": len(docs), "digest": scored_digest(docs)}
-                          for key, docs in sorted(scored_values(r for r in rows if isinstance(r, dict)).items())
-                          if metric_role(key.partition(",")[0]) != "bookkeeping"}
-              for task, rows in samples.items() if isinstance(rows, list)}
+    scored = {
+        str(task): {
+            key: {"n": len(docs), "digest": scored_digest(docs)}
+            for key, docs in sorted(scored_values(r for r in rows if isinstance(r, dict)).items())
+            if metric_role(key.partition(",")[0]) != "bookkeeping"
+        }
+        for task, rows in samples.items()
+        if isinstance(rows, list)
+    }
     results[keys.SCORED] = scored
     return scored
 
@@ -222,13 +242,20 @@ def record_cost(results: dict, wall_seconds: float, run: RunCost) -> dict:
     process's share), the judge's requests and tokens, and the models loaded beside the evaluated one."""
     from harness.models.device_info import device_name, peak_memory
 
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    given = results.get("config")
+    config: dict[str, Any] = given if isinstance(given, dict) else {}
     device = (config.get(keys.RUN) or {}).get("device") or config.get("device")
     device = str(device) if device else None
-    cost = {"wall_seconds": wall_seconds, "device": device, "device_name": device_name(device),
-            "peak_memory": peak_memory(device), "processes": _processes(),
-            "tasks": {task: cost.as_json() for task, cost in sorted(run.tasks.items())}, "judge": asdict(run.judge),
-            "helpers": list(run.helpers)}
+    cost = {
+        "wall_seconds": wall_seconds,
+        "device": device,
+        "device_name": device_name(device),
+        "peak_memory": peak_memory(device),
+        "processes": _processes(),
+        "tasks": {task: cost.as_json() for task, cost in sorted(run.tasks.items())},
+        "judge": asdict(run.judge),
+        "helpers": list(run.helpers),
+    }
     results[keys.COST] = cost
     return cost
 
@@ -258,6 +285,6 @@ def finish_results(results: dict, weighting: dict[str, bool] | None = None) -> d
     record_scored(results)
     config = results.get("config")
     ran_on = (config.get(keys.RUN) or {}).get("device") if isinstance(config, dict) else None
-    if ran_on and config.get("device") != ran_on:  # lm-eval records its --device (cuda:0 by default, on a CPU too)
-        config[keys.DEVICE_ASKED], config["device"] = config.get("device"), ran_on
+    if isinstance(config, dict) and ran_on and config.get("device") != ran_on:  # lm-eval records its --device
+        config[keys.DEVICE_ASKED], config["device"] = config.get("device"), ran_on  # (cuda:0 by default, on a CPU too)
     return results

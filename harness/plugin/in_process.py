@@ -4,9 +4,10 @@ in lm-eval's ``--output_path`` layout so that the ``lch`` reports read them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from harness.core.files import write_text_atomic
 
@@ -52,8 +53,10 @@ def save_run(results: dict, run_dir: Path) -> Path:
 
     stamp = datetime.fromtimestamp(results["date"]).strftime("%Y-%m-%dT%H-%M-%S.%f")
     # atomic: `lch leaderboard` reading the folder while a run saves never sees half a results file
-    path = write_text_atomic(run_dir / f"results_{stamp}.json", json.dumps(
-        {k: v for k, v in results.items() if k != "samples"}, indent=2, default=handle_non_serializable))
+    path = write_text_atomic(
+        run_dir / f"results_{stamp}.json",
+        json.dumps({k: v for k, v in results.items() if k != "samples"}, indent=2, default=handle_non_serializable),
+    )
     samples = results.get("samples") or {}
     if samples:
         tracker = EvaluationTracker(output_path=str(path))  # a .json output path: its samples go beside it

@@ -5,12 +5,13 @@ with the closest known keys (when every task is ours; lm-eval ignores it), and e
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from harness.data.prompt_tokens import ModelKeys
 from harness.core.errors import LchError, MissingDataError, UsageError
 from harness.core.options import option_help
+from harness.data.prompt_tokens import ModelKeys
 from harness.plugin.task_index import task_folder
 
 # lm-eval's own metadata keys (not options of ours)
@@ -58,12 +59,15 @@ def check_metadata(metadata: dict, tasks: Iterable[str], tasks_dir: str | Path) 
         if key not in known:
             close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
             hint = f"did you mean {' or '.join(close)}? " if close else ""
-            raise UsageError(f"--metadata key {key!r} is not read by any of these tasks; {hint}the keys are the "
-                             "fields of the tasks' options dataclasses (harness/plugin/metadata.py: METADATA_KEYS)")
+            raise UsageError(
+                f"--metadata key {key!r} is not read by any of these tasks; {hint}the keys are the "
+                "fields of the tasks' options dataclasses (harness/plugin/metadata.py: METADATA_KEYS)"
+            )
 
 
-def check_task_options(metadata: dict | None, model_args: dict | None, tasks: Iterable[str],
-                       tasks_dir: str | Path) -> dict[str, Any]:
+def check_task_options(
+    metadata: dict | None, model_args: dict | None, tasks: Iterable[str], tasks_dir: str | Path
+) -> dict[str, Any]:
     """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what lm-eval will
     hand it (YAML metadata, then model args, then ``--metadata``); a wrong-typed value raises a one-line
     :class:`UsageError`. Returns each task's ``(class, model keys, options)`` (options None: none of its own)."""
@@ -84,16 +88,19 @@ def check_task_inputs(parsed: dict[str, tuple[Any, Any, Any]]) -> None:
     reached), then each task's own ``check_before_loading``. ``parsed``: :func:`check_task_options`'s."""
     from harness.data.inputs import go_offline, missing_inputs
 
-    needs = {task: options.inputs() for task, (_, _, options) in parsed.items()
-             if callable(getattr(options, "inputs", None))}
+    needs = {
+        task: options.inputs() for task, (_, _, options) in parsed.items() if callable(getattr(options, "inputs", None))
+    }
     if not needs:
         return
     missing = missing_inputs(needs, go_offline())
     if missing:
         count = f"{len(missing)} inputs are" if len(missing) > 1 else "an input is"
-        raise MissingDataError(f"{count} missing (nothing was loaded): "
-                               + " ".join(f"({i}) {m}." for i, m in enumerate(missing, start=1))
-                               + " Task options go in --metadata '{\"key\": \"value\"}'.")
+        raise MissingDataError(
+            f"{count} missing (nothing was loaded): "
+            + " ".join(f"({i}) {m}." for i, m in enumerate(missing, start=1))
+            + ' Task options go in --metadata \'{"key": "value"}\'.'
+        )
     for task, (task_class, keys, options) in parsed.items():
         check = getattr(task_class, "check_before_loading", None)
         if callable(check) and options is not None:

@@ -14,8 +14,10 @@ import json
 import logging
 import math
 import os
+from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ContextManager, Iterable, Mapping
+from typing import Any
 
 from harness.core import results as keys
 from harness.core.context import patched
@@ -148,8 +150,15 @@ def group_weighting(groups: Iterable[str], task_manager: Any = None) -> dict[str
     return out
 
 
-def preflight(model: Any, model_args: Any, tasks: list[Any], metadata: Any, include_path: Any = None,
-              task_manager: Any = None, planning: bool = False) -> None:
+def preflight(
+    model: Any,
+    model_args: Any,
+    tasks: list[Any],
+    metadata: Any,
+    include_path: Any = None,
+    task_manager: Any = None,
+    planning: bool = False,
+) -> None:
     """What is ours in a run, each checked by what declares it; raises a one-line
     :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it (its constructor makes
     the same one, for a caller that builds it directly), the request types our tasks send against the model,
@@ -201,10 +210,12 @@ class SettingRefused(UsageError):
 
 
 # the parameters lm-eval's `run` command sets from another flag than their own name: (flag, which part of its value)
-FLAG_OF = {"random_seed": ("--seed", "its 1st value, Python's random seed"),
-           "numpy_random_seed": ("--seed", "its 2nd value, numpy's seed"),
-           "torch_random_seed": ("--seed", "its 3rd value, torch's seed"),
-           "fewshot_random_seed": ("--seed", "its 4th value, the few-shot sampler's seed")}
+FLAG_OF = {
+    "random_seed": ("--seed", "its 1st value, Python's random seed"),
+    "numpy_random_seed": ("--seed", "its 2nd value, numpy's seed"),
+    "torch_random_seed": ("--seed", "its 3rd value, torch's seed"),
+    "fewshot_random_seed": ("--seed", "its 4th value, the few-shot sampler's seed"),
+}
 
 
 def _shown(value: Any) -> str:
@@ -219,8 +230,9 @@ def refused(parameter: str, value: Any, allowed: str, why: str = "", key: str | 
     tail = f": not allowed{f' ({why})' if why else ''}; give {allowed}"
     if key is not None:
         return SettingRefused(f"{parameter} {key}={_shown(value)}{tail}", f"{flag} {key}={_shown(value)}{tail}")
-    return SettingRefused(f"{parameter}={_shown(value)}{tail}",
-                          f"{flag} {_shown(value)}{f' ({part})' if part else ''}{tail}")
+    return SettingRefused(
+        f"{parameter}={_shown(value)}{tail}", f"{flag} {_shown(value)}{f' ({part})' if part else ''}{tail}"
+    )
 
 
 def _integer(value: Any, low: int = 0, high: float = math.inf) -> bool:
@@ -268,8 +280,10 @@ _SEED = f"an integer from 0 to {MAX_SEED}, or None (not seeded)"
 # what each setting may be (None: lm-eval's default) and its domain in words; lm-eval checks none of these before a
 # model has loaded, and takes some (a negative --limit, a --seed beyond numpy's) only to fail or mislead later
 DOMAINS: dict[str, tuple[str, Any]] = {
-    "limit": ("a whole number of documents per task (1 or more) or a share of each task's documents in (0, 1)",
-              lambda v: _number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer()))),
+    "limit": (
+        "a whole number of documents per task (1 or more) or a share of each task's documents in (0, 1)",
+        lambda v: _number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer())),
+    ),
     "num_fewshot": ("an integer >= 0 (examples in the few-shot context)", _integer),
     "batch_size": ("an integer >= 1, auto, or auto:N (N > 0: times the batch size is re-detected)", _batch_size),
     "max_batch_size": ("an integer >= 1 (the largest batch --batch_size auto tries)", lambda v: _integer(v, 1)),
@@ -277,8 +291,10 @@ DOMAINS: dict[str, tuple[str, Any]] = {
     "use_cache": ("a path in a folder you can write (lm-eval adds _rank<N>.db to it)", lambda v: not _cache_problem(v)),
     "bootstrap_iters": ("an integer >= 0 (0: no standard errors)", _integer),
     # what logging's setLevel takes (lm-eval's --verbosity upper-cases the word; a Python caller's is taken as given)
-    "verbosity": (f"{', '.join(_LEVELS[:-1])} or {_LEVELS[-1]}",
-                  lambda v: _integer(v) or (isinstance(v, str) and v in logging.getLevelNamesMapping())),
+    "verbosity": (
+        f"{', '.join(_LEVELS[:-1])} or {_LEVELS[-1]}",
+        lambda v: _integer(v) or (isinstance(v, str) and isinstance(logging.getLevelName(v), int)),  # a name: its level
+    ),
     **{seed: (_SEED, lambda v: _integer(v, 0, MAX_SEED)) for seed in FLAG_OF},
 }
 # --gen_kwargs keys whose meaning lm-eval's models and ours share: key -> (domain in words, test); others pass as given
@@ -288,13 +304,16 @@ GEN_KWARGS: dict[str, tuple[str, Any]] = {
     "top_p": ("a number in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
     "top_k": ("an integer >= 0", _integer),
     "do_sample": ("True or False", lambda v: isinstance(v, bool)),
-    "until": ("a text or a list of texts (stop sequences)",
-              lambda v: isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v))),
+    "until": (
+        "a text or a list of texts (stop sequences)",
+        lambda v: isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v)),
+    ),
 }
 
 
-def check_settings(arguments: Mapping[str, Any], switches: frozenset[str] = frozenset(),
-                   tasks: list[str] | None = None) -> None:
+def check_settings(
+    arguments: Mapping[str, Any], switches: frozenset[str] = frozenset(), tasks: list[str] | None = None
+) -> None:
     """Raise :class:`SettingRefused` for the first of ``arguments`` (``simple_evaluate``'s parameter -> value, as
     lm-eval's parser made them on a command line) outside its domain (:data:`DOMAINS`; ``switches``: the parameters
     lm-eval declares ``bool``); ``tasks``: the run's task names (groups expanded) when known, which ``samples`` must
@@ -321,8 +340,10 @@ def check_settings(arguments: Mapping[str, Any], switches: frozenset[str] = froz
 
 def unreadable_samples(text: str, why: str) -> SettingRefused:
     """The refusal of ``samples`` text that is neither JSON (``why``: the parser's words) nor a file."""
-    tail = f"{text!r} is neither a JSON object ({why}) nor a file: give '{{\"<task>\": [<doc indices>]}}' or the path " \
-           "of a file holding it"
+    tail = (
+        f"{text!r} is neither a JSON object ({why}) nor a file: give '{{\"<task>\": [<doc indices>]}}' or the path "
+        "of a file holding it"
+    )
     return SettingRefused(f"samples {tail}", f"--samples {tail}")
 
 
@@ -345,8 +366,10 @@ def _check_samples(samples: Any, tasks: list[str] | None) -> None:
             raise refused("samples", indices, "a non-empty list of document indices, integers >= 0", key=task)
     unknown = [task for task in samples if tasks is not None and task not in tasks]
     if unknown:
-        tail = (f"names {', '.join(unknown)}, which this run does not evaluate (lm-eval would ignore it and run every "
-                f"document); give indices of its tasks: {', '.join(tasks or [])}")
+        tail = (
+            f"names {', '.join(unknown)}, which this run does not evaluate (lm-eval would ignore it and run every "
+            f"document); give indices of its tasks: {', '.join(tasks or [])}"
+        )
         raise SettingRefused(f"samples {tail}", f"--samples {tail}")
 
 
@@ -377,8 +400,9 @@ def admit(arguments: Mapping[str, Any]) -> bool:
 def check_run_settings(arguments: Mapping[str, Any]) -> None:
     """:func:`check_settings` of a ``simple_evaluate`` call's arguments, ``samples`` against the run's tasks."""
     tasks, manager = list(arguments.get("tasks") or []), arguments.get("task_manager")
-    check_settings(arguments, _switches(),
-                   run_task_names(tasks, task_manager=manager) if arguments.get("samples") else None)
+    check_settings(
+        arguments, _switches(), run_task_names(tasks, task_manager=manager) if arguments.get("samples") else None
+    )
 
 
 def _metadata(arguments: Mapping[str, Any]) -> Any:
@@ -422,8 +446,12 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
     manager = bound.get("task_manager")
     reset_peak_memory()
     start = time.perf_counter()
-    with gathering() as cost, quiet_git_lookup(evaluator_module), asking_chat_template(
-            bound.get("apply_chat_template")), task_index_for(bound.get("tasks") or [], task_manager=manager):
+    with (
+        gathering() as cost,
+        quiet_git_lookup(evaluator_module),
+        asking_chat_template(bound.get("apply_chat_template")),
+        task_index_for(bound.get("tasks") or [], task_manager=manager),
+    ):
         results = original(*args, **kwargs)
     if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
         finish_results(results, group_weighting(map(str, results.get("group_subtasks") or {}), manager))
@@ -454,7 +482,7 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     return Invocation(model, model_args, tasks, metadata, include, arguments, cwd=os.getcwd())
 
 
-def quiet_git_lookup(evaluator_module: Any) -> ContextManager[None]:
+def quiet_git_lookup(evaluator_module: Any) -> AbstractContextManager[None]:
     """During one of our runs, the evaluator's ``get_git_commit_hash`` is :func:`quiet_git_commit_hash`: lm-eval's
     prints git's "fatal: not a git repository" outside a checkout and has no switch for it."""
     if not callable(getattr(evaluator_module, "get_git_commit_hash", None)):

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -20,8 +21,12 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-# `!function utils.X` is kept as its text, `utils.X`, which names the task class
-_Loader.add_constructor("!function", yaml.SafeLoader.construct_scalar)
+def _function_tag(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    """`!function utils.X` is kept as its text, `utils.X`, which names the task class."""
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("!function", _function_tag)
 
 
 def _read_config(path: Path) -> dict:
@@ -81,9 +86,12 @@ def task_folder(tasks_dir: str) -> TaskFolder:
             task_class = _task_class(path.parent, reference) if isinstance(reference, str) else None
             request = getattr(task_class, "REQUEST_TYPE", None)
             meta = config.get("metadata")
-            tasks[config["task"]] = TaskEntry(config["task"], task_class,
-                                              request or str(config.get("output_type", "generate_until")),
-                                              dict(meta) if isinstance(meta, dict) else {})
+            tasks[config["task"]] = TaskEntry(
+                config["task"],
+                task_class,
+                request or str(config.get("output_type", "generate_until")),
+                dict(meta) if isinstance(meta, dict) else {},
+            )
     return TaskFolder(tasks, groups)
 
 
@@ -113,8 +121,9 @@ def served(model: str) -> frozenset[str] | None:
     return LM_EVAL_TYPES | {name for name in REQUESTS if callable(getattr(cls, name, None))}
 
 
-def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str | Path,
-                       model_args: dict | None = None) -> None:
+def check_model_serves(
+    model: str | None, tasks: Iterable[str], tasks_dir: str | Path, model_args: dict | None = None
+) -> None:
     """Raise :class:`UsageError` when ``model`` cannot serve (or refuses under ``model_args``) a request type one of
     ``tasks`` sends, naming the models that do; tasks not ours are left to lm-eval."""
     if not model:
@@ -131,7 +140,8 @@ def check_model_serves(model: str | None, tasks: Iterable[str], tasks_dir: str |
         for request_type in sorted(known.get(task, ())):
             if request_type not in serves:
                 others = " or ".join(f"--model {m.name}" for m in models() if request_type in m.serves)
-                raise UsageError(f"{task} sends {request_type} requests, which the {model} model does not serve: "
-                                 f"use {others}")
+                raise UsageError(
+                    f"{task} sends {request_type} requests, which the {model} model does not serve: use {others}"
+                )
             if entry is not None:
                 entry.check_request(task, request_type, model_args or {})

@@ -14,10 +14,17 @@ from harness.core.run_files import judgements_path
 from harness.data.depth import length_of_metric
 from harness.data.documents import read_jsonl
 from harness.metrics.catalogue import COUNT_PREFIX, metric_role
+from harness.metrics.common_samples import (
+    doc_value,
+    group_leaves,
+    group_value,
+    mean_stderr,
+    pooled_value,
+    scored_values,
+)
 from harness.metrics.context_length import is_curve_caution
+from harness.metrics.pooling import RULES
 from harness.metrics.support import is_support_caution, task_cautions
-from harness.metrics.common_samples import (RULES, doc_value, group_leaves, group_value, mean_stderr, pooled_value,
-                                             scored_values)
 from harness.reporting.runs import Run, count_of
 from harness.reporting.samples import read_rows, samples_files
 
@@ -39,8 +46,13 @@ def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
         differ: dict[str, list[int]] = {}  # metric -> its counts in the runs
         recorded = [i for i in holders if task in runs[i].scored]
         for key in sorted({k for i in recorded for k in runs[i].scored[task]}):
-            signatures = {i: (int(runs[i].scored[task].get(key, {}).get("n", 0)),
-                              str(runs[i].scored[task].get(key, {}).get("digest", ""))) for i in recorded}
+            signatures = {
+                i: (
+                    int(runs[i].scored[task].get(key, {}).get("n", 0)),
+                    str(runs[i].scored[task].get(key, {}).get("digest", "")),
+                )
+                for i in recorded
+            }
             if len(set(signatures.values())) > 1:
                 differ[_name(key)] = [n for n, _ in signatures.values()]
         for count in UNSCORED_COUNTS:
@@ -49,8 +61,10 @@ def sample_set_cautions(runs: list[Run]) -> dict[Path, list[str]]:
                 differ[count] = [int(v) for v in values.values()]
         if not differ:
             continue
-        sentence = (f"{task}: the runs scored different samples ({_differences(differ)}); `{COMMON_FLAG}` compares "
-                    "them on the samples every run scored")
+        sentence = (
+            f"{task}: the runs scored different samples ({_differences(differ)}); `{COMMON_FLAG}` compares "
+            "them on the samples every run scored"
+        )
         for i in holders:
             out.setdefault(runs[i].path, []).append(sentence)
     return out
@@ -61,8 +75,12 @@ def _differences(differ: dict[str, list[int]]) -> str:
     ranges: dict[tuple[int, int], list[str]] = {}
     for name in sorted(m for m in differ if m not in UNSCORED_COUNTS):
         ranges.setdefault((min(differ[name]), max(differ[name])), []).append(name)
-    parts = [f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''} on {low}"
-             + (f" to {high}" if high != low else "") + " documents" for (low, high), names in sorted(ranges.items())]
+    parts = [
+        f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''} on {low}"
+        + (f" to {high}" if high != low else "")
+        + " documents"
+        for (low, high), names in sorted(ranges.items())
+    ]
     parts += [f"{name} {min(differ[name])} to {max(differ[name])}" for name in UNSCORED_COUNTS if name in differ]
     return "; ".join(parts)
 
@@ -82,15 +100,19 @@ def logged_values(run: Run) -> dict[str, dict[str, Docs]]:
     ``quality`` of ``lch judge``'s judgements beside them included; a run that logged none is refused."""
     files = samples_files(run.path)
     if not files:
-        raise UsageError(f"{run.path.parent}: no samples_*.jsonl beside {run.path.name}; comparing on common samples "
-                         "reads them: run lm-eval with --log_samples")
+        raise UsageError(
+            f"{run.path.parent}: no samples_*.jsonl beside {run.path.name}; comparing on common samples "
+            "reads them: run lm-eval with --log_samples"
+        )
     out: dict[str, dict[str, Docs]] = {}
     for task, path in files.items():
         rows = read_rows(path)
         values = {_name(key): docs for key, docs in scored_values(rows).items()}
         judged = judgements_path(path)
         if judged.is_file():
-            quality = {row.get("doc_id"): doc_value(row.get("quality")) for row in read_jsonl(judged, "a judgements file")}
+            quality = {
+                row.get("doc_id"): doc_value(row.get("quality")) for row in read_jsonl(judged, "a judgements file")
+            }
             values["quality"] = {doc: q for doc, q in quality.items() if q is not None}
         out[task] = values
     return out
@@ -127,22 +149,33 @@ def on_common_samples(runs: list[Run]) -> tuple[list[Run], list[str]]:
         metrics = {**found.metrics, **{count_of(m): float(n) for m, n in found.counts.items()}}
         roles = {**run.roles, **{count_of(m): "bookkeeping" for m in found.counts}}
         kept = set(found.metrics)
-        done.append(dataclasses.replace(run, metrics=metrics, stderrs=found.stderrs, roles=roles,
-                                        higher_is_better={m: h for m, h in run.higher_is_better.items() if m in kept},
-                                        cautions=_cautions(run, found)))
+        done.append(
+            dataclasses.replace(
+                run,
+                metrics=metrics,
+                stderrs=found.stderrs,
+                roles=roles,
+                higher_is_better={m: h for m, h in run.higher_is_better.items() if m in kept},
+                cautions=_cautions(run, found),
+            )
+        )
     for full in sorted({m for run in runs for m in run.metrics} - {m for r in done for m in r.metrics}):
         if not any(full in ms for ms in left_out.values()) and not _is_bookkeeping(full.split("/", 1)[1]):
             left_out.setdefault("no per-sample values were logged for it", set()).add(full)
-    notes = ["Each task's scores on the samples every run holding it scored: n_<metric> counts them; the runs' "
-             "bookkeeping totals (tokens, truncations) are of their whole runs and left out."]
+    notes = [
+        "Each task's scores on the samples every run holding it scored: n_<metric> counts them; the runs' "
+        "bookkeeping totals (tokens, truncations) are of their whole runs and left out."
+    ]
     notes += [f"Left out ({reason}): {', '.join(sorted(metrics))}." for reason, metrics in sorted(left_out.items())]
     return done, notes
 
 
 def _cautions(run: Run, found: _Recomputed) -> dict[str, list[str]]:
     """A run's cautions on the common samples: support ones from the counts there, curve ones left to the board."""
-    out = {task: [c for c in sentences if not is_support_caution(c) and not is_curve_caution(c, task)]
-           for task, sentences in run.cautions.items()}
+    out = {
+        task: [c for c in sentences if not is_support_caution(c) and not is_curve_caution(c, task)]
+        for task, sentences in run.cautions.items()
+    }
     for task, supports in run.supports.items():
         values = {}  # lm-eval's results[task] as it would read on the common samples
         for full, value in [*found.metrics.items(), *((count_of(m), n) for m, n in found.counts.items())]:
@@ -159,8 +192,16 @@ def reproducing(candidates: dict[Any, float], reported: float) -> Any:
     or group weighting (``lch_group_weighting``): the first rule of ``candidates`` (rule -> the value it gives) whose
     value is ``reported`` to a relative 1e-9 (the same numbers summed in another order), or None. The only inference
     from the numbers; a file of ours is read as it records them."""
-    return next((rule for rule, value in candidates.items() if math.isfinite(value) and math.isfinite(reported)
-                 and abs(value - reported) <= 1e-9 * max(abs(value), abs(reported), 1e-300)), None)
+    return next(
+        (
+            rule
+            for rule, value in candidates.items()
+            if math.isfinite(value)
+            and math.isfinite(reported)
+            and abs(value - reported) <= 1e-9 * max(abs(value), abs(reported), 1e-300)
+        ),
+        None,
+    )
 
 
 def pooling_rule(declared: dict[str, str | None] | None, key: str, values: list, reported: float) -> str | None:
@@ -197,8 +238,11 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
         declared = run.pooling.get(task)
         rule = pooling_rule(declared, name, list(docs.values()), run.metrics[full])
         if rule is None:
-            return ("its task declares no pooling of its per-sample values over documents" if declared is not None
-                    else "no pooling of its logged per-sample values reproduces its reported value")
+            return (
+                "its task declares no pooling of its per-sample values over documents"
+                if declared is not None
+                else "no pooling of its logged per-sample values reproduces its reported value"
+            )
         rules[i] = rule
     if len(set(rules.values())) > 1:
         return "the runs pooled it differently"
@@ -210,8 +254,13 @@ def _recompute(full: str, holders: list[tuple[int, Run, Docs]], out: list[_Recom
             continue  # nothing in common: no number (its count, 0, says so)
         found.metrics[full] = on_documents(run.metrics[full], docs, common, rules[i])
         if full in run.stderrs:  # a mean's standard error on those documents; a pooled value's is not known
-            stderr = (run.stderrs[full] if len(common) == len(docs) else
-                      mean_stderr([v for doc, v in docs.items() if doc in common]) if rules[i] == "mean" else None)
+            stderr = (
+                run.stderrs[full]
+                if len(common) == len(docs)
+                else mean_stderr([v for doc, v in docs.items() if doc in common])
+                if rules[i] == "mean"
+                else None
+            )
             if stderr is not None:
                 found.stderrs[full] = stderr
     return None
@@ -225,9 +274,15 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
     want = length_of_metric(name.partition(",")[0])
     sources = {}
     for leaf in group_leaves(group, run.subtasks):
-        own = [m.split("/", 1)[1] for m in run.metrics if m.split("/", 1)[0] == leaf
-               and (m.split("/", 1)[1] == name or (want is not None and "," not in name
-                                                    and length_of_metric(m.split("/", 1)[1]) == want))]
+        own = [
+            m.split("/", 1)[1]
+            for m in run.metrics
+            if m.split("/", 1)[0] == leaf
+            and (
+                m.split("/", 1)[1] == name
+                or (want is not None and "," not in name and length_of_metric(m.split("/", 1)[1]) == want)
+            )
+        ]
         if own:
             sources[leaf] = f"{leaf}/{own[0]}"
     if not sources:
@@ -245,7 +300,7 @@ def _recompute_group(run: Run, group: str, name: str, found: _Recomputed) -> str
     found.counts[full] = sum(found.counts[src] for src in sources.values())
     if have:
         found.metrics[full] = group_value([found.metrics[s] for s in have], [found.counts[s] for s in have], rule)
-        stderrs = [found.stderrs.get(s) for s in have]
-        if not rule and full in run.stderrs and all(e is not None for e in stderrs):
+        stderrs = [e for s in have if (e := found.stderrs.get(s)) is not None]
+        if not rule and full in run.stderrs and len(stderrs) == len(have):
             found.stderrs[full] = math.sqrt(sum(e * e for e in stderrs)) / len(stderrs)
     return None

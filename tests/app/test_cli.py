@@ -134,13 +134,29 @@ def _results(folder):
 def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, user_tasks, tmp_path):
     # 4 of the 5 documents are long enough: scored with allow_fewer_docs (without it, an error)
     meta = {"data_files": str(docs_file), "min_tokens": 100, "max_tokens": 160, "num_docs": 5, "allow_fewer_docs": True}
-    _run([
-        str(BIN / "lch"), "eval", "--model", "hf-pic",
-        "--model_args", f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32"
-        ",max_length=99",
-        "--device", "cpu", "--batch_size", "2", "--tasks", "ppl_govreport,my_rolling",
-        "--include_path", str(user_tasks), "--metadata", json.dumps(meta), "--output_path", str(tmp_path),
-    ])
+    _run(
+        [
+            str(BIN / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir},pic=dynamic,pic_ratio=3,pic_initial=4,pic_recent=16,dtype=float32"
+            ",max_length=99",
+            "--device",
+            "cpu",
+            "--batch_size",
+            "2",
+            "--tasks",
+            "ppl_govreport,my_rolling",
+            "--include_path",
+            str(user_tasks),
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(tmp_path),
+        ]
+    )
     results = _results(tmp_path)
     ppl, n_tokens, n_docs = _expected_ppl(tiny_model_dir, docs_file, 100, 160, 3.0, 4, 16)
     ours = results["ppl_govreport"]
@@ -148,6 +164,7 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
     assert ours["ppl,none"] == pytest.approx(ppl, rel=1e-4)
     # every scored document (>= 100 tokens) runs past max_length=99 and is counted; skipped ones are not
     assert ours["over_length,none"] == n_docs
+
     # the user's loglikelihood_rolling task, by hand: lm-eval's rolling windows of max_length=99 tokens,
     # each forward under Dynamic PIC positions of its own length (s_cr 3, l_ic 4, l_rc 16, docs/formulas.md §1)
     def dynamic(n):
@@ -161,11 +178,22 @@ def test_lch_eval_runs_our_task_and_the_users_task(tiny_model_dir, docs_file, us
 def test_lch_eval_keeps_builtin_hf_model(tiny_model_dir, docs_file, user_tasks, tmp_path):
     """lm-eval's own ``hf`` model; the device and batch size given in --model_args, which lm-eval 0.4.13 would
     also pass from its --device (default cuda:0) / --batch_size flags (a TypeError: lch eval moves them)."""
-    _run([
-        str(BIN / "lch"), "eval", "--model", "hf", "--model_args",
-        f"pretrained={tiny_model_dir},dtype=float32,device=cpu,batch_size=2",
-        "--tasks", "my_rolling", "--include_path", str(user_tasks), "--output_path", str(tmp_path),
-    ])
+    _run(
+        [
+            str(BIN / "lch"),
+            "eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_model_dir},dtype=float32,device=cpu,batch_size=2",
+            "--tasks",
+            "my_rolling",
+            "--include_path",
+            str(user_tasks),
+            "--output_path",
+            str(tmp_path),
+        ]
+    )
     # lm-eval's own HF model, max_length 4096 from the config: each report is one window, plain positions
     expected = _word_perplexity_by_hand(tiny_model_dir, docs_file, 4096, lambda n: torch.arange(n))
     assert _results(tmp_path)["my_rolling"]["word_perplexity,none"] == pytest.approx(expected, rel=1e-4)
@@ -191,16 +219,22 @@ def test_readme_regression_gate_example_runs_as_written(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     demo, gate = (shlex.split(part) for part in example.split("&&"))
     assert demo[0] == gate[0] == "lch"
-    _run([str(BIN / "lch"), *demo[1:]], env={"ATEN_CPU_CAPABILITY": "default", "LCH_CACHE": str(tmp_path / "cache")},
-         timeout=600)
+    _run(
+        [str(BIN / "lch"), *demo[1:]],
+        env={"ATEN_CPU_CAPABILITY": "default", "LCH_CACHE": str(tmp_path / "cache")},
+        timeout=600,
+    )
     assert main(gate[1:]) == 0, capsys.readouterr().out
     gate_other = [other if word == "results/demo/runs/vanilla" else word for word in gate[1:]]
     assert main(gate_other) == 3
-    assert "lch: error: not comparable: inference standard inference (baseline) vs Naive PIC (s_cr 2) (run)" in \
-        capsys.readouterr().err
+    assert (
+        "lch: error: not comparable: inference standard inference (baseline) vs Naive PIC (s_cr 2) (run)"
+        in capsys.readouterr().err
+    )
     assert main(gate_other + ["--allow-mismatch"]) == 1
-    assert "longppl_govreport/longppl" in [line.split()[0] for line in capsys.readouterr().out.splitlines()
-                                           if line.endswith("regressed")]
+    assert "longppl_govreport/longppl" in [
+        line.split()[0] for line in capsys.readouterr().out.splitlines() if line.endswith("regressed")
+    ]
 
 
 def test_demo_writes_a_summary(tmp_path):
@@ -211,9 +245,16 @@ def test_demo_writes_a_summary(tmp_path):
     assert [r["variant"] for r in summary["rows"]] == [name for name, _ in VARIANTS]
     # each run has the name the leaderboard and plots give it (the model's folder, then the inference in words)
     model = Path(summary["model"]).name
-    assert [r["run"] for r in summary["rows"]] == [f"{model} · {words}" for words in (
-        "base model", "Naive PIC (s_cr 2)", "NTK-aware PIC (s_rr 4)", "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)",
-        "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200, contiguous layout)")]
+    assert [r["run"] for r in summary["rows"]] == [
+        f"{model} · {words}"
+        for words in (
+            "base model",
+            "Naive PIC (s_cr 2)",
+            "NTK-aware PIC (s_rr 4)",
+            "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200)",
+            "Dynamic PIC (s_cr 2, l_ic 4, l_rc 200, contiguous layout)",
+        )
+    ]
     import csv
 
     with (tmp_path / "leaderboard.csv").open() as f:
@@ -238,7 +279,9 @@ def test_demo_writes_a_summary(tmp_path):
         middle = (m >= initial) & (m < b)
         if pic_layout == "paper":
             return torch.where(middle, m / pic_ratio, m)
-        squeezed = torch.where(middle, initial + (m - initial) / pic_ratio, initial + (b - initial) / pic_ratio + (m - b))
+        squeezed = torch.where(
+            middle, initial + (m - initial) / pic_ratio, initial + (b - initial) / pic_ratio + (m - b)
+        )
         return torch.where(m < initial, m, squeezed)
 
     def nll(model, ids, variant):
@@ -254,10 +297,16 @@ def test_demo_writes_a_summary(tmp_path):
     key_docs = []  # (evaluated ids without BOS, key mask of tokens 1..n-1): inside a key span of the evaluator
     for t in texts:
         assert 256 <= len(ev_tok(t)["input_ids"]) <= 4096  # selected, not cut
-        spans = find_key_tokens(t, ev_model, ev_tok, **{k: meta[k] for k in ("trunc_len", "sliding_window", "alpha", "beta")}).spans
+        spans = find_key_tokens(
+            t, ev_model, ev_tok, **{k: meta[k] for k in ("trunc_len", "sliding_window", "alpha", "beta")}
+        ).spans
         enc = tok(t, add_special_tokens=False, return_offsets_mapping=True)
-        key_docs.append((enc["input_ids"], torch.tensor([any(a <= s and e <= b for a, b in spans)
-                                                         for s, e in enc["offset_mapping"][1:]])))
+        key_docs.append(
+            (
+                enc["input_ids"],
+                torch.tensor([any(a <= s and e <= b for a, b in spans) for s, e in enc["offset_mapping"][1:]]),
+            )
+        )
     assert len(ppl_docs) == 2
     for (name, variant), row in zip(VARIANTS, rows):
         model = AutoModelForCausalLM.from_pretrained(summary["model"], dtype=torch.float32).eval()
@@ -269,8 +318,12 @@ def test_demo_writes_a_summary(tmp_path):
         doc_nll = [nll(model, ids, variant) for ids in ppl_docs]
         key_nll = [nll(model, ids, variant)[is_key] for ids, is_key in key_docs]
         n_key = sum(x.numel() for x in key_nll)
-        assert row["n_docs"] == 2 and row["n_tokens"] == sum(x.numel() for x in doc_nll) and row["n_key_tokens"] == n_key
-        assert row["ppl"] == pytest.approx(math.exp(sum(x.sum().item() for x in doc_nll) / row["n_tokens"]), rel=1e-4), name
+        assert (
+            row["n_docs"] == 2 and row["n_tokens"] == sum(x.numel() for x in doc_nll) and row["n_key_tokens"] == n_key
+        )
+        assert row["ppl"] == pytest.approx(
+            math.exp(sum(x.sum().item() for x in doc_nll) / row["n_tokens"]), rel=1e-4
+        ), name
         assert row["longppl"] == pytest.approx(math.exp(sum(x.sum().item() for x in key_nll) / n_key), rel=1e-4), name
     assert n_key > 0  # LongPPL was defined
     by_name = {r["variant"]: r["ppl"] for r in rows}
@@ -303,7 +356,11 @@ def test_demo_writes_a_summary(tmp_path):
     assert main(["regress", str(runs / "naive_s_cr2"), "--baseline", str(baseline), "--allow-mismatch"]) == 1
     # the baseline gates scores, not the run's bookkeeping
     assert sorted(json.loads(baseline.read_text())["metrics"]) == [
-        "longppl_govreport/longppl", "longppl_govreport/longppl_soft", "longppl_govreport/ppl_nobos", "ppl_govreport/ppl"]
+        "longppl_govreport/longppl",
+        "longppl_govreport/longppl_soft",
+        "longppl_govreport/ppl_nobos",
+        "ppl_govreport/ppl",
+    ]
 
 
 def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp_path):
@@ -323,16 +380,66 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     docs.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
     settings = {"trunc_len": 200, "sliding_window": 50, "alpha": 0.2, "beta": -4.0}
     cache = tmp_path / "keys"
-    printed = _run([str(BIN / "lch"), "keytokens", "--evaluator", str(evaluator), "--data-files", str(docs),
-                    "--text-field", "text", "--min-tokens", "300", "--max-tokens", "600", "--num-docs", "3", "--trunc-len", "200",
-                    "--sliding-window", "50", "--alpha", "0.2", "--beta", "-4", "--cache-dir", str(cache)])
+    printed = _run(
+        [
+            str(BIN / "lch"),
+            "keytokens",
+            "--evaluator",
+            str(evaluator),
+            "--data-files",
+            str(docs),
+            "--text-field",
+            "text",
+            "--min-tokens",
+            "300",
+            "--max-tokens",
+            "600",
+            "--num-docs",
+            "3",
+            "--trunc-len",
+            "200",
+            "--sliding-window",
+            "50",
+            "--alpha",
+            "0.2",
+            "--beta",
+            "-4",
+            "--cache-dir",
+            str(cache),
+        ]
+    )
     assert len(list(cache.glob("*.json"))) == 3
-    meta = {"evaluator": str(evaluator), "data_files": str(docs), "text_field": "text", "min_tokens": 300,
-            "max_tokens": 600, "num_docs": 3, "key_cache_dir": str(cache), **settings}
-    warm = subprocess.run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args",
-                           f"pretrained={evaluated},dtype=float32", "--device", "cpu", "--tasks", "longppl_govreport",
-                           "--metadata", json.dumps(meta), "--output_path", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=400)
+    meta = {
+        "evaluator": str(evaluator),
+        "data_files": str(docs),
+        "text_field": "text",
+        "min_tokens": 300,
+        "max_tokens": 600,
+        "num_docs": 3,
+        "key_cache_dir": str(cache),
+        **settings,
+    }
+    warm = subprocess.run(
+        [
+            str(BIN / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={evaluated},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "longppl_govreport",
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert warm.returncode == 0, warm.stderr[-3000:]
     # a warm run finds every text's key tokens in the cache (the evaluator is identified by its files' content,
     # never loaded or run: no "Finding key tokens" progress, which only shows for misses)
@@ -350,10 +457,15 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
         text = text[: enc["offset_mapping"][599][1]] if len(enc["input_ids"]) > 600 else text
         key = find_key_tokens(text, ev_model, ev_tok, **settings)
         inside = lambda a, b, spans: any(s <= a and b <= e for s, e in spans)  # noqa: E731
-        lines.append(f"document {i}: {sum(inside(a, b, key.spans) for a, b in key.offsets if b > a)} key tokens of "
-                     f"{min(len(enc['input_ids']), 600)}")
-        evaluated_spans = [(a, b) for a, b in tok(text, add_special_tokens=False, return_offsets_mapping=True)[
-            "offset_mapping"] if b > a]
+        lines.append(
+            f"document {i}: {sum(inside(a, b, key.spans) for a, b in key.offsets if b > a)} key tokens of "
+            f"{min(len(enc['input_ids']), 600)}"
+        )
+        evaluated_spans = [
+            (a, b)
+            for a, b in tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+            if b > a
+        ]
         dropped += sum(not any(s <= a and b <= e for a, b in evaluated_spans) for s, e in key.spans)
         out = compute_longppl(text, model, tok, key_spans=key)
         if out["n_key_token"]:
@@ -379,8 +491,10 @@ def test_longppl_task_end_to_end_with_precomputed_key_tokens(tiny_model_dir, tmp
     assert got["n_key_tokens,none"] == n_key > 0 and got["n_tokens,none"] == n
     assert got["key_spans_dropped,none"] == dropped  # spans of the evaluator no token of the other tokenizer fits
     total = sum(int(line.split(": ")[1].split()[0]) for line in lines)
-    assert printed.splitlines() == lines + [f"{total} key tokens in 3 documents, cached in {cache}"
-                                            + (" (fewer than 100: a LongPPL over them is noise)" if total < 100 else "")]
+    assert printed.splitlines() == lines + [
+        f"{total} key tokens in 3 documents, cached in {cache}"
+        + (" (fewer than 100: a LongPPL over them is noise)" if total < 100 else "")
+    ]
     assert got["longppl,none"] == pytest.approx(math.exp(key_nll / n_key), rel=1e-4)
     assert got["ppl_nobos,none"] == pytest.approx(math.exp(nll / n), rel=1e-4)
     assert got["longppl_soft,none"] == pytest.approx(math.exp(soft_nll / soft_weight), rel=1e-4)
@@ -392,16 +506,34 @@ def test_lsm_task_end_to_end(tiny_model_dir, docs_file, tmp_path):
     from harness.lsm.estimator import lsm_overlap
 
     meta = {"data_files": str(docs_file), "min_tokens": 100, "num_docs": 2, "context_length": 32, "n_samples": 4}
-    _run([str(BIN / "lch"), "eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
-          "--device", "cpu", "--tasks", "lsm_govreport", "--metadata", json.dumps(meta),
-          "--output_path", str(tmp_path)])
+    _run(
+        [
+            str(BIN / "lch"),
+            "eval",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir},dtype=float32",
+            "--device",
+            "cpu",
+            "--tasks",
+            "lsm_govreport",
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(tmp_path),
+        ]
+    )
     got = _results(tmp_path)["lsm_govreport"]
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     texts = [json.loads(l)["report"] for l in Path(docs_file).read_text().splitlines()]
     texts = [t for t in texts if len(tok(t)["input_ids"]) >= 100][:2]
-    values = [v for i, t in enumerate(texts)
-              for v in lsm_overlap(model, torch.tensor(tok(t, add_special_tokens=False)["input_ids"]), 32, 4, seed=i)]
+    values = [
+        v
+        for i, t in enumerate(texts)
+        for v in lsm_overlap(model, torch.tensor(tok(t, add_special_tokens=False)["input_ids"]), 32, 4, seed=i)
+    ]
     assert got["n_samples,none"] == 8
     assert got["lsm,none"] == pytest.approx(sum(values) / len(values), rel=1e-5)
 
@@ -413,8 +545,10 @@ def test_help_is_plain_text():
 
     from harness.cli import build_parser, plain_text
 
-    assert plain_text("``lch eval`` runs :func:`~harness.apply_pic` and :mod:`harness.cli`") == \
-        "lch eval runs harness.apply_pic and harness.cli"
+    assert (
+        plain_text("``lch eval`` runs :func:`~harness.apply_pic` and :mod:`harness.cli`")
+        == "lch eval runs harness.apply_pic and harness.cli"
+    )
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     helps = [parser.format_help()] + [sub.format_help() for sub in commands.values()]
@@ -437,8 +571,9 @@ def test_train_options_take_their_defaults_from_the_config_only():
     for recipe in ("sft", "pic-sft", "longce", "lsm-reg", "longrecipe"):
         ns = build_parser().parse_args(["train", recipe, "--model", "m", "--data", "d", "--output", "o"])
         assert set(vars(ns)) == {"command", "handler", "recipe", "model", "data", "output"}
-    given = build_parser().parse_args(["train", "longce", "--model", "m", "--data", "d", "--output", "o",
-                                       "--gamma", "3", "--quiet", "--full"])
+    given = build_parser().parse_args(
+        ["train", "longce", "--model", "m", "--data", "d", "--output", "o", "--gamma", "3", "--quiet", "--full"]
+    )
     assert (given.gamma, given.progress, given.full) == (3.0, False, True)
     defaults = {f.name: f.default for f in fields(config_class("longce"))}
     paper = (KEY_TOKEN_DEFAULTS["trunc_len"], KEY_TOKEN_DEFAULTS["sliding_window"], SOFT_GAMMA)
@@ -458,7 +593,10 @@ def test_building_the_parser_loads_no_tensor_library():
     import sys
 
     code = "import sys; from harness.cli import build_parser; build_parser(); print('torch' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
 
 
 def _recipe_parsers(parser=None) -> dict[str, argparse.ArgumentParser]:
@@ -546,8 +684,9 @@ def test_a_field_added_to_a_recipe_config_becomes_its_option(monkeypatch):
 
     monkeypatch.setitem(config.RECIPE_CONFIGS, "longce", Extended)
     parsers = _recipe_parsers()
-    assert "--warm-tokens" in parsers["longce"].format_help() and "tokens of warm-up text (default 7)" in \
-        " ".join(parsers["longce"].format_help().split())
+    assert "--warm-tokens" in parsers["longce"].format_help() and "tokens of warm-up text (default 7)" in " ".join(
+        parsers["longce"].format_help().split()
+    )
     assert "--warm-tokens" not in parsers["lsm-reg"].format_help()
     required = ["--model", "m", "--data", "d", "--output", "o"]
     assert not {"warm_tokens", "fancy"} & set(vars(build_parser().parse_args(["train", "longce", *required])))
@@ -567,8 +706,16 @@ def test_run_settings_in_model_args_move_to_lm_evals_flags():
     from harness.plugin.command_line import front
 
     def parsed(model_args: dict, device: str | None = None) -> Namespace:
-        return Namespace(command="run", model="hf-pic", tasks=["ppl_govreport"], include_path=None, config=None,
-                         model_args=model_args, device=device, max_batch_size=None)
+        return Namespace(
+            command="run",
+            model="hf-pic",
+            tasks=["ppl_govreport"],
+            include_path=None,
+            config=None,
+            model_args=model_args,
+            device=device,
+            max_batch_size=None,
+        )
 
     args = parsed({"pretrained": "m", "device": "cpu", "batch_size": 4})
     assert front(args) is not None
@@ -589,13 +736,19 @@ def test_lch_options_prints_a_tasks_options_and_the_pic_args_from_their_dataclas
     out = capsys.readouterr().out
     assert out.startswith("ppl_govreport: TokenLogprobOptions")
     assert "| min_tokens | an integer (int) | 16384 | between 0 and 10000000 |" in out
-    assert "| max_tokens | an integer (int) or none | 32767 |" in out and "| num_docs | an integer (int) or none | 50 |" in out
+    assert (
+        "| max_tokens | an integer (int) or none | 32767 |" in out
+        and "| num_docs | an integer (int) or none | 50 |" in out
+    )
     assert main(["options", "lch_ruler"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("13 tasks (") and "set per task by its YAML: ruler_task" in out
     assert main(["options", "--model", "vllm-pic"]) == 0
     out = capsys.readouterr().out
     assert "| pic | a string (str) | none | none, naive, ntk, dynamic |" in out
-    assert "| pic_initial | an integer (int) | 4 | >= 0 |" in out and "| pic_recent | an integer (int) | 200 | >= 0 |" in out
+    assert (
+        "| pic_initial | an integer (int) | 4 | >= 0 |" in out
+        and "| pic_recent | an integer (int) | 200 | >= 0 |" in out
+    )
     assert main(["options", "ppl_govreprot"]) == 2
     assert "ppl_govreprot is no task or group of ours; did you mean ppl_govreport?" in capsys.readouterr().err

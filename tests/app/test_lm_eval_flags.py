@@ -55,8 +55,20 @@ def corpus(tmp_path_factory) -> Path:
 
 def _argv(tiny: Path, corpus: Path, *flags: str) -> list[str]:
     metadata = {"data_files": str(corpus), "min_tokens": 0, "num_docs": 2}
-    return ["eval", "--model", "hf-pic", "--model_args", f"pretrained={tiny},dtype=float32", "--device", "cpu",
-            "--tasks", "ppl_govreport", "--metadata", json.dumps(metadata), *flags]
+    return [
+        "eval",
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny},dtype=float32",
+        "--device",
+        "cpu",
+        "--tasks",
+        "ppl_govreport",
+        "--metadata",
+        json.dumps(metadata),
+        *flags,
+    ]
 
 
 def _samples_file(tmp_path: Path) -> str:
@@ -76,42 +88,77 @@ BAD = [
     ("limit-nan", ["--limit", "nan"], rf"^--limit nan: not allowed; {LIMIT}$"),
     ("limit-inf", ["--limit", "inf"], rf"^--limit inf: not allowed; {LIMIT}$"),
     ("num-fewshot-negative", ["--num_fewshot", "-1"], r"^--num_fewshot -1: not allowed; give an integer >= 0"),
-    ("batch-size-zero", ["--batch_size", "0"], r"^--batch_size '0': not allowed; give an integer >= 1, auto, or "
-                                               r"auto:N \(N > 0"),
+    (
+        "batch-size-zero",
+        ["--batch_size", "0"],
+        r"^--batch_size '0': not allowed; give an integer >= 1, auto, or "
+        r"auto:N \(N > 0",
+    ),
     ("batch-size-negative", ["--batch_size", "-2"], r"^--batch_size '-2': not allowed; give an integer >= 1"),
     ("batch-size-auto-word", ["--batch_size", "auto:x"], r"^--batch_size 'auto:x': not allowed; give an integer"),
     ("batch-size-auto-zero", ["--batch_size", "auto:0"], r"^--batch_size 'auto:0': not allowed; give an integer"),
     ("batch-size-word", ["--batch_size", "x"], r"^--batch_size 'x': not allowed; give an integer >= 1, auto"),
     ("max-batch-size-zero", ["--max_batch_size", "0"], r"^--max_batch_size 0: not allowed; give an integer >= 1"),
     ("seed-negative", ["--seed", "-1"], rf"^--seed -1 \(its 1st value, Python's random seed\): not allowed; {SEED}"),
-    ("seed-too-large", ["--seed", "0,4294967296,0,0"], rf"^--seed 4294967296 \(its 2nd value, numpy's seed\): not "
-                                                       rf"allowed; {SEED}"),
-    ("gen-kwargs-temperature", ["--gen_kwargs", "temperature=-1"], r"^--gen_kwargs temperature=-1: not allowed; "
-                                                                   r"give a number >= 0$"),
-    ("gen-kwargs-top-p", ["--gen_kwargs", "top_p=0"], r"^--gen_kwargs top_p=0: not allowed; give a number in "
-                                                      r"\(0, 1\]$"),
-    ("gen-kwargs-max-gen-toks", ["--gen_kwargs", "max_gen_toks=0"], r"^--gen_kwargs max_gen_toks=0: not allowed; "
-                                                                    r"give an integer >= 1"),
-    ("samples-negative-index", ["--samples", '{"ppl_govreport": [-1]}'],
-     r"^--samples ppl_govreport=\[-1\]: not allowed; give a non-empty list of document indices, integers >= 0$"),
+    (
+        "seed-too-large",
+        ["--seed", "0,4294967296,0,0"],
+        rf"^--seed 4294967296 \(its 2nd value, numpy's seed\): not "
+        rf"allowed; {SEED}",
+    ),
+    (
+        "gen-kwargs-temperature",
+        ["--gen_kwargs", "temperature=-1"],
+        r"^--gen_kwargs temperature=-1: not allowed; "
+        r"give a number >= 0$",
+    ),
+    (
+        "gen-kwargs-top-p",
+        ["--gen_kwargs", "top_p=0"],
+        r"^--gen_kwargs top_p=0: not allowed; give a number in "
+        r"\(0, 1\]$",
+    ),
+    (
+        "gen-kwargs-max-gen-toks",
+        ["--gen_kwargs", "max_gen_toks=0"],
+        r"^--gen_kwargs max_gen_toks=0: not allowed; "
+        r"give an integer >= 1",
+    ),
+    (
+        "samples-negative-index",
+        ["--samples", '{"ppl_govreport": [-1]}'],
+        r"^--samples ppl_govreport=\[-1\]: not allowed; give a non-empty list of document indices, integers >= 0$",
+    ),
     ("samples-empty-list", ["--samples", '{"ppl_govreport": []}'], r"^--samples ppl_govreport=\[\]: not allowed"),
     ("samples-not-a-list", ["--samples", '{"ppl_govreport": 3}'], r"^--samples ppl_govreport=3: not allowed"),
-    ("samples-unknown-task", ["--samples", '{"nosuch": [0]}'],
-     r"^--samples names nosuch, which this run does not evaluate \(lm-eval would ignore it and run every document\); "
-     r"give indices of its tasks: ppl_govreport$"),
+    (
+        "samples-unknown-task",
+        ["--samples", '{"nosuch": [0]}'],
+        r"^--samples names nosuch, which this run does not evaluate "
+        r"\(lm-eval would ignore it and run every document\); "
+        r"give indices of its tasks: ppl_govreport$",
+    ),
     ("samples-file-unknown-task", ["--samples", "{samples_file}"], r"^--samples names ppl_govreprot, which this run"),
-    ("use-cache-under-a-file", ["--use_cache", "{corpus}/cache"],
-     r"^--use_cache '.*corpus.jsonl/cache': not allowed \(.*corpus.jsonl is a file, so nothing can be written under "
-     r"it\); give a path in a folder you can write"),
-    ("verbosity-unknown", ["--verbosity", "bogus"], r"^--verbosity 'BOGUS': not allowed; give DEBUG, INFO, WARNING, "
-                                                    r"ERROR or CRITICAL$"),
+    (
+        "use-cache-under-a-file",
+        ["--use_cache", "{corpus}/cache"],
+        r"^--use_cache '.*corpus.jsonl/cache': not allowed \(.*corpus.jsonl is a file, so nothing can be written under "
+        r"it\); give a path in a folder you can write",
+    ),
+    (
+        "verbosity-unknown",
+        ["--verbosity", "bogus"],
+        r"^--verbosity 'BOGUS': not allowed; give DEBUG, INFO, WARNING, "
+        r"ERROR or CRITICAL$",
+    ),
     ("device-unknown", ["--device", "gpu9"], r"^--device 'gpu9': not allowed; give a torch device"),
 ]
 
 
 @pytest.mark.parametrize("flags,pattern", [pytest.param(f, p, id=i) for i, f, p in BAD])
-def test_a_bad_flag_value_is_one_line_before_the_model_loads(flags, pattern, tiny, corpus, tmp_path,
-                                                             no_model_load, capsys, monkeypatch):
+def test_a_bad_flag_value_is_one_line_before_the_model_loads(
+    flags, pattern, tiny, corpus, tmp_path, no_model_load, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     flags = [f.replace("{samples_file}", _samples_file(tmp_path)).replace("{corpus}", str(corpus)) for f in flags]
     main(_argv(tiny, corpus, "--limit", "-1"))  # lm-eval's command line and torch imported (not timed)
@@ -123,7 +170,7 @@ def test_a_bad_flag_value_is_one_line_before_the_model_loads(flags, pattern, tin
     errors = [line for line in err.splitlines() if line.startswith("lch: error:")]
     assert code == 2 and "Traceback" not in err, err[-2000:]
     assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0], err[-2000:]
-    assert re.search(pattern, errors[0][len("lch: error: "):]), errors[0]
+    assert re.search(pattern, errors[0][len("lch: error: ") :]), errors[0]
     assert flags[0] in errors[0]  # the flag is named
     assert seconds < BOUND_S, f"refused after {seconds:.1f} s"
 
@@ -133,8 +180,13 @@ def test_plain_lm_eval_refuses_a_negative_limit_in_one_line(tiny, corpus, tmp_pa
     line, exit 2, before the model loads (no results written)."""
     out = tmp_path / "out"
     start = time.perf_counter()
-    done = subprocess.run([str(BIN / "lm_eval"), *_argv(tiny, corpus, "--limit", "-3")[1:], "--output_path",
-                           str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [str(BIN / "lm_eval"), *_argv(tiny, corpus, "--limit", "-3")[1:], "--output_path", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     seconds = time.perf_counter() - start
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
@@ -145,9 +197,24 @@ def test_plain_lm_eval_refuses_a_negative_limit_in_one_line(tiny, corpus, tmp_pa
 
 
 # good values of every checked flag, a few runs' worth (each run costs lm-eval's index of its 14,000 task YAMLs)
-SHARE = ["--limit", "0.5", "--batch_size", "auto:2", "--max_batch_size", "8", "--num_fewshot", "0", "--seed",
-         "0,None,8,52", "--gen_kwargs", "temperature=0,top_p=1,max_gen_toks=16", "--verbosity", "info", "--use_cache",
-         "cache/run"]
+SHARE = [
+    "--limit",
+    "0.5",
+    "--batch_size",
+    "auto:2",
+    "--max_batch_size",
+    "8",
+    "--num_fewshot",
+    "0",
+    "--seed",
+    "0,None,8,52",
+    "--gen_kwargs",
+    "temperature=0,top_p=1,max_gen_toks=16",
+    "--verbosity",
+    "info",
+    "--use_cache",
+    "cache/run",
+]
 COUNT = ["--limit", "2", "--batch_size", "4", "--seed", "4294967295"]
 
 
@@ -163,8 +230,14 @@ def test_a_share_and_a_count_of_documents_still_run(flags, documents, tiny, corp
     assert data["n-samples"]["ppl_govreport"]["effective"] == documents
 
 
-@pytest.mark.parametrize("flags", [["--samples", '{"ppl_govreport": [0, 1]}', "--batch_size", "auto"],
-                                   ["--limit", "1", "--batch_size", "1", "--seed", "7"]], ids=["samples", "limit-1"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--samples", '{"ppl_govreport": [0, 1]}', "--batch_size", "auto"],
+        ["--limit", "1", "--batch_size", "1", "--seed", "7"],
+    ],
+    ids=["samples", "limit-1"],
+)
 def test_good_values_reach_the_model(flags, tiny, corpus, tmp_path, no_model_load, capsys, monkeypatch):
     """Values inside every domain pass every check: the run gets as far as loading the model (stubbed here)."""
     monkeypatch.chdir(tmp_path)
@@ -181,15 +254,25 @@ def test_python_callers_of_simple_evaluate_get_the_parameter_named(tiny, corpus,
     from harness.plugin.activation import activate
 
     activate()
-    common = {"model": "hf-pic", "model_args": {"pretrained": str(tiny)}, "tasks": ["ppl_govreport"],
-              "metadata": {"data_files": str(corpus), "min_tokens": 0, "num_docs": 2}, "device": "cpu"}
-    for given, message in [({"limit": -3}, rf"^limit=-3: not allowed; {LIMIT}$"),
-                           ({"bootstrap_iters": -1}, r"^bootstrap_iters=-1: not allowed; give an integer >= 0 \(0: no "
-                                                     r"standard errors\)$"),
-                           ({"numpy_random_seed": -1}, rf"^numpy_random_seed=-1: not allowed; {SEED}"),
-                           ({"verbosity": "loud"}, r"^verbosity='loud': not allowed; give DEBUG, INFO"),
-                           ({"samples": {"ppl_govreport": [0], "other": [1]}}, r"^samples names other, which this "),
-                           ({"log_samples": "no"}, r"^log_samples='no': not allowed; give True or False$")]:
+    common = {
+        "model": "hf-pic",
+        "model_args": {"pretrained": str(tiny)},
+        "tasks": ["ppl_govreport"],
+        "metadata": {"data_files": str(corpus), "min_tokens": 0, "num_docs": 2},
+        "device": "cpu",
+    }
+    for given, message in [
+        ({"limit": -3}, rf"^limit=-3: not allowed; {LIMIT}$"),
+        (
+            {"bootstrap_iters": -1},
+            r"^bootstrap_iters=-1: not allowed; give an integer >= 0 \(0: no "
+            r"standard errors\)$",
+        ),
+        ({"numpy_random_seed": -1}, rf"^numpy_random_seed=-1: not allowed; {SEED}"),
+        ({"verbosity": "loud"}, r"^verbosity='loud': not allowed; give DEBUG, INFO"),
+        ({"samples": {"ppl_govreport": [0], "other": [1]}}, r"^samples names other, which this "),
+        ({"log_samples": "no"}, r"^log_samples='no': not allowed; give True or False$"),
+    ]:
         with pytest.raises(UsageError, match=message):
             lm_eval.simple_evaluate(**common, **given)
     with pytest.raises(ModelLoaded):  # nothing refused: on to the model
@@ -201,10 +284,13 @@ def test_an_index_beyond_the_documents_is_one_line():
     becomes the one line."""
     from harness.cli.translate import translate
 
-    err = AssertionError("Elements of --samples should be in the interval [0,k-1] where k is the number of total "
-                         "examples. In this case, k=2.")
-    assert str(translate(err)) == ("--samples gives a document index beyond a task's 2 documents; give indices from 0 "
-                                   "to 1")
+    err = AssertionError(
+        "Elements of --samples should be in the interval [0,k-1] where k is the number of total "
+        "examples. In this case, k=2."
+    )
+    assert str(translate(err)) == (
+        "--samples gives a document index beyond a task's 2 documents; give indices from 0 to 1"
+    )
 
 
 def test_the_settings_checked_are_lm_evals_own_parameters_and_flags():
@@ -223,8 +309,11 @@ def test_the_settings_checked_are_lm_evals_own_parameters_and_flags():
     parser = HarnessCLI()._parser
     run = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
     options = {option for action in run._actions for option in action.option_strings}
-    flags = {refused(name, 0, "").on_command_line.split()[0] for name in [*DOMAINS, "gen_kwargs", "samples"]
-             if name != "bootstrap_iters"}  # the one setting no flag of lm-eval's sets
+    flags = {
+        refused(name, 0, "").on_command_line.split()[0]
+        for name in [*DOMAINS, "gen_kwargs", "samples"]
+        if name != "bootstrap_iters"
+    }  # the one setting no flag of lm-eval's sets
     assert flags <= options and {flag for flag, _ in FLAG_OF.values()} == {"--seed"}
     assert {"log_samples", "write_out", "predict_only", "check_integrity"} <= _switches()
     assert "apply_chat_template" not in _switches()  # True, False or a template's name

@@ -14,8 +14,13 @@ import pytest
 
 from tests.lmeval.scripted_lm import ScriptedLM
 
-NIAH_M = ["lch_ruler_niah_multikey_1", "lch_ruler_niah_multikey_2", "lch_ruler_niah_multikey_3",
-          "lch_ruler_niah_multivalue", "lch_ruler_niah_multiquery"]
+NIAH_M = [
+    "lch_ruler_niah_multikey_1",
+    "lch_ruler_niah_multikey_2",
+    "lch_ruler_niah_multikey_3",
+    "lch_ruler_niah_multivalue",
+    "lch_ruler_niah_multiquery",
+]
 BABILONG = [f"lch_babilong_qa{i}" for i in range(1, 6)]
 
 
@@ -38,10 +43,20 @@ def run(model_dir, tokenizer, group: str, lengths: list, num_samples: int) -> di
 
     from harness.plugin.in_process import task_manager
 
-    metadata = {"pretrained": str(model_dir), "lengths": lengths, "num_samples": num_samples, "essays": "synthetic",
-                "source": "synthetic", "seed": 5}
-    return simple_evaluate(model=ScriptedLM(tokenizer, answer), tasks=[group], log_samples=True,
-                           task_manager=task_manager(metadata=metadata, ours_only=True))
+    metadata = {
+        "pretrained": str(model_dir),
+        "lengths": lengths,
+        "num_samples": num_samples,
+        "essays": "synthetic",
+        "source": "synthetic",
+        "seed": 5,
+    }
+    return simple_evaluate(
+        model=ScriptedLM(tokenizer, answer),
+        tasks=[group],
+        log_samples=True,
+        task_manager=task_manager(metadata=metadata, ours_only=True),
+    )
 
 
 def by_hand(out: dict, tasks: list[str], metric: str) -> tuple[float, float | None, int]:
@@ -65,24 +80,35 @@ def test_a_group_at_a_length_no_yaml_lists_has_its_curve_and_depth_cells(tiny_mo
     assert group["len_1536,none"] == pytest.approx(value) and group["len_1536_stderr,none"] == pytest.approx(stderr)
     assert group["sample_count"]["len_1536,none"] == n == 20
     assert out["results"]["lch_ruler_niah_m"]["len_1536,none"] == group["len_1536,none"]
-    cells = {key.partition(",")[0] for task in NIAH_M for key in out["results"][task]
-             if key.startswith("depth_") and "_stderr," not in key}
+    cells = {
+        key.partition(",")[0]
+        for task in NIAH_M
+        for key in out["results"][task]
+        if key.startswith("depth_") and "_stderr," not in key
+    }
     assert cells and all(key.endswith("_len_1536") for key in cells)
     for cell in cells:
         expected, _, count = by_hand(out, NIAH_M, cell)
         assert group[f"{cell},none"] == pytest.approx(expected) and group["sample_count"][f"{cell},none"] == count
     effective = out["lch_effective_length"]["lch_ruler_niah_m"]["absolute"]
-    assert list(effective["lengths"]) == ["1536"] and list(effective["n"]) == [20]  # the group's own curve, at its one length
+    assert list(effective["lengths"]) == ["1536"] and list(effective["n"]) == [
+        20
+    ]  # the group's own curve, at its one length
     assert out["results"]["lch_ruler_niah_multikey_1"]["len_1536_stderr,none"] == pytest.approx(
-        by_hand(out, NIAH_M[:1], "len_1536")[1])  # a task's mean keeps lm-eval's stderr
+        by_hand(out, NIAH_M[:1], "len_1536")[1]
+    )  # a task's mean keeps lm-eval's stderr
 
 
-@pytest.mark.parametrize("group, tasks, spellings, metric", [
-    ("lch_ruler_niah_m", NIAH_M, (["1k"], [1024]), "len_1024"),  # RULER names lengths by their tokens
-    ("lch_babilong", BABILONG, (["3k"], [3072]), "len_3k"),  # BABILong by k-labels; 3k is in no YAML
-])
-def test_a_length_spelled_either_way_reaches_the_same_group_metric(tiny_model_dir, tokenizer, group, tasks, spellings,
-                                                                  metric):
+@pytest.mark.parametrize(
+    "group, tasks, spellings, metric",
+    [
+        ("lch_ruler_niah_m", NIAH_M, (["1k"], [1024]), "len_1024"),  # RULER names lengths by their tokens
+        ("lch_babilong", BABILONG, (["3k"], [3072]), "len_3k"),  # BABILong by k-labels; 3k is in no YAML
+    ],
+)
+def test_a_length_spelled_either_way_reaches_the_same_group_metric(
+    tiny_model_dir, tokenizer, group, tasks, spellings, metric
+):
     runs = [run(tiny_model_dir, tokenizer, group, lengths, 2) for lengths in spellings]
     for out in runs:
         value, stderr, _ = by_hand(out, tasks, metric)
@@ -100,17 +126,33 @@ def test_a_group_of_tasks_that_spell_lengths_differently_has_one_curve(tiny_mode
     from harness.plugin.in_process import task_manager
 
     tasks = ["lch_ruler_niah_single_1", "lch_babilong_qa1"]
-    (tmp_path / "mixed.yaml").write_text("group: mixed\ntask:\n" + "".join(f"  - {t}\n" for t in tasks) +
-                                         "aggregate_metric_list:\n  - metric: score\n    weight_by_size: false\n")
-    metadata = {"pretrained": str(tiny_model_dir), "lengths": ["1k"], "num_samples": 4, "essays": "synthetic",
-                "source": "synthetic", "seed": 5}
-    out = simple_evaluate(model="hf-pic", model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
-                          tasks=["mixed"], log_samples=True, device="cpu", batch_size=4,
-                          gen_kwargs={"max_gen_toks": 4},
-                          task_manager=task_manager([str(tmp_path)], metadata=metadata, ours_only=True))
+    (tmp_path / "mixed.yaml").write_text(
+        "group: mixed\ntask:\n"
+        + "".join(f"  - {t}\n" for t in tasks)
+        + "aggregate_metric_list:\n  - metric: score\n    weight_by_size: false\n"
+    )
+    metadata = {
+        "pretrained": str(tiny_model_dir),
+        "lengths": ["1k"],
+        "num_samples": 4,
+        "essays": "synthetic",
+        "source": "synthetic",
+        "seed": 5,
+    }
+    out = simple_evaluate(
+        model="hf-pic",
+        model_args={"pretrained": str(tiny_model_dir), "dtype": "float32"},
+        tasks=["mixed"],
+        log_samples=True,
+        device="cpu",
+        batch_size=4,
+        gen_kwargs={"max_gen_toks": 4},
+        task_manager=task_manager([str(tmp_path)], metadata=metadata, ours_only=True),
+    )
     group = out["groups"]["mixed"]
-    ruler, babilong = (statistics.fmean(s[metric] for s in out["samples"][task])
-                       for task, metric in zip(tasks, ("len_1024", "len_1k")))
+    ruler, babilong = (
+        statistics.fmean(s[metric] for s in out["samples"][task]) for task, metric in zip(tasks, ("len_1024", "len_1k"))
+    )
     assert group["len_1024,none"] == pytest.approx((ruler + babilong) / 2)
     assert "len_1k,none" not in group and group["sample_count"]["len_1024,none"] == 8
 
@@ -126,8 +168,10 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_pa
     from harness.plugin.finish_results import record_group_aggregates
     from harness.plugin.preflight import group_weighting
 
-    (tmp_path / "mine.yaml").write_text("group: my_niah_group\ntask:\n  - lch_ruler_niah_multikey_1\n"
-                                        "  - lch_ruler_niah_multikey_2\naggregate_metric_list:\n  - metric: score\n")
+    (tmp_path / "mine.yaml").write_text(
+        "group: my_niah_group\ntask:\n  - lch_ruler_niah_multikey_1\n"
+        "  - lch_ruler_niah_multikey_2\naggregate_metric_list:\n  - metric: score\n"
+    )
     manager = type("Manager", (), {"task_index": TaskIndex.build([Path(tasks_path()), tmp_path])})()
     groups = ["lch_ruler_niah_m", "my_niah_group", "outer::my_niah_group"]  # the 0.5 line names a group outer::inner
     weighting = group_weighting(groups, manager)
@@ -138,11 +182,14 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_pa
     def results(group: str) -> dict:
         tasks = {"lch_ruler_niah_multikey_1": (40.0, 1), "lch_ruler_niah_multikey_2": (100.0, 3)}
         weighted = (40.0 * 1 + 100.0 * 3) / 4  # 85.0; the plain mean is 70.0
-        return {"results": {**{t: {"score,none": v, "score_stderr,none": 10.0, "sample_len": n}
-                                for t, (v, n) in tasks.items()},
-                            group: {"score,none": weighted, "score_stderr,none": "N/A"}},
-                "group_subtasks": {group: list(tasks)},
-                "configs": {t: {"metadata": {"lch_configuration": {}}} for t in tasks}}
+        return {
+            "results": {
+                **{t: {"score,none": v, "score_stderr,none": 10.0, "sample_len": n} for t, (v, n) in tasks.items()},
+                group: {"score,none": weighted, "score_stderr,none": "N/A"},
+            },
+            "group_subtasks": {group: list(tasks)},
+            "configs": {t: {"metadata": {"lch_configuration": {}}} for t in tasks},
+        }
 
     ours, theirs, unknown = results("lch_ruler_niah_m"), results("my_niah_group"), results("my_niah_group")
     record_group_aggregates(ours, weighting)

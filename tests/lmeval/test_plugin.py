@@ -14,17 +14,17 @@ import logging
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from lm_eval.api import registry
 from lm_eval.api.model import LM
 from lm_eval.models.huggingface import HFLM
 
+from harness.engines.registry import model_names
 from harness.plugin import discovery as plugin
 from harness.plugin.activation import activate
-from harness.engines.registry import model_names
 from harness.plugin.metadata import our_task_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +34,9 @@ BIN = Path(sys.executable).parent
 def _declared(group: str) -> dict[str, str]:
     """``{name: value}`` of the installed distribution's entry points of ``group`` (what lm-eval reads), which
     must be pyproject.toml's table."""
-    installed = {ep.name: ep.value for ep in importlib.metadata.distribution("lch-harness").entry_points
-                 if ep.group == group}
+    installed = {
+        ep.name: ep.value for ep in importlib.metadata.distribution("lch-harness").entry_points if ep.group == group
+    }
     written = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"][group]
     assert installed == written, "reinstall the package: its installed entry points are not pyproject.toml's"
     return installed
@@ -62,8 +63,10 @@ def test_aggregation_entry_points_load_to_our_aggregations():
 
     declared = _declared("lm_eval.aggregations")
     assert sorted(declared) == ["lch_pooled_mean", "lch_token_perplexity", "lch_total"]
-    loaded = {name: importlib.metadata.EntryPoint(name, value, "lm_eval.aggregations").load()
-              for name, value in declared.items()}
+    loaded = {
+        name: importlib.metadata.EntryPoint(name, value, "lm_eval.aggregations").load()
+        for name, value in declared.items()
+    }
     assert loaded["lch_token_perplexity"]([(2.0, 4), (6.0, 4)]) == pytest.approx(math.e)
     assert loaded["lch_pooled_mean"]([(3.0, 2), (5.0, 2)]) == 2.0 and loaded["lch_total"]([1, 2, 3]) == 6
 
@@ -100,18 +103,26 @@ def fresh_registry(monkeypatch):
 
 
 def _fake_entry_points(monkeypatch, points: dict[str, list[tuple[str, str]]]) -> None:
-    eps = {group: [importlib.metadata.EntryPoint(name, value, group) for name, value in items]
-           for group, items in points.items()}
+    eps = {
+        group: [importlib.metadata.EntryPoint(name, value, group) for name, value in items]
+        for group, items in points.items()
+    }
     monkeypatch.setattr(plugin.metadata, "entry_points", lambda group: eps.get(group, []))
 
 
 def test_the_backport_registers_model_plugins_lazily_and_keeps_builtins(fresh_registry, monkeypatch):
-    _fake_entry_points(monkeypatch, {"lm_eval.models": [
-        ("hf", "some_pkg:NotHF"),  # a built-in name: kept
-        ("fake-lm", "lm_eval.models.dummy:DummyLM"),  # another package's model
-        ("fake-lm", "other_pkg:Other"),  # the same name twice: the first wins
-        ("broken", "no_such_module:Model"),  # registered; fails only when asked for
-        *_declared("lm_eval.models").items()]})
+    _fake_entry_points(
+        monkeypatch,
+        {
+            "lm_eval.models": [
+                ("hf", "some_pkg:NotHF"),  # a built-in name: kept
+                ("fake-lm", "lm_eval.models.dummy:DummyLM"),  # another package's model
+                ("fake-lm", "other_pkg:Other"),  # the same name twice: the first wins
+                ("broken", "no_such_module:Model"),  # registered; fails only when asked for
+                *_declared("lm_eval.models").items(),
+            ]
+        },
+    )
     assert plugin.after_models_import() == ["fake-lm", "broken", *model_names()]
     assert plugin.after_models_import() == []  # once per process
     from lm_eval.models.dummy import DummyLM
@@ -137,8 +148,10 @@ def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(
     builtin.mkdir()
     (builtin / "b.yaml").write_text("task: builtin_task\ndataset_path: json\noutput_type: loglikelihood\n")
     manager = types.SimpleNamespace(TaskIndex=_index.TaskIndex, __file__=str(builtin / "manager.py"))
-    _fake_entry_points(monkeypatch, {"lm_eval.tasks": [
-        ("broken", "no_such_package.tasks"), ("foreign", "json"), ("lch", "harness.tasks")]})
+    _fake_entry_points(
+        monkeypatch,
+        {"lm_eval.tasks": [("broken", "no_such_package.tasks"), ("foreign", "json"), ("lch", "harness.tasks")]},
+    )
     plugin.plugin_task_folders.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=plugin.__name__):
@@ -148,8 +161,10 @@ def test_the_backport_adds_task_plugins_between_lm_evals_tasks_and_include_path(
         assert set(index) == {"builtin_task"} | our_task_names(plugin.tasks_path())
         mine = tmp_path / "mine"
         mine.mkdir()
-        (mine / "ppl.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
-                                       "test_split: test\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n")
+        (mine / "ppl.yaml").write_text(
+            "task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
+            "test_split: test\ndoc_to_text: ''\ndoc_to_target: '{{text}}'\n"
+        )
         assert manager.TaskIndex.build([builtin, mine])["ppl_govreport"].yaml_path == mine / "ppl.yaml"
         # without lm-eval's own folder (TaskManager(include_defaults=False)) exactly the paths given are indexed
         assert set(manager.TaskIndex.build([mine])) == {"ppl_govreport"}
@@ -198,8 +213,13 @@ def test_which_runs_index_only_the_plugin_folders(tmp_path):
     scoped = type(plugin.plugin_tasks_only())
     assert isinstance(task_index_for(["longppl_govreport", "lch_ruler", "mrqa"]), scoped)
     assert isinstance(task_index_for(["lsm_govreport"], str(tmp_path)), scoped)
-    whole = [(["longppl_govreport", "hellaswag"], None), (["ppl_govreprot"], None), ([{"task": "ppl_govreport"}], None),
-             (["ppl_govreport"], str(tmp_path)), ([], None)]
+    whole = [
+        (["longppl_govreport", "hellaswag"], None),
+        (["ppl_govreprot"], None),
+        ([{"task": "ppl_govreport"}], None),
+        (["ppl_govreport"], str(tmp_path)),
+        ([], None),
+    ]
     for tasks, include_path in whole:
         assert isinstance(task_index_for(tasks, include_path), contextlib.nullcontext), tasks
     assert isinstance(task_index_for(["ppl_govreport"], task_manager=object()), contextlib.nullcontext)
@@ -225,8 +245,18 @@ def test_lch_eval_and_plain_lm_eval_run_only_our_tasks_under_the_plugin_scope(mo
     after_cli_import(lm_eval._cli.harness)  # what the start-up activation does for plain lm_eval
     metadata = json.dumps({"data_files": str(corpus), "min_tokens": 1, "num_docs": 3})
     for tasks in ("ppl_govreport,lsm_govreport", "ppl_govreport,hellaswag"):
-        argv = ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu", "--tasks",
-                tasks, "--metadata", metadata]
+        argv = [
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir}",
+            "--device",
+            "cpu",
+            "--tasks",
+            tasks,
+            "--metadata",
+            metadata,
+        ]
         run_eval(argv)
         monkeypatch.setattr(sys, "argv", ["lm_eval", *argv])
         cli_evaluate()
@@ -258,15 +288,34 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _plain(args: list[str], env: dict | None = None, timeout: int = 400) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    return subprocess.run(
+        args, capture_output=True, text=True, timeout=timeout, env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    )
 
 
 def _run_args(tiny_model_dir, corpus, out: Path) -> list[str]:
-    meta = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 3, "evaluator": str(tiny_model_dir),
-            "trunc_len": 64, "sliding_window": 32}
-    return ["--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}", "--device", "cpu", "--tasks",
-            "ppl_govreport,longppl_govreport", "--metadata", json.dumps(meta), "--output_path", str(out)]
+    meta = {
+        "data_files": str(corpus),
+        "min_tokens": 1,
+        "num_docs": 3,
+        "evaluator": str(tiny_model_dir),
+        "trunc_len": 64,
+        "sliding_window": 32,
+    }
+    return [
+        "--model",
+        "hf-pic",
+        "--model_args",
+        f"pretrained={tiny_model_dir}",
+        "--device",
+        "cpu",
+        "--tasks",
+        "ppl_govreport,longppl_govreport",
+        "--metadata",
+        json.dumps(meta),
+        "--output_path",
+        str(out),
+    ]
 
 
 def _results(out: Path) -> dict:
@@ -302,37 +351,64 @@ def test_simple_evaluate_from_python_finds_our_model_and_refuses_a_stock_one(tin
     done = _plain([sys.executable, "-c", SIMPLE_EVALUATE, str(tiny_model_dir), str(corpus)])
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-2:] == [
-        "3", "UsageError ppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model "
-             "hf-pic or --model vllm-pic"]
+        "3",
+        "UsageError ppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model "
+        "hf-pic or --model vllm-pic",
+    ]
 
 
 def test_a_stock_model_on_our_task_is_one_line_before_it_loads(tiny_model_dir):
-    done = _plain([str(BIN / "lm_eval"), "--model", "hf", "--model_args", f"pretrained={tiny_model_dir}", "--device",
-                   "cpu", "--tasks", "longppl_govreport"])
+    done = _plain(
+        [
+            str(BIN / "lm_eval"),
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tiny_model_dir}",
+            "--device",
+            "cpu",
+            "--tasks",
+            "longppl_govreport",
+        ]
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         "lch: error: longppl_govreport sends token_logprobs requests, which the hf model does not serve: use --model "
-        "hf-pic or --model vllm-pic")
+        "hf-pic or --model vllm-pic"
+    )
     assert "Traceback" not in done.stderr and "Loading weights" not in done.stderr  # refused before loading
 
 
 def test_plain_lm_eval_names_the_closest_task_for_a_typo_in_a_run_of_ours(tiny_model_dir):
     """A run of our model with a task nobody defines: lm-eval's "Tasks not found" as one line, with the closest name
     of lm-eval's whole index (ours among them)."""
-    done = _plain([str(BIN / "lm_eval"), "--model", "hf-pic", "--model_args", f"pretrained={tiny_model_dir}",
-                   "--tasks", "ppl_govreprot"])
+    done = _plain(
+        [
+            str(BIN / "lm_eval"),
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={tiny_model_dir}",
+            "--tasks",
+            "ppl_govreprot",
+        ]
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1] == ("lch: error: Tasks not found: ppl_govreprot; did you mean "
-                                                    "ppl_govreport? (`lch eval --tasks list` lists every task)")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "lch: error: Tasks not found: ppl_govreprot; did you mean "
+        "ppl_govreport? (`lch eval --tasks list` lists every task)"
+    )
 
 
 def test_the_activation_is_installed_switched_off_and_inert_elsewhere():
     """At start-up the activation only puts its finder on sys.meta_path (no lm-eval, no harness module, only the
     activation module of its own name imported); LCH_LM_EVAL_PLUGIN=0 switches it off; once lm-eval's registry is
     imported our models are registered (or, switched off, not)."""
-    probe = ("import sys; finders = [type(f).__name__ for f in sys.meta_path]; "
-             "loaded = sorted(m for m in sys.modules if m.startswith(('lm_eval', 'harness', 'torch', 'lch'))); "
-             "import lm_eval.api.registry as r, lm_eval.models; print(finders[0], loaded, 'hf-pic' in r.model_registry)")
+    probe = (
+        "import sys; finders = [type(f).__name__ for f in sys.meta_path]; "
+        "loaded = sorted(m for m in sys.modules if m.startswith(('lm_eval', 'harness', 'torch', 'lch'))); "
+        "import lm_eval.api.registry as r, lm_eval.models; print(finders[0], loaded, 'hf-pic' in r.model_registry)"
+    )
     on = _plain([sys.executable, "-c", probe])
     assert on.stdout.split() == ["LchLmEvalFinder", "['lch_harness_lm_eval']", "True"], on.stderr
     off = _plain([sys.executable, "-c", probe], env={"LCH_LM_EVAL_PLUGIN": "0"})
@@ -343,23 +419,28 @@ def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path
     """Ours: a name of our folder that no ``include_path`` YAML redefines, or (with the run's task manager) a name
     whose indexed YAML is in our folder. Not ours: a user's ``lch_...`` / ``ppl_...`` task, a YAML path, a typo of
     anyone's, lm-eval's own LongBench task that shares our first word."""
-    from lm_eval.tasks._index import TaskIndex
-
     from argparse import Namespace
+
+    from lm_eval.tasks._index import TaskIndex
 
     from harness.plugin.command_line import front
     from harness.plugin.preflight import admit, our_tasks
 
     assert our_tasks(["longppl_govreport", "lch_ruler", "hellaswag", "lch_ruler_niah_single_1"]) == [
-        "longppl_govreport", "lch_ruler", "lch_ruler_niah_single_1"]
+        "longppl_govreport",
+        "lch_ruler",
+        "lch_ruler_niah_single_1",
+    ]
     assert our_tasks(["ppl_govreprot", "lch_my_suite", "longbench_narrativeqa", "ppl_local.yaml"]) == []
-    (tmp_path / "mine.yaml").write_text("task: ppl_govreport  # my own\ndataset_path: json\n"
-                                        "output_type: loglikelihood_rolling\n")
+    (tmp_path / "mine.yaml").write_text(
+        "task: ppl_govreport  # my own\ndataset_path: json\noutput_type: loglikelihood_rolling\n"
+    )
     assert our_tasks(["ppl_govreport", "lsm_govreport"], str(tmp_path)) == ["lsm_govreport"]  # the user's wins
     assert our_tasks(["ppl_govreport"], [str(tmp_path)]) == []
     index = TaskIndex.build([Path(plugin.tasks_path()), tmp_path])
     manager = type("Manager", (), {"task_index": index})()
     assert our_tasks(["ppl_govreport", "lsm_govreport", "nobody"], task_manager=manager) == ["lsm_govreport"]
+
     def command_line(model: str, tasks: list[str]) -> Namespace:
         return Namespace(command="run", model=model, tasks=tasks, include_path=None, config=None, model_args=None)
 
@@ -372,15 +453,22 @@ def test_our_runs_outside_a_git_checkout_print_no_git_error_and_others_keep_lm_e
     """lm-eval records the git commit of the working folder; outside a checkout its lookup prints git's 'fatal: not a
     git repository'. During a run of ours the same lookup is quiet (None, nothing on stderr); outside our runs the
     evaluator keeps lm-eval's own function."""
-    code = ("import lm_eval.evaluator as e, lm_eval.loggers.utils as u; from harness.plugin.activation import activate; "
-            "from harness.plugin.preflight import quiet_git_lookup; activate(); "
-            "print(e.get_git_commit_hash is u.get_git_commit_hash)\n"
-            "with quiet_git_lookup(e): print(repr(e.get_git_commit_hash()))\n"
-            "print(e.get_git_commit_hash is u.get_git_commit_hash)")
+    code = (
+        "import lm_eval.evaluator as e, lm_eval.loggers.utils as u; from harness.plugin.activation import activate; "
+        "from harness.plugin.preflight import quiet_git_lookup; activate(); "
+        "print(e.get_git_commit_hash is u.get_git_commit_hash)\n"
+        "with quiet_git_lookup(e): print(repr(e.get_git_commit_hash()))\n"
+        "print(e.get_git_commit_hash is u.get_git_commit_hash)"
+    )
     for switch in ("1", "0"):  # with the start-up activation, and with lch's own activation only
-        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent),
-                                   "LCH_LM_EVAL_PLUGIN": switch})
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent), "LCH_LM_EVAL_PLUGIN": switch},
+        )
         assert done.returncode == 0 and done.stdout.split() == ["True", "None", "True"], done.stderr
         assert "not a git repository" not in done.stderr
 
@@ -396,8 +484,11 @@ def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
     monkeypatch.setitem(sys.modules, "lm_eval.tasks._index", None)  # import of it raises ImportError
     assert set(plugin.index_folders([plugin.tasks_path()])) == names
     monkeypatch.setitem(sys.modules, "lm_eval._cli", None)
-    with pytest.raises(UsageError, match=r"^this lm-eval \(.*\) has no `lm-eval run` command line; install "
-                                         r"lm-eval>=0.4.13$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^this lm-eval \(.*\) has no `lm-eval run` command line; install "
+        r"lm-eval>=0.4.13$",
+    ):
         plugin.harness_cli()
 
 

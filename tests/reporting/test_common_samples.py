@@ -11,17 +11,30 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.metrics.common_samples import (group_leaves, group_stderr, group_value, mean_stderr, pooled_value,
-                                            scored_digest, scored_values)
+from harness.metrics.common_samples import (
+    group_leaves,
+    group_stderr,
+    group_value,
+    mean_stderr,
+    pooled_value,
+    scored_digest,
+    scored_values,
+)
 from harness.metrics.support import SAMPLES_WHY, samples_support
 from harness.plugin.finish_results import record_scored
 from tests.reporting.test_reporting import markdown_tables, read_csv
 
-DIRS = {"t1": {"score": True, "len_1024": True, "len_2048": True}, "t2": {"score": True, "rouge1": True},
-        "ppl_govreport": {"ppl": False}, "grp": {"score": True}}
+DIRS = {
+    "t1": {"score": True, "len_1024": True, "len_2048": True},
+    "t2": {"score": True, "rouge1": True},
+    "ppl_govreport": {"ppl": False},
+    "grp": {"score": True},
+}
 # per document: (length, score) of t1; None: left unscored (truncation=skip)
-T1 = {"A": [(1024, 100.0), (1024, 0.0), (2048, 100.0), (2048, 100.0)],
-      "B": [(1024, 100.0), (1024, 100.0), (2048, 0.0), (2048, None)]}
+T1 = {
+    "A": [(1024, 100.0), (1024, 0.0), (2048, 100.0), (2048, 100.0)],
+    "B": [(1024, 100.0), (1024, 100.0), (2048, 0.0), (2048, None)],
+}
 T2 = {"A": [100.0, 100.0], "B": [0.0, 100.0]}
 NLL = {"A": [[10.0, 5], [6.0, 5]], "B": [[8.0, 4], [9.0, 6]]}  # ppl_govreport: [summed NLL, tokens] per document
 
@@ -29,8 +42,13 @@ NLL = {"A": [[10.0, 5], [6.0, 5]], "B": [[8.0, 4], [9.0, 6]]}  # ppl_govreport: 
 def _t1_rows(run: str) -> list[dict]:
     rows = []
     for doc, (length, score) in enumerate(T1[run]):
-        row = {"doc_id": doc, "doc_hash": f"{run}{doc}", "filter": "none", "n_skipped": int(score is None),
-               "metrics": ["n_skipped"]}
+        row = {
+            "doc_id": doc,
+            "doc_hash": f"{run}{doc}",
+            "filter": "none",
+            "n_skipped": int(score is None),
+            "metrics": ["n_skipped"],
+        }
         if score is not None:
             row.update({"score": score, f"len_{length}": score})
             row["metrics"] += ["score", f"len_{length}"]
@@ -42,13 +60,27 @@ def _results(run: str) -> dict:
     """t1's, t2's and the perplexity's aggregates as lm-eval would report them from the rows (worked by hand), and
     the group ``grp`` = the plain mean of t1's and t2's scores (A: (75 + 100) / 2; B: (200 / 3 + 50) / 2)."""
     if run == "A":
-        t1 = {"score,none": 75.0, "score_stderr,none": 25.0, "len_1024,none": 50.0, "len_2048,none": 100.0,
-              "n_len_1024,none": 2, "n_len_2048,none": 2, "n_skipped,none": 0}
+        t1 = {
+            "score,none": 75.0,
+            "score_stderr,none": 25.0,
+            "len_1024,none": 50.0,
+            "len_2048,none": 100.0,
+            "n_len_1024,none": 2,
+            "n_len_2048,none": 2,
+            "n_skipped,none": 0,
+        }
         t2 = {"score,none": 100.0, "score_stderr,none": 0.0, "rouge1,none": 61.0}
         ppl, group = math.exp(16.0 / 10), 87.5
     else:
-        t1 = {"score,none": 200.0 / 3, "score_stderr,none": 100.0 / 3, "len_1024,none": 100.0, "len_2048,none": 0.0,
-              "n_len_1024,none": 2, "n_len_2048,none": 1, "n_skipped,none": 1}
+        t1 = {
+            "score,none": 200.0 / 3,
+            "score_stderr,none": 100.0 / 3,
+            "len_1024,none": 100.0,
+            "len_2048,none": 0.0,
+            "n_len_1024,none": 2,
+            "n_len_2048,none": 1,
+            "n_skipped,none": 1,
+        }
         t2 = {"score,none": 50.0, "score_stderr,none": 50.0, "rouge1,none": 12.0}
         ppl, group = math.exp(17.0 / 10), (200.0 / 3 + 50.0) / 2
     return {"t1": t1, "t2": t2, "ppl_govreport": {"ppl,none": ppl}, "grp": {"score,none": group}}
@@ -60,18 +92,32 @@ def write_runs(root: Path, log_samples: bool = True) -> list[Path]:
     for run, date in (("A", 100.0), ("B", 200.0)):
         folder = root / run
         folder.mkdir(parents=True)
-        samples = {"t1": _t1_rows(run),
-                   "t2": [{"doc_id": d, "doc_hash": f"{run}{d}", "score": s, "rouge1": 50.0, "metrics": ["score", "rouge1"]}
-                          for d, s in enumerate(T2[run])],
-                   "ppl_govreport": [{"doc_id": d, "doc_hash": "h", "ppl": pair, "metrics": ["ppl"]}
-                                     for d, pair in enumerate(NLL[run])]}
-        data = {"results": _results(run), "higher_is_better": DIRS, "date": date,
-                "config": {"model": "hf-pic", "model_args": {"pretrained": f"m{run}"}},
-                "group_subtasks": {"grp": ["t1", "t2"]},
-                "configs": {"t1": {"metadata": {"lch_support": [samples_support("score").to_json()]}}},
-                "lch_cautions": {"t1": [f"t1/score rests on {4 if run == 'A' else 3} samples, fewer than 25: {SAMPLES_WHY}"]},
-                "n-samples": {"t1": {"original": 4, "effective": 4}, "t2": {"original": 2, "effective": 2},
-                              "ppl_govreport": {"original": 2, "effective": 2}}}
+        samples = {
+            "t1": _t1_rows(run),
+            "t2": [
+                {"doc_id": d, "doc_hash": f"{run}{d}", "score": s, "rouge1": 50.0, "metrics": ["score", "rouge1"]}
+                for d, s in enumerate(T2[run])
+            ],
+            "ppl_govreport": [
+                {"doc_id": d, "doc_hash": "h", "ppl": pair, "metrics": ["ppl"]} for d, pair in enumerate(NLL[run])
+            ],
+        }
+        data = {
+            "results": _results(run),
+            "higher_is_better": DIRS,
+            "date": date,
+            "config": {"model": "hf-pic", "model_args": {"pretrained": f"m{run}"}},
+            "group_subtasks": {"grp": ["t1", "t2"]},
+            "configs": {"t1": {"metadata": {"lch_support": [samples_support("score").to_json()]}}},
+            "lch_cautions": {
+                "t1": [f"t1/score rests on {4 if run == 'A' else 3} samples, fewer than 25: {SAMPLES_WHY}"]
+            },
+            "n-samples": {
+                "t1": {"original": 4, "effective": 4},
+                "t2": {"original": 2, "effective": 2},
+                "ppl_govreport": {"original": 2, "effective": 2},
+            },
+        }
         if log_samples:
             data["lch_scored"] = record_scored({"samples": samples})  # what a run of ours records
             for task, rows in samples.items():
@@ -121,9 +167,11 @@ def test_group_formulas_equal_lm_evals_where_its_release_has_them():
     for values, sizes, stderrs in cases:
         for weighted in (False, True):
             assert group_value(values, sizes, weighted) == pytest.approx(
-                lm_eval_metrics.aggregate_subtask_metrics(values, sizes, weighted), rel=1e-12)
+                lm_eval_metrics.aggregate_subtask_metrics(values, sizes, weighted), rel=1e-12
+            )
         assert group_stderr(stderrs, sizes, True) == pytest.approx(
-            float(lm_eval_metrics.pooled_sample_stderr(stderrs, sizes)), rel=1e-12)
+            float(lm_eval_metrics.pooled_sample_stderr(stderrs, sizes)), rel=1e-12
+        )
         unweighted = getattr(lm_eval_metrics, "unweighted_mean_stderr", None)
         if unweighted is not None:
             assert group_stderr(stderrs, sizes, False) == pytest.approx(float(unweighted(stderrs)), rel=1e-12)
@@ -137,7 +185,9 @@ def test_a_run_records_which_documents_each_score_rests_on():
     assert sorted(recorded) == ["len_1024,none", "len_2048,none", "score,none"]
     assert [recorded[k]["n"] for k in ("score,none", "len_1024,none", "len_2048,none")] == [3, 2, 1]
     assert recorded["score,none"]["digest"] == scored_digest([2, 0, 1]) != scored_digest([0, 1, 2, 3])
-    assert scored_values([{"doc_id": 7, "score": True, "em": [1.0, 0], "f1": "x", "metrics": ["score", "em", "f1"]}]) == {}
+    assert (
+        scored_values([{"doc_id": 7, "score": True, "em": [1.0, 0], "f1": "x", "metrics": ["score", "em", "f1"]}]) == {}
+    )
     assert record_scored({}) == {}  # no samples logged: nothing recorded
 
 
@@ -145,8 +195,10 @@ def test_the_default_board_says_once_that_the_runs_scored_different_samples(tmp_
     a, b = write_runs(tmp_path)
     out = tmp_path / "board.csv"
     assert main(["leaderboard", str(a), str(b), "-o", str(out)]) == 0
-    sentence = ("t1: the runs scored different samples (len_2048 on 1 to 2 documents; score on 3 to 4 documents; "
-                "n_skipped 0 to 1); `lch leaderboard --common` compares them on the samples every run scored")
+    sentence = (
+        "t1: the runs scored different samples (len_2048 on 1 to 2 documents; score on 3 to 4 documents; "
+        "n_skipped 0 to 1); `lch leaderboard --common` compares them on the samples every run scored"
+    )
     assert all(sentence in row["cautions"] for row in read_csv(out))
     text = out.with_suffix(".md").read_text()
     assert text.count(sentence) == 1 and f"- {sentence} (every run)" in text
@@ -160,7 +212,9 @@ def test_common_recomputes_each_score_on_the_samples_every_run_scored(tmp_path):
     rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
     value = lambda run, column: float(rows[run][column])  # noqa: E731
     # t1's score on documents 0-2 (B skipped 3): A (100 + 0 + 100) / 3, its stderr 100 / 3; B as it reported
-    assert value("mA", "t1/score") == pytest.approx(200.0 / 3) and value("mA", "t1/score_stderr") == pytest.approx(100.0 / 3)
+    assert value("mA", "t1/score") == pytest.approx(200.0 / 3) and value("mA", "t1/score_stderr") == pytest.approx(
+        100.0 / 3
+    )
     assert value("mB", "t1/score") == 200.0 / 3 and value("mB", "t1/score_stderr") == 100.0 / 3
     assert value("mA", "t1/n_score") == value("mB", "t1/n_score") == 3
     # per length: 1024 held by both (as reported), 2048 on document 2 only: A 100, B 0, one sample each
@@ -177,8 +231,7 @@ def test_common_recomputes_each_score_on_the_samples_every_run_scored(tmp_path):
     assert "t2/rouge1" not in rows["mA"] and "t1/n_skipped" not in rows["mA"]
     text = out.with_suffix(".md").read_text()
     assert text.splitlines()[0].endswith("(on common samples)")
-    assert ("Left out (no pooling of its logged per-sample values reproduces its reported value): t2/rouge1."
-            in text)
+    assert "Left out (no pooling of its logged per-sample values reproduces its reported value): t2/rouge1." in text
     assert "scored different samples" not in text  # the board compares on common samples: nothing differs
     # what the score rests on, said from the common samples (3), not as each run recorded it (4, 3)
     assert f"- t1/score rests on 3 samples, fewer than 25: {SAMPLES_WHY} (every run)" in text
@@ -216,18 +269,37 @@ def test_common_recomputes_judged_quality_from_lch_judges_judgements(tmp_path):
     """A judged task logs each sample's judge item (no number); ``lch judge`` writes each sample's quality beside the
     samples (None: the judge's reply was unparsable and dropped). A: 50, 70, 90 (mean 70); B: 40, unparsed, 80
     (mean 60). On documents 0 and 2: A (50 + 90) / 2 = 70, B 60, n 2."""
-    for run, date, qualities, reported in (("A", 100.0, [50.0, 70.0, 90.0], 70.0), ("B", 200.0, [40.0, None, 80.0], 60.0)):
+    for run, date, qualities, reported in (
+        ("A", 100.0, [50.0, 70.0, 90.0], 70.0),
+        ("B", 200.0, [40.0, None, 80.0], 60.0),
+    ):
         folder = tmp_path / run
         folder.mkdir()
-        rows = [{"doc_id": d, "quality": {"kind": "longbench_write", "instruction": "i", "response": "r"},
-                 "metrics": ["quality"]} for d in range(3)]
+        rows = [
+            {
+                "doc_id": d,
+                "quality": {"kind": "longbench_write", "instruction": "i", "response": "r"},
+                "metrics": ["quality"],
+            }
+            for d in range(3)
+        ]
         (folder / f"samples_jt_{date}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (folder / f"judgements_jt_{date}.jsonl").write_text("".join(
-            json.dumps({"doc_id": d, "judge": "j", "parsed": None if q is None else {}, "quality": q}) + "\n"
-            for d, q in enumerate(qualities)))
-        (folder / f"results_{date}.json").write_text(json.dumps({
-            "results": {"jt": {"quality,none": reported}}, "higher_is_better": {"jt": {"quality": True}}, "date": date,
-            "config": {"model": "hf-pic", "model_args": {"pretrained": f"m{run}"}}}))
+        (folder / f"judgements_jt_{date}.jsonl").write_text(
+            "".join(
+                json.dumps({"doc_id": d, "judge": "j", "parsed": None if q is None else {}, "quality": q}) + "\n"
+                for d, q in enumerate(qualities)
+            )
+        )
+        (folder / f"results_{date}.json").write_text(
+            json.dumps(
+                {
+                    "results": {"jt": {"quality,none": reported}},
+                    "higher_is_better": {"jt": {"quality": True}},
+                    "date": date,
+                    "config": {"model": "hf-pic", "model_args": {"pretrained": f"m{run}"}},
+                }
+            )
+        )
     out = tmp_path / "common.csv"
     assert main(["leaderboard", str(tmp_path / "A"), str(tmp_path / "B"), "-o", str(out), "--common"]) == 0
     rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
@@ -244,8 +316,12 @@ def test_common_and_agree_pool_as_the_tasks_declare_not_as_the_numbers_suggest(t
         path = next(folder.glob("results_*.json"))
         data = json.loads(path.read_text())
         data["results"]["t2"]["rouge1,none"] = 50.0  # a mean of its logged values, which the old guess would take
-        data["configs"]["t1"]["metadata"]["lch_metric_pooling"] = {"score": "mean", "len_1024": "mean",
-                                                                   "len_2048": "mean", "n_skipped": "sum"}
+        data["configs"]["t1"]["metadata"]["lch_metric_pooling"] = {
+            "score": "mean",
+            "len_1024": "mean",
+            "len_2048": "mean",
+            "n_skipped": "sum",
+        }
         data["configs"]["t2"] = {"metadata": {"lch_metric_pooling": {"score": "mean", "rouge1": None}}}
         path.write_text(json.dumps(data))
     out = tmp_path / "common.csv"
@@ -253,7 +329,8 @@ def test_common_and_agree_pool_as_the_tasks_declare_not_as_the_numbers_suggest(t
     rows = {json.loads(r["model_args"])["pretrained"]: r for r in read_csv(out)}
     assert float(rows["mA"]["t1/score"]) == pytest.approx(200.0 / 3) and "t2/rouge1" not in rows["mA"]
     assert "Left out (its task declares no pooling of its per-sample values over documents): t2/rouge1." in (
-        out.with_suffix(".md").read_text())
+        out.with_suffix(".md").read_text()
+    )
     agreed = tmp_path / "agree"
     assert main(["agree", str(a), str(b), "-o", str(agreed)]) == 1
     tasks = {t["task"]: t for t in json.loads(agreed.with_suffix(".json").read_text())["tasks"]}
