@@ -17,9 +17,11 @@ from setuptools.command.build_py import build_py
 
 PTH_NAME = "lch_harness_lm_eval.pth"
 # one line, run by site at start-up; a failure must never stop the interpreter (LCH_DEBUG=1 says why)
-PTH_LINE = ("import sys; exec(\"try:\\n import lch_harness_lm_eval as _lch\\n _lch.install()\\n"
-            "except Exception as _e:\\n import os\\n if os.environ.get('LCH_DEBUG') == '1': "
-            "print('lch: lm-eval plugin activation not installed:', repr(_e), file=sys.stderr)\")\n")
+PTH_LINE = (
+    'import sys; exec("try:\\n import lch_harness_lm_eval as _lch\\n _lch.install()\\n'
+    "except Exception as _e:\\n import os\\n if os.environ.get('LCH_DEBUG') == '1': "
+    "print('lch: lm-eval plugin activation not installed:', repr(_e), file=sys.stderr)\")\n"
+)
 
 
 class BuildPyWithPth(build_py):
