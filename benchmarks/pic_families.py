@@ -5,7 +5,7 @@ For each family of ``harness.models.tiny.ARCHITECTURES`` a random-init model bui
 layer full-attention RoPE), on CPU:
 
 * **agreement**: max |logit diff| of the prefill (batch 2, left padding, 64 tokens) under naive, NTK-aware
-  and Dynamic PIC against the reference forward of tests/models/test_pic_families.py (the never-patched
+  and Dynamic PIC against the reference forward of tests/pic/test_pic_families.py (the never-patched
   model with explicit positions or base), and of Dynamic PIC's shipped (cached) path against the
   Algorithm-1 implementation over prefill + 48 decode steps;
 * **speed**: decode tokens/s of greedy ``generate`` from a ``--prompt``-token prompt, batch 1, under vanilla,
@@ -37,7 +37,7 @@ from harness import apply_pic, remove_pic  # noqa: E402
 from harness.models.tiny import ARCHITECTURES, tiny_config  # noqa: E402
 from harness.pic.hf import rope_layout  # noqa: E402
 from harness.pic.positions import dynamic_positions, positions_from_mask  # noqa: E402
-from tests.models.test_pic_families import _decode, reference_logits  # noqa: E402
+from tests.pic.test_pic_families import _decode, reference_logits  # noqa: E402
 
 SETTINGS = dict(ratio=4.0, initial=4, recent=128)
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import SHARED_DATA, assert_key_tokens_recomputed
-from tests.models.test_pic_families import _decode, reference_logits
+from tests.pic.test_pic_families import _decode, reference_logits
 
 ESSAYS = SHARED_DATA / "paul_graham_essays"
 # the slow tier: Gemma 3 at real scale (every family on tiny models, gemma3_text included, stays in the default tier)

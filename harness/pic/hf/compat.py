@@ -1,7 +1,7 @@
 """The one transformers-version guard of PIC: the patches rely on transformers 5.x internals (``rotary_emb``,
 ``position_embeddings``, the kwargs a decoder hands its attention modules, each modelling file's
 ``apply_rotary_pos_emb``, ``DynamicLayer``), so :func:`apply_pic` refuses other versions in one line. Widen
-:data:`SUPPORTED_TRANSFORMERS` only once tests/models/test_pic_model.py and test_pic_families.py pass on it."""
+:data:`SUPPORTED_TRANSFORMERS` only once tests/pic/test_pic_model.py and test_pic_families.py pass on it."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from harness.core.errors import UsageError
 
-# covered by tests/models/test_pic_families.py; other decoders built the same way are accepted with a warning
+# covered by tests/pic/test_pic_families.py; other decoders built the same way are accepted with a warning
 TESTED_MODEL_TYPES = (
     "llama",
     "mistral",

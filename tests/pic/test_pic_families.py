@@ -9,7 +9,7 @@ written here, independently of harness.pic.hf:
 * Algorithm 1 (re-rotate every cached key at ``g_{l_c}``) equals that uncached forward at every decode
   step when the one PIC layer is the last layer (nothing after it caches anything computed at older
   positions, and the layers before it do not depend on them); with more PIC layers Algorithm 1 and a
-  recomputation differ by design (tests/models/test_pic_model.py), and the shipped path is checked
+  recomputation differ by design (tests/pic/test_pic_model.py), and the shipped path is checked
   against ``impl="reference"``.
 """
 

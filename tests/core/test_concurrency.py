@@ -2,7 +2,7 @@
 the same cache entries at once all succeed with the serial result and leave only whole entries; a writer killed
 at a random point leaves nothing the next run trips over; partial entries are repaired.
 
-Workers are separate processes (tests/app/concurrency_worker.py) started together: each imports, reports
+Workers are separate processes (tests/core/concurrency_worker.py) started together: each imports, reports
 ready, and starts computing when the test says go.
 """
 

@@ -494,7 +494,7 @@ def test_lm_evals_private_modules_are_read_behind_a_check(monkeypatch):
 
 def test_what_the_0_5_line_makes_private_is_read_where_the_public_name_is_gone(monkeypatch):
     """The 0.5 line keeps a task manager's index as ``_task_index`` and the evaluator's sample size as
-    ``_get_sample_size`` (``tests/lmeval/test_lm_eval_05.py`` runs it); a release with the public names is read by
+    ``_get_sample_size`` (``tests/plugin/test_lm_eval_05.py`` runs it); a release with the public names is read by
     them."""
     import types
 

@@ -25,7 +25,7 @@ from harness.models.tiny import ARCHITECTURES
 from harness.pic.inference import Inference
 from harness.pic.vllm.config import pic_overrides
 from harness.pic.vllm.positions import rotate, rotation
-from tests.lmeval.pic_generation import hf_pic_generation
+from tests.pic.pic_generation import hf_pic_generation
 
 SETTINGS = {  # the model args of each setting on both engines
     "naive": {"pic": "naive", "pic_ratio": 2.0},

@@ -2,7 +2,7 @@
 PIC, on random-init tiny models (2 layers, hidden 64) saved with a tiny tokenizer.
 
 The PPL is recomputed here, document by document, from the reference forward of
-tests/models/test_pic_families.py (the never-patched model at explicit Eq. 9 positions, fp32 log-softmax
+tests/pic/test_pic_families.py (the never-patched model at explicit Eq. 9 positions, fp32 log-softmax
 of its full logits): independent of hf-pic's batching, padding and chunked scoring.
 """
 
@@ -16,7 +16,7 @@ import torch
 
 from harness.models.tiny import ARCHITECTURES, build_tiny_model
 from harness.pic.positions import dynamic_positions
-from tests.models.test_pic_families import reference_logits
+from tests.pic.test_pic_families import reference_logits
 
 PIC = {"pic": "dynamic", "pic_ratio": 2.0, "pic_initial": 4, "pic_recent": 32}
 

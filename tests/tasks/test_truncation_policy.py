@@ -6,7 +6,7 @@ The cut is the task's, made before any engine sees the prompt, so the model here
 chat rendering with the tokenizer's template, an empty answer): what is checked is the prompt lm-eval was handed
 to send.
 That hf-pic and vllm-pic are sent the same cut prompts, instruction and question whole, is checked on real runs of
-both in tests/lmeval/test_vllm_engine.py.
+both in tests/engines/test_vllm_engine.py.
 
 Each expectation is computed here from the logged sample alone: the templated prompt rendered with the tokenizer and
 counted, whether it fits ``1400 - max_gen_toks``, the document's instruction and question (the text outside its
@@ -22,7 +22,7 @@ import pytest
 from harness.data.synthetic import synthetic_reports
 from harness.metrics.common_samples import scored_digest
 from tests.judge_servers import judge_model
-from tests.lmeval.scripted_lm import ScriptedLM
+from tests.scripted_lm import ScriptedLM
 
 MAX_LENGTH = 1400
 N_SAMPLES = 2

@@ -1,8 +1,8 @@
-"""The files the CLI fuzzer (tests/app/test_cli_fuzz.py) and its corpus replay hand to `lch`, described by name.
+"""The files the CLI fuzzer (tests/cli/test_cli_fuzz.py) and its corpus replay hand to `lch`, described by name.
 
 :data:`FILES` maps a name to a function that writes that input under a folder; :func:`make_inputs` writes them
 all once and returns name -> path; :func:`expand` turns the placeholders of a corpus argv (``{file:NAME}``,
-``{cwd}``) into real paths. The corpus (tests/app/fuzz_corpus.json) names inputs only through these
+``{cwd}``) into real paths. The corpus (tests/cli/fuzz_corpus.json) names inputs only through these
 placeholders, so a regression case is reproduced from the JSON alone.
 """
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.lmeval.test_vllm_engine import run, write_corpus
+from tests.engines.test_vllm_engine import run, write_corpus
 
 pytestmark = pytest.mark.slow  # three vLLM runs (one rank, tensor / data parallel): the slow tier
 

@@ -14,7 +14,7 @@ from harness.core.options import parse_options
 from harness.data.documents import MissingDataError
 from harness.tasks.lch_babilong import dataset as babilong
 from harness.tasks.lch_babilong.scoring import TASK_LABELS, compare_answers
-from tests.data.test_ruler import run_lch_eval
+from tests.tasks.test_ruler import run_lch_eval
 
 
 def _dataset(metadata: dict) -> dict:

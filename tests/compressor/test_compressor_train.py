@@ -19,7 +19,7 @@ from harness.compressor.model import Compressor, CompressorConfig
 from harness.compressor.train import TrainSettings, pretrain_windows, train
 from harness.metrics.qa import corpus_bleu4
 from tests.conftest import SHARED_DATA
-from tests.data.test_mrqa import rouge1_by_hand, squad_em_f1
+from tests.tasks.test_mrqa import rouge1_by_hand, squad_em_f1
 
 BIN = Path(sys.executable).parent
 SAMPLE = SHARED_DATA / "mrqa" / "NewsQA_sample.jsonl"

@@ -34,7 +34,7 @@ from harness.pic.inference import Inference
 from harness.pic.positions import dynamic_positions
 from harness.pic.vllm import model as pic_model
 from harness.pic.vllm.positions import rotate, rotation
-from tests.lmeval.device_draws import DrawsOn
+from tests.pic.device_draws import DrawsOn
 
 RATIO, INITIAL, RECENT = 3.0, 2, 6
 HEADS, HEAD_SIZE, BLOCK = 2, 8, 16
@@ -72,7 +72,7 @@ if __name__ == "__main__":
     from harness.pic.inference import Inference
     from harness.pic.vllm.config import architecture, engine_settings, pic_overrides
     from harness.pic.vllm.model import register
-    from tests.lmeval.device_draws import DrawsOn
+    from tests.pic.device_draws import DrawsOn
 
     out, started = [], False
     for job in json.loads(sys.stdin.read()):
@@ -111,7 +111,7 @@ def test_every_pic_class_builds_as_vllms_loader_builds_it_on_a_gpu(vllm_env):
     import socket
 
     from harness.models.tiny import build_tiny_model
-    from tests.lmeval.test_vllm_pic_families import GROUPS, SETTINGS, TRANSFORMERS_BACKEND
+    from tests.pic.test_vllm_pic_families import GROUPS, SETTINGS, TRANSFORMERS_BACKEND
 
     # the mixture-of-experts families first: vLLM creates its expert-parallel group only when the process group is
     # initialised under a config with experts, and this process initialises it once, for every build

@@ -557,7 +557,7 @@ def _cases(tiny: str, d: dict[str, Path], not_a_judge: str) -> list[tuple[str, l
 
 def _vllm_cases(tiny: str, good: str) -> list[tuple[str, list[str], str]]:
     """vllm-pic where vLLM is not installed (the project's CPU venv); the vLLM environment's own bad input is in
-    tests/lmeval/test_vllm_engine.py."""
+    tests/engines/test_vllm_engine.py."""
     import importlib.util
 
     if importlib.util.find_spec("vllm") is not None:

@@ -5,7 +5,7 @@ Design. Invocations are generated from `lch`'s own parser: :func:`commands` walk
 nargs, choices, type); hypothesis draws, per action, valid-looking and invalid values of its type, its
 choices and wrong ones, model args strings (``pretrained=...,pic=...,pic_ratio=...``), ``--metadata`` JSON with
 keys of our tasks (``METADATA_KEYS``) and values of every JSON type, and paths to generated inputs
-(tests/app/fuzz_inputs.py: empty, binary, truncated JSON / JSON Lines, valid JSON with wrong fields, a huge line,
+(tests/cli/fuzz_inputs.py: empty, binary, truncated JSON / JSON Lines, valid JSON with wrong fields, a huge line,
 copies of a tiny model folder with config.json / the safetensors / the tokenizer deleted or truncated, adapters
 that are not adapters, paths that do not exist). ``lch eval`` takes lm-eval's flags, drawn from a list here.
 
@@ -26,12 +26,12 @@ functions return at once; ``lch tiny-model``: returns the fuzzer's tiny model; a
 report "unavailable"), and no judge server answers (the URLs drawn point at closed ports or are not URLs).
 
 Profiles: the suite runs the fast one (a few examples per command, seeded with ``derandomize=True``: about a
-minute on a 2-core machine). ``LCH_FUZZ=long pytest tests/app/test_cli_fuzz.py`` runs 200 examples per
+minute on a 2-core machine). ``LCH_FUZZ=long pytest tests/cli/test_cli_fuzz.py`` runs 200 examples per
 command, and lm-eval for real (``--limit 1``) on valid-looking ``lch eval`` invocations.
 ``LCH_FUZZ_EXAMPLES=N`` sets the fast profile's examples per command. ``LCH_FUZZ_REPORT=FILE`` appends each failing
 invocation to FILE (JSON Lines) instead of failing, to triage.
 
-Every failure the fuzzer found is a regression case in tests/app/fuzz_corpus.json (argv with ``{file:NAME}``
+Every failure the fuzzer found is a regression case in tests/cli/fuzz_corpus.json (argv with ``{file:NAME}``
 placeholders from fuzz_inputs.FILES, the exit code, a fragment of the error line), replayed by
 :func:`test_corpus_case`.
 """
@@ -52,7 +52,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from harness.cli import build_parser, main
-from tests.app.fuzz_inputs import expand, make_inputs
+from tests.cli.fuzz_inputs import expand, make_inputs
 
 LONG = os.environ.get("LCH_FUZZ") == "long"
 settings.register_profile(

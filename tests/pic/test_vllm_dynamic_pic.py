@@ -31,7 +31,7 @@ from harness.pic.vllm.positions import (
     rotation,
     step_plan,
 )
-from tests.lmeval.pic_generation import hf_pic_generation
+from tests.pic.pic_generation import hf_pic_generation
 
 RATIO, INITIAL = 2.0, 4
 SMOLLM2_LENGTHS = [1024, 2048]

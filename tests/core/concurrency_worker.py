@@ -1,4 +1,4 @@
-"""One worker process of tests/app/test_concurrency.py: ``python concurrency_worker.py JOB ARGS_JSON``.
+"""One worker process of tests/core/test_concurrency.py: ``python concurrency_worker.py JOB ARGS_JSON``.
 
 Each job does its imports, touches ``<ready>``, waits for ``<go>`` (so that concurrent workers start their
 computation together, not staggered by import times), runs, and prints one JSON line with what it got.

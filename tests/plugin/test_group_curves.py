@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lmeval.scripted_lm import ScriptedLM
+from tests.scripted_lm import ScriptedLM
 
 NIAH_M = [
     "lch_ruler_niah_multikey_1",
