@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -18,6 +18,9 @@ from harness.compressor.positions import chunk_lengths, decoder_positions, encod
 from harness.core.files import staged_files, write_json_atomic
 from harness.models.hf_cache import cache_keyword, output_cache
 from harness.models.scoring import target_logprobs
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 LAYER = "models"  # harness/devtools/layers.py
 
@@ -34,7 +37,7 @@ class Memory:
 
 
 class Compressor(nn.Module):
-    def __init__(self, base: nn.Module, config: CompressorConfig, adapter_dir: str | Path | None = None) -> None:
+    def __init__(self, base: PreTrainedModel, config: CompressorConfig, adapter_dir: str | Path | None = None) -> None:
         super().__init__()
         from peft import LoraConfig, PeftModel, get_peft_model
 
@@ -50,7 +53,7 @@ class Compressor(nn.Module):
                 task_type="CAUSAL_LM",
             )
             self.model = get_peft_model(base, lora)
-        weight = base.get_input_embeddings().weight
+        weight = cast(torch.Tensor, base.get_input_embeddings().weight)  # the embedding's weight (a Module per torch)
         std = float(weight.detach().float().std())
         generator = torch.Generator().manual_seed(0)
         init = torch.randn(config.n_memory + 2, weight.shape[1], generator=generator) * std
@@ -111,11 +114,13 @@ class Compressor(nn.Module):
         new = self._embed(following)
         if cache is None:  # first call: memories (+ their cache) and the special token
             if cfg.carrier == "icae":
+                assert memory.states is not None  # compress() of an icae compressor
                 embeds = torch.cat([memory.states, special.unsqueeze(0), new])
                 positions = layout.all()
                 prefix = len(layout.memory)  # hidden states returned start after the memories
             else:
                 cache = DynamicCache()
+                assert memory.kv is not None  # compress() of a 500x compressor
                 for i, (k, v) in enumerate(memory.kv):
                     cache.update(k, v, i)
                 embeds = torch.cat([special.unsqueeze(0), new])
@@ -155,6 +160,8 @@ class Compressor(nn.Module):
         the EPL paper), or the QA loss when ``answer_ids`` is given. Mean token negative log-likelihoods."""
         memory = self.compress(context_ids)
         if answer_ids is not None:
+            if question_ids is None:
+                raise TypeError("Compressor.loss: answer_ids (the QA loss) needs question_ids")
             return -self.target_logprobs(memory, "qa", question_ids, answer_ids).mean()
         ae = -self.target_logprobs(memory, "ae", context_ids[:0], context_ids).mean()
         if completion_ids is None or alpha == 1.0:
@@ -204,7 +211,7 @@ class Compressor(nn.Module):
         write_json_atomic(Path(folder) / CONFIG_FILE, asdict(self.config), indent=1)
 
     @classmethod
-    def load(cls, base: nn.Module, folder: str | Path, **overrides: Any) -> Compressor:
+    def load(cls, base: PreTrainedModel, folder: str | Path, **overrides: Any) -> Compressor:
         """A saved compressor on ``base``; ``overrides`` (e.g. ``layout``) change the evaluated setting."""
         folder = Path(folder)
         config = CompressorConfig(**{**json.loads((folder / CONFIG_FILE).read_text()), **overrides})

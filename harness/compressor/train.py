@@ -66,6 +66,7 @@ def train(
     else:  # finetune (TrainSettings allows no other stage)
         if not qa:
             raise UsageError("fine-tuning needs QA examples")
+        examples = qa
         rng = random.Random(settings.seed)
     compressor.train()
     losses = []
@@ -79,7 +80,7 @@ def train(
                     torch.tensor(context, device=device), torch.tensor(completion, device=device), alpha=settings.alpha
                 )
             else:
-                context, question, answer = rng.choice(qa)
+                context, question, answer = rng.choice(examples)
                 loss = compressor.loss(
                     torch.tensor(context, device=device),
                     question_ids=torch.tensor(question, device=device),

@@ -136,8 +136,9 @@ def counter_for(options: PromptOptions) -> PromptCounter:
 def model_max_length(model: ModelKeys) -> int:
     """The length lm-eval's HF model truncates to: ``max_length`` / ``max_model_len`` (model args), else the config's
     ``max_position_embeddings`` / ``n_positions`` / ``n_ctx``, else the tokenizer's (if real), else 2048."""
-    if model.max_length or model.max_model_len:
-        return int(model.max_length or model.max_model_len)
+    given = model.max_length or model.max_model_len
+    if given:
+        return int(given)
     name = model.pretrained or model.model
     if name:
         try:

@@ -11,6 +11,7 @@ import ast
 import functools
 import importlib.util
 from pathlib import Path
+from typing import cast
 
 from importlinter.application import output
 from importlinter.domain import fields
@@ -39,14 +40,17 @@ def declared_layer(path: Path | None) -> str | None:
             and node.targets[0].id == "LAYER"
             and isinstance(node.value, ast.Constant)
         ):
-            return node.value.value
+            value = node.value.value
+            return None if value is None else str(value)
     return None
 
 
 def source_file(module: str) -> Path | None:
     """The file of one of the root package's modules, found without importing it; None for a folder without one."""
     root, *parts = module.split(".")
-    folder = Path(importlib.util.find_spec(root).submodule_search_locations[0]).joinpath(*parts)
+    spec = importlib.util.find_spec(root)
+    assert spec is not None and spec.submodule_search_locations, f"{root} is no importable package"
+    folder = Path(spec.submodule_search_locations[0]).joinpath(*parts)
     path = folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
     return path if path.is_file() else None
 
@@ -113,12 +117,16 @@ class DeclaredLayersContract(Contract):
     io_free = fields.SetField(subfield=fields.StringField(), required=False)
 
     def check(self, graph, verbose: bool) -> ContractCheck:
-        rules = [parse_rule(line) for line in self.layers]
+        # import-linter replaces each field on the instance by its parsed value (None: an optional one not given)
+        layers = cast("list[str]", self.layers)
+        forbidden_lines = cast("list[str] | None", self.forbidden)
+        io_free = cast("set[str] | None", self.io_free)
+        rules = [parse_rule(line) for line in layers]
         may_import = {name: set(allowed) | {name} for name, _, allowed in rules}
         folders = {folder: name for name, packages, _ in rules for folder in packages}
         forbidden = {
             name.strip(): {lib.strip() for lib in libraries.split(",")}
-            for name, _, libraries in (line.partition(":") for line in self.forbidden or ())
+            for name, _, libraries in (line.partition(":") for line in forbidden_lines or ())
         }
         root = next(iter(folders)).split(".")[0]  # the package the rules are of
         ours = sorted(m for m in graph.modules if m == root or m.startswith(root + "."))
@@ -145,7 +153,7 @@ class DeclaredLayersContract(Contract):
                     problems.append(f"{module} ({own}) imports {target} ({other})")
                 elif other is None and target.split(".")[0] in forbidden.get(own, ()):
                     problems.append(f"{module} ({own}) imports {target}, which the {own} layer may not")
-            if own in (self.io_free or ()):
+            if own in (io_free or ()):
                 problems += [
                     f"{module} ({own}) calls {call}(): the {own} layer does no I/O"
                     for call in sorted(io_calls(source_file(module)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import lm_eval.models  # noqa: F401  (the built-in models register before ours)
 import torch
@@ -145,7 +145,7 @@ class CompressorLM(ClaimsResponseCache, LM):
                 int(gen_kwargs.get("max_gen_toks", self.max_gen_toks)),
                 eos_token_id=self.tokenizer.eos_token_id,
             )
-            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            text = cast(str, self.tokenizer.decode(tokens, skip_special_tokens=True))  # one sequence: one text
             for stop in gen_kwargs.get("until") or []:
                 if stop:
                     text = text.split(stop)[0]

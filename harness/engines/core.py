@@ -76,14 +76,14 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
     def adopt(self, resolved: ResolvedArgs) -> ResolvedArgs:
         """Keep the resolved model args, logging which explicit args override the variant file."""
         self.resolved, self.inference, self.variant = resolved, resolved.inference, resolved.variant
-        for override in resolved.overrides:
-            log.warning(
-                "model_arg %s overrides the variant file of %s (%s)",
-                override,
-                resolved.adapter or resolved.pretrained,
-                resolved.variant.describe(),
-            )
-        if resolved.variant is not None:
+        if resolved.variant is not None:  # overrides are of a variant file's values: none without one
+            for override in resolved.overrides:
+                log.warning(
+                    "model_arg %s overrides the variant file of %s (%s)",
+                    override,
+                    resolved.adapter or resolved.pretrained,
+                    resolved.variant.describe(),
+                )
             log.info("variant %s: evaluating with %s", resolved.variant.describe(), resolved.inference.label())
         return resolved
 
@@ -214,10 +214,12 @@ class EngineCore(MetersLmEvalRequests, ClaimsResponseCache):
             chunk = jobs[start : start + batch]
             rows = [encoded[i]["token_ids"][w.start : w.stop] for i, _, w in chunk]
             for (i, k, w), values in zip(chunk, self.row_logprobs(rows)):
-                pieces[i][k] = values[w.first_target - w.start - 1 :]
-                pbar.update(len(pieces[i][k]))
-                if all(p is not None for p in pieces[i]):
-                    done(i, {**encoded[i], "logprobs": torch.cat(pieces.pop(i)).tolist()})
+                pieces[i][k] = piece = values[w.first_target - w.start - 1 :]
+                pbar.update(len(piece))
+                scored = [p for p in pieces[i] if p is not None]
+                if len(scored) == len(pieces[i]):
+                    del pieces[i]
+                    done(i, {**encoded[i], "logprobs": torch.cat(scored).tolist()})
         pbar.close()
 
     # ------------------------------------------------------------------ lsm

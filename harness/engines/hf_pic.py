@@ -49,6 +49,8 @@ class HFPicLM(EngineCore, HFLM):
     """HF causal LM with a PIC variant applied in place (see module docstring)."""
 
     LIBRARIES = ("torch", "transformers", "peft")
+    _rank: int  # HFLM's, set by its __init__
+    _world_size: int
 
     def __init__(self, **model_args: Any) -> None:
         resolved = self.adopt(check_hf_pic_args(model_args))  # before loading

@@ -210,7 +210,7 @@ def answer_with_cache(lm: Any, request_type: str, requests: list, compute: Compu
     def done(j: int, response: Any) -> None:
         i = todo[j]
         results[i] = response
-        if db is not None and _cacheable(requests[i]):
+        if hook is not None and db is not None and _cacheable(requests[i]):
             hook.add_partial(request_type, requests[i].args, response)
 
     computing = [requests[i] for i in todo]

@@ -34,7 +34,7 @@ class RowBlockedMask:
         from transformers.masking_utils import sdpa_mask
 
         args = self.arguments
-        return sdpa_mask(
+        mask = sdpa_mask(
             **{
                 **args,
                 "q_length": stop - first,
@@ -45,6 +45,8 @@ class RowBlockedMask:
                 "allow_is_bidirectional_skip": False,
             }
         )
+        assert mask is not None  # None only where a skip is allowed
+        return mask
 
     def rows(self, first: int, stop: int) -> tuple[int, int, torch.Tensor]:
         """``(k0, k1, mask)``: queries ``[first, stop)`` attend only keys ``[k0, k1)``, with ``mask`` (boolean,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -15,6 +16,9 @@ from harness.core.errors import UsageError
 from harness.core.sizes import GIB, in_words
 from harness.models.attention import MASK_BLOCK_ELEMENTS, NAME as BLOCKED
 from harness.models.unwrap import unwrap_model
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 DEFAULT_LOGIT_BUDGET = 1 << 23  # floats of [batch, chunk, vocab] logits alive at once on the CPU (32 MiB fp32)
 # share of a CUDA device's headroom (device_free_bytes) the buffers of one chunk of logits may take together
@@ -49,7 +53,7 @@ def _headroom(device: torch.device | str | None, free: int | None | object) -> i
     return device_free_bytes(device) if free is MEASURE else free  # type: ignore[return-value]
 
 
-def text_config(model: nn.Module) -> object:
+def text_config(model: nn.Module) -> PreTrainedConfig:
     """The config of a model's language part (a multimodal config's ``text_config``, else the config itself)."""
     config = unwrap_model(model).config
     return getattr(config, "text_config", None) or config

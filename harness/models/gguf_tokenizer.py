@@ -60,7 +60,7 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
     tokens = [str(t) for t in vocabulary.get("tokens") or []]
     types = list(vocabulary.get("token_type") or [1] * len(tokens))
     if kind == "gpt2":
-        merges = [tuple(str(m).split(" ", 1)) for m in vocabulary.get("merges") or []]
+        merges = [(left, right) for left, right in (str(m).split(" ", 1) for m in vocabulary.get("merges") or [])]
         backend = Tokenizer(
             models.BPE(
                 {t: i for i, t in enumerate(tokens)},
@@ -72,7 +72,7 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
             )
         )
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
-        backend.decoder = decoders.ByteLevel(add_prefix_space=True, trim_offsets=True, use_regex=True)
+        backend.decoder = decoders.ByteLevel()  # takes no options: it undoes the byte-to-unicode map only
         alphabet = set(pre_tokenizers.ByteLevel.alphabet())
         spelled = lambda token: set(token) <= alphabet  # noqa: E731
     elif kind == "llama":
@@ -87,7 +87,7 @@ def build_backend(vocabulary: dict[str, Any]) -> Any:
                 byte_fallback=True,
             )
         )
-        steps = [normalizers.Replace(" ", SPM_SPACE)]
+        steps: list[normalizers.Normalizer] = [normalizers.Replace(" ", SPM_SPACE)]
         if vocabulary.get("add_space_prefix"):
             steps.insert(0, normalizers.Prepend(SPM_SPACE))
         backend.normalizer = steps[0] if len(steps) == 1 else normalizers.Sequence(steps)

@@ -108,7 +108,7 @@ def request_need(
         return MemoryNeed(weight_bytes(model), predicted_peak(model, max(1, prompt), batch, free, device, tables))
     work = prefill_peak(model, max(1, prompt), batch, device, tables)
     shape = attention_shape(model)
-    if impl == "cached":
+    if dynamic is not None and impl == "cached":
         work += dynamic.layers * batch * shape.kv_heads * shape.head_dim * 4 * prompt
     elif impl == "reference":
         work += batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)

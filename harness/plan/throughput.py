@@ -122,7 +122,7 @@ def load_engine(model: str, model_args: dict[str, Any], device: str | None) -> A
 
     entry = model_entry(model)
     cls = entry.cls if entry is not None else None
-    if not callable(getattr(cls, "generate_tokens", None)):
+    if cls is None or not callable(getattr(cls, "generate_tokens", None)):
         raise UsageError(f"lch plan --calibrate times hf-pic or vllm-pic models; {model} has no engine to time")
     extra = {"batch_size": 1, **({"device": device} if device else {})}
     return cls.create_from_arg_obj(model_args, extra)

@@ -230,13 +230,11 @@ def _on_common_samples(
     if set(docs_a) == set(docs_b):
         return None
     common = set(docs_a) & set(docs_b)
-    rules = (
-        pooling_rule(pooling[0], key, list(docs_a.values()), x),
-        pooling_rule(pooling[1], key, list(docs_b.values()), y),
-    )
-    if None in rules or not common:
+    rule_a = pooling_rule(pooling[0], key, list(docs_a.values()), x)
+    rule_b = pooling_rule(pooling[1], key, list(docs_b.values()), y)
+    if rule_a is None or rule_b is None or not common:
         return None, len(common)
-    return (on_documents(x, docs_a, common, rules[0]), on_documents(y, docs_b, common, rules[1])), len(common)
+    return (on_documents(x, docs_a, common, rule_a), on_documents(y, docs_b, common, rule_b)), len(common)
 
 
 def _verdict(out: TaskAgreement, tol: Tolerances) -> None:

@@ -191,13 +191,12 @@ def attach_samples(baseline: dict, run: Run) -> list[str]:
         if docs is None:
             notes.append(f"{name}: no samples of {task} logged: gated on its aggregate")
             continue
-        values = {
-            doc: [v, row.get("doc_hash")] for doc, row in docs.items() if (v := sample_value(row, metric)) is not None
-        }
+        scores = {doc: v for doc, row in docs.items() if (v := sample_value(row, metric)) is not None}
+        values = {doc: [v, docs[doc].get("doc_hash")] for doc, v in scores.items()}
         if not values:
             notes.append(f"{name}: no per-document values in the samples of {task}: gated on its aggregate")
             continue
-        mean = sum(v for v, _ in values.values()) / len(values)
+        mean = sum(scores.values()) / len(scores)
         if abs(mean - float(spec["value"])) > MEAN_CHECK * max(1.0, abs(float(spec["value"]))):
             notes.append(
                 f"{name}: its value {float(spec['value']):.6g} is not the mean of its {len(values)} samples "

@@ -52,7 +52,7 @@ def generation_table(run_dirs: list[str], task: str, threshold: float = 0.2) -> 
         tokens[run] = dict(zip(ids, (float(r["n_tokens"]) for r in rows)))
         corrupted[run] = dict(zip(ids, (bool(r["corrupted_ratio"]) for r in rows)))
         # unparsed judgements count as corrupted for the quality average only
-        quality[run] = {i: judged[i] for i in ids if judged.get(i) is not None}
+        quality[run] = {i: q for i in ids if (q := judged.get(i)) is not None}
     avg_len = shared_clean_average(lengths, corrupted, threshold)
     avg_tok = shared_clean_average(tokens, corrupted, threshold)
     q_corrupted = {run: {i: corrupted[run][i] or i not in quality[run] for i in corrupted[run]} for run in run_dirs}

@@ -88,6 +88,7 @@ def cost_cells(cost: dict) -> dict[str, str]:
     seconds = sum(float(t.get("seconds") or 0.0) for t in tasks)
     judge = given_judge if isinstance(given_judge := cost.get("judge"), dict) else {}
     judged = [judge.get("prompt_tokens"), judge.get("completion_tokens")]
+    counted = [v for v in judged if isinstance(v, int)]
     memory = (cost.get("peak_memory") or {}).get("bytes") if isinstance(cost.get("peak_memory"), dict) else None
     return {
         "wall_seconds": repr(float(cost["wall_seconds"])) if isinstance(cost.get("wall_seconds"), (int, float)) else "",
@@ -96,7 +97,7 @@ def cost_cells(cost: dict) -> dict[str, str]:
         **{name: str(value) for name, value in total.items()},
         "tokens_per_second": repr((total["prompt_tokens"] + total["generated_tokens"]) / seconds) if seconds else "",
         "judge_requests": str(int(judge.get("requests") or 0)),
-        "judge_tokens": str(sum(judged)) if all(isinstance(v, int) for v in judged) else "",
+        "judge_tokens": str(sum(counted)) if len(counted) == len(judged) else "",
     }
 
 

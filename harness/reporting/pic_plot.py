@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core.errors import UsageError
 from harness.pic.inference import MODEL_ARGS, Inference
@@ -14,6 +15,9 @@ from harness.pic.methods import PIC_METHODS
 from harness.reporting.labels import SEPARATOR, inference_of, name_of
 from harness.reporting.plots import SCORE_RANGE, pyplot
 from harness.reporting.runs import Run, latest_per_configuration
+
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
 
 
 def _plot_methods() -> list[str]:
@@ -113,7 +117,7 @@ def pic_figure(series: dict, length_name: str = "length", quality_name: str = "q
     fig, axes = plt.subplots(
         len(series), len(methods), figsize=(4.6 * len(methods), 3.6 * len(series)), dpi=120, squeeze=False
     )
-    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
+    styles: list[tuple[str, LineStyleType]] = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
     for row, (base, by_method) in zip(axes, series.items()):
         for ax, method in zip(row, methods):
             lines = sorted(by_method.get(method, {}).items())

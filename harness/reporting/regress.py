@@ -142,6 +142,7 @@ def _paired_row(
     if not pairs:
         return Comparison(name, spec["value"], value, tolerance, "missing", note="; ".join(notes))
     diff = paired_difference([a for a, _ in pairs], [b for _, b in pairs], alpha=alpha, resamples=resamples, seed=seed)
+    assert diff.delta is not None  # pairs is not empty
     change = float(diff.delta) * (1 if spec["higher_is_better"] else -1)  # > 0: better
     significant = diff.p_value < alpha
     status = (

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from harness.core.errors import DataFormatError, UsageError
 from harness.data.documents import read_jsonl
@@ -88,7 +88,7 @@ def filters_of(rows: Iterable[dict]) -> list[str]:
     return sorted({str(row.get("filter", "none")) for row in rows})
 
 
-def number(value: Any) -> bool:
+def number(value: Any) -> TypeGuard[float]:
     """A finite number that is no boolean: a per-sample score."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

@@ -73,7 +73,7 @@ def check_template_pair(raw: RunRecord, chat: RunRecord, where: tuple[Path, Path
     if raw.chat_template == chat.chat_template:
         raise NotComparable(
             f"not comparable: {where[0]} and {where[1]} applied the same chat template "
-            f"({raw.chat_template[:16]}): give a run without --apply_chat_template and one with it"
+            f"({str(raw.chat_template)[:16]}): give a run without --apply_chat_template and one with it"
         )
     if raw.chat_template != NO_TEMPLATE and chat.chat_template == NO_TEMPLATE:
         raise UsageError(

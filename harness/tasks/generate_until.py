@@ -21,7 +21,11 @@ from harness.tasks.prompt_lengths import doc_key
 SKIP_PLACEHOLDER_TOKENS = 16
 
 
-class HonestGenerationTask(LchTask, task_base("generate_until")):
+# lm-eval's task class for the output type, chosen at run time (lm-eval ships no types)
+_GenerateUntilBase: Any = task_base("generate_until")
+
+
+class HonestGenerationTask(LchTask, _GenerateUntilBase):
     """``generate_until`` with length honesty, its over-long prompts cut by the ``truncation`` option and counted;
     subclasses implement :meth:`score_document`, or the YAML gives ``process_results``."""
 

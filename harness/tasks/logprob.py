@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.core.errors import UsageError
 from harness.core.options import option
@@ -42,11 +42,16 @@ class LsmTaskOptions(DocumentOptions, LsmOptions):
     """The LSM request's options (:class:`LsmOptions`) over the documents (``max_tokens``: their own cut)."""
 
 
-class TokenLogprobTask(LchTask, task_base(TOKEN_LOGPROBS.output_type)):
+# lm-eval's task class for the output type, chosen at run time (lm-eval ships no types)
+_TokenLogprobBase: Any = task_base(TOKEN_LOGPROBS.output_type)
+_LsmBase: Any = task_base(LSM.output_type)
+
+
+class TokenLogprobTask(LchTask, _TokenLogprobBase):
     """Per-token log-probabilities (options ``max_tokens``, ``add_special_tokens``); ``over_length`` counts documents
     scored past the model's max length (what PIC variants are evaluated on; never silently cut)."""
 
-    OPTIONS = TokenLogprobOptions
+    OPTIONS: ClassVar[type] = TokenLogprobOptions  # each subclass its own
     REQUEST_TYPE = TOKEN_LOGPROBS.name
 
     @classmethod
@@ -192,7 +197,7 @@ class LongPPLTask(TokenLogprobTask):
         }
 
 
-class LSMTask(LchTask, task_base(LSM.output_type)):
+class LSMTask(LchTask, _LsmBase):
     """Long-short misalignment (options :class:`~harness.engines.requests.LsmOptions`: ``context_length``, ``n_samples``
     per document, ``estimator``, ``max_tokens``, ``seed``: document ``i`` uses ``seed + i``)."""
 

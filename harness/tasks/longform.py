@@ -7,7 +7,7 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.core.options import MAX_TOKENS, option
 from harness.data.longform import HelloBenchData, LongBenchWriteData
@@ -41,10 +41,14 @@ class HelloBenchOptions(HelloBenchData, GenerationOptions):
     """HelloBench HTG's prompts and weights, generation and judge."""
 
 
-class LongGenerationTask(LchTask, task_base(GENERATE_LONG.output_type)):
+# lm-eval's task class for the output type, chosen at run time (lm-eval ships no types)
+_GenerateLongBase: Any = task_base(GENERATE_LONG.output_type)
+
+
+class LongGenerationTask(LchTask, _GenerateLongBase):
     """Long-form generation from the lm-eval prompt (chat template applied by lm-eval when asked)."""
 
-    OPTIONS: Any = GenerationOptions
+    OPTIONS: ClassVar[type] = GenerationOptions  # each subclass its own
     REQUEST_TYPE = GENERATE_LONG.name
     COUNTS_PROMPT = True
     DEFAULT_MAX_GEN_TOKS = 16384

@@ -37,8 +37,9 @@ class _Run:
 
 
 # the inference the variant expects: Inference's settings under the model args' names, with training's help and
-# defaults where they differ (None: the recipe's default, by check_config)
-_PicOptions = options_class(
+# defaults where they differ (None: the recipe's default, by check_config); made at run time from Inference's fields,
+# so a type checker knows none of them
+_PicOptions: Any = options_class(
     "_PicOptions",
     _Run,
     {

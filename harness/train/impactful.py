@@ -4,6 +4,7 @@ at transformed position ids."""
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import torch
 from torch import nn
@@ -20,7 +21,7 @@ def actual_token_logits(model: nn.Module, ids: list[int]) -> torch.Tensor:
     """``S(x_t | x_<t)``, the unnormalised logit of the actual next token, for ``t = 1 .. n-1`` (float32
     ``[n-1]``); one row of the LM head per target, never ``[tokens x vocab]`` logits."""
     base = unwrap_model(model)
-    device = base.get_input_embeddings().weight.device
+    device = cast(torch.Tensor, base.get_input_embeddings().weight).device  # the weight (a Module per torch's typing)
     x = torch.tensor([ids], device=device)
     hidden = base.get_decoder()(
         input_ids=x,

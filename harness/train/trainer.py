@@ -112,7 +112,8 @@ def load_model(cfg: TrainConfig):
     check_model_folder(cfg.model, "--model", tokenizer=True)
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
     if torch.cuda.is_available():  # this process's GPU (under `accelerate launch`, one per process)
-        model.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        model.to(device)  # type: ignore[arg-type]  # transformers' @wraps(nn.Module.to) types it as unbound
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

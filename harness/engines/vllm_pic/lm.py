@@ -32,10 +32,13 @@ from harness.pic.inference import Inference
 log = logging.getLogger(__name__)
 
 _VLLM, _VLLM_ERROR = lm_eval_vllm_class()
+_Base: Any  # lm-eval's VLLM when it imports, else its LM
 if _VLLM is not None:
     _Base = _VLLM
 else:  # no vLLM (the project's CPU venv): the class still imports and explains itself
-    from lm_eval.api.model import LM as _Base
+    from lm_eval.api import model as _lm_model
+
+    _Base = _lm_model.LM
 
 DOCS_PER_CALL = 16  # rows / prompts per vLLM call of our requests: responses are stored as each call ends
 POOLED_GPU_MEMORY = 0.45  # each of vllm-pic's two engines (generating, pooling) when a run scores from hidden states

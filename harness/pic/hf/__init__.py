@@ -87,7 +87,7 @@ def rope_base(model: nn.Module) -> float:
 def _layout_rope_base(layout: RopeLayout) -> float:
     from harness.pic.hf.rope import rope_base_of
 
-    return rope_base_of(layout.decoder.rotary_emb, layout.layer_type)  # NTK's copy is not the model's
+    return rope_base_of(layout.rotary_emb, layout.layer_type)  # NTK's copy is not the model's
 
 
 def set_rope_base(model: nn.Module, base: float) -> nn.Module:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -22,6 +22,9 @@ from harness.pic.hf.call_positions import Plan
 from harness.pic.hf.rope import rotate, unrotate
 from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.inference import Inference
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,9 @@ class PicLayer(DynamicLayer):
             keys, values = super().update(pre.to(key_states.dtype), value_states)
             return rotate(plan.apply_rotary, keys, plan.cos_k, plan.sin_k), values
         keys, values = super().update(key_states, value_states)
+        assert self.keys is not None  # the update above set them
         if plan.changed is not None:
+            assert self.prekeys is not None  # changed columns are in the buffer an earlier call kept
             moved = self.prekeys[:, :, plan.changed_in_buffer]
             fixed = rotate(plan.apply_rotary, moved, plan.cos_changed.float(), plan.sin_changed.float())
             self.keys.index_copy_(2, plan.changed, fixed.to(self.keys.dtype))
@@ -105,15 +110,17 @@ def _pic_layers(cache: Any, layout: RopeLayout, impl: str, past: int) -> PicLaye
     if not isinstance(cache, DynamicCache):
         raise UsageError(f"Dynamic PIC needs a transformers DynamicCache; got {type(cache).__name__}")
     if past == 0:
-        while len(cache.layers) < len(layout.decoder.layers):  # a cache built without a config grows its layers lazily
+        while len(cache.layers) < len(layout.layers):  # a cache built without a config grows its layers lazily
             cache.layers.append(DynamicLayer())
         for index in layout.pic_layers:
             cache.layers[index] = PicLayer(impl)
-    elif not all(isinstance(cache.layers[i], PicLayer) and cache.layers[i].impl == impl for i in layout.pic_layers):
+    elif not all(isinstance(layer := cache.layers[i], PicLayer) and layer.impl == impl for i in layout.pic_layers):
         raise UsageError(
             f"this KV cache was not filled under Dynamic PIC with impl={impl!r}; start from an empty cache"
         )
-    return cache.layers[layout.pic_layers[0]]
+    first = cache.layers[layout.pic_layers[0]]
+    assert isinstance(first, PicLayer)  # installed or checked above
+    return first
 
 
 def dynamic_plan(
@@ -134,7 +141,7 @@ def dynamic_plan(
     if use_cache is None:  # resolved the way the decoder itself does, after this hook
         use_cache = getattr(decoder.config, "use_cache", False) and not decoder.training
     if cache is None and use_cache:
-        cache = DynamicCache(config=decoder.config)
+        cache = DynamicCache(config=cast("PreTrainedConfig", decoder.config))
         kwargs[cache_keyword()] = cache  # created here so that its PIC layers are PicLayers from the start
     past = cache.get_seq_length() if cache is not None else 0
     total = past + t_new
@@ -149,6 +156,7 @@ def dynamic_plan(
             f"got shape {tuple(mask.shape)} for {past} cached + {t_new} new tokens"
         )
     ids, lengths = positions_from_mask(mask)
+    assert entry.ids is not None and entry.window is not None  # a method that moves cached keys: kind ids, a window
     g = entry.ids(ids.to(torch.float32), lengths[:, None], inference)
     cos_q, sin_q = layout.rotary(rotary, x, g[:, past:])
     if cache is None:

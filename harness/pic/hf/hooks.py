@@ -7,6 +7,7 @@ layer, replaces ``position_embeddings``. Nothing per call is stored on the model
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -16,13 +17,21 @@ from harness.pic.hf.call_positions import PLAN_KWARG, Plan
 from harness.pic.hf.rope_layout import RopeLayout
 from harness.pic.inference import Inference
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 
 def call_inputs(decoder: nn.Module, args: tuple, kwargs: dict) -> tuple[int, int, torch.device, torch.dtype]:
     """``(batch, new tokens, device, dtype)`` of a decoder call."""
     tokens = kwargs.get("input_ids", args[0] if args else None)
     embeds = kwargs.get("inputs_embeds")
     ref = tokens if tokens is not None else embeds
-    dtype = embeds.dtype if embeds is not None else decoder.get_input_embeddings().weight.dtype
+    if ref is None:  # the decoder itself refuses such a call too
+        raise ValueError("a decoder call needs input_ids or inputs_embeds")
+    if embeds is not None:
+        dtype = embeds.dtype
+    else:  # torch types a submodule attribute as Tensor | Module
+        dtype = cast(torch.Tensor, cast("PreTrainedModel", decoder).get_input_embeddings().weight).dtype
     return ref.shape[0], ref.shape[1], ref.device, dtype
 
 
@@ -89,15 +98,17 @@ def install(layout: RopeLayout, inference: Inference) -> list[Callable[[], None]
     if base_of is not None:
         from harness.pic.hf.rope import rebased_rotary, rope_base_of
 
-        base = base_of(rope_base_of(decoder.rotary_emb, layout.layer_type), inference)
-        rebased = rebased_rotary(decoder.rotary_emb, layout.layer_type, base)
+        base = base_of(rope_base_of(layout.rotary_emb, layout.layer_type), inference)
+        rebased = rebased_rotary(layout.rotary_emb, layout.layer_type, base)
         rotary: Callable[[], nn.Module] = lambda: rebased
     else:
-        rotary = lambda: decoder.rotary_emb  # looked up per call: set_rope_base may rebuild it
+        rotary = lambda: layout.rotary_emb  # looked up per call: set_rope_base may rebuild it
     handle = decoder.register_forward_pre_hook(
         lambda module, args, kwargs: plan_call(inference, layout, rotary, module, args, kwargs), with_kwargs=True
     )
     return [handle.remove] + [
-        layer.self_attn.register_forward_pre_hook(_attention_hook(index in layout.pic_layers), with_kwargs=True).remove
-        for index, layer in enumerate(decoder.layers)
+        cast(nn.Module, layer.self_attn)
+        .register_forward_pre_hook(_attention_hook(index in layout.pic_layers), with_kwargs=True)
+        .remove
+        for index, layer in enumerate(layout.layers)
     ]

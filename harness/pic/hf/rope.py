@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -61,7 +61,7 @@ def set_rope_base(decoder: nn.Module, layer_type: str | None, base: float) -> No
     embedding rebuilt from it, so the model behaves, and saves, as if loaded with ``rope_theta = base``."""
     if not base > 0:
         raise ValueError(f"rope base must be > 0, got {base}")
-    rotary = decoder.rotary_emb
+    rotary = cast(nn.Module, decoder.rotary_emb)  # torch types a submodule attribute as Tensor | Module
     _with_base(rotary.config, layer_type, base)
     # rebuilt in place (buffers and attributes of a fresh one), so hooks and references to it stay valid
     fresh = type(rotary)(rotary.config).to(_device(rotary))

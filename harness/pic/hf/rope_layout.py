@@ -8,11 +8,14 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import nn
 
 from harness.core.errors import UsageError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 # covered by tests/pic/test_pic_families.py; other decoders built the same way are accepted with a warning
 TESTED_MODEL_TYPES = (
@@ -42,6 +45,17 @@ class RopeLayout:
     kept: dict[int, str]  # the others, with why ("sliding window 512", "no RoPE")
     layer_type: str | None  # the rotary embedding's ``layer_type`` argument for PIC layers (Gemma 3), else None
     apply_rotary: Callable[..., Any]  # the family's apply_rotary_pos_emb(q, k, cos, sin)
+
+    # torch types a submodule attribute as Tensor | Module; rope_layout checked both are modules
+    @property
+    def rotary_emb(self) -> nn.Module:
+        """The decoder's rotary embedding (looked up now: :func:`~harness.pic.hf.rope.set_rope_base` rebuilds it)."""
+        return cast(nn.Module, self.decoder.rotary_emb)
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        """The decoder's layers."""
+        return cast(nn.ModuleList, self.decoder.layers)
 
     def rotary(self, rotary: nn.Module, x: Any, positions: Any) -> tuple[Any, Any]:
         """``(cos, sin)`` of the PIC layers at ``positions`` from ``rotary`` (the model's or a rebased copy)."""
@@ -82,20 +96,21 @@ def kept_layers(config: Any) -> dict[int, str]:
 def rope_layout(model: nn.Module) -> RopeLayout:
     """Find the decoder, its PIC layers and the family's rotary function, or refuse in one line naming
     what is missing."""
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder: nn.Module = get_decoder() if get_decoder is not None else model
     layers = getattr(decoder, "layers", None)
     if not isinstance(layers, nn.ModuleList) or not all(hasattr(layer, "self_attn") for layer in layers):
         raise _refuse(model, "its decoder has no list of layers with self_attn modules")
     rotary = getattr(decoder, "rotary_emb", None)
     if not isinstance(rotary, nn.Module):
         raise _refuse(model, "it has no rotary_emb module (positions are not RoPE, e.g. learned or ALiBi)")
-    attn0 = layers[0].self_attn
+    attn0 = cast(nn.Module, layers[0].self_attn)
     if "position_embeddings" not in inspect.signature(attn0.forward).parameters:
         raise _refuse(model, f"{type(attn0).__name__}.forward takes no position_embeddings (cos, sin)")
     apply_rotary = getattr(sys.modules[type(attn0).__module__], "apply_rotary_pos_emb", None)
     if apply_rotary is None:
         raise _refuse(model, f"{type(attn0).__module__} has no apply_rotary_pos_emb")
-    config = decoder.config
+    config = cast("PreTrainedConfig", decoder.config)
     typed = "layer_type" in inspect.signature(rotary.forward).parameters
     kept = kept_layers(config)
     pic = [index for index in range(len(layers)) if index not in kept]

@@ -134,6 +134,8 @@ class PicRotary(nn.Module):
     method's base of it). Naive / NTK-aware PIC compute ids from ``positions`` alone (traceable); Dynamic PIC takes the
     step's plan from ``step`` and re-rotates this layer's moved cached keys before rotating the new tokens."""
 
+    inv_freq: torch.Tensor  # a buffer (register_buffer below)
+
     def __init__(self, rope: Any, attn: nn.Module, inference: Inference, step: DynamicStep | None) -> None:
         super().__init__()
         entry = inference.entry
@@ -170,6 +172,7 @@ class PicRotary(nn.Module):
     def rotate_dynamic(self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> None:
         """Dynamic PIC's step in this layer, in place: the moved cached keys re-rotated, then ``query`` / ``key``
         rotated at the step's ids."""
+        assert self.step is not None  # dynamic_rotary calls the layers of a Dynamic PIC step only
         table, rows = self.step.rotate_cache_and_ids(self._attn[0], self, query.dtype)
         apply_table(query, key, table, self.head_size, self.neox, rows[: positions.shape[0]])
 
@@ -400,12 +403,11 @@ def install(model: nn.Module, hf_config: Any, inference: Inference, step: Dynami
     from harness.pic.hf.rope_layout import kept_layers
 
     arch = type(model).__name__.removeprefix(PREFIX)
-    found = {
-        extract_layer_index(module.attn.layer_name): module
-        for module in model.modules()
-        if isinstance(getattr(module, "attn", None), Attention)
-        and isinstance(getattr(module, "rotary_emb", None), nn.Module)
-    }
+    found: dict[int, Any] = {}  # vLLM's attention modules (vLLM ships no types)
+    for module in model.modules():
+        attn = getattr(module, "attn", None)
+        if isinstance(attn, Attention) and isinstance(getattr(module, "rotary_emb", None), nn.Module):
+            found[extract_layer_index(attn.layer_name)] = module
     if not found:
         raise ValueError(
             f"PIC on vLLM: {arch}'s attention modules hold no rotary_emb beside their Attention, so PIC "
@@ -453,7 +455,7 @@ def pic_model_class(name: str) -> type:
     if not name.startswith(PREFIX):
         raise AttributeError(name)
     check_vllm_version()
-    base = native_class(name[len(PREFIX) :])
+    base: Any = native_class(name[len(PREFIX) :])  # a vLLM model class (vLLM ships no types)
 
     def __init__(self: Any, *, vllm_config: Any, prefix: str = "", **kwargs: Any) -> None:
         inference = config_inference(vllm_config.model_config.hf_config)

@@ -82,6 +82,7 @@ def moved_cached_keys(ctx: int, length: int, inference: Inference) -> tuple[torc
     """Cached tokens ``m < ctx`` whose id (Dynamic: ``g_{l_c}(m)``) differs between lengths ``ctx`` and ``length``,
     as ``(m, id at ctx, id at length)``; only the last ``window`` cached tokens (Dynamic: ``l_rc``) can move."""
     entry = inference.entry
+    assert entry.ids is not None and entry.window is not None  # a method whose cached keys move: kind ids, a window
     m = torch.arange(max(0, ctx - entry.window(inference)), ctx)
     if m.numel() == 0 or length == ctx:
         return m[:0], torch.zeros(0), torch.zeros(0)
@@ -106,6 +107,7 @@ def step_plan(
     ``[ctx - window, ctx)``). A slot without a key points at a place another slot rewrites identically (``max(0, ctx -
     window)``, or slot 0's for padding); an unmoved key is rotated by exactly 0."""
     entry = inference.entry
+    assert entry.ids is not None and entry.window is not None  # a method whose cached keys move: kind ids, a window
     device = positions.device
     ids = positions.to(torch.float32).clone()
     n_req = int(seq_lens.shape[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from harness.core.options import MAX_SAMPLES, MAX_SEED, MAX_TOKENS, option
 from harness.data.inputs import Input
@@ -44,7 +45,11 @@ class CompressOptions:
         )
 
 
-class CompressAETask(LchTask, task_base(COMPRESS_AE.output_type)):
+# lm-eval's task class for the output type, chosen at run time (lm-eval ships no types)
+_CompressAEBase: Any = task_base(COMPRESS_AE.output_type)
+
+
+class CompressAETask(LchTask, _CompressAEBase):
     """Compressor reconstruction (the EPL paper AE): ``bleu4`` (corpus BLEU-4 x100, NLTK) of the greedy
     reconstruction of each text's first half; options :class:`CompressOptions`."""
 

@@ -86,10 +86,12 @@ def fit_additive(
     results = []
     guess, slope = None, 1.0
     for i, b in enumerate(builders):
-        prefix = b.build(b.n_min)[2]
+        prefix, parts = b.build(b.n_min)[2], b.parts
+        if parts is None:
+            raise TypeError(f"fit_additive: builder {i} has no parts")
 
         def count(n: int) -> int | None:
-            return seg.count(b.parts(n), prefix)  # noqa: B023 (used in this iteration only)
+            return seg.count(parts(n), prefix)  # noqa: B023 (used in this iteration only)
 
         lo_c: int | None = None  # count(lo), once known
         if guess is None or guess <= b.n_min:
@@ -102,6 +104,7 @@ def fit_additive(
             c = count(probe)
             if c is None:
                 return None
+            assert lo_c is not None  # counted above: guess is None
             slope = max((c - lo_c) / max(probe - b.n_min, 1), 1e-3)
             guess = b.n_min + int((target - lo_c) / slope)
         lo, hi = b.n_min, b.n_max + 1  # count(lo) <= target < count(hi), once lo_c is known
@@ -186,7 +189,7 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
                 else:
                     s.over = min(s.over, n)
                 fit_n, fit_c = s.fit if s.fit is not None else (builders[b].n_min - 1, None)
-                if s.fit is not None and (target - fit_c < slope or fit_n + 1 >= s.over):
+                if fit_c is not None and (target - fit_c < slope or fit_n + 1 >= s.over):
                     results[b] = s.fit
                     continue
                 if s.fit is None and n <= builders[b].n_min:  # c > target: even n_min does not fit
@@ -203,4 +206,4 @@ def fit_full(builders: list[Builder], counter: PromptCounter, target: int, chunk
         pending = [b for b in pending if results[b] is None]
     if pending:
         raise RuntimeError(f"RULER fitting did not converge for {len(pending)} samples")
-    return results  # type: ignore[return-value]
+    return [r for r in results if r is not None]  # none pending: every sample has its fit
