@@ -55,6 +55,29 @@ def _lm_eval(args: list[str], cwd: Path, lm_eval_path: Path | None, cache: Path)
     )
 
 
+def _hf_pic_run(
+    model: Path, tasks: str, tmp_path: Path, lm_eval_path: Path | None, *flags: str
+) -> subprocess.CompletedProcess:
+    """``lm_eval run`` of hf-pic on ``model`` (the CPU) over ``tasks`` with ``flags``, 0.5 first on the path or not."""
+    return _lm_eval(
+        [
+            "run",
+            "--model",
+            "hf-pic",
+            "--model_args",
+            f"pretrained={model}",
+            "--device",
+            "cpu",
+            "--tasks",
+            tasks,
+            *flags,
+        ],
+        tmp_path,
+        lm_eval_path,
+        tmp_path / "cache",
+    )
+
+
 def test_the_line_is_the_lm_eval_imported_and_breaks_what_0_4_13_plugins_lean_on(lm_eval_05, tmp_path):
     code = (
         "import dataclasses, json, lm_eval, lm_eval.api.task as t, lm_eval.api.metrics as m\n"
@@ -135,26 +158,16 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, lm_eval_0
     runs = []
     for lm_eval_path in (lm_eval_05, None):
         out = tmp_path / ("0.5" if lm_eval_path else "installed")
-        done = _lm_eval(
-            [
-                "run",
-                "--model",
-                "hf-pic",
-                "--model_args",
-                f"pretrained={tiny_model_dir}",
-                "--device",
-                "cpu",
-                "--tasks",
-                tasks,
-                "--metadata",
-                json.dumps(meta),
-                "--output_path",
-                str(out),
-                "--log_samples",
-            ],
+        done = _hf_pic_run(
+            tiny_model_dir,
+            tasks,
             tmp_path,
             lm_eval_path,
-            tmp_path / "cache",
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(out),
+            "--log_samples",
         )
         assert done.returncode == 0, done.stderr[-3000:]
         # our metrics looked up in no registry of lm-eval's, and none bootstrapped (the 0.5 line's scorer would)
@@ -178,22 +191,7 @@ def test_plain_lm_eval_runs_give_the_numbers_they_give_on_0_4_13(case, lm_eval_0
 def test_a_task_name_of_nobody_in_a_run_of_ours_is_one_line_on_the_0_5_line(lm_eval_05, tiny_model_dir, tmp_path):
     """The 0.5 line matches no task name up front (0.4.13's "Tasks not found"): its task manager refuses the name as it
     loads it, which a run of ours turns into the same line."""
-    done = _lm_eval(
-        [
-            "run",
-            "--model",
-            "hf-pic",
-            "--model_args",
-            f"pretrained={tiny_model_dir}",
-            "--device",
-            "cpu",
-            "--tasks",
-            "ppl_govrepot",
-        ],
-        tmp_path,
-        lm_eval_05,
-        tmp_path / "cache",
-    )
+    done = _hf_pic_run(tiny_model_dir, "ppl_govrepot", tmp_path, lm_eval_05)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert done.stderr.splitlines()[-1] == (
         "lch: error: Tasks not found: ppl_govrepot; did you mean ppl_govreport? "
@@ -220,27 +218,17 @@ def test_predict_only_logs_our_tasks_predictions_on_both_lines(lm_eval_05, tiny_
     predictions = []
     for lm_eval_path in (lm_eval_05, None):
         out = tmp_path / ("0.5" if lm_eval_path else "installed")
-        done = _lm_eval(
-            [
-                "run",
-                "--model",
-                "hf-pic",
-                "--model_args",
-                f"pretrained={tiny_model_dir}",
-                "--device",
-                "cpu",
-                "--tasks",
-                "ppl_govreport,lch_ruler_niah_single_1",
-                "--metadata",
-                json.dumps(meta),
-                "--output_path",
-                str(out),
-                "--predict_only",
-                "--log_samples",
-            ],
+        done = _hf_pic_run(
+            tiny_model_dir,
+            "ppl_govreport,lch_ruler_niah_single_1",
             tmp_path,
             lm_eval_path,
-            tmp_path / "cache",
+            "--metadata",
+            json.dumps(meta),
+            "--output_path",
+            str(out),
+            "--predict_only",
+            "--log_samples",
         )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
         results = _as_0_4_13(_outcome(out))["results"]
