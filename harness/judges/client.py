@@ -16,11 +16,11 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -385,5 +385,48 @@ class JudgeClient:
             await client.close()
 
     def ask_many(self, conversations: Sequence[Sequence[dict]], progress: bool = True) -> list[JudgeAnswer]:
-        """Blocking wrapper around :meth:`ask_many_async`."""
-        return asyncio.run(self.ask_many_async(conversations, progress))
+        """Blocking wrapper around :meth:`ask_many_async` (:func:`run_interruptible`)."""
+        return run_interruptible(self.ask_many_async(conversations, progress))
+
+
+T = TypeVar("T")
+
+
+def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, where Ctrl-C or a SIGTERM cancels the task as ``asyncio.run`` does for Ctrl-C, and the
+    signal is raised again to the process's own handler once the loop has closed. Raised by that handler inside the
+    loop, an interrupt can land in a library's task group (httpx connecting through anyio) and end the run with an
+    exception group's traceback instead of the command line's one line."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(coro)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    task = loop.create_task(coro)
+    caught: list[int] = []
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupt(sig: int) -> None:
+        caught.append(sig)
+        task.cancel()
+
+    for sig in handlers:
+        loop.add_signal_handler(sig, interrupt, sig)
+    try:
+        return loop.run_until_complete(task)
+    finally:
+        for sig, handler in handlers.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)
+        pending = asyncio.all_tasks(loop)
+        for left in pending:
+            left.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        asyncio.set_event_loop(None)
+        loop.close()
+        if caught:
+            signal.raise_signal(caught[0])
