@@ -123,8 +123,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     )
     cells = expand(spec, where, resolve_model)
     outcome = sweep(spec, cells, out, args.address, args.dry_run, gpu_memory)
-    if args.dry_run:
-        return EXIT_OK
+    if args.dry_run:  # a cell whose plan fails (bad input) fails the dry run too, as it would the run
+        return EXIT_USAGE if any(p.status == "failed" for p in outcome.prepared) else EXIT_OK
     gather.record(out, spec, outcome)
     print(gather.outcome_table(outcome.prepared))
     if any(p.status in ("done", "skipped") for p in outcome.prepared):

@@ -247,6 +247,17 @@ def test_a_bad_cell_fails_with_its_one_line_and_the_others_complete(cluster, gri
     assert list(_cells(grid / "bad")) == [f"{Path(spec['models'][0]).name} vanilla"]
 
 
+def test_a_dry_run_with_a_cell_its_plan_refuses_exits_2_with_its_line(grid, capsys):
+    from harness.cli import main
+
+    code = main(["sweep", "--models", str(grid / "no-such-model"), "--tasks", "ppl_govreport", "--dry-run",
+                 "--output", str(grid / "dry")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 2
+    assert f"pretrained={grid / 'no-such-model'} does not exist" in out.splitlines()[-1]
+    assert not (grid / "dry" / "cells").exists()
+
+
 def test_without_ray_lch_sweep_says_how_to_install_it(grid, monkeypatch, capsys):
     from harness.cli import main
 
