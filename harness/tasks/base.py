@@ -22,7 +22,7 @@ from harness.engines.requests import REQUESTS, RequestOptions
 from harness.longppl.formulas import EvaluatorRun
 from harness.metrics.catalogue import metric_role
 from harness.metrics.support import Support, documents_support, samples_support
-from harness.tasks.lm_eval_api import task_base, task_scorer
+from harness.tasks.lm_eval_api import bypass_scorers, task_base, task_scorer
 from harness.tasks.metric_lists import HONESTY_METRICS, TARGET_METRIC, PresentItems, described, pooling_of
 from harness.tasks.prompt_lengths import PromptLengths
 
@@ -249,23 +249,11 @@ class LchTask(ConfigurableTask):
     def override_metric(self, metric_name: str) -> None:
         """lm-eval's ``--predict_only``: ``metric_name`` alone (its ``bypass``), None for every document as in
         lm-eval's own tasks; our scorers do not run (a prediction-only run need not have what they read)."""
-        scorer = task_scorer()
-        if scorer is None:  # 0.4.13: its evaluator aggregates by aggregation()
+        scorers = bypass_scorers(metric_name, self.OUTPUT_TYPE)
+        if scorers is None:  # 0.4.13: its evaluator aggregates by aggregation()
             super().override_metric(metric_name)
-        else:  # the 0.5 line rebuilds its scorers for lm-eval's own output types only (ours are not among them)
-            from lm_eval.scorers import build_scorer
-
-            self._scorers = [
-                build_scorer(
-                    cfg={
-                        "name": "none",
-                        "filter": [],
-                        "metric_list": [{"metric": metric_name, "aggregation": metric_name}],
-                    },
-                    output_type=self.OUTPUT_TYPE,
-                    scorer_type=scorer,
-                )
-            ]
+        else:
+            self._scorers = scorers
         self._config.process_results = lambda doc, results: {metric_name: None}
         self._present = None
 

@@ -3,6 +3,8 @@ bridged here once, behind a check of what the installed lm-eval has."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from lm_eval.api.task import ConfigurableTask
 
 
@@ -34,3 +36,17 @@ def task_scorer() -> str | None:
     from harness.tasks.lm_eval_scorer import NAME
 
     return NAME
+
+
+def bypass_scorers(metric_name: str, output_type: str) -> list[Any] | None:
+    """``--predict_only``'s scorers for a task of ours: ``metric_name`` alone through our scorer where lm-eval scores
+    through registered scorers (the 0.5 line rebuilds a task's scorers for lm-eval's own output types only, ours
+    are not among them); None where it does not (0.4.13: ``ConfigurableTask.override_metric`` does it)."""
+    scorer = task_scorer()
+    if scorer is None:
+        return None
+    from lm_eval.scorers import build_scorer
+
+    metrics = [{"metric": metric_name, "aggregation": metric_name}]
+    cfg = {"name": "none", "filter": [], "metric_list": metrics}
+    return [build_scorer(cfg=cfg, output_type=output_type, scorer_type=scorer)]
