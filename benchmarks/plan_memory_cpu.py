@@ -15,7 +15,9 @@ The kinds:
                                          [--lengths 4096 16384] [--kinds generation scoring] [--essays DIR]
 
 ``--work DIR`` keeps the runs in DIR (with each run's resident memory sampled every 0.2 s, ``*.rss.json``); given
-again, it plans the runs there again without rerunning them (after a change to the plan). Writes
+again, it plans the runs there again without rerunning them (after a change to the plan). ``--plan-only`` plans the
+output's rows again from their commands (``lch plan``, no run; the plan of a run's command is the plan against it: a
+LongPPL cell's key-token cache is its own, never filled), each row's recorded memory and ``run_commit`` kept. Writes
 benchmarks/results/plan_memory_cpu[_vllm].json (rows of earlier runs at other lengths, models or kinds kept).
 """
 
@@ -106,8 +108,8 @@ def sampled_peak(command: list[str], environ: dict | None, samples: Path) -> sub
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
-    """One ``lch eval`` of ``kind`` (:data:`KINDS`) at ``tokens``, then the plan against it."""
+def eval_args(engine: str, model_dir: str, name: str, kind: str, tokens: int, data: Path, out: Path) -> list[str]:
+    """The ``--model ... --metadata ...`` arguments of the cell's ``lch eval`` (and of its ``lch plan``)."""
     tasks, meta, pic = cell_run(kind, name, tokens, data, out)
     if engine == "vllm-pic":  # vLLM refuses a max_model_len past the positions PIC reaches (window x ratio)
         window = json.loads((Path(model_dir) / "config.json").read_text())["max_position_embeddings"]
@@ -117,6 +119,20 @@ def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, dat
     args = f"pretrained={model_dir},dtype=float32,{pic},{length}"
     if engine == "vllm-pic" and kind in ("scoring", "longppl") and on_gpu():
         args += ",gpu_memory_utilization=0.45"  # its pooling engine beside the generating one, on one GPU
+    return ["--model", engine, "--model_args", args, "--tasks", tasks, "--metadata", json.dumps(meta)]
+
+
+def planned_only(engine: str, model_dir: str, name: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
+    """``lch plan`` of the cell's command, run by no one here: the memory planned for its largest cell."""
+    planned = out.with_suffix(".plan-only.json")
+    arguments = eval_args(engine, model_dir, name, kind, tokens, data, out)
+    subprocess.run([str(BIN / "lch"), "plan", *arguments, "--json", str(planned)], check=True, capture_output=True)
+    return {"planned_bytes": json.loads(planned.read_text())["totals"]["memory"]}
+
+
+def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, data: Path, out: Path) -> dict:
+    """One ``lch eval`` of ``kind`` (:data:`KINDS`) at ``tokens``, then the plan against it."""
+    arguments = eval_args(engine, model_dir, name, kind, tokens, data, out)
     if engine == "vllm-pic" and importlib.util.find_spec("vllm") is None:  # on a GPU machine vLLM is installed here
         from harness.engines.vllm_pic.env import ensure_vllm_env
 
@@ -140,14 +156,7 @@ def run_cell(engine: str, model_dir: str, name: str, kind: str, tokens: int, dat
             [
                 *lch,
                 "eval",
-                "--model",
-                engine,
-                "--model_args",
-                args,
-                "--tasks",
-                tasks,
-                "--metadata",
-                json.dumps(meta),
+                *arguments,
                 "--batch_size",
                 "1",
                 "--output_path",
@@ -184,6 +193,11 @@ def main() -> None:
     parser.add_argument("--essays", default=str(ROOT.parent / "shared" / "data" / "paul_graham_essays"))
     parser.add_argument("--output")
     parser.add_argument("--work", help="folder of the runs; the runs it already holds are planned again, not rerun")
+    parser.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="plan the cells of the output's rows again with `lch plan` of their commands, their recorded memory kept",
+    )
     args = parser.parse_args()
     suffix = "_vllm" if args.engine == "vllm-pic" else ""
     output = Path(args.output or ROOT / "benchmarks" / "results" / f"plan_memory_cpu{suffix}.json")
@@ -196,6 +210,17 @@ def main() -> None:
         sys.exit(f"plan_memory_cpu: no essays (*.txt) in {args.essays}; give --essays DIR")
     text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays)
     data.write_text(json.dumps({"report": text}) + "\n")
+    if args.plan_only:
+        for row in kept:
+            if row["model"] in args.models and row["kind"] in args.kinds and row["tokens"] in args.lengths:
+                out = work / f"{row['model']}-{row['kind']}-{row['tokens']}"
+                cell = (args.engine, model_path(row["model"]), row["model"], row["kind"], row["tokens"], data, out)
+                row.update(planned_only(*cell), commit=COMMIT, date_planned=time.strftime("%Y-%m-%d %H:%M"))
+                row["planned_over_recorded"] = row["planned_bytes"] / row["recorded_bytes"]
+                print(json.dumps(row), flush=True)
+        machine = f"{os.uname().machine}, {os.cpu_count()} cores"
+        output.write_text(json.dumps({"machine": machine, "rows": kept}, indent=1) + "\n")
+        return
     rows = []
     for name in args.models:
         model_dir = model_path(name)

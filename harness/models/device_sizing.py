@@ -269,12 +269,26 @@ def predicted_peak(
     extra_tables: int = 0,
     padded: bool | None = None,
 ) -> int:
-    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds at its peak with ``free`` bytes of headroom,
-    sized as :func:`hidden_states` and :func:`target_logprobs` size it: the larger of the decoder's peak
-    (:class:`LayerWork`; the whole mask and the scores where materialised; fed in blocks, one block at work beside the
-    row's KV cache and the finished blocks' hidden states) and the head's (the last hidden states, the log-probabilities
-    and one chunk of logits); ``padded``: as :func:`mask_bytes`. A prediction: allocator rounding and kernel
-    workspaces are the run-time check's margin (:data:`FIT_MARGIN`)."""
+    """Bytes a scoring pass of ``batch`` rows of ``width`` tokens adds at its peak with ``free`` bytes of headroom:
+    the larger of its two :func:`scoring_phases`. A prediction: allocator rounding and kernel workspaces are the
+    run-time check's margin (:data:`FIT_MARGIN`)."""
+    return max(scoring_phases(model, width, batch, free, device, extra_tables, padded))
+
+
+def scoring_phases(
+    model: nn.Module,
+    width: int,
+    batch: int = 1,
+    free: int | None = None,
+    device: torch.device | str = "cuda",
+    extra_tables: int = 0,
+    padded: bool | None = None,
+) -> tuple[int, int]:
+    """``(decoder, head)``: the bytes a scoring pass adds in each of its phases, sized as :func:`hidden_states` and
+    :func:`target_logprobs` size them: the decoder's peak (:class:`LayerWork`; the whole mask and the scores where
+    materialised; fed in blocks, one block at work beside the row's KV cache and the finished blocks' hidden states),
+    then the head's (the last hidden states, the log-probabilities and one chunk of logits); ``padded``: as
+    :func:`mask_bytes`."""
     config = text_config(model)
     dtype = model_dtype(model)
     size = torch.empty(0, dtype=dtype).element_size()
@@ -298,7 +312,7 @@ def predicted_peak(
         )
         decoder = work.peak(tokens, mask_bytes(model, width, batch, padded=padded) + scores)
     head = tokens * (hidden * size + 4) + logit_budget(device, dtype, free) * logit_bytes(dtype)
-    return int(max(decoder, head))
+    return int(decoder), int(head)
 
 
 def prefill_peak(

@@ -10,32 +10,43 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from harness.models.device_sizing import attention_shape, predicted_peak, prefill_peak, text_config
+from harness.models.device_sizing import attention_shape, prefill_peak, scoring_phases, text_config
 
 # what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
 # glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
 # Measured: benchmarks/plan_memory_cpu.py against benchmarks/layer_memory.py's tensors, which show none of it
 CPU_HEAP_SLACK = 0.2
+PAGE = 4096  # bytes the kernel maps in at a time: a row of a mapped embedding read costs at least one
 
 
 @dataclass(frozen=True)
 class MemoryNeed:
-    """Bytes a request needs on its device: the weights, the work of its longest forward, the KV cache it keeps."""
+    """Bytes a request needs on its device: the weights, the work of its longest forward, the KV cache it keeps.
+    ``phases``: a scoring pass's work in its decoder and in its head phase (``work`` is the larger);
+    ``late``: bytes of the weights not yet resident in the decoder phase (a first pass over a mapped checkpoint)."""
 
     weights: int
     work: int
     cache: int = 0
+    phases: tuple[int, int] | None = None
+    late: int = 0
 
     @property
     def total(self) -> int:
         return self.weights + self.work + self.cache
 
     def resident(self, device: torch.device | str) -> int:
-        """What a process holds for it on ``device``: :attr:`total`, and on the CPU :data:`CPU_HEAP_SLACK` of what its
-        passes make."""
-        return self.total + (
-            int(CPU_HEAP_SLACK * (self.work + self.cache)) if torch.device(device).type == "cpu" else 0
-        )
+        """What a process holds for it on ``device``: :attr:`total`, less :attr:`late` in the decoder phase where the
+        head phase is smaller, and on the CPU :data:`CPU_HEAP_SLACK` of what its passes make."""
+        slack = CPU_HEAP_SLACK if torch.device(device).type == "cpu" else 0.0
+
+        def held(weights: int, work: int) -> int:
+            return weights + work + self.cache + int(slack * (work + self.cache))
+
+        if not self.late or self.phases is None:
+            return held(self.weights, self.work)
+        decoder, head = self.phases
+        return max(held(self.weights - self.late, decoder), held(self.weights, head))
 
 
 @lru_cache(maxsize=4)
@@ -60,6 +71,18 @@ def weight_bytes(model: nn.Module) -> int:
     """Bytes of the model's parameters and buffers at their dtypes (a tied head counted once)."""
     unique = {id(tensor): tensor for tensor in [*model.parameters(), *model.buffers()]}
     return sum(tensor.numel() * tensor.element_size() for tensor in unique.values())
+
+
+def edge_bytes(model: nn.Module) -> tuple[int, int]:
+    """``(bytes, row)``: the bytes of the model's input embeddings and output head (once where tied), and of one row of
+    its input embeddings."""
+    from harness.models.unwrap import unwrap_model
+
+    base = unwrap_model(model)
+    modules = [base.get_input_embeddings(), base.get_output_embeddings()]
+    unique = {id(t): t for m in modules if m is not None for t in m.parameters()}
+    row = text_config(model).hidden_size * next(base.get_input_embeddings().parameters()).element_size()
+    return sum(t.numel() * t.element_size() for t in unique.values()), int(row)
 
 
 def kv_cache_bytes(model: nn.Module, tokens: int, batch: int = 1, whole: bool = False) -> int:
@@ -94,9 +117,12 @@ def request_need(
     device: torch.device | str = "cpu",
     free: int | None = None,
     dynamic: DynamicPic | None = None,
+    first_mapped: bool = False,
 ) -> MemoryNeed:
     """What a request of ``prompt`` tokens needs: scored (``scores``: every token's log-probability, the scoring path's
-    peak) or generating ``budget`` tokens after a prefill of the prompt (its peak, and its KV cache kept to the end).
+    two phases; ``first_mapped``: the process's first pass over a checkpoint mapped from disk, whose embeddings and
+    head become resident only in the head phase, but a page for each token's row read in the decoder phase) or
+    generating ``budget`` tokens after a prefill of the prompt (its peak, and its KV cache kept to the end).
     At the end of the prefill a sliding-window layer still holds the whole prompt's keys and values (transformers keeps
     its window as a view of them until the first decoded token). ``dynamic``: Dynamic PIC (None: not it), whose cos and
     sin at its positions are one more RoPE table; ``impl`` ``cached`` keeps each of its layers' fp32 pre-RoPE keys of
@@ -105,7 +131,12 @@ def request_need(
     impl = dynamic.impl if dynamic is not None else None
     tables = 0 if impl is None else 2 if impl == "reference" else 1
     if scores:
-        return MemoryNeed(weight_bytes(model), predicted_peak(model, max(1, prompt), batch, free, device, tables))
+        phases = scoring_phases(model, max(1, prompt), batch, free, device, tables)
+        late = 0
+        if first_mapped:
+            edges, row = edge_bytes(model)
+            late = max(0, edges - batch * prompt * max(row, PAGE))
+        return MemoryNeed(weight_bytes(model), max(phases), phases=phases, late=late)
     work = prefill_peak(model, max(1, prompt), batch, device, tables)
     shape = attention_shape(model)
     if dynamic is not None and impl == "cached":

@@ -163,6 +163,11 @@ def with_memory(
     dtype = str(run.model_args.get("dtype") or "auto")
     pooled = run.model == "vllm-pic" and any(cell.scored_tokens for cell in cells)
     need, room = _need_function(run, pretrained, dtype, device, pooled)
+    # a run of one task that only scores passes its longest request first: the model's first pass in the process; a
+    # helper (LongPPL's evaluator) reads its documents in the data's order: its first pass known only for one document
+    single = len({c.task for c in cells}) == 1 and all(scores_only(c.scored_tokens, sum(c.budgets)) for c in cells)
+    first_longest = max(c.longest_prompt for c in cells) if single else None
+    helper_first = single and len(cells) == 1 and len(cells[0].prompts) == 1
     out, misfits, engines_fit = [], [], True
     if pooled and device.kind == "cuda":
         from harness.engines.vllm_pic.lm import POOLED_GPU_MEMORY
@@ -183,11 +188,12 @@ def with_memory(
             out.append(cell)
             continue
         longest = cell.longest_prompt
+        first = longest == first_longest
 
         def cell_need(
-            prompt: int, need=need, budget=budget, scores=scores, helper=helper, longest=longest
+            prompt: int, need=need, budget=budget, scores=scores, helper=helper, longest=longest, first=first
         ) -> CellMemory:
-            return need(prompt, budget, scores, helper, prompt / longest if longest else 1.0)
+            return need(prompt, budget, scores, helper, prompt / longest if longest else 1.0, (first, helper_first))
 
         memory = cell_need(longest)
         total = memory.total
@@ -204,7 +210,8 @@ def with_memory(
         ways = [f"prompts up to {lo:,} tokens fit" if lo else "no prompt fits beside the weights"]
         if dtype in ("auto", "float32"):
             narrow, _ = _need_function(run, pretrained, "bfloat16", device, pooled)
-            ways.append(f"dtype=bfloat16 needs {in_words(narrow(longest, budget, scores, helper, 1.0).total)}")
+            narrowed = narrow(longest, budget, scores, helper, 1.0, (first, helper_first)).total
+            ways.append(f"dtype=bfloat16 needs {in_words(narrowed)}")
         if run.model == "vllm-pic" and device.kind == "cuda":
             ways.append(f"tensor_parallel_size={-(-total // room)} spreads it over that many such devices")
         misfits.append(
@@ -233,35 +240,41 @@ def _mapped(name: str, dtype: str) -> bool:
     return model_dtype(meta_model(name, dtype)) == model_dtype(meta_model(name, "auto"))
 
 
-def helper_phase(helper: EvaluatorRun, device: DeviceMemory, taken: int = 0, scale: float = 1.0) -> tuple[int, int]:
+def helper_phase(
+    helper: EvaluatorRun, device: DeviceMemory, taken: int = 0, scale: float = 1.0, first: bool = False
+) -> tuple[int, int]:
     """``(bytes, work checked)`` the helper adds while it runs (before the evaluated model's passes: lm-eval loads
     the model, then the tasks, whose key tokens the evaluator finds, and lets it go): its weights and the larger of
-    its long pass over its document (``scale`` of its tokens) and its largest batch of short windows, sized as
-    :func:`~harness.longppl.estimator.window_batch` sizes them (on a CUDA device from what ``taken`` and its weights
-    leave free), as a process holds them (:meth:`~harness.models.memory.MemoryNeed.resident`); the long pass is the
-    one the run-time check sizes. Its tokenizer is in the plan's runtime (the plan loads it to count the document)."""
+    its long pass over its document (``scale`` of its tokens; ``first``: its first pass, on the CPU over a mapped
+    checkpoint its embeddings and head not yet resident in the decoder phase) and its largest batch of short windows,
+    sized as :func:`~harness.longppl.estimator.window_batch` sizes them (on a CUDA device from what ``taken`` and its
+    weights leave free), as a process holds them (:meth:`~harness.models.memory.MemoryNeed.resident`); the long pass
+    is the one the run-time check sizes. Its tokenizer is in the plan's runtime (the plan loads it to count the
+    document)."""
     from harness.longppl.estimator import window_batch
     from harness.models.device_sizing import predicted_peak
-    from harness.models.memory import MemoryNeed, weight_bytes
+    from harness.models.memory import MemoryNeed, request_need, weight_bytes
 
     model = _helper_model(helper)
     weights = weight_bytes(model)
     free = None if device.kind == "cpu" else max(0, device.size - taken - weights)
     tokens = max(1, int(helper.tokens * scale))
-    long = predicted_peak(model, tokens + int(helper.bos), 1, None, device.kind)
+    mapped = first and device.kind == "cpu" and _mapped(helper.model, helper.dtype)
+    long = request_need(model, tokens + int(helper.bos), scores=True, device=device.kind, first_mapped=mapped)
     windows = [
         predicted_peak(
             model, width, min(count, window_batch(model, device.kind, width, free)), None, device.kind, padded=False
         )  # windows of one width: no padding
         for width, count in helper.window_widths(tokens).items()
     ]
-    return MemoryNeed(weights, max([long, *windows])).resident(device.kind), long
+    after = MemoryNeed(weights, max(windows, default=0)).resident(device.kind)  # after the long pass: all resident
+    return max(long.resident(device.kind), after), long.work
 
 
 def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: DeviceMemory, pooled: bool = False):  # noqa: ANN202
-    """``(need(prompt, budget, scores, helper, scale) -> CellMemory, room)`` on ``device``: the run's peak, the larger
-    of the helper's phase (``scale`` of its document) and the evaluated model's passes; ``pooled``: vllm-pic adds a
-    pooling engine."""
+    """``(need(prompt, budget, scores, helper, scale, first) -> CellMemory, room)`` on ``device``: the run's peak, the
+    larger of the helper's phase (``scale`` of its document) and the evaluated model's passes (``first``: whether the
+    pass is the model's, and the helper's, first in the process); ``pooled``: vllm-pic adds a pooling engine."""
     from harness.models.device_sizing import FIT_MARGIN
     from harness.models.memory import meta_model, request_need, weight_bytes
 
@@ -281,14 +294,25 @@ def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: Devic
             layers = attention_shape(model).layers - len(kept_layers(text_config(model)))
             dynamic = DynamicPic(inference.impl, layers)
         # on the CPU a model mapped from its checkpoint is read only by its own passes, after the helper's
-        resident = 0 if device.kind == "cpu" and _mapped(pretrained, dtype) else weight_bytes(model)
+        mapped = device.kind == "cpu" and _mapped(pretrained, dtype)
+        resident = 0 if mapped else weight_bytes(model)
 
-        def need(prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float) -> CellMemory:
-            own = request_need(model, prompt, budget, scores=scores, device=device.kind, dynamic=dynamic)
+        def need(
+            prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float, first: tuple[bool, bool]
+        ) -> CellMemory:
+            own = request_need(
+                model,
+                prompt,
+                budget,
+                scores=scores,
+                device=device.kind,
+                dynamic=dynamic,
+                first_mapped=mapped and first[0],
+            )
             total = own.resident(device.kind)
             checked = total + (int(margin * own.work) if scores else 0)
             if helper is not None:
-                beside, long = helper_phase(helper, device, resident, scale)
+                beside, long = helper_phase(helper, device, resident, scale, first[1])
                 total, checked = max(total, resident + beside), max(checked, resident + beside + int(margin * long))
             return CellMemory(runtime + total, runtime + checked)
 
@@ -298,11 +322,13 @@ def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: Devic
     shape = _engine_shape(pretrained, dtype, device)
     share = float(run.model_args.get("gpu_memory_utilization", 0.9)) if device.kind == "cuda" else 1.0
 
-    def vllm(prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float) -> CellMemory:
+    def vllm(
+        prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float, first: tuple[bool, bool]
+    ) -> CellMemory:
         total = vllm_need(shape, run.model_args, device.kind, device.size, prompt, budget, scores, pooled)
         checked = total
         if helper is not None:  # beside the engines, which are started first
-            beside, long = helper_phase(helper, device, int(device.size * share), scale)
+            beside, long = helper_phase(helper, device, int(device.size * share), scale, first[1])
             total, checked = total + beside, total + beside + int(margin * long)
         return CellMemory(runtime + total, runtime + checked)
 

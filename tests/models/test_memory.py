@@ -124,6 +124,56 @@ def test_memory_sizes_and_device_names_are_parsed_and_bad_ones_refused_in_one_li
         assert "\n" not in str(refused.value)
 
 
+def test_a_first_pass_over_a_mapped_checkpoint_reads_its_embeddings_only_at_the_head(tiny_model_dir, tmp_path):
+    """On the CPU a checkpoint in the run's dtype is mapped, each page resident once a pass reads it: the first scoring
+    pass reads a row of the embeddings per token in its decoder phase (a page at least, 4096 bytes) and the whole head
+    (tied to the embeddings here) only in its head phase. It holds the larger of the weights less the embeddings not
+    yet read with the decoder's peak, and all the weights with the head's peak (each peak with the heap's slack). A
+    run of one task that only scores takes its longest request first; with a second task its first pass is not known."""
+    from transformers import LlamaConfig
+
+    from harness.models.memory import CPU_HEAP_SLACK
+    from harness.plan.cells import PlanCell
+    from harness.plan.make import EvalSettings, with_memory
+
+    vocab = 1_000_000
+    LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=H,
+        intermediate_size=I,
+        num_hidden_layers=L,
+        num_attention_heads=HEADS,
+        num_key_value_heads=KV,
+        tie_word_embeddings=True,
+        dtype="float32",
+    ).save_pretrained(tmp_path)
+    from safetensors.torch import save_file
+
+    save_file({"unread": torch.zeros(1)}, tmp_path / "model.safetensors")  # a plan reads the config only
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((tiny_model_dir / name).read_bytes())
+    model = meta_model(str(tmp_path), "float32")
+    n = 50_000
+    decoder, head = n * (640 + 2048), n * (4 * H + 4) + DEFAULT_LOGIT_BUDGET * 8  # as in the first test's hand count
+    unread = 4 * vocab * H - n * 4096  # the tied embeddings less a page per token
+    assert (decoder, head, unread) == (134_400_000, 80_108_864, 51_200_000)
+    weights = weight_bytes(model)
+    slack = lambda work: work + int(CPU_HEAP_SLACK * work)  # noqa: E731
+    first = weights - unread + slack(decoder)
+    assert first > weights + slack(head)  # the decoder's phase is the peak, the embeddings not all read by then
+    assert request_need(model, n, scores=True, first_mapped=True).resident("cpu") == first
+    assert request_need(model, n, scores=True).resident("cpu") == weights + slack(decoder)
+    run = EvalSettings("hf-pic", {"pretrained": str(tmp_path), "dtype": "float32"}, ["ppl_govreport"])
+    cpu = DeviceMemory("this machine", 64 * GIB, "cpu", runtime=0)
+    longest, shorter = (PlanCell("ppl_govreport", "-", (k,), (0,), scored_tokens=k - 1) for k in (n, 1_000))
+    assert [c.memory for c in with_memory([longest, shorter], run, cpu)[0]] == [
+        first,
+        request_need(model, 1_000, scores=True).resident("cpu"),  # after the longest: every page read
+    ]
+    other = PlanCell("longppl_govreport", "-", (1_000,), (0,), scored_tokens=999)
+    assert with_memory([longest, other], run, cpu)[0][0].memory == weights + slack(decoder)
+
+
 def test_a_cell_that_does_not_fit_says_what_would(tiny_model_dir):
     """A cell's memory is what the run holds (on the CPU with the heap's slack); it fits when the run-time check would
     let its pass run, the pass's work taken again with the check's margin (FIT_MARGIN - 1); a misfit says the longest
