@@ -326,11 +326,13 @@ def _need_function(run: EvalSettings, pretrained: str, dtype: str, device: Devic
         prompt: int, budget: int, scores: bool, helper: EvaluatorRun | None, scale: float, first: tuple[bool, bool]
     ) -> CellMemory:
         total = vllm_need(shape, run.model_args, device.kind, device.size, prompt, budget, scores, pooled)
-        checked = total
-        if helper is not None:  # beside the engines, which are started first
-            beside, long = helper_phase(helper, device, int(device.size * share), scale, first[1])
-            total, checked = total + beside, total + beside + int(margin * long)
-        return CellMemory(runtime + total, runtime + checked)
+        if helper is None:
+            return CellMemory(runtime + total, runtime + total)
+        # beside the generating engine, started with the model (a GPU cell is one engine's); the pooling engine
+        # starts at the first scoring request, once the helper is gone
+        one = vllm_need(shape, run.model_args, device.kind, device.size, prompt, budget, scores, False)
+        beside, long = helper_phase(helper, device, int(device.size * share), scale, first[1])
+        return CellMemory(runtime + max(total, one + beside), runtime + max(total, one + beside + int(margin * long)))
 
     return vllm, int(device.size * share)
 

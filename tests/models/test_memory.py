@@ -353,6 +353,20 @@ def test_an_evaluator_of_another_model_is_planned_as_the_run_holds_it(tiny_model
     # planned again against a run that recorded the evaluator: counted though its key tokens are cached now
     [again], _ = with_memory([replace_cached(short)], run, cpu, helpers_ran={(str(other_evaluator), "float32")})
     assert again.memory == runtime + evaluator_phase
+    # vllm-pic on the CPU: the evaluator runs beside the generating engine, started with the model; the pooling engine
+    # starts at the first scoring request, once the evaluator is gone (an engine: weights, its KV space of 1 GiB, its
+    # profile run's peak over a chunk of up to 4096 tokens or the sampler's 256 rows of logits)
+    from dataclasses import replace
+
+    from harness.engines.vllm_pic.memory import CPU_OVERHEAD, SAMPLER_BYTES_PER_LOGIT
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    sampler = 256 * e["vocab_size"] * SAMPLER_BYTES_PER_LOGIT  # a measured constant
+    engine = lambda n: weights_e + GIB + max(llama_pass(min(n, 4096)), sampler)  # noqa: E731
+    vllm = [c.memory for c in with_memory([short, long], replace(run, model="vllm-pic"), cpu)[0]]
+    assert vllm == [
+        runtime + CPU_OVERHEAD + max(2 * engine(n) + n * he * 4, engine(n) + evaluator_phase) for n in (1_000, 200_000)
+    ]
     # on a GPU the evaluated model's weights are resident while the evaluator runs (kernels fused: no scores)
     import harness.longppl.estimator as estimator
     from harness.models import device_sizing
