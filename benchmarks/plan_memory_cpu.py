@@ -215,6 +215,8 @@ def main() -> None:
             if row["model"] in args.models and row["kind"] in args.kinds and row["tokens"] in args.lengths:
                 out = work / f"{row['model']}-{row['kind']}-{row['tokens']}"
                 cell = (args.engine, model_path(row["model"]), row["model"], row["kind"], row["tokens"], data, out)
+                row.setdefault("run_commit", row["commit"])  # a row kept from before run_commit was recorded
+                row.pop("note", None)  # what it said of an older plan
                 row.update(planned_only(*cell), commit=COMMIT, date_planned=time.strftime("%Y-%m-%d %H:%M"))
                 row["planned_over_recorded"] = row["planned_bytes"] / row["recorded_bytes"]
                 print(json.dumps(row), flush=True)
