@@ -23,7 +23,7 @@ from harness.core import results as keys
 from harness.core.context import patched
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SEED
-from harness.engines.registry import model_entry, model_names
+from harness.engines.registry import checking_once, model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
 from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
@@ -32,6 +32,9 @@ from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
+# simple_evaluate's parameters lm-eval passes to the model's constructor beside the model args (those not None; the
+# same key in --model_args would reach it twice, a TypeError: the command line moves it to the flag)
+RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
 
 
 def as_dict(value: Any) -> dict:
@@ -158,12 +161,14 @@ def preflight(
     include_path: Any = None,
     task_manager: Any = None,
     planning: bool = False,
+    run_settings: Mapping[str, Any] | None = None,
 ) -> None:
     """What is ours in a run, each checked by what declares it; raises a one-line
-    :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it (its constructor makes
-    the same one, for a caller that builds it directly), the request types our tasks send against the model,
-    ``--metadata`` keys, every task option parsed into its dataclass, every input they name. ``planning`` (``lch
-    plan``, which loads no model): an engine not installed here is no error."""
+    :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it, on the args lm-eval
+    will build it with (``run_settings`` added: its constructor takes this result in the run, and checks them itself
+    for a caller that builds it directly), the request types our tasks send against the model, ``--metadata`` keys,
+    every task option parsed into its dataclass, every input they name. ``planning`` (``lch plan``, which loads no
+    model): an engine not installed here is no error."""
     model_args, metadata = as_dict(model_args), as_dict(metadata)
     # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
     metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
@@ -171,7 +176,7 @@ def preflight(
     entry = model_entry(name) if name else None
     if entry is not None:
         try:
-            entry.preflight(model_args)
+            entry.check({**model_args, **(run_settings or {})})
         except VllmUnavailable:
             if not planning:
                 raise
@@ -393,7 +398,8 @@ def admit(arguments: Mapping[str, Any]) -> bool:
         return False
     check_destinations(getattr(arguments.get("evaluation_tracker"), "output_path", None))
     check_run_settings(arguments)
-    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), task_manager=manager)
+    settings = {key: arguments[key] for key in RUN_SETTINGS if arguments.get(key) is not None}
+    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), None, manager, run_settings=settings)
     return True
 
 
@@ -421,12 +427,13 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     @functools.wraps(original)
     def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound: dict[str, Any] | None = signature.bind(*args, **kwargs).arguments
+            bound = signature.bind(*args, **kwargs).arguments
         except TypeError:  # lm-eval reports its own argument errors
-            bound = None
-        if bound is None or not admit(bound):
             return original(*args, **kwargs)
-        return finished(original, evaluator_module, bound, args, kwargs)
+        with checking_once():  # the model's constructor takes the door's check of its args
+            if not admit(bound):
+                return original(*args, **kwargs)
+            return finished(original, evaluator_module, bound, args, kwargs)
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
