@@ -26,7 +26,7 @@ from harness.core.options import MAX_SEED
 from harness.engines.registry import checking_once, model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
-from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
+from harness.plugin.metadata import check_tasks
 from harness.plugin.task_index import check_model_serves, task_folder
 from harness.tasks import TASKS_PATH
 
@@ -183,10 +183,7 @@ def preflight(
     ours = our_tasks(tasks, include_path, task_manager)
     if ours:
         check_model_serves(name, ours, str(TASKS_PATH), model_args)
-        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
-            check_metadata(metadata, ours, str(TASKS_PATH))
-        # every task's options parsed now: a wrong-typed value or a missing input fails before the model loads
-        check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
+        check_tasks(metadata, model_args, ours, str(TASKS_PATH), every_task=len(ours) == len(tasks))
 
 
 def check_destinations(output_path: Any) -> None:
@@ -448,7 +445,7 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
     from harness.core.costs import gathering
     from harness.core.run_record import asking_chat_template
     from harness.models.device_info import reset_peak_memory
-    from harness.plugin.finish_results import finish_results, record_cost
+    from harness.plugin.finish_results import finish_results
 
     manager = bound.get("task_manager")
     reset_peak_memory()
@@ -461,8 +458,8 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
     ):
         results = original(*args, **kwargs)
     if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
-        finish_results(results, group_weighting(map(str, results.get("group_subtasks") or {}), manager))
-        record_cost(results, time.perf_counter() - start, cost)
+        weighting = group_weighting(map(str, results.get("group_subtasks") or {}), manager)
+        finish_results(results, weighting, time.perf_counter() - start, cost)
         invocation = invocation_of(bound, _metadata(bound), manager)
         if invocation is not None:
             results[keys.INVOCATION] = invocation.as_json()
