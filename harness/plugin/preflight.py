@@ -32,8 +32,7 @@ from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
-# simple_evaluate's parameters lm-eval passes to the model's constructor beside the model args (those not None; the
-# same key in --model_args would reach it twice, a TypeError: the command line moves it to the flag)
+# simple_evaluate's parameters lm-eval passes to the model's constructor beside the model args (those not None)
 RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
 
 
@@ -49,6 +48,11 @@ def as_dict(value: Any) -> dict:
     from lm_eval.utils import simple_parse_args_string
 
     return dict(simple_parse_args_string(text))
+
+
+def own_metadata(metadata: Any, model_args: dict) -> dict:
+    """``--metadata`` without the model args lm-eval's command line merges into it: only the rest is ours."""
+    return {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
 
 
 def _paths(include_path: Any) -> list[Path]:
@@ -169,9 +173,8 @@ def preflight(
     for a caller that builds it directly), the request types our tasks send against the model, ``--metadata`` keys,
     every task option parsed into its dataclass, every input they name. ``planning`` (``lch plan``, which loads no
     model): an engine not installed here is no error."""
-    model_args, metadata = as_dict(model_args), as_dict(metadata)
-    # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
-    metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
+    model_args = as_dict(model_args)
+    metadata = own_metadata(metadata, model_args)
     name = model if isinstance(model, str) else None
     entry = model_entry(name) if name else None
     if entry is not None:
@@ -475,7 +478,7 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     if not isinstance(model, str) or not all(isinstance(t, str) for t in tasks):
         return None
     model_args = as_dict(bound.get("model_args"))
-    metadata = {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
+    metadata = own_metadata(metadata, model_args)
     include = getattr(manager, "include_path", None)
     include = [include] if isinstance(include, (str, Path)) else list(include or [])
     ours = TASKS_PATH.resolve()
