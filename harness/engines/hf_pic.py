@@ -15,7 +15,7 @@ from harness.core.context import patched
 from harness.data.prompt_tokens import load_tokenizer
 from harness.engines.core import EngineCore, Generated
 from harness.engines.model_args import check_hf_pic_args
-from harness.engines.registry import lch_model
+from harness.engines.registry import check_model_args, lch_model
 from harness.engines.requests import LongGenerationOptions
 from harness.models.attention import use_blocked_masks
 from harness.models.device_sizing import sized_pass
@@ -53,7 +53,7 @@ class HFPicLM(EngineCore, HFLM):
     _world_size: int
 
     def __init__(self, **model_args: Any) -> None:
-        resolved = self.adopt(check_hf_pic_args(model_args))  # before loading
+        resolved = self.adopt(check_model_args(self.ENGINE_NAME, model_args))  # before loading
         kwargs = dict(resolved.engine_args)
         kwargs.setdefault("softmax_dtype", "float32")  # loglikelihood log-softmax in fp32 under bf16 too
         # HFLM defaults to device "cuda" even without a GPU: no device given means the GPU when there is one

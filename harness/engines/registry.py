@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+
+from harness.core.context import setting
 
 LM_EVAL_TYPES = frozenset({"loglikelihood", "loglikelihood_rolling", "generate_until"})
 DISTRIBUTION = "lch-harness"
 _REGISTERED: dict[str, ModelEntry] = {}
+# within one run (checking_once): the model args each model has checked, with the check's result
+_CHECKED: ContextVar[list[tuple[str, dict, Any]] | None] = ContextVar("lch_checked_model_args", default=None)
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,18 @@ class ModelEntry:
 
         return LM_EVAL_TYPES | {name for name in REQUESTS if answers(name)}
 
+    def check(self, args: Mapping[str, Any]) -> Any:
+        """The check of ``args`` registered with the model; within a run (:func:`checking_once`) once per args, so
+        that the constructor takes the door's result, elsewhere (a direct construction, ``lch plan``) each time."""
+        done = _CHECKED.get()
+        found = [result for name, given, result in done or () if name == self.name and given == args]
+        if found:
+            return found[0]
+        result = self.preflight(dict(args))
+        if done is not None:
+            done.append((self.name, dict(args), result))
+        return result
+
     def check_request(self, task: str, request_type: str, model_args: dict) -> None:
         """The model's own refusal of a request type under these model args (one line), if it has one."""
         check = getattr(self.cls, "check_request", None)
@@ -56,6 +74,16 @@ def lch_model(name: str, preflight: Callable[[dict], Any]) -> Callable[[type], t
         return cls
 
     return decorate
+
+
+def checking_once() -> AbstractContextManager[Any]:
+    """While on (a run, from the door to its end), a model checks given args once (:meth:`ModelEntry.check`)."""
+    return setting(_CHECKED, [])
+
+
+def check_model_args(name: str, args: Mapping[str, Any]) -> Any:
+    """Our registered model ``name``'s check of ``args`` (its constructor's: :meth:`ModelEntry.check`)."""
+    return _REGISTERED[name].check(args)
 
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:

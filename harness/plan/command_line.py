@@ -17,7 +17,7 @@ def plan_settings(argv: list[str]) -> Any:
     from harness.plan.make import EvalSettings
     from harness.plugin.activation import activate
     from harness.plugin.command_line import planned_run
-    from harness.plugin.preflight import SettingRefused, as_dict
+    from harness.plugin.preflight import SettingRefused, as_dict, own_metadata
 
     activate()
     try:
@@ -25,7 +25,7 @@ def plan_settings(argv: list[str]) -> Any:
     except SettingRefused as err:
         raise UsageError(err.on_command_line) from None
     model_args = as_dict(run.get("model_args"))
-    metadata = {k: v for k, v in as_dict(run.get("metadata")).items() if not (k in model_args and model_args[k] == v)}
+    metadata = own_metadata(run.get("metadata"), model_args)
     include_path, limit = run.get("include_path"), run.get("limit")
     if not run.get("model") or not run.get("tasks"):
         raise UsageError("lch plan needs a run to plan: --model and --tasks, as `lch eval` takes them")

@@ -18,11 +18,7 @@ from typing import Any
 from harness.core.context import patched
 from harness.core.errors import UsageError
 from harness.engines.registry import model_names
-from harness.plugin.preflight import check_run_settings, our_tasks, task_index_for
-
-# lm-eval always passes these to the model's constructor from its own flags: the same key in --model_args would reach
-# it twice (a TypeError)
-RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
+from harness.plugin.preflight import RUN_SETTINGS, check_run_settings, our_tasks, task_index_for
 
 
 def front(args: argparse.Namespace) -> AbstractContextManager[Any] | None:

@@ -54,8 +54,10 @@ def record_effective_lengths(results: dict) -> dict[str, dict]:
 
     def threshold(task: str) -> float:
         return shared_threshold(
-            ((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold")
-            for t in subtasks.get(task) or [task]
+            [
+                ((configs.get(t) or {}).get("metadata") or {}).get("effective_threshold")
+                for t in subtasks.get(task) or [task]
+            ]
         )
 
     out: dict[str, dict] = {}
@@ -267,10 +269,12 @@ def _processes() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def finish_results(results: dict, weighting: dict[str, bool] | None = None) -> dict:
+def finish_results(
+    results: dict, weighting: dict[str, bool] | None = None, wall_seconds: float = 0.0, cost: RunCost | None = None
+) -> dict:
     """What a run of ours does to lm-eval's results object before its caller writes it (module docstring; ``weighting``:
-    :func:`record_group_aggregates`'); the device the model ran on becomes the config's ``device`` (the one asked kept
-    as ``lch_device_asked`` where it differs)."""
+    :func:`record_group_aggregates`'; ``cost``: the run's as gathered, :func:`record_cost`); the device the model ran
+    on becomes the config's ``device`` (the one asked kept as ``lch_device_asked`` where it differs)."""
     unscored = settle_aggregates(results)
     record_group_aggregates(results, weighting or {})
     absent = drop_absent(results)
@@ -287,4 +291,6 @@ def finish_results(results: dict, weighting: dict[str, bool] | None = None) -> d
     ran_on = (config.get(keys.RUN) or {}).get("device") if isinstance(config, dict) else None
     if isinstance(config, dict) and ran_on and config.get("device") != ran_on:  # lm-eval records its --device
         config[keys.DEVICE_ASKED], config["device"] = config.get("device"), ran_on  # (cuda:0 by default, on a CPU too)
+    if cost is not None:
+        record_cost(results, wall_seconds, cost)
     return results

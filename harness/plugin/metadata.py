@@ -50,10 +50,7 @@ def our_task_names(tasks_dir: str | Path) -> set[str]:
 
 
 def check_metadata(metadata: dict, tasks: Iterable[str], tasks_dir: str | Path) -> None:
-    """Raise :class:`UsageError` for ``--metadata`` keys none of our tasks reads (module docstring)."""
-    ours = our_task_names(tasks_dir)
-    if not all(task in ours for task in tasks):
-        return
+    """Raise :class:`UsageError` for ``--metadata`` keys none of our ``tasks`` reads (module docstring)."""
     known = metadata_keys(task_option_classes(tasks_dir))
     for key in metadata:
         if key not in known:
@@ -82,11 +79,17 @@ def check_task_options(
     return parsed
 
 
-def check_task_inputs(parsed: dict[str, tuple[Any, Any, Any]]) -> None:
-    """Every input the tasks' options read (:mod:`harness.data.inputs`) checked at once: one
-    :class:`~harness.core.errors.MissingDataError` naming all that are missing (offline when the hub cannot be
-    reached), then each task's own ``check_before_loading``. ``parsed``: :func:`check_task_options`'s."""
+def check_tasks(metadata: dict, model_args: dict, tasks: list[str], tasks_dir: str | Path, every_task: bool) -> None:
+    """Our ``tasks`` before a model loads: ``--metadata`` keys none of them reads (:func:`check_metadata`, when they
+    are ``every_task`` of the run: others may read keys of their own), every task's options parsed
+    (:func:`check_task_options`), every input the options read (:mod:`harness.data.inputs`) checked at once (one
+    :class:`~harness.core.errors.MissingDataError` naming all that are missing, offline when the hub cannot be
+    reached), then each task's own ``check_before_loading``."""
     from harness.data.inputs import go_offline, missing_inputs
+
+    if metadata and every_task:
+        check_metadata(metadata, tasks, tasks_dir)
+    parsed = check_task_options(metadata, model_args, tasks, tasks_dir)
 
     needs = {
         task: options.inputs() for task, (_, _, options) in parsed.items() if callable(getattr(options, "inputs", None))

@@ -23,15 +23,17 @@ from harness.core import results as keys
 from harness.core.context import patched
 from harness.core.errors import UsageError
 from harness.core.options import MAX_SEED
-from harness.engines.registry import model_entry, model_names
+from harness.engines.registry import checking_once, model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
-from harness.plugin.metadata import check_metadata, check_task_inputs, check_task_options
+from harness.plugin.metadata import check_tasks
 from harness.plugin.task_index import check_model_serves, task_folder
 from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
 _MARK = "_lch_preflight"
+# simple_evaluate's parameters lm-eval passes to the model's constructor beside the model args (those not None)
+RUN_SETTINGS = ("device", "batch_size", "max_batch_size")
 
 
 def as_dict(value: Any) -> dict:
@@ -46,6 +48,11 @@ def as_dict(value: Any) -> dict:
     from lm_eval.utils import simple_parse_args_string
 
     return dict(simple_parse_args_string(text))
+
+
+def own_metadata(metadata: Any, model_args: dict) -> dict:
+    """``--metadata`` without the model args lm-eval's command line merges into it: only the rest is ours."""
+    return {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
 
 
 def _paths(include_path: Any) -> list[Path]:
@@ -158,30 +165,28 @@ def preflight(
     include_path: Any = None,
     task_manager: Any = None,
     planning: bool = False,
+    run_settings: Mapping[str, Any] | None = None,
 ) -> None:
     """What is ours in a run, each checked by what declares it; raises a one-line
-    :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it (its constructor makes
-    the same one, for a caller that builds it directly), the request types our tasks send against the model,
-    ``--metadata`` keys, every task option parsed into its dataclass, every input they name. ``planning`` (``lch
-    plan``, which loads no model): an engine not installed here is no error."""
-    model_args, metadata = as_dict(model_args), as_dict(metadata)
-    # lm-eval's command line hands simple_evaluate the model args merged into the metadata: only the rest is ours
-    metadata = {k: v for k, v in metadata.items() if not (k in model_args and model_args[k] == v)}
+    :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it, on the args lm-eval
+    will build it with (``run_settings`` added: its constructor takes this result in the run, and checks them itself
+    for a caller that builds it directly), the request types our tasks send against the model, ``--metadata`` keys,
+    every task option parsed into its dataclass, every input they name. ``planning`` (``lch plan``, which loads no
+    model): an engine not installed here is no error."""
+    model_args = as_dict(model_args)
+    metadata = own_metadata(metadata, model_args)
     name = model if isinstance(model, str) else None
     entry = model_entry(name) if name else None
     if entry is not None:
         try:
-            entry.preflight(model_args)
+            entry.check({**model_args, **(run_settings or {})})
         except VllmUnavailable:
             if not planning:
                 raise
     ours = our_tasks(tasks, include_path, task_manager)
     if ours:
         check_model_serves(name, ours, str(TASKS_PATH), model_args)
-        if metadata and len(ours) == len(tasks):  # other tasks may read keys of their own
-            check_metadata(metadata, ours, str(TASKS_PATH))
-        # every task's options parsed now: a wrong-typed value or a missing input fails before the model loads
-        check_task_inputs(check_task_options(metadata, model_args, ours, str(TASKS_PATH)))
+        check_tasks(metadata, model_args, ours, str(TASKS_PATH), every_task=len(ours) == len(tasks))
 
 
 def check_destinations(output_path: Any) -> None:
@@ -393,7 +398,8 @@ def admit(arguments: Mapping[str, Any]) -> bool:
         return False
     check_destinations(getattr(arguments.get("evaluation_tracker"), "output_path", None))
     check_run_settings(arguments)
-    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), task_manager=manager)
+    settings = {key: arguments[key] for key in RUN_SETTINGS if arguments.get(key) is not None}
+    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), None, manager, run_settings=settings)
     return True
 
 
@@ -421,12 +427,13 @@ def after_evaluator_import(evaluator_module: Any) -> None:
     @functools.wraps(original)
     def simple_evaluate(*args: Any, **kwargs: Any) -> Any:
         try:
-            bound: dict[str, Any] | None = signature.bind(*args, **kwargs).arguments
+            bound = signature.bind(*args, **kwargs).arguments
         except TypeError:  # lm-eval reports its own argument errors
-            bound = None
-        if bound is None or not admit(bound):
             return original(*args, **kwargs)
-        return finished(original, evaluator_module, bound, args, kwargs)
+        with checking_once():  # the model's constructor takes the door's check of its args
+            if not admit(bound):
+                return original(*args, **kwargs)
+            return finished(original, evaluator_module, bound, args, kwargs)
 
     setattr(simple_evaluate, _MARK, True)
     evaluator_module.simple_evaluate = simple_evaluate
@@ -441,7 +448,7 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
     from harness.core.costs import gathering
     from harness.core.run_record import asking_chat_template
     from harness.models.device_info import reset_peak_memory
-    from harness.plugin.finish_results import finish_results, record_cost
+    from harness.plugin.finish_results import finish_results
 
     manager = bound.get("task_manager")
     reset_peak_memory()
@@ -454,8 +461,8 @@ def finished(original: Any, evaluator_module: Any, bound: dict[str, Any], args: 
     ):
         results = original(*args, **kwargs)
     if isinstance(results, dict):  # None on the ranks of a parallel run other than the first
-        finish_results(results, group_weighting(map(str, results.get("group_subtasks") or {}), manager))
-        record_cost(results, time.perf_counter() - start, cost)
+        weighting = group_weighting(map(str, results.get("group_subtasks") or {}), manager)
+        finish_results(results, weighting, time.perf_counter() - start, cost)
         invocation = invocation_of(bound, _metadata(bound), manager)
         if invocation is not None:
             results[keys.INVOCATION] = invocation.as_json()
@@ -471,7 +478,7 @@ def invocation_of(bound: dict[str, Any], metadata: Any, manager: Any) -> Any:
     if not isinstance(model, str) or not all(isinstance(t, str) for t in tasks):
         return None
     model_args = as_dict(bound.get("model_args"))
-    metadata = {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
+    metadata = own_metadata(metadata, model_args)
     include = getattr(manager, "include_path", None)
     include = [include] if isinstance(include, (str, Path)) else list(include or [])
     ours = TASKS_PATH.resolve()

@@ -21,12 +21,9 @@ class _Loader(yaml.SafeLoader):
     pass
 
 
-def _function_tag(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
-    """`!function utils.X` is kept as its text, `utils.X`, which names the task class."""
-    return str(loader.construct_scalar(node))
-
-
-_Loader.add_constructor("!function", _function_tag)
+# `!function utils.X` is kept as its text, `utils.X`, which names the task class (types-PyYAML types the method as
+# SafeConstructor's, which a loader is)
+_Loader.add_constructor("!function", _Loader.construct_scalar)  # type: ignore[type-var]
 
 
 def _read_config(path: Path) -> dict:

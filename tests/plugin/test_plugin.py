@@ -357,6 +357,43 @@ def test_simple_evaluate_from_python_finds_our_model_and_refuses_a_stock_one(tin
     ]
 
 
+def test_a_run_checks_its_model_args_once_and_a_direct_construction_checks_them(monkeypatch, tiny_model_dir, corpus):
+    """The door checks hf-pic's model args as lm-eval builds the model (``--device`` added), and the constructor
+    takes that result in the run; ``HFPicLM(...)`` built directly checks its args itself."""
+    import dataclasses
+
+    import lm_eval
+
+    from harness.core.errors import UsageError
+    from harness.engines import registry as ours
+    from harness.engines.hf_pic import HFPicLM
+
+    activate()
+    entry = ours.model_entry("hf-pic")
+    assert entry is not None
+    checked: list[dict] = []
+
+    def counted(args: dict) -> object:
+        checked.append(dict(args))
+        return entry.preflight(args)
+
+    monkeypatch.setitem(ours._REGISTERED, "hf-pic", dataclasses.replace(entry, preflight=counted))
+    metadata = {"data_files": str(corpus), "min_tokens": 1, "num_docs": 1}
+    results = lm_eval.simple_evaluate(
+        model="hf-pic",
+        model_args=f"pretrained={tiny_model_dir}",
+        device="cpu",
+        tasks=["ppl_govreport"],
+        metadata=metadata,
+    )
+    assert results["results"]["ppl_govreport"]["n_docs,none"] == 1
+    assert checked == [{"pretrained": str(tiny_model_dir), "device": "cpu"}]
+    HFPicLM(pretrained=str(tiny_model_dir), device="cpu")
+    assert len(checked) == 2
+    with pytest.raises(UsageError, match=r"^hf-pic: unknown model arg pic_ration; did you mean pic_ratio\?"):
+        HFPicLM(pretrained=str(tiny_model_dir), device="cpu", pic_ration=2)
+
+
 def test_a_stock_model_on_our_task_is_one_line_before_it_loads(tiny_model_dir):
     done = _plain(
         [

@@ -23,7 +23,7 @@ from harness.engines.model_args import (
     local_config,
     resolve_model_args,
 )
-from harness.engines.registry import lch_model
+from harness.engines.registry import check_model_args, lch_model
 from harness.engines.requests import LongGenerationOptions
 from harness.engines.vllm_pic.env import with_cpu_runtime_defaults
 from harness.engines.vllm_pic.imports import lm_eval_vllm_class, unavailable
@@ -132,7 +132,7 @@ class VLLMPicLM(EngineCore, _Base):
 
     def __init__(self, **model_args: Any) -> None:
         if _VLLM_ERROR is None:  # every check, Dynamic PIC's included
-            resolved = check_vllm_pic_args(model_args)
+            resolved = check_model_args(self.ENGINE_NAME, model_args)
         else:  # the inference args' errors first, then the import error below
             resolved = resolve_model_args(model_args, "lora_local_path", VLLM_PIC_ARGS)
             check_pic_on_vllm(resolved, model_args)
