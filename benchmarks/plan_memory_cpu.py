@@ -212,7 +212,8 @@ def main() -> None:
     data.write_text(json.dumps({"report": text}) + "\n")
     if args.plan_only:
         for row in kept:
-            if row["model"] in args.models and row["kind"] in args.kinds and row["tokens"] in args.lengths:
+            chosen = row["model"] in args.models and row["kind"] in args.kinds and row["tokens"] in args.lengths
+            if chosen and "recorded_bytes" in row:  # a run that was refused recorded no memory
                 out = work / f"{row['model']}-{row['kind']}-{row['tokens']}"
                 cell = (args.engine, model_path(row["model"]), row["model"], row["kind"], row["tokens"], data, out)
                 row.setdefault("run_commit", row["commit"])  # a row kept from before run_commit was recorded
