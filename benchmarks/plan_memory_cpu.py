@@ -211,16 +211,24 @@ def main() -> None:
     text = "\n\n".join(p.read_text(encoding="utf-8") for p in essays)
     data.write_text(json.dumps({"report": text}) + "\n")
     if args.plan_only:
-        for row in kept:
-            chosen = row["model"] in args.models and row["kind"] in args.kinds and row["tokens"] in args.lengths
-            if chosen and "recorded_bytes" in row:  # a run that was refused recorded no memory
-                out = work / f"{row['model']}-{row['kind']}-{row['tokens']}"
-                cell = (args.engine, model_path(row["model"]), row["model"], row["kind"], row["tokens"], data, out)
-                row.setdefault("run_commit", row["commit"])  # a row kept from before run_commit was recorded
-                row.pop("note", None)  # what it said of an older plan
-                row.update(planned_only(*cell), commit=COMMIT, date_planned=time.strftime("%Y-%m-%d %H:%M"))
-                row["planned_over_recorded"] = row["planned_bytes"] / row["recorded_bytes"]
-                print(json.dumps(row), flush=True)
+        chosen = [
+            row
+            for row in kept  # a run that was refused recorded no memory
+            if row["model"] in args.models
+            and row["kind"] in args.kinds
+            and row["tokens"] in args.lengths
+            and "recorded_bytes" in row
+        ]
+        if not chosen:
+            sys.exit(f"plan_memory_cpu: --plan-only plans recorded runs again; {output} holds none of the cells asked")
+        for row in chosen:
+            out = work / f"{row['model']}-{row['kind']}-{row['tokens']}"
+            cell = (args.engine, model_path(row["model"]), row["model"], row["kind"], row["tokens"], data, out)
+            row.setdefault("run_commit", row["commit"])  # a row kept from before run_commit was recorded
+            row.pop("note", None)  # what it said of an older plan
+            row.update(planned_only(*cell), commit=COMMIT, date_planned=time.strftime("%Y-%m-%d %H:%M"))
+            row["planned_over_recorded"] = row["planned_bytes"] / row["recorded_bytes"]
+            print(json.dumps(row), flush=True)
         machine = f"{os.uname().machine}, {os.cpu_count()} cores"
         output.write_text(json.dumps({"machine": machine, "rows": kept}, indent=1) + "\n")
         return

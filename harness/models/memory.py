@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from harness.models.device_sizing import attention_shape, prefill_peak, scoring_phases, text_config
+from harness.models.unwrap import unwrap_model
 
 # what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
 # glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
@@ -76,8 +77,6 @@ def weight_bytes(model: nn.Module) -> int:
 def edge_bytes(model: nn.Module) -> tuple[int, int]:
     """``(bytes, row)``: the bytes of the model's input embeddings and output head (once where tied), and of one row of
     its input embeddings."""
-    from harness.models.unwrap import unwrap_model
-
     base = unwrap_model(model)
     modules = [base.get_input_embeddings(), base.get_output_embeddings()]
     unique = {id(t): t for m in modules if m is not None for t in m.parameters()}
