@@ -14,9 +14,13 @@ from harness.models.device_sizing import attention_shape, prefill_peak, scoring_
 from harness.models.unwrap import unwrap_model
 
 # what a CPU process holds beyond its tensors, as a share of the bytes its passes make (their work and KV cache):
-# glibc's heap keeps the freed blocks of tensors under its mmap threshold (32 MiB) for the next ones, fragmented.
+# glibc's heap keeps the freed blocks of tensors under its mmap threshold for the next ones, fragmented.
 # Measured: benchmarks/plan_memory_cpu.py against benchmarks/layer_memory.py's tensors, which show none of it
 CPU_HEAP_SLACK = 0.2
+# glibc's largest mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX, 64-bit): a block of this size or more is mapped and
+# returned to the system whole when freed. A KV cache grown a token at a time (a new tensor per layer each step) leaves
+# no slack once a layer's keys are this large (measured: Gemma 3 generation 32k and 64k, plan_memory_cpu.py)
+MMAP_THRESHOLD = 32 << 20
 PAGE = 4096  # bytes the kernel maps in at a time: a row of a mapped embedding read costs at least one
 
 
@@ -24,13 +28,15 @@ PAGE = 4096  # bytes the kernel maps in at a time: a row of a mapped embedding r
 class MemoryNeed:
     """Bytes a request needs on its device: the weights, the work of its longest forward, the KV cache it keeps.
     ``phases``: a scoring pass's work in its decoder and in its head phase (``work`` is the larger);
-    ``late``: bytes of the weights not yet resident in the decoder phase (a first pass over a mapped checkpoint)."""
+    ``late``: bytes of the weights not yet resident in the decoder phase (a first pass over a mapped checkpoint);
+    ``cache_tensor``: bytes of the cache's largest tensor (a layer's keys)."""
 
     weights: int
     work: int
     cache: int = 0
     phases: tuple[int, int] | None = None
     late: int = 0
+    cache_tensor: int = 0
 
     @property
     def total(self) -> int:
@@ -38,11 +44,13 @@ class MemoryNeed:
 
     def resident(self, device: torch.device | str) -> int:
         """What a process holds for it on ``device``: :attr:`total`, less :attr:`late` in the decoder phase where the
-        head phase is smaller, and on the CPU :data:`CPU_HEAP_SLACK` of what its passes make."""
+        head phase is smaller, and on the CPU :data:`CPU_HEAP_SLACK` of what its passes make (of the cache only while
+        its tensors are under :data:`MMAP_THRESHOLD`)."""
         slack = CPU_HEAP_SLACK if torch.device(device).type == "cpu" else 0.0
+        heaped = self.cache if self.cache_tensor < MMAP_THRESHOLD else 0
 
         def held(weights: int, work: int) -> int:
-            return weights + work + self.cache + int(slack * (work + self.cache))
+            return weights + work + self.cache + int(slack * (work + heaped))
 
         if not self.late or self.phases is None:
             return held(self.weights, self.work)
@@ -143,4 +151,5 @@ def request_need(
     elif impl == "reference":
         work += batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)
     cache = max(kv_cache_bytes(model, prompt + budget, batch), kv_cache_bytes(model, prompt, batch, whole=True))
-    return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache)
+    keys = batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)
+    return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache, cache_tensor=keys)

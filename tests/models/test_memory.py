@@ -105,6 +105,24 @@ def test_a_generation_plans_the_prefill_cache_transformers_holds():
     assert request_need(model, 100, budget=500).cache == kv_cache_bytes(model, 600)
 
 
+def test_a_cache_whose_layers_are_mapped_leaves_no_heap_slack_on_the_cpu():
+    """On the CPU a process holds CPU_HEAP_SLACK of its prefill's work and of its KV cache, the cache's only while a
+    layer's keys (each decoded token makes them anew) are under glibc's 32 MiB mmap threshold; on a GPU no slack."""
+    from harness.models.memory import CPU_HEAP_SLACK
+
+    model = tiny_causal_lm("llama", layers=L)
+    held, mlp = 4 * (2 * H + 2 * D), 4 * (2 * H + 3 * I)  # the prefill's peak a token: held and the MLP's
+    keys = KV * D * 4  # a layer's keys, a token: 128 bytes; 32 MiB at 262,144 tokens
+    for prompt, heaped in ((262_000, True), (262_116, False)):  # with 28 tokens generated: just under, just at
+        need = request_need(model, prompt, budget=28)
+        work, cache = prompt * (held + mlp), 2 * L * keys * (prompt + 28)
+        assert (need.work, need.cache) == (work, cache)
+        assert need.resident("cpu") == weight_bytes(model) + work + cache + int(
+            CPU_HEAP_SLACK * (work + (cache if heaped else 0))
+        )
+        assert need.resident("cuda") == weight_bytes(model) + work + cache
+
+
 def test_a_meta_model_reads_no_weight_and_sizes_the_dtype_asked(tiny_model_dir):
     model = meta_model(str(tiny_model_dir), "bfloat16")
     assert all(p.device.type == "meta" and p.dtype == torch.bfloat16 for p in model.parameters())
