@@ -95,7 +95,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
     if isinstance(err, FileNotFoundError) and err.filename:
         return MissingDataError(f"{err.filename} does not exist: check the path")
     if isinstance(err, ValueError) and message.startswith("Tasks not found"):
-        from harness.plugin.preflight import closest_tasks
+        from harness.plugin.discovery import closest_tasks
 
         missing = [t.strip() for t in message.split(":", 1)[1].split(",") if t.strip()]
         return UsageError(
@@ -107,7 +107,7 @@ def translate(err: BaseException, models: list[str] | None = None, include_path:
         else None
     )
     if unknown_spec:  # lm-eval's 0.5 line matches no name up front: its task manager refuses the name when loading it
-        from harness.plugin.preflight import closest_tasks
+        from harness.plugin.discovery import closest_tasks
 
         missing = [unknown_spec.group(1)]
         return UsageError(

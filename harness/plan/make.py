@@ -55,8 +55,9 @@ def make_plan(
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import ModelKeys, PromptCounter, load_tokenizer, tokenizer_name
     from harness.plan.requests import plan_requests
+    from harness.plugin.discovery import through_user_groups
     from harness.plugin.in_process import task_manager
-    from harness.plugin.preflight import preflight, through_user_groups
+    from harness.plugin.preflight import preflight
     from harness.tasks import TASKS_PATH
 
     device = device or run_device_memory(run)  # before a tokenizer or a document is read here

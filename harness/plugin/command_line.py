@@ -18,13 +18,14 @@ from typing import Any
 from harness.core.context import patched
 from harness.core.errors import UsageError
 from harness.engines.registry import model_names
-from harness.plugin.preflight import RUN_SETTINGS, check_run_settings, our_tasks, task_index_for
+from harness.plugin.discovery import our_tasks, task_index_for
+from harness.plugin.preflight import RUN_SETTINGS, check_run_settings
 
 
 def front(args: argparse.Namespace) -> AbstractContextManager[Any] | None:
     """For a command line lm-eval has parsed: None unless it is a ``run`` that names one of our models or tasks (by its
     flags, else its ``--config`` file's); else the context its task index is to be built in
-    (:func:`~harness.plugin.preflight.task_index_for`), with a ``device`` / ``batch_size`` / ``max_batch_size`` of
+    (:func:`~harness.plugin.discovery.task_index_for`), with a ``device`` / ``batch_size`` / ``max_batch_size`` of
     ``--model_args`` moved to lm-eval's flag of that name (:func:`move_run_settings`)."""
     if getattr(args, "command", None) != "run":
         return None

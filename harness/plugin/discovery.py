@@ -1,14 +1,18 @@
-"""Backport, onto lm-eval releases without it, of lm-eval's entry-point discovery of plugin models (PR #4013) and task
-folders (PR #4015), for every package's entry points; it does nothing on an lm-eval with its own. Patched, not
-extended: lm-eval 0.4.13 offers no extension point. docs/lm-eval-plugin.md describes the mechanism."""
+"""Our place in lm-eval's task index: the backport, onto lm-eval releases without it, of lm-eval's entry-point
+discovery of plugin models (PR #4013) and task folders (PR #4015), for every package's entry points (nothing on an
+lm-eval with its own; patched, not extended: lm-eval 0.4.13 offers no extension point); which of a run's tasks that
+index resolves to our folder, and the scope a run of ours builds it in; the one reader of lm-eval's private modules.
+docs/lm-eval-plugin.md describes the mechanism."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.metadata as metadata
 import importlib.util
 import logging
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from pathlib import Path
@@ -197,3 +201,110 @@ def harness_cli() -> Any:
 
         raise UsageError(f"this lm-eval ({err}) has no `lm-eval run` command line; install lm-eval>=0.4.13") from err
     return HarnessCLI()
+
+
+# which tasks of a run are ours, by lm-eval's own index
+
+
+def _paths(include_path: Any) -> list[Path]:
+    """The folders of an lm-eval ``include_path`` (a path, or a list of them; None: none)."""
+    if not include_path:
+        return []
+    paths = [include_path] if isinstance(include_path, (str, Path)) else list(include_path)
+    return [Path(p).expanduser() for p in paths if p]
+
+
+@functools.lru_cache(maxsize=1)
+def _our_index() -> dict:
+    """``{name: entry}`` lm-eval's own indexer finds in our task folder (tasks, groups, tags)."""
+    return index_folders([tasks_path()])
+
+
+def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
+    """The names among ``tasks`` that lm-eval resolves to our task folder: by the run's ``TaskManager`` index, else
+    (before lm-eval indexes) names of our folder's index that no YAML under ``include_path`` redefines."""
+    names = [t for t in tasks if isinstance(t, str)]
+    index = manager_index(task_manager)
+    if index is not None:
+        ours = Path(tasks_path()).resolve()
+        found = [(name, getattr(index.get(name), "yaml_path", None)) for name in names]
+        return [name for name, path in found if path is not None and ours in Path(path).resolve().parents]
+    candidates = [t for t in names if t in _our_index()]
+    folders = _paths(include_path)
+    if candidates and folders:
+        theirs = index_folders(folders)
+        candidates = [t for t in candidates if t not in theirs]
+    return candidates
+
+
+def closest_tasks(missing: list[str], include_path: Any = None) -> str:
+    """``"; did you mean X?"`` for the first of ``missing`` with a close name in lm-eval's whole task index (the last
+    one built, else a new one), else ``""``."""
+    from harness.core.options import closest
+
+    try:
+        index = last_task_index()
+        if index is None:
+            from lm_eval.tasks import TaskManager
+
+            index = manager_index(TaskManager(include_path=include_path or None)) or {}
+        known = sorted(index)
+    except Exception:  # noqa: BLE001 (a hint only)
+        return ""
+    hints = (closest(name, known) for name in missing)
+    return next((hint for hint in hints if hint), "")
+
+
+def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str] | None:
+    """The names of the tasks a run evaluates (our groups expanded into their members) when every task it names is
+    ours (:func:`our_tasks`); None otherwise (another folder's groups are lm-eval's to expand)."""
+    ours = our_tasks(tasks, include_path, task_manager)
+    if not ours or len(ours) != len(tasks):
+        return None
+    from harness.plugin.task_index import task_folder
+
+    folder = task_folder(tasks_path())
+    return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
+
+
+def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:
+    """:func:`run_task_names` where a name may also be a group of ``include_path`` whose every member is ours or such a
+    group; None when any member is not ours (or is an inline task)."""
+    folders = _paths(include_path)
+    theirs = index_folders(folders) if folders else {}
+    out: list[str] = []
+
+    def expand(name: Any, seen: frozenset[str]) -> bool:
+        group = group_config(theirs.get(name)) if isinstance(name, str) else None
+        if group is not None and name not in seen:
+            members = group.get("task")
+            return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
+        found = run_task_names([name], include_path)
+        out.extend(found or [])
+        return found is not None
+
+    return list(dict.fromkeys(out)) if tasks and all(expand(t, frozenset()) for t in tasks) else None
+
+
+def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
+    """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only
+    `) for a run of our tasks without its own manager, else the whole."""
+    if task_manager is None and run_task_names(tasks, include_path) is not None:
+        return plugin_tasks_only()
+    return contextlib.nullcontext()
+
+
+def group_weighting(groups: Iterable[str], task_manager: Any = None) -> dict[str, bool]:
+    """``{group: whether its aggregates weight its tasks by size}`` for the ``groups`` of a run (the 0.5 line's
+    ``outer::inner`` read as ``inner``) as their YAMLs declare it (the ``weight_by_size`` of their
+    ``aggregate_metric_list``, lm-eval's default True where an entry names none; no entry: False, a plain mean), by
+    the run's task index (else our folder's); a group it lacks, or whose entries disagree, is left out."""
+    index = manager_index(task_manager) or _our_index()
+    out: dict[str, bool] = {}
+    for name in groups:
+        group = group_config(index.get(name, index.get(name.rpartition("::")[2])))
+        listed = [e for e in (group or {}).get("aggregate_metric_list") or [] if isinstance(e, dict)]
+        declared = {bool(e.get("weight_by_size", True)) for e in listed} or {False}
+        if group is not None and len(declared) == 1:
+            out[name] = declared.pop()
+    return out

@@ -147,7 +147,7 @@ def record_group_aggregates(results: dict, weighting: dict[str, bool]) -> dict[s
     """For each group whose tasks are all ours, average over the tasks reporting it every metric its YAML names and
     every ``len_<L>`` / ``depth_<D>_len_<L>`` score (a length matched by its tokens), by lm-eval's group formulas
     (:mod:`harness.metrics.common_samples`), weighted by size as ``weighting`` (the run's groups' declarations:
-    :func:`harness.plugin.preflight.group_weighting`) says; a group it has not is left as lm-eval made it. Written
+    :func:`harness.plugin.discovery.group_weighting`) says; a group it has not is left as lm-eval made it. Written
     into ``results`` and ``groups``, the weighting under ``lch_group_weighting``; returns ``{group: [metrics
     written]}``."""
     task_results = results.get("results") or {}

@@ -14,7 +14,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,9 @@ from harness.core.errors import UsageError
 from harness.core.options import MAX_SEED
 from harness.engines.registry import checking_once, model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
-from harness.plugin.discovery import group_config, index_folders, last_task_index, manager_index, plugin_tasks_only
+from harness.plugin.discovery import group_weighting, our_tasks, run_task_names, task_index_for
 from harness.plugin.metadata import check_tasks
-from harness.plugin.task_index import check_model_serves, task_folder
+from harness.plugin.task_index import check_model_serves
 from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
@@ -55,108 +55,6 @@ def own_metadata(metadata: Any, model_args: dict) -> dict:
     return {k: v for k, v in as_dict(metadata).items() if not (k in model_args and model_args[k] == v)}
 
 
-def _paths(include_path: Any) -> list[Path]:
-    """The folders of an lm-eval ``include_path`` (a path, or a list of them; None: none)."""
-    if not include_path:
-        return []
-    paths = [include_path] if isinstance(include_path, (str, Path)) else list(include_path)
-    return [Path(p).expanduser() for p in paths if p]
-
-
-@functools.lru_cache(maxsize=1)
-def _our_index() -> dict:
-    """``{name: entry}`` lm-eval's own indexer finds in our task folder (tasks, groups, tags)."""
-    return index_folders([TASKS_PATH])
-
-
-def our_tasks(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str]:
-    """The names among ``tasks`` that lm-eval resolves to our task folder: by the run's ``TaskManager`` index, else
-    (before lm-eval indexes) names of our folder's index that no YAML under ``include_path`` redefines."""
-    names = [t for t in tasks if isinstance(t, str)]
-    index = manager_index(task_manager)
-    if index is not None:
-        ours = TASKS_PATH.resolve()
-        found = [(name, getattr(index.get(name), "yaml_path", None)) for name in names]
-        return [name for name, path in found if path is not None and ours in Path(path).resolve().parents]
-    candidates = [t for t in names if t in _our_index()]
-    folders = _paths(include_path)
-    if candidates and folders:
-        theirs = index_folders(folders)
-        candidates = [t for t in candidates if t not in theirs]
-    return candidates
-
-
-def closest_tasks(missing: list[str], include_path: Any = None) -> str:
-    """``"; did you mean X?"`` for the first of ``missing`` with a close name in lm-eval's whole task index (the last
-    one built, else a new one), else ``""``."""
-    from harness.core.options import closest
-
-    try:
-        index = last_task_index()
-        if index is None:
-            from lm_eval.tasks import TaskManager
-
-            index = manager_index(TaskManager(include_path=include_path or None)) or {}
-        known = sorted(index)
-    except Exception:  # noqa: BLE001 (a hint only)
-        return ""
-    hints = (closest(name, known) for name in missing)
-    return next((hint for hint in hints if hint), "")
-
-
-def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> list[str] | None:
-    """The names of the tasks a run evaluates (our groups expanded into their members) when every task it names is
-    ours (:func:`our_tasks`); None otherwise (another folder's groups are lm-eval's to expand)."""
-    ours = our_tasks(tasks, include_path, task_manager)
-    if not ours or len(ours) != len(tasks):
-        return None
-    folder = task_folder(str(TASKS_PATH))
-    return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
-
-
-def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:
-    """:func:`run_task_names` where a name may also be a group of ``include_path`` whose every member is ours or such a
-    group; None when any member is not ours (or is an inline task)."""
-    folders = _paths(include_path)
-    theirs = index_folders(folders) if folders else {}
-    out: list[str] = []
-
-    def expand(name: Any, seen: frozenset[str]) -> bool:
-        group = group_config(theirs.get(name)) if isinstance(name, str) else None
-        if group is not None and name not in seen:
-            members = group.get("task")
-            return isinstance(members, list) and all(expand(m, seen | {name}) for m in members)
-        found = run_task_names([name], include_path)
-        out.extend(found or [])
-        return found is not None
-
-    return list(dict.fromkeys(out)) if tasks and all(expand(t, frozenset()) for t in tasks) else None
-
-
-def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
-    """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only
-    <harness.plugin.discovery.plugin_tasks_only>`) for a run of our tasks without its own manager, else the whole."""
-    if task_manager is None and run_task_names(tasks, include_path) is not None:
-        return plugin_tasks_only()
-    return contextlib.nullcontext()
-
-
-def group_weighting(groups: Iterable[str], task_manager: Any = None) -> dict[str, bool]:
-    """``{group: whether its aggregates weight its tasks by size}`` for the ``groups`` of a run (the 0.5 line's
-    ``outer::inner`` read as ``inner``) as their YAMLs declare it (the ``weight_by_size`` of their
-    ``aggregate_metric_list``, lm-eval's default True where an entry names none; no entry: False, a plain mean), by
-    the run's task index (else our folder's); a group it lacks, or whose entries disagree, is left out."""
-    index = manager_index(task_manager) or _our_index()
-    out: dict[str, bool] = {}
-    for name in groups:
-        group = group_config(index.get(name, index.get(name.rpartition("::")[2])))
-        listed = [e for e in (group or {}).get("aggregate_metric_list") or [] if isinstance(e, dict)]
-        declared = {bool(e.get("weight_by_size", True)) for e in listed} or {False}
-        if group is not None and len(declared) == 1:
-            out[name] = declared.pop()
-    return out
-
-
 def preflight(
     model: Any,
     model_args: Any,
@@ -166,13 +64,15 @@ def preflight(
     task_manager: Any = None,
     planning: bool = False,
     run_settings: Mapping[str, Any] | None = None,
+    ours: list[str] | None = None,
 ) -> None:
     """What is ours in a run, each checked by what declares it; raises a one-line
     :class:`~harness.core.errors.LchError`: a model of ours by the check registered with it, on the args lm-eval
     will build it with (``run_settings`` added: its constructor takes this result in the run, and checks them itself
     for a caller that builds it directly), the request types our tasks send against the model, ``--metadata`` keys,
     every task option parsed into its dataclass, every input they name. ``planning`` (``lch plan``, which loads no
-    model): an engine not installed here is no error."""
+    model): an engine not installed here is no error. ``ours``: the run's tasks of ours, where the caller knows them
+    (:func:`~harness.plugin.discovery.our_tasks`)."""
     model_args = as_dict(model_args)
     metadata = own_metadata(metadata, model_args)
     name = model if isinstance(model, str) else None
@@ -183,7 +83,7 @@ def preflight(
         except VllmUnavailable:
             if not planning:
                 raise
-    ours = our_tasks(tasks, include_path, task_manager)
+    ours = our_tasks(tasks, include_path, task_manager) if ours is None else ours
     if ours:
         check_model_serves(name, ours, str(TASKS_PATH), model_args)
         check_tasks(metadata, model_args, ours, str(TASKS_PATH), every_task=len(ours) == len(tasks))
@@ -394,12 +294,15 @@ def admit(arguments: Mapping[str, Any]) -> bool:
     """Whether a ``simple_evaluate`` call (its arguments by name) is a run of ours; for one, every check before a
     model loads (module docstring), each raising one line."""
     model, tasks, manager = arguments.get("model"), list(arguments.get("tasks") or []), arguments.get("task_manager")
-    if not (model in model_names() or our_tasks(tasks, task_manager=manager)):
+    ours = our_tasks(tasks, task_manager=manager)
+    if not (model in model_names() or ours):
         return False
     check_destinations(getattr(arguments.get("evaluation_tracker"), "output_path", None))
     check_run_settings(arguments)
     settings = {key: arguments[key] for key in RUN_SETTINGS if arguments.get(key) is not None}
-    preflight(model, arguments.get("model_args"), tasks, _metadata(arguments), None, manager, run_settings=settings)
+    preflight(
+        model, arguments.get("model_args"), tasks, _metadata(arguments), None, manager, run_settings=settings, ours=ours
+    )
     return True
 
 

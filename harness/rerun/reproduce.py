@@ -101,8 +101,8 @@ def run_invocation(invocation: Invocation, output: Path) -> Path:
     import os
 
     from harness.core.context import chdir
+    from harness.plugin.discovery import run_task_names
     from harness.plugin.in_process import evaluate, save_run, task_manager
-    from harness.plugin.preflight import run_task_names
 
     output = output.absolute()
     where = invocation.cwd if invocation.cwd and Path(invocation.cwd).is_dir() else os.getcwd()

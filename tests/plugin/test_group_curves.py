@@ -164,9 +164,8 @@ def test_a_group_of_ours_is_aggregated_by_the_weighting_its_yaml_declares(tmp_pa
     lm-eval made it. Nothing is inferred from the numbers."""
     from lm_eval.tasks._index import TaskIndex
 
-    from harness.plugin.discovery import tasks_path
+    from harness.plugin.discovery import group_weighting, tasks_path
     from harness.plugin.finish_results import record_group_aggregates
-    from harness.plugin.preflight import group_weighting
 
     (tmp_path / "mine.yaml").write_text(
         "group: my_niah_group\ntask:\n  - lch_ruler_niah_multikey_1\n"

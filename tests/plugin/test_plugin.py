@@ -207,7 +207,7 @@ def test_which_runs_index_only_the_plugin_folders(tmp_path):
     manager of the caller's own, and lm-eval's whole index is built as it would be without us."""
     import contextlib
 
-    from harness.plugin.preflight import task_index_for
+    from harness.plugin.discovery import task_index_for
 
     (tmp_path / "mine.yaml").write_text("task: ppl_govreport\ndataset_path: json\noutput_type: loglikelihood\n")
     scoped = type(plugin.plugin_tasks_only())
@@ -461,7 +461,8 @@ def test_a_run_is_ours_by_lm_evals_task_index_not_by_how_its_names_look(tmp_path
     from lm_eval.tasks._index import TaskIndex
 
     from harness.plugin.command_line import front
-    from harness.plugin.preflight import admit, our_tasks
+    from harness.plugin.discovery import our_tasks
+    from harness.plugin.preflight import admit
 
     assert our_tasks(["longppl_govreport", "lch_ruler", "hellaswag", "lch_ruler_niah_single_1"]) == [
         "longppl_govreport",
