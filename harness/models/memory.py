@@ -148,8 +148,8 @@ def request_need(
     shape = attention_shape(model)
     if dynamic is not None and impl == "cached":
         work += dynamic.layers * batch * shape.kv_heads * shape.head_dim * 4 * prompt
-    elif impl == "reference":
-        work += batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)
-    cache = max(kv_cache_bytes(model, prompt + budget, batch), kv_cache_bytes(model, prompt, batch, whole=True))
     keys = batch * shape.kv_heads * shape.head_dim * next(model.parameters()).element_size() * (prompt + budget)
+    if impl == "reference":  # its pre-RoPE keys, one layer's rotated at a time
+        work += keys
+    cache = max(kv_cache_bytes(model, prompt + budget, batch), kv_cache_bytes(model, prompt, batch, whole=True))
     return MemoryNeed(weights=weight_bytes(model), work=work, cache=cache, cache_tensor=keys)

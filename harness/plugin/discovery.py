@@ -287,8 +287,8 @@ def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str]
 
 
 def task_index_for(tasks: list[Any], include_path: Any = None, task_manager: Any = None) -> Any:
-    """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only
-    `) for a run of our tasks without its own manager, else the whole."""
+    """The context a run of ``tasks`` builds lm-eval's task index in: plugin folders only (:func:`plugin_tasks_only`)
+    for a run of our tasks without its own manager, else the whole."""
     if task_manager is None and run_task_names(tasks, include_path) is not None:
         return plugin_tasks_only()
     return contextlib.nullcontext()
