@@ -15,7 +15,8 @@ in :data:`HOOKS`, the module runs as usual and then its hook runs:
 * ``lm_eval.evaluator``: ``simple_evaluate`` becomes the door of every run (``harness/plugin/preflight.py``): a run of
   our models or tasks is checked before a model loads and its results are finished; any other goes straight on;
 * ``lm_eval._cli.harness``: once lm-eval has parsed its command line, a run of ours gets its task index scoped and
-  its user errors in one ``lch: error:`` line (``harness/cli/evaluate.py``); any other is left as lm-eval runs it.
+  its user errors in one ``lch: error:`` line (``harness/plugin/command_line.py``); any other is left as lm-eval
+  runs it.
 
 A hook runs only when the ``harness`` package that Python would import is this distribution's (the folder beside
 this file): in a project with a ``harness`` package of its own on ``sys.path`` first, nothing of ours is imported
@@ -38,7 +39,7 @@ HOOKS = {
     "lm_eval.models": "harness.plugin.discovery:after_models_import",
     "lm_eval.tasks.manager": "harness.plugin.discovery:after_task_manager_import",
     "lm_eval.evaluator": "harness.plugin.preflight:after_evaluator_import",
-    "lm_eval._cli.harness": "harness.cli.evaluate:after_cli_import",
+    "lm_eval._cli.harness": "harness.plugin.command_line:after_cli_import",
 }
 
 

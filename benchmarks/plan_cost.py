@@ -52,7 +52,7 @@ def independent_counts(model: Path, plan: dict, metadata: dict) -> dict[str, lis
 
     from harness.core.run_record import asking_chat_template
     from harness.data.prompt_tokens import PromptCounter
-    from harness.plugin.metadata import check_task_options
+    from harness.plugin.task_index import check_task_options
     from harness.tasks import TASKS_PATH
     from harness.tasks.base import LchTask
     from harness.tasks.lch_ruler.cache import cache_path, read_rows

@@ -31,7 +31,6 @@ from harness.cli import (
     sweep,
     training,
 )
-from harness.cli.translate import close_progress_bars, given_models, translate
 from harness.core.errors import (
     DEBUG_VARIABLE,
     EXIT_INTERNAL,
@@ -42,6 +41,7 @@ from harness.core.errors import (
     UsageError,
     debug_enabled,
 )
+from harness.plugin.translate import close_progress_bars, given_models, translate
 
 EPILOG = (
     "errors: one line 'lch: error: ...' and exit 2 (user input), 1 (lch regress: regression), 70 (a bug, "

@@ -76,7 +76,7 @@ def make_plan(
             "pretrained=<model> (or tokenizer=<name>)"
         )
     counter = PromptCounter(load_tokenizer(name))
-    from harness.plugin.metadata import check_task_options
+    from harness.plugin.task_index import check_task_options
 
     parsed = check_task_options(run.metadata, run.model_args, names, str(TASKS_PATH))
     cells: list[PlanCell] = []

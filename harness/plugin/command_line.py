@@ -1,11 +1,15 @@
-"""lm-eval's own command line (its parser, its ``run`` command, its config object) in front of the door: which parsed
-runs are ours (:func:`front`) and what ``lch plan`` reads of one (:func:`planned_run`). Nothing here re-reads lm-eval's
-flags; the checks are the door's (:mod:`harness.plugin.preflight`)."""
+"""lm-eval's own command line (its parser, its ``run`` command, its config object) with the door in front, for
+``lch eval`` (:func:`run_lch_eval`) and plain ``lm_eval`` alike: the import hook of ``lm_eval._cli.harness``
+(:func:`after_cli_import`) extends its ``parse_args``. Once lm-eval has parsed a run of ours (:func:`front`), the run
+builds its task index in its scope, and a user error ends in one ``lch: error:`` line with its exit code; any other
+run, and a bug's traceback, stay lm-eval's. :func:`planned_run` is what ``lch plan`` reads of a command line. Nothing
+here re-reads lm-eval's flags; the run's checks are the door's (:mod:`harness.plugin.preflight`)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -16,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.context import patched
-from harness.core.errors import UsageError
+from harness.core.errors import LchError, UsageError, debug_enabled
+from harness.core.incomplete import collecting, raise_if_incomplete
 from harness.engines.registry import model_names
 from harness.plugin.discovery import our_tasks, task_index_for
 from harness.plugin.preflight import RUN_SETTINGS, check_run_settings
+from harness.plugin.translate import close_progress_bars, given_models, translate
+
+_MARK = "_lch_front"
 
 
 def front(args: argparse.Namespace) -> AbstractContextManager[Any] | None:
@@ -85,10 +93,10 @@ def as_lch_eval(argv: list[str]) -> contextlib.ExitStack[bool | None]:
     return stack
 
 
-def run_lch_eval(argv: list[str], hook: Callable[[Any], None]) -> None:
-    """``lm_eval <argv>`` as lm-eval's own ``cli_evaluate`` runs it, under :func:`as_lch_eval`, ``hook`` (the import
-    hook of ``lm_eval._cli.harness``, which fronts a run of ours: :func:`front`) applied first, as the start-up
-    activation would; any run's ``--model_args`` settings moved (:func:`move_run_settings`)."""
+def run_lch_eval(argv: list[str]) -> None:
+    """``lm_eval <argv>`` as lm-eval's own ``cli_evaluate`` runs it, under :func:`as_lch_eval`, its command line
+    fronted (:func:`after_cli_import`) as the start-up activation would; any run's ``--model_args`` settings moved
+    (:func:`move_run_settings`)."""
     from lm_eval.utils import setup_logging
 
     from harness.plugin.discovery import harness_cli
@@ -96,10 +104,65 @@ def run_lch_eval(argv: list[str], hook: Callable[[Any], None]) -> None:
     setup_logging()
     with as_lch_eval(argv):
         cli = harness_cli()
-        hook(sys.modules[type(cli).__module__])
+        after_cli_import(sys.modules[type(cli).__module__])
         args = cli.parse_args()
         move_run_settings(args)
         cli.execute(args)
+
+
+def after_cli_import(cli_module: Any) -> None:
+    """Extend ``HarnessCLI.parse_args`` (module docstring)."""
+    cli = cli_module.HarnessCLI
+    original = cli.parse_args
+    if getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def parse_args(self: Any) -> argparse.Namespace:
+        args = original(self)
+        try:
+            scope = front(args)
+        except Exception as err:  # noqa: BLE001 (a user error of ours: one line; else lm-eval's command line as it is)
+            if isinstance(err, LchError):
+                _one_line(err)
+            return args
+        if scope is not None:
+            args.func = _fronted(args.func, scope, getattr(args, "include_path", None))
+        return args
+
+    setattr(parse_args, _MARK, True)
+    cli.parse_args = parse_args
+
+
+def _fronted(func: Callable[[argparse.Namespace], Any], scope: Any, include_path: Any) -> Callable:
+    """lm-eval's ``run`` command on a run of ours (module docstring); results written but missing a metric a failed
+    service kept from being computed end in one line too."""
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> Any:
+        try:
+            with collecting() as incomplete, scope:
+                done = func(args)
+            raise_if_incomplete(incomplete)  # results written, a metric asked for missing: the command fails
+            return done
+        except Exception as err:
+            user_error = (
+                err
+                if isinstance(err, LchError)
+                else translate(err, given_models(["eval", *sys.argv[1:]]), include_path)
+            )
+            if user_error is None or debug_enabled():
+                raise
+            _one_line(user_error)
+
+    return run
+
+
+def _one_line(err: Any) -> None:
+    """``lch: error: ...`` (lm-eval's flag named where the door refused a setting) and the error's exit code."""
+    close_progress_bars()
+    print(f"lch: error: {getattr(err, 'on_command_line', err)}", file=sys.stderr)
+    raise SystemExit(err.exit_code) from None
 
 
 class _Arrived(Exception):

@@ -261,10 +261,9 @@ def run_task_names(tasks: list[Any], include_path: Any = None, task_manager: Any
     ours = our_tasks(tasks, include_path, task_manager)
     if not ours or len(ours) != len(tasks):
         return None
-    from harness.plugin.task_index import task_folder
+    from harness.plugin.task_index import run_names
 
-    folder = task_folder(tasks_path())
-    return list(dict.fromkeys(entry.name for name in ours for entry in folder.members(name)))
+    return run_names(ours, tasks_path())
 
 
 def through_user_groups(tasks: list[Any], include_path: Any = None) -> list[str] | None:

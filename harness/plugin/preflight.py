@@ -26,8 +26,7 @@ from harness.core.options import MAX_SEED
 from harness.engines.registry import checking_once, model_entry, model_names
 from harness.engines.vllm_pic.imports import VllmUnavailable
 from harness.plugin.discovery import group_weighting, our_tasks, run_task_names, task_index_for
-from harness.plugin.metadata import check_tasks
-from harness.plugin.task_index import check_model_serves
+from harness.plugin.task_index import check_tasks
 from harness.tasks import TASKS_PATH
 
 log = logging.getLogger(__name__)
@@ -85,8 +84,7 @@ def preflight(
                 raise
     ours = our_tasks(tasks, include_path, task_manager) if ours is None else ours
     if ours:
-        check_model_serves(name, ours, str(TASKS_PATH), model_args)
-        check_tasks(metadata, model_args, ours, str(TASKS_PATH), every_task=len(ours) == len(tasks))
+        check_tasks(name, metadata, model_args, ours, str(TASKS_PATH), every_task=len(ours) == len(tasks))
 
 
 def check_destinations(output_path: Any) -> None:

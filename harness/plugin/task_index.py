@@ -1,9 +1,14 @@
-"""Which request types our tasks send (the YAML's class ``REQUEST_TYPE``, else its ``output_type``; a group: its
-members') and which models serve them (:mod:`harness.engines.registry`), checked before any model loads: lm-eval
-would fail with an ``AttributeError`` only after the model has loaded."""
+"""Our task folder read once, without lm-eval (:func:`task_folder`): each task's class, the request type it sends (the
+YAML's class ``REQUEST_TYPE``, else its ``output_type``; a group: its members'), its YAML metadata and options; and
+the checks of a run's tasks of ours against it before any model loads (:func:`check_tasks`): the model serves every
+request type they send (:mod:`harness.engines.registry`; lm-eval would fail with an ``AttributeError`` only after
+the model has loaded), a ``--metadata`` key none of them reads is refused with the closest known keys
+(:func:`our_metadata_keys`: their options dataclasses' fields, lm-eval's own keys and the model keys; only when
+every task is ours, as lm-eval ignores it), every task's options are parsed and every input they name is there."""
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 from collections.abc import Iterable
@@ -13,8 +18,13 @@ from typing import Any
 
 import yaml
 
-from harness.core.errors import UsageError
+from harness.core.errors import LchError, MissingDataError, UsageError
+from harness.core.options import option_help
+from harness.data.prompt_tokens import ModelKeys
 from harness.engines.registry import LM_EVAL_TYPES, model_entry, models
+
+# lm-eval's own metadata keys (not options of ours)
+LM_EVAL_KEYS: dict[str, str] = {"version": "task version"}
 
 
 class _Loader(yaml.SafeLoader):
@@ -92,6 +102,12 @@ def task_folder(tasks_dir: str) -> TaskFolder:
     return TaskFolder(tasks, groups)
 
 
+def run_names(names: Iterable[str], tasks_dir: str) -> list[str]:
+    """The tasks of a task folder that ``names`` (its tasks and groups) run, groups expanded, once each in order."""
+    folder = task_folder(str(tasks_dir))
+    return list(dict.fromkeys(entry.name for name in names for entry in folder.members(name)))
+
+
 def task_request_types(tasks_dir: str) -> dict[str, frozenset[str]]:
     """``{task or group name: request types it sends}`` for every task and group of a task folder."""
     folder = task_folder(str(tasks_dir))
@@ -142,3 +158,102 @@ def check_model_serves(
                 )
             if entry is not None:
                 entry.check_request(task, request_type, model_args or {})
+
+
+def metadata_keys(option_classes: Iterable[type | None]) -> dict[str, str]:
+    """``{key: help}`` of these options dataclasses' fields, lm-eval's own keys and the model keys (first help wins)."""
+    table: dict[str, str] = {**LM_EVAL_KEYS, **option_help(ModelKeys)}
+    for cls in option_classes:
+        if cls is not None:
+            for key, text in option_help(cls).items():
+                table.setdefault(key, text)
+    return table
+
+
+def task_option_classes(tasks_dir: str | Path) -> list[type]:
+    """The ``OPTIONS`` dataclass of every task class our task folder names, once each, in folder order."""
+    classes = (getattr(entry.task_class, "OPTIONS", None) for entry in task_folder(str(tasks_dir)).tasks.values())
+    return [cls for cls in dict.fromkeys(classes) if cls is not None]
+
+
+def our_metadata_keys() -> dict[str, str]:
+    """``{key: help}`` of every ``--metadata`` key a task of our folder reads (:func:`metadata_keys`); computed on each
+    call (the folder's walk is cached, and it imports the task classes, so it is not done at import)."""
+    from harness.tasks import TASKS_PATH
+
+    return metadata_keys(task_option_classes(str(TASKS_PATH)))
+
+
+def our_task_names(tasks_dir: str | Path) -> set[str]:
+    """Task and group names defined by the YAMLs of our task folder."""
+    folder = task_folder(str(tasks_dir))
+    return set(folder.tasks) | set(folder.groups)
+
+
+def check_metadata(metadata: dict, tasks: Iterable[str], tasks_dir: str | Path) -> None:
+    """Raise :class:`UsageError` for ``--metadata`` keys none of our ``tasks`` reads (module docstring)."""
+    known = metadata_keys(task_option_classes(tasks_dir))
+    for key in metadata:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            raise UsageError(
+                f"--metadata key {key!r} is not read by any of these tasks; {hint}the keys are the "
+                "fields of the tasks' options dataclasses (harness/plugin/task_index.py: our_metadata_keys)"
+            )
+
+
+def check_task_options(
+    metadata: dict | None, model_args: dict | None, tasks: Iterable[str], tasks_dir: str | Path
+) -> dict[str, Any]:
+    """Parse the options of every task of ours that ``tasks`` names (groups: their members) from what lm-eval will
+    hand it (YAML metadata, then model args, then ``--metadata``); a wrong-typed value raises a one-line
+    :class:`UsageError`. Returns each task's ``(class, model keys, options)`` (options None: none of its own)."""
+    folder = task_folder(str(tasks_dir))
+    parsed: dict[str, tuple[Any, Any, Any]] = {}
+    for name in tasks:
+        for entry in folder.members(name):
+            read = getattr(entry.task_class, "read_options", None)
+            if read is not None:
+                keys, options = read({**entry.metadata, **(model_args or {}), **(metadata or {})}, entry.name)
+                parsed[entry.name] = (entry.task_class, keys, options)
+    return parsed
+
+
+def check_tasks(
+    model: str | None, metadata: dict, model_args: dict, tasks: list[str], tasks_dir: str | Path, every_task: bool
+) -> None:
+    """Our ``tasks`` before a model loads: the request types they send against ``model``
+    (:func:`check_model_serves`), ``--metadata`` keys none of them reads (:func:`check_metadata`, when they
+    are ``every_task`` of the run: others may read keys of their own), every task's options parsed
+    (:func:`check_task_options`), every input the options read (:mod:`harness.data.inputs`) checked at once (one
+    :class:`~harness.core.errors.MissingDataError` naming all that are missing, offline when the hub cannot be
+    reached), then each task's own ``check_before_loading``."""
+    from harness.data.inputs import go_offline, missing_inputs
+
+    check_model_serves(model, tasks, tasks_dir, model_args)
+    if metadata and every_task:
+        check_metadata(metadata, tasks, tasks_dir)
+    parsed = check_task_options(metadata, model_args, tasks, tasks_dir)
+
+    needs = {
+        task: options.inputs() for task, (_, _, options) in parsed.items() if callable(getattr(options, "inputs", None))
+    }
+    if not needs:
+        return
+    missing = missing_inputs(needs, go_offline())
+    if missing:
+        count = f"{len(missing)} inputs are" if len(missing) > 1 else "an input is"
+        raise MissingDataError(
+            f"{count} missing (nothing was loaded): "
+            + " ".join(f"({i}) {m}." for i, m in enumerate(missing, start=1))
+            + ' Task options go in --metadata \'{"key": "value"}\'.'
+        )
+    for task, (task_class, keys, options) in parsed.items():
+        check = getattr(task_class, "check_before_loading", None)
+        if callable(check) and options is not None:
+            try:
+                check(keys, options)
+            except LchError as err:  # the same error, saying which task's data it is about
+                err.args = (f"{task}: {err}",)
+                raise

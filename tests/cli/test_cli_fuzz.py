@@ -4,7 +4,7 @@ Design. Invocations are generated from `lch`'s own parser: :func:`commands` walk
 ``harness.cli.build_parser()``'s subparsers (``train``'s recipes too) and each one's actions (option strings,
 nargs, choices, type); hypothesis draws, per action, valid-looking and invalid values of its type, its
 choices and wrong ones, model args strings (``pretrained=...,pic=...,pic_ratio=...``), ``--metadata`` JSON with
-keys of our tasks (``METADATA_KEYS``) and values of every JSON type, and paths to generated inputs
+keys of our tasks (``our_metadata_keys``) and values of every JSON type, and paths to generated inputs
 (tests/cli/fuzz_inputs.py: empty, binary, truncated JSON / JSON Lines, valid JSON with wrong fields, a huge line,
 copies of a tiny model folder with config.json / the safetensors / the tokenizer deleted or truncated, adapters
 that are not adapters, paths that do not exist). ``lch eval`` takes lm-eval's flags, drawn from a list here.
@@ -163,7 +163,7 @@ def _model_args(inputs: dict[str, Path]) -> st.SearchStrategy[str]:
 
 
 def _metadata() -> st.SearchStrategy[str]:
-    from harness.plugin.metadata import METADATA_KEYS
+    from harness.plugin.task_index import our_metadata_keys
 
     values = st.recursive(
         st.one_of(
@@ -177,7 +177,7 @@ def _metadata() -> st.SearchStrategy[str]:
         lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
         max_leaves=4,
     )
-    keys = st.sampled_from(sorted(METADATA_KEYS) + ["not_a_key", ""])
+    keys = st.sampled_from(sorted(our_metadata_keys()) + ["not_a_key", ""])
     return st.one_of(
         st.dictionaries(keys, values, max_size=3).map(json.dumps),
         _domain_edges(),
@@ -192,7 +192,7 @@ def domain_edges() -> dict[str, list]:
     import dataclasses
 
     from harness.plugin.discovery import tasks_path
-    from harness.plugin.metadata import task_option_classes
+    from harness.plugin.task_index import task_option_classes
 
     edges: dict[str, list] = {}
     for cls in task_option_classes(tasks_path()):
@@ -574,7 +574,7 @@ def test_corpus_case(case, fuzz_env, tmp_path):
 
 def test_a_translated_error_names_only_what_the_user_gave():
     """An offline hub error whose text quotes a docs URL: the message names the model given, never the URL."""
-    from harness.cli.translate import given_models, translate
+    from harness.plugin.translate import given_models, translate
 
     argv = ["eval", "--model", "hf-pic", "--model_args", "pretrained=org/my-model,pic=naive", "--tasks", "x"]
     assert given_models(argv) == ["org/my-model"]

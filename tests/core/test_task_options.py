@@ -109,12 +109,12 @@ truncation effective_threshold judge_idle_timeout""".split()  # the last line: k
 
 
 def test_the_key_table_is_the_fields_of_the_task_classes_options(monkeypatch):
-    from harness.plugin import metadata
+    from harness.plugin import task_index as metadata
     from harness.plugin.discovery import tasks_path
     from harness.tasks.logprob import LongPPLOptions
 
     classes = metadata.task_option_classes(tasks_path())
-    table = metadata.METADATA_KEYS
+    table = metadata.our_metadata_keys()
     assert table == metadata.metadata_keys(classes)
     assert set(table) == set(HAND_TABLE)
     assert table["alpha"] == option_help(LongPPLOptions)["alpha"] == "LSD threshold of key tokens"
@@ -135,8 +135,7 @@ def test_the_key_table_is_the_fields_of_the_task_classes_options(monkeypatch):
 
 def test_every_task_of_ours_declares_its_options_and_parses_its_yaml():
     from harness.plugin.discovery import tasks_path
-    from harness.plugin.metadata import check_task_options
-    from harness.plugin.task_index import task_folder
+    from harness.plugin.task_index import check_task_options, task_folder
 
     folder = task_folder(tasks_path())
     assert all(getattr(entry.task_class, "OPTIONS", None) is not None for entry in folder.tasks.values())

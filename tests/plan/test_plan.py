@@ -177,7 +177,7 @@ def test_rulers_plan_from_its_cache_equals_its_counted_requests_and_the_cached_r
     assert [(c.prompts, c.budgets) for c in counted] == [(c.prompts, c.budgets) for c in again.cells]
     # the cached rows themselves, counted here: lm-eval joins text and answer prefix with one space when neither
     # side has whitespace at the join
-    from harness.plugin.metadata import check_task_options
+    from harness.plugin.task_index import check_task_options
     from harness.tasks import TASKS_PATH
     from harness.tasks.lch_ruler.cache import cache_path, read_rows
 

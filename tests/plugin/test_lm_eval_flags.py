@@ -282,7 +282,7 @@ def test_python_callers_of_simple_evaluate_get_the_parameter_named(tiny, corpus,
 def test_an_index_beyond_the_documents_is_one_line():
     """Only lm-eval knows how many documents a task has once it built them (after the model loaded): its assertion
     becomes the one line."""
-    from harness.cli.translate import translate
+    from harness.plugin.translate import translate
 
     err = AssertionError(
         "Elements of --samples should be in the interval [0,k-1] where k is the number of total "

@@ -25,7 +25,7 @@ from lm_eval.models.huggingface import HFLM
 from harness.engines.registry import model_names
 from harness.plugin import discovery as plugin
 from harness.plugin.activation import activate
-from harness.plugin.metadata import our_task_names
+from harness.plugin.task_index import our_task_names
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -238,7 +238,8 @@ def test_lch_eval_and_plain_lm_eval_run_only_our_tasks_under_the_plugin_scope(mo
     from lm_eval.__main__ import cli_evaluate
     from lm_eval._cli.run import Run
 
-    from harness.cli.evaluate import after_cli_import, run_eval
+    from harness.cli.evaluate import run_eval
+    from harness.plugin.command_line import after_cli_import
 
     seen: list[bool] = []
     monkeypatch.setattr(Run, "_execute", staticmethod(lambda args: seen.append(plugin._PLUGINS_ONLY.get())))
