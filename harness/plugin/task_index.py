@@ -184,12 +184,6 @@ def our_metadata_keys() -> dict[str, str]:
     return metadata_keys(task_option_classes(str(TASKS_PATH)))
 
 
-def our_task_names(tasks_dir: str | Path) -> set[str]:
-    """Task and group names defined by the YAMLs of our task folder."""
-    folder = task_folder(str(tasks_dir))
-    return set(folder.tasks) | set(folder.groups)
-
-
 def check_metadata(metadata: dict, tasks: Iterable[str], tasks_dir: str | Path) -> None:
     """Raise :class:`UsageError` for ``--metadata`` keys none of our ``tasks`` reads (module docstring)."""
     known = metadata_keys(task_option_classes(tasks_dir))

@@ -25,9 +25,17 @@ from lm_eval.models.huggingface import HFLM
 from harness.engines.registry import model_names
 from harness.plugin import discovery as plugin
 from harness.plugin.activation import activate
-from harness.plugin.task_index import our_task_names
+from harness.plugin.task_index import task_folder
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def our_task_names(tasks_dir: str) -> set[str]:
+    """The task and group names our folder's YAMLs define, read by our own walk of the folder (not lm-eval's index)."""
+    folder = task_folder(tasks_dir)
+    return set(folder.tasks) | set(folder.groups)
+
+
 BIN = Path(sys.executable).parent
 
 
@@ -224,8 +232,6 @@ def test_which_runs_index_only_the_plugin_folders(tmp_path):
         assert isinstance(task_index_for(tasks, include_path), contextlib.nullcontext), tasks
     assert isinstance(task_index_for(["ppl_govreport"], task_manager=object()), contextlib.nullcontext)
     # sound only while each group of ours lists names of our folder alone (lm-eval's would be missing from the index)
-    from harness.plugin.task_index import task_folder
-
     folder = task_folder(plugin.tasks_path())
     assert folder.groups and all(m in folder.tasks or m in folder.groups for ms in folder.groups.values() for m in ms)
 
